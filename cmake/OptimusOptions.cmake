@@ -1,0 +1,36 @@
+# Build options (DESIGN.md section 2). Invalid combinations stop here, at configure time.
+include_guard(GLOBAL)
+
+set(OPTIMUS_WITH_CUDA "AUTO" CACHE STRING "Build the CUDA backend: ON, OFF or AUTO (on when the toolkit is found)")
+set_property(CACHE OPTIMUS_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(OPTIMUS_WITH_NCCL "AUTO" CACHE STRING "Build the NCCL communicator (needs CUDA): ON, OFF or AUTO")
+set_property(CACHE OPTIMUS_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
+option(OPTIMUS_WITH_MPI "Build the MPI communicator (without it only the in-process one exists)" ON)
+option(OPTIMUS_WITH_SCALAPACK "Compare with ScaLAPACK p?gemm in optimus-bench when it is found" ON)
+option(OPTIMUS_BUILD_TESTS "Build the doctest suites and register them with ctest" ON)
+option(OPTIMUS_BUILD_BENCH "Build optimus-bench" ON)
+option(OPTIMUS_BUILD_EXAMPLES "Build the README's example programs" ON)
+option(OPTIMUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+set(OPTIMUS_TEST_MAX_RANKS "16" CACHE STRING "Largest MPI rank count registered with ctest")
+
+foreach(opt OPTIMUS_WITH_CUDA OPTIMUS_WITH_NCCL)
+  string(TOUPPER "${${opt}}" value)
+  if(NOT value MATCHES "^(AUTO|ON|OFF|TRUE|FALSE|YES|NO|1|0)$")
+    message(FATAL_ERROR "${opt}='${${opt}}' is not one of AUTO, ON, OFF")
+  endif()
+endforeach()
+
+string(TOUPPER "${OPTIMUS_WITH_CUDA}" _optimus_cuda)
+string(TOUPPER "${OPTIMUS_WITH_NCCL}" _optimus_nccl)
+if(_optimus_cuda MATCHES "^(OFF|FALSE|NO|0)$" AND _optimus_nccl MATCHES "^(ON|TRUE|YES|1)$")
+  message(FATAL_ERROR "OPTIMUS_WITH_NCCL=ON needs OPTIMUS_WITH_CUDA=ON or AUTO; "
+                      "NCCL moves device buffers and has no meaning without the CUDA backend")
+endif()
+
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
+endif()
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)

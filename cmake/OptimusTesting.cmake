@@ -1,0 +1,35 @@
+# optimus_add_test(NAME SOURCES src... [RANKS n...] [LIBS lib...] [LABELS label...])
+#
+# Builds one doctest executable (with the MPI-aware main) and registers it with ctest once per rank
+# count, as `mpiexec -np N` (oversubscribed, root allowed), never through test discovery. Tests run with
+# more than 9 ranks carry the label `long`. Without RANKS (or without MPI) the test runs once, directly.
+include_guard(GLOBAL)
+
+set(OPTIMUS_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root --bind-to none
+    CACHE STRING "Flags for mpiexec in tests (ranks share the 2 cores of CI machines)")
+
+function(optimus_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;RANKS;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE optimus_test_support optimus::optimus ${ARG_LIBS})
+  optimus_target_defaults(${name})
+  set(env "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+  if(NOT ARG_RANKS OR NOT OPTIMUS_WITH_MPI)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${env}" TIMEOUT 300)
+    return()
+  endif()
+  foreach(np IN LISTS ARG_RANKS)
+    if(np GREATER OPTIMUS_TEST_MAX_RANKS)
+      continue()
+    endif()
+    set(labels ${ARG_LABELS} mpi)
+    if(np GREATER 9)
+      list(APPEND labels long)
+    endif()
+    add_test(NAME ${name}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${OPTIMUS_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${np}
+                     $<TARGET_FILE:${name}>)
+    set_tests_properties(${name}_np${np} PROPERTIES LABELS "${labels}" PROCESSORS 2 ENVIRONMENT "${env}" TIMEOUT 300)
+  endforeach()
+endfunction()

@@ -1,0 +1,16 @@
+# Warnings for every Optimus target, and the optional sanitizer configuration.
+include_guard(GLOBAL)
+
+add_library(optimus_warnings INTERFACE)
+target_compile_options(optimus_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wconversion -Wno-sign-conversion>)
+
+if(OPTIMUS_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# optimus_target_defaults(<target>): warnings on, private to the target.
+function(optimus_target_defaults target)
+  target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:optimus_warnings>)
+endfunction()

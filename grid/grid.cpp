@@ -1,0 +1,31 @@
+// Grid::create: checks the world size, then splits the world into row, column, grid and data-parallel
+// communicators.
+#include "optimus/grid/grid.hpp"
+
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+
+Grid Grid::create(Communicator& world, int q) {
+  OPTIMUS_CHECK(q >= 1, "Grid::create: q must be at least 1, got q = ", q);
+  const int p = q * q;
+  const int n = world.size();
+  OPTIMUS_CHECK(n % p == 0, "Grid::create: world size ", n, " is not dp*q*q for q = ", q, " (q*q = ", p,
+                "); launch a multiple of ", p, " ranks");
+  auto s = std::make_unique<detail::GridState>();
+  const int r = world.rank();
+  s->q = q;
+  s->dp = n / p;
+  s->dp_index = r / p;
+  s->row_index = (r % p) / q;
+  s->col_index = r % q;
+  const int i = s->row_index;
+  const int j = s->col_index;
+  s->row = world.split(s->dp_index * q + i, j);
+  s->col = world.split(s->dp_index * q + j, i);
+  s->grid = world.split(s->dp_index, i * q + j);
+  s->dp_comm = world.split(i * q + j, s->dp_index);
+  return Grid(std::move(s));
+}
+
+}  // namespace optimus

@@ -1,0 +1,140 @@
+// The one narrow communication interface every backend implements (DESIGN.md section 3).
+//
+// Buffers are raw pointers with an element count and a DType; typed helpers below take spans.
+// Every operation exists blocking and non-blocking: `ibroadcast` returns a Request to wait on, and
+// `broadcast` is `ibroadcast(...).wait()`. Collectives must be called by every rank of the
+// communicator in the same order. The public functions validate arguments, count traffic (stats.hpp)
+// and then call the backend; backends implement the protected `post_*` functions.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "optimus/comm/stats.hpp"
+#include "optimus/core/dtype.hpp"
+
+namespace optimus {
+
+enum class ReduceOp { sum, max, min };
+
+// Completion of a non-blocking operation, implemented by each backend.
+class RequestImpl {
+ public:
+  virtual ~RequestImpl() = default;
+  virtual void wait() = 0;
+  virtual bool test() = 0;  // true once complete; never blocks
+};
+
+// A handle to a non-blocking operation. Move-only; destroying a pending request waits for it
+// (and logs, never throws, if that fails), so buffers are never left in flight.
+class Request {
+ public:
+  Request() = default;
+  explicit Request(std::unique_ptr<RequestImpl> impl) : impl_(std::move(impl)) {}
+  Request(Request&&) noexcept = default;
+  Request& operator=(Request&& other) noexcept;
+  ~Request();
+
+  void wait();
+  bool test();
+  bool pending() const { return impl_ != nullptr; }
+
+ private:
+  std::unique_ptr<RequestImpl> impl_;
+};
+
+class Communicator {
+ public:
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  virtual ~Communicator() = default;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend() const = 0;  // "mpi", "in-process", ...
+
+  // buf: count elements at every rank; the root's values end up everywhere.
+  Request ibroadcast(void* buf, std::size_t count, DType dtype, int root);
+  // send: count elements at every rank; recv (root only, may equal send): their reduction.
+  Request ireduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root);
+  // send, recv: count elements (may be the same buffer); every rank gets the reduction.
+  Request iall_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  // send: count elements; recv: size()*count elements, rank r's contribution at r*count.
+  Request iall_gather(const void* send, void* recv, std::size_t count, DType dtype);
+  // send: size()*count elements; recv: count elements, block rank() of the reduction.
+  Request ireduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  Request isend(const void* buf, std::size_t count, DType dtype, int dest, int tag);
+  Request irecv(void* buf, std::size_t count, DType dtype, int source, int tag);
+  Request ibarrier();
+
+  void broadcast(void* buf, std::size_t count, DType dtype, int root) { ibroadcast(buf, count, dtype, root).wait(); }
+  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
+    ireduce(send, recv, count, dtype, op, root).wait();
+  }
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+    iall_reduce(send, recv, count, dtype, op).wait();
+  }
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+    iall_gather(send, recv, count, dtype).wait();
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+    ireduce_scatter(send, recv, count, dtype, op).wait();
+  }
+  void send(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
+    isend(buf, count, dtype, dest, tag).wait();
+  }
+  void recv(void* buf, std::size_t count, DType dtype, int source, int tag) {
+    irecv(buf, count, dtype, source, tag).wait();
+  }
+  void barrier() { ibarrier().wait(); }
+
+  // Typed conveniences.
+  template <class T>
+  void broadcast(std::span<T> buf, int root) {
+    broadcast(buf.data(), buf.size(), dtype_of<T>, root);
+  }
+  template <class T>
+  void all_reduce(std::span<T> buf, ReduceOp op) {
+    all_reduce(buf.data(), buf.data(), buf.size(), dtype_of<T>, op);
+  }
+  template <class T>
+  T all_reduce(T value, ReduceOp op) {
+    all_reduce(&value, &value, 1, dtype_of<T>, op);
+    return value;
+  }
+  template <class T>
+  void all_gather(std::span<const T> send, std::span<T> recv) {
+    all_gather(send.data(), recv.data(), send.size(), dtype_of<T>);
+  }
+
+  // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
+  std::unique_ptr<Communicator> split(int color, int key);
+
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = CommStats{}; }
+
+ protected:
+  Communicator(int rank, int size);
+
+  virtual Request post_broadcast(void* buf, std::size_t count, DType dtype, int root) = 0;
+  virtual Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) = 0;
+  virtual Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
+  virtual Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
+  virtual Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag) = 0;
+  virtual Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag) = 0;
+  virtual Request post_barrier() = 0;
+  virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
+
+ private:
+  void check_peer(int peer, const char* what) const;
+  void check_reducible(DType dtype, const char* what) const;
+
+  int rank_;
+  int size_;
+  CommStats stats_;
+};
+
+}  // namespace optimus

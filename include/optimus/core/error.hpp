@@ -1,0 +1,52 @@
+// optimus::Error and the check macros every module uses.
+//
+// OPTIMUS_CHECK(cond, parts...) throws optimus::Error with the file, the line, the failed condition
+// and a message streamed from `parts` (so the values involved are printed, not just named).
+// Configuration errors are checked on values every rank shares, so every rank throws the same error.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace optimus {
+
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, const char* file, int line);
+
+  // The message alone, without the source location (what() has both).
+  const std::string& message() const noexcept { return message_; }
+  const char* file() const noexcept { return file_; }
+  int line() const noexcept { return line_; }
+
+ private:
+  std::string message_;
+  const char* file_;
+  int line_;
+};
+
+namespace detail {
+
+template <class... Parts>
+std::string concat(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+[[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+
+}  // namespace detail
+}  // namespace optimus
+
+// Throws optimus::Error built from the streamed parts when `cond` is false.
+#define OPTIMUS_CHECK(cond, ...)                                                           \
+  do {                                                                                     \
+    if (!(cond)) [[unlikely]] {                                                            \
+      ::optimus::detail::throw_error(__FILE__, __LINE__, ::optimus::detail::concat(__VA_ARGS__)); \
+    }                                                                                      \
+  } while (0)
+
+// Throws optimus::Error unconditionally.
+#define OPTIMUS_FAIL(...) ::optimus::detail::throw_error(__FILE__, __LINE__, ::optimus::detail::concat(__VA_ARGS__))

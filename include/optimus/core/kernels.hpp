@@ -1,0 +1,29 @@
+// CPU kernels on Eigen, for rank-2 views whose rows are contiguous (stride(1) == 1).
+// Every function states its shapes; all are instantiated for float and double.
+#pragma once
+
+#include "optimus/core/tensor.hpp"
+
+namespace optimus::cpu {
+
+enum class Trans { no, yes };
+
+// C = alpha * op(A) * op(B) + beta * C, with op(X) = X or X^T.
+// op(A): [m, k], op(B): [k, n], C: [m, n]. beta == 0 overwrites C (NaNs in C do not propagate).
+template <class T>
+void gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta,
+          TensorView<T> c);
+
+// y = alpha * x + beta * y, element-wise; x, y: [m, n].
+template <class T>
+void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y);
+
+// y = x; x, y: [m, n].
+template <class T>
+void copy(TensorView<const T> x, TensorView<T> y);
+
+// y = value everywhere; y: [m, n].
+template <class T>
+void fill(TensorView<T> y, T value);
+
+}  // namespace optimus::cpu

@@ -1,0 +1,127 @@
+// Host tensors: Tensor<T> owns row-major, 64-byte-aligned memory; TensorView<T> is a non-owning
+// strided window on it (or on any memory). Copies are explicit (clone()) to prevent performance
+// accidents. Shapes and strides count elements, not bytes.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <type_traits>
+
+#include "optimus/core/dtype.hpp"
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+
+enum class Device { cpu, cuda };
+
+// A shape of rank 0..kMaxRank.
+class Shape {
+ public:
+  static constexpr int kMaxRank = 4;
+
+  Shape() = default;
+  Shape(std::initializer_list<std::int64_t> dims);
+
+  int rank() const { return rank_; }
+  std::int64_t operator[](int d) const { return dims_[static_cast<std::size_t>(d)]; }
+  std::int64_t& operator[](int d) { return dims_[static_cast<std::size_t>(d)]; }
+  std::int64_t numel() const;
+
+  friend bool operator==(const Shape& a, const Shape& b);
+  friend std::ostream& operator<<(std::ostream& os, const Shape& s);  // prints e.g. [4, 6]
+
+ private:
+  std::array<std::int64_t, kMaxRank> dims_{};
+  int rank_ = 0;
+};
+
+// Row-major (C order) strides of a shape.
+Shape contiguous_strides(const Shape& shape);
+
+template <class T>
+class TensorView {
+ public:
+  TensorView() = default;
+  TensorView(T* data, Shape shape, Shape strides, Device device = Device::cpu)
+      : data_(data), shape_(shape), strides_(strides), device_(device) {}
+  TensorView(T* data, Shape shape, Device device = Device::cpu)
+      : TensorView(data, shape, contiguous_strides(shape), device) {}
+
+  // A view of T converts to a view of const T.
+  operator TensorView<const T>() const  // NOLINT(google-explicit-constructor)
+    requires(!std::is_const_v<T>)
+  {
+    return TensorView<const T>(data_, shape_, strides_, device_);
+  }
+
+  T* data() const { return data_; }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int rank() const { return shape_.rank(); }
+  std::int64_t size(int d) const { return shape_[d]; }
+  std::int64_t stride(int d) const { return strides_[d]; }
+  std::int64_t numel() const { return shape_.numel(); }
+  Device device() const { return device_; }
+  bool is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+
+  // Matrix access for rank-2 views: element (r, c).
+  T& operator()(std::int64_t r, std::int64_t c) const { return data_[r * strides_[0] + c * strides_[1]]; }
+
+  // Rank-2 views: the rows x cols window starting at (r0, c0).
+  TensorView block(std::int64_t r0, std::int64_t c0, std::int64_t rows, std::int64_t cols) const {
+    OPTIMUS_CHECK(rank() == 2, "block() needs a rank-2 view, this one has shape ", shape_);
+    OPTIMUS_CHECK(r0 >= 0 && c0 >= 0 && rows >= 0 && cols >= 0 && r0 + rows <= shape_[0] && c0 + cols <= shape_[1],
+                  "block [", r0, ", ", c0, "] of size ", rows, "x", cols, " is outside a view of shape ", shape_);
+    return TensorView(data_ + r0 * strides_[0] + c0 * strides_[1], Shape{rows, cols}, strides_, device_);
+  }
+
+ private:
+  T* data_ = nullptr;
+  Shape shape_;
+  Shape strides_;
+  Device device_ = Device::cpu;
+};
+
+// Owning host tensor, zero-initialized, row-major and contiguous. Move-only.
+template <class T>
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(Shape shape);
+
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  Tensor clone() const;
+
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return shape_.rank(); }
+  std::int64_t size(int d) const { return shape_[d]; }
+  std::int64_t numel() const { return shape_.numel(); }
+  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * sizeof(T); }
+  Device device() const { return Device::cpu; }
+
+  TensorView<T> view() { return TensorView<T>(data(), shape_); }
+  TensorView<const T> view() const { return TensorView<const T>(data(), shape_); }
+
+ private:
+  struct Free {
+    void operator()(T* p) const noexcept;
+  };
+  std::unique_ptr<T[], Free> data_;
+  Shape shape_;
+};
+
+extern template class Tensor<float>;
+extern template class Tensor<double>;
+extern template class Tensor<bf16>;
+
+}  // namespace optimus

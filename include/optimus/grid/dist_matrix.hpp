@@ -1,0 +1,81 @@
+// optimus::DistMatrix<T>: a global rows x cols row-major matrix split into q x q blocks (DESIGN.md section 4).
+//
+// Rank (i, j) owns rows [i*rows/q, (i+1)*rows/q) and columns [j*cols/q, (j+1)*cols/q): a local block of
+// (rows/q) x (cols/q). For a 4 x 6 matrix on q = 2, rank (1, 0) holds rows 2..3, columns 0..2.
+// q must divide both dimensions; otherwise construction throws, naming the dimension, its size and q.
+// A DistMatrix refers to its Grid's state and must not outlive the Grid. Copies are explicit (clone()).
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+
+#include "optimus/core/rng.hpp"
+#include "optimus/core/tensor.hpp"
+#include "optimus/grid/grid.hpp"
+
+namespace optimus {
+
+template <class T>
+class DistMatrix {
+ public:
+  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using LocalMap = Eigen::Map<Matrix>;
+  using ConstLocalMap = Eigen::Map<const Matrix>;
+
+  // A zero matrix of global shape rows x cols on `grid`.
+  DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols) : DistMatrix(*grid.state(), rows, cols) {}
+  // The same, on the grid another matrix lives on (see grid()).
+  DistMatrix(const detail::GridState& grid, std::int64_t rows, std::int64_t cols);
+
+  // Every rank passes the same full matrix; each keeps its own block. No communication.
+  template <class Derived>
+  static DistMatrix from_global(const Grid& grid, const Eigen::MatrixBase<Derived>& full) {
+    DistMatrix m(grid, full.rows(), full.cols());
+    m.local_map() = full.block(m.row_offset(), m.col_offset(), m.local_rows(), m.local_cols()).template cast<T>();
+    return m;
+  }
+
+  // Element (r, c) becomes dist.sample(CounterRng(seed, stream), r, c): the same matrix whatever q is.
+  void fill_random(std::uint64_t seed, Distribution dist = Distribution::uniform(-1.0, 1.0), std::uint64_t stream = 0);
+
+  // Collective over the grid: every rank of the replica gets the whole matrix.
+  Matrix to_global() const;
+
+  DistMatrix clone() const;
+  DistMatrix(DistMatrix&&) noexcept = default;
+  DistMatrix& operator=(DistMatrix&&) noexcept = default;
+  DistMatrix(const DistMatrix&) = delete;
+  DistMatrix& operator=(const DistMatrix&) = delete;
+
+  std::int64_t rows() const { return rows_; }
+  std::int64_t cols() const { return cols_; }
+  std::int64_t local_rows() const { return local_.size(0); }
+  std::int64_t local_cols() const { return local_.size(1); }
+  std::int64_t row_offset() const { return grid_->row_index * local_rows(); }
+  std::int64_t col_offset() const { return grid_->col_index * local_cols(); }
+
+  TensorView<T> local() { return local_.view(); }
+  TensorView<const T> local() const { return local_.view(); }
+  LocalMap local_map() { return LocalMap(local_.data(), local_rows(), local_cols()); }
+  ConstLocalMap local_map() const { return ConstLocalMap(local_.data(), local_rows(), local_cols()); }
+
+  const detail::GridState& grid() const { return *grid_; }
+  template <class U>
+  bool same_grid(const DistMatrix<U>& other) const {
+    return grid_ == &other.grid();
+  }
+
+ private:
+  DistMatrix(const detail::GridState* grid, std::int64_t rows, std::int64_t cols, Tensor<T> local)
+      : grid_(grid), rows_(rows), cols_(cols), local_(std::move(local)) {}
+
+  const detail::GridState* grid_;
+  std::int64_t rows_;
+  std::int64_t cols_;
+  Tensor<T> local_;  // [rows/q, cols/q]
+};
+
+extern template class DistMatrix<float>;
+extern template class DistMatrix<double>;
+
+}  // namespace optimus

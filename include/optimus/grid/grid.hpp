@@ -1,0 +1,62 @@
+// optimus::Grid: a world of dp*q*q ranks seen as dp replicas of a q x q process grid (DESIGN.md section 3).
+//
+// World rank r has data-parallel index r / (q*q), grid row i = (r % (q*q)) / q and grid column j = r % q.
+// For q = 2, dp = 1:      column 0   column 1
+//               row 0     rank 0     rank 1
+//               row 1     rank 2     rank 3
+// The Grid owns its communicators: row (the q ranks with the same i, ranked by j), column (same j, ranked
+// by i), grid (the q*q ranks of one replica, ranked i*q + j) and data-parallel (same (i, j), ranked by
+// replica). It is move-only; its state lives on the heap, so moving a Grid keeps matrices built on it valid.
+#pragma once
+
+#include <memory>
+
+#include "optimus/comm/communicator.hpp"
+
+namespace optimus {
+
+namespace detail {
+struct GridState {
+  int q = 1;
+  int dp = 1;
+  int row_index = 0;  // i
+  int col_index = 0;  // j
+  int dp_index = 0;
+  std::unique_ptr<Communicator> row;
+  std::unique_ptr<Communicator> col;
+  std::unique_ptr<Communicator> grid;
+  std::unique_ptr<Communicator> dp_comm;
+};
+}  // namespace detail
+
+class Grid {
+ public:
+  // Collective over `world`. Throws optimus::Error on every rank if world.size() is not dp*q*q.
+  static Grid create(Communicator& world, int q);
+
+  Grid(Grid&&) noexcept = default;
+  Grid& operator=(Grid&&) noexcept = default;
+  Grid(const Grid&) = delete;
+  Grid& operator=(const Grid&) = delete;
+  ~Grid() = default;
+
+  int q() const { return state_->q; }
+  int dp() const { return state_->dp; }
+  int row_index() const { return state_->row_index; }
+  int col_index() const { return state_->col_index; }
+  int dp_index() const { return state_->dp_index; }
+
+  // Communicating does not change the grid; these are handles, like MPI communicators.
+  Communicator& row() const { return *state_->row; }
+  Communicator& col() const { return *state_->col; }
+  Communicator& grid() const { return *state_->grid; }
+  Communicator& dp_comm() const { return *state_->dp_comm; }
+
+  const detail::GridState* state() const { return state_.get(); }
+
+ private:
+  explicit Grid(std::unique_ptr<detail::GridState> state) : state_(std::move(state)) {}
+  std::unique_ptr<detail::GridState> state_;
+};
+
+}  // namespace optimus

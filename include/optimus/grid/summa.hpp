@@ -1,0 +1,38 @@
+// SUMMA products of DistMatrix (DESIGN.md section 4), in global-matrix terms:
+//
+//   summa_ab (alpha, A, B, beta, C):  C = alpha * A   * B   + beta * C   A: [m, k]  B: [k, n]  C: [m, n]
+//   summa_abt(alpha, A, B, beta, C):  C = alpha * A   * B^T + beta * C   A: [m, k]  B: [n, k]  C: [m, n]
+//   summa_atb(alpha, A, B, beta, C):  C = alpha * A^T * B   + beta * C   A: [k, m]  B: [k, n]  C: [m, n]
+//
+// and the forms without C return a new matrix (alpha = 1, beta = 0). All are collective over the grid.
+// Per SUMMA step l = 0..q-1 at rank (i, j):
+//   AB : broadcast A[i,l] along row i and B[l,j] along column j;  C[i,j] += A[i,l] B[l,j]
+//   ABT: broadcast B[l,j] along column j;  T = A[i,j] B[l,j]^T;  reduce T along row i to C[i,l]
+//   ATB: broadcast A[i,l] along row i;     T = A[i,l]^T B[i,j];  reduce T along column j to C[l,j]
+// Worked example, AB on q = 2: rank (0,1) receives A[0,0] from (0,0) and B[0,1] from (1,1) at l = 0,
+// keeps its own A[0,1] and receives B[1,1] from (1,1)... at l = 1, and sums the two products.
+// Each rank receives (q-1)/q^2 of the two moving matrices (A and B for AB; B and C for ABT; A and C for
+// ATB), which tests assert against the communicators' counters.
+// Errors (every rank throws the same): inner dimensions or C's shape that do not match, matrices from
+// different grids, C that is also an input.
+#pragma once
+
+#include "optimus/grid/dist_matrix.hpp"
+
+namespace optimus {
+
+template <class T>
+void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c);
+template <class T>
+void summa_abt(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c);
+template <class T>
+void summa_atb(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c);
+
+template <class T>
+DistMatrix<T> summa_ab(const DistMatrix<T>& a, const DistMatrix<T>& b);
+template <class T>
+DistMatrix<T> summa_abt(const DistMatrix<T>& a, const DistMatrix<T>& b);
+template <class T>
+DistMatrix<T> summa_atb(const DistMatrix<T>& a, const DistMatrix<T>& b);
+
+}  // namespace optimus

@@ -1,0 +1,131 @@
+// The backend-independent half of Communicator: argument checks and the traffic counters.
+#include "optimus/comm/communicator.hpp"
+
+#include <iostream>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+
+std::string_view name_of(CallKind kind) {
+  switch (kind) {
+    case CallKind::broadcast: return "broadcast";
+    case CallKind::reduce: return "reduce";
+    case CallKind::all_reduce: return "all_reduce";
+    case CallKind::all_gather: return "all_gather";
+    case CallKind::reduce_scatter: return "reduce_scatter";
+    case CallKind::send: return "send";
+    case CallKind::recv: return "recv";
+    case CallKind::barrier: return "barrier";
+  }
+  return "?";
+}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    Request finished(std::move(*this));  // waits for what this handle held
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+Request::~Request() {
+  if (!impl_) return;
+  try {
+    impl_->wait();
+  } catch (const std::exception& e) {
+    std::cerr << "optimus: a pending request failed while being destroyed: " << e.what() << '\n';
+  }
+}
+
+void Request::wait() {
+  if (!impl_) return;
+  std::unique_ptr<RequestImpl> impl = std::move(impl_);
+  impl->wait();
+}
+
+bool Request::test() {
+  if (!impl_) return true;
+  if (!impl_->test()) return false;
+  impl_.reset();
+  return true;
+}
+
+Communicator::Communicator(int rank, int size) : rank_(rank), size_(size) {
+  OPTIMUS_CHECK(size >= 1 && rank >= 0 && rank < size, "invalid communicator rank ", rank, " of size ", size);
+}
+
+void Communicator::check_peer(int peer, const char* what) const {
+  OPTIMUS_CHECK(peer >= 0 && peer < size_, what, " rank ", peer, " is outside a communicator of size ", size_);
+}
+
+void Communicator::check_reducible(DType dtype, const char* what) const {
+  OPTIMUS_CHECK(dtype != DType::bf16, what, " on bf16 is not supported: bf16 is a storage type; reduce in f32");
+}
+
+namespace {
+std::uint64_t bytes_of(std::size_t count, DType dtype) { return static_cast<std::uint64_t>(count) * size_of(dtype); }
+}  // namespace
+
+Request Communicator::ibroadcast(void* buf, std::size_t count, DType dtype, int root) {
+  check_peer(root, "broadcast root");
+  const std::uint64_t n = size_ > 1 ? bytes_of(count, dtype) : 0;
+  stats_.add(CallKind::broadcast, rank_ == root ? n : 0, rank_ == root ? 0 : n);
+  return post_broadcast(buf, count, dtype, root);
+}
+
+Request Communicator::ireduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
+  check_peer(root, "reduce root");
+  check_reducible(dtype, "reduce");
+  const std::uint64_t n = bytes_of(count, dtype);
+  const std::uint64_t others = static_cast<std::uint64_t>(size_ - 1);
+  stats_.add(CallKind::reduce, rank_ == root ? 0 : n, rank_ == root ? others * n : 0);
+  return post_reduce(send, recv, count, dtype, op, root);
+}
+
+Request Communicator::iall_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  check_reducible(dtype, "all_reduce");
+  const std::uint64_t p = static_cast<std::uint64_t>(size_);
+  const std::uint64_t n = 2 * (p - 1) * bytes_of(count, dtype) / p;
+  stats_.add(CallKind::all_reduce, n, n);
+  return post_all_reduce(send, recv, count, dtype, op);
+}
+
+Request Communicator::iall_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  const std::uint64_t n = static_cast<std::uint64_t>(size_ - 1) * bytes_of(count, dtype);
+  stats_.add(CallKind::all_gather, n, n);
+  return post_all_gather(send, recv, count, dtype);
+}
+
+Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  check_reducible(dtype, "reduce_scatter");
+  const std::uint64_t n = static_cast<std::uint64_t>(size_ - 1) * bytes_of(count, dtype);
+  stats_.add(CallKind::reduce_scatter, n, n);
+  return post_reduce_scatter(send, recv, count, dtype, op);
+}
+
+Request Communicator::isend(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
+  check_peer(dest, "send destination");
+  OPTIMUS_CHECK(tag >= 0, "send tag must be non-negative, got ", tag);
+  stats_.add(CallKind::send, bytes_of(count, dtype), 0);
+  return post_send(buf, count, dtype, dest, tag);
+}
+
+Request Communicator::irecv(void* buf, std::size_t count, DType dtype, int source, int tag) {
+  check_peer(source, "recv source");
+  OPTIMUS_CHECK(tag >= 0, "recv tag must be non-negative, got ", tag);
+  stats_.add(CallKind::recv, 0, bytes_of(count, dtype));
+  return post_recv(buf, count, dtype, source, tag);
+}
+
+Request Communicator::ibarrier() {
+  stats_.add(CallKind::barrier, 0, 0);
+  return post_barrier();
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  OPTIMUS_CHECK(color >= 0, "split color must be non-negative, got ", color);
+  return do_split(color, key);
+}
+
+}  // namespace optimus

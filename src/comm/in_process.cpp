@@ -1,0 +1,321 @@
+// In-process communicator: ranks are threads; every collective is a numbered "slot" in state shared by
+// the group. Posting copies the rank's contribution into the slot (so the caller's buffer is free at
+// once); waiting blocks until the contributions it needs are there, then computes this rank's result.
+// Reductions always add contributions in rank order, so every rank gets bit-identical results.
+#include "optimus/comm/in_process.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+// Thrown in ranks woken because another rank failed; never the error reported to the caller.
+class PeerFailed : public Error {
+ public:
+  explicit PeerFailed(int rank)
+      : Error(detail::concat("in-process rank ", rank, " stopped because another rank failed"), __FILE__, __LINE__) {}
+};
+
+struct WorldState {
+  std::atomic<bool> aborted{false};
+};
+
+struct Slot {
+  std::vector<Bytes> data;      // contribution of each rank
+  std::vector<char> posted;     // whether rank r has posted
+  int n_posted = 0;
+  int n_done = 0;
+};
+
+struct GroupState {
+  GroupState(int n, std::shared_ptr<WorldState> w) : size(n), world(std::move(w)) {}
+
+  const int size;
+  const std::shared_ptr<WorldState> world;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::uint64_t, Slot> slots;
+  std::map<std::tuple<int, int, int>, std::deque<Bytes>> mailbox;  // (source, dest, tag) -> messages
+  std::map<std::pair<std::uint64_t, int>, std::pair<std::shared_ptr<GroupState>, int>> children;  // (seq, color)
+
+  // Blocks (with `lock` held) until ready() holds; throws if another rank of the world failed.
+  template <class Ready>
+  void wait_until(std::unique_lock<std::mutex>& lock, int rank, Ready ready) {
+    while (!ready()) {
+      if (world->aborted.load()) throw PeerFailed(rank);
+      cv.wait_for(lock, std::chrono::milliseconds(20));
+    }
+  }
+
+  Slot& slot(std::uint64_t seq) {
+    Slot& s = slots[seq];
+    if (s.data.empty()) {
+      s.data.resize(static_cast<std::size_t>(size));
+      s.posted.assign(static_cast<std::size_t>(size), 0);
+    }
+    return s;
+  }
+
+  void post(std::uint64_t seq, int rank, Bytes contribution) {
+    Slot& s = slot(seq);
+    s.data[static_cast<std::size_t>(rank)] = std::move(contribution);
+    s.posted[static_cast<std::size_t>(rank)] = 1;
+    ++s.n_posted;
+    cv.notify_all();
+  }
+
+  void done(std::uint64_t seq) {
+    auto it = slots.find(seq);
+    if (++it->second.n_done == size) slots.erase(it);
+  }
+};
+
+Bytes copy_bytes(const void* p, std::size_t n) {
+  Bytes b(n);
+  if (n) std::memcpy(b.data(), p, n);
+  return b;
+}
+
+template <class T>
+void reduce_into(T* acc, const T* x, std::size_t n, ReduceOp op) {
+  for (std::size_t e = 0; e < n; ++e) {
+    switch (op) {
+      case ReduceOp::sum: acc[e] += x[e]; break;
+      case ReduceOp::max: acc[e] = std::max(acc[e], x[e]); break;
+      case ReduceOp::min: acc[e] = std::min(acc[e], x[e]); break;
+    }
+  }
+}
+
+// out[0..count) = reduction over ranks, in rank order, of elements [offset, offset+count) of each contribution.
+void reduce_contributions(const Slot& s, std::size_t offset, std::size_t count, DType dtype, ReduceOp op, void* out) {
+  const std::size_t width = size_of(dtype);
+  std::memcpy(out, s.data[0].data() + offset * width, count * width);
+  for (std::size_t r = 1; r < s.data.size(); ++r) {
+    const std::byte* src = s.data[r].data() + offset * width;
+    if (dtype == DType::f32) {
+      reduce_into(static_cast<float*>(out), reinterpret_cast<const float*>(src), count, op);
+    } else {
+      reduce_into(static_cast<double*>(out), reinterpret_cast<const double*>(src), count, op);
+    }
+  }
+}
+
+// A pending operation on a group: ready() says whether it can complete, finish() completes it.
+// Both run with the group's lock held.
+class SlotRequest final : public RequestImpl {
+ public:
+  SlotRequest(std::shared_ptr<GroupState> g, int rank, std::function<bool()> ready, std::function<void()> finish)
+      : g_(std::move(g)), rank_(rank), ready_(std::move(ready)), finish_(std::move(finish)) {}
+
+  void wait() override {
+    std::unique_lock lock(g_->mu);
+    g_->wait_until(lock, rank_, ready_);
+    finish_();
+  }
+  bool test() override {
+    std::unique_lock lock(g_->mu);
+    if (g_->world->aborted.load()) throw PeerFailed(rank_);
+    if (!ready_()) return false;
+    finish_();
+    return true;
+  }
+
+ private:
+  std::shared_ptr<GroupState> g_;
+  int rank_;
+  std::function<bool()> ready_;
+  std::function<void()> finish_;
+};
+
+class InProcessCommunicator final : public Communicator {
+ public:
+  InProcessCommunicator(std::shared_ptr<GroupState> g, int rank) : Communicator(rank, g->size), g_(std::move(g)) {}
+
+  std::string backend() const override { return "in-process"; }
+
+ protected:
+  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root) override {
+    const std::size_t n = count * size_of(dtype);
+    const std::uint64_t seq = next_seq_++;
+    std::unique_lock lock(g_->mu);
+    if (rank() == root) {
+      g_->post(seq, rank(), copy_bytes(buf, n));
+      g_->done(seq);
+      return {};
+    }
+    g_->slot(seq);
+    return pending([this, seq, root] { return g_->slots.at(seq).posted[static_cast<std::size_t>(root)] != 0; },
+                   [this, seq, root, buf, n] {
+                     std::memcpy(buf, g_->slots.at(seq).data[static_cast<std::size_t>(root)].data(), n);
+                     g_->done(seq);
+                   });
+  }
+
+  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) override {
+    const std::uint64_t seq = next_seq_++;
+    std::unique_lock lock(g_->mu);
+    g_->post(seq, rank(), copy_bytes(send, count * size_of(dtype)));
+    if (rank() != root) {
+      g_->done(seq);
+      return {};
+    }
+    return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
+      reduce_contributions(g_->slots.at(seq), 0, count, dtype, op, recv);
+      g_->done(seq);
+    });
+  }
+
+  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
+    const std::uint64_t seq = next_seq_++;
+    std::unique_lock lock(g_->mu);
+    g_->post(seq, rank(), copy_bytes(send, count * size_of(dtype)));
+    return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
+      reduce_contributions(g_->slots.at(seq), 0, count, dtype, op, recv);
+      g_->done(seq);
+    });
+  }
+
+  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override {
+    const std::size_t n = count * size_of(dtype);
+    const std::uint64_t seq = next_seq_++;
+    std::unique_lock lock(g_->mu);
+    g_->post(seq, rank(), copy_bytes(send, n));
+    return pending(all_posted(seq), [this, seq, recv, n] {
+      const Slot& s = g_->slots.at(seq);
+      for (std::size_t r = 0; r < s.data.size(); ++r) {
+        if (n) std::memcpy(static_cast<std::byte*>(recv) + r * n, s.data[r].data(), n);
+      }
+      g_->done(seq);
+    });
+  }
+
+  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
+    const std::uint64_t seq = next_seq_++;
+    std::unique_lock lock(g_->mu);
+    g_->post(seq, rank(), copy_bytes(send, static_cast<std::size_t>(size()) * count * size_of(dtype)));
+    return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
+      reduce_contributions(g_->slots.at(seq), static_cast<std::size_t>(rank()) * count, count, dtype, op, recv);
+      g_->done(seq);
+    });
+  }
+
+  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag) override {
+    std::unique_lock lock(g_->mu);
+    g_->mailbox[{rank(), dest, tag}].push_back(copy_bytes(buf, count * size_of(dtype)));
+    g_->cv.notify_all();
+    return {};
+  }
+
+  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag) override {
+    const std::tuple<int, int, int> key{source, rank(), tag};
+    const std::size_t n = count * size_of(dtype);
+    return pending([this, key] { return !g_->mailbox[key].empty(); },
+                   [this, key, buf, n, source, tag] {
+                     std::deque<Bytes>& queue = g_->mailbox[key];
+                     Bytes message = std::move(queue.front());
+                     queue.pop_front();
+                     OPTIMUS_CHECK(message.size() == n, "recv from rank ", source, " with tag ", tag, " expected ", n,
+                                   " bytes but the message has ", message.size());
+                     if (n) std::memcpy(buf, message.data(), n);
+                   });
+  }
+
+  Request post_barrier() override {
+    const std::uint64_t seq = next_seq_++;
+    std::unique_lock lock(g_->mu);
+    g_->post(seq, rank(), {});
+    return pending(all_posted(seq), [this, seq] { g_->done(seq); });
+  }
+
+  std::unique_ptr<Communicator> do_split(int color, int key) override {
+    // Exchange (color, key) through a slot, then the first member to arrive creates the child group.
+    const std::uint64_t seq = next_seq_++;
+    const int mine[2] = {color, key};
+    std::vector<std::pair<int, int>> members;  // (key, rank) of ranks with my color
+    std::unique_lock lock(g_->mu);
+    g_->post(seq, rank(), copy_bytes(mine, sizeof(mine)));
+    g_->wait_until(lock, rank(), all_posted(seq));
+    const Slot& s = g_->slots.at(seq);
+    for (int r = 0; r < size(); ++r) {
+      int theirs[2];
+      std::memcpy(theirs, s.data[static_cast<std::size_t>(r)].data(), sizeof(theirs));
+      if (theirs[0] == color) members.emplace_back(theirs[1], r);
+    }
+    std::sort(members.begin(), members.end());
+    const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), std::pair{key, rank()}) - members.begin());
+    const int new_size = static_cast<int>(members.size());
+    auto& [child, taken] = g_->children[{seq, color}];
+    if (!child) child = std::make_shared<GroupState>(new_size, g_->world);
+    std::shared_ptr<GroupState> mine_group = child;
+    if (++taken == new_size) g_->children.erase({seq, color});
+    g_->done(seq);
+    return std::make_unique<InProcessCommunicator>(std::move(mine_group), new_rank);
+  }
+
+ private:
+  std::function<bool()> all_posted(std::uint64_t seq) {
+    return [this, seq] { return g_->slots.at(seq).n_posted == size(); };
+  }
+
+  Request pending(std::function<bool()> ready, std::function<void()> finish) {
+    return Request(std::make_unique<SlotRequest>(g_, rank(), std::move(ready), std::move(finish)));
+  }
+
+  std::shared_ptr<GroupState> g_;
+  std::uint64_t next_seq_ = 0;  // collectives are numbered identically on every rank
+};
+
+}  // namespace
+
+void run_in_process(int size, const std::function<void(Communicator& world)>& fn) {
+  OPTIMUS_CHECK(size >= 1, "run_in_process needs at least one rank, got ", size);
+  auto world = std::make_shared<WorldState>();
+  auto group = std::make_shared<GroupState>(size, world);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
+  std::vector<char> induced(static_cast<std::size_t>(size), 0);
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      const auto ri = static_cast<std::size_t>(r);
+      try {
+        InProcessCommunicator comm(group, r);
+        fn(comm);
+      } catch (const PeerFailed&) {
+        errors[ri] = std::current_exception();
+        induced[ri] = 1;
+      } catch (...) {
+        errors[ri] = std::current_exception();
+        world->aborted.store(true);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int pass = 0; pass < 2; ++pass) {  // original failures first, then induced ones
+    for (std::size_t r = 0; r < errors.size(); ++r) {
+      if (errors[r] && induced[r] == pass) std::rethrow_exception(errors[r]);
+    }
+  }
+}
+
+std::unique_ptr<Communicator> make_self_communicator() {
+  return std::make_unique<InProcessCommunicator>(std::make_shared<GroupState>(1, std::make_shared<WorldState>()), 0);
+}
+
+}  // namespace optimus

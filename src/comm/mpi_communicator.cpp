@@ -1,0 +1,143 @@
+// MPI backend: every operation is the matching non-blocking MPI call; blocking ones wait on it.
+#include "optimus/comm/mpi_communicator.hpp"
+
+#include <climits>
+#include <iostream>
+
+#include "mpi_check.hpp"
+
+namespace optimus {
+namespace {
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::bf16: return MPI_UINT16_T;  // moved as bits, never reduced
+  }
+  OPTIMUS_FAIL("unknown dtype");
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+  }
+  OPTIMUS_FAIL("unknown reduce op");
+}
+
+int mpi_count(std::size_t count) {
+  OPTIMUS_CHECK(count <= static_cast<std::size_t>(INT_MAX), "MPI message of ", count,
+                " elements exceeds INT_MAX; split the buffer");
+  return static_cast<int>(count);
+}
+
+class MpiRequest final : public RequestImpl {
+ public:
+  MpiRequest() = default;
+  MPI_Request* handle() { return &request_; }
+
+  void wait() override { OPTIMUS_CHECK_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+  bool test() override {
+    int done = 0;
+    OPTIMUS_CHECK_MPI(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  }
+
+ private:
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+// Posts one non-blocking MPI call that fills in the request handle.
+template <class Post>
+Request post(Post&& call) {
+  auto request = std::make_unique<MpiRequest>();
+  OPTIMUS_CHECK_MPI(call(request->handle()));
+  return Request(std::move(request));
+}
+
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  OPTIMUS_CHECK_MPI(MPI_Comm_rank(comm, &r));
+  return r;
+}
+
+int comm_size(MPI_Comm comm) {
+  int s = 0;
+  OPTIMUS_CHECK_MPI(MPI_Comm_size(comm, &s));
+  return s;
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned)
+    : MpiCommunicator(comm, owned, comm_rank(comm), comm_size(comm)) {}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, int rank, int size)
+    : Communicator(rank, size), comm_(comm), owned_(owned && comm != MPI_COMM_WORLD) {
+  OPTIMUS_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned_ && !finalized) {
+    const int code = MPI_Comm_free(&comm_);
+    if (code != MPI_SUCCESS) std::cerr << "optimus: MPI_Comm_free failed: " << detail::mpi_error_string(code) << '\n';
+  }
+}
+
+Request MpiCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root) {
+  return post([&](MPI_Request* r) { return MPI_Ibcast(buf, mpi_count(count), mpi_type(dtype), root, comm_, r); });
+}
+
+Request MpiCommunicator::post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                     int root) {
+  const void* source = (rank() == root && send == recv) ? MPI_IN_PLACE : send;
+  return post([&](MPI_Request* r) {
+    return MPI_Ireduce(source, recv, mpi_count(count), mpi_type(dtype), mpi_op(op), root, comm_, r);
+  });
+}
+
+Request MpiCommunicator::post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  const void* source = send == recv ? MPI_IN_PLACE : send;
+  return post([&](MPI_Request* r) {
+    return MPI_Iallreduce(source, recv, mpi_count(count), mpi_type(dtype), mpi_op(op), comm_, r);
+  });
+}
+
+Request MpiCommunicator::post_all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  return post([&](MPI_Request* r) {
+    const int n = mpi_count(count);
+    return MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, r);
+  });
+}
+
+Request MpiCommunicator::post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                                             ReduceOp op) {
+  return post([&](MPI_Request* r) {
+    return MPI_Ireduce_scatter_block(send, recv, mpi_count(count), mpi_type(dtype), mpi_op(op), comm_, r);
+  });
+}
+
+Request MpiCommunicator::post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
+  return post([&](MPI_Request* r) { return MPI_Isend(buf, mpi_count(count), mpi_type(dtype), dest, tag, comm_, r); });
+}
+
+Request MpiCommunicator::post_recv(void* buf, std::size_t count, DType dtype, int source, int tag) {
+  return post(
+      [&](MPI_Request* r) { return MPI_Irecv(buf, mpi_count(count), mpi_type(dtype), source, tag, comm_, r); });
+}
+
+Request MpiCommunicator::post_barrier() {
+  return post([&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
+  MPI_Comm child = MPI_COMM_NULL;
+  OPTIMUS_CHECK_MPI(MPI_Comm_split(comm_, color, key, &child));
+  return std::make_unique<MpiCommunicator>(child, true);
+}
+
+}  // namespace optimus

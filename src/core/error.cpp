@@ -1,0 +1,19 @@
+// optimus::Error: a runtime_error whose what() carries the message and where it was raised.
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+
+Error::Error(const std::string& message, const char* file, int line)
+    : std::runtime_error(detail::concat(message, " [", file, ":", line, "]")),
+      message_(message),
+      file_(file),
+      line_(line) {}
+
+namespace detail {
+
+void throw_error(const char* file, int line, const std::string& message) {
+  throw Error(message, file, line);
+}
+
+}  // namespace detail
+}  // namespace optimus

@@ -1,0 +1,90 @@
+// CPU kernels: thin wrappers that map strided views onto Eigen expressions.
+#include "optimus/core/kernels.hpp"
+
+#include <Eigen/Core>
+
+namespace optimus::cpu {
+namespace {
+
+template <class T>
+using RowMajor = Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <class T>
+using MatrixMap = Eigen::Map<std::conditional_t<std::is_const_v<T>, const RowMajor<T>, RowMajor<T>>, Eigen::Unaligned,
+                             Eigen::OuterStride<>>;
+
+template <class T>
+MatrixMap<T> as_eigen(TensorView<T> v, const char* what) {
+  OPTIMUS_CHECK(v.device() == Device::cpu, "CPU kernel given a device tensor for ", what);
+  OPTIMUS_CHECK(v.rank() == 2, "CPU kernel needs a matrix for ", what, ", got shape ", v.shape());
+  OPTIMUS_CHECK(v.stride(1) == 1 || v.size(1) <= 1, "CPU kernel needs contiguous rows for ", what, ", got strides ",
+                v.strides());
+  return MatrixMap<T>(v.data(), v.size(0), v.size(1), Eigen::OuterStride<>(std::max<std::int64_t>(v.stride(0), 1)));
+}
+
+}  // namespace
+
+template <class T>
+void gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta,
+          TensorView<T> c) {
+  const std::int64_t m = trans_a == Trans::no ? a.size(0) : a.size(1);
+  const std::int64_t ka = trans_a == Trans::no ? a.size(1) : a.size(0);
+  const std::int64_t kb = trans_b == Trans::no ? b.size(0) : b.size(1);
+  const std::int64_t n = trans_b == Trans::no ? b.size(1) : b.size(0);
+  OPTIMUS_CHECK(a.rank() == 2 && b.rank() == 2 && c.rank() == 2, "gemm needs matrices, got A ", a.shape(), ", B ",
+                b.shape(), ", C ", c.shape());
+  OPTIMUS_CHECK(ka == kb && c.size(0) == m && c.size(1) == n, "gemm shapes do not agree: op(A) is ", m, "x", ka,
+                ", op(B) is ", kb, "x", n, ", C is ", c.size(0), "x", c.size(1));
+  auto A = as_eigen(a, "A");
+  auto B = as_eigen(b, "B");
+  auto C = as_eigen(c, "C");
+  if (beta == T(0)) {
+    C.setZero();
+  } else if (beta != T(1)) {
+    C *= beta;
+  }
+  if (m == 0 || n == 0 || ka == 0) return;
+  if (trans_a == Trans::no && trans_b == Trans::no) {
+    C.noalias() += alpha * A * B;
+  } else if (trans_a == Trans::no) {
+    C.noalias() += alpha * A * B.transpose();
+  } else if (trans_b == Trans::no) {
+    C.noalias() += alpha * A.transpose() * B;
+  } else {
+    C.noalias() += alpha * A.transpose() * B.transpose();
+  }
+}
+
+template <class T>
+void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y) {
+  OPTIMUS_CHECK(x.shape() == y.shape(), "axpby shapes differ: x ", x.shape(), ", y ", y.shape());
+  auto X = as_eigen(x, "x");
+  auto Y = as_eigen(y, "y");
+  if (beta == T(0)) {
+    Y = alpha * X;
+  } else {
+    Y = alpha * X + beta * Y;
+  }
+}
+
+template <class T>
+void copy(TensorView<const T> x, TensorView<T> y) {
+  OPTIMUS_CHECK(x.shape() == y.shape(), "copy shapes differ: x ", x.shape(), ", y ", y.shape());
+  as_eigen(y, "y") = as_eigen(x, "x");
+}
+
+template <class T>
+void fill(TensorView<T> y, T value) {
+  as_eigen(y, "y").setConstant(value);
+}
+
+#define OPTIMUS_INSTANTIATE(T)                                                                          \
+  template void gemm<T>(Trans, Trans, T, TensorView<const T>, TensorView<const T>, T, TensorView<T>); \
+  template void axpby<T>(T, TensorView<const T>, T, TensorView<T>);                                   \
+  template void copy<T>(TensorView<const T>, TensorView<T>);                                          \
+  template void fill<T>(TensorView<T>, T);
+OPTIMUS_INSTANTIATE(float)
+OPTIMUS_INSTANTIATE(double)
+#undef OPTIMUS_INSTANTIATE
+
+}  // namespace optimus::cpu

@@ -1,0 +1,75 @@
+// Shapes and the owning host tensor (64-byte-aligned, zero-initialized).
+#include "optimus/core/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace optimus {
+
+Shape::Shape(std::initializer_list<std::int64_t> dims) {
+  OPTIMUS_CHECK(dims.size() <= static_cast<std::size_t>(kMaxRank), "a shape has at most ", kMaxRank,
+                " dimensions, got ", dims.size());
+  for (std::int64_t d : dims) {
+    OPTIMUS_CHECK(d >= 0, "shape dimensions must be non-negative, got ", d);
+    dims_[static_cast<std::size_t>(rank_++)] = d;
+  }
+}
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (int d = 0; d < rank_; ++d) n *= (*this)[d];
+  return n;
+}
+
+bool operator==(const Shape& a, const Shape& b) {
+  if (a.rank_ != b.rank_) return false;
+  for (int d = 0; d < a.rank_; ++d) {
+    if (a[d] != b[d]) return false;
+  }
+  return true;
+}
+
+std::ostream& operator<<(std::ostream& os, const Shape& s) {
+  os << '[';
+  for (int d = 0; d < s.rank(); ++d) os << (d ? ", " : "") << s[d];
+  return os << ']';
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides = shape;
+  std::int64_t stride = 1;
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  return strides;
+}
+
+template <class T>
+Tensor<T>::Tensor(Shape shape) : shape_(shape) {
+  constexpr std::size_t kAlign = 64;
+  const std::size_t bytes = (this->bytes() + kAlign - 1) / kAlign * kAlign;
+  if (bytes == 0) return;
+  void* p = std::aligned_alloc(kAlign, bytes);
+  OPTIMUS_CHECK(p != nullptr, "host allocation of ", bytes, " bytes for a tensor of shape ", shape, " failed");
+  std::memset(p, 0, bytes);
+  data_.reset(static_cast<T*>(p));
+}
+
+template <class T>
+Tensor<T> Tensor<T>::clone() const {
+  Tensor copy(shape_);
+  if (numel() > 0) std::memcpy(copy.data(), data(), bytes());
+  return copy;
+}
+
+template <class T>
+void Tensor<T>::Free::operator()(T* p) const noexcept {
+  std::free(p);
+}
+
+template class Tensor<float>;
+template class Tensor<double>;
+template class Tensor<bf16>;
+
+}  // namespace optimus

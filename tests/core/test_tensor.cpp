@@ -1,0 +1,39 @@
+// Tensors and views: shapes, strides, blocks, explicit copies.
+#include <doctest/doctest.h>
+
+#include "optimus/core/tensor.hpp"
+
+using optimus::Shape;
+using optimus::Tensor;
+
+TEST_CASE("Tensor is zeroed, row-major, and copies only on clone()") {
+  Tensor<double> t(Shape{3, 4});
+  CHECK(t.numel() == 12);
+  CHECK(t.bytes() == 96);
+  for (std::int64_t e = 0; e < t.numel(); ++e) CHECK(t.data()[e] == 0.0);
+  CHECK(reinterpret_cast<std::uintptr_t>(t.data()) % 64 == 0);
+  auto v = t.view();
+  CHECK(v.stride(0) == 4);
+  CHECK(v.stride(1) == 1);
+  v(2, 3) = 5.0;
+  CHECK(t.data()[11] == 5.0);
+  Tensor<double> c = t.clone();
+  c.data()[11] = 6.0;
+  CHECK(t.data()[11] == 5.0);
+  Tensor<double> moved = std::move(c);
+  CHECK(moved.data()[11] == 6.0);
+}
+
+TEST_CASE("blocks are strided windows and out-of-range blocks are refused") {
+  Tensor<float> t(Shape{4, 6});
+  auto v = t.view();
+  for (std::int64_t r = 0; r < 4; ++r)
+    for (std::int64_t c = 0; c < 6; ++c) v(r, c) = static_cast<float>(10 * r + c);
+  auto b = v.block(1, 2, 2, 3);
+  CHECK(b.shape() == Shape{2, 3});
+  CHECK(b(0, 0) == 12.0f);
+  CHECK(b(1, 2) == 24.0f);
+  CHECK_FALSE(b.is_contiguous());
+  CHECK_THROWS_WITH_AS(v.block(3, 0, 2, 1), doctest::Contains("outside a view of shape [4, 6]"), optimus::Error);
+  CHECK_THROWS_AS(Shape({-1, 2}), optimus::Error);
+}

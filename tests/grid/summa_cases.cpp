@@ -1,0 +1,208 @@
+// Grid, DistMatrix and SUMMA checks shared by the MPI and in-process suites.
+#include "summa_cases.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "optimus/core/error.hpp"
+#include "optimus/grid/summa.hpp"
+#include "optimus/reference/matmul.hpp"
+
+namespace optimus::test {
+namespace {
+
+using reference::Matrix;
+
+template <class T>
+using Global = typename DistMatrix<T>::Matrix;
+
+// The message of the Error that fn throws ("" if none), checked to be the same on every rank of `comm`.
+std::string error_on_every_rank(Communicator& comm, const std::function<void()>& fn) {
+  std::string message;
+  try {
+    fn();
+  } catch (const Error& e) {
+    message = e.message();
+  }
+  // Equal hashes on all ranks (max == min) means the same message everywhere.
+  const double h = static_cast<double>(std::hash<std::string>{}(message) % (1ull << 52));
+  CHECK(comm.all_reduce(h, ReduceOp::max) == comm.all_reduce(h, ReduceOp::min));
+  return message;
+}
+
+enum class Product { ab, abt, atb };
+
+const char* name_of(Product p) { return p == Product::ab ? "ab" : p == Product::abt ? "abt" : "atb"; }
+
+template <class T>
+void check_product(const Grid& grid, Product product, T alpha, T beta) {
+  const int q = grid.q();
+  const std::int64_t m = 5 * q, k = 3 * q, n = 7 * q;  // m, k, n all differ
+  // Global inputs, rounded to T so that the reference multiplies exactly what the grid holds.
+  const Matrix a = (product == Product::atb ? reference::random_matrix(k, m, 11) : reference::random_matrix(m, k, 11))
+                       .cast<T>()
+                       .template cast<double>();
+  const Matrix b = (product == Product::abt ? reference::random_matrix(n, k, 12) : reference::random_matrix(k, n, 12))
+                       .cast<T>()
+                       .template cast<double>();
+  const Matrix c0 = reference::random_matrix(m, n, 13).cast<T>().template cast<double>();
+
+  auto A = DistMatrix<T>::from_global(grid, a);
+  auto B = DistMatrix<T>::from_global(grid, b);
+  auto C = DistMatrix<T>::from_global(grid, c0);
+  grid.row().reset_stats();
+  grid.col().reset_stats();
+  Matrix expected;
+  std::uint64_t moving = 0;  // elements of the two matrices that move
+  switch (product) {
+    case Product::ab:
+      summa_ab(alpha, A, B, beta, C);
+      expected = double(alpha) * reference::matmul(a, b) + double(beta) * c0;
+      moving = static_cast<std::uint64_t>(m * k + k * n);
+      break;
+    case Product::abt:
+      summa_abt(alpha, A, B, beta, C);
+      expected = double(alpha) * reference::matmul_abt(a, b) + double(beta) * c0;
+      moving = static_cast<std::uint64_t>(n * k + m * n);
+      break;
+    case Product::atb:
+      summa_atb(alpha, A, B, beta, C);
+      expected = double(alpha) * reference::matmul_atb(a, b) + double(beta) * c0;
+      moving = static_cast<std::uint64_t>(k * m + m * n);
+      break;
+  }
+  const std::uint64_t received = grid.row().stats().bytes_received + grid.col().stats().bytes_received;
+  const auto qq = static_cast<std::uint64_t>(q);
+  CAPTURE(name_of(product));
+  CAPTURE(q);
+  CAPTURE(sizeof(T));
+  CHECK(received == (qq - 1) * moving / (qq * qq) * sizeof(T));
+  const Matrix got = C.to_global().template cast<double>();
+  const auto cmp = reference::compare_relative(got, expected, sizeof(T) == 4 ? 1e-5 : 1e-12);
+  CAPTURE(cmp);
+  CHECK(cmp.ok());
+
+  // The forms returning a new matrix compute the plain product.
+  const DistMatrix<T> D = product == Product::ab    ? summa_ab(A, B)
+                          : product == Product::abt ? summa_abt(A, B)
+                                                    : summa_atb(A, B);
+  const Matrix plain = product == Product::ab    ? reference::matmul(a, b)
+                       : product == Product::abt ? reference::matmul_abt(a, b)
+                                                 : reference::matmul_atb(a, b);
+  CHECK(reference::compare_relative(D.to_global().template cast<double>(), plain, sizeof(T) == 4 ? 1e-5 : 1e-12).ok());
+}
+
+}  // namespace
+
+void check_grid(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  const int p = q * q;
+  const int r = world.rank();
+  CHECK(grid.q() == q);
+  CHECK(grid.dp() == world.size() / p);
+  CHECK(grid.dp_index() == r / p);
+  CHECK(grid.row_index() == (r % p) / q);
+  CHECK(grid.col_index() == r % q);
+  CHECK(grid.row().size() == q);
+  CHECK(grid.col().size() == q);
+  CHECK(grid.grid().size() == p);
+  CHECK(grid.dp_comm().size() == grid.dp());
+  CHECK(grid.row().rank() == grid.col_index());
+  CHECK(grid.col().rank() == grid.row_index());
+  CHECK(grid.grid().rank() == r % p);
+  CHECK(grid.dp_comm().rank() == grid.dp_index());
+  // The row communicator really holds the ranks of the same row: sum their world ranks.
+  double row_sum = grid.row().all_reduce(static_cast<double>(r), ReduceOp::sum);
+  double expected = 0;
+  for (int j = 0; j < q; ++j) expected += grid.dp_index() * p + grid.row_index() * q + j;
+  CHECK(row_sum == expected);
+  double col_sum = grid.col().all_reduce(static_cast<double>(r), ReduceOp::sum);
+  expected = 0;
+  for (int i = 0; i < q; ++i) expected += grid.dp_index() * p + i * q + grid.col_index();
+  CHECK(col_sum == expected);
+  // Moving a grid keeps matrices built on it valid.
+  Grid moved = Grid::create(world, q);
+  DistMatrix<double> m(moved, 2 * q, 3 * q);
+  Grid holder = std::move(moved);
+  m.fill_random(3);
+  CHECK(m.to_global() == reference::random_matrix(2 * q, 3 * q, 3));
+}
+
+void check_dist_matrix(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  const Matrix full = reference::random_matrix(4 * q, 6 * q, 5);
+  auto M = DistMatrix<double>::from_global(grid, full);
+  CHECK(M.local_rows() == 4);
+  CHECK(M.local_cols() == 6);
+  CHECK(M.local_map() == full.block(4 * grid.row_index(), 6 * grid.col_index(), 4, 6));
+  CHECK(M.to_global() == full);
+
+  // Partition independence: the same seed on this grid and on a one-rank grid gives bit-identical matrices.
+  std::unique_ptr<Communicator> self = world.split(world.rank(), 0);
+  const Grid single = Grid::create(*self, 1);
+  for (int dist = 0; dist < 2; ++dist) {
+    const Distribution d = dist == 0 ? Distribution::uniform(-1, 1) : Distribution::normal(0, 0.02);
+    DistMatrix<double> X(grid, 6 * q, 2 * q), Y(single, 6 * q, 2 * q);
+    DistMatrix<float> Xf(grid, 6 * q, 2 * q), Yf(single, 6 * q, 2 * q);
+    X.fill_random(99, d);
+    Y.fill_random(99, d);
+    Xf.fill_random(99, d);
+    Yf.fill_random(99, d);
+    const auto x = X.to_global(), y = Y.to_global();
+    const auto xf = Xf.to_global(), yf = Yf.to_global();
+    CHECK(std::memcmp(x.data(), y.data(), sizeof(double) * static_cast<std::size_t>(x.size())) == 0);
+    CHECK(std::memcmp(xf.data(), yf.data(), sizeof(float) * static_cast<std::size_t>(xf.size())) == 0);
+    CHECK(x == reference::random_matrix(6 * q, 2 * q, 99, d));
+  }
+}
+
+void check_summa(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  for (Product p : {Product::ab, Product::abt, Product::atb}) {
+    check_product<double>(grid, p, 1.0, 0.0);
+    check_product<double>(grid, p, -1.5, 0.75);
+    check_product<float>(grid, p, 1.0f, 0.0f);
+    check_product<float>(grid, p, 0.5f, -2.0f);
+  }
+}
+
+void check_bad_input(Communicator& world, int q) {
+  // A world size that is not dp*q*q.
+  for (int bad_q = 2; bad_q <= 4; ++bad_q) {
+    if (world.size() % (bad_q * bad_q) == 0) continue;
+    const std::string msg = error_on_every_rank(world, [&] { Grid::create(world, bad_q); });
+    CHECK(msg.find("world size " + std::to_string(world.size())) != std::string::npos);
+    CHECK(msg.find("q = " + std::to_string(bad_q)) != std::string::npos);
+  }
+  CHECK(error_on_every_rank(world, [&] { Grid::create(world, 0); }).find("q = 0") != std::string::npos);
+
+  const Grid grid = Grid::create(world, q);
+  Communicator& g = grid.grid();
+  if (q > 1) {
+    const std::string msg = error_on_every_rank(g, [&] { DistMatrix<double>(grid, 2 * q + 1, q); });
+    CHECK(msg == "DistMatrix: rows = " + std::to_string(2 * q + 1) + " is not divisible by q = " + std::to_string(q));
+    const std::string msg2 = error_on_every_rank(g, [&] { DistMatrix<float>(grid, q, 3 * q - 1); });
+    CHECK(msg2.find("cols = " + std::to_string(3 * q - 1)) != std::string::npos);
+  }
+  DistMatrix<double> A(grid, 2 * q, 3 * q), B(grid, 4 * q, q), C(grid, 2 * q, q);
+  const std::string inner = error_on_every_rank(g, [&] { summa_ab(A, B); });
+  CHECK(inner.find("inner dimensions differ: A is " + std::to_string(2 * q) + "x" + std::to_string(3 * q) + ", B is " +
+                   std::to_string(4 * q) + "x" + std::to_string(q)) != std::string::npos);
+  CHECK(error_on_every_rank(g, [&] { summa_atb(A, B); }).find("inner dimensions differ") != std::string::npos);
+  CHECK(error_on_every_rank(g, [&] { summa_abt(A, B); }).find("inner dimensions differ") != std::string::npos);
+  DistMatrix<double> B2(grid, 3 * q, q);
+  CHECK(error_on_every_rank(g, [&] { summa_ab(1.0, A, B2, 0.0, B2); }).find("must not be one of the inputs") !=
+        std::string::npos);
+  DistMatrix<double> Cwrong(grid, q, q);
+  CHECK(error_on_every_rank(g, [&] { summa_ab(1.0, A, B2, 0.0, Cwrong); }).find("C is") != std::string::npos);
+
+  const Grid other = Grid::create(world, q);
+  DistMatrix<double> B_other(other, 3 * q, q);
+  CHECK(error_on_every_rank(g, [&] { summa_ab(A, B_other); }) == "summa_ab: the matrices belong to different grids");
+  CHECK(error_on_every_rank(g, [&] { summa_ab(1.0, A, B2, 0.0, C); }).empty());  // and the good call still works
+}
+
+}  // namespace optimus::test

@@ -1,0 +1,17 @@
+// Grid, DistMatrix and SUMMA checks shared by the MPI and in-process suites.
+#pragma once
+
+#include "optimus/comm/communicator.hpp"
+
+namespace optimus::test {
+
+// Grid coordinates and communicators on a world of dp*q*q ranks.
+void check_grid(Communicator& world, int q);
+// from_global/to_global round trip, and fill_random bit-identical to a one-rank fill.
+void check_dist_matrix(Communicator& world, int q);
+// summa_ab/abt/atb against Eigen (f32 and f64, alpha and beta), and exact traffic counters.
+void check_summa(Communicator& world, int q);
+// Bad input: every rank throws the same optimus::Error naming the values.
+void check_bad_input(Communicator& world, int q);
+
+}  // namespace optimus::test

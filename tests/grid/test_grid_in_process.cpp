@@ -1,0 +1,22 @@
+// Grid, DistMatrix and SUMMA on the in-process backend: q = 1..4, and dp = 2 x q = 2.
+#include <doctest/doctest.h>
+
+#include "optimus/comm/in_process.hpp"
+#include "summa_cases.hpp"
+
+namespace {
+void on_grids(void (*check)(optimus::Communicator&, int)) {
+  for (int q = 1; q <= 4; ++q) {
+    CAPTURE(q);
+    optimus::run_in_process(q * q, [&](optimus::Communicator& w) { check(w, q); });
+  }
+  optimus::run_in_process(8, [&](optimus::Communicator& w) { check(w, 2); });  // dp = 2
+}
+}  // namespace
+
+TEST_CASE("in-process grid coordinates and communicators") { on_grids(optimus::test::check_grid); }
+TEST_CASE("in-process DistMatrix round trip and partition-independent fill") {
+  on_grids(optimus::test::check_dist_matrix);
+}
+TEST_CASE("in-process SUMMA products match Eigen with exact traffic") { on_grids(optimus::test::check_summa); }
+TEST_CASE("in-process bad input gives the same error on every rank") { on_grids(optimus::test::check_bad_input); }
