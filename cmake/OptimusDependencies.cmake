@@ -31,6 +31,19 @@ elseif(_optimus_nccl MATCHES "^(ON|TRUE|YES|1)$")
   message(FATAL_ERROR "OPTIMUS_WITH_NCCL=ON but the CUDA backend is off (no toolkit found)")
 endif()
 
+# CPU GEMM: OpenBLAS's cblas (Debian: libopenblas-dev) or Eigen's own kernels.
+set(OPTIMUS_GEMM_BACKEND eigen)
+if(NOT OPTIMUS_CPU_GEMM STREQUAL "eigen")
+  find_library(OPTIMUS_OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-pthread openblas-openmp openblas-serial)
+  find_path(OPTIMUS_OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread
+            x86_64-linux-gnu/openblas-openmp x86_64-linux-gnu/openblas-serial)
+  if(OPTIMUS_OPENBLAS_LIBRARY AND OPTIMUS_OPENBLAS_INCLUDE_DIR)
+    set(OPTIMUS_GEMM_BACKEND openblas)
+  elseif(OPTIMUS_CPU_GEMM STREQUAL "openblas")
+    message(FATAL_ERROR "OPTIMUS_CPU_GEMM=openblas but OpenBLAS (libopenblas-dev) was not found")
+  endif()
+endif()
+
 set(OPTIMUS_HAVE_SCALAPACK OFF)
 if(OPTIMUS_WITH_SCALAPACK AND OPTIMUS_WITH_MPI AND OPTIMUS_BUILD_BENCH)
   find_library(OPTIMUS_SCALAPACK_LIBRARY NAMES scalapack-openmpi scalapack)
@@ -40,5 +53,5 @@ if(OPTIMUS_WITH_SCALAPACK AND OPTIMUS_WITH_MPI AND OPTIMUS_BUILD_BENCH)
   endif()
 endif()
 
-message(STATUS "Optimus: MPI=${OPTIMUS_WITH_MPI} CUDA toolkit=${OPTIMUS_HAVE_CUDA} NCCL=${OPTIMUS_HAVE_NCCL} "
+message(STATUS "Optimus: CPU GEMM=${OPTIMUS_GEMM_BACKEND} MPI=${OPTIMUS_WITH_MPI} CUDA toolkit=${OPTIMUS_HAVE_CUDA} NCCL=${OPTIMUS_HAVE_NCCL} "
                "ScaLAPACK(bench)=${OPTIMUS_HAVE_SCALAPACK}")

@@ -2,6 +2,9 @@
 #include "optimus/core/kernels.hpp"
 
 #include <Eigen/Core>
+#include <algorithm>
+
+#include "gemm_backend.hpp"
 
 namespace optimus::cpu {
 namespace {
@@ -22,37 +25,38 @@ MatrixMap<T> as_eigen(TensorView<T> v, const char* what) {
   return MatrixMap<T>(v.data(), v.size(0), v.size(1), Eigen::OuterStride<>(std::max<std::int64_t>(v.stride(0), 1)));
 }
 
+template <class T>
+std::int64_t leading_dim(const TensorView<T>& v) {
+  return std::max<std::int64_t>({v.stride(0), v.size(1), 1});
+}
+
 }  // namespace
 
 template <class T>
 void gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta,
           TensorView<T> c) {
-  const std::int64_t m = trans_a == Trans::no ? a.size(0) : a.size(1);
-  const std::int64_t ka = trans_a == Trans::no ? a.size(1) : a.size(0);
-  const std::int64_t kb = trans_b == Trans::no ? b.size(0) : b.size(1);
-  const std::int64_t n = trans_b == Trans::no ? b.size(1) : b.size(0);
   OPTIMUS_CHECK(a.rank() == 2 && b.rank() == 2 && c.rank() == 2, "gemm needs matrices, got A ", a.shape(), ", B ",
                 b.shape(), ", C ", c.shape());
+  const bool ta = trans_a == Trans::yes;
+  const bool tb = trans_b == Trans::yes;
+  const std::int64_t m = ta ? a.size(1) : a.size(0);
+  const std::int64_t ka = ta ? a.size(0) : a.size(1);
+  const std::int64_t kb = tb ? b.size(1) : b.size(0);
+  const std::int64_t n = tb ? b.size(0) : b.size(1);
   OPTIMUS_CHECK(ka == kb && c.size(0) == m && c.size(1) == n, "gemm shapes do not agree: op(A) is ", m, "x", ka,
                 ", op(B) is ", kb, "x", n, ", C is ", c.size(0), "x", c.size(1));
-  auto A = as_eigen(a, "A");
-  auto B = as_eigen(b, "B");
+  // Validates device and row contiguity of each operand.
+  as_eigen(a, "A");
+  as_eigen(b, "B");
   auto C = as_eigen(c, "C");
-  if (beta == T(0)) {
-    C.setZero();
-  } else if (beta != T(1)) {
-    C *= beta;
+  if (m == 0 || n == 0) return;
+  if (ka == 0) {
+    if (beta == T(0)) C.setZero();
+    else C *= beta;
+    return;
   }
-  if (m == 0 || n == 0 || ka == 0) return;
-  if (trans_a == Trans::no && trans_b == Trans::no) {
-    C.noalias() += alpha * A * B;
-  } else if (trans_a == Trans::no) {
-    C.noalias() += alpha * A * B.transpose();
-  } else if (trans_b == Trans::no) {
-    C.noalias() += alpha * A.transpose() * B;
-  } else {
-    C.noalias() += alpha * A.transpose() * B.transpose();
-  }
+  detail::gemm_rowmajor<T>(ta, tb, m, n, ka, alpha, a.data(), leading_dim(a), b.data(), leading_dim(b), beta, c.data(),
+                           leading_dim(c));
 }
 
 template <class T>

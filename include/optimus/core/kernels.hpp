@@ -2,9 +2,16 @@
 // Every function states its shapes; all are instantiated for float and double.
 #pragma once
 
+#include <string>
+
 #include "optimus/core/tensor.hpp"
 
 namespace optimus::cpu {
+
+// Which library multiplies matrices on the CPU, e.g. "Eigen 3.4.0 (1 thread)" or "OpenBLAS ... (1 thread)".
+std::string gemm_backend();
+// Sets the threads the GEMM backend may use in this process (Eigen: always 1; OpenBLAS: its pool size).
+void set_gemm_threads(int threads);
 
 enum class Trans { no, yes };
 

@@ -1,0 +1,11 @@
+// The subcommands of optimus-bench. Each returns the process exit status.
+#pragma once
+
+#include "optimus/comm/communicator.hpp"
+#include "options.hpp"
+
+namespace optimus::bench {
+
+int run_summa_bench(Communicator& world, int argc, char** argv);
+
+}  // namespace optimus::bench

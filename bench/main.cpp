@@ -1,0 +1,21 @@
+// optimus-bench: benchmarks of Optimus, printed like nccl-tests (see bench/README.md).
+//
+//   mpirun -np 4 optimus-bench summa --n 1024,2048 [--ops ab,abt,atb] [--dtype f64,f32] [--json out.json]
+#include <cstdio>
+#include <string>
+
+#include "commands.hpp"
+#include "optimus/comm/context.hpp"
+#include "optimus/core/error.hpp"
+
+int main(int argc, char** argv) {
+  optimus::Context ctx(argc, argv);
+  try {
+    const std::string command = argc > 1 ? argv[1] : "";
+    if (command == "summa") return optimus::bench::run_summa_bench(ctx.world(), argc, argv);
+    OPTIMUS_FAIL("unknown command '", command, "'; usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] ",
+                 "[--dtype f64,f32] [--m M] [--k K] [--warmup W] [--iters I] [--scalapack auto|on|off] [--json FILE]");
+  } catch (const std::exception& e) {
+    return ctx.fail("optimus-bench", e);
+  }
+}

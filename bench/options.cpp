@@ -1,0 +1,70 @@
+// Parsing of `--name value` options.
+#include "options.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus::bench {
+
+Options::Options(int argc, char** argv, int first, const std::vector<std::string>& known) {
+  for (int a = first; a < argc; ++a) {
+    const std::string flag = argv[a];
+    OPTIMUS_CHECK(flag.rfind("--", 0) == 0, "expected an option starting with --, got '", flag, "'");
+    const std::string name = flag.substr(2);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::ostringstream names;
+      for (const std::string& k : known) names << " --" << k;
+      OPTIMUS_FAIL("unknown option '", flag, "' (known:", names.str(), ")");
+    }
+    OPTIMUS_CHECK(a + 1 < argc, "option ", flag, " needs a value");
+    values_[name] = argv[++a];
+  }
+}
+
+std::string Options::text(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+std::int64_t Options::integer(const std::string& name, std::int64_t fallback) const {
+  const std::string v = text(name, std::to_string(fallback));
+  std::size_t used = 0;
+  std::int64_t x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  OPTIMUS_CHECK(used == v.size() && !v.empty(), "option --", name, " needs an integer, got '", v, "'");
+  return x;
+}
+
+std::vector<std::string> Options::list(const std::string& name, const std::string& fallback) const {
+  std::vector<std::string> items;
+  std::stringstream in(text(name, fallback));
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  OPTIMUS_CHECK(!items.empty(), "option --", name, " needs at least one value");
+  return items;
+}
+
+std::vector<std::int64_t> Options::integers(const std::string& name, const std::string& fallback) const {
+  std::vector<std::int64_t> values;
+  for (const std::string& item : list(name, fallback)) {
+    std::size_t used = 0;
+    std::int64_t x = 0;
+    try {
+      x = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    OPTIMUS_CHECK(used == item.size(), "option --", name, " needs integers, got '", item, "'");
+    values.push_back(x);
+  }
+  return values;
+}
+
+}  // namespace optimus::bench

@@ -1,0 +1,26 @@
+// Command-line options of optimus-bench: `--name value` pairs, validated; unknown names are errors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace optimus::bench {
+
+class Options {
+ public:
+  // argv[first..argc) are `--name value` pairs; `known` lists the accepted names (without "--").
+  Options(int argc, char** argv, int first, const std::vector<std::string>& known);
+
+  std::string text(const std::string& name, const std::string& fallback) const;
+  std::int64_t integer(const std::string& name, std::int64_t fallback) const;
+  std::vector<std::string> list(const std::string& name, const std::string& fallback) const;  // comma-separated
+  std::vector<std::int64_t> integers(const std::string& name, const std::string& fallback) const;
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace optimus::bench

@@ -1,0 +1,23 @@
+# Shared by the scripts: dependencies, configure + build, and how to launch MPI jobs here.
+# Environment: OPTIMUS_BUILD_DIR (default build), OPTIMUS_BUILD_TYPE (Release), OPTIMUS_CMAKE_ARGS (extra).
+
+root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build}"
+jobs="$(nproc 2>/dev/null || echo 2)"
+
+# One thread per rank: ranks share cores, and OpenBLAS must not start a pool in each of them.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+# mpirun for this machine: ranks may outnumber cores; root is allowed (containers, CI).
+mpirun_cmd=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS)
+if [[ "$(id -u)" -eq 0 ]]; then
+  mpirun_cmd+=(--allow-run-as-root)
+fi
+
+optimus_build() {  # optimus_build [cmake --build args...]
+  "$root_dir/scripts/install_deps.sh"
+  # shellcheck disable=SC2086
+  cmake -S "$root_dir" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${OPTIMUS_BUILD_TYPE:-Release}" \
+    ${OPTIMUS_CMAKE_ARGS:-} >/dev/null
+  cmake --build "$build_dir" -j "$jobs" "$@"
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The test command: installs missing Debian packages, configures, builds, and runs every test with ctest.
+#
+#   ./scripts/test.sh               Release build in build/, all tests (MPI at 1, 4, 9 and 16 ranks)
+#   ./scripts/test.sh --sanitize    Debug + ASan/UBSan build in build-asan/, all tests
+#   ./scripts/test.sh --no-mpi      build without MPI in build-nompi/ (in-process backend only)
+#   ./scripts/test.sh -- ARGS       extra arguments for ctest (e.g. -- -L mpi, -- -LE long)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+ctest_args=()
+while (($#)); do
+  case "$1" in
+    --sanitize)
+      build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-asan}"
+      OPTIMUS_BUILD_TYPE=Debug
+      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DOPTIMUS_SANITIZE=ON"
+      # Open MPI's own allocations are not ours to report.
+      export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+      ;;
+    --no-mpi)
+      build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-nompi}"
+      export OPTIMUS_WITH_MPI=OFF
+      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DOPTIMUS_WITH_MPI=OFF"
+      ;;
+    --) shift; ctest_args+=("$@"); break ;;
+    *) echo "test.sh: unknown option '$1' (see the top of this script)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+optimus_build
+cd "$build_dir"
+ctest --output-on-failure --timeout 600 "${ctest_args[@]}"
