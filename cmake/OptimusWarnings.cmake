@@ -1,4 +1,4 @@
-# Warnings for every Optimus target, and the optional sanitizer configuration.
+# Warnings for every Optimus target.
 include_guard(GLOBAL)
 
 add_library(optimus_warnings INTERFACE)
@@ -7,10 +7,6 @@ target_compile_options(optimus_warnings INTERFACE
   # GCC 12 reports false positives inside its own AVX-512 intrinsics when inlining Eigen (GCC bug 105593).
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-maybe-uninitialized>)
 
-if(OPTIMUS_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-  add_link_options(-fsanitize=address,undefined)
-endif()
 
 # optimus_target_defaults(<target>): warnings on, private to the target.
 function(optimus_target_defaults target)

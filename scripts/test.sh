@@ -15,8 +15,11 @@ while (($#)); do
       build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-asan}"
       OPTIMUS_BUILD_TYPE=Debug
       OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DOPTIMUS_SANITIZE=ON"
-      # Open MPI's own allocations are not ours to report.
-      export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+      # Leaks are reported, except Open MPI's own allocations from MPI_Init (lsan.supp); the slow unwinder
+      # is needed to see through Open MPI's plugins, which are unloaded before the report.
+      export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:fast_unwind_on_malloc=0}"
+      export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root_dir/scripts/lsan.supp}"
+      export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
       ;;
     --no-mpi)
       build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-nompi}"
