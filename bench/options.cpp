@@ -7,6 +7,22 @@
 #include "optimus/core/error.hpp"
 
 namespace optimus::bench {
+namespace {
+
+// The whole of `text` as an integer, or an error naming the option.
+std::int64_t parse_integer(const std::string& name, const std::string& text) {
+  std::size_t used = 0;
+  std::int64_t x = 0;
+  try {
+    x = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  OPTIMUS_CHECK(used == text.size() && !text.empty(), "option --", name, " needs an integer, got '", text, "'");
+  return x;
+}
+
+}  // namespace
 
 Options::Options(int argc, char** argv, int first, const std::vector<std::string>& known) {
   for (int a = first; a < argc; ++a) {
@@ -29,16 +45,7 @@ std::string Options::text(const std::string& name, const std::string& fallback) 
 }
 
 std::int64_t Options::integer(const std::string& name, std::int64_t fallback) const {
-  const std::string v = text(name, std::to_string(fallback));
-  std::size_t used = 0;
-  std::int64_t x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  OPTIMUS_CHECK(used == v.size() && !v.empty(), "option --", name, " needs an integer, got '", v, "'");
-  return x;
+  return parse_integer(name, text(name, std::to_string(fallback)));
 }
 
 std::vector<std::string> Options::list(const std::string& name, const std::string& fallback) const {
@@ -53,17 +60,7 @@ std::vector<std::string> Options::list(const std::string& name, const std::strin
 
 std::vector<std::int64_t> Options::integers(const std::string& name, const std::string& fallback) const {
   std::vector<std::int64_t> values;
-  for (const std::string& item : list(name, fallback)) {
-    std::size_t used = 0;
-    std::int64_t x = 0;
-    try {
-      x = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    OPTIMUS_CHECK(used == item.size(), "option --", name, " needs integers, got '", item, "'");
-    values.push_back(x);
-  }
+  for (const std::string& item : list(name, fallback)) values.push_back(parse_integer(name, item));
   return values;
 }
 

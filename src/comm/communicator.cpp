@@ -67,61 +67,110 @@ namespace {
 std::uint64_t bytes_of(std::size_t count, DType dtype) { return static_cast<std::uint64_t>(count) * size_of(dtype); }
 }  // namespace
 
-Request Communicator::ibroadcast(void* buf, std::size_t count, DType dtype, int root) {
+Request Communicator::start_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
   check_peer(root, "broadcast root");
   const std::uint64_t n = size_ > 1 ? bytes_of(count, dtype) : 0;
   stats_.add(CallKind::broadcast, rank_ == root ? n : 0, rank_ == root ? 0 : n);
-  return post_broadcast(buf, count, dtype, root);
+  return post_broadcast(buf, count, dtype, root, sync);
 }
 
-Request Communicator::ireduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
+Request Communicator::start_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+                                   Sync sync) {
   check_peer(root, "reduce root");
   check_reducible(dtype, "reduce");
   const std::uint64_t n = bytes_of(count, dtype);
   const std::uint64_t others = static_cast<std::uint64_t>(size_ - 1);
   stats_.add(CallKind::reduce, rank_ == root ? 0 : n, rank_ == root ? others * n : 0);
-  return post_reduce(send, recv, count, dtype, op, root);
+  return post_reduce(send, recv, count, dtype, op, root, sync);
 }
 
-Request Communicator::iall_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+Request Communicator::start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                       Sync sync) {
   check_reducible(dtype, "all_reduce");
   const std::uint64_t p = static_cast<std::uint64_t>(size_);
   const std::uint64_t n = 2 * (p - 1) * bytes_of(count, dtype) / p;
   stats_.add(CallKind::all_reduce, n, n);
-  return post_all_reduce(send, recv, count, dtype, op);
+  return post_all_reduce(send, recv, count, dtype, op, sync);
 }
 
-Request Communicator::iall_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+Request Communicator::start_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
   const std::uint64_t n = static_cast<std::uint64_t>(size_ - 1) * bytes_of(count, dtype);
   stats_.add(CallKind::all_gather, n, n);
-  return post_all_gather(send, recv, count, dtype);
+  return post_all_gather(send, recv, count, dtype, sync);
 }
 
-Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+Request Communicator::start_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                           Sync sync) {
   check_reducible(dtype, "reduce_scatter");
   const std::uint64_t n = static_cast<std::uint64_t>(size_ - 1) * bytes_of(count, dtype);
   stats_.add(CallKind::reduce_scatter, n, n);
-  return post_reduce_scatter(send, recv, count, dtype, op);
+  return post_reduce_scatter(send, recv, count, dtype, op, sync);
 }
 
-Request Communicator::isend(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
+Request Communicator::start_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) {
   check_peer(dest, "send destination");
   OPTIMUS_CHECK(tag >= 0, "send tag must be non-negative, got ", tag);
   stats_.add(CallKind::send, bytes_of(count, dtype), 0);
-  return post_send(buf, count, dtype, dest, tag);
+  return post_send(buf, count, dtype, dest, tag, sync);
 }
 
-Request Communicator::irecv(void* buf, std::size_t count, DType dtype, int source, int tag) {
+Request Communicator::start_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) {
   check_peer(source, "recv source");
   OPTIMUS_CHECK(tag >= 0, "recv tag must be non-negative, got ", tag);
   stats_.add(CallKind::recv, 0, bytes_of(count, dtype));
-  return post_recv(buf, count, dtype, source, tag);
+  return post_recv(buf, count, dtype, source, tag, sync);
 }
 
-Request Communicator::ibarrier() {
+Request Communicator::start_barrier(Sync sync) {
   stats_.add(CallKind::barrier, 0, 0);
-  return post_barrier();
+  return post_barrier(sync);
 }
+
+Request Communicator::ibroadcast(void* buf, std::size_t count, DType dtype, int root) {
+  return start_broadcast(buf, count, dtype, root, Sync::nonblocking);
+}
+Request Communicator::ireduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
+  return start_reduce(send, recv, count, dtype, op, root, Sync::nonblocking);
+}
+Request Communicator::iall_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  return start_all_reduce(send, recv, count, dtype, op, Sync::nonblocking);
+}
+Request Communicator::iall_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  return start_all_gather(send, recv, count, dtype, Sync::nonblocking);
+}
+Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  return start_reduce_scatter(send, recv, count, dtype, op, Sync::nonblocking);
+}
+Request Communicator::isend(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
+  return start_send(buf, count, dtype, dest, tag, Sync::nonblocking);
+}
+Request Communicator::irecv(void* buf, std::size_t count, DType dtype, int source, int tag) {
+  return start_recv(buf, count, dtype, source, tag, Sync::nonblocking);
+}
+Request Communicator::ibarrier() { return start_barrier(Sync::nonblocking); }
+
+void Communicator::broadcast(void* buf, std::size_t count, DType dtype, int root) {
+  start_broadcast(buf, count, dtype, root, Sync::blocking).wait();
+}
+void Communicator::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
+  start_reduce(send, recv, count, dtype, op, root, Sync::blocking).wait();
+}
+void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  start_all_reduce(send, recv, count, dtype, op, Sync::blocking).wait();
+}
+void Communicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
+  start_all_gather(send, recv, count, dtype, Sync::blocking).wait();
+}
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  start_reduce_scatter(send, recv, count, dtype, op, Sync::blocking).wait();
+}
+void Communicator::send(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
+  start_send(buf, count, dtype, dest, tag, Sync::blocking).wait();
+}
+void Communicator::recv(void* buf, std::size_t count, DType dtype, int source, int tag) {
+  start_recv(buf, count, dtype, source, tag, Sync::blocking).wait();
+}
+void Communicator::barrier() { start_barrier(Sync::blocking).wait(); }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   OPTIMUS_CHECK(color >= 0, "split color must be non-negative, got ", color);

@@ -1,6 +1,7 @@
 // In-process communicator: ranks are threads; every collective is a numbered "slot" in state shared by
 // the group. Posting copies the rank's contribution into the slot (so the caller's buffer is free at
 // once); waiting blocks until the contributions it needs are there, then computes this rank's result.
+// Blocking and non-blocking calls take the same path (a blocking call waits on its request at once).
 // Reductions always add contributions in rank order, so every rank gets bit-identical results.
 #include "optimus/comm/in_process.hpp"
 
@@ -150,7 +151,7 @@ class InProcessCommunicator final : public Communicator {
   std::string backend() const override { return "in-process"; }
 
  protected:
-  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root) override {
+  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync) override {
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
@@ -167,7 +168,8 @@ class InProcessCommunicator final : public Communicator {
                    });
   }
 
-  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) override {
+  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+                      Sync) override {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), copy_bytes(send, count * size_of(dtype)));
@@ -181,7 +183,7 @@ class InProcessCommunicator final : public Communicator {
     });
   }
 
-  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
+  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync) override {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), copy_bytes(send, count * size_of(dtype)));
@@ -191,7 +193,7 @@ class InProcessCommunicator final : public Communicator {
     });
   }
 
-  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override {
+  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync) override {
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
@@ -205,7 +207,8 @@ class InProcessCommunicator final : public Communicator {
     });
   }
 
-  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override {
+  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                              Sync) override {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), copy_bytes(send, static_cast<std::size_t>(size()) * count * size_of(dtype)));
@@ -215,14 +218,14 @@ class InProcessCommunicator final : public Communicator {
     });
   }
 
-  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag) override {
+  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync) override {
     std::unique_lock lock(g_->mu);
     g_->mailbox[{rank(), dest, tag}].push_back(copy_bytes(buf, count * size_of(dtype)));
     g_->cv.notify_all();
     return {};
   }
 
-  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag) override {
+  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync) override {
     const std::tuple<int, int, int> key{source, rank(), tag};
     const std::size_t n = count * size_of(dtype);
     return pending([this, key] { return !g_->mailbox[key].empty(); },
@@ -236,7 +239,7 @@ class InProcessCommunicator final : public Communicator {
                    });
   }
 
-  Request post_barrier() override {
+  Request post_barrier(Sync) override {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), {});

@@ -1,4 +1,4 @@
-// MPI backend: every operation is the matching non-blocking MPI call; blocking ones wait on it.
+// MPI backend: blocking operations are the blocking MPI calls, non-blocking ones the MPI_I* calls.
 #include "optimus/comm/mpi_communicator.hpp"
 
 #include <climits>
@@ -49,11 +49,15 @@ class MpiRequest final : public RequestImpl {
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
-// Posts one non-blocking MPI call that fills in the request handle.
-template <class Post>
-Request post(Post&& call) {
+// Runs the blocking MPI call, or posts the non-blocking one (which fills in a request handle).
+template <class Blocking, class Nonblocking>
+Request start(Sync sync, Blocking&& blocking, Nonblocking&& nonblocking) {
+  if (sync == Sync::blocking) {
+    OPTIMUS_CHECK_MPI(blocking());
+    return {};
+  }
   auto request = std::make_unique<MpiRequest>();
-  OPTIMUS_CHECK_MPI(call(request->handle()));
+  OPTIMUS_CHECK_MPI(nonblocking(request->handle()));
   return Request(std::move(request));
 }
 
@@ -88,50 +92,70 @@ MpiCommunicator::~MpiCommunicator() {
   }
 }
 
-Request MpiCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root) {
-  return post([&](MPI_Request* r) { return MPI_Ibcast(buf, mpi_count(count), mpi_type(dtype), root, comm_, r); });
+Request MpiCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
+  const int n = mpi_count(count);
+  const MPI_Datatype t = mpi_type(dtype);
+  return start(
+      sync, [&] { return MPI_Bcast(buf, n, t, root, comm_); },
+      [&](MPI_Request* r) { return MPI_Ibcast(buf, n, t, root, comm_, r); });
 }
 
 Request MpiCommunicator::post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                     int root) {
+                                     int root, Sync sync) {
   const void* source = (rank() == root && send == recv) ? MPI_IN_PLACE : send;
-  return post([&](MPI_Request* r) {
-    return MPI_Ireduce(source, recv, mpi_count(count), mpi_type(dtype), mpi_op(op), root, comm_, r);
-  });
+  const int n = mpi_count(count);
+  const MPI_Datatype t = mpi_type(dtype);
+  return start(
+      sync, [&] { return MPI_Reduce(source, recv, n, t, mpi_op(op), root, comm_); },
+      [&](MPI_Request* r) { return MPI_Ireduce(source, recv, n, t, mpi_op(op), root, comm_, r); });
 }
 
-Request MpiCommunicator::post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+Request MpiCommunicator::post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                         Sync sync) {
   const void* source = send == recv ? MPI_IN_PLACE : send;
-  return post([&](MPI_Request* r) {
-    return MPI_Iallreduce(source, recv, mpi_count(count), mpi_type(dtype), mpi_op(op), comm_, r);
-  });
+  const int n = mpi_count(count);
+  const MPI_Datatype t = mpi_type(dtype);
+  return start(
+      sync, [&] { return MPI_Allreduce(source, recv, n, t, mpi_op(op), comm_); },
+      [&](MPI_Request* r) { return MPI_Iallreduce(source, recv, n, t, mpi_op(op), comm_, r); });
 }
 
-Request MpiCommunicator::post_all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
-  return post([&](MPI_Request* r) {
-    const int n = mpi_count(count);
-    return MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_, r);
-  });
+Request MpiCommunicator::post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
+  const int n = mpi_count(count);
+  const MPI_Datatype t = mpi_type(dtype);
+  return start(
+      sync, [&] { return MPI_Allgather(send, n, t, recv, n, t, comm_); },
+      [&](MPI_Request* r) { return MPI_Iallgather(send, n, t, recv, n, t, comm_, r); });
 }
 
 Request MpiCommunicator::post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
-                                             ReduceOp op) {
-  return post([&](MPI_Request* r) {
-    return MPI_Ireduce_scatter_block(send, recv, mpi_count(count), mpi_type(dtype), mpi_op(op), comm_, r);
-  });
+                                             ReduceOp op, Sync sync) {
+  const int n = mpi_count(count);
+  const MPI_Datatype t = mpi_type(dtype);
+  return start(
+      sync, [&] { return MPI_Reduce_scatter_block(send, recv, n, t, mpi_op(op), comm_); },
+      [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, n, t, mpi_op(op), comm_, r); });
 }
 
-Request MpiCommunicator::post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
-  return post([&](MPI_Request* r) { return MPI_Isend(buf, mpi_count(count), mpi_type(dtype), dest, tag, comm_, r); });
+Request MpiCommunicator::post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) {
+  const int n = mpi_count(count);
+  const MPI_Datatype t = mpi_type(dtype);
+  return start(
+      sync, [&] { return MPI_Send(buf, n, t, dest, tag, comm_); },
+      [&](MPI_Request* r) { return MPI_Isend(buf, n, t, dest, tag, comm_, r); });
 }
 
-Request MpiCommunicator::post_recv(void* buf, std::size_t count, DType dtype, int source, int tag) {
-  return post(
-      [&](MPI_Request* r) { return MPI_Irecv(buf, mpi_count(count), mpi_type(dtype), source, tag, comm_, r); });
+Request MpiCommunicator::post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) {
+  const int n = mpi_count(count);
+  const MPI_Datatype t = mpi_type(dtype);
+  return start(
+      sync, [&] { return MPI_Recv(buf, n, t, source, tag, comm_, MPI_STATUS_IGNORE); },
+      [&](MPI_Request* r) { return MPI_Irecv(buf, n, t, source, tag, comm_, r); });
 }
 
-Request MpiCommunicator::post_barrier() {
-  return post([&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+Request MpiCommunicator::post_barrier(Sync sync) {
+  return start(
+      sync, [&] { return MPI_Barrier(comm_); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {

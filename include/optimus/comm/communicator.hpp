@@ -19,6 +19,10 @@ namespace optimus {
 
 enum class ReduceOp { sum, max, min };
 
+// Whether a backend call must complete before returning (blocking) or may return a pending Request.
+// Backends with a faster blocking path (MPI_Bcast rather than MPI_Ibcast + MPI_Wait) use it.
+enum class Sync { blocking, nonblocking };
+
 // Completion of a non-blocking operation, implemented by each backend.
 class RequestImpl {
  public:
@@ -69,26 +73,14 @@ class Communicator {
   Request irecv(void* buf, std::size_t count, DType dtype, int source, int tag);
   Request ibarrier();
 
-  void broadcast(void* buf, std::size_t count, DType dtype, int root) { ibroadcast(buf, count, dtype, root).wait(); }
-  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
-    ireduce(send, recv, count, dtype, op, root).wait();
-  }
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-    iall_reduce(send, recv, count, dtype, op).wait();
-  }
-  void all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
-    iall_gather(send, recv, count, dtype).wait();
-  }
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-    ireduce_scatter(send, recv, count, dtype, op).wait();
-  }
-  void send(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
-    isend(buf, count, dtype, dest, tag).wait();
-  }
-  void recv(void* buf, std::size_t count, DType dtype, int source, int tag) {
-    irecv(buf, count, dtype, source, tag).wait();
-  }
-  void barrier() { ibarrier().wait(); }
+  void broadcast(void* buf, std::size_t count, DType dtype, int root);
+  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root);
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype);
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  void send(const void* buf, std::size_t count, DType dtype, int dest, int tag);
+  void recv(void* buf, std::size_t count, DType dtype, int source, int tag);
+  void barrier();
 
   // Typed conveniences.
   template <class T>
@@ -118,17 +110,30 @@ class Communicator {
  protected:
   Communicator(int rank, int size);
 
-  virtual Request post_broadcast(void* buf, std::size_t count, DType dtype, int root) = 0;
-  virtual Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) = 0;
-  virtual Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
-  virtual Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
-  virtual Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
-  virtual Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag) = 0;
-  virtual Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag) = 0;
-  virtual Request post_barrier() = 0;
+  // Backends start the operation; with Sync::blocking they may complete it before returning.
+  virtual Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) = 0;
+  virtual Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+                              Sync sync) = 0;
+  virtual Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                  Sync sync) = 0;
+  virtual Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) = 0;
+  virtual Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                      Sync sync) = 0;
+  virtual Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) = 0;
+  virtual Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) = 0;
+  virtual Request post_barrier(Sync sync) = 0;
   virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
 
  private:
+  // Check arguments, count traffic, then call the backend.
+  Request start_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync);
+  Request start_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync sync);
+  Request start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync);
+  Request start_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync);
+  Request start_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync);
+  Request start_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync);
+  Request start_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync);
+  Request start_barrier(Sync sync);
   void check_peer(int peer, const char* what) const;
   void check_reducible(DType dtype, const char* what) const;
 

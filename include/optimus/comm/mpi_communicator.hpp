@@ -1,4 +1,6 @@
 // The MPI backend (host memory). This header is about MPI, so it includes mpi.h; nothing else public does.
+// Blocking operations call the blocking MPI functions (MPI_Bcast, ...), whose shared-memory algorithms are
+// faster than a non-blocking call followed by MPI_Wait; non-blocking ones call MPI_Ibcast, ....
 #pragma once
 
 #include <mpi.h>
@@ -18,14 +20,17 @@ class MpiCommunicator final : public Communicator {
   std::string backend() const override { return "mpi"; }
 
  protected:
-  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root) override;
-  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) override;
-  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
-  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype) override;
-  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
-  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag) override;
-  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag) override;
-  Request post_barrier() override;
+  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override;
+  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+                      Sync sync) override;
+  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                          Sync sync) override;
+  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) override;
+  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                              Sync sync) override;
+  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) override;
+  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) override;
+  Request post_barrier(Sync sync) override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
 
  private:
