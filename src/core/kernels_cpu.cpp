@@ -1,4 +1,4 @@
-// CPU kernels: thin wrappers that map strided views onto Eigen expressions.
+// CPU kernels: argument checks, then Eigen expressions on strided views (GEMM: gemm_backend.hpp).
 #include "optimus/core/kernels.hpp"
 
 #include <Eigen/Core>
@@ -16,18 +16,25 @@ template <class T>
 using MatrixMap = Eigen::Map<std::conditional_t<std::is_const_v<T>, const RowMajor<T>, RowMajor<T>>, Eigen::Unaligned,
                              Eigen::OuterStride<>>;
 
+// A host matrix with contiguous rows, or an error naming the operand.
 template <class T>
-MatrixMap<T> as_eigen(TensorView<T> v, const char* what) {
+void check_matrix(const TensorView<T>& v, const char* what) {
   OPTIMUS_CHECK(v.device() == Device::cpu, "CPU kernel given a device tensor for ", what);
   OPTIMUS_CHECK(v.rank() == 2, "CPU kernel needs a matrix for ", what, ", got shape ", v.shape());
   OPTIMUS_CHECK(v.stride(1) == 1 || v.size(1) <= 1, "CPU kernel needs contiguous rows for ", what, ", got strides ",
                 v.strides());
-  return MatrixMap<T>(v.data(), v.size(0), v.size(1), Eigen::OuterStride<>(std::max<std::int64_t>(v.stride(0), 1)));
 }
 
+// Elements between the starts of consecutive rows (at least one row's width, for degenerate views).
 template <class T>
 std::int64_t leading_dim(const TensorView<T>& v) {
   return std::max<std::int64_t>({v.stride(0), v.size(1), 1});
+}
+
+template <class T>
+MatrixMap<T> as_eigen(TensorView<T> v, const char* what) {
+  check_matrix(v, what);
+  return MatrixMap<T>(v.data(), v.size(0), v.size(1), Eigen::OuterStride<>(leading_dim(v)));
 }
 
 }  // namespace
@@ -35,8 +42,8 @@ std::int64_t leading_dim(const TensorView<T>& v) {
 template <class T>
 void gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta,
           TensorView<T> c) {
-  OPTIMUS_CHECK(a.rank() == 2 && b.rank() == 2 && c.rank() == 2, "gemm needs matrices, got A ", a.shape(), ", B ",
-                b.shape(), ", C ", c.shape());
+  check_matrix(a, "A");
+  check_matrix(b, "B");
   const bool ta = trans_a == Trans::yes;
   const bool tb = trans_b == Trans::yes;
   const std::int64_t m = ta ? a.size(1) : a.size(0);
@@ -45,9 +52,6 @@ void gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorVi
   const std::int64_t n = tb ? b.size(0) : b.size(1);
   OPTIMUS_CHECK(ka == kb && c.size(0) == m && c.size(1) == n, "gemm shapes do not agree: op(A) is ", m, "x", ka,
                 ", op(B) is ", kb, "x", n, ", C is ", c.size(0), "x", c.size(1));
-  // Validates device and row contiguity of each operand.
-  as_eigen(a, "A");
-  as_eigen(b, "B");
   auto C = as_eigen(c, "C");
   if (m == 0 || n == 0) return;
   if (ka == 0) {
