@@ -15,11 +15,12 @@ std::int64_t block_size(std::int64_t n, int q, const char* dimension) {
 }  // namespace
 
 template <class T>
-DistMatrix<T>::DistMatrix(const detail::GridState& grid, std::int64_t rows, std::int64_t cols)
+DistMatrix<T>::DistMatrix(const detail::GridState& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind)
     : grid_(&grid),
       rows_(rows),
       cols_(cols),
-      local_(Shape{block_size(rows, grid.q, "rows"), block_size(cols, grid.q, "cols")}) {}
+      local_(Shape{block_size(rows, grid.q, "rows"), block_size(cols, grid.q, "cols")},
+             MemoryTag{grid.memory.get(), kind}) {}
 
 template <class T>
 void DistMatrix<T>::fill_random(std::uint64_t seed, Distribution dist, std::uint64_t stream) {
@@ -47,6 +48,13 @@ typename DistMatrix<T>::Matrix DistMatrix<T>::to_global() const {
   Matrix full(rows_, cols_);
   grid_->col->all_gather(strip.data(), full.data(), static_cast<std::size_t>(lr * cols_), dtype_of<T>);
   return full;
+}
+
+template <class T>
+DistMatrix<T> DistMatrix<T>::clone_as(MemoryKind kind) const {
+  DistMatrix copy(*grid_, rows_, cols_, kind);
+  copy.local_map() = local_map();
+  return copy;
 }
 
 template <class T>

@@ -25,6 +25,7 @@ Grid Grid::create(Communicator& world, int q) {
   s->col = world.split(s->dp_index * q + j, i);
   s->grid = world.split(s->dp_index, i * q + j);
   s->dp_comm = world.split(i * q + j, s->dp_index);
+  s->memory = std::make_unique<MemoryTracker>();
   return Grid(std::move(s));
 }
 

@@ -46,7 +46,7 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 template <class T>
-Tensor<T>::Tensor(Shape shape) : shape_(shape) {
+Tensor<T>::Tensor(Shape shape, MemoryTag tag) : shape_(shape), tag_(tag) {
   constexpr std::size_t kAlign = 64;
   const std::size_t bytes = (this->bytes() + kAlign - 1) / kAlign * kAlign;
   if (bytes == 0) return;
@@ -54,11 +54,44 @@ Tensor<T>::Tensor(Shape shape) : shape_(shape) {
   OPTIMUS_CHECK(p != nullptr, "host allocation of ", bytes, " bytes for a tensor of shape ", shape, " failed");
   std::memset(p, 0, bytes);
   data_.reset(static_cast<T*>(p));
+  if (tag_.tracker) {
+    counted_ = this->bytes();
+    tag_.tracker->allocate(tag_.kind, counted_);
+  }
+}
+
+template <class T>
+Tensor<T>::Tensor(Tensor&& other) noexcept
+    : data_(std::move(other.data_)), shape_(other.shape_), tag_(other.tag_), counted_(other.counted_) {
+  other.shape_ = Shape{0};
+  other.counted_ = 0;
+}
+
+template <class T>
+Tensor<T>& Tensor<T>::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = std::move(other.data_);
+    shape_ = other.shape_;
+    tag_ = other.tag_;
+    counted_ = other.counted_;
+    other.shape_ = Shape{0};
+    other.counted_ = 0;
+  }
+  return *this;
+}
+
+template <class T>
+void Tensor<T>::reset() noexcept {
+  if (tag_.tracker && counted_) tag_.tracker->release(tag_.kind, counted_);
+  counted_ = 0;
+  data_.reset();
+  shape_ = Shape{0};
 }
 
 template <class T>
 Tensor<T> Tensor<T>::clone() const {
-  Tensor copy(shape_);
+  Tensor copy(shape_, tag_);
   if (numel() > 0) std::memcpy(copy.data(), data(), bytes());
   return copy;
 }

@@ -13,6 +13,7 @@
 
 #include "optimus/core/dtype.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/memory.hpp"
 
 namespace optimus {
 
@@ -86,19 +87,25 @@ class TensorView {
   Device device_ = Device::cpu;
 };
 
-// Owning host tensor, zero-initialized, row-major and contiguous. Move-only.
+// Owning host tensor, zero-initialized, row-major and contiguous. Move-only. With a MemoryTag its bytes
+// are counted by the tag's tracker from construction until destruction (or reset()).
 template <class T>
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(Shape shape);
+  explicit Tensor(Shape shape, MemoryTag tag = {});
 
-  Tensor(Tensor&&) noexcept = default;
-  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
+  ~Tensor() { reset(); }
 
-  Tensor clone() const;
+  // Frees the memory (and its count); the tensor becomes empty.
+  void reset() noexcept;
+  const MemoryTag& tag() const { return tag_; }
+
+  Tensor clone() const;  // same tag
 
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
@@ -117,7 +124,9 @@ class Tensor {
     void operator()(T* p) const noexcept;
   };
   std::unique_ptr<T[], Free> data_;
-  Shape shape_;
+  Shape shape_{0};
+  MemoryTag tag_;
+  std::size_t counted_ = 0;  // bytes reported to tag_.tracker
 };
 
 extern template class Tensor<float>;

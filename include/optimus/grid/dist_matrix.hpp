@@ -22,10 +22,13 @@ class DistMatrix {
   using LocalMap = Eigen::Map<Matrix>;
   using ConstLocalMap = Eigen::Map<const Matrix>;
 
-  // A zero matrix of global shape rows x cols on `grid`.
-  DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols) : DistMatrix(*grid.state(), rows, cols) {}
+  // A zero matrix of global shape rows x cols on `grid`; its local block is counted by the grid's
+  // MemoryTracker as `kind`.
+  DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind = MemoryKind::workspace)
+      : DistMatrix(*grid.state(), rows, cols, kind) {}
   // The same, on the grid another matrix lives on (see grid()).
-  DistMatrix(const detail::GridState& grid, std::int64_t rows, std::int64_t cols);
+  DistMatrix(const detail::GridState& grid, std::int64_t rows, std::int64_t cols,
+             MemoryKind kind = MemoryKind::workspace);
 
   // Every rank passes the same full matrix; each keeps its own block. No communication.
   template <class Derived>
@@ -41,7 +44,10 @@ class DistMatrix {
   // Collective over the grid: every rank of the replica gets the whole matrix.
   Matrix to_global() const;
 
-  DistMatrix clone() const;
+  DistMatrix clone() const;                  // counted as the same kind
+  DistMatrix clone_as(MemoryKind kind) const;  // counted as `kind`
+  // Frees the local block (and its count); the matrix keeps its shape but must not be used until reassigned.
+  void release() { local_.reset(); }
   DistMatrix(DistMatrix&&) noexcept = default;
   DistMatrix& operator=(DistMatrix&&) noexcept = default;
   DistMatrix(const DistMatrix&) = delete;

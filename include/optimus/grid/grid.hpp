@@ -6,12 +6,13 @@
 //               row 1     rank 2     rank 3
 // The Grid owns its communicators: row (the q ranks with the same i, ranked by j), column (same j, ranked
 // by i), grid (the q*q ranks of one replica, ranked i*q + j) and data-parallel (same (i, j), ranked by
-// replica). It is move-only; its state lives on the heap, so moving a Grid keeps matrices built on it valid.
+// replica), and the MemoryTracker of this rank. It is move-only; its state lives on the heap, so moving a Grid keeps matrices built on it valid.
 #pragma once
 
 #include <memory>
 
 #include "optimus/comm/communicator.hpp"
+#include "optimus/core/memory.hpp"
 
 namespace optimus {
 
@@ -26,6 +27,7 @@ struct GridState {
   std::unique_ptr<Communicator> col;
   std::unique_ptr<Communicator> grid;
   std::unique_ptr<Communicator> dp_comm;
+  std::unique_ptr<MemoryTracker> memory;  // counts this rank's tensors made on the grid
 };
 }  // namespace detail
 
@@ -51,6 +53,9 @@ class Grid {
   Communicator& col() const { return *state_->col; }
   Communicator& grid() const { return *state_->grid; }
   Communicator& dp_comm() const { return *state_->dp_comm; }
+
+  // The tracker of this rank's DistMatrix memory (and of everything the layers allocate on this grid).
+  MemoryTracker& memory() const { return *state_->memory; }
 
   const detail::GridState* state() const { return state_.get(); }
 

@@ -1,0 +1,58 @@
+// The shape and hyper-parameters of a GPT-2 style model, shared by the 2D layers and the reference.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+
+namespace optimus {
+
+struct GptConfig {
+  std::int64_t vocab = 256;     // token ids are [0, vocab)
+  std::int64_t max_seq = 64;    // rows of the position table wpe
+  std::int64_t layers = 2;      // transformer blocks
+  std::int64_t hidden = 128;    // h
+  std::int64_t heads = 4;       // attention heads; head size h / heads
+  std::int64_t ffn = 512;       // MLP inner size (GPT-2: 4h)
+  double dropout = 0.0;         // probability for the embedding, attention and residual dropouts
+  std::uint64_t seed = 1234;    // initialization and dropout masks
+
+  std::int64_t head_size() const { return hidden / heads; }
+  // GPT-2 parameter count (wte tied with the LM head).
+  std::int64_t parameter_count() const {
+    const std::int64_t h = hidden;
+    const std::int64_t block = 2 * (2 * h) + (h * 3 * h + 3 * h) + (h * h + h) + (h * ffn + ffn) + (ffn * h + h);
+    return vocab * h + max_seq * h + layers * block + 2 * h;
+  }
+};
+
+inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
+  return os << "vocab=" << c.vocab << " max_seq=" << c.max_seq << " layers=" << c.layers << " hidden=" << c.hidden
+            << " heads=" << c.heads << " ffn=" << c.ffn << " dropout=" << c.dropout;
+}
+
+// Dropout masks are counter-based like initialization: element (row, col) of `site` in block `layer` at
+// training step `step` is kept iff CounterRng(seed, dropout_stream(step, layer, site)).uniform(row, col) >= p,
+// and kept values are scaled by 1 / (1 - p). Rows and columns are global indices, so masks do not depend on q.
+enum class DropoutSite : std::uint32_t { embedding = 0, attention_probs = 1, attention_residual = 2, mlp_residual = 3 };
+
+constexpr std::uint64_t dropout_stream(std::uint64_t step, std::uint64_t layer, DropoutSite site) {
+  return (step << 24) | (layer << 8) | static_cast<std::uint64_t>(site);
+}
+
+}  // namespace optimus
+
+#include <string_view>
+
+#include "optimus/core/rng.hpp"
+
+namespace optimus {
+
+// Initialization of GPT-2 parameters, shared by the 2D model and the reference: element (r, c) of the
+// tensor named `name` (GPT-2 layout; vectors have r = 0) is
+//     initial_distribution(config, name).sample(CounterRng(config.seed, parameter_stream(name)), r, c)
+// Weights ~ N(0, 0.02) (residual projections c_proj: 0.02 / sqrt(2 * layers), wpe: 0.01), biases 0,
+// LayerNorm weights 1.
+std::uint64_t parameter_stream(std::string_view name);
+Distribution initial_distribution(const GptConfig& config, std::string_view name);
+
+}  // namespace optimus

@@ -1,0 +1,41 @@
+// The reference GPT-2 (fp64, one process): embedding, blocks, final LayerNorm, LM head tied to wte,
+// mean cross-entropy; forward, backward, and AdamW with global-norm clipping.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "optimus/core/gpt_config.hpp"
+#include "optimus/reference/layers.hpp"
+
+namespace optimus::reference {
+
+// GPT-2 names -> full tensors; vectors are 1 x n.
+using Parameters = std::map<std::string, Matrix>;
+
+// The GPT-2 parameter names of a config, in canonical order, with their global shapes ({n} for vectors).
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& config);
+
+// Every parameter drawn by the shared initialization rule (gpt_config.hpp).
+Parameters gpt_init(const GptConfig& config);
+
+// tokens, targets: b*s ids, row-major [b, s]. Returns the mean cross-entropy over the b*s positions.
+struct GptResult {
+  double loss = 0;
+  Matrix logits;  // [b*s, vocab]
+  Parameters grads;
+};
+GptResult gpt_forward_backward(const GptConfig& config, const Parameters& params, const std::vector<int>& tokens,
+                               const std::vector<int>& targets, std::int64_t batch, std::uint64_t step);
+
+struct AdamWConfig {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+  double max_grad_norm = 1.0;  // clip by global norm; <= 0 disables
+};
+
+// One AdamW step (t counts from 1) on every parameter; weight decay applies to matrices only.
+// Returns the gradient norm before clipping.
+double adamw_step(const AdamWConfig& config, int t, Parameters& params, Parameters grads, Parameters& m, Parameters& v);
+
+}  // namespace optimus::reference

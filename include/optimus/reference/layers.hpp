@@ -1,0 +1,101 @@
+// The reference transformer layers: plain fp64 Eigen on full matrices, one process, forward and backward.
+// Activations are [tokens, features] with tokens = b*s rows, sequence-major inside a batch entry
+// (row = batch * s + position). Vectors (biases, LayerNorm parameters) are 1 x n row matrices.
+// Every backward takes what its forward saved (a *Cache) and returns gradients for the inputs it names.
+#pragma once
+
+#include <cstdint>
+
+#include "optimus/core/gpt_config.hpp"
+#include "optimus/reference/compare.hpp"
+
+namespace optimus::reference {
+
+// ---- Linear: y = x W + b;  x: [N, in], W: [in, out], b: [1, out] ----
+Matrix linear_forward(const Matrix& x, const Matrix& w, const Matrix& b);
+struct LinearGrads {
+  Matrix dx, dw, db;
+};
+LinearGrads linear_backward(const Matrix& x, const Matrix& w, const Matrix& dy);
+
+// ---- LayerNorm over the features of each row, eps 1e-5;  gamma, beta: [1, h] ----
+struct LayerNormCache {
+  Matrix xhat;  // [N, h] normalized input
+  Matrix rstd;  // [N, 1] 1 / sqrt(var + eps)
+};
+Matrix layernorm_forward(const Matrix& x, const Matrix& gamma, const Matrix& beta, LayerNormCache& cache);
+struct LayerNormGrads {
+  Matrix dx, dgamma, dbeta;
+};
+LayerNormGrads layernorm_backward(const LayerNormCache& cache, const Matrix& gamma, const Matrix& dy);
+
+// ---- GELU, tanh form ----
+Matrix gelu_forward(const Matrix& x);
+Matrix gelu_backward(const Matrix& x, const Matrix& dy);
+
+// ---- Dropout: the keep-and-scale mask of gpt_config.hpp for a rows x cols activation ----
+Matrix dropout_mask(std::int64_t rows, std::int64_t cols, double p, std::uint64_t seed, std::uint64_t stream);
+
+// ---- Causal multi-head self-attention (GPT-2): c_attn h -> 3h with columns [Q | K | V], softmax, c_proj ----
+struct AttentionWeights {
+  Matrix c_attn_w, c_attn_b;  // [h, 3h], [1, 3h]
+  Matrix c_proj_w, c_proj_b;  // [h, h], [1, h]
+};
+struct AttentionCache {
+  Matrix x;       // [N, h] input
+  Matrix qkv;     // [N, 3h]
+  Matrix probs;   // [b*heads*s, s]: row (batch*heads + head)*s + query, softmax over keys (before dropout)
+  Matrix merged;  // [N, h] attention output before c_proj
+};
+struct Dropout {
+  double p = 0.0;
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+  std::int64_t layer = 0;
+};
+Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
+                         const Dropout& dropout, AttentionCache& cache);
+struct AttentionGrads {
+  Matrix dx;
+  AttentionWeights dw;
+};
+AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWeights& w, std::int64_t batch,
+                                  std::int64_t heads, const Dropout& dropout, const Matrix& dy);
+
+// ---- MLP: c_fc h -> ffn, GELU, c_proj ffn -> h ----
+struct MlpWeights {
+  Matrix c_fc_w, c_fc_b, c_proj_w, c_proj_b;
+};
+struct MlpCache {
+  Matrix x, pre, act;  // input, c_fc output, GELU output
+};
+Matrix mlp_forward(const Matrix& x, const MlpWeights& w, MlpCache& cache);
+struct MlpGrads {
+  Matrix dx;
+  MlpWeights dw;
+};
+MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, const Matrix& dy);
+
+// ---- Transformer block (GPT-2, pre-LayerNorm):
+//      x1 = x + drop(attn(ln_1(x))),  y = x1 + drop(mlp(ln_2(x1))) ----
+struct BlockWeights {
+  Matrix ln_1_w, ln_1_b;
+  AttentionWeights attn;
+  Matrix ln_2_w, ln_2_b;
+  MlpWeights mlp;
+};
+struct BlockCache {
+  LayerNormCache ln_1, ln_2;
+  AttentionCache attn;
+  MlpCache mlp;
+};
+Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
+                     const Dropout& dropout, BlockCache& cache);
+struct BlockGrads {
+  Matrix dx;
+  BlockWeights dw;
+};
+BlockGrads block_backward(const BlockCache& cache, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
+                          const Dropout& dropout, const Matrix& dy);
+
+}  // namespace optimus::reference

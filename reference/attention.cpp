@@ -1,0 +1,140 @@
+// Reference causal multi-head self-attention, MLP and transformer block.
+#include <cmath>
+#include <limits>
+
+#include "optimus/core/rng.hpp"
+#include "optimus/reference/layers.hpp"
+
+namespace optimus::reference {
+namespace {
+
+Matrix probs_dropout_mask(std::int64_t rows, std::int64_t s, const Dropout& d) {
+  return dropout_mask(rows, s, d.p, d.seed,
+                      dropout_stream(d.step, static_cast<std::uint64_t>(d.layer), DropoutSite::attention_probs));
+}
+
+}  // namespace
+
+Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
+                         const Dropout& dropout, AttentionCache& cache) {
+  const std::int64_t n = x.rows(), h = x.cols(), s = n / batch, d = h / heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  cache.x = x;
+  cache.qkv = linear_forward(x, w.c_attn_w, w.c_attn_b);
+  cache.probs.resize(batch * heads * s, s);
+  cache.merged.resize(n, h);
+  const Matrix mask = probs_dropout_mask(batch * heads * s, s, dropout);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t t = 0; t < heads; ++t) {
+      const Matrix q = cache.qkv.block(b * s, t * d, s, d);
+      const Matrix k = cache.qkv.block(b * s, h + t * d, s, d);
+      const Matrix v = cache.qkv.block(b * s, 2 * h + t * d, s, d);
+      Matrix scores = scale * q * k.transpose();
+      Matrix p(s, s);
+      for (std::int64_t i = 0; i < s; ++i) {
+        double max = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j <= i; ++j) max = std::max(max, scores(i, j));
+        double sum = 0;
+        for (std::int64_t j = 0; j < s; ++j) {
+          p(i, j) = j <= i ? std::exp(scores(i, j) - max) : 0.0;
+          sum += p(i, j);
+        }
+        p.row(i) /= sum;
+      }
+      const std::int64_t row = (b * heads + t) * s;
+      cache.probs.block(row, 0, s, s) = p;
+      cache.merged.block(b * s, t * d, s, d) = p.cwiseProduct(mask.block(row, 0, s, s)) * v;
+    }
+  }
+  return linear_forward(cache.merged, w.c_proj_w, w.c_proj_b);
+}
+
+AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWeights& w, std::int64_t batch,
+                                  std::int64_t heads, const Dropout& dropout, const Matrix& dy) {
+  const std::int64_t n = cache.x.rows(), h = cache.x.cols(), s = n / batch, d = h / heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  AttentionGrads g;
+  const LinearGrads proj = linear_backward(cache.merged, w.c_proj_w, dy);
+  g.dw.c_proj_w = proj.dw;
+  g.dw.c_proj_b = proj.db;
+  Matrix dqkv = Matrix::Zero(n, 3 * h);
+  const Matrix mask = probs_dropout_mask(batch * heads * s, s, dropout);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t t = 0; t < heads; ++t) {
+      const Matrix q = cache.qkv.block(b * s, t * d, s, d);
+      const Matrix k = cache.qkv.block(b * s, h + t * d, s, d);
+      const Matrix v = cache.qkv.block(b * s, 2 * h + t * d, s, d);
+      const std::int64_t row = (b * heads + t) * s;
+      const Matrix p = cache.probs.block(row, 0, s, s);
+      const Matrix m = mask.block(row, 0, s, s);
+      const Matrix dout = proj.dx.block(b * s, t * d, s, d);
+      dqkv.block(b * s, 2 * h + t * d, s, d) = p.cwiseProduct(m).transpose() * dout;
+      const Matrix dp = (dout * v.transpose()).cwiseProduct(m);
+      Matrix ds(s, s);
+      for (std::int64_t i = 0; i < s; ++i) {
+        const double dot = dp.row(i).dot(p.row(i));
+        ds.row(i) = scale * p.row(i).array() * (dp.row(i).array() - dot);
+      }
+      dqkv.block(b * s, t * d, s, d) = ds * k;
+      dqkv.block(b * s, h + t * d, s, d) = ds.transpose() * q;
+    }
+  }
+  const LinearGrads attn = linear_backward(cache.x, w.c_attn_w, dqkv);
+  g.dw.c_attn_w = attn.dw;
+  g.dw.c_attn_b = attn.db;
+  g.dx = attn.dx;
+  return g;
+}
+
+Matrix mlp_forward(const Matrix& x, const MlpWeights& w, MlpCache& cache) {
+  cache.x = x;
+  cache.pre = linear_forward(x, w.c_fc_w, w.c_fc_b);
+  cache.act = gelu_forward(cache.pre);
+  return linear_forward(cache.act, w.c_proj_w, w.c_proj_b);
+}
+
+MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, const Matrix& dy) {
+  MlpGrads g;
+  const LinearGrads proj = linear_backward(cache.act, w.c_proj_w, dy);
+  const LinearGrads fc = linear_backward(cache.x, w.c_fc_w, gelu_backward(cache.pre, proj.dx));
+  g.dx = fc.dx;
+  g.dw = {fc.dw, fc.db, proj.dw, proj.db};
+  return g;
+}
+
+namespace {
+Matrix residual_mask(std::int64_t rows, std::int64_t cols, const Dropout& d, DropoutSite site) {
+  return dropout_mask(rows, cols, d.p, d.seed, dropout_stream(d.step, static_cast<std::uint64_t>(d.layer), site));
+}
+}  // namespace
+
+Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
+                     const Dropout& dropout, BlockCache& cache) {
+  const Matrix a = attention_forward(layernorm_forward(x, w.ln_1_w, w.ln_1_b, cache.ln_1), w.attn, batch, heads,
+                                     dropout, cache.attn);
+  const Matrix x1 = x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual));
+  const Matrix m = mlp_forward(layernorm_forward(x1, w.ln_2_w, w.ln_2_b, cache.ln_2), w.mlp, cache.mlp);
+  return x1 + m.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::mlp_residual));
+}
+
+BlockGrads block_backward(const BlockCache& cache, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
+                          const Dropout& dropout, const Matrix& dy) {
+  BlockGrads g;
+  const std::int64_t n = dy.rows(), h = dy.cols();
+  const MlpGrads mlp = mlp_backward(cache.mlp, w.mlp, dy.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::mlp_residual)));
+  const LayerNormGrads ln_2 = layernorm_backward(cache.ln_2, w.ln_2_w, mlp.dx);
+  const Matrix dx1 = dy + ln_2.dx;
+  const AttentionGrads attn = attention_backward(
+      cache.attn, w.attn, batch, heads, dropout, dx1.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::attention_residual)));
+  const LayerNormGrads ln_1 = layernorm_backward(cache.ln_1, w.ln_1_w, attn.dx);
+  g.dx = dx1 + ln_1.dx;
+  g.dw.ln_1_w = ln_1.dgamma;
+  g.dw.ln_1_b = ln_1.dbeta;
+  g.dw.attn = attn.dw;
+  g.dw.ln_2_w = ln_2.dgamma;
+  g.dw.ln_2_b = ln_2.dbeta;
+  g.dw.mlp = mlp.dw;
+  return g;
+}
+
+}  // namespace optimus::reference

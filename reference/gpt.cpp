@@ -1,0 +1,160 @@
+// The reference GPT-2: embedding, blocks, ln_f, tied LM head, cross-entropy; and AdamW.
+#include "optimus/reference/gpt.hpp"
+
+#include <cmath>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/rng.hpp"
+
+namespace optimus::reference {
+namespace {
+
+std::string block_name(std::int64_t l, const char* leaf) { return "h." + std::to_string(l) + "." + leaf; }
+
+BlockWeights block_weights(const Parameters& p, std::int64_t l) {
+  auto at = [&](const char* leaf) { return p.at(block_name(l, leaf)); };
+  return {at("ln_1.weight"),
+          at("ln_1.bias"),
+          {at("attn.c_attn.weight"), at("attn.c_attn.bias"), at("attn.c_proj.weight"), at("attn.c_proj.bias")},
+          at("ln_2.weight"),
+          at("ln_2.bias"),
+          {at("mlp.c_fc.weight"), at("mlp.c_fc.bias"), at("mlp.c_proj.weight"), at("mlp.c_proj.bias")}};
+}
+
+void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
+  g[block_name(l, "ln_1.weight")] = d.ln_1_w;
+  g[block_name(l, "ln_1.bias")] = d.ln_1_b;
+  g[block_name(l, "attn.c_attn.weight")] = d.attn.c_attn_w;
+  g[block_name(l, "attn.c_attn.bias")] = d.attn.c_attn_b;
+  g[block_name(l, "attn.c_proj.weight")] = d.attn.c_proj_w;
+  g[block_name(l, "attn.c_proj.bias")] = d.attn.c_proj_b;
+  g[block_name(l, "ln_2.weight")] = d.ln_2_w;
+  g[block_name(l, "ln_2.bias")] = d.ln_2_b;
+  g[block_name(l, "mlp.c_fc.weight")] = d.mlp.c_fc_w;
+  g[block_name(l, "mlp.c_fc.bias")] = d.mlp.c_fc_b;
+  g[block_name(l, "mlp.c_proj.weight")] = d.mlp.c_proj_w;
+  g[block_name(l, "mlp.c_proj.bias")] = d.mlp.c_proj_b;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& c) {
+  const std::int64_t h = c.hidden;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {{"wte", {c.vocab, h}}, {"wpe", {c.max_seq, h}}};
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    shapes.push_back({block_name(l, "ln_1.weight"), {h}});
+    shapes.push_back({block_name(l, "ln_1.bias"), {h}});
+    shapes.push_back({block_name(l, "attn.c_attn.weight"), {h, 3 * h}});
+    shapes.push_back({block_name(l, "attn.c_attn.bias"), {3 * h}});
+    shapes.push_back({block_name(l, "attn.c_proj.weight"), {h, h}});
+    shapes.push_back({block_name(l, "attn.c_proj.bias"), {h}});
+    shapes.push_back({block_name(l, "ln_2.weight"), {h}});
+    shapes.push_back({block_name(l, "ln_2.bias"), {h}});
+    shapes.push_back({block_name(l, "mlp.c_fc.weight"), {h, c.ffn}});
+    shapes.push_back({block_name(l, "mlp.c_fc.bias"), {c.ffn}});
+    shapes.push_back({block_name(l, "mlp.c_proj.weight"), {c.ffn, h}});
+    shapes.push_back({block_name(l, "mlp.c_proj.bias"), {h}});
+  }
+  shapes.push_back({"ln_f.weight", {h}});
+  shapes.push_back({"ln_f.bias", {h}});
+  return shapes;
+}
+
+Parameters gpt_init(const GptConfig& c) {
+  Parameters p;
+  for (const auto& [name, shape] : gpt_parameter_shapes(c)) {
+    const std::int64_t rows = shape.size() == 2 ? shape[0] : 1;
+    const std::int64_t cols = shape.back();
+    const CounterRng rng(c.seed, parameter_stream(name));
+    const Distribution dist = initial_distribution(c, name);
+    Matrix m(rows, cols);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t k = 0; k < cols; ++k) m(r, k) = dist.sample(rng, static_cast<std::uint64_t>(r), static_cast<std::uint64_t>(k));
+    p[name] = m;
+  }
+  return p;
+}
+
+GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
+                               const std::vector<int>& targets, std::int64_t batch, std::uint64_t step) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t s = n / batch, h = c.hidden;
+  OPTIMUS_CHECK(s <= c.max_seq, "reference: sequence ", s, " longer than max_seq ", c.max_seq);
+  const Matrix& wte = p.at("wte");
+  const Matrix& wpe = p.at("wpe");
+  Dropout dropout{c.dropout, c.seed, step, 0};
+
+  // Embedding: x0 = drop(wte[token] + wpe[position]).
+  Matrix x(n, h);
+  for (std::int64_t r = 0; r < n; ++r) x.row(r) = wte.row(tokens[static_cast<std::size_t>(r)]) + wpe.row(r % s);
+  const Matrix embd_mask = dropout_mask(n, h, c.dropout, c.seed, dropout_stream(step, 0, DropoutSite::embedding));
+  x = x.cwiseProduct(embd_mask);
+
+  std::vector<BlockCache> caches(static_cast<std::size_t>(c.layers));
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    dropout.layer = l;
+    x = block_forward(x, block_weights(p, l), batch, c.heads, dropout, caches[static_cast<std::size_t>(l)]);
+  }
+  LayerNormCache ln_f;
+  const Matrix xf = layernorm_forward(x, p.at("ln_f.weight"), p.at("ln_f.bias"), ln_f);
+
+  GptResult result;
+  result.logits = xf * wte.transpose();
+  Matrix dlogits(n, c.vocab);
+  double loss = 0;
+  for (std::int64_t r = 0; r < n; ++r) {
+    const double max = result.logits.row(r).maxCoeff();
+    const Eigen::RowVectorXd e = (result.logits.row(r).array() - max).exp();
+    const double sum = e.sum();
+    const int target = targets[static_cast<std::size_t>(r)];
+    loss += std::log(sum) + max - result.logits(r, target);
+    dlogits.row(r) = e / sum;
+    dlogits(r, target) -= 1.0;
+  }
+  result.loss = loss / static_cast<double>(n);
+  dlogits /= static_cast<double>(n);
+
+  // Backward.
+  Parameters& g = result.grads;
+  Matrix dwte = dlogits.transpose() * xf;
+  const LayerNormGrads dln_f = layernorm_backward(ln_f, p.at("ln_f.weight"), dlogits * wte);
+  g["ln_f.weight"] = dln_f.dgamma;
+  g["ln_f.bias"] = dln_f.dbeta;
+  Matrix dx = dln_f.dx;
+  for (std::int64_t l = c.layers - 1; l >= 0; --l) {
+    dropout.layer = l;
+    const BlockGrads bg = block_backward(caches[static_cast<std::size_t>(l)], block_weights(p, l), batch, c.heads, dropout, dx);
+    store_block_grads(g, l, bg.dw);
+    dx = bg.dx;
+  }
+  dx = dx.cwiseProduct(embd_mask);
+  Matrix dwpe = Matrix::Zero(c.max_seq, h);
+  for (std::int64_t r = 0; r < n; ++r) {
+    dwte.row(tokens[static_cast<std::size_t>(r)]) += dx.row(r);
+    dwpe.row(r % s) += dx.row(r);
+  }
+  g["wte"] = dwte;
+  g["wpe"] = dwpe;
+  return result;
+}
+
+double adamw_step(const AdamWConfig& a, int t, Parameters& params, Parameters grads, Parameters& m, Parameters& v) {
+  double sq = 0;
+  for (const auto& [name, grad] : grads) sq += grad.squaredNorm();
+  const double norm = std::sqrt(sq);
+  const double clip = a.max_grad_norm > 0 && norm > a.max_grad_norm ? a.max_grad_norm / norm : 1.0;
+  const double c1 = 1.0 - std::pow(a.beta1, t), c2 = 1.0 - std::pow(a.beta2, t);
+  for (auto& [name, p] : params) {
+    const Matrix g = clip * grads.at(name);
+    Matrix& mm = m.try_emplace(name, Matrix::Zero(p.rows(), p.cols())).first->second;
+    Matrix& vv = v.try_emplace(name, Matrix::Zero(p.rows(), p.cols())).first->second;
+    mm = a.beta1 * mm + (1 - a.beta1) * g;
+    vv = a.beta2 * vv + (1 - a.beta2) * g.cwiseProduct(g);
+    const bool decay = name.find("ln_") == std::string::npos && name.find(".bias") == std::string::npos;
+    const Matrix update = (mm / c1).array() / ((vv / c2).array().sqrt() + a.eps);
+    p -= a.lr * (update + (decay ? a.weight_decay : 0.0) * p);
+  }
+  return norm;
+}
+
+}  // namespace optimus::reference

@@ -1,0 +1,79 @@
+// Reference Linear, LayerNorm, GELU and dropout.
+#include <cmath>
+
+#include "optimus/core/rng.hpp"
+#include "optimus/reference/layers.hpp"
+
+namespace optimus::reference {
+
+Matrix linear_forward(const Matrix& x, const Matrix& w, const Matrix& b) {
+  Matrix y = x * w;
+  y.rowwise() += b.row(0);
+  return y;
+}
+
+LinearGrads linear_backward(const Matrix& x, const Matrix& w, const Matrix& dy) {
+  return {dy * w.transpose(), x.transpose() * dy, dy.colwise().sum()};
+}
+
+Matrix layernorm_forward(const Matrix& x, const Matrix& gamma, const Matrix& beta, LayerNormCache& cache) {
+  const auto h = static_cast<double>(x.cols());
+  cache.xhat.resize(x.rows(), x.cols());
+  cache.rstd.resize(x.rows(), 1);
+  Matrix y(x.rows(), x.cols());
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    const double mean = x.row(r).sum() / h;
+    const double var = (x.row(r).array() - mean).square().sum() / h;
+    const double rstd = 1.0 / std::sqrt(var + 1e-5);
+    cache.rstd(r, 0) = rstd;
+    cache.xhat.row(r) = (x.row(r).array() - mean) * rstd;
+    y.row(r) = cache.xhat.row(r).array() * gamma.row(0).array() + beta.row(0).array();
+  }
+  return y;
+}
+
+LayerNormGrads layernorm_backward(const LayerNormCache& cache, const Matrix& gamma, const Matrix& dy) {
+  const auto h = static_cast<double>(dy.cols());
+  LayerNormGrads g;
+  g.dgamma = (dy.array() * cache.xhat.array()).colwise().sum();
+  g.dbeta = dy.colwise().sum();
+  g.dx.resize(dy.rows(), dy.cols());
+  for (Eigen::Index r = 0; r < dy.rows(); ++r) {
+    const Eigen::RowVectorXd dxhat = dy.row(r).array() * gamma.row(0).array();
+    const double mean_dxhat = dxhat.sum() / h;
+    const double mean_dxhat_xhat = (dxhat.array() * cache.xhat.row(r).array()).sum() / h;
+    g.dx.row(r) = cache.rstd(r, 0) * (dxhat.array() - mean_dxhat - cache.xhat.row(r).array() * mean_dxhat_xhat);
+  }
+  return g;
+}
+
+namespace {
+constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kGeluA = 0.044715;
+}  // namespace
+
+Matrix gelu_forward(const Matrix& x) {
+  return x.unaryExpr([](double v) { return 0.5 * v * (1.0 + std::tanh(kGeluC * (v + kGeluA * v * v * v))); });
+}
+
+Matrix gelu_backward(const Matrix& x, const Matrix& dy) {
+  const Matrix d = x.unaryExpr([](double v) {
+    const double t = std::tanh(kGeluC * (v + kGeluA * v * v * v));
+    return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * kGeluA * v * v);
+  });
+  return dy.cwiseProduct(d);
+}
+
+Matrix dropout_mask(std::int64_t rows, std::int64_t cols, double p, std::uint64_t seed, std::uint64_t stream) {
+  Matrix mask = Matrix::Ones(rows, cols);
+  if (p <= 0.0) return mask;
+  const CounterRng rng(seed, stream);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      mask(r, c) = rng.uniform(static_cast<std::uint64_t>(r), static_cast<std::uint64_t>(c)) >= p ? 1.0 / (1.0 - p) : 0.0;
+    }
+  }
+  return mask;
+}
+
+}  // namespace optimus::reference
