@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
 
 #include "gemm_backend.hpp"
 
@@ -86,11 +87,58 @@ void fill(TensorView<T> y, T value) {
   as_eigen(y, "y").setConstant(value);
 }
 
+template <class T>
+void add_row_broadcast(TensorView<const T> row, TensorView<T> y) {
+  OPTIMUS_CHECK(row.numel() == y.size(1), "add_row_broadcast: row has ", row.numel(), " elements, y is ", y.shape());
+  auto Y = as_eigen(y, "y");
+  Y.rowwise() += as_eigen(row, "row").row(0);
+}
+
+template <class T>
+void column_sums(TensorView<const T> x, TensorView<T> out) {
+  OPTIMUS_CHECK(out.numel() == x.size(1), "column_sums: out has ", out.numel(), " elements, x is ", x.shape());
+  as_eigen(out, "out").row(0) = as_eigen(x, "x").colwise().sum();
+}
+
+namespace {
+constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kGeluA = 0.044715;
+}  // namespace
+
+template <class T>
+void gelu_forward(TensorView<const T> x, TensorView<T> y) {
+  OPTIMUS_CHECK(x.shape() == y.shape(), "gelu_forward shapes differ: x ", x.shape(), ", y ", y.shape());
+  as_eigen(y, "y") = as_eigen(x, "x").unaryExpr([](T v) {
+    return T(0.5) * v * (T(1) + std::tanh(T(kGeluC) * (v + T(kGeluA) * v * v * v)));
+  });
+}
+
+template <class T>
+void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx) {
+  OPTIMUS_CHECK(x.shape() == dy.shape() && x.shape() == dx.shape(), "gelu_backward shapes differ: x ", x.shape(),
+                ", dy ", dy.shape(), ", dx ", dx.shape());
+  auto X = as_eigen(x, "x");
+  auto DY = as_eigen(dy, "dy");
+  auto DX = as_eigen(dx, "dx");
+  for (std::int64_t r = 0; r < x.size(0); ++r) {
+    for (std::int64_t c = 0; c < x.size(1); ++c) {
+      const T v = X(r, c);
+      const T t = std::tanh(T(kGeluC) * (v + T(kGeluA) * v * v * v));
+      const T d = T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kGeluC) * (T(1) + T(3 * kGeluA) * v * v);
+      DX(r, c) = DY(r, c) * d;
+    }
+  }
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                                          \
   template void gemm<T>(Trans, Trans, T, TensorView<const T>, TensorView<const T>, T, TensorView<T>); \
   template void axpby<T>(T, TensorView<const T>, T, TensorView<T>);                                   \
   template void copy<T>(TensorView<const T>, TensorView<T>);                                          \
-  template void fill<T>(TensorView<T>, T);
+  template void fill<T>(TensorView<T>, T);                                                          \
+  template void add_row_broadcast<T>(TensorView<const T>, TensorView<T>);                           \
+  template void column_sums<T>(TensorView<const T>, TensorView<T>);                                 \
+  template void gelu_forward<T>(TensorView<const T>, TensorView<T>);                                \
+  template void gelu_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -47,6 +47,13 @@ constexpr std::uint64_t dropout_stream(std::uint64_t step, std::uint64_t layer, 
 
 namespace optimus {
 
+// AdamW (decoupled weight decay, Loshchilov and Hutter) with clipping by the global gradient norm.
+// Weight decay applies to matrices (weights, wte, wpe), not to biases or LayerNorm parameters.
+struct AdamWConfig {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+  double max_grad_norm = 1.0;  // clip when the global norm exceeds it; <= 0 disables
+};
+
 // Initialization of GPT-2 parameters, shared by the 2D model and the reference: element (r, c) of the
 // tensor named `name` (GPT-2 layout; vectors have r = 0) is
 //     initial_distribution(config, name).sample(CounterRng(config.seed, parameter_stream(name)), r, c)

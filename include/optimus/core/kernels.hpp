@@ -33,4 +33,19 @@ void copy(TensorView<const T> x, TensorView<T> y);
 template <class T>
 void fill(TensorView<T> y, T value);
 
+// y[r, :] += row for every r; row: [1, n], y: [m, n].
+template <class T>
+void add_row_broadcast(TensorView<const T> row, TensorView<T> y);
+
+// out = sum over the rows of x (overwrites); x: [m, n], out: [1, n].
+template <class T>
+void column_sums(TensorView<const T> x, TensorView<T> out);
+
+// GELU, tanh form: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); x, y: [m, n].
+template <class T>
+void gelu_forward(TensorView<const T> x, TensorView<T> y);
+// dx = dy * gelu'(x); x, dy, dx: [m, n] (dx may alias dy).
+template <class T>
+void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx);
+
 }  // namespace optimus::cpu

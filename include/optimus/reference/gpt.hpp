@@ -29,11 +29,6 @@ struct GptResult {
 GptResult gpt_forward_backward(const GptConfig& config, const Parameters& params, const std::vector<int>& tokens,
                                const std::vector<int>& targets, std::int64_t batch, std::uint64_t step);
 
-struct AdamWConfig {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
-  double max_grad_norm = 1.0;  // clip by global norm; <= 0 disables
-};
-
 // One AdamW step (t counts from 1) on every parameter; weight decay applies to matrices only.
 // Returns the gradient norm before clipping.
 double adamw_step(const AdamWConfig& config, int t, Parameters& params, Parameters grads, Parameters& m, Parameters& v);

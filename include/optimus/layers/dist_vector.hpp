@@ -1,0 +1,41 @@
+// optimus::DistVector<T>: a global vector of n elements (a bias, LayerNorm's gamma or beta) split into
+// q*q pieces so that no rank stores a replica (DESIGN.md section 5). Rank (i, j) owns the n/q^2 elements
+//     [j*n/q + i*n/q^2, j*n/q + (i+1)*n/q^2)
+// i.e. column block j of the vector (the part grid column j needs) split along the grid column.
+// For n = 8, q = 2: rank (0,0) holds 0..1, (1,0) 2..3, (0,1) 4..5, (1,1) 6..7.
+#pragma once
+
+#include "optimus/core/tensor.hpp"
+#include "optimus/grid/grid.hpp"
+
+namespace optimus {
+
+template <class T>
+class DistVector {
+ public:
+  // Throws if q*q does not divide n, naming n and q.
+  DistVector(const Grid& grid, std::int64_t n, MemoryKind kind, const char* what);
+
+  std::int64_t size() const { return n_; }
+  std::int64_t local_size() const { return local_.numel(); }
+  std::int64_t offset() const;  // global index of this rank's first element
+
+  TensorView<T> local() { return TensorView<T>(local_.data(), Shape{1, local_size()}); }
+  TensorView<const T> local() const { return TensorView<const T>(local_.data(), Shape{1, local_size()}); }
+
+  // All-gather along the grid column: out [1, n/q] receives column block j of the vector.
+  void gather_column_block(TensorView<T> out) const;
+  // Reduce-scatter along the grid column: partial [1, n/q] (this rank's contribution to column block j)
+  // is summed over the column, and this rank's piece is added to local().
+  void add_reduced_column_block(TensorView<const T> partial);
+
+ private:
+  const detail::GridState* grid_;
+  std::int64_t n_;
+  Tensor<T> local_;  // [n/q^2]
+};
+
+extern template class DistVector<float>;
+extern template class DistVector<double>;
+
+}  // namespace optimus

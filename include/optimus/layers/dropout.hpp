@@ -1,0 +1,21 @@
+// Dropout with partition-independent masks (gpt_config.hpp): element (r, c) of a global [N, h] activation
+// is kept iff CounterRng(seed, stream).uniform(r, c) >= p, and kept values are scaled by 1 / (1 - p).
+// The same call applies the mask in forward and to the gradient in backward, so no mask is stored.
+// With dp replicas, rows are numbered through the global batch (replica d holds rows [d*N, (d+1)*N)).
+#pragma once
+
+#include "optimus/grid/dist_matrix.hpp"
+
+namespace optimus {
+
+struct DropoutSpec {
+  double p = 0.0;
+  std::uint64_t seed = 0;
+  std::int64_t layer = 0;
+};
+
+// x *= mask, in place, on this rank's block (no communication).
+template <class T>
+void apply_dropout(DistMatrix<T>& x, double p, std::uint64_t seed, std::uint64_t stream);
+
+}  // namespace optimus

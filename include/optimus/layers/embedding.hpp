@@ -1,0 +1,50 @@
+// optimus::Embedding2D: vocab-parallel token embedding plus position embedding (DESIGN.md section 5).
+//   wte: [vocab, h] in q x q blocks (rank (i, j) holds vocabulary slice i, feature block j);
+//   wpe: [max_seq, h] in q x q blocks. Output x: [N, h] with N = b*s.
+// Forward, as Megatron's vocab-parallel embedding applied along each grid column: every rank of column j
+// looks up all N tokens in its vocabulary slice (zero for tokens outside it), and a reduce-scatter along the
+// column sums the slices and leaves rank (i, j) its rows block i. wpe's column block is all-gathered along the
+// column. Backward: dx's column block is all-gathered along the column and scattered into the local slice
+// of dwte; dwpe's partial sums are reduce-scattered along the column.
+// Every rank receives the replica's whole batch of token ids (b*s ints), checked against the vocabulary.
+#pragma once
+
+#include <vector>
+
+#include "optimus/core/gpt_config.hpp"
+#include "optimus/layers/dropout.hpp"
+#include "optimus/layers/parameter.hpp"
+#include "optimus/layers/pass.hpp"
+
+namespace optimus {
+
+template <class T>
+class Embedding2D {
+ public:
+  Embedding2D(const Grid& grid, const GptConfig& config);
+
+  // tokens: b*s ids, row-major [b, s]; returns x: [b*s, h] with embedding dropout applied.
+  DistMatrix<T> forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass);
+  // Accumulates dwte and dwpe.
+  void backward(const DistMatrix<T>& dx);
+
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+  // The token embedding, for the LM head that shares it.
+  const DistMatrix<T>& wte() const { return wte_; }
+  DistMatrix<T>& wte_grad() { return dwte_; }
+
+ private:
+  const Grid* grid_;
+  GptConfig config_;
+  DistMatrix<T> wte_, dwte_, wpe_, dwpe_;
+  std::vector<int> tokens_;  // saved by a training forward
+  std::int64_t seq_ = 0;
+  std::uint64_t step_ = 0;
+};
+
+extern template class Embedding2D<float>;
+extern template class Embedding2D<double>;
+
+}  // namespace optimus

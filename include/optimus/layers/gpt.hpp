@@ -1,0 +1,80 @@
+// optimus::Gpt2D: a GPT-2 on the q x q grid: Embedding2D, `layers` TransformerBlock2D, ln_f, and the LM head
+// tied to wte with vocab-parallel cross-entropy. With dp > 1 replicas, each replica trains on its own batch
+// and backward averages gradients (and forward the loss) over the data-parallel communicator, which equals
+// one replica on the concatenated batch.
+//
+// Requirements, checked at construction with errors naming the values: q divides heads, vocab and max_seq;
+// q*q divides hidden and ffn (biases and LayerNorm parameters are split q*q ways); heads divides hidden.
+// forward() checks that q divides the batch, the sequence fits max_seq and every token id is in range.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optimus/layers/block.hpp"
+#include "optimus/layers/embedding.hpp"
+#include "optimus/layers/lm_head.hpp"
+
+namespace optimus {
+
+template <class T>
+class Gpt2D {
+ public:
+  // Parameters start from the shared initialization rule (the same model for every q).
+  Gpt2D(const Grid& grid, const GptConfig& config);
+
+  // tokens, targets: the replica's batch, b*s ids row-major [b, s]. Returns the mean cross-entropy
+  // (averaged over replicas). Saves what backward needs.
+  double forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                 std::uint64_t step);
+  // Accumulates every parameter's gradient (then averaged over replicas); frees the saved activations.
+  void backward();
+  // Inference: logits [b*s, vocab], no dropout, nothing saved.
+  DistMatrix<T> logits(const std::vector<int>& tokens, std::int64_t batch);
+
+  std::vector<ParameterRef<T>> parameters();
+  // Loads full GPT-2 tensors by name (vectors as 1 x n or n x 1); unknown names and wrong shapes throw.
+  // Tensors not named keep their values.
+  void load_global(const std::map<std::string, GlobalMatrix>& tensors);
+  // Collective: every parameter (or gradient) as a full GPT-2 tensor.
+  std::map<std::string, GlobalMatrix> gather(bool gradients);
+  void zero_grad();
+
+  const GptConfig& config() const { return config_; }
+  const Grid& grid() const { return *grid_; }
+
+ private:
+  const Grid* grid_;
+  GptConfig config_;
+  Embedding2D<T> embedding_;
+  std::vector<std::unique_ptr<TransformerBlock2D<T>>> blocks_;
+  LayerNorm2D<T> ln_f_;
+  LmHead2D<T> head_;
+  std::int64_t seq_ = 0;
+};
+
+// AdamW on the local shards of a grid's parameters (each element is owned by exactly one rank of a grid).
+// The global gradient norm is an all-reduce over the grid. Moments are counted as optimizer memory.
+template <class T>
+class AdamW {
+ public:
+  AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config);
+  // One step (t counts from 1); returns the global gradient norm before clipping.
+  double step();
+
+ private:
+  const Grid* grid_;
+  std::vector<ParameterRef<T>> params_;
+  AdamWConfig config_;
+  std::vector<Tensor<T>> m_, v_;
+  int t_ = 0;
+};
+
+extern template class Gpt2D<float>;
+extern template class Gpt2D<double>;
+extern template class AdamW<float>;
+extern template class AdamW<double>;
+
+}  // namespace optimus

@@ -1,0 +1,42 @@
+// optimus::LayerNorm2D: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta over the h features of each row.
+//   x, y: [N, h] (rank (i, j) holds rows block i, feature block j); gamma, beta: [h] split in q*q pieces.
+// The features of a row are spread over grid row i, so the statistics are row all-reduces, in two passes
+// (the mean, then the sum of squared deviations), which keeps fp32 accurate when |mean| >> std.
+// backward: one row all-reduce of (sum dxhat, sum dxhat*xhat); dgamma, dbeta reduce-scattered along the column.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optimus/grid/dist_matrix.hpp"
+#include "optimus/layers/dist_vector.hpp"
+#include "optimus/layers/parameter.hpp"
+#include "optimus/layers/pass.hpp"
+
+namespace optimus {
+
+template <class T>
+class LayerNorm2D {
+ public:
+  LayerNorm2D(const Grid& grid, std::string name, std::int64_t hidden);
+
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  DistMatrix<T> backward(const DistMatrix<T>& dy);
+
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+ private:
+  const Grid* grid_;
+  std::string name_;
+  std::int64_t hidden_;
+  DistVector<T> gamma_, beta_, dgamma_, dbeta_;
+  std::optional<DistMatrix<T>> xhat_;  // [N, h] saved
+  Tensor<T> rstd_;                     // [N/q] saved
+};
+
+extern template class LayerNorm2D<float>;
+extern template class LayerNorm2D<double>;
+
+}  // namespace optimus

@@ -1,0 +1,47 @@
+// optimus::Linear2D: y = x W + b on the q x q grid (DESIGN.md section 5).
+//   x: [N, in], W: [in, out] in q x q blocks, b: [out] split in q*q pieces (DistVector), y: [N, out].
+//   forward : y = summa_ab(x, W); the bias's column block is all-gathered along the grid column.
+//   backward: dx = summa_abt(dy, W); dW += summa_atb(x, dy); db += column sums of dy, reduce-scattered
+//             along the grid column. Gradients accumulate until zero_grad().
+// The saved input is freed as soon as backward has used it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optimus/grid/dist_matrix.hpp"
+#include "optimus/layers/dist_vector.hpp"
+#include "optimus/layers/parameter.hpp"
+#include "optimus/layers/pass.hpp"
+
+namespace optimus {
+
+template <class T>
+class Linear2D {
+ public:
+  // qkv_hidden > 0 stores the columns grouped by attention heads (see ShardLayout); then out = 3 * qkv_hidden.
+  Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden = 0);
+
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  DistMatrix<T> backward(const DistMatrix<T>& dy);
+
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+  std::int64_t in() const { return in_; }
+  std::int64_t out() const { return out_; }
+
+ private:
+  const Grid* grid_;
+  std::string name_;
+  std::int64_t in_, out_, qkv_hidden_;
+  DistMatrix<T> w_, dw_;
+  DistVector<T> b_, db_;
+  std::optional<DistMatrix<T>> saved_x_;
+};
+
+extern template class Linear2D<float>;
+extern template class Linear2D<double>;
+
+}  // namespace optimus

@@ -1,0 +1,28 @@
+// optimus::MLP2D: y = c_proj(gelu(c_fc(x))); x, y: [N, h], c_fc: h -> ffn, c_proj: ffn -> h (two Linear2D).
+// Saved for backward: the c_fc output [N, ffn] (for GELU's derivative), plus what each Linear2D saves.
+#pragma once
+
+#include "optimus/layers/linear.hpp"
+
+namespace optimus {
+
+template <class T>
+class MLP2D {
+ public:
+  MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t ffn);
+
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  DistMatrix<T> backward(const DistMatrix<T>& dy);
+
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+ private:
+  Linear2D<T> c_fc_, c_proj_;
+  std::optional<DistMatrix<T>> pre_;  // [N, ffn]
+};
+
+extern template class MLP2D<float>;
+extern template class MLP2D<double>;
+
+}  // namespace optimus

@@ -1,0 +1,114 @@
+// Embedding2D: vocabulary-parallel lookups reduced along grid columns.
+#include "optimus/layers/embedding.hpp"
+
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+
+template <class T>
+Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config)
+    : grid_(&grid),
+      config_(config),
+      wte_(grid, config.vocab, config.hidden, MemoryKind::parameters),
+      dwte_(grid, config.vocab, config.hidden, MemoryKind::gradients),
+      wpe_(grid, config.max_seq, config.hidden, MemoryKind::parameters),
+      dwpe_(grid, config.max_seq, config.hidden, MemoryKind::gradients) {}
+
+template <class T>
+DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass) {
+  const int q = grid_->q();
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  OPTIMUS_CHECK(batch > 0 && n % batch == 0, "embedding: ", n, " tokens are not ", batch, " whole sequences");
+  OPTIMUS_CHECK(batch % q == 0, "embedding: batch = ", batch, " is not divisible by q = ", q);
+  const std::int64_t seq = n / batch;
+  OPTIMUS_CHECK(seq <= config_.max_seq, "embedding: sequence length ", seq, " exceeds the position table (max_seq = ",
+                config_.max_seq, ")");
+  for (std::int64_t t = 0; t < n; ++t) {
+    const int id = tokens[static_cast<std::size_t>(t)];
+    OPTIMUS_CHECK(id >= 0 && id < config_.vocab, "embedding: token id ", id, " at position ", t,
+                  " is outside the vocabulary [0, ", config_.vocab, ")");
+  }
+  const std::int64_t width = wte_.local_cols(), v0 = wte_.row_offset(), vn = wte_.local_rows();
+  const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
+
+  // Partial lookups of all n tokens in this rank's vocabulary slice: [n, h/q].
+  Tensor<T> partial(Shape{n, width}, work);
+  const auto W = wte_.local_map();
+  auto P = Eigen::Map<typename DistMatrix<T>::Matrix>(partial.data(), n, width);
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int64_t id = tokens[static_cast<std::size_t>(t)];
+    if (id >= v0 && id < v0 + vn) P.row(t) = W.row(id - v0);
+  }
+  DistMatrix<T> x(*grid_, n, config_.hidden);
+  grid_->col().reduce_scatter(partial.data(), x.local().data(), static_cast<std::size_t>(x.local().numel()),
+                              dtype_of<T>, ReduceOp::sum);
+
+  // Positions: wpe's column block [max_seq, h/q], gathered along the column.
+  Tensor<T> wpe(Shape{config_.max_seq, width}, work);
+  grid_->col().all_gather(wpe_.local().data(), wpe.data(), static_cast<std::size_t>(wpe_.local().numel()), dtype_of<T>);
+  const auto WPE = Eigen::Map<const typename DistMatrix<T>::Matrix>(wpe.data(), config_.max_seq, width);
+  auto X = x.local_map();
+  for (std::int64_t r = 0; r < x.local_rows(); ++r) X.row(r) += WPE.row((x.row_offset() + r) % seq);
+
+  apply_dropout(x, pass.training ? config_.dropout : 0.0, config_.seed,
+                dropout_stream(pass.step, 0, DropoutSite::embedding));
+  if (pass.training) {
+    tokens_ = tokens;
+    seq_ = seq;
+    step_ = pass.step;
+  }
+  return x;
+}
+
+template <class T>
+void Embedding2D<T>::backward(const DistMatrix<T>& dx_in) {
+  OPTIMUS_CHECK(!tokens_.empty(), "embedding: backward without a training forward");
+  DistMatrix<T> dx = dx_in.clone();
+  apply_dropout(dx, config_.dropout, config_.seed, dropout_stream(step_, 0, DropoutSite::embedding));
+  const auto n = static_cast<std::int64_t>(tokens_.size());
+  const std::int64_t width = dx.local_cols(), v0 = wte_.row_offset(), vn = wte_.local_rows();
+  const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
+
+  // dwte: every token's gradient row (the column block, gathered) into this rank's vocabulary slice.
+  Tensor<T> all(Shape{n, width}, work);
+  grid_->col().all_gather(dx.local().data(), all.data(), static_cast<std::size_t>(dx.local().numel()), dtype_of<T>);
+  const auto ALL = Eigen::Map<const typename DistMatrix<T>::Matrix>(all.data(), n, width);
+  auto DW = dwte_.local_map();
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int64_t id = tokens_[static_cast<std::size_t>(t)];
+    if (id >= v0 && id < v0 + vn) DW.row(id - v0) += ALL.row(t);
+  }
+
+  // dwpe: this rank's rows summed per position, then reduced over the column into each rank's slice.
+  Tensor<T> partial(Shape{config_.max_seq, width}, work);
+  auto P = Eigen::Map<typename DistMatrix<T>::Matrix>(partial.data(), config_.max_seq, width);
+  const auto DX = dx.local_map();
+  for (std::int64_t r = 0; r < dx.local_rows(); ++r) P.row((dx.row_offset() + r) % seq_) += DX.row(r);
+  Tensor<T> piece(dwpe_.local().shape(), work);
+  grid_->col().reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(piece.numel()), dtype_of<T>,
+                              ReduceOp::sum);
+  dwpe_.local_map() += Eigen::Map<const typename DistMatrix<T>::Matrix>(piece.data(), dwpe_.local_rows(), width);
+  tokens_.clear();
+}
+
+template <class T>
+void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
+  const int q = grid_->q(), i = grid_->row_index(), j = grid_->col_index();
+  out.push_back({"wte", {config_.vocab, config_.hidden},
+                 ShardLayout{ShardLayout::Kind::block, q, i, j, config_.vocab, config_.hidden, 0}, wte_.local(),
+                 dwte_.local()});
+  out.push_back({"wpe", {config_.max_seq, config_.hidden},
+                 ShardLayout{ShardLayout::Kind::block, q, i, j, config_.max_seq, config_.hidden, 0}, wpe_.local(),
+                 dwpe_.local()});
+}
+
+template <class T>
+void Embedding2D<T>::zero_grad() {
+  dwte_.local_map().setZero();
+  dwpe_.local_map().setZero();
+}
+
+template class Embedding2D<float>;
+template class Embedding2D<double>;
+
+}  // namespace optimus

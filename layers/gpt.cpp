@@ -1,0 +1,153 @@
+// Gpt2D: the model assembled from the 2D layers; parameters by GPT-2 name.
+#include "optimus/layers/gpt.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+namespace {
+
+const GptConfig& checked(const GptConfig& c, const Grid& grid) {
+  const std::int64_t q = grid.q(), qq = q * q;
+  OPTIMUS_CHECK(c.heads > 0 && c.hidden % c.heads == 0, "GptConfig: hidden = ", c.hidden,
+                " is not divisible by heads = ", c.heads);
+  OPTIMUS_CHECK(c.heads % q == 0, "GptConfig: heads = ", c.heads, " is not divisible by q = ", q);
+  OPTIMUS_CHECK(c.vocab % q == 0, "GptConfig: vocab = ", c.vocab, " is not divisible by q = ", q);
+  OPTIMUS_CHECK(c.max_seq % q == 0, "GptConfig: max_seq = ", c.max_seq, " is not divisible by q = ", q);
+  OPTIMUS_CHECK(c.hidden % qq == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by q*q = ", qq,
+                " (biases and LayerNorm parameters are split q*q ways)");
+  OPTIMUS_CHECK(c.ffn % qq == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by q*q = ", qq);
+  OPTIMUS_CHECK(c.layers >= 0 && c.dropout >= 0.0 && c.dropout < 1.0, "GptConfig: layers = ", c.layers,
+                ", dropout = ", c.dropout, " out of range");
+  return c;
+}
+
+}  // namespace
+
+template <class T>
+Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config)
+    : grid_(&grid),
+      config_(checked(config, grid)),
+      embedding_(grid, config),
+      ln_f_(grid, "ln_f", config.hidden),
+      head_(grid) {
+  for (std::int64_t l = 0; l < config.layers; ++l) {
+    blocks_.push_back(std::make_unique<TransformerBlock2D<T>>(grid, config, l));
+  }
+  for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_);
+}
+
+template <class T>
+double Gpt2D<T>::forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                         std::uint64_t step) {
+  const Pass pass{step, true};
+  DistMatrix<T> x = embedding_.forward(tokens, batch, pass);
+  seq_ = static_cast<std::int64_t>(tokens.size()) / batch;
+  for (auto& block : blocks_) x = block->forward(x, seq_, pass);
+  const double loss = head_.forward(ln_f_.forward(x, pass), embedding_.wte(), targets, pass);
+  return grid_->dp_comm().all_reduce(loss, ReduceOp::sum) / grid_->dp();
+}
+
+template <class T>
+void Gpt2D<T>::backward() {
+  DistMatrix<T> dx = ln_f_.backward(head_.backward(embedding_.wte(), embedding_.wte_grad()));
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = (*it)->backward(dx);
+  embedding_.backward(dx);
+  if (grid_->dp() > 1) {
+    const T scale = T(1) / static_cast<T>(grid_->dp());
+    for (const ParameterRef<T>& p : parameters()) {
+      grid_->dp_comm().all_reduce(p.grad.data(), p.grad.data(), static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
+                                  ReduceOp::sum);
+      for (std::int64_t e = 0; e < p.grad.numel(); ++e) p.grad.data()[e] *= scale;
+    }
+  }
+}
+
+template <class T>
+DistMatrix<T> Gpt2D<T>::logits(const std::vector<int>& tokens, std::int64_t batch) {
+  const Pass pass{0, false};
+  DistMatrix<T> x = embedding_.forward(tokens, batch, pass);
+  const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
+  for (auto& block : blocks_) x = block->forward(x, seq, pass);
+  return head_.logits(ln_f_.forward(x, pass), embedding_.wte());
+}
+
+template <class T>
+std::vector<ParameterRef<T>> Gpt2D<T>::parameters() {
+  std::vector<ParameterRef<T>> out;
+  embedding_.parameters(out);
+  for (auto& block : blocks_) block->parameters(out);
+  ln_f_.parameters(out);
+  return out;
+}
+
+template <class T>
+void Gpt2D<T>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
+  const std::vector<ParameterRef<T>> params = parameters();
+  for (const auto& [name, full] : tensors) {
+    auto it = std::find_if(params.begin(), params.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
+    OPTIMUS_CHECK(it != params.end(), "load_global: unknown parameter '", name, "'");
+    const bool vector_as_column = it->shape.size() == 1 && full.cols() == 1 && full.rows() == it->layout.cols;
+    load_parameter(*it, vector_as_column ? GlobalMatrix(full.transpose()) : full);
+  }
+}
+
+template <class T>
+std::map<std::string, GlobalMatrix> Gpt2D<T>::gather(bool gradients) {
+  std::map<std::string, GlobalMatrix> out;
+  for (const ParameterRef<T>& p : parameters()) out[p.name] = gather_parameter(*grid_, p, gradients);
+  return out;
+}
+
+template <class T>
+void Gpt2D<T>::zero_grad() {
+  embedding_.zero_grad();
+  for (auto& block : blocks_) block->zero_grad();
+  ln_f_.zero_grad();
+}
+
+template <class T>
+AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config)
+    : grid_(&grid), params_(std::move(params)), config_(config) {
+  for (const ParameterRef<T>& p : params_) {
+    m_.emplace_back(p.value.shape(), MemoryTag{&grid.memory(), MemoryKind::optimizer});
+    v_.emplace_back(p.value.shape(), MemoryTag{&grid.memory(), MemoryKind::optimizer});
+  }
+}
+
+template <class T>
+double AdamW<T>::step() {
+  ++t_;
+  double sq = 0;
+  for (const ParameterRef<T>& p : params_) {
+    for (std::int64_t e = 0; e < p.grad.numel(); ++e) sq += static_cast<double>(p.grad.data()[e]) * p.grad.data()[e];
+  }
+  const double norm = std::sqrt(grid_->grid().all_reduce(sq, ReduceOp::sum));
+  const double clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm : 1.0;
+  const double c1 = 1.0 - std::pow(config_.beta1, t_), c2 = 1.0 - std::pow(config_.beta2, t_);
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    const ParameterRef<T>& p = params_[k];
+    const double decay = p.shape.size() == 2 ? config_.weight_decay : 0.0;
+    T* value = p.value.data();
+    const T* grad = p.grad.data();
+    T* m = m_[k].data();
+    T* v = v_[k].data();
+    for (std::int64_t e = 0; e < p.value.numel(); ++e) {
+      const double g = clip * static_cast<double>(grad[e]);
+      m[e] = static_cast<T>(config_.beta1 * m[e] + (1 - config_.beta1) * g);
+      v[e] = static_cast<T>(config_.beta2 * v[e] + (1 - config_.beta2) * g * g);
+      const double update = (m[e] / c1) / (std::sqrt(v[e] / c2) + config_.eps);
+      value[e] = static_cast<T>(value[e] - config_.lr * (update + decay * value[e]));
+    }
+  }
+  return norm;
+}
+
+template class Gpt2D<float>;
+template class Gpt2D<double>;
+template class AdamW<float>;
+template class AdamW<double>;
+
+}  // namespace optimus

@@ -1,0 +1,67 @@
+// Linear2D: SUMMA products for the weight, a q*q-split bias.
+#include "optimus/layers/linear.hpp"
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
+#include "optimus/grid/summa.hpp"
+
+namespace optimus {
+
+template <class T>
+Linear2D<T>::Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden)
+    : grid_(&grid),
+      name_(std::move(name)),
+      in_(in),
+      out_(out),
+      qkv_hidden_(qkv_hidden),
+      w_(grid, in, out, MemoryKind::parameters),
+      dw_(grid, in, out, MemoryKind::gradients),
+      b_(grid, out, MemoryKind::parameters, name_.c_str()),
+      db_(grid, out, MemoryKind::gradients, name_.c_str()) {}
+
+template <class T>
+DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
+  OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
+  DistMatrix<T> y(x.grid(), x.rows(), out_);
+  summa_ab(T(1), x, w_, T(0), y);
+  Tensor<T> bias(Shape{1, out_ / grid_->q()}, MemoryTag{&grid_->memory(), MemoryKind::workspace});
+  b_.gather_column_block(bias.view());
+  cpu::add_row_broadcast<T>(bias.view(), y.local());
+  if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
+  return y;
+}
+
+template <class T>
+DistMatrix<T> Linear2D<T>::backward(const DistMatrix<T>& dy) {
+  OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
+  OPTIMUS_CHECK(dy.cols() == out_ && dy.rows() == saved_x_->rows(), name_, ": output gradient is ", dy.rows(), "x",
+                dy.cols(), ", expected ", saved_x_->rows(), "x", out_);
+  DistMatrix<T> dx(dy.grid(), dy.rows(), in_);
+  summa_abt(T(1), dy, w_, T(0), dx);
+  summa_atb(T(1), *saved_x_, dy, T(1), dw_);
+  saved_x_.reset();
+  Tensor<T> partial(Shape{1, out_ / grid_->q()}, MemoryTag{&grid_->memory(), MemoryKind::workspace});
+  cpu::column_sums<T>(dy.local(), partial.view());
+  db_.add_reduced_column_block(partial.view());
+  return dx;
+}
+
+template <class T>
+void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
+  const int q = grid_->q(), i = grid_->row_index(), j = grid_->col_index();
+  out.push_back({name_ + ".weight", {in_, out_},
+                 ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, qkv_hidden_}, w_.local(), dw_.local()});
+  out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, qkv_hidden_},
+                 b_.local(), db_.local()});
+}
+
+template <class T>
+void Linear2D<T>::zero_grad() {
+  cpu::fill<T>(dw_.local(), T(0));
+  cpu::fill<T>(db_.local(), T(0));
+}
+
+template class Linear2D<float>;
+template class Linear2D<double>;
+
+}  // namespace optimus

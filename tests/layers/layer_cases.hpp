@@ -1,0 +1,30 @@
+// Layer and model checks against the reference, shared by the MPI and in-process suites.
+#pragma once
+
+#include "optimus/comm/communicator.hpp"
+#include "optimus/core/gpt_config.hpp"
+
+namespace optimus::test {
+
+// Shapes where b, s, h, heads, ffn and vocab all differ, valid for the given q (h and ffn divisible by q*q).
+struct LayerShapes {
+  std::int64_t batch, seq, hidden, heads, ffn, vocab, max_seq;
+};
+LayerShapes shapes_for(int q);
+GptConfig config_for(int q, std::int64_t layers, double dropout);
+
+// Each: forward output, input gradient and every parameter gradient against the reference, f64 and f32.
+void check_linear(Communicator& world, int q);
+void check_layernorm(Communicator& world, int q);
+void check_attention(Communicator& world, int q);
+void check_mlp(Communicator& world, int q);
+void check_block(Communicator& world, int q);
+void check_gpt(Communicator& world, int q);
+// Loss after 5 AdamW steps equals the reference's (the same for every q); returns it.
+double check_training(Communicator& world, int q, int dp);
+// Parameters: loading then gathering returns the GPT-2 tensors; stored elements sum to the model's count.
+void check_parameters(Communicator& world, int q);
+// Bad configurations and inputs throw the same optimus::Error on every rank.
+void check_layer_errors(Communicator& world, int q);
+
+}  // namespace optimus::test
