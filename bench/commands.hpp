@@ -2,7 +2,7 @@
 #pragma once
 
 #include "optimus/comm/communicator.hpp"
-#include "options.hpp"
+#include "optimus/core/cli.hpp"
 
 namespace optimus::bench {
 

@@ -144,7 +144,7 @@ void run_case(const Grid& grid, const Case& c, const Settings& s, Report& report
 }  // namespace
 
 int run_summa_bench(Communicator& world, int argc, char** argv) {
-  const Options o(argc, argv, 2, {"n", "m", "k", "ops", "dtype", "warmup", "iters", "scalapack", "json"});
+  const cli::Options o(argc, argv, 2, {"n", "m", "k", "ops", "dtype", "warmup", "iters", "scalapack", "json"});
   const std::vector<std::int64_t> sizes = o.integers("n", "1024");
   const std::vector<std::string> ops = o.list("ops", "ab,abt,atb");
   const std::vector<std::string> dtypes = o.list("dtype", "f64");

@@ -42,10 +42,20 @@ Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config)
 template <class T>
 double Gpt2D<T>::forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                          std::uint64_t step) {
-  const Pass pass{step, true};
+  return run(tokens, targets, batch, Pass{step, true});
+}
+
+template <class T>
+double Gpt2D<T>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
+  return run(tokens, targets, batch, Pass{0, false});
+}
+
+template <class T>
+double Gpt2D<T>::run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                     const Pass& pass) {
   DistMatrix<T> x = embedding_.forward(tokens, batch, pass);
-  seq_ = static_cast<std::int64_t>(tokens.size()) / batch;
-  for (auto& block : blocks_) x = block->forward(x, seq_, pass);
+  const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
+  for (auto& block : blocks_) x = block->forward(x, seq, pass);
   const double loss = head_.forward(ln_f_.forward(x, pass), embedding_.wte(), targets, pass);
   return grid_->dp_comm().all_reduce(loss, ReduceOp::sum) / grid_->dp();
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job: builds Optimus and runs the SUMMA example on a 2x2 grid (4 MPI ranks), verified against Eigen.
-# Arguments go to the example (e.g. --m 512 --n 256 --k 384).
+# The main job: builds Optimus and trains a small character-level GPT on a 2x2 grid (4 MPI ranks) on the
+# GPL-3 text, after checking one step against the fp64 reference. Arguments go to the program
+# (e.g. --steps 2000, --q 1 with 1 rank via OPTIMUS_RANKS=1); the SUMMA example is examples/summa_2x2.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-optimus_build --target summa_2x2 >/dev/null
-"${mpirun_cmd[@]}" -np 4 "$build_dir/examples/summa_2x2" "$@"
+optimus_build --target train_gpt >/dev/null
+"${mpirun_cmd[@]}" -np "${OPTIMUS_RANKS:-4}" "$build_dir/examples/train_gpt" "$@"

@@ -31,6 +31,8 @@ class Gpt2D {
                  std::uint64_t step);
   // Accumulates every parameter's gradient (then averaged over replicas); frees the saved activations.
   void backward();
+  // Evaluation: the mean cross-entropy without dropout, saving nothing (averaged over replicas).
+  double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch);
   // Inference: logits [b*s, vocab], no dropout, nothing saved.
   DistMatrix<T> logits(const std::vector<int>& tokens, std::int64_t batch);
 
@@ -46,13 +48,14 @@ class Gpt2D {
   const Grid& grid() const { return *grid_; }
 
  private:
+  double run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch, const Pass& pass);
+
   const Grid* grid_;
   GptConfig config_;
   Embedding2D<T> embedding_;
   std::vector<std::unique_ptr<TransformerBlock2D<T>>> blocks_;
   LayerNorm2D<T> ln_f_;
   LmHead2D<T> head_;
-  std::int64_t seq_ = 0;
 };
 
 // AdamW on the local shards of a grid's parameters (each element is owned by exactly one rank of a grid).
@@ -63,6 +66,8 @@ class AdamW {
   AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config);
   // One step (t counts from 1); returns the global gradient norm before clipping.
   double step();
+  // For schedules: the learning rate of the following steps.
+  void set_learning_rate(double lr) { config_.lr = lr; }
 
  private:
   const Grid* grid_;

@@ -1,12 +1,12 @@
-// Parsing of `--name value` options.
-#include "options.hpp"
+// Parsing of `--name value` command-line options.
+#include "optimus/core/cli.hpp"
 
 #include <algorithm>
 #include <sstream>
 
 #include "optimus/core/error.hpp"
 
-namespace optimus::bench {
+namespace optimus::cli {
 namespace {
 
 // The whole of `text` as an integer, or an error naming the option.
@@ -48,6 +48,19 @@ std::int64_t Options::integer(const std::string& name, std::int64_t fallback) co
   return parse_integer(name, text(name, std::to_string(fallback)));
 }
 
+double Options::real(const std::string& name, double fallback) const {
+  const std::string v = text(name, std::to_string(fallback));
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  OPTIMUS_CHECK(used == v.size() && !v.empty(), "option --", name, " needs a number, got '", v, "'");
+  return x;
+}
+
 std::vector<std::string> Options::list(const std::string& name, const std::string& fallback) const {
   std::vector<std::string> items;
   std::stringstream in(text(name, fallback));
@@ -64,4 +77,4 @@ std::vector<std::int64_t> Options::integers(const std::string& name, const std::
   return values;
 }
 
-}  // namespace optimus::bench
+}  // namespace optimus::cli

@@ -1,4 +1,5 @@
-// Command-line options of optimus-bench: `--name value` pairs, validated; unknown names are errors.
+// Command-line options for Optimus programs (examples, optimus-bench): `--name value` pairs, validated;
+// unknown names and malformed values are optimus::Error naming them.
 #pragma once
 
 #include <cstdint>
@@ -6,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace optimus::bench {
+namespace optimus::cli {
 
 class Options {
  public:
@@ -17,10 +18,11 @@ class Options {
   std::int64_t integer(const std::string& name, std::int64_t fallback) const;
   std::vector<std::string> list(const std::string& name, const std::string& fallback) const;  // comma-separated
   std::vector<std::int64_t> integers(const std::string& name, const std::string& fallback) const;
+  double real(const std::string& name, double fallback) const;
   bool has(const std::string& name) const { return values_.count(name) != 0; }
 
  private:
   std::map<std::string, std::string> values_;
 };
 
-}  // namespace optimus::bench
+}  // namespace optimus::cli

@@ -1,0 +1,234 @@
+// The main job: a character-level GPT trained on a q x q grid (default 2 x 2, 4 MPI ranks) on an English
+// text every Debian machine has. It first checks one training step's loss and gradients against the fp64
+// reference, then trains in fp32 with AdamW, printing progress and memory, and ends with a generated sample.
+//
+//   mpirun -np 4 ./train_gpt [--q 2] [--layers 2] [--hidden 128] [--heads 4] [--ffn 512] [--seq 64]
+//                            [--batch 16] [--steps 1200] [--lr 3e-3] [--dropout 0.1] [--seed 1234] [--every 50]
+//                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <optimus/optimus.hpp>
+#include <sstream>
+#include <string>
+
+#include "optimus/core/cli.hpp"
+
+namespace {
+
+using optimus::GlobalMatrix;
+
+// The text as token ids over its own sorted character set, padded so that q divides the vocabulary.
+// The last 10% of the text is held out for validation.
+struct Corpus {
+  std::string chars;       // id -> character
+  std::vector<int> train, valid;
+  double unigram_entropy;  // nats per character, over the whole text
+};
+
+Corpus load_corpus(const std::string& path, int q) {
+  std::ifstream in(path, std::ios::binary);
+  OPTIMUS_CHECK(in.good(), "train_gpt: cannot read the text '", path, "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  OPTIMUS_CHECK(text.size() > 1000, "train_gpt: the text '", path, "' has only ", text.size(), " bytes");
+  Corpus c;
+  std::vector<std::int64_t> count(256, 0);
+  for (unsigned char ch : text) ++count[ch];
+  int lookup[256];
+  for (int ch = 0; ch < 256; ++ch) {
+    lookup[ch] = static_cast<int>(c.chars.size());
+    if (count[static_cast<std::size_t>(ch)] > 0) c.chars.push_back(static_cast<char>(ch));
+  }
+  while (c.chars.size() % static_cast<std::size_t>(q) != 0) c.chars.push_back('\0');  // unused ids
+  const std::size_t split = text.size() * 9 / 10;
+  for (std::size_t e = 0; e < text.size(); ++e) {
+    (e < split ? c.train : c.valid).push_back(lookup[static_cast<unsigned char>(text[e])]);
+  }
+  c.unigram_entropy = 0;
+  for (std::int64_t n : count) {
+    if (n == 0) continue;
+    const double p = static_cast<double>(n) / static_cast<double>(text.size());
+    c.unigram_entropy -= p * std::log(p);
+  }
+  return c;
+}
+
+// Batch `step` of replica `replica`: b windows of s+1 characters of `ids` at counter-based random offsets.
+void draw_batch(const std::vector<int>& ids, std::int64_t b, std::int64_t s, std::uint64_t seed, std::uint64_t step,
+                int replica, int replicas, std::vector<int>& tokens, std::vector<int>& targets) {
+  const optimus::CounterRng rng(seed, 1u << 20);
+  tokens.resize(static_cast<std::size_t>(b * s));
+  targets.resize(tokens.size());
+  const auto span = static_cast<double>(ids.size() - static_cast<std::size_t>(s) - 1);
+  for (std::int64_t k = 0; k < b; ++k) {
+    const auto window = static_cast<std::uint64_t>((replica + static_cast<std::int64_t>(step) * replicas) * b + k);
+    const auto start = static_cast<std::size_t>(rng.uniform(window, 0) * span);
+    for (std::int64_t t = 0; t < s; ++t) {
+      tokens[static_cast<std::size_t>(k * s + t)] = ids[start + static_cast<std::size_t>(t)];
+      targets[static_cast<std::size_t>(k * s + t)] = ids[start + static_cast<std::size_t>(t) + 1];
+    }
+  }
+}
+
+// One fp64 training step of the 2D model against the reference: the largest relative error (norm-wise per
+// tensor) over the loss and every parameter gradient.
+double reference_check(const optimus::Grid& grid, const optimus::GptConfig& config, const std::vector<int>& tokens,
+                       const std::vector<int>& targets, std::int64_t batch, int world_rank) {
+  optimus::Gpt2D<double> model(grid, config);
+  const double loss = model.forward(tokens, targets, batch, 1);
+  model.backward();
+  const std::map<std::string, GlobalMatrix> grads = model.gather(true);
+  double worst = 0;
+  if (world_rank == 0) {
+    const auto ref = optimus::reference::gpt_forward_backward(config, optimus::reference::gpt_init(config), tokens,
+                                                              targets, batch, 1);
+    worst = std::abs(loss - ref.loss) / std::abs(ref.loss);
+    for (const auto& [name, g] : grads) {
+      worst = std::max(worst, optimus::reference::compare_relative(g, ref.grads.at(name), 0).rel_error);
+    }
+  }
+  return grid.grid().all_reduce(worst, optimus::ReduceOp::max);
+}
+
+std::string memory_line(const optimus::Grid& grid) {
+  const optimus::MemoryTracker& m = grid.memory();
+  auto mib = [&](std::uint64_t bytes) {
+    return grid.grid().all_reduce(static_cast<double>(bytes), optimus::ReduceOp::max) / (1 << 20);
+  };
+  std::ostringstream os;
+  os.precision(3);
+  os << "memory per rank (max over ranks, MiB): parameters " << mib(m.current(optimus::MemoryKind::parameters))
+     << ", gradients " << mib(m.current(optimus::MemoryKind::gradients)) << ", optimizer "
+     << mib(m.current(optimus::MemoryKind::optimizer)) << ", peak activations saved for backward "
+     << mib(m.peak(optimus::MemoryKind::activations)) << ", peak total " << mib(m.peak_total());
+  return os.str();
+}
+
+// Generates `count` characters after `prompt`, sampling at temperature 0.8.
+std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::string& prompt, int count,
+                     std::uint64_t seed) {
+  const int q = model.grid().q();
+  std::vector<int> context;
+  for (char ch : prompt) {
+    const auto pos = c.chars.find(ch);
+    if (pos != std::string::npos) context.push_back(static_cast<int>(pos));
+  }
+  std::string out = prompt;
+  const optimus::CounterRng rng(seed, 7);
+  const auto max_seq = static_cast<std::size_t>(model.config().max_seq);
+  for (int n = 0; n < count; ++n) {
+    const std::size_t s = std::min(context.size(), max_seq);
+    std::vector<int> window(context.end() - static_cast<std::ptrdiff_t>(s), context.end());
+    std::vector<int> tokens;
+    for (int copy = 0; copy < q; ++copy) tokens.insert(tokens.end(), window.begin(), window.end());  // q | batch
+    const GlobalMatrix logits = model.logits(tokens, q).to_global().cast<double>();
+    const Eigen::RowVectorXd row = logits.row(static_cast<Eigen::Index>(s) - 1) / 0.8;
+    const Eigen::RowVectorXd p = (row.array() - row.maxCoeff()).exp();
+    double u = rng.uniform(static_cast<std::uint64_t>(n), 0) * p.sum();
+    int next = 0;
+    while (next + 1 < p.size() && (u -= p(next)) > 0) ++next;
+    context.push_back(next);
+    out.push_back(c.chars[static_cast<std::size_t>(next)]);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  optimus::Context ctx(argc, argv);
+  try {
+    const optimus::cli::Options o(argc, argv, 1,
+                                  {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
+                                   "every", "text", "sample", "dropout"});
+    const int q = static_cast<int>(o.integer("q", 2));
+    optimus::Grid grid = optimus::Grid::create(ctx.world(), q);
+    const bool root = ctx.world().rank() == 0;
+    const Corpus corpus = load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"), q);
+
+    optimus::GptConfig config;
+    config.vocab = static_cast<std::int64_t>(corpus.chars.size());
+    config.layers = o.integer("layers", 2);
+    config.hidden = o.integer("hidden", 128);
+    config.heads = o.integer("heads", 4);
+    config.ffn = o.integer("ffn", 4 * config.hidden);
+    config.max_seq = o.integer("seq", 64);
+    config.dropout = o.real("dropout", 0.1);
+    config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
+    const std::int64_t batch = o.integer("batch", 16), seq = config.max_seq;
+    const int steps = static_cast<int>(o.integer("steps", 1200)), every = static_cast<int>(o.integer("every", 50));
+    const double lr = o.real("lr", 3e-3);
+    if (root) {
+      std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s\n", q, q, grid.dp(),
+                  ctx.world().size(), ctx.world().backend().c_str());
+      std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f nats/char\n",
+                  corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
+                  static_cast<long long>(config.vocab), corpus.unigram_entropy);
+      std::printf("  model: layers %lld, hidden %lld, heads %lld, ffn %lld, context %lld, dropout %.2f, %lld parameters; batch %lld x dp %d\n",
+                  static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
+                  static_cast<long long>(config.heads), static_cast<long long>(config.ffn),
+                  static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
+                  static_cast<long long>(batch), grid.dp());
+    }
+
+    std::vector<int> tokens, targets;
+    draw_batch(corpus.train, batch, seq, config.seed, 0, grid.dp_index(), grid.dp(), tokens, targets);
+    {
+      optimus::GptConfig check = config;
+      check.layers = std::min<std::int64_t>(config.layers, 2);
+      const double err = reference_check(grid, check, tokens, targets, batch, ctx.world().rank());
+      if (root) std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err, err < 1e-10 ? "ok" : "FAILED");
+      OPTIMUS_CHECK(err < 1e-10, "train_gpt: the 2D model disagrees with the reference (relative error ", err, ")");
+    }
+
+    optimus::Gpt2D<float> model(grid, config);
+    optimus::AdamW<float> optimizer(grid, model.parameters(), optimus::AdamWConfig{lr, 0.9, 0.95, 1e-8, 0.1, 1.0});
+    double interval_loss = 0, last_loss = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int step = 1; step <= steps; ++step) {
+      const int warmup = std::max(1, steps / 20);
+      const double progress = static_cast<double>(step) / steps;
+      optimizer.set_learning_rate(step <= warmup ? lr * step / warmup : lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
+      draw_batch(corpus.train, batch, seq, config.seed, static_cast<std::uint64_t>(step), grid.dp_index(), grid.dp(),
+                 tokens, targets);
+      model.zero_grad();
+      const double loss = model.forward(tokens, targets, batch, static_cast<std::uint64_t>(step));
+      model.backward();
+      optimizer.step();
+      interval_loss += loss;
+      if (step % every == 0 || step == steps) {
+        const int n = step % every == 0 ? every : step % every;
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        last_loss = interval_loss / n;
+        if (root) {
+          std::printf("step %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", step, last_loss,
+                      static_cast<double>(n * batch * seq * grid.dp()) / seconds, 1e3 * seconds / n);
+          std::fflush(stdout);
+        }
+        interval_loss = 0;
+        t0 = std::chrono::steady_clock::now();
+      }
+    }
+    double valid_loss = 0;
+    const int valid_batches = 8;
+    for (int k = 0; k < valid_batches; ++k) {
+      draw_batch(corpus.valid, batch, seq, config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(), grid.dp(),
+                 tokens, targets);
+      valid_loss += model.evaluate(tokens, targets, batch) / valid_batches;
+    }
+    const std::string mem = memory_line(grid);
+    const std::string sample = generate(model, corpus, "The ", static_cast<int>(o.integer("sample", 240)), config.seed);
+    if (root) {
+      std::printf("  %s\n", mem.c_str());
+      std::printf("final training loss %.4f nats/char, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
+                  valid_loss, corpus.unigram_entropy, last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
+      std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    return ctx.fail("train_gpt", e);
+  }
+}
