@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "optimus/core/error.hpp"
@@ -123,12 +124,17 @@ void check_grid(Communicator& world, int q) {
   expected = 0;
   for (int i = 0; i < q; ++i) expected += grid.dp_index() * p + i * q + grid.col_index();
   CHECK(col_sum == expected);
-  // Moving a grid keeps matrices built on it valid.
+  // Moving a grid keeps matrices built on it valid (the grid must still outlive them).
+  std::optional<Grid> holder;
   Grid moved = Grid::create(world, q);
-  DistMatrix<double> m(moved, 2 * q, 3 * q);
-  Grid holder = std::move(moved);
-  m.fill_random(3);
-  CHECK(m.to_global() == reference::random_matrix(2 * q, 3 * q, 3));
+  {
+    DistMatrix<double> m(moved, 2 * q, 3 * q);
+    holder.emplace(std::move(moved));
+    m.fill_random(3);
+    CHECK(m.to_global() == reference::random_matrix(2 * q, 3 * q, 3));
+    CHECK(holder->memory().current(MemoryKind::workspace) == static_cast<std::uint64_t>(6 * sizeof(double)));
+  }
+  CHECK(holder->memory().current_total() == 0);
 }
 
 void check_dist_matrix(Communicator& world, int q) {

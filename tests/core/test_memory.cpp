@@ -1,0 +1,33 @@
+// Memory accounting: tensors count their bytes by kind from construction to destruction.
+#include <doctest/doctest.h>
+
+#include "optimus/core/tensor.hpp"
+
+using optimus::MemoryKind;
+using optimus::MemoryTracker;
+using optimus::Shape;
+using optimus::Tensor;
+
+TEST_CASE("tensors are counted by kind, current and peak, through moves and resets") {
+  MemoryTracker m;
+  {
+    Tensor<float> a(Shape{10, 10}, {&m, MemoryKind::activations});
+    CHECK(m.current(MemoryKind::activations) == 400);
+    Tensor<double> p(Shape{3}, {&m, MemoryKind::parameters});
+    CHECK(m.current_total() == 424);
+    Tensor<float> moved = std::move(a);
+    CHECK(m.current(MemoryKind::activations) == 400);  // a move does not count twice
+    Tensor<float> copy = moved.clone();
+    CHECK(m.current(MemoryKind::activations) == 800);
+    moved.reset();
+    CHECK(m.current(MemoryKind::activations) == 400);
+    CHECK(moved.numel() == 0);
+  }
+  CHECK(m.current_total() == 0);
+  CHECK(m.peak(MemoryKind::activations) == 800);
+  CHECK(m.peak_total() == 824);
+  m.reset_peaks();
+  CHECK(m.peak_total() == 0);
+  Tensor<float> untracked(Shape{5});
+  CHECK(m.current_total() == 0);
+}
