@@ -116,6 +116,7 @@ void run_case(const Grid& grid, const Case& c, const Settings& s, Report& report
   const std::int64_t wrong = count_wrong<T>(grid.grid(), C.local_map().template cast<double>(), expected);
   const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
   const double rss = peak_rss_bytes_max(grid.grid());
+  const double tracked = grid.grid().all_reduce(static_cast<double>(grid.memory().peak_total()), ReduceOp::max);
 
   std::string p_ms = "n/a", p_gf = "n/a", p_wrong = "n/a", ratio = "n/a";
   if (s.scalapack) {
@@ -136,7 +137,8 @@ void run_case(const Grid& grid, const Case& c, const Settings& s, Report& report
               format("%.3f", seconds * 1e3), format("%.2f", flops / seconds / 1e9), format("%.0f", received_max),
               format("%llu", static_cast<unsigned long long>(formula)),
               received_max == received_min && received_max == static_cast<double>(formula) ? "yes" : "NO",
-              format("%.1f", rss / (1 << 20)), format("%lld", static_cast<long long>(wrong)), p_ms, p_gf, p_wrong,
+              format("%.1f", rss / (1 << 20)), format("%.1f", tracked / (1 << 20)),
+              format("%lld", static_cast<long long>(wrong)), p_ms, p_gf, p_wrong,
               ratio});
   if (grid.grid().rank() == 0) report.print_row(stdout, report.rows() - 1);
 }
@@ -161,7 +163,7 @@ int run_summa_bench(Communicator& world, int argc, char** argv) {
   const Grid grid = Grid::create(world, q);
 
   Report report({{"op", 4}, {"m", 6}, {"n", 6}, {"k", 6}, {"q", 2}, {"dtype", 5}, {"time_ms", 10}, {"GFLOP/s", 9},
-                 {"recv_B/rank", 12}, {"formula_B", 12}, {"equal", 5}, {"peakRSS_MiB", 11}, {"#wrong", 6},
+                 {"recv_B/rank", 12}, {"formula_B", 12}, {"equal", 5}, {"peakRSS_MiB", 11}, {"tensors_MiB", 11}, {"#wrong", 6},
                  {"pgemm_ms", 10}, {"pgemm_GF/s", 10}, {"#wrong", 6}, {"pgemm/opt", 9}});
   report.header(format("optimus-bench summa: %d ranks as a %dx%d grid, backend %s, warmup %d, iters %d", world.size(), q,
                        q, world.backend().c_str(), s.warmup, s.iters));

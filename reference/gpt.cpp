@@ -84,11 +84,8 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   const Matrix& wpe = p.at("wpe");
   Dropout dropout{c.dropout, c.seed, step, 0};
 
-  // Embedding: x0 = drop(wte[token] + wpe[position]).
-  Matrix x(n, h);
-  for (std::int64_t r = 0; r < n; ++r) x.row(r) = wte.row(tokens[static_cast<std::size_t>(r)]) + wpe.row(r % s);
   const Matrix embd_mask = dropout_mask(n, h, c.dropout, c.seed, dropout_stream(step, 0, DropoutSite::embedding));
-  x = x.cwiseProduct(embd_mask);
+  Matrix x = embedding_forward(wte, wpe, tokens, batch, embd_mask);
 
   std::vector<BlockCache> caches(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -100,19 +97,9 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
 
   GptResult result;
   result.logits = xf * wte.transpose();
-  Matrix dlogits(n, c.vocab);
-  double loss = 0;
-  for (std::int64_t r = 0; r < n; ++r) {
-    const double max = result.logits.row(r).maxCoeff();
-    const Eigen::RowVectorXd e = (result.logits.row(r).array() - max).exp();
-    const double sum = e.sum();
-    const int target = targets[static_cast<std::size_t>(r)];
-    loss += std::log(sum) + max - result.logits(r, target);
-    dlogits.row(r) = e / sum;
-    dlogits(r, target) -= 1.0;
-  }
-  result.loss = loss / static_cast<double>(n);
-  dlogits /= static_cast<double>(n);
+  const CrossEntropy ce = cross_entropy(result.logits, targets);
+  result.loss = ce.loss;
+  const Matrix& dlogits = ce.dlogits;
 
   // Backward.
   Parameters& g = result.grads;
@@ -127,15 +114,49 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
     store_block_grads(g, l, bg.dw);
     dx = bg.dx;
   }
-  dx = dx.cwiseProduct(embd_mask);
-  Matrix dwpe = Matrix::Zero(c.max_seq, h);
-  for (std::int64_t r = 0; r < n; ++r) {
-    dwte.row(tokens[static_cast<std::size_t>(r)]) += dx.row(r);
-    dwpe.row(r % s) += dx.row(r);
-  }
-  g["wte"] = dwte;
-  g["wpe"] = dwpe;
+  const EmbeddingGrads de = embedding_backward(c.vocab, c.max_seq, tokens, batch, embd_mask, dx);
+  g["wte"] = dwte + de.dwte;
+  g["wpe"] = de.dwpe;
   return result;
+}
+
+Matrix embedding_forward(const Matrix& wte, const Matrix& wpe, const std::vector<int>& tokens, std::int64_t batch,
+                         const Matrix& mask) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t s = n / batch;
+  Matrix x(n, wte.cols());
+  for (std::int64_t r = 0; r < n; ++r) x.row(r) = wte.row(tokens[static_cast<std::size_t>(r)]) + wpe.row(r % s);
+  return x.cwiseProduct(mask);
+}
+
+EmbeddingGrads embedding_backward(std::int64_t vocab, std::int64_t max_seq, const std::vector<int>& tokens,
+                                  std::int64_t batch, const Matrix& mask, const Matrix& dx_in) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t s = n / batch;
+  const Matrix dx = dx_in.cwiseProduct(mask);
+  EmbeddingGrads g{Matrix::Zero(vocab, dx.cols()), Matrix::Zero(max_seq, dx.cols())};
+  for (std::int64_t r = 0; r < n; ++r) {
+    g.dwte.row(tokens[static_cast<std::size_t>(r)]) += dx.row(r);
+    g.dwpe.row(r % s) += dx.row(r);
+  }
+  return g;
+}
+
+CrossEntropy cross_entropy(const Matrix& logits, const std::vector<int>& targets) {
+  const std::int64_t n = logits.rows();
+  CrossEntropy ce{0.0, Matrix(n, logits.cols())};
+  for (std::int64_t r = 0; r < n; ++r) {
+    const double max = logits.row(r).maxCoeff();
+    const Eigen::RowVectorXd e = (logits.row(r).array() - max).exp();
+    const double sum = e.sum();
+    const int target = targets[static_cast<std::size_t>(r)];
+    ce.loss += std::log(sum) + max - logits(r, target);
+    ce.dlogits.row(r) = e / sum;
+    ce.dlogits(r, target) -= 1.0;
+  }
+  ce.loss /= static_cast<double>(n);
+  ce.dlogits /= static_cast<double>(n);
+  return ce;
 }
 
 double adamw_step(const AdamWConfig& a, int t, Parameters& params, Parameters grads, Parameters& m, Parameters& v) {

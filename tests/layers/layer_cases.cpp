@@ -195,6 +195,42 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout) {
 }
 
 template <class T>
+void embedding_case(const Grid& grid, const LayerShapes& s) {
+  const GptConfig config = config_for(grid.q(), 1, 0.2);
+  const std::int64_t n = s.batch * s.seq;
+  Embedding2D<T> layer(grid, config);
+  std::vector<ParameterRef<T>> refs;
+  layer.parameters(refs);
+  const reference::Parameters p = load_random(refs, 600);
+  const std::vector<int> tokens = random_tokens(n, config.vocab, 21);
+  const Matrix mask = reference::dropout_mask(n, s.hidden, config.dropout, config.seed,
+                                              dropout_stream(5, 0, DropoutSite::embedding));
+  expect_close<T>("embedding output", global(layer.forward(tokens, s.batch, Pass{5, true})),
+                  reference::embedding_forward(p.at("wte"), p.at("wpe"), tokens, s.batch, mask));
+  const Matrix dx = rounded<T>(random(n, s.hidden, 22));
+  layer.backward(DistMatrix<T>::from_global(grid, dx));
+  const reference::EmbeddingGrads g =
+      reference::embedding_backward(config.vocab, config.max_seq, tokens, s.batch, mask, dx);
+  expect_grads<T>(grid, refs, {{"wte", g.dwte}, {"wpe", g.dwpe}});
+}
+
+template <class T>
+void lm_head_case(const Grid& grid, const LayerShapes& s) {
+  const std::int64_t n = s.batch * s.seq;
+  const Matrix x = rounded<T>(random(n, s.hidden, 31)), wte = rounded<T>(random(s.vocab, s.hidden, 32, 2.0));
+  const std::vector<int> targets = random_tokens(n, s.vocab, 33);
+  const auto W = DistMatrix<T>::from_global(grid, wte);
+  DistMatrix<T> dwte(grid, s.vocab, s.hidden);
+  LmHead2D<T> head(grid);
+  const double loss = head.forward(DistMatrix<T>::from_global(grid, x), W, targets, Pass{});
+  const reference::CrossEntropy ce = reference::cross_entropy(x * wte.transpose(), targets);
+  CHECK(std::abs(loss - ce.loss) <= tolerance<T>() * ce.loss);
+  expect_close<T>("lm head input gradient", global(head.backward(W, dwte)), ce.dlogits * wte);
+  expect_close<T>("lm head wte gradient", global(dwte), ce.dlogits.transpose() * x);
+  expect_close<T>("logits", global(head.logits(DistMatrix<T>::from_global(grid, x), W)), x * wte.transpose());
+}
+
+template <class T>
 void gpt_case(const Grid& grid, const LayerShapes& s, double dropout) {
   const GptConfig config = config_for(grid.q(), 2, dropout);
   Gpt2D<T> model(grid, config);
@@ -220,7 +256,7 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout) {
 
 LayerShapes shapes_for(int q) {
   if (q <= 3) return {6, 5, 36, 12, 72, 30, 12};  // h, ffn: multiples of 4 and 9
-  return {8, 5, 48, 8, 96, 32, 12};               // q = 4: multiples of 16
+  return {8, 5, 48, 12, 96, 32, 12};              // q = 4: multiples of 16
 }
 
 GptConfig config_for(int q, std::int64_t layers, double dropout) {
@@ -269,6 +305,18 @@ void check_block(Communicator& world, int q) {
     block_case<double>(grid, shapes_for(q), dropout);
     block_case<float>(grid, shapes_for(q), dropout);
   }
+}
+
+void check_embedding(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  embedding_case<double>(grid, shapes_for(q));
+  embedding_case<float>(grid, shapes_for(q));
+}
+
+void check_lm_head(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  lm_head_case<double>(grid, shapes_for(q));
+  lm_head_case<float>(grid, shapes_for(q));
 }
 
 void check_gpt(Communicator& world, int q) {

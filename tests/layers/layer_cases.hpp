@@ -19,6 +19,8 @@ void check_layernorm(Communicator& world, int q);
 void check_attention(Communicator& world, int q);
 void check_mlp(Communicator& world, int q);
 void check_block(Communicator& world, int q);
+void check_embedding(Communicator& world, int q);
+void check_lm_head(Communicator& world, int q);
 void check_gpt(Communicator& world, int q);
 // Loss after 5 AdamW steps equals the reference's (the same for every q); returns it.
 double check_training(Communicator& world, int q, int dp);

@@ -22,6 +22,8 @@ TEST_CASE("in-process LayerNorm2D") { on_grids(optimus::test::check_layernorm); 
 TEST_CASE("in-process Attention2D") { on_grids(optimus::test::check_attention); }
 TEST_CASE("in-process MLP2D") { on_grids(optimus::test::check_mlp); }
 TEST_CASE("in-process TransformerBlock2D") { on_grids(optimus::test::check_block); }
+TEST_CASE("in-process Embedding2D") { on_grids(optimus::test::check_embedding); }
+TEST_CASE("in-process LmHead2D") { on_grids(optimus::test::check_lm_head); }
 TEST_CASE("in-process Gpt2D") { on_grids(optimus::test::check_gpt); }
 TEST_CASE("in-process parameters") { on_grids(optimus::test::check_parameters); }
 TEST_CASE("in-process errors") { on_grids(optimus::test::check_layer_errors); }

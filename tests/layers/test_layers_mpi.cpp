@@ -25,6 +25,8 @@ TEST_CASE("LayerNorm2D") { on_grid(optimus::test::check_layernorm); }
 TEST_CASE("Attention2D") { on_grid(optimus::test::check_attention); }
 TEST_CASE("MLP2D") { on_grid(optimus::test::check_mlp); }
 TEST_CASE("TransformerBlock2D") { on_grid(optimus::test::check_block); }
+TEST_CASE("Embedding2D") { on_grid(optimus::test::check_embedding); }
+TEST_CASE("LmHead2D") { on_grid(optimus::test::check_lm_head); }
 TEST_CASE("Gpt2D") { on_grid(optimus::test::check_gpt); }
 TEST_CASE("parameters") { on_grid(optimus::test::check_parameters); }
 TEST_CASE("errors") { on_grid(optimus::test::check_layer_errors); }

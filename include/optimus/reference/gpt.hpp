@@ -14,6 +14,23 @@ namespace optimus::reference {
 // GPT-2 names -> full tensors; vectors are 1 x n.
 using Parameters = std::map<std::string, Matrix>;
 
+// Token plus position embedding with the embedding dropout mask: x[r] = (wte[tokens[r]] + wpe[r % s]) * mask[r].
+Matrix embedding_forward(const Matrix& wte, const Matrix& wpe, const std::vector<int>& tokens, std::int64_t batch,
+                         const Matrix& mask);
+// dwte, dwpe from dx (the mask applied again).
+struct EmbeddingGrads {
+  Matrix dwte, dwpe;
+};
+EmbeddingGrads embedding_backward(std::int64_t vocab, std::int64_t max_seq, const std::vector<int>& tokens,
+                                  std::int64_t batch, const Matrix& mask, const Matrix& dx);
+
+// Mean cross-entropy of logits [N, vocab] against targets, and its gradient with respect to the logits.
+struct CrossEntropy {
+  double loss = 0;
+  Matrix dlogits;
+};
+CrossEntropy cross_entropy(const Matrix& logits, const std::vector<int>& targets);
+
 // The GPT-2 parameter names of a config, in canonical order, with their global shapes ({n} for vectors).
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& config);
 
