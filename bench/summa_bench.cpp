@@ -150,7 +150,7 @@ int run_summa_bench(Communicator& world, int argc, char** argv) {
   const std::vector<std::int64_t> sizes = o.integers("n", "1024");
   const std::vector<std::string> ops = o.list("ops", "ab,abt,atb");
   const std::vector<std::string> dtypes = o.list("dtype", "f64");
-  const Settings s{static_cast<int>(o.integer("warmup", 1)), static_cast<int>(o.integer("iters", 5)),
+  const Settings s{static_cast<int>(o.integer("warmup", 2)), static_cast<int>(o.integer("iters", 5)),
                    o.text("scalapack", "auto") != "off" && scalapack_available()};
   OPTIMUS_CHECK(s.warmup >= 0 && s.iters >= 1, "need --warmup >= 0 and --iters >= 1, got ", s.warmup, " and ", s.iters);
   OPTIMUS_CHECK(o.text("scalapack", "auto") != "on" || scalapack_available(),

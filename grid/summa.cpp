@@ -34,6 +34,7 @@ TensorView<T> panel(bool root, const DistMatrix<T>& own, Tensor<T>& scratch) {
   return root ? TensorView<T>(const_cast<T*>(own.local().data()), own.local().shape()) : scratch.view();
 }
 
+// Panels, partial products and reduced sums are overwritten before they are read: no zeroing.
 MemoryTag scratch_tag(const detail::GridState& g) { return {g.memory.get(), MemoryKind::workspace}; }
 
 }  // namespace
@@ -42,8 +43,8 @@ template <class T>
 void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
   check_operands("summa_ab", a, b, c, a.rows(), a.cols(), b.rows(), b.cols());
   const detail::GridState& g = a.grid();
-  Tensor<T> a_scratch(a.local().shape(), scratch_tag(g));  // A[i,l]: [m/q, k/q]
-  Tensor<T> b_scratch(b.local().shape(), scratch_tag(g));  // B[l,j]: [k/q, n/q]
+  Tensor<T> a_scratch(a.local().shape(), scratch_tag(g), Init::none);  // A[i,l]: [m/q, k/q]
+  Tensor<T> b_scratch(b.local().shape(), scratch_tag(g), Init::none);  // B[l,j]: [k/q, n/q]
   for (int l = 0; l < g.q; ++l) {
     TensorView<T> a_panel = panel(g.col_index == l, a, a_scratch);
     TensorView<T> b_panel = panel(g.row_index == l, b, b_scratch);
@@ -57,9 +58,9 @@ template <class T>
 void summa_abt(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
   check_operands("summa_abt", a, b, c, a.rows(), a.cols(), b.cols(), b.rows());
   const detail::GridState& g = a.grid();
-  Tensor<T> b_scratch(b.local().shape(), scratch_tag(g));  // B[l,j]: [n/q, k/q]
-  Tensor<T> partial(c.local().shape(), scratch_tag(g));    // T = A[i,j] B[l,j]^T: [m/q, n/q]
-  Tensor<T> sum(c.local().shape(), scratch_tag(g));        // at column l: C[i,l]'s new term
+  Tensor<T> b_scratch(b.local().shape(), scratch_tag(g), Init::none);  // B[l,j]: [n/q, k/q]
+  Tensor<T> partial(c.local().shape(), scratch_tag(g), Init::none);    // T = A[i,j] B[l,j]^T: [m/q, n/q]
+  Tensor<T> sum(c.local().shape(), scratch_tag(g), Init::none);        // at column l: C[i,l]'s new term
   for (int l = 0; l < g.q; ++l) {
     TensorView<T> b_panel = panel(g.row_index == l, b, b_scratch);
     g.col->broadcast(b_panel.data(), count_of(b_panel), dtype_of<T>, l);
@@ -73,9 +74,9 @@ template <class T>
 void summa_atb(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
   check_operands("summa_atb", a, b, c, a.cols(), a.rows(), b.rows(), b.cols());
   const detail::GridState& g = a.grid();
-  Tensor<T> a_scratch(a.local().shape(), scratch_tag(g));  // A[i,l]: [k/q, m/q]
-  Tensor<T> partial(c.local().shape(), scratch_tag(g));    // T = A[i,l]^T B[i,j]: [m/q, n/q]
-  Tensor<T> sum(c.local().shape(), scratch_tag(g));        // at row l: C[l,j]'s new term
+  Tensor<T> a_scratch(a.local().shape(), scratch_tag(g), Init::none);  // A[i,l]: [k/q, m/q]
+  Tensor<T> partial(c.local().shape(), scratch_tag(g), Init::none);    // T = A[i,l]^T B[i,j]: [m/q, n/q]
+  Tensor<T> sum(c.local().shape(), scratch_tag(g), Init::none);        // at row l: C[l,j]'s new term
   for (int l = 0; l < g.q; ++l) {
     TensorView<T> a_panel = panel(g.col_index == l, a, a_scratch);
     g.row->broadcast(a_panel.data(), count_of(a_panel), dtype_of<T>, l);

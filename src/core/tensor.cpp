@@ -46,13 +46,13 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 template <class T>
-Tensor<T>::Tensor(Shape shape, MemoryTag tag) : shape_(shape), tag_(tag) {
+Tensor<T>::Tensor(Shape shape, MemoryTag tag, Init init) : shape_(shape), tag_(tag) {
   constexpr std::size_t kAlign = 64;
   const std::size_t bytes = (this->bytes() + kAlign - 1) / kAlign * kAlign;
   if (bytes == 0) return;
   void* p = std::aligned_alloc(kAlign, bytes);
   OPTIMUS_CHECK(p != nullptr, "host allocation of ", bytes, " bytes for a tensor of shape ", shape, " failed");
-  std::memset(p, 0, bytes);
+  if (init == Init::zero) std::memset(p, 0, bytes);
   data_.reset(static_cast<T*>(p));
   if (tag_.tracker) {
     counted_ = this->bytes();

@@ -87,13 +87,17 @@ class TensorView {
   Device device_ = Device::cpu;
 };
 
-// Owning host tensor, zero-initialized, row-major and contiguous. Move-only. With a MemoryTag its bytes
-// are counted by the tag's tracker from construction until destruction (or reset()).
+// Whether a new tensor's memory is zeroed (the default) or left as it is, for buffers that are fully
+// overwritten before they are read (communication panels, GEMM outputs with beta = 0).
+enum class Init { zero, none };
+
+// Owning host tensor, row-major and contiguous, zero-initialized unless Init::none. Move-only. With a
+// MemoryTag its bytes are counted by the tag's tracker from construction until destruction (or reset()).
 template <class T>
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(Shape shape, MemoryTag tag = {});
+  explicit Tensor(Shape shape, MemoryTag tag = {}, Init init = Init::zero);
 
   Tensor(Tensor&& other) noexcept;
   Tensor& operator=(Tensor&& other) noexcept;
