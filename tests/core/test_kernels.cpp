@@ -84,3 +84,11 @@ TEST_CASE("axpby, copy and fill") {
   optimus::cpu::fill(y.view(), 3.0);
   for (int e = 0; e < 12; ++e) CHECK(y.data()[e] == 3.0);
 }
+
+TEST_CASE("a CPU kernel refuses device tensors") {
+  auto a = random_tensor<float>(2, 2, 1);
+  const optimus::TensorView<const float> on_gpu(a.data(), Shape{2, 2}, optimus::Device::cuda);
+  Tensor<float> c(Shape{2, 2});
+  CHECK_THROWS_WITH_AS(optimus::cpu::gemm<float>(Trans::no, Trans::no, 1.0f, on_gpu, a.view(), 0.0f, c.view()),
+                       doctest::Contains("CPU kernel given a device tensor for A"), optimus::Error);
+}

@@ -43,7 +43,7 @@ std::string concat(const Parts&... parts) {
 // Throws optimus::Error built from the streamed parts when `cond` is false.
 #define OPTIMUS_CHECK(cond, ...)                                                           \
   do {                                                                                     \
-    if (!(cond)) [[unlikely]] {                                                            \
+    if (!(cond)) {                                                                         \
       ::optimus::detail::throw_error(__FILE__, __LINE__, ::optimus::detail::concat(__VA_ARGS__)); \
     }                                                                                      \
   } while (0)

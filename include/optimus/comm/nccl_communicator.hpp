@@ -1,0 +1,60 @@
+// The NCCL backend: collectives on device buffers, ordered on a communication stream (DESIGN.md section 3).
+// This header is about NCCL, so it includes nccl.h.
+//
+// Bootstrap: rank 0 of a host communicator (MPI, or in-process) creates the ncclUniqueId and broadcasts it;
+// every rank then joins with ncclCommInitRank on its device. Every operation is enqueued on the
+// communicator's stream and returns a Request; waiting polls the stream's completion and
+// ncclCommGetAsyncError, and on an NCCL error aborts the communicator and throws instead of hanging.
+// Blocking calls wait the same way. Traffic counters follow the same convention as every backend.
+// send/recv ignore the tag (NCCL has none): messages between two ranks match in the order they are posted.
+#pragma once
+
+#include <nccl.h>
+
+#include "optimus/comm/communicator.hpp"
+#include "optimus/cuda/runtime.hpp"
+
+#define OPTIMUS_CHECK_NCCL(call)                                                                    \
+  do {                                                                                              \
+    const ncclResult_t optimus_nccl_status_ = (call);                                               \
+    OPTIMUS_CHECK(optimus_nccl_status_ == ncclSuccess, #call, " failed: ", ncclGetErrorString(optimus_nccl_status_)); \
+  } while (0)
+
+namespace optimus {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over `bootstrap`: one NCCL rank per bootstrap rank, on CUDA device `device`.
+  static std::unique_ptr<NcclCommunicator> create(Communicator& bootstrap, int device);
+  ~NcclCommunicator() override;
+
+  std::string backend() const override { return "nccl"; }
+  ncclComm_t native() const { return comm_; }
+  cudaStream_t stream() const { return stream_.get(); }
+
+ protected:
+  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override;
+  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+                      Sync sync) override;
+  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                          Sync sync) override;
+  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) override;
+  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                              Sync sync) override;
+  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) override;
+  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) override;
+  Request post_barrier(Sync sync) override;
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
+
+ private:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, int device);
+  // Records completion of what was just enqueued; waits for it when `sync` is blocking.
+  Request finish(Sync sync);
+
+  ncclComm_t comm_;
+  int device_;
+  cuda::Stream stream_;
+  std::shared_ptr<float> barrier_word_;  // one device float for barrier()
+};
+
+}  // namespace optimus

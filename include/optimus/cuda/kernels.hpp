@@ -1,0 +1,18 @@
+// CUDA element-wise kernels, stream-ordered, on device pointers (the GPU twins of optimus/core/kernels.hpp).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace optimus::cuda {
+
+// y[e] = value for e < n.
+void fill(float* y, float value, std::int64_t n, cudaStream_t stream);
+// y = alpha x + beta y, n elements.
+void axpby(float alpha, const float* x, float beta, float* y, std::int64_t n, cudaStream_t stream);
+// GELU (tanh form) and its derivative: y = gelu(x); dx = dy * gelu'(x) (dx may alias dy).
+void gelu_forward(const float* x, float* y, std::int64_t n, cudaStream_t stream);
+void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
+
+}  // namespace optimus::cuda

@@ -1,0 +1,45 @@
+// Row-major GEMM on NVIDIA GPUs through cuBLASLt: C[m, n] = alpha op(A) op(B) + beta C, with
+//   f32  : f32 operands, f32 compute
+//   tf32 : f32 operands, TF32 tensor-core compute with f32 accumulation
+//   bf16 : bf16 operands and output, f32 accumulation
+// Row-major operands are handed to cuBLASLt (column-major) as the transposed problem C^T = op(B)^T op(A)^T.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+
+#include "optimus/cuda/runtime.hpp"
+
+#define OPTIMUS_CHECK_CUBLAS(call)                                                                      \
+  do {                                                                                                  \
+    const cublasStatus_t optimus_cublas_status_ = (call);                                               \
+    OPTIMUS_CHECK(optimus_cublas_status_ == CUBLAS_STATUS_SUCCESS, #call, " failed: ",                  \
+                  cublasGetStatusName(optimus_cublas_status_), ": ", cublasGetStatusString(optimus_cublas_status_)); \
+  } while (0)
+
+namespace optimus::cuda {
+
+enum class GemmPrecision { f32, tf32, bf16 };
+
+class LtGemm {
+ public:
+  // The workspace comes from `allocator` once, at construction.
+  explicit LtGemm(DeviceAllocator& allocator, std::size_t workspace_bytes = std::size_t{32} << 20);
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+  ~LtGemm();
+
+  // a: op(A) is [m, k]; b: op(B) is [k, n]; c: [m, n]; leading dimensions in elements; device pointers.
+  void run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+           float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
+           std::int64_t ldc, cudaStream_t stream);
+
+ private:
+  DeviceAllocator* allocator_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_;
+};
+
+}  // namespace optimus::cuda

@@ -1,0 +1,77 @@
+// The CUDA runtime as objects (no globals): error checks, device discovery, streams, events, and the
+// caching device allocator. This header is about the CUDA backend, so it includes cuda_runtime.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+
+#include "optimus/core/caching_allocator.hpp"
+#include "optimus/core/error.hpp"
+
+#define OPTIMUS_CHECK_CUDA(call)                                                                       \
+  do {                                                                                                 \
+    const cudaError_t optimus_cuda_status_ = (call);                                                   \
+    OPTIMUS_CHECK(optimus_cuda_status_ == cudaSuccess, #call, " failed: ", cudaGetErrorName(optimus_cuda_status_), \
+                  ": ", cudaGetErrorString(optimus_cuda_status_));                                     \
+  } while (0)
+
+namespace optimus::cuda {
+
+// Number of usable CUDA devices; 0 (never an error) when there is no driver or no GPU.
+int device_count() noexcept;
+// Why device_count() is 0, for skip messages ("no CUDA driver", "no device", ...); empty if devices exist.
+std::string unavailable_reason();
+
+// A stream of its own on the current device. Move-only; destroying it synchronizes (and logs errors).
+class Stream {
+ public:
+  Stream();
+  Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
+  Stream& operator=(Stream&&) = delete;
+  Stream(const Stream&) = delete;
+  ~Stream();
+
+  cudaStream_t get() const { return stream_; }
+  void synchronize() const;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// An event without timing, for ordering one stream after another.
+class Event {
+ public:
+  explicit Event(bool timing = false);
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+  cudaEvent_t get() const { return event_; }
+  void record(cudaStream_t stream);
+  void wait_on(cudaStream_t stream) const;  // `stream` waits for this event
+  bool done() const;                        // query, never blocks
+  float elapsed_ms(const Event& start) const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Device memory through a CachingAllocator over cudaMalloc/cudaFree: no cudaMalloc in the steady state of a
+// training step (stats().raw_allocations stays constant), and an out-of-memory error that names the request
+// and cudaMemGetInfo's free and total bytes.
+class DeviceAllocator {
+ public:
+  explicit DeviceAllocator(int device);
+  void* allocate(std::size_t bytes) { return cache_.allocate(bytes); }
+  void release(void* p) noexcept { cache_.release(p); }
+  const CachingAllocator::Stats& stats() const { return cache_.stats(); }
+  int device() const { return device_; }
+
+ private:
+  int device_;
+  CachingAllocator cache_;
+};
+
+}  // namespace optimus::cuda

@@ -1,0 +1,141 @@
+// NCCL communicator: stream-ordered collectives with asynchronous error checks.
+#include "optimus/comm/nccl_communicator.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+namespace optimus {
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::bf16: return ncclBfloat16;
+  }
+  OPTIMUS_FAIL("unknown dtype");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::max: return ncclMax;
+    case ReduceOp::min: return ncclMin;
+  }
+  OPTIMUS_FAIL("unknown reduce op");
+}
+
+// Completion of enqueued NCCL work: an event on the communication stream, polled together with the
+// communicator's asynchronous error state so that a failed peer aborts instead of hanging.
+class NcclRequest final : public RequestImpl {
+ public:
+  NcclRequest(ncclComm_t comm, cudaStream_t stream) : comm_(comm) { event_.record(stream); }
+
+  void wait() override {
+    while (!test()) std::this_thread::yield();
+  }
+  bool test() override {
+    ncclResult_t async = ncclSuccess;
+    OPTIMUS_CHECK_NCCL(ncclCommGetAsyncError(comm_, &async));
+    if (async != ncclSuccess && async != ncclInProgress) {
+      ncclCommAbort(comm_);
+      OPTIMUS_FAIL("NCCL operation failed asynchronously: ", ncclGetErrorString(async), " (communicator aborted)");
+    }
+    return event_.done();
+  }
+
+ private:
+  ncclComm_t comm_;
+  cuda::Event event_;
+};
+
+}  // namespace
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstrap, int device) {
+  OPTIMUS_CHECK(device >= 0 && device < cuda::device_count(), "NcclCommunicator: CUDA device ", device,
+                " does not exist (", cuda::device_count(), " devices)");
+  ncclUniqueId id{};
+  if (bootstrap.rank() == 0) OPTIMUS_CHECK_NCCL(ncclGetUniqueId(&id));
+  static_assert(sizeof(id) % 2 == 0);
+  bootstrap.broadcast(&id, sizeof(id) / 2, DType::bf16, 0);  // bf16 moves 2-byte words as they are
+  OPTIMUS_CHECK_CUDA(cudaSetDevice(device));
+  ncclComm_t comm = nullptr;
+  OPTIMUS_CHECK_NCCL(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, bootstrap.rank(), bootstrap.size(), device));
+}
+
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, int device)
+    : Communicator(rank, size), comm_(comm), device_(device) {
+  float* word = nullptr;
+  OPTIMUS_CHECK_CUDA(cudaMalloc(&word, sizeof(float)));
+  barrier_word_ = std::shared_ptr<float>(word, [](float* p) { cudaFree(p); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  const ncclResult_t s = ncclCommDestroy(comm_);
+  if (s != ncclSuccess) std::cerr << "optimus: ncclCommDestroy failed: " << ncclGetErrorString(s) << '\n';
+}
+
+Request NcclCommunicator::finish(Sync sync) {
+  Request r(std::make_unique<NcclRequest>(comm_, stream_.get()));
+  if (sync == Sync::blocking) r.wait();
+  return r;
+}
+
+Request NcclCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
+  OPTIMUS_CHECK_NCCL(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, comm_, stream_.get()));
+  return finish(sync);
+}
+
+Request NcclCommunicator::post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                      int root, Sync sync) {
+  OPTIMUS_CHECK_NCCL(ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, comm_, stream_.get()));
+  return finish(sync);
+}
+
+Request NcclCommunicator::post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                          Sync sync) {
+  OPTIMUS_CHECK_NCCL(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
+  return finish(sync);
+}
+
+Request NcclCommunicator::post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
+  OPTIMUS_CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream_.get()));
+  return finish(sync);
+}
+
+Request NcclCommunicator::post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                                              ReduceOp op, Sync sync) {
+  OPTIMUS_CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
+  return finish(sync);
+}
+
+Request NcclCommunicator::post_send(const void* buf, std::size_t count, DType dtype, int dest, int /*tag*/,
+                                    Sync sync) {
+  OPTIMUS_CHECK_NCCL(ncclSend(buf, count, nccl_type(dtype), dest, comm_, stream_.get()));
+  return finish(sync);
+}
+
+Request NcclCommunicator::post_recv(void* buf, std::size_t count, DType dtype, int source, int /*tag*/, Sync sync) {
+  OPTIMUS_CHECK_NCCL(ncclRecv(buf, count, nccl_type(dtype), source, comm_, stream_.get()));
+  return finish(sync);
+}
+
+Request NcclCommunicator::post_barrier(Sync sync) {
+  OPTIMUS_CHECK_NCCL(ncclAllReduce(barrier_word_.get(), barrier_word_.get(), 1, ncclFloat32, ncclSum, comm_,
+                                   stream_.get()));
+  return finish(sync);
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
+  ncclComm_t child = nullptr;
+  OPTIMUS_CHECK_NCCL(ncclCommSplit(comm_, color, key, &child, nullptr));
+  int rank = 0, size = 0;
+  OPTIMUS_CHECK_NCCL(ncclCommUserRank(child, &rank));
+  OPTIMUS_CHECK_NCCL(ncclCommCount(child, &size));
+  return std::unique_ptr<Communicator>(new NcclCommunicator(child, rank, size, device_));
+}
+
+}  // namespace optimus

@@ -1,0 +1,71 @@
+// Element-wise CUDA kernels: grid-stride loops, launched on the caller's stream.
+#include "optimus/cuda/kernels.hpp"
+#include "optimus/cuda/runtime.hpp"
+
+namespace optimus::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
+}
+
+__global__ void fill_kernel(float* y, float value, std::int64_t n) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    y[e] = value;
+  }
+}
+
+__global__ void axpby_kernel(float alpha, const float* x, float beta, float* y, std::int64_t n) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    y[e] = alpha * x[e] + (beta == 0.0f ? 0.0f : beta * y[e]);
+  }
+}
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+
+__global__ void gelu_forward_kernel(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float v = x[e];
+    y[e] = 0.5f * v * (1.0f + tanhf(kGeluC * (v + kGeluA * v * v * v)));
+  }
+}
+
+__global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, std::int64_t n) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float v = x[e];
+    const float t = tanhf(kGeluC * (v + kGeluA * v * v * v));
+    dx[e] = dy[e] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * v * v));
+  }
+}
+
+}  // namespace
+
+void fill(float* y, float value, std::int64_t n, cudaStream_t stream) {
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, value, n);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void axpby(float alpha, const float* x, float beta, float* y, std::int64_t n, cudaStream_t stream) {
+  axpby_kernel<<<blocks_for(n), kThreads, 0, stream>>>(alpha, x, beta, y, n);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void gelu_forward(const float* x, float* y, std::int64_t n, cudaStream_t stream) {
+  gelu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream) {
+  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace optimus::cuda

@@ -1,0 +1,78 @@
+// cuBLASLt matmul for row-major operands.
+#include "optimus/cuda/lt_gemm.hpp"
+
+#include <memory>
+
+namespace optimus::cuda {
+namespace {
+
+// RAII for the cuBLASLt descriptors of one call.
+struct Layout {
+  cublasLtMatrixLayout_t desc = nullptr;
+  Layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+    OPTIMUS_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc, type, static_cast<std::uint64_t>(rows),
+                                                    static_cast<std::uint64_t>(cols), ld));
+  }
+  ~Layout() { cublasLtMatrixLayoutDestroy(desc); }
+};
+
+struct Operation {
+  cublasLtMatmulDesc_t desc = nullptr;
+  Operation(cublasComputeType_t compute, bool trans_first, bool trans_second) {
+    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+    const cublasOperation_t a = trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t b = trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &a, sizeof(a)));
+    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &b, sizeof(b)));
+  }
+  ~Operation() { cublasLtMatmulDescDestroy(desc); }
+};
+
+struct Preference {
+  cublasLtMatmulPreference_t desc = nullptr;
+  explicit Preference(std::size_t workspace) {
+    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&desc));
+    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(desc, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                              &workspace, sizeof(workspace)));
+  }
+  ~Preference() { cublasLtMatmulPreferenceDestroy(desc); }
+};
+
+}  // namespace
+
+LtGemm::LtGemm(DeviceAllocator& allocator, std::size_t workspace_bytes)
+    : allocator_(&allocator), workspace_bytes_(workspace_bytes) {
+  OPTIMUS_CHECK_CUBLAS(cublasLtCreate(&handle_));
+  workspace_ = allocator.allocate(workspace_bytes);
+}
+
+LtGemm::~LtGemm() {
+  allocator_->release(workspace_);
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+void LtGemm::run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
+                 std::int64_t ldc, cudaStream_t stream) {
+  OPTIMUS_CHECK(m > 0 && n > 0 && k > 0, "LtGemm: empty product ", m, "x", k, " * ", k, "x", n);
+  const cudaDataType_t in = precision == GemmPrecision::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t out = in;
+  const cublasComputeType_t compute =
+      precision == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  // Column-major view: C^T [n, m] = op(B)^T [n, k] * op(A)^T [k, m]. The first operand is B's storage, which
+  // column-major is [n, k] when B is not transposed (row-major [k, n]) and [k, n] when it is.
+  const Layout first(in, trans_b ? k : n, trans_b ? n : k, ldb);
+  const Layout second(in, trans_a ? m : k, trans_a ? k : m, lda);
+  const Layout result(out, n, m, ldc);
+  const Operation op(compute, trans_b, trans_a);
+  const Preference preference(workspace_bytes_);
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  OPTIMUS_CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle_, op.desc, first.desc, second.desc, result.desc,
+                                                      result.desc, preference.desc, 1, &heuristic, &found));
+  OPTIMUS_CHECK(found > 0, "LtGemm: cuBLASLt has no algorithm for ", m, "x", n, "x", k);
+  OPTIMUS_CHECK_CUBLAS(cublasLtMatmul(handle_, op.desc, &alpha, b, first.desc, a, second.desc, &beta, c, result.desc,
+                                      c, result.desc, &heuristic.algo, workspace_, workspace_bytes_, stream));
+}
+
+}  // namespace optimus::cuda

@@ -1,0 +1,151 @@
+// The CUDA backend on a real GPU: device allocator, cuBLASLt GEMM, element-wise kernels, NCCL. Exits with
+// 77 (ctest: skipped) and says why when no CUDA device is present.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "optimus/comm/in_process.hpp"
+#include "optimus/comm/nccl_communicator.hpp"
+#include "optimus/core/dtype.hpp"
+#include "optimus/cuda/kernels.hpp"
+#include "optimus/cuda/lt_gemm.hpp"
+#include "optimus/reference/matmul.hpp"
+
+namespace {
+
+using optimus::reference::Matrix;
+
+template <class T>
+struct DeviceBuffer {
+  optimus::cuda::DeviceAllocator& alloc;
+  T* ptr;
+  std::size_t n;
+  DeviceBuffer(optimus::cuda::DeviceAllocator& a, std::size_t count)
+      : alloc(a), ptr(static_cast<T*>(a.allocate(count * sizeof(T)))), n(count) {}
+  ~DeviceBuffer() { alloc.release(ptr); }
+  void upload(const std::vector<T>& host) { OPTIMUS_CHECK_CUDA(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> download() const {
+    std::vector<T> host(n);
+    OPTIMUS_CHECK_CUDA(cudaMemcpy(host.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the device allocator reuses blocks: no cudaMalloc in a repeated step") {
+  optimus::cuda::DeviceAllocator alloc(0);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<void*> blocks;
+    for (std::size_t n : {1000u, 1u << 20, 5u << 20}) blocks.push_back(alloc.allocate(n));
+    for (void* p : blocks) alloc.release(p);
+  }
+  CHECK(alloc.stats().raw_allocations == 3);
+  CHECK(alloc.stats().requests == 9);
+}
+
+TEST_CASE("device out of memory names the request and the free memory") {
+  optimus::cuda::DeviceAllocator alloc(0);
+  std::size_t free = 0, total = 0;
+  OPTIMUS_CHECK_CUDA(cudaMemGetInfo(&free, &total));
+  CHECK_THROWS_WITH_AS(alloc.allocate(2 * total), doctest::Contains("out of memory: requested"), optimus::Error);
+  CHECK_THROWS_WITH_AS(alloc.allocate(2 * total), doctest::Contains("bytes free of"), optimus::Error);
+}
+
+TEST_CASE("cuBLASLt GEMM matches the reference for f32, tf32 and bf16, every transpose") {
+  optimus::cuda::DeviceAllocator alloc(0);
+  optimus::cuda::Stream stream;
+  optimus::cuda::LtGemm gemm(alloc);
+  const std::int64_t m = 96, n = 80, k = 64;
+  for (auto precision : {optimus::cuda::GemmPrecision::f32, optimus::cuda::GemmPrecision::tf32,
+                         optimus::cuda::GemmPrecision::bf16}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        const Matrix a = optimus::reference::random_matrix(ta ? k : m, ta ? m : k, 1);
+        const Matrix b = optimus::reference::random_matrix(tb ? n : k, tb ? k : n, 2);
+        const bool bf = precision == optimus::cuda::GemmPrecision::bf16;
+        auto rounded = [&](const Matrix& x) {
+          Matrix r = x;
+          for (Eigen::Index e = 0; e < r.size(); ++e) {
+            r.data()[e] = bf ? static_cast<float>(optimus::bf16(static_cast<float>(x.data()[e])))
+                             : static_cast<float>(x.data()[e]);
+          }
+          return r;
+        };
+        const Matrix ar = rounded(a), br = rounded(b);
+        const Matrix expected = (ta ? Matrix(ar.transpose()) : ar) * (tb ? Matrix(br.transpose()) : br);
+        Matrix got(m, n);
+        if (bf) {
+          std::vector<optimus::bf16> ha, hb;
+          for (Eigen::Index e = 0; e < a.size(); ++e) ha.emplace_back(static_cast<float>(a.data()[e]));
+          for (Eigen::Index e = 0; e < b.size(); ++e) hb.emplace_back(static_cast<float>(b.data()[e]));
+          DeviceBuffer<optimus::bf16> da(alloc, ha.size()), db(alloc, hb.size()), dc(alloc, static_cast<std::size_t>(m * n));
+          da.upload(ha);
+          db.upload(hb);
+          gemm.run(precision, ta, tb, m, n, k, 1.0f, da.ptr, ta ? m : k, db.ptr, tb ? k : n, 0.0f, dc.ptr, n, stream.get());
+          stream.synchronize();
+          const auto hc = dc.download();
+          for (std::int64_t e = 0; e < m * n; ++e) got.data()[e] = static_cast<float>(hc[static_cast<std::size_t>(e)]);
+        } else {
+          std::vector<float> ha(a.data(), a.data() + a.size()), hb(b.data(), b.data() + b.size());
+          DeviceBuffer<float> da(alloc, ha.size()), db(alloc, hb.size()), dc(alloc, static_cast<std::size_t>(m * n));
+          da.upload(ha);
+          db.upload(hb);
+          gemm.run(precision, ta, tb, m, n, k, 1.0f, da.ptr, ta ? m : k, db.ptr, tb ? k : n, 0.0f, dc.ptr, n, stream.get());
+          stream.synchronize();
+          const auto hc = dc.download();
+          for (std::int64_t e = 0; e < m * n; ++e) got.data()[e] = hc[static_cast<std::size_t>(e)];
+        }
+        const double tol = precision == optimus::cuda::GemmPrecision::f32 ? 1e-5 : 2e-2;
+        const auto cmp = optimus::reference::compare_relative(got, expected, tol);
+        CAPTURE(static_cast<int>(precision));
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CAPTURE(cmp);
+        CHECK(cmp.ok());
+      }
+    }
+  }
+}
+
+TEST_CASE("element-wise kernels match the CPU") {
+  optimus::cuda::DeviceAllocator alloc(0);
+  optimus::cuda::Stream stream;
+  std::vector<float> x(1000);
+  for (std::size_t e = 0; e < x.size(); ++e) x[e] = static_cast<float>(e) / 100.0f - 5.0f;
+  DeviceBuffer<float> dx(alloc, x.size()), dy(alloc, x.size());
+  dx.upload(x);
+  optimus::cuda::gelu_forward(dx.ptr, dy.ptr, static_cast<std::int64_t>(x.size()), stream.get());
+  optimus::cuda::axpby(2.0f, dy.ptr, 0.0f, dy.ptr, static_cast<std::int64_t>(x.size()), stream.get());
+  stream.synchronize();
+  const auto y = dy.download();
+  for (std::size_t e = 0; e < x.size(); ++e) {
+    const double v = x[e];
+    const double g = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    CHECK(y[e] == doctest::Approx(2 * g).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("NCCL on one device: a one-rank communicator reduces device buffers and counts traffic") {
+  optimus::run_in_process(1, [](optimus::Communicator& host) {
+    auto nccl = optimus::NcclCommunicator::create(host, 0);
+    optimus::cuda::DeviceAllocator alloc(0);
+    DeviceBuffer<float> buf(alloc, 16);
+    buf.upload(std::vector<float>(16, 3.0f));
+    nccl->all_reduce(buf.ptr, buf.ptr, 16, optimus::DType::f32, optimus::ReduceOp::sum);
+    for (float v : buf.download()) CHECK(v == 3.0f);
+    CHECK(nccl->stats()[optimus::CallKind::all_reduce].calls == 1);
+    CHECK(nccl->backend() == "nccl");
+  });
+}
+
+int main(int argc, char** argv) {
+  if (optimus::cuda::device_count() == 0) {
+    std::printf("skipped: %s\n", optimus::cuda::unavailable_reason().c_str());
+    return 77;
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}
