@@ -107,7 +107,7 @@ void Gpt2D<T>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
 template <class T>
 std::map<std::string, GlobalMatrix> Gpt2D<T>::gather(bool gradients) {
   std::map<std::string, GlobalMatrix> out;
-  for (const ParameterRef<T>& p : parameters()) out[p.name] = gather_parameter(*grid_, p, gradients);
+  for (const ParameterRef<T>& p : parameters()) out[p.name] = gather_parameter(grid_->grid(), p, gradients);
   return out;
 }
 

@@ -7,22 +7,52 @@
 
 namespace optimus {
 
+std::int64_t ShardLayout::local_rows() const {
+  switch (kind) {
+    case Kind::block: return rows / q;
+    case Kind::rows: return rows / parts;
+    case Kind::vector: return 1;
+    case Kind::columns:
+    case Kind::replicated: return rows;
+  }
+  return 0;
+}
+
+std::int64_t ShardLayout::local_cols() const {
+  switch (kind) {
+    case Kind::block: return cols / q;
+    case Kind::vector: return cols / (q * q);
+    case Kind::columns: return cols / parts;
+    case Kind::rows:
+    case Kind::replicated: return cols;
+  }
+  return 0;
+}
+
 std::int64_t ShardLayout::original_column(std::int64_t internal) const {
   if (qkv_hidden == 0) return internal;
-  const std::int64_t h = qkv_hidden, block = 3 * h / q, part_width = h / q;
-  const std::int64_t jb = internal / block, rem = internal % block;
-  return (rem / part_width) * h + jb * part_width + rem % part_width;  // part 0, 1, 2 = Q, K, V
+  const std::int64_t groups = kind == Kind::columns ? parts : q;
+  const std::int64_t h = qkv_hidden, block = 3 * h / groups, part_width = h / groups;
+  const std::int64_t group = internal / block, rem = internal % block;
+  return (rem / part_width) * h + group * part_width + rem % part_width;  // 0, 1, 2 = Q, K, V
 }
 
 std::pair<std::int64_t, std::int64_t> ShardLayout::global(std::int64_t lr, std::int64_t lc) const {
-  if (kind == Kind::block) return {i * local_rows() + lr, original_column(j * (cols / q) + lc)};
-  return {0, original_column(j * (cols / q) + i * local_cols() + lc)};
+  switch (kind) {
+    case Kind::block: return {i * local_rows() + lr, original_column(j * (cols / q) + lc)};
+    case Kind::vector: return {0, original_column(j * (cols / q) + i * local_cols() + lc)};
+    case Kind::columns: return {lr, original_column(part * local_cols() + lc)};
+    case Kind::rows: return {part * local_rows() + lr, original_column(lc)};
+    case Kind::replicated: return {lr, original_column(lc)};
+  }
+  return {0, 0};
 }
 
-ShardLayout ShardLayout::on_rank(int row, int col) const {
+ShardLayout ShardLayout::on_rank(int rank) const {
   ShardLayout other = *this;
-  other.i = row;
-  other.j = col;
+  other.i = rank / q;
+  other.j = rank % q;
+  other.part = rank;
   return other;
 }
 
@@ -51,15 +81,15 @@ void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full) {
 }
 
 template <class T>
-GlobalMatrix gather_parameter(const Grid& grid, const ParameterRef<T>& p, bool gradient) {
+GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool gradient) {
   const TensorView<T>& mine = gradient ? p.grad : p.value;
   const std::int64_t lr = p.layout.local_rows(), lc = p.layout.local_cols(), n = lr * lc;
-  const int q = grid.q();
-  std::vector<T> all(static_cast<std::size_t>(n * q * q));
-  grid.grid().all_gather(mine.data(), all.data(), static_cast<std::size_t>(n), dtype_of<T>);
+  const int ranks = comm.size();
+  std::vector<T> all(static_cast<std::size_t>(n * ranks));
+  comm.all_gather(mine.data(), all.data(), static_cast<std::size_t>(n), dtype_of<T>);
   GlobalMatrix full(p.layout.rows, p.layout.cols);
-  for (int rank = 0; rank < q * q; ++rank) {
-    const ShardLayout there = p.layout.on_rank(rank / q, rank % q);
+  for (int rank = 0; rank < ranks; ++rank) {
+    const ShardLayout there = p.layout.on_rank(rank);
     const T* block = all.data() + static_cast<std::ptrdiff_t>(rank) * n;
     for (std::int64_t r = 0; r < lr; ++r) {
       for (std::int64_t c = 0; c < lc; ++c) {
@@ -74,7 +104,7 @@ GlobalMatrix gather_parameter(const Grid& grid, const ParameterRef<T>& p, bool g
 #define OPTIMUS_INSTANTIATE(T)                                                       \
   template void init_parameter<T>(const ParameterRef<T>&, const GptConfig&);         \
   template void load_parameter<T>(const ParameterRef<T>&, const GlobalMatrix&);      \
-  template GlobalMatrix gather_parameter<T>(const Grid&, const ParameterRef<T>&, bool);
+  template GlobalMatrix gather_parameter<T>(Communicator&, const ParameterRef<T>&, bool);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

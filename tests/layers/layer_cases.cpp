@@ -62,7 +62,7 @@ template <class T>
 void expect_grads(const Grid& grid, const std::vector<ParameterRef<T>>& refs, const reference::Parameters& expected) {
   for (const ParameterRef<T>& r : refs) {
     CAPTURE(r.name);
-    expect_close<T>("parameter gradient", gather_parameter(grid, r, true), expected.at(r.name));
+    expect_close<T>("parameter gradient", gather_parameter(grid.grid(), r, true), expected.at(r.name));
   }
 }
 

@@ -11,6 +11,9 @@
 #include "optimus/layers/linear.hpp"
 
 namespace optimus {
+namespace detail {
+struct AttentionGeometry;
+}
 
 template <class T>
 class Attention2D {
@@ -26,6 +29,9 @@ class Attention2D {
   void zero_grad();
 
  private:
+  detail::AttentionGeometry geometry(std::int64_t local_rows, std::int64_t seq, std::uint64_t step,
+                                     double dropout) const;
+
   const Grid* grid_;
   std::int64_t hidden_, heads_;
   DropoutSpec dropout_;

@@ -18,23 +18,30 @@ namespace optimus {
 
 using GlobalMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// Where local element (lr, lc) of rank (i, j) lives in a rows x cols GPT-2 tensor (vectors: rows = 1).
+// Where local element (lr, lc) lives in a rows x cols GPT-2 tensor (vectors: rows = 1).
+//   block     : rank (i, j) of a q x q grid holds block (i, j)                     (2D matrices)
+//   vector    : rank (i, j) holds piece i of column block j, cols/q^2 elements     (2D biases, LayerNorm)
+//   columns   : rank `part` of `parts` holds columns [part*cols/parts, ...)        (1D column-parallel)
+//   rows      : rank `part` of `parts` holds rows [part*rows/parts, ...)           (1D row-parallel)
+//   replicated: every rank holds everything                                        (1D LayerNorm, biases)
 struct ShardLayout {
-  enum class Kind { block, vector };
+  enum class Kind { block, vector, columns, rows, replicated };
   Kind kind = Kind::block;
   int q = 1, i = 0, j = 0;
   std::int64_t rows = 0, cols = 0;
-  // > 0 for c_attn: columns are stored grouped by heads, [Q_j | K_j | V_j] per column block j, and
-  // qkv_hidden is h; global columns stay in GPT-2's [Q | K | V] order.
+  // > 0 for c_attn: columns are stored grouped by heads, [Q_g | K_g | V_g] per column group g (q groups for
+  // the 2D layout, `parts` for the 1D one), and qkv_hidden is h; global columns keep GPT-2's [Q | K | V] order.
   std::int64_t qkv_hidden = 0;
+  int parts = 1, part = 0;
 
-  std::int64_t local_rows() const { return kind == Kind::block ? rows / q : 1; }
-  std::int64_t local_cols() const { return kind == Kind::block ? cols / q : cols / (q * q); }
+  std::int64_t local_rows() const;
+  std::int64_t local_cols() const;
   // GPT-2 (row, column) of local element (lr, lc).
   std::pair<std::int64_t, std::int64_t> global(std::int64_t lr, std::int64_t lc) const;
   // The stored (internal) column -> GPT-2 column, for c_attn's head grouping; identity otherwise.
   std::int64_t original_column(std::int64_t internal) const;
-  ShardLayout on_rank(int row, int col) const;
+  // The same tensor's layout on rank `rank` of the communicator that holds it (grid ranks are i*q + j).
+  ShardLayout on_rank(int rank) const;
 };
 
 template <class T>
@@ -54,8 +61,9 @@ void init_parameter(const ParameterRef<T>& p, const GptConfig& config);
 template <class T>
 void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full);
 
-// Collective over the grid: the full GPT-2 tensor of values (or gradients); vectors come back as 1 x n.
+// Collective over `comm` (the ranks that hold the tensor: a grid's grid(), or a 1D group): the full GPT-2
+// tensor of values (or gradients); vectors come back as 1 x n.
 template <class T>
-GlobalMatrix gather_parameter(const Grid& grid, const ParameterRef<T>& p, bool gradient);
+GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool gradient);
 
 }  // namespace optimus

@@ -1,0 +1,82 @@
+// The 1D (Megatron-LM) transformer block: the GPT-2 pre-LayerNorm block with attention heads and the MLP's
+// inner dimension split over the p ranks of a Group, activations [N, h] replicated.
+//   Attention1D: c_attn column-parallel (rank r holds the Q, K, V of heads [r*a/p, (r+1)*a/p)), local
+//                causal attention, c_proj row-parallel.
+//   MLP1D      : c_fc column-parallel, GELU, c_proj row-parallel.
+// Communication per block: two all-reduces of [N, h] forward (after each row-parallel layer) and two
+// backward (after each column-parallel layer). LayerNorm parameters and row-parallel biases are replicated.
+// Parameter names are GPT-2's, as for the 2D block, so the same reference checks both.
+#pragma once
+
+#include "optimus/core/gpt_config.hpp"
+#include "optimus/core/tensor.hpp"
+#include "optimus/layers/dropout.hpp"
+#include "optimus/layers/layernorm.hpp"
+#include "optimus/layers/megatron/linear.hpp"
+
+namespace optimus::megatron {
+
+template <class T>
+class Attention1D {
+ public:
+  Attention1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t heads,
+              DropoutSpec dropout);
+  DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass);
+  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+ private:
+  const Group* group_;
+  std::int64_t hidden_, heads_;
+  DropoutSpec dropout_;
+  ColumnParallelLinear<T> c_attn_;
+  RowParallelLinear<T> c_proj_;
+  std::optional<DistMatrix<T>> qkv_;  // [N, 3h/p]
+  Tensor<T> probs_;                   // [b*(a/p)*s, s]
+  std::int64_t seq_ = 0;
+  std::uint64_t step_ = 0;
+};
+
+template <class T>
+class MLP1D {
+ public:
+  MLP1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t ffn);
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+ private:
+  ColumnParallelLinear<T> c_fc_;
+  RowParallelLinear<T> c_proj_;
+  std::optional<DistMatrix<T>> pre_;  // [N, ffn/p]
+};
+
+template <class T>
+class TransformerBlock1D {
+ public:
+  TransformerBlock1D(const Group& group, const GptConfig& config, std::int64_t layer);
+  DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass);
+  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+ private:
+  GptConfig config_;
+  std::int64_t layer_;
+  LayerNorm2D<T> ln_1_;  // on the group's one-rank grid: a plain, replicated LayerNorm
+  Attention1D<T> attn_;
+  LayerNorm2D<T> ln_2_;
+  MLP1D<T> mlp_;
+  std::uint64_t step_ = 0;
+};
+
+extern template class Attention1D<float>;
+extern template class Attention1D<double>;
+extern template class MLP1D<float>;
+extern template class MLP1D<double>;
+extern template class TransformerBlock1D<float>;
+extern template class TransformerBlock1D<double>;
+
+}  // namespace optimus::megatron

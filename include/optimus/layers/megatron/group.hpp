@@ -1,0 +1,32 @@
+// optimus::megatron — the Megatron-LM style 1D tensor-parallel baseline (Shoeybi et al., 2019), kept in the
+// library so that 1D and 2D are measured side by side. Activations [N, h] are replicated on the p ranks of
+// a tensor-parallel group; weights are split by columns (column-parallel) or rows (row-parallel).
+//
+// A Group is the p ranks plus a one-rank grid of this rank alone, on which the replicated activations live
+// as DistMatrix (q = 1: the local block is the whole matrix) and which counts this rank's memory.
+#pragma once
+
+#include <memory>
+
+#include "optimus/grid/grid.hpp"
+
+namespace optimus::megatron {
+
+class Group {
+ public:
+  // Collective over `tp`: the tensor-parallel group (e.g. the world). `tp` must outlive the Group.
+  explicit Group(Communicator& tp);
+
+  Communicator& tp() const { return *tp_; }
+  int size() const { return tp_->size(); }
+  int rank() const { return tp_->rank(); }
+  const Grid& local() const { return local_; }  // q = 1 grid of this rank alone
+  MemoryTracker& memory() const { return local_.memory(); }
+
+ private:
+  Communicator* tp_;
+  std::unique_ptr<Communicator> self_;
+  Grid local_;
+};
+
+}  // namespace optimus::megatron

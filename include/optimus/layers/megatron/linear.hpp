@@ -1,0 +1,62 @@
+// Megatron's column- and row-parallel linear layers, y = x W + b, over a Group of p ranks.
+//   ColumnParallelLinear: W [in, out] split by columns (rank r: [in, out/p]), b likewise.
+//     forward : x [N, in] replicated -> y [N, out/p], no communication.
+//     backward: dx = dy W^T is partial on each rank -> one all-reduce of [N, in] (Megatron's f operator).
+//   RowParallelLinear: W split by rows (rank r: [in/p, out]), b [out] replicated.
+//     forward : x [N, in/p] -> partial x W, one all-reduce of [N, out] (Megatron's g operator), + b.
+//     backward: dx [N, in/p] = dy W^T, no communication; db identical on every rank.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optimus/grid/dist_matrix.hpp"
+#include "optimus/layers/megatron/group.hpp"
+#include "optimus/layers/parameter.hpp"
+#include "optimus/layers/pass.hpp"
+
+namespace optimus::megatron {
+
+template <class T>
+class ColumnParallelLinear {
+ public:
+  // qkv_hidden > 0 groups the columns by attention heads, rank r holding [Q_r | K_r | V_r] (out = 3 h).
+  ColumnParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out,
+                       std::int64_t qkv_hidden = 0);
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+ private:
+  const Group* group_;
+  std::string name_;
+  std::int64_t in_, out_, qkv_hidden_;
+  DistMatrix<T> w_, dw_, b_, db_;  // [in, out/p], [1, out/p] on the one-rank grid
+  std::optional<DistMatrix<T>> saved_x_;
+};
+
+template <class T>
+class RowParallelLinear {
+ public:
+  RowParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out);
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
+
+ private:
+  const Group* group_;
+  std::string name_;
+  std::int64_t in_, out_;
+  DistMatrix<T> w_, dw_, b_, db_;  // [in/p, out], [1, out]
+  std::optional<DistMatrix<T>> saved_x_;
+};
+
+extern template class ColumnParallelLinear<float>;
+extern template class ColumnParallelLinear<double>;
+extern template class RowParallelLinear<float>;
+extern template class RowParallelLinear<double>;
+
+}  // namespace optimus::megatron

@@ -1,0 +1,35 @@
+// The attention of one rank's block, shared by the 2D and 1D layers: for each of its sequences and each of
+// its heads, causal softmax(Q K^T / sqrt(d)) with dropout, times V — no communication.
+//   qkv   : [batches*seq, 3*width], columns [Q | K | V] each `width` = heads*d wide (this rank's heads)
+//   probs : [batches*heads*seq, seq], row (b*heads + t)*seq + query, softmax before dropout (saved)
+//   merged: [batches*seq, width], head-major columns
+// Dropout masks use global indices: row ((first_batch + b)*total_heads + first_head + t)*seq + query.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+
+#include "optimus/core/rng.hpp"
+
+namespace optimus::detail {
+
+struct AttentionGeometry {
+  std::int64_t seq = 0, batches = 0, heads = 0, head_size = 0;  // this rank's sequences and heads
+  std::int64_t first_batch = 0, first_head = 0, total_heads = 0;
+  double dropout = 0.0;
+  CounterRng rng{0};  // the attention-probability dropout stream
+};
+
+template <class T>
+using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <class T>
+void attention_core_forward(const AttentionGeometry& g, Eigen::Map<const RowMajorMatrix<T>> qkv,
+                            Eigen::Map<RowMajorMatrix<T>> probs, Eigen::Map<RowMajorMatrix<T>> merged);
+
+template <class T>
+void attention_core_backward(const AttentionGeometry& g, Eigen::Map<const RowMajorMatrix<T>> qkv,
+                             Eigen::Map<const RowMajorMatrix<T>> probs, Eigen::Map<const RowMajorMatrix<T>> dmerged,
+                             Eigen::Map<RowMajorMatrix<T>> dqkv);
+
+}  // namespace optimus::detail

@@ -1,0 +1,200 @@
+// The 1D baseline's attention, MLP and transformer block.
+#include "optimus/layers/megatron/block.hpp"
+
+#include <utility>
+
+#include "../attention_core.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
+
+namespace optimus::megatron {
+namespace {
+
+detail::AttentionGeometry geometry(const Group& group, std::int64_t hidden, std::int64_t heads, std::int64_t rows,
+                                   std::int64_t seq, const DropoutSpec& spec, std::uint64_t step, double dropout) {
+  detail::AttentionGeometry g;
+  g.seq = seq;
+  g.batches = rows / seq;
+  g.heads = heads / group.size();
+  g.head_size = hidden / heads;
+  g.first_batch = 0;
+  g.first_head = group.rank() * g.heads;
+  g.total_heads = heads;
+  g.dropout = dropout;
+  g.rng = CounterRng(spec.seed, dropout_stream(step, static_cast<std::uint64_t>(spec.layer), DropoutSite::attention_probs));
+  return g;
+}
+
+}  // namespace
+
+template <class T>
+Attention1D<T>::Attention1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t heads,
+                            DropoutSpec dropout)
+    : group_(&group),
+      hidden_(hidden),
+      heads_(heads),
+      dropout_(dropout),
+      c_attn_(group, name + ".c_attn", hidden, 3 * hidden, hidden),
+      c_proj_(group, name + ".c_proj", hidden, hidden) {
+  OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
+  OPTIMUS_CHECK(heads % group.size() == 0, name, ": heads = ", heads, " is not divisible by p = ", group.size());
+}
+
+template <class T>
+DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
+  OPTIMUS_CHECK(seq > 0 && x.rows() % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ", seq);
+  DistMatrix<T> qkv = c_attn_.forward(x, pass);  // [N, 3h/p] = [Q_r | K_r | V_r]
+  const auto g = geometry(*group_, hidden_, heads_, x.rows(), seq, dropout_, pass.step,
+                          pass.training ? dropout_.p : 0.0);
+  Tensor<T> probs(Shape{g.batches * g.heads * seq, seq},
+                  MemoryTag{&group_->memory(), pass.training ? MemoryKind::activations : MemoryKind::workspace},
+                  Init::none);
+  DistMatrix<T> merged(group_->local(), x.rows(), hidden_ / group_->size());
+  detail::attention_core_forward<T>(g, std::as_const(qkv).local_map(),
+                                    Eigen::Map<detail::RowMajorMatrix<T>>(probs.data(), probs.size(0), seq),
+                                    merged.local_map());
+  DistMatrix<T> y = c_proj_.forward(merged, pass);
+  if (pass.training) {
+    qkv_ = qkv.clone_as(MemoryKind::activations);
+    probs_ = std::move(probs);
+    seq_ = seq;
+    step_ = pass.step;
+  }
+  return y;
+}
+
+template <class T>
+DistMatrix<T> Attention1D<T>::backward(const DistMatrix<T>& dy) {
+  OPTIMUS_CHECK(qkv_.has_value(), "attention: backward without a training forward");
+  const auto g = geometry(*group_, hidden_, heads_, qkv_->rows(), seq_, dropout_, step_, dropout_.p);
+  const DistMatrix<T> dmerged = c_proj_.backward(dy);
+  DistMatrix<T> dqkv(group_->local(), dy.rows(), 3 * hidden_ / group_->size());
+  detail::attention_core_backward<T>(
+      g, std::as_const(*qkv_).local_map(),
+      Eigen::Map<const detail::RowMajorMatrix<T>>(probs_.data(), probs_.size(0), seq_), dmerged.local_map(),
+      dqkv.local_map());
+  qkv_.reset();
+  probs_.reset();
+  return c_attn_.backward(dqkv);
+}
+
+template <class T>
+void Attention1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
+  c_attn_.parameters(out);
+  c_proj_.parameters(out);
+}
+
+template <class T>
+void Attention1D<T>::zero_grad() {
+  c_attn_.zero_grad();
+  c_proj_.zero_grad();
+}
+
+template <class T>
+MLP1D<T>::MLP1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t ffn)
+    : c_fc_(group, name + ".c_fc", hidden, ffn), c_proj_(group, name + ".c_proj", ffn, hidden) {}
+
+template <class T>
+DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
+  DistMatrix<T> pre = c_fc_.forward(x, pass);
+  DistMatrix<T> act(pre.grid(), pre.rows(), pre.cols());
+  cpu::gelu_forward<T>(pre.local(), act.local());
+  DistMatrix<T> y = c_proj_.forward(act, pass);
+  if (pass.training) pre_ = pre.clone_as(MemoryKind::activations);
+  return y;
+}
+
+template <class T>
+DistMatrix<T> MLP1D<T>::backward(const DistMatrix<T>& dy) {
+  OPTIMUS_CHECK(pre_.has_value(), "mlp: backward without a training forward");
+  DistMatrix<T> dact = c_proj_.backward(dy);
+  cpu::gelu_backward<T>(pre_->local(), dact.local(), dact.local());
+  pre_.reset();
+  return c_fc_.backward(dact);
+}
+
+template <class T>
+void MLP1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
+  c_fc_.parameters(out);
+  c_proj_.parameters(out);
+}
+
+template <class T>
+void MLP1D<T>::zero_grad() {
+  c_fc_.zero_grad();
+  c_proj_.zero_grad();
+}
+
+namespace {
+std::string prefix(std::int64_t layer) { return "h." + std::to_string(layer) + "."; }
+}  // namespace
+
+template <class T>
+TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const GptConfig& config, std::int64_t layer)
+    : config_(config),
+      layer_(layer),
+      ln_1_(group.local(), prefix(layer) + "ln_1", config.hidden),
+      attn_(group, prefix(layer) + "attn", config.hidden, config.heads, DropoutSpec{config.dropout, config.seed, layer}),
+      ln_2_(group.local(), prefix(layer) + "ln_2", config.hidden),
+      mlp_(group, prefix(layer) + "mlp", config.hidden, config.ffn) {}
+
+template <class T>
+DistMatrix<T> TransformerBlock1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
+  const double p = pass.training ? config_.dropout : 0.0;
+  const auto layer = static_cast<std::uint64_t>(layer_);
+  DistMatrix<T> a = attn_.forward(ln_1_.forward(x, pass), seq, pass);
+  apply_dropout(a, p, config_.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
+  cpu::axpby<T>(T(1), x.local(), T(1), a.local());
+  DistMatrix<T> m = mlp_.forward(ln_2_.forward(a, pass), pass);
+  apply_dropout(m, p, config_.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
+  cpu::axpby<T>(T(1), a.local(), T(1), m.local());
+  step_ = pass.step;
+  return m;
+}
+
+template <class T>
+DistMatrix<T> TransformerBlock1D<T>::backward(const DistMatrix<T>& dy) {
+  const auto layer = static_cast<std::uint64_t>(layer_);
+  DistMatrix<T> d = dy.clone();
+  apply_dropout(d, config_.dropout, config_.seed, dropout_stream(step_, layer, DropoutSite::mlp_residual));
+  DistMatrix<T> dx1 = ln_2_.backward(mlp_.backward(d));
+  cpu::axpby<T>(T(1), dy.local(), T(1), dx1.local());
+  d = dx1.clone();
+  apply_dropout(d, config_.dropout, config_.seed, dropout_stream(step_, layer, DropoutSite::attention_residual));
+  DistMatrix<T> dx = ln_1_.backward(attn_.backward(d));
+  cpu::axpby<T>(T(1), dx1.local(), T(1), dx.local());
+  return dx;
+}
+
+template <class T>
+void TransformerBlock1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
+  std::vector<ParameterRef<T>> ln;
+  ln_1_.parameters(ln);
+  attn_.parameters(ln);
+  ln_2_.parameters(ln);
+  mlp_.parameters(ln);
+  for (ParameterRef<T>& p : ln) {
+    // LayerNorm on the one-rank grid holds everything: it is replicated over the group.
+    if (p.layout.kind == ShardLayout::Kind::vector) {
+      p.layout = ShardLayout{ShardLayout::Kind::replicated, 1, 0, 0, 1, p.layout.cols, 0, 1, 0};
+    }
+    out.push_back(p);
+  }
+}
+
+template <class T>
+void TransformerBlock1D<T>::zero_grad() {
+  ln_1_.zero_grad();
+  attn_.zero_grad();
+  ln_2_.zero_grad();
+  mlp_.zero_grad();
+}
+
+template class Attention1D<float>;
+template class Attention1D<double>;
+template class MLP1D<float>;
+template class MLP1D<double>;
+template class TransformerBlock1D<float>;
+template class TransformerBlock1D<double>;
+
+}  // namespace optimus::megatron

@@ -1,0 +1,135 @@
+// Column- and row-parallel linear layers of the 1D baseline.
+#include "optimus/layers/megatron/linear.hpp"
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
+
+namespace optimus::megatron {
+namespace {
+
+using cpu::Trans;
+
+std::int64_t split(std::int64_t n, int p, const std::string& name, const char* what) {
+  OPTIMUS_CHECK(n % p == 0, name, ": ", what, " = ", n, " is not divisible by p = ", p);
+  return n / p;
+}
+
+template <class T>
+void all_reduce_in_place(Communicator& comm, DistMatrix<T>& m) {
+  comm.all_reduce(m.local().data(), m.local().data(), static_cast<std::size_t>(m.local().numel()), dtype_of<T>,
+                  ReduceOp::sum);
+}
+
+template <class T>
+void add_column_sums(const DistMatrix<T>& dy, DistMatrix<T>& db) {
+  db.local_map().row(0) += dy.local_map().colwise().sum();
+}
+
+}  // namespace
+
+Group::Group(Communicator& tp) : tp_(&tp), self_(tp.split(tp.rank(), 0)), local_(Grid::create(*self_, 1)) {}
+
+template <class T>
+ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, std::string name, std::int64_t in,
+                                              std::int64_t out, std::int64_t qkv_hidden)
+    : group_(&group),
+      name_(std::move(name)),
+      in_(in),
+      out_(out),
+      qkv_hidden_(qkv_hidden),
+      w_(group.local(), in, split(out, group.size(), name_, "out"), MemoryKind::parameters),
+      dw_(group.local(), in, out / group.size(), MemoryKind::gradients),
+      b_(group.local(), 1, out / group.size(), MemoryKind::parameters),
+      db_(group.local(), 1, out / group.size(), MemoryKind::gradients) {}
+
+template <class T>
+DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
+  OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
+  DistMatrix<T> y(group_->local(), x.rows(), out_ / group_->size());
+  cpu::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local());
+  cpu::add_row_broadcast<T>(b_.local(), y.local());
+  if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
+  return y;
+}
+
+template <class T>
+DistMatrix<T> ColumnParallelLinear<T>::backward(const DistMatrix<T>& dy) {
+  OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
+  DistMatrix<T> dx(group_->local(), dy.rows(), in_);
+  cpu::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local());
+  all_reduce_in_place(group_->tp(), dx);
+  cpu::gemm<T>(Trans::yes, Trans::no, T(1), saved_x_->local(), dy.local(), T(1), dw_.local());
+  add_column_sums(dy, db_);
+  saved_x_.reset();
+  return dx;
+}
+
+template <class T>
+void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
+  ShardLayout w{ShardLayout::Kind::columns, 1, 0, 0, in_, out_, qkv_hidden_, group_->size(), group_->rank()};
+  ShardLayout b = w;
+  b.rows = 1;
+  out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
+  out.push_back({name_ + ".bias", {out_}, b, b_.local(), db_.local()});
+}
+
+template <class T>
+void ColumnParallelLinear<T>::zero_grad() {
+  dw_.local_map().setZero();
+  db_.local_map().setZero();
+}
+
+template <class T>
+RowParallelLinear<T>::RowParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out)
+    : group_(&group),
+      name_(std::move(name)),
+      in_(in),
+      out_(out),
+      w_(group.local(), split(in, group.size(), name_, "in"), out, MemoryKind::parameters),
+      dw_(group.local(), in / group.size(), out, MemoryKind::gradients),
+      b_(group.local(), 1, out, MemoryKind::parameters),
+      db_(group.local(), 1, out, MemoryKind::gradients) {}
+
+template <class T>
+DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
+  OPTIMUS_CHECK(x.cols() == in_ / group_->size(), name_, ": input has ", x.cols(), " columns, expected ",
+                in_ / group_->size());
+  DistMatrix<T> y(group_->local(), x.rows(), out_);
+  cpu::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local());
+  all_reduce_in_place(group_->tp(), y);
+  cpu::add_row_broadcast<T>(b_.local(), y.local());
+  if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
+  return y;
+}
+
+template <class T>
+DistMatrix<T> RowParallelLinear<T>::backward(const DistMatrix<T>& dy) {
+  OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
+  DistMatrix<T> dx(group_->local(), dy.rows(), in_ / group_->size());
+  cpu::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local());
+  cpu::gemm<T>(Trans::yes, Trans::no, T(1), saved_x_->local(), dy.local(), T(1), dw_.local());
+  add_column_sums(dy, db_);
+  saved_x_.reset();
+  return dx;
+}
+
+template <class T>
+void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
+  const ShardLayout w{ShardLayout::Kind::rows, 1, 0, 0, in_, out_, 0, group_->size(), group_->rank()};
+  const ShardLayout b{ShardLayout::Kind::replicated, 1, 0, 0, 1, out_, 0, group_->size(), group_->rank()};
+  out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
+  out.push_back({name_ + ".bias", {out_}, b, b_.local(), db_.local()});
+}
+
+template <class T>
+void RowParallelLinear<T>::zero_grad() {
+  dw_.local_map().setZero();
+  db_.local_map().setZero();
+}
+
+template class ColumnParallelLinear<float>;
+template class ColumnParallelLinear<double>;
+template class RowParallelLinear<float>;
+template class RowParallelLinear<double>;
+
+}  // namespace optimus::megatron

@@ -1,0 +1,100 @@
+// The 1D (Megatron) baseline against the same reference as the 2D layers, at p = 1, 2, 4 (MPI under
+// mpiexec, and in-process), with the communication Megatron prescribes: two all-reduces of [N, h] per block
+// forward and two backward.
+#include <doctest/doctest.h>
+
+#include "layer_cases.hpp"
+#include "optimus/comm/in_process.hpp"
+#include "optimus/layers/megatron/block.hpp"
+#include "optimus/reference/gpt.hpp"
+#include "optimus/reference/matmul.hpp"
+#include "test_world.hpp"
+
+namespace {
+
+using optimus::reference::Matrix;
+
+template <class T>
+Matrix rounded(const Matrix& m) {
+  return m.cast<T>().template cast<double>();
+}
+
+template <class T>
+void check_block_1d(optimus::Communicator& world, double dropout) {
+  optimus::megatron::Group group(world);
+  const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
+  const optimus::GptConfig config = optimus::test::config_for(2, 1, dropout);
+  optimus::megatron::TransformerBlock1D<T> block(group, config, 0);
+  std::vector<optimus::ParameterRef<T>> refs;
+  block.parameters(refs);
+  optimus::reference::Parameters p;
+  std::uint64_t seed = 700;
+  for (const auto& r : refs) {
+    Matrix m = rounded<T>(0.5 * optimus::reference::random_matrix(r.layout.rows, r.layout.cols, seed++));
+    if (r.name.find("ln_") != std::string::npos && r.name.ends_with(".weight")) m.array() += 1.0;
+    optimus::load_parameter(r, m);
+    p[r.name] = m;
+  }
+  const std::int64_t n = s.batch * s.seq;
+  const Matrix x = rounded<T>(optimus::reference::random_matrix(n, s.hidden, 41));
+  const Matrix dy = rounded<T>(optimus::reference::random_matrix(n, s.hidden, 42));
+  const optimus::reference::BlockWeights w{
+      p.at("h.0.ln_1.weight"), p.at("h.0.ln_1.bias"),
+      {p.at("h.0.attn.c_attn.weight"), p.at("h.0.attn.c_attn.bias"), p.at("h.0.attn.c_proj.weight"),
+       p.at("h.0.attn.c_proj.bias")},
+      p.at("h.0.ln_2.weight"), p.at("h.0.ln_2.bias"),
+      {p.at("h.0.mlp.c_fc.weight"), p.at("h.0.mlp.c_fc.bias"), p.at("h.0.mlp.c_proj.weight"),
+       p.at("h.0.mlp.c_proj.bias")}};
+  const optimus::reference::Dropout rd{dropout, config.seed, 6, 0};
+  optimus::reference::BlockCache cache;
+  const Matrix expected = optimus::reference::block_forward(x, w, s.batch, s.heads, rd, cache);
+  const optimus::reference::BlockGrads g = optimus::reference::block_backward(cache, w, s.batch, s.heads, rd, dy);
+  const double tol = sizeof(T) == 4 ? 1e-4 : 1e-10;
+
+  world.reset_stats();
+  auto y = block.forward(optimus::DistMatrix<T>::from_global(group.local(), x), s.seq, optimus::Pass{6, true});
+  const auto forward_stats = world.stats();
+  auto dx = block.backward(optimus::DistMatrix<T>::from_global(group.local(), dy));
+  const auto pc = static_cast<std::uint64_t>(world.size());
+  const std::uint64_t all_reduce_bytes = 2 * (pc - 1) * static_cast<std::uint64_t>(n * s.hidden) * sizeof(T) / pc;
+  CHECK(forward_stats[optimus::CallKind::all_reduce].calls == 2);
+  CHECK(forward_stats.bytes_received == 2 * all_reduce_bytes);
+  CHECK(world.stats()[optimus::CallKind::all_reduce].calls == 4);
+  CHECK(world.stats().bytes_received == 4 * all_reduce_bytes);
+
+  CHECK(optimus::reference::compare_relative(y.to_global().template cast<double>(), expected, tol).ok());
+  CHECK(optimus::reference::compare_relative(dx.to_global().template cast<double>(), g.dx, tol).ok());
+  const std::map<std::string, Matrix> grads{
+      {"h.0.ln_1.weight", g.dw.ln_1_w},          {"h.0.ln_1.bias", g.dw.ln_1_b},
+      {"h.0.attn.c_attn.weight", g.dw.attn.c_attn_w}, {"h.0.attn.c_attn.bias", g.dw.attn.c_attn_b},
+      {"h.0.attn.c_proj.weight", g.dw.attn.c_proj_w}, {"h.0.attn.c_proj.bias", g.dw.attn.c_proj_b},
+      {"h.0.ln_2.weight", g.dw.ln_2_w},          {"h.0.ln_2.bias", g.dw.ln_2_b},
+      {"h.0.mlp.c_fc.weight", g.dw.mlp.c_fc_w},  {"h.0.mlp.c_fc.bias", g.dw.mlp.c_fc_b},
+      {"h.0.mlp.c_proj.weight", g.dw.mlp.c_proj_w}, {"h.0.mlp.c_proj.bias", g.dw.mlp.c_proj_b}};
+  for (const auto& r : refs) {
+    CAPTURE(r.name);
+    const auto cmp = optimus::reference::compare_relative(optimus::gather_parameter(world, r, true), grads.at(r.name), tol);
+    CAPTURE(cmp);
+    CHECK(cmp.ok());
+  }
+}
+
+void check_all(optimus::Communicator& world) {
+  for (double dropout : {0.0, 0.1}) {
+    check_block_1d<double>(world, dropout);
+    check_block_1d<float>(world, dropout);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("1D block matches the reference with Megatron's all-reduces (MPI world)") {
+  check_all(optimus::test::world());
+}
+
+TEST_CASE("1D block matches the reference at p = 1, 2, 4 in-process") {
+  for (int p : {1, 2, 4}) {
+    CAPTURE(p);
+    optimus::run_in_process(p, [](optimus::Communicator& w) { check_all(w); });
+  }
+}
