@@ -7,5 +7,6 @@
 namespace optimus::bench {
 
 int run_summa_bench(Communicator& world, int argc, char** argv);
+int run_scaling_bench(Communicator& world, int argc, char** argv);
 
 }  // namespace optimus::bench

@@ -1,0 +1,220 @@
+// optimus-bench scaling: one configuration — layout 1D (Megatron) or 2D (Optimus), p ranks, b, s, h, heads,
+// ffn, layers, dtype — trained forward and backward through `layers` transformer blocks. One row: time per
+// step (max over ranks), FLOP/s per rank, bytes and messages received per rank per step (counters) beside the
+// formula's prediction, activation and parameter memory per rank beside the formula's, and #wrong against the
+// fp64 reference (small shapes, --check on).
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "commands.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/layers/block.hpp"
+#include "optimus/layers/megatron/block.hpp"
+#include "optimus/reference/gpt.hpp"
+#include "optimus/reference/matmul.hpp"
+#include "report.hpp"
+#include "timing.hpp"
+#include "traffic_model.hpp"
+
+namespace optimus::bench {
+namespace {
+
+struct Config {
+  bool two_d;
+  BlockShape shape;
+  std::int64_t layers;
+  int warmup, iters;
+  bool check;
+};
+
+GptConfig gpt_config(const Config& c) {
+  GptConfig g;
+  g.hidden = c.shape.hidden;
+  g.heads = c.shape.heads;
+  g.ffn = c.shape.ffn;
+  g.layers = c.layers;
+  g.vocab = 8;
+  g.max_seq = c.shape.seq;
+  g.dropout = 0.0;
+  g.seed = 99;
+  return g;
+}
+
+// Forward + backward FLOPs of the model (no recomputation): 3x the forward's 2 * (matmul MACs), with
+// attention's Q K^T and P V counted in full.
+double model_flops(const Config& c) {
+  const double n = static_cast<double>(c.shape.tokens()), h = static_cast<double>(c.shape.hidden);
+  const double f = static_cast<double>(c.shape.ffn), s = static_cast<double>(c.shape.seq);
+  const double forward = 2.0 * n * (4.0 * h * h + 2.0 * h * f) + 4.0 * n * s * h;
+  return 3.0 * forward * static_cast<double>(c.layers);
+}
+
+// The reference stack (fp64): output and input gradient for x and dy.
+std::pair<reference::Matrix, reference::Matrix> reference_stack(const Config& c, const reference::Matrix& x,
+                                                                const reference::Matrix& dy) {
+  const GptConfig g = gpt_config(c);
+  const reference::Parameters p = reference::gpt_init(g);
+  auto at = [&](std::int64_t l, const char* leaf) { return p.at("h." + std::to_string(l) + "." + leaf); };
+  std::vector<reference::BlockWeights> w;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    w.push_back({at(l, "ln_1.weight"), at(l, "ln_1.bias"),
+                 {at(l, "attn.c_attn.weight"), at(l, "attn.c_attn.bias"), at(l, "attn.c_proj.weight"), at(l, "attn.c_proj.bias")},
+                 at(l, "ln_2.weight"), at(l, "ln_2.bias"),
+                 {at(l, "mlp.c_fc.weight"), at(l, "mlp.c_fc.bias"), at(l, "mlp.c_proj.weight"), at(l, "mlp.c_proj.bias")}});
+  }
+  std::vector<reference::BlockCache> caches(w.size());
+  reference::Matrix y = x;
+  for (std::size_t l = 0; l < w.size(); ++l) {
+    y = reference::block_forward(y, w[l], c.shape.batch, c.shape.heads, {0.0, g.seed, 1, static_cast<std::int64_t>(l)}, caches[l]);
+  }
+  reference::Matrix d = dy;
+  for (std::size_t l = w.size(); l-- > 0;) {
+    d = reference::block_backward(caches[l], w[l], c.shape.batch, c.shape.heads, {0.0, g.seed, 1, static_cast<std::int64_t>(l)}, d).dx;
+  }
+  return {y, d};
+}
+
+struct Measured {
+  double seconds = 0;
+  std::uint64_t bytes = 0, messages = 0;
+  double activations = 0, parameters = 0, peak = 0;  // bytes per rank, max over ranks
+  std::int64_t wrong = -1;                           // -1: not checked
+};
+
+// Runs the blocks of one layout. `Block` is TransformerBlock2D or TransformerBlock1D; `owner` the Grid or
+// Group they are built on; `comms` the communicators whose counters make up the traffic.
+template <class T, class Block, class Owner>
+Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, const Grid& on,
+                    const std::vector<Communicator*>& comms) {
+  const GptConfig g = gpt_config(c);
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    blocks.push_back(std::make_unique<Block>(owner, g, l));
+    std::vector<ParameterRef<T>> refs;
+    blocks.back()->parameters(refs);
+    for (const ParameterRef<T>& r : refs) init_parameter(r, g);
+  }
+  const std::int64_t n = c.shape.tokens(), h = c.shape.hidden;
+  const reference::Matrix xg = reference::random_matrix(n, h, 1), dyg = reference::random_matrix(n, h, 2);
+  const auto x = DistMatrix<T>::from_global(on, xg);
+  const auto dy = DistMatrix<T>::from_global(on, dyg);
+  MemoryTracker& memory = on.memory();
+  DistMatrix<T> out(on, n, h), din(on, n, h);
+  Measured m;
+  auto step = [&](bool measure) {
+    DistMatrix<T> a = x.clone();
+    for (auto& b : blocks) a = b->forward(a, c.shape.seq, Pass{1, true});
+    if (measure) m.activations = static_cast<double>(memory.current(MemoryKind::activations));
+    DistMatrix<T> d = dy.clone();
+    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) d = (*it)->backward(d);
+    out = std::move(a);
+    din = std::move(d);
+  };
+  for (Communicator* comm : comms) comm->reset_stats();
+  memory.reset_peaks();
+  step(true);
+  for (Communicator* comm : comms) {
+    m.bytes += comm->stats().bytes_received;
+    m.messages += comm->stats().calls;
+  }
+  m.peak = static_cast<double>(memory.peak_total());
+  m.parameters = static_cast<double>(memory.current(MemoryKind::parameters));
+  m.seconds = time_max_over_ranks(world, c.warmup, c.iters, [&] { step(false); });
+  m.bytes = static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(m.bytes), ReduceOp::max));
+  m.messages = static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(m.messages), ReduceOp::max));
+  m.activations = world.all_reduce(m.activations, ReduceOp::max);
+  m.parameters = world.all_reduce(m.parameters, ReduceOp::max);
+  m.peak = world.all_reduce(m.peak, ReduceOp::max);
+  if (c.check) {
+    const auto [y_ref, dx_ref] = reference_stack(c, xg, dyg);
+    const double tol = sizeof(T) == 4 ? 1e-4 : 1e-10;
+    const reference::Matrix y = out.to_global().template cast<double>();
+    const reference::Matrix dx = din.to_global().template cast<double>();
+    const double wrong = world.rank() == 0 ? static_cast<double>(reference::compare_relative(y, y_ref, tol).wrong +
+                                                                 reference::compare_relative(dx, dx_ref, tol).wrong)
+                                           : 0.0;
+    m.wrong = static_cast<std::int64_t>(world.all_reduce(wrong, ReduceOp::max));
+  }
+  return m;
+}
+
+template <class T>
+Measured run(Communicator& world, const Config& c) {
+  if (c.two_d) {
+    const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
+    OPTIMUS_CHECK(q * q == world.size(), "scaling --layout 2d needs a square number of ranks, got ", world.size());
+    const Grid grid = Grid::create(world, q);
+    return run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()});
+  }
+  const megatron::Group group(world);
+  return run_blocks<T, megatron::TransformerBlock1D<T>>(world, c, group, group.local(), {&group.tp()});
+}
+
+}  // namespace
+
+int run_scaling_bench(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2,
+                       {"layout", "b", "s", "h", "heads", "ffn", "layers", "dtype", "warmup", "iters", "check", "json",
+                        "budget-gib"});
+  Config c;
+  const std::string layout = o.text("layout", "2d");
+  OPTIMUS_CHECK(layout == "1d" || layout == "2d", "--layout must be 1d or 2d, got '", layout, "'");
+  c.two_d = layout == "2d";
+  c.shape.batch = o.integer("b", 8);
+  c.shape.seq = o.integer("s", 64);
+  c.shape.hidden = o.integer("h", 256);
+  c.shape.heads = o.integer("heads", 8);
+  c.shape.ffn = o.integer("ffn", 4 * c.shape.hidden);
+  c.layers = o.integer("layers", 1);
+  c.warmup = static_cast<int>(o.integer("warmup", 1));
+  c.iters = static_cast<int>(o.integer("iters", 3));
+  const std::string check = o.text("check", "auto");
+  c.check = check == "on" || (check == "auto" && c.shape.tokens() * c.shape.hidden <= (1 << 18));
+  const DType dtype = parse_dtype(o.text("dtype", "f32"));
+  OPTIMUS_CHECK(dtype != DType::bf16, "scaling runs f32 or f64 on the CPU");
+  const std::size_t elem = size_of(dtype);
+  const int p = world.size(), q = static_cast<int>(std::lround(std::sqrt(p)));
+
+  const Measured m = dtype == DType::f64 ? run<double>(world, c) : run<float>(world, c);
+  const std::uint64_t predicted = c.two_d ? predicted_bytes_2d(c.shape, q, elem, c.layers)
+                                          : predicted_bytes_1d(c.shape, p, elem, c.layers);
+  const double predicted_act = static_cast<double>(c.layers) * (c.two_d ? predicted_activation_bytes_2d(c.shape, q, elem)
+                                                                        : predicted_activation_bytes_1d(c.shape, p, elem));
+  const double flops = model_flops(c);
+  // Largest batch whose activations (linear in b) and parameters fit the per-rank budget.
+  const double budget = o.real("budget-gib", 80.0) * (1u << 30);
+  const double per_sample = m.activations / static_cast<double>(c.shape.batch);
+  const double max_batch = per_sample > 0 ? std::floor((budget - m.parameters) / per_sample) : 0;
+
+  Report report({{"layout", 6}, {"p", 3}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 5},
+                 {"layers", 6}, {"dtype", 5}, {"step_ms", 10}, {"GFLOP/s/rank", 12}, {"recv_B/rank", 12},
+                 {"predicted_B", 12}, {"equal", 5}, {"msgs/rank", 9}, {"act_B/rank", 12}, {"act_pred_B", 12},
+                 {"param_B/rank", 12}, {"peak_B/rank", 12}, {"max_b@budget", 12}, {"#wrong", 6}});
+  report.header(format("optimus-bench scaling: %s layout on %d ranks (%s), warmup %d, iters %d", layout.c_str(), p,
+                       world.backend().c_str(), c.warmup, c.iters));
+  report.header("step: forward + backward of the blocks, median over iters of the max over ranks; bytes and messages "
+                "received per rank in one step from the counters; act_B: bytes saved for backward per rank");
+  report.row({layout, format("%d", p), c.two_d ? format("%d", q) : "-", format("%lld", (long long)c.shape.batch),
+              format("%lld", (long long)c.shape.seq), format("%lld", (long long)c.shape.hidden),
+              format("%lld", (long long)c.shape.heads), format("%lld", (long long)c.shape.ffn),
+              format("%lld", (long long)c.layers), std::string(name_of(dtype)), format("%.3f", m.seconds * 1e3),
+              format("%.3f", flops / m.seconds / p / 1e9), format("%llu", (unsigned long long)m.bytes),
+              format("%llu", (unsigned long long)predicted), m.bytes == predicted ? "yes" : "NO",
+              format("%llu", (unsigned long long)m.messages), format("%.0f", m.activations),
+              format("%.0f", predicted_act), format("%.0f", m.parameters), format("%.0f", m.peak),
+              format("%.0f", max_batch), m.wrong < 0 ? "n/a" : format("%lld", (long long)m.wrong)});
+  const bool ok = m.bytes == predicted && m.activations == predicted_act && m.wrong <= 0;
+  report.footer(format("bytes equal prediction: %s; activation bytes equal prediction: %s; budget %.0f GiB per rank",
+                       m.bytes == predicted ? "yes" : "NO", m.activations == predicted_act ? "yes" : "NO",
+                       budget / (1u << 30)));
+  if (world.rank() == 0) {
+    report.print_header(stdout);
+    report.print_row(stdout, 0);
+    report.print_footer(stdout);
+    if (o.has("json")) report.write_json(o.text("json", ""), "scaling");
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace optimus::bench

@@ -1,0 +1,58 @@
+// The communication and activation-memory formulas of traffic_model.hpp.
+#include "traffic_model.hpp"
+
+namespace optimus::bench {
+namespace {
+
+std::uint64_t all_reduce_bytes(std::uint64_t bytes, std::uint64_t p) { return 2 * (p - 1) * bytes / p; }
+
+// One Linear2D, forward and backward: three SUMMA products and the bias's gather and reduce-scatter.
+std::uint64_t linear_2d(std::int64_t n, std::int64_t in, std::int64_t out, std::uint64_t q, std::size_t elem) {
+  const auto moving = static_cast<std::uint64_t>(n * in + in * out);
+  const std::uint64_t summa = 3 * ((q - 1) * moving / (q * q)) * elem;
+  const std::uint64_t bias = 2 * (q - 1) * static_cast<std::uint64_t>(out) / (q * q) * elem;
+  return summa + bias;
+}
+
+// One LayerNorm2D, forward and backward.
+std::uint64_t layernorm_2d(std::int64_t n, std::int64_t h, std::uint64_t q, std::size_t elem) {
+  const std::uint64_t rows = static_cast<std::uint64_t>(n) / q;
+  const std::uint64_t stats = 2 * all_reduce_bytes(rows * elem, q) + all_reduce_bytes(2 * rows * elem, q);
+  const std::uint64_t piece = (q - 1) * static_cast<std::uint64_t>(h) / (q * q) * elem;
+  return stats + 3 * piece /* gamma, beta forward; gamma backward */ + 2 * piece /* dgamma, dbeta */;
+}
+
+}  // namespace
+
+std::uint64_t predicted_bytes_1d(const BlockShape& s, int p, std::size_t elem, std::int64_t layers) {
+  const auto pp = static_cast<std::uint64_t>(p);
+  const auto activation = static_cast<std::uint64_t>(s.tokens() * s.hidden) * elem;
+  return static_cast<std::uint64_t>(layers) * 4 * all_reduce_bytes(activation, pp);
+}
+
+std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::int64_t layers) {
+  const auto qq = static_cast<std::uint64_t>(q);
+  const std::int64_t n = s.tokens(), h = s.hidden;
+  const std::uint64_t block = linear_2d(n, h, 3 * h, qq, elem) + linear_2d(n, h, h, qq, elem) +
+                              linear_2d(n, h, s.ffn, qq, elem) + linear_2d(n, s.ffn, h, qq, elem) +
+                              2 * layernorm_2d(n, h, qq, elem);
+  return static_cast<std::uint64_t>(layers) * block;
+}
+
+double predicted_activation_bytes_1d(const BlockShape& s, int p, std::size_t elem) {
+  const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden), pp = p;
+  const double f = static_cast<double>(s.ffn), sq = static_cast<double>(s.seq);
+  const double elements = n * h * (4.0 + 4.0 / pp) + 2.0 * n * f / pp +
+                          static_cast<double>(s.batch * s.heads) * sq * sq / pp + 2.0 * n;
+  return elements * static_cast<double>(elem);
+}
+
+double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t elem) {
+  const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden), p = q * q;
+  const double f = static_cast<double>(s.ffn), sq = static_cast<double>(s.seq);
+  const double elements =
+      (8.0 * n * h + 2.0 * n * f + static_cast<double>(s.batch * s.heads) * sq * sq) / p + 2.0 * n / q;
+  return elements * static_cast<double>(elem);
+}
+
+}  // namespace optimus::bench

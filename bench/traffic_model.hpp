@@ -1,0 +1,31 @@
+// Predicted bytes received per rank for one training step (forward + backward) of transformer blocks, from
+// the communication formulas alone (DESIGN.md section 3 conventions), to be compared with the counters.
+//   1D (Megatron, p ranks): 4 all-reduces of [N, h] per block, each floor(2 (p-1)/p * N h * size) bytes.
+//   2D (q x q grid)       : per Linear2D (in -> out), 3 SUMMA products each moving (q-1)/q^2 of N*in + in*out
+//                           elements, plus the bias all-gather and reduce-scatter, (q-1) out/q^2 each; per
+//                           LayerNorm2D, row all-reduces of N/q (twice forward) and 2N/q (backward) values and
+//                           gathers / reduce-scatters of gamma and beta.
+// N = b*s tokens; attention, GELU and dropout move nothing.
+#pragma once
+
+#include <cstdint>
+
+namespace optimus::bench {
+
+struct BlockShape {
+  std::int64_t batch, seq, hidden, heads, ffn;
+  std::int64_t tokens() const { return batch * seq; }
+};
+
+std::uint64_t predicted_bytes_1d(const BlockShape& s, int p, std::size_t elem, std::int64_t layers);
+std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::int64_t layers);
+
+// Activation bytes saved for backward per rank per block, from what the layers save (Korthikanti et al. 2022,
+// adapted: `elem`-byte activations, no stored dropout masks, LayerNorm saves its normalized input, both GELU's
+// input and output are kept):
+//   1D: N h (4 + 12/p) + b a s^2 / p elements (+ 2N for the LayerNorm statistics), with ffn = 4h in general
+//       N h (4 + (4 + 2 ffn/h)/p) ...; 2D: (8 N h + 2 N ffn + b a s^2) / p (+ 2N/q).
+double predicted_activation_bytes_1d(const BlockShape& s, int p, std::size_t elem);
+double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t elem);
+
+}  // namespace optimus::bench
