@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Aggregates optimus-bench scaling runs (raw/*.json) into scaling.csv, scaling.json and gnuplot plots.
+
+Parallel efficiency: E(p) = T(1) * work(p)/work(1) / (min(p, cores) * T(p)), with T the step time and work
+the global batch (strong and iso: equal work; weak: p times the work). `cores` is os.cpu_count(): when p ranks
+share fewer cores, the ideal speed-up is the core count, not p — so on a 2-core machine E measures how much of
+the two cores the layout keeps busy, and on a cluster (one rank per GPU) it is the usual efficiency.
+"""
+import argparse
+import csv
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        doc = json.load(f)
+    row = doc["rows"][0]
+    return row
+
+
+def efficiency(t1, tp, p, work_ratio, cores):
+    """Speed-up over ideal: work_ratio = work(p) / work(1)."""
+    ideal = min(p, cores)
+    return (t1 * work_ratio) / (ideal * tp)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--efficiency", nargs=2, metavar=("P1_JSON", "PP_JSON"))
+    ap.add_argument("--target", type=float, default=0.5)
+    a = ap.parse_args()
+    cores = os.cpu_count() or 1
+    if a.efficiency:
+        r1, rp = load(a.efficiency[0]), load(a.efficiency[1])
+        e = efficiency(float(r1["step_ms"]), float(rp["step_ms"]), int(rp["p"]), 1.0, cores)
+        print(f"   efficiency {e:.3f} (target {a.target})")
+        sys.exit(0 if e >= a.target else 1)
+
+    rows = []
+    for path in sorted(glob.glob(os.path.join(a.out, "raw", "*.json"))):
+        mode = os.path.basename(path).split("-")[0]
+        r = load(path)
+        r["mode"] = mode
+        rows.append(r)
+    by_key = {(r["mode"], r["layout"], int(r["p"]), int(r["b"])): r for r in rows}
+    for r in rows:
+        p, b = int(r["p"]), int(r["b"])
+        base_b = b if r["mode"] in ("strong", "iso") else b // p
+        base = by_key.get((r["mode"], r["layout"], 1, base_b))
+        if base is None:
+            r["efficiency"] = ""
+            continue
+        work_ratio = b / base_b
+        r["efficiency"] = round(efficiency(float(base["step_ms"]), float(r["step_ms"]), p, work_ratio, cores), 4)
+    # Isoefficiency: the smallest batch per (layout, p) that reached the target.
+    iso = {}
+    for r in rows:
+        if r["mode"] == "iso" and r["efficiency"] != "" and float(r["efficiency"]) >= 0.5:
+            key = (r["layout"], int(r["p"]))
+            iso[key] = min(iso.get(key, 10**9), int(r["b"]))
+    fields = ["mode", "layout", "p", "q", "b", "s", "h", "heads", "ffn", "layers", "dtype", "step_ms",
+              "GFLOP/s/rank", "efficiency", "recv_B/rank", "predicted_B", "equal", "msgs/rank", "act_B/rank",
+              "act_pred_B", "param_B/rank", "peak_B/rank", "max_b@budget", "#wrong"]
+    rows.sort(key=lambda r: (r["mode"], r["layout"], int(r["p"]), int(r["b"])))
+    with open(os.path.join(a.out, "scaling.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    summary = {"cores": cores, "rows": rows,
+               "isoefficiency_batch": [{"layout": k[0], "p": k[1], "batch": v} for k, v in sorted(iso.items())],
+               "all_bytes_equal_prediction": all(r["equal"] == "yes" for r in rows),
+               "all_activations_equal_prediction": all(str(r["act_B/rank"]) == str(r["act_pred_B"]) for r in rows)}
+    with open(os.path.join(a.out, "scaling.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    mem = {r["layout"]: r for r in rows if r["mode"] == "memory"}
+    if "1d" in mem and "2d" in mem:
+        measured = float(mem["2d"]["act_B/rank"]) / float(mem["1d"]["act_B/rank"])
+        predicted = float(mem["2d"]["act_pred_B"]) / float(mem["1d"]["act_pred_B"])
+        summary["activation_ratio_2d_over_1d"] = {"measured": measured, "predicted": predicted}
+        with open(os.path.join(a.out, "scaling.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        print(f"activation bytes per rank at p=16 (h=1024, s=256): 2D/1D = {measured:.3f} measured, "
+              f"{predicted:.3f} predicted")
+    print(f"wrote {a.out}/scaling.csv and scaling.json ({len(rows)} rows); bytes equal prediction in every row: "
+          f"{summary['all_bytes_equal_prediction']}; activations equal prediction: "
+          f"{summary['all_activations_equal_prediction']}")
+    for k, v in sorted(iso.items()):
+        print(f"isoefficiency (E >= 0.5): {k[0]} p={k[1]} needs b={v}")
+    plot(a.out, rows)
+
+
+def plot(out, rows):
+    if shutil.which("gnuplot") is None:
+        print("gnuplot not found (apt-get install gnuplot-nox): no plots")
+        return
+    for mode in sorted({r["mode"] for r in rows if len({int(x["p"]) for x in rows if x["mode"] == r["mode"]}) > 1}):
+        for column, label, name in (("efficiency", "parallel efficiency", "efficiency"),
+                                    ("recv_B/rank", "bytes received per rank per step", "bytes"),
+                                    ("act_B/rank", "activation bytes per rank", "memory")):
+            series = []
+            for layout in ("1d", "2d"):
+                pts = [(int(r["p"]), r[column]) for r in rows if r["mode"] == mode and r["layout"] == layout
+                       and r[column] != ""]
+                path = os.path.join(out, f"{mode}-{name}-{layout}.dat")
+                with open(path, "w") as f:
+                    for p, v in sorted(pts):
+                        f.write(f"{p} {v}\n")
+                series.append((path, layout))
+            png = os.path.join(out, f"{mode}-{name}.png")
+            script = (f"set terminal png size 720,480; set output '{png}'; set logscale x 2; "
+                      f"set xlabel 'ranks p'; set ylabel '{label}'; set title '{mode}: {label}, 1D vs 2D'; "
+                      f"set key left top; plot " + ", ".join(
+                          f"'{path}' using 1:2 with linespoints title '{layout.upper()}'" for path, layout in series))
+            subprocess.run(["gnuplot", "-e", script], check=False)
+    print(f"plots in {out}/*.png")
+
+
+if __name__ == "__main__":
+    main()
