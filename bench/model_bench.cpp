@@ -1,0 +1,190 @@
+// optimus-bench calibrate: measures this machine's broadcast and all-reduce cost (alpha: seconds per message,
+// beta: seconds per byte counted by the traffic convention) and the local GEMM rate, and writes them as JSON.
+// optimus-bench model: an alpha-beta model of one training step of transformer blocks, 1D vs 2D, for p ranks
+// on a cluster with NVLink inside nodes of `node` GPUs and InfiniBand between them (or with the calibration
+// of this machine), from the exact traffic formulas of traffic_model.hpp.
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <vector>
+
+#include "commands.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
+#include "report.hpp"
+#include "timing.hpp"
+#include "traffic_model.hpp"
+
+namespace optimus::bench {
+namespace {
+
+struct Fit {
+  double alpha = 0, beta = 0;  // t = alpha + beta * bytes
+};
+
+// Least squares over (bytes, seconds).
+Fit fit(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  const auto n = static_cast<double>(bytes.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t k = 0; k < bytes.size(); ++k) {
+    sx += bytes[k];
+    sy += seconds[k];
+    sxx += bytes[k] * bytes[k];
+    sxy += bytes[k] * seconds[k];
+  }
+  Fit f;
+  f.beta = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  f.alpha = std::max(0.0, (sy - f.beta * sx) / n);
+  return f;
+}
+
+}  // namespace
+
+int run_calibrate(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2, {"json", "iters"});
+  const int iters = static_cast<int>(o.integer("iters", 5));
+  OPTIMUS_CHECK(world.size() >= 2, "calibrate needs at least 2 ranks to measure communication, got ", world.size());
+  cpu::set_gemm_threads(1);
+  const std::vector<std::size_t> counts = {1u << 10, 1u << 13, 1u << 16, 1u << 19};  // floats
+  std::vector<double> b_bytes, b_time, a_bytes, a_time;
+  const auto p = static_cast<double>(world.size());
+  for (std::size_t count : counts) {
+    std::vector<float> buf(count, 1.0f);
+    b_time.push_back(time_max_over_ranks(world, 1, iters, [&] { world.broadcast(buf.data(), count, DType::f32, 0); }));
+    b_bytes.push_back(static_cast<double>(count * 4));
+    a_time.push_back(time_max_over_ranks(world, 1, iters, [&] {
+      world.all_reduce(buf.data(), buf.data(), count, DType::f32, ReduceOp::sum);
+    }));
+    a_bytes.push_back(2.0 * (p - 1) / p * static_cast<double>(count * 4));
+  }
+  const Fit bcast = fit(b_bytes, b_time), allreduce = fit(a_bytes, a_time);
+  const std::int64_t n = 1024;
+  Tensor<float> x(Shape{n, n}), y(Shape{n, n}), z(Shape{n, n});
+  const double gemm_s = time_max_over_ranks(world, 1, iters, [&] {
+    cpu::gemm<float>(cpu::Trans::no, cpu::Trans::no, 1.0f, x.view(), y.view(), 0.0f, z.view());
+  });
+  const double gflops = 2.0 * n * n * n / gemm_s / 1e9;
+  if (world.rank() == 0) {
+    const std::string json = format(
+        "{\n  \"ranks\": %d,\n  \"backend\": \"%s\",\n  \"broadcast_alpha_s\": %.4g,\n  \"broadcast_beta_s_per_byte\": %.4g,\n"
+        "  \"allreduce_alpha_s\": %.4g,\n  \"allreduce_beta_s_per_byte\": %.4g,\n  \"gemm_gflops_per_rank\": %.4g\n}\n",
+        world.size(), world.backend().c_str(), bcast.alpha, bcast.beta, allreduce.alpha, allreduce.beta, gflops);
+    std::printf("%s", json.c_str());
+    if (o.has("json")) {
+      std::ofstream(o.text("json", "")) << json;
+    }
+  }
+  return 0;
+}
+
+namespace {
+
+// A JSON number by key, from the small files calibrate writes.
+double json_number(const std::string& text, const std::string& key) {
+  const auto at = text.find("\"" + key + "\"");
+  OPTIMUS_CHECK(at != std::string::npos, "calibration file has no '", key, "'");
+  return std::stod(text.substr(text.find(':', at) + 1));
+}
+
+struct Links {
+  double intra_bw, inter_bw;        // bytes per second per rank
+  double intra_alpha, inter_alpha;  // seconds per message
+  double flops;                     // per rank, achieved
+  int node;                         // ranks per node
+};
+
+// Seconds of one step per rank: compute + exposed communication (no overlap).
+struct Prediction {
+  double compute, comm, total;
+};
+
+Prediction predict_1d(const BlockShape& s, std::int64_t layers, int p, std::size_t elem, const Links& l, double flops) {
+  const double bytes = static_cast<double>(predicted_bytes_1d(s, p, elem, layers));
+  const bool inter = p > l.node;  // the ring crosses nodes: its slowest link sets the pace
+  const double messages = 4.0 * static_cast<double>(layers) * 2.0 * (p - 1);  // ring steps
+  const double comm = bytes / (inter ? l.inter_bw : l.intra_bw) + messages * (inter ? l.inter_alpha : l.intra_alpha);
+  const double compute = flops / p / l.flops;
+  return {compute, comm, compute + comm};
+}
+
+Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size_t elem, const Links& l, double flops) {
+  // Rows of the grid inside a node when they fit (q <= node): row traffic on NVLink, column traffic between nodes.
+  const double total = static_cast<double>(predicted_bytes_2d(s, q, elem, layers));
+  const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn);
+  const double qq = q;
+  // Column traffic: the weights' share of the SUMMA volume (3 (q-1)/q^2 of in*out per Linear2D).
+  const double weights = 3.0 * (qq - 1) / (qq * qq) * (3 * h * h + h * h + 2 * h * f) * static_cast<double>(elem) *
+                         static_cast<double>(layers);
+  const double rows = total - weights;
+  (void)n;
+  const int p = q * q;
+  const bool columns_inter = p > l.node;
+  const bool rows_inter = q > l.node;
+  const double messages = static_cast<double>(layers) * (4 * 3 * 2.0 * (q - 1) + 10.0 * (q - 1));
+  const double comm = rows / (rows_inter ? l.inter_bw : l.intra_bw) +
+                      weights / (columns_inter ? l.inter_bw : l.intra_bw) +
+                      messages * (columns_inter ? l.inter_alpha : l.intra_alpha);
+  const double compute = flops / p / l.flops;
+  return {compute, comm, compute + comm};
+}
+
+double model_flops(const BlockShape& s, std::int64_t layers) {
+  const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden);
+  const double f = static_cast<double>(s.ffn), sq = static_cast<double>(s.seq);
+  return 3.0 * (2.0 * n * (4.0 * h * h + 2.0 * h * f) + 4.0 * n * sq * h) * static_cast<double>(layers);
+}
+
+}  // namespace
+
+int run_model(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2,
+                       {"calibration", "b", "s", "h", "heads", "ffn", "layers", "ps", "node", "nvlink-gbs", "ib-gbs",
+                        "nvlink-alpha-us", "ib-alpha-us", "tflops", "elem-bytes", "json"});
+  BlockShape s{o.integer("b", 16), o.integer("s", 2048), o.integer("h", 8192), o.integer("heads", 64), 0};
+  s.ffn = o.integer("ffn", 4 * s.hidden);
+  const std::int64_t layers = o.integer("layers", 1);
+  const auto elem = static_cast<std::size_t>(o.integer("elem-bytes", 2));  // bf16 activations and weights
+  Links l{o.real("nvlink-gbs", 450) * 1e9, o.real("ib-gbs", 50) * 1e9, o.real("nvlink-alpha-us", 5) * 1e-6,
+          o.real("ib-alpha-us", 10) * 1e-6, o.real("tflops", 400) * 1e12, static_cast<int>(o.integer("node", 8))};
+  std::string source = "NVLink 4 (450 GB/s per GPU) inside nodes of 8, InfiniBand NDR (50 GB/s per GPU) between";
+  if (o.has("calibration")) {
+    std::ifstream in(o.text("calibration", ""));
+    OPTIMUS_CHECK(in.good(), "cannot read the calibration '", o.text("calibration", ""), "'");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const double beta = json_number(text, "broadcast_beta_s_per_byte");
+    l.intra_bw = l.inter_bw = 1.0 / beta;
+    l.intra_alpha = l.inter_alpha = json_number(text, "broadcast_alpha_s");
+    l.flops = json_number(text, "gemm_gflops_per_rank") * 1e9;
+    l.node = 1 << 30;
+    source = "calibration " + o.text("calibration", "");
+  }
+  const double flops = model_flops(s, layers);
+  Report report({{"p", 4}, {"q", 3}, {"1D_compute_ms", 13}, {"1D_comm_ms", 11}, {"1D_step_ms", 11},
+                 {"2D_compute_ms", 13}, {"2D_comm_ms", 11}, {"2D_step_ms", 11}, {"1D_B/rank", 12}, {"2D_B/rank", 12},
+                 {"speedup_2D", 10}});
+  report.header(format("optimus-bench model: b=%lld s=%lld h=%lld heads=%lld ffn=%lld layers=%lld, %zu-byte elements",
+                       (long long)s.batch, (long long)s.seq, (long long)s.hidden, (long long)s.heads, (long long)s.ffn,
+                       (long long)layers, elem));
+  report.header("links: " + source + format("; compute %.4g TFLOP/s achieved per rank; no overlap of communication",
+                                            l.flops / 1e12));
+  for (const std::int64_t p64 : o.integers("ps", "4,16,64,256")) {
+    const int p = static_cast<int>(p64);
+    const int q = static_cast<int>(std::lround(std::sqrt(p)));
+    OPTIMUS_CHECK(q * q == p, "model: p = ", p, " is not a square");
+    const Prediction one = predict_1d(s, layers, p, elem, l, flops), two = predict_2d(s, layers, q, elem, l, flops);
+    report.row({format("%d", p), format("%d", q), format("%.3f", one.compute * 1e3), format("%.3f", one.comm * 1e3),
+                format("%.3f", one.total * 1e3), format("%.3f", two.compute * 1e3), format("%.3f", two.comm * 1e3),
+                format("%.3f", two.total * 1e3),
+                format("%llu", (unsigned long long)predicted_bytes_1d(s, p, elem, layers)),
+                format("%llu", (unsigned long long)predicted_bytes_2d(s, q, elem, layers)),
+                format("%.2f", one.total / two.total)});
+  }
+  if (world.rank() == 0) {
+    report.print_header(stdout);
+    for (std::size_t r = 0; r < report.rows(); ++r) report.print_row(stdout, r);
+    if (o.has("json")) report.write_json(o.text("json", ""), "model");
+  }
+  return 0;
+}
+
+}  // namespace optimus::bench
