@@ -84,4 +84,9 @@ fi
 if [[ "$tiny64" == on ]]; then
   for layout in 1d 2d; do run tiny64 "$layout" 64 8 --s 16 --h 64 --heads 64 --ffn 256 --iters 1 --warmup 0; done
 fi
+# The alpha-beta model: this machine calibrated, and an H100 cluster (NVLink in nodes of 8, InfiniBand NDR).
+"${mpirun_cmd[@]}" -np 4 "$bench" calibrate --json "$out/calibration.json" >/dev/null
+"$bench" model --json "$out/model-cluster.json" --ps 4,16,64,256
+"$bench" model --json "$out/model-here.json" --calibration "$out/calibration.json" --h 256 --heads 16 --b 16 --s 64 \
+  --elem-bytes 4 --ps 1,4,16
 python3 "$here/scaling_report.py" --out "$out"

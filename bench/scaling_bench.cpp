@@ -156,7 +156,9 @@ Measured run(Communicator& world, const Config& c) {
 int run_scaling_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2,
                        {"layout", "b", "s", "h", "heads", "ffn", "layers", "dtype", "warmup", "iters", "check", "json",
-                        "budget-gib"});
+                        "budget-gib", "device"});
+  OPTIMUS_CHECK(o.text("device", "cpu") == "cpu", "scaling --device ", o.text("device", "cpu"),
+                ": only the CPU layers exist so far; the GPU layers are the GPU backend's work (issue 4)");
   Config c;
   const std::string layout = o.text("layout", "2d");
   OPTIMUS_CHECK(layout == "1d" || layout == "2d", "--layout must be 1d or 2d, got '", layout, "'");

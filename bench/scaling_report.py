@@ -64,9 +64,10 @@ def main():
         if r["mode"] == "iso" and r["efficiency"] != "" and float(r["efficiency"]) >= 0.5:
             key = (r["layout"], int(r["p"]))
             iso[key] = min(iso.get(key, 10**9), int(r["b"]))
+    plot(a.out, rows)
     fields = ["mode", "layout", "p", "q", "b", "s", "h", "heads", "ffn", "layers", "dtype", "step_ms",
               "GFLOP/s/rank", "efficiency", "recv_B/rank", "predicted_B", "equal", "msgs/rank", "act_B/rank",
-              "act_pred_B", "param_B/rank", "peak_B/rank", "max_b@budget", "#wrong"]
+              "act_pred_B", "param_B/rank", "peak_B/rank", "max_b@budget", "#wrong", "modelled_step_ms"]
     rows.sort(key=lambda r: (r["mode"], r["layout"], int(r["p"]), int(r["b"])))
     with open(os.path.join(a.out, "scaling.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -92,7 +93,6 @@ def main():
           f"{summary['all_activations_equal_prediction']}")
     for k, v in sorted(iso.items()):
         print(f"isoefficiency (E >= 0.5): {k[0]} p={k[1]} needs b={v}")
-    plot(a.out, rows)
 
 
 def plot(out, rows):
@@ -118,6 +118,31 @@ def plot(out, rows):
                       f"set key left top; plot " + ", ".join(
                           f"'{path}' using 1:2 with linespoints title '{layout.upper()}'" for path, layout in series))
             subprocess.run(["gnuplot", "-e", script], check=False)
+    for name in ("model-cluster", "model-here"):
+        path = os.path.join(out, name + ".json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            model = json.load(f)
+        dat = os.path.join(out, name + ".dat")
+        with open(dat, "w") as f:
+            for r in model["rows"]:
+                f.write(f"{r['p']} {r['1D_step_ms']} {r['2D_step_ms']}\n")
+        png = os.path.join(out, name + ".png")
+        title = model["header"][1].replace("'", "") if len(model["header"]) > 1 else name
+        script = (f"set terminal png size 900,480; set output '{png}'; set logscale x 2; set xlabel 'ranks p'; "
+                  f"set ylabel 'modelled step time (ms)'; set title '{name}: 1D vs 2D' noenhanced; set key left top; "
+                  f"plot '{dat}' using 1:2 with linespoints title '1D', '{dat}' using 1:3 with linespoints title '2D'")
+        subprocess.run(["gnuplot", "-e", script], check=False)
+    # Measured beside modelled on this machine.
+    here = os.path.join(out, "model-here.json")
+    if os.path.exists(here):
+        with open(here) as f:
+            model = {int(r["p"]): r for r in json.load(f)["rows"]}
+        for r in rows:
+            m = model.get(int(r["p"]))
+            if r["mode"] == "strong" and m is not None:
+                r["modelled_step_ms"] = m["1D_step_ms" if r["layout"] == "1d" else "2D_step_ms"]
     print(f"plots in {out}/*.png")
 
 
