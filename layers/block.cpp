@@ -1,7 +1,7 @@
 // TransformerBlock2D: pre-LayerNorm residual block.
 #include "optimus/layers/block.hpp"
 
-#include "optimus/core/kernels.hpp"
+#include "block_logic.hpp"
 
 namespace optimus {
 namespace {
@@ -19,30 +19,13 @@ TransformerBlock2D<T>::TransformerBlock2D(const Grid& grid, const GptConfig& con
 
 template <class T>
 DistMatrix<T> TransformerBlock2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
-  const double p = pass.training ? config_.dropout : 0.0;
-  const auto layer = static_cast<std::uint64_t>(layer_);
-  DistMatrix<T> a = attn_.forward(ln_1_.forward(x, pass), seq, pass);
-  apply_dropout(a, p, config_.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
-  cpu::axpby<T>(T(1), x.local(), T(1), a.local());  // a = x1
-  DistMatrix<T> m = mlp_.forward(ln_2_.forward(a, pass), pass);
-  apply_dropout(m, p, config_.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
-  cpu::axpby<T>(T(1), a.local(), T(1), m.local());  // m = y
   step_ = pass.step;
-  return m;
+  return detail::block_forward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, x, seq, pass);
 }
 
 template <class T>
 DistMatrix<T> TransformerBlock2D<T>::backward(const DistMatrix<T>& dy) {
-  const auto layer = static_cast<std::uint64_t>(layer_);
-  DistMatrix<T> d = dy.clone();
-  apply_dropout(d, config_.dropout, config_.seed, dropout_stream(step_, layer, DropoutSite::mlp_residual));
-  DistMatrix<T> dx1 = ln_2_.backward(mlp_.backward(d));
-  cpu::axpby<T>(T(1), dy.local(), T(1), dx1.local());
-  d = dx1.clone();
-  apply_dropout(d, config_.dropout, config_.seed, dropout_stream(step_, layer, DropoutSite::attention_residual));
-  DistMatrix<T> dx = ln_1_.backward(attn_.backward(d));
-  cpu::axpby<T>(T(1), dx1.local(), T(1), dx.local());
-  return dx;
+  return detail::block_backward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, step_, dy);
 }
 
 template <class T>

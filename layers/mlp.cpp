@@ -1,8 +1,7 @@
 // MLP2D: two Linear2D around a GELU.
 #include "optimus/layers/mlp.hpp"
 
-#include "optimus/core/error.hpp"
-#include "optimus/core/kernels.hpp"
+#include "block_logic.hpp"
 
 namespace optimus {
 
@@ -12,21 +11,12 @@ MLP2D<T>::MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, 
 
 template <class T>
 DistMatrix<T> MLP2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
-  DistMatrix<T> pre = c_fc_.forward(x, pass);
-  DistMatrix<T> act(pre.grid(), pre.rows(), pre.cols());
-  cpu::gelu_forward<T>(pre.local(), act.local());
-  DistMatrix<T> y = c_proj_.forward(act, pass);
-  if (pass.training) pre_ = pre.clone_as(MemoryKind::activations);
-  return y;
+  return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, pre_);
 }
 
 template <class T>
 DistMatrix<T> MLP2D<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(pre_.has_value(), "mlp: backward without a training forward");
-  DistMatrix<T> dact = c_proj_.backward(dy);
-  cpu::gelu_backward<T>(pre_->local(), dact.local(), dact.local());
-  pre_.reset();
-  return c_fc_.backward(dact);
+  return detail::mlp_backward<T>(c_fc_, c_proj_, dy, pre_);
 }
 
 template <class T>

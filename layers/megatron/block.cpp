@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "../attention_core.hpp"
+#include "../block_logic.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 
@@ -96,21 +97,12 @@ MLP1D<T>::MLP1D(const Group& group, const std::string& name, std::int64_t hidden
 
 template <class T>
 DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
-  DistMatrix<T> pre = c_fc_.forward(x, pass);
-  DistMatrix<T> act(pre.grid(), pre.rows(), pre.cols());
-  cpu::gelu_forward<T>(pre.local(), act.local());
-  DistMatrix<T> y = c_proj_.forward(act, pass);
-  if (pass.training) pre_ = pre.clone_as(MemoryKind::activations);
-  return y;
+  return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, pre_);
 }
 
 template <class T>
 DistMatrix<T> MLP1D<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(pre_.has_value(), "mlp: backward without a training forward");
-  DistMatrix<T> dact = c_proj_.backward(dy);
-  cpu::gelu_backward<T>(pre_->local(), dact.local(), dact.local());
-  pre_.reset();
-  return c_fc_.backward(dact);
+  return detail::mlp_backward<T>(c_fc_, c_proj_, dy, pre_);
 }
 
 template <class T>
@@ -140,30 +132,13 @@ TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const GptConfig& c
 
 template <class T>
 DistMatrix<T> TransformerBlock1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
-  const double p = pass.training ? config_.dropout : 0.0;
-  const auto layer = static_cast<std::uint64_t>(layer_);
-  DistMatrix<T> a = attn_.forward(ln_1_.forward(x, pass), seq, pass);
-  apply_dropout(a, p, config_.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
-  cpu::axpby<T>(T(1), x.local(), T(1), a.local());
-  DistMatrix<T> m = mlp_.forward(ln_2_.forward(a, pass), pass);
-  apply_dropout(m, p, config_.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
-  cpu::axpby<T>(T(1), a.local(), T(1), m.local());
   step_ = pass.step;
-  return m;
+  return detail::block_forward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, x, seq, pass);
 }
 
 template <class T>
 DistMatrix<T> TransformerBlock1D<T>::backward(const DistMatrix<T>& dy) {
-  const auto layer = static_cast<std::uint64_t>(layer_);
-  DistMatrix<T> d = dy.clone();
-  apply_dropout(d, config_.dropout, config_.seed, dropout_stream(step_, layer, DropoutSite::mlp_residual));
-  DistMatrix<T> dx1 = ln_2_.backward(mlp_.backward(d));
-  cpu::axpby<T>(T(1), dy.local(), T(1), dx1.local());
-  d = dx1.clone();
-  apply_dropout(d, config_.dropout, config_.seed, dropout_stream(step_, layer, DropoutSite::attention_residual));
-  DistMatrix<T> dx = ln_1_.backward(attn_.backward(d));
-  cpu::axpby<T>(T(1), dx1.local(), T(1), dx.local());
-  return dx;
+  return detail::block_backward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, step_, dy);
 }
 
 template <class T>
