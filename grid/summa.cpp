@@ -4,6 +4,10 @@
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 
+#include <array>
+#include <utility>
+#include <vector>
+
 namespace optimus {
 namespace {
 
@@ -39,51 +43,109 @@ MemoryTag scratch_tag(const detail::GridState& g) { return {g.memory.get(), Memo
 
 }  // namespace
 
+// Both modes run the same sequence of GEMMs and the same MPI reductions (non-blocking ones, waited on at
+// once when not overlapped), so their results are bitwise identical. Overlapped, the panel broadcasts of step
+// l+1 (double-buffered) and the reduction of step l's partial product are in flight while step l+1 multiplies.
+
 template <class T>
 void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
   check_operands("summa_ab", a, b, c, a.rows(), a.cols(), b.rows(), b.cols());
   const detail::GridState& g = a.grid();
-  Tensor<T> a_scratch(a.local().shape(), scratch_tag(g), Init::none);  // A[i,l]: [m/q, k/q]
-  Tensor<T> b_scratch(b.local().shape(), scratch_tag(g), Init::none);  // B[l,j]: [k/q, n/q]
-  for (int l = 0; l < g.q; ++l) {
-    TensorView<T> a_panel = panel(g.col_index == l, a, a_scratch);
-    TensorView<T> b_panel = panel(g.row_index == l, b, b_scratch);
-    g.row->broadcast(a_panel.data(), count_of(a_panel), dtype_of<T>, l);
-    g.col->broadcast(b_panel.data(), count_of(b_panel), dtype_of<T>, l);
-    cpu::gemm<T>(Trans::no, Trans::no, alpha, a_panel, b_panel, l == 0 ? beta : T(1), c.local());
+  const int buffers = g.overlap && g.q > 1 ? 2 : 1;
+  std::vector<Tensor<T>> a_scratch, b_scratch;  // A[i,l]: [m/q, k/q], B[l,j]: [k/q, n/q]
+  for (int k = 0; k < buffers; ++k) {
+    a_scratch.emplace_back(a.local().shape(), scratch_tag(g), Init::none);
+    b_scratch.emplace_back(b.local().shape(), scratch_tag(g), Init::none);
   }
+  auto panels = [&](int l) {
+    return std::pair{panel(g.col_index == l, a, a_scratch[static_cast<std::size_t>(l % buffers)]),
+                     panel(g.row_index == l, b, b_scratch[static_cast<std::size_t>(l % buffers)])};
+  };
+  auto post = [&](int l) {
+    const auto [ap, bp] = panels(l);
+    return std::array<Request, 2>{g.row->ibroadcast(ap.data(), count_of(ap), dtype_of<T>, l),
+                                  g.col->ibroadcast(bp.data(), count_of(bp), dtype_of<T>, l)};
+  };
+  std::array<Request, 2> inflight;
+  if (g.overlap) inflight = post(0);
+  for (int l = 0; l < g.q; ++l) {
+    if (g.overlap) {
+      for (Request& r : inflight) r.wait();
+      if (l + 1 < g.q) inflight = post(l + 1);
+    } else {
+      const auto [ap, bp] = panels(l);
+      g.row->broadcast(ap.data(), count_of(ap), dtype_of<T>, l);
+      g.col->broadcast(bp.data(), count_of(bp), dtype_of<T>, l);
+    }
+    const auto [ap, bp] = panels(l);
+    cpu::gemm<T>(Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local());
+  }
+}
+
+// The reduce-based products (ABT, ATB): step l broadcasts a panel of `mover` along `bcast` (from the rank
+// whose coordinate there is l), multiplies it into a partial product, and reduces the partial along `reduce`
+// to the rank whose coordinate there is l. `product(panel, partial)` computes the partial product.
+template <class T, class Product>
+void summa_reduced(const detail::GridState& g, const DistMatrix<T>& mover, Communicator& bcast, Communicator& reduce,
+                   T alpha, T beta, DistMatrix<T>& c, Product&& product) {
+  const int buffers = g.overlap && g.q > 1 ? 2 : 1;
+  std::vector<Tensor<T>> scratch, partial;
+  for (int k = 0; k < buffers; ++k) {
+    scratch.emplace_back(mover.local().shape(), scratch_tag(g), Init::none);
+    partial.emplace_back(c.local().shape(), scratch_tag(g), Init::none);
+  }
+  Tensor<T> sum(c.local().shape(), scratch_tag(g), Init::none);  // this rank's reduced term (it is root once)
+  const int my_bcast_coordinate = bcast.rank();
+  auto panel_of = [&](int l) {
+    return panel(my_bcast_coordinate == l, mover, scratch[static_cast<std::size_t>(l % buffers)]);
+  };
+  auto post_panel = [&](int l) {
+    const TensorView<T> p = panel_of(l);
+    return bcast.ibroadcast(p.data(), count_of(p), dtype_of<T>, l);
+  };
+  std::vector<Request> reductions(static_cast<std::size_t>(buffers));
+  Request inflight;
+  if (g.overlap) inflight = post_panel(0);
+  for (int l = 0; l < g.q; ++l) {
+    const TensorView<T> p = panel_of(l);
+    if (g.overlap) {
+      inflight.wait();
+      if (l + 1 < g.q) inflight = post_panel(l + 1);
+    } else {
+      bcast.broadcast(p.data(), count_of(p), dtype_of<T>, l);
+    }
+    Request& previous = reductions[static_cast<std::size_t>(l % buffers)];
+    previous.wait();  // its partial buffer is free again
+    Tensor<T>& part = partial[static_cast<std::size_t>(l % buffers)];
+    product(TensorView<const T>(p), part.view());
+    previous = reduce.ireduce(part.data(), sum.data(), count_of(part.view()), dtype_of<T>, ReduceOp::sum, l);
+    if (!g.overlap) previous.wait();
+  }
+  for (Request& r : reductions) r.wait();
+  // Every rank was the root of exactly one reduction: `sum` holds its block's new term.
+  cpu::axpby<T>(alpha, sum.view(), beta, c.local());
 }
 
 template <class T>
 void summa_abt(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
   check_operands("summa_abt", a, b, c, a.rows(), a.cols(), b.cols(), b.rows());
   const detail::GridState& g = a.grid();
-  Tensor<T> b_scratch(b.local().shape(), scratch_tag(g), Init::none);  // B[l,j]: [n/q, k/q]
-  Tensor<T> partial(c.local().shape(), scratch_tag(g), Init::none);    // T = A[i,j] B[l,j]^T: [m/q, n/q]
-  Tensor<T> sum(c.local().shape(), scratch_tag(g), Init::none);        // at column l: C[i,l]'s new term
-  for (int l = 0; l < g.q; ++l) {
-    TensorView<T> b_panel = panel(g.row_index == l, b, b_scratch);
-    g.col->broadcast(b_panel.data(), count_of(b_panel), dtype_of<T>, l);
-    cpu::gemm<T>(Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial.view());
-    g.row->reduce(partial.data(), sum.data(), count_of(partial.view()), dtype_of<T>, ReduceOp::sum, l);
-    if (g.col_index == l) cpu::axpby<T>(alpha, sum.view(), beta, c.local());
-  }
+  // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
+  summa_reduced<T>(g, b, *g.col, *g.row, alpha, beta, c,
+                   [&](TensorView<const T> b_panel, TensorView<T> partial) {
+                     cpu::gemm<T>(Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial);
+                   });
 }
 
 template <class T>
 void summa_atb(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
   check_operands("summa_atb", a, b, c, a.cols(), a.rows(), b.rows(), b.cols());
   const detail::GridState& g = a.grid();
-  Tensor<T> a_scratch(a.local().shape(), scratch_tag(g), Init::none);  // A[i,l]: [k/q, m/q]
-  Tensor<T> partial(c.local().shape(), scratch_tag(g), Init::none);    // T = A[i,l]^T B[i,j]: [m/q, n/q]
-  Tensor<T> sum(c.local().shape(), scratch_tag(g), Init::none);        // at row l: C[l,j]'s new term
-  for (int l = 0; l < g.q; ++l) {
-    TensorView<T> a_panel = panel(g.col_index == l, a, a_scratch);
-    g.row->broadcast(a_panel.data(), count_of(a_panel), dtype_of<T>, l);
-    cpu::gemm<T>(Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial.view());
-    g.col->reduce(partial.data(), sum.data(), count_of(partial.view()), dtype_of<T>, ReduceOp::sum, l);
-    if (g.row_index == l) cpu::axpby<T>(alpha, sum.view(), beta, c.local());
-  }
+  // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
+  summa_reduced<T>(g, a, *g.row, *g.col, alpha, beta, c,
+                   [&](TensorView<const T> a_panel, TensorView<T> partial) {
+                     cpu::gemm<T>(Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial);
+                   });
 }
 
 template <class T>

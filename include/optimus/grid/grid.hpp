@@ -28,6 +28,7 @@ struct GridState {
   std::unique_ptr<Communicator> grid;
   std::unique_ptr<Communicator> dp_comm;
   std::unique_ptr<MemoryTracker> memory;  // counts this rank's tensors made on the grid
+  bool overlap = true;                     // SUMMA overlaps communication with computation
 };
 }  // namespace detail
 
@@ -53,6 +54,12 @@ class Grid {
   Communicator& col() const { return *state_->col; }
   Communicator& grid() const { return *state_->grid; }
   Communicator& dp_comm() const { return *state_->dp_comm; }
+
+  // SUMMA overlaps the next step's panel broadcasts and the previous step's reduction with the current
+  // step's GEMM (default), or runs them blocking, for debugging and measurement. Results are bitwise identical.
+  // Every rank of the grid must use the same setting.
+  void set_overlap(bool overlap) { state_->overlap = overlap; }
+  bool overlap() const { return state_->overlap; }
 
   // The tracker of this rank's DistMatrix memory (and of everything the layers allocate on this grid).
   MemoryTracker& memory() const { return *state_->memory; }

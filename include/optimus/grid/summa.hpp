@@ -11,6 +11,9 @@
 //   ATB: broadcast A[i,l] along row i;     T = A[i,l]^T B[i,j];  reduce T along column j to C[l,j]
 // Worked example, AB on q = 2: rank (0,1) receives A[0,0] from (0,0) and B[0,1] from (1,1) at l = 0,
 // keeps its own A[0,1] and receives B[1,1] from (1,1)... at l = 1, and sums the two products.
+// With grid.overlap() (the default) the panels of step l+1 are broadcast (double-buffered) and step l's partial
+// product reduced while the next GEMM runs; without it every step waits for its communication. Both give
+// bitwise-identical results: the same GEMMs in the same order, the same reductions.
 // Each rank receives (q-1)/q^2 of the two moving matrices (A and B for AB; B and C for ABT; A and C for
 // ATB), which tests assert against the communicators' counters.
 // Errors (every rank throws the same): inner dimensions or C's shape that do not match, matrices from

@@ -1,0 +1,12 @@
+// Overlapped and blocking SUMMA give bitwise-identical results, also for a GPT training step; and random delays
+// before communication calls change nothing (no deadlock, the right answer).
+#pragma once
+
+#include "optimus/comm/communicator.hpp"
+
+namespace optimus::test {
+
+void check_overlap_bitwise(Communicator& world, int q);
+void check_random_delays(Communicator& world, int q);
+
+}  // namespace optimus::test

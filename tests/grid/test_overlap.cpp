@@ -1,0 +1,31 @@
+// Overlapped SUMMA: bitwise identical to blocking, and correct under random delays, at q = 2, 3 — in-process
+// and under mpiexec (4 and 9 ranks).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "optimus/comm/in_process.hpp"
+#include "overlap_cases.hpp"
+#include "test_world.hpp"
+
+TEST_CASE("overlapped and blocking SUMMA and GPT step are bitwise identical (in-process q = 2, 3)") {
+  for (int q : {2, 3}) {
+    CAPTURE(q);
+    optimus::run_in_process(q * q, [&](optimus::Communicator& w) { optimus::test::check_overlap_bitwise(w, q); });
+  }
+}
+
+TEST_CASE("random delays before communication: no deadlock, right answers (in-process q = 2, 3)") {
+  for (int q : {2, 3}) {
+    CAPTURE(q);
+    optimus::run_in_process(q * q, [&](optimus::Communicator& w) { optimus::test::check_random_delays(w, q); });
+  }
+}
+
+TEST_CASE("the same under mpiexec at q = sqrt(world size)") {
+  optimus::Communicator& world = optimus::test::world();
+  const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
+  if (q * q != world.size() || q < 2) return;
+  optimus::test::check_overlap_bitwise(world, q);
+  optimus::test::check_random_delays(world, q);
+}
