@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/core/timeline.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/reference/matmul.hpp"
 #include "report.hpp"
@@ -85,6 +86,7 @@ struct Settings {
   int warmup;
   int iters;
   bool scalapack;
+  std::string trace;  // Chrome trace of the last case's overlapped runs, when set
 };
 
 template <class T>
@@ -111,7 +113,25 @@ void run_case(const Grid& grid, const Case& c, const Settings& s, Report& report
   const double received_min = grid.grid().all_reduce(static_cast<double>(received), ReduceOp::min);
   const std::uint64_t formula = formula_bytes(c, grid.q(), sizeof(T));
 
+  // Blocking, then overlapped (the default): time, and the exposed communication from the grid's timeline.
+  // overlap fraction = communication hidden / communication, with the blocking run's exposed wait as the
+  // communication time.
+  Grid& g = const_cast<Grid&>(grid);
+  Timeline timeline;
+  g.set_timeline(&timeline);
+  const double runs = s.warmup + s.iters;
+  g.set_overlap(false);
+  const double blocking = time_max_over_ranks(grid.grid(), s.warmup, s.iters, product);
+  const double exposed_blocking = timeline.total_us(SpanKind::comm_wait) / runs;
+  timeline.clear();
+  g.set_overlap(true);
   const double seconds = time_max_over_ranks(grid.grid(), s.warmup, s.iters, product);
+  const double exposed_overlapped = timeline.total_us(SpanKind::comm_wait) / runs;
+  if (!s.trace.empty()) timeline.write_chrome_trace(grid.grid(), s.trace);
+  g.set_timeline(nullptr);
+  const double comm = grid.grid().all_reduce(exposed_blocking, ReduceOp::sum);
+  const double hidden = comm - grid.grid().all_reduce(exposed_overlapped, ReduceOp::sum);
+  const double overlap_fraction = comm > 0 ? std::max(0.0, hidden / comm) : 0.0;
   const reference::Matrix expected = reference_block(c, C);
   const std::int64_t wrong = count_wrong<T>(grid.grid(), C.local_map().template cast<double>(), expected);
   const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
@@ -134,7 +154,8 @@ void run_case(const Grid& grid, const Case& c, const Settings& s, Report& report
   total_wrong += wrong;
   report.row({name_of(c.op), format("%lld", static_cast<long long>(c.m)), format("%lld", static_cast<long long>(c.n)),
               format("%lld", static_cast<long long>(c.k)), format("%d", grid.q()), std::string(name_of(dtype_of<T>)),
-              format("%.3f", seconds * 1e3), format("%.2f", flops / seconds / 1e9), format("%.0f", received_max),
+              format("%.3f", seconds * 1e3), format("%.3f", blocking * 1e3), format("%.2f", overlap_fraction),
+              format("%.2f", flops / seconds / 1e9), format("%.0f", received_max),
               format("%llu", static_cast<unsigned long long>(formula)),
               received_max == received_min && received_max == static_cast<double>(formula) ? "yes" : "NO",
               format("%.1f", rss / (1 << 20)), format("%.1f", tracked / (1 << 20)),
@@ -146,12 +167,12 @@ void run_case(const Grid& grid, const Case& c, const Settings& s, Report& report
 }  // namespace
 
 int run_summa_bench(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2, {"n", "m", "k", "ops", "dtype", "warmup", "iters", "scalapack", "json"});
+  const cli::Options o(argc, argv, 2, {"n", "m", "k", "ops", "dtype", "warmup", "iters", "scalapack", "json", "trace"});
   const std::vector<std::int64_t> sizes = o.integers("n", "1024");
   const std::vector<std::string> ops = o.list("ops", "ab,abt,atb");
   const std::vector<std::string> dtypes = o.list("dtype", "f64");
   const Settings s{static_cast<int>(o.integer("warmup", 2)), static_cast<int>(o.integer("iters", 5)),
-                   o.text("scalapack", "auto") != "off" && scalapack_available()};
+                   o.text("scalapack", "auto") != "off" && scalapack_available(), o.text("trace", "")};
   OPTIMUS_CHECK(s.warmup >= 0 && s.iters >= 1, "need --warmup >= 0 and --iters >= 1, got ", s.warmup, " and ", s.iters);
   OPTIMUS_CHECK(o.text("scalapack", "auto") != "on" || scalapack_available(),
                 "--scalapack on, but optimus-bench was built without ScaLAPACK");
@@ -162,13 +183,15 @@ int run_summa_bench(Communicator& world, int argc, char** argv) {
                 world.size(), " is not a square");
   const Grid grid = Grid::create(world, q);
 
-  Report report({{"op", 4}, {"m", 6}, {"n", 6}, {"k", 6}, {"q", 2}, {"dtype", 5}, {"time_ms", 10}, {"GFLOP/s", 9},
+  Report report({{"op", 4}, {"m", 6}, {"n", 6}, {"k", 6}, {"q", 2}, {"dtype", 5}, {"time_ms", 10}, {"blocking_ms", 11}, {"overlap", 7}, {"GFLOP/s", 9},
                  {"recv_B/rank", 12}, {"formula_B", 12}, {"equal", 5}, {"peakRSS_MiB", 11}, {"tensors_MiB", 11}, {"#wrong", 6},
                  {"pgemm_ms", 10}, {"pgemm_GF/s", 10}, {"#wrong", 6}, {"pgemm/opt", 9}});
   report.header(format("optimus-bench summa: %d ranks as a %dx%d grid, backend %s, warmup %d, iters %d", world.size(), q,
                        q, world.backend().c_str(), s.warmup, s.iters));
   report.header("local GEMM: Optimus on " + cpu::gemm_backend() + "; ScaLAPACK on " +
                 (s.scalapack ? scalapack_blas() : std::string("(not compared)")));
+  report.header("time: overlapped SUMMA (the default), blocking_ms: blocking SUMMA; overlap: communication hidden / "
+                "communication (exposed waits of the blocking run), from the ranks' own timers");
   report.header("time: median over iters of the max over ranks; recv_B/rank: measured bytes received per rank "
                 "(max over ranks), formula_B: (q-1)/q^2 of the two moving matrices; pgemm/opt > 1 means Optimus is faster");
   if (world.rank() == 0) report.print_header(stdout);

@@ -38,6 +38,32 @@ TensorView<T> panel(bool root, const DistMatrix<T>& own, Tensor<T>& scratch) {
   return root ? TensorView<T>(const_cast<T*>(own.local().data()), own.local().shape()) : scratch.view();
 }
 
+// The local GEMM C = alpha op(A) B + beta C in row tiles of C, calling poll() between tiles so that
+// non-blocking MPI operations progress while the GEMM runs (MPI progresses only inside MPI calls). Both
+// SUMMA modes use the same tiles, so their results stay bitwise identical.
+template <class T, class Poll>
+void tiled_gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta,
+                TensorView<T> c, Poll&& poll) {
+  constexpr std::int64_t kTiles = 4, kMinRows = 64;
+  const std::int64_t rows = c.size(0);
+  const std::int64_t tiles = rows >= kTiles * kMinRows ? kTiles : 1;
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    const std::int64_t r0 = rows * t / tiles, r1 = rows * (t + 1) / tiles;
+    const TensorView<const T> a_rows =
+        trans_a == Trans::no ? a.block(r0, 0, r1 - r0, a.size(1)) : a.block(0, r0, a.size(0), r1 - r0);
+    cpu::gemm<T>(trans_a, trans_b, alpha, a_rows, b, beta, c.block(r0, 0, r1 - r0, c.size(1)));
+    if (t + 1 < tiles) poll();
+  }
+}
+
+// Polls requests (MPI_Test) so that they progress; completed ones become empty.
+template <std::size_t N>
+void poll_all(std::array<Request*, N> requests) {
+  for (Request* r : requests) {
+    if (r != nullptr) r->test();
+  }
+}
+
 // Panels, partial products and reduced sums are overwritten before they are read: no zeroing.
 MemoryTag scratch_tag(const detail::GridState& g) { return {g.memory.get(), MemoryKind::workspace}; }
 
@@ -70,15 +96,21 @@ void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, D
   if (g.overlap) inflight = post(0);
   for (int l = 0; l < g.q; ++l) {
     if (g.overlap) {
-      for (Request& r : inflight) r.wait();
+      {
+        const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
+        for (Request& r : inflight) r.wait();
+      }
       if (l + 1 < g.q) inflight = post(l + 1);
     } else {
+      const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
       const auto [ap, bp] = panels(l);
       g.row->broadcast(ap.data(), count_of(ap), dtype_of<T>, l);
       g.col->broadcast(bp.data(), count_of(bp), dtype_of<T>, l);
     }
     const auto [ap, bp] = panels(l);
-    cpu::gemm<T>(Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local());
+    const Timeline::Scope compute(g.timeline, SpanKind::compute);
+    tiled_gemm<T>(Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
+                  [&] { poll_all<2>({&inflight[0], &inflight[1]}); });
   }
 }
 
@@ -108,20 +140,33 @@ void summa_reduced(const detail::GridState& g, const DistMatrix<T>& mover, Commu
   if (g.overlap) inflight = post_panel(0);
   for (int l = 0; l < g.q; ++l) {
     const TensorView<T> p = panel_of(l);
-    if (g.overlap) {
-      inflight.wait();
-      if (l + 1 < g.q) inflight = post_panel(l + 1);
-    } else {
-      bcast.broadcast(p.data(), count_of(p), dtype_of<T>, l);
-    }
     Request& previous = reductions[static_cast<std::size_t>(l % buffers)];
-    previous.wait();  // its partial buffer is free again
+    {
+      const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
+      if (g.overlap) {
+        inflight.wait();
+      } else {
+        bcast.broadcast(p.data(), count_of(p), dtype_of<T>, l);
+      }
+      previous.wait();  // its partial buffer is free again
+    }
+    if (g.overlap && l + 1 < g.q) inflight = post_panel(l + 1);
     Tensor<T>& part = partial[static_cast<std::size_t>(l % buffers)];
-    product(TensorView<const T>(p), part.view());
+    {
+      const Timeline::Scope compute(g.timeline, SpanKind::compute);
+      Request& other = reductions[static_cast<std::size_t>((l + 1) % buffers)];
+      product(TensorView<const T>(p), part.view(), [&] { poll_all<2>({&inflight, buffers > 1 ? &other : nullptr}); });
+    }
     previous = reduce.ireduce(part.data(), sum.data(), count_of(part.view()), dtype_of<T>, ReduceOp::sum, l);
-    if (!g.overlap) previous.wait();
+    if (!g.overlap) {
+      const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
+      previous.wait();
+    }
   }
-  for (Request& r : reductions) r.wait();
+  {
+    const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
+    for (Request& r : reductions) r.wait();
+  }
   // Every rank was the root of exactly one reduction: `sum` holds its block's new term.
   cpu::axpby<T>(alpha, sum.view(), beta, c.local());
 }
@@ -132,8 +177,8 @@ void summa_abt(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, 
   const detail::GridState& g = a.grid();
   // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
   summa_reduced<T>(g, b, *g.col, *g.row, alpha, beta, c,
-                   [&](TensorView<const T> b_panel, TensorView<T> partial) {
-                     cpu::gemm<T>(Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial);
+                   [&](TensorView<const T> b_panel, TensorView<T> partial, auto&& poll) {
+                     tiled_gemm<T>(Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial, poll);
                    });
 }
 
@@ -143,8 +188,8 @@ void summa_atb(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, 
   const detail::GridState& g = a.grid();
   // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
   summa_reduced<T>(g, a, *g.row, *g.col, alpha, beta, c,
-                   [&](TensorView<const T> a_panel, TensorView<T> partial) {
-                     cpu::gemm<T>(Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial);
+                   [&](TensorView<const T> a_panel, TensorView<T> partial, auto&& poll) {
+                     tiled_gemm<T>(Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial, poll);
                    });
 }
 

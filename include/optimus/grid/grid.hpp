@@ -13,6 +13,7 @@
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/memory.hpp"
+#include "optimus/core/timeline.hpp"
 
 namespace optimus {
 
@@ -29,6 +30,7 @@ struct GridState {
   std::unique_ptr<Communicator> dp_comm;
   std::unique_ptr<MemoryTracker> memory;  // counts this rank's tensors made on the grid
   bool overlap = true;                     // SUMMA overlaps communication with computation
+  Timeline* timeline = nullptr;            // where SUMMA records its GEMMs and waits, if anywhere
 };
 }  // namespace detail
 
@@ -60,6 +62,9 @@ class Grid {
   // Every rank of the grid must use the same setting.
   void set_overlap(bool overlap) { state_->overlap = overlap; }
   bool overlap() const { return state_->overlap; }
+  // Records SUMMA's GEMMs (compute) and waits for communication (exposed communication) into `timeline`
+  // (nullptr: nothing is recorded). The timeline must outlive its use.
+  void set_timeline(Timeline* timeline) { state_->timeline = timeline; }
 
   // The tracker of this rank's DistMatrix memory (and of everything the layers allocate on this grid).
   MemoryTracker& memory() const { return *state_->memory; }

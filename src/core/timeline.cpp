@@ -1,0 +1,56 @@
+// Timeline: spans, totals, and the Chrome trace of all ranks.
+#include "optimus/core/timeline.hpp"
+
+#include <fstream>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+
+void Timeline::record(SpanKind kind, Clock::time_point start) {
+  const auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - origin_).count(); };
+  spans_.push_back({kind, us(start), us(Clock::now())});
+}
+
+double Timeline::total_us(SpanKind kind) const {
+  double total = 0;
+  for (const Span& s : spans_) {
+    if (s.kind == kind) total += s.end_us - s.start_us;
+  }
+  return total;
+}
+
+void Timeline::write_chrome_trace(Communicator& comm, const std::string& path) const {
+  // Every rank's spans as (kind, start, end) triples, gathered to every rank (sizes first).
+  const double mine = static_cast<double>(spans_.size());
+  std::vector<double> counts(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(&mine, counts.data(), 1, DType::f64);
+  double most = 0;
+  for (double c : counts) most = std::max(most, c);
+  const auto width = static_cast<std::size_t>(most) * 3;
+  std::vector<double> packed(width, 0.0), all(width * static_cast<std::size_t>(comm.size()));
+  for (std::size_t k = 0; k < spans_.size(); ++k) {
+    packed[3 * k] = spans_[k].kind == SpanKind::compute ? 0 : 1;
+    packed[3 * k + 1] = spans_[k].start_us;
+    packed[3 * k + 2] = spans_[k].end_us;
+  }
+  comm.all_gather(packed.data(), all.data(), width, DType::f64);
+  if (comm.rank() != 0) return;
+  std::ofstream out(path);
+  OPTIMUS_CHECK(out.good(), "cannot write the trace '", path, "'");
+  out << "{\"traceEvents\": [\n";
+  bool first = true;
+  for (int r = 0; r < comm.size(); ++r) {
+    for (std::size_t k = 0; k < static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]); ++k) {
+      const double* s = all.data() + static_cast<std::size_t>(r) * width + 3 * k;
+      const bool compute = s[0] == 0;
+      out << (first ? "" : ",\n") << "{\"name\": \"" << (compute ? "gemm" : "wait for communication")
+          << "\", \"cat\": \"" << (compute ? "compute" : "comm") << "\", \"ph\": \"X\", \"pid\": " << r
+          << ", \"tid\": " << (compute ? 0 : 1) << ", \"ts\": " << s[1] << ", \"dur\": " << (s[2] - s[1]) << "}";
+      first = false;
+    }
+  }
+  out << "\n], \"displayTimeUnit\": \"ms\"}\n";
+}
+
+}  // namespace optimus
