@@ -1,12 +1,12 @@
 // The three SUMMA products on the q x q grid (see summa.hpp for what each computes and moves).
 #include "optimus/grid/summa.hpp"
 
-#include "optimus/core/error.hpp"
-#include "optimus/core/kernels.hpp"
-
 #include <array>
 #include <utility>
 #include <vector>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
 
 namespace optimus {
 namespace {
@@ -38,7 +38,7 @@ TensorView<T> panel(bool root, const DistMatrix<T>& own, Tensor<T>& scratch) {
   return root ? TensorView<T>(const_cast<T*>(own.local().data()), own.local().shape()) : scratch.view();
 }
 
-// The local GEMM C = alpha op(A) B + beta C in row tiles of C, calling poll() between tiles so that
+// The local GEMM C = alpha op(A) op(B) + beta C in row tiles of C, calling poll() between tiles so that
 // non-blocking MPI operations progress while the GEMM runs (MPI progresses only inside MPI calls). Both
 // SUMMA modes use the same tiles, so their results stay bitwise identical.
 template <class T, class Poll>

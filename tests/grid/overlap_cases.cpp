@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "../layers/layer_cases.hpp"
 #include "delaying_communicator.hpp"
@@ -73,6 +75,36 @@ void check_overlap_bitwise(Communicator& world, int q) {
   for (const auto& [name, g] : grads[0]) {
     CAPTURE(name);
     CHECK(g == grads[1].at(name));
+  }
+}
+
+void check_timeline(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  Timeline timeline;
+  grid.set_timeline(&timeline);
+  DistMatrix<double> a(grid, 4 * q, 2 * q), b(grid, 2 * q, 3 * q);
+  a.fill_random(1);
+  b.fill_random(2);
+  const DistMatrix<double> c = summa_ab(a, b);
+  grid.set_timeline(nullptr);
+  std::size_t gemms = 0;
+  for (const Timeline::Span& s : timeline.spans()) {
+    CHECK(s.end_us >= s.start_us);
+    if (s.kind == SpanKind::compute) ++gemms;
+  }
+  CHECK(gemms == static_cast<std::size_t>(q));  // one GEMM per SUMMA step (one tile at this size)
+  CHECK(timeline.total_us(SpanKind::compute) > 0);
+  const std::string path = "timeline_trace_q" + std::to_string(q) + ".json";
+  timeline.write_chrome_trace(grid.grid(), path);
+  if (grid.grid().rank() == 0) {
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.rfind("{\"traceEvents\": [", 0) == 0);
+    std::size_t events = 0;
+    for (std::size_t at = text.find("\"ph\": \"X\""); at != std::string::npos; at = text.find("\"ph\": \"X\"", at + 1)) {
+      ++events;
+    }
+    CHECK(events >= static_cast<std::size_t>(q * q * q));  // every rank's GEMMs at least
   }
 }
 

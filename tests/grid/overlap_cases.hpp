@@ -8,5 +8,7 @@ namespace optimus::test {
 
 void check_overlap_bitwise(Communicator& world, int q);
 void check_random_delays(Communicator& world, int q);
+// SUMMA records one compute span per step into a grid's Timeline, and the Chrome trace holds every rank's.
+void check_timeline(Communicator& world, int q);
 
 }  // namespace optimus::test

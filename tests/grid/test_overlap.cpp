@@ -22,6 +22,10 @@ TEST_CASE("random delays before communication: no deadlock, right answers (in-pr
   }
 }
 
+TEST_CASE("the timeline records SUMMA's GEMMs and writes a Chrome trace of every rank") {
+  optimus::run_in_process(4, [](optimus::Communicator& w) { optimus::test::check_timeline(w, 2); });
+}
+
 TEST_CASE("the same under mpiexec at q = sqrt(world size)") {
   optimus::Communicator& world = optimus::test::world();
   const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
