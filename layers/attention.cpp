@@ -1,9 +1,10 @@
-// Attention2D: c_attn, the local attention of attention_core, c_proj.
+// Attention2D: the geometry of this rank's sequences and heads; the work is in block_logic.hpp.
 #include "optimus/layers/attention.hpp"
 
 #include <utility>
 
 #include "attention_core.hpp"
+#include "block_logic.hpp"
 #include "optimus/core/error.hpp"
 
 namespace optimus {
@@ -45,38 +46,16 @@ DistMatrix<T> Attention2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, 
   const int q = grid_->q();
   OPTIMUS_CHECK(seq > 0 && (x.rows() / q) % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ",
                 seq, " on each of q = ", q, " grid rows");
-  DistMatrix<T> qkv = c_attn_.forward(x, pass);  // local [N/q, 3h/q] = [Q_j | K_j | V_j]
-  const detail::AttentionGeometry g = geometry(x.local_rows(), seq, pass.step, pass.training ? dropout_.p : 0.0);
-  Tensor<T> probs(Shape{g.batches * g.heads * seq, seq},
-                  MemoryTag{&grid_->memory(), pass.training ? MemoryKind::activations : MemoryKind::workspace},
-                  Init::none);
-  DistMatrix<T> merged(x.grid(), x.rows(), hidden_);
-  detail::attention_core_forward<T>(g, std::as_const(qkv).local_map(),
-                                    Eigen::Map<detail::RowMajorMatrix<T>>(probs.data(), probs.size(0), seq),
-                                    merged.local_map());
-  DistMatrix<T> y = c_proj_.forward(merged, pass);
-  if (pass.training) {
-    qkv_ = qkv.clone_as(MemoryKind::activations);
-    probs_ = std::move(probs);
-    seq_ = seq;
-    step_ = pass.step;
-  }
-  return y;
+  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_,
+                                      geometry(x.local_rows(), seq, pass.step, pass.training ? dropout_.p : 0.0),
+                                      grid_->memory(), pass, saved_);
 }
 
 template <class T>
 DistMatrix<T> Attention2D<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(qkv_.has_value(), "attention: backward without a training forward");
-  const detail::AttentionGeometry g = geometry(qkv_->local_rows(), seq_, step_, dropout_.p);
-  const DistMatrix<T> dmerged = c_proj_.backward(dy);
-  DistMatrix<T> dqkv(dy.grid(), dy.rows(), 3 * hidden_);
-  detail::attention_core_backward<T>(
-      g, std::as_const(*qkv_).local_map(),
-      Eigen::Map<const detail::RowMajorMatrix<T>>(probs_.data(), probs_.size(0), seq_), dmerged.local_map(),
-      dqkv.local_map());
-  qkv_.reset();
-  probs_.reset();
-  return c_attn_.backward(dqkv);
+  OPTIMUS_CHECK(saved_.qkv.has_value(), "attention: backward without a training forward");
+  return detail::attention_backward<T>(c_attn_, c_proj_, dy,
+                                       geometry(saved_.qkv->local_rows(), saved_.seq, saved_.step, dropout_.p), saved_);
 }
 
 template <class T>

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 
+#include "attention_core.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/layers/attention.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/layers/dropout.hpp"
@@ -32,6 +35,42 @@ DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& dy, std:
   cpu::gelu_backward<T>(saved_pre->local(), dact.local(), dact.local());
   saved_pre.reset();
   return c_fc.backward(dact);
+}
+
+// Attention around the local core: qkv = c_attn(x); merged [N, merged_cols] = attention of this rank's heads;
+// y = c_proj(merged). A training pass saves qkv and the probabilities in `saved`.
+template <class T, class QkvLinear, class ProjLinear>
+DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const DistMatrix<T>& x,
+                                std::int64_t merged_cols, const AttentionGeometry& g, MemoryTracker& memory,
+                                const Pass& pass, AttentionSaved<T>& saved) {
+  DistMatrix<T> qkv = c_attn.forward(x, pass);
+  Tensor<T> probs(Shape{g.batches * g.heads * g.seq, g.seq},
+                  MemoryTag{&memory, pass.training ? MemoryKind::activations : MemoryKind::workspace}, Init::none);
+  DistMatrix<T> merged(x.grid(), x.rows(), merged_cols);
+  attention_core_forward<T>(g, std::as_const(qkv).local_map(),
+                            Eigen::Map<RowMajorMatrix<T>>(probs.data(), probs.size(0), g.seq), merged.local_map());
+  DistMatrix<T> y = c_proj.forward(merged, pass);
+  if (pass.training) {
+    saved.qkv = qkv.clone_as(MemoryKind::activations);
+    saved.probs = std::move(probs);
+    saved.seq = g.seq;
+    saved.step = pass.step;
+  }
+  return y;
+}
+
+// Its backward, with the geometry of the saved forward; frees what was saved.
+template <class T, class QkvLinear, class ProjLinear>
+DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, const DistMatrix<T>& dy,
+                                 const AttentionGeometry& g, AttentionSaved<T>& saved) {
+  const DistMatrix<T> dmerged = c_proj.backward(dy);
+  DistMatrix<T> dqkv(dy.grid(), dy.rows(), saved.qkv->cols());
+  attention_core_backward<T>(g, std::as_const(*saved.qkv).local_map(),
+                             Eigen::Map<const RowMajorMatrix<T>>(saved.probs.data(), saved.probs.size(0), g.seq),
+                             dmerged.local_map(), dqkv.local_map());
+  saved.qkv.reset();
+  saved.probs.reset();
+  return c_attn.backward(dqkv);
 }
 
 // The parts of a pre-LayerNorm block and what its dropouts need.

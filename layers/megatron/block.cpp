@@ -44,39 +44,15 @@ Attention1D<T>::Attention1D(const Group& group, const std::string& name, std::in
 template <class T>
 DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
   OPTIMUS_CHECK(seq > 0 && x.rows() % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ", seq);
-  DistMatrix<T> qkv = c_attn_.forward(x, pass);  // [N, 3h/p] = [Q_r | K_r | V_r]
-  const auto g = geometry(*group_, hidden_, heads_, x.rows(), seq, dropout_, pass.step,
-                          pass.training ? dropout_.p : 0.0);
-  Tensor<T> probs(Shape{g.batches * g.heads * seq, seq},
-                  MemoryTag{&group_->memory(), pass.training ? MemoryKind::activations : MemoryKind::workspace},
-                  Init::none);
-  DistMatrix<T> merged(group_->local(), x.rows(), hidden_ / group_->size());
-  detail::attention_core_forward<T>(g, std::as_const(qkv).local_map(),
-                                    Eigen::Map<detail::RowMajorMatrix<T>>(probs.data(), probs.size(0), seq),
-                                    merged.local_map());
-  DistMatrix<T> y = c_proj_.forward(merged, pass);
-  if (pass.training) {
-    qkv_ = qkv.clone_as(MemoryKind::activations);
-    probs_ = std::move(probs);
-    seq_ = seq;
-    step_ = pass.step;
-  }
-  return y;
+  const auto g = geometry(*group_, hidden_, heads_, x.rows(), seq, dropout_, pass.step, pass.training ? dropout_.p : 0.0);
+  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_ / group_->size(), g, group_->memory(), pass, saved_);
 }
 
 template <class T>
 DistMatrix<T> Attention1D<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(qkv_.has_value(), "attention: backward without a training forward");
-  const auto g = geometry(*group_, hidden_, heads_, qkv_->rows(), seq_, dropout_, step_, dropout_.p);
-  const DistMatrix<T> dmerged = c_proj_.backward(dy);
-  DistMatrix<T> dqkv(group_->local(), dy.rows(), 3 * hidden_ / group_->size());
-  detail::attention_core_backward<T>(
-      g, std::as_const(*qkv_).local_map(),
-      Eigen::Map<const detail::RowMajorMatrix<T>>(probs_.data(), probs_.size(0), seq_), dmerged.local_map(),
-      dqkv.local_map());
-  qkv_.reset();
-  probs_.reset();
-  return c_attn_.backward(dqkv);
+  OPTIMUS_CHECK(saved_.qkv.has_value(), "attention: backward without a training forward");
+  const auto g = geometry(*group_, hidden_, heads_, saved_.qkv->rows(), saved_.seq, dropout_, saved_.step, dropout_.p);
+  return detail::attention_backward<T>(c_attn_, c_proj_, dy, g, saved_);
 }
 
 template <class T>

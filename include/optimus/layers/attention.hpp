@@ -13,7 +13,16 @@
 namespace optimus {
 namespace detail {
 struct AttentionGeometry;
-}
+
+// What attention (2D or 1D) saves for backward: qkv [N, 3h] (this rank's heads) and the softmax probabilities.
+template <class T>
+struct AttentionSaved {
+  std::optional<DistMatrix<T>> qkv;
+  Tensor<T> probs;  // [sequences * heads * s, s] of this rank
+  std::int64_t seq = 0;
+  std::uint64_t step = 0;
+};
+}  // namespace detail
 
 template <class T>
 class Attention2D {
@@ -36,10 +45,7 @@ class Attention2D {
   std::int64_t hidden_, heads_;
   DropoutSpec dropout_;
   Linear2D<T> c_attn_, c_proj_;
-  std::optional<DistMatrix<T>> qkv_;  // [N, 3h]
-  Tensor<T> probs_;                   // [(b/q)*(a/q)*s, s]
-  std::int64_t seq_ = 0;
-  std::uint64_t step_ = 0;
+  detail::AttentionSaved<T> saved_;  // qkv [N, 3h] and probs [(b/q)*(a/q)*s, s], split q*q ways
 };
 
 extern template class Attention2D<float>;

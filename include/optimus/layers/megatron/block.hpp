@@ -10,6 +10,7 @@
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/tensor.hpp"
+#include "optimus/layers/attention.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/megatron/linear.hpp"
@@ -32,10 +33,7 @@ class Attention1D {
   DropoutSpec dropout_;
   ColumnParallelLinear<T> c_attn_;
   RowParallelLinear<T> c_proj_;
-  std::optional<DistMatrix<T>> qkv_;  // [N, 3h/p]
-  Tensor<T> probs_;                   // [b*(a/p)*s, s]
-  std::int64_t seq_ = 0;
-  std::uint64_t step_ = 0;
+  detail::AttentionSaved<T> saved_;  // qkv [N, 3h/p] and probs [b*(a/p)*s, s]
 };
 
 template <class T>
