@@ -60,18 +60,42 @@ double Gpt2D<T>::run(const std::vector<int>& tokens, const std::vector<int>& tar
   return grid_->dp_comm().all_reduce(loss, ReduceOp::sum) / grid_->dp();
 }
 
+// With dp > 1 replicas, each layer's gradients are all-reduced over the data-parallel communicator as soon as
+// that layer's backward has finished them (one bucket per layer), so the reduction overlaps the backward of
+// the layers before it; with grid.overlap() off each reduction is waited on at once. wte's gradient is complete
+// only after the embedding's backward (the LM head shares it), so it goes last.
 template <class T>
 void Gpt2D<T>::backward() {
-  DistMatrix<T> dx = ln_f_.backward(head_.backward(embedding_.wte(), embedding_.wte_grad()));
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = (*it)->backward(dx);
-  embedding_.backward(dx);
-  if (grid_->dp() > 1) {
-    const T scale = T(1) / static_cast<T>(grid_->dp());
-    for (const ParameterRef<T>& p : parameters()) {
-      grid_->dp_comm().all_reduce(p.grad.data(), p.grad.data(), static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
-                                  ReduceOp::sum);
-      for (std::int64_t e = 0; e < p.grad.numel(); ++e) p.grad.data()[e] *= scale;
+  std::vector<Request> pending;
+  std::vector<ParameterRef<T>> reduced;
+  const auto reduce = [&](const std::vector<ParameterRef<T>>& bucket) {
+    if (grid_->dp() == 1) return;
+    for (const ParameterRef<T>& p : bucket) {
+      pending.push_back(grid_->dp_comm().iall_reduce(p.grad.data(), p.grad.data(),
+                                                     static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
+                                                     ReduceOp::sum));
+      if (!grid_->overlap()) pending.back().wait();
+      reduced.push_back(p);
     }
+  };
+  DistMatrix<T> dx = ln_f_.backward(head_.backward(embedding_.wte(), embedding_.wte_grad()));
+  std::vector<ParameterRef<T>> bucket;
+  ln_f_.parameters(bucket);
+  reduce(bucket);
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+    dx = (*it)->backward(dx);
+    bucket.clear();
+    (*it)->parameters(bucket);
+    reduce(bucket);
+  }
+  embedding_.backward(dx);
+  bucket.clear();
+  embedding_.parameters(bucket);
+  reduce(bucket);
+  for (Request& r : pending) r.wait();
+  const T scale = T(1) / static_cast<T>(grid_->dp());
+  for (const ParameterRef<T>& p : reduced) {
+    for (std::int64_t e = 0; e < p.grad.numel(); ++e) p.grad.data()[e] *= scale;
   }
 }
 

@@ -78,6 +78,30 @@ void check_overlap_bitwise(Communicator& world, int q) {
   }
 }
 
+void check_data_parallel_overlap(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  REQUIRE(grid.dp() >= 2);
+  const GptConfig config = config_for(q, 2, 0.1);
+  const LayerShapes s = shapes_for(q);
+  std::vector<int> tokens(static_cast<std::size_t>(s.batch * s.seq)), targets(tokens.size());
+  for (std::size_t e = 0; e < tokens.size(); ++e) {
+    tokens[e] = static_cast<int>((e * 7 + 3 + static_cast<std::size_t>(grid.dp_index())) % static_cast<std::size_t>(config.vocab));
+    targets[e] = static_cast<int>((e * 5 + 1) % static_cast<std::size_t>(config.vocab));
+  }
+  std::vector<std::map<std::string, GlobalMatrix>> grads;
+  for (bool overlap : {true, false}) {
+    grid.set_overlap(overlap);
+    Gpt2D<double> model(grid, config);
+    model.forward(tokens, targets, s.batch, 1);
+    model.backward();
+    grads.push_back(model.gather(true));
+  }
+  for (const auto& [name, g] : grads[0]) {
+    CAPTURE(name);
+    CHECK(g == grads[1].at(name));
+  }
+}
+
 void check_timeline(Communicator& world, int q) {
   Grid grid = Grid::create(world, q);
   Timeline timeline;

@@ -8,6 +8,8 @@ namespace optimus::test {
 
 void check_overlap_bitwise(Communicator& world, int q);
 void check_random_delays(Communicator& world, int q);
+// dp replicas reduce gradients bucket by bucket during backward: bitwise the same as reducing at once.
+void check_data_parallel_overlap(Communicator& world, int q);
 // SUMMA records one compute span per step into a grid's Timeline, and the Chrome trace holds every rank's.
 void check_timeline(Communicator& world, int q);
 

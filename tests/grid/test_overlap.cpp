@@ -22,6 +22,10 @@ TEST_CASE("random delays before communication: no deadlock, right answers (in-pr
   }
 }
 
+TEST_CASE("bucketed data-parallel gradient reduction: overlapped equals blocking bitwise (dp = 2 x q = 2)") {
+  optimus::run_in_process(8, [](optimus::Communicator& w) { optimus::test::check_data_parallel_overlap(w, 2); });
+}
+
 TEST_CASE("the timeline records SUMMA's GEMMs and writes a Chrome trace of every rank") {
   optimus::run_in_process(4, [](optimus::Communicator& w) { optimus::test::check_timeline(w, 2); });
 }

@@ -29,7 +29,8 @@ class Gpt2D {
   // (averaged over replicas). Saves what backward needs.
   double forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                  std::uint64_t step);
-  // Accumulates every parameter's gradient (then averaged over replicas); frees the saved activations.
+  // Accumulates every parameter's gradient (then averaged over replicas, each layer's bucket reduced while
+  // earlier layers run backward); frees the saved activations.
   void backward();
   // Evaluation: the mean cross-entropy without dropout, saving nothing (averaged over replicas).
   double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch);
