@@ -110,13 +110,12 @@ Prediction predict_1d(const BlockShape& s, std::int64_t layers, int p, std::size
 Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size_t elem, const Links& l, double flops) {
   // Rows of the grid inside a node when they fit (q <= node): row traffic on NVLink, column traffic between nodes.
   const double total = static_cast<double>(predicted_bytes_2d(s, q, elem, layers));
-  const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn);
+  const double h = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn);
   const double qq = q;
   // Column traffic: the weights' share of the SUMMA volume (3 (q-1)/q^2 of in*out per Linear2D).
   const double weights = 3.0 * (qq - 1) / (qq * qq) * (3 * h * h + h * h + 2 * h * f) * static_cast<double>(elem) *
                          static_cast<double>(layers);
   const double rows = total - weights;
-  (void)n;
   const int p = q * q;
   const bool columns_inter = p > l.node;
   const bool rows_inter = q > l.node;

@@ -55,14 +55,8 @@ std::pair<reference::Matrix, reference::Matrix> reference_stack(const Config& c,
                                                                 const reference::Matrix& dy) {
   const GptConfig g = gpt_config(c);
   const reference::Parameters p = reference::gpt_init(g);
-  auto at = [&](std::int64_t l, const char* leaf) { return p.at("h." + std::to_string(l) + "." + leaf); };
   std::vector<reference::BlockWeights> w;
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    w.push_back({at(l, "ln_1.weight"), at(l, "ln_1.bias"),
-                 {at(l, "attn.c_attn.weight"), at(l, "attn.c_attn.bias"), at(l, "attn.c_proj.weight"), at(l, "attn.c_proj.bias")},
-                 at(l, "ln_2.weight"), at(l, "ln_2.bias"),
-                 {at(l, "mlp.c_fc.weight"), at(l, "mlp.c_fc.bias"), at(l, "mlp.c_proj.weight"), at(l, "mlp.c_proj.bias")}});
-  }
+  for (std::int64_t l = 0; l < c.layers; ++l) w.push_back(reference::block_weights(p, l));
   std::vector<reference::BlockCache> caches(w.size());
   reference::Matrix y = x;
   for (std::size_t l = 0; l < w.size(); ++l) {

@@ -90,7 +90,7 @@ struct Settings {
 };
 
 template <class T>
-void run_case(const Grid& grid, const Case& c, const Settings& s, Report& report, double& worst_ratio,
+void run_case(Grid& grid, const Case& c, const Settings& s, Report& report, double& worst_ratio,
               std::int64_t& total_wrong) {
   const auto [ar, ac] = shape_a(c);
   const auto [br, bc] = shape_b(c);
@@ -116,19 +116,18 @@ void run_case(const Grid& grid, const Case& c, const Settings& s, Report& report
   // Blocking, then overlapped (the default): time, and the exposed communication from the grid's timeline.
   // overlap fraction = communication hidden / communication, with the blocking run's exposed wait as the
   // communication time.
-  Grid& g = const_cast<Grid&>(grid);
   Timeline timeline;
-  g.set_timeline(&timeline);
+  grid.set_timeline(&timeline);
   const double runs = s.warmup + s.iters;
-  g.set_overlap(false);
+  grid.set_overlap(false);
   const double blocking = time_max_over_ranks(grid.grid(), s.warmup, s.iters, product);
   const double exposed_blocking = timeline.total_us(SpanKind::comm_wait) / runs;
   timeline.clear();
-  g.set_overlap(true);
+  grid.set_overlap(true);
   const double seconds = time_max_over_ranks(grid.grid(), s.warmup, s.iters, product);
   const double exposed_overlapped = timeline.total_us(SpanKind::comm_wait) / runs;
   if (!s.trace.empty()) timeline.write_chrome_trace(grid.grid(), s.trace);
-  g.set_timeline(nullptr);
+  grid.set_timeline(nullptr);
   const double comm = grid.grid().all_reduce(exposed_blocking, ReduceOp::sum);
   const double hidden = comm - grid.grid().all_reduce(exposed_overlapped, ReduceOp::sum);
   const double overlap_fraction = comm > 0 ? std::max(0.0, hidden / comm) : 0.0;
@@ -181,7 +180,7 @@ int run_summa_bench(Communicator& world, int argc, char** argv) {
   const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
   OPTIMUS_CHECK(q * q == world.size(), "optimus-bench summa runs on a q x q grid of all ranks; world size ",
                 world.size(), " is not a square");
-  const Grid grid = Grid::create(world, q);
+  Grid grid = Grid::create(world, q);
 
   Report report({{"op", 4}, {"m", 6}, {"n", 6}, {"k", 6}, {"q", 2}, {"dtype", 5}, {"time_ms", 10}, {"blocking_ms", 11}, {"overlap", 7}, {"GFLOP/s", 9},
                  {"recv_B/rank", 12}, {"formula_B", 12}, {"equal", 5}, {"peakRSS_MiB", 11}, {"tensors_MiB", 11}, {"#wrong", 6},

@@ -11,6 +11,8 @@ namespace {
 
 std::string block_name(std::int64_t l, const char* leaf) { return "h." + std::to_string(l) + "." + leaf; }
 
+}  // namespace
+
 BlockWeights block_weights(const Parameters& p, std::int64_t l) {
   auto at = [&](const char* leaf) { return p.at(block_name(l, leaf)); };
   return {at("ln_1.weight"),
@@ -35,8 +37,6 @@ void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
   g[block_name(l, "mlp.c_proj.weight")] = d.mlp.c_proj_w;
   g[block_name(l, "mlp.c_proj.bias")] = d.mlp.c_proj_b;
 }
-
-}  // namespace
 
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& c) {
   const std::int64_t h = c.hidden;

@@ -19,12 +19,6 @@ double tolerance() {
   return sizeof(T) == 4 ? 1e-4 : 1e-10;
 }
 
-// Rounds to T, so that the reference sees exactly what the grid holds.
-template <class T>
-Matrix rounded(const Matrix& m) {
-  return m.cast<T>().template cast<double>();
-}
-
 Matrix random(std::int64_t rows, std::int64_t cols, std::uint64_t seed, double scale = 1.0) {
   return scale * reference::random_matrix(rows, cols, seed);
 }
@@ -42,20 +36,6 @@ void expect_close(const char* what, const Matrix& got, const Matrix& expected) {
 template <class T>
 Matrix global(const DistMatrix<T>& m) {
   return m.to_global().template cast<double>();
-}
-
-// Random values for every parameter of `refs` (rounded to T), loaded into the layer and returned by name.
-template <class T>
-reference::Parameters load_random(const std::vector<ParameterRef<T>>& refs, std::uint64_t seed) {
-  reference::Parameters p;
-  for (const ParameterRef<T>& r : refs) {
-    const bool layernorm_weight = r.name.find("ln_") != std::string::npos && r.name.ends_with(".weight");
-    Matrix m = rounded<T>(random(r.layout.rows, r.layout.cols, seed++, 0.5));
-    if (layernorm_weight) m.array() += 1.0;
-    load_parameter(r, m);
-    p[r.name] = m;
-  }
-  return p;
 }
 
 template <class T>
@@ -177,8 +157,7 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout) {
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 500);
-  const reference::BlockWeights w{p.at("h.0.ln_1.weight"), p.at("h.0.ln_1.bias"), attention_weights(p, "h.0.attn"),
-                                  p.at("h.0.ln_2.weight"), p.at("h.0.ln_2.bias"), mlp_weights(p, "h.0.mlp")};
+  const reference::BlockWeights w = reference::block_weights(p, 0);
   const Matrix x = rounded<T>(random(n, h, 9)), dy = rounded<T>(random(n, h, 10));
   const reference::Dropout rd{dropout, config.seed, 4, 0};
   reference::BlockCache cache;
@@ -187,10 +166,8 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout) {
                   expected);
   const reference::BlockGrads g = reference::block_backward(cache, w, s.batch, s.heads, rd, dy);
   expect_close<T>("block input gradient", global(layer.backward(DistMatrix<T>::from_global(grid, dy))), g.dx);
-  reference::Parameters eg{{"h.0.ln_1.weight", g.dw.ln_1_w}, {"h.0.ln_1.bias", g.dw.ln_1_b},
-                           {"h.0.ln_2.weight", g.dw.ln_2_w}, {"h.0.ln_2.bias", g.dw.ln_2_b}};
-  put_attention(eg, "h.0.attn", g.dw.attn);
-  put_mlp(eg, "h.0.mlp", g.dw.mlp);
+  reference::Parameters eg;
+  reference::store_block_grads(eg, 0, g.dw);
   expect_grads<T>(grid, refs, eg);
 }
 

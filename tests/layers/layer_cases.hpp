@@ -1,10 +1,37 @@
 // Layer and model checks against the reference, shared by the MPI and in-process suites.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/gpt_config.hpp"
+#include "optimus/layers/parameter.hpp"
+#include "optimus/reference/gpt.hpp"
+#include "optimus/reference/matmul.hpp"
 
 namespace optimus::test {
+
+// Rounds to T, so that the reference sees exactly what the layers hold.
+template <class T>
+reference::Matrix rounded(const reference::Matrix& m) {
+  return m.cast<T>().template cast<double>();
+}
+
+// Values drawn from `seed` on for every parameter of `refs` (0.5 x uniform, LayerNorm weights around 1, rounded
+// to T), loaded into the layer and returned by name for the reference.
+template <class T>
+reference::Parameters load_random(const std::vector<ParameterRef<T>>& refs, std::uint64_t seed) {
+  reference::Parameters p;
+  for (const ParameterRef<T>& r : refs) {
+    const bool layernorm_weight = r.name.find("ln_") != std::string::npos && r.name.ends_with(".weight");
+    reference::Matrix m = rounded<T>(0.5 * reference::random_matrix(r.layout.rows, r.layout.cols, seed++));
+    if (layernorm_weight) m.array() += 1.0;
+    load_parameter(r, m);
+    p[r.name] = m;
+  }
+  return p;
+}
 
 // Shapes where b, s, h, heads, ffn and vocab all differ, valid for the given q (h and ffn divisible by q*q).
 struct LayerShapes {

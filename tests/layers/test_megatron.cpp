@@ -15,11 +15,6 @@ namespace {
 using optimus::reference::Matrix;
 
 template <class T>
-Matrix rounded(const Matrix& m) {
-  return m.cast<T>().template cast<double>();
-}
-
-template <class T>
 void check_block_1d(optimus::Communicator& world, double dropout) {
   optimus::megatron::Group group(world);
   const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
@@ -27,24 +22,11 @@ void check_block_1d(optimus::Communicator& world, double dropout) {
   optimus::megatron::TransformerBlock1D<T> block(group, config, 0);
   std::vector<optimus::ParameterRef<T>> refs;
   block.parameters(refs);
-  optimus::reference::Parameters p;
-  std::uint64_t seed = 700;
-  for (const auto& r : refs) {
-    Matrix m = rounded<T>(0.5 * optimus::reference::random_matrix(r.layout.rows, r.layout.cols, seed++));
-    if (r.name.find("ln_") != std::string::npos && r.name.ends_with(".weight")) m.array() += 1.0;
-    optimus::load_parameter(r, m);
-    p[r.name] = m;
-  }
+  const optimus::reference::Parameters p = optimus::test::load_random(refs, 700);
   const std::int64_t n = s.batch * s.seq;
-  const Matrix x = rounded<T>(optimus::reference::random_matrix(n, s.hidden, 41));
-  const Matrix dy = rounded<T>(optimus::reference::random_matrix(n, s.hidden, 42));
-  const optimus::reference::BlockWeights w{
-      p.at("h.0.ln_1.weight"), p.at("h.0.ln_1.bias"),
-      {p.at("h.0.attn.c_attn.weight"), p.at("h.0.attn.c_attn.bias"), p.at("h.0.attn.c_proj.weight"),
-       p.at("h.0.attn.c_proj.bias")},
-      p.at("h.0.ln_2.weight"), p.at("h.0.ln_2.bias"),
-      {p.at("h.0.mlp.c_fc.weight"), p.at("h.0.mlp.c_fc.bias"), p.at("h.0.mlp.c_proj.weight"),
-       p.at("h.0.mlp.c_proj.bias")}};
+  const Matrix x = optimus::test::rounded<T>(optimus::reference::random_matrix(n, s.hidden, 41));
+  const Matrix dy = optimus::test::rounded<T>(optimus::reference::random_matrix(n, s.hidden, 42));
+  const optimus::reference::BlockWeights w = optimus::reference::block_weights(p, 0);
   const optimus::reference::Dropout rd{dropout, config.seed, 6, 0};
   optimus::reference::BlockCache cache;
   const Matrix expected = optimus::reference::block_forward(x, w, s.batch, s.heads, rd, cache);
@@ -64,13 +46,8 @@ void check_block_1d(optimus::Communicator& world, double dropout) {
 
   CHECK(optimus::reference::compare_relative(y.to_global().template cast<double>(), expected, tol).ok());
   CHECK(optimus::reference::compare_relative(dx.to_global().template cast<double>(), g.dx, tol).ok());
-  const std::map<std::string, Matrix> grads{
-      {"h.0.ln_1.weight", g.dw.ln_1_w},          {"h.0.ln_1.bias", g.dw.ln_1_b},
-      {"h.0.attn.c_attn.weight", g.dw.attn.c_attn_w}, {"h.0.attn.c_attn.bias", g.dw.attn.c_attn_b},
-      {"h.0.attn.c_proj.weight", g.dw.attn.c_proj_w}, {"h.0.attn.c_proj.bias", g.dw.attn.c_proj_b},
-      {"h.0.ln_2.weight", g.dw.ln_2_w},          {"h.0.ln_2.bias", g.dw.ln_2_b},
-      {"h.0.mlp.c_fc.weight", g.dw.mlp.c_fc_w},  {"h.0.mlp.c_fc.bias", g.dw.mlp.c_fc_b},
-      {"h.0.mlp.c_proj.weight", g.dw.mlp.c_proj_w}, {"h.0.mlp.c_proj.bias", g.dw.mlp.c_proj_b}};
+  optimus::reference::Parameters grads;
+  optimus::reference::store_block_grads(grads, 0, g.dw);
   for (const auto& r : refs) {
     CAPTURE(r.name);
     const auto cmp = optimus::reference::compare_relative(optimus::gather_parameter(world, r, true), grads.at(r.name), tol);

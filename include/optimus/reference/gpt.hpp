@@ -31,6 +31,10 @@ struct CrossEntropy {
 };
 CrossEntropy cross_entropy(const Matrix& logits, const std::vector<int>& targets);
 
+// Block `layer`'s weights, taken from the GPT-2 tensors h.<layer>.*; and the reverse, for gradients.
+BlockWeights block_weights(const Parameters& params, std::int64_t layer);
+void store_block_grads(Parameters& grads, std::int64_t layer, const BlockWeights& d);
+
 // The GPT-2 parameter names of a config, in canonical order, with their global shapes ({n} for vectors).
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& config);
 
