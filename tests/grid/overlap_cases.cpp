@@ -57,11 +57,8 @@ void check_overlap_bitwise(Communicator& world, int q) {
   // A GPT training step: loss and every gradient, bit for bit.
   const GptConfig config = config_for(q, 2, 0.1);
   const LayerShapes s = shapes_for(q);
-  std::vector<int> tokens(static_cast<std::size_t>(s.batch * s.seq)), targets(tokens.size());
-  for (std::size_t e = 0; e < tokens.size(); ++e) {
-    tokens[e] = static_cast<int>((e * 7 + 3) % static_cast<std::size_t>(config.vocab));
-    targets[e] = static_cast<int>((e * 5 + 1) % static_cast<std::size_t>(config.vocab));
-  }
+  const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 51);
+  const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 52);
   std::vector<double> losses;
   std::vector<std::map<std::string, GlobalMatrix>> grads;
   for (bool overlap : {true, false}) {
@@ -83,11 +80,10 @@ void check_data_parallel_overlap(Communicator& world, int q) {
   REQUIRE(grid.dp() >= 2);
   const GptConfig config = config_for(q, 2, 0.1);
   const LayerShapes s = shapes_for(q);
-  std::vector<int> tokens(static_cast<std::size_t>(s.batch * s.seq)), targets(tokens.size());
-  for (std::size_t e = 0; e < tokens.size(); ++e) {
-    tokens[e] = static_cast<int>((e * 7 + 3 + static_cast<std::size_t>(grid.dp_index())) % static_cast<std::size_t>(config.vocab));
-    targets[e] = static_cast<int>((e * 5 + 1) % static_cast<std::size_t>(config.vocab));
-  }
+  // Each replica its own batch.
+  const auto replica = static_cast<std::uint64_t>(grid.dp_index());
+  const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 61 + 2 * replica);
+  const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 62 + 2 * replica);
   std::vector<std::map<std::string, GlobalMatrix>> grads;
   for (bool overlap : {true, false}) {
     grid.set_overlap(overlap);
@@ -150,11 +146,8 @@ void check_random_delays(Communicator& world, int q) {
   // A whole GPT step under delays matches the reference.
   const GptConfig config = config_for(q, 2, 0.1);
   const LayerShapes s = shapes_for(q);
-  std::vector<int> tokens(static_cast<std::size_t>(s.batch * s.seq)), targets(tokens.size());
-  for (std::size_t e = 0; e < tokens.size(); ++e) {
-    tokens[e] = static_cast<int>((e * 3 + 2) % static_cast<std::size_t>(config.vocab));
-    targets[e] = static_cast<int>((e * 11 + 4) % static_cast<std::size_t>(config.vocab));
-  }
+  const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 71);
+  const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 72);
   Gpt2D<double> model(grid, config);
   const double loss = model.forward(tokens, targets, s.batch, 2);
   model.backward();

@@ -1,6 +1,8 @@
 // Grid, DistMatrix and SUMMA checks shared by the MPI and in-process suites.
 #include "summa_cases.hpp"
 
+#include "same_error.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -20,19 +22,6 @@ using reference::Matrix;
 template <class T>
 using Global = typename DistMatrix<T>::Matrix;
 
-// The message of the Error that fn throws ("" if none), checked to be the same on every rank of `comm`.
-std::string error_on_every_rank(Communicator& comm, const std::function<void()>& fn) {
-  std::string message;
-  try {
-    fn();
-  } catch (const Error& e) {
-    message = e.message();
-  }
-  // Equal hashes on all ranks (max == min) means the same message everywhere.
-  const double h = static_cast<double>(std::hash<std::string>{}(message) % (1ull << 52));
-  CHECK(comm.all_reduce(h, ReduceOp::max) == comm.all_reduce(h, ReduceOp::min));
-  return message;
-}
 
 enum class Product { ab, abt, atb };
 

@@ -1,6 +1,8 @@
 // Layer and model checks against the reference, shared by the MPI and in-process suites.
 #include "layer_cases.hpp"
 
+#include "same_error.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -67,13 +69,6 @@ void put_mlp(reference::Parameters& g, const std::string& prefix, const referenc
   g[prefix + ".c_proj.bias"] = w.c_proj_b;
 }
 
-// Tokens for b sequences of s: ids in [0, vocab), the same on every rank.
-std::vector<int> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
-  std::vector<int> t(static_cast<std::size_t>(n));
-  const CounterRng rng(seed);
-  for (std::int64_t e = 0; e < n; ++e) t[static_cast<std::size_t>(e)] = static_cast<int>(rng.uniform(0, static_cast<std::uint64_t>(e)) * static_cast<double>(vocab));
-  return t;
-}
 
 template <class T>
 void linear_case(const Grid& grid, const LayerShapes& s) {
@@ -231,6 +226,14 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout) {
 
 }  // namespace
 
+// n token ids in [0, vocab) drawn from `seed`, the same on every rank.
+std::vector<int> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  std::vector<int> t(static_cast<std::size_t>(n));
+  const CounterRng rng(seed);
+  for (std::int64_t e = 0; e < n; ++e) t[static_cast<std::size_t>(e)] = static_cast<int>(rng.uniform(0, static_cast<std::uint64_t>(e)) * static_cast<double>(vocab));
+  return t;
+}
+
 LayerShapes shapes_for(int q) {
   if (q <= 3) return {6, 5, 36, 12, 72, 30, 12};  // h, ffn: multiples of 4 and 9
   return {8, 5, 48, 12, 96, 32, 12};              // q = 4: multiples of 16
@@ -363,17 +366,7 @@ void check_parameters(Communicator& world, int q) {
 
 void check_layer_errors(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  auto message = [&](const std::function<void()>& fn) {
-    std::string m;
-    try {
-      fn();
-    } catch (const Error& e) {
-      m = e.message();
-    }
-    const double h = static_cast<double>(std::hash<std::string>{}(m) % (1ull << 52));
-    CHECK(grid.grid().all_reduce(h, ReduceOp::max) == grid.grid().all_reduce(h, ReduceOp::min));
-    return m;
-  };
+  auto message = [&](const std::function<void()>& fn) { return error_on_every_rank(grid.grid(), fn); };
   const GptConfig good = config_for(q, 1, 0.0);
   Gpt2D<double> model(grid, good);
   const LayerShapes s = shapes_for(q);

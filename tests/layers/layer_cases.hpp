@@ -38,6 +38,8 @@ struct LayerShapes {
   std::int64_t batch, seq, hidden, heads, ffn, vocab, max_seq;
 };
 LayerShapes shapes_for(int q);
+// n token ids in [0, vocab) drawn from `seed`, the same on every rank.
+std::vector<int> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed);
 GptConfig config_for(int q, std::int64_t layers, double dropout);
 
 // Each: forward output, input gradient and every parameter gradient against the reference, f64 and f32.
