@@ -9,17 +9,24 @@
 namespace optimus::cli {
 namespace {
 
-// The whole of `text` as an integer, or an error naming the option.
-std::int64_t parse_integer(const std::string& name, const std::string& text) {
+// The whole of `text` converted by `convert` (std::stoll, std::stod, ...), or an error naming the option and
+// `kind` ("an integer", "a number").
+template <class Convert>
+auto parse_whole(const std::string& name, const std::string& text, const char* kind, Convert convert) {
   std::size_t used = 0;
-  std::int64_t x = 0;
+  decltype(convert(text, &used)) x{};
   try {
-    x = std::stoll(text, &used);
+    x = convert(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  OPTIMUS_CHECK(used == text.size() && !text.empty(), "option --", name, " needs an integer, got '", text, "'");
+  OPTIMUS_CHECK(used == text.size() && !text.empty(), "option --", name, " needs ", kind, ", got '", text, "'");
   return x;
+}
+
+std::int64_t parse_integer(const std::string& name, const std::string& text) {
+  return parse_whole(name, text, "an integer",
+                     [](const std::string& t, std::size_t* used) { return static_cast<std::int64_t>(std::stoll(t, used)); });
 }
 
 }  // namespace
@@ -49,16 +56,8 @@ std::int64_t Options::integer(const std::string& name, std::int64_t fallback) co
 }
 
 double Options::real(const std::string& name, double fallback) const {
-  const std::string v = text(name, std::to_string(fallback));
-  std::size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  OPTIMUS_CHECK(used == v.size() && !v.empty(), "option --", name, " needs a number, got '", v, "'");
-  return x;
+  return parse_whole(name, text(name, std::to_string(fallback)), "a number",
+                     [](const std::string& t, std::size_t* used) { return std::stod(t, used); });
 }
 
 std::vector<std::string> Options::list(const std::string& name, const std::string& fallback) const {
