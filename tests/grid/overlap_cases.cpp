@@ -98,7 +98,7 @@ void check_data_parallel_overlap(Communicator& world, int q) {
   }
 }
 
-void check_timeline(Communicator& world, int q) {
+void check_timeline(Communicator& world, int q, const std::string& path) {
   Grid grid = Grid::create(world, q);
   Timeline timeline;
   grid.set_timeline(&timeline);
@@ -114,7 +114,6 @@ void check_timeline(Communicator& world, int q) {
   }
   CHECK(gemms == static_cast<std::size_t>(q));  // one GEMM per SUMMA step (one tile at this size)
   CHECK(timeline.total_us(SpanKind::compute) > 0);
-  const std::string path = "timeline_trace_q" + std::to_string(q) + ".json";
   timeline.write_chrome_trace(grid.grid(), path);
   if (grid.grid().rank() == 0) {
     std::ifstream in(path);

@@ -2,6 +2,8 @@
 // before communication calls change nothing (no deadlock, the right answer).
 #pragma once
 
+#include <string>
+
 #include "optimus/comm/communicator.hpp"
 
 namespace optimus::test {
@@ -11,6 +13,7 @@ void check_random_delays(Communicator& world, int q);
 // dp replicas reduce gradients bucket by bucket during backward: bitwise the same as reducing at once.
 void check_data_parallel_overlap(Communicator& world, int q);
 // SUMMA records one compute span per step into a grid's Timeline, and the Chrome trace holds every rank's.
-void check_timeline(Communicator& world, int q);
+// Writes the trace to `path`, which must be unique to this process (every MPI rank runs in-process cases).
+void check_timeline(Communicator& world, int q, const std::string& path);
 
 }  // namespace optimus::test
