@@ -2,9 +2,12 @@
 // ffn, layers, dtype — trained forward and backward through `layers` transformer blocks. One row: time per
 // step (max over ranks), FLOP/s per rank, bytes and messages received per rank per step (counters) beside the
 // formula's prediction, activation and parameter memory per rank beside the formula's, and #wrong against the
-// fp64 reference (small shapes, --check on).
+// fp64 reference (small shapes, --check on). 2D rows also time the step with blocking SUMMA and give the overlap
+// fraction and the split of the step into SUMMA GEMMs and exposed SUMMA communication.
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "commands.hpp"
@@ -13,6 +16,7 @@
 #include "optimus/layers/megatron/block.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "optimus/reference/matmul.hpp"
+#include "overlap.hpp"
 #include "report.hpp"
 #include "timing.hpp"
 #include "traffic_model.hpp"
@@ -26,6 +30,7 @@ struct Config {
   std::int64_t layers;
   int warmup, iters;
   bool check;
+  std::string trace;  // 2D: Chrome trace of the overlapped steps, when set
 };
 
 GptConfig gpt_config(const Config& c) {
@@ -74,13 +79,15 @@ struct Measured {
   std::uint64_t bytes = 0, messages = 0;
   double activations = 0, parameters = 0, peak = 0;  // bytes per rank, max over ranks
   std::int64_t wrong = -1;                           // -1: not checked
+  std::optional<OverlapTiming> overlap;              // 2D: blocking vs overlapped SUMMA
 };
 
 // Runs the blocks of one layout. `Block` is TransformerBlock2D or TransformerBlock1D; `owner` the Grid or
-// Group they are built on; `comms` the communicators whose counters make up the traffic.
+// Group they are built on; `comms` the communicators whose counters make up the traffic. With `overlap_grid`
+// (2D), the step is timed with blocking and with overlapped SUMMA.
 template <class T, class Block, class Owner>
 Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, const Grid& on,
-                    const std::vector<Communicator*>& comms) {
+                    const std::vector<Communicator*>& comms, Grid* overlap_grid) {
   const GptConfig g = gpt_config(c);
   std::vector<std::unique_ptr<Block>> blocks;
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -114,7 +121,12 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
   }
   m.peak = static_cast<double>(memory.peak_total());
   m.parameters = static_cast<double>(memory.current(MemoryKind::parameters));
-  m.seconds = time_max_over_ranks(world, c.warmup, c.iters, [&] { step(false); });
+  if (overlap_grid != nullptr) {
+    m.overlap = time_blocking_and_overlapped(*overlap_grid, c.warmup, c.iters, c.trace, [&] { step(false); });
+    m.seconds = m.overlap->overlapped_s;
+  } else {
+    m.seconds = time_max_over_ranks(world, c.warmup, c.iters, [&] { step(false); });
+  }
   m.bytes = static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(m.bytes), ReduceOp::max));
   m.messages = static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(m.messages), ReduceOp::max));
   m.activations = world.all_reduce(m.activations, ReduceOp::max);
@@ -138,11 +150,11 @@ Measured run(Communicator& world, const Config& c) {
   if (c.two_d) {
     const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
     OPTIMUS_CHECK(q * q == world.size(), "scaling --layout 2d needs a square number of ranks, got ", world.size());
-    const Grid grid = Grid::create(world, q);
-    return run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()});
+    Grid grid = Grid::create(world, q);
+    return run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()}, &grid);
   }
   const megatron::Group group(world);
-  return run_blocks<T, megatron::TransformerBlock1D<T>>(world, c, group, group.local(), {&group.tp()});
+  return run_blocks<T, megatron::TransformerBlock1D<T>>(world, c, group, group.local(), {&group.tp()}, nullptr);
 }
 
 }  // namespace
@@ -150,7 +162,7 @@ Measured run(Communicator& world, const Config& c) {
 int run_scaling_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2,
                        {"layout", "b", "s", "h", "heads", "ffn", "layers", "dtype", "warmup", "iters", "check", "json",
-                        "budget-gib", "device"});
+                        "budget-gib", "device", "trace"});
   OPTIMUS_CHECK(o.text("device", "cpu") == "cpu", "scaling --device ", o.text("device", "cpu"),
                 ": only the CPU layers exist so far; the GPU layers are the GPU backend's work (issue 4)");
   Config c;
@@ -165,6 +177,8 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   c.layers = o.integer("layers", 1);
   c.warmup = static_cast<int>(o.integer("warmup", 1));
   c.iters = static_cast<int>(o.integer("iters", 3));
+  c.trace = o.text("trace", "");
+  OPTIMUS_CHECK(c.trace.empty() || c.two_d, "--trace records the 2D layout's SUMMA; it has no meaning with --layout 1d");
   const std::string check = o.text("check", "auto");
   c.check = check == "on" || (check == "auto" && c.shape.tokens() * c.shape.hidden <= (1 << 18));
   const DType dtype = parse_dtype(o.text("dtype", "f32"));
@@ -184,17 +198,26 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   const double max_batch = per_sample > 0 ? std::floor((budget - m.parameters) / per_sample) : 0;
 
   Report report({{"layout", 6}, {"p", 3}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 5},
-                 {"layers", 6}, {"dtype", 5}, {"step_ms", 10}, {"GFLOP/s/rank", 12}, {"recv_B/rank", 12},
+                 {"layers", 6}, {"dtype", 5}, {"step_ms", 10}, {"blocking_ms", 11}, {"overlap", 7},
+                 {"gemm_ms", 9}, {"exposed_ms", 10}, {"GFLOP/s/rank", 12}, {"recv_B/rank", 12},
                  {"predicted_B", 12}, {"equal", 5}, {"msgs/rank", 9}, {"act_B/rank", 12}, {"act_pred_B", 12},
                  {"param_B/rank", 12}, {"peak_B/rank", 12}, {"max_b@budget", 12}, {"#wrong", 6}});
   report.header(format("optimus-bench scaling: %s layout on %d ranks (%s), warmup %d, iters %d", layout.c_str(), p,
                        world.backend().c_str(), c.warmup, c.iters));
   report.header("step: forward + backward of the blocks, median over iters of the max over ranks; bytes and messages "
                 "received per rank in one step from the counters; act_B: bytes saved for backward per rank");
+  report.header("2d: step_ms with overlapped SUMMA (the default), blocking_ms with blocking SUMMA; overlap: SUMMA "
+                "communication hidden / communication; gemm_ms, exposed_ms: per step, max over ranks, SUMMA's GEMMs "
+                "and its waits for communication (overlapped); the rest of step_ms is element-wise work, the layers' "
+                "small collectives and idle");
   report.row({layout, format("%d", p), c.two_d ? format("%d", q) : "-", format("%lld", (long long)c.shape.batch),
               format("%lld", (long long)c.shape.seq), format("%lld", (long long)c.shape.hidden),
               format("%lld", (long long)c.shape.heads), format("%lld", (long long)c.shape.ffn),
               format("%lld", (long long)c.layers), std::string(name_of(dtype)), format("%.3f", m.seconds * 1e3),
+              m.overlap ? format("%.3f", m.overlap->blocking_s * 1e3) : "-",
+              m.overlap ? format("%.2f", m.overlap->fraction) : "-",
+              m.overlap ? format("%.3f", m.overlap->compute_s * 1e3) : "-",
+              m.overlap ? format("%.3f", m.overlap->exposed_s * 1e3) : "-",
               format("%.3f", flops / m.seconds / p / 1e9), format("%llu", (unsigned long long)m.bytes),
               format("%llu", (unsigned long long)predicted), m.bytes == predicted ? "yes" : "NO",
               format("%llu", (unsigned long long)m.messages), format("%.0f", m.activations),

@@ -12,6 +12,7 @@
 #include "optimus/core/timeline.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/reference/matmul.hpp"
+#include "overlap.hpp"
 #include "report.hpp"
 #include "scalapack.hpp"
 #include "timing.hpp"
@@ -113,24 +114,8 @@ void run_case(Grid& grid, const Case& c, const Settings& s, Report& report, doub
   const double received_min = grid.grid().all_reduce(static_cast<double>(received), ReduceOp::min);
   const std::uint64_t formula = formula_bytes(c, grid.q(), sizeof(T));
 
-  // Blocking, then overlapped (the default): time, and the exposed communication from the grid's timeline.
-  // overlap fraction = communication hidden / communication, with the blocking run's exposed wait as the
-  // communication time.
-  Timeline timeline;
-  grid.set_timeline(&timeline);
-  const double runs = s.warmup + s.iters;
-  grid.set_overlap(false);
-  const double blocking = time_max_over_ranks(grid.grid(), s.warmup, s.iters, product);
-  const double exposed_blocking = timeline.total_us(SpanKind::comm_wait) / runs;
-  timeline.clear();
-  grid.set_overlap(true);
-  const double seconds = time_max_over_ranks(grid.grid(), s.warmup, s.iters, product);
-  const double exposed_overlapped = timeline.total_us(SpanKind::comm_wait) / runs;
-  if (!s.trace.empty()) timeline.write_chrome_trace(grid.grid(), s.trace);
-  grid.set_timeline(nullptr);
-  const double comm = grid.grid().all_reduce(exposed_blocking, ReduceOp::sum);
-  const double hidden = comm - grid.grid().all_reduce(exposed_overlapped, ReduceOp::sum);
-  const double overlap_fraction = comm > 0 ? std::max(0.0, hidden / comm) : 0.0;
+  const OverlapTiming t = time_blocking_and_overlapped(grid, s.warmup, s.iters, s.trace, product);
+  const double seconds = t.overlapped_s, blocking = t.blocking_s, overlap_fraction = t.fraction;
   const reference::Matrix expected = reference_block(c, C);
   const std::int64_t wrong = count_wrong<T>(grid.grid(), C.local_map().template cast<double>(), expected);
   const double flops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);

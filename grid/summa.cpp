@@ -116,10 +116,11 @@ void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, D
 
 // The reduce-based products (ABT, ATB): step l broadcasts a panel of `mover` along `bcast` (from the rank
 // whose coordinate there is l), multiplies it into a partial product, and reduces the partial along `reduce`
-// to the rank whose coordinate there is l. `product(panel, partial)` computes the partial product.
+// to the rank whose coordinate there is l. `product(panel, partial)` computes the partial product. Returns with
+// the last reductions in flight (overlapped) or done (blocking); PendingProduct::finish() writes C.
 template <class T, class Product>
-void summa_reduced(const detail::GridState& g, const DistMatrix<T>& mover, Communicator& bcast, Communicator& reduce,
-                   T alpha, T beta, DistMatrix<T>& c, Product&& product) {
+PendingProduct<T> summa_reduced(const detail::GridState& g, const DistMatrix<T>& mover, Communicator& bcast,
+                                Communicator& reduce, T alpha, T beta, DistMatrix<T>& c, Product&& product) {
   const int buffers = g.overlap && g.q > 1 ? 2 : 1;
   std::vector<Tensor<T>> scratch, partial;
   for (int k = 0; k < buffers; ++k) {
@@ -163,34 +164,75 @@ void summa_reduced(const detail::GridState& g, const DistMatrix<T>& mover, Commu
       previous.wait();
     }
   }
+  // The partial buffers may still be being sent: they live as long as the pending reductions.
+  return PendingProduct<T>(g, alpha, beta, c, std::move(sum), std::move(partial), std::move(reductions));
+}
+
+template <class T>
+PendingProduct<T>::PendingProduct(const detail::GridState& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
+                                  std::vector<Tensor<T>> sent, std::vector<Request> reductions)
+    : grid_(&grid),
+      alpha_(alpha),
+      beta_(beta),
+      c_(&c),
+      sum_(std::move(sum)),
+      sent_(std::move(sent)),
+      reductions_(std::move(reductions)) {}
+
+template <class T>
+void PendingProduct<T>::finish() {
+  OPTIMUS_CHECK(c_ != nullptr, "PendingProduct::finish called twice");
   {
-    const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
-    for (Request& r : reductions) r.wait();
+    const Timeline::Scope wait(grid_->timeline, SpanKind::comm_wait);
+    for (Request& r : reductions_) r.wait();
   }
   // Every rank was the root of exactly one reduction: `sum` holds its block's new term.
-  cpu::axpby<T>(alpha, sum.view(), beta, c.local());
+  cpu::axpby<T>(alpha_, sum_.view(), beta_, c_->local());
+  c_ = nullptr;
+  reductions_.clear();
+  sent_.clear();
+  sum_ = Tensor<T>();
+}
+
+template <class T>
+PendingProduct<T>::~PendingProduct() {
+  if (c_ == nullptr) return;
+  try {
+    finish();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; finish() reports errors
+  }
+}
+
+template <class T>
+PendingProduct<T> summa_abt_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
+  check_operands("summa_abt", a, b, c, a.rows(), a.cols(), b.cols(), b.rows());
+  const detail::GridState& g = a.grid();
+  // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
+  return summa_reduced<T>(g, b, *g.col, *g.row, alpha, beta, c,
+                          [&](TensorView<const T> b_panel, TensorView<T> partial, auto&& poll) {
+                            tiled_gemm<T>(Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial, poll);
+                          });
+}
+
+template <class T>
+PendingProduct<T> summa_atb_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
+  check_operands("summa_atb", a, b, c, a.cols(), a.rows(), b.rows(), b.cols());
+  const detail::GridState& g = a.grid();
+  // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
+  return summa_reduced<T>(g, a, *g.row, *g.col, alpha, beta, c,
+                          [&](TensorView<const T> a_panel, TensorView<T> partial, auto&& poll) {
+                            tiled_gemm<T>(Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial, poll);
+                          });
 }
 
 template <class T>
 void summa_abt(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
-  check_operands("summa_abt", a, b, c, a.rows(), a.cols(), b.cols(), b.rows());
-  const detail::GridState& g = a.grid();
-  // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
-  summa_reduced<T>(g, b, *g.col, *g.row, alpha, beta, c,
-                   [&](TensorView<const T> b_panel, TensorView<T> partial, auto&& poll) {
-                     tiled_gemm<T>(Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial, poll);
-                   });
+  summa_abt_async(alpha, a, b, beta, c).finish();
 }
 
 template <class T>
 void summa_atb(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
-  check_operands("summa_atb", a, b, c, a.cols(), a.rows(), b.rows(), b.cols());
-  const detail::GridState& g = a.grid();
-  // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
-  summa_reduced<T>(g, a, *g.row, *g.col, alpha, beta, c,
-                   [&](TensorView<const T> a_panel, TensorView<T> partial, auto&& poll) {
-                     tiled_gemm<T>(Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial, poll);
-                   });
+  summa_atb_async(alpha, a, b, beta, c).finish();
 }
 
 template <class T>
@@ -215,6 +257,9 @@ DistMatrix<T> summa_atb(const DistMatrix<T>& a, const DistMatrix<T>& b) {
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                     \
+  template class PendingProduct<T>;                                                                \
+  template PendingProduct<T> summa_abt_async<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&); \
+  template PendingProduct<T> summa_atb_async<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&); \
   template void summa_ab<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&);   \
   template void summa_abt<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&);  \
   template void summa_atb<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&);  \

@@ -37,12 +37,15 @@ DistMatrix<T> Linear2D<T>::backward(const DistMatrix<T>& dy) {
   OPTIMUS_CHECK(dy.cols() == out_ && dy.rows() == saved_x_->rows(), name_, ": output gradient is ", dy.rows(), "x",
                 dy.cols(), ", expected ", saved_x_->rows(), "x", out_);
   DistMatrix<T> dx(dy.grid(), dy.rows(), in_);
-  summa_abt(T(1), dy, w_, T(0), dx);
+  // dX = dY W^T: its last reduction (along rows) stays in flight while dW += X^T dY multiplies (and reduces
+  // along columns) and the bias gradient is summed; overlapped or not, the result is bitwise the same.
+  PendingProduct<T> dx_pending = summa_abt_async(T(1), dy, w_, T(0), dx);
   summa_atb(T(1), *saved_x_, dy, T(1), dw_);
   saved_x_.reset();
   Tensor<T> partial(Shape{1, out_ / grid_->q()}, MemoryTag{&grid_->memory(), MemoryKind::workspace});
   cpu::column_sums<T>(dy.local(), partial.view());
   db_.add_reduced_column_block(partial.view());
+  dx_pending.finish();
   return dx;
 }
 

@@ -45,6 +45,26 @@ void products_bitwise(Grid& grid) {
     CAPTURE(product);
     CHECK(same_bits(on, off));
   }
+  // The async forms with other products run while their last reduction is in flight (as in Linear2D's
+  // backward): C untouched until finish(), then bitwise the blocking result.
+  for (bool abt : {true, false}) {
+    CAPTURE(abt);
+    DistMatrix<T> blocking = c0.clone(), async = c0.clone(), between(grid, m, n), between_ref(grid, m, n);
+    grid.set_overlap(false);
+    if (abt) summa_abt(T(0.5), a, bt, T(-1.5), blocking);
+    if (!abt) summa_atb(T(0.5), at, b, T(-1.5), blocking);
+    summa_atb(T(1), at, b, T(0), between_ref);
+    grid.set_overlap(true);
+    PendingProduct<T> pending =
+        abt ? summa_abt_async(T(0.5), a, bt, T(-1.5), async) : summa_atb_async(T(0.5), at, b, T(-1.5), async);
+    summa_atb(T(1), at, b, T(0), between);
+    CHECK(same_bits(async, c0));
+    CHECK_FALSE(pending.finished());
+    pending.finish();
+    CHECK(pending.finished());
+    CHECK(same_bits(async, blocking));
+    CHECK(same_bits(between, between_ref));
+  }
   grid.set_overlap(true);
 }
 

@@ -18,11 +18,52 @@
 // ATB), which tests assert against the communicators' counters.
 // Errors (every rank throws the same): inner dimensions or C's shape that do not match, matrices from
 // different grids, C that is also an input.
+//
+// summa_abt_async / summa_atb_async run every GEMM but return with the last step's reduction still in flight, so
+// that the caller can compute something else meanwhile (Linear2D's backward computes dW while dX's reduction
+// runs). C is written by PendingProduct::finish(); the results are bitwise those of the blocking forms.
 #pragma once
+
+#include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
 
 namespace optimus {
+
+// A reduce-based product (ABT or ATB) whose reductions may still be in flight. finish() waits for them and sets
+// C = alpha * (reduced sum) + beta * C. Until then C is unchanged and the operands and C must stay alive.
+// Move-only; destroying an unfinished product finishes it (every rank posted the same reductions, so the wait
+// completes) but swallows errors: call finish().
+template <class T>
+class PendingProduct {
+ public:
+  // sent: the buffers the reductions send from, kept alive until they complete.
+  PendingProduct(const detail::GridState& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
+                 std::vector<Tensor<T>> sent, std::vector<Request> reductions);
+  PendingProduct(PendingProduct&&) noexcept = default;
+  PendingProduct& operator=(PendingProduct&&) = delete;
+  PendingProduct(const PendingProduct&) = delete;
+  PendingProduct& operator=(const PendingProduct&) = delete;
+  ~PendingProduct();
+
+  void finish();
+  bool finished() const { return c_ == nullptr; }
+
+ private:
+  const detail::GridState* grid_;
+  T alpha_, beta_;
+  DistMatrix<T>* c_;  // null once finished
+  Tensor<T> sum_;     // this rank's reduced term: [rows/q, cols/q] of C
+  std::vector<Tensor<T>> sent_;
+  std::vector<Request> reductions_;  // declared last: destroyed (waited for) before the buffers they use
+};
+
+template <class T>
+[[nodiscard]] PendingProduct<T> summa_abt_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta,
+                                                DistMatrix<T>& c);
+template <class T>
+[[nodiscard]] PendingProduct<T> summa_atb_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta,
+                                                DistMatrix<T>& c);
 
 template <class T>
 void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c);
