@@ -1,16 +1,13 @@
 // Element-wise CUDA kernels: grid-stride loops, launched on the caller's stream.
+#include "block_reduce.cuh"
 #include "optimus/cuda/kernels.hpp"
 #include "optimus/cuda/runtime.hpp"
 
 namespace optimus::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(std::int64_t n) {
-  const std::int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
-}
+using detail::blocks_for;
+using detail::kThreads;
 
 __global__ void fill_kernel(float* y, float value, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;

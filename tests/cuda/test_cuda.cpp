@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "device_buffer.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/comm/nccl_communicator.hpp"
 #include "optimus/core/dtype.hpp"
@@ -17,21 +18,7 @@ namespace {
 
 using optimus::reference::Matrix;
 
-template <class T>
-struct DeviceBuffer {
-  optimus::cuda::DeviceAllocator& alloc;
-  T* ptr;
-  std::size_t n;
-  DeviceBuffer(optimus::cuda::DeviceAllocator& a, std::size_t count)
-      : alloc(a), ptr(static_cast<T*>(a.allocate(count * sizeof(T)))), n(count) {}
-  ~DeviceBuffer() { alloc.release(ptr); }
-  void upload(const std::vector<T>& host) { OPTIMUS_CHECK_CUDA(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> download() const {
-    std::vector<T> host(n);
-    OPTIMUS_CHECK_CUDA(cudaMemcpy(host.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
-};
+using optimus::test::DeviceBuffer;
 
 }  // namespace
 

@@ -1,0 +1,109 @@
+// CUDA kernels for the layers, on one rank's local blocks (device pointers, row-major, stream-ordered).
+// They split the work exactly as the CPU layers do, so a layer runs: local partial sums here, the same
+// row/column collectives (on device buffers), then the finishing kernel here. fp32 math throughout; bf16
+// enters through the casts and cuBLASLt (bf16 GEMM operands, fp32 master weights in AdamW).
+//
+// Shapes: x, y, dy, dx, xhat: [rows, cols]; gamma, beta: [cols]; per-row vectors: [rows].
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace optimus {
+struct bf16;  // optimus/core/dtype.hpp (C++20; the .cu files that define these kernels compile as C++17)
+}
+
+namespace optimus::cuda {
+
+// ---- rows and columns --------------------------------------------------------------------------------
+// out[r] = sum_c x[r, c]   (one block per row, deterministic)
+void row_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream);
+// out[r] = max_c x[r, c]
+void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream);
+// out[c] = sum_r x[r, c]   (one thread per column, rows in order: the CPU's summation order)
+void column_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream);
+// y[r, c] += bias[c]
+void add_row_broadcast(const float* bias, float* y, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
+// ---- LayerNorm over `hidden` features, `cols` of them local (the row's other columns on other ranks) ------
+// out[r] = sum_c (x[r, c] - mean[r])^2 with mean[r] = row_sum[r] / hidden (row_sum reduced over the row).
+void layernorm_square_deviations(const float* x, const float* row_sum, std::int64_t hidden, std::int64_t rows,
+                                 std::int64_t cols, float* out, cudaStream_t stream);
+// rstd[r] = 1 / sqrt(sq_dev[r] / hidden + 1e-5); xhat = (x - mean) rstd; y = xhat gamma + beta.
+void layernorm_normalize(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
+                         const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* xhat,
+                         float* rstd, float* y, cudaStream_t stream);
+// Local partials of the backward: dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy (columns, rows in order), and
+// sums[2r] = sum_c dy gamma, sums[2r+1] = sum_c dy gamma xhat (to be reduced over the row).
+void layernorm_backward_partials(const float* dy, const float* xhat, const float* gamma, std::int64_t rows,
+                                 std::int64_t cols, float* dgamma, float* dbeta, float* sums, cudaStream_t stream);
+// dx = rstd (dy gamma - sums[2r]/hidden - xhat sums[2r+1]/hidden), with the reduced sums.
+void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamma, const float* rstd,
+                           const float* sums, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* dx,
+                           cudaStream_t stream);
+
+// ---- causal softmax attention on tiles of [seq, seq] scores, tiles stacked by rows -------------------------
+// probs[tile*seq + r, c] = softmax over c <= r of scale * scores[...] (0 above the diagonal). In place allowed.
+void causal_softmax_forward(const float* scores, float scale, std::int64_t tiles, std::int64_t seq, float* probs,
+                            cudaStream_t stream);
+// ds = scale * p * (dp - sum_c dp p) row by row (dp already masked by dropout). ds may alias dp.
+void causal_softmax_backward(const float* probs, const float* dp, float scale, std::int64_t tiles, std::int64_t seq,
+                             float* ds, cudaStream_t stream);
+
+// ---- dropout (partition-independent: optimus/layers/dropout.hpp) -----------------------------------------
+// x[r, c] *= keep ? 1/(1-p) : 0 where keep = CounterRng(seed, stream).uniform(row0 + r, col0 + c) >= p; x has
+// row stride ld. Bitwise the CPU's mask (one Philox implementation, optimus/core/philox.hpp).
+void dropout_apply(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::uint64_t row0,
+                   std::uint64_t col0, double p, std::uint64_t seed, std::uint64_t stream_id, cudaStream_t stream);
+// Attention-probability dropout on [batches * heads * seq, seq] tiles: tile (b, t) row r draws from global row
+// ((first_batch + b) * total_heads + first_head + t) * seq + r, as the CPU's attention core does.
+void attention_dropout_apply(float* probs, std::int64_t batches, std::int64_t heads, std::int64_t seq,
+                             std::int64_t first_batch, std::int64_t total_heads, std::int64_t first_head, double p,
+                             std::uint64_t seed, std::uint64_t stream_id, cudaStream_t stream);
+
+// ---- embedding ----------------------------------------------------------------------------------------
+// partial[t, :] = wte[tokens[t] - v0, :] if tokens[t] is in [v0, v0 + vn), else 0. wte: [vn, width].
+void embedding_lookup(const float* wte, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
+                      std::int64_t width, float* partial, cudaStream_t stream);
+// x[r, :] += wpe[(row_offset + r) % seq, :]
+void add_positions(const float* wpe, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
+                   std::int64_t width, float* x, cudaStream_t stream);
+// dwte[tokens[t] - v0, :] += grad[t, :] for tokens in the slice, tokens in order (deterministic, the CPU's order).
+void embedding_scatter_add(const float* grad, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
+                           std::int64_t width, float* dwte, cudaStream_t stream);
+// partial[pos, :] = sum over local rows r with (row_offset + r) % seq == pos of dx[r, :]; partial: [max_seq, width].
+void position_grad(const float* dx, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
+                   std::int64_t width, std::int64_t max_seq, float* partial, cudaStream_t stream);
+
+// ---- vocabulary-parallel cross-entropy (logits [rows, vn] of a vocabulary slice starting at v0) ---------------
+// sums[2r] = sum_c exp(logits - max[r]) (logits become exp(logits - max[r])), sums[2r+1] = the target's logit if
+// targets[row_offset + r] is in the slice, else 0.
+void cross_entropy_exp_sums(float* logits, const float* max, const int* targets, std::int64_t row_offset,
+                            std::int64_t v0, std::int64_t rows, std::int64_t vn, float* sums, cudaStream_t stream);
+// probs = exp / sums[2r]; row_loss[r] = log(sums[2r]) + max[r] - sums[2r+1] (with the reduced sums).
+void cross_entropy_finish(float* probs, const float* max, const float* sums, std::int64_t rows, std::int64_t vn,
+                          double* row_loss, cudaStream_t stream);
+// dlogits = (probs - onehot(target)) / n_tokens, in place.
+void cross_entropy_backward(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
+                            std::int64_t rows, std::int64_t vn, std::int64_t n_tokens, cudaStream_t stream);
+
+// ---- mixed precision and the optimizer -------------------------------------------------------------------
+void to_bf16(const float* x, bf16* y, std::int64_t n, cudaStream_t stream);
+void to_f32(const bf16* x, float* y, std::int64_t n, cudaStream_t stream);
+// out[0] = sum of grad^2 in double (deterministic: fixed per-block partials, then one block). `partials`:
+// device scratch of sum_squares_partials() doubles.
+constexpr std::int64_t sum_squares_partials() { return 256; }
+void sum_squares(const float* grad, std::int64_t n, double* partials, double* out, cudaStream_t stream);
+
+struct AdamWStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  double clip;        // gradient scale (global-norm clipping), 1 when not clipping
+  double c1, c2;      // 1 - beta1^t, 1 - beta2^t
+};
+// The CPU's AdamW element update on fp32 master weights, moments m, v; when `weight_bf16` is not null the
+// updated weights are also written there in bf16 for the next step's compute.
+void adamw_update(float* master, const float* grad, float* m, float* v, std::int64_t n, const AdamWStep& s,
+                  bf16* weight_bf16, cudaStream_t stream);
+
+}  // namespace optimus::cuda

@@ -1,0 +1,147 @@
+// Vocabulary-parallel embedding lookup/scatter and cross-entropy on local blocks (see layer_kernels.hpp).
+// Scatter-adds loop over tokens in order inside one thread per column: deterministic, and the CPU's order.
+#include "block_reduce.cuh"
+#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/cuda/runtime.hpp"
+
+namespace optimus::cuda {
+namespace {
+
+using detail::kThreads;
+
+__global__ void lookup_kernel(const float* wte, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
+                              std::int64_t width, float* partial) {
+  const std::int64_t total = n * width;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    const std::int64_t t = e / width, c = e % width, id = tokens[t];
+    partial[e] = id >= v0 && id < v0 + vn ? wte[(id - v0) * width + c] : 0.0f;
+  }
+}
+
+__global__ void add_positions_kernel(const float* wpe, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
+                                     std::int64_t width, float* x) {
+  const std::int64_t total = rows * width;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    const std::int64_t r = e / width, c = e % width;
+    x[e] += wpe[((row_offset + r) % seq) * width + c];
+  }
+}
+
+__global__ void scatter_add_kernel(const float* grad, const int* tokens, std::int64_t n, std::int64_t v0,
+                                   std::int64_t vn, std::int64_t width, float* dwte) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  if (c >= width) return;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int64_t id = tokens[t];
+    if (id >= v0 && id < v0 + vn) dwte[(id - v0) * width + c] += grad[t * width + c];
+  }
+}
+
+__global__ void position_grad_kernel(const float* dx, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
+                                     std::int64_t width, std::int64_t max_seq, float* partial) {
+  const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  if (e >= max_seq * width) return;
+  const std::int64_t pos = e / width, c = e % width;
+  float acc = 0.0f;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if ((row_offset + r) % seq == pos) acc += dx[r * width + c];
+  }
+  partial[e] = acc;
+}
+
+// One block per row.
+__global__ void exp_sums_kernel(float* logits, const float* max, const int* targets, std::int64_t row_offset,
+                                std::int64_t v0, std::int64_t vn, float* sums) {
+  __shared__ float shared[kThreads];
+  const std::int64_t r = blockIdx.x;
+  float* row = logits + r * vn;
+  const std::int64_t target = targets[row_offset + r];
+  if (threadIdx.x == 0) sums[2 * r + 1] = target >= v0 && target < v0 + vn ? row[target - v0] : 0.0f;
+  __syncthreads();  // the target logit is read before the row is overwritten
+  float sum = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) {
+    row[c] = expf(row[c] - max[r]);
+    sum += row[c];
+  }
+  sum = detail::block_sum(sum, shared);
+  if (threadIdx.x == 0) sums[2 * r] = sum;
+}
+
+__global__ void finish_kernel(float* probs, const float* max, const float* sums, std::int64_t vn, double* row_loss) {
+  const std::int64_t r = blockIdx.x;
+  const float inv = 1.0f / sums[2 * r];
+  for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) probs[r * vn + c] *= inv;
+  if (threadIdx.x == 0) {
+    row_loss[r] = log(static_cast<double>(sums[2 * r])) + static_cast<double>(max[r]) - static_cast<double>(sums[2 * r + 1]);
+  }
+}
+
+__global__ void ce_backward_kernel(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
+                                   std::int64_t rows, std::int64_t vn, float tokens) {
+  const std::int64_t total = rows * vn;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    const std::int64_t r = e / vn, c = e % vn;
+    const float onehot = targets[row_offset + r] == v0 + c ? 1.0f : 0.0f;
+    probs[e] = (probs[e] - onehot) / tokens;  // the CPU divides too: the same bits
+  }
+}
+
+unsigned blocks_of(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+void embedding_lookup(const float* wte, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
+                      std::int64_t width, float* partial, cudaStream_t stream) {
+  if (n * width == 0) return;
+  lookup_kernel<<<detail::blocks_for(n * width), kThreads, 0, stream>>>(wte, tokens, n, v0, vn, width, partial);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void add_positions(const float* wpe, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
+                   std::int64_t width, float* x, cudaStream_t stream) {
+  if (rows * width == 0) return;
+  add_positions_kernel<<<detail::blocks_for(rows * width), kThreads, 0, stream>>>(wpe, row_offset, seq, rows, width, x);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void embedding_scatter_add(const float* grad, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
+                           std::int64_t width, float* dwte, cudaStream_t stream) {
+  if (n * width == 0) return;
+  scatter_add_kernel<<<blocks_of(width), kThreads, 0, stream>>>(grad, tokens, n, v0, vn, width, dwte);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void position_grad(const float* dx, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
+                   std::int64_t width, std::int64_t max_seq, float* partial, cudaStream_t stream) {
+  if (max_seq * width == 0) return;
+  position_grad_kernel<<<blocks_of(max_seq * width), kThreads, 0, stream>>>(dx, row_offset, seq, rows, width, max_seq,
+                                                                             partial);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void cross_entropy_exp_sums(float* logits, const float* max, const int* targets, std::int64_t row_offset,
+                            std::int64_t v0, std::int64_t rows, std::int64_t vn, float* sums, cudaStream_t stream) {
+  if (rows == 0) return;
+  exp_sums_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, max, targets, row_offset, v0, vn, sums);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void cross_entropy_finish(float* probs, const float* max, const float* sums, std::int64_t rows, std::int64_t vn,
+                          double* row_loss, cudaStream_t stream) {
+  if (rows == 0) return;
+  finish_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(probs, max, sums, vn, row_loss);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void cross_entropy_backward(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
+                            std::int64_t rows, std::int64_t vn, std::int64_t n_tokens, cudaStream_t stream) {
+  if (rows * vn == 0) return;
+  ce_backward_kernel<<<detail::blocks_for(rows * vn), kThreads, 0, stream>>>(probs, targets, row_offset, v0, rows, vn,
+                                                                              static_cast<float>(n_tokens));
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace optimus::cuda

@@ -1,0 +1,168 @@
+// Row/column reductions, bias broadcast and LayerNorm on local blocks (see layer_kernels.hpp).
+#include "block_reduce.cuh"
+#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/cuda/runtime.hpp"
+
+namespace optimus::cuda {
+namespace {
+
+using detail::kThreads;
+
+// One block per row: out[r] = sum or max of x[r, :].
+template <bool Max>
+__global__ void row_reduce_kernel(const float* x, std::int64_t cols, float* out) {
+  __shared__ float shared[kThreads];
+  const float* row = x + blockIdx.x * cols;
+  float acc = Max ? -INFINITY : 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) acc = Max ? fmaxf(acc, row[c]) : acc + row[c];
+  const float total = Max ? detail::block_max(acc, shared) : detail::block_sum(acc, shared);
+  if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+
+__global__ void column_sums_kernel(const float* x, std::int64_t rows, std::int64_t cols, float* out) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  if (c >= cols) return;
+  float acc = 0.0f;
+  for (std::int64_t r = 0; r < rows; ++r) acc += x[r * cols + c];
+  out[c] = acc;
+}
+
+__global__ void add_row_broadcast_kernel(const float* bias, float* y, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    y[e] += bias[e % cols];
+  }
+}
+
+__global__ void square_deviations_kernel(const float* x, const float* row_sum, float inv_hidden, std::int64_t cols,
+                                         float* out) {
+  __shared__ float shared[kThreads];
+  const float* row = x + blockIdx.x * cols;
+  const float mean = row_sum[blockIdx.x] * inv_hidden;
+  float acc = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) acc += (row[c] - mean) * (row[c] - mean);
+  const float total = detail::block_sum(acc, shared);
+  if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+
+__global__ void normalize_kernel(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
+                                 const float* beta, float inv_hidden, std::int64_t cols, float* xhat, float* rstd,
+                                 float* y) {
+  const std::int64_t r = blockIdx.x;
+  const float mean = row_sum[r] * inv_hidden;
+  const float s = 1.0f / sqrtf(sq_dev[r] * inv_hidden + 1e-5f);
+  if (threadIdx.x == 0) rstd[r] = s;
+  for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
+    const float h = (x[r * cols + c] - mean) * s;
+    xhat[r * cols + c] = h;
+    y[r * cols + c] = h * gamma[c] + beta[c];
+  }
+}
+
+// Row sums of dxhat = dy gamma and dxhat xhat: one block per row.
+__global__ void backward_row_sums_kernel(const float* dy, const float* xhat, const float* gamma, std::int64_t cols,
+                                         float* sums) {
+  __shared__ float shared[kThreads];
+  const std::int64_t r = blockIdx.x;
+  float a = 0.0f, b = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
+    const float d = dy[r * cols + c] * gamma[c];
+    a += d;
+    b += d * xhat[r * cols + c];
+  }
+  const float sa = detail::block_sum(a, shared);
+  const float sb = detail::block_sum(b, shared);
+  if (threadIdx.x == 0) {
+    sums[2 * r] = sa;
+    sums[2 * r + 1] = sb;
+  }
+}
+
+// Column sums of dy xhat and dy: one thread per column, rows in order.
+__global__ void backward_column_sums_kernel(const float* dy, const float* xhat, std::int64_t rows, std::int64_t cols,
+                                            float* dgamma, float* dbeta) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  if (c >= cols) return;
+  float g = 0.0f, b = 0.0f;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    g += dy[r * cols + c] * xhat[r * cols + c];
+    b += dy[r * cols + c];
+  }
+  dgamma[c] = g;
+  dbeta[c] = b;
+}
+
+__global__ void backward_dx_kernel(const float* dy, const float* xhat, const float* gamma, const float* rstd,
+                                   const float* sums, float inv_hidden, std::int64_t cols, float* dx) {
+  const std::int64_t r = blockIdx.x;
+  const float mean_d = sums[2 * r] * inv_hidden, mean_dx = sums[2 * r + 1] * inv_hidden;
+  for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
+    const std::int64_t e = r * cols + c;
+    dx[e] = rstd[r] * (dy[e] * gamma[c] - mean_d - xhat[e] * mean_dx);
+  }
+}
+
+unsigned column_blocks(std::int64_t cols) { return static_cast<unsigned>((cols + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+void row_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  row_reduce_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, out);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  row_reduce_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, out);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void column_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream) {
+  if (cols == 0) return;
+  column_sums_kernel<<<column_blocks(cols), kThreads, 0, stream>>>(x, rows, cols, out);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void add_row_broadcast(const float* bias, float* y, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  add_row_broadcast_kernel<<<detail::blocks_for(rows * cols), kThreads, 0, stream>>>(bias, y, rows, cols);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void layernorm_square_deviations(const float* x, const float* row_sum, std::int64_t hidden, std::int64_t rows,
+                                 std::int64_t cols, float* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  square_deviations_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      x, row_sum, 1.0f / static_cast<float>(hidden), cols, out);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void layernorm_normalize(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
+                         const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* xhat,
+                         float* rstd, float* y, cudaStream_t stream) {
+  if (rows == 0) return;
+  normalize_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      x, row_sum, sq_dev, gamma, beta, 1.0f / static_cast<float>(hidden), cols, xhat, rstd, y);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void layernorm_backward_partials(const float* dy, const float* xhat, const float* gamma, std::int64_t rows,
+                                 std::int64_t cols, float* dgamma, float* dbeta, float* sums, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  backward_column_sums_kernel<<<column_blocks(cols), kThreads, 0, stream>>>(dy, xhat, rows, cols, dgamma, dbeta);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+  backward_row_sums_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(dy, xhat, gamma, cols, sums);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamma, const float* rstd,
+                           const float* sums, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* dx,
+                           cudaStream_t stream) {
+  if (rows == 0) return;
+  backward_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      dy, xhat, gamma, rstd, sums, 1.0f / static_cast<float>(hidden), cols, dx);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace optimus::cuda
