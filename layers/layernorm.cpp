@@ -1,11 +1,12 @@
 // LayerNorm2D: row statistics by all-reduce along the grid row.
 #include "optimus/layers/layernorm.hpp"
 
-#include <cmath>
-#include <vector>
+#include <span>
+#include <utility>
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/core/ops.hpp"
 
 namespace optimus {
 
@@ -27,32 +28,21 @@ DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) 
   Tensor<T> gamma(Shape{1, cols}, work), beta(Shape{1, cols}, work);
   gamma_.gather_column_block(gamma.view());
   beta_.gather_column_block(beta.view());
-  const auto X = x.local_map();
 
-  // Pass 1: the mean of each row; pass 2: the variance around it.
-  std::vector<T> stat(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) stat[static_cast<std::size_t>(r)] = X.row(r).sum();
-  grid_->row().all_reduce(std::span<T>(stat), ReduceOp::sum);
-  std::vector<T> mean(stat);
-  for (T& m : mean) m /= static_cast<T>(hidden_);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    stat[static_cast<std::size_t>(r)] = (X.row(r).array() - mean[static_cast<std::size_t>(r)]).square().sum();
-  }
-  grid_->row().all_reduce(std::span<T>(stat), ReduceOp::sum);
+  // Pass 1: the sum of each row; pass 2: the squared deviations around its mean. Both are all-reduced along
+  // the grid row, whose ranks hold the row's other columns.
+  Tensor<T> row_sum(Shape{rows}, work, Init::none), sq_dev(Shape{rows}, work, Init::none);
+  ops::row_sums<T>(x.local(), row_sum.view());
+  grid_->row().all_reduce(std::span<T>(row_sum.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
+  ops::layernorm_square_deviations<T>(x.local(), row_sum.view(), hidden_, sq_dev.view());
+  grid_->row().all_reduce(std::span<T>(sq_dev.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
 
-  DistMatrix<T> xhat(x.grid(), x.rows(), x.cols(), pass.training ? MemoryKind::activations : MemoryKind::workspace);
-  Tensor<T> rstd(Shape{rows}, MemoryTag{&grid_->memory(), pass.training ? MemoryKind::activations : MemoryKind::workspace});
-  auto XH = xhat.local_map();
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto ru = static_cast<std::size_t>(r);
-    rstd.data()[r] = T(1) / std::sqrt(stat[ru] / static_cast<T>(hidden_) + T(1e-5));
-    XH.row(r) = (X.row(r).array() - mean[ru]) * rstd.data()[r];
-  }
+  const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
+  DistMatrix<T> xhat(x.grid(), x.rows(), x.cols(), kept);
+  Tensor<T> rstd(Shape{rows}, MemoryTag{&grid_->memory(), kept});
   DistMatrix<T> y(x.grid(), x.rows(), x.cols());
-  auto Y = y.local_map();
-  const auto G = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>(gamma.data(), cols);
-  const auto B = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>(beta.data(), cols);
-  for (std::int64_t r = 0; r < rows; ++r) Y.row(r) = XH.row(r).array() * G + B;
+  ops::layernorm_normalize<T>(x.local(), row_sum.view(), sq_dev.view(), gamma.view(), beta.view(), hidden_,
+                              xhat.local(), rstd.view(), y.local());
   if (pass.training) {
     xhat_ = std::move(xhat);
     rstd_ = std::move(rstd);
@@ -65,35 +55,20 @@ DistMatrix<T> LayerNorm2D<T>::backward(const DistMatrix<T>& dy) {
   OPTIMUS_CHECK(xhat_.has_value(), name_, ": backward without a training forward");
   const std::int64_t rows = dy.local_rows(), cols = dy.local_cols();
   const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
-  Tensor<T> gamma(Shape{1, cols}, work), partial(Shape{1, cols}, work);
+  Tensor<T> gamma(Shape{1, cols}, work), dgamma(Shape{1, cols}, work), dbeta(Shape{1, cols}, work);
   gamma_.gather_column_block(gamma.view());
-  const auto G = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>(gamma.data(), cols);
-  const auto DY = dy.local_map();
-  const auto XH = xhat_->local_map();
 
-  // dgamma = sum_rows dy * xhat, dbeta = sum_rows dy.
-  auto P = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>(partial.data(), cols);
-  P = (DY.array() * XH.array()).colwise().sum();
-  dgamma_.add_reduced_column_block(partial.view());
-  P = DY.array().colwise().sum();
-  dbeta_.add_reduced_column_block(partial.view());
-
-  // Row sums of dxhat and dxhat*xhat over all h features: one all-reduce of 2 * rows values.
-  std::vector<T> sums(static_cast<std::size_t>(2 * rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto dxhat = DY.row(r).array() * G;
-    sums[static_cast<std::size_t>(2 * r)] = dxhat.sum();
-    sums[static_cast<std::size_t>(2 * r + 1)] = (dxhat * XH.row(r).array()).sum();
-  }
-  grid_->row().all_reduce(std::span<T>(sums), ReduceOp::sum);
+  // dgamma = sum_rows dy * xhat, dbeta = sum_rows dy (reduce-scattered into the pieces), and the row sums of
+  // dxhat and dxhat*xhat over all h features (one all-reduce of 2 * rows values).
+  Tensor<T> sums(Shape{2 * rows}, work, Init::none);
+  ops::layernorm_backward_partials<T>(dy.local(), std::as_const(*xhat_).local(), gamma.view(), dgamma.view(),
+                                      dbeta.view(), sums.view());
+  dgamma_.add_reduced_column_block(dgamma.view());
+  dbeta_.add_reduced_column_block(dbeta.view());
+  grid_->row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
   DistMatrix<T> dx(dy.grid(), dy.rows(), dy.cols());
-  auto DX = dx.local_map();
-  const T inv_h = T(1) / static_cast<T>(hidden_);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T mean_dxhat = sums[static_cast<std::size_t>(2 * r)] * inv_h;
-    const T mean_dxhat_xhat = sums[static_cast<std::size_t>(2 * r + 1)] * inv_h;
-    DX.row(r) = rstd_.data()[r] * (DY.row(r).array() * G - mean_dxhat - XH.row(r).array() * mean_dxhat_xhat);
-  }
+  ops::layernorm_backward_dx<T>(dy.local(), std::as_const(*xhat_).local(), gamma.view(), std::as_const(rstd_).view(),
+                                sums.view(), hidden_, dx.local());
   xhat_.reset();
   rstd_.reset();
   return dx;

@@ -1,9 +1,12 @@
 // LmHead2D: tied logits and vocabulary-parallel cross-entropy.
 #include "optimus/layers/lm_head.hpp"
 
-#include <cmath>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
 #include "optimus/grid/summa.hpp"
 
 namespace optimus {
@@ -25,28 +28,19 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
                   " is outside the vocabulary [0, ", vocab, ")");
   }
   DistMatrix<T> probs = summa_abt(x, wte);  // logits, turned into probabilities in place
-  auto L = probs.local_map();
-  const std::int64_t rows = probs.local_rows(), v0 = probs.col_offset(), vn = probs.local_cols();
-  std::vector<T> max(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) max[static_cast<std::size_t>(r)] = L.row(r).maxCoeff();
-  grid_->row().all_reduce(std::span<T>(max), ReduceOp::max);
+  const std::int64_t rows = probs.local_rows(), v0 = probs.col_offset();
+  const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
+  const TensorView<const int> all_targets(targets.data(), Shape{n});
+  Tensor<T> max(Shape{rows}, work, Init::none), sums(Shape{2 * rows}, work, Init::none);
+  ops::row_max<T>(std::as_const(probs).local(), max.view());
+  grid_->row().all_reduce(std::span<T>(max.data(), static_cast<std::size_t>(rows)), ReduceOp::max);
   // (sum of exp, target logit) per row, reduced together.
-  std::vector<T> sums(static_cast<std::size_t>(2 * rows), T(0));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto ru = static_cast<std::size_t>(r);
-    const std::int64_t target = targets[static_cast<std::size_t>(probs.row_offset() + r)];
-    if (target >= v0 && target < v0 + vn) sums[2 * ru + 1] = L(r, target - v0);
-    L.row(r) = (L.row(r).array() - max[ru]).exp();
-    sums[2 * ru] = L.row(r).sum();
-  }
-  grid_->row().all_reduce(std::span<T>(sums), ReduceOp::sum);
+  ops::cross_entropy_exp_sums<T>(probs.local(), max.view(), all_targets, probs.row_offset(), v0, sums.view());
+  grid_->row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
+  std::vector<double> row_loss(static_cast<std::size_t>(rows));
+  ops::cross_entropy_finish<T>(probs.local(), max.view(), sums.view(), TensorView<double>(row_loss.data(), Shape{rows}));
   double local_loss = 0;  // this grid row's tokens; identical on the ranks of the row
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto ru = static_cast<std::size_t>(r);
-    local_loss += std::log(static_cast<double>(sums[2 * ru])) + static_cast<double>(max[ru]) -
-                  static_cast<double>(sums[2 * ru + 1]);
-    L.row(r) /= sums[2 * ru];
-  }
+  for (double l : row_loss) local_loss += l;
   const double loss = grid_->col().all_reduce(local_loss, ReduceOp::sum) / static_cast<double>(n);
   if (pass.training) {
     x_ = x.clone_as(MemoryKind::activations);
@@ -60,13 +54,8 @@ template <class T>
 DistMatrix<T> LmHead2D<T>::backward(const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
   OPTIMUS_CHECK(probs_.has_value(), "cross-entropy: backward without a training forward");
   DistMatrix<T>& dlogits = *probs_;  // softmax - onehot, over N
-  const std::int64_t v0 = dlogits.col_offset(), vn = dlogits.local_cols();
-  auto D = dlogits.local_map();
-  for (std::int64_t r = 0; r < dlogits.local_rows(); ++r) {
-    const std::int64_t target = targets_[static_cast<std::size_t>(dlogits.row_offset() + r)];
-    if (target >= v0 && target < v0 + vn) D(r, target - v0) -= T(1);
-  }
-  D /= static_cast<T>(dlogits.rows());
+  ops::cross_entropy_backward<T>(dlogits.local(), TensorView<const int>(targets_.data(), Shape{dlogits.rows()}),
+                                 dlogits.row_offset(), dlogits.col_offset());
   DistMatrix<T> dx = summa_ab(dlogits, wte);
   summa_atb(T(1), dlogits, *x_, T(1), dwte);
   x_.reset();

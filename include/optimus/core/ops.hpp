@@ -1,0 +1,64 @@
+// Local operations of the layers on one rank's blocks, dispatched by where the tensors live: CPU (Eigen, float and
+// double) or CUDA (optimus/cuda/layer_kernels.hpp, float). All operands of one call must be on the same device;
+// otherwise the call throws optimus::Error naming the operation and the operands' devices. Shapes are checked.
+//
+// They split the work as the 2D layers need it: a rank computes partial row statistics here, the layer reduces
+// them along its grid row, and the finishing operation here uses the reduced values.
+//   x, y, dy, dx, xhat: [rows, cols] (rows contiguous); gamma, beta: [1, cols]; per-row vectors: [rows];
+//   LayerNorm's `sums`: [2 * rows]; `hidden`: the full row width (cols * q).
+#pragma once
+
+#include <cstdint>
+
+#include "optimus/core/tensor.hpp"
+
+namespace optimus::ops {
+
+// Where device work is ordered (a cudaStream_t; null: the default stream). Ignored on the CPU.
+struct Queue {
+  void* cuda_stream = nullptr;
+};
+
+// out[r] = sum_c x[r, c]; out[r] = max_c x[r, c]
+template <class T>
+void row_sums(TensorView<const T> x, TensorView<T> out, Queue queue = {});
+template <class T>
+void row_max(TensorView<const T> x, TensorView<T> out, Queue queue = {});
+
+// ---- LayerNorm -----------------------------------------------------------------------------------------
+// out[r] = sum_c (x[r, c] - row_sum[r] / hidden)^2
+template <class T>
+void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_sum, std::int64_t hidden,
+                                 TensorView<T> out, Queue queue = {});
+// rstd[r] = 1 / sqrt(sq_dev[r] / hidden + 1e-5); xhat = (x - mean) rstd; y = xhat gamma + beta.
+template <class T>
+void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
+                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
+                         TensorView<T> rstd, TensorView<T> y, Queue queue = {});
+// dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy; sums[2r] = sum_c dy gamma, sums[2r+1] = sum_c dy gamma xhat.
+template <class T>
+void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+                                 TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums, Queue queue = {});
+// dx = rstd (dy gamma - sums[2r] / hidden - xhat sums[2r+1] / hidden), with the row-reduced sums.
+template <class T>
+void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx,
+                           Queue queue = {});
+
+// ---- vocabulary-parallel cross-entropy on logits [rows, vn] of the slice [v0, v0 + vn) -----------------------
+// targets: [n_tokens] for the whole batch, this block's rows at row_offset.. .
+// sums[2r] = sum_c exp(logits - max[r]) (the logits become those exponentials), sums[2r+1] = the target logit if the
+// target is in the slice, else 0.
+template <class T>
+void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, TensorView<const int> targets,
+                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums, Queue queue = {});
+// probs = exp / sums[2r]; row_loss[r] = log(sums[2r]) + max[r] - sums[2r+1] (row-reduced sums).
+template <class T>
+void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorView<const T> sums,
+                          TensorView<double> row_loss, Queue queue = {});
+// dlogits = (probs - onehot(target)) / n_tokens, in place, with n_tokens = targets.numel().
+template <class T>
+void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
+                            std::int64_t v0, Queue queue = {});
+
+}  // namespace optimus::ops
