@@ -7,6 +7,7 @@
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/core/ops.hpp"
 
 namespace optimus {
 namespace {
@@ -187,7 +188,7 @@ void PendingProduct<T>::finish() {
     for (Request& r : reductions_) r.wait();
   }
   // Every rank was the root of exactly one reduction: `sum` holds its block's new term.
-  cpu::axpby<T>(alpha_, sum_.view(), beta_, c_->local());
+  ops::axpby<T>(alpha_, sum_.view(), beta_, c_->local());
   c_ = nullptr;
   reductions_.clear();
   sent_.clear();

@@ -11,7 +11,7 @@
 #include "optimus/core/error.hpp"
 #include "optimus/layers/attention.hpp"
 #include "optimus/core/gpt_config.hpp"
-#include "optimus/core/kernels.hpp"
+#include "optimus/core/ops.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/pass.hpp"
 
@@ -22,7 +22,7 @@ DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& x, const 
                           std::optional<DistMatrix<T>>& saved_pre) {
   DistMatrix<T> pre = c_fc.forward(x, pass);
   DistMatrix<T> act(pre.grid(), pre.rows(), pre.cols());
-  cpu::gelu_forward<T>(pre.local(), act.local());
+  ops::gelu_forward<T>(pre.local(), act.local());
   DistMatrix<T> y = c_proj.forward(act, pass);
   if (pass.training) saved_pre = pre.clone_as(MemoryKind::activations);
   return y;
@@ -32,7 +32,7 @@ template <class T, class Fc, class Proj>
 DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& dy, std::optional<DistMatrix<T>>& saved_pre) {
   OPTIMUS_CHECK(saved_pre.has_value(), "mlp: backward without a training forward");
   DistMatrix<T> dact = c_proj.backward(dy);
-  cpu::gelu_backward<T>(saved_pre->local(), dact.local(), dact.local());
+  ops::gelu_backward<T>(saved_pre->local(), dact.local(), dact.local());
   saved_pre.reset();
   return c_fc.backward(dact);
 }
@@ -91,10 +91,10 @@ DistMatrix<T> block_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix
   const auto layer = static_cast<std::uint64_t>(b.layer);
   DistMatrix<T> a = b.attn.forward(b.ln_1.forward(x, pass), seq, pass);
   apply_dropout(a, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
-  cpu::axpby<T>(T(1), x.local(), T(1), a.local());  // a = x1
+  ops::axpby<T>(T(1), x.local(), T(1), a.local());  // a = x1
   DistMatrix<T> m = b.mlp.forward(b.ln_2.forward(a, pass), pass);
   apply_dropout(m, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
-  cpu::axpby<T>(T(1), a.local(), T(1), m.local());  // m = y
+  ops::axpby<T>(T(1), a.local(), T(1), m.local());  // m = y
   return m;
 }
 
@@ -104,11 +104,11 @@ DistMatrix<T> block_backward(const BlockParts<Ln, Attn, Mlp>& b, std::uint64_t s
   DistMatrix<T> d = dy.clone();
   apply_dropout(d, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::mlp_residual));
   DistMatrix<T> dx1 = b.ln_2.backward(b.mlp.backward(d));
-  cpu::axpby<T>(T(1), dy.local(), T(1), dx1.local());
+  ops::axpby<T>(T(1), dy.local(), T(1), dx1.local());
   d = dx1.clone();
   apply_dropout(d, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::attention_residual));
   DistMatrix<T> dx = b.ln_1.backward(b.attn.backward(d));
-  cpu::axpby<T>(T(1), dx1.local(), T(1), dx.local());
+  ops::axpby<T>(T(1), dx1.local(), T(1), dx.local());
   return dx;
 }
 

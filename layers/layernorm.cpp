@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "optimus/core/error.hpp"
-#include "optimus/core/kernels.hpp"
 #include "optimus/core/ops.hpp"
 
 namespace optimus {
@@ -84,8 +83,8 @@ void LayerNorm2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void LayerNorm2D<T>::zero_grad() {
-  cpu::fill<T>(dgamma_.local(), T(0));
-  cpu::fill<T>(dbeta_.local(), T(0));
+  ops::fill<T>(dgamma_.local(), T(0));
+  ops::fill<T>(dbeta_.local(), T(0));
 }
 
 template class LayerNorm2D<float>;

@@ -2,7 +2,7 @@
 #include "optimus/layers/linear.hpp"
 
 #include "optimus/core/error.hpp"
-#include "optimus/core/kernels.hpp"
+#include "optimus/core/ops.hpp"
 #include "optimus/grid/summa.hpp"
 
 namespace optimus {
@@ -26,7 +26,7 @@ DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
   summa_ab(T(1), x, w_, T(0), y);
   Tensor<T> bias(Shape{1, out_ / grid_->q()}, MemoryTag{&grid_->memory(), MemoryKind::workspace});
   b_.gather_column_block(bias.view());
-  cpu::add_row_broadcast<T>(bias.view(), y.local());
+  ops::add_row_broadcast<T>(bias.view(), y.local());
   if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
   return y;
 }
@@ -43,7 +43,7 @@ DistMatrix<T> Linear2D<T>::backward(const DistMatrix<T>& dy) {
   summa_atb(T(1), *saved_x_, dy, T(1), dw_);
   saved_x_.reset();
   Tensor<T> partial(Shape{1, out_ / grid_->q()}, MemoryTag{&grid_->memory(), MemoryKind::workspace});
-  cpu::column_sums<T>(dy.local(), partial.view());
+  ops::column_sums<T>(dy.local(), partial.view());
   db_.add_reduced_column_block(partial.view());
   dx_pending.finish();
   return dx;
@@ -60,8 +60,8 @@ void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void Linear2D<T>::zero_grad() {
-  cpu::fill<T>(dw_.local(), T(0));
-  cpu::fill<T>(db_.local(), T(0));
+  ops::fill<T>(dw_.local(), T(0));
+  ops::fill<T>(db_.local(), T(0));
 }
 
 template class Linear2D<float>;

@@ -3,6 +3,7 @@
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/core/ops.hpp"
 
 namespace optimus::megatron {
 namespace {
@@ -47,7 +48,7 @@ DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pas
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
   DistMatrix<T> y(group_->local(), x.rows(), out_ / group_->size());
   cpu::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local());
-  cpu::add_row_broadcast<T>(b_.local(), y.local());
+  ops::add_row_broadcast<T>(b_.local(), y.local());
   if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
   return y;
 }
@@ -97,7 +98,7 @@ DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& 
   DistMatrix<T> y(group_->local(), x.rows(), out_);
   cpu::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local());
   all_reduce_in_place(group_->tp(), y);
-  cpu::add_row_broadcast<T>(b_.local(), y.local());
+  ops::add_row_broadcast<T>(b_.local(), y.local());
   if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
   return y;
 }

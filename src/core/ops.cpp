@@ -4,48 +4,24 @@
 
 #include <Eigen/Core>
 #include <cmath>
-#include <initializer_list>
-#include <sstream>
-#include <utility>
 
-#include "optimus/core/error.hpp"
+#include "ops_dispatch.hpp"
 
 #if OPTIMUS_HAVE_CUDA
-#include <cuda_runtime.h>
-
 #include "optimus/cuda/layer_kernels.hpp"
 #endif
 
 namespace optimus::ops {
 namespace {
 
-const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
-
-// The one device of all operands, or an error naming the operation and where each operand lives.
-Device common_device(const char* op, std::initializer_list<std::pair<const char*, Device>> operands) {
-  const Device first = operands.begin()->second;
-  bool mixed = false;
-  for (const auto& [name, device] : operands) mixed = mixed || device != first;
-  if (mixed) {
-    std::ostringstream where;
-    for (const auto& [name, device] : operands) where << (where.tellp() > 0 ? ", " : "") << name << " on " << device_name(device);
-    OPTIMUS_FAIL(op, ": operands are on different devices (", where.str(), "); move them to one device first");
-  }
-  return first;
-}
-
-// A matrix with contiguous rows and the expected shape, or an error naming the operand.
-template <class T>
-void check_shape(const char* op, const char* name, const TensorView<T>& v, std::int64_t rows, std::int64_t cols) {
-  OPTIMUS_CHECK(v.numel() == rows * cols && (v.rank() != 2 || (v.size(0) == rows && v.size(1) == cols)), op, ": ",
-                name, " has shape ", v.shape(), ", expected ", rows, "x", cols);
-  OPTIMUS_CHECK(v.is_contiguous(), op, ": ", name, " must be contiguous, its strides are ", v.strides());
-}
-
-template <class T>
-std::int64_t rows_of(const TensorView<T>& x) { return x.rank() == 2 ? x.size(0) : 1; }
-template <class T>
-std::int64_t cols_of(const TensorView<T>& x) { return x.rank() == 2 ? x.size(1) : x.numel(); }
+using detail::check_shape;
+using detail::cols_of;
+using detail::common_device;
+using detail::require_cuda;
+using detail::rows_of;
+#if OPTIMUS_HAVE_CUDA
+using detail::stream_of;
+#endif
 
 template <class T>
 using Rows = Eigen::Map<Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
@@ -55,20 +31,6 @@ template <class T>
 using Vec = Eigen::Map<Eigen::Array<std::remove_const_t<T>, 1, Eigen::Dynamic>>;
 template <class T>
 using ConstVec = Eigen::Map<const Eigen::Array<std::remove_const_t<T>, 1, Eigen::Dynamic>>;
-
-#if OPTIMUS_HAVE_CUDA
-cudaStream_t stream_of(Queue q) { return static_cast<cudaStream_t>(q.cuda_stream); }
-#endif
-
-// The CUDA kernels are fp32; double (or a build without CUDA) on the device is refused.
-template <class T>
-void require_cuda(const char* op) {
-#if OPTIMUS_HAVE_CUDA
-  OPTIMUS_CHECK((std::is_same_v<T, float>), op, ": the CUDA kernels take f32 (f64 runs on the CPU)");
-#else
-  OPTIMUS_FAIL(op, ": operands are CUDA tensors but Optimus was built without CUDA (OPTIMUS_WITH_CUDA=OFF)");
-#endif
-}
 
 }  // namespace
 

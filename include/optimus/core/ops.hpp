@@ -19,6 +19,29 @@ struct Queue {
   void* cuda_stream = nullptr;
 };
 
+// ---- element-wise (CPU: optimus/core/kernels.hpp, any row stride; CUDA: contiguous) -------------------------
+// y = value; y = alpha x + beta y; y[r, :] += row; out[0, :] = sum over rows of x; GELU (tanh form) and its
+// derivative dx = dy gelu'(x) (dx may alias dy). x, y, dy, dx: [m, n]; row, out: [1, n].
+template <class T>
+void fill(TensorView<T> y, T value, Queue queue = {});
+template <class T>
+void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y, Queue queue = {});
+template <class T>
+void add_row_broadcast(TensorView<const T> row, TensorView<T> y, Queue queue = {});
+template <class T>
+void column_sums(TensorView<const T> x, TensorView<T> out, Queue queue = {});
+template <class T>
+void gelu_forward(TensorView<const T> x, TensorView<T> y, Queue queue = {});
+template <class T>
+void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, Queue queue = {});
+
+// Dropout of a block whose element (r, c) is element (row0 + r, col0 + c) of the global activation:
+// x *= CounterRng(seed, stream).uniform(row0 + r, col0 + c) >= p ? 1 / (1 - p) : 0 (optimus/layers/dropout.hpp).
+template <class T>
+void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
+             std::uint64_t stream, Queue queue = {});
+
+// ---- row statistics -----------------------------------------------------------------------------------
 // out[r] = sum_c x[r, c]; out[r] = max_c x[r, c]
 template <class T>
 void row_sums(TensorView<const T> x, TensorView<T> out, Queue queue = {});
