@@ -3,23 +3,21 @@
 
 #include <cmath>
 
+#include "optimus/core/ops.hpp"
+
 namespace optimus::detail {
 namespace {
 
-// mask(r, c) = 1/(1-p) where kept, 0 where dropped, for the (b, t) tile.
 template <class T>
-void dropout_tile(const AttentionGeometry& g, std::int64_t b, std::int64_t t, RowMajorMatrix<T>& mask) {
-  const std::int64_t s = g.seq;
-  mask.resize(s, s);
-  const T keep = static_cast<T>(1.0 / (1.0 - g.dropout));
-  const auto row0 = static_cast<std::uint64_t>(((g.first_batch + b) * g.total_heads + g.first_head + t) * s);
-  for (std::int64_t r = 0; r < s; ++r) {
-    for (std::int64_t c = 0; c < s; ++c) {
-      const bool kept = g.dropout <= 0.0 || g.rng.uniform(row0 + static_cast<std::uint64_t>(r),
-                                                          static_cast<std::uint64_t>(c)) >= g.dropout;
-      mask(r, c) = kept ? keep : T(0);
-    }
-  }
+TensorView<T> tile_view(T* data, std::int64_t seq) {
+  return TensorView<T>(data, Shape{seq, seq});
+}
+
+// m *= the attention dropout mask of tile (b, t): 1/(1-p) where kept, 0 where dropped (no-op without dropout).
+template <class T>
+void drop_tile(const AttentionGeometry& g, std::int64_t b, std::int64_t t, RowMajorMatrix<T>& m) {
+  const auto row0 = static_cast<std::uint64_t>(((g.first_batch + b) * g.total_heads + g.first_head + t) * g.seq);
+  ops::dropout<T>(tile_view(m.data(), g.seq), row0, 0, g.dropout, g.rng.seed(), g.rng.stream());
 }
 
 }  // namespace
@@ -29,25 +27,18 @@ void attention_core_forward(const AttentionGeometry& g, Eigen::Map<const RowMajo
                             Eigen::Map<RowMajorMatrix<T>> probs, Eigen::Map<RowMajorMatrix<T>> merged) {
   const std::int64_t s = g.seq, d = g.head_size, width = g.heads * d;
   const T scale = T(1) / std::sqrt(static_cast<T>(d));
-  RowMajorMatrix<T> mask;
+  RowMajorMatrix<T> scores(s, s), kept;
   for (std::int64_t b = 0; b < g.batches; ++b) {
     for (std::int64_t t = 0; t < g.heads; ++t) {
       const auto q = qkv.block(b * s, t * d, s, d);
       const auto k = qkv.block(b * s, width + t * d, s, d);
       const auto v = qkv.block(b * s, 2 * width + t * d, s, d);
-      auto p = probs.block((b * g.heads + t) * s, 0, s, s);
-      const RowMajorMatrix<T> scores = scale * (q * k.transpose());
-      for (std::int64_t r = 0; r < s; ++r) {
-        const T max = scores.row(r).head(r + 1).maxCoeff();
-        T sum = 0;
-        for (std::int64_t c = 0; c < s; ++c) {
-          p(r, c) = c <= r ? std::exp(scores(r, c) - max) : T(0);
-          sum += p(r, c);
-        }
-        p.row(r) /= sum;
-      }
-      dropout_tile(g, b, t, mask);
-      merged.block(b * s, t * d, s, d).noalias() = p.cwiseProduct(mask) * v;
+      T* p = probs.data() + (b * g.heads + t) * s * s;  // this tile's [s, s] probabilities
+      scores.noalias() = q * k.transpose();
+      ops::causal_softmax_forward<T>(tile_view<const T>(scores.data(), s), scale, tile_view(p, s));
+      kept = Eigen::Map<const RowMajorMatrix<T>>(p, s, s);
+      drop_tile(g, b, t, kept);
+      merged.block(b * s, t * d, s, d).noalias() = kept * v;
     }
   }
 }
@@ -58,22 +49,20 @@ void attention_core_backward(const AttentionGeometry& g, Eigen::Map<const RowMaj
                              Eigen::Map<RowMajorMatrix<T>> dqkv) {
   const std::int64_t s = g.seq, d = g.head_size, width = g.heads * d;
   const T scale = T(1) / std::sqrt(static_cast<T>(d));
-  RowMajorMatrix<T> mask;
+  RowMajorMatrix<T> kept, dp(s, s), ds(s, s);
   for (std::int64_t b = 0; b < g.batches; ++b) {
     for (std::int64_t t = 0; t < g.heads; ++t) {
       const auto q = qkv.block(b * s, t * d, s, d);
       const auto k = qkv.block(b * s, width + t * d, s, d);
       const auto v = qkv.block(b * s, 2 * width + t * d, s, d);
-      const auto p = probs.block((b * g.heads + t) * s, 0, s, s);
+      const T* p = probs.data() + (b * g.heads + t) * s * s;
       const auto dout = dmerged.block(b * s, t * d, s, d);
-      dropout_tile(g, b, t, mask);
-      dqkv.block(b * s, 2 * width + t * d, s, d).noalias() = p.cwiseProduct(mask).transpose() * dout;
-      const RowMajorMatrix<T> dp = (dout * v.transpose()).cwiseProduct(mask);
-      RowMajorMatrix<T> ds(s, s);
-      for (std::int64_t r = 0; r < s; ++r) {
-        const T dot = dp.row(r).dot(p.row(r));
-        ds.row(r) = scale * p.row(r).array() * (dp.row(r).array() - dot);
-      }
+      kept = Eigen::Map<const RowMajorMatrix<T>>(p, s, s);
+      drop_tile(g, b, t, kept);
+      dqkv.block(b * s, 2 * width + t * d, s, d).noalias() = kept.transpose() * dout;
+      dp.noalias() = dout * v.transpose();
+      drop_tile(g, b, t, dp);
+      ops::causal_softmax_backward<T>(tile_view(p, s), tile_view<const T>(dp.data(), s), scale, tile_view(ds.data(), s));
       dqkv.block(b * s, t * d, s, d).noalias() = ds * k;
       dqkv.block(b * s, width + t * d, s, d).noalias() = ds.transpose() * q;
     }

@@ -41,6 +41,15 @@ template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
              std::uint64_t stream, Queue queue = {});
 
+// ---- causal softmax on tiles of [seq, seq] attention scores, stacked by rows: [tiles * seq, seq] -------------
+// probs[tile*seq + r, c] = softmax over c <= r of scale * scores[...], 0 above the diagonal (may alias scores).
+template <class T>
+void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> probs, Queue queue = {});
+// ds = scale * probs * (dp - rowsum(dp * probs)), row by row (dp: the probabilities' gradient, dropout applied).
+template <class T>
+void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds,
+                             Queue queue = {});
+
 // ---- row statistics -----------------------------------------------------------------------------------
 // out[r] = sum_c x[r, c]; out[r] = max_c x[r, c]
 template <class T>
