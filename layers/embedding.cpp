@@ -1,7 +1,10 @@
 // Embedding2D: vocabulary-parallel lookups reduced along grid columns.
 #include "optimus/layers/embedding.hpp"
 
+#include <utility>
+
 #include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
 
 namespace optimus {
 
@@ -28,17 +31,13 @@ DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64
     OPTIMUS_CHECK(id >= 0 && id < config_.vocab, "embedding: token id ", id, " at position ", t,
                   " is outside the vocabulary [0, ", config_.vocab, ")");
   }
-  const std::int64_t width = wte_.local_cols(), v0 = wte_.row_offset(), vn = wte_.local_rows();
+  const std::int64_t width = wte_.local_cols(), v0 = wte_.row_offset();
   const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
 
   // Partial lookups of all n tokens in this rank's vocabulary slice: [n, h/q].
-  Tensor<T> partial(Shape{n, width}, work);
-  const auto W = wte_.local_map();
-  auto P = Eigen::Map<typename DistMatrix<T>::Matrix>(partial.data(), n, width);
-  for (std::int64_t t = 0; t < n; ++t) {
-    const std::int64_t id = tokens[static_cast<std::size_t>(t)];
-    if (id >= v0 && id < v0 + vn) P.row(t) = W.row(id - v0);
-  }
+  const TensorView<const int> ids(tokens.data(), Shape{n});
+  Tensor<T> partial(Shape{n, width}, work, Init::none);
+  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids, v0, partial.view());
   DistMatrix<T> x(*grid_, n, config_.hidden);
   grid_->col().reduce_scatter(partial.data(), x.local().data(), static_cast<std::size_t>(x.local().numel()),
                               dtype_of<T>, ReduceOp::sum);
@@ -46,9 +45,7 @@ DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64
   // Positions: wpe's column block [max_seq, h/q], gathered along the column.
   Tensor<T> wpe(Shape{config_.max_seq, width}, work);
   grid_->col().all_gather(wpe_.local().data(), wpe.data(), static_cast<std::size_t>(wpe_.local().numel()), dtype_of<T>);
-  const auto WPE = Eigen::Map<const typename DistMatrix<T>::Matrix>(wpe.data(), config_.max_seq, width);
-  auto X = x.local_map();
-  for (std::int64_t r = 0; r < x.local_rows(); ++r) X.row(r) += WPE.row((x.row_offset() + r) % seq);
+  ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local());
 
   apply_dropout(x, pass.training ? config_.dropout : 0.0, config_.seed,
                 dropout_stream(pass.step, 0, DropoutSite::embedding));
@@ -66,28 +63,21 @@ void Embedding2D<T>::backward(const DistMatrix<T>& dx_in) {
   DistMatrix<T> dx = dx_in.clone();
   apply_dropout(dx, config_.dropout, config_.seed, dropout_stream(step_, 0, DropoutSite::embedding));
   const auto n = static_cast<std::int64_t>(tokens_.size());
-  const std::int64_t width = dx.local_cols(), v0 = wte_.row_offset(), vn = wte_.local_rows();
+  const std::int64_t width = dx.local_cols(), v0 = wte_.row_offset();
   const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
 
   // dwte: every token's gradient row (the column block, gathered) into this rank's vocabulary slice.
   Tensor<T> all(Shape{n, width}, work);
   grid_->col().all_gather(dx.local().data(), all.data(), static_cast<std::size_t>(dx.local().numel()), dtype_of<T>);
-  const auto ALL = Eigen::Map<const typename DistMatrix<T>::Matrix>(all.data(), n, width);
-  auto DW = dwte_.local_map();
-  for (std::int64_t t = 0; t < n; ++t) {
-    const std::int64_t id = tokens_[static_cast<std::size_t>(t)];
-    if (id >= v0 && id < v0 + vn) DW.row(id - v0) += ALL.row(t);
-  }
+  ops::embedding_scatter_add<T>(all.view(), TensorView<const int>(tokens_.data(), Shape{n}), v0, dwte_.local());
 
   // dwpe: this rank's rows summed per position, then reduced over the column into each rank's slice.
-  Tensor<T> partial(Shape{config_.max_seq, width}, work);
-  auto P = Eigen::Map<typename DistMatrix<T>::Matrix>(partial.data(), config_.max_seq, width);
-  const auto DX = dx.local_map();
-  for (std::int64_t r = 0; r < dx.local_rows(); ++r) P.row((dx.row_offset() + r) % seq_) += DX.row(r);
+  Tensor<T> partial(Shape{config_.max_seq, width}, work, Init::none);
+  ops::position_grad<T>(std::as_const(dx).local(), dx.row_offset(), seq_, partial.view());
   Tensor<T> piece(dwpe_.local().shape(), work);
   grid_->col().reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(piece.numel()), dtype_of<T>,
                               ReduceOp::sum);
-  dwpe_.local_map() += Eigen::Map<const typename DistMatrix<T>::Matrix>(piece.data(), dwpe_.local_rows(), width);
+  ops::axpby<T>(T(1), piece.view(), T(1), dwpe_.local());
   tokens_.clear();
 }
 
@@ -104,8 +94,8 @@ void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void Embedding2D<T>::zero_grad() {
-  dwte_.local_map().setZero();
-  dwpe_.local_map().setZero();
+  ops::fill<T>(dwte_.local(), T(0));
+  ops::fill<T>(dwpe_.local(), T(0));
 }
 
 template class Embedding2D<float>;

@@ -58,4 +58,12 @@ void require_cuda(const char* op) {
 #endif
 }
 
+// Whether the operands are CUDA tensors (then: f32, in a CUDA build) or CPU ones; a mix is refused.
+template <class T>
+bool on_cuda(const char* op, std::initializer_list<std::pair<const char*, Device>> operands) {
+  if (common_device(op, operands) == Device::cpu) return false;
+  require_cuda<T>(op);
+  return true;
+}
+
 }  // namespace optimus::ops::detail

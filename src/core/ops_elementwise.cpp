@@ -14,15 +14,12 @@
 namespace optimus::ops {
 namespace {
 
-using detail::common_device;
-using detail::require_cuda;
 
-// Whether the operands are on the GPU (then also: contiguous, f32, a CUDA build), or on the CPU.
+// Whether the operands are on the GPU (then also contiguous: the CUDA kernels take no strides), or on the CPU.
 template <class T>
 bool on_cuda(const char* op, std::initializer_list<std::pair<const char*, Device>> operands,
              std::initializer_list<bool> contiguous) {
-  if (common_device(op, operands) == Device::cpu) return false;
-  require_cuda<T>(op);
+  if (!detail::on_cuda<T>(op, operands)) return false;
   for (bool c : contiguous) OPTIMUS_CHECK(c, op, ": CUDA operands must be contiguous");
   return true;
 }

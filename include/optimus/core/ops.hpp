@@ -77,6 +77,24 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
                            TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx,
                            Queue queue = {});
 
+// ---- vocabulary-parallel embedding: this rank's slice [v0, v0 + vn) of wte, its column block of width `width` ------
+// partial[t, :] = wte[tokens[t] - v0, :] for tokens in the slice, else 0. wte: [vn, width]; partial: [n, width].
+template <class T>
+void embedding_lookup(TensorView<const T> wte, TensorView<const int> tokens, std::int64_t v0, TensorView<T> partial,
+                      Queue queue = {});
+// x[r, :] += wpe[(row_offset + r) % seq, :]. wpe: [max_seq, width]; x: [rows, width].
+template <class T>
+void add_positions(TensorView<const T> wpe, std::int64_t row_offset, std::int64_t seq, TensorView<T> x,
+                   Queue queue = {});
+// dwte[tokens[t] - v0, :] += grad[t, :] for tokens in the slice, in token order. grad: [n, width].
+template <class T>
+void embedding_scatter_add(TensorView<const T> grad, TensorView<const int> tokens, std::int64_t v0, TensorView<T> dwte,
+                           Queue queue = {});
+// partial[pos, :] = sum of dx[r, :] over rows with (row_offset + r) % seq == pos (overwrites); partial: [max_seq, width].
+template <class T>
+void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t seq, TensorView<T> partial,
+                   Queue queue = {});
+
 // ---- vocabulary-parallel cross-entropy on logits [rows, vn] of the slice [v0, v0 + vn) -----------------------
 // targets: [n_tokens] for the whole batch, this block's rows at row_offset.. .
 // sums[2r] = sum_c exp(logits - max[r]) (the logits become those exponentials), sums[2r+1] = the target logit if the
