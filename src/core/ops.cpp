@@ -2,7 +2,6 @@
 // row by row, so results do not depend on the dispatch; the CUDA side calls optimus/cuda/layer_kernels.hpp.
 #include "optimus/core/ops.hpp"
 
-#include <Eigen/Core>
 #include <cmath>
 
 #include "ops_dispatch.hpp"
@@ -23,14 +22,10 @@ using detail::rows_of;
 using detail::stream_of;
 #endif
 
-template <class T>
-using Rows = Eigen::Map<Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-template <class T>
-using ConstRows = Eigen::Map<const Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-template <class T>
-using Vec = Eigen::Map<Eigen::Array<std::remove_const_t<T>, 1, Eigen::Dynamic>>;
-template <class T>
-using ConstVec = Eigen::Map<const Eigen::Array<std::remove_const_t<T>, 1, Eigen::Dynamic>>;
+using detail::ConstRows;
+using detail::ConstVec;
+using detail::Rows;
+using detail::Vec;
 
 }  // namespace
 

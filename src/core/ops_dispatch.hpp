@@ -1,7 +1,9 @@
 // Internal to src/core: what every device-dispatching operation (ops*.cpp) does first — find the one device of
-// its operands (or refuse a mix, naming them), check shapes, and refuse what the CUDA side cannot run.
+// its operands (or refuse a mix, naming them), check shapes, and refuse what the CUDA side cannot run — and the
+// Eigen views its CPU side computes with.
 #pragma once
 
+#include <Eigen/Core>
 #include <initializer_list>
 #include <sstream>
 #include <type_traits>
@@ -57,6 +59,16 @@ void require_cuda(const char* op) {
   OPTIMUS_FAIL(op, ": operands are CUDA tensors but Optimus was built without CUDA (OPTIMUS_WITH_CUDA=OFF)");
 #endif
 }
+
+// The CPU side's Eigen views of contiguous row-major data: [rows, cols] matrices and [1, n] arrays.
+template <class T>
+using Rows = Eigen::Map<Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+template <class T>
+using ConstRows = Eigen::Map<const Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+template <class T>
+using Vec = Eigen::Map<Eigen::Array<std::remove_const_t<T>, 1, Eigen::Dynamic>>;
+template <class T>
+using ConstVec = Eigen::Map<const Eigen::Array<std::remove_const_t<T>, 1, Eigen::Dynamic>>;
 
 // Whether the operands are CUDA tensors (then: f32, in a CUDA build) or CPU ones; a mix is refused.
 template <class T>

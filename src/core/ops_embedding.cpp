@@ -1,5 +1,4 @@
 // Vocabulary-parallel embedding lookups and their gradients, dispatched by device (optimus/core/ops.hpp).
-#include <Eigen/Core>
 
 #include "ops_dispatch.hpp"
 
@@ -15,10 +14,8 @@ using detail::cols_of;
 using detail::on_cuda;
 using detail::rows_of;
 
-template <class T>
-using Rows = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-template <class T>
-using ConstRows = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using detail::ConstRows;
+using detail::Rows;
 
 }  // namespace
 

@@ -1,5 +1,4 @@
 // Causal softmax of attention scores, dispatched by device (optimus/core/ops.hpp).
-#include <Eigen/Core>
 #include <cmath>
 
 #include "ops_dispatch.hpp"
@@ -11,10 +10,8 @@
 namespace optimus::ops {
 namespace {
 
-template <class T>
-using Rows = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-template <class T>
-using ConstRows = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using detail::ConstRows;
+using detail::Rows;
 
 // [tiles * seq, seq] operands: the tile size, after checking the shapes.
 template <class T>
