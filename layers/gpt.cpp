@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
 
 namespace optimus {
 namespace {
@@ -155,26 +156,15 @@ template <class T>
 double AdamW<T>::step() {
   ++t_;
   double sq = 0;
-  for (const ParameterRef<T>& p : params_) {
-    for (std::int64_t e = 0; e < p.grad.numel(); ++e) sq += static_cast<double>(p.grad.data()[e]) * p.grad.data()[e];
-  }
+  for (const ParameterRef<T>& p : params_) sq += ops::sum_squares<T>(p.grad);
   const double norm = std::sqrt(grid_->grid().all_reduce(sq, ReduceOp::sum));
-  const double clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm : 1.0;
-  const double c1 = 1.0 - std::pow(config_.beta1, t_), c2 = 1.0 - std::pow(config_.beta2, t_);
+  AdamWStep s{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0, 1.0,
+              1.0 - std::pow(config_.beta1, t_), 1.0 - std::pow(config_.beta2, t_)};
+  s.clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm : 1.0;
   for (std::size_t k = 0; k < params_.size(); ++k) {
     const ParameterRef<T>& p = params_[k];
-    const double decay = p.shape.size() == 2 ? config_.weight_decay : 0.0;
-    T* value = p.value.data();
-    const T* grad = p.grad.data();
-    T* m = m_[k].data();
-    T* v = v_[k].data();
-    for (std::int64_t e = 0; e < p.value.numel(); ++e) {
-      const double g = clip * static_cast<double>(grad[e]);
-      m[e] = static_cast<T>(config_.beta1 * m[e] + (1 - config_.beta1) * g);
-      v[e] = static_cast<T>(config_.beta2 * v[e] + (1 - config_.beta2) * g * g);
-      const double update = (m[e] / c1) / (std::sqrt(v[e] / c2) + config_.eps);
-      value[e] = static_cast<T>(value[e] - config_.lr * (update + decay * value[e]));
-    }
+    s.weight_decay = p.shape.size() == 2 ? config_.weight_decay : 0.0;  // matrices decay; biases and gains do not
+    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), s);
   }
   return norm;
 }

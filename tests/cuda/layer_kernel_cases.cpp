@@ -243,7 +243,7 @@ TEST_CASE_FIXTURE(Fixture, "bf16 casts round like optimus::bf16; gradient norm; 
   DeviceBuffer<optimus::bf16> weights(alloc, master.size());
   const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, decay = 0.1, clip = 0.5;
   for (int t = 1; t <= 2; ++t) {
-    const optimus::cuda::AdamWStep step{lr, b1, b2, eps, decay, clip, 1 - std::pow(b1, t), 1 - std::pow(b2, t)};
+    const optimus::AdamWStep step{lr, b1, b2, eps, decay, clip, 1 - std::pow(b1, t), 1 - std::pow(b2, t)};
     optimus::cuda::adamw_update(dm_.ptr, dg.ptr, dmom.ptr, dvar.ptr, 257, step, weights.ptr, s());
     for (std::size_t e = 0; e < master.size(); ++e) {
       const double g = clip * grad[e];

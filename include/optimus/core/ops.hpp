@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "optimus/core/adamw_step.hpp"
 #include "optimus/core/tensor.hpp"
 
 namespace optimus::ops {
@@ -49,6 +50,17 @@ void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> p
 template <class T>
 void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds,
                              Queue queue = {});
+
+// ---- optimizer ------------------------------------------------------------------------------------------
+// The sum of squares of x, in double. On the GPU it reduces deterministic per-block partials into `scratch`
+// (sum_squares_scratch() doubles on the same device) and waits for the queue; on the CPU scratch may be empty.
+constexpr std::int64_t sum_squares_scratch() { return 257; }
+template <class T>
+double sum_squares(TensorView<const T> x, TensorView<double> scratch = {}, Queue queue = {});
+// AdamW on one parameter shard: value, m, v updated in place from grad (all the same shape).
+template <class T>
+void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m, TensorView<T> v, const AdamWStep& s,
+                  Queue queue = {});
 
 // ---- row statistics -----------------------------------------------------------------------------------
 // out[r] = sum_c x[r, c]; out[r] = max_c x[r, c]

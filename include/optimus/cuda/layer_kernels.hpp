@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "optimus/core/adamw_step.hpp"
+
 namespace optimus {
 struct bf16;  // optimus/core/dtype.hpp (C++20; the .cu files that define these kernels compile as C++17)
 }
@@ -93,15 +95,10 @@ void to_bf16(const float* x, bf16* y, std::int64_t n, cudaStream_t stream);
 void to_f32(const bf16* x, float* y, std::int64_t n, cudaStream_t stream);
 // out[0] = sum of grad^2 in double (deterministic: fixed per-block partials, then one block). `partials`:
 // device scratch of sum_squares_partials() doubles.
-constexpr std::int64_t sum_squares_partials() { return 256; }
+constexpr std::int64_t sum_squares_partials() { return 256; }  // ops::sum_squares_scratch() is this + 1
 void sum_squares(const float* grad, std::int64_t n, double* partials, double* out, cudaStream_t stream);
 
-struct AdamWStep {
-  double lr, beta1, beta2, eps, weight_decay;
-  double clip;        // gradient scale (global-norm clipping), 1 when not clipping
-  double c1, c2;      // 1 - beta1^t, 1 - beta2^t
-};
-// The CPU's AdamW element update on fp32 master weights, moments m, v; when `weight_bf16` is not null the
+// The AdamW element update (optimus/core/adamw_step.hpp) on fp32 master weights, moments m, v; when `weight_bf16` is not null the
 // updated weights are also written there in bf16 for the next step's compute.
 void adamw_update(float* master, const float* grad, float* m, float* v, std::int64_t n, const AdamWStep& s,
                   bf16* weight_bf16, cudaStream_t stream);
