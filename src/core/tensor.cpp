@@ -1,6 +1,8 @@
 // Shapes and the owning host tensor (64-byte-aligned, zero-initialized).
 #include "optimus/core/tensor.hpp"
 
+#include "optimus/core/device_memory.hpp"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -46,14 +48,21 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 template <class T>
-Tensor<T>::Tensor(Shape shape, MemoryTag tag, Init init) : shape_(shape), tag_(tag) {
+Tensor<T>::Tensor(Shape shape, MemoryTag tag, Init init, DeviceMemory* on)
+    : data_(nullptr, Free{on}), shape_(shape), tag_(tag) {
   constexpr std::size_t kAlign = 64;
   const std::size_t bytes = (this->bytes() + kAlign - 1) / kAlign * kAlign;
   if (bytes == 0) return;
-  void* p = std::aligned_alloc(kAlign, bytes);
-  OPTIMUS_CHECK(p != nullptr, "host allocation of ", bytes, " bytes for a tensor of shape ", shape, " failed");
-  if (init == Init::zero) std::memset(p, 0, bytes);
-  data_.reset(static_cast<T*>(p));
+  if (on != nullptr) {
+    void* p = on->allocate(bytes);
+    data_.reset(static_cast<T*>(p));
+    if (init == Init::zero) on->zero(p, bytes);
+  } else {
+    void* p = std::aligned_alloc(kAlign, bytes);
+    OPTIMUS_CHECK(p != nullptr, "host allocation of ", bytes, " bytes for a tensor of shape ", shape, " failed");
+    if (init == Init::zero) std::memset(p, 0, bytes);
+    data_.reset(static_cast<T*>(p));
+  }
   if (tag_.tracker) {
     counted_ = this->bytes();
     tag_.tracker->allocate(tag_.kind, counted_);
@@ -90,15 +99,30 @@ void Tensor<T>::reset() noexcept {
 }
 
 template <class T>
+Device Tensor<T>::device() const {
+  return device_memory() != nullptr ? device_memory()->device() : Device::cpu;
+}
+
+template <class T>
 Tensor<T> Tensor<T>::clone() const {
-  Tensor copy(shape_, tag_);
-  if (numel() > 0) std::memcpy(copy.data(), data(), bytes());
+  DeviceMemory* on = device_memory();
+  Tensor copy(shape_, tag_, Init::none, on);
+  if (numel() == 0) return copy;
+  if (on != nullptr) {
+    on->copy(copy.data(), data(), bytes());
+  } else {
+    std::memcpy(copy.data(), data(), bytes());
+  }
   return copy;
 }
 
 template <class T>
 void Tensor<T>::Free::operator()(T* p) const noexcept {
-  std::free(p);
+  if (memory != nullptr) {
+    memory->release(p);
+  } else {
+    std::free(p);
+  }
 }
 
 template class Tensor<float>;

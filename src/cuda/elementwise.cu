@@ -1,7 +1,7 @@
 // Element-wise CUDA kernels: grid-stride loops, launched on the caller's stream.
 #include "block_reduce.cuh"
 #include "optimus/cuda/kernels.hpp"
-#include "optimus/cuda/runtime.hpp"
+#include "optimus/cuda/check.hpp"
 
 namespace optimus::cuda {
 namespace {

@@ -2,7 +2,7 @@
 // Scatter-adds loop over tokens in order inside one thread per column: deterministic, and the CPU's order.
 #include "block_reduce.cuh"
 #include "optimus/cuda/layer_kernels.hpp"
-#include "optimus/cuda/runtime.hpp"
+#include "optimus/cuda/check.hpp"
 
 namespace optimus::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // Row/column reductions, bias broadcast and LayerNorm on local blocks (see layer_kernels.hpp).
 #include "block_reduce.cuh"
 #include "optimus/cuda/layer_kernels.hpp"
-#include "optimus/cuda/runtime.hpp"
+#include "optimus/cuda/check.hpp"
 
 namespace optimus::cuda {
 namespace {

@@ -3,7 +3,7 @@
 
 #include "block_reduce.cuh"
 #include "optimus/cuda/layer_kernels.hpp"
-#include "optimus/cuda/runtime.hpp"
+#include "optimus/cuda/check.hpp"
 
 namespace optimus::cuda {
 namespace {

@@ -97,4 +97,13 @@ DeviceAllocator::DeviceAllocator(int device)
                 device_count(), " devices; ", unavailable_reason(), ")");
 }
 
+void DeviceMemoryPool::zero(void* p, std::size_t bytes) {
+  OPTIMUS_CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, stream_));
+}
+
+void DeviceMemoryPool::copy(void* dst, const void* src, std::size_t bytes) {
+  OPTIMUS_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+  OPTIMUS_CHECK_CUDA(cudaStreamSynchronize(stream_));
+}
+
 }  // namespace optimus::cuda

@@ -1,6 +1,12 @@
 // Tensors and views: shapes, strides, blocks, explicit copies.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "optimus/core/device_memory.hpp"
+#include "optimus/core/memory.hpp"
 #include "optimus/core/tensor.hpp"
 
 using optimus::Shape;
@@ -36,4 +42,59 @@ TEST_CASE("blocks are strided windows and out-of-range blocks are refused") {
   CHECK_FALSE(b.is_contiguous());
   CHECK_THROWS_WITH_AS(v.block(3, 0, 2, 1), doctest::Contains("outside a view of shape [4, 6]"), optimus::Error);
   CHECK_THROWS_AS(Shape({-1, 2}), optimus::Error);
+}
+
+namespace {
+
+// Host memory that calls itself a device: shows where a tensor placed on a device gets and returns its bytes.
+class CountingDeviceMemory final : public optimus::DeviceMemory {
+ public:
+  optimus::Device device() const override { return optimus::Device::cuda; }
+  void* allocate(std::size_t bytes) override {
+    ++allocations;
+    return std::malloc(bytes);
+  }
+  void release(void* p) noexcept override {
+    ++releases;
+    std::free(p);
+  }
+  void zero(void* p, std::size_t bytes) override {
+    ++zeroes;
+    std::memset(p, 0, bytes);
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    ++copies;
+    std::memcpy(dst, src, bytes);
+  }
+  int allocations = 0, releases = 0, zeroes = 0, copies = 0;
+};
+
+}  // namespace
+
+TEST_CASE("a tensor placed on a device takes its memory there, clones there, returns it, and is counted") {
+  CountingDeviceMemory device;
+  optimus::MemoryTracker tracker;
+  {
+    optimus::Tensor<float> t(optimus::Shape{3, 4}, {&tracker, optimus::MemoryKind::activations}, optimus::Init::zero,
+                             &device);
+    CHECK(t.device() == optimus::Device::cuda);
+    CHECK(t.view().device() == optimus::Device::cuda);
+    CHECK(optimus::TensorView<const float>(t.view()).device() == optimus::Device::cuda);
+    CHECK(device.allocations == 1);
+    CHECK(device.zeroes == 1);
+    CHECK(tracker.current(optimus::MemoryKind::activations) == 48);
+    const optimus::Tensor<float> c = t.clone();
+    CHECK(c.device() == optimus::Device::cuda);
+    CHECK(device.allocations == 2);
+    CHECK(device.copies == 1);
+    CHECK(device.zeroes == 1);  // a clone is copied over, not zeroed first
+    optimus::Tensor<float> moved = std::move(t);
+    CHECK(moved.device() == optimus::Device::cuda);
+    CHECK(device.releases == 0);
+  }
+  CHECK(device.releases == 2);
+  CHECK(tracker.current(optimus::MemoryKind::activations) == 0);
+  const optimus::Tensor<float> host(optimus::Shape{2});
+  CHECK(host.device() == optimus::Device::cpu);
+  CHECK(host.device_memory() == nullptr);
 }

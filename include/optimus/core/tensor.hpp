@@ -1,6 +1,7 @@
-// Host tensors: Tensor<T> owns row-major, 64-byte-aligned memory; TensorView<T> is a non-owning
-// strided window on it (or on any memory). Copies are explicit (clone()) to prevent performance
-// accidents. Shapes and strides count elements, not bytes.
+// Tensors: Tensor<T> owns row-major memory — 64-byte-aligned host memory, or device memory from a DeviceMemory
+// (optimus/core/device_memory.hpp) — and TensorView<T> is a non-owning strided window on it (or on any memory)
+// that knows which device it is on. Copies are explicit (clone()) to prevent performance accidents. Shapes and
+// strides count elements, not bytes.
 #pragma once
 
 #include <array>
@@ -18,6 +19,8 @@
 namespace optimus {
 
 enum class Device { cpu, cuda };
+
+class DeviceMemory;
 
 // A shape of rank 0..kMaxRank.
 class Shape {
@@ -91,13 +94,14 @@ class TensorView {
 // overwritten before they are read (communication panels, GEMM outputs with beta = 0).
 enum class Init { zero, none };
 
-// Owning host tensor, row-major and contiguous, zero-initialized unless Init::none. Move-only. With a
-// MemoryTag its bytes are counted by the tag's tracker from construction until destruction (or reset()).
+// Owning tensor, row-major and contiguous, zero-initialized unless Init::none. Move-only. With a MemoryTag
+// its bytes are counted by the tag's tracker from construction until destruction (or reset()). On the host
+// unless `on` is given: then in that device's memory, and its views say so.
 template <class T>
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(Shape shape, MemoryTag tag = {}, Init init = Init::zero);
+  explicit Tensor(Shape shape, MemoryTag tag = {}, Init init = Init::zero, DeviceMemory* on = nullptr);
 
   Tensor(Tensor&& other) noexcept;
   Tensor& operator=(Tensor&& other) noexcept;
@@ -109,7 +113,7 @@ class Tensor {
   void reset() noexcept;
   const MemoryTag& tag() const { return tag_; }
 
-  Tensor clone() const;  // same tag
+  Tensor clone() const;  // same tag, same device
 
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
@@ -118,13 +122,15 @@ class Tensor {
   std::int64_t size(int d) const { return shape_[d]; }
   std::int64_t numel() const { return shape_.numel(); }
   std::size_t bytes() const { return static_cast<std::size_t>(numel()) * sizeof(T); }
-  Device device() const { return Device::cpu; }
+  Device device() const;
+  DeviceMemory* device_memory() const { return data_.get_deleter().memory; }  // null on the host
 
-  TensorView<T> view() { return TensorView<T>(data(), shape_); }
-  TensorView<const T> view() const { return TensorView<const T>(data(), shape_); }
+  TensorView<T> view() { return TensorView<T>(data(), shape_, device()); }
+  TensorView<const T> view() const { return TensorView<const T>(data(), shape_, device()); }
 
  private:
   struct Free {
+    DeviceMemory* memory = nullptr;  // null: host memory from std::aligned_alloc
     void operator()(T* p) const noexcept;
   };
   std::unique_ptr<T[], Free> data_;

@@ -8,14 +8,9 @@
 #include <utility>
 
 #include "optimus/core/caching_allocator.hpp"
+#include "optimus/core/device_memory.hpp"
 #include "optimus/core/error.hpp"
-
-#define OPTIMUS_CHECK_CUDA(call)                                                                       \
-  do {                                                                                                 \
-    const cudaError_t optimus_cuda_status_ = (call);                                                   \
-    OPTIMUS_CHECK(optimus_cuda_status_ == cudaSuccess, #call, " failed: ", cudaGetErrorName(optimus_cuda_status_), \
-                  ": ", cudaGetErrorString(optimus_cuda_status_));                                     \
-  } while (0)
+#include "optimus/cuda/check.hpp"
 
 namespace optimus::cuda {
 
@@ -72,6 +67,28 @@ class DeviceAllocator {
  private:
   int device_;
   CachingAllocator cache_;
+};
+
+// DeviceMemory (optimus/core/device_memory.hpp) on one device: tensors placed here take their bytes from a
+// DeviceAllocator, so a repeated step makes no cudaMalloc. zero() is ordered on `stream`; copy() is too and
+// completes before it returns. Every kernel that uses these tensors must run on `stream` (or wait for it): a
+// released block is handed out again in stream order.
+class DeviceMemoryPool final : public DeviceMemory {
+ public:
+  explicit DeviceMemoryPool(int device, cudaStream_t stream = nullptr) : allocator_(device), stream_(stream) {}
+
+  Device device() const override { return Device::cuda; }
+  void* allocate(std::size_t bytes) override { return allocator_.allocate(bytes); }
+  void release(void* p) noexcept override { allocator_.release(p); }
+  void zero(void* p, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+
+  DeviceAllocator& allocator() { return allocator_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  DeviceAllocator allocator_;
+  cudaStream_t stream_;
 };
 
 }  // namespace optimus::cuda

@@ -1,0 +1,28 @@
+// Memory of one accelerator, as the owning Tensor sees it: where a tensor placed on a device gets its bytes.
+// The CUDA backend implements it over its caching allocator (optimus/cuda/runtime.hpp: cuda::DeviceMemoryPool);
+// core code stays free of CUDA headers. Copies take any direction (host or device pointers on either side).
+#pragma once
+
+#include <cstddef>
+
+#include "optimus/core/tensor.hpp"  // Device
+
+namespace optimus {
+
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  virtual ~DeviceMemory() = default;
+
+  virtual Device device() const = 0;
+  // Throws optimus::Error naming the request and what is free when the device is out of memory.
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+  virtual void zero(void* p, std::size_t bytes) = 0;
+  // Completes before returning (ordered after the device's work on its queue).
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+};
+
+}  // namespace optimus
