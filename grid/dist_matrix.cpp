@@ -1,6 +1,9 @@
 // DistMatrix: block ownership, partition-independent random fill, and gathering to the full matrix.
 #include "optimus/grid/dist_matrix.hpp"
 
+#include <cstring>
+
+#include "optimus/core/device_memory.hpp"
 #include "optimus/core/error.hpp"
 
 namespace optimus {
@@ -19,19 +22,44 @@ DistMatrix<T>::DistMatrix(const detail::GridState& grid, std::int64_t rows, std:
     : grid_(&grid),
       rows_(rows),
       cols_(cols),
-      local_(Shape{block_size(rows, grid.q, "rows"), block_size(cols, grid.q, "cols")},
-             MemoryTag{grid.memory.get(), kind}) {}
+      local_(Shape{block_size(rows, grid.q, "rows"), block_size(cols, grid.q, "cols")}, grid.tag(kind)) {}
+
+template <class T>
+void DistMatrix<T>::load_local(const Matrix& block) {
+  OPTIMUS_CHECK(block.rows() == local_rows() && block.cols() == local_cols(), "DistMatrix::load_local: block is ",
+                block.rows(), "x", block.cols(), ", the local block is ", local_rows(), "x", local_cols());
+  copy_bytes(local_.data(), block.data(), local_.bytes());
+}
+
+template <class T>
+typename DistMatrix<T>::Matrix DistMatrix<T>::local_to_host() const {
+  Matrix block(local_rows(), local_cols());
+  copy_bytes(block.data(), local_.data(), local_.bytes());
+  return block;
+}
+
+// Host-to-device, device-to-host or host-to-host, by where this matrix lives.
+template <class T>
+void DistMatrix<T>::copy_bytes(void* dst, const void* src, std::size_t bytes) const {
+  if (bytes == 0) return;
+  if (DeviceMemory* device = local_.device_memory()) {
+    device->copy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
 
 template <class T>
 void DistMatrix<T>::fill_random(std::uint64_t seed, Distribution dist, std::uint64_t stream) {
   const CounterRng rng(seed, stream);
-  TensorView<T> block = local();
+  Matrix block(local_rows(), local_cols());  // drawn on the host, then copied to where the block lives
   for (std::int64_t r = 0; r < local_rows(); ++r) {
     for (std::int64_t c = 0; c < local_cols(); ++c) {
       block(r, c) = static_cast<T>(dist.sample(rng, static_cast<std::uint64_t>(row_offset() + r),
                                                static_cast<std::uint64_t>(col_offset() + c)));
     }
   }
+  load_local(block);
 }
 
 // Two all-gathers: along the row (q blocks -> one strip of local_rows x cols), then along the column
@@ -41,8 +69,9 @@ typename DistMatrix<T>::Matrix DistMatrix<T>::to_global() const {
   const int q = grid_->q;
   const std::int64_t lr = local_rows();
   const std::int64_t lc = local_cols();
-  Matrix row_blocks(lr * q, lc);  // block jj at rows [jj*lr, (jj+1)*lr)
-  grid_->row->all_gather(local_.data(), row_blocks.data(), static_cast<std::size_t>(lr * lc), dtype_of<T>);
+  const Matrix mine = local_to_host();  // gathered on the host, wherever the blocks live
+  Matrix row_blocks(lr * q, lc);        // block jj at rows [jj*lr, (jj+1)*lr)
+  grid_->row->all_gather(mine.data(), row_blocks.data(), static_cast<std::size_t>(lr * lc), dtype_of<T>);
   Matrix strip(lr, cols_);
   for (int jj = 0; jj < q; ++jj) strip.middleCols(jj * lc, lc) = row_blocks.middleRows(jj * lr, lr);
   Matrix full(rows_, cols_);
@@ -53,7 +82,7 @@ typename DistMatrix<T>::Matrix DistMatrix<T>::to_global() const {
 template <class T>
 DistMatrix<T> DistMatrix<T>::clone_as(MemoryKind kind) const {
   DistMatrix copy(*grid_, rows_, cols_, kind);
-  copy.local_map() = local_map();
+  copy_bytes(copy.local_.data(), local_.data(), local_.bytes());
   return copy;
 }
 

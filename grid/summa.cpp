@@ -43,16 +43,18 @@ TensorView<T> panel(bool root, const DistMatrix<T>& own, Tensor<T>& scratch) {
 // non-blocking MPI operations progress while the GEMM runs (MPI progresses only inside MPI calls). Both
 // SUMMA modes use the same tiles, so their results stay bitwise identical.
 template <class T, class Poll>
-void tiled_gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta,
-                TensorView<T> c, Poll&& poll) {
+void tiled_gemm(const ops::Queue& queue, Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a,
+                TensorView<const T> b, T beta, TensorView<T> c, Poll&& poll) {
   constexpr std::int64_t kTiles = 4, kMinRows = 64;
   const std::int64_t rows = c.size(0);
-  const std::int64_t tiles = rows >= kTiles * kMinRows ? kTiles : 1;
+  // On a GPU the GEMM is asynchronous and communication progresses on its own: one tile.
+  const std::int64_t tiles = rows >= kTiles * kMinRows && c.device() == Device::cpu ? kTiles : 1;
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::int64_t r0 = rows * t / tiles, r1 = rows * (t + 1) / tiles;
     const TensorView<const T> a_rows =
         trans_a == Trans::no ? a.block(r0, 0, r1 - r0, a.size(1)) : a.block(0, r0, a.size(0), r1 - r0);
-    cpu::gemm<T>(trans_a, trans_b, alpha, a_rows, b, beta, c.block(r0, 0, r1 - r0, c.size(1)));
+    ops::gemm<T>(trans_a == Trans::yes, trans_b == Trans::yes, alpha, a_rows, b, beta,
+                 c.block(r0, 0, r1 - r0, c.size(1)), queue);
     if (t + 1 < tiles) poll();
   }
 }
@@ -66,7 +68,7 @@ void poll_all(std::array<Request*, N> requests) {
 }
 
 // Panels, partial products and reduced sums are overwritten before they are read: no zeroing.
-MemoryTag scratch_tag(const detail::GridState& g) { return {g.memory.get(), MemoryKind::workspace}; }
+MemoryTag scratch_tag(const detail::GridState& g) { return g.tag(MemoryKind::workspace); }
 
 }  // namespace
 
@@ -110,7 +112,7 @@ void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, D
     }
     const auto [ap, bp] = panels(l);
     const Timeline::Scope compute(g.timeline, SpanKind::compute);
-    tiled_gemm<T>(Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
+    tiled_gemm<T>(g.queue, Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
                   [&] { poll_all<2>({&inflight[0], &inflight[1]}); });
   }
 }
@@ -188,7 +190,7 @@ void PendingProduct<T>::finish() {
     for (Request& r : reductions_) r.wait();
   }
   // Every rank was the root of exactly one reduction: `sum` holds its block's new term.
-  ops::axpby<T>(alpha_, sum_.view(), beta_, c_->local());
+  ops::axpby<T>(alpha_, sum_.view(), beta_, c_->local(), grid_->queue);
   c_ = nullptr;
   reductions_.clear();
   sent_.clear();
@@ -211,7 +213,8 @@ PendingProduct<T> summa_abt_async(T alpha, const DistMatrix<T>& a, const DistMat
   // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
   return summa_reduced<T>(g, b, *g.col, *g.row, alpha, beta, c,
                           [&](TensorView<const T> b_panel, TensorView<T> partial, auto&& poll) {
-                            tiled_gemm<T>(Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial, poll);
+                            tiled_gemm<T>(g.queue, Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial,
+                                          poll);
                           });
 }
 
@@ -222,7 +225,8 @@ PendingProduct<T> summa_atb_async(T alpha, const DistMatrix<T>& a, const DistMat
   // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
   return summa_reduced<T>(g, a, *g.row, *g.col, alpha, beta, c,
                           [&](TensorView<const T> a_panel, TensorView<T> partial, auto&& poll) {
-                            tiled_gemm<T>(Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial, poll);
+                            tiled_gemm<T>(g.queue, Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial,
+                                          poll);
                           });
 }
 

@@ -48,7 +48,7 @@ DistMatrix<T> Attention2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, 
                 seq, " on each of q = ", q, " grid rows");
   return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_,
                                       geometry(x.local_rows(), seq, pass.step, pass.training ? dropout_.p : 0.0),
-                                      grid_->memory(), pass, saved_);
+                                      pass, saved_);
 }
 
 template <class T>

@@ -22,7 +22,7 @@ DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& x, const 
                           std::optional<DistMatrix<T>>& saved_pre) {
   DistMatrix<T> pre = c_fc.forward(x, pass);
   DistMatrix<T> act(pre.grid(), pre.rows(), pre.cols());
-  ops::gelu_forward<T>(pre.local(), act.local());
+  ops::gelu_forward<T>(pre.local(), act.local(), pre.grid().queue);
   DistMatrix<T> y = c_proj.forward(act, pass);
   if (pass.training) saved_pre = pre.clone_as(MemoryKind::activations);
   return y;
@@ -32,7 +32,7 @@ template <class T, class Fc, class Proj>
 DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& dy, std::optional<DistMatrix<T>>& saved_pre) {
   OPTIMUS_CHECK(saved_pre.has_value(), "mlp: backward without a training forward");
   DistMatrix<T> dact = c_proj.backward(dy);
-  ops::gelu_backward<T>(saved_pre->local(), dact.local(), dact.local());
+  ops::gelu_backward<T>(saved_pre->local(), dact.local(), dact.local(), saved_pre->grid().queue);
   saved_pre.reset();
   return c_fc.backward(dact);
 }
@@ -41,11 +41,11 @@ DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& dy, std:
 // y = c_proj(merged). A training pass saves qkv and the probabilities in `saved`.
 template <class T, class QkvLinear, class ProjLinear>
 DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const DistMatrix<T>& x,
-                                std::int64_t merged_cols, const AttentionGeometry& g, MemoryTracker& memory,
-                                const Pass& pass, AttentionSaved<T>& saved) {
+                                std::int64_t merged_cols, const AttentionGeometry& g, const Pass& pass,
+                                AttentionSaved<T>& saved) {
   DistMatrix<T> qkv = c_attn.forward(x, pass);
   Tensor<T> probs(Shape{g.batches * g.heads * g.seq, g.seq},
-                  MemoryTag{&memory, pass.training ? MemoryKind::activations : MemoryKind::workspace}, Init::none);
+                  x.grid().tag(pass.training ? MemoryKind::activations : MemoryKind::workspace), Init::none);
   DistMatrix<T> merged(x.grid(), x.rows(), merged_cols);
   attention_core_forward<T>(g, std::as_const(qkv).local_map(),
                             Eigen::Map<RowMajorMatrix<T>>(probs.data(), probs.size(0), g.seq), merged.local_map());
@@ -91,10 +91,10 @@ DistMatrix<T> block_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix
   const auto layer = static_cast<std::uint64_t>(b.layer);
   DistMatrix<T> a = b.attn.forward(b.ln_1.forward(x, pass), seq, pass);
   apply_dropout(a, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
-  ops::axpby<T>(T(1), x.local(), T(1), a.local());  // a = x1
+  ops::axpby<T>(T(1), x.local(), T(1), a.local(), x.grid().queue);  // a = x1
   DistMatrix<T> m = b.mlp.forward(b.ln_2.forward(a, pass), pass);
   apply_dropout(m, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
-  ops::axpby<T>(T(1), a.local(), T(1), m.local());  // m = y
+  ops::axpby<T>(T(1), a.local(), T(1), m.local(), a.grid().queue);  // m = y
   return m;
 }
 
@@ -104,11 +104,11 @@ DistMatrix<T> block_backward(const BlockParts<Ln, Attn, Mlp>& b, std::uint64_t s
   DistMatrix<T> d = dy.clone();
   apply_dropout(d, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::mlp_residual));
   DistMatrix<T> dx1 = b.ln_2.backward(b.mlp.backward(d));
-  ops::axpby<T>(T(1), dy.local(), T(1), dx1.local());
+  ops::axpby<T>(T(1), dy.local(), T(1), dx1.local(), dy.grid().queue);
   d = dx1.clone();
   apply_dropout(d, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::attention_residual));
   DistMatrix<T> dx = b.ln_1.backward(b.attn.backward(d));
-  ops::axpby<T>(T(1), dx1.local(), T(1), dx.local());
+  ops::axpby<T>(T(1), dx1.local(), T(1), dx.local(), dx1.grid().queue);
   return dx;
 }
 

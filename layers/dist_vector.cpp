@@ -1,7 +1,9 @@
 // DistVector: q*q-way split vectors, gathered along and reduced over grid columns.
 #include "optimus/layers/dist_vector.hpp"
 
-#include <vector>
+#include <utility>
+
+#include "optimus/core/ops.hpp"
 
 namespace optimus {
 
@@ -11,7 +13,7 @@ DistVector<T>::DistVector(const Grid& grid, std::int64_t n, MemoryKind kind, con
   const std::int64_t qq = static_cast<std::int64_t>(grid.q()) * grid.q();
   OPTIMUS_CHECK(n % qq == 0, what, ": a vector of ", n, " elements cannot be split in q*q = ", qq,
                 " pieces (q = ", grid.q(), ")");
-  local_ = Tensor<T>(Shape{n / qq}, MemoryTag{&grid.memory(), kind});
+  local_ = Tensor<T>(Shape{n / qq}, grid.tag(kind));
 }
 
 template <class T>
@@ -30,9 +32,12 @@ template <class T>
 void DistVector<T>::add_reduced_column_block(TensorView<const T> partial) {
   OPTIMUS_CHECK(partial.numel() == n_ / grid_->q, "add_reduced_column_block: input has ", partial.numel(),
                 " elements, expected ", n_ / grid_->q);
-  std::vector<T> piece(static_cast<std::size_t>(local_size()));
-  grid_->col->reduce_scatter(partial.data(), piece.data(), piece.size(), dtype_of<T>, ReduceOp::sum);
-  for (std::size_t e = 0; e < piece.size(); ++e) local_.data()[e] += piece[e];
+  const Shape row{1, local_size()};
+  Tensor<T> piece(row, grid_->tag(MemoryKind::workspace), Init::none);
+  grid_->col->reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(local_size()), dtype_of<T>,
+                             ReduceOp::sum);
+  ops::axpby<T>(T(1), std::as_const(piece).view(), T(1), TensorView<T>(local_.data(), row, local_.device()),
+                grid_->queue);
 }
 
 template class DistVector<float>;

@@ -11,7 +11,7 @@ void apply_dropout(DistMatrix<T>& x, double p, std::uint64_t seed, std::uint64_t
   // replicas draw the masks one replica would draw on the concatenated batch.
   const std::int64_t row0 = x.grid().dp_index * x.rows() + x.row_offset();
   ops::dropout<T>(x.local(), static_cast<std::uint64_t>(row0), static_cast<std::uint64_t>(x.col_offset()), p, seed,
-                  stream);
+                  stream, x.grid().queue);
 }
 
 template void apply_dropout<float>(DistMatrix<float>&, double, std::uint64_t, std::uint64_t);

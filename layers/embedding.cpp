@@ -32,12 +32,12 @@ DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64
                   " is outside the vocabulary [0, ", config_.vocab, ")");
   }
   const std::int64_t width = wte_.local_cols(), v0 = wte_.row_offset();
-  const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
+  const MemoryTag work = grid_->tag(MemoryKind::workspace);
 
   // Partial lookups of all n tokens in this rank's vocabulary slice: [n, h/q].
   const TensorView<const int> ids(tokens.data(), Shape{n});
   Tensor<T> partial(Shape{n, width}, work, Init::none);
-  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids, v0, partial.view());
+  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids, v0, partial.view(), grid_->queue());
   DistMatrix<T> x(*grid_, n, config_.hidden);
   grid_->col().reduce_scatter(partial.data(), x.local().data(), static_cast<std::size_t>(x.local().numel()),
                               dtype_of<T>, ReduceOp::sum);
@@ -45,7 +45,7 @@ DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64
   // Positions: wpe's column block [max_seq, h/q], gathered along the column.
   Tensor<T> wpe(Shape{config_.max_seq, width}, work);
   grid_->col().all_gather(wpe_.local().data(), wpe.data(), static_cast<std::size_t>(wpe_.local().numel()), dtype_of<T>);
-  ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local());
+  ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local(), grid_->queue());
 
   apply_dropout(x, pass.training ? config_.dropout : 0.0, config_.seed,
                 dropout_stream(pass.step, 0, DropoutSite::embedding));
@@ -64,20 +64,21 @@ void Embedding2D<T>::backward(const DistMatrix<T>& dx_in) {
   apply_dropout(dx, config_.dropout, config_.seed, dropout_stream(step_, 0, DropoutSite::embedding));
   const auto n = static_cast<std::int64_t>(tokens_.size());
   const std::int64_t width = dx.local_cols(), v0 = wte_.row_offset();
-  const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
+  const MemoryTag work = grid_->tag(MemoryKind::workspace);
 
   // dwte: every token's gradient row (the column block, gathered) into this rank's vocabulary slice.
   Tensor<T> all(Shape{n, width}, work);
   grid_->col().all_gather(dx.local().data(), all.data(), static_cast<std::size_t>(dx.local().numel()), dtype_of<T>);
-  ops::embedding_scatter_add<T>(all.view(), TensorView<const int>(tokens_.data(), Shape{n}), v0, dwte_.local());
+  ops::embedding_scatter_add<T>(all.view(), TensorView<const int>(tokens_.data(), Shape{n}), v0, dwte_.local(),
+                                grid_->queue());
 
   // dwpe: this rank's rows summed per position, then reduced over the column into each rank's slice.
   Tensor<T> partial(Shape{config_.max_seq, width}, work, Init::none);
-  ops::position_grad<T>(std::as_const(dx).local(), dx.row_offset(), seq_, partial.view());
+  ops::position_grad<T>(std::as_const(dx).local(), dx.row_offset(), seq_, partial.view(), grid_->queue());
   Tensor<T> piece(dwpe_.local().shape(), work);
   grid_->col().reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(piece.numel()), dtype_of<T>,
                               ReduceOp::sum);
-  ops::axpby<T>(T(1), piece.view(), T(1), dwpe_.local());
+  ops::axpby<T>(T(1), piece.view(), T(1), dwpe_.local(), grid_->queue());
   tokens_.clear();
 }
 
@@ -94,8 +95,8 @@ void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void Embedding2D<T>::zero_grad() {
-  ops::fill<T>(dwte_.local(), T(0));
-  ops::fill<T>(dwpe_.local(), T(0));
+  ops::fill<T>(dwte_.local(), T(0), grid_->queue());
+  ops::fill<T>(dwpe_.local(), T(0), grid_->queue());
 }
 
 template class Embedding2D<float>;

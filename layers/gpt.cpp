@@ -145,10 +145,13 @@ void Gpt2D<T>::zero_grad() {
 
 template <class T>
 AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config)
-    : grid_(&grid), params_(std::move(params)), config_(config) {
+    : grid_(&grid),
+      params_(std::move(params)),
+      config_(config),
+      norm_scratch_(Shape{ops::sum_squares_scratch()}, grid.tag(MemoryKind::workspace), Init::none) {
   for (const ParameterRef<T>& p : params_) {
-    m_.emplace_back(p.value.shape(), MemoryTag{&grid.memory(), MemoryKind::optimizer});
-    v_.emplace_back(p.value.shape(), MemoryTag{&grid.memory(), MemoryKind::optimizer});
+    m_.emplace_back(p.value.shape(), grid.tag(MemoryKind::optimizer));
+    v_.emplace_back(p.value.shape(), grid.tag(MemoryKind::optimizer));
   }
 }
 
@@ -156,7 +159,7 @@ template <class T>
 double AdamW<T>::step() {
   ++t_;
   double sq = 0;
-  for (const ParameterRef<T>& p : params_) sq += ops::sum_squares<T>(p.grad);
+  for (const ParameterRef<T>& p : params_) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), grid_->queue());
   const double norm = std::sqrt(grid_->grid().all_reduce(sq, ReduceOp::sum));
   AdamWStep s{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0, 1.0,
               1.0 - std::pow(config_.beta1, t_), 1.0 - std::pow(config_.beta2, t_)};
@@ -164,7 +167,7 @@ double AdamW<T>::step() {
   for (std::size_t k = 0; k < params_.size(); ++k) {
     const ParameterRef<T>& p = params_[k];
     s.weight_decay = p.shape.size() == 2 ? config_.weight_decay : 0.0;  // matrices decay; biases and gains do not
-    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), s);
+    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), s, grid_->queue());
   }
   return norm;
 }

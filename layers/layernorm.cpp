@@ -23,7 +23,7 @@ template <class T>
 DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
   OPTIMUS_CHECK(x.cols() == hidden_, name_, ": input has ", x.cols(), " columns, expected ", hidden_);
   const std::int64_t rows = x.local_rows(), cols = x.local_cols();
-  const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
+  const MemoryTag work = grid_->tag(MemoryKind::workspace);
   Tensor<T> gamma(Shape{1, cols}, work), beta(Shape{1, cols}, work);
   gamma_.gather_column_block(gamma.view());
   beta_.gather_column_block(beta.view());
@@ -31,17 +31,17 @@ DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) 
   // Pass 1: the sum of each row; pass 2: the squared deviations around its mean. Both are all-reduced along
   // the grid row, whose ranks hold the row's other columns.
   Tensor<T> row_sum(Shape{rows}, work, Init::none), sq_dev(Shape{rows}, work, Init::none);
-  ops::row_sums<T>(x.local(), row_sum.view());
+  ops::row_sums<T>(x.local(), row_sum.view(), grid_->queue());
   grid_->row().all_reduce(std::span<T>(row_sum.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
-  ops::layernorm_square_deviations<T>(x.local(), row_sum.view(), hidden_, sq_dev.view());
+  ops::layernorm_square_deviations<T>(x.local(), row_sum.view(), hidden_, sq_dev.view(), grid_->queue());
   grid_->row().all_reduce(std::span<T>(sq_dev.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
 
   const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
   DistMatrix<T> xhat(x.grid(), x.rows(), x.cols(), kept);
-  Tensor<T> rstd(Shape{rows}, MemoryTag{&grid_->memory(), kept});
+  Tensor<T> rstd(Shape{rows}, grid_->tag(kept));
   DistMatrix<T> y(x.grid(), x.rows(), x.cols());
   ops::layernorm_normalize<T>(x.local(), row_sum.view(), sq_dev.view(), gamma.view(), beta.view(), hidden_,
-                              xhat.local(), rstd.view(), y.local());
+                              xhat.local(), rstd.view(), y.local(), grid_->queue());
   if (pass.training) {
     xhat_ = std::move(xhat);
     rstd_ = std::move(rstd);
@@ -53,7 +53,7 @@ template <class T>
 DistMatrix<T> LayerNorm2D<T>::backward(const DistMatrix<T>& dy) {
   OPTIMUS_CHECK(xhat_.has_value(), name_, ": backward without a training forward");
   const std::int64_t rows = dy.local_rows(), cols = dy.local_cols();
-  const MemoryTag work{&grid_->memory(), MemoryKind::workspace};
+  const MemoryTag work = grid_->tag(MemoryKind::workspace);
   Tensor<T> gamma(Shape{1, cols}, work), dgamma(Shape{1, cols}, work), dbeta(Shape{1, cols}, work);
   gamma_.gather_column_block(gamma.view());
 
@@ -61,13 +61,13 @@ DistMatrix<T> LayerNorm2D<T>::backward(const DistMatrix<T>& dy) {
   // dxhat and dxhat*xhat over all h features (one all-reduce of 2 * rows values).
   Tensor<T> sums(Shape{2 * rows}, work, Init::none);
   ops::layernorm_backward_partials<T>(dy.local(), std::as_const(*xhat_).local(), gamma.view(), dgamma.view(),
-                                      dbeta.view(), sums.view());
+                                      dbeta.view(), sums.view(), grid_->queue());
   dgamma_.add_reduced_column_block(dgamma.view());
   dbeta_.add_reduced_column_block(dbeta.view());
   grid_->row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
   DistMatrix<T> dx(dy.grid(), dy.rows(), dy.cols());
   ops::layernorm_backward_dx<T>(dy.local(), std::as_const(*xhat_).local(), gamma.view(), std::as_const(rstd_).view(),
-                                sums.view(), hidden_, dx.local());
+                                sums.view(), hidden_, dx.local(), grid_->queue());
   xhat_.reset();
   rstd_.reset();
   return dx;
@@ -83,8 +83,8 @@ void LayerNorm2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void LayerNorm2D<T>::zero_grad() {
-  ops::fill<T>(dgamma_.local(), T(0));
-  ops::fill<T>(dbeta_.local(), T(0));
+  ops::fill<T>(dgamma_.local(), T(0), grid_->queue());
+  ops::fill<T>(dbeta_.local(), T(0), grid_->queue());
 }
 
 template class LayerNorm2D<float>;

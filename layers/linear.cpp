@@ -24,9 +24,9 @@ DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
   DistMatrix<T> y(x.grid(), x.rows(), out_);
   summa_ab(T(1), x, w_, T(0), y);
-  Tensor<T> bias(Shape{1, out_ / grid_->q()}, MemoryTag{&grid_->memory(), MemoryKind::workspace});
+  Tensor<T> bias(Shape{1, out_ / grid_->q()}, grid_->tag(MemoryKind::workspace));
   b_.gather_column_block(bias.view());
-  ops::add_row_broadcast<T>(bias.view(), y.local());
+  ops::add_row_broadcast<T>(bias.view(), y.local(), grid_->queue());
   if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
   return y;
 }
@@ -42,8 +42,8 @@ DistMatrix<T> Linear2D<T>::backward(const DistMatrix<T>& dy) {
   PendingProduct<T> dx_pending = summa_abt_async(T(1), dy, w_, T(0), dx);
   summa_atb(T(1), *saved_x_, dy, T(1), dw_);
   saved_x_.reset();
-  Tensor<T> partial(Shape{1, out_ / grid_->q()}, MemoryTag{&grid_->memory(), MemoryKind::workspace});
-  ops::column_sums<T>(dy.local(), partial.view());
+  Tensor<T> partial(Shape{1, out_ / grid_->q()}, grid_->tag(MemoryKind::workspace));
+  ops::column_sums<T>(dy.local(), partial.view(), grid_->queue());
   db_.add_reduced_column_block(partial.view());
   dx_pending.finish();
   return dx;
@@ -60,8 +60,8 @@ void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void Linear2D<T>::zero_grad() {
-  ops::fill<T>(dw_.local(), T(0));
-  ops::fill<T>(db_.local(), T(0));
+  ops::fill<T>(dw_.local(), T(0), grid_->queue());
+  ops::fill<T>(db_.local(), T(0), grid_->queue());
 }
 
 template class Linear2D<float>;

@@ -22,7 +22,8 @@ detail::AttentionGeometry geometry(const Group& group, std::int64_t hidden, std:
   g.first_head = group.rank() * g.heads;
   g.total_heads = heads;
   g.dropout = dropout;
-  g.rng = CounterRng(spec.seed, dropout_stream(step, static_cast<std::uint64_t>(spec.layer), DropoutSite::attention_probs));
+  g.rng = CounterRng(spec.seed,
+                     dropout_stream(step, static_cast<std::uint64_t>(spec.layer), DropoutSite::attention_probs));
   return g;
 }
 
@@ -44,8 +45,9 @@ Attention1D<T>::Attention1D(const Group& group, const std::string& name, std::in
 template <class T>
 DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
   OPTIMUS_CHECK(seq > 0 && x.rows() % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ", seq);
-  const auto g = geometry(*group_, hidden_, heads_, x.rows(), seq, dropout_, pass.step, pass.training ? dropout_.p : 0.0);
-  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_ / group_->size(), g, group_->memory(), pass, saved_);
+  const auto g =
+      geometry(*group_, hidden_, heads_, x.rows(), seq, dropout_, pass.step, pass.training ? dropout_.p : 0.0);
+  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_ / group_->size(), g, pass, saved_);
 }
 
 template <class T>
@@ -102,7 +104,8 @@ TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const GptConfig& c
     : config_(config),
       layer_(layer),
       ln_1_(group.local(), prefix(layer) + "ln_1", config.hidden),
-      attn_(group, prefix(layer) + "attn", config.hidden, config.heads, DropoutSpec{config.dropout, config.seed, layer}),
+      attn_(group, prefix(layer) + "attn", config.hidden, config.heads,
+            DropoutSpec{config.dropout, config.seed, layer}),
       ln_2_(group.local(), prefix(layer) + "ln_2", config.hidden),
       mlp_(group, prefix(layer) + "mlp", config.hidden, config.ffn) {}
 

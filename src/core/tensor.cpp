@@ -48,8 +48,9 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 template <class T>
-Tensor<T>::Tensor(Shape shape, MemoryTag tag, Init init, DeviceMemory* on)
-    : data_(nullptr, Free{on}), shape_(shape), tag_(tag) {
+Tensor<T>::Tensor(Shape shape, MemoryTag tag, Init init)
+    : data_(nullptr, Free{tag.device}), shape_(shape), tag_(tag) {
+  DeviceMemory* on = tag.device;
   constexpr std::size_t kAlign = 64;
   const std::size_t bytes = (this->bytes() + kAlign - 1) / kAlign * kAlign;
   if (bytes == 0) return;
@@ -106,7 +107,7 @@ Device Tensor<T>::device() const {
 template <class T>
 Tensor<T> Tensor<T>::clone() const {
   DeviceMemory* on = device_memory();
-  Tensor copy(shape_, tag_, Init::none, on);
+  Tensor copy(shape_, tag_, Init::none);
   if (numel() == 0) return copy;
   if (on != nullptr) {
     on->copy(copy.data(), data(), bytes());

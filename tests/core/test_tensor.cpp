@@ -75,8 +75,7 @@ TEST_CASE("a tensor placed on a device takes its memory there, clones there, ret
   CountingDeviceMemory device;
   optimus::MemoryTracker tracker;
   {
-    optimus::Tensor<float> t(optimus::Shape{3, 4}, {&tracker, optimus::MemoryKind::activations}, optimus::Init::zero,
-                             &device);
+    optimus::Tensor<float> t(optimus::Shape{3, 4}, {&tracker, optimus::MemoryKind::activations, &device});
     CHECK(t.device() == optimus::Device::cuda);
     CHECK(t.view().device() == optimus::Device::cuda);
     CHECK(optimus::TensorView<const float>(t.view()).device() == optimus::Device::cuda);

@@ -36,9 +36,13 @@ class MemoryTracker {
 };
 
 // Where a tensor's bytes are counted: a tracker (or none) and the kind.
+class DeviceMemory;  // optimus/core/device_memory.hpp
+
+// Who counts a tensor's bytes and as what, and where they live (null device: host memory).
 struct MemoryTag {
   MemoryTracker* tracker = nullptr;
   MemoryKind kind = MemoryKind::workspace;
+  DeviceMemory* device = nullptr;
 };
 
 }  // namespace optimus

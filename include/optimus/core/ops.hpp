@@ -13,12 +13,25 @@
 #include "optimus/core/adamw_step.hpp"
 #include "optimus/core/tensor.hpp"
 
+namespace optimus::cuda {
+class LtGemm;  // optimus/cuda/lt_gemm.hpp
+}
+
 namespace optimus::ops {
 
-// Where device work is ordered (a cudaStream_t; null: the default stream). Ignored on the CPU.
+// Where device work runs: its stream (a cudaStream_t; null: the default stream) and the GEMM engine of the
+// device (needed by gemm on CUDA tensors). Ignored on the CPU.
 struct Queue {
   void* cuda_stream = nullptr;
+  cuda::LtGemm* gemm = nullptr;
+  bool tf32 = false;  // f32 GEMMs on tensor cores (TF32 operands, f32 accumulation) instead of full f32
 };
+
+// C = alpha op(A) op(B) + beta C; op(A): [m, k], op(B): [k, n], C: [m, n] (optimus/core/kernels.hpp's gemm).
+// CPU: cpu::gemm (f32, f64); CUDA: cuBLASLt through queue.gemm (f32, or TF32 with queue.tf32).
+template <class T>
+void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
+          Queue queue = {});
 
 // ---- element-wise (CPU: optimus/core/kernels.hpp, any row stride; CUDA: contiguous) -------------------------
 // y = value; y = alpha x + beta y; y[r, :] += row; out[0, :] = sum over rows of x; GELU (tanh form) and its
@@ -102,7 +115,8 @@ void add_positions(TensorView<const T> wpe, std::int64_t row_offset, std::int64_
 template <class T>
 void embedding_scatter_add(TensorView<const T> grad, TensorView<const int> tokens, std::int64_t v0, TensorView<T> dwte,
                            Queue queue = {});
-// partial[pos, :] = sum of dx[r, :] over rows with (row_offset + r) % seq == pos (overwrites); partial: [max_seq, width].
+// partial[pos, :] = sum of dx[r, :] over rows with (row_offset + r) % seq == pos (overwrites);
+// partial: [max_seq, width].
 template <class T>
 void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t seq, TensorView<T> partial,
                    Queue queue = {});

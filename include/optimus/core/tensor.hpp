@@ -20,8 +20,6 @@ namespace optimus {
 
 enum class Device { cpu, cuda };
 
-class DeviceMemory;
-
 // A shape of rank 0..kMaxRank.
 class Shape {
  public:
@@ -96,12 +94,12 @@ enum class Init { zero, none };
 
 // Owning tensor, row-major and contiguous, zero-initialized unless Init::none. Move-only. With a MemoryTag
 // its bytes are counted by the tag's tracker from construction until destruction (or reset()). On the host
-// unless `on` is given: then in that device's memory, and its views say so.
+// unless the tag names a device: then in that device's memory, and its views say so.
 template <class T>
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(Shape shape, MemoryTag tag = {}, Init init = Init::zero, DeviceMemory* on = nullptr);
+  explicit Tensor(Shape shape, MemoryTag tag = {}, Init init = Init::zero);
 
   Tensor(Tensor&& other) noexcept;
   Tensor& operator=(Tensor&& other) noexcept;

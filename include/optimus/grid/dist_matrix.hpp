@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 #include <cstdint>
 
+#include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
 #include "optimus/core/tensor.hpp"
 #include "optimus/grid/grid.hpp"
@@ -23,7 +24,7 @@ class DistMatrix {
   using ConstLocalMap = Eigen::Map<const Matrix>;
 
   // A zero matrix of global shape rows x cols on `grid`; its local block is counted by the grid's
-  // MemoryTracker as `kind`.
+  // MemoryTracker as `kind` and lives where the grid places its matrices (Grid::place_on).
   DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind = MemoryKind::workspace)
       : DistMatrix(*grid.state(), rows, cols, kind) {}
   // The same, on the grid another matrix lives on (see grid()).
@@ -34,9 +35,14 @@ class DistMatrix {
   template <class Derived>
   static DistMatrix from_global(const Grid& grid, const Eigen::MatrixBase<Derived>& full) {
     DistMatrix m(grid, full.rows(), full.cols());
-    m.local_map() = full.block(m.row_offset(), m.col_offset(), m.local_rows(), m.local_cols()).template cast<T>();
+    const Matrix block = full.block(m.row_offset(), m.col_offset(), m.local_rows(), m.local_cols()).template cast<T>();
+    m.load_local(block);
     return m;
   }
+
+  // Copies a host block [local_rows, local_cols] in, or this rank's block out to the host (wherever it lives).
+  void load_local(const Matrix& block);
+  Matrix local_to_host() const;
 
   // Element (r, c) becomes dist.sample(CounterRng(seed, stream), r, c): the same matrix whatever q is.
   void fill_random(std::uint64_t seed, Distribution dist = Distribution::uniform(-1.0, 1.0), std::uint64_t stream = 0);
@@ -62,8 +68,9 @@ class DistMatrix {
 
   TensorView<T> local() { return local_.view(); }
   TensorView<const T> local() const { return local_.view(); }
-  LocalMap local_map() { return LocalMap(local_.data(), local_rows(), local_cols()); }
-  ConstLocalMap local_map() const { return ConstLocalMap(local_.data(), local_rows(), local_cols()); }
+  // Eigen views of a host block (a block on a device throws: use local(), or local_to_host()).
+  LocalMap local_map() { return LocalMap(host_data(), local_rows(), local_cols()); }
+  ConstLocalMap local_map() const { return ConstLocalMap(host_data(), local_rows(), local_cols()); }
 
   const detail::GridState& grid() const { return *grid_; }
   template <class U>
@@ -72,6 +79,11 @@ class DistMatrix {
   }
 
  private:
+  void copy_bytes(void* dst, const void* src, std::size_t bytes) const;
+  T* host_data() const {
+    OPTIMUS_CHECK(local_.device() == Device::cpu, "DistMatrix: an Eigen view of a block on a device; use local()");
+    return const_cast<T*>(local_.data());
+  }
   DistMatrix(const detail::GridState* grid, std::int64_t rows, std::int64_t cols, Tensor<T> local)
       : grid_(grid), rows_(rows), cols_(cols), local_(std::move(local)) {}
 

@@ -6,13 +6,15 @@
 //               row 1     rank 2     rank 3
 // The Grid owns its communicators: row (the q ranks with the same i, ranked by j), column (same j, ranked
 // by i), grid (the q*q ranks of one replica, ranked i*q + j) and data-parallel (same (i, j), ranked by
-// replica), and the MemoryTracker of this rank. It is move-only; its state lives on the heap, so moving a Grid keeps matrices built on it valid.
+// replica), and the MemoryTracker of this rank. It is move-only; its state lives on the heap, so moving a Grid
+// keeps matrices built on it valid.
 #pragma once
 
 #include <memory>
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/memory.hpp"
+#include "optimus/core/ops.hpp"
 #include "optimus/core/timeline.hpp"
 
 namespace optimus {
@@ -31,6 +33,11 @@ struct GridState {
   std::unique_ptr<MemoryTracker> memory;  // counts this rank's tensors made on the grid
   bool overlap = true;                     // SUMMA overlaps communication with computation
   Timeline* timeline = nullptr;            // where SUMMA records its GEMMs and waits, if anywhere
+  DeviceMemory* device = nullptr;          // where matrices and workspaces live (null: host memory)
+  ops::Queue queue;                        // where their local work runs on the device
+
+  // The tag of this rank's tensors of `kind`: counted by `memory`, placed on `device`.
+  MemoryTag tag(MemoryKind kind) const { return {memory.get(), kind, device}; }
 };
 }  // namespace detail
 
@@ -68,6 +75,18 @@ class Grid {
 
   // The tracker of this rank's DistMatrix memory (and of everything the layers allocate on this grid).
   MemoryTracker& memory() const { return *state_->memory; }
+  // How tensors of `kind` made for this grid are counted and placed.
+  MemoryTag tag(MemoryKind kind) const { return state_->tag(kind); }
+
+  // Places the matrices and layer workspaces made on this grid from now on in `device` (null: host memory),
+  // with their local work ordered on `queue` (its stream and GEMM engine). Both must outlive their use; the
+  // grid's communicators must accept buffers there. Every rank of the grid must place alike.
+  void place_on(DeviceMemory* device, ops::Queue queue = {}) {
+    state_->device = device;
+    state_->queue = queue;
+  }
+  DeviceMemory* device() const { return state_->device; }
+  const ops::Queue& queue() const { return state_->queue; }
 
   const detail::GridState* state() const { return state_.get(); }
 

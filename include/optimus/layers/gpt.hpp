@@ -75,6 +75,7 @@ class AdamW {
   std::vector<ParameterRef<T>> params_;
   AdamWConfig config_;
   std::vector<Tensor<T>> m_, v_;
+  Tensor<double> norm_scratch_;  // ops::sum_squares' partials, where the gradients live
   int t_ = 0;
 };
 
