@@ -146,9 +146,12 @@ class SlotRequest final : public RequestImpl {
 
 class InProcessCommunicator final : public Communicator {
  public:
-  InProcessCommunicator(std::shared_ptr<GroupState> g, int rank) : Communicator(rank, g->size), g_(std::move(g)) {}
+  InProcessCommunicator(std::shared_ptr<GroupState> g, int rank, std::shared_ptr<const InProcessCopy> copy = nullptr)
+      : Communicator(rank, g->size), g_(std::move(g)), copy_(std::move(copy)) {}
 
   std::string backend() const override { return "in-process"; }
+
+  void set_copy(InProcessCopy copy) { copy_ = std::make_shared<const InProcessCopy>(std::move(copy)); }
 
  protected:
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync) override {
@@ -156,14 +159,14 @@ class InProcessCommunicator final : public Communicator {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     if (rank() == root) {
-      g_->post(seq, rank(), copy_bytes(buf, n));
+      g_->post(seq, rank(), stage(buf, n));
       g_->done(seq);
       return {};
     }
     g_->slot(seq);
     return pending([this, seq, root] { return g_->slots.at(seq).posted[static_cast<std::size_t>(root)] != 0; },
                    [this, seq, root, buf, n] {
-                     std::memcpy(buf, g_->slots.at(seq).data[static_cast<std::size_t>(root)].data(), n);
+                     deliver(buf, g_->slots.at(seq).data[static_cast<std::size_t>(root)].data(), n);
                      g_->done(seq);
                    });
   }
@@ -172,13 +175,13 @@ class InProcessCommunicator final : public Communicator {
                       Sync) override {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), copy_bytes(send, count * size_of(dtype)));
+    g_->post(seq, rank(), stage(send, count * size_of(dtype)));
     if (rank() != root) {
       g_->done(seq);
       return {};
     }
     return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
-      reduce_contributions(g_->slots.at(seq), 0, count, dtype, op, recv);
+      reduce_to(g_->slots.at(seq), 0, count, dtype, op, recv);
       g_->done(seq);
     });
   }
@@ -186,9 +189,9 @@ class InProcessCommunicator final : public Communicator {
   Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync) override {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), copy_bytes(send, count * size_of(dtype)));
+    g_->post(seq, rank(), stage(send, count * size_of(dtype)));
     return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
-      reduce_contributions(g_->slots.at(seq), 0, count, dtype, op, recv);
+      reduce_to(g_->slots.at(seq), 0, count, dtype, op, recv);
       g_->done(seq);
     });
   }
@@ -197,12 +200,10 @@ class InProcessCommunicator final : public Communicator {
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), copy_bytes(send, n));
+    g_->post(seq, rank(), stage(send, n));
     return pending(all_posted(seq), [this, seq, recv, n] {
       const Slot& s = g_->slots.at(seq);
-      for (std::size_t r = 0; r < s.data.size(); ++r) {
-        if (n) std::memcpy(static_cast<std::byte*>(recv) + r * n, s.data[r].data(), n);
-      }
+      for (std::size_t r = 0; r < s.data.size(); ++r) deliver(static_cast<std::byte*>(recv) + r * n, s.data[r].data(), n);
       g_->done(seq);
     });
   }
@@ -211,16 +212,16 @@ class InProcessCommunicator final : public Communicator {
                               Sync) override {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), copy_bytes(send, static_cast<std::size_t>(size()) * count * size_of(dtype)));
+    g_->post(seq, rank(), stage(send, static_cast<std::size_t>(size()) * count * size_of(dtype)));
     return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
-      reduce_contributions(g_->slots.at(seq), static_cast<std::size_t>(rank()) * count, count, dtype, op, recv);
+      reduce_to(g_->slots.at(seq), static_cast<std::size_t>(rank()) * count, count, dtype, op, recv);
       g_->done(seq);
     });
   }
 
   Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync) override {
     std::unique_lock lock(g_->mu);
-    g_->mailbox[{rank(), dest, tag}].push_back(copy_bytes(buf, count * size_of(dtype)));
+    g_->mailbox[{rank(), dest, tag}].push_back(stage(buf, count * size_of(dtype)));
     g_->cv.notify_all();
     return {};
   }
@@ -235,7 +236,7 @@ class InProcessCommunicator final : public Communicator {
                      queue.pop_front();
                      OPTIMUS_CHECK(message.size() == n, "recv from rank ", source, " with tag ", tag, " expected ", n,
                                    " bytes but the message has ", message.size());
-                     if (n) std::memcpy(buf, message.data(), n);
+                     deliver(buf, message.data(), n);
                    });
   }
 
@@ -268,10 +269,38 @@ class InProcessCommunicator final : public Communicator {
     std::shared_ptr<GroupState> mine_group = child;
     if (++taken == new_size) g_->children.erase({seq, color});
     g_->done(seq);
-    return std::make_unique<InProcessCommunicator>(std::move(mine_group), new_rank);
+    return std::make_unique<InProcessCommunicator>(std::move(mine_group), new_rank, copy_);
   }
 
  private:
+  // The caller's buffer -> a staged contribution (host bytes), and staged bytes -> the caller's buffer, through
+  // the rank's copy when it has one (its buffers may be device memory), else memcpy.
+  Bytes stage(const void* p, std::size_t n) const {
+    Bytes b(n);
+    if (n) copy(b.data(), p, n);
+    return b;
+  }
+  void deliver(void* dst, const void* src, std::size_t n) const {
+    if (n) copy(dst, src, n);
+  }
+  void copy(void* dst, const void* src, std::size_t n) const {
+    if (copy_) {
+      (*copy_)(dst, src, n);
+    } else {
+      std::memcpy(dst, src, n);
+    }
+  }
+  // The reduction into the caller's buffer: directly on the host, through host bytes with a copy.
+  void reduce_to(const Slot& s, std::size_t offset, std::size_t count, DType dtype, ReduceOp op, void* out) const {
+    if (!copy_) {
+      reduce_contributions(s, offset, count, dtype, op, out);
+      return;
+    }
+    Bytes reduced(count * size_of(dtype));
+    reduce_contributions(s, offset, count, dtype, op, reduced.data());
+    deliver(out, reduced.data(), reduced.size());
+  }
+
   std::function<bool()> all_posted(std::uint64_t seq) {
     return [this, seq] { return g_->slots.at(seq).n_posted == size(); };
   }
@@ -281,10 +310,18 @@ class InProcessCommunicator final : public Communicator {
   }
 
   std::shared_ptr<GroupState> g_;
-  std::uint64_t next_seq_ = 0;  // collectives are numbered identically on every rank
+  std::shared_ptr<const InProcessCopy> copy_;  // shared with the communicators split from this one
+  std::uint64_t next_seq_ = 0;                 // collectives are numbered identically on every rank
 };
 
 }  // namespace
+
+void set_in_process_copy(Communicator& comm, InProcessCopy copy) {
+  auto* in_process = dynamic_cast<InProcessCommunicator*>(&comm);
+  OPTIMUS_CHECK(in_process != nullptr, "set_in_process_copy: the communicator's backend is '", comm.backend(),
+                "', not in-process");
+  in_process->set_copy(std::move(copy));
+}
 
 void run_in_process(int size, const std::function<void(Communicator& world)>& fn) {
   OPTIMUS_CHECK(size >= 1, "run_in_process needs at least one rank, got ", size);

@@ -2,8 +2,11 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstring>
+#include <memory>
 
 #include "collective_cases.hpp"
+#include "delaying_communicator.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 
@@ -48,4 +51,32 @@ TEST_CASE("recv of the wrong size is refused with both sizes") {
     });
   };
   CHECK_THROWS_WITH_AS(run(), doctest::Contains("expected 8 bytes but the message has 16"), optimus::Error);
+}
+
+TEST_CASE("a rank's own copy moves every byte between its buffers and the staging area, also after splits") {
+  std::atomic<long> copied{0};
+  optimus::run_in_process(4, [&](Communicator& w) {
+    optimus::set_in_process_copy(w, [&](void* dst, const void* src, std::size_t n) {
+      copied += static_cast<long>(n);
+      std::memcpy(dst, src, n);
+    });
+    // The collectives give the same answers through the copy, on the world and on a split.
+    optimus::test::check_collectives(w);
+    const long before = copied.load();
+    std::unique_ptr<Communicator> half = w.split(w.rank() % 2, w.rank());
+    double x = w.rank() + 1.0;
+    half->all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);
+    CHECK(x == (w.rank() % 2 == 0 ? 1.0 + 3.0 : 2.0 + 4.0));
+    w.barrier();
+    CHECK(copied.load() > before);  // the split communicator copies through it too
+  });
+  CHECK(copied.load() > 0);
+}
+
+TEST_CASE("setting an in-process copy on another backend is refused") {
+  optimus::run_in_process(1, [](Communicator& w) {
+    optimus::test::DelayingCommunicator slow(w, 1, 0);
+    CHECK_THROWS_WITH_AS(optimus::set_in_process_copy(slow, [](void*, const void*, std::size_t) {}),
+                         doctest::Contains("not in-process"), optimus::Error);
+  });
 }
