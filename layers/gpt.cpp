@@ -37,7 +37,7 @@ Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config)
   for (std::int64_t l = 0; l < config.layers; ++l) {
     blocks_.push_back(std::make_unique<TransformerBlock2D<T>>(grid, config, l));
   }
-  for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_);
+  for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_->device());
 }
 
 template <class T>
@@ -125,14 +125,16 @@ void Gpt2D<T>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
     auto it = std::find_if(params.begin(), params.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
     OPTIMUS_CHECK(it != params.end(), "load_global: unknown parameter '", name, "'");
     const bool vector_as_column = it->shape.size() == 1 && full.cols() == 1 && full.rows() == it->layout.cols;
-    load_parameter(*it, vector_as_column ? GlobalMatrix(full.transpose()) : full);
+    load_parameter(*it, vector_as_column ? GlobalMatrix(full.transpose()) : full, grid_->device());
   }
 }
 
 template <class T>
 std::map<std::string, GlobalMatrix> Gpt2D<T>::gather(bool gradients) {
   std::map<std::string, GlobalMatrix> out;
-  for (const ParameterRef<T>& p : parameters()) out[p.name] = gather_parameter(grid_->grid(), p, gradients);
+  for (const ParameterRef<T>& p : parameters()) {
+    out[p.name] = gather_parameter(grid_->grid(), p, gradients, grid_->device());
+  }
   return out;
 }
 

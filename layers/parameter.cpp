@@ -1,8 +1,10 @@
 // Initialization, loading and gathering of parameters through their ShardLayout.
 #include "optimus/layers/parameter.hpp"
 
+#include <cstring>
 #include <vector>
 
+#include "optimus/core/device_memory.hpp"
 #include "optimus/core/error.hpp"
 
 namespace optimus {
@@ -56,33 +58,70 @@ ShardLayout ShardLayout::on_rank(int rank) const {
   return other;
 }
 
+namespace {
+
+// This rank's shard as a host row-major [local_rows, local_cols] buffer, and written back, wherever it lives.
 template <class T>
-void init_parameter(const ParameterRef<T>& p, const GptConfig& config) {
+void copy_shard(void* dst, const void* src, std::size_t bytes, Device where, DeviceMemory* device,
+                const std::string& name) {
+  if (bytes == 0) return;
+  if (where == Device::cpu) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  OPTIMUS_CHECK(device != nullptr, "parameter '", name,
+                "' lives on a device: pass the DeviceMemory it lives in (the grid's device())");
+  device->copy(dst, src, bytes);
+}
+
+template <class T>
+std::vector<T> shard_to_host(const ParameterRef<T>& p, const TensorView<T>& shard, DeviceMemory* device) {
+  std::vector<T> host(static_cast<std::size_t>(shard.numel()));
+  copy_shard<T>(host.data(), shard.data(), host.size() * sizeof(T), shard.device(), device, p.name);
+  return host;
+}
+
+template <class T>
+void shard_from_host(const ParameterRef<T>& p, const std::vector<T>& host, DeviceMemory* device) {
+  copy_shard<T>(p.value.data(), host.data(), host.size() * sizeof(T), p.value.device(), device, p.name);
+}
+
+}  // namespace
+
+template <class T>
+void init_parameter(const ParameterRef<T>& p, const GptConfig& config, DeviceMemory* device) {
   const CounterRng rng(config.seed, parameter_stream(p.name));
   const Distribution dist = initial_distribution(config, p.name);
+  const std::int64_t lc = p.layout.local_cols();
+  std::vector<T> host(static_cast<std::size_t>(p.layout.local_rows() * lc));
   for (std::int64_t r = 0; r < p.layout.local_rows(); ++r) {
-    for (std::int64_t c = 0; c < p.layout.local_cols(); ++c) {
+    for (std::int64_t c = 0; c < lc; ++c) {
       const auto [gr, gc] = p.layout.global(r, c);
-      p.value(r, c) = static_cast<T>(dist.sample(rng, static_cast<std::uint64_t>(gr), static_cast<std::uint64_t>(gc)));
+      host[static_cast<std::size_t>(r * lc + c)] =
+          static_cast<T>(dist.sample(rng, static_cast<std::uint64_t>(gr), static_cast<std::uint64_t>(gc)));
     }
   }
+  shard_from_host(p, host, device);
 }
 
 template <class T>
-void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full) {
+void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMemory* device) {
   OPTIMUS_CHECK(full.rows() == p.layout.rows && full.cols() == p.layout.cols, "load_global: '", p.name, "' is ",
                 p.layout.rows, "x", p.layout.cols, " but the given tensor is ", full.rows(), "x", full.cols());
+  const std::int64_t lc = p.layout.local_cols();
+  std::vector<T> host(static_cast<std::size_t>(p.layout.local_rows() * lc));
   for (std::int64_t r = 0; r < p.layout.local_rows(); ++r) {
-    for (std::int64_t c = 0; c < p.layout.local_cols(); ++c) {
+    for (std::int64_t c = 0; c < lc; ++c) {
       const auto [gr, gc] = p.layout.global(r, c);
-      p.value(r, c) = static_cast<T>(full(gr, gc));
+      host[static_cast<std::size_t>(r * lc + c)] = static_cast<T>(full(gr, gc));
     }
   }
+  shard_from_host(p, host, device);
 }
 
 template <class T>
-GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool gradient) {
-  const TensorView<T>& mine = gradient ? p.grad : p.value;
+GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool gradient, DeviceMemory* device) {
+  const std::vector<T> mine = shard_to_host(p, gradient ? p.grad : p.value, device);
   const std::int64_t lr = p.layout.local_rows(), lc = p.layout.local_cols(), n = lr * lc;
   const int ranks = comm.size();
   std::vector<T> all(static_cast<std::size_t>(n * ranks));
@@ -102,9 +141,9 @@ GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                       \
-  template void init_parameter<T>(const ParameterRef<T>&, const GptConfig&);         \
-  template void load_parameter<T>(const ParameterRef<T>&, const GlobalMatrix&);      \
-  template GlobalMatrix gather_parameter<T>(Communicator&, const ParameterRef<T>&, bool);
+  template void init_parameter<T>(const ParameterRef<T>&, const GptConfig&, DeviceMemory*);         \
+  template void load_parameter<T>(const ParameterRef<T>&, const GlobalMatrix&, DeviceMemory*);      \
+  template GlobalMatrix gather_parameter<T>(Communicator&, const ParameterRef<T>&, bool, DeviceMemory*);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE
