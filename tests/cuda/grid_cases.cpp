@@ -1,0 +1,135 @@
+// Grids placed on one GPU: SUMMA and the Linear2D / LayerNorm2D layers at q = 1 and in-process q = 2 (q^2 ranks
+// as threads sharing the device), against Eigen and against the same layers on the host, plus the steady state
+// of the caching allocator and the refusal of mixed host and device operands.
+#include <doctest/doctest.h>
+
+#include <Eigen/Core>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "optimus/comm/in_process.hpp"
+#include "optimus/core/ops.hpp"
+#include "optimus/cuda/lt_gemm.hpp"
+#include "optimus/cuda/runtime.hpp"
+#include "optimus/grid/summa.hpp"
+#include "optimus/layers/layernorm.hpp"
+#include "optimus/layers/linear.hpp"
+#include "optimus/reference/compare.hpp"
+#include "optimus/reference/matmul.hpp"
+
+namespace {
+
+using optimus::Communicator;
+using optimus::DistMatrix;
+using optimus::Grid;
+using optimus::reference::Matrix;
+
+// One rank's device objects, declared before (so destroyed after) anything placed on them.
+struct GpuRank {
+  optimus::cuda::Stream stream;
+  optimus::cuda::DeviceMemoryPool memory{0, stream.get()};
+  optimus::cuda::LtGemm gemm{memory.allocator()};
+
+  // Makes `world`'s exchanges device-aware, then a grid placed on this device.
+  Grid grid(Communicator& world, int q) {
+    optimus::set_in_process_copy(world, [this](void* dst, const void* src, std::size_t n) { memory.copy(dst, src, n); });
+    Grid g = Grid::create(world, q);
+    g.place_on(&memory, optimus::ops::Queue{stream.get(), &gemm, false});
+    return g;
+  }
+};
+
+bool close(const Matrix& got, const Matrix& expected, double tol) {
+  const auto cmp = optimus::reference::compare_relative(got, expected, tol);
+  CAPTURE(cmp);
+  return cmp.ok();
+}
+
+}  // namespace
+
+TEST_CASE("SUMMA on one GPU matches Eigen at q = 1 and in-process q = 2, and repeats without cudaMalloc") {
+  for (int q : {1, 2}) {
+    CAPTURE(q);
+    optimus::run_in_process(q * q, [q](Communicator& world) {
+      GpuRank gpu;
+      Grid grid = gpu.grid(world, q);
+      const std::int64_t m = 16 * q, k = 8 * q, n = 12 * q;
+      const Matrix a = optimus::reference::random_matrix(m, k, 1), b = optimus::reference::random_matrix(k, n, 2);
+      const Matrix bt = optimus::reference::random_matrix(n, k, 3), at = optimus::reference::random_matrix(k, m, 4);
+      const auto A = DistMatrix<float>::from_global(grid, a);
+      const auto B = DistMatrix<float>::from_global(grid, b);
+      const auto BT = DistMatrix<float>::from_global(grid, bt);
+      const auto AT = DistMatrix<float>::from_global(grid, at);
+      CHECK(A.local().device() == optimus::Device::cuda);
+      auto products = [&] {
+        const Matrix ab = optimus::summa_ab(A, B).to_global().cast<double>();
+        const Matrix abt = optimus::summa_abt(A, BT).to_global().cast<double>();
+        const Matrix atb = optimus::summa_atb(AT, B).to_global().cast<double>();
+        CHECK(close(ab, a.cast<float>().cast<double>() * b.cast<float>().cast<double>(), 1e-5));
+        CHECK(close(abt, a.cast<float>().cast<double>() * bt.cast<float>().cast<double>().transpose(), 1e-5));
+        CHECK(close(atb, at.cast<float>().cast<double>().transpose() * b.cast<float>().cast<double>(), 1e-5));
+      };
+      products();
+      const auto allocations = gpu.memory.allocator().stats().raw_allocations;
+      products();
+      products();
+      CHECK(gpu.memory.allocator().stats().raw_allocations == allocations);  // the steady state allocates nothing
+    });
+  }
+}
+
+TEST_CASE("Linear2D and LayerNorm2D on one GPU equal the same layers on the host (q = 1, in-process q = 2)") {
+  for (int q : {1, 2}) {
+    CAPTURE(q);
+    optimus::run_in_process(q * q, [q](Communicator& world) {
+      GpuRank gpu;
+      Grid on_gpu = gpu.grid(world, q);
+      Grid on_host = Grid::create(world, q);  // the same world (its copy also moves host bytes)
+      optimus::GptConfig config;
+      config.hidden = 8 * q;
+      const std::int64_t tokens = 6 * q, h = config.hidden, ffn = 4 * h;
+      const Matrix x = optimus::reference::random_matrix(tokens, h, 5), dy = optimus::reference::random_matrix(tokens, ffn, 6);
+      const Matrix dn = optimus::reference::random_matrix(tokens, h, 7);
+      auto run = [&](Grid& grid) {
+        std::map<std::string, Matrix> out;
+        optimus::LayerNorm2D<float> ln(grid, "h.0.ln_1", h);
+        optimus::Linear2D<float> fc(grid, "h.0.mlp.c_fc", h, ffn);
+        std::vector<optimus::ParameterRef<float>> refs;
+        ln.parameters(refs);
+        fc.parameters(refs);
+        for (const auto& r : refs) optimus::init_parameter(r, config, grid.device());
+        const auto X = DistMatrix<float>::from_global(grid, x);
+        const DistMatrix<float> n = ln.forward(X, optimus::Pass{});
+        const DistMatrix<float> y = fc.forward(n, optimus::Pass{});
+        const DistMatrix<float> dn_fc = fc.backward(DistMatrix<float>::from_global(grid, dy));
+        const DistMatrix<float> dx = ln.backward(DistMatrix<float>::from_global(grid, dn));
+        out["n"] = n.to_global().cast<double>();
+        out["y"] = y.to_global().cast<double>();
+        out["dn_fc"] = dn_fc.to_global().cast<double>();
+        out["dx"] = dx.to_global().cast<double>();
+        for (const auto& r : refs) out[r.name + ".grad"] = optimus::gather_parameter(grid.grid(), r, true, grid.device());
+        return out;
+      };
+      const auto gpu_out = run(on_gpu), host_out = run(on_host);
+      for (const auto& [name, m] : host_out) {
+        CAPTURE(name);
+        CHECK(close(gpu_out.at(name), m, 1e-4));
+      }
+    });
+  }
+}
+
+TEST_CASE("host and device operands in one operation are refused, naming both") {
+  GpuRank gpu;
+  optimus::Tensor<float> on_device(optimus::Shape{2, 3}, {nullptr, optimus::MemoryKind::workspace, &gpu.memory});
+  optimus::Tensor<float> on_host(optimus::Shape{2, 3});
+  CHECK_THROWS_WITH_AS(optimus::ops::axpby<float>(1.0f, std::as_const(on_host).view(), 1.0f, on_device.view()),
+                       doctest::Contains("axpby: operands are on different devices (x on cpu, y on cuda)"),
+                       optimus::Error);
+  optimus::run_in_process(1, [&](Communicator& world) {
+    Grid grid = gpu.grid(world, 1);
+    DistMatrix<float> d(grid, 4, 4);
+    CHECK_THROWS_WITH_AS(d.local_map(), doctest::Contains("an Eigen view of a block on a device"), optimus::Error);
+  });
+}
