@@ -2,79 +2,94 @@
 #include "attention_core.hpp"
 
 #include <cmath>
+#include <utility>
 
 #include "optimus/core/ops.hpp"
 
 namespace optimus::detail {
 namespace {
 
+// The scale and the per-tile views of one rank's attention.
 template <class T>
-TensorView<T> tile_view(T* data, std::int64_t seq) {
-  return TensorView<T>(data, Shape{seq, seq});
-}
+struct Tiles {
+  const AttentionGeometry& g;
+  std::int64_t s = g.seq, d = g.head_size, width = g.heads * d;
+  T scale = T(1) / std::sqrt(static_cast<T>(g.head_size));
 
-// m *= the attention dropout mask of tile (b, t): 1/(1-p) where kept, 0 where dropped (no-op without dropout).
-template <class T>
-void drop_tile(const AttentionGeometry& g, std::int64_t b, std::int64_t t, RowMajorMatrix<T>& m) {
-  const auto row0 = static_cast<std::uint64_t>(((g.first_batch + b) * g.total_heads + g.first_head + t) * g.seq);
-  ops::dropout<T>(tile_view(m.data(), g.seq), row0, 0, g.dropout, g.rng.seed(), g.rng.stream());
-}
+  // Q, K, V of sequence b, head t: [s, d] blocks of qkv (or of its gradient).
+  template <class V>
+  V part(V qkv, int which, std::int64_t b, std::int64_t t) const {
+    return qkv.block(b * s, which * width + t * d, s, d);
+  }
+  template <class V>
+  V probs(V all, std::int64_t b, std::int64_t t) const {
+    return all.block((b * g.heads + t) * s, 0, s, s);
+  }
+  // x *= the attention dropout mask of tile (b, t): 1/(1-p) where kept, 0 where dropped.
+  void drop(TensorView<T> x, std::int64_t b, std::int64_t t, const ops::Queue& queue) const {
+    const auto row0 = static_cast<std::uint64_t>(((g.first_batch + b) * g.total_heads + g.first_head + t) * s);
+    ops::dropout<T>(x, row0, 0, g.dropout, g.rng.seed(), g.rng.stream(), queue);
+  }
+  // The tile's probabilities after dropout: p itself without dropout, else a masked copy in `kept`.
+  TensorView<const T> kept(TensorView<const T> p, Tensor<T>& kept, std::int64_t b, std::int64_t t,
+                           const ops::Queue& queue) const {
+    if (g.dropout <= 0.0) return p;
+    ops::axpby<T>(T(1), p, T(0), kept.view(), queue);
+    drop(kept.view(), b, t, queue);
+    return std::as_const(kept).view();
+  }
+};
 
 }  // namespace
 
 template <class T>
-void attention_core_forward(const AttentionGeometry& g, Eigen::Map<const RowMajorMatrix<T>> qkv,
-                            Eigen::Map<RowMajorMatrix<T>> probs, Eigen::Map<RowMajorMatrix<T>> merged) {
-  const std::int64_t s = g.seq, d = g.head_size, width = g.heads * d;
-  const T scale = T(1) / std::sqrt(static_cast<T>(d));
-  RowMajorMatrix<T> scores(s, s), kept;
+void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+                            TensorView<T> probs, TensorView<T> merged) {
+  const Tiles<T> tiles{g};
+  const std::int64_t s = g.seq;
+  const ops::Queue& queue = grid.queue;
+  const MemoryTag work = grid.tag(MemoryKind::workspace);
+  Tensor<T> scores(Shape{s, s}, work, Init::none), kept(Shape{s, s}, work, Init::none);
   for (std::int64_t b = 0; b < g.batches; ++b) {
     for (std::int64_t t = 0; t < g.heads; ++t) {
-      const auto q = qkv.block(b * s, t * d, s, d);
-      const auto k = qkv.block(b * s, width + t * d, s, d);
-      const auto v = qkv.block(b * s, 2 * width + t * d, s, d);
-      T* p = probs.data() + (b * g.heads + t) * s * s;  // this tile's [s, s] probabilities
-      scores.noalias() = q * k.transpose();
-      ops::causal_softmax_forward<T>(tile_view<const T>(scores.data(), s), scale, tile_view(p, s));
-      kept = Eigen::Map<const RowMajorMatrix<T>>(p, s, s);
-      drop_tile(g, b, t, kept);
-      merged.block(b * s, t * d, s, d).noalias() = kept * v;
+      const TensorView<T> p = tiles.probs(probs, b, t);
+      ops::gemm<T>(false, true, T(1), tiles.part(qkv, 0, b, t), tiles.part(qkv, 1, b, t), T(0), scores.view(), queue);
+      ops::causal_softmax_forward<T>(std::as_const(scores).view(), tiles.scale, p, queue);
+      ops::gemm<T>(false, false, T(1), tiles.kept(p, kept, b, t, queue), tiles.part(qkv, 2, b, t), T(0),
+                   tiles.part(merged, 0, b, t), queue);
     }
   }
 }
 
 template <class T>
-void attention_core_backward(const AttentionGeometry& g, Eigen::Map<const RowMajorMatrix<T>> qkv,
-                             Eigen::Map<const RowMajorMatrix<T>> probs, Eigen::Map<const RowMajorMatrix<T>> dmerged,
-                             Eigen::Map<RowMajorMatrix<T>> dqkv) {
-  const std::int64_t s = g.seq, d = g.head_size, width = g.heads * d;
-  const T scale = T(1) / std::sqrt(static_cast<T>(d));
-  RowMajorMatrix<T> kept, dp(s, s), ds(s, s);
+void attention_core_backward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+                             TensorView<const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv) {
+  const Tiles<T> tiles{g};
+  const std::int64_t s = g.seq;
+  const ops::Queue& queue = grid.queue;
+  const MemoryTag work = grid.tag(MemoryKind::workspace);
+  Tensor<T> kept(Shape{s, s}, work, Init::none), dp(Shape{s, s}, work, Init::none), ds(Shape{s, s}, work, Init::none);
   for (std::int64_t b = 0; b < g.batches; ++b) {
     for (std::int64_t t = 0; t < g.heads; ++t) {
-      const auto q = qkv.block(b * s, t * d, s, d);
-      const auto k = qkv.block(b * s, width + t * d, s, d);
-      const auto v = qkv.block(b * s, 2 * width + t * d, s, d);
-      const T* p = probs.data() + (b * g.heads + t) * s * s;
-      const auto dout = dmerged.block(b * s, t * d, s, d);
-      kept = Eigen::Map<const RowMajorMatrix<T>>(p, s, s);
-      drop_tile(g, b, t, kept);
-      dqkv.block(b * s, 2 * width + t * d, s, d).noalias() = kept.transpose() * dout;
-      dp.noalias() = dout * v.transpose();
-      drop_tile(g, b, t, dp);
-      ops::causal_softmax_backward<T>(tile_view(p, s), tile_view<const T>(dp.data(), s), scale, tile_view(ds.data(), s));
-      dqkv.block(b * s, t * d, s, d).noalias() = ds * k;
-      dqkv.block(b * s, width + t * d, s, d).noalias() = ds.transpose() * q;
+      const TensorView<const T> p = tiles.probs(probs, b, t), dout = tiles.part(dmerged, 0, b, t);
+      const TensorView<const T> q = tiles.part(qkv, 0, b, t), k = tiles.part(qkv, 1, b, t);
+      const TensorView<const T> v = tiles.part(qkv, 2, b, t);
+      // dV = kept^T dout; dP = (dout V^T) * mask; dS = softmax'(dP); dQ = dS K; dK = dS^T Q.
+      ops::gemm<T>(true, false, T(1), tiles.kept(p, kept, b, t, queue), dout, T(0), tiles.part(dqkv, 2, b, t), queue);
+      ops::gemm<T>(false, true, T(1), dout, v, T(0), dp.view(), queue);
+      tiles.drop(dp.view(), b, t, queue);
+      ops::causal_softmax_backward<T>(p, std::as_const(dp).view(), tiles.scale, ds.view(), queue);
+      ops::gemm<T>(false, false, T(1), std::as_const(ds).view(), k, T(0), tiles.part(dqkv, 0, b, t), queue);
+      ops::gemm<T>(true, false, T(1), std::as_const(ds).view(), q, T(0), tiles.part(dqkv, 1, b, t), queue);
     }
   }
 }
 
-#define OPTIMUS_INSTANTIATE(T)                                                                                    \
-  template void attention_core_forward<T>(const AttentionGeometry&, Eigen::Map<const RowMajorMatrix<T>>,           \
-                                          Eigen::Map<RowMajorMatrix<T>>, Eigen::Map<RowMajorMatrix<T>>);           \
-  template void attention_core_backward<T>(const AttentionGeometry&, Eigen::Map<const RowMajorMatrix<T>>,          \
-                                           Eigen::Map<const RowMajorMatrix<T>>, Eigen::Map<const RowMajorMatrix<T>>, \
-                                           Eigen::Map<RowMajorMatrix<T>>);
+#define OPTIMUS_INSTANTIATE(T)                                                                                  \
+  template void attention_core_forward<T>(const AttentionGeometry&, const GridState&, TensorView<const T>,       \
+                                          TensorView<T>, TensorView<T>);                                         \
+  template void attention_core_backward<T>(const AttentionGeometry&, const GridState&, TensorView<const T>,      \
+                                           TensorView<const T>, TensorView<const T>, TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

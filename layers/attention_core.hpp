@@ -4,12 +4,16 @@
 //   probs : [batches*heads*seq, seq], row (b*heads + t)*seq + query, softmax before dropout (saved)
 //   merged: [batches*seq, width], head-major columns
 // Dropout masks use global indices: row ((first_batch + b)*total_heads + first_head + t)*seq + query.
+// The work is tile by tile, one [seq, seq] tile per (sequence, head), through optimus::ops (GEMMs, causal
+// softmax, dropout), so it runs wherever the views live; its scratch tiles come from `grid` (tag and queue).
 #pragma once
 
 #include <Eigen/Core>
 #include <cstdint>
 
 #include "optimus/core/rng.hpp"
+#include "optimus/core/tensor.hpp"
+#include "optimus/grid/grid.hpp"
 
 namespace optimus::detail {
 
@@ -24,12 +28,11 @@ template <class T>
 using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 template <class T>
-void attention_core_forward(const AttentionGeometry& g, Eigen::Map<const RowMajorMatrix<T>> qkv,
-                            Eigen::Map<RowMajorMatrix<T>> probs, Eigen::Map<RowMajorMatrix<T>> merged);
+void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+                            TensorView<T> probs, TensorView<T> merged);
 
 template <class T>
-void attention_core_backward(const AttentionGeometry& g, Eigen::Map<const RowMajorMatrix<T>> qkv,
-                             Eigen::Map<const RowMajorMatrix<T>> probs, Eigen::Map<const RowMajorMatrix<T>> dmerged,
-                             Eigen::Map<RowMajorMatrix<T>> dqkv);
+void attention_core_backward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+                             TensorView<const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv);
 
 }  // namespace optimus::detail

@@ -47,8 +47,7 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const Dis
   Tensor<T> probs(Shape{g.batches * g.heads * g.seq, g.seq},
                   x.grid().tag(pass.training ? MemoryKind::activations : MemoryKind::workspace), Init::none);
   DistMatrix<T> merged(x.grid(), x.rows(), merged_cols);
-  attention_core_forward<T>(g, std::as_const(qkv).local_map(),
-                            Eigen::Map<RowMajorMatrix<T>>(probs.data(), probs.size(0), g.seq), merged.local_map());
+  attention_core_forward<T>(g, x.grid(), std::as_const(qkv).local(), probs.view(), merged.local());
   DistMatrix<T> y = c_proj.forward(merged, pass);
   if (pass.training) {
     saved.qkv = qkv.clone_as(MemoryKind::activations);
@@ -65,9 +64,8 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, const Di
                                  const AttentionGeometry& g, AttentionSaved<T>& saved) {
   const DistMatrix<T> dmerged = c_proj.backward(dy);
   DistMatrix<T> dqkv(dy.grid(), dy.rows(), saved.qkv->cols());
-  attention_core_backward<T>(g, std::as_const(*saved.qkv).local_map(),
-                             Eigen::Map<const RowMajorMatrix<T>>(saved.probs.data(), saved.probs.size(0), g.seq),
-                             dmerged.local_map(), dqkv.local_map());
+  attention_core_backward<T>(g, dy.grid(), std::as_const(*saved.qkv).local(), std::as_const(saved.probs).view(),
+                             dmerged.local(), dqkv.local());
   saved.qkv.reset();
   saved.probs.reset();
   return c_attn.backward(dqkv);

@@ -122,7 +122,8 @@ void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, Ten
 
 template <class T>
 void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
-                                 TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums, [[maybe_unused]] Queue queue) {
+                                 TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums,
+                                 [[maybe_unused]] Queue queue) {
   const char* op = "layernorm_backward_partials";
   const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
   check_shape(op, "xhat", xhat, rows, cols);
@@ -188,7 +189,8 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
 
 template <class T>
 void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, TensorView<const int> targets,
-                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums, [[maybe_unused]] Queue queue) {
+                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums,
+                            [[maybe_unused]] Queue queue) {
   const char* op = "cross_entropy_exp_sums";
   const std::int64_t rows = rows_of(logits), vn = cols_of(logits);
   check_shape(op, "max", max, rows, 1);

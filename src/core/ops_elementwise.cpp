@@ -80,7 +80,9 @@ void column_sums(TensorView<const T> x, TensorView<T> out, [[maybe_unused]] Queu
     OPTIMUS_CHECK(x.rank() == 2 && out.numel() == x.size(1), "column_sums: out has shape ", out.shape(),
                   ", x has shape ", x.shape());
 #if OPTIMUS_HAVE_CUDA
-    if constexpr (std::is_same_v<T, float>) cuda::column_sums(x.data(), x.size(0), x.size(1), out.data(), stream_of(queue));
+    if constexpr (std::is_same_v<T, float>) {
+      cuda::column_sums(x.data(), x.size(0), x.size(1), out.data(), stream_of(queue));
+    }
 #endif
     return;
   }
@@ -119,8 +121,8 @@ template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
              std::uint64_t stream, [[maybe_unused]] Queue queue) {
   if (p <= 0.0) return;
-  OPTIMUS_CHECK(x.rank() == 2 && (x.stride(1) == 1 || x.size(1) <= 1), "dropout: needs a matrix with contiguous rows, got shape ",
-                x.shape(), " and strides ", x.strides());
+  OPTIMUS_CHECK(x.rank() == 2 && (x.stride(1) == 1 || x.size(1) <= 1),
+                "dropout: needs a matrix with contiguous rows, got shape ", x.shape(), " and strides ", x.strides());
   OPTIMUS_CHECK(p < 1.0, "dropout probability must be below 1, got ", p);
   if (on_cuda<T>("dropout", {{"x", x.device()}}, {true})) {
 #if OPTIMUS_HAVE_CUDA

@@ -23,8 +23,9 @@ double sum_squares(TensorView<const T> x, TensorView<double> scratch, [[maybe_un
       double* partials = scratch.data();
       double* total = partials + cuda::sum_squares_partials();
       cuda::sum_squares(x.data(), x.numel(), partials, total, detail::stream_of(queue));
-      OPTIMUS_CHECK_CUDA(cudaMemcpyAsync(&result, total, sizeof(double), cudaMemcpyDeviceToHost, detail::stream_of(queue)));
-      OPTIMUS_CHECK_CUDA(cudaStreamSynchronize(detail::stream_of(queue)));
+      const cudaStream_t stream = detail::stream_of(queue);
+      OPTIMUS_CHECK_CUDA(cudaMemcpyAsync(&result, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
+      OPTIMUS_CHECK_CUDA(cudaStreamSynchronize(stream));
     }
 #endif
     return result;
@@ -68,7 +69,8 @@ void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m
 
 #define OPTIMUS_INSTANTIATE(T)                                                    \
   template double sum_squares<T>(TensorView<const T>, TensorView<double>, Queue); \
-  template void adamw_update<T>(TensorView<T>, TensorView<const T>, TensorView<T>, TensorView<T>, const AdamWStep&, Queue);
+  template void adamw_update<T>(TensorView<T>, TensorView<const T>, TensorView<T>, TensorView<T>, const AdamWStep&, \
+                                Queue);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -65,7 +65,8 @@ void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, 
     detail::require_cuda<T>(op);
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
-      cuda::causal_softmax_backward(probs.data(), dp.data(), scale, rows / seq, seq, ds.data(), detail::stream_of(queue));
+      cuda::causal_softmax_backward(probs.data(), dp.data(), scale, rows / seq, seq, ds.data(),
+                                    detail::stream_of(queue));
     }
 #endif
     return;

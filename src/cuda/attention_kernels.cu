@@ -83,7 +83,8 @@ void causal_softmax_forward(const float* scores, float scale, std::int64_t tiles
 void causal_softmax_backward(const float* probs, const float* dp, float scale, std::int64_t tiles, std::int64_t seq,
                              float* ds, cudaStream_t stream) {
   if (tiles * seq == 0) return;
-  causal_softmax_backward_kernel<<<static_cast<unsigned>(tiles * seq), kThreads, 0, stream>>>(probs, dp, scale, seq, ds);
+  const auto rows = static_cast<unsigned>(tiles * seq);
+  causal_softmax_backward_kernel<<<rows, kThreads, 0, stream>>>(probs, dp, scale, seq, ds);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

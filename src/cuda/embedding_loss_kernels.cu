@@ -74,7 +74,8 @@ __global__ void finish_kernel(float* probs, const float* max, const float* sums,
   const float inv = 1.0f / sums[2 * r];
   for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) probs[r * vn + c] *= inv;
   if (threadIdx.x == 0) {
-    row_loss[r] = log(static_cast<double>(sums[2 * r])) + static_cast<double>(max[r]) - static_cast<double>(sums[2 * r + 1]);
+    row_loss[r] = log(static_cast<double>(sums[2 * r])) + static_cast<double>(max[r]) -
+                  static_cast<double>(sums[2 * r + 1]);
   }
 }
 

@@ -73,7 +73,8 @@ void to_f32(const bf16* x, float* y, std::int64_t n, cudaStream_t stream) {
 }
 
 void sum_squares(const float* grad, std::int64_t n, double* partials, double* out, cudaStream_t stream) {
-  sum_squares_partials_kernel<<<static_cast<unsigned>(sum_squares_partials()), kThreads, 0, stream>>>(grad, n, partials);
+  const auto blocks = static_cast<unsigned>(sum_squares_partials());
+  sum_squares_partials_kernel<<<blocks, kThreads, 0, stream>>>(grad, n, partials);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
   sum_partials_kernel<<<1, kThreads, 0, stream>>>(partials, sum_squares_partials(), out);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());

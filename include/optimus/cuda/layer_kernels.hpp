@@ -98,8 +98,8 @@ void to_f32(const bf16* x, float* y, std::int64_t n, cudaStream_t stream);
 constexpr std::int64_t sum_squares_partials() { return 256; }  // ops::sum_squares_scratch() is this + 1
 void sum_squares(const float* grad, std::int64_t n, double* partials, double* out, cudaStream_t stream);
 
-// The AdamW element update (optimus/core/adamw_step.hpp) on fp32 master weights, moments m, v; when `weight_bf16` is not null the
-// updated weights are also written there in bf16 for the next step's compute.
+// The AdamW element update (optimus/core/adamw_step.hpp) on fp32 master weights, moments m, v; when
+// `weight_bf16` is not null the updated weights are also written there in bf16 for the next step's compute.
 void adamw_update(float* master, const float* grad, float* m, float* v, std::int64_t n, const AdamWStep& s,
                   bf16* weight_bf16, cudaStream_t stream);
 
