@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "block_model.hpp"
 #include "commands.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/layers/block.hpp"
@@ -33,46 +34,7 @@ struct Config {
   std::string trace;  // 2D: Chrome trace of the overlapped steps, when set
 };
 
-GptConfig gpt_config(const Config& c) {
-  GptConfig g;
-  g.hidden = c.shape.hidden;
-  g.heads = c.shape.heads;
-  g.ffn = c.shape.ffn;
-  g.layers = c.layers;
-  g.vocab = 8;
-  g.max_seq = c.shape.seq;
-  g.dropout = 0.0;
-  g.seed = 99;
-  return g;
-}
-
-// Forward + backward FLOPs of the model (no recomputation): 3x the forward's 2 * (matmul MACs), with
-// attention's Q K^T and P V counted in full.
-double model_flops(const Config& c) {
-  const double n = static_cast<double>(c.shape.tokens()), h = static_cast<double>(c.shape.hidden);
-  const double f = static_cast<double>(c.shape.ffn), s = static_cast<double>(c.shape.seq);
-  const double forward = 2.0 * n * (4.0 * h * h + 2.0 * h * f) + 4.0 * n * s * h;
-  return 3.0 * forward * static_cast<double>(c.layers);
-}
-
-// The reference stack (fp64): output and input gradient for x and dy.
-std::pair<reference::Matrix, reference::Matrix> reference_stack(const Config& c, const reference::Matrix& x,
-                                                                const reference::Matrix& dy) {
-  const GptConfig g = gpt_config(c);
-  const reference::Parameters p = reference::gpt_init(g);
-  std::vector<reference::BlockWeights> w;
-  for (std::int64_t l = 0; l < c.layers; ++l) w.push_back(reference::block_weights(p, l));
-  std::vector<reference::BlockCache> caches(w.size());
-  reference::Matrix y = x;
-  for (std::size_t l = 0; l < w.size(); ++l) {
-    y = reference::block_forward(y, w[l], c.shape.batch, c.shape.heads, {0.0, g.seed, 1, static_cast<std::int64_t>(l)}, caches[l]);
-  }
-  reference::Matrix d = dy;
-  for (std::size_t l = w.size(); l-- > 0;) {
-    d = reference::block_backward(caches[l], w[l], c.shape.batch, c.shape.heads, {0.0, g.seed, 1, static_cast<std::int64_t>(l)}, d).dx;
-  }
-  return {y, d};
-}
+GptConfig gpt_config(const Config& c) { return block_config(c.shape, c.layers); }
 
 struct Measured {
   double seconds = 0;
@@ -133,7 +95,7 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
   m.parameters = world.all_reduce(m.parameters, ReduceOp::max);
   m.peak = world.all_reduce(m.peak, ReduceOp::max);
   if (c.check) {
-    const auto [y_ref, dx_ref] = reference_stack(c, xg, dyg);
+    const auto [y_ref, dx_ref] = reference_blocks(c.shape, c.layers, xg, dyg);
     const double tol = sizeof(T) == 4 ? 1e-4 : 1e-10;
     const reference::Matrix y = out.to_global().template cast<double>();
     const reference::Matrix dx = din.to_global().template cast<double>();
@@ -164,16 +126,12 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
                        {"layout", "b", "s", "h", "heads", "ffn", "layers", "dtype", "warmup", "iters", "check", "json",
                         "budget-gib", "device", "trace"});
   OPTIMUS_CHECK(o.text("device", "cpu") == "cpu", "scaling --device ", o.text("device", "cpu"),
-                ": only the CPU layers exist so far; the GPU layers are the GPU backend's work (issue 4)");
+                ": scaling runs MPI ranks on the CPU; blocks on one GPU run with `optimus-bench layer --device cuda`");
   Config c;
   const std::string layout = o.text("layout", "2d");
   OPTIMUS_CHECK(layout == "1d" || layout == "2d", "--layout must be 1d or 2d, got '", layout, "'");
   c.two_d = layout == "2d";
-  c.shape.batch = o.integer("b", 8);
-  c.shape.seq = o.integer("s", 64);
-  c.shape.hidden = o.integer("h", 256);
-  c.shape.heads = o.integer("heads", 8);
-  c.shape.ffn = o.integer("ffn", 4 * c.shape.hidden);
+  c.shape = block_shape_option(o, 8);
   c.layers = o.integer("layers", 1);
   c.warmup = static_cast<int>(o.integer("warmup", 1));
   c.iters = static_cast<int>(o.integer("iters", 3));
@@ -191,7 +149,7 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
                                           : predicted_bytes_1d(c.shape, p, elem, c.layers);
   const double predicted_act = static_cast<double>(c.layers) * (c.two_d ? predicted_activation_bytes_2d(c.shape, q, elem)
                                                                         : predicted_activation_bytes_1d(c.shape, p, elem));
-  const double flops = model_flops(c);
+  const double flops = block_flops(c.shape, c.layers);
   // Largest batch whose activations (linear in b) and parameters fit the per-rank budget.
   const double budget = o.real("budget-gib", 80.0) * (1u << 30);
   const double per_sample = m.activations / static_cast<double>(c.shape.batch);

@@ -10,8 +10,7 @@
 
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/ops.hpp"
-#include "optimus/cuda/lt_gemm.hpp"
-#include "optimus/cuda/runtime.hpp"
+#include "optimus/cuda/rank_device.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/linear.hpp"
@@ -25,20 +24,7 @@ using optimus::DistMatrix;
 using optimus::Grid;
 using optimus::reference::Matrix;
 
-// One rank's device objects, declared before (so destroyed after) anything placed on them.
-struct GpuRank {
-  optimus::cuda::Stream stream;
-  optimus::cuda::DeviceMemoryPool memory{0, stream.get()};
-  optimus::cuda::LtGemm gemm{memory.allocator()};
-
-  // Makes `world`'s exchanges device-aware, then a grid placed on this device.
-  Grid grid(Communicator& world, int q) {
-    optimus::set_in_process_copy(world, [this](void* dst, const void* src, std::size_t n) { memory.copy(dst, src, n); });
-    Grid g = Grid::create(world, q);
-    g.place_on(&memory, optimus::ops::Queue{stream.get(), &gemm, false});
-    return g;
-  }
-};
+using GpuRank = optimus::cuda::RankDevice;
 
 bool close(const Matrix& got, const Matrix& expected, double tol) {
   const auto cmp = optimus::reference::compare_relative(got, expected, tol);

@@ -1,0 +1,204 @@
+// optimus-bench layer: `layers` transformer blocks, forward + backward, on grids that run inside this process —
+// q = 1 and in-process q = 2 (q^2 threads) — on the CPU or on one GPU (--device cuda: every rank's grid placed
+// on device 0). One row per q: step time (max over ranks), model TFLOP/s, the GEMM peak measured by this run
+// (cuBLASLt bf16 n^3 on the GPU, the CPU GEMM backend's f32 n^3 on the CPU) and the fraction of it, peak memory
+// per rank, allocations made by the steady-state steps (must be 0 on the GPU), and #wrong against the fp64
+// reference. The blocks compute in f32 (GEMMs in f32 or TF32); bf16 layers are not there yet.
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "block_model.hpp"
+#include "commands.hpp"
+#include "optimus/comm/in_process.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
+#include "optimus/layers/block.hpp"
+#include "optimus/layers/parameter.hpp"
+#include "optimus/reference/compare.hpp"
+#include "report.hpp"
+#include "timing.hpp"
+
+#if OPTIMUS_BENCH_CUDA
+#include "optimus/cuda/rank_device.hpp"
+#endif
+
+namespace optimus::bench {
+namespace {
+
+struct Settings {
+  BlockShape shape;
+  std::int64_t layers;
+  bool cuda, tf32, check;
+  int warmup, iters;
+};
+
+struct RankResult {
+  double seconds = 0;     // the step, max over ranks (same on every rank)
+  double peak_bytes = 0;  // this rank's peak: device allocator in use (GPU) or tracked tensors (CPU)
+  double allocations = 0;  // raw device allocations during the timed steps
+  std::int64_t wrong = -1;
+};
+
+// One rank of a q x q grid in this process: builds the blocks, times the steps, checks the result.
+RankResult run_rank(Communicator& world, int q, const Settings& s) {
+#if OPTIMUS_BENCH_CUDA
+  std::unique_ptr<cuda::RankDevice> gpu = s.cuda ? std::make_unique<cuda::RankDevice>(0, s.tf32) : nullptr;
+  Grid grid = gpu ? gpu->grid(world, q) : Grid::create(world, q);
+  auto synchronize = [&] {
+    if (gpu) gpu->stream.synchronize();
+  };
+  auto raw_allocations = [&] { return gpu ? static_cast<double>(gpu->memory.allocator().stats().raw_allocations) : 0.0; };
+#else
+  OPTIMUS_CHECK(!s.cuda, "layer --device cuda: this optimus-bench was built without CUDA");
+  Grid grid = Grid::create(world, q);
+  auto synchronize = [] {};
+  auto raw_allocations = [] { return 0.0; };
+#endif
+  const GptConfig config = block_config(s.shape, s.layers);
+  std::vector<std::unique_ptr<TransformerBlock2D<float>>> blocks;
+  for (std::int64_t l = 0; l < s.layers; ++l) {
+    blocks.push_back(std::make_unique<TransformerBlock2D<float>>(grid, config, l));
+    std::vector<ParameterRef<float>> refs;
+    blocks.back()->parameters(refs);
+    for (const ParameterRef<float>& r : refs) init_parameter(r, config, grid.device());
+  }
+  const std::int64_t n = s.shape.tokens(), h = s.shape.hidden;
+  DistMatrix<float> x(grid, n, h), dy(grid, n, h), out(grid, n, h), din(grid, n, h);
+  x.fill_random(1);
+  dy.fill_random(2);
+  auto step = [&] {
+    DistMatrix<float> a = x.clone();
+    for (auto& b : blocks) a = b->forward(a, s.shape.seq, Pass{1, true});
+    DistMatrix<float> d = dy.clone();
+    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) d = (*it)->backward(d);
+    out = std::move(a);
+    din = std::move(d);
+    synchronize();
+  };
+  for (int w = 0; w < s.warmup; ++w) step();
+  grid.memory().reset_peaks();
+  const double before = raw_allocations();
+  RankResult r;
+  r.seconds = time_max_over_ranks(world, 0, s.iters, step);
+  r.allocations = raw_allocations() - before;
+#if OPTIMUS_BENCH_CUDA
+  r.peak_bytes = gpu ? static_cast<double>(gpu->memory.allocator().stats().peak_in_use)
+                     : static_cast<double>(grid.memory().peak_total());
+#else
+  r.peak_bytes = static_cast<double>(grid.memory().peak_total());
+#endif
+  if (s.check) {
+    const auto [y_ref, dx_ref] =
+        reference_blocks(s.shape, s.layers, x.to_global().cast<double>(), dy.to_global().cast<double>());
+    const reference::Matrix y = out.to_global().cast<double>(), dx = din.to_global().cast<double>();
+    const double tol = s.tf32 ? 1e-2 : 1e-4;
+    r.wrong = reference::compare_relative(y, y_ref, tol).wrong + reference::compare_relative(dx, dx_ref, tol).wrong;
+  }
+  return r;
+}
+
+// The GEMM peak of this machine as this run measures it, in FLOP/s, and what it is.
+std::pair<double, std::string> gemm_peak(bool cuda, std::int64_t size) {
+#if OPTIMUS_BENCH_CUDA
+  if (cuda) {
+    cuda::DeviceAllocator alloc(0);
+    cuda::Stream stream;
+    cuda::LtGemm gemm(alloc);
+    const std::size_t bytes = static_cast<std::size_t>(size * size) * 2;
+    void* a = alloc.allocate(bytes);
+    void* b = alloc.allocate(bytes);
+    void* c = alloc.allocate(bytes);
+    OPTIMUS_CHECK_CUDA(cudaMemsetAsync(a, 0, bytes, stream.get()));
+    OPTIMUS_CHECK_CUDA(cudaMemsetAsync(b, 0, bytes, stream.get()));
+    auto once = [&] {
+      gemm.run(cuda::GemmPrecision::bf16, false, false, size, size, size, 1.0f, a, size, b, size, 0.0f, c, size,
+               stream.get());
+    };
+    once();
+    stream.synchronize();
+    const int reps = 10;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < reps; ++k) once();
+    stream.synchronize();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+    alloc.release(a);
+    alloc.release(b);
+    alloc.release(c);
+    return {2.0 * static_cast<double>(size * size * size) / seconds, format("cuBLASLt bf16 %lld^3", (long long)size)};
+  }
+#endif
+  Tensor<float> a(Shape{size, size}), b(Shape{size, size}), c(Shape{size, size});
+  auto once = [&] { cpu::gemm<float>(cpu::Trans::no, cpu::Trans::no, 1.0f, a.view(), b.view(), 0.0f, c.view()); };
+  once();
+  const auto t0 = std::chrono::steady_clock::now();
+  once();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {2.0 * static_cast<double>(size * size * size) / seconds,
+          format("%s f32 %lld^3", cpu::gemm_backend().c_str(), (long long)size)};
+}
+
+}  // namespace
+
+int run_layer_bench(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2,
+                       {"device", "q", "b", "s", "h", "heads", "ffn", "layers", "tf32", "warmup", "iters", "check",
+                        "peak-n", "json"});
+  OPTIMUS_CHECK(world.size() == 1, "layer runs its grids inside one process (in-process ranks); launch 1 process, not ",
+                world.size());
+  Settings s;
+  const std::string device = o.text("device", "cpu");
+  OPTIMUS_CHECK(device == "cpu" || device == "cuda", "--device must be cpu or cuda, got '", device, "'");
+  s.cuda = device == "cuda";
+  s.shape = block_shape_option(o, 4);
+  s.layers = o.integer("layers", 1);
+  s.tf32 = o.text("tf32", "off") == "on";
+  OPTIMUS_CHECK(!s.tf32 || s.cuda, "--tf32 on needs --device cuda");
+  s.warmup = static_cast<int>(o.integer("warmup", 1));
+  s.iters = static_cast<int>(o.integer("iters", 3));
+  const std::string check = o.text("check", "auto");
+  s.check = check == "on" || (check == "auto" && s.shape.tokens() * s.shape.hidden <= (1 << 18));
+  const auto [peak, peak_what] = gemm_peak(s.cuda, o.integer("peak-n", s.cuda ? 8192 : 1024));
+  const double flops = block_flops(s.shape, s.layers);
+
+  Report report({{"device", 6}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 6}, {"layers", 6},
+                 {"gemm", 5}, {"step_ms", 10}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12}, {"%peak", 6},
+                 {"peak_MiB/rank", 13}, {"allocs/step", 11}, {"#wrong", 6}});
+  report.header(format("optimus-bench layer: %lld block(s) forward + backward on grids in this process (%s)",
+                       (long long)s.layers, device.c_str()));
+  report.header("step: median over iters of the slowest rank; TFLOP/s: model FLOPs (3 x forward, attention in full) "
+                "per second over the whole grid; peak: " + peak_what + ", measured now; peak_MiB: device memory in "
+                "use (GPU) or tensor bytes (CPU) per rank; allocs/step: raw allocations during the timed steps");
+  bool ok = true;
+  for (std::int64_t q : o.integers("q", "1,2")) {
+    OPTIMUS_CHECK(q >= 1, "--q values must be at least 1, got ", q);
+    std::vector<RankResult> results(static_cast<std::size_t>(q * q));
+    run_in_process(static_cast<int>(q * q), [&](Communicator& w) {
+      results[static_cast<std::size_t>(w.rank())] = run_rank(w, static_cast<int>(q), s);
+    });
+    double peak_bytes = 0, allocations = 0;
+    std::int64_t wrong = s.check ? 0 : -1;
+    for (const RankResult& r : results) {
+      peak_bytes = std::max(peak_bytes, r.peak_bytes);
+      allocations = std::max(allocations, r.allocations);
+      if (s.check) wrong += r.wrong;
+    }
+    const double seconds = results[0].seconds, rate = flops / seconds;
+    ok = ok && wrong <= 0 && (!s.cuda || allocations == 0);
+    report.row({device, format("%lld", (long long)q), format("%lld", (long long)s.shape.batch),
+                format("%lld", (long long)s.shape.seq), format("%lld", (long long)s.shape.hidden),
+                format("%lld", (long long)s.shape.heads), format("%lld", (long long)s.shape.ffn),
+                format("%lld", (long long)s.layers), s.cuda ? (s.tf32 ? "tf32" : "f32") : "f32",
+                format("%.3f", seconds * 1e3), format("%.4f", rate / 1e12), format("%.3f", peak / 1e12),
+                format("%.1f", 100.0 * rate / peak), format("%.1f", peak_bytes / (1 << 20)),
+                format("%.0f", allocations / s.iters), wrong < 0 ? "n/a" : format("%lld", (long long)wrong)});
+  }
+  report.footer(ok ? "all rows checked and allocation-free where required" : "FAILED: a row is wrong or allocates");
+  report.print_header(stdout);
+  for (std::size_t r = 0; r < report.rows(); ++r) report.print_row(stdout, r);
+  report.print_footer(stdout);
+  if (o.has("json")) report.write_json(o.text("json", ""), "layer");
+  return ok ? 0 : 1;
+}
+
+}  // namespace optimus::bench
