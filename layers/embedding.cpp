@@ -35,9 +35,9 @@ DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64
   const MemoryTag work = grid_->tag(MemoryKind::workspace);
 
   // Partial lookups of all n tokens in this rank's vocabulary slice: [n, h/q].
-  const TensorView<const int> ids(tokens.data(), Shape{n});
+  const Tensor<int> ids = upload(tokens.data(), Shape{n}, work);  // where the table lives
   Tensor<T> partial(Shape{n, width}, work, Init::none);
-  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids, v0, partial.view(), grid_->queue());
+  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids.view(), v0, partial.view(), grid_->queue());
   DistMatrix<T> x(*grid_, n, config_.hidden);
   grid_->col().reduce_scatter(partial.data(), x.local().data(), static_cast<std::size_t>(x.local().numel()),
                               dtype_of<T>, ReduceOp::sum);
@@ -69,8 +69,8 @@ void Embedding2D<T>::backward(const DistMatrix<T>& dx_in) {
   // dwte: every token's gradient row (the column block, gathered) into this rank's vocabulary slice.
   Tensor<T> all(Shape{n, width}, work);
   grid_->col().all_gather(dx.local().data(), all.data(), static_cast<std::size_t>(dx.local().numel()), dtype_of<T>);
-  ops::embedding_scatter_add<T>(all.view(), TensorView<const int>(tokens_.data(), Shape{n}), v0, dwte_.local(),
-                                grid_->queue());
+  const Tensor<int> ids = upload(tokens_.data(), Shape{n}, work);
+  ops::embedding_scatter_add<T>(all.view(), ids.view(), v0, dwte_.local(), grid_->queue());
 
   // dwpe: this rank's rows summed per position, then reduced over the column into each rank's slice.
   Tensor<T> partial(Shape{config_.max_seq, width}, work, Init::none);

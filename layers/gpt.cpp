@@ -96,7 +96,8 @@ void Gpt2D<T>::backward() {
   for (Request& r : pending) r.wait();
   const T scale = T(1) / static_cast<T>(grid_->dp());
   for (const ParameterRef<T>& p : reduced) {
-    for (std::int64_t e = 0; e < p.grad.numel(); ++e) p.grad.data()[e] *= scale;
+    const TensorView<T> g(p.grad.data(), Shape{1, p.grad.numel()}, p.grad.device());
+    ops::axpby<T>(scale, g, T(0), g, grid_->queue());  // g *= scale
   }
 }
 

@@ -30,19 +30,18 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
   DistMatrix<T> probs = summa_abt(x, wte);  // logits, turned into probabilities in place
   const std::int64_t rows = probs.local_rows(), v0 = probs.col_offset();
   const MemoryTag work = grid_->tag(MemoryKind::workspace);
-  const TensorView<const int> all_targets(targets.data(), Shape{n});
+  const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);  // where the logits live
   Tensor<T> max(Shape{rows}, work, Init::none), sums(Shape{2 * rows}, work, Init::none);
   ops::row_max<T>(std::as_const(probs).local(), max.view(), grid_->queue());
   grid_->row().all_reduce(std::span<T>(max.data(), static_cast<std::size_t>(rows)), ReduceOp::max);
   // (sum of exp, target logit) per row, reduced together.
-  ops::cross_entropy_exp_sums<T>(probs.local(), max.view(), all_targets, probs.row_offset(), v0, sums.view(),
+  ops::cross_entropy_exp_sums<T>(probs.local(), max.view(), all_targets.view(), probs.row_offset(), v0, sums.view(),
                                  grid_->queue());
   grid_->row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
-  std::vector<double> row_loss(static_cast<std::size_t>(rows));
-  ops::cross_entropy_finish<T>(probs.local(), max.view(), sums.view(), TensorView<double>(row_loss.data(), Shape{rows}),
-                               grid_->queue());
+  Tensor<double> row_loss(Shape{rows}, work, Init::none);
+  ops::cross_entropy_finish<T>(probs.local(), max.view(), sums.view(), row_loss.view(), grid_->queue());
   double local_loss = 0;  // this grid row's tokens; identical on the ranks of the row
-  for (double l : row_loss) local_loss += l;
+  for (double l : download(row_loss)) local_loss += l;
   const double loss = grid_->col().all_reduce(local_loss, ReduceOp::sum) / static_cast<double>(n);
   if (pass.training) {
     x_ = x.clone_as(MemoryKind::activations);
@@ -56,8 +55,9 @@ template <class T>
 DistMatrix<T> LmHead2D<T>::backward(const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
   OPTIMUS_CHECK(probs_.has_value(), "cross-entropy: backward without a training forward");
   DistMatrix<T>& dlogits = *probs_;  // softmax - onehot, over N
-  ops::cross_entropy_backward<T>(dlogits.local(), TensorView<const int>(targets_.data(), Shape{dlogits.rows()}),
-                                 dlogits.row_offset(), dlogits.col_offset(), grid_->queue());
+  const Tensor<int> targets = upload(targets_.data(), Shape{dlogits.rows()}, grid_->tag(MemoryKind::workspace));
+  ops::cross_entropy_backward<T>(dlogits.local(), targets.view(), dlogits.row_offset(), dlogits.col_offset(),
+                                 grid_->queue());
   DistMatrix<T> dx = summa_ab(dlogits, wte);
   summa_atb(T(1), dlogits, *x_, T(1), dwte);
   x_.reset();

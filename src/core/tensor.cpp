@@ -126,8 +126,38 @@ void Tensor<T>::Free::operator()(T* p) const noexcept {
   }
 }
 
-template class Tensor<float>;
-template class Tensor<double>;
-template class Tensor<bf16>;
+template <class T>
+Tensor<T> upload(const T* host, Shape shape, MemoryTag tag) {
+  Tensor<T> t(shape, tag, Init::none);
+  if (t.numel() == 0) return t;
+  if (DeviceMemory* on = t.device_memory()) {
+    on->copy(t.data(), host, t.bytes());
+  } else {
+    std::memcpy(t.data(), host, t.bytes());
+  }
+  return t;
+}
+
+template <class T>
+std::vector<T> download(const Tensor<T>& t) {
+  std::vector<T> host(static_cast<std::size_t>(t.numel()));
+  if (host.empty()) return host;
+  if (DeviceMemory* on = t.device_memory()) {
+    on->copy(host.data(), t.data(), t.bytes());
+  } else {
+    std::memcpy(host.data(), t.data(), t.bytes());
+  }
+  return host;
+}
+
+#define OPTIMUS_INSTANTIATE(T)                                   \
+  template class Tensor<T>;                                      \
+  template Tensor<T> upload<T>(const T*, Shape, MemoryTag);      \
+  template std::vector<T> download<T>(const Tensor<T>&);
+OPTIMUS_INSTANTIATE(float)
+OPTIMUS_INSTANTIATE(double)
+OPTIMUS_INSTANTIATE(bf16)
+OPTIMUS_INSTANTIATE(int)
+#undef OPTIMUS_INSTANTIATE
 
 }  // namespace optimus

@@ -7,11 +7,14 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/cuda/rank_device.hpp"
 #include "optimus/grid/summa.hpp"
+#include "optimus/layers/gpt.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/linear.hpp"
 #include "optimus/reference/compare.hpp"
@@ -118,4 +121,45 @@ TEST_CASE("host and device operands in one operation are refused, naming both") 
     DistMatrix<float> d(grid, 4, 4);
     CHECK_THROWS_WITH_AS(d.local_map(), doctest::Contains("an Eigen view of a block on a device"), optimus::Error);
   });
+}
+
+TEST_CASE("a GPT training step on one GPU equals the same step on the host (q = 1, in-process q = 2)") {
+  for (int q : {1, 2}) {
+    CAPTURE(q);
+    optimus::run_in_process(q * q, [q](Communicator& world) {
+      GpuRank gpu;
+      Grid on_gpu = gpu.grid(world, q);
+      Grid on_host = Grid::create(world, q);
+      optimus::GptConfig config;
+      config.vocab = 12 * q;
+      config.hidden = 8 * q;
+      config.heads = 2 * q;
+      config.ffn = 4 * config.hidden;
+      config.layers = 2;
+      config.max_seq = 8;
+      config.dropout = 0.1;
+      const std::int64_t batch = 2 * q, seq = 8;
+      std::vector<int> tokens, targets;
+      for (std::int64_t t = 0; t < batch * seq; ++t) {
+        tokens.push_back(static_cast<int>((7 * t + 3) % config.vocab));
+        targets.push_back(static_cast<int>((5 * t + 1) % config.vocab));
+      }
+      auto step = [&](Grid& grid) {
+        optimus::Gpt2D<float> model(grid, config);
+        optimus::AdamW<float> adamw(grid, model.parameters(), optimus::AdamWConfig{});
+        const double loss = model.forward(tokens, targets, batch, 1);
+        model.backward();
+        const double norm = adamw.step();
+        return std::tuple{loss, norm, model.gather(false)};
+      };
+      const auto [gpu_loss, gpu_norm, gpu_params] = step(on_gpu);
+      const auto [host_loss, host_norm, host_params] = step(on_host);
+      CHECK(gpu_loss == doctest::Approx(host_loss).epsilon(1e-5));
+      CHECK(gpu_norm == doctest::Approx(host_norm).epsilon(1e-4));
+      for (const auto& [name, m] : host_params) {
+        CAPTURE(name);
+        CHECK(close(gpu_params.at(name), m, 1e-4));
+      }
+    });
+  }
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <ostream>
 #include <type_traits>
+#include <vector>
 
 #include "optimus/core/dtype.hpp"
 #include "optimus/core/error.hpp"
@@ -137,8 +138,15 @@ class Tensor {
   std::size_t counted_ = 0;  // bytes reported to tag_.tracker
 };
 
+// A tensor of `tag` (host or device) holding a copy of host data [shape.numel()], and a host copy of a tensor.
+template <class T>
+Tensor<T> upload(const T* host, Shape shape, MemoryTag tag);
+template <class T>
+std::vector<T> download(const Tensor<T>& t);
+
 extern template class Tensor<float>;
 extern template class Tensor<double>;
 extern template class Tensor<bf16>;
+extern template class Tensor<int>;
 
 }  // namespace optimus
