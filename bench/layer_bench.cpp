@@ -48,7 +48,9 @@ RankResult run_rank(Communicator& world, int q, const Settings& s) {
   auto synchronize = [&] {
     if (gpu) gpu->stream.synchronize();
   };
-  auto raw_allocations = [&] { return gpu ? static_cast<double>(gpu->memory.allocator().stats().raw_allocations) : 0.0; };
+  auto raw_allocations = [&] {
+    return gpu ? static_cast<double>(gpu->memory.allocator().stats().raw_allocations) : 0.0;
+  };
 #else
   OPTIMUS_CHECK(!s.cuda, "layer --device cuda: this optimus-bench was built without CUDA");
   Grid grid = Grid::create(world, q);

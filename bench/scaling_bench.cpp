@@ -136,7 +136,8 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   c.warmup = static_cast<int>(o.integer("warmup", 1));
   c.iters = static_cast<int>(o.integer("iters", 3));
   c.trace = o.text("trace", "");
-  OPTIMUS_CHECK(c.trace.empty() || c.two_d, "--trace records the 2D layout's SUMMA; it has no meaning with --layout 1d");
+  OPTIMUS_CHECK(c.trace.empty() || c.two_d,
+                "--trace records the 2D layout's SUMMA; it has no meaning with --layout 1d");
   const std::string check = o.text("check", "auto");
   c.check = check == "on" || (check == "auto" && c.shape.tokens() * c.shape.hidden <= (1 << 18));
   const DType dtype = parse_dtype(o.text("dtype", "f32"));

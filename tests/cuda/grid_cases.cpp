@@ -29,6 +29,18 @@ using optimus::reference::Matrix;
 
 using GpuRank = optimus::cuda::RankDevice;
 
+// fn(world, gpu, q) on every rank, for q = 1 and in-process q = 2 (q^2 threads sharing the device).
+template <class Fn>
+void on_one_gpu(Fn fn) {
+  for (int q : {1, 2}) {
+    CAPTURE(q);
+    optimus::run_in_process(q * q, [&](Communicator& world) {
+      GpuRank gpu;
+      fn(world, gpu, q);
+    });
+  }
+}
+
 bool close(const Matrix& got, const Matrix& expected, double tol) {
   const auto cmp = optimus::reference::compare_relative(got, expected, tol);
   CAPTURE(cmp);
@@ -38,75 +50,68 @@ bool close(const Matrix& got, const Matrix& expected, double tol) {
 }  // namespace
 
 TEST_CASE("SUMMA on one GPU matches Eigen at q = 1 and in-process q = 2, and repeats without cudaMalloc") {
-  for (int q : {1, 2}) {
-    CAPTURE(q);
-    optimus::run_in_process(q * q, [q](Communicator& world) {
-      GpuRank gpu;
-      Grid grid = gpu.grid(world, q);
-      const std::int64_t m = 16 * q, k = 8 * q, n = 12 * q;
-      const Matrix a = optimus::reference::random_matrix(m, k, 1), b = optimus::reference::random_matrix(k, n, 2);
-      const Matrix bt = optimus::reference::random_matrix(n, k, 3), at = optimus::reference::random_matrix(k, m, 4);
-      const auto A = DistMatrix<float>::from_global(grid, a);
-      const auto B = DistMatrix<float>::from_global(grid, b);
-      const auto BT = DistMatrix<float>::from_global(grid, bt);
-      const auto AT = DistMatrix<float>::from_global(grid, at);
-      CHECK(A.local().device() == optimus::Device::cuda);
-      auto products = [&] {
-        const Matrix ab = optimus::summa_ab(A, B).to_global().cast<double>();
-        const Matrix abt = optimus::summa_abt(A, BT).to_global().cast<double>();
-        const Matrix atb = optimus::summa_atb(AT, B).to_global().cast<double>();
-        CHECK(close(ab, a.cast<float>().cast<double>() * b.cast<float>().cast<double>(), 1e-5));
-        CHECK(close(abt, a.cast<float>().cast<double>() * bt.cast<float>().cast<double>().transpose(), 1e-5));
-        CHECK(close(atb, at.cast<float>().cast<double>().transpose() * b.cast<float>().cast<double>(), 1e-5));
-      };
-      products();
-      const auto allocations = gpu.memory.allocator().stats().raw_allocations;
-      products();
-      products();
-      CHECK(gpu.memory.allocator().stats().raw_allocations == allocations);  // the steady state allocates nothing
-    });
-  }
+  on_one_gpu([](Communicator& world, GpuRank& gpu, int q) {
+    Grid grid = gpu.grid(world, q);
+    const std::int64_t m = 16 * q, k = 8 * q, n = 12 * q;
+    const Matrix a = optimus::reference::random_matrix(m, k, 1), b = optimus::reference::random_matrix(k, n, 2);
+    const Matrix bt = optimus::reference::random_matrix(n, k, 3), at = optimus::reference::random_matrix(k, m, 4);
+    const auto A = DistMatrix<float>::from_global(grid, a);
+    const auto B = DistMatrix<float>::from_global(grid, b);
+    const auto BT = DistMatrix<float>::from_global(grid, bt);
+    const auto AT = DistMatrix<float>::from_global(grid, at);
+    CHECK(A.local().device() == optimus::Device::cuda);
+    auto products = [&] {
+      const Matrix ab = optimus::summa_ab(A, B).to_global().cast<double>();
+      const Matrix abt = optimus::summa_abt(A, BT).to_global().cast<double>();
+      const Matrix atb = optimus::summa_atb(AT, B).to_global().cast<double>();
+      CHECK(close(ab, a.cast<float>().cast<double>() * b.cast<float>().cast<double>(), 1e-5));
+      CHECK(close(abt, a.cast<float>().cast<double>() * bt.cast<float>().cast<double>().transpose(), 1e-5));
+      CHECK(close(atb, at.cast<float>().cast<double>().transpose() * b.cast<float>().cast<double>(), 1e-5));
+    };
+    products();
+    const auto allocations = gpu.memory.allocator().stats().raw_allocations;
+    products();
+    products();
+    CHECK(gpu.memory.allocator().stats().raw_allocations == allocations);  // the steady state allocates nothing
+  });
 }
 
 TEST_CASE("Linear2D and LayerNorm2D on one GPU equal the same layers on the host (q = 1, in-process q = 2)") {
-  for (int q : {1, 2}) {
-    CAPTURE(q);
-    optimus::run_in_process(q * q, [q](Communicator& world) {
-      GpuRank gpu;
-      Grid on_gpu = gpu.grid(world, q);
-      Grid on_host = Grid::create(world, q);  // the same world (its copy also moves host bytes)
-      optimus::GptConfig config;
-      config.hidden = 8 * q;
-      const std::int64_t tokens = 6 * q, h = config.hidden, ffn = 4 * h;
-      const Matrix x = optimus::reference::random_matrix(tokens, h, 5), dy = optimus::reference::random_matrix(tokens, ffn, 6);
-      const Matrix dn = optimus::reference::random_matrix(tokens, h, 7);
-      auto run = [&](Grid& grid) {
-        std::map<std::string, Matrix> out;
-        optimus::LayerNorm2D<float> ln(grid, "h.0.ln_1", h);
-        optimus::Linear2D<float> fc(grid, "h.0.mlp.c_fc", h, ffn);
-        std::vector<optimus::ParameterRef<float>> refs;
-        ln.parameters(refs);
-        fc.parameters(refs);
-        for (const auto& r : refs) optimus::init_parameter(r, config, grid.device());
-        const auto X = DistMatrix<float>::from_global(grid, x);
-        const DistMatrix<float> n = ln.forward(X, optimus::Pass{});
-        const DistMatrix<float> y = fc.forward(n, optimus::Pass{});
-        const DistMatrix<float> dn_fc = fc.backward(DistMatrix<float>::from_global(grid, dy));
-        const DistMatrix<float> dx = ln.backward(DistMatrix<float>::from_global(grid, dn));
-        out["n"] = n.to_global().cast<double>();
-        out["y"] = y.to_global().cast<double>();
-        out["dn_fc"] = dn_fc.to_global().cast<double>();
-        out["dx"] = dx.to_global().cast<double>();
-        for (const auto& r : refs) out[r.name + ".grad"] = optimus::gather_parameter(grid.grid(), r, true, grid.device());
-        return out;
-      };
-      const auto gpu_out = run(on_gpu), host_out = run(on_host);
-      for (const auto& [name, m] : host_out) {
-        CAPTURE(name);
-        CHECK(close(gpu_out.at(name), m, 1e-4));
-      }
-    });
-  }
+  on_one_gpu([](Communicator& world, GpuRank& gpu, int q) {
+    Grid on_gpu = gpu.grid(world, q);
+    Grid on_host = Grid::create(world, q);  // the same world (its copy also moves host bytes)
+    optimus::GptConfig config;
+    config.hidden = 8 * q;
+    const std::int64_t tokens = 6 * q, h = config.hidden, ffn = 4 * h;
+    const Matrix x = optimus::reference::random_matrix(tokens, h, 5);
+    const Matrix dy = optimus::reference::random_matrix(tokens, ffn, 6);
+    const Matrix dn = optimus::reference::random_matrix(tokens, h, 7);
+    auto run = [&](Grid& grid) {
+      std::map<std::string, Matrix> out;
+      optimus::LayerNorm2D<float> ln(grid, "h.0.ln_1", h);
+      optimus::Linear2D<float> fc(grid, "h.0.mlp.c_fc", h, ffn);
+      std::vector<optimus::ParameterRef<float>> refs;
+      ln.parameters(refs);
+      fc.parameters(refs);
+      for (const auto& r : refs) optimus::init_parameter(r, config, grid.device());
+      const auto X = DistMatrix<float>::from_global(grid, x);
+      const DistMatrix<float> n = ln.forward(X, optimus::Pass{});
+      const DistMatrix<float> y = fc.forward(n, optimus::Pass{});
+      const DistMatrix<float> dn_fc = fc.backward(DistMatrix<float>::from_global(grid, dy));
+      const DistMatrix<float> dx = ln.backward(DistMatrix<float>::from_global(grid, dn));
+      out["n"] = n.to_global().cast<double>();
+      out["y"] = y.to_global().cast<double>();
+      out["dn_fc"] = dn_fc.to_global().cast<double>();
+      out["dx"] = dx.to_global().cast<double>();
+      for (const auto& r : refs) out[r.name + ".grad"] = optimus::gather_parameter(grid.grid(), r, true, grid.device());
+      return out;
+    };
+    const auto gpu_out = run(on_gpu), host_out = run(on_host);
+    for (const auto& [name, m] : host_out) {
+      CAPTURE(name);
+      CHECK(close(gpu_out.at(name), m, 1e-4));
+    }
+  });
 }
 
 TEST_CASE("host and device operands in one operation are refused, naming both") {
@@ -124,42 +129,38 @@ TEST_CASE("host and device operands in one operation are refused, naming both") 
 }
 
 TEST_CASE("a GPT training step on one GPU equals the same step on the host (q = 1, in-process q = 2)") {
-  for (int q : {1, 2}) {
-    CAPTURE(q);
-    optimus::run_in_process(q * q, [q](Communicator& world) {
-      GpuRank gpu;
-      Grid on_gpu = gpu.grid(world, q);
-      Grid on_host = Grid::create(world, q);
-      optimus::GptConfig config;
-      config.vocab = 12 * q;
-      config.hidden = 8 * q;
-      config.heads = 2 * q;
-      config.ffn = 4 * config.hidden;
-      config.layers = 2;
-      config.max_seq = 8;
-      config.dropout = 0.1;
-      const std::int64_t batch = 2 * q, seq = 8;
-      std::vector<int> tokens, targets;
-      for (std::int64_t t = 0; t < batch * seq; ++t) {
-        tokens.push_back(static_cast<int>((7 * t + 3) % config.vocab));
-        targets.push_back(static_cast<int>((5 * t + 1) % config.vocab));
-      }
-      auto step = [&](Grid& grid) {
-        optimus::Gpt2D<float> model(grid, config);
-        optimus::AdamW<float> adamw(grid, model.parameters(), optimus::AdamWConfig{});
-        const double loss = model.forward(tokens, targets, batch, 1);
-        model.backward();
-        const double norm = adamw.step();
-        return std::tuple{loss, norm, model.gather(false)};
-      };
-      const auto [gpu_loss, gpu_norm, gpu_params] = step(on_gpu);
-      const auto [host_loss, host_norm, host_params] = step(on_host);
-      CHECK(gpu_loss == doctest::Approx(host_loss).epsilon(1e-5));
-      CHECK(gpu_norm == doctest::Approx(host_norm).epsilon(1e-4));
-      for (const auto& [name, m] : host_params) {
-        CAPTURE(name);
-        CHECK(close(gpu_params.at(name), m, 1e-4));
-      }
-    });
-  }
+  on_one_gpu([](Communicator& world, GpuRank& gpu, int q) {
+    Grid on_gpu = gpu.grid(world, q);
+    Grid on_host = Grid::create(world, q);
+    optimus::GptConfig config;
+    config.vocab = 12 * q;
+    config.hidden = 8 * q;
+    config.heads = 2 * q;
+    config.ffn = 4 * config.hidden;
+    config.layers = 2;
+    config.max_seq = 8;
+    config.dropout = 0.1;
+    const std::int64_t batch = 2 * q, seq = 8;
+    std::vector<int> tokens, targets;
+    for (std::int64_t t = 0; t < batch * seq; ++t) {
+      tokens.push_back(static_cast<int>((7 * t + 3) % config.vocab));
+      targets.push_back(static_cast<int>((5 * t + 1) % config.vocab));
+    }
+    auto step = [&](Grid& grid) {
+      optimus::Gpt2D<float> model(grid, config);
+      optimus::AdamW<float> adamw(grid, model.parameters(), optimus::AdamWConfig{});
+      const double loss = model.forward(tokens, targets, batch, 1);
+      model.backward();
+      const double norm = adamw.step();
+      return std::tuple{loss, norm, model.gather(false)};
+    };
+    const auto [gpu_loss, gpu_norm, gpu_params] = step(on_gpu);
+    const auto [host_loss, host_norm, host_params] = step(on_host);
+    CHECK(gpu_loss == doctest::Approx(host_loss).epsilon(1e-5));
+    CHECK(gpu_norm == doctest::Approx(host_norm).epsilon(1e-4));
+    for (const auto& [name, m] : host_params) {
+      CAPTURE(name);
+      CHECK(close(gpu_params.at(name), m, 1e-4));
+    }
+  });
 }
