@@ -36,7 +36,8 @@ void check_operands(const char* op, const DistMatrix<T>& a, const DistMatrix<T>&
 template <class T>
 TensorView<T> panel(bool root, const DistMatrix<T>& own, Tensor<T>& scratch) {
   // The root's block is only read by a broadcast; the cast lets it be the send buffer.
-  return root ? TensorView<T>(const_cast<T*>(own.local().data()), own.local().shape()) : scratch.view();
+  const TensorView<const T> mine = own.local();
+  return root ? TensorView<T>(const_cast<T*>(mine.data()), mine.shape(), mine.device()) : scratch.view();
 }
 
 // The local GEMM C = alpha op(A) op(B) + beta C in row tiles of C, calling poll() between tiles so that
