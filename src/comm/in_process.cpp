@@ -155,6 +155,7 @@ class InProcessCommunicator final : public Communicator {
 
  protected:
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync) override {
+    if (size() == 1) return {};  // the buffer already holds the root's data
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
@@ -173,6 +174,7 @@ class InProcessCommunicator final : public Communicator {
 
   Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
                       Sync) override {
+    if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), stage(send, count * size_of(dtype)));
@@ -187,6 +189,7 @@ class InProcessCommunicator final : public Communicator {
   }
 
   Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync) override {
+    if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), stage(send, count * size_of(dtype)));
@@ -197,6 +200,7 @@ class InProcessCommunicator final : public Communicator {
   }
 
   Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync) override {
+    if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
@@ -210,6 +214,7 @@ class InProcessCommunicator final : public Communicator {
 
   Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                               Sync) override {
+    if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), stage(send, static_cast<std::size_t>(size()) * count * size_of(dtype)));
@@ -273,6 +278,12 @@ class InProcessCommunicator final : public Communicator {
   }
 
  private:
+  // A collective of one rank: the result is its own data (copied when the buffers differ), nothing is staged.
+  Request alone(const void* send, void* recv, std::size_t n) const {
+    if (send != recv) deliver(recv, send, n);
+    return {};
+  }
+
   // The caller's buffer -> a staged contribution (host bytes), and staged bytes -> the caller's buffer, through
   // the rank's copy when it has one (its buffers may be device memory), else memcpy.
   Bytes stage(const void* p, std::size_t n) const {
