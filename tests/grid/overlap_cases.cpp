@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "../layers/layer_cases.hpp"
 #include "delaying_communicator.hpp"
@@ -55,8 +56,10 @@ void products_bitwise(Grid& grid) {
     if (!abt) summa_atb(T(0.5), at, b, T(-1.5), blocking);
     summa_atb(T(1), at, b, T(0), between_ref);
     grid.set_overlap(true);
-    PendingProduct<T> pending =
+    PendingProduct<T> first =
         abt ? summa_abt_async(T(0.5), a, bt, T(-1.5), async) : summa_atb_async(T(0.5), at, b, T(-1.5), async);
+    PendingProduct<T> pending = std::move(first);  // the reductions move over; `first` has nothing to finish
+    CHECK(first.finished());
     summa_atb(T(1), at, b, T(0), between);
     CHECK(same_bits(async, c0));
     CHECK_FALSE(pending.finished());

@@ -24,6 +24,7 @@
 // runs). C is written by PendingProduct::finish(); the results are bitwise those of the blocking forms.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
@@ -40,7 +41,14 @@ class PendingProduct {
   // sent: the buffers the reductions send from, kept alive until they complete.
   PendingProduct(const detail::GridState& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
                  std::vector<Tensor<T>> sent, std::vector<Request> reductions);
-  PendingProduct(PendingProduct&&) noexcept = default;
+  PendingProduct(PendingProduct&& other) noexcept
+      : grid_(other.grid_),
+        alpha_(other.alpha_),
+        beta_(other.beta_),
+        c_(std::exchange(other.c_, nullptr)),  // the moved-from product has nothing left to finish
+        sum_(std::move(other.sum_)),
+        sent_(std::move(other.sent_)),
+        reductions_(std::move(other.reductions_)) {}
   PendingProduct& operator=(PendingProduct&&) = delete;
   PendingProduct(const PendingProduct&) = delete;
   PendingProduct& operator=(const PendingProduct&) = delete;
