@@ -1,8 +1,6 @@
 // DistMatrix: block ownership, partition-independent random fill, and gathering to the full matrix.
 #include "optimus/grid/dist_matrix.hpp"
 
-#include <cstring>
-
 #include "optimus/core/device_memory.hpp"
 #include "optimus/core/error.hpp"
 
@@ -28,25 +26,14 @@ template <class T>
 void DistMatrix<T>::load_local(const Matrix& block) {
   OPTIMUS_CHECK(block.rows() == local_rows() && block.cols() == local_cols(), "DistMatrix::load_local: block is ",
                 block.rows(), "x", block.cols(), ", the local block is ", local_rows(), "x", local_cols());
-  copy_bytes(local_.data(), block.data(), local_.bytes());
+  copy_bytes(local_.device_memory(), local_.data(), block.data(), local_.bytes());
 }
 
 template <class T>
 typename DistMatrix<T>::Matrix DistMatrix<T>::local_to_host() const {
   Matrix block(local_rows(), local_cols());
-  copy_bytes(block.data(), local_.data(), local_.bytes());
+  copy_bytes(local_.device_memory(), block.data(), local_.data(), local_.bytes());
   return block;
-}
-
-// Host-to-device, device-to-host or host-to-host, by where this matrix lives.
-template <class T>
-void DistMatrix<T>::copy_bytes(void* dst, const void* src, std::size_t bytes) const {
-  if (bytes == 0) return;
-  if (DeviceMemory* device = local_.device_memory()) {
-    device->copy(dst, src, bytes);
-  } else {
-    std::memcpy(dst, src, bytes);
-  }
 }
 
 template <class T>
@@ -82,7 +69,7 @@ typename DistMatrix<T>::Matrix DistMatrix<T>::to_global() const {
 template <class T>
 DistMatrix<T> DistMatrix<T>::clone_as(MemoryKind kind) const {
   DistMatrix copy(*grid_, rows_, cols_, kind);
-  copy_bytes(copy.local_.data(), local_.data(), local_.bytes());
+  copy_bytes(local_.device_memory(), copy.local_.data(), local_.data(), local_.bytes());
   return copy;
 }
 

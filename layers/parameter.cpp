@@ -1,7 +1,6 @@
 // Initialization, loading and gathering of parameters through their ShardLayout.
 #include "optimus/layers/parameter.hpp"
 
-#include <cstring>
 #include <vector>
 
 #include "optimus/core/device_memory.hpp"
@@ -61,29 +60,23 @@ ShardLayout ShardLayout::on_rank(int rank) const {
 namespace {
 
 // This rank's shard as a host row-major [local_rows, local_cols] buffer, and written back, wherever it lives.
-template <class T>
 void copy_shard(void* dst, const void* src, std::size_t bytes, Device where, DeviceMemory* device,
                 const std::string& name) {
-  if (bytes == 0) return;
-  if (where == Device::cpu) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  OPTIMUS_CHECK(device != nullptr, "parameter '", name,
+  OPTIMUS_CHECK(where == Device::cpu || device != nullptr, "parameter '", name,
                 "' lives on a device: pass the DeviceMemory it lives in (the grid's device())");
-  device->copy(dst, src, bytes);
+  copy_bytes(where == Device::cpu ? nullptr : device, dst, src, bytes);
 }
 
 template <class T>
 std::vector<T> shard_to_host(const ParameterRef<T>& p, const TensorView<T>& shard, DeviceMemory* device) {
   std::vector<T> host(static_cast<std::size_t>(shard.numel()));
-  copy_shard<T>(host.data(), shard.data(), host.size() * sizeof(T), shard.device(), device, p.name);
+  copy_shard(host.data(), shard.data(), host.size() * sizeof(T), shard.device(), device, p.name);
   return host;
 }
 
 template <class T>
 void shard_from_host(const ParameterRef<T>& p, const std::vector<T>& host, DeviceMemory* device) {
-  copy_shard<T>(p.value.data(), host.data(), host.size() * sizeof(T), p.value.device(), device, p.name);
+  copy_shard(p.value.data(), host.data(), host.size() * sizeof(T), p.value.device(), device, p.name);
 }
 
 }  // namespace

@@ -106,14 +106,8 @@ Device Tensor<T>::device() const {
 
 template <class T>
 Tensor<T> Tensor<T>::clone() const {
-  DeviceMemory* on = device_memory();
   Tensor copy(shape_, tag_, Init::none);
-  if (numel() == 0) return copy;
-  if (on != nullptr) {
-    on->copy(copy.data(), data(), bytes());
-  } else {
-    std::memcpy(copy.data(), data(), bytes());
-  }
+  copy_bytes(device_memory(), copy.data(), data(), bytes());
   return copy;
 }
 
@@ -126,27 +120,26 @@ void Tensor<T>::Free::operator()(T* p) const noexcept {
   }
 }
 
+void copy_bytes(DeviceMemory* device, void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (device != nullptr) {
+    device->copy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 template <class T>
 Tensor<T> upload(const T* host, Shape shape, MemoryTag tag) {
   Tensor<T> t(shape, tag, Init::none);
-  if (t.numel() == 0) return t;
-  if (DeviceMemory* on = t.device_memory()) {
-    on->copy(t.data(), host, t.bytes());
-  } else {
-    std::memcpy(t.data(), host, t.bytes());
-  }
+  copy_bytes(t.device_memory(), t.data(), host, t.bytes());
   return t;
 }
 
 template <class T>
 std::vector<T> download(const Tensor<T>& t) {
   std::vector<T> host(static_cast<std::size_t>(t.numel()));
-  if (host.empty()) return host;
-  if (DeviceMemory* on = t.device_memory()) {
-    on->copy(host.data(), t.data(), t.bytes());
-  } else {
-    std::memcpy(host.data(), t.data(), t.bytes());
-  }
+  copy_bytes(t.device_memory(), host.data(), t.data(), t.bytes());
   return host;
 }
 

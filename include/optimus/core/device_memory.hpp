@@ -25,4 +25,7 @@ class DeviceMemory {
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
 };
 
+// Copies `bytes` through `device` (any direction), or with memcpy when `device` is null (host memory).
+void copy_bytes(DeviceMemory* device, void* dst, const void* src, std::size_t bytes);
+
 }  // namespace optimus

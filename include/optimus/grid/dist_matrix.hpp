@@ -79,7 +79,6 @@ class DistMatrix {
   }
 
  private:
-  void copy_bytes(void* dst, const void* src, std::size_t bytes) const;
   T* host_data() const {
     OPTIMUS_CHECK(local_.device() == Device::cpu, "DistMatrix: an Eigen view of a block on a device; use local()");
     return const_cast<T*>(local_.data());
