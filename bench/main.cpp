@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "optimus/comm/context.hpp"
+#include "optimus/core/cli.hpp"
 #include "optimus/core/error.hpp"
 
 int main(int argc, char** argv) {
@@ -17,13 +18,20 @@ int main(int argc, char** argv) {
     if (command == "calibrate") return optimus::bench::run_calibrate(ctx.world(), argc, argv);
     if (command == "model") return optimus::bench::run_model(ctx.world(), argc, argv);
     if (command == "layer") return optimus::bench::run_layer_bench(ctx.world(), argc, argv);
-    OPTIMUS_FAIL("unknown command '", command, "'; usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] ",
-                 "[--dtype f64,f32] [--m M] [--k K] [--warmup W] [--iters I] [--scalapack auto|on|off] [--json FILE]",
-                 " | optimus-bench scaling [--layout 1d|2d] [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L]",
-                 " [--dtype f32|f64] [--check auto|on|off] [--budget-gib G] [--json FILE]",
-                 " | optimus-bench calibrate [--json FILE] | optimus-bench model [--calibration FILE] [--h H] [--ps LIST] ...",
-                 " | optimus-bench layer [--device cpu|cuda] [--q 1,2] [--b B] [--s S] [--h H] [--heads A] [--ffn F]",
-                 " [--layers L] [--tf32 on|off] [--check auto|on|off] [--peak-n N] [--json FILE]");
+    const std::string usage =
+        "usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] [--dtype f64,f32] [--m M] [--k K] [--warmup W]"
+        " [--iters I] [--scalapack auto|on|off] [--trace FILE] [--json FILE]"
+        " | optimus-bench scaling [--layout 1d|2d] [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L]"
+        " [--dtype f32|f64] [--check auto|on|off] [--budget-gib G] [--trace FILE] [--json FILE]"
+        " | optimus-bench calibrate [--json FILE] | optimus-bench model [--calibration FILE] [--h H] [--ps LIST] ..."
+        " | optimus-bench layer [--device cpu|cuda] [--q 1,2] [--b B] [--s S] [--h H] [--heads A] [--ffn F]"
+        " [--layers L] [--tf32 on|off] [--check auto|on|off] [--peak-n N] [--json FILE]"
+        " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
+    if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
+    OPTIMUS_FAIL("unknown command '", command, "'; ", usage);
+  } catch (const optimus::cli::HelpRequested& help) {
+    if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
+    return 0;
   } catch (const std::exception& e) {
     return ctx.fail("optimus-bench", e);
   }

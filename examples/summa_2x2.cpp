@@ -3,10 +3,8 @@
 //
 //   mpirun -np 4 ./summa_2x2 [--m M] [--n N] [--k K] [--q Q]
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <optimus/core/cli.hpp>
 #include <optimus/optimus.hpp>
-#include <string>
 
 namespace {
 
@@ -16,17 +14,12 @@ struct Options {
 };
 
 Options parse(int argc, char** argv) {
+  const optimus::cli::Options cli(argc, argv, 1, {"m", "n", "k", "q"});  // --help lists them
   Options o;
-  for (int a = 1; a < argc; ++a) {
-    const std::string flag = argv[a];
-    OPTIMUS_CHECK(a + 1 < argc, "summa_2x2: option ", flag, " needs a value");
-    const char* value = argv[++a];
-    if (flag == "--m") o.m = std::atoll(value);
-    else if (flag == "--n") o.n = std::atoll(value);
-    else if (flag == "--k") o.k = std::atoll(value);
-    else if (flag == "--q") o.q = std::atoi(value);
-    else OPTIMUS_FAIL("summa_2x2: unknown option ", flag, " (expected --m, --n, --k, --q)");
-  }
+  o.m = cli.integer("m", o.m);
+  o.n = cli.integer("n", o.n);
+  o.k = cli.integer("k", o.k);
+  o.q = static_cast<int>(cli.integer("q", o.q));
   return o;
 }
 
@@ -64,6 +57,9 @@ int main(int argc, char** argv) {
                   worst == 0.0 && received == formula ? "verified" : "WRONG");
     }
     return worst == 0.0 && received == formula ? 0 : 1;
+  } catch (const optimus::cli::HelpRequested& help) {
+    if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
+    return 0;
   } catch (const std::exception& e) {
     return ctx.fail("summa_2x2", e);
   }

@@ -228,6 +228,9 @@ int main(int argc, char** argv) {
       std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
     }
     return 0;
+  } catch (const optimus::cli::HelpRequested& help) {
+    if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
+    return 0;
   } catch (const std::exception& e) {
     return ctx.fail("train_gpt", e);
   }

@@ -34,6 +34,12 @@ std::int64_t parse_integer(const std::string& name, const std::string& text) {
 Options::Options(int argc, char** argv, int first, const std::vector<std::string>& known) {
   for (int a = first; a < argc; ++a) {
     const std::string flag = argv[a];
+    if (flag == "--help" || flag == "-h") {
+      std::ostringstream text;
+      text << "options (each takes a value):";
+      for (const std::string& k : known) text << " --" << k;
+      throw HelpRequested(text.str());
+    }
     OPTIMUS_CHECK(flag.rfind("--", 0) == 0, "expected an option starting with --, got '", flag, "'");
     const std::string name = flag.substr(2);
     if (std::find(known.begin(), known.end(), name) == known.end()) {

@@ -1,13 +1,25 @@
 // Command-line options for Optimus programs (examples, optimus-bench): `--name value` pairs, validated;
-// unknown names and malformed values are optimus::Error naming them.
+// unknown names and malformed values are optimus::Error naming them. `--help` (or `-h`) throws HelpRequested,
+// whose text lists the accepted options: programs print it and exit 0.
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace optimus::cli {
+
+class HelpRequested : public std::exception {
+ public:
+  explicit HelpRequested(std::string text) : text_(std::move(text)) {}
+  const char* what() const noexcept override { return text_.c_str(); }
+
+ private:
+  std::string text_;
+};
 
 class Options {
  public:
