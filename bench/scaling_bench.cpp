@@ -34,8 +34,6 @@ struct Config {
   std::string trace;  // 2D: Chrome trace of the overlapped steps, when set
 };
 
-GptConfig gpt_config(const Config& c) { return block_config(c.shape, c.layers); }
-
 struct Measured {
   double seconds = 0;
   std::uint64_t bytes = 0, messages = 0;
@@ -50,7 +48,7 @@ struct Measured {
 template <class T, class Block, class Owner>
 Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, const Grid& on,
                     const std::vector<Communicator*>& comms, Grid* overlap_grid) {
-  const GptConfig g = gpt_config(c);
+  const GptConfig g = block_config(c.shape, c.layers);
   std::vector<std::unique_ptr<Block>> blocks;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     blocks.push_back(std::make_unique<Block>(owner, g, l));

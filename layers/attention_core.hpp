@@ -8,7 +8,6 @@
 // softmax, dropout), so it runs wherever the views live; its scratch tiles come from `grid` (tag and queue).
 #pragma once
 
-#include <Eigen/Core>
 #include <cstdint>
 
 #include "optimus/core/rng.hpp"
@@ -23,9 +22,6 @@ struct AttentionGeometry {
   double dropout = 0.0;
   CounterRng rng{0};  // the attention-probability dropout stream
 };
-
-template <class T>
-using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 template <class T>
 void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,

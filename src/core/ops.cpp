@@ -15,8 +15,7 @@ namespace {
 
 using detail::check_shape;
 using detail::cols_of;
-using detail::common_device;
-using detail::require_cuda;
+using detail::on_cuda;
 using detail::rows_of;
 #if OPTIMUS_HAVE_CUDA
 using detail::stream_of;
@@ -36,8 +35,7 @@ template <class T, bool Max>
 void row_reduce(const char* op, TensorView<const T> x, TensorView<T> out, [[maybe_unused]] Queue queue) {
   const std::int64_t rows = rows_of(x), cols = cols_of(x);
   check_shape(op, "out", out, rows, 1);
-  if (common_device(op, {{"x", x.device()}, {"out", out.device()}}) == Device::cuda) {
-    require_cuda<T>(op);
+  if (on_cuda<T>(op, {{"x", x.device()}, {"out", out.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       (Max ? cuda::row_max : cuda::row_sums)(x.data(), rows, cols, out.data(), stream_of(queue));
@@ -68,8 +66,7 @@ void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_
   const std::int64_t rows = rows_of(x), cols = cols_of(x);
   check_shape(op, "row_sum", row_sum, rows, 1);
   check_shape(op, "out", out, rows, 1);
-  if (common_device(op, {{"x", x.device()}, {"row_sum", row_sum.device()}, {"out", out.device()}}) == Device::cuda) {
-    require_cuda<T>(op);
+  if (on_cuda<T>(op, {{"x", x.device()}, {"row_sum", row_sum.device()}, {"out", out.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::layernorm_square_deviations(x.data(), row_sum.data(), hidden, rows, cols, out.data(), stream_of(queue));
@@ -97,10 +94,9 @@ void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, Ten
   check_shape(op, "xhat", xhat, rows, cols);
   check_shape(op, "rstd", rstd, rows, 1);
   check_shape(op, "y", y, rows, cols);
-  if (common_device(op, {{"x", x.device()}, {"row_sum", row_sum.device()}, {"sq_dev", sq_dev.device()},
-                         {"gamma", gamma.device()}, {"beta", beta.device()}, {"xhat", xhat.device()},
-                         {"rstd", rstd.device()}, {"y", y.device()}}) == Device::cuda) {
-    require_cuda<T>(op);
+  if (on_cuda<T>(op, {{"x", x.device()}, {"row_sum", row_sum.device()}, {"sq_dev", sq_dev.device()},
+                       {"gamma", gamma.device()}, {"beta", beta.device()}, {"xhat", xhat.device()},
+                       {"rstd", rstd.device()}, {"y", y.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::layernorm_normalize(x.data(), row_sum.data(), sq_dev.data(), gamma.data(), beta.data(), hidden, rows, cols,
@@ -131,10 +127,8 @@ void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xha
   check_shape(op, "dgamma", dgamma, 1, cols);
   check_shape(op, "dbeta", dbeta, 1, cols);
   check_shape(op, "sums", sums, 2 * rows, 1);
-  if (common_device(op, {{"dy", dy.device()}, {"xhat", xhat.device()}, {"gamma", gamma.device()},
-                         {"dgamma", dgamma.device()}, {"dbeta", dbeta.device()}, {"sums", sums.device()}}) ==
-      Device::cuda) {
-    require_cuda<T>(op);
+  if (on_cuda<T>(op, {{"dy", dy.device()}, {"xhat", xhat.device()}, {"gamma", gamma.device()},
+                       {"dgamma", dgamma.device()}, {"dbeta", dbeta.device()}, {"sums", sums.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::layernorm_backward_partials(dy.data(), xhat.data(), gamma.data(), rows, cols, dgamma.data(), dbeta.data(),
@@ -165,9 +159,8 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
   check_shape(op, "rstd", rstd, rows, 1);
   check_shape(op, "sums", sums, 2 * rows, 1);
   check_shape(op, "dx", dx, rows, cols);
-  if (common_device(op, {{"dy", dy.device()}, {"xhat", xhat.device()}, {"gamma", gamma.device()},
-                         {"rstd", rstd.device()}, {"sums", sums.device()}, {"dx", dx.device()}}) == Device::cuda) {
-    require_cuda<T>(op);
+  if (on_cuda<T>(op, {{"dy", dy.device()}, {"xhat", xhat.device()}, {"gamma", gamma.device()},
+                       {"rstd", rstd.device()}, {"sums", sums.device()}, {"dx", dx.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), hidden, rows, cols,
@@ -197,9 +190,8 @@ void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, Tenso
   check_shape(op, "sums", sums, 2 * rows, 1);
   OPTIMUS_CHECK(row_offset >= 0 && row_offset + rows <= targets.numel(), op, ": rows ", row_offset, "..",
                 row_offset + rows, " are outside the ", targets.numel(), " targets");
-  if (common_device(op, {{"logits", logits.device()}, {"max", max.device()}, {"targets", targets.device()},
-                         {"sums", sums.device()}}) == Device::cuda) {
-    require_cuda<T>(op);
+  if (on_cuda<T>(op, {{"logits", logits.device()}, {"max", max.device()}, {"targets", targets.device()},
+                       {"sums", sums.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::cross_entropy_exp_sums(logits.data(), max.data(), targets.data(), row_offset, v0, rows, vn, sums.data(),
@@ -225,9 +217,8 @@ void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorVi
   check_shape(op, "max", max, rows, 1);
   check_shape(op, "sums", sums, 2 * rows, 1);
   check_shape(op, "row_loss", row_loss, rows, 1);
-  if (common_device(op, {{"probs", probs.device()}, {"max", max.device()}, {"sums", sums.device()},
-                         {"row_loss", row_loss.device()}}) == Device::cuda) {
-    require_cuda<T>(op);
+  if (on_cuda<T>(op, {{"probs", probs.device()}, {"max", max.device()}, {"sums", sums.device()},
+                       {"row_loss", row_loss.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::cross_entropy_finish(probs.data(), max.data(), sums.data(), rows, vn, row_loss.data(), stream_of(queue));
@@ -250,8 +241,7 @@ void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, 
   const std::int64_t rows = rows_of(probs), vn = cols_of(probs), n_tokens = targets.numel();
   OPTIMUS_CHECK(row_offset >= 0 && row_offset + rows <= n_tokens, op, ": rows ", row_offset, "..", row_offset + rows,
                 " are outside the ", n_tokens, " targets");
-  if (common_device(op, {{"probs", probs.device()}, {"targets", targets.device()}}) == Device::cuda) {
-    require_cuda<T>(op);
+  if (on_cuda<T>(op, {{"probs", probs.device()}, {"targets", targets.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::cross_entropy_backward(probs.data(), targets.data(), row_offset, v0, rows, vn, n_tokens, stream_of(queue));

@@ -30,8 +30,7 @@ void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> p
   const char* op = "causal_softmax_forward";
   const std::int64_t seq = square_tiles(op, scores, "probs", probs.shape()), rows = scores.size(0);
   OPTIMUS_CHECK(probs.is_contiguous(), op, ": operands must be contiguous");
-  if (detail::common_device(op, {{"scores", scores.device()}, {"probs", probs.device()}}) == Device::cuda) {
-    detail::require_cuda<T>(op);
+  if (detail::on_cuda<T>(op, {{"scores", scores.device()}, {"probs", probs.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::causal_softmax_forward(scores.data(), scale, rows / seq, seq, probs.data(), detail::stream_of(queue));
@@ -60,9 +59,7 @@ void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, 
   const std::int64_t seq = square_tiles(op, probs, "dp", dp.shape()), rows = probs.size(0);
   OPTIMUS_CHECK(ds.shape() == probs.shape() && ds.is_contiguous() && dp.is_contiguous(), op, ": ds has shape ",
                 ds.shape(), ", expected ", probs.shape(), " (contiguous)");
-  if (detail::common_device(op, {{"probs", probs.device()}, {"dp", dp.device()}, {"ds", ds.device()}}) ==
-      Device::cuda) {
-    detail::require_cuda<T>(op);
+  if (detail::on_cuda<T>(op, {{"probs", probs.device()}, {"dp", dp.device()}, {"ds", ds.device()}})) {
 #if OPTIMUS_HAVE_CUDA
     if constexpr (std::is_same_v<T, float>) {
       cuda::causal_softmax_backward(probs.data(), dp.data(), scale, rows / seq, seq, ds.data(),
