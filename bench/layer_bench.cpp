@@ -29,7 +29,8 @@ namespace {
 struct Settings {
   BlockShape shape;
   std::int64_t layers;
-  bool cuda, tf32, check;
+  bool cuda, check;
+  ops::GemmMath math;
   int warmup, iters;
 };
 
@@ -43,7 +44,7 @@ struct RankResult {
 // One rank of a q x q grid in this process: builds the blocks, times the steps, checks the result.
 RankResult run_rank(Communicator& world, int q, const Settings& s) {
 #if OPTIMUS_BENCH_CUDA
-  std::unique_ptr<cuda::RankDevice> gpu = s.cuda ? std::make_unique<cuda::RankDevice>(0, s.tf32) : nullptr;
+  std::unique_ptr<cuda::RankDevice> gpu = s.cuda ? std::make_unique<cuda::RankDevice>(0, s.math) : nullptr;
   Grid grid = gpu ? gpu->grid(world, q) : Grid::create(world, q);
   auto synchronize = [&] {
     if (gpu) gpu->stream.synchronize();
@@ -54,6 +55,7 @@ RankResult run_rank(Communicator& world, int q, const Settings& s) {
 #else
   OPTIMUS_CHECK(!s.cuda, "layer --device cuda: this optimus-bench was built without CUDA");
   Grid grid = Grid::create(world, q);
+  grid.set_gemm_math(s.math);
   auto synchronize = [] {};
   auto raw_allocations = [] { return 0.0; };
 #endif
@@ -94,7 +96,7 @@ RankResult run_rank(Communicator& world, int q, const Settings& s) {
     const auto [y_ref, dx_ref] =
         reference_blocks(s.shape, s.layers, x.to_global().cast<double>(), dy.to_global().cast<double>());
     const reference::Matrix y = out.to_global().cast<double>(), dx = din.to_global().cast<double>();
-    const double tol = s.tf32 ? 1e-2 : 1e-4;
+    const double tol = s.math == ops::GemmMath::f32 ? 1e-4 : 2e-2;
     r.wrong = reference::compare_relative(y, y_ref, tol).wrong + reference::compare_relative(dx, dx_ref, tol).wrong;
   }
   return r;
@@ -144,7 +146,7 @@ std::pair<double, std::string> gemm_peak(bool cuda, std::int64_t size) {
 
 int run_layer_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2,
-                       {"device", "q", "b", "s", "h", "heads", "ffn", "layers", "tf32", "warmup", "iters", "check",
+                       {"device", "q", "b", "s", "h", "heads", "ffn", "layers", "gemm", "warmup", "iters", "check",
                         "peak-n", "json"});
   OPTIMUS_CHECK(world.size() == 1, "layer runs its grids inside one process (in-process ranks); launch 1 process, not ",
                 world.size());
@@ -154,8 +156,11 @@ int run_layer_bench(Communicator& world, int argc, char** argv) {
   s.cuda = device == "cuda";
   s.shape = block_shape_option(o, 4);
   s.layers = o.integer("layers", 1);
-  s.tf32 = o.text("tf32", "off") == "on";
-  OPTIMUS_CHECK(!s.tf32 || s.cuda, "--tf32 on needs --device cuda");
+  const std::string math = o.text("gemm", "f32");
+  OPTIMUS_CHECK(math == "f32" || math == "tf32" || math == "bf16", "--gemm must be f32, tf32 or bf16, got '", math,
+                "'");
+  OPTIMUS_CHECK(math != "tf32" || s.cuda, "--gemm tf32 needs --device cuda (the CPU has no TF32)");
+  s.math = math == "bf16" ? ops::GemmMath::bf16 : math == "tf32" ? ops::GemmMath::tf32 : ops::GemmMath::f32;
   s.warmup = static_cast<int>(o.integer("warmup", 1));
   s.iters = static_cast<int>(o.integer("iters", 3));
   const std::string check = o.text("check", "auto");
@@ -190,7 +195,7 @@ int run_layer_bench(Communicator& world, int argc, char** argv) {
     report.row({device, format("%lld", (long long)q), format("%lld", (long long)s.shape.batch),
                 format("%lld", (long long)s.shape.seq), format("%lld", (long long)s.shape.hidden),
                 format("%lld", (long long)s.shape.heads), format("%lld", (long long)s.shape.ffn),
-                format("%lld", (long long)s.layers), s.cuda ? (s.tf32 ? "tf32" : "f32") : "f32",
+                format("%lld", (long long)s.layers), math,
                 format("%.3f", seconds * 1e3), format("%.4f", rate / 1e12), format("%.3f", peak / 1e12),
                 format("%.1f", 100.0 * rate / peak), format("%.1f", peak_bytes / (1 << 20)),
                 format("%.0f", allocations / s.iters), wrong < 0 ? "n/a" : format("%lld", (long long)wrong)});

@@ -26,6 +26,7 @@ Grid Grid::create(Communicator& world, int q) {
   s->grid = world.split(s->dp_index, i * q + j);
   s->dp_comm = world.split(i * q + j, s->dp_index);
   s->memory = std::make_unique<MemoryTracker>();
+  s->queue.scratch = s->tag(MemoryKind::workspace);
   return Grid(std::move(s));
 }
 

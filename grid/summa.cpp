@@ -2,6 +2,7 @@
 #include "optimus/grid/summa.hpp"
 
 #include <array>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -32,29 +33,53 @@ void check_operands(const char* op, const DistMatrix<T>& a, const DistMatrix<T>&
                 "x", n);
 }
 
+// Panels, partial products and reduced sums are overwritten before they are read: no zeroing.
+MemoryTag scratch_tag(const detail::GridState& g) { return g.tag(MemoryKind::workspace); }
+
+// What a rank multiplies and sends of one operand: its own block (S = T), or for mixed precision (T = float on a
+// grid whose GEMM math is bf16, S = bf16) a bf16 copy of it, made once per product, so that panels move in bf16.
+template <class S>
+struct Operand {
+  Tensor<S> copy;             // the bf16 copy; empty when S is the matrix's own type
+  TensorView<const S> block;  // [rows/q, cols/q]
+};
+
+template <class S, class T>
+Operand<S> operand(const detail::GridState& g, const DistMatrix<T>& m) {
+  if constexpr (std::is_same_v<S, T>) {
+    return {Tensor<S>(), m.local()};
+  } else {
+    Tensor<S> copy(m.local().shape(), scratch_tag(g), Init::none);
+    ops::to_bf16(m.local(), copy.view(), g.queue);
+    const TensorView<const S> block = std::as_const(copy).view();
+    return {std::move(copy), block};  // moving a tensor keeps its storage: `block` stays valid
+  }
+}
+
 // A panel the root sends from its own block and the others receive into `scratch`.
-template <class T>
-TensorView<T> panel(bool root, const DistMatrix<T>& own, Tensor<T>& scratch) {
+template <class S>
+TensorView<S> panel(bool root, const Operand<S>& own, Tensor<S>& scratch) {
   // The root's block is only read by a broadcast; the cast lets it be the send buffer.
-  const TensorView<const T> mine = own.local();
-  return root ? TensorView<T>(const_cast<T*>(mine.data()), mine.shape(), mine.device()) : scratch.view();
+  const TensorView<const S> mine = own.block;
+  return root ? TensorView<S>(const_cast<S*>(mine.data()), mine.shape(), mine.device()) : scratch.view();
 }
 
 // The local GEMM C = alpha op(A) op(B) + beta C in row tiles of C, calling poll() between tiles so that
 // non-blocking MPI operations progress while the GEMM runs (MPI progresses only inside MPI calls). Both
 // SUMMA modes use the same tiles, so their results stay bitwise identical.
-template <class T, class Poll>
-void tiled_gemm(const ops::Queue& queue, Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a,
-                TensorView<const T> b, T beta, TensorView<T> c, Poll&& poll) {
+// S: the operands' type (T, or bf16 with T = float: ops::gemm's mixed-precision overload).
+template <class T, class S, class Poll>
+void tiled_gemm(const ops::Queue& queue, Trans trans_a, Trans trans_b, T alpha, TensorView<const S> a,
+                TensorView<const S> b, T beta, TensorView<T> c, Poll&& poll) {
   constexpr std::int64_t kTiles = 4, kMinRows = 64;
   const std::int64_t rows = c.size(0);
   // On a GPU the GEMM is asynchronous and communication progresses on its own: one tile.
   const std::int64_t tiles = rows >= kTiles * kMinRows && c.device() == Device::cpu ? kTiles : 1;
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::int64_t r0 = rows * t / tiles, r1 = rows * (t + 1) / tiles;
-    const TensorView<const T> a_rows =
+    const TensorView<const S> a_rows =
         trans_a == Trans::no ? a.block(r0, 0, r1 - r0, a.size(1)) : a.block(0, r0, a.size(0), r1 - r0);
-    ops::gemm<T>(trans_a == Trans::yes, trans_b == Trans::yes, alpha, a_rows, b, beta,
+    ops::gemm(trans_a == Trans::yes, trans_b == Trans::yes, alpha, a_rows, b, beta,
                  c.block(r0, 0, r1 - r0, c.size(1)), queue);
     if (t + 1 < tiles) poll();
   }
@@ -68,8 +93,10 @@ void poll_all(std::array<Request*, N> requests) {
   }
 }
 
-// Panels, partial products and reduced sums are overwritten before they are read: no zeroing.
-MemoryTag scratch_tag(const detail::GridState& g) { return g.tag(MemoryKind::workspace); }
+// Whether products on this grid take bf16 operands (the S = bf16 instantiations below): f32 ones with bf16 math.
+template <class T>
+constexpr bool bf16_capable = std::is_same_v<T, float>;
+bool bf16_operands(const detail::GridState& g) { return g.queue.math == ops::GemmMath::bf16; }
 
 }  // namespace
 
@@ -77,15 +104,16 @@ MemoryTag scratch_tag(const detail::GridState& g) { return g.tag(MemoryKind::wor
 // once when not overlapped), so their results are bitwise identical. Overlapped, the panel broadcasts of step
 // l+1 (double-buffered) and the reduction of step l's partial product are in flight while step l+1 multiplies.
 
-template <class T>
-void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
-  check_operands("summa_ab", a, b, c, a.rows(), a.cols(), b.rows(), b.cols());
-  const detail::GridState& g = a.grid();
+// AB with operands of type S (see Operand).
+template <class S, class T>
+void summa_ab_with(T alpha, const DistMatrix<T>& a_matrix, const DistMatrix<T>& b_matrix, T beta, DistMatrix<T>& c) {
+  const detail::GridState& g = a_matrix.grid();
+  const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   const int buffers = g.overlap && g.q > 1 ? 2 : 1;
-  std::vector<Tensor<T>> a_scratch, b_scratch;  // A[i,l]: [m/q, k/q], B[l,j]: [k/q, n/q]
+  std::vector<Tensor<S>> a_scratch, b_scratch;  // A[i,l]: [m/q, k/q], B[l,j]: [k/q, n/q]
   for (int k = 0; k < buffers; ++k) {
-    a_scratch.emplace_back(a.local().shape(), scratch_tag(g), Init::none);
-    b_scratch.emplace_back(b.local().shape(), scratch_tag(g), Init::none);
+    a_scratch.emplace_back(a.block.shape(), scratch_tag(g), Init::none);
+    b_scratch.emplace_back(b.block.shape(), scratch_tag(g), Init::none);
   }
   auto panels = [&](int l) {
     return std::pair{panel(g.col_index == l, a, a_scratch[static_cast<std::size_t>(l % buffers)]),
@@ -93,8 +121,8 @@ void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, D
   };
   auto post = [&](int l) {
     const auto [ap, bp] = panels(l);
-    return std::array<Request, 2>{g.row->ibroadcast(ap.data(), count_of(ap), dtype_of<T>, l),
-                                  g.col->ibroadcast(bp.data(), count_of(bp), dtype_of<T>, l)};
+    return std::array<Request, 2>{g.row->ibroadcast(ap.data(), count_of(ap), dtype_of<S>, l),
+                                  g.col->ibroadcast(bp.data(), count_of(bp), dtype_of<S>, l)};
   };
   std::array<Request, 2> inflight;
   if (g.overlap) inflight = post(0);
@@ -108,27 +136,38 @@ void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, D
     } else {
       const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
       const auto [ap, bp] = panels(l);
-      g.row->broadcast(ap.data(), count_of(ap), dtype_of<T>, l);
-      g.col->broadcast(bp.data(), count_of(bp), dtype_of<T>, l);
+      g.row->broadcast(ap.data(), count_of(ap), dtype_of<S>, l);
+      g.col->broadcast(bp.data(), count_of(bp), dtype_of<S>, l);
     }
     const auto [ap, bp] = panels(l);
     const Timeline::Scope compute(g.timeline, SpanKind::compute);
-    tiled_gemm<T>(g.queue, Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
-                  [&] { poll_all<2>({&inflight[0], &inflight[1]}); });
+    tiled_gemm<T, S>(g.queue, Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
+                     [&] { poll_all<2>({&inflight[0], &inflight[1]}); });
   }
+}
+
+template <class T>
+void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
+  check_operands("summa_ab", a, b, c, a.rows(), a.cols(), b.rows(), b.cols());
+  if constexpr (bf16_capable<T>) {
+    if (bf16_operands(a.grid())) return summa_ab_with<bf16>(alpha, a, b, beta, c);
+  }
+  summa_ab_with<T>(alpha, a, b, beta, c);
 }
 
 // The reduce-based products (ABT, ATB): step l broadcasts a panel of `mover` along `bcast` (from the rank
 // whose coordinate there is l), multiplies it into a partial product, and reduces the partial along `reduce`
 // to the rank whose coordinate there is l. `product(panel, partial)` computes the partial product. Returns with
 // the last reductions in flight (overlapped) or done (blocking); PendingProduct::finish() writes C.
-template <class T, class Product>
-PendingProduct<T> summa_reduced(const detail::GridState& g, const DistMatrix<T>& mover, Communicator& bcast,
+// The panels are of type S (see Operand); the partial products and their reductions stay in T.
+template <class S, class T, class Product>
+PendingProduct<T> summa_reduced(const detail::GridState& g, const Operand<S>& mover, Communicator& bcast,
                                 Communicator& reduce, T alpha, T beta, DistMatrix<T>& c, Product&& product) {
   const int buffers = g.overlap && g.q > 1 ? 2 : 1;
-  std::vector<Tensor<T>> scratch, partial;
+  std::vector<Tensor<S>> scratch;
+  std::vector<Tensor<T>> partial;
   for (int k = 0; k < buffers; ++k) {
-    scratch.emplace_back(mover.local().shape(), scratch_tag(g), Init::none);
+    scratch.emplace_back(mover.block.shape(), scratch_tag(g), Init::none);
     partial.emplace_back(c.local().shape(), scratch_tag(g), Init::none);
   }
   Tensor<T> sum(c.local().shape(), scratch_tag(g), Init::none);  // this rank's reduced term (it is root once)
@@ -137,21 +176,21 @@ PendingProduct<T> summa_reduced(const detail::GridState& g, const DistMatrix<T>&
     return panel(my_bcast_coordinate == l, mover, scratch[static_cast<std::size_t>(l % buffers)]);
   };
   auto post_panel = [&](int l) {
-    const TensorView<T> p = panel_of(l);
-    return bcast.ibroadcast(p.data(), count_of(p), dtype_of<T>, l);
+    const TensorView<S> p = panel_of(l);
+    return bcast.ibroadcast(p.data(), count_of(p), dtype_of<S>, l);
   };
   std::vector<Request> reductions(static_cast<std::size_t>(buffers));
   Request inflight;
   if (g.overlap) inflight = post_panel(0);
   for (int l = 0; l < g.q; ++l) {
-    const TensorView<T> p = panel_of(l);
+    const TensorView<S> p = panel_of(l);
     Request& previous = reductions[static_cast<std::size_t>(l % buffers)];
     {
       const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
       if (g.overlap) {
         inflight.wait();
       } else {
-        bcast.broadcast(p.data(), count_of(p), dtype_of<T>, l);
+        bcast.broadcast(p.data(), count_of(p), dtype_of<S>, l);
       }
       previous.wait();  // its partial buffer is free again
     }
@@ -160,7 +199,7 @@ PendingProduct<T> summa_reduced(const detail::GridState& g, const DistMatrix<T>&
     {
       const Timeline::Scope compute(g.timeline, SpanKind::compute);
       Request& other = reductions[static_cast<std::size_t>((l + 1) % buffers)];
-      product(TensorView<const T>(p), part.view(), [&] { poll_all<2>({&inflight, buffers > 1 ? &other : nullptr}); });
+      product(TensorView<const S>(p), part.view(), [&] { poll_all<2>({&inflight, buffers > 1 ? &other : nullptr}); });
     }
     previous = reduce.ireduce(part.data(), sum.data(), count_of(part.view()), dtype_of<T>, ReduceOp::sum, l);
     if (!g.overlap) {
@@ -207,28 +246,49 @@ PendingProduct<T>::~PendingProduct() {
   }
 }
 
+// ABT and ATB with operands of type S (see Operand).
+template <class S, class T>
+PendingProduct<T> summa_abt_with(T alpha, const DistMatrix<T>& a_matrix, const DistMatrix<T>& b_matrix, T beta,
+                                 DistMatrix<T>& c) {
+  const detail::GridState& g = a_matrix.grid();
+  const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
+  // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
+  return summa_reduced<S, T>(g, b, *g.col, *g.row, alpha, beta, c,
+                             [&](TensorView<const S> b_panel, TensorView<T> partial, auto&& poll) {
+                               tiled_gemm<T, S>(g.queue, Trans::no, Trans::yes, T(1), a.block, b_panel, T(0),
+                                                partial, poll);
+                             });
+}
+
+template <class S, class T>
+PendingProduct<T> summa_atb_with(T alpha, const DistMatrix<T>& a_matrix, const DistMatrix<T>& b_matrix, T beta,
+                                 DistMatrix<T>& c) {
+  const detail::GridState& g = a_matrix.grid();
+  const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
+  // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
+  return summa_reduced<S, T>(g, a, *g.row, *g.col, alpha, beta, c,
+                             [&](TensorView<const S> a_panel, TensorView<T> partial, auto&& poll) {
+                               tiled_gemm<T, S>(g.queue, Trans::yes, Trans::no, T(1), a_panel, b.block, T(0),
+                                                partial, poll);
+                             });
+}
+
 template <class T>
 PendingProduct<T> summa_abt_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
   check_operands("summa_abt", a, b, c, a.rows(), a.cols(), b.cols(), b.rows());
-  const detail::GridState& g = a.grid();
-  // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
-  return summa_reduced<T>(g, b, *g.col, *g.row, alpha, beta, c,
-                          [&](TensorView<const T> b_panel, TensorView<T> partial, auto&& poll) {
-                            tiled_gemm<T>(g.queue, Trans::no, Trans::yes, T(1), a.local(), b_panel, T(0), partial,
-                                          poll);
-                          });
+  if constexpr (bf16_capable<T>) {
+    if (bf16_operands(a.grid())) return summa_abt_with<bf16>(alpha, a, b, beta, c);
+  }
+  return summa_abt_with<T>(alpha, a, b, beta, c);
 }
 
 template <class T>
 PendingProduct<T> summa_atb_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
   check_operands("summa_atb", a, b, c, a.cols(), a.rows(), b.rows(), b.cols());
-  const detail::GridState& g = a.grid();
-  // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
-  return summa_reduced<T>(g, a, *g.row, *g.col, alpha, beta, c,
-                          [&](TensorView<const T> a_panel, TensorView<T> partial, auto&& poll) {
-                            tiled_gemm<T>(g.queue, Trans::yes, Trans::no, T(1), a_panel, b.local(), T(0), partial,
-                                          poll);
-                          });
+  if constexpr (bf16_capable<T>) {
+    if (bf16_operands(a.grid())) return summa_atb_with<bf16>(alpha, a, b, beta, c);
+  }
+  return summa_atb_with<T>(alpha, a, b, beta, c);
 }
 
 template <class T>

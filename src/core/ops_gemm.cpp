@@ -1,36 +1,110 @@
-// GEMM dispatched by device (optimus/core/ops.hpp): cpu::gemm on the host, cuBLASLt on the GPU.
+// GEMM dispatched by device (optimus/core/ops.hpp): cpu::gemm on the host, cuBLASLt on the GPU, in f32/f64 or with
+// bf16 operands and f32 accumulation (mixed precision).
 #include "ops_dispatch.hpp"
 #include "optimus/core/kernels.hpp"
 
 #if OPTIMUS_HAVE_CUDA
+#include "optimus/cuda/layer_kernels.hpp"
 #include "optimus/cuda/lt_gemm.hpp"
 #endif
 
 namespace optimus::ops {
+namespace {
 
-template <class T>
-void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
-          [[maybe_unused]] Queue queue) {
-  const char* op = "gemm";
-  if (!detail::on_cuda<T>(op, {{"A", a.device()}, {"B", b.device()}, {"C", c.device()}})) {
-    cpu::gemm<T>(trans_a ? cpu::Trans::yes : cpu::Trans::no, trans_b ? cpu::Trans::yes : cpu::Trans::no, alpha, a, b,
-                 beta, c);
-    return;
-  }
+// op(A): [m, k], op(B): [k, n], C: [m, n], or an error naming the shapes.
+template <class A, class B, class C>
+void check_product(const char* op, bool trans_a, bool trans_b, const TensorView<A>& a, const TensorView<B>& b,
+                   const TensorView<C>& c) {
   OPTIMUS_CHECK(a.rank() == 2 && b.rank() == 2 && c.rank() == 2, op, ": needs matrices, got ", a.shape(), ", ",
                 b.shape(), ", ", c.shape());
   const std::int64_t m = trans_a ? a.size(1) : a.size(0), k = trans_a ? a.size(0) : a.size(1);
   const std::int64_t kb = trans_b ? b.size(1) : b.size(0), n = trans_b ? b.size(0) : b.size(1);
   OPTIMUS_CHECK(k == kb && c.size(0) == m && c.size(1) == n, op, ": op(A) is ", m, "x", k, ", op(B) is ", kb, "x", n,
                 ", C is ", c.shape());
+}
+
+#if OPTIMUS_HAVE_CUDA
+// cuBLASLt on row-major operands with contiguous rows (the product's shape already checked).
+template <class In>
+void lt_gemm(const char* op, cuda::GemmPrecision precision, bool trans_a, bool trans_b, float alpha,
+             const TensorView<const In>& a, const TensorView<const In>& b, float beta, const TensorView<float>& c,
+             const Queue& queue) {
   OPTIMUS_CHECK(a.stride(1) == 1 && b.stride(1) == 1 && c.stride(1) == 1, op, ": CUDA operands need contiguous rows");
   OPTIMUS_CHECK(queue.gemm != nullptr, op, ": CUDA operands need the device's GEMM engine in the queue");
+  const std::int64_t k = trans_a ? a.size(0) : a.size(1);
+  queue.gemm->run(precision, trans_a, trans_b, c.size(0), c.size(1), k, alpha, a.data(), a.stride(0), b.data(),
+                  b.stride(0), beta, c.data(), c.stride(0), detail::stream_of(queue));
+}
+#endif
+
+// x widened to a contiguous f32 matrix (exact: every bf16 is a float).
+Tensor<float> widen(const TensorView<const bf16>& x) {
+  Tensor<float> out(x.shape(), MemoryTag{}, Init::none);
+  float* o = out.data();
+  for (std::int64_t r = 0; r < x.size(0); ++r) {
+    for (std::int64_t c = 0; c < x.size(1); ++c) *o++ = static_cast<float>(x(r, c));
+  }
+  return out;
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
+          [[maybe_unused]] Queue queue) {
+  const char* op = "gemm";
+  if constexpr (std::is_same_v<T, float>) {
+    if (queue.math == GemmMath::bf16) {
+      check_product(op, trans_a, trans_b, a, b, c);
+      Tensor<bf16> a16(a.shape(), queue.scratch, Init::none), b16(b.shape(), queue.scratch, Init::none);
+      to_bf16(a, a16.view(), queue);
+      to_bf16(b, b16.view(), queue);
+      gemm(trans_a, trans_b, alpha, std::as_const(a16).view(), std::as_const(b16).view(), beta, c, queue);
+      return;  // the copies are freed in stream order: the GEMM on the same stream has read them first
+    }
+  }
+  if (!detail::on_cuda<T>(op, {{"A", a.device()}, {"B", b.device()}, {"C", c.device()}})) {
+    cpu::gemm<T>(trans_a ? cpu::Trans::yes : cpu::Trans::no, trans_b ? cpu::Trans::yes : cpu::Trans::no, alpha, a, b,
+                 beta, c);
+    return;
+  }
+  check_product(op, trans_a, trans_b, a, b, c);
 #if OPTIMUS_HAVE_CUDA
   if constexpr (std::is_same_v<T, float>) {
-    queue.gemm->run(queue.tf32 ? cuda::GemmPrecision::tf32 : cuda::GemmPrecision::f32, trans_a, trans_b, m, n, k,
-                    alpha, a.data(), a.stride(0), b.data(), b.stride(0), beta, c.data(), c.stride(0),
-                    detail::stream_of(queue));
+    lt_gemm(op, queue.math == GemmMath::tf32 ? cuda::GemmPrecision::tf32 : cuda::GemmPrecision::f32, trans_a,
+            trans_b, alpha, a, b, beta, c, queue);
   }
+#endif
+}
+
+void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
+          TensorView<float> c, [[maybe_unused]] Queue queue) {
+  const char* op = "gemm (bf16 operands)";
+  check_product(op, trans_a, trans_b, a, b, c);
+  if (!detail::on_cuda<float>(op, {{"A", a.device()}, {"B", b.device()}, {"C", c.device()}})) {
+    const Tensor<float> a32 = widen(a), b32 = widen(b);
+    cpu::gemm<float>(trans_a ? cpu::Trans::yes : cpu::Trans::no, trans_b ? cpu::Trans::yes : cpu::Trans::no, alpha,
+                     a32.view(), b32.view(), beta, c);
+    return;
+  }
+#if OPTIMUS_HAVE_CUDA
+  lt_gemm(op, cuda::GemmPrecision::bf16_to_f32, trans_a, trans_b, alpha, a, b, beta, c, queue);
+#endif
+}
+
+void to_bf16(TensorView<const float> x, TensorView<bf16> y, [[maybe_unused]] Queue queue) {
+  const char* op = "to_bf16";
+  OPTIMUS_CHECK(x.shape() == y.shape() && x.rank() == 2, op, ": x is ", x.shape(), ", y is ", y.shape(),
+                " (expected two matrices of one shape)");
+  if (!detail::on_cuda<float>(op, {{"x", x.device()}, {"y", y.device()}})) {
+    for (std::int64_t r = 0; r < x.size(0); ++r) {
+      for (std::int64_t c = 0; c < x.size(1); ++c) y(r, c) = bf16(x(r, c));
+    }
+    return;
+  }
+  OPTIMUS_CHECK(x.stride(1) == 1 && y.is_contiguous(), op, ": on CUDA x needs contiguous rows and y contiguity");
+#if OPTIMUS_HAVE_CUDA
+  cuda::to_bf16_rows(x.data(), x.stride(0), y.data(), x.size(0), x.size(1), detail::stream_of(queue));
 #endif
 }
 

@@ -55,8 +55,9 @@ void LtGemm::run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64
                  float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
                  std::int64_t ldc, cudaStream_t stream) {
   OPTIMUS_CHECK(m > 0 && n > 0 && k > 0, "LtGemm: empty product ", m, "x", k, " * ", k, "x", n);
-  const cudaDataType_t in = precision == GemmPrecision::bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cudaDataType_t out = in;
+  const bool bf16_in = precision == GemmPrecision::bf16 || precision == GemmPrecision::bf16_to_f32;
+  const cudaDataType_t in = bf16_in ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t out = precision == GemmPrecision::bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
       precision == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   // Column-major view: C^T [n, m] = op(B)^T [n, k] * op(A)^T [k, m]. The first operand is B's storage, which

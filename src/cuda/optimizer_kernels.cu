@@ -18,6 +18,16 @@ __global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, std::int64_t n)
   }
 }
 
+// y[r, c] = x[r * ldx + c]: a matrix with strided rows into a contiguous bf16 copy.
+__global__ void to_bf16_rows_kernel(const float* x, std::int64_t ldx, __nv_bfloat16* y, std::int64_t rows,
+                                    std::int64_t cols) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    y[e] = __float2bfloat16_rn(x[(e / cols) * ldx + e % cols]);
+  }
+}
+
 __global__ void to_f32_kernel(const __nv_bfloat16* x, float* y, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
@@ -63,6 +73,15 @@ __global__ void adamw_kernel(float* master, const float* grad, float* m, float* 
 void to_bf16(const float* x, bf16* y, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   to_bf16_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void to_bf16_rows(const float* x, std::int64_t ldx, bf16* y, std::int64_t rows, std::int64_t cols,
+                  cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n == 0) return;
+  to_bf16_rows_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, ldx, reinterpret_cast<__nv_bfloat16*>(y),
+                                                                       rows, cols);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

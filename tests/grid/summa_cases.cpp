@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "optimus/core/dtype.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/reference/matmul.hpp"
@@ -27,8 +28,15 @@ enum class Product { ab, abt, atb };
 
 const char* name_of(Product p) { return p == Product::ab ? "ab" : p == Product::abt ? "abt" : "atb"; }
 
+// The values bf16 operands hold: each element rounded to bf16 (nearest even).
+Matrix round_to_bf16(const Matrix& x) {
+  return x.unaryExpr([](double v) { return static_cast<double>(static_cast<float>(bf16(static_cast<float>(v)))); });
+}
+
+// One product against Eigen, with the exact bytes it moves. `mixed`: the grid's GEMM math is bf16 (T = float), so
+// A and B enter as bf16 (and move as bf16), accumulation and C stay f32.
 template <class T>
-void check_product(const Grid& grid, Product product, T alpha, T beta) {
+void check_product(const Grid& grid, Product product, T alpha, T beta, bool mixed = false) {
   const int q = grid.q();
   const std::int64_t m = 5 * q, k = 3 * q, n = 7 * q;  // m, k, n all differ
   // Global inputs, rounded to T so that the reference multiplies exactly what the grid holds.
@@ -39,37 +47,43 @@ void check_product(const Grid& grid, Product product, T alpha, T beta) {
                        .cast<T>()
                        .template cast<double>();
   const Matrix c0 = reference::random_matrix(m, n, 13).cast<T>().template cast<double>();
+  // What the GEMMs multiply: the inputs themselves, or their bf16 roundings.
+  const Matrix a_op = mixed ? round_to_bf16(a) : a, b_op = mixed ? round_to_bf16(b) : b;
 
   auto A = DistMatrix<T>::from_global(grid, a);
   auto B = DistMatrix<T>::from_global(grid, b);
   auto C = DistMatrix<T>::from_global(grid, c0);
   grid.row().reset_stats();
   grid.col().reset_stats();
-  Matrix expected;
-  std::uint64_t moving = 0;  // elements of the two matrices that move
+  Matrix expected, plain;
+  // Bytes of the two matrices that move: broadcast operands (bf16 when mixed) and reduced partial products (T).
+  const std::uint64_t operand_bytes = mixed ? 2 : sizeof(T);
+  std::uint64_t moving = 0;
   switch (product) {
     case Product::ab:
       summa_ab(alpha, A, B, beta, C);
-      expected = double(alpha) * reference::matmul(a, b) + double(beta) * c0;
-      moving = static_cast<std::uint64_t>(m * k + k * n);
+      plain = reference::matmul(a_op, b_op);
+      moving = static_cast<std::uint64_t>(m * k + k * n) * operand_bytes;
       break;
     case Product::abt:
       summa_abt(alpha, A, B, beta, C);
-      expected = double(alpha) * reference::matmul_abt(a, b) + double(beta) * c0;
-      moving = static_cast<std::uint64_t>(n * k + m * n);
+      plain = reference::matmul_abt(a_op, b_op);
+      moving = static_cast<std::uint64_t>(n * k) * operand_bytes + static_cast<std::uint64_t>(m * n) * sizeof(T);
       break;
     case Product::atb:
       summa_atb(alpha, A, B, beta, C);
-      expected = double(alpha) * reference::matmul_atb(a, b) + double(beta) * c0;
-      moving = static_cast<std::uint64_t>(k * m + m * n);
+      plain = reference::matmul_atb(a_op, b_op);
+      moving = static_cast<std::uint64_t>(k * m) * operand_bytes + static_cast<std::uint64_t>(m * n) * sizeof(T);
       break;
   }
+  expected = double(alpha) * plain + double(beta) * c0;
   const std::uint64_t received = grid.row().stats().bytes_received + grid.col().stats().bytes_received;
   const auto qq = static_cast<std::uint64_t>(q);
   CAPTURE(name_of(product));
   CAPTURE(q);
   CAPTURE(sizeof(T));
-  CHECK(received == (qq - 1) * moving / (qq * qq) * sizeof(T));
+  CAPTURE(mixed);
+  CHECK(received == (qq - 1) * moving / (qq * qq));
   const Matrix got = C.to_global().template cast<double>();
   const auto cmp = reference::compare_relative(got, expected, sizeof(T) == 4 ? 1e-5 : 1e-12);
   CAPTURE(cmp);
@@ -79,10 +93,15 @@ void check_product(const Grid& grid, Product product, T alpha, T beta) {
   const DistMatrix<T> D = product == Product::ab    ? summa_ab(A, B)
                           : product == Product::abt ? summa_abt(A, B)
                                                     : summa_atb(A, B);
-  const Matrix plain = product == Product::ab    ? reference::matmul(a, b)
-                       : product == Product::abt ? reference::matmul_abt(a, b)
-                                                 : reference::matmul_atb(a, b);
-  CHECK(reference::compare_relative(D.to_global().template cast<double>(), plain, sizeof(T) == 4 ? 1e-5 : 1e-12).ok());
+  const Matrix d = D.to_global().template cast<double>();
+  CHECK(reference::compare_relative(d, plain, sizeof(T) == 4 ? 1e-5 : 1e-12).ok());
+  if (mixed) {  // bf16 operands really were used: the unrounded product is more than f32 rounding away
+    const Matrix exact = product == Product::ab    ? reference::matmul(a, b)
+                         : product == Product::abt ? reference::matmul_abt(a, b)
+                                                   : reference::matmul_atb(a, b);
+    CHECK_FALSE(reference::compare_relative(d, exact, 1e-5).ok());
+    CHECK(reference::compare_relative(d, exact, 2e-2).ok());
+  }
 }
 
 }  // namespace
@@ -161,6 +180,17 @@ void check_summa(Communicator& world, int q) {
     check_product<double>(grid, p, -1.5, 0.75);
     check_product<float>(grid, p, 1.0f, 0.0f);
     check_product<float>(grid, p, 0.5f, -2.0f);
+  }
+}
+
+void check_summa_bf16(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  grid.set_gemm_math(ops::GemmMath::bf16);
+  CHECK(grid.gemm_math() == ops::GemmMath::bf16);
+  for (Product p : {Product::ab, Product::abt, Product::atb}) {
+    check_product<float>(grid, p, 1.0f, 0.0f, true);
+    check_product<float>(grid, p, 0.5f, -2.0f, true);
+    check_product<double>(grid, p, -1.5, 0.75);  // f64 products ignore the GEMM math
   }
 }
 

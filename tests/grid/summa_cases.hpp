@@ -11,6 +11,9 @@ void check_grid(Communicator& world, int q);
 void check_dist_matrix(Communicator& world, int q);
 // summa_ab/abt/atb against Eigen (f32 and f64, alpha and beta), and exact traffic counters.
 void check_summa(Communicator& world, int q);
+// Mixed precision (GemmMath::bf16): f32 products with bf16 operands, panels moving as bf16, against Eigen on the
+// bf16-rounded inputs; f64 products unchanged.
+void check_summa_bf16(Communicator& world, int q);
 // Bad input: every rank throws the same optimus::Error naming the values.
 void check_bad_input(Communicator& world, int q);
 

@@ -19,4 +19,7 @@ TEST_CASE("in-process DistMatrix round trip and partition-independent fill") {
   on_grids(optimus::test::check_dist_matrix);
 }
 TEST_CASE("in-process SUMMA products match Eigen with exact traffic") { on_grids(optimus::test::check_summa); }
+TEST_CASE("in-process SUMMA with bf16 operands matches Eigen on the rounded inputs, panels moving in bf16") {
+  on_grids(optimus::test::check_summa_bf16);
+}
 TEST_CASE("in-process bad input gives the same error on every rank") { on_grids(optimus::test::check_bad_input); }

@@ -18,4 +18,7 @@ void on_grids(void (*check)(optimus::Communicator&, int)) {
 TEST_CASE("MPI grid coordinates and communicators") { on_grids(optimus::test::check_grid); }
 TEST_CASE("MPI DistMatrix round trip and partition-independent fill") { on_grids(optimus::test::check_dist_matrix); }
 TEST_CASE("MPI SUMMA products match Eigen with exact traffic") { on_grids(optimus::test::check_summa); }
+TEST_CASE("MPI SUMMA with bf16 operands matches Eigen on the rounded inputs, panels moving in bf16") {
+  on_grids(optimus::test::check_summa_bf16);
+}
 TEST_CASE("MPI bad input gives the same error on every rank") { on_grids(optimus::test::check_bad_input); }

@@ -51,6 +51,9 @@ void check_block(Communicator& world, int q);
 void check_embedding(Communicator& world, int q);
 void check_lm_head(Communicator& world, int q);
 void check_gpt(Communicator& world, int q);
+// The same checks in mixed precision (GEMMs with bf16 operands, f32 everything else) within 2e-2; the GPT's logits
+// must show the bf16 rounding (not within 1e-5), so the bf16 path is really taken.
+void check_mixed_precision(Communicator& world, int q);
 // Loss after 5 AdamW steps equals the reference's (the same for every q); returns it.
 double check_training(Communicator& world, int q, int dp);
 // Parameters: loading then gathering returns the GPT-2 tensors; stored elements sum to the model's count.

@@ -25,6 +25,7 @@ TEST_CASE("in-process TransformerBlock2D") { on_grids(optimus::test::check_block
 TEST_CASE("in-process Embedding2D") { on_grids(optimus::test::check_embedding); }
 TEST_CASE("in-process LmHead2D") { on_grids(optimus::test::check_lm_head); }
 TEST_CASE("in-process Gpt2D") { on_grids(optimus::test::check_gpt); }
+TEST_CASE("in-process mixed precision: bf16 GEMM operands, f32 master weights") { on_grids(optimus::test::check_mixed_precision); }
 TEST_CASE("in-process parameters") { on_grids(optimus::test::check_parameters); }
 TEST_CASE("in-process errors") { on_grids(optimus::test::check_layer_errors); }
 

@@ -28,6 +28,7 @@ TEST_CASE("TransformerBlock2D") { on_grid(optimus::test::check_block); }
 TEST_CASE("Embedding2D") { on_grid(optimus::test::check_embedding); }
 TEST_CASE("LmHead2D") { on_grid(optimus::test::check_lm_head); }
 TEST_CASE("Gpt2D") { on_grid(optimus::test::check_gpt); }
+TEST_CASE("mixed precision: bf16 GEMM operands, f32 master weights") { on_grid(optimus::test::check_mixed_precision); }
 TEST_CASE("parameters") { on_grid(optimus::test::check_parameters); }
 TEST_CASE("errors") { on_grid(optimus::test::check_layer_errors); }
 TEST_CASE("training matches the reference for 5 AdamW steps") {

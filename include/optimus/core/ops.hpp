@@ -19,19 +19,33 @@ class LtGemm;  // optimus/cuda/lt_gemm.hpp
 
 namespace optimus::ops {
 
-// Where device work runs: its stream (a cudaStream_t; null: the default stream) and the GEMM engine of the
-// device (needed by gemm on CUDA tensors). Ignored on the CPU.
+// How f32 GEMMs compute: full f32; TF32 tensor cores (f32 operands rounded to TF32 on the GPU, f32 accumulation;
+// full f32 on the CPU); or mixed precision: operands rounded to bf16 (round to nearest even), products accumulated
+// and written in f32. bf16 gives the same numbers on both devices up to summation order. f64 GEMMs ignore it.
+enum class GemmMath { f32, tf32, bf16 };
+
+// Where device work runs: its stream (a cudaStream_t; null: the default stream), the GEMM engine of the device
+// (needed by gemm on CUDA tensors), how f32 GEMMs compute, and where gemm puts the bf16 copies of its operands
+// (math = bf16; on the device, `scratch.device` must be set). Ignored on the CPU apart from `math`.
 struct Queue {
   void* cuda_stream = nullptr;
   cuda::LtGemm* gemm = nullptr;
-  bool tf32 = false;  // f32 GEMMs on tensor cores (TF32 operands, f32 accumulation) instead of full f32
+  GemmMath math = GemmMath::f32;
+  MemoryTag scratch = {};
 };
 
 // C = alpha op(A) op(B) + beta C; op(A): [m, k], op(B): [k, n], C: [m, n] (optimus/core/kernels.hpp's gemm).
-// CPU: cpu::gemm (f32, f64); CUDA: cuBLASLt through queue.gemm (f32, or TF32 with queue.tf32).
+// CPU: cpu::gemm (f32, f64); CUDA: cuBLASLt through queue.gemm (f32). f32 products follow queue.math; with bf16
+// the operands are first copied to bf16 (scratch) and multiplied by the overload below.
 template <class T>
 void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
           Queue queue = {});
+// The mixed-precision product: bf16 operands, f32 accumulation and output (any row strides on the CPU, where the
+// operands are widened to f32 exactly; contiguous rows on the GPU, cuBLASLt bf16 -> f32).
+void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
+          TensorView<float> c, Queue queue = {});
+// y = bf16(x), rounding to nearest even (x, y: the same shape; any row strides on the CPU, contiguous on the GPU).
+void to_bf16(TensorView<const float> x, TensorView<bf16> y, Queue queue = {});
 
 // ---- element-wise (CPU: optimus/core/kernels.hpp, any row stride; CUDA: contiguous) -------------------------
 // y = value; y = alpha x + beta y; y[r, :] += row; out[0, :] = sum over rows of x; GELU (tanh form) and its

@@ -92,6 +92,9 @@ void cross_entropy_backward(float* probs, const int* targets, std::int64_t row_o
 
 // ---- mixed precision and the optimizer -------------------------------------------------------------------
 void to_bf16(const float* x, bf16* y, std::int64_t n, cudaStream_t stream);
+// y[r, c] = bf16(x[r * ldx + c]): rows of a strided f32 matrix into a contiguous [rows, cols] bf16 one.
+void to_bf16_rows(const float* x, std::int64_t ldx, bf16* y, std::int64_t rows, std::int64_t cols,
+                  cudaStream_t stream);
 void to_f32(const bf16* x, float* y, std::int64_t n, cudaStream_t stream);
 // out[0] = sum of grad^2 in double (deterministic: fixed per-block partials, then one block). `partials`:
 // device scratch of sum_squares_partials() doubles.

@@ -2,6 +2,7 @@
 //   f32  : f32 operands, f32 compute
 //   tf32 : f32 operands, TF32 tensor-core compute with f32 accumulation
 //   bf16 : bf16 operands and output, f32 accumulation
+//   bf16_to_f32 : bf16 operands, f32 output, f32 accumulation (mixed-precision products into f32 activations)
 // Row-major operands are handed to cuBLASLt (column-major) as the transposed problem C^T = op(B)^T op(A)^T.
 #pragma once
 
@@ -20,7 +21,7 @@
 
 namespace optimus::cuda {
 
-enum class GemmPrecision { f32, tf32, bf16 };
+enum class GemmPrecision { f32, tf32, bf16, bf16_to_f32 };
 
 class LtGemm {
  public:

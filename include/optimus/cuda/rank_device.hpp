@@ -19,11 +19,12 @@
 namespace optimus::cuda {
 
 struct RankDevice {
-  explicit RankDevice(int device = 0, bool use_tf32 = false)
-      : memory(device, stream.get()), gemm(memory.allocator()), tf32(use_tf32) {}
+  // math: how f32 GEMMs compute on this device (f32, TF32 or bf16 operands; see ops::GemmMath).
+  explicit RankDevice(int device = 0, ops::GemmMath gemm_math = ops::GemmMath::f32)
+      : memory(device, stream.get()), gemm(memory.allocator()), math(gemm_math) {}
 
-  // The queue the grid's local work runs on.
-  ops::Queue queue() { return ops::Queue{stream.get(), &gemm, tf32}; }
+  // The queue the grid's local work runs on (its scratch is set by Grid::place_on).
+  ops::Queue queue() { return ops::Queue{stream.get(), &gemm, math, {}}; }
 
   // Makes `world` (in-process) exchange this rank's device buffers, then a grid placed on this device.
   Grid grid(Communicator& world, int q) {
@@ -36,7 +37,7 @@ struct RankDevice {
   Stream stream;
   DeviceMemoryPool memory;
   LtGemm gemm;
-  bool tf32;
+  ops::GemmMath math;
 };
 
 }  // namespace optimus::cuda

@@ -84,7 +84,14 @@ class Grid {
   void place_on(DeviceMemory* device, ops::Queue queue = {}) {
     state_->device = device;
     state_->queue = queue;
+    state_->queue.scratch = state_->tag(MemoryKind::workspace);
   }
+  // How the f32 products made on this grid compute (ops::GemmMath): with bf16 (mixed precision) SUMMA moves its
+  // panels in bf16 and every GEMM takes bf16 operands with f32 accumulation, while parameters, gradients,
+  // optimizer state and activations stay f32. The default is the math of the queue given to place_on (f32).
+  // Every rank of the grid must use the same setting.
+  void set_gemm_math(ops::GemmMath math) { state_->queue.math = math; }
+  ops::GemmMath gemm_math() const { return state_->queue.math; }
   DeviceMemory* device() const { return state_->device; }
   const ops::Queue& queue() const { return state_->queue; }
 
