@@ -19,6 +19,7 @@
 #include "optimus/layers/linear.hpp"
 #include "optimus/reference/compare.hpp"
 #include "optimus/reference/matmul.hpp"
+#include "layer_cases.hpp"
 
 namespace {
 
@@ -114,6 +115,18 @@ TEST_CASE("Linear2D and LayerNorm2D on one GPU equal the same layers on the host
   });
 }
 
+TEST_CASE("every f32 layer and the GPT on one GPU match the reference (q = 1, in-process q = 2), f32 and bf16 GEMMs") {
+  // The CPU suites' cases against the f64 reference: f32 within 1e-4, bf16 GEMM operands within 2e-2.
+  for (optimus::ops::GemmMath math : {optimus::ops::GemmMath::f32, optimus::ops::GemmMath::bf16}) {
+    CAPTURE(math == optimus::ops::GemmMath::bf16);
+    on_one_gpu([&](Communicator& world, GpuRank& gpu, int q) {
+      Grid grid = gpu.grid(world, q);
+      grid.set_gemm_math(math);
+      optimus::test::check_f32_layers_on(grid);
+    });
+  }
+}
+
 TEST_CASE("host and device operands in one operation are refused, naming both") {
   GpuRank gpu;
   optimus::Tensor<float> on_device(optimus::Shape{2, 3}, {nullptr, optimus::MemoryKind::workspace, &gpu.memory});
@@ -128,39 +141,46 @@ TEST_CASE("host and device operands in one operation are refused, naming both") 
   });
 }
 
-TEST_CASE("a GPT training step on one GPU equals the same step on the host (q = 1, in-process q = 2)") {
-  on_one_gpu([](Communicator& world, GpuRank& gpu, int q) {
-    Grid on_gpu = gpu.grid(world, q);
-    Grid on_host = Grid::create(world, q);
-    optimus::GptConfig config;
-    config.vocab = 12 * q;
-    config.hidden = 8 * q;
-    config.heads = 2 * q;
-    config.ffn = 4 * config.hidden;
-    config.layers = 2;
-    config.max_seq = 8;
-    config.dropout = 0.1;
-    const std::int64_t batch = 2 * q, seq = 8;
-    std::vector<int> tokens, targets;
-    for (std::int64_t t = 0; t < batch * seq; ++t) {
-      tokens.push_back(static_cast<int>((7 * t + 3) % config.vocab));
-      targets.push_back(static_cast<int>((5 * t + 1) % config.vocab));
-    }
-    auto step = [&](Grid& grid) {
-      optimus::Gpt2D<float> model(grid, config);
-      optimus::AdamW<float> adamw(grid, model.parameters(), optimus::AdamWConfig{});
-      const double loss = model.forward(tokens, targets, batch, 1);
-      model.backward();
-      const double norm = adamw.step();
-      return std::tuple{loss, norm, model.gather(false)};
-    };
-    const auto [gpu_loss, gpu_norm, gpu_params] = step(on_gpu);
-    const auto [host_loss, host_norm, host_params] = step(on_host);
-    CHECK(gpu_loss == doctest::Approx(host_loss).epsilon(1e-5));
-    CHECK(gpu_norm == doctest::Approx(host_norm).epsilon(1e-4));
-    for (const auto& [name, m] : host_params) {
-      CAPTURE(name);
-      CHECK(close(gpu_params.at(name), m, 1e-4));
-    }
-  });
+TEST_CASE("a GPT training step on one GPU equals the same step on the host (q = 1, in-process q = 2), f32 and bf16") {
+  for (optimus::ops::GemmMath math : {optimus::ops::GemmMath::f32, optimus::ops::GemmMath::bf16}) {
+    const bool mixed = math == optimus::ops::GemmMath::bf16;
+    CAPTURE(mixed);
+    on_one_gpu([&](Communicator& world, GpuRank& gpu, int q) {
+      Grid on_gpu = gpu.grid(world, q);
+      Grid on_host = Grid::create(world, q);
+      // bf16: both sides multiply the same bf16-rounded operands (exact products), only the summation order differs.
+      on_gpu.set_gemm_math(math);
+      on_host.set_gemm_math(math);
+      optimus::GptConfig config;
+      config.vocab = 12 * q;
+      config.hidden = 8 * q;
+      config.heads = 2 * q;
+      config.ffn = 4 * config.hidden;
+      config.layers = 2;
+      config.max_seq = 8;
+      config.dropout = 0.1;
+      const std::int64_t batch = 2 * q, seq = 8;
+      std::vector<int> tokens, targets;
+      for (std::int64_t t = 0; t < batch * seq; ++t) {
+        tokens.push_back(static_cast<int>((7 * t + 3) % config.vocab));
+        targets.push_back(static_cast<int>((5 * t + 1) % config.vocab));
+      }
+      auto step = [&](Grid& grid) {
+        optimus::Gpt2D<float> model(grid, config);
+        optimus::AdamW<float> adamw(grid, model.parameters(), optimus::AdamWConfig{});
+        const double loss = model.forward(tokens, targets, batch, 1);
+        model.backward();
+        const double norm = adamw.step();
+        return std::tuple{loss, norm, model.gather(false)};
+      };
+      const auto [gpu_loss, gpu_norm, gpu_params] = step(on_gpu);
+      const auto [host_loss, host_norm, host_params] = step(on_host);
+      CHECK(gpu_loss == doctest::Approx(host_loss).epsilon(1e-5));
+      CHECK(gpu_norm == doctest::Approx(host_norm).epsilon(1e-4));
+      for (const auto& [name, m] : host_params) {
+        CAPTURE(name);
+        CHECK(close(gpu_params.at(name), m, mixed ? 1e-3 : 1e-4));
+      }
+    });
+  }
 }

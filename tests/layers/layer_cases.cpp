@@ -47,7 +47,8 @@ template <class T>
 void expect_grads(const Grid& grid, const std::vector<ParameterRef<T>>& refs, const reference::Parameters& expected) {
   for (const ParameterRef<T>& r : refs) {
     CAPTURE(r.name);
-    expect_close<T>(grid, "parameter gradient", gather_parameter(grid.grid(), r, true), expected.at(r.name));
+    const Matrix got = gather_parameter(grid.grid(), r, true, grid.device());
+    expect_close<T>(grid, "parameter gradient", got, expected.at(r.name));
   }
 }
 
@@ -79,7 +80,7 @@ void linear_case(const Grid& grid, const LayerShapes& s) {
   Linear2D<T> layer(grid, "lin", in, out);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
-  const reference::Parameters p = load_random(refs, 100);
+  const reference::Parameters p = load_random(refs, 100, grid.device());
   const Matrix x = rounded<T>(random(n, in, 1)), dy = rounded<T>(random(n, out, 2));
   const Matrix y = global(layer.forward(DistMatrix<T>::from_global(grid, x), Pass{}));
   expect_close<T>(grid, "linear output", y, reference::linear_forward(x, p.at("lin.weight"), p.at("lin.bias")));
@@ -95,7 +96,7 @@ void layernorm_case(const Grid& grid, const LayerShapes& s) {
   LayerNorm2D<T> layer(grid, "ln_x", h);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
-  const reference::Parameters p = load_random(refs, 200);
+  const reference::Parameters p = load_random(refs, 200, grid.device());
   // A large common offset: a one-pass E[x^2] - E[x]^2 would lose fp32's accuracy here.
   Matrix x = rounded<T>((random(n, h, 3).array() + 100.0).matrix());
   const Matrix dy = rounded<T>(random(n, h, 4));
@@ -114,7 +115,7 @@ void attention_case(const Grid& grid, const LayerShapes& s, double dropout) {
   Attention2D<T> layer(grid, "attn", h, s.heads, spec);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
-  const reference::Parameters p = load_random(refs, 300);
+  const reference::Parameters p = load_random(refs, 300, grid.device());
   const Matrix x = rounded<T>(random(n, h, 5)), dy = rounded<T>(random(n, h, 6));
   const reference::Dropout rd{dropout, 77, 9, 3};
   reference::AttentionCache cache;
@@ -135,7 +136,7 @@ void mlp_case(const Grid& grid, const LayerShapes& s) {
   MLP2D<T> layer(grid, "mlp", h, s.ffn);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
-  const reference::Parameters p = load_random(refs, 400);
+  const reference::Parameters p = load_random(refs, 400, grid.device());
   const Matrix x = rounded<T>(random(n, h, 7)), dy = rounded<T>(random(n, h, 8));
   reference::MlpCache cache;
   const Matrix expected = reference::mlp_forward(x, mlp_weights(p, "mlp"), cache);
@@ -154,7 +155,7 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout) {
   TransformerBlock2D<T> layer(grid, config, 0);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
-  const reference::Parameters p = load_random(refs, 500);
+  const reference::Parameters p = load_random(refs, 500, grid.device());
   const reference::BlockWeights w = reference::block_weights(p, 0);
   const Matrix x = rounded<T>(random(n, h, 9)), dy = rounded<T>(random(n, h, 10));
   const reference::Dropout rd{dropout, config.seed, 4, 0};
@@ -176,7 +177,7 @@ void embedding_case(const Grid& grid, const LayerShapes& s) {
   Embedding2D<T> layer(grid, config);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
-  const reference::Parameters p = load_random(refs, 600);
+  const reference::Parameters p = load_random(refs, 600, grid.device());
   const std::vector<int> tokens = random_tokens(n, config.vocab, 21);
   const Matrix mask = reference::dropout_mask(n, s.hidden, config.dropout, config.seed,
                                               dropout_stream(5, 0, DropoutSite::embedding));
@@ -360,17 +361,23 @@ double check_training(Communicator& world, int q, int dp) {
   return training_case<double>(grid, dp);
 }
 
-void check_mixed_precision(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
-  grid.set_gemm_math(ops::GemmMath::bf16);
-  const LayerShapes s = shapes_for(q);
+void check_f32_layers_on(const Grid& grid) {
+  const LayerShapes s = shapes_for(grid.q());
   linear_case<float>(grid, s);
+  layernorm_case<float>(grid, s);
   attention_case<float>(grid, s, 0.2);
   mlp_case<float>(grid, s);
   block_case<float>(grid, s, 0.1);
+  embedding_case<float>(grid, s);
   lm_head_case<float>(grid, s);
   gpt_case<float>(grid, s, 0.1);
-  gpt_case<double>(grid, s, 0.1);  // f64 layers ignore the GEMM math: still 1e-10
+}
+
+void check_mixed_precision(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  grid.set_gemm_math(ops::GemmMath::bf16);
+  check_f32_layers_on(grid);
+  gpt_case<double>(grid, shapes_for(q), 0.1);  // f64 layers ignore the GEMM math: still 1e-10
   training_case<float>(grid, grid.dp());  // f32 master weights and AdamW state, bf16 GEMMs
 }
 

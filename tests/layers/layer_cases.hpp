@@ -20,14 +20,16 @@ reference::Matrix rounded(const reference::Matrix& m) {
 
 // Values drawn from `seed` on for every parameter of `refs` (0.5 x uniform, LayerNorm weights around 1, rounded
 // to T), loaded into the layer and returned by name for the reference.
+// `device`: where the shards live (the grid's device(); null: host memory).
 template <class T>
-reference::Parameters load_random(const std::vector<ParameterRef<T>>& refs, std::uint64_t seed) {
+reference::Parameters load_random(const std::vector<ParameterRef<T>>& refs, std::uint64_t seed,
+                                  DeviceMemory* device = nullptr) {
   reference::Parameters p;
   for (const ParameterRef<T>& r : refs) {
     const bool layernorm_weight = r.name.find("ln_") != std::string::npos && r.name.ends_with(".weight");
     reference::Matrix m = rounded<T>(0.5 * reference::random_matrix(r.layout.rows, r.layout.cols, seed++));
     if (layernorm_weight) m.array() += 1.0;
-    load_parameter(r, m);
+    load_parameter(r, m, device);
     p[r.name] = m;
   }
   return p;
@@ -51,6 +53,9 @@ void check_block(Communicator& world, int q);
 void check_embedding(Communicator& world, int q);
 void check_lm_head(Communicator& world, int q);
 void check_gpt(Communicator& world, int q);
+// Every f32 layer case above (and the GPT's) on `grid` as it is placed (host or device) and at its GEMM math: f32
+// within 1e-4, bf16 GEMM operands within 2e-2. Collective over the grid.
+void check_f32_layers_on(const Grid& grid);
 // The same checks in mixed precision (GEMMs with bf16 operands, f32 everything else) within 2e-2; the GPT's logits
 // must show the bf16 rounding (not within 1e-5), so the bf16 path is really taken.
 void check_mixed_precision(Communicator& world, int q);
