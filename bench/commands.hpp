@@ -11,5 +11,6 @@ int run_scaling_bench(Communicator& world, int argc, char** argv);
 int run_calibrate(Communicator& world, int argc, char** argv);
 int run_model(Communicator& world, int argc, char** argv);
 int run_layer_bench(Communicator& world, int argc, char** argv);
+int run_gpt_bench(Communicator& world, int argc, char** argv);
 
 }  // namespace optimus::bench

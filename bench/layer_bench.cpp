@@ -1,9 +1,11 @@
-// optimus-bench layer: `layers` transformer blocks, forward + backward, on grids that run inside this process —
-// q = 1 and in-process q = 2 (q^2 threads) — on the CPU or on one GPU (--device cuda: every rank's grid placed
-// on device 0). One row per q: step time (max over ranks), model TFLOP/s, the GEMM peak measured by this run
-// (cuBLASLt bf16 n^3 on the GPU, the CPU GEMM backend's f32 n^3 on the CPU) and the fraction of it, peak memory
-// per rank, allocations made by the steady-state steps (must be 0 on the GPU), and #wrong against the fp64
-// reference. The blocks compute in f32 (GEMMs in f32 or TF32); bf16 layers are not there yet.
+// optimus-bench layer and optimus-bench gpt: transformer blocks (layer) or a small GPT (gpt, with embedding,
+// ln_f and the vocabulary-parallel LM head), forward + backward, on grids that run inside this process — q = 1 and
+// in-process q = 2 (q^2 threads) — on the CPU or on one GPU (--device cuda: every rank's grid placed on device
+// 0). One row per q: step time (max over ranks), model TFLOP/s, the GEMM peak measured by this run (cuBLASLt
+// bf16 n^3 on the GPU, the CPU GEMM backend's f32 n^3 on the CPU) and the fraction of it, peak memory per rank,
+// allocations made by the steady-state steps (must be 0 on the GPU), and #wrong against the fp64 reference.
+// Parameters, gradients, activations and optimizer state are f32; --gemm picks how the GEMMs compute (f32, TF32,
+// or bf16 operands with f32 accumulation).
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/layers/block.hpp"
+#include "optimus/layers/gpt.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/reference/compare.hpp"
 #include "report.hpp"
@@ -26,12 +29,109 @@
 namespace optimus::bench {
 namespace {
 
+enum class Workload { blocks, gpt };
+
 struct Settings {
+  Workload workload;
   BlockShape shape;
-  std::int64_t layers;
+  std::int64_t layers, vocab;
   bool cuda, check;
   ops::GemmMath math;
   int warmup, iters;
+};
+
+GptConfig gpt_config(const Settings& s) {
+  GptConfig config = block_config(s.shape, s.layers);
+  config.vocab = s.vocab;
+  return config;
+}
+
+// Model FLOPs of one step: the blocks, and for the GPT the LM head's logits (2 N h V forward, twice that backward).
+double step_flops(const Settings& s) {
+  const double head = s.workload == Workload::gpt ? 3.0 * 2.0 * static_cast<double>(s.shape.tokens()) *
+                                                        static_cast<double>(s.shape.hidden * s.vocab)
+                                                  : 0.0;
+  return block_flops(s.shape, s.layers) + head;
+}
+
+// One rank's timed work and its check against the fp64 reference (collective over the grid).
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void step() = 0;
+  // Elements (and losses) outside `tol` of the reference.
+  virtual std::int64_t wrong(double tol) = 0;
+};
+
+// `layers` blocks on random input and output gradient; checks the output and the input gradient.
+class BlocksWork final : public Work {
+ public:
+  BlocksWork(const Grid& grid, const Settings& s)
+      : s_(s), x_(grid, s.shape.tokens(), s.shape.hidden), dy_(grid, s.shape.tokens(), s.shape.hidden),
+        out_(grid, s.shape.tokens(), s.shape.hidden), din_(grid, s.shape.tokens(), s.shape.hidden) {
+    const GptConfig config = block_config(s.shape, s.layers);
+    for (std::int64_t l = 0; l < s.layers; ++l) {
+      blocks_.push_back(std::make_unique<TransformerBlock2D<float>>(grid, config, l));
+      std::vector<ParameterRef<float>> refs;
+      blocks_.back()->parameters(refs);
+      for (const ParameterRef<float>& r : refs) init_parameter(r, config, grid.device());
+    }
+    x_.fill_random(1);
+    dy_.fill_random(2);
+  }
+  void step() override {
+    DistMatrix<float> a = x_.clone();
+    for (auto& b : blocks_) a = b->forward(a, s_.shape.seq, Pass{1, true});
+    DistMatrix<float> d = dy_.clone();
+    for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) d = (*it)->backward(d);
+    out_ = std::move(a);
+    din_ = std::move(d);
+  }
+  std::int64_t wrong(double tol) override {
+    const auto [y_ref, dx_ref] =
+        reference_blocks(s_.shape, s_.layers, x_.to_global().cast<double>(), dy_.to_global().cast<double>());
+    const reference::Matrix y = out_.to_global().cast<double>(), dx = din_.to_global().cast<double>();
+    return reference::compare_relative(y, y_ref, tol).wrong + reference::compare_relative(dx, dx_ref, tol).wrong;
+  }
+
+ private:
+  const Settings& s_;
+  std::vector<std::unique_ptr<TransformerBlock2D<float>>> blocks_;
+  DistMatrix<float> x_, dy_, out_, din_;
+};
+
+// A GPT (its initialization rule) on fixed token ids; checks the loss and every parameter's gradient.
+class GptWork final : public Work {
+ public:
+  GptWork(const Grid& grid, const Settings& s) : s_(s), config_(gpt_config(s)), model_(grid, config_) {
+    for (std::int64_t t = 0; t < s.shape.tokens(); ++t) {
+      tokens_.push_back(static_cast<int>((7 * t + 3) % s.vocab));
+      targets_.push_back(static_cast<int>((5 * t + 1) % s.vocab));
+    }
+  }
+  void step() override {
+    model_.zero_grad();
+    loss_ = model_.forward(tokens_, targets_, s_.shape.batch, 1);
+    model_.backward();
+  }
+  std::int64_t wrong(double tol) override {
+    reference::Parameters p = reference::gpt_init(config_);
+    for (auto& [name, m] : p) m = m.cast<float>().cast<double>();  // what the f32 model holds
+    const reference::GptResult r =
+        reference::gpt_forward_backward(config_, p, tokens_, targets_, s_.shape.batch, 1);
+    std::int64_t wrong = std::abs(loss_ - r.loss) <= tol * std::abs(r.loss) ? 0 : 1;
+    for (const auto& [name, grad] : model_.gather(true)) {
+      wrong += reference::compare_relative(grad, r.grads.at(name), tol).wrong;
+    }
+    return wrong;
+  }
+
+ private:
+  const Settings& s_;
+  GptConfig config_;
+  Gpt2D<float> model_;
+  std::vector<int> tokens_, targets_;
+  double loss_ = 0;
 };
 
 struct RankResult {
@@ -41,7 +141,7 @@ struct RankResult {
   std::int64_t wrong = -1;
 };
 
-// One rank of a q x q grid in this process: builds the blocks, times the steps, checks the result.
+// One rank of a q x q grid in this process: builds the work, times the steps, checks the result.
 RankResult run_rank(Communicator& world, int q, const Settings& s) {
 #if OPTIMUS_BENCH_CUDA
   std::unique_ptr<cuda::RankDevice> gpu = s.cuda ? std::make_unique<cuda::RankDevice>(0, s.math) : nullptr;
@@ -53,31 +153,20 @@ RankResult run_rank(Communicator& world, int q, const Settings& s) {
     return gpu ? static_cast<double>(gpu->memory.allocator().stats().raw_allocations) : 0.0;
   };
 #else
-  OPTIMUS_CHECK(!s.cuda, "layer --device cuda: this optimus-bench was built without CUDA");
+  OPTIMUS_CHECK(!s.cuda, "--device cuda: this optimus-bench was built without CUDA");
   Grid grid = Grid::create(world, q);
-  grid.set_gemm_math(s.math);
   auto synchronize = [] {};
   auto raw_allocations = [] { return 0.0; };
 #endif
-  const GptConfig config = block_config(s.shape, s.layers);
-  std::vector<std::unique_ptr<TransformerBlock2D<float>>> blocks;
-  for (std::int64_t l = 0; l < s.layers; ++l) {
-    blocks.push_back(std::make_unique<TransformerBlock2D<float>>(grid, config, l));
-    std::vector<ParameterRef<float>> refs;
-    blocks.back()->parameters(refs);
-    for (const ParameterRef<float>& r : refs) init_parameter(r, config, grid.device());
+  grid.set_gemm_math(s.math);
+  std::unique_ptr<Work> work;
+  if (s.workload == Workload::gpt) {
+    work = std::make_unique<GptWork>(grid, s);
+  } else {
+    work = std::make_unique<BlocksWork>(grid, s);
   }
-  const std::int64_t n = s.shape.tokens(), h = s.shape.hidden;
-  DistMatrix<float> x(grid, n, h), dy(grid, n, h), out(grid, n, h), din(grid, n, h);
-  x.fill_random(1);
-  dy.fill_random(2);
   auto step = [&] {
-    DistMatrix<float> a = x.clone();
-    for (auto& b : blocks) a = b->forward(a, s.shape.seq, Pass{1, true});
-    DistMatrix<float> d = dy.clone();
-    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) d = (*it)->backward(d);
-    out = std::move(a);
-    din = std::move(d);
+    work->step();
     synchronize();
   };
   for (int w = 0; w < s.warmup; ++w) step();
@@ -92,13 +181,7 @@ RankResult run_rank(Communicator& world, int q, const Settings& s) {
 #else
   r.peak_bytes = static_cast<double>(grid.memory().peak_total());
 #endif
-  if (s.check) {
-    const auto [y_ref, dx_ref] =
-        reference_blocks(s.shape, s.layers, x.to_global().cast<double>(), dy.to_global().cast<double>());
-    const reference::Matrix y = out.to_global().cast<double>(), dx = din.to_global().cast<double>();
-    const double tol = s.math == ops::GemmMath::f32 ? 1e-4 : 2e-2;
-    r.wrong = reference::compare_relative(y, y_ref, tol).wrong + reference::compare_relative(dx, dx_ref, tol).wrong;
-  }
+  if (s.check) r.wrong = work->wrong(s.math == ops::GemmMath::f32 ? 1e-4 : 2e-2);
   return r;
 }
 
@@ -142,20 +225,24 @@ std::pair<double, std::string> gemm_peak(bool cuda, std::int64_t size) {
           format("%s f32 %lld^3", cpu::gemm_backend().c_str(), (long long)size)};
 }
 
-}  // namespace
-
-int run_layer_bench(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2,
-                       {"device", "q", "b", "s", "h", "heads", "ffn", "layers", "gemm", "warmup", "iters", "check",
-                        "peak-n", "json"});
-  OPTIMUS_CHECK(world.size() == 1, "layer runs its grids inside one process (in-process ranks); launch 1 process, not ",
-                world.size());
+// The `layer` and `gpt` commands: the same options (gpt adds --vocab), rows and checks.
+int run_device_bench(Communicator& world, int argc, char** argv, Workload workload) {
+  const bool gpt = workload == Workload::gpt;
+  std::vector<std::string> names{"device", "q", "b", "s", "h", "heads", "ffn", "layers", "gemm", "warmup", "iters",
+                                 "check", "peak-n", "json"};
+  if (gpt) names.emplace_back("vocab");
+  const cli::Options o(argc, argv, 2, names);
+  const char* command = gpt ? "gpt" : "layer";
+  OPTIMUS_CHECK(world.size() == 1, command, " runs its grids inside one process (in-process ranks); launch 1 process, "
+                "not ", world.size());
   Settings s;
+  s.workload = workload;
   const std::string device = o.text("device", "cpu");
   OPTIMUS_CHECK(device == "cpu" || device == "cuda", "--device must be cpu or cuda, got '", device, "'");
   s.cuda = device == "cuda";
   s.shape = block_shape_option(o, 4);
-  s.layers = o.integer("layers", 1);
+  s.layers = o.integer("layers", gpt ? 2 : 1);
+  s.vocab = gpt ? o.integer("vocab", 1024) : 0;
   const std::string math = o.text("gemm", "f32");
   OPTIMUS_CHECK(math == "f32" || math == "tf32" || math == "bf16", "--gemm must be f32, tf32 or bf16, got '", math,
                 "'");
@@ -166,16 +253,20 @@ int run_layer_bench(Communicator& world, int argc, char** argv) {
   const std::string check = o.text("check", "auto");
   s.check = check == "on" || (check == "auto" && s.shape.tokens() * s.shape.hidden <= (1 << 18));
   const auto [peak, peak_what] = gemm_peak(s.cuda, o.integer("peak-n", s.cuda ? 8192 : 1024));
-  const double flops = block_flops(s.shape, s.layers);
+  const double flops = step_flops(s);
 
   Report report({{"device", 6}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 6}, {"layers", 6},
                  {"gemm", 5}, {"step_ms", 10}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12}, {"%peak", 6},
                  {"peak_MiB/rank", 13}, {"allocs/step", 11}, {"#wrong", 6}});
-  report.header(format("optimus-bench layer: %lld block(s) forward + backward on grids in this process (%s)",
-                       (long long)s.layers, device.c_str()));
+  report.header(gpt ? format("optimus-bench gpt: a GPT (%lld blocks, vocabulary %lld, LM head tied to wte) forward + "
+                             "backward on grids in this process (%s)",
+                             (long long)s.layers, (long long)s.vocab, device.c_str())
+                    : format("optimus-bench layer: %lld block(s) forward + backward on grids in this process (%s)",
+                             (long long)s.layers, device.c_str()));
   report.header("step: median over iters of the slowest rank; TFLOP/s: model FLOPs (3 x forward, attention in full) "
                 "per second over the whole grid; peak: " + peak_what + ", measured now; peak_MiB: device memory in "
-                "use (GPU) or tensor bytes (CPU) per rank; allocs/step: raw allocations during the timed steps");
+                "use (GPU) or tensor bytes (CPU) per rank; allocs/step: raw allocations during the timed steps; #wrong: "
+                "elements (and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference");
   bool ok = true;
   for (std::int64_t q : o.integers("q", "1,2")) {
     OPTIMUS_CHECK(q >= 1, "--q values must be at least 1, got ", q);
@@ -188,7 +279,7 @@ int run_layer_bench(Communicator& world, int argc, char** argv) {
     for (const RankResult& r : results) {
       peak_bytes = std::max(peak_bytes, r.peak_bytes);
       allocations = std::max(allocations, r.allocations);
-      if (s.check) wrong += r.wrong;
+      if (s.check) wrong = std::max(wrong, r.wrong);  // every rank compares the same global results
     }
     const double seconds = results[0].seconds, rate = flops / seconds;
     ok = ok && wrong <= 0 && (!s.cuda || allocations == 0);
@@ -204,8 +295,18 @@ int run_layer_bench(Communicator& world, int argc, char** argv) {
   report.print_header(stdout);
   for (std::size_t r = 0; r < report.rows(); ++r) report.print_row(stdout, r);
   report.print_footer(stdout);
-  if (o.has("json")) report.write_json(o.text("json", ""), "layer");
+  if (o.has("json")) report.write_json(o.text("json", ""), command);
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run_layer_bench(Communicator& world, int argc, char** argv) {
+  return run_device_bench(world, argc, argv, Workload::blocks);
+}
+
+int run_gpt_bench(Communicator& world, int argc, char** argv) {
+  return run_device_bench(world, argc, argv, Workload::gpt);
 }
 
 }  // namespace optimus::bench

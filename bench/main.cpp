@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     if (command == "calibrate") return optimus::bench::run_calibrate(ctx.world(), argc, argv);
     if (command == "model") return optimus::bench::run_model(ctx.world(), argc, argv);
     if (command == "layer") return optimus::bench::run_layer_bench(ctx.world(), argc, argv);
+    if (command == "gpt") return optimus::bench::run_gpt_bench(ctx.world(), argc, argv);
     const std::string usage =
         "usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] [--dtype f64,f32] [--m M] [--k K] [--warmup W]"
         " [--iters I] [--scalapack auto|on|off] [--trace FILE] [--json FILE]"
@@ -25,7 +26,8 @@ int main(int argc, char** argv) {
         " [--dtype f32|f64] [--check auto|on|off] [--budget-gib G] [--trace FILE] [--json FILE]"
         " | optimus-bench calibrate [--json FILE] | optimus-bench model [--calibration FILE] [--h H] [--ps LIST] ..."
         " | optimus-bench layer [--device cpu|cuda] [--q 1,2] [--b B] [--s S] [--h H] [--heads A] [--ffn F]"
-        " [--layers L] [--tf32 on|off] [--check auto|on|off] [--peak-n N] [--json FILE]"
+        " [--layers L] [--gemm f32|tf32|bf16] [--check auto|on|off] [--peak-n N] [--json FILE]"
+        " | optimus-bench gpt (the layer options and [--vocab V])"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
     if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
     OPTIMUS_FAIL("unknown command '", command, "'; ", usage);
