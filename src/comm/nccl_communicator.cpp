@@ -1,6 +1,7 @@
 // NCCL communicator: stream-ordered collectives with asynchronous error checks.
 #include "optimus/comm/nccl_communicator.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -51,6 +52,17 @@ class NcclRequest final : public RequestImpl {
   cuda::Event event_;
 };
 
+// Whether NCCL can use `p` as it is (device or managed memory); null counts as usable (nothing to move).
+bool on_device(const void* p) {
+  if (p == nullptr) return true;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unknown host pointer: clear the error, stage it
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
 }  // namespace
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstrap, int device) {
@@ -63,11 +75,12 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstr
   OPTIMUS_CHECK_CUDA(cudaSetDevice(device));
   ncclComm_t comm = nullptr;
   OPTIMUS_CHECK_NCCL(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
-  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, bootstrap.rank(), bootstrap.size(), device));
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(comm, bootstrap.rank(), bootstrap.size(), device, nullptr));
 }
 
-NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, int device)
-    : Communicator(rank, size), comm_(comm), device_(device) {
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, int device, cudaStream_t compute)
+    : Communicator(rank, size), comm_(comm), device_(device), compute_(compute) {
   float* word = nullptr;
   OPTIMUS_CHECK_CUDA(cudaMalloc(&word, sizeof(float)));
   barrier_word_ = std::shared_ptr<float>(word, [](float* p) { cudaFree(p); });
@@ -84,49 +97,103 @@ Request NcclCommunicator::finish(Sync sync) {
   return r;
 }
 
+void NcclCommunicator::order_after_compute() {
+  if (compute_ == nullptr) return;
+  computed_.record(compute_);
+  computed_.wait_on(stream_.get());
+}
+
+void* NcclCommunicator::staging(std::size_t bytes) {
+  if (bytes > staging_bytes_) {
+    void* p = nullptr;
+    OPTIMUS_CHECK_CUDA(cudaMalloc(&p, bytes));  // grows to the largest host-buffer operation, then stays
+    staging_ = std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+    staging_bytes_ = bytes;
+  }
+  return staging_.get();
+}
+
+template <class Op>
+Request NcclCommunicator::run(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes, Sync sync,
+                              Op&& op) {
+  OPTIMUS_CHECK_CUDA(cudaSetDevice(device_));
+  order_after_compute();
+  if (on_device(send) && on_device(recv)) {
+    op(send, recv);
+    return finish(sync);
+  }
+  const bool in_place = send == recv;
+  char* base = static_cast<char*>(staging(in_place ? std::max(send_bytes, recv_bytes) : send_bytes + recv_bytes));
+  void* staged_send = send == nullptr ? nullptr : base;
+  void* staged_recv = recv == nullptr ? nullptr : in_place ? base : base + send_bytes;
+  if (send != nullptr && send_bytes > 0) {
+    OPTIMUS_CHECK_CUDA(cudaMemcpyAsync(staged_send, send, send_bytes, cudaMemcpyDefault, stream_.get()));
+  }
+  op(staged_send, staged_recv);
+  if (recv != nullptr && recv_bytes > 0) {
+    OPTIMUS_CHECK_CUDA(cudaMemcpyAsync(recv, staged_recv, recv_bytes, cudaMemcpyDefault, stream_.get()));
+  }
+  return finish(Sync::blocking);  // host buffers hold the result when the call returns
+}
+
 Request NcclCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
-  OPTIMUS_CHECK_NCCL(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, comm_, stream_.get()));
-  return finish(sync);
+  const std::size_t bytes = count * size_of(dtype);
+  return run(buf, bytes, buf, bytes, sync, [&](const void* send, void* recv) {
+    OPTIMUS_CHECK_NCCL(ncclBroadcast(send, recv, count, nccl_type(dtype), root, comm_, stream_.get()));
+  });
 }
 
 Request NcclCommunicator::post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                                       int root, Sync sync) {
-  OPTIMUS_CHECK_NCCL(ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, comm_, stream_.get()));
-  return finish(sync);
+  const std::size_t bytes = count * size_of(dtype);
+  return run(send, bytes, rank() == root ? recv : nullptr, bytes, sync, [&](const void* s, void* r) {
+    OPTIMUS_CHECK_NCCL(ncclReduce(s, r, count, nccl_type(dtype), nccl_op(op), root, comm_, stream_.get()));
+  });
 }
 
 Request NcclCommunicator::post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                                           Sync sync) {
-  OPTIMUS_CHECK_NCCL(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
-  return finish(sync);
+  const std::size_t bytes = count * size_of(dtype);
+  return run(send, bytes, recv, bytes, sync, [&](const void* s, void* r) {
+    OPTIMUS_CHECK_NCCL(ncclAllReduce(s, r, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
+  });
 }
 
 Request NcclCommunicator::post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
-  OPTIMUS_CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream_.get()));
-  return finish(sync);
+  const std::size_t bytes = count * size_of(dtype);
+  const auto ranks = static_cast<std::size_t>(size());
+  return run(send, bytes, recv, bytes * ranks, sync, [&](const void* s, void* r) {
+    OPTIMUS_CHECK_NCCL(ncclAllGather(s, r, count, nccl_type(dtype), comm_, stream_.get()));
+  });
 }
 
 Request NcclCommunicator::post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
                                               ReduceOp op, Sync sync) {
-  OPTIMUS_CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
-  return finish(sync);
+  const std::size_t bytes = count * size_of(dtype);
+  const auto ranks = static_cast<std::size_t>(size());
+  return run(send, bytes * ranks, recv, bytes, sync, [&](const void* s, void* r) {
+    OPTIMUS_CHECK_NCCL(ncclReduceScatter(s, r, count, nccl_type(dtype), nccl_op(op), comm_, stream_.get()));
+  });
 }
 
 Request NcclCommunicator::post_send(const void* buf, std::size_t count, DType dtype, int dest, int /*tag*/,
                                     Sync sync) {
-  OPTIMUS_CHECK_NCCL(ncclSend(buf, count, nccl_type(dtype), dest, comm_, stream_.get()));
-  return finish(sync);
+  return run(buf, count * size_of(dtype), nullptr, 0, sync, [&](const void* s, void*) {
+    OPTIMUS_CHECK_NCCL(ncclSend(s, count, nccl_type(dtype), dest, comm_, stream_.get()));
+  });
 }
 
 Request NcclCommunicator::post_recv(void* buf, std::size_t count, DType dtype, int source, int /*tag*/, Sync sync) {
-  OPTIMUS_CHECK_NCCL(ncclRecv(buf, count, nccl_type(dtype), source, comm_, stream_.get()));
-  return finish(sync);
+  return run(nullptr, 0, buf, count * size_of(dtype), sync, [&](const void*, void* r) {
+    OPTIMUS_CHECK_NCCL(ncclRecv(r, count, nccl_type(dtype), source, comm_, stream_.get()));
+  });
 }
 
 Request NcclCommunicator::post_barrier(Sync sync) {
-  OPTIMUS_CHECK_NCCL(ncclAllReduce(barrier_word_.get(), barrier_word_.get(), 1, ncclFloat32, ncclSum, comm_,
-                                   stream_.get()));
-  return finish(sync);
+  return run(barrier_word_.get(), sizeof(float), barrier_word_.get(), sizeof(float), sync, [&](const void*, void*) {
+    OPTIMUS_CHECK_NCCL(ncclAllReduce(barrier_word_.get(), barrier_word_.get(), 1, ncclFloat32, ncclSum, comm_,
+                                     stream_.get()));
+  });
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
@@ -135,7 +202,7 @@ std::unique_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   int rank = 0, size = 0;
   OPTIMUS_CHECK_NCCL(ncclCommUserRank(child, &rank));
   OPTIMUS_CHECK_NCCL(ncclCommCount(child, &size));
-  return std::unique_ptr<Communicator>(new NcclCommunicator(child, rank, size, device_));
+  return std::unique_ptr<Communicator>(new NcclCommunicator(child, rank, size, device_, compute_));
 }
 
 }  // namespace optimus

@@ -12,6 +12,7 @@
 
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/ops.hpp"
+#include "optimus/cuda/nccl_grid.hpp"
 #include "optimus/cuda/rank_device.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/layers/gpt.hpp"
@@ -141,46 +142,73 @@ TEST_CASE("host and device operands in one operation are refused, naming both") 
   });
 }
 
+namespace {
+
+// One GPT training step (forward, backward, AdamW) on a device grid and on a host grid of the same shape: the
+// same loss, gradient norm and updated parameters. bf16 GEMM math: both sides multiply the same bf16-rounded
+// operands (exact products), only the summation order differs.
+void expect_gpt_step_like_host(Grid& on_gpu, Grid& on_host, int q) {
+  const bool mixed = on_gpu.gemm_math() == optimus::ops::GemmMath::bf16;
+  optimus::GptConfig config;
+  config.vocab = 12 * q;
+  config.hidden = 8 * q;
+  config.heads = 2 * q;
+  config.ffn = 4 * config.hidden;
+  config.layers = 2;
+  config.max_seq = 8;
+  config.dropout = 0.1;
+  const std::int64_t batch = 2 * q, seq = 8;
+  std::vector<int> tokens, targets;
+  for (std::int64_t t = 0; t < batch * seq; ++t) {
+    tokens.push_back(static_cast<int>((7 * t + 3) % config.vocab));
+    targets.push_back(static_cast<int>((5 * t + 1) % config.vocab));
+  }
+  auto step = [&](Grid& grid) {
+    optimus::Gpt2D<float> model(grid, config);
+    optimus::AdamW<float> adamw(grid, model.parameters(), optimus::AdamWConfig{});
+    const double loss = model.forward(tokens, targets, batch, 1);
+    model.backward();
+    const double norm = adamw.step();
+    return std::tuple{loss, norm, model.gather(false)};
+  };
+  const auto [gpu_loss, gpu_norm, gpu_params] = step(on_gpu);
+  const auto [host_loss, host_norm, host_params] = step(on_host);
+  CHECK(gpu_loss == doctest::Approx(host_loss).epsilon(1e-5));
+  CHECK(gpu_norm == doctest::Approx(host_norm).epsilon(1e-4));
+  for (const auto& [name, m] : host_params) {
+    CAPTURE(name);
+    CHECK(close(gpu_params.at(name), m, mixed ? 1e-3 : 1e-4));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("a GPT training step on one GPU equals the same step on the host (q = 1, in-process q = 2), f32 and bf16") {
   for (optimus::ops::GemmMath math : {optimus::ops::GemmMath::f32, optimus::ops::GemmMath::bf16}) {
-    const bool mixed = math == optimus::ops::GemmMath::bf16;
-    CAPTURE(mixed);
+    CAPTURE(math == optimus::ops::GemmMath::bf16);
     on_one_gpu([&](Communicator& world, GpuRank& gpu, int q) {
       Grid on_gpu = gpu.grid(world, q);
       Grid on_host = Grid::create(world, q);
-      // bf16: both sides multiply the same bf16-rounded operands (exact products), only the summation order differs.
       on_gpu.set_gemm_math(math);
       on_host.set_gemm_math(math);
-      optimus::GptConfig config;
-      config.vocab = 12 * q;
-      config.hidden = 8 * q;
-      config.heads = 2 * q;
-      config.ffn = 4 * config.hidden;
-      config.layers = 2;
-      config.max_seq = 8;
-      config.dropout = 0.1;
-      const std::int64_t batch = 2 * q, seq = 8;
-      std::vector<int> tokens, targets;
-      for (std::int64_t t = 0; t < batch * seq; ++t) {
-        tokens.push_back(static_cast<int>((7 * t + 3) % config.vocab));
-        targets.push_back(static_cast<int>((5 * t + 1) % config.vocab));
-      }
-      auto step = [&](Grid& grid) {
-        optimus::Gpt2D<float> model(grid, config);
-        optimus::AdamW<float> adamw(grid, model.parameters(), optimus::AdamWConfig{});
-        const double loss = model.forward(tokens, targets, batch, 1);
-        model.backward();
-        const double norm = adamw.step();
-        return std::tuple{loss, norm, model.gather(false)};
-      };
-      const auto [gpu_loss, gpu_norm, gpu_params] = step(on_gpu);
-      const auto [host_loss, host_norm, host_params] = step(on_host);
-      CHECK(gpu_loss == doctest::Approx(host_loss).epsilon(1e-5));
-      CHECK(gpu_norm == doctest::Approx(host_norm).epsilon(1e-4));
-      for (const auto& [name, m] : host_params) {
-        CAPTURE(name);
-        CHECK(close(gpu_params.at(name), m, mixed ? 1e-3 : 1e-4));
-      }
+      expect_gpt_step_like_host(on_gpu, on_host, q);
     });
   }
+}
+
+TEST_CASE("a grid over NCCL communicators (one GPU, q = 1) trains like the host grid; host scalars are staged") {
+  optimus::run_in_process(1, [](Communicator& host) {
+    GpuRank gpu;
+    Grid on_gpu = optimus::cuda::nccl_grid(gpu, host, 1);
+    CHECK(on_gpu.row().backend() == "nccl");
+    CHECK(on_gpu.grid().all_reduce(2.5, optimus::ReduceOp::sum) == 2.5);  // a host double through the staging buffer
+    Grid on_host = Grid::create(host, 1);
+    expect_gpt_step_like_host(on_gpu, on_host, 1);
+  });
+  // A world that is not dp*q*q is refused before NCCL starts.
+  optimus::run_in_process(3, [](Communicator& host) {
+    GpuRank gpu;
+    CHECK_THROWS_WITH_AS(optimus::cuda::nccl_grid(gpu, host, 2), doctest::Contains("world size 3 is not dp*q*q"),
+                         optimus::Error);
+  });
 }

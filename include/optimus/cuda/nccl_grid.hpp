@@ -1,0 +1,31 @@
+// A grid across GPUs: one process (MPI rank) per GPU, the grid's row, column, grid and data-parallel
+// communicators NCCL ones split from a world bootstrapped over `bootstrap` (DESIGN.md section 3), their
+// operations ordered after the rank's compute stream, and the grid placed on the rank's device:
+//
+//   optimus::Context ctx(argc, argv);                                   // MPI
+//   optimus::cuda::RankDevice gpu(local_rank % optimus::cuda::device_count());
+//   optimus::Grid grid = optimus::cuda::nccl_grid(gpu, ctx.world(), q);  // collective over the world
+//
+// Built when NCCL is found (OPTIMUS_WITH_NCCL). The grid, and everything made on it, must not outlive `gpu`.
+#pragma once
+
+#include "optimus/comm/nccl_communicator.hpp"
+#include "optimus/cuda/rank_device.hpp"
+
+namespace optimus::cuda {
+
+// Collective over `bootstrap`: throws optimus::Error on every rank if its size is not dp*q*q.
+inline Grid nccl_grid(RankDevice& gpu, Communicator& bootstrap, int q) {
+  // Checked before NCCL starts, with Grid::create's messages.
+  OPTIMUS_CHECK(q >= 1, "Grid::create: q must be at least 1, got q = ", q);
+  OPTIMUS_CHECK(bootstrap.size() % (q * q) == 0, "Grid::create: world size ", bootstrap.size(),
+                " is not dp*q*q for q = ", q, " (q*q = ", q * q, "); launch a multiple of ", q * q, " ranks");
+  const std::unique_ptr<NcclCommunicator> world = NcclCommunicator::create(bootstrap, gpu.memory.allocator().device());
+  world->set_compute_stream(gpu.stream.get());
+  // The grid's communicators are NCCL splits of `world` (they inherit its compute stream) and outlive it.
+  Grid grid = Grid::create(*world, q);
+  grid.place_on(&gpu.memory, gpu.queue());
+  return grid;
+}
+
+}  // namespace optimus::cuda
