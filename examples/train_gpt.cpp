@@ -5,17 +5,29 @@
 //   mpirun -np 4 ./train_gpt [--q 2] [--layers 2] [--hidden 128] [--heads 4] [--ffn 512] [--seq 64]
 //                            [--batch 16] [--steps 1200] [--lr 3e-3] [--dropout 0.1] [--seed 1234] [--every 50]
 //                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
+//                            [--device cpu|cuda] [--gemm f32|bf16]
+//
+// --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
+// (cuda::nccl_grid; needs a build with CUDA and NCCL); the reference check still runs on a host grid.
+// --gemm bf16: mixed precision (GEMMs on bf16 operands, f32 master weights and optimizer state).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <optimus/optimus.hpp>
 #include <sstream>
 #include <string>
 
 #include "optimus/core/cli.hpp"
+#if OPTIMUS_EXAMPLE_NCCL
+#include <cstdlib>
+#include <memory>
+
+#include "optimus/cuda/nccl_grid.hpp"
+#endif
 
 namespace {
 
@@ -136,6 +148,22 @@ std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::s
   return out;
 }
 
+#if OPTIMUS_EXAMPLE_NCCL
+// This rank's GPU: its rank on the node (Open MPI, Slurm or MPICH tell it; else its world rank) modulo the
+// node's devices.
+int local_gpu(const optimus::Communicator& world) {
+  int local = world.rank();
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
+    if (const char* value = std::getenv(name)) {
+      local = std::atoi(value);
+      break;
+    }
+  }
+  const int devices = optimus::cuda::device_count();
+  return devices > 0 ? local % devices : 0;  // with none, RankDevice reports that device 0 does not exist
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,9 +171,23 @@ int main(int argc, char** argv) {
   try {
     const optimus::cli::Options o(argc, argv, 1,
                                   {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
-                                   "every", "text", "sample", "dropout"});
+                                   "every", "text", "sample", "dropout", "device", "gemm"});
     const int q = static_cast<int>(o.integer("q", 2));
-    optimus::Grid grid = optimus::Grid::create(ctx.world(), q);
+    const std::string device = o.text("device", "cpu"), gemm = o.text("gemm", "f32");
+    OPTIMUS_CHECK(device == "cpu" || device == "cuda", "--device must be cpu or cuda, got '", device, "'");
+    OPTIMUS_CHECK(gemm == "f32" || gemm == "bf16", "--gemm must be f32 or bf16, got '", gemm, "'");
+    optimus::Grid host_grid = optimus::Grid::create(ctx.world(), q);  // the reference check's (f64) grid
+#if OPTIMUS_EXAMPLE_NCCL
+    std::unique_ptr<optimus::cuda::RankDevice> gpu;
+    if (device == "cuda") gpu = std::make_unique<optimus::cuda::RankDevice>(local_gpu(ctx.world()));
+    std::optional<optimus::Grid> gpu_grid;
+    if (gpu) gpu_grid.emplace(optimus::cuda::nccl_grid(*gpu, ctx.world(), q));
+    optimus::Grid& grid = gpu_grid ? *gpu_grid : host_grid;
+#else
+    OPTIMUS_CHECK(device == "cpu", "--device cuda: this train_gpt was built without CUDA and NCCL");
+    optimus::Grid& grid = host_grid;
+#endif
+    grid.set_gemm_math(gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32);
     const bool root = ctx.world().rank() == 0;
     const Corpus corpus = load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"), q);
 
@@ -162,8 +204,8 @@ int main(int argc, char** argv) {
     const int steps = static_cast<int>(o.integer("steps", 1200)), every = static_cast<int>(o.integer("every", 50));
     const double lr = o.real("lr", 3e-3);
     if (root) {
-      std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s\n", q, q, grid.dp(),
-                  ctx.world().size(), ctx.world().backend().c_str());
+      std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n", q, q,
+                  grid.dp(), ctx.world().size(), grid.row().backend().c_str(), device.c_str(), gemm.c_str());
       std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f nats/char\n",
                   corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
                   static_cast<long long>(config.vocab), corpus.unigram_entropy);
@@ -179,7 +221,7 @@ int main(int argc, char** argv) {
     {
       optimus::GptConfig check = config;
       check.layers = std::min<std::int64_t>(config.layers, 2);
-      const double err = reference_check(grid, check, tokens, targets, batch, ctx.world().rank());
+      const double err = reference_check(host_grid, check, tokens, targets, batch, ctx.world().rank());
       if (root) std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err, err < 1e-10 ? "ok" : "FAILED");
       OPTIMUS_CHECK(err < 1e-10, "train_gpt: the 2D model disagrees with the reference (relative error ", err, ")");
     }

@@ -20,7 +20,7 @@ inline Grid nccl_grid(RankDevice& gpu, Communicator& bootstrap, int q) {
   OPTIMUS_CHECK(q >= 1, "Grid::create: q must be at least 1, got q = ", q);
   OPTIMUS_CHECK(bootstrap.size() % (q * q) == 0, "Grid::create: world size ", bootstrap.size(),
                 " is not dp*q*q for q = ", q, " (q*q = ", q * q, "); launch a multiple of ", q * q, " ranks");
-  const std::unique_ptr<NcclCommunicator> world = NcclCommunicator::create(bootstrap, gpu.memory.allocator().device());
+  const std::unique_ptr<NcclCommunicator> world = NcclCommunicator::create(bootstrap, gpu.device.id);
   world->set_compute_stream(gpu.stream.get());
   // The grid's communicators are NCCL splits of `world` (they inherit its compute stream) and outlive it.
   Grid grid = Grid::create(*world, q);

@@ -18,10 +18,21 @@
 
 namespace optimus::cuda {
 
+// Makes a device current for the calling thread, after checking that it exists: the first member of RankDevice,
+// so that its stream and memory are created on that device (one process per GPU uses devices other than 0).
+struct CurrentDevice {
+  explicit CurrentDevice(int device) : id(device) {
+    OPTIMUS_CHECK(device >= 0 && device < device_count(), "CUDA device ", device, " does not exist (", device_count(),
+                  " devices; ", unavailable_reason(), ")");
+    OPTIMUS_CHECK_CUDA(cudaSetDevice(device));
+  }
+  int id;
+};
+
 struct RankDevice {
   // math: how f32 GEMMs compute on this device (f32, TF32 or bf16 operands; see ops::GemmMath).
-  explicit RankDevice(int device = 0, ops::GemmMath gemm_math = ops::GemmMath::f32)
-      : memory(device, stream.get()), gemm(memory.allocator()), math(gemm_math) {}
+  explicit RankDevice(int device_id = 0, ops::GemmMath gemm_math = ops::GemmMath::f32)
+      : device(device_id), memory(device_id, stream.get()), gemm(memory.allocator()), math(gemm_math) {}
 
   // The queue the grid's local work runs on (its scratch is set by Grid::place_on).
   ops::Queue queue() { return ops::Queue{stream.get(), &gemm, math, {}}; }
@@ -34,6 +45,7 @@ struct RankDevice {
     return g;
   }
 
+  CurrentDevice device;  // first: the members below are created on it
   Stream stream;
   DeviceMemoryPool memory;
   LtGemm gemm;
