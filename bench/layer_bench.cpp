@@ -265,8 +265,8 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                              (long long)s.layers, device.c_str()));
   report.header("step: median over iters of the slowest rank; TFLOP/s: model FLOPs (3 x forward, attention in full) "
                 "per second over the whole grid; peak: " + peak_what + ", measured now; peak_MiB: device memory in "
-                "use (GPU) or tensor bytes (CPU) per rank; allocs/step: raw allocations during the timed steps; #wrong: "
-                "elements (and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference");
+                "use (GPU) or tensor bytes (CPU) per rank; allocs/step: raw allocations during the timed steps; "
+                "#wrong: elements (and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference");
   bool ok = true;
   for (std::int64_t q : o.integers("q", "1,2")) {
     OPTIMUS_CHECK(q >= 1, "--q values must be at least 1, got ", q);

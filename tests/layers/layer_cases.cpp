@@ -102,7 +102,8 @@ void layernorm_case(const Grid& grid, const LayerShapes& s) {
   const Matrix dy = rounded<T>(random(n, h, 4));
   reference::LayerNormCache cache;
   const Matrix expected = reference::layernorm_forward(x, p.at("ln_x.weight"), p.at("ln_x.bias"), cache);
-  expect_close<T>(grid, "layernorm output", global(layer.forward(DistMatrix<T>::from_global(grid, x), Pass{})), expected);
+  const Matrix y = global(layer.forward(DistMatrix<T>::from_global(grid, x), Pass{}));
+  expect_close<T>(grid, "layernorm output", y, expected);
   const reference::LayerNormGrads g = reference::layernorm_backward(cache, p.at("ln_x.weight"), dy);
   expect_close<T>(grid, "layernorm input gradient", global(layer.backward(DistMatrix<T>::from_global(grid, dy))), g.dx);
   expect_grads<T>(grid, refs, {{"ln_x.weight", g.dgamma}, {"ln_x.bias", g.dbeta}});
@@ -161,8 +162,8 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout) {
   const reference::Dropout rd{dropout, config.seed, 4, 0};
   reference::BlockCache cache;
   const Matrix expected = reference::block_forward(x, w, s.batch, s.heads, rd, cache);
-  expect_close<T>(grid, "block output", global(layer.forward(DistMatrix<T>::from_global(grid, x), s.seq, Pass{4, true})),
-                  expected);
+  const Matrix y = global(layer.forward(DistMatrix<T>::from_global(grid, x), s.seq, Pass{4, true}));
+  expect_close<T>(grid, "block output", y, expected);
   const reference::BlockGrads g = reference::block_backward(cache, w, s.batch, s.heads, rd, dy);
   expect_close<T>(grid, "block input gradient", global(layer.backward(DistMatrix<T>::from_global(grid, dy))), g.dx);
   reference::Parameters eg;
