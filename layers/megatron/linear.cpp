@@ -1,14 +1,13 @@
 // Column- and row-parallel linear layers of the 1D baseline.
 #include "optimus/layers/megatron/linear.hpp"
 
+#include <utility>
+
 #include "optimus/core/error.hpp"
-#include "optimus/core/kernels.hpp"
 #include "optimus/core/ops.hpp"
 
 namespace optimus::megatron {
 namespace {
-
-using cpu::Trans;
 
 std::int64_t split(std::int64_t n, int p, const std::string& name, const char* what) {
   OPTIMUS_CHECK(n % p == 0, name, ": ", what, " = ", n, " is not divisible by p = ", p);
@@ -21,9 +20,12 @@ void all_reduce_in_place(Communicator& comm, DistMatrix<T>& m) {
                   ReduceOp::sum);
 }
 
+// db += the column sums of dy (db: [1, cols]), where the group's local grid works.
 template <class T>
-void add_column_sums(const DistMatrix<T>& dy, DistMatrix<T>& db) {
-  db.local_map().row(0) += dy.local_map().colwise().sum();
+void add_column_sums(const Grid& local, const DistMatrix<T>& dy, DistMatrix<T>& db) {
+  Tensor<T> partial(db.local().shape(), local.tag(MemoryKind::workspace), Init::none);
+  ops::column_sums<T>(dy.local(), partial.view(), local.queue());
+  ops::axpby<T>(T(1), std::as_const(partial).view(), T(1), db.local(), local.queue());
 }
 
 }  // namespace
@@ -47,8 +49,8 @@ template <class T>
 DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
   DistMatrix<T> y(group_->local(), x.rows(), out_ / group_->size());
-  cpu::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local());
-  ops::add_row_broadcast<T>(b_.local(), y.local());
+  ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), group_->local().queue());
+  ops::add_row_broadcast<T>(b_.local(), y.local(), group_->local().queue());
   if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
   return y;
 }
@@ -57,10 +59,10 @@ template <class T>
 DistMatrix<T> ColumnParallelLinear<T>::backward(const DistMatrix<T>& dy) {
   OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
   DistMatrix<T> dx(group_->local(), dy.rows(), in_);
-  cpu::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local());
+  ops::gemm<T>(false, true, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
   all_reduce_in_place(group_->tp(), dx);
-  cpu::gemm<T>(Trans::yes, Trans::no, T(1), saved_x_->local(), dy.local(), T(1), dw_.local());
-  add_column_sums(dy, db_);
+  ops::gemm<T>(true, false, T(1), saved_x_->local(), dy.local(), T(1), dw_.local(), group_->local().queue());
+  add_column_sums(group_->local(), dy, db_);
   saved_x_.reset();
   return dx;
 }
@@ -76,8 +78,8 @@ void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void ColumnParallelLinear<T>::zero_grad() {
-  dw_.local_map().setZero();
-  db_.local_map().setZero();
+  ops::fill<T>(dw_.local(), T(0), group_->local().queue());
+  ops::fill<T>(db_.local(), T(0), group_->local().queue());
 }
 
 template <class T>
@@ -96,9 +98,9 @@ DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& 
   OPTIMUS_CHECK(x.cols() == in_ / group_->size(), name_, ": input has ", x.cols(), " columns, expected ",
                 in_ / group_->size());
   DistMatrix<T> y(group_->local(), x.rows(), out_);
-  cpu::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local());
+  ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), group_->local().queue());
   all_reduce_in_place(group_->tp(), y);
-  ops::add_row_broadcast<T>(b_.local(), y.local());
+  ops::add_row_broadcast<T>(b_.local(), y.local(), group_->local().queue());
   if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
   return y;
 }
@@ -107,9 +109,9 @@ template <class T>
 DistMatrix<T> RowParallelLinear<T>::backward(const DistMatrix<T>& dy) {
   OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
   DistMatrix<T> dx(group_->local(), dy.rows(), in_ / group_->size());
-  cpu::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local());
-  cpu::gemm<T>(Trans::yes, Trans::no, T(1), saved_x_->local(), dy.local(), T(1), dw_.local());
-  add_column_sums(dy, db_);
+  ops::gemm<T>(false, true, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
+  ops::gemm<T>(true, false, T(1), saved_x_->local(), dy.local(), T(1), dw_.local(), group_->local().queue());
+  add_column_sums(group_->local(), dy, db_);
   saved_x_.reset();
   return dx;
 }
@@ -124,8 +126,8 @@ void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void RowParallelLinear<T>::zero_grad() {
-  dw_.local_map().setZero();
-  db_.local_map().setZero();
+  ops::fill<T>(dw_.local(), T(0), group_->local().queue());
+  ops::fill<T>(db_.local(), T(0), group_->local().queue());
 }
 
 template class ColumnParallelLinear<float>;
