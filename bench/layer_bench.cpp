@@ -149,8 +149,10 @@ RankResult run_rank(Communicator& world, int q, const Settings& s) {
   auto synchronize = [&] {
     if (gpu) gpu->stream.synchronize();
   };
-  auto raw_allocations = [&] {
-    return gpu ? static_cast<double>(gpu->memory.allocator().stats().raw_allocations) : 0.0;
+  auto raw_allocations = [&] {  // the rank's tensors and its in-process staging area
+    return gpu ? static_cast<double>(gpu->memory.allocator().stats().raw_allocations +
+                                     gpu->staging->raw_allocations())
+               : 0.0;
   };
 #else
   OPTIMUS_CHECK(!s.cuda, "--device cuda: this optimus-bench was built without CUDA");

@@ -23,7 +23,11 @@
 namespace optimus {
 namespace {
 
-using Bytes = std::vector<std::byte>;
+// A contribution in the staging area (host or device memory, as the rank's InProcessStaging allocates it).
+struct Staged {
+  std::shared_ptr<std::byte> data;  // null when empty
+  std::size_t size = 0;
+};
 
 // Thrown in ranks woken because another rank failed; never the error reported to the caller.
 class PeerFailed : public Error {
@@ -37,7 +41,7 @@ struct WorldState {
 };
 
 struct Slot {
-  std::vector<Bytes> data;      // contribution of each rank
+  std::vector<Staged> data;     // contribution of each rank
   std::vector<char> posted;     // whether rank r has posted
   int n_posted = 0;
   int n_done = 0;
@@ -51,7 +55,7 @@ struct GroupState {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::uint64_t, Slot> slots;
-  std::map<std::tuple<int, int, int>, std::deque<Bytes>> mailbox;  // (source, dest, tag) -> messages
+  std::map<std::tuple<int, int, int>, std::deque<Staged>> mailbox;  // (source, dest, tag) -> messages
   std::map<std::pair<std::uint64_t, int>, std::pair<std::shared_ptr<GroupState>, int>> children;  // (seq, color)
 
   // Blocks (with `lock` held) until ready() holds; throws if another rank of the world failed.
@@ -72,7 +76,7 @@ struct GroupState {
     return s;
   }
 
-  void post(std::uint64_t seq, int rank, Bytes contribution) {
+  void post(std::uint64_t seq, int rank, Staged contribution) {
     Slot& s = slot(seq);
     s.data[static_cast<std::size_t>(rank)] = std::move(contribution);
     s.posted[static_cast<std::size_t>(rank)] = 1;
@@ -86,12 +90,6 @@ struct GroupState {
   }
 };
 
-Bytes copy_bytes(const void* p, std::size_t n) {
-  Bytes b(n);
-  if (n) std::memcpy(b.data(), p, n);
-  return b;
-}
-
 template <class T>
 void reduce_into(T* acc, const T* x, std::size_t n, ReduceOp op) {
   for (std::size_t e = 0; e < n; ++e) {
@@ -103,19 +101,21 @@ void reduce_into(T* acc, const T* x, std::size_t n, ReduceOp op) {
   }
 }
 
-// out[0..count) = reduction over ranks, in rank order, of elements [offset, offset+count) of each contribution.
-void reduce_contributions(const Slot& s, std::size_t offset, std::size_t count, DType dtype, ReduceOp op, void* out) {
-  const std::size_t width = size_of(dtype);
-  std::memcpy(out, s.data[0].data() + offset * width, count * width);
-  for (std::size_t r = 1; r < s.data.size(); ++r) {
-    const std::byte* src = s.data[r].data() + offset * width;
+// The default staging area: host memory.
+class HostStaging final : public InProcessStaging {
+ public:
+  std::shared_ptr<std::byte> allocate(std::size_t bytes) override {
+    return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void reduce(void* acc, const void* x, std::size_t count, DType dtype, ReduceOp op) override {
     if (dtype == DType::f32) {
-      reduce_into(static_cast<float*>(out), reinterpret_cast<const float*>(src), count, op);
+      reduce_into(static_cast<float*>(acc), static_cast<const float*>(x), count, op);
     } else {
-      reduce_into(static_cast<double*>(out), reinterpret_cast<const double*>(src), count, op);
+      reduce_into(static_cast<double*>(acc), static_cast<const double*>(x), count, op);
     }
   }
-}
+};
 
 // A pending operation on a group: ready() says whether it can complete, finish() completes it.
 // Both run with the group's lock held.
@@ -146,28 +146,29 @@ class SlotRequest final : public RequestImpl {
 
 class InProcessCommunicator final : public Communicator {
  public:
-  InProcessCommunicator(std::shared_ptr<GroupState> g, int rank, std::shared_ptr<const InProcessCopy> copy = nullptr)
-      : Communicator(rank, g->size), g_(std::move(g)), copy_(std::move(copy)) {}
+  InProcessCommunicator(std::shared_ptr<GroupState> g, int rank, std::shared_ptr<InProcessStaging> staging)
+      : Communicator(rank, g->size), g_(std::move(g)), staging_(std::move(staging)) {}
 
   std::string backend() const override { return "in-process"; }
 
-  void set_copy(InProcessCopy copy) { copy_ = std::make_shared<const InProcessCopy>(std::move(copy)); }
+  void set_staging(std::shared_ptr<InProcessStaging> staging) { staging_ = std::move(staging); }
 
  protected:
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync) override {
     if (size() == 1) return {};  // the buffer already holds the root's data
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
+    Staged mine = rank() == root ? stage(buf, n) : Staged{};  // copied before the group is locked
     std::unique_lock lock(g_->mu);
     if (rank() == root) {
-      g_->post(seq, rank(), stage(buf, n));
+      g_->post(seq, rank(), std::move(mine));
       g_->done(seq);
       return {};
     }
     g_->slot(seq);
     return pending([this, seq, root] { return g_->slots.at(seq).posted[static_cast<std::size_t>(root)] != 0; },
                    [this, seq, root, buf, n] {
-                     deliver(buf, g_->slots.at(seq).data[static_cast<std::size_t>(root)].data(), n);
+                     deliver(buf, g_->slots.at(seq).data[static_cast<std::size_t>(root)], n);
                      g_->done(seq);
                    });
   }
@@ -176,8 +177,9 @@ class InProcessCommunicator final : public Communicator {
                       Sync) override {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::uint64_t seq = next_seq_++;
+    Staged mine = stage(send, count * size_of(dtype));
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), stage(send, count * size_of(dtype)));
+    g_->post(seq, rank(), std::move(mine));
     if (rank() != root) {
       g_->done(seq);
       return {};
@@ -191,8 +193,9 @@ class InProcessCommunicator final : public Communicator {
   Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync) override {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::uint64_t seq = next_seq_++;
+    Staged mine = stage(send, count * size_of(dtype));
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), stage(send, count * size_of(dtype)));
+    g_->post(seq, rank(), std::move(mine));
     return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
       reduce_to(g_->slots.at(seq), 0, count, dtype, op, recv);
       g_->done(seq);
@@ -203,11 +206,12 @@ class InProcessCommunicator final : public Communicator {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
+    Staged mine = stage(send, n);
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), stage(send, n));
+    g_->post(seq, rank(), std::move(mine));
     return pending(all_posted(seq), [this, seq, recv, n] {
       const Slot& s = g_->slots.at(seq);
-      for (std::size_t r = 0; r < s.data.size(); ++r) deliver(static_cast<std::byte*>(recv) + r * n, s.data[r].data(), n);
+      for (std::size_t r = 0; r < s.data.size(); ++r) deliver(static_cast<std::byte*>(recv) + r * n, s.data[r], n);
       g_->done(seq);
     });
   }
@@ -216,8 +220,9 @@ class InProcessCommunicator final : public Communicator {
                               Sync) override {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::uint64_t seq = next_seq_++;
+    Staged mine = stage(send, static_cast<std::size_t>(size()) * count * size_of(dtype));
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), stage(send, static_cast<std::size_t>(size()) * count * size_of(dtype)));
+    g_->post(seq, rank(), std::move(mine));
     return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
       reduce_to(g_->slots.at(seq), static_cast<std::size_t>(rank()) * count, count, dtype, op, recv);
       g_->done(seq);
@@ -225,8 +230,9 @@ class InProcessCommunicator final : public Communicator {
   }
 
   Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync) override {
+    Staged message = stage(buf, count * size_of(dtype));
     std::unique_lock lock(g_->mu);
-    g_->mailbox[{rank(), dest, tag}].push_back(stage(buf, count * size_of(dtype)));
+    g_->mailbox[{rank(), dest, tag}].push_back(std::move(message));
     g_->cv.notify_all();
     return {};
   }
@@ -236,12 +242,12 @@ class InProcessCommunicator final : public Communicator {
     const std::size_t n = count * size_of(dtype);
     return pending([this, key] { return !g_->mailbox[key].empty(); },
                    [this, key, buf, n, source, tag] {
-                     std::deque<Bytes>& queue = g_->mailbox[key];
-                     Bytes message = std::move(queue.front());
+                     std::deque<Staged>& queue = g_->mailbox[key];
+                     Staged message = std::move(queue.front());
                      queue.pop_front();
-                     OPTIMUS_CHECK(message.size() == n, "recv from rank ", source, " with tag ", tag, " expected ", n,
-                                   " bytes but the message has ", message.size());
-                     deliver(buf, message.data(), n);
+                     OPTIMUS_CHECK(message.size == n, "recv from rank ", source, " with tag ", tag, " expected ", n,
+                                   " bytes but the message has ", message.size);
+                     deliver(buf, message, n);
                    });
   }
 
@@ -258,12 +264,12 @@ class InProcessCommunicator final : public Communicator {
     const int mine[2] = {color, key};
     std::vector<std::pair<int, int>> members;  // (key, rank) of ranks with my color
     std::unique_lock lock(g_->mu);
-    g_->post(seq, rank(), copy_bytes(mine, sizeof(mine)));
+    g_->post(seq, rank(), host_staged(mine, sizeof(mine)));  // read below on the host
     g_->wait_until(lock, rank(), all_posted(seq));
     const Slot& s = g_->slots.at(seq);
     for (int r = 0; r < size(); ++r) {
       int theirs[2];
-      std::memcpy(theirs, s.data[static_cast<std::size_t>(r)].data(), sizeof(theirs));
+      std::memcpy(theirs, s.data[static_cast<std::size_t>(r)].data.get(), sizeof(theirs));
       if (theirs[0] == color) members.emplace_back(theirs[1], r);
     }
     std::sort(members.begin(), members.end());
@@ -274,42 +280,39 @@ class InProcessCommunicator final : public Communicator {
     std::shared_ptr<GroupState> mine_group = child;
     if (++taken == new_size) g_->children.erase({seq, color});
     g_->done(seq);
-    return std::make_unique<InProcessCommunicator>(std::move(mine_group), new_rank, copy_);
+    return std::make_unique<InProcessCommunicator>(std::move(mine_group), new_rank, staging_);
   }
 
  private:
   // A collective of one rank: the result is its own data (copied when the buffers differ), nothing is staged.
   Request alone(const void* send, void* recv, std::size_t n) const {
-    if (send != recv) deliver(recv, send, n);
+    if (send != recv && n > 0) staging_->copy(recv, send, n);
     return {};
   }
 
-  // The caller's buffer -> a staged contribution (host bytes), and staged bytes -> the caller's buffer, through
-  // the rank's copy when it has one (its buffers may be device memory), else memcpy.
-  Bytes stage(const void* p, std::size_t n) const {
-    Bytes b(n);
-    if (n) copy(b.data(), p, n);
-    return b;
+  // The caller's buffer -> a contribution in the staging area, and a staged contribution -> the caller's buffer.
+  Staged stage(const void* p, std::size_t n) const {
+    Staged staged{n > 0 ? staging_->allocate(n) : nullptr, n};
+    if (n > 0) staging_->copy(staged.data.get(), p, n);
+    return staged;
   }
-  void deliver(void* dst, const void* src, std::size_t n) const {
-    if (n) copy(dst, src, n);
+  void deliver(void* dst, const Staged& src, std::size_t n) const {
+    if (n > 0) staging_->copy(dst, src.data.get(), n);
   }
-  void copy(void* dst, const void* src, std::size_t n) const {
-    if (copy_) {
-      (*copy_)(dst, src, n);
-    } else {
-      std::memcpy(dst, src, n);
-    }
+  static Staged host_staged(const void* p, std::size_t n) {
+    Staged staged{HostStaging().allocate(n), n};
+    std::memcpy(staged.data.get(), p, n);
+    return staged;
   }
-  // The reduction into the caller's buffer: directly on the host, through host bytes with a copy.
+  // out[0..count) = the reduction over ranks, in rank order, of elements [offset, offset + count) of each
+  // contribution, computed where the staging area is.
   void reduce_to(const Slot& s, std::size_t offset, std::size_t count, DType dtype, ReduceOp op, void* out) const {
-    if (!copy_) {
-      reduce_contributions(s, offset, count, dtype, op, out);
-      return;
+    if (count == 0) return;
+    const std::size_t width = size_of(dtype);
+    staging_->copy(out, s.data[0].data.get() + offset * width, count * width);
+    for (std::size_t r = 1; r < s.data.size(); ++r) {
+      staging_->reduce(out, s.data[r].data.get() + offset * width, count, dtype, op);
     }
-    Bytes reduced(count * size_of(dtype));
-    reduce_contributions(s, offset, count, dtype, op, reduced.data());
-    deliver(out, reduced.data(), reduced.size());
   }
 
   std::function<bool()> all_posted(std::uint64_t seq) {
@@ -321,17 +324,20 @@ class InProcessCommunicator final : public Communicator {
   }
 
   std::shared_ptr<GroupState> g_;
-  std::shared_ptr<const InProcessCopy> copy_;  // shared with the communicators split from this one
+  std::shared_ptr<InProcessStaging> staging_;  // shared with the communicators split from this one
   std::uint64_t next_seq_ = 0;                 // collectives are numbered identically on every rank
 };
 
 }  // namespace
 
-void set_in_process_copy(Communicator& comm, InProcessCopy copy) {
+std::shared_ptr<InProcessStaging> host_staging() { return std::make_shared<HostStaging>(); }
+
+void set_in_process_staging(Communicator& comm, std::shared_ptr<InProcessStaging> staging) {
   auto* in_process = dynamic_cast<InProcessCommunicator*>(&comm);
-  OPTIMUS_CHECK(in_process != nullptr, "set_in_process_copy: the communicator's backend is '", comm.backend(),
+  OPTIMUS_CHECK(in_process != nullptr, "set_in_process_staging: the communicator's backend is '", comm.backend(),
                 "', not in-process");
-  in_process->set_copy(std::move(copy));
+  OPTIMUS_CHECK(staging != nullptr, "set_in_process_staging: no staging given");
+  in_process->set_staging(std::move(staging));
 }
 
 void run_in_process(int size, const std::function<void(Communicator& world)>& fn) {
@@ -346,7 +352,7 @@ void run_in_process(int size, const std::function<void(Communicator& world)>& fn
     threads.emplace_back([&, r] {
       const auto ri = static_cast<std::size_t>(r);
       try {
-        InProcessCommunicator comm(group, r);
+        InProcessCommunicator comm(group, r, host_staging());
         fn(comm);
       } catch (const PeerFailed&) {
         errors[ri] = std::current_exception();
@@ -366,7 +372,8 @@ void run_in_process(int size, const std::function<void(Communicator& world)>& fn
 }
 
 std::unique_ptr<Communicator> make_self_communicator() {
-  return std::make_unique<InProcessCommunicator>(std::make_shared<GroupState>(1, std::make_shared<WorldState>()), 0);
+  return std::make_unique<InProcessCommunicator>(std::make_shared<GroupState>(1, std::make_shared<WorldState>()), 0,
+                                                 host_staging());
 }
 
 }  // namespace optimus

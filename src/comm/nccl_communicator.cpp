@@ -52,16 +52,8 @@ class NcclRequest final : public RequestImpl {
   cuda::Event event_;
 };
 
-// Whether NCCL can use `p` as it is (device or managed memory); null counts as usable (nothing to move).
-bool on_device(const void* p) {
-  if (p == nullptr) return true;
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
-    (void)cudaGetLastError();  // an unknown host pointer: clear the error, stage it
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
-}
+// Whether NCCL can use `p` as it is; null counts as usable (nothing to move).
+bool on_device(const void* p) { return p == nullptr || cuda::is_device_pointer(p); }
 
 }  // namespace
 

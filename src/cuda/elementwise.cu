@@ -43,6 +43,15 @@ __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx,
   }
 }
 
+template <class T>
+__global__ void combine_kernel(T* acc, const T* x, std::int64_t n, Combine op) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const T a = acc[e], b = x[e];
+    acc[e] = op == Combine::sum ? a + b : op == Combine::max ? (a < b ? b : a) : (b < a ? b : a);
+  }
+}
+
 }  // namespace
 
 void fill(float* y, float value, std::int64_t n, cudaStream_t stream) {
@@ -62,6 +71,18 @@ void gelu_forward(const float* x, float* y, std::int64_t n, cudaStream_t stream)
 
 void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream) {
   gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void combine_into(float* acc, const float* x, std::int64_t n, Combine op, cudaStream_t stream) {
+  if (n == 0) return;
+  combine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, x, n, op);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void combine_into(double* acc, const double* x, std::int64_t n, Combine op, cudaStream_t stream) {
+  if (n == 0) return;
+  combine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, x, n, op);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -25,6 +25,15 @@ std::string unavailable_reason() {
   return n == 0 ? "no CUDA device" : "";
 }
 
+bool is_device_pointer(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // a pointer CUDA does not know: host memory
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
 Stream::Stream() { OPTIMUS_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
 
 Stream::~Stream() {

@@ -72,9 +72,11 @@ TEST_CASE("SUMMA on one GPU matches Eigen at q = 1 and in-process q = 2, and rep
     };
     products();
     const auto allocations = gpu.memory.allocator().stats().raw_allocations;
+    const auto staged = gpu.staging->raw_allocations();
     products();
     products();
-    CHECK(gpu.memory.allocator().stats().raw_allocations == allocations);  // the steady state allocates nothing
+    CHECK(gpu.memory.allocator().stats().raw_allocations == allocations);  // the steady state allocates nothing,
+    CHECK(gpu.staging->raw_allocations() == staged);                       // not even to exchange panels
   });
 }
 

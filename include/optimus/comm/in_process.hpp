@@ -1,7 +1,7 @@
 // The in-process backend: a world of `size` ranks as threads of one process, exchanging data through
-// shared memory. It is how unit tests run a grid without mpirun and how a whole q x q grid runs on one
-// GPU (with set_in_process_copy). Collectives stage each contribution in shared buffers when posted, so non-blocking
-// operations on different communicators may be waited on in any order, as with MPI.
+// shared memory. It is how unit tests run a grid without mpirun and how a whole q x q grid runs on one GPU
+// (with set_in_process_staging). Collectives stage each contribution in shared buffers when posted, so
+// non-blocking operations on different communicators may be waited on in any order, as with MPI.
 #pragma once
 
 #include <cstddef>
@@ -17,14 +17,29 @@ namespace optimus {
 // and the first original exception (lowest rank) is rethrown here.
 void run_in_process(int size, const std::function<void(Communicator& world)>& fn);
 
-// How an in-process rank moves bytes between its own buffers and the shared staging area (host memory), in
-// either direction. memcpy unless set: a rank whose buffers are device memory sets a copy ordered after the work
-// on its stream that wrote them and completed before it returns (cudaMemcpyDefault), so the whole grid runs on
-// one GPU. Reductions are computed on the host in rank order, as always.
-using InProcessCopy = std::function<void(void* dst, const void* src, std::size_t bytes)>;
-// Sets `comm`'s copy (an in-process communicator; otherwise optimus::Error). Communicators split from it later
-// inherit it: set it on the world before Grid::create.
-void set_in_process_copy(Communicator& comm, InProcessCopy copy);
+// Where an in-process rank's collectives stage contributions, and how bytes move and reduce there. The default
+// is host memory (memcpy; reductions on the CPU). A rank whose buffers are device memory sets one that keeps the
+// staging area on the device (cuda::RankDevice does, with cuda::DeviceStaging): its copies and reductions run on
+// the rank's stream and complete when they return, so a whole q x q grid runs on one GPU without host round
+// trips. Reductions combine the contributions in rank order either way: every rank gets bit-identical results.
+class InProcessStaging {
+ public:
+  virtual ~InProcessStaging() = default;
+  // A staging buffer of `bytes` (> 0). Its deleter may run on another rank's thread.
+  virtual std::shared_ptr<std::byte> allocate(std::size_t bytes) = 0;
+  // dst <- src, each one of this rank's buffers or a staging buffer; complete when it returns.
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  // acc[e] = acc[e] op x[e] for `count` elements of f32 or f64 (acc: this rank's buffer, x: a staging buffer);
+  // complete when it returns.
+  virtual void reduce(void* acc, const void* x, std::size_t count, DType dtype, ReduceOp op) = 0;
+};
+
+// Host memory: what every in-process communicator uses unless told otherwise.
+std::shared_ptr<InProcessStaging> host_staging();
+
+// Sets `comm`'s staging (an in-process communicator; otherwise optimus::Error). Communicators split from it later
+// inherit it: set it on the world before Grid::create. Every rank sets its own.
+void set_in_process_staging(Communicator& comm, std::shared_ptr<InProcessStaging> staging);
 
 // A communicator of one rank (used as the world when Optimus is built without MPI).
 std::unique_ptr<Communicator> make_self_communicator();

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "optimus/comm/in_process.hpp"
+#include "optimus/cuda/device_staging.hpp"
 #include "optimus/cuda/lt_gemm.hpp"
 #include "optimus/cuda/runtime.hpp"
 #include "optimus/grid/grid.hpp"
@@ -37,9 +38,10 @@ struct RankDevice {
   // The queue the grid's local work runs on (its scratch is set by Grid::place_on).
   ops::Queue queue() { return ops::Queue{stream.get(), &gemm, math, {}}; }
 
-  // Makes `world` (in-process) exchange this rank's device buffers, then a grid placed on this device.
+  // Makes `world` (in-process) stage its exchanges on this device (DeviceStaging), then a grid placed on it.
   Grid grid(Communicator& world, int q) {
-    set_in_process_copy(world, [this](void* dst, const void* src, std::size_t n) { memory.copy(dst, src, n); });
+    staging = std::make_shared<DeviceStaging>(device.id, memory);
+    set_in_process_staging(world, staging);
     Grid g = Grid::create(world, q);
     g.place_on(&memory, queue());
     return g;
@@ -50,6 +52,7 @@ struct RankDevice {
   DeviceMemoryPool memory;
   LtGemm gemm;
   ops::GemmMath math;
+  std::shared_ptr<DeviceStaging> staging;  // set by grid(): the in-process exchanges of this rank
 };
 
 }  // namespace optimus::cuda

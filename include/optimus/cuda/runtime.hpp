@@ -19,6 +19,9 @@ int device_count() noexcept;
 // Why device_count() is 0, for skip messages ("no CUDA driver", "no device", ...); empty if devices exist.
 std::string unavailable_reason();
 
+// Whether kernels can use `p` (device or managed memory); false for host memory, also memory CUDA does not know.
+bool is_device_pointer(const void* p);
+
 // A stream of its own on the current device. Move-only; destroying it synchronizes (and logs errors).
 class Stream {
  public:
