@@ -2,6 +2,7 @@
 #include "optimus/comm/nccl_communicator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -32,16 +33,20 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // communicator's asynchronous error state so that a failed peer aborts instead of hanging.
 class NcclRequest final : public RequestImpl {
  public:
-  NcclRequest(ncclComm_t comm, cudaStream_t stream) : comm_(comm) { event_.record(stream); }
+  NcclRequest(ncclComm_t comm, cudaStream_t stream, std::shared_ptr<std::atomic<bool>> aborted)
+      : comm_(comm), aborted_(std::move(aborted)) {
+    event_.record(stream);
+  }
 
   void wait() override {
     while (!test()) std::this_thread::yield();
   }
   bool test() override {
+    OPTIMUS_CHECK(!aborted_->load(), "NCCL communicator was aborted after an earlier failure");
     ncclResult_t async = ncclSuccess;
     OPTIMUS_CHECK_NCCL(ncclCommGetAsyncError(comm_, &async));
     if (async != ncclSuccess && async != ncclInProgress) {
-      ncclCommAbort(comm_);
+      if (!aborted_->exchange(true)) ncclCommAbort(comm_);  // once; the communicator then destroys nothing
       OPTIMUS_FAIL("NCCL operation failed asynchronously: ", ncclGetErrorString(async), " (communicator aborted)");
     }
     return event_.done();
@@ -49,6 +54,7 @@ class NcclRequest final : public RequestImpl {
 
  private:
   ncclComm_t comm_;
+  std::shared_ptr<std::atomic<bool>> aborted_;
   cuda::Event event_;
 };
 
@@ -79,12 +85,13 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, int devi
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (aborted_->load()) return;  // ncclCommAbort already released it
   const ncclResult_t s = ncclCommDestroy(comm_);
   if (s != ncclSuccess) std::cerr << "optimus: ncclCommDestroy failed: " << ncclGetErrorString(s) << '\n';
 }
 
 Request NcclCommunicator::finish(Sync sync) {
-  Request r(std::make_unique<NcclRequest>(comm_, stream_.get()));
+  Request r(std::make_unique<NcclRequest>(comm_, stream_.get(), aborted_));
   if (sync == Sync::blocking) r.wait();
   return r;
 }

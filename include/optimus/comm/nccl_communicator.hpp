@@ -17,6 +17,9 @@
 
 #include <nccl.h>
 
+#include <atomic>
+#include <memory>
+
 #include "optimus/comm/communicator.hpp"
 #include "optimus/cuda/runtime.hpp"
 
@@ -75,6 +78,8 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<float> barrier_word_;  // one device float for barrier()
   std::shared_ptr<void> staging_;        // host-buffer operations run through it
   std::size_t staging_bytes_ = 0;
+  // Set when a request saw an asynchronous error and aborted comm_ (then it is not destroyed again).
+  std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace optimus
