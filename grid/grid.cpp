@@ -6,12 +6,17 @@
 
 namespace optimus {
 
-Grid Grid::create(Communicator& world, int q) {
+void Grid::check_world_size(int world_size, int q) {
   OPTIMUS_CHECK(q >= 1, "Grid::create: q must be at least 1, got q = ", q);
   const int p = q * q;
+  OPTIMUS_CHECK(world_size % p == 0, "Grid::create: world size ", world_size, " is not dp*q*q for q = ", q,
+                " (q*q = ", p, "); launch a multiple of ", p, " ranks");
+}
+
+Grid Grid::create(Communicator& world, int q) {
+  check_world_size(world.size(), q);
+  const int p = q * q;
   const int n = world.size();
-  OPTIMUS_CHECK(n % p == 0, "Grid::create: world size ", n, " is not dp*q*q for q = ", q, " (q*q = ", p,
-                "); launch a multiple of ", p, " ranks");
   auto s = std::make_unique<detail::GridState>();
   const int r = world.rank();
   s->q = q;

@@ -64,8 +64,7 @@ bool on_device(const void* p) { return p == nullptr || cuda::is_device_pointer(p
 }  // namespace
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& bootstrap, int device) {
-  OPTIMUS_CHECK(device >= 0 && device < cuda::device_count(), "NcclCommunicator: CUDA device ", device,
-                " does not exist (", cuda::device_count(), " devices)");
+  cuda::require_device(device);
   ncclUniqueId id{};
   if (bootstrap.rank() == 0) OPTIMUS_CHECK_NCCL(ncclGetUniqueId(&id));
   static_assert(sizeof(id) % 2 == 0);

@@ -25,6 +25,11 @@ std::string unavailable_reason() {
   return n == 0 ? "no CUDA device" : "";
 }
 
+void require_device(int device) {
+  OPTIMUS_CHECK(device >= 0 && device < device_count(), "CUDA device ", device, " does not exist (", device_count(),
+                " devices; ", unavailable_reason(), ")");
+}
+
 bool is_device_pointer(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -102,8 +107,7 @@ CachingAllocator::Raw device_raw(int device) {
 
 DeviceAllocator::DeviceAllocator(int device)
     : device_(device), cache_(device_raw(device), "CUDA device " + std::to_string(device)) {
-  OPTIMUS_CHECK(device >= 0 && device < device_count(), "CUDA device ", device, " does not exist (",
-                device_count(), " devices; ", unavailable_reason(), ")");
+  require_device(device);
 }
 
 void DeviceMemoryPool::zero(void* p, std::size_t bytes) {

@@ -16,10 +16,7 @@ namespace optimus::cuda {
 
 // Collective over `bootstrap`: throws optimus::Error on every rank if its size is not dp*q*q.
 inline Grid nccl_grid(RankDevice& gpu, Communicator& bootstrap, int q) {
-  // Checked before NCCL starts, with Grid::create's messages.
-  OPTIMUS_CHECK(q >= 1, "Grid::create: q must be at least 1, got q = ", q);
-  OPTIMUS_CHECK(bootstrap.size() % (q * q) == 0, "Grid::create: world size ", bootstrap.size(),
-                " is not dp*q*q for q = ", q, " (q*q = ", q * q, "); launch a multiple of ", q * q, " ranks");
+  Grid::check_world_size(bootstrap.size(), q);  // before NCCL starts
   const std::unique_ptr<NcclCommunicator> world = NcclCommunicator::create(bootstrap, gpu.device.id);
   world->set_compute_stream(gpu.stream.get());
   // The grid's communicators are NCCL splits of `world` (they inherit its compute stream) and outlive it.

@@ -23,8 +23,7 @@ namespace optimus::cuda {
 // so that its stream and memory are created on that device (one process per GPU uses devices other than 0).
 struct CurrentDevice {
   explicit CurrentDevice(int device) : id(device) {
-    OPTIMUS_CHECK(device >= 0 && device < device_count(), "CUDA device ", device, " does not exist (", device_count(),
-                  " devices; ", unavailable_reason(), ")");
+    require_device(device);
     OPTIMUS_CHECK_CUDA(cudaSetDevice(device));
   }
   int id;

@@ -19,6 +19,9 @@ int device_count() noexcept;
 // Why device_count() is 0, for skip messages ("no CUDA driver", "no device", ...); empty if devices exist.
 std::string unavailable_reason();
 
+// Throws optimus::Error "CUDA device N does not exist (M devices; why)" unless 0 <= device < device_count().
+void require_device(int device);
+
 // Whether kernels can use `p` (device or managed memory); false for host memory, also memory CUDA does not know.
 bool is_device_pointer(const void* p);
 

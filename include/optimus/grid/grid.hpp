@@ -45,6 +45,8 @@ class Grid {
  public:
   // Collective over `world`. Throws optimus::Error on every rank if world.size() is not dp*q*q.
   static Grid create(Communicator& world, int q);
+  // The check create() makes first: q >= 1 and a world of dp*q*q ranks, or optimus::Error naming both.
+  static void check_world_size(int world_size, int q);
 
   Grid(Grid&&) noexcept = default;
   Grid& operator=(Grid&&) noexcept = default;
