@@ -20,12 +20,20 @@ void all_reduce_in_place(Communicator& comm, DistMatrix<T>& m) {
                   ReduceOp::sum);
 }
 
-// db += the column sums of dy (db: [1, cols]), where the group's local grid works.
+// The local gradients of both layers, on the group's local grid: dw += x^T dy, db += the column sums of dy.
 template <class T>
-void add_column_sums(const Grid& local, const DistMatrix<T>& dy, DistMatrix<T>& db) {
+void accumulate_grads(const Grid& local, const DistMatrix<T>& x, const DistMatrix<T>& dy, DistMatrix<T>& dw,
+                      DistMatrix<T>& db) {
+  ops::gemm<T>(true, false, T(1), x.local(), dy.local(), T(1), dw.local(), local.queue());
   Tensor<T> partial(db.local().shape(), local.tag(MemoryKind::workspace), Init::none);
   ops::column_sums<T>(dy.local(), partial.view(), local.queue());
   ops::axpby<T>(T(1), std::as_const(partial).view(), T(1), db.local(), local.queue());
+}
+
+template <class T>
+void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
+  ops::fill<T>(dw.local(), T(0), local.queue());
+  ops::fill<T>(db.local(), T(0), local.queue());
 }
 
 }  // namespace
@@ -61,8 +69,7 @@ DistMatrix<T> ColumnParallelLinear<T>::backward(const DistMatrix<T>& dy) {
   DistMatrix<T> dx(group_->local(), dy.rows(), in_);
   ops::gemm<T>(false, true, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
   all_reduce_in_place(group_->tp(), dx);
-  ops::gemm<T>(true, false, T(1), saved_x_->local(), dy.local(), T(1), dw_.local(), group_->local().queue());
-  add_column_sums(group_->local(), dy, db_);
+  accumulate_grads(group_->local(), *saved_x_, dy, dw_, db_);
   saved_x_.reset();
   return dx;
 }
@@ -78,8 +85,7 @@ void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void ColumnParallelLinear<T>::zero_grad() {
-  ops::fill<T>(dw_.local(), T(0), group_->local().queue());
-  ops::fill<T>(db_.local(), T(0), group_->local().queue());
+  zero(group_->local(), dw_, db_);
 }
 
 template <class T>
@@ -110,8 +116,7 @@ DistMatrix<T> RowParallelLinear<T>::backward(const DistMatrix<T>& dy) {
   OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
   DistMatrix<T> dx(group_->local(), dy.rows(), in_ / group_->size());
   ops::gemm<T>(false, true, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
-  ops::gemm<T>(true, false, T(1), saved_x_->local(), dy.local(), T(1), dw_.local(), group_->local().queue());
-  add_column_sums(group_->local(), dy, db_);
+  accumulate_grads(group_->local(), *saved_x_, dy, dw_, db_);
   saved_x_.reset();
   return dx;
 }
@@ -126,8 +131,7 @@ void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void RowParallelLinear<T>::zero_grad() {
-  ops::fill<T>(dw_.local(), T(0), group_->local().queue());
-  ops::fill<T>(db_.local(), T(0), group_->local().queue());
+  zero(group_->local(), dw_, db_);
 }
 
 template class ColumnParallelLinear<float>;

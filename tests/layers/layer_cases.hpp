@@ -18,6 +18,14 @@ reference::Matrix rounded(const reference::Matrix& m) {
   return m.cast<T>().template cast<double>();
 }
 
+// Relative tolerance against the f64 reference: f64 1e-10, f32 1e-4, and f32 whose GEMMs take bf16 operands
+// (mixed precision) 2e-2.
+template <class T>
+double tolerance(ops::GemmMath math) {
+  if (sizeof(T) == 4 && math == ops::GemmMath::bf16) return 2e-2;
+  return sizeof(T) == 4 ? 1e-4 : 1e-10;
+}
+
 // Values drawn from `seed` on for every parameter of `refs` (0.5 x uniform, LayerNorm weights around 1, rounded
 // to T), loaded into the layer and returned by name for the reference.
 // `device`: where the shards live (the grid's device(); null: host memory).

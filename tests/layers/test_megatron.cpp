@@ -35,7 +35,7 @@ void check_block_1d(optimus::Communicator& world, double dropout,
   const Matrix expected = optimus::reference::block_forward(x, w, s.batch, s.heads, rd, cache);
   const optimus::reference::BlockGrads g = optimus::reference::block_backward(cache, w, s.batch, s.heads, rd, dy);
   const bool mixed = sizeof(T) == 4 && math == optimus::ops::GemmMath::bf16;
-  const double tol = mixed ? 2e-2 : sizeof(T) == 4 ? 1e-4 : 1e-10;
+  const double tol = optimus::test::tolerance<T>(math);
 
   world.reset_stats();
   auto y = block.forward(optimus::DistMatrix<T>::from_global(group.local(), x), s.seq, optimus::Pass{6, true});
