@@ -23,12 +23,13 @@ std::size_t count_of(const TensorView<T>& v) {
 // Shape and grid checks shared by the three products. `op` names the product for the message;
 // (m, k) and (kb, n) are op(A)'s and op(B)'s global shapes.
 template <class T>
-void check_operands(const char* op, const DistMatrix<T>& a, const DistMatrix<T>& b, const DistMatrix<T>& c,
+void check_operands(const char* op, const SummaOperand<T>& a, const SummaOperand<T>& b, const DistMatrix<T>& c,
                     std::int64_t m, std::int64_t k, std::int64_t kb, std::int64_t n) {
-  OPTIMUS_CHECK(a.same_grid(b) && a.same_grid(c), op, ": the matrices belong to different grids");
-  OPTIMUS_CHECK(&c != &a && &c != &b, op, ": the output C must not be one of the inputs");
-  OPTIMUS_CHECK(k == kb, op, ": inner dimensions differ: A is ", a.rows(), "x", a.cols(), ", B is ", b.rows(), "x",
-                b.cols(), " (", k, " != ", kb, ")");
+  OPTIMUS_CHECK(a.grid == b.grid && a.grid == &c.grid(), op, ": the matrices belong to different grids");
+  const T* out = std::as_const(c).local().data();
+  OPTIMUS_CHECK(out != a.block.data() && out != b.block.data(), op, ": the output C must not be one of the inputs");
+  OPTIMUS_CHECK(k == kb, op, ": inner dimensions differ: A is ", a.rows, "x", a.cols, ", B is ", b.rows, "x", b.cols,
+                " (", k, " != ", kb, ")");
   OPTIMUS_CHECK(c.rows() == m && c.cols() == n, op, ": C is ", c.rows(), "x", c.cols(), " but the product is ", m,
                 "x", n);
 }
@@ -37,7 +38,8 @@ void check_operands(const char* op, const DistMatrix<T>& a, const DistMatrix<T>&
 MemoryTag scratch_tag(const detail::GridState& g) { return g.tag(MemoryKind::workspace); }
 
 // What a rank multiplies and sends of one operand: its own block (S = T), or for mixed precision (T = float on a
-// grid whose GEMM math is bf16, S = bf16) a bf16 copy of it, made once per product, so that panels move in bf16.
+// grid whose GEMM math is bf16, S = bf16) a bf16 copy of it, made once per product so that panels move in bf16
+// (or the one a SavedOperand kept).
 template <class S>
 struct Operand {
   Tensor<S> copy;             // the bf16 copy; empty when S is the matrix's own type
@@ -45,12 +47,15 @@ struct Operand {
 };
 
 template <class S, class T>
-Operand<S> operand(const detail::GridState& g, const DistMatrix<T>& m) {
+Operand<S> operand(const detail::GridState& g, const SummaOperand<T>& m) {
   if constexpr (std::is_same_v<S, T>) {
-    return {Tensor<S>(), m.local()};
+    OPTIMUS_CHECK(!m.is_bf16, "summa: an operand was saved in bf16 (the grid's GEMM math was bf16) but the grid's "
+                              "GEMM math is no longer bf16; keep the GEMM math fixed from a forward pass to its backward");
+    return {Tensor<S>(), m.block};
   } else {
-    Tensor<S> copy(m.local().shape(), scratch_tag(g), Init::none);
-    ops::to_bf16(m.local(), copy.view(), g.queue);
+    if (m.is_bf16) return {Tensor<S>(), m.bf16_block};
+    Tensor<S> copy(m.block.shape(), scratch_tag(g), Init::none);
+    ops::to_bf16(m.block, copy.view(), g.queue);
     const TensorView<const S> block = std::as_const(copy).view();
     return {std::move(copy), block};  // moving a tensor keeps its storage: `block` stays valid
   }
@@ -106,8 +111,9 @@ bool bf16_operands(const detail::GridState& g) { return g.queue.math == ops::Gem
 
 // AB with operands of type S (see Operand).
 template <class S, class T>
-void summa_ab_with(T alpha, const DistMatrix<T>& a_matrix, const DistMatrix<T>& b_matrix, T beta, DistMatrix<T>& c) {
-  const detail::GridState& g = a_matrix.grid();
+void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<T>& b_matrix, T beta,
+                                 DistMatrix<T>& c) {
+  const detail::GridState& g = *a_matrix.grid;
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   const int buffers = g.overlap && g.q > 1 ? 2 : 1;
   std::vector<Tensor<S>> a_scratch, b_scratch;  // A[i,l]: [m/q, k/q], B[l,j]: [k/q, n/q]
@@ -147,10 +153,10 @@ void summa_ab_with(T alpha, const DistMatrix<T>& a_matrix, const DistMatrix<T>& 
 }
 
 template <class T>
-void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
-  check_operands("summa_ab", a, b, c, a.rows(), a.cols(), b.rows(), b.cols());
+void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
+  check_operands("summa_ab", a, b, c, a.rows, a.cols, b.rows, b.cols);
   if constexpr (bf16_capable<T>) {
-    if (bf16_operands(a.grid())) return summa_ab_with<bf16>(alpha, a, b, beta, c);
+    if (bf16_operands(*a.grid)) return summa_ab_with<bf16>(alpha, a, b, beta, c);
   }
   summa_ab_with<T>(alpha, a, b, beta, c);
 }
@@ -248,9 +254,9 @@ PendingProduct<T>::~PendingProduct() {
 
 // ABT and ATB with operands of type S (see Operand).
 template <class S, class T>
-PendingProduct<T> summa_abt_with(T alpha, const DistMatrix<T>& a_matrix, const DistMatrix<T>& b_matrix, T beta,
+PendingProduct<T> summa_abt_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<T>& b_matrix, T beta,
                                  DistMatrix<T>& c) {
-  const detail::GridState& g = a_matrix.grid();
+  const detail::GridState& g = *a_matrix.grid;
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
   return summa_reduced<S, T>(g, b, *g.col, *g.row, alpha, beta, c,
@@ -261,9 +267,9 @@ PendingProduct<T> summa_abt_with(T alpha, const DistMatrix<T>& a_matrix, const D
 }
 
 template <class S, class T>
-PendingProduct<T> summa_atb_with(T alpha, const DistMatrix<T>& a_matrix, const DistMatrix<T>& b_matrix, T beta,
+PendingProduct<T> summa_atb_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<T>& b_matrix, T beta,
                                  DistMatrix<T>& c) {
-  const detail::GridState& g = a_matrix.grid();
+  const detail::GridState& g = *a_matrix.grid;
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
   return summa_reduced<S, T>(g, a, *g.row, *g.col, alpha, beta, c,
@@ -274,30 +280,30 @@ PendingProduct<T> summa_atb_with(T alpha, const DistMatrix<T>& a_matrix, const D
 }
 
 template <class T>
-PendingProduct<T> summa_abt_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
-  check_operands("summa_abt", a, b, c, a.rows(), a.cols(), b.cols(), b.rows());
+PendingProduct<T> summa_abt_async(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
+  check_operands("summa_abt", a, b, c, a.rows, a.cols, b.cols, b.rows);
   if constexpr (bf16_capable<T>) {
-    if (bf16_operands(a.grid())) return summa_abt_with<bf16>(alpha, a, b, beta, c);
+    if (bf16_operands(*a.grid)) return summa_abt_with<bf16>(alpha, a, b, beta, c);
   }
   return summa_abt_with<T>(alpha, a, b, beta, c);
 }
 
 template <class T>
-PendingProduct<T> summa_atb_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
-  check_operands("summa_atb", a, b, c, a.cols(), a.rows(), b.rows(), b.cols());
+PendingProduct<T> summa_atb_async(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
+  check_operands("summa_atb", a, b, c, a.cols, a.rows, b.rows, b.cols);
   if constexpr (bf16_capable<T>) {
-    if (bf16_operands(a.grid())) return summa_atb_with<bf16>(alpha, a, b, beta, c);
+    if (bf16_operands(*a.grid)) return summa_atb_with<bf16>(alpha, a, b, beta, c);
   }
   return summa_atb_with<T>(alpha, a, b, beta, c);
 }
 
 template <class T>
-void summa_abt(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
+void summa_abt(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
   summa_abt_async(alpha, a, b, beta, c).finish();
 }
 
 template <class T>
-void summa_atb(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c) {
+void summa_atb(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
   summa_atb_async(alpha, a, b, beta, c).finish();
 }
 
@@ -324,11 +330,11 @@ DistMatrix<T> summa_atb(const DistMatrix<T>& a, const DistMatrix<T>& b) {
 
 #define OPTIMUS_INSTANTIATE(T)                                                                     \
   template class PendingProduct<T>;                                                                \
-  template PendingProduct<T> summa_abt_async<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&); \
-  template PendingProduct<T> summa_atb_async<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&); \
-  template void summa_ab<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&);   \
-  template void summa_abt<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&);  \
-  template void summa_atb<T>(T, const DistMatrix<T>&, const DistMatrix<T>&, T, DistMatrix<T>&);  \
+  template PendingProduct<T> summa_abt_async<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&); \
+  template PendingProduct<T> summa_atb_async<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&); \
+  template void summa_ab<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&);   \
+  template void summa_abt<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&);  \
+  template void summa_atb<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&);  \
   template DistMatrix<T> summa_ab<T>(const DistMatrix<T>&, const DistMatrix<T>&);                \
   template DistMatrix<T> summa_abt<T>(const DistMatrix<T>&, const DistMatrix<T>&);               \
   template DistMatrix<T> summa_atb<T>(const DistMatrix<T>&, const DistMatrix<T>&);

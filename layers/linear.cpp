@@ -23,11 +23,15 @@ template <class T>
 DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
   DistMatrix<T> y(x.grid(), x.rows(), out_);
-  summa_ab(T(1), x, w_, T(0), y);
+  if (pass.training) {
+    saved_x_.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dW's
+    summa_ab(T(1), *saved_x_, w_, T(0), y);
+  } else {
+    summa_ab(T(1), x, w_, T(0), y);
+  }
   Tensor<T> bias(Shape{1, out_ / grid_->q()}, grid_->tag(MemoryKind::workspace));
   b_.gather_column_block(bias.view());
   ops::add_row_broadcast<T>(bias.view(), y.local(), grid_->queue());
-  if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
   return y;
 }
 

@@ -27,7 +27,13 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
     OPTIMUS_CHECK(id >= 0 && id < vocab, "cross-entropy: target id ", id, " at position ", t,
                   " is outside the vocabulary [0, ", vocab, ")");
   }
-  DistMatrix<T> probs = summa_abt(x, wte);  // logits, turned into probabilities in place
+  DistMatrix<T> probs(x.grid(), n, vocab);  // logits, turned into probabilities in place
+  if (pass.training) {
+    x_.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dwte's
+    summa_abt(T(1), *x_, wte, T(0), probs);
+  } else {
+    summa_abt(T(1), x, wte, T(0), probs);
+  }
   const std::int64_t rows = probs.local_rows(), v0 = probs.col_offset();
   const MemoryTag work = grid_->tag(MemoryKind::workspace);
   const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);  // where the logits live
@@ -43,25 +49,21 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
   double local_loss = 0;  // this grid row's tokens; identical on the ranks of the row
   for (double l : download(row_loss)) local_loss += l;
   const double loss = grid_->col().all_reduce(local_loss, ReduceOp::sum) / static_cast<double>(n);
-  if (pass.training) {
-    x_ = x.clone_as(MemoryKind::activations);
-    probs_ = probs.clone_as(MemoryKind::activations);
-    targets_ = targets;
+  if (pass.training) {  // dlogits = (softmax - onehot) / N, kept as backward's products take it
+    ops::cross_entropy_backward<T>(probs.local(), all_targets.view(), probs.row_offset(), v0, grid_->queue());
+    dlogits_.emplace(probs, MemoryKind::activations);
   }
   return loss;
 }
 
 template <class T>
 DistMatrix<T> LmHead2D<T>::backward(const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
-  OPTIMUS_CHECK(probs_.has_value(), "cross-entropy: backward without a training forward");
-  DistMatrix<T>& dlogits = *probs_;  // softmax - onehot, over N
-  const Tensor<int> targets = upload(targets_.data(), Shape{dlogits.rows()}, grid_->tag(MemoryKind::workspace));
-  ops::cross_entropy_backward<T>(dlogits.local(), targets.view(), dlogits.row_offset(), dlogits.col_offset(),
-                                 grid_->queue());
-  DistMatrix<T> dx = summa_ab(dlogits, wte);
-  summa_atb(T(1), dlogits, *x_, T(1), dwte);
+  OPTIMUS_CHECK(dlogits_.has_value(), "cross-entropy: backward without a training forward");
+  DistMatrix<T> dx(wte.grid(), dlogits_->rows(), wte.cols());
+  summa_ab(T(1), *dlogits_, wte, T(0), dx);
+  summa_atb(T(1), *dlogits_, *x_, T(1), dwte);
   x_.reset();
-  probs_.reset();
+  dlogits_.reset();
   return dx;
 }
 

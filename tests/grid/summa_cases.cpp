@@ -9,10 +9,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "optimus/core/dtype.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/grid/summa.hpp"
+#include "optimus/grid/summa_operand.hpp"
 #include "optimus/reference/matmul.hpp"
 
 namespace optimus::test {
@@ -192,6 +194,86 @@ void check_summa_bf16(Communicator& world, int q) {
     check_product<float>(grid, p, 0.5f, -2.0f, true);
     check_product<double>(grid, p, -1.5, 0.75);  // f64 products ignore the GEMM math
   }
+}
+
+namespace {
+
+// Products with SavedOperands equal those on the matrices bitwise and move the same bytes; the saved copies are
+// bf16 exactly when the grid's products take bf16 operands, and are counted as the kind they were saved as.
+template <class T>
+void check_saved_products(Grid& grid, ops::GemmMath math) {
+  grid.set_gemm_math(math);
+  const int q = grid.q();
+  const bool in_bf16 = std::is_same_v<T, float> && math == ops::GemmMath::bf16;
+  DistMatrix<T> A(grid, 5 * q, 3 * q), B(grid, 3 * q, 7 * q), Bt(grid, 7 * q, 3 * q), At(grid, 3 * q, 5 * q);
+  A.fill_random(21);
+  B.fill_random(22);
+  Bt.fill_random(23);
+  At.fill_random(24);
+  const std::uint64_t before = grid.memory().current(MemoryKind::activations);
+  const SavedOperand<T> a(A, MemoryKind::activations), b(B, MemoryKind::activations), at(At, MemoryKind::activations);
+  CAPTURE(q);
+  CAPTURE(sizeof(T));
+  CAPTURE(static_cast<int>(math));
+  CHECK(a.is_bf16() == in_bf16);
+  CHECK(a.rows() == 5 * q);
+  CHECK(a.cols() == 3 * q);
+  const std::uint64_t element = in_bf16 ? 2 : sizeof(T);
+  CHECK(grid.memory().current(MemoryKind::activations) - before ==
+        static_cast<std::uint64_t>(A.local().numel() + B.local().numel() + At.local().numel()) * element);
+  // Runs `product` on the matrices, then with saved operands: the same C bit for bit, the same bytes received.
+  auto same = [&](std::int64_t m, std::int64_t n, auto&& product) {
+    DistMatrix<T> plain(grid, m, n), saved(grid, m, n);
+    grid.row().reset_stats();
+    grid.col().reset_stats();
+    product(plain, false);
+    const std::uint64_t bytes = grid.row().stats().bytes_received + grid.col().stats().bytes_received;
+    grid.row().reset_stats();
+    grid.col().reset_stats();
+    product(saved, true);
+    CHECK(grid.row().stats().bytes_received + grid.col().stats().bytes_received == bytes);
+    CHECK(saved.local_to_host() == plain.local_to_host());
+  };
+  same(5 * q, 7 * q, [&](DistMatrix<T>& c, bool s) {
+    if (s) summa_ab(T(1), a, b, T(0), c);
+    else summa_ab(T(1), A, B, T(0), c);
+  });
+  same(5 * q, 7 * q, [&](DistMatrix<T>& c, bool s) {
+    if (s) summa_abt(T(1), a, Bt, T(0), c);
+    else summa_abt(T(1), A, Bt, T(0), c);
+  });
+  same(5 * q, 7 * q, [&](DistMatrix<T>& c, bool s) {
+    if (s) summa_atb(T(1), at, b, T(0), c);
+    else summa_atb(T(1), At, B, T(0), c);
+  });
+  grid.set_gemm_math(ops::GemmMath::f32);
+}
+
+}  // namespace
+
+void check_saved_operands(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    check_saved_products<float>(grid, math);
+    check_saved_products<double>(grid, math);
+  }
+  // bf16 copies are the bf16 roundings of the block.
+  grid.set_gemm_math(ops::GemmMath::bf16);
+  DistMatrix<float> X(grid, 2 * q, 3 * q);
+  X.fill_random(25);
+  const SavedOperand<float> x(X, MemoryKind::activations);
+  REQUIRE(x.bf16_block().device() == Device::cpu);
+  const auto host = X.local_to_host();
+  REQUIRE(x.bf16_block().numel() == host.size());
+  bool all_rounded = true;
+  for (std::int64_t e = 0; e < host.size(); ++e) all_rounded = all_rounded && x.bf16_block().data()[e] == bf16(host.data()[e]);
+  CHECK(all_rounded);
+  // A copy saved in bf16 cannot serve a product whose grid no longer takes bf16 operands.
+  grid.set_gemm_math(ops::GemmMath::f32);
+  DistMatrix<float> Y(grid, 3 * q, q), Z(grid, 2 * q, q);
+  const std::string msg = error_on_every_rank(grid.grid(), [&] { summa_ab(1.0f, x, Y, 0.0f, Z); });
+  CHECK(msg.find("saved in bf16") != std::string::npos);
+  CHECK(msg.find("no longer bf16") != std::string::npos);
 }
 
 void check_bad_input(Communicator& world, int q) {

@@ -22,4 +22,7 @@ TEST_CASE("in-process SUMMA products match Eigen with exact traffic") { on_grids
 TEST_CASE("in-process SUMMA with bf16 operands matches Eigen on the rounded inputs, panels moving in bf16") {
   on_grids(optimus::test::check_summa_bf16);
 }
+TEST_CASE("in-process SUMMA on saved operands: bf16 copies under bf16 math, the same products") {
+  on_grids(optimus::test::check_saved_operands);
+}
 TEST_CASE("in-process bad input gives the same error on every rank") { on_grids(optimus::test::check_bad_input); }

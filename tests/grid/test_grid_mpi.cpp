@@ -21,4 +21,7 @@ TEST_CASE("MPI SUMMA products match Eigen with exact traffic") { on_grids(optimu
 TEST_CASE("MPI SUMMA with bf16 operands matches Eigen on the rounded inputs, panels moving in bf16") {
   on_grids(optimus::test::check_summa_bf16);
 }
+TEST_CASE("MPI SUMMA on saved operands: bf16 copies under bf16 math, the same products") {
+  on_grids(optimus::test::check_saved_operands);
+}
 TEST_CASE("MPI bad input gives the same error on every rank") { on_grids(optimus::test::check_bad_input); }

@@ -3,10 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "layer_cases.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/layers/block.hpp"
+#include "optimus/layers/lm_head.hpp"
 
 namespace {
 void on_grids(void (*check)(optimus::Communicator&, int)) {
@@ -72,4 +75,48 @@ TEST_CASE("activation memory per rank scales as 1/q^2 for a block") {
           " x a quarter); peak including workspaces: q=1 ", peak[1], ", q=2 ", peak[2]);
   CHECK(saved[1] > 0);
   CHECK(static_cast<double>(saved[2]) <= 1.05 * static_cast<double>(saved[1]) / 4.0);
+}
+
+TEST_CASE("bf16 GEMM math keeps the inputs of the GEMMs' backward in bf16") {
+  // What a block and the LM head save for backward, f32 vs bf16 GEMM math: the inputs of the four linears
+  // (c_attn, attn c_proj, c_fc: [N, h]; mlp c_proj: [N, ffn]) and the head's x [N, h] and dlogits [N, vocab] take
+  // 2 bytes instead of 4; the rest (qkv, probabilities, LayerNorm, GELU inputs) stays f32.
+  for (int q : {1, 2}) {
+    CAPTURE(q);
+    optimus::run_in_process(q * q, [&](optimus::Communicator& w) {
+      optimus::Grid grid = optimus::Grid::create(w, q);
+      const optimus::GptConfig config = optimus::test::config_for(q, 1, 0.1);
+      const optimus::test::LayerShapes s = optimus::test::shapes_for(q);
+      const std::int64_t n = s.batch * s.seq;
+      optimus::TransformerBlock2D<float> block(grid, config, 0);
+      optimus::LmHead2D<float> head(grid);
+      optimus::DistMatrix<float> x(grid, n, s.hidden), wte(grid, config.vocab, s.hidden),
+          dwte(grid, config.vocab, s.hidden);
+      x.fill_random(1);
+      wte.fill_random(2);
+      const std::vector<int> targets = optimus::test::random_tokens(n, config.vocab, 3);
+      auto saved_by = [&](optimus::ops::GemmMath math) {
+        grid.set_gemm_math(math);
+        const std::uint64_t before = grid.memory().current(optimus::MemoryKind::activations);
+        optimus::DistMatrix<float> y = block.forward(x, s.seq, optimus::Pass{1, true});
+        const std::uint64_t after_block = grid.memory().current(optimus::MemoryKind::activations);
+        head.forward(y, wte, targets, optimus::Pass{1, true});
+        const std::uint64_t after_head = grid.memory().current(optimus::MemoryKind::activations);
+        block.backward(head.backward(wte, dwte));
+        CHECK(grid.memory().current(optimus::MemoryKind::activations) == before);  // all freed by backward
+        return std::pair{after_block - before, after_head - after_block};
+      };
+      const auto [block_f32, head_f32] = saved_by(optimus::ops::GemmMath::f32);
+      const auto [block_bf16, head_bf16] = saved_by(optimus::ops::GemmMath::bf16);
+      const auto qq = static_cast<std::uint64_t>(q * q);
+      const auto halved = [&](std::int64_t cols) { return 2 * static_cast<std::uint64_t>(n * cols) / qq; };
+      CHECK(block_f32 - block_bf16 == halved(3 * s.hidden + config.ffn));
+      CHECK(head_f32 == 2 * halved(s.hidden + config.vocab));
+      CHECK(head_bf16 == halved(s.hidden + config.vocab));
+      if (w.rank() == 0) {
+        MESSAGE("q=", q, ": a block saves ", block_f32, " bytes per rank with f32 GEMMs, ", block_bf16,
+                " with bf16 GEMMs; the LM head ", head_f32, " and ", head_bf16);
+      }
+    });
+  }
 }

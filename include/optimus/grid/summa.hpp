@@ -19,20 +19,29 @@
 // Mixed precision: on a grid with Grid::set_gemm_math(ops::GemmMath::bf16), f32 products cast each rank's blocks of
 // A and B to bf16 once, broadcast bf16 panels (half the bytes of those matrices) and multiply them with f32
 // accumulation; partial products, their reductions and C stay f32. f64 products are unaffected.
+// An operand may be a SavedOperand: a copy a layer kept for its backward pass, in bf16 under bf16 math; the
+// products then use that copy instead of casting (the same values: results are bitwise the same).
 // Errors (every rank throws the same): inner dimensions or C's shape that do not match, matrices from
-// different grids, C that is also an input.
+// different grids, C that is also an input, an operand saved in bf16 on a grid whose math is no longer bf16.
 //
 // summa_abt_async / summa_atb_async run every GEMM but return with the last step's reduction still in flight, so
 // that the caller can compute something else meanwhile (Linear2D's backward computes dW while dX's reduction
 // runs). C is written by PendingProduct::finish(); the results are bitwise those of the blocking forms.
 #pragma once
 
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/summa_operand.hpp"
 
 namespace optimus {
+
+// A (read-only) operand of the forms with alpha and C: a DistMatrix<T> or a SavedOperand<T> (summa_operand.hpp).
+// T is deduced from alpha and C.
+template <class T>
+using OperandIn = const std::type_identity_t<SummaOperand<T>>&;
 
 // A reduce-based product (ABT or ATB) whose reductions may still be in flight. finish() waits for them and sets
 // C = alpha * (reduced sum) + beta * C. Until then C is unchanged and the operands and C must stay alive.
@@ -70,18 +79,16 @@ class PendingProduct {
 };
 
 template <class T>
-[[nodiscard]] PendingProduct<T> summa_abt_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta,
-                                                DistMatrix<T>& c);
+[[nodiscard]] PendingProduct<T> summa_abt_async(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c);
 template <class T>
-[[nodiscard]] PendingProduct<T> summa_atb_async(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta,
-                                                DistMatrix<T>& c);
+[[nodiscard]] PendingProduct<T> summa_atb_async(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c);
 
 template <class T>
-void summa_ab(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c);
+void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c);
 template <class T>
-void summa_abt(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c);
+void summa_abt(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c);
 template <class T>
-void summa_atb(T alpha, const DistMatrix<T>& a, const DistMatrix<T>& b, T beta, DistMatrix<T>& c);
+void summa_atb(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c);
 
 template <class T>
 DistMatrix<T> summa_ab(const DistMatrix<T>& a, const DistMatrix<T>& b);

@@ -3,7 +3,8 @@
 //   forward : y = summa_ab(x, W); the bias's column block is all-gathered along the grid column.
 //   backward: dx = summa_abt(dy, W); dW += summa_atb(x, dy); db += column sums of dy, reduce-scattered
 //             along the grid column. Gradients accumulate until zero_grad().
-// The saved input is freed as soon as backward has used it.
+// A training forward saves the input as a SavedOperand (bf16 when the grid's GEMM math is bf16: half the bytes,
+// the values the products take); backward frees it as soon as it has used it.
 #pragma once
 
 #include <optional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/summa_operand.hpp"
 #include "optimus/layers/dist_vector.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
@@ -38,7 +40,7 @@ class Linear2D {
   std::int64_t in_, out_, qkv_hidden_;
   DistMatrix<T> w_, dw_;
   DistVector<T> b_, db_;
-  std::optional<DistMatrix<T>> saved_x_;
+  std::optional<SavedOperand<T>> saved_x_;  // [N, in]
 };
 
 extern template class Linear2D<float>;

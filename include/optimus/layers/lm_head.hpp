@@ -3,15 +3,17 @@
 //   x: [N, h]; wte: [vocab, h]; logits: [N, vocab], rank (i, j) holds tokens block i, vocabulary slice j.
 //   Per token: max, sum of exp and the target's logit are row all-reduces (the last two fused into one);
 //   the loss is the mean over the N tokens (a column all-reduce of the rows' sums).
-//   backward: dlogits = (softmax - onehot(target)) / N; dx = dlogits wte (SUMMA AB), dwte += dlogits^T x
-//   (SUMMA ATB).
-// Saved for backward: x and the softmax [N, vocab] (split q*q ways).
+//   backward: dlogits = (softmax - onehot(target)) / N (computed by a training forward); dx = dlogits wte
+//   (SUMMA AB), dwte += dlogits^T x (SUMMA ATB).
+// Saved for backward: x [N, h] and dlogits [N, vocab] (split q*q ways) as SavedOperands: in bf16 when the grid's
+// GEMM math is bf16 (what the products take), half the bytes of f32.
 #pragma once
 
 #include <optional>
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/summa_operand.hpp"
 #include "optimus/layers/pass.hpp"
 
 namespace optimus {
@@ -30,8 +32,7 @@ class LmHead2D {
 
  private:
   const Grid* grid_;
-  std::optional<DistMatrix<T>> x_, probs_;
-  std::vector<int> targets_;
+  std::optional<SavedOperand<T>> x_, dlogits_;
 };
 
 extern template class LmHead2D<float>;
