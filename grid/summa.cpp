@@ -73,9 +73,10 @@ TensorView<S> panel(bool root, const Operand<S>& own, Tensor<S>& scratch) {
 // non-blocking MPI operations progress while the GEMM runs (MPI progresses only inside MPI calls). Both
 // SUMMA modes use the same tiles, so their results stay bitwise identical.
 // S: the operands' type (T, or bf16 with T = float: ops::gemm's mixed-precision overload).
+// `epilogue` (ops::Epilogue) is applied to each tile of C as its GEMM writes it.
 template <class T, class S, class Poll>
 void tiled_gemm(const ops::Queue& queue, Trans trans_a, Trans trans_b, T alpha, TensorView<const S> a,
-                TensorView<const S> b, T beta, TensorView<T> c, Poll&& poll) {
+                TensorView<const S> b, T beta, TensorView<T> c, Poll&& poll, const ops::Epilogue<T>& epilogue = {}) {
   constexpr std::int64_t kTiles = 4, kMinRows = 64;
   const std::int64_t rows = c.size(0);
   // On a GPU the GEMM is asynchronous and communication progresses on its own: one tile.
@@ -85,7 +86,7 @@ void tiled_gemm(const ops::Queue& queue, Trans trans_a, Trans trans_b, T alpha, 
     const TensorView<const S> a_rows =
         trans_a == Trans::no ? a.block(r0, 0, r1 - r0, a.size(1)) : a.block(0, r0, a.size(0), r1 - r0);
     ops::gemm(trans_a == Trans::yes, trans_b == Trans::yes, alpha, a_rows, b, beta, c.block(r0, 0, r1 - r0, c.size(1)),
-              queue);
+              epilogue.rows(r0, r1 - r0), queue);
     if (t + 1 < tiles) poll();
   }
 }
@@ -111,8 +112,8 @@ bool bf16_operands(const detail::GridState& g) { return g.queue.math == ops::Gem
 
 // AB with operands of type S (see Operand).
 template <class S, class T>
-void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<T>& b_matrix, T beta,
-                                 DistMatrix<T>& c) {
+void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<T>& b_matrix, T beta, DistMatrix<T>& c,
+                   const ops::Epilogue<T>& epilogue) {
   const detail::GridState& g = *a_matrix.grid;
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   const int buffers = g.overlap && g.q > 1 ? 2 : 1;
@@ -148,17 +149,23 @@ void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<
     const auto [ap, bp] = panels(l);
     const Timeline::Scope compute(g.timeline, SpanKind::compute);
     tiled_gemm<T, S>(g.queue, Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
-                     [&] { poll_all<2>({&inflight[0], &inflight[1]}); });
+                     [&] { poll_all<2>({&inflight[0], &inflight[1]}); },
+                     l + 1 == g.q ? epilogue : ops::Epilogue<T>{});  // the epilogue with the last GEMM
   }
 }
 
 template <class T>
-void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
+void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c, const ops::Epilogue<T>& epilogue) {
   check_operands("summa_ab", a, b, c, a.rows, a.cols, b.rows, b.cols);
   if constexpr (bf16_capable<T>) {
-    if (bf16_operands(*a.grid)) return summa_ab_with<bf16>(alpha, a, b, beta, c);
+    if (bf16_operands(*a.grid)) return summa_ab_with<bf16>(alpha, a, b, beta, c, epilogue);
   }
-  summa_ab_with<T>(alpha, a, b, beta, c);
+  summa_ab_with<T>(alpha, a, b, beta, c, epilogue);
+}
+
+template <class T>
+void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
+  summa_ab(alpha, a, b, beta, c, ops::Epilogue<T>{});
 }
 
 // The reduce-based products (ABT, ATB): step l broadcasts a panel of `mover` along `bcast` (from the rank
@@ -333,6 +340,7 @@ DistMatrix<T> summa_atb(const DistMatrix<T>& a, const DistMatrix<T>& b) {
   template PendingProduct<T> summa_abt_async<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&); \
   template PendingProduct<T> summa_atb_async<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&); \
   template void summa_ab<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&);   \
+  template void summa_ab<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&, const ops::Epilogue<T>&); \
   template void summa_abt<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&);  \
   template void summa_atb<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&);  \
   template DistMatrix<T> summa_ab<T>(const DistMatrix<T>&, const DistMatrix<T>&);                \

@@ -1,5 +1,5 @@
 // The logic the 2D and 1D layers share, written once over their parts (internal header):
-//   mlp   : y = c_proj(gelu(c_fc(x))), saving c_fc's output for GELU's derivative;
+//   mlp   : y = c_proj(gelu(c_fc(x))), saving GELU's input (c_fc's output) for its derivative;
 //   block : x1 = x + dropout(attn(ln_1(x))), y = x1 + dropout(mlp(ln_2(x1))), and its backward, with dropout
 //           masks regenerated from (seed, step, layer, site).
 #pragma once
@@ -20,11 +20,9 @@ namespace optimus::detail {
 template <class T, class Fc, class Proj>
 DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& x, const Pass& pass,
                           std::optional<DistMatrix<T>>& saved_pre) {
-  DistMatrix<T> pre = c_fc.forward(x, pass);
-  DistMatrix<T> act(pre.grid(), pre.rows(), pre.cols());
-  ops::gelu_forward<T>(pre.local(), act.local(), pre.grid().queue);
-  DistMatrix<T> y = c_proj.forward(act, pass);
-  if (pass.training) saved_pre = pre.clone_as(MemoryKind::activations);
+  GeluOutput<T> fc = c_fc.forward_gelu(x, pass);  // GELU fused into c_fc's GEMM where the device offers it
+  DistMatrix<T> y = c_proj.forward(fc.y, pass);
+  if (pass.training) saved_pre = std::move(fc.pre);
   return y;
 }
 

@@ -1,6 +1,8 @@
 // Linear2D: SUMMA products for the weight, a q*q-split bias.
 #include "optimus/layers/linear.hpp"
 
+#include <utility>
+
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/grid/summa.hpp"
@@ -19,20 +21,38 @@ Linear2D<T>::Linear2D(const Grid& grid, std::string name, std::int64_t in, std::
       b_(grid, out, MemoryKind::parameters, name_.c_str()),
       db_(grid, out, MemoryKind::gradients, name_.c_str()) {}
 
+// y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given: the bias (and GELU) are the epilogue of the
+// product's last GEMM.
 template <class T>
-DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
+void Linear2D<T>::multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
-  DistMatrix<T> y(x.grid(), x.rows(), out_);
-  if (pass.training) {
-    saved_x_.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dW's
-    summa_ab(T(1), *saved_x_, w_, T(0), y);
-  } else {
-    summa_ab(T(1), x, w_, T(0), y);
-  }
   Tensor<T> bias(Shape{1, out_ / grid_->q()}, grid_->tag(MemoryKind::workspace));
   b_.gather_column_block(bias.view());
-  ops::add_row_broadcast<T>(bias.view(), y.local(), grid_->queue());
+  using Kind = typename ops::Epilogue<T>::Kind;
+  const ops::Epilogue<T> epilogue{pre != nullptr ? Kind::bias_gelu : Kind::bias, std::as_const(bias).view(),
+                                  pre != nullptr ? pre->local() : TensorView<T>()};
+  if (pass.training) {
+    saved_x_.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dW's
+    summa_ab(T(1), *saved_x_, w_, T(0), y, epilogue);
+  } else {
+    summa_ab(T(1), x, w_, T(0), y, epilogue);
+  }
+}
+
+template <class T>
+DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
+  DistMatrix<T> y(x.grid(), x.rows(), out_);
+  multiply(x, pass, y, nullptr);
   return y;
+}
+
+template <class T>
+GeluOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass) {
+  GeluOutput<T> out{DistMatrix<T>(x.grid(), x.rows(), out_),
+                    DistMatrix<T>(x.grid(), x.rows(), out_,
+                                  pass.training ? MemoryKind::activations : MemoryKind::workspace)};
+  multiply(x, pass, out.y, &out.pre);
+  return out;
 }
 
 template <class T>

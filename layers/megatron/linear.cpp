@@ -53,14 +53,32 @@ ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, std::string na
       b_(group.local(), 1, out / group.size(), MemoryKind::parameters),
       db_(group.local(), 1, out / group.size(), MemoryKind::gradients) {}
 
+// y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given (the GEMM's epilogue).
+template <class T>
+void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre) {
+  OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
+  using Kind = typename ops::Epilogue<T>::Kind;
+  const ops::Epilogue<T> epilogue{pre != nullptr ? Kind::bias_gelu : Kind::bias, std::as_const(b_).local(),
+                                  pre != nullptr ? pre->local() : TensorView<T>()};
+  ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_->local().queue());
+  if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
+}
+
 template <class T>
 DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
-  OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
   DistMatrix<T> y(group_->local(), x.rows(), out_ / group_->size());
-  ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), group_->local().queue());
-  ops::add_row_broadcast<T>(b_.local(), y.local(), group_->local().queue());
-  if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
+  multiply(x, pass, y, nullptr);
   return y;
+}
+
+template <class T>
+GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass) {
+  const std::int64_t cols = out_ / group_->size();
+  GeluOutput<T> out{DistMatrix<T>(group_->local(), x.rows(), cols),
+                    DistMatrix<T>(group_->local(), x.rows(), cols,
+                                  pass.training ? MemoryKind::activations : MemoryKind::workspace)};
+  multiply(x, pass, out.y, &out.pre);
+  return out;
 }
 
 template <class T>

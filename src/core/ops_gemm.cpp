@@ -23,17 +23,53 @@ void check_product(const char* op, bool trans_a, bool trans_b, const TensorView<
                 ", C is ", c.shape());
 }
 
+// The epilogue's operands: the bias [1, n] and GELU's input [m, n] on C's device, or an error naming them.
+template <class T>
+void check_epilogue(const char* op, const Epilogue<T>& e, const TensorView<T>& c) {
+  using Kind = typename Epilogue<T>::Kind;
+  if (e.kind == Kind::none) return;
+  OPTIMUS_CHECK(e.bias.rank() == 2 && e.bias.size(0) == 1 && e.bias.size(1) == c.size(1), op,
+                ": the epilogue's bias has shape ", e.bias.shape(), ", expected 1x", c.size(1));
+  detail::common_device(op, {{"C", c.device()}, {"bias", e.bias.device()}});
+  if (e.kind == Kind::bias) return;
+  OPTIMUS_CHECK(e.pre.shape() == c.shape(), op, ": GELU's input (pre) has shape ", e.pre.shape(), ", C is ",
+                c.shape());
+  detail::common_device(op, {{"C", c.device()}, {"pre", e.pre.device()}});
+}
+
+// The epilogue applied after the GEMM, where it was not fused: bias, then pre = C and C = gelu(pre).
+template <class T>
+void apply_epilogue(const Epilogue<T>& e, const TensorView<T>& c, const Queue& queue) {
+  using Kind = typename Epilogue<T>::Kind;
+  if (e.kind == Kind::none) return;
+  add_row_broadcast<T>(e.bias, c, queue);
+  if (e.kind == Kind::bias) return;
+  axpby<T>(T(1), TensorView<const T>(c), T(0), e.pre, queue);
+  gelu_forward<T>(TensorView<const T>(e.pre), c, queue);
+}
+
 #if OPTIMUS_HAVE_CUDA
-// cuBLASLt on row-major operands with contiguous rows (the product's shape already checked).
+// cuBLASLt on row-major operands with contiguous rows (the product's shape already checked), with the epilogue fused
+// where cuBLASLt has an algorithm for it and applied after the GEMM otherwise.
 template <class In>
 void lt_gemm(const char* op, cuda::GemmPrecision precision, bool trans_a, bool trans_b, float alpha,
              const TensorView<const In>& a, const TensorView<const In>& b, float beta, const TensorView<float>& c,
-             const Queue& queue) {
+             const Epilogue<float>& epilogue, const Queue& queue) {
   OPTIMUS_CHECK(a.stride(1) == 1 && b.stride(1) == 1 && c.stride(1) == 1, op, ": CUDA operands need contiguous rows");
   OPTIMUS_CHECK(queue.gemm != nullptr, op, ": CUDA operands need the device's GEMM engine in the queue");
+  using Kind = Epilogue<float>::Kind;
   const std::int64_t k = trans_a ? a.size(0) : a.size(1);
-  queue.gemm->run(precision, trans_a, trans_b, c.size(0), c.size(1), k, alpha, a.data(), a.stride(0), b.data(),
-                  b.stride(0), beta, c.data(), c.stride(0), detail::stream_of(queue));
+  cuda::LtEpilogue fused;
+  if (epilogue.kind != Kind::none && epilogue.bias.is_contiguous() &&
+      (epilogue.kind == Kind::bias || epilogue.pre.stride(1) == 1)) {
+    fused.kind = epilogue.kind == Kind::bias ? cuda::LtEpilogue::Kind::bias : cuda::LtEpilogue::Kind::bias_gelu;
+    fused.bias = epilogue.bias.data();
+    fused.pre = epilogue.kind == Kind::bias_gelu ? epilogue.pre.data() : nullptr;
+    fused.ld_pre = epilogue.kind == Kind::bias_gelu ? epilogue.pre.stride(0) : 0;
+  }
+  const bool done = queue.gemm->run(precision, trans_a, trans_b, c.size(0), c.size(1), k, alpha, a.data(), a.stride(0),
+                                    b.data(), b.stride(0), beta, c.data(), c.stride(0), detail::stream_of(queue), fused);
+  if (!done || fused.kind == cuda::LtEpilogue::Kind::none) apply_epilogue(epilogue, c, queue);
 }
 #endif
 
@@ -51,45 +87,60 @@ Tensor<float> widen(const TensorView<const bf16>& x) {
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
-          [[maybe_unused]] Queue queue) {
+          const Epilogue<T>& epilogue, Queue queue) {
   const char* op = "gemm";
+  check_epilogue(op, epilogue, c);
   if constexpr (std::is_same_v<T, float>) {
     if (queue.math == GemmMath::bf16) {
       check_product(op, trans_a, trans_b, a, b, c);
       Tensor<bf16> a16(a.shape(), queue.scratch, Init::none), b16(b.shape(), queue.scratch, Init::none);
       to_bf16(a, a16.view(), queue);
       to_bf16(b, b16.view(), queue);
-      gemm(trans_a, trans_b, alpha, std::as_const(a16).view(), std::as_const(b16).view(), beta, c, queue);
+      gemm(trans_a, trans_b, alpha, std::as_const(a16).view(), std::as_const(b16).view(), beta, c, epilogue, queue);
       return;  // the copies are freed in stream order: the GEMM on the same stream has read them first
     }
   }
   if (!detail::on_cuda<T>(op, {{"A", a.device()}, {"B", b.device()}, {"C", c.device()}})) {
     cpu::gemm<T>(trans_a ? cpu::Trans::yes : cpu::Trans::no, trans_b ? cpu::Trans::yes : cpu::Trans::no, alpha, a, b,
                  beta, c);
+    apply_epilogue(epilogue, c, queue);
     return;
   }
   check_product(op, trans_a, trans_b, a, b, c);
 #if OPTIMUS_HAVE_CUDA
   if constexpr (std::is_same_v<T, float>) {
     lt_gemm(op, queue.math == GemmMath::tf32 ? cuda::GemmPrecision::tf32 : cuda::GemmPrecision::f32, trans_a,
-            trans_b, alpha, a, b, beta, c, queue);
+            trans_b, alpha, a, b, beta, c, epilogue, queue);
   }
 #endif
 }
 
+template <class T>
+void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
+          Queue queue) {
+  gemm(trans_a, trans_b, alpha, a, b, beta, c, Epilogue<T>{}, queue);
+}
+
 void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
-          TensorView<float> c, [[maybe_unused]] Queue queue) {
+          TensorView<float> c, const Epilogue<float>& epilogue, [[maybe_unused]] Queue queue) {
   const char* op = "gemm (bf16 operands)";
   check_product(op, trans_a, trans_b, a, b, c);
+  check_epilogue(op, epilogue, c);
   if (!detail::on_cuda<float>(op, {{"A", a.device()}, {"B", b.device()}, {"C", c.device()}})) {
     const Tensor<float> a32 = widen(a), b32 = widen(b);
     cpu::gemm<float>(trans_a ? cpu::Trans::yes : cpu::Trans::no, trans_b ? cpu::Trans::yes : cpu::Trans::no, alpha,
                      a32.view(), b32.view(), beta, c);
+    apply_epilogue(epilogue, c, queue);
     return;
   }
 #if OPTIMUS_HAVE_CUDA
-  lt_gemm(op, cuda::GemmPrecision::bf16_to_f32, trans_a, trans_b, alpha, a, b, beta, c, queue);
+  lt_gemm(op, cuda::GemmPrecision::bf16_to_f32, trans_a, trans_b, alpha, a, b, beta, c, epilogue, queue);
 #endif
+}
+
+void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
+          TensorView<float> c, Queue queue) {
+  gemm(trans_a, trans_b, alpha, a, b, beta, c, Epilogue<float>{}, queue);
 }
 
 void to_bf16(TensorView<const float> x, TensorView<bf16> y, [[maybe_unused]] Queue queue) {
@@ -112,5 +163,9 @@ template void gemm<float>(bool, bool, float, TensorView<const float>, TensorView
                           TensorView<float>, Queue);
 template void gemm<double>(bool, bool, double, TensorView<const double>, TensorView<const double>, double,
                            TensorView<double>, Queue);
+template void gemm<float>(bool, bool, float, TensorView<const float>, TensorView<const float>, float,
+                          TensorView<float>, const Epilogue<float>&, Queue);
+template void gemm<double>(bool, bool, double, TensorView<const double>, TensorView<const double>, double,
+                           TensorView<double>, const Epilogue<double>&, Queue);
 
 }  // namespace optimus::ops

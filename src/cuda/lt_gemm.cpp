@@ -1,6 +1,7 @@
 // cuBLASLt matmul for row-major operands.
 #include "optimus/cuda/lt_gemm.hpp"
 
+#include <cstdint>
 #include <memory>
 
 namespace optimus::cuda {
@@ -51,9 +52,38 @@ LtGemm::~LtGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-void LtGemm::run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+namespace {
+
+// Sets the epilogue's attributes on `op`; false when cuBLASLt cannot take it: an f32 epilogue on a bf16 output, a
+// GELU input whose leading dimension is not a multiple of 8 elements, or pointers not 16-byte aligned.
+bool set_epilogue(const Operation& op, GemmPrecision precision, const LtEpilogue& e) {
+  if (e.kind == LtEpilogue::Kind::none) return true;
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (precision == GemmPrecision::bf16 || !aligned(e.bias)) return false;
+  if (e.kind == LtEpilogue::Kind::bias_gelu && (e.ld_pre % 8 != 0 || !aligned(e.pre))) return false;
+  const cublasLtEpilogue_t kind =
+      e.kind == LtEpilogue::Kind::bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const cudaDataType_t f32 = CUDA_R_32F;
+  OPTIMUS_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind)));
+  OPTIMUS_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof(f32)));
+  OPTIMUS_CHECK_CUBLAS(
+      cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof(e.bias)));
+  if (e.kind == LtEpilogue::Kind::bias_gelu) {
+    OPTIMUS_CHECK_CUBLAS(
+        cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.pre, sizeof(e.pre)));
+    OPTIMUS_CHECK_CUBLAS(
+        cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &e.ld_pre, sizeof(e.ld_pre)));
+    OPTIMUS_CHECK_CUBLAS(
+        cublasLtMatmulDescSetAttribute(op.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &f32, sizeof(f32)));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool LtGemm::run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                  float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
-                 std::int64_t ldc, cudaStream_t stream) {
+                 std::int64_t ldc, cudaStream_t stream, const LtEpilogue& epilogue) {
   OPTIMUS_CHECK(m > 0 && n > 0 && k > 0, "LtGemm: empty product ", m, "x", k, " * ", k, "x", n);
   const bool bf16_in = precision == GemmPrecision::bf16 || precision == GemmPrecision::bf16_to_f32;
   const cudaDataType_t in = bf16_in ? CUDA_R_16BF : CUDA_R_32F;
@@ -61,19 +91,25 @@ void LtGemm::run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64
   const cublasComputeType_t compute =
       precision == GemmPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   // Column-major view: C^T [n, m] = op(B)^T [n, k] * op(A)^T [k, m]. The first operand is B's storage, which
-  // column-major is [n, k] when B is not transposed (row-major [k, n]) and [k, n] when it is.
+  // column-major is [n, k] when B is not transposed (row-major [k, n]) and [k, n] when it is. Row-major C's columns
+  // are the column-major result's rows: a bias per column of C is cuBLASLt's bias per row of D, of length n.
   const Layout first(in, trans_b ? k : n, trans_b ? n : k, ldb);
   const Layout second(in, trans_a ? m : k, trans_a ? k : m, lda);
   const Layout result(out, n, m, ldc);
   const Operation op(compute, trans_b, trans_a);
+  const bool fused = epilogue.kind != LtEpilogue::Kind::none;
+  if (!set_epilogue(op, precision, epilogue)) return false;
   const Preference preference(workspace_bytes_);
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  OPTIMUS_CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle_, op.desc, first.desc, second.desc, result.desc,
-                                                      result.desc, preference.desc, 1, &heuristic, &found));
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, op.desc, first.desc, second.desc, result.desc,
+                                                               result.desc, preference.desc, 1, &heuristic, &found);
+  if (fused && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return false;  // not offered: the caller applies it
+  OPTIMUS_CHECK_CUBLAS(status);
   OPTIMUS_CHECK(found > 0, "LtGemm: cuBLASLt has no algorithm for ", m, "x", n, "x", k);
   OPTIMUS_CHECK_CUBLAS(cublasLtMatmul(handle_, op.desc, &alpha, b, first.desc, a, second.desc, &beta, c, result.desc,
                                       c, result.desc, &heuristic.algo, workspace_, workspace_bytes_, stream));
+  return true;
 }
 
 }  // namespace optimus::cuda

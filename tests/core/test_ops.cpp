@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "optimus/core/ops.hpp"
@@ -100,4 +101,65 @@ TEST_CASE("mixed-precision GEMM: bf16 operands (strided, transposed), f32 accumu
                        doctest::Contains("op(A) is 3x4, op(B) is 3x2"), optimus::Error);
   CHECK_THROWS_WITH_AS(ops::to_bf16(a, TensorView<bf16>(a16.data(), Shape{4, 3})), doctest::Contains("to_bf16"),
                        optimus::Error);
+}
+
+TEST_CASE("GEMM epilogues: bias, and bias then GELU with GELU's input kept, on f32, f64 and bf16 operands") {
+  namespace ops = optimus::ops;
+  using optimus::bf16;
+  // C [3, 4] = 0.5 A [3, 2] B [2, 4] - C0 (+ bias [1, 4]; then GELU, pre = its input).
+  std::vector<double> a(6), b(8), c0(12), bias(4);
+  for (std::size_t e = 0; e < a.size(); ++e) a[e] = 0.3 - 0.17 * static_cast<double>(e);
+  for (std::size_t e = 0; e < b.size(); ++e) b[e] = -0.4 + 0.11 * static_cast<double>(e);
+  for (std::size_t e = 0; e < c0.size(); ++e) c0[e] = 0.05 * static_cast<double>(e) - 0.2;
+  for (std::size_t e = 0; e < bias.size(); ++e) bias[e] = 0.7 - 0.6 * static_cast<double>(e);
+  auto check = [&]<class T>(T, bool bf16_operands) {
+    CAPTURE(sizeof(T));
+    CAPTURE(bf16_operands);
+    std::vector<T> at(a.begin(), a.end()), bt(b.begin(), b.end()), biast(bias.begin(), bias.end());
+    std::vector<bf16> a16(6), b16(8);
+    for (std::size_t e = 0; e < 6; ++e) a16[e] = bf16(static_cast<float>(a[e]));
+    for (std::size_t e = 0; e < 8; ++e) b16[e] = bf16(static_cast<float>(b[e]));
+    const TensorView<const T> av(at.data(), Shape{3, 2}), bv(bt.data(), Shape{2, 4}), biasv(biast.data(), Shape{1, 4});
+    // The product alone, and with each epilogue.
+    auto product = [&](std::vector<T>& c, const ops::Epilogue<T>& epilogue) {
+      c.assign(c0.begin(), c0.end());
+      const TensorView<T> cv(c.data(), Shape{3, 4});
+      if constexpr (std::is_same_v<T, float>) {
+        if (bf16_operands) {
+          ops::gemm(false, false, 0.5f, TensorView<const bf16>(a16.data(), Shape{3, 2}),
+                    TensorView<const bf16>(b16.data(), Shape{2, 4}), -1.0f, cv, epilogue);
+          return;
+        }
+      }
+      ops::gemm<T>(false, false, T(0.5), av, bv, T(-1), cv, epilogue);
+    };
+    using Kind = typename ops::Epilogue<T>::Kind;
+    std::vector<T> plain, with_bias, with_gelu, pre(12, T(99));
+    product(plain, {});
+    product(with_bias, {Kind::bias, biasv, {}});
+    product(with_gelu, {Kind::bias_gelu, biasv, TensorView<T>(pre.data(), Shape{3, 4})});
+    bool all = true;
+    for (std::size_t e = 0; e < 12; ++e) {
+      const T x = plain[e] + biast[e % 4];
+      const T gelu = T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+      all = all && with_bias[e] == x && pre[e] == x && std::abs(with_gelu[e] - gelu) <= T(1e-6) * (1 + std::abs(gelu));
+    }
+    CHECK(all);
+    CHECK(with_gelu[0] != with_bias[0]);  // GELU really applied
+    // An epilogue of the wrong shape, or on another device, is refused.
+    std::vector<T> c(12);
+    const TensorView<T> cv(c.data(), Shape{3, 4});
+    CHECK_THROWS_WITH_AS(ops::gemm<T>(false, false, T(1), av, bv, T(0), cv,
+                                      {Kind::bias, TensorView<const T>(biast.data(), Shape{1, 3}), {}}),
+                         doctest::Contains("the epilogue's bias has shape [1, 3], expected 1x4"), optimus::Error);
+    CHECK_THROWS_WITH_AS(ops::gemm<T>(false, false, T(1), av, bv, T(0), cv,
+                                      {Kind::bias_gelu, biasv, TensorView<T>(pre.data(), Shape{4, 3})}),
+                         doctest::Contains("GELU's input (pre) has shape [4, 3], C is [3, 4]"), optimus::Error);
+    CHECK_THROWS_WITH_AS(ops::gemm<T>(false, false, T(1), av, bv, T(0), cv,
+                                      {Kind::bias, TensorView<const T>(biast.data(), Shape{1, 4}, Device::cuda), {}}),
+                         doctest::Contains("(C on cpu, bias on cuda)"), optimus::Error);
+  };
+  check(0.0f, false);
+  check(0.0, false);
+  check(0.0f, true);
 }

@@ -276,6 +276,33 @@ void check_saved_operands(Communicator& world, int q) {
   CHECK(msg.find("no longer bf16") != std::string::npos);
 }
 
+void check_summa_epilogue(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  // 256 rows per rank: the CPU GEMM runs in row tiles, each with its own slice of the epilogue.
+  const std::int64_t m = 256 * q, k = 3 * q, n = 4 * q;
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    grid.set_gemm_math(math);
+    DistMatrix<float> A(grid, m, k), B(grid, k, n), bias(grid, q, n);
+    A.fill_random(31);
+    B.fill_random(32);
+    bias.fill_random(33);
+    Tensor<float> row(Shape{1, n / q});  // this rank's columns of the bias: row 0 of its column's first block
+    const auto bias_host = bias.local_to_host();
+    for (std::int64_t c = 0; c < n / q; ++c) row.data()[c] = bias_host(0, c);
+    using Kind = ops::Epilogue<float>::Kind;
+    // Expected: the plain product, then the bias and GELU as separate operations.
+    DistMatrix<float> expected(grid, m, n), expected_pre(grid, m, n), got(grid, m, n), pre(grid, m, n);
+    summa_ab(1.0f, A, B, 0.0f, expected_pre);
+    ops::add_row_broadcast<float>(std::as_const(row).view(), expected_pre.local());
+    ops::gelu_forward<float>(std::as_const(expected_pre).local(), expected.local());
+    summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias_gelu, std::as_const(row).view(), pre.local()});
+    CHECK(pre.local_to_host() == expected_pre.local_to_host());
+    CHECK(got.local_to_host() == expected.local_to_host());
+    summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias, std::as_const(row).view(), {}});
+    CHECK(got.local_to_host() == expected_pre.local_to_host());
+  }
+}
+
 void check_bad_input(Communicator& world, int q) {
   // A world size that is not dp*q*q.
   for (int bad_q = 2; bad_q <= 4; ++bad_q) {

@@ -17,6 +17,8 @@ void check_summa_bf16(Communicator& world, int q);
 // SavedOperand: kept in bf16 exactly under bf16 math (counted at 2 bytes), products on it bitwise those on the
 // matrix with the same traffic; refused once the grid's math is no longer bf16.
 void check_saved_operands(Communicator& world, int q);
+// summa_ab with a bias / bias + GELU epilogue equals the product followed by those operations, bitwise.
+void check_summa_epilogue(Communicator& world, int q);
 // Bad input: every rank throws the same optimus::Error naming the values.
 void check_bad_input(Communicator& world, int q);
 

@@ -24,4 +24,5 @@ TEST_CASE("MPI SUMMA with bf16 operands matches Eigen on the rounded inputs, pan
 TEST_CASE("MPI SUMMA on saved operands: bf16 copies under bf16 math, the same products") {
   on_grids(optimus::test::check_saved_operands);
 }
+TEST_CASE("MPI SUMMA AB with a bias and GELU epilogue") { on_grids(optimus::test::check_summa_epilogue); }
 TEST_CASE("MPI bad input gives the same error on every rank") { on_grids(optimus::test::check_bad_input); }

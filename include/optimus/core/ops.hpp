@@ -44,6 +44,27 @@ void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView
 // operands are widened to f32 exactly; contiguous rows on the GPU, cuBLASLt bf16 -> f32).
 void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
           TensorView<float> c, Queue queue = {});
+// What a GEMM does to its result before storing it: fused into the GEMM where cuBLASLt offers it, applied right after
+// it otherwise (on the CPU always; the same values up to rounding):
+//   none      : C = alpha op(A) op(B) + beta C
+//   bias      : C = alpha op(A) op(B) + beta C + bias                    bias: [1, n], added to every row
+//   bias_gelu : pre = alpha op(A) op(B) + beta C + bias; C = gelu(pre)   pre: [m, n] (GELU's input, for its derivative)
+template <class T>
+struct Epilogue {
+  enum class Kind { none, bias, bias_gelu };
+  Kind kind = Kind::none;
+  TensorView<const T> bias;  // [1, n] unless none
+  TensorView<T> pre;         // [m, n] for bias_gelu
+  // The epilogue of rows [r0, r0 + rows) of C.
+  Epilogue rows(std::int64_t r0, std::int64_t count) const {
+    return {kind, bias, kind == Kind::bias_gelu ? pre.block(r0, 0, count, pre.size(1)) : pre};
+  }
+};
+template <class T>
+void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
+          const Epilogue<T>& epilogue, Queue queue = {});
+void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
+          TensorView<float> c, const Epilogue<float>& epilogue, Queue queue = {});
 // y = bf16(x), rounding to nearest even (x, y: the same shape; any row strides on the CPU, contiguous on the GPU).
 void to_bf16(TensorView<const float> x, TensorView<bf16> y, Queue queue = {});
 

@@ -23,6 +23,17 @@ namespace optimus::cuda {
 
 enum class GemmPrecision { f32, tf32, bf16, bf16_to_f32 };
 
+// What cuBLASLt applies to the row-major result C[m, n] in the GEMM's own kernel: nothing; bias[n] added to every
+// row (CUBLASLT_EPILOGUE_BIAS); or the bias, then GELU (tanh form) with its input written to pre[m, n], leading
+// dimension ld_pre (CUBLASLT_EPILOGUE_GELU_AUX_BIAS). f32 bias and pre: the f32 output precisions only.
+struct LtEpilogue {
+  enum class Kind { none, bias, bias_gelu };
+  Kind kind = Kind::none;
+  const float* bias = nullptr;
+  float* pre = nullptr;
+  std::int64_t ld_pre = 0;
+};
+
 class LtGemm {
  public:
   // The workspace comes from `allocator` once, at construction.
@@ -32,9 +43,11 @@ class LtGemm {
   ~LtGemm();
 
   // a: op(A) is [m, k]; b: op(B) is [k, n]; c: [m, n]; leading dimensions in elements; device pointers.
-  void run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+  // With an epilogue, returns false without running anything when cuBLASLt offers no algorithm for it (or its
+  // operands do not meet cuBLASLt's alignment): the caller then applies it after a plain GEMM. Otherwise true.
+  bool run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
            float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
-           std::int64_t ldc, cudaStream_t stream);
+           std::int64_t ldc, cudaStream_t stream, const LtEpilogue& epilogue = {});
 
  private:
   DeviceAllocator* allocator_;

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "optimus/core/ops.hpp"
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/summa_operand.hpp"
 
@@ -85,6 +86,10 @@ template <class T>
 
 template <class T>
 void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c);
+// The same, with an epilogue (a bias, or a bias and GELU: ops::Epilogue, on C's local block [m/q, n/q]) applied to C
+// by the last step's GEMM: fused into it where cuBLASLt offers it.
+template <class T>
+void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c, const ops::Epilogue<T>& epilogue);
 template <class T>
 void summa_abt(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c);
 template <class T>

@@ -1,6 +1,7 @@
 // optimus::Linear2D: y = x W + b on the q x q grid (DESIGN.md section 5).
 //   x: [N, in], W: [in, out] in q x q blocks, b: [out] split in q*q pieces (DistVector), y: [N, out].
-//   forward : y = summa_ab(x, W); the bias's column block is all-gathered along the grid column.
+//   forward : y = summa_ab(x, W) + b; the bias's column block is all-gathered along the grid column and added by
+//             the product's last GEMM (fused on the GPU where cuBLASLt offers it), as is GELU in forward_gelu.
 //   backward: dx = summa_abt(dy, W); dW += summa_atb(x, dy); db += column sums of dy, reduce-scattered
 //             along the grid column. Gradients accumulate until zero_grad().
 // A training forward saves the input as a SavedOperand (bf16 when the grid's GEMM math is bf16: half the bytes,
@@ -14,6 +15,7 @@
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/summa_operand.hpp"
 #include "optimus/layers/dist_vector.hpp"
+#include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
 
@@ -26,6 +28,8 @@ class Linear2D {
   Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden = 0);
 
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  // y = gelu(x W + b) and GELU's input pre = x W + b (counted as activations in training, for GELU's derivative).
+  GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass);
   DistMatrix<T> backward(const DistMatrix<T>& dy);
 
   void parameters(std::vector<ParameterRef<T>>& out);
@@ -35,6 +39,8 @@ class Linear2D {
   std::int64_t out() const { return out_; }
 
  private:
+  void multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre);
+
   const Grid* grid_;
   std::string name_;
   std::int64_t in_, out_, qkv_hidden_;

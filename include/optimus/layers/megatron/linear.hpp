@@ -1,6 +1,7 @@
 // Megatron's column- and row-parallel linear layers, y = x W + b, over a Group of p ranks.
 //   ColumnParallelLinear: W [in, out] split by columns (rank r: [in, out/p]), b likewise.
-//     forward : x [N, in] replicated -> y [N, out/p], no communication.
+//     forward : x [N, in] replicated -> y [N, out/p], no communication; the bias (and GELU in forward_gelu) is
+//               the GEMM's epilogue.
 //     backward: dx = dy W^T is partial on each rank -> one all-reduce of [N, in] (Megatron's f operator).
 //   RowParallelLinear: W split by rows (rank r: [in/p, out]), b [out] replicated.
 //     forward : x [N, in/p] -> partial x W, one all-reduce of [N, out] (Megatron's g operator), + b.
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
+#include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/megatron/group.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
@@ -25,11 +27,15 @@ class ColumnParallelLinear {
   ColumnParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out,
                        std::int64_t qkv_hidden = 0);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  // y = gelu(x W + b) and GELU's input pre = x W + b, both [N, out/p] (pre counted as activations in training).
+  GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass);
   DistMatrix<T> backward(const DistMatrix<T>& dy);
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
+  void multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre);
+
   const Group* group_;
   std::string name_;
   std::int64_t in_, out_, qkv_hidden_;
