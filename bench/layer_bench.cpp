@@ -149,9 +149,10 @@ RankResult run_rank(Communicator& world, int q, const Settings& s) {
   auto synchronize = [&] {
     if (gpu) gpu->stream.synchronize();
   };
-  auto raw_allocations = [&] {  // the rank's tensors and its in-process staging area
+  auto raw_allocations = [&] {  // the rank's tensors, its in-process staging area and its pinned host buffers
     return gpu ? static_cast<double>(gpu->memory.allocator().stats().raw_allocations +
-                                     gpu->staging->raw_allocations())
+                                     gpu->staging->raw_allocations() +
+                                     static_cast<std::size_t>(gpu->memory.staging().pinned_allocations()))
                : 0.0;
   };
 #else

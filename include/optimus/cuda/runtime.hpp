@@ -59,6 +59,30 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
+// Copies between pageable host memory and the device through two page-locked (pinned) host buffers of
+// `chunk_bytes`, allocated with cudaMallocHost on first use and kept: chunk by chunk, the host memcpy of one buffer
+// overlaps the DMA of the other, on `stream`. Other copies (device to device, pinned host memory, host to host) go
+// directly. Every copy is complete when copy() returns. One user at a time (a rank's DeviceMemoryPool).
+class PinnedStaging {
+ public:
+  explicit PinnedStaging(std::size_t chunk_bytes = std::size_t{1} << 20) : chunk_(chunk_bytes) {}
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+  ~PinnedStaging();
+
+  void copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream);
+  // cudaMallocHost calls so far: 2 after the first staged copy, and no more (tests assert it).
+  int pinned_allocations() const { return allocations_; }
+
+ private:
+  void ensure_buffers();
+
+  std::size_t chunk_;
+  void* buffers_[2] = {nullptr, nullptr};
+  cudaEvent_t drained_[2] = {nullptr, nullptr};  // the buffer's last DMA is complete
+  int allocations_ = 0;
+};
+
 // Device memory through a CachingAllocator over cudaMalloc/cudaFree: no cudaMalloc in the steady state of a
 // training step (stats().raw_allocations stays constant), and an out-of-memory error that names the request
 // and cudaMemGetInfo's free and total bytes.
@@ -78,7 +102,8 @@ class DeviceAllocator {
 // DeviceMemory (optimus/core/device_memory.hpp) on one device: tensors placed here take their bytes from a
 // DeviceAllocator, so a repeated step makes no cudaMalloc. zero() is ordered on `stream`; copy() is too and
 // completes before it returns. Every kernel that uses these tensors must run on `stream` (or wait for it): a
-// released block is handed out again in stream order.
+// released block is handed out again in stream order. Copies from or to pageable host memory go through pinned
+// staging buffers (PinnedStaging).
 class DeviceMemoryPool final : public DeviceMemory {
  public:
   explicit DeviceMemoryPool(int device, cudaStream_t stream = nullptr) : allocator_(device), stream_(stream) {}
@@ -91,10 +116,12 @@ class DeviceMemoryPool final : public DeviceMemory {
 
   DeviceAllocator& allocator() { return allocator_; }
   cudaStream_t stream() const { return stream_; }
+  const PinnedStaging& staging() const { return staging_; }
 
  private:
   DeviceAllocator allocator_;
   cudaStream_t stream_;
+  PinnedStaging staging_;
 };
 
 }  // namespace optimus::cuda
