@@ -39,7 +39,7 @@ MemoryTag scratch_tag(const detail::GridState& g) { return g.tag(MemoryKind::wor
 
 // What a rank multiplies and sends of one operand: its own block (S = T), or for mixed precision (T = float on a
 // grid whose GEMM math is bf16, S = bf16) a bf16 copy of it, made once per product so that panels move in bf16
-// (or the one a SavedOperand kept).
+// (or the one a SavedActivation kept).
 template <class S>
 struct Operand {
   Tensor<S> copy;             // the bf16 copy; empty when S is the matrix's own type

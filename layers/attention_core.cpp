@@ -44,34 +44,46 @@ struct Tiles {
 
 template <class T>
 void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
-                            TensorView<T> probs, TensorView<T> merged) {
+                            ProbsStore<T> probs, TensorView<T> merged) {
   const Tiles<T> tiles{g};
   const std::int64_t s = g.seq;
   const ops::Queue& queue = grid.queue;
   const MemoryTag work = grid.tag(MemoryKind::workspace);
+  const bool half = probs.half.data() != nullptr;
   Tensor<T> scores(Shape{s, s}, work, Init::none), kept(Shape{s, s}, work, Init::none);
+  // A tile's f32 probabilities, when they are kept in bf16.
+  Tensor<T> tile = half ? Tensor<T>(Shape{s, s}, work, Init::none) : Tensor<T>();
   for (std::int64_t b = 0; b < g.batches; ++b) {
     for (std::int64_t t = 0; t < g.heads; ++t) {
-      const TensorView<T> p = tiles.probs(probs, b, t);
+      const TensorView<T> p = half ? tile.view() : tiles.probs(probs.full, b, t);
       ops::gemm<T>(false, true, T(1), tiles.part(qkv, 0, b, t), tiles.part(qkv, 1, b, t), T(0), scores.view(), queue);
       ops::causal_softmax_forward<T>(std::as_const(scores).view(), tiles.scale, p, queue);
       ops::gemm<T>(false, false, T(1), tiles.kept(p, kept, b, t, queue), tiles.part(qkv, 2, b, t), T(0),
                    tiles.part(merged, 0, b, t), queue);
+      if constexpr (std::is_same_v<T, float>) {
+        if (half) ops::to_bf16(TensorView<const T>(p), tiles.probs(probs.half, b, t), queue);
+      }
     }
   }
 }
 
 template <class T>
 void attention_core_backward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
-                             TensorView<const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv) {
+                             ProbsStore<T, const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv) {
   const Tiles<T> tiles{g};
   const std::int64_t s = g.seq;
   const ops::Queue& queue = grid.queue;
   const MemoryTag work = grid.tag(MemoryKind::workspace);
+  const bool half = probs.half.data() != nullptr;
   Tensor<T> kept(Shape{s, s}, work, Init::none), dp(Shape{s, s}, work, Init::none), ds(Shape{s, s}, work, Init::none);
+  Tensor<T> tile = half ? Tensor<T>(Shape{s, s}, work, Init::none) : Tensor<T>();  // a tile widened from bf16
   for (std::int64_t b = 0; b < g.batches; ++b) {
     for (std::int64_t t = 0; t < g.heads; ++t) {
-      const TensorView<const T> p = tiles.probs(probs, b, t), dout = tiles.part(dmerged, 0, b, t);
+      if constexpr (std::is_same_v<T, float>) {
+        if (half) ops::to_f32(tiles.probs(probs.half, b, t), tile.view(), queue);
+      }
+      const TensorView<const T> p = half ? std::as_const(tile).view() : tiles.probs(probs.full, b, t);
+      const TensorView<const T> dout = tiles.part(dmerged, 0, b, t);
       const TensorView<const T> q = tiles.part(qkv, 0, b, t), k = tiles.part(qkv, 1, b, t);
       const TensorView<const T> v = tiles.part(qkv, 2, b, t);
       // dV = kept^T dout; dP = (dout V^T) * mask; dS = softmax'(dP); dQ = dS K; dK = dS^T Q.
@@ -87,9 +99,9 @@ void attention_core_backward(const AttentionGeometry& g, const GridState& grid, 
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                  \
   template void attention_core_forward<T>(const AttentionGeometry&, const GridState&, TensorView<const T>,       \
-                                          TensorView<T>, TensorView<T>);                                         \
+                                          ProbsStore<T>, TensorView<T>);                                         \
   template void attention_core_backward<T>(const AttentionGeometry&, const GridState&, TensorView<const T>,      \
-                                           TensorView<const T>, TensorView<const T>, TensorView<T>);
+                                           ProbsStore<T, const T>, TensorView<const T>, TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -1,7 +1,8 @@
 // The attention of one rank's block, shared by the 2D and 1D layers: for each of its sequences and each of
 // its heads, causal softmax(Q K^T / sqrt(d)) with dropout, times V — no communication.
 //   qkv   : [batches*seq, 3*width], columns [Q | K | V] each `width` = heads*d wide (this rank's heads)
-//   probs : [batches*heads*seq, seq], row (b*heads + t)*seq + query, softmax before dropout (saved)
+//   probs : [batches*heads*seq, seq], row (b*heads + t)*seq + query, softmax before dropout (saved; in bf16 under
+//           mixed precision, see ProbsStore)
 //   merged: [batches*seq, width], head-major columns
 // Dropout masks use global indices: row ((first_batch + b)*total_heads + first_head + t)*seq + query.
 // The work is tile by tile, one [seq, seq] tile per (sequence, head), through optimus::ops (GEMMs, causal
@@ -9,6 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+
+#include "optimus/core/dtype.hpp"
 
 #include "optimus/core/rng.hpp"
 #include "optimus/core/tensor.hpp"
@@ -23,12 +27,21 @@ struct AttentionGeometry {
   CounterRng rng{0};  // the attention-probability dropout stream
 };
 
-template <class T>
-void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
-                            TensorView<T> probs, TensorView<T> merged);
+// Where the probabilities are kept: in T, or in bf16 under mixed precision (SavedActivation<T>::keeps_bf16); the
+// other view is empty. Both [batches*heads*seq, seq].
+template <class T, class P = T>
+struct ProbsStore {
+  TensorView<P> full;
+  TensorView<std::conditional_t<std::is_const_v<P>, const bf16, bf16>> half;
+};
 
 template <class T>
+void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+                            ProbsStore<T> probs, TensorView<T> merged);
+
+// With bf16 probabilities, the backward works on their widening: the bf16 rounding of the forward's values.
+template <class T>
 void attention_core_backward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
-                             TensorView<const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv);
+                             ProbsStore<T, const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv);
 
 }  // namespace optimus::detail

@@ -19,18 +19,19 @@ namespace optimus::detail {
 
 template <class T, class Fc, class Proj>
 DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& x, const Pass& pass,
-                          std::optional<DistMatrix<T>>& saved_pre) {
+                          std::optional<SavedActivation<T>>& saved_pre) {
   GeluOutput<T> fc = c_fc.forward_gelu(x, pass);  // GELU fused into c_fc's GEMM where the device offers it
   DistMatrix<T> y = c_proj.forward(fc.y, pass);
-  if (pass.training) saved_pre = std::move(fc.pre);
+  if (pass.training) saved_pre.emplace(std::move(fc.pre), MemoryKind::activations);  // bf16 under mixed precision
   return y;
 }
 
 template <class T, class Fc, class Proj>
-DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& dy, std::optional<DistMatrix<T>>& saved_pre) {
+DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& dy, std::optional<SavedActivation<T>>& saved_pre) {
   OPTIMUS_CHECK(saved_pre.has_value(), "mlp: backward without a training forward");
   DistMatrix<T> dact = c_proj.backward(dy);
-  ops::gelu_backward<T>(saved_pre->local(), dact.local(), dact.local(), saved_pre->grid().queue);
+  Tensor<T> widened;  // GELU's input in T when kept in bf16
+  ops::gelu_backward<T>(saved_pre->values(widened), dact.local(), dact.local(), saved_pre->grid().queue);
   saved_pre.reset();
   return c_fc.backward(dact);
 }
@@ -42,14 +43,19 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const Dis
                                 std::int64_t merged_cols, const AttentionGeometry& g, const Pass& pass,
                                 AttentionSaved<T>& saved) {
   DistMatrix<T> qkv = c_attn.forward(x, pass);
-  Tensor<T> probs(Shape{g.batches * g.heads * g.seq, g.seq},
-                  x.grid().tag(pass.training ? MemoryKind::activations : MemoryKind::workspace), Init::none);
+  const Shape all_tiles{g.batches * g.heads * g.seq, g.seq};
+  const bool half = pass.training && SavedActivation<T>::keeps_bf16(x.grid());  // probabilities kept in bf16
+  const MemoryTag probs_tag = x.grid().tag(pass.training ? MemoryKind::activations : MemoryKind::workspace);
+  Tensor<T> probs = half ? Tensor<T>() : Tensor<T>(all_tiles, probs_tag, Init::none);
+  Tensor<bf16> probs_bf16 = half ? Tensor<bf16>(all_tiles, probs_tag, Init::none) : Tensor<bf16>();
   DistMatrix<T> merged(x.grid(), x.rows(), merged_cols);
-  attention_core_forward<T>(g, x.grid(), std::as_const(qkv).local(), probs.view(), merged.local());
+  attention_core_forward<T>(g, x.grid(), std::as_const(qkv).local(), {probs.view(), probs_bf16.view()},
+                            merged.local());
   DistMatrix<T> y = c_proj.forward(merged, pass);
   if (pass.training) {
-    saved.qkv = qkv.clone_as(MemoryKind::activations);
+    saved.qkv.emplace(std::move(qkv), MemoryKind::activations);
     saved.probs = std::move(probs);
+    saved.probs_bf16 = std::move(probs_bf16);
     saved.seq = g.seq;
     saved.step = pass.step;
   }
@@ -62,10 +68,13 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, const Di
                                  const AttentionGeometry& g, AttentionSaved<T>& saved) {
   const DistMatrix<T> dmerged = c_proj.backward(dy);
   DistMatrix<T> dqkv(dy.grid(), dy.rows(), saved.qkv->cols());
-  attention_core_backward<T>(g, dy.grid(), std::as_const(*saved.qkv).local(), std::as_const(saved.probs).view(),
+  Tensor<T> widened;  // qkv in T when kept in bf16
+  attention_core_backward<T>(g, dy.grid(), saved.qkv->values(widened),
+                             {std::as_const(saved.probs).view(), std::as_const(saved.probs_bf16).view()},
                              dmerged.local(), dqkv.local());
   saved.qkv.reset();
   saved.probs.reset();
+  saved.probs_bf16.reset();
   return c_attn.backward(dqkv);
 }
 

@@ -43,7 +43,7 @@ DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) 
   ops::layernorm_normalize<T>(x.local(), row_sum.view(), sq_dev.view(), gamma.view(), beta.view(), hidden_,
                               xhat.local(), rstd.view(), y.local(), grid_->queue());
   if (pass.training) {
-    xhat_ = std::move(xhat);
+    xhat_.emplace(std::move(xhat), kept);  // bf16 under mixed precision
     rstd_ = std::move(rstd);
   }
   return y;
@@ -59,14 +59,15 @@ DistMatrix<T> LayerNorm2D<T>::backward(const DistMatrix<T>& dy) {
 
   // dgamma = sum_rows dy * xhat, dbeta = sum_rows dy (reduce-scattered into the pieces), and the row sums of
   // dxhat and dxhat*xhat over all h features (one all-reduce of 2 * rows values).
-  Tensor<T> sums(Shape{2 * rows}, work, Init::none);
-  ops::layernorm_backward_partials<T>(dy.local(), std::as_const(*xhat_).local(), gamma.view(), dgamma.view(),
+  Tensor<T> sums(Shape{2 * rows}, work, Init::none), widened;  // widened: xhat in T when kept in bf16
+  const TensorView<const T> xhat = xhat_->values(widened);
+  ops::layernorm_backward_partials<T>(dy.local(), xhat, gamma.view(), dgamma.view(),
                                       dbeta.view(), sums.view(), grid_->queue());
   dgamma_.add_reduced_column_block(dgamma.view());
   dbeta_.add_reduced_column_block(dbeta.view());
   grid_->row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
   DistMatrix<T> dx(dy.grid(), dy.rows(), dy.cols());
-  ops::layernorm_backward_dx<T>(dy.local(), std::as_const(*xhat_).local(), gamma.view(), std::as_const(rstd_).view(),
+  ops::layernorm_backward_dx<T>(dy.local(), xhat, gamma.view(), std::as_const(rstd_).view(),
                                 sums.view(), hidden_, dx.local(), grid_->queue());
   xhat_.reset();
   rstd_.reset();

@@ -76,10 +76,7 @@ void lt_gemm(const char* op, cuda::GemmPrecision precision, bool trans_a, bool t
 // x widened to a contiguous f32 matrix (exact: every bf16 is a float).
 Tensor<float> widen(const TensorView<const bf16>& x) {
   Tensor<float> out(x.shape(), MemoryTag{}, Init::none);
-  float* o = out.data();
-  for (std::int64_t r = 0; r < x.size(0); ++r) {
-    for (std::int64_t c = 0; c < x.size(1); ++c) *o++ = static_cast<float>(x(r, c));
-  }
+  to_f32(x, out.view());
   return out;
 }
 
@@ -143,19 +140,38 @@ void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, Ten
   gemm(trans_a, trans_b, alpha, a, b, beta, c, Epilogue<float>{}, queue);
 }
 
-void to_bf16(TensorView<const float> x, TensorView<bf16> y, [[maybe_unused]] Queue queue) {
-  const char* op = "to_bf16";
+namespace {
+
+// A conversion between f32 and bf16 (y = x, rounded to nearest even or widened exactly): its checks, and the work
+// itself on the CPU (any row strides). Returns false, having done nothing, when the operands are on the GPU.
+template <class From, class To>
+bool convert_on_cpu(const char* op, const TensorView<const From>& x, const TensorView<To>& y) {
   OPTIMUS_CHECK(x.shape() == y.shape() && x.rank() == 2, op, ": x is ", x.shape(), ", y is ", y.shape(),
                 " (expected two matrices of one shape)");
-  if (!detail::on_cuda<float>(op, {{"x", x.device()}, {"y", y.device()}})) {
-    for (std::int64_t r = 0; r < x.size(0); ++r) {
-      for (std::int64_t c = 0; c < x.size(1); ++c) y(r, c) = bf16(x(r, c));
-    }
-    return;
+  if (detail::on_cuda<float>(op, {{"x", x.device()}, {"y", y.device()}})) return false;
+  for (std::int64_t r = 0; r < x.size(0); ++r) {
+    for (std::int64_t c = 0; c < x.size(1); ++c) y(r, c) = static_cast<To>(x(r, c));
   }
+  return true;
+}
+
+}  // namespace
+
+void to_bf16(TensorView<const float> x, TensorView<bf16> y, [[maybe_unused]] Queue queue) {
+  const char* op = "to_bf16";
+  if (convert_on_cpu(op, x, y)) return;
   OPTIMUS_CHECK(x.stride(1) == 1 && y.is_contiguous(), op, ": on CUDA x needs contiguous rows and y contiguity");
 #if OPTIMUS_HAVE_CUDA
   cuda::to_bf16_rows(x.data(), x.stride(0), y.data(), x.size(0), x.size(1), detail::stream_of(queue));
+#endif
+}
+
+void to_f32(TensorView<const bf16> x, TensorView<float> y, [[maybe_unused]] Queue queue) {
+  const char* op = "to_f32";
+  if (convert_on_cpu(op, x, y)) return;
+  OPTIMUS_CHECK(x.is_contiguous() && y.is_contiguous(), op, ": on CUDA x and y must be contiguous");
+#if OPTIMUS_HAVE_CUDA
+  cuda::to_f32(x.data(), y.data(), x.numel(), detail::stream_of(queue));
 #endif
 }
 

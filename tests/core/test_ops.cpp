@@ -101,6 +101,20 @@ TEST_CASE("mixed-precision GEMM: bf16 operands (strided, transposed), f32 accumu
                        doctest::Contains("op(A) is 3x4, op(B) is 3x2"), optimus::Error);
   CHECK_THROWS_WITH_AS(ops::to_bf16(a, TensorView<bf16>(a16.data(), Shape{4, 3})), doctest::Contains("to_bf16"),
                        optimus::Error);
+  // Back to f32: exact, into a strided window.
+  std::vector<float> wide(18, -7.0f);
+  ops::to_f32(a16v, TensorView<float>(wide.data() + 2, Shape{3, 4}, Shape{6, 1}));
+  bool exact = true;
+  for (int r = 0; r < 3; ++r) {
+    for (int col = 0; col < 4; ++col) {
+      exact = exact && wide[static_cast<std::size_t>(r * 6 + col + 2)] ==
+                           static_cast<float>(a16[static_cast<std::size_t>(r * 4 + col)]);
+    }
+  }
+  CHECK(exact);
+  CHECK(wide[0] == -7.0f);  // outside the window: untouched
+  CHECK_THROWS_WITH_AS(ops::to_f32(a16v, TensorView<float>(wide.data(), Shape{4, 3})), doctest::Contains("to_f32"),
+                       optimus::Error);
 }
 
 TEST_CASE("GEMM epilogues: bias, and bias then GELU with GELU's input kept, on f32, f64 and bf16 operands") {

@@ -14,7 +14,7 @@
 #include "optimus/core/dtype.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/grid/summa.hpp"
-#include "optimus/grid/summa_operand.hpp"
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/reference/matmul.hpp"
 
 namespace optimus::test {
@@ -198,7 +198,7 @@ void check_summa_bf16(Communicator& world, int q) {
 
 namespace {
 
-// Products with SavedOperands equal those on the matrices bitwise and move the same bytes; the saved copies are
+// Products with SavedActivations equal those on the matrices bitwise and move the same bytes; the saved copies are
 // bf16 exactly when the grid's products take bf16 operands, and are counted as the kind they were saved as.
 template <class T>
 void check_saved_products(Grid& grid, ops::GemmMath math) {
@@ -211,7 +211,7 @@ void check_saved_products(Grid& grid, ops::GemmMath math) {
   Bt.fill_random(23);
   At.fill_random(24);
   const std::uint64_t before = grid.memory().current(MemoryKind::activations);
-  const SavedOperand<T> a(A, MemoryKind::activations), b(B, MemoryKind::activations), at(At, MemoryKind::activations);
+  const SavedActivation<T> a(A, MemoryKind::activations), b(B, MemoryKind::activations), at(At, MemoryKind::activations);
   CAPTURE(q);
   CAPTURE(sizeof(T));
   CAPTURE(static_cast<int>(math));
@@ -261,13 +261,45 @@ void check_saved_operands(Communicator& world, int q) {
   grid.set_gemm_math(ops::GemmMath::bf16);
   DistMatrix<float> X(grid, 2 * q, 3 * q);
   X.fill_random(25);
-  const SavedOperand<float> x(X, MemoryKind::activations);
+  const SavedActivation<float> x(X, MemoryKind::activations);
   REQUIRE(x.bf16_block().device() == Device::cpu);
   const auto host = X.local_to_host();
   REQUIRE(x.bf16_block().numel() == host.size());
   bool all_rounded = true;
   for (std::int64_t e = 0; e < host.size(); ++e) all_rounded = all_rounded && x.bf16_block().data()[e] == bf16(host.data()[e]);
   CHECK(all_rounded);
+  // values(): the bf16 copy widened (exactly) to f32, in a workspace scratch.
+  Tensor<float> scratch;
+  const TensorView<const float> widened = x.values(scratch);
+  CHECK(widened.data() == scratch.data());
+  bool all_widened = true;
+  for (std::int64_t r = 0; r < widened.size(0); ++r) {
+    for (std::int64_t c = 0; c < widened.size(1); ++c) {
+      all_widened = all_widened && widened(r, c) == static_cast<float>(bf16(host(r, c)));
+    }
+  }
+  CHECK(all_widened);
+  // From a matrix given up: cast under bf16 math (the f32 block freed), adopted without a copy otherwise when it is
+  // already counted as the kind asked for, copied when it is not.
+  const std::uint64_t before = grid.memory().current(MemoryKind::activations);
+  DistMatrix<float> given(grid, 2 * q, 3 * q, MemoryKind::activations);
+  const SavedActivation<float> cast(std::move(given), MemoryKind::activations);
+  CHECK(cast.is_bf16());
+  CHECK(grid.memory().current(MemoryKind::activations) - before == static_cast<std::uint64_t>(6 * 2));
+  grid.set_gemm_math(ops::GemmMath::f32);
+  DistMatrix<float> adopted_matrix(grid, 2 * q, 3 * q, MemoryKind::activations), copied_matrix(grid, 2 * q, 3 * q);
+  adopted_matrix.fill_random(26);
+  const float* adopted_data = adopted_matrix.local().data();
+  const auto adopted_values = adopted_matrix.local_to_host();
+  const SavedActivation<float> adopted(std::move(adopted_matrix), MemoryKind::activations);
+  CHECK_FALSE(adopted.is_bf16());
+  CHECK(adopted.block().data() == adopted_data);
+  CHECK(adopted.values(scratch).data() == adopted_data);
+  const float* copied_data = copied_matrix.local().data();
+  const SavedActivation<float> copied(std::move(copied_matrix), MemoryKind::activations);
+  CHECK(copied.block().data() != copied_data);
+  CHECK(grid.memory().current(MemoryKind::activations) - before == static_cast<std::uint64_t>(6 * 2 + 2 * 6 * 4));
+  CHECK(adopted_values == Eigen::Map<const DistMatrix<float>::Matrix>(adopted.block().data(), 2, 3));
   // A copy saved in bf16 cannot serve a product whose grid no longer takes bf16 operands.
   grid.set_gemm_math(ops::GemmMath::f32);
   DistMatrix<float> Y(grid, 3 * q, q), Z(grid, 2 * q, q);

@@ -14,7 +14,7 @@ void check_summa(Communicator& world, int q);
 // Mixed precision (GemmMath::bf16): f32 products with bf16 operands, panels moving as bf16, against Eigen on the
 // bf16-rounded inputs; f64 products unchanged.
 void check_summa_bf16(Communicator& world, int q);
-// SavedOperand: kept in bf16 exactly under bf16 math (counted at 2 bytes), products on it bitwise those on the
+// SavedActivation: kept in bf16 exactly under bf16 math (counted at 2 bytes), products on it bitwise those on the
 // matrix with the same traffic; refused once the grid's math is no longer bf16.
 void check_saved_operands(Communicator& world, int q);
 // summa_ab with a bias / bias + GELU epilogue equals the product followed by those operations, bitwise.

@@ -77,10 +77,11 @@ TEST_CASE("activation memory per rank scales as 1/q^2 for a block") {
   CHECK(static_cast<double>(saved[2]) <= 1.05 * static_cast<double>(saved[1]) / 4.0);
 }
 
-TEST_CASE("bf16 GEMM math keeps the inputs of the GEMMs' backward in bf16") {
-  // What a block and the LM head save for backward, f32 vs bf16 GEMM math: the inputs of the four linears
-  // (c_attn, attn c_proj, c_fc: [N, h]; mlp c_proj: [N, ffn]) and the head's x [N, h] and dlogits [N, vocab] take
-  // 2 bytes instead of 4; the rest (qkv, probabilities, LayerNorm, GELU inputs) stays f32.
+TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
+  // What a block and the LM head save for backward, f32 vs bf16 GEMM math. Per token of a block: the inputs of the
+  // four linears (3h + ffn), qkv (3h), LayerNorm's xhat (2h) and GELU's input (ffn), and per sequence and head the
+  // s x s probabilities, all split q*q ways: 4 bytes each in f32, 2 in bf16; LayerNorm's 1/std (2 per token, split
+  // q ways) stays f32. The head keeps x [N, h] and dlogits [N, vocab].
   for (int q : {1, 2}) {
     CAPTURE(q);
     optimus::run_in_process(q * q, [&](optimus::Communicator& w) {
@@ -109,13 +110,16 @@ TEST_CASE("bf16 GEMM math keeps the inputs of the GEMMs' backward in bf16") {
       const auto [block_f32, head_f32] = saved_by(optimus::ops::GemmMath::f32);
       const auto [block_bf16, head_bf16] = saved_by(optimus::ops::GemmMath::bf16);
       const auto qq = static_cast<std::uint64_t>(q * q);
-      const auto halved = [&](std::int64_t cols) { return 2 * static_cast<std::uint64_t>(n * cols) / qq; };
-      CHECK(block_f32 - block_bf16 == halved(3 * s.hidden + config.ffn));
-      CHECK(head_f32 == 2 * halved(s.hidden + config.vocab));
-      CHECK(head_bf16 == halved(s.hidden + config.vocab));
+      const auto split = static_cast<std::uint64_t>(n * (8 * s.hidden + 2 * config.ffn) + s.batch * s.heads * s.seq * s.seq) / qq;
+      const auto rstd = static_cast<std::uint64_t>(2 * n / q) * 4;
+      CHECK(block_f32 == 4 * split + rstd);
+      CHECK(block_bf16 == 2 * split + rstd);
+      const auto head_split = static_cast<std::uint64_t>(n * (s.hidden + config.vocab)) / qq;
+      CHECK(head_f32 == 4 * head_split);
+      CHECK(head_bf16 == 2 * head_split);
       if (w.rank() == 0) {
-        MESSAGE("q=", q, ": a block saves ", block_f32, " bytes per rank with f32 GEMMs, ", block_bf16,
-                " with bf16 GEMMs; the LM head ", head_f32, " and ", head_bf16);
+        MESSAGE("q=", q, ": a block saves ", block_f32, " bytes per rank in f32, ", block_bf16,
+                " in mixed precision; the LM head ", head_f32, " and ", head_bf16);
       }
     });
   }

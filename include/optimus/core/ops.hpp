@@ -67,6 +67,8 @@ void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, Ten
           TensorView<float> c, const Epilogue<float>& epilogue, Queue queue = {});
 // y = bf16(x), rounding to nearest even (x, y: the same shape; any row strides on the CPU, contiguous on the GPU).
 void to_bf16(TensorView<const float> x, TensorView<bf16> y, Queue queue = {});
+// y = float(x), exact (x, y: the same shape; any row strides on the CPU, contiguous on the GPU).
+void to_f32(TensorView<const bf16> x, TensorView<float> y, Queue queue = {});
 
 // ---- element-wise (CPU: optimus/core/kernels.hpp, any row stride; CUDA: contiguous) -------------------------
 // y = value; y = alpha x + beta y; y[r, :] += row; out[0, :] = sum over rows of x; GELU (tanh form) and its

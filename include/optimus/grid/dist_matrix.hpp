@@ -8,6 +8,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <utility>
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
@@ -54,12 +55,15 @@ class DistMatrix {
   DistMatrix clone_as(MemoryKind kind) const;  // counted as `kind`
   // Frees the local block (and its count); the matrix keeps its shape but must not be used until reassigned.
   void release() { local_.reset(); }
+  // Moves the local block out (with its memory count); the same caveat as release().
+  Tensor<T> take_local() { return std::move(local_); }
   DistMatrix(DistMatrix&&) noexcept = default;
   DistMatrix& operator=(DistMatrix&&) noexcept = default;
   DistMatrix(const DistMatrix&) = delete;
   DistMatrix& operator=(const DistMatrix&) = delete;
 
   std::int64_t rows() const { return rows_; }
+  MemoryKind kind() const { return local_.tag().kind; }  // how the grid's tracker counts the block
   std::int64_t cols() const { return cols_; }
   std::int64_t local_rows() const { return local_.size(0); }
   std::int64_t local_cols() const { return local_.size(1); }

@@ -19,7 +19,7 @@
 // Mixed precision: on a grid with Grid::set_gemm_math(ops::GemmMath::bf16), f32 products cast each rank's blocks of
 // A and B to bf16 once, broadcast bf16 panels (half the bytes of those matrices) and multiply them with f32
 // accumulation; partial products, their reductions and C stay f32. f64 products are unaffected.
-// An operand may be a SavedOperand: a copy a layer kept for its backward pass, in bf16 under bf16 math; the
+// An operand may be a SavedActivation: a copy a layer kept for its backward pass, in bf16 under bf16 math; the
 // products then use that copy instead of casting (the same values: results are bitwise the same).
 // Errors (every rank throws the same): inner dimensions or C's shape that do not match, matrices from
 // different grids, C that is also an input, an operand saved in bf16 on a grid whose math is no longer bf16.
@@ -29,17 +29,36 @@
 // runs). C is written by PendingProduct::finish(); the results are bitwise those of the blocking forms.
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "optimus/core/dtype.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/grid/dist_matrix.hpp"
-#include "optimus/grid/summa_operand.hpp"
+#include "optimus/grid/saved_activation.hpp"
 
 namespace optimus {
 
-// A (read-only) operand of the forms with alpha and C: a DistMatrix<T> or a SavedOperand<T> (summa_operand.hpp).
+// What a product reads of one operand (non-owning; the matrix must outlive the product's call, and a pending
+// product's finish()). Converts implicitly from both kinds of operand.
+template <class T>
+struct SummaOperand {
+  SummaOperand(const DistMatrix<T>& m)  // NOLINT(google-explicit-constructor): a DistMatrix is an operand
+      : grid(&m.grid()), rows(m.rows()), cols(m.cols()), block(m.local()) {}
+  SummaOperand(const SavedActivation<T>& s)  // NOLINT(google-explicit-constructor): so is a saved one
+      : grid(&s.grid()), rows(s.rows()), cols(s.cols()), is_bf16(s.is_bf16()), block(s.block()),
+        bf16_block(s.bf16_block()) {}
+
+  const detail::GridState* grid;
+  std::int64_t rows, cols;
+  bool is_bf16 = false;               // only a bf16 copy is kept
+  TensorView<const T> block;          // [rows/q, cols/q] unless is_bf16
+  TensorView<const bf16> bf16_block;  // [rows/q, cols/q] when is_bf16
+};
+
+// A (read-only) operand of the forms with alpha and C: a DistMatrix<T> or a SavedActivation<T> (saved_activation.hpp).
 // T is deduced from alpha and C.
 template <class T>
 using OperandIn = const std::type_identity_t<SummaOperand<T>>&;

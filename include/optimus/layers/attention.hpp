@@ -8,17 +8,20 @@
 #pragma once
 
 #include "optimus/layers/dropout.hpp"
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/linear.hpp"
 
 namespace optimus {
 namespace detail {
 struct AttentionGeometry;
 
-// What attention (2D or 1D) saves for backward: qkv [N, 3h] (this rank's heads) and the softmax probabilities.
+// What attention (2D or 1D) saves for backward: qkv [N, 3h] (this rank's heads) and the softmax probabilities,
+// both in bf16 under mixed precision (SavedActivation<T>::keeps_bf16).
 template <class T>
 struct AttentionSaved {
-  std::optional<DistMatrix<T>> qkv;
-  Tensor<T> probs;  // [sequences * heads * s, s] of this rank
+  std::optional<SavedActivation<T>> qkv;
+  Tensor<T> probs;          // [sequences * heads * s, s] of this rank, unless kept in bf16
+  Tensor<bf16> probs_bf16;  // the same, in bf16
   std::int64_t seq = 0;
   std::uint64_t step = 0;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/dist_vector.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
@@ -32,7 +33,7 @@ class LayerNorm2D {
   std::string name_;
   std::int64_t hidden_;
   DistVector<T> gamma_, beta_, dgamma_, dbeta_;
-  std::optional<DistMatrix<T>> xhat_;  // [N, h] saved
+  std::optional<SavedActivation<T>> xhat_;  // [N, h] saved (bf16 under mixed precision)
   Tensor<T> rstd_;                     // [N/q] saved
 };
 

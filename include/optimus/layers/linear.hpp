@@ -4,7 +4,7 @@
 //             the product's last GEMM (fused on the GPU where cuBLASLt offers it), as is GELU in forward_gelu.
 //   backward: dx = summa_abt(dy, W); dW += summa_atb(x, dy); db += column sums of dy, reduce-scattered
 //             along the grid column. Gradients accumulate until zero_grad().
-// A training forward saves the input as a SavedOperand (bf16 when the grid's GEMM math is bf16: half the bytes,
+// A training forward saves the input as a SavedActivation (bf16 when the grid's GEMM math is bf16: half the bytes,
 // the values the products take); backward frees it as soon as it has used it.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
-#include "optimus/grid/summa_operand.hpp"
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/dist_vector.hpp"
 #include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/parameter.hpp"
@@ -46,7 +46,7 @@ class Linear2D {
   std::int64_t in_, out_, qkv_hidden_;
   DistMatrix<T> w_, dw_;
   DistVector<T> b_, db_;
-  std::optional<SavedOperand<T>> saved_x_;  // [N, in]
+  std::optional<SavedActivation<T>> saved_x_;  // [N, in]
 };
 
 extern template class Linear2D<float>;

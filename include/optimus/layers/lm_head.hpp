@@ -5,7 +5,7 @@
 //   the loss is the mean over the N tokens (a column all-reduce of the rows' sums).
 //   backward: dlogits = (softmax - onehot(target)) / N (computed by a training forward); dx = dlogits wte
 //   (SUMMA AB), dwte += dlogits^T x (SUMMA ATB).
-// Saved for backward: x [N, h] and dlogits [N, vocab] (split q*q ways) as SavedOperands: in bf16 when the grid's
+// Saved for backward: x [N, h] and dlogits [N, vocab] (split q*q ways) as SavedActivations: in bf16 when the grid's
 // GEMM math is bf16 (what the products take), half the bytes of f32.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
-#include "optimus/grid/summa_operand.hpp"
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/pass.hpp"
 
 namespace optimus {
@@ -32,7 +32,7 @@ class LmHead2D {
 
  private:
   const Grid* grid_;
-  std::optional<SavedOperand<T>> x_, dlogits_;
+  std::optional<SavedActivation<T>> x_, dlogits_;
 };
 
 extern template class LmHead2D<float>;

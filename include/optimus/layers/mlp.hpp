@@ -2,6 +2,7 @@
 // Saved for backward: the c_fc output [N, ffn] (for GELU's derivative), plus what each Linear2D saves.
 #pragma once
 
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/linear.hpp"
 
 namespace optimus {
@@ -19,7 +20,7 @@ class MLP2D {
 
  private:
   Linear2D<T> c_fc_, c_proj_;
-  std::optional<DistMatrix<T>> pre_;  // [N, ffn]
+  std::optional<SavedActivation<T>> pre_;  // [N, ffn]
 };
 
 extern template class MLP2D<float>;

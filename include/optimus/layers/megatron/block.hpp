@@ -10,6 +10,7 @@
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/tensor.hpp"
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/attention.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/layernorm.hpp"
@@ -48,7 +49,7 @@ class MLP1D {
  private:
   ColumnParallelLinear<T> c_fc_;
   RowParallelLinear<T> c_proj_;
-  std::optional<DistMatrix<T>> pre_;  // [N, ffn/p]
+  std::optional<SavedActivation<T>> pre_;  // [N, ffn/p]
 };
 
 template <class T>

@@ -1,0 +1,63 @@
+// SavedActivation: a block kept for the backward pass, in bf16 under mixed precision.
+#include "optimus/grid/saved_activation.hpp"
+
+#include <type_traits>
+#include <utility>
+
+#include "optimus/core/device_memory.hpp"
+#include "optimus/core/ops.hpp"
+
+namespace optimus {
+
+template <class T>
+bool SavedActivation<T>::keeps_bf16(const detail::GridState& grid) {
+  return std::is_same_v<T, float> && grid.queue.math == ops::GemmMath::bf16;
+}
+
+template <class T>
+SavedActivation<T>::SavedActivation(const DistMatrix<T>& m, MemoryKind kind)
+    : grid_(&m.grid()), rows_(m.rows()), cols_(m.cols()), is_bf16_(keeps_bf16(m.grid())) {
+  keep(m.local(), kind);
+}
+
+template <class T>
+SavedActivation<T>::SavedActivation(DistMatrix<T>&& m, MemoryKind kind)
+    : grid_(&m.grid()), rows_(m.rows()), cols_(m.cols()), is_bf16_(keeps_bf16(m.grid())) {
+  if (!is_bf16_ && m.kind() == kind) {
+    block_ = m.take_local();
+    return;
+  }
+  keep(std::as_const(m).local(), kind);
+  m.release();
+}
+
+template <class T>
+void SavedActivation<T>::keep(TensorView<const T> local, MemoryKind kind) {
+  const MemoryTag tag = grid_->tag(kind);
+  if constexpr (std::is_same_v<T, float>) {
+    if (is_bf16_) {
+      bf16_block_ = Tensor<bf16>(local.shape(), tag, Init::none);
+      ops::to_bf16(local, bf16_block_.view(), grid_->queue);
+      return;
+    }
+  }
+  block_ = Tensor<T>(local.shape(), tag, Init::none);
+  copy_bytes(block_.device_memory(), block_.data(), local.data(), block_.bytes());
+}
+
+template <class T>
+TensorView<const T> SavedActivation<T>::values(Tensor<T>& scratch) const {
+  if constexpr (std::is_same_v<T, float>) {
+    if (is_bf16_) {
+      scratch = Tensor<T>(bf16_block_.shape(), grid_->tag(MemoryKind::workspace), Init::none);
+      ops::to_f32(bf16_block_.view(), scratch.view(), grid_->queue);
+      return std::as_const(scratch).view();
+    }
+  }
+  return block_.view();
+}
+
+template class SavedActivation<float>;
+template class SavedActivation<double>;
+
+}  // namespace optimus
