@@ -13,6 +13,7 @@
 #include "block_model.hpp"
 #include "commands.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
 #include "optimus/layers/block.hpp"
 #include "optimus/layers/megatron/block.hpp"
 #include "optimus/reference/gpt.hpp"
@@ -27,6 +28,7 @@ namespace {
 
 struct Config {
   bool two_d;
+  ops::GemmMath math;  // f32, or bf16 operands (mixed precision)
   BlockShape shape;
   std::int64_t layers;
   int warmup, iters;
@@ -94,7 +96,7 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
   m.peak = world.all_reduce(m.peak, ReduceOp::max);
   if (c.check) {
     const auto [y_ref, dx_ref] = reference_blocks(c.shape, c.layers, xg, dyg);
-    const double tol = sizeof(T) == 4 ? 1e-4 : 1e-10;
+    const double tol = sizeof(T) == 8 ? 1e-10 : c.math == ops::GemmMath::bf16 ? 2e-2 : 1e-4;
     const reference::Matrix y = out.to_global().template cast<double>();
     const reference::Matrix dx = din.to_global().template cast<double>();
     const double wrong = world.rank() == 0 ? static_cast<double>(reference::compare_relative(y, y_ref, tol).wrong +
@@ -111,9 +113,11 @@ Measured run(Communicator& world, const Config& c) {
     const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
     OPTIMUS_CHECK(q * q == world.size(), "scaling --layout 2d needs a square number of ranks, got ", world.size());
     Grid grid = Grid::create(world, q);
+    grid.set_gemm_math(c.math);
     return run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()}, &grid);
   }
-  const megatron::Group group(world);
+  megatron::Group group(world);
+  group.set_gemm_math(c.math);
   return run_blocks<T, megatron::TransformerBlock1D<T>>(world, c, group, group.local(), {&group.tp()}, nullptr);
 }
 
@@ -122,7 +126,7 @@ Measured run(Communicator& world, const Config& c) {
 int run_scaling_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2,
                        {"layout", "b", "s", "h", "heads", "ffn", "layers", "dtype", "warmup", "iters", "check", "json",
-                        "budget-gib", "device", "trace"});
+                        "budget-gib", "device", "trace", "gemm"});
   OPTIMUS_CHECK(o.text("device", "cpu") == "cpu", "scaling --device ", o.text("device", "cpu"),
                 ": scaling runs MPI ranks on the CPU; blocks on one GPU run with `optimus-bench layer --device cuda`");
   Config c;
@@ -139,15 +143,22 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   const std::string check = o.text("check", "auto");
   c.check = check == "on" || (check == "auto" && c.shape.tokens() * c.shape.hidden <= (1 << 18));
   const DType dtype = parse_dtype(o.text("dtype", "f32"));
-  OPTIMUS_CHECK(dtype != DType::bf16, "scaling runs f32 or f64 on the CPU");
-  const std::size_t elem = size_of(dtype);
+  OPTIMUS_CHECK(dtype != DType::bf16, "scaling runs f32 or f64 on the CPU (bf16 GEMMs: --gemm bf16)");
+  const std::string gemm = o.text("gemm", "f32");
+  OPTIMUS_CHECK(gemm == "f32" || gemm == "bf16", "--gemm must be f32 or bf16 (the CPU has no TF32), got '", gemm,
+                "'");
+  OPTIMUS_CHECK(gemm == "f32" || dtype == DType::f32, "--gemm bf16 is mixed precision of f32 layers: it needs "
+                "--dtype f32, got ", name_of(dtype));
+  c.math = gemm == "bf16" ? ops::GemmMath::bf16 : ops::GemmMath::f32;
+  const std::size_t elem = size_of(dtype), low = c.math == ops::GemmMath::bf16 ? 2 : elem;
   const int p = world.size(), q = static_cast<int>(std::lround(std::sqrt(p)));
 
   const Measured m = dtype == DType::f64 ? run<double>(world, c) : run<float>(world, c);
-  const std::uint64_t predicted = c.two_d ? predicted_bytes_2d(c.shape, q, elem, c.layers)
+  const std::uint64_t predicted = c.two_d ? predicted_bytes_2d(c.shape, q, elem, c.layers, low)
                                           : predicted_bytes_1d(c.shape, p, elem, c.layers);
-  const double predicted_act = static_cast<double>(c.layers) * (c.two_d ? predicted_activation_bytes_2d(c.shape, q, elem)
-                                                                        : predicted_activation_bytes_1d(c.shape, p, elem));
+  const double predicted_act =
+      static_cast<double>(c.layers) * (c.two_d ? predicted_activation_bytes_2d(c.shape, q, elem, low)
+                                               : predicted_activation_bytes_1d(c.shape, p, elem, low));
   const double flops = block_flops(c.shape, c.layers);
   // Largest batch whose activations (linear in b) and parameters fit the per-rank budget.
   const double budget = o.real("budget-gib", 80.0) * (1u << 30);
@@ -155,7 +166,7 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   const double max_batch = per_sample > 0 ? std::floor((budget - m.parameters) / per_sample) : 0;
 
   Report report({{"layout", 6}, {"p", 3}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 5},
-                 {"layers", 6}, {"dtype", 5}, {"step_ms", 10}, {"blocking_ms", 11}, {"overlap", 7},
+                 {"layers", 6}, {"dtype", 5}, {"gemm", 4}, {"step_ms", 10}, {"blocking_ms", 11}, {"overlap", 7},
                  {"gemm_ms", 9}, {"exposed_ms", 10}, {"GFLOP/s/rank", 12}, {"recv_B/rank", 12},
                  {"predicted_B", 12}, {"equal", 5}, {"msgs/rank", 9}, {"act_B/rank", 12}, {"act_pred_B", 12},
                  {"param_B/rank", 12}, {"peak_B/rank", 12}, {"max_b@budget", 12}, {"#wrong", 6}});
@@ -170,7 +181,7 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   report.row({layout, format("%d", p), c.two_d ? format("%d", q) : "-", format("%lld", (long long)c.shape.batch),
               format("%lld", (long long)c.shape.seq), format("%lld", (long long)c.shape.hidden),
               format("%lld", (long long)c.shape.heads), format("%lld", (long long)c.shape.ffn),
-              format("%lld", (long long)c.layers), std::string(name_of(dtype)), format("%.3f", m.seconds * 1e3),
+              format("%lld", (long long)c.layers), std::string(name_of(dtype)), gemm, format("%.3f", m.seconds * 1e3),
               m.overlap ? format("%.3f", m.overlap->blocking_s * 1e3) : "-",
               m.overlap ? format("%.2f", m.overlap->fraction) : "-",
               m.overlap ? format("%.3f", m.overlap->compute_s * 1e3) : "-",

@@ -6,10 +6,14 @@ namespace {
 
 std::uint64_t all_reduce_bytes(std::uint64_t bytes, std::uint64_t p) { return 2 * (p - 1) * bytes / p; }
 
-// One Linear2D, forward and backward: three SUMMA products and the bias's gather and reduce-scatter.
-std::uint64_t linear_2d(std::int64_t n, std::int64_t in, std::int64_t out, std::uint64_t q, std::size_t elem) {
-  const auto moving = static_cast<std::uint64_t>(n * in + in * out);
-  const std::uint64_t summa = 3 * ((q - 1) * moving / (q * q)) * elem;
+// One Linear2D, forward and backward: three SUMMA products and the bias's gather and reduce-scatter. A rank
+// receives (q-1)/q^2 of each moving matrix: X [n, in] and W [in, out] as operands of AB, W as the operand and dX as
+// the reduced product of ABT, X as the operand and dW as the reduced product of ATB.
+std::uint64_t linear_2d(std::int64_t n, std::int64_t in, std::int64_t out, std::uint64_t q, std::size_t elem,
+                        std::size_t operand) {
+  const auto share = [&](std::int64_t count) { return (q - 1) * static_cast<std::uint64_t>(count) / (q * q); };
+  const std::uint64_t x = share(n * in), w = share(in * out);
+  const std::uint64_t summa = (x + w) * operand + (w * operand + x * elem) + (x * operand + w * elem);
   const std::uint64_t bias = 2 * (q - 1) * static_cast<std::uint64_t>(out) / (q * q) * elem;
   return summa + bias;
 }
@@ -30,29 +34,30 @@ std::uint64_t predicted_bytes_1d(const BlockShape& s, int p, std::size_t elem, s
   return static_cast<std::uint64_t>(layers) * 4 * all_reduce_bytes(activation, pp);
 }
 
-std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::int64_t layers) {
+std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::int64_t layers,
+                                 std::size_t operand) {
   const auto qq = static_cast<std::uint64_t>(q);
   const std::int64_t n = s.tokens(), h = s.hidden;
-  const std::uint64_t block = linear_2d(n, h, 3 * h, qq, elem) + linear_2d(n, h, h, qq, elem) +
-                              linear_2d(n, h, s.ffn, qq, elem) + linear_2d(n, s.ffn, h, qq, elem) +
+  const std::size_t op = operand == 0 ? elem : operand;
+  const std::uint64_t block = linear_2d(n, h, 3 * h, qq, elem, op) + linear_2d(n, h, h, qq, elem, op) +
+                              linear_2d(n, h, s.ffn, qq, elem, op) + linear_2d(n, s.ffn, h, qq, elem, op) +
                               2 * layernorm_2d(n, h, qq, elem);
   return static_cast<std::uint64_t>(layers) * block;
 }
 
-double predicted_activation_bytes_1d(const BlockShape& s, int p, std::size_t elem) {
+double predicted_activation_bytes_1d(const BlockShape& s, int p, std::size_t elem, std::size_t kept) {
   const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden), pp = p;
   const double f = static_cast<double>(s.ffn), sq = static_cast<double>(s.seq);
-  const double elements = n * h * (4.0 + 4.0 / pp) + 2.0 * n * f / pp +
-                          static_cast<double>(s.batch * s.heads) * sq * sq / pp + 2.0 * n;
-  return elements * static_cast<double>(elem);
+  const double saved =
+      n * h * (4.0 + 4.0 / pp) + 2.0 * n * f / pp + static_cast<double>(s.batch * s.heads) * sq * sq / pp;
+  return saved * static_cast<double>(kept == 0 ? elem : kept) + 2.0 * n * static_cast<double>(elem);
 }
 
-double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t elem) {
+double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::size_t kept) {
   const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden), p = q * q;
   const double f = static_cast<double>(s.ffn), sq = static_cast<double>(s.seq);
-  const double elements =
-      (8.0 * n * h + 2.0 * n * f + static_cast<double>(s.batch * s.heads) * sq * sq) / p + 2.0 * n / q;
-  return elements * static_cast<double>(elem);
+  const double saved = (8.0 * n * h + 2.0 * n * f + static_cast<double>(s.batch * s.heads) * sq * sq) / p;
+  return saved * static_cast<double>(kept == 0 ? elem : kept) + 2.0 * n / q * static_cast<double>(elem);
 }
 
 }  // namespace optimus::bench

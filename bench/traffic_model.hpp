@@ -17,15 +17,22 @@ struct BlockShape {
   std::int64_t tokens() const { return batch * seq; }
 };
 
+// `operand` (0: elem): the bytes of a SUMMA panel's elements — 2 under mixed precision (bf16 GEMM operands), where
+// the broadcast operands move in bf16 while the reduced partial products, the 1D all-reduces and the layers' other
+// collectives stay `elem`: per Linear2D, AB moves X and W as operands; ABT moves W and reduces dX; ATB moves X and
+// reduces dW.
 std::uint64_t predicted_bytes_1d(const BlockShape& s, int p, std::size_t elem, std::int64_t layers);
-std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::int64_t layers);
+std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::int64_t layers,
+                                 std::size_t operand = 0);
 
 // Activation bytes saved for backward per rank per block, from what the layers save (Korthikanti et al. 2022,
 // adapted: `elem`-byte activations, no stored dropout masks, LayerNorm saves its normalized input, both GELU's
 // input and output are kept):
 //   1D: N h (4 + 12/p) + b a s^2 / p elements (+ 2N for the LayerNorm statistics), with ffn = 4h in general
 //       N h (4 + (4 + 2 ffn/h)/p) ...; 2D: (8 N h + 2 N ffn + b a s^2) / p (+ 2N/q).
-double predicted_activation_bytes_1d(const BlockShape& s, int p, std::size_t elem);
-double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t elem);
+// `kept` (0: elem): the bytes of a saved element — 2 under mixed precision, where everything saved is bf16 but
+// LayerNorm's statistics (the 2N and 2N/q terms), which stay `elem`.
+double predicted_activation_bytes_1d(const BlockShape& s, int p, std::size_t elem, std::size_t kept = 0);
+double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::size_t kept = 0);
 
 }  // namespace optimus::bench

@@ -20,11 +20,13 @@ void all_reduce_in_place(Communicator& comm, DistMatrix<T>& m) {
                   ReduceOp::sum);
 }
 
-// The local gradients of both layers, on the group's local grid: dw += x^T dy, db += the column sums of dy.
+// The local gradients of both layers, on the group's local grid: dw += x^T dy, db += the column sums of dy. A bf16
+// x is widened for the GEMM, which rounds it back to the same bf16 values.
 template <class T>
-void accumulate_grads(const Grid& local, const DistMatrix<T>& x, const DistMatrix<T>& dy, DistMatrix<T>& dw,
+void accumulate_grads(const Grid& local, const SavedActivation<T>& x, const DistMatrix<T>& dy, DistMatrix<T>& dw,
                       DistMatrix<T>& db) {
-  ops::gemm<T>(true, false, T(1), x.local(), dy.local(), T(1), dw.local(), local.queue());
+  Tensor<T> widened;
+  ops::gemm<T>(true, false, T(1), x.values(widened), dy.local(), T(1), dw.local(), local.queue());
   Tensor<T> partial(db.local().shape(), local.tag(MemoryKind::workspace), Init::none);
   ops::column_sums<T>(dy.local(), partial.view(), local.queue());
   ops::axpby<T>(T(1), std::as_const(partial).view(), T(1), db.local(), local.queue());
@@ -61,7 +63,7 @@ void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass,
   const ops::Epilogue<T> epilogue{pre != nullptr ? Kind::bias_gelu : Kind::bias, std::as_const(b_).local(),
                                   pre != nullptr ? pre->local() : TensorView<T>()};
   ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_->local().queue());
-  if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
+  if (pass.training) saved_x_.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
 }
 
 template <class T>
@@ -125,7 +127,7 @@ DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& 
   ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), group_->local().queue());
   all_reduce_in_place(group_->tp(), y);
   ops::add_row_broadcast<T>(b_.local(), y.local(), group_->local().queue());
-  if (pass.training) saved_x_ = x.clone_as(MemoryKind::activations);
+  if (pass.training) saved_x_.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
   return y;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/megatron/group.hpp"
 #include "optimus/layers/parameter.hpp"
@@ -40,7 +41,7 @@ class ColumnParallelLinear {
   std::string name_;
   std::int64_t in_, out_, qkv_hidden_;
   DistMatrix<T> w_, dw_, b_, db_;  // [in, out/p], [1, out/p] on the one-rank grid
-  std::optional<DistMatrix<T>> saved_x_;
+  std::optional<SavedActivation<T>> saved_x_;
 };
 
 template <class T>
@@ -57,7 +58,7 @@ class RowParallelLinear {
   std::string name_;
   std::int64_t in_, out_;
   DistMatrix<T> w_, dw_, b_, db_;  // [in/p, out], [1, out]
-  std::optional<DistMatrix<T>> saved_x_;
+  std::optional<SavedActivation<T>> saved_x_;
 };
 
 extern template class ColumnParallelLinear<float>;
