@@ -67,9 +67,13 @@ void lt_gemm(const char* op, cuda::GemmPrecision precision, bool trans_a, bool t
     fused.pre = epilogue.kind == Kind::bias_gelu ? epilogue.pre.data() : nullptr;
     fused.ld_pre = epilogue.kind == Kind::bias_gelu ? epilogue.pre.stride(0) : 0;
   }
-  const bool done = queue.gemm->run(precision, trans_a, trans_b, c.size(0), c.size(1), k, alpha, a.data(), a.stride(0),
-                                    b.data(), b.stride(0), beta, c.data(), c.stride(0), detail::stream_of(queue), fused);
-  if (!done || fused.kind == cuda::LtEpilogue::Kind::none) apply_epilogue(epilogue, c, queue);
+  auto run = [&](const cuda::LtEpilogue& with) {
+    return queue.gemm->run(precision, trans_a, trans_b, c.size(0), c.size(1), k, alpha, a.data(), a.stride(0),
+                           b.data(), b.stride(0), beta, c.data(), c.stride(0), detail::stream_of(queue), with);
+  };
+  if (fused.kind != cuda::LtEpilogue::Kind::none && run(fused)) return;
+  run(cuda::LtEpilogue{});  // a plain GEMM (cuBLASLt ran nothing if it did not offer the epilogue), then the epilogue
+  apply_epilogue(epilogue, c, queue);
 }
 #endif
 
