@@ -20,6 +20,7 @@
 #include "optimus/layers/parameter.hpp"
 #include "optimus/reference/compare.hpp"
 #include "report.hpp"
+#include "step_gemms.hpp"
 #include "timing.hpp"
 
 #if OPTIMUS_BENCH_CUDA
@@ -228,6 +229,20 @@ std::pair<double, std::string> gemm_peak(bool cuda, std::int64_t size) {
           format("%s f32 %lld^3", cpu::gemm_backend().c_str(), (long long)size)};
 }
 
+// Seconds per step of the step's GEMMs at q = 1, each timed alone on the bench's device (step_gemms.hpp).
+double step_gemm_seconds(const Settings& s) {
+  const std::vector<GemmShape> gemms = step_gemms(s.shape, s.layers, s.workload == Workload::gpt ? s.vocab : 0);
+#if OPTIMUS_BENCH_CUDA
+  if (s.cuda) {
+    cuda::RankDevice gpu(0, s.math);
+    ops::Queue queue = gpu.queue();
+    queue.scratch = MemoryTag{nullptr, MemoryKind::workspace, &gpu.memory};
+    return time_gemms(gemms, &gpu.memory, queue, [&] { gpu.stream.synchronize(); });
+  }
+#endif
+  return time_gemms(gemms, nullptr, ops::Queue{nullptr, nullptr, s.math, {}}, [] {});
+}
+
 // The `layer` and `gpt` commands: the same options (gpt adds --vocab), rows and checks.
 int run_device_bench(Communicator& world, int argc, char** argv, Workload workload) {
   const bool gpt = workload == Workload::gpt;
@@ -257,9 +272,11 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   s.check = check == "on" || (check == "auto" && s.shape.tokens() * s.shape.hidden <= (1 << 18));
   const auto [peak, peak_what] = gemm_peak(s.cuda, o.integer("peak-n", s.cuda ? 8192 : 1024));
   const double flops = step_flops(s);
+  const double gemm_seconds = step_gemm_seconds(s);
 
   Report report({{"device", 6}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 6}, {"layers", 6},
-                 {"gemm", 5}, {"step_ms", 10}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12}, {"%peak", 6},
+                 {"gemm", 5}, {"step_ms", 10}, {"gemm_ms", 9}, {"%gemm", 6}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12},
+                 {"%peak", 6},
                  {"peak_MiB/rank", 13}, {"allocs/step", 11}, {"#wrong", 6}});
   report.header(gpt ? format("optimus-bench gpt: a GPT (%lld blocks, vocabulary %lld, LM head tied to wte) forward + "
                              "backward on grids in this process (%s)",
@@ -267,7 +284,9 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                     : format("optimus-bench layer: %lld block(s) forward + backward on grids in this process (%s)",
                              (long long)s.layers, device.c_str()));
   report.header("step: median over iters of the slowest rank; TFLOP/s: model FLOPs (3 x forward, attention in full) "
-                "per second over the whole grid; peak: " + peak_what + ", measured now; peak_MiB: device memory in "
+                "per second over the whole grid; gemm_ms: the step's GEMMs at q = 1 shapes, each timed alone "
+                "(%gemm of step_ms; the rest is element-wise work, softmax, casts and communication); peak: " +
+                peak_what + ", measured now; peak_MiB: device memory in "
                 "use (GPU) or tensor bytes (CPU) per rank; allocs/step: raw allocations during the timed steps; "
                 "#wrong: elements (and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference");
   bool ok = true;
@@ -290,7 +309,9 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                 format("%lld", (long long)s.shape.seq), format("%lld", (long long)s.shape.hidden),
                 format("%lld", (long long)s.shape.heads), format("%lld", (long long)s.shape.ffn),
                 format("%lld", (long long)s.layers), math,
-                format("%.3f", seconds * 1e3), format("%.4f", rate / 1e12), format("%.3f", peak / 1e12),
+                format("%.3f", seconds * 1e3), format("%.3f", gemm_seconds * 1e3),
+                format("%.1f", 100.0 * gemm_seconds / seconds), format("%.4f", rate / 1e12),
+                format("%.3f", peak / 1e12),
                 format("%.1f", 100.0 * rate / peak), format("%.1f", peak_bytes / (1 << 20)),
                 format("%.0f", allocations / s.iters), wrong < 0 ? "n/a" : format("%lld", (long long)wrong)});
   }
