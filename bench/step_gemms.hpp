@@ -14,15 +14,17 @@
 
 namespace optimus::bench {
 
-// C[m, n] = op(A) op(B) with inner dimension k, `count` times per step.
+// C[m, n] = op(A) op(B) with inner dimension k, `count` times per step; batch > 1: a strided batch of that many
+// such products in one call (ops::gemm_batched, as attention runs a sequence's heads).
 struct GemmShape {
   std::int64_t m, n, k;
   bool trans_a, trans_b;
   std::int64_t count;
+  std::int64_t batch = 1;
 };
 
-// Per block: the four linears (forward X W, backward dY W^T and X^T dY) and, per sequence and head, attention's
-// Q K^T and P V forward and dP, dV, dQ, dK backward; with vocab > 0 also the tied LM head's logits and their two
+// Per block: the four linears (forward X W, backward dY W^T and X^T dY) and, per sequence (batched over its heads),
+// attention's Q K^T and P V forward and dP, dV, dQ, dK backward; with vocab > 0 also the tied LM head's logits and their two
 // gradients.
 std::vector<GemmShape> step_gemms(const BlockShape& shape, std::int64_t layers, std::int64_t vocab);
 

@@ -75,7 +75,33 @@ void lt_gemm(const char* op, cuda::GemmPrecision precision, bool trans_a, bool t
   run(cuda::LtEpilogue{});  // a plain GEMM (cuBLASLt ran nothing if it did not offer the epilogue), then the epilogue
   apply_epilogue(epilogue, c, queue);
 }
+
+// The strided-batched form (gemm_batched): matrix 0 of each view and the element strides between matrices.
+template <class In>
+void lt_gemm_batched(const char* op, cuda::GemmPrecision precision, bool trans_a, bool trans_b, float alpha,
+                     const BatchView<const In>& a, const BatchView<const In>& b, float beta, const BatchView<float>& c,
+                     std::int64_t batch, const Queue& queue) {
+  const TensorView<const In> a0 = a.matrix(0, batch), b0 = b.matrix(0, batch);
+  const TensorView<float> c0 = c.matrix(0, batch);
+  OPTIMUS_CHECK(a0.stride(1) == 1 && b0.stride(1) == 1 && c0.stride(1) == 1, op, ": CUDA operands need contiguous rows");
+  OPTIMUS_CHECK(queue.gemm != nullptr, op, ": CUDA operands need the device's GEMM engine in the queue");
+  const auto stride = [&](auto& v, auto& first) {
+    return batch > 1 ? static_cast<std::int64_t>(v.matrix(1, batch).data() - first.data()) : 0;
+  };
+  const cuda::LtBatch strided{batch, stride(a, a0), stride(b, b0), stride(c, c0)};
+  const std::int64_t k = trans_a ? a0.size(0) : a0.size(1);
+  queue.gemm->run(precision, trans_a, trans_b, c0.size(0), c0.size(1), k, alpha, a0.data(), a0.stride(0), b0.data(),
+                  b0.stride(0), beta, c0.data(), c0.stride(0), detail::stream_of(queue), {}, strided);
+}
 #endif
+
+// `batch` matrices fit the view (its batched dimension divides), or an error naming the operand.
+template <class T>
+void check_batch(const char* op, const char* name, const BatchView<T>& v, std::int64_t batch) {
+  const bool side = v.layout == Batched::side_by_side;
+  OPTIMUS_CHECK(v.all.rank() == 2 && batch > 0 && v.all.size(side ? 1 : 0) % batch == 0, op, ": ", name, " has shape ",
+                v.all.shape(), ", which does not hold ", batch, side ? " matrices side by side" : " stacked matrices");
+}
 
 // x widened to a contiguous f32 matrix (exact: every bf16 is a float).
 Tensor<float> widen(const TensorView<const bf16>& x) {
@@ -144,6 +170,37 @@ void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, Ten
   gemm(trans_a, trans_b, alpha, a, b, beta, c, Epilogue<float>{}, queue);
 }
 
+template <class T>
+void gemm_batched(bool trans_a, bool trans_b, T alpha, BatchView<const T> a, BatchView<const T> b, T beta,
+                  BatchView<T> c, std::int64_t batch, [[maybe_unused]] Queue queue) {
+  const char* op = "gemm_batched";
+  check_batch(op, "A", a, batch);
+  check_batch(op, "B", b, batch);
+  check_batch(op, "C", c, batch);
+  check_product(op, trans_a, trans_b, a.matrix(0, batch), b.matrix(0, batch), c.matrix(0, batch));
+  if (!detail::on_cuda<T>(op, {{"A", a.all.device()}, {"B", b.all.device()}, {"C", c.all.device()}})) {
+    for (std::int64_t i = 0; i < batch; ++i) {
+      gemm(trans_a, trans_b, alpha, a.matrix(i, batch), b.matrix(i, batch), beta, c.matrix(i, batch), queue);
+    }
+    return;
+  }
+#if OPTIMUS_HAVE_CUDA
+  if constexpr (std::is_same_v<T, float>) {
+    if (queue.math == GemmMath::bf16) {  // the whole views cast once; the copies keep the batch layout
+      Tensor<bf16> a16(a.all.shape(), queue.scratch, Init::none), b16(b.all.shape(), queue.scratch, Init::none);
+      to_bf16(a.all, a16.view(), queue);
+      to_bf16(b.all, b16.view(), queue);
+      lt_gemm_batched(op, cuda::GemmPrecision::bf16_to_f32, trans_a, trans_b, alpha,
+                      BatchView<const bf16>{std::as_const(a16).view(), a.layout},
+                      BatchView<const bf16>{std::as_const(b16).view(), b.layout}, beta, c, batch, queue);
+      return;
+    }
+    lt_gemm_batched(op, queue.math == GemmMath::tf32 ? cuda::GemmPrecision::tf32 : cuda::GemmPrecision::f32, trans_a,
+                    trans_b, alpha, a, b, beta, c, batch, queue);
+  }
+#endif
+}
+
 namespace {
 
 // A conversion between f32 and bf16 (y = x, rounded to nearest even or widened exactly): its checks, and the work
@@ -181,6 +238,10 @@ void to_f32(TensorView<const bf16> x, TensorView<float> y, [[maybe_unused]] Queu
 
 template void gemm<float>(bool, bool, float, TensorView<const float>, TensorView<const float>, float,
                           TensorView<float>, Queue);
+template void gemm_batched<float>(bool, bool, float, BatchView<const float>, BatchView<const float>, float,
+                                  BatchView<float>, std::int64_t, Queue);
+template void gemm_batched<double>(bool, bool, double, BatchView<const double>, BatchView<const double>, double,
+                                   BatchView<double>, std::int64_t, Queue);
 template void gemm<double>(bool, bool, double, TensorView<const double>, TensorView<const double>, double,
                            TensorView<double>, Queue);
 template void gemm<float>(bool, bool, float, TensorView<const float>, TensorView<const float>, float,

@@ -10,9 +10,18 @@ namespace {
 // RAII for the cuBLASLt descriptors of one call.
 struct Layout {
   cublasLtMatrixLayout_t desc = nullptr;
-  Layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  // With count > 1, a strided batch of `count` matrices `stride` elements apart.
+  Layout(cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t count = 1,
+         std::int64_t stride = 0) {
     OPTIMUS_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc, type, static_cast<std::uint64_t>(rows),
                                                     static_cast<std::uint64_t>(cols), ld));
+    if (count > 1) {
+      const auto batch = static_cast<std::int32_t>(count);
+      OPTIMUS_CHECK_CUBLAS(
+          cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)));
+      OPTIMUS_CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                            &stride, sizeof(stride)));
+    }
   }
   ~Layout() { cublasLtMatrixLayoutDestroy(desc); }
 };
@@ -83,7 +92,7 @@ bool set_epilogue(const Operation& op, GemmPrecision precision, const LtEpilogue
 
 bool LtGemm::run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                  float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
-                 std::int64_t ldc, cudaStream_t stream, const LtEpilogue& epilogue) {
+                 std::int64_t ldc, cudaStream_t stream, const LtEpilogue& epilogue, const LtBatch& batch) {
   OPTIMUS_CHECK(m > 0 && n > 0 && k > 0, "LtGemm: empty product ", m, "x", k, " * ", k, "x", n);
   const bool bf16_in = precision == GemmPrecision::bf16 || precision == GemmPrecision::bf16_to_f32;
   const cudaDataType_t in = bf16_in ? CUDA_R_16BF : CUDA_R_32F;
@@ -93,9 +102,10 @@ bool LtGemm::run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64
   // Column-major view: C^T [n, m] = op(B)^T [n, k] * op(A)^T [k, m]. The first operand is B's storage, which
   // column-major is [n, k] when B is not transposed (row-major [k, n]) and [k, n] when it is. Row-major C's columns
   // are the column-major result's rows: a bias per column of C is cuBLASLt's bias per row of D, of length n.
-  const Layout first(in, trans_b ? k : n, trans_b ? n : k, ldb);
-  const Layout second(in, trans_a ? m : k, trans_a ? k : m, lda);
-  const Layout result(out, n, m, ldc);
+  OPTIMUS_CHECK(batch.count >= 1 && batch.count <= (std::int64_t{1} << 31) - 1, "LtGemm: batch of ", batch.count);
+  const Layout first(in, trans_b ? k : n, trans_b ? n : k, ldb, batch.count, batch.stride_b);
+  const Layout second(in, trans_a ? m : k, trans_a ? k : m, lda, batch.count, batch.stride_a);
+  const Layout result(out, n, m, ldc, batch.count, batch.stride_c);
   const Operation op(compute, trans_b, trans_a);
   const bool fused = epilogue.kind != LtEpilogue::Kind::none;
   if (!set_epilogue(op, precision, epilogue)) return false;

@@ -177,3 +177,48 @@ TEST_CASE("GEMM epilogues: bias, and bias then GELU with GELU's input kept, on f
   check(0.0, false);
   check(0.0f, true);
 }
+
+TEST_CASE("batched GEMM: matrices side by side or stacked, each the product gemm gives, shapes checked") {
+  namespace ops = optimus::ops;
+  // Three heads: A side by side [5, 3*4] (A_i [5, 4]), B side by side [6, 3*4] used transposed (B_i^T [4, 6]),
+  // C stacked [3*5, 6]; then C stacked times B side by side: D_i = C_i B_i, side by side [5, 3*4].
+  std::vector<float> a(60), b(72), c(90, 0.5f), d(60, -1.0f);
+  for (std::size_t e = 0; e < a.size(); ++e) a[e] = std::sin(0.3f * static_cast<float>(e));
+  for (std::size_t e = 0; e < b.size(); ++e) b[e] = std::cos(0.7f * static_cast<float>(e));
+  const ops::BatchView<const float> av{TensorView<const float>(a.data(), Shape{5, 12}), ops::Batched::side_by_side};
+  const ops::BatchView<const float> bv{TensorView<const float>(b.data(), Shape{6, 12}), ops::Batched::side_by_side};
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    const ops::Queue queue{nullptr, nullptr, math, {}};
+    std::vector<float> cb = c, db = d;
+    ops::gemm_batched<float>(false, true, 2.0f, av, bv, 1.0f,
+                             {TensorView<float>(cb.data(), Shape{15, 6}), ops::Batched::stacked}, 3, queue);
+    ops::gemm_batched<float>(false, false, 1.0f, {TensorView<const float>(cb.data(), Shape{15, 6}), ops::Batched::stacked},
+                             bv, 0.0f, {TensorView<float>(db.data(), Shape{5, 12}), ops::Batched::side_by_side}, 3,
+                             queue);
+    bool same = true;
+    for (std::int64_t i = 0; i < 3; ++i) {
+      std::vector<float> ci(c.begin() + i * 30, c.begin() + (i + 1) * 30), di(20);
+      ops::gemm<float>(false, true, 2.0f, av.all.block(0, 4 * i, 5, 4), bv.all.block(0, 4 * i, 6, 4), 1.0f,
+                       TensorView<float>(ci.data(), Shape{5, 6}), queue);
+      ops::gemm<float>(false, false, 1.0f, TensorView<const float>(ci.data(), Shape{5, 6}),
+                       bv.all.block(0, 4 * i, 6, 4), 0.0f, TensorView<float>(di.data(), Shape{5, 4}), queue);
+      for (std::size_t e = 0; e < 30; ++e) same = same && cb[static_cast<std::size_t>(i) * 30 + e] == ci[e];
+      for (std::size_t r = 0; r < 5; ++r) {
+        for (std::size_t col = 0; col < 4; ++col) {
+          same = same && db[r * 12 + static_cast<std::size_t>(i) * 4 + col] == di[r * 4 + col];
+        }
+      }
+    }
+    CAPTURE(static_cast<int>(math));
+    CHECK(same);
+    CHECK(cb[0] != c[0]);
+  }
+  std::vector<float> out(90);
+  CHECK_THROWS_WITH_AS(ops::gemm_batched<float>(false, true, 1.0f, av, bv, 0.0f,
+                                                {TensorView<float>(out.data(), Shape{15, 6}), ops::Batched::stacked}, 5),
+                       doctest::Contains("A has shape [5, 12], which does not hold 5 matrices side by side"),
+                       optimus::Error);
+  CHECK_THROWS_WITH_AS(ops::gemm_batched<float>(false, false, 1.0f, av, bv, 0.0f,
+                                                {TensorView<float>(out.data(), Shape{15, 6}), ops::Batched::stacked}, 3),
+                       doctest::Contains("gemm_batched: op(A) is 5x4, op(B) is 6x4"), optimus::Error);
+}

@@ -171,6 +171,47 @@ TEST_CASE("GEMM epilogues on the device (fused by cuBLASLt where offered) match 
   }
 }
 
+TEST_CASE("a strided-batched GEMM on the device (heads side by side, tiles stacked) matches the CPU") {
+  namespace ops = optimus::ops;
+  using optimus::Shape;
+  using optimus::TensorView;
+  optimus::cuda::RankDevice gpu(0);
+  const std::int64_t heads = 4, s = 64, d = 32;  // Q, K: [s, heads * d]; scores: [heads * s, s]
+  std::vector<float> q(static_cast<std::size_t>(s * heads * d)), k(q.size());
+  for (std::size_t e = 0; e < q.size(); ++e) {
+    q[e] = std::sin(0.13f * static_cast<float>(e));
+    k[e] = std::cos(0.29f * static_cast<float>(e));
+  }
+  DeviceBuffer<float> dq(gpu.memory.allocator(), q), dk(gpu.memory.allocator(), k),
+      dscores(gpu.memory.allocator(), static_cast<std::size_t>(heads * s * s));
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    std::vector<float> scores(static_cast<std::size_t>(heads * s * s));
+    const auto side = [](const float* p, std::int64_t rows, std::int64_t cols, optimus::Device where) {
+      return ops::BatchView<const float>{TensorView<const float>(p, Shape{rows, cols}, where), ops::Batched::side_by_side};
+    };
+    ops::gemm_batched<float>(false, true, 1.0f, side(q.data(), s, heads * d, optimus::Device::cpu),
+                             side(k.data(), s, heads * d, optimus::Device::cpu), 0.0f,
+                             {TensorView<float>(scores.data(), Shape{heads * s, s}), ops::Batched::stacked}, heads,
+                             ops::Queue{nullptr, nullptr, math, {}});
+    ops::Queue on_gpu = gpu.queue();
+    on_gpu.math = math;
+    on_gpu.scratch = {nullptr, optimus::MemoryKind::workspace, &gpu.memory};
+    ops::gemm_batched<float>(false, true, 1.0f, side(dq.ptr, s, heads * d, optimus::Device::cuda),
+                             side(dk.ptr, s, heads * d, optimus::Device::cuda), 0.0f,
+                             {TensorView<float>(dscores.ptr, Shape{heads * s, s}, optimus::Device::cuda),
+                              ops::Batched::stacked},
+                             heads, on_gpu);
+    gpu.stream.synchronize();
+    const auto got = dscores.download();
+    double worst = 0;
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      worst = std::max(worst, std::abs(static_cast<double>(got[e]) - scores[e]) / (1 + std::abs(scores[e])));
+    }
+    CAPTURE(static_cast<int>(math));
+    CHECK(worst < 1e-4);
+  }
+}
+
 TEST_CASE("element-wise kernels match the CPU") {
   optimus::cuda::DeviceAllocator alloc(0);
   optimus::cuda::Stream stream;

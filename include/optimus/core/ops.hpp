@@ -65,6 +65,26 @@ void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView
           const Epilogue<T>& epilogue, Queue queue = {});
 void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
           TensorView<float> c, const Epilogue<float>& epilogue, Queue queue = {});
+// A batch of equal-shaped matrices inside one view: side by side (matrix i is columns [i*w, (i+1)*w) of a
+// [rows, batch*w] view: attention's heads in a block of Q, K or V) or stacked (matrix i is rows [i*r, (i+1)*r) of a
+// [batch*r, cols] view: attention's per-head score tiles).
+enum class Batched { side_by_side, stacked };
+template <class T>
+struct BatchView {
+  TensorView<T> all;
+  Batched layout;
+  // Matrix i of `batch`.
+  TensorView<T> matrix(std::int64_t i, std::int64_t batch) const {
+    return layout == Batched::side_by_side ? all.block(0, i * (all.size(1) / batch), all.size(0), all.size(1) / batch)
+                                           : all.block(i * (all.size(0) / batch), 0, all.size(0) / batch, all.size(1));
+  }
+};
+// C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch: one strided-batched cuBLASLt call on the GPU (rows
+// contiguous), gemm on each matrix on the CPU — the same numbers as `batch` gemm calls, math included. The batch
+// must divide the batched dimension of each view; shapes are checked.
+template <class T>
+void gemm_batched(bool trans_a, bool trans_b, T alpha, BatchView<const T> a, BatchView<const T> b, T beta,
+                  BatchView<T> c, std::int64_t batch, Queue queue = {});
 // y = bf16(x), rounding to nearest even (x, y: the same shape; any row strides on the CPU, contiguous on the GPU).
 void to_bf16(TensorView<const float> x, TensorView<bf16> y, Queue queue = {});
 // y = float(x), exact (x, y: the same shape; any row strides on the CPU, contiguous on the GPU).

@@ -34,6 +34,12 @@ struct LtEpilogue {
   std::int64_t ld_pre = 0;
 };
 
+// A strided batch: `count` products, matrix i of each operand `stride_*` elements after matrix i-1.
+struct LtBatch {
+  std::int64_t count = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
 class LtGemm {
  public:
   // The workspace comes from `allocator` once, at construction.
@@ -43,11 +49,11 @@ class LtGemm {
   ~LtGemm();
 
   // a: op(A) is [m, k]; b: op(B) is [k, n]; c: [m, n]; leading dimensions in elements; device pointers.
-  // With an epilogue, returns false without running anything when cuBLASLt offers no algorithm for it (or its
+  // With a batch, the same product for each of its matrices (a, b, c: matrix 0). With an epilogue, returns false without running anything when cuBLASLt offers no algorithm for it (or its
   // operands do not meet cuBLASLt's alignment): the caller then applies it after a plain GEMM. Otherwise true.
   bool run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
            float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
-           std::int64_t ldc, cudaStream_t stream, const LtEpilogue& epilogue = {});
+           std::int64_t ldc, cudaStream_t stream, const LtEpilogue& epilogue = {}, const LtBatch& batch = {});
 
  private:
   DeviceAllocator* allocator_;
