@@ -5,8 +5,9 @@
 //           mixed precision, see ProbsStore)
 //   merged: [batches*seq, width], head-major columns
 // Dropout masks use global indices: row ((first_batch + b)*total_heads + first_head + t)*seq + query.
-// The work is tile by tile, one [seq, seq] tile per (sequence, head), through optimus::ops (GEMMs, causal
-// softmax, dropout), so it runs wherever the views live; its scratch tiles come from `grid` (tag and queue).
+// The work is sequence by sequence, all of its heads at once — batched GEMMs (ops::gemm_batched) over the heads'
+// [s, d] blocks and the [heads*seq, seq] stack of their tiles, causal softmax and dropout on that stack — through
+// optimus::ops, so it runs wherever the views live; its scratch tiles (one sequence's) come from `grid`.
 #pragma once
 
 #include <cstdint>
