@@ -157,6 +157,13 @@ void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<
 template <class T>
 void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c, const ops::Epilogue<T>& epilogue) {
   check_operands("summa_ab", a, b, c, a.rows, a.cols, b.rows, b.cols);
+  // The epilogue's shapes, before any communication (ops::gemm checks them again, tile by tile).
+  using Kind = typename ops::Epilogue<T>::Kind;
+  const Shape block = std::as_const(c).local().shape(), bias_shape{1, block[1]};
+  OPTIMUS_CHECK(epilogue.kind == Kind::none || epilogue.bias.shape() == bias_shape,
+                "summa_ab: the epilogue's bias has shape ", epilogue.bias.shape(), ", expected 1x", block[1]);
+  OPTIMUS_CHECK(epilogue.kind != Kind::bias_gelu || epilogue.pre.shape() == block, "summa_ab: GELU's input (pre) has "
+                "shape ", epilogue.pre.shape(), ", C's block is ", block);
   if constexpr (bf16_capable<T>) {
     if (bf16_operands(*a.grid)) return summa_ab_with<bf16>(alpha, a, b, beta, c, epilogue);
   }

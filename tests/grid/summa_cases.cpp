@@ -332,6 +332,14 @@ void check_summa_epilogue(Communicator& world, int q) {
     CHECK(got.local_to_host() == expected.local_to_host());
     summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias, std::as_const(row).view(), {}});
     CHECK(got.local_to_host() == expected_pre.local_to_host());
+    // Epilogues of the wrong shape: the same error on every rank, before anything moves.
+    const TensorView<const float> short_row = std::as_const(row).view().block(0, 0, 1, n / q - 1);
+    CHECK(error_on_every_rank(grid.grid(), [&] { summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias, short_row, {}}); })
+              .find("the epilogue's bias has shape") != std::string::npos);
+    const TensorView<float> short_pre = pre.local().block(0, 0, m / q - 1, n / q);
+    CHECK(error_on_every_rank(grid.grid(), [&] {
+            summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias_gelu, std::as_const(row).view(), short_pre});
+          }).find("GELU's input (pre) has shape") != std::string::npos);
   }
 }
 
