@@ -56,13 +56,13 @@ void attention_core_forward(const AttentionGeometry& g, const GridState& grid, T
   const std::int64_t s = g.seq, heads = g.heads;
   const ops::Queue& queue = grid.queue;
   const MemoryTag work = grid.tag(MemoryKind::workspace);
-  const bool half = probs.half.data() != nullptr;
+  const bool full = probs.full.data() != nullptr, half = probs.half.data() != nullptr;
   const Shape tiles{heads * s, s};  // one sequence's tiles
   const auto if_needed = [&](bool needed) { return needed ? Tensor<T>(tiles, work, Init::none) : Tensor<T>(); };
   Tensor<T> scores(tiles, work, Init::none), kept = if_needed(g.dropout > 0.0);  // kept: the masked copy
-  Tensor<T> wide = if_needed(half);  // f32 tiles when kept in bf16
+  Tensor<T> wide = if_needed(!full);  // the f32 tiles when not kept in T (kept in bf16, or not kept)
   for (std::int64_t b = 0; b < g.batches; ++b) {
-    const TensorView<T> p = half ? wide.view() : seqs.probs(probs.full, b);
+    const TensorView<T> p = full ? seqs.probs(probs.full, b) : wide.view();
     ops::gemm_batched<T>(false, true, T(1), seqs.part(qkv, 0, b), seqs.part(qkv, 1, b), T(0), stacked(scores.view()),
                          heads, queue);
     ops::causal_softmax_forward<T>(std::as_const(scores).view(), seqs.scale, p, queue);

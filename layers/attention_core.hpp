@@ -29,7 +29,7 @@ struct AttentionGeometry {
 };
 
 // Where the probabilities are kept: in T, or in bf16 under mixed precision (SavedActivation<T>::keeps_bf16); the
-// other view is empty. Both [batches*heads*seq, seq].
+// other view is empty. Both [batches*heads*seq, seq]. The forward may keep none (inference: both empty).
 template <class T, class P = T>
 struct ProbsStore {
   TensorView<P> full;

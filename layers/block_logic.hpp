@@ -44,10 +44,11 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const Dis
                                 AttentionSaved<T>& saved) {
   DistMatrix<T> qkv = c_attn.forward(x, pass);
   const Shape all_tiles{g.batches * g.heads * g.seq, g.seq};
-  const bool half = pass.training && SavedActivation<T>::keeps_bf16(x.grid());  // probabilities kept in bf16
-  const MemoryTag probs_tag = x.grid().tag(pass.training ? MemoryKind::activations : MemoryKind::workspace);
-  Tensor<T> probs = half ? Tensor<T>() : Tensor<T>(all_tiles, probs_tag, Init::none);
-  Tensor<bf16> probs_bf16 = half ? Tensor<bf16>(all_tiles, probs_tag, Init::none) : Tensor<bf16>();
+  // The probabilities are kept for backward only, in bf16 under mixed precision.
+  const bool half = SavedActivation<T>::keeps_bf16(x.grid());
+  const MemoryTag kept = x.grid().tag(MemoryKind::activations);
+  Tensor<T> probs = pass.training && !half ? Tensor<T>(all_tiles, kept, Init::none) : Tensor<T>();
+  Tensor<bf16> probs_bf16 = pass.training && half ? Tensor<bf16>(all_tiles, kept, Init::none) : Tensor<bf16>();
   DistMatrix<T> merged(x.grid(), x.rows(), merged_cols);
   attention_core_forward<T>(g, x.grid(), std::as_const(qkv).local(), {probs.view(), probs_bf16.view()},
                             merged.local());
