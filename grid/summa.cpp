@@ -99,10 +99,15 @@ void poll_all(std::array<Request*, N> requests) {
   }
 }
 
-// Whether products on this grid take bf16 operands (the S = bf16 instantiations below): f32 ones with bf16 math.
-template <class T>
-constexpr bool bf16_capable = std::is_same_v<T, float>;
-bool bf16_operands(const detail::GridState& g) { return g.queue.math == ops::GemmMath::bf16; }
+// Runs with.template operator()<S>() with the operand type of T-products on grid g (see Operand): S = bf16 for f32
+// products on a grid whose GEMM math is bf16, S = T otherwise.
+template <class T, class With>
+decltype(auto) with_operand_type(const detail::GridState& g, With&& with) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.queue.math == ops::GemmMath::bf16) return with.template operator()<bf16>();
+  }
+  return with.template operator()<T>();
+}
 
 }  // namespace
 
@@ -157,17 +162,8 @@ void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<
 template <class T>
 void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c, const ops::Epilogue<T>& epilogue) {
   check_operands("summa_ab", a, b, c, a.rows, a.cols, b.rows, b.cols);
-  // The epilogue's shapes, before any communication (ops::gemm checks them again, tile by tile).
-  using Kind = typename ops::Epilogue<T>::Kind;
-  const Shape block = std::as_const(c).local().shape(), bias_shape{1, block[1]};
-  OPTIMUS_CHECK(epilogue.kind == Kind::none || epilogue.bias.shape() == bias_shape,
-                "summa_ab: the epilogue's bias has shape ", epilogue.bias.shape(), ", expected 1x", block[1]);
-  OPTIMUS_CHECK(epilogue.kind != Kind::bias_gelu || epilogue.pre.shape() == block, "summa_ab: GELU's input (pre) has "
-                "shape ", epilogue.pre.shape(), ", C's block is ", block);
-  if constexpr (bf16_capable<T>) {
-    if (bf16_operands(*a.grid)) return summa_ab_with<bf16>(alpha, a, b, beta, c, epilogue);
-  }
-  summa_ab_with<T>(alpha, a, b, beta, c, epilogue);
+  epilogue.check_fits("summa_ab", std::as_const(c).local().shape());  // before any communication
+  with_operand_type<T>(*a.grid, [&]<class S>() { summa_ab_with<S>(alpha, a, b, beta, c, epilogue); });
 }
 
 template <class T>
@@ -296,19 +292,13 @@ PendingProduct<T> summa_atb_with(T alpha, const SummaOperand<T>& a_matrix, const
 template <class T>
 PendingProduct<T> summa_abt_async(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
   check_operands("summa_abt", a, b, c, a.rows, a.cols, b.cols, b.rows);
-  if constexpr (bf16_capable<T>) {
-    if (bf16_operands(*a.grid)) return summa_abt_with<bf16>(alpha, a, b, beta, c);
-  }
-  return summa_abt_with<T>(alpha, a, b, beta, c);
+  return with_operand_type<T>(*a.grid, [&]<class S>() { return summa_abt_with<S>(alpha, a, b, beta, c); });
 }
 
 template <class T>
 PendingProduct<T> summa_atb_async(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c) {
   check_operands("summa_atb", a, b, c, a.cols, a.rows, b.rows, b.cols);
-  if constexpr (bf16_capable<T>) {
-    if (bf16_operands(*a.grid)) return summa_atb_with<bf16>(alpha, a, b, beta, c);
-  }
-  return summa_atb_with<T>(alpha, a, b, beta, c);
+  return with_operand_type<T>(*a.grid, [&]<class S>() { return summa_atb_with<S>(alpha, a, b, beta, c); });
 }
 
 template <class T>

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "optimus/core/adamw_step.hpp"
+#include "optimus/core/error.hpp"
 #include "optimus/core/tensor.hpp"
 
 namespace optimus::cuda {
@@ -58,6 +59,14 @@ struct Epilogue {
   // The epilogue of rows [r0, r0 + rows) of C.
   Epilogue rows(std::int64_t r0, std::int64_t count) const {
     return {kind, bias, kind == Kind::bias_gelu ? pre.block(r0, 0, count, pre.size(1)) : pre};
+  }
+  // Throws optimus::Error, naming `op`, unless the epilogue fits a C of shape `c` [m, n]: bias [1, n], pre [m, n].
+  void check_fits(const char* op, const Shape& c) const {
+    if (kind == Kind::none) return;
+    OPTIMUS_CHECK(bias.rank() == 2 && bias.size(0) == 1 && bias.size(1) == c[1], op, ": the epilogue's bias has shape ",
+                  bias.shape(), ", expected 1x", c[1]);
+    OPTIMUS_CHECK(kind != Kind::bias_gelu || pre.shape() == c, op, ": GELU's input (pre) has shape ", pre.shape(),
+                  ", C is ", c);
   }
 };
 template <class T>
