@@ -33,6 +33,10 @@ struct Sequences {
     const auto row0 = static_cast<std::uint64_t>(((g.first_batch + b) * g.total_heads + g.first_head) * s);
     ops::dropout<T>(x, row0, 0, g.dropout, g.rng.seed(), g.rng.stream(), queue);
   }
+  // Scratch for one sequence's tiles, [heads * s, s], or an empty tensor when not `needed`.
+  Tensor<T> tiles(bool needed, const MemoryTag& work) const {
+    return needed ? Tensor<T>(Shape{heads * s, s}, work, Init::none) : Tensor<T>();
+  }
   // The probabilities after dropout: p itself without dropout, else a masked copy in `kept`.
   TensorView<const T> kept(TensorView<const T> p, Tensor<T>& kept, std::int64_t b, const ops::Queue& queue) const {
     if (g.dropout <= 0.0) return p;
@@ -53,14 +57,12 @@ template <class T>
 void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
                             ProbsStore<T> probs, TensorView<T> merged) {
   const Sequences<T> seqs{g};
-  const std::int64_t s = g.seq, heads = g.heads;
+  const std::int64_t heads = g.heads;
   const ops::Queue& queue = grid.queue;
   const MemoryTag work = grid.tag(MemoryKind::workspace);
   const bool full = probs.full.data() != nullptr, half = probs.half.data() != nullptr;
-  const Shape tiles{heads * s, s};  // one sequence's tiles
-  const auto if_needed = [&](bool needed) { return needed ? Tensor<T>(tiles, work, Init::none) : Tensor<T>(); };
-  Tensor<T> scores(tiles, work, Init::none), kept = if_needed(g.dropout > 0.0);  // kept: the masked copy
-  Tensor<T> wide = if_needed(!full);  // the f32 tiles when not kept in T (kept in bf16, or not kept)
+  Tensor<T> scores = seqs.tiles(true, work), kept = seqs.tiles(g.dropout > 0.0, work);  // kept: the masked copy
+  Tensor<T> wide = seqs.tiles(!full, work);  // the f32 tiles when not kept in T (kept in bf16, or not kept)
   for (std::int64_t b = 0; b < g.batches; ++b) {
     const TensorView<T> p = full ? seqs.probs(probs.full, b) : wide.view();
     ops::gemm_batched<T>(false, true, T(1), seqs.part(qkv, 0, b), seqs.part(qkv, 1, b), T(0), stacked(scores.view()),
@@ -78,14 +80,12 @@ template <class T>
 void attention_core_backward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
                              ProbsStore<T, const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv) {
   const Sequences<T> seqs{g};
-  const std::int64_t s = g.seq, heads = g.heads;
+  const std::int64_t heads = g.heads;
   const ops::Queue& queue = grid.queue;
   const MemoryTag work = grid.tag(MemoryKind::workspace);
   const bool half = probs.half.data() != nullptr;
-  const Shape tiles{heads * s, s};
-  const auto if_needed = [&](bool needed) { return needed ? Tensor<T>(tiles, work, Init::none) : Tensor<T>(); };
-  Tensor<T> dp(tiles, work, Init::none), ds(tiles, work, Init::none), kept = if_needed(g.dropout > 0.0);
-  Tensor<T> wide = if_needed(half);  // tiles widened from bf16
+  Tensor<T> dp = seqs.tiles(true, work), ds = seqs.tiles(true, work), kept = seqs.tiles(g.dropout > 0.0, work);
+  Tensor<T> wide = seqs.tiles(half, work);  // tiles widened from bf16
   for (std::int64_t b = 0; b < g.batches; ++b) {
     if constexpr (std::is_same_v<T, float>) {
       if (half) ops::to_f32(seqs.probs(probs.half, b), wide.view(), queue);

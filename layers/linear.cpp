@@ -28,9 +28,7 @@ void Linear2D<T>::multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
   Tensor<T> bias(Shape{1, out_ / grid_->q()}, grid_->tag(MemoryKind::workspace));
   b_.gather_column_block(bias.view());
-  using Kind = typename ops::Epilogue<T>::Kind;
-  const ops::Epilogue<T> epilogue{pre != nullptr ? Kind::bias_gelu : Kind::bias, std::as_const(bias).view(),
-                                  pre != nullptr ? pre->local() : TensorView<T>()};
+  const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(bias).view(), pre);
   if (pass.training) {
     saved_x_.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dW's
     summa_ab(T(1), *saved_x_, w_, T(0), y, epilogue);
@@ -48,9 +46,7 @@ DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
 
 template <class T>
 GeluOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass) {
-  GeluOutput<T> out{DistMatrix<T>(x.grid(), x.rows(), out_),
-                    DistMatrix<T>(x.grid(), x.rows(), out_,
-                                  pass.training ? MemoryKind::activations : MemoryKind::workspace)};
+  GeluOutput<T> out = GeluOutput<T>::allocate(x.grid(), x.rows(), out_, pass);
   multiply(x, pass, out.y, &out.pre);
   return out;
 }

@@ -59,9 +59,7 @@ ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, std::string na
 template <class T>
 void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
-  using Kind = typename ops::Epilogue<T>::Kind;
-  const ops::Epilogue<T> epilogue{pre != nullptr ? Kind::bias_gelu : Kind::bias, std::as_const(b_).local(),
-                                  pre != nullptr ? pre->local() : TensorView<T>()};
+  const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(b_).local(), pre);
   ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_->local().queue());
   if (pass.training) saved_x_.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
 }
@@ -75,10 +73,7 @@ DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pas
 
 template <class T>
 GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass) {
-  const std::int64_t cols = out_ / group_->size();
-  GeluOutput<T> out{DistMatrix<T>(group_->local(), x.rows(), cols),
-                    DistMatrix<T>(group_->local(), x.rows(), cols,
-                                  pass.training ? MemoryKind::activations : MemoryKind::workspace)};
+  GeluOutput<T> out = GeluOutput<T>::allocate(group_->local(), x.rows(), out_ / group_->size(), pass);
   multiply(x, pass, out.y, &out.pre);
   return out;
 }
