@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
         " | optimus-bench scaling [--layout 1d|2d] [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L]"
         " [--dtype f32|f64] [--check auto|on|off] [--budget-gib G] [--trace FILE] [--json FILE]"
         " | optimus-bench calibrate [--json FILE] | optimus-bench model [--calibration FILE] [--h H] [--ps LIST] ..."
-        " | optimus-bench layer [--device cpu|cuda] [--q 1,2] [--b B] [--s S] [--h H] [--heads A] [--ffn F]"
+        " | optimus-bench layer [--device cpu|sim|cuda] [--device-memory SIZE] [--q 1,2] [--b B] [--s S] [--h H]"
+        " [--heads A] [--ffn F]"
         " [--layers L] [--gemm f32|tf32|bf16] [--check auto|on|off] [--peak-n N] [--json FILE]"
         " | optimus-bench gpt (the layer options and [--vocab V])"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";

@@ -56,7 +56,7 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
     blocks.push_back(std::make_unique<Block>(owner, g, l));
     std::vector<ParameterRef<T>> refs;
     blocks.back()->parameters(refs);
-    for (const ParameterRef<T>& r : refs) init_parameter(r, g);
+    for (const ParameterRef<T>& r : refs) init_parameter(r, g, on.device());
   }
   const std::int64_t n = c.shape.tokens(), h = c.shape.hidden;
   const reference::Matrix xg = reference::random_matrix(n, h, 1), dyg = reference::random_matrix(n, h, 2);

@@ -3,7 +3,7 @@ include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS optimus_core optimus_grid optimus_layers optimus_reference optimus
+install(TARGETS optimus_core optimus_grid optimus_device optimus_layers optimus_reference optimus
         EXPORT optimus-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -14,9 +14,6 @@ if(NOT OPTIMUS_WITH_MPI)
 endif()
 if(NOT OPTIMUS_HAVE_CUDA)
   list(APPEND _optimus_header_excludes PATTERN "cuda" EXCLUDE)
-endif()
-if(NOT OPTIMUS_HAVE_NCCL)
-  list(APPEND _optimus_header_excludes PATTERN "nccl_communicator.hpp" EXCLUDE)
 endif()
 install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp" ${_optimus_header_excludes})
 install(EXPORT optimus-targets NAMESPACE optimus:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/optimus)

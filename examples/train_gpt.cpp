@@ -5,13 +5,20 @@
 //   mpirun -np 4 ./train_gpt [--q 2] [--layers 2] [--hidden 128] [--heads 4] [--ffn 512] [--seq 64]
 //                            [--batch 16] [--steps 1200] [--lr 3e-3] [--dropout 0.1] [--seed 1234] [--every 50]
 //                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
-//                            [--device cpu|cuda] [--gemm f32|bf16]
+//                            [--device cpu|sim|cuda] [--device-memory SIZE] [--gemm f32|bf16] [--in-process N]
 //
 // --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
-// (cuda::nccl_grid; needs a build with CUDA and NCCL); the reference check still runs on a host grid.
+// (distributed_grid; needs a build with CUDA and NCCL). --device sim: the simulated device, one per rank, with its
+// simulated NCCL (--device-memory: its capacity, e.g. 512MiB): the GPU path run on the CPU, the same losses as
+// --device cpu. The reference check runs on a host grid either way.
+// --in-process N: N ranks as threads of this one process (no mpirun) — with --device sim or cuda all sharing one
+// device, as a whole grid on one GPU (RankDevice::grid).
 // --gemm bf16: mixed precision (GEMMs on bf16 operands, f32 master weights and optimizer state).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -22,12 +29,8 @@
 #include <string>
 
 #include "optimus/core/cli.hpp"
-#if OPTIMUS_EXAMPLE_NCCL
-#include <cstdlib>
-#include <memory>
-
-#include "optimus/cuda/nccl_grid.hpp"
-#endif
+#include "optimus/device/rank_device.hpp"
+#include "optimus/sim/runtime.hpp"
 
 namespace {
 
@@ -148,7 +151,6 @@ std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::s
   return out;
 }
 
-#if OPTIMUS_EXAMPLE_NCCL
 // This rank's GPU: its rank on the node (Open MPI, Slurm or MPICH tell it; else its world rank) modulo the
 // node's devices.
 int local_gpu(const optimus::Communicator& world) {
@@ -159,10 +161,129 @@ int local_gpu(const optimus::Communicator& world) {
       break;
     }
   }
-  const int devices = optimus::cuda::device_count();
-  return devices > 0 ? local % devices : 0;  // with none, RankDevice reports that device 0 does not exist
+  const int devices = optimus::cuda_device_count();
+  return devices > 0 ? local % devices : 0;  // with none, opening device 0 reports that it does not exist
 }
-#endif
+
+// Where the model lives: the device of this process (one rank per process), or the one device every in-process rank
+// shares; none on the CPU.
+struct Placement {
+  optimus::Device device;
+  bool in_process;
+  std::unique_ptr<optimus::DeviceRuntime> shared;  // the in-process ranks' device
+  std::uint64_t memory;                            // --device-memory (the simulated device's capacity)
+};
+
+std::unique_ptr<optimus::DeviceRuntime> open_device(const Placement& where, const optimus::Communicator& world) {
+  if (where.device == optimus::Device::sim) {
+    return std::make_unique<optimus::sim::Runtime>(optimus::sim::Options{.capacity = where.memory});
+  }
+  return optimus::open_cuda_device(local_gpu(world));
+}
+
+// One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
+int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
+  const int q = static_cast<int>(o.integer("q", 2));
+  const std::string gemm = o.text("gemm", "f32");
+  OPTIMUS_CHECK(gemm == "f32" || gemm == "bf16", "--gemm must be f32 or bf16, got '", gemm, "'");
+  const auto math = gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
+  optimus::Grid host_grid = optimus::Grid::create(world, q);  // the reference check's (f64) grid
+  std::unique_ptr<optimus::DeviceRuntime> own_device;
+  std::optional<optimus::RankDevice> rank_device;
+  std::optional<optimus::Grid> device_grid;
+  if (where.device != optimus::Device::cpu) {
+    if (!where.in_process) own_device = open_device(where, world);
+    rank_device.emplace(where.in_process ? *where.shared : *own_device, math);
+    device_grid.emplace(where.in_process ? rank_device->grid(world, q)
+                                         : optimus::distributed_grid(*rank_device, world, q));
+  }
+  optimus::Grid& grid = device_grid ? *device_grid : host_grid;
+  grid.set_gemm_math(math);
+  const bool root = world.rank() == 0;
+  const Corpus corpus = load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"), q);
+
+  optimus::GptConfig config;
+  config.vocab = static_cast<std::int64_t>(corpus.chars.size());
+  config.layers = o.integer("layers", 2);
+  config.hidden = o.integer("hidden", 128);
+  config.heads = o.integer("heads", 4);
+  config.ffn = o.integer("ffn", 4 * config.hidden);
+  config.max_seq = o.integer("seq", 64);
+  config.dropout = o.real("dropout", 0.1);
+  config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
+  const std::int64_t batch = o.integer("batch", 16), seq = config.max_seq;
+  const int steps = static_cast<int>(o.integer("steps", 1200)), every = static_cast<int>(o.integer("every", 50));
+  const double lr = o.real("lr", 3e-3);
+  if (root) {
+    std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n", q, q,
+                grid.dp(), world.size(), grid.row().backend().c_str(), std::string(name_of(where.device)).c_str(),
+                gemm.c_str());
+    std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f nats/char\n",
+                corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
+                static_cast<long long>(config.vocab), corpus.unigram_entropy);
+    std::printf("  model: layers %lld, hidden %lld, heads %lld, ffn %lld, context %lld, dropout %.2f, %lld parameters; batch %lld x dp %d\n",
+                static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
+                static_cast<long long>(config.heads), static_cast<long long>(config.ffn),
+                static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
+                static_cast<long long>(batch), grid.dp());
+  }
+
+  std::vector<int> tokens, targets;
+  draw_batch(corpus.train, batch, seq, config.seed, 0, grid.dp_index(), grid.dp(), tokens, targets);
+  {
+    optimus::GptConfig check = config;
+    check.layers = std::min<std::int64_t>(config.layers, 2);
+    const double err = reference_check(host_grid, check, tokens, targets, batch, world.rank());
+    if (root) std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err, err < 1e-10 ? "ok" : "FAILED");
+    OPTIMUS_CHECK(err < 1e-10, "train_gpt: the 2D model disagrees with the reference (relative error ", err, ")");
+    host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
+  }
+
+  optimus::Gpt2D<float> model(grid, config);
+  optimus::AdamW<float> optimizer(grid, model.parameters(), optimus::AdamWConfig{lr, 0.9, 0.95, 1e-8, 0.1, 1.0});
+  double interval_loss = 0, last_loss = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int step = 1; step <= steps; ++step) {
+    const int warmup = std::max(1, steps / 20);
+    const double progress = static_cast<double>(step) / steps;
+    optimizer.set_learning_rate(step <= warmup ? lr * step / warmup : lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
+    draw_batch(corpus.train, batch, seq, config.seed, static_cast<std::uint64_t>(step), grid.dp_index(), grid.dp(),
+               tokens, targets);
+    model.zero_grad();
+    const double loss = model.forward(tokens, targets, batch, static_cast<std::uint64_t>(step));
+    model.backward();
+    optimizer.step();
+    interval_loss += loss;
+    if (step % every == 0 || step == steps) {
+      const int n = step % every == 0 ? every : step % every;
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      last_loss = interval_loss / n;
+      if (root) {
+        std::printf("step %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", step, last_loss,
+                    static_cast<double>(n * batch * seq * grid.dp()) / seconds, 1e3 * seconds / n);
+        std::fflush(stdout);
+      }
+      interval_loss = 0;
+      t0 = std::chrono::steady_clock::now();
+    }
+  }
+  double valid_loss = 0;
+  const int valid_batches = 8;
+  for (int k = 0; k < valid_batches; ++k) {
+    draw_batch(corpus.valid, batch, seq, config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(), grid.dp(),
+               tokens, targets);
+    valid_loss += model.evaluate(tokens, targets, batch) / valid_batches;
+  }
+  const std::string mem = memory_line(grid);
+  const std::string sample = generate(model, corpus, "The ", static_cast<int>(o.integer("sample", 240)), config.seed);
+  if (root) {
+    std::printf("  %s\n", mem.c_str());
+    std::printf("final training loss %.4f nats/char, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
+                valid_loss, corpus.unigram_entropy, last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
+    std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -171,106 +292,26 @@ int main(int argc, char** argv) {
   try {
     const optimus::cli::Options o(argc, argv, 1,
                                   {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
-                                   "every", "text", "sample", "dropout", "device", "gemm"});
-    const int q = static_cast<int>(o.integer("q", 2));
-    const std::string device = o.text("device", "cpu"), gemm = o.text("gemm", "f32");
-    OPTIMUS_CHECK(device == "cpu" || device == "cuda", "--device must be cpu or cuda, got '", device, "'");
-    OPTIMUS_CHECK(gemm == "f32" || gemm == "bf16", "--gemm must be f32 or bf16, got '", gemm, "'");
-    optimus::Grid host_grid = optimus::Grid::create(ctx.world(), q);  // the reference check's (f64) grid
-#if OPTIMUS_EXAMPLE_NCCL
-    std::unique_ptr<optimus::cuda::RankDevice> gpu;
-    if (device == "cuda") gpu = std::make_unique<optimus::cuda::RankDevice>(local_gpu(ctx.world()));
-    std::optional<optimus::Grid> gpu_grid;
-    if (gpu) gpu_grid.emplace(optimus::cuda::nccl_grid(*gpu, ctx.world(), q));
-    optimus::Grid& grid = gpu_grid ? *gpu_grid : host_grid;
-#else
-    OPTIMUS_CHECK(device == "cpu", "--device cuda: this train_gpt was built without CUDA and NCCL");
-    optimus::Grid& grid = host_grid;
-#endif
-    grid.set_gemm_math(gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32);
-    const bool root = ctx.world().rank() == 0;
-    const Corpus corpus = load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"), q);
-
-    optimus::GptConfig config;
-    config.vocab = static_cast<std::int64_t>(corpus.chars.size());
-    config.layers = o.integer("layers", 2);
-    config.hidden = o.integer("hidden", 128);
-    config.heads = o.integer("heads", 4);
-    config.ffn = o.integer("ffn", 4 * config.hidden);
-    config.max_seq = o.integer("seq", 64);
-    config.dropout = o.real("dropout", 0.1);
-    config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
-    const std::int64_t batch = o.integer("batch", 16), seq = config.max_seq;
-    const int steps = static_cast<int>(o.integer("steps", 1200)), every = static_cast<int>(o.integer("every", 50));
-    const double lr = o.real("lr", 3e-3);
-    if (root) {
-      std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n", q, q,
-                  grid.dp(), ctx.world().size(), grid.row().backend().c_str(), device.c_str(), gemm.c_str());
-      std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f nats/char\n",
-                  corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
-                  static_cast<long long>(config.vocab), corpus.unigram_entropy);
-      std::printf("  model: layers %lld, hidden %lld, heads %lld, ffn %lld, context %lld, dropout %.2f, %lld parameters; batch %lld x dp %d\n",
-                  static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
-                  static_cast<long long>(config.heads), static_cast<long long>(config.ffn),
-                  static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
-                  static_cast<long long>(batch), grid.dp());
-    }
-
-    std::vector<int> tokens, targets;
-    draw_batch(corpus.train, batch, seq, config.seed, 0, grid.dp_index(), grid.dp(), tokens, targets);
-    {
-      optimus::GptConfig check = config;
-      check.layers = std::min<std::int64_t>(config.layers, 2);
-      const double err = reference_check(host_grid, check, tokens, targets, batch, ctx.world().rank());
-      if (root) std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err, err < 1e-10 ? "ok" : "FAILED");
-      OPTIMUS_CHECK(err < 1e-10, "train_gpt: the 2D model disagrees with the reference (relative error ", err, ")");
-      host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
-    }
-
-    optimus::Gpt2D<float> model(grid, config);
-    optimus::AdamW<float> optimizer(grid, model.parameters(), optimus::AdamWConfig{lr, 0.9, 0.95, 1e-8, 0.1, 1.0});
-    double interval_loss = 0, last_loss = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    for (int step = 1; step <= steps; ++step) {
-      const int warmup = std::max(1, steps / 20);
-      const double progress = static_cast<double>(step) / steps;
-      optimizer.set_learning_rate(step <= warmup ? lr * step / warmup : lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
-      draw_batch(corpus.train, batch, seq, config.seed, static_cast<std::uint64_t>(step), grid.dp_index(), grid.dp(),
-                 tokens, targets);
-      model.zero_grad();
-      const double loss = model.forward(tokens, targets, batch, static_cast<std::uint64_t>(step));
-      model.backward();
-      optimizer.step();
-      interval_loss += loss;
-      if (step % every == 0 || step == steps) {
-        const int n = step % every == 0 ? every : step % every;
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        last_loss = interval_loss / n;
-        if (root) {
-          std::printf("step %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", step, last_loss,
-                      static_cast<double>(n * batch * seq * grid.dp()) / seconds, 1e3 * seconds / n);
-          std::fflush(stdout);
-        }
-        interval_loss = 0;
-        t0 = std::chrono::steady_clock::now();
-      }
-    }
-    double valid_loss = 0;
-    const int valid_batches = 8;
-    for (int k = 0; k < valid_batches; ++k) {
-      draw_batch(corpus.valid, batch, seq, config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(), grid.dp(),
-                 tokens, targets);
-      valid_loss += model.evaluate(tokens, targets, batch) / valid_batches;
-    }
-    const std::string mem = memory_line(grid);
-    const std::string sample = generate(model, corpus, "The ", static_cast<int>(o.integer("sample", 240)), config.seed);
-    if (root) {
-      std::printf("  %s\n", mem.c_str());
-      std::printf("final training loss %.4f nats/char, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
-                  valid_loss, corpus.unigram_entropy, last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
-      std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
-    }
-    return 0;
+                                   "every", "text", "sample", "dropout", "device", "device-memory", "gemm",
+                                   "in-process"});
+    Placement where{.device = optimus::parse_device(o.text("device", "cpu")),
+                    .in_process = o.has("in-process"),
+                    .shared = nullptr,
+                    .memory = o.bytes("device-memory", std::numeric_limits<std::uint64_t>::max())};
+    OPTIMUS_CHECK(!o.has("device-memory") || where.device == optimus::Device::sim,
+                  "--device-memory sets the simulated device's memory: it needs --device sim");
+    if (!where.in_process) return train(ctx.world(), o, where);
+    const auto ranks = o.integer("in-process", 1);
+    OPTIMUS_CHECK(ctx.world().size() == 1, "--in-process runs every rank in this process: launch one process, not ",
+                  ctx.world().size());
+    OPTIMUS_CHECK(ranks >= 1 && ranks <= 64, "--in-process needs 1 to 64 ranks, got ", ranks);
+    if (where.device != optimus::Device::cpu) where.shared = open_device(where, ctx.world());
+    int status = 0;
+    optimus::run_in_process(static_cast<int>(ranks), [&](optimus::Communicator& world) {
+      const int mine = train(world, o, where);
+      if (world.rank() == 0) status = mine;
+    });
+    return status;
   } catch (const optimus::cli::HelpRequested& help) {
     if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
     return 0;

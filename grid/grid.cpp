@@ -2,6 +2,8 @@
 // communicators.
 #include "optimus/grid/grid.hpp"
 
+#include "optimus/core/device_memory.hpp"
+#include "optimus/core/device_runtime.hpp"
 #include "optimus/core/error.hpp"
 
 namespace optimus {
@@ -33,6 +35,24 @@ Grid Grid::create(Communicator& world, int q) {
   s->memory = std::make_unique<MemoryTracker>();
   s->queue.scratch = s->tag(MemoryKind::workspace);
   return Grid(std::move(s));
+}
+
+void Grid::place_on(DeviceMemory* device, const ops::Queue& queue) {
+  const Device where = device != nullptr ? device->device() : Device::cpu;
+  const std::pair<const char*, const Communicator*> comms[] = {
+      {"row", state_->row.get()}, {"column", state_->col.get()}, {"grid", state_->grid.get()},
+      {"data-parallel", state_->dp_comm.get()}};
+  for (const auto& [name, comm] : comms) {
+    OPTIMUS_CHECK(comm->takes_buffers_on(where), "Grid::place_on: the grid's ", name, " communicator (",
+                  comm->backend(), ") cannot move ", name_of(where), " buffers; for an in-process world set its "
+                  "staging on the device before Grid::create (RankDevice::grid does), or use device communicators "
+                  "(distributed_grid)");
+  }
+  OPTIMUS_CHECK(where == Device::cpu || (queue.stream != nullptr && queue.stream->device() == where),
+                "Grid::place_on: matrices on ", name_of(where), " need a ", name_of(where), " stream in the queue");
+  state_->device = device;
+  state_->queue = queue;
+  state_->queue.scratch = state_->tag(MemoryKind::workspace);
 }
 
 }  // namespace optimus

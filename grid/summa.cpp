@@ -7,13 +7,10 @@
 #include <vector>
 
 #include "optimus/core/error.hpp"
-#include "optimus/core/kernels.hpp"
 #include "optimus/core/ops.hpp"
 
 namespace optimus {
 namespace {
-
-using cpu::Trans;
 
 template <class T>
 std::size_t count_of(const TensorView<T>& v) {
@@ -85,8 +82,8 @@ void tiled_gemm(const ops::Queue& queue, Trans trans_a, Trans trans_b, T alpha, 
     const std::int64_t r0 = rows * t / tiles, r1 = rows * (t + 1) / tiles;
     const TensorView<const S> a_rows =
         trans_a == Trans::no ? a.block(r0, 0, r1 - r0, a.size(1)) : a.block(0, r0, a.size(0), r1 - r0);
-    ops::gemm(trans_a == Trans::yes, trans_b == Trans::yes, alpha, a_rows, b, beta, c.block(r0, 0, r1 - r0, c.size(1)),
-              epilogue.rows(r0, r1 - r0), queue);
+    ops::gemm(trans_a, trans_b, alpha, a_rows, b, beta, c.block(r0, 0, r1 - r0, c.size(1)), epilogue.rows(r0, r1 - r0),
+              queue);
     if (t + 1 < tiles) poll();
   }
 }

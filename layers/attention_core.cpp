@@ -65,10 +65,10 @@ void attention_core_forward(const AttentionGeometry& g, const GridState& grid, T
   Tensor<T> wide = seqs.tiles(!full, work);  // the f32 tiles when not kept in T (kept in bf16, or not kept)
   for (std::int64_t b = 0; b < g.batches; ++b) {
     const TensorView<T> p = full ? seqs.probs(probs.full, b) : wide.view();
-    ops::gemm_batched<T>(false, true, T(1), seqs.part(qkv, 0, b), seqs.part(qkv, 1, b), T(0), stacked(scores.view()),
-                         heads, queue);
+    ops::gemm_batched<T>(Trans::no, Trans::yes, T(1), seqs.part(qkv, 0, b), seqs.part(qkv, 1, b), T(0),
+                         stacked(scores.view()), heads, queue);
     ops::causal_softmax_forward<T>(std::as_const(scores).view(), seqs.scale, p, queue);
-    ops::gemm_batched<T>(false, false, T(1), stacked(seqs.kept(p, kept, b, queue)), seqs.part(qkv, 2, b), T(0),
+    ops::gemm_batched<T>(Trans::no, Trans::no, T(1), stacked(seqs.kept(p, kept, b, queue)), seqs.part(qkv, 2, b), T(0),
                          seqs.part(merged, 0, b), heads, queue);
     if constexpr (std::is_same_v<T, float>) {
       if (half) ops::to_bf16(TensorView<const T>(p), seqs.probs(probs.half, b), queue);
@@ -94,14 +94,14 @@ void attention_core_backward(const AttentionGeometry& g, const GridState& grid, 
     const auto dout = seqs.part(dmerged, 0, b), q = seqs.part(qkv, 0, b), k = seqs.part(qkv, 1, b);
     const auto v = seqs.part(qkv, 2, b);
     // dV = kept^T dout; dP = (dout V^T) * mask; dS = softmax'(dP); dQ = dS K; dK = dS^T Q — for every head.
-    ops::gemm_batched<T>(true, false, T(1), stacked(seqs.kept(p, kept, b, queue)), dout, T(0), seqs.part(dqkv, 2, b),
-                         heads, queue);
-    ops::gemm_batched<T>(false, true, T(1), dout, v, T(0), stacked(dp.view()), heads, queue);
+    ops::gemm_batched<T>(Trans::yes, Trans::no, T(1), stacked(seqs.kept(p, kept, b, queue)), dout, T(0),
+                         seqs.part(dqkv, 2, b), heads, queue);
+    ops::gemm_batched<T>(Trans::no, Trans::yes, T(1), dout, v, T(0), stacked(dp.view()), heads, queue);
     seqs.drop(dp.view(), b, queue);
     ops::causal_softmax_backward<T>(p, std::as_const(dp).view(), seqs.scale, ds.view(), queue);
     const auto dS = stacked(std::as_const(ds).view());
-    ops::gemm_batched<T>(false, false, T(1), dS, k, T(0), seqs.part(dqkv, 0, b), heads, queue);
-    ops::gemm_batched<T>(true, false, T(1), dS, q, T(0), seqs.part(dqkv, 1, b), heads, queue);
+    ops::gemm_batched<T>(Trans::no, Trans::no, T(1), dS, k, T(0), seqs.part(dqkv, 0, b), heads, queue);
+    ops::gemm_batched<T>(Trans::yes, Trans::no, T(1), dS, q, T(0), seqs.part(dqkv, 1, b), heads, queue);
   }
 }
 

@@ -36,8 +36,7 @@ void DistVector<T>::add_reduced_column_block(TensorView<const T> partial) {
   Tensor<T> piece(row, grid_->tag(MemoryKind::workspace), Init::none);
   grid_->col->reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(local_size()), dtype_of<T>,
                              ReduceOp::sum);
-  ops::axpby<T>(T(1), std::as_const(piece).view(), T(1), TensorView<T>(local_.data(), row, local_.device()),
-                grid_->queue);
+  ops::axpby<T>(T(1), std::as_const(piece).view(), T(1), local(), grid_->queue);
 }
 
 template class DistVector<float>;

@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "optimus/core/device_memory.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 
@@ -26,7 +27,7 @@ template <class T>
 void accumulate_grads(const Grid& local, const SavedActivation<T>& x, const DistMatrix<T>& dy, DistMatrix<T>& dw,
                       DistMatrix<T>& db) {
   Tensor<T> widened;
-  ops::gemm<T>(true, false, T(1), x.values(widened), dy.local(), T(1), dw.local(), local.queue());
+  ops::gemm<T>(Trans::yes, Trans::no, T(1), x.values(widened), dy.local(), T(1), dw.local(), local.queue());
   Tensor<T> partial(db.local().shape(), local.tag(MemoryKind::workspace), Init::none);
   ops::column_sums<T>(dy.local(), partial.view(), local.queue());
   ops::axpby<T>(T(1), std::as_const(partial).view(), T(1), db.local(), local.queue());
@@ -41,6 +42,13 @@ void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
 }  // namespace
 
 Group::Group(Communicator& tp) : tp_(&tp), self_(tp.split(tp.rank(), 0)), local_(Grid::create(*self_, 1)) {}
+
+void Group::place_on(DeviceMemory* device, const ops::Queue& queue) {
+  const Device where = device != nullptr ? device->device() : Device::cpu;
+  OPTIMUS_CHECK(tp_->takes_buffers_on(where), "megatron::Group::place_on: the tensor-parallel communicator (",
+                tp_->backend(), ") cannot move ", name_of(where), " buffers");
+  local_.place_on(device, queue);
+}
 
 template <class T>
 ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, std::string name, std::int64_t in,
@@ -60,7 +68,7 @@ template <class T>
 void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
   const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(b_).local(), pre);
-  ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_->local().queue());
+  ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_->local().queue());
   if (pass.training) saved_x_.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
 }
 
@@ -82,7 +90,7 @@ template <class T>
 DistMatrix<T> ColumnParallelLinear<T>::backward(const DistMatrix<T>& dy) {
   OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
   DistMatrix<T> dx(group_->local(), dy.rows(), in_);
-  ops::gemm<T>(false, true, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
+  ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
   all_reduce_in_place(group_->tp(), dx);
   accumulate_grads(group_->local(), *saved_x_, dy, dw_, db_);
   saved_x_.reset();
@@ -119,7 +127,7 @@ DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& 
   OPTIMUS_CHECK(x.cols() == in_ / group_->size(), name_, ": input has ", x.cols(), " columns, expected ",
                 in_ / group_->size());
   DistMatrix<T> y(group_->local(), x.rows(), out_);
-  ops::gemm<T>(false, false, T(1), x.local(), w_.local(), T(0), y.local(), group_->local().queue());
+  ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), group_->local().queue());
   all_reduce_in_place(group_->tp(), y);
   ops::add_row_broadcast<T>(b_.local(), y.local(), group_->local().queue());
   if (pass.training) saved_x_.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
@@ -130,7 +138,7 @@ template <class T>
 DistMatrix<T> RowParallelLinear<T>::backward(const DistMatrix<T>& dy) {
   OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
   DistMatrix<T> dx(group_->local(), dy.rows(), in_ / group_->size());
-  ops::gemm<T>(false, true, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
+  ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
   accumulate_grads(group_->local(), *saved_x_, dy, dw_, db_);
   saved_x_.reset();
   return dx;

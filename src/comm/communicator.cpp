@@ -61,6 +61,7 @@ void Communicator::check_peer(int peer, const char* what) const {
 
 void Communicator::check_reducible(DType dtype, const char* what) const {
   OPTIMUS_CHECK(dtype != DType::bf16, what, " on bf16 is not supported: bf16 is a storage type; reduce in f32");
+  OPTIMUS_CHECK(dtype != DType::u8, what, " on u8 is not supported: u8 are bytes, moved but not reduced");
 }
 
 namespace {

@@ -18,8 +18,10 @@ Context::Context(int& argc, char**& argv) : mpi_(std::make_unique<Mpi>()) {
   int initialized = 0;
   OPTIMUS_CHECK_MPI(MPI_Initialized(&initialized));
   if (!initialized) {
+    // MPI_THREAD_MULTIPLE where the library offers it: the simulated device's communicators call MPI from their
+    // streams' threads (MpiCommunicator::allows_any_thread says whether they may).
     int provided = 0;
-    OPTIMUS_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
+    OPTIMUS_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
     mpi_->finalize = true;
   }
   MPI_Comm world = MPI_COMM_NULL;

@@ -3,6 +3,9 @@
 // once); waiting blocks until the contributions it needs are there, then computes this rank's result.
 // Blocking and non-blocking calls take the same path (a blocking call waits on its request at once).
 // Reductions always add contributions in rank order, so every rank gets bit-identical results.
+// The group's lock guards only the slots' bookkeeping: a rank takes (shared pointers to) the contributions it needs
+// under the lock, and copies and reduces them after releasing it. Staged copies on a device wait for the rank's
+// stream; under the lock they would serialise every rank of the group.
 #include "optimus/comm/in_process.hpp"
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "optimus/core/element_math.hpp"
 #include "optimus/core/error.hpp"
 
 namespace optimus {
@@ -92,18 +96,16 @@ struct GroupState {
 
 template <class T>
 void reduce_into(T* acc, const T* x, std::size_t n, ReduceOp op) {
-  for (std::size_t e = 0; e < n; ++e) {
-    switch (op) {
-      case ReduceOp::sum: acc[e] += x[e]; break;
-      case ReduceOp::max: acc[e] = std::max(acc[e], x[e]); break;
-      case ReduceOp::min: acc[e] = std::min(acc[e], x[e]); break;
-    }
-  }
+  const math::Combine how = op == ReduceOp::sum ? math::Combine::sum
+                            : op == ReduceOp::max ? math::Combine::max
+                                                  : math::Combine::min;
+  for (std::size_t e = 0; e < n; ++e) acc[e] = math::combine(acc[e], x[e], how);
 }
 
 // The default staging area: host memory.
 class HostStaging final : public InProcessStaging {
  public:
+  Device device() const override { return Device::cpu; }
   std::shared_ptr<std::byte> allocate(std::size_t bytes) override {
     return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
   }
@@ -117,23 +119,36 @@ class HostStaging final : public InProcessStaging {
   }
 };
 
-// A pending operation on a group: ready() says whether it can complete, finish() completes it.
-// Both run with the group's lock held.
+// What completes an operation: run with the group's lock held, it takes what the result needs from the slot (shared
+// pointers to the contributions) and returns the delivery — the copies and reductions into the caller's buffer —
+// which runs after the lock is released.
+using Delivery = std::function<void()>;
+using Take = std::function<Delivery()>;
+
+// A pending operation on a group: ready() (under the lock) says whether it can complete; take() then delivery().
 class SlotRequest final : public RequestImpl {
  public:
-  SlotRequest(std::shared_ptr<GroupState> g, int rank, std::function<bool()> ready, std::function<void()> finish)
-      : g_(std::move(g)), rank_(rank), ready_(std::move(ready)), finish_(std::move(finish)) {}
+  SlotRequest(std::shared_ptr<GroupState> g, int rank, std::function<bool()> ready, Take take)
+      : g_(std::move(g)), rank_(rank), ready_(std::move(ready)), take_(std::move(take)) {}
 
   void wait() override {
-    std::unique_lock lock(g_->mu);
-    g_->wait_until(lock, rank_, ready_);
-    finish_();
+    Delivery deliver;
+    {
+      std::unique_lock lock(g_->mu);
+      g_->wait_until(lock, rank_, ready_);
+      deliver = take_();
+    }
+    if (deliver) deliver();
   }
   bool test() override {
-    std::unique_lock lock(g_->mu);
-    if (g_->world->aborted.load()) throw PeerFailed(rank_);
-    if (!ready_()) return false;
-    finish_();
+    Delivery deliver;
+    {
+      std::unique_lock lock(g_->mu);
+      if (g_->world->aborted.load()) throw PeerFailed(rank_);
+      if (!ready_()) return false;
+      deliver = take_();
+    }
+    if (deliver) deliver();
     return true;
   }
 
@@ -141,7 +156,7 @@ class SlotRequest final : public RequestImpl {
   std::shared_ptr<GroupState> g_;
   int rank_;
   std::function<bool()> ready_;
-  std::function<void()> finish_;
+  Take take_;
 };
 
 class InProcessCommunicator final : public Communicator {
@@ -150,6 +165,9 @@ class InProcessCommunicator final : public Communicator {
       : Communicator(rank, g->size), g_(std::move(g)), staging_(std::move(staging)) {}
 
   std::string backend() const override { return "in-process"; }
+  bool takes_buffers_on(Device device) const override {
+    return device == Device::cpu || device == staging_->device();
+  }
 
   void set_staging(std::shared_ptr<InProcessStaging> staging) { staging_ = std::move(staging); }
 
@@ -167,9 +185,10 @@ class InProcessCommunicator final : public Communicator {
     }
     g_->slot(seq);
     return pending([this, seq, root] { return g_->slots.at(seq).posted[static_cast<std::size_t>(root)] != 0; },
-                   [this, seq, root, buf, n] {
-                     deliver(buf, g_->slots.at(seq).data[static_cast<std::size_t>(root)], n);
+                   [this, seq, root, buf, n]() -> Delivery {
+                     Staged from_root = g_->slots.at(seq).data[static_cast<std::size_t>(root)];
                      g_->done(seq);
+                     return [this, buf, from_root, n] { deliver(buf, from_root, n); };
                    });
   }
 
@@ -184,9 +203,8 @@ class InProcessCommunicator final : public Communicator {
       g_->done(seq);
       return {};
     }
-    return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
-      reduce_to(g_->slots.at(seq), 0, count, dtype, op, recv);
-      g_->done(seq);
+    return pending(all_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
+      return [this, all = contributions(seq), recv, count, dtype, op] { reduce_to(all, 0, count, dtype, op, recv); };
     });
   }
 
@@ -196,9 +214,8 @@ class InProcessCommunicator final : public Communicator {
     Staged mine = stage(send, count * size_of(dtype));
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), std::move(mine));
-    return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
-      reduce_to(g_->slots.at(seq), 0, count, dtype, op, recv);
-      g_->done(seq);
+    return pending(all_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
+      return [this, all = contributions(seq), recv, count, dtype, op] { reduce_to(all, 0, count, dtype, op, recv); };
     });
   }
 
@@ -209,10 +226,10 @@ class InProcessCommunicator final : public Communicator {
     Staged mine = stage(send, n);
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), std::move(mine));
-    return pending(all_posted(seq), [this, seq, recv, n] {
-      const Slot& s = g_->slots.at(seq);
-      for (std::size_t r = 0; r < s.data.size(); ++r) deliver(static_cast<std::byte*>(recv) + r * n, s.data[r], n);
-      g_->done(seq);
+    return pending(all_posted(seq), [this, seq, recv, n]() -> Delivery {
+      return [this, all = contributions(seq), recv, n] {
+        for (std::size_t r = 0; r < all.size(); ++r) deliver(static_cast<std::byte*>(recv) + r * n, all[r], n);
+      };
     });
   }
 
@@ -223,9 +240,10 @@ class InProcessCommunicator final : public Communicator {
     Staged mine = stage(send, static_cast<std::size_t>(size()) * count * size_of(dtype));
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), std::move(mine));
-    return pending(all_posted(seq), [this, seq, recv, count, dtype, op] {
-      reduce_to(g_->slots.at(seq), static_cast<std::size_t>(rank()) * count, count, dtype, op, recv);
-      g_->done(seq);
+    return pending(all_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
+      return [this, all = contributions(seq), recv, count, dtype, op] {
+        reduce_to(all, static_cast<std::size_t>(rank()) * count, count, dtype, op, recv);
+      };
     });
   }
 
@@ -241,13 +259,15 @@ class InProcessCommunicator final : public Communicator {
     const std::tuple<int, int, int> key{source, rank(), tag};
     const std::size_t n = count * size_of(dtype);
     return pending([this, key] { return !g_->mailbox[key].empty(); },
-                   [this, key, buf, n, source, tag] {
+                   [this, key, buf, n, source, tag]() -> Delivery {
                      std::deque<Staged>& queue = g_->mailbox[key];
                      Staged message = std::move(queue.front());
                      queue.pop_front();
-                     OPTIMUS_CHECK(message.size == n, "recv from rank ", source, " with tag ", tag, " expected ", n,
-                                   " bytes but the message has ", message.size);
-                     deliver(buf, message, n);
+                     return [this, message, buf, n, source, tag] {
+                       OPTIMUS_CHECK(message.size == n, "recv from rank ", source, " with tag ", tag, " expected ", n,
+                                     " bytes but the message has ", message.size);
+                       deliver(buf, message, n);
+                     };
                    });
   }
 
@@ -255,7 +275,10 @@ class InProcessCommunicator final : public Communicator {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), {});
-    return pending(all_posted(seq), [this, seq] { g_->done(seq); });
+    return pending(all_posted(seq), [this, seq]() -> Delivery {
+      g_->done(seq);
+      return {};
+    });
   }
 
   std::unique_ptr<Communicator> do_split(int color, int key) override {
@@ -304,14 +327,23 @@ class InProcessCommunicator final : public Communicator {
     std::memcpy(staged.data.get(), p, n);
     return staged;
   }
+  // Under the group's lock: every rank's contribution to slot `seq` (kept alive by the shared pointers), and this
+  // rank is done with the slot.
+  std::vector<Staged> contributions(std::uint64_t seq) {
+    std::vector<Staged> all = g_->slots.at(seq).data;
+    g_->done(seq);
+    return all;
+  }
+
   // out[0..count) = the reduction over ranks, in rank order, of elements [offset, offset + count) of each
   // contribution, computed where the staging area is.
-  void reduce_to(const Slot& s, std::size_t offset, std::size_t count, DType dtype, ReduceOp op, void* out) const {
+  void reduce_to(const std::vector<Staged>& all, std::size_t offset, std::size_t count, DType dtype, ReduceOp op,
+                 void* out) const {
     if (count == 0) return;
     const std::size_t width = size_of(dtype);
-    staging_->copy(out, s.data[0].data.get() + offset * width, count * width);
-    for (std::size_t r = 1; r < s.data.size(); ++r) {
-      staging_->reduce(out, s.data[r].data.get() + offset * width, count, dtype, op);
+    staging_->copy(out, all[0].data.get() + offset * width, count * width);
+    for (std::size_t r = 1; r < all.size(); ++r) {
+      staging_->reduce(out, all[r].data.get() + offset * width, count, dtype, op);
     }
   }
 
@@ -319,8 +351,8 @@ class InProcessCommunicator final : public Communicator {
     return [this, seq] { return g_->slots.at(seq).n_posted == size(); };
   }
 
-  Request pending(std::function<bool()> ready, std::function<void()> finish) {
-    return Request(std::make_unique<SlotRequest>(g_, rank(), std::move(ready), std::move(finish)));
+  Request pending(std::function<bool()> ready, Take take) {
+    return Request(std::make_unique<SlotRequest>(g_, rank(), std::move(ready), std::move(take)));
   }
 
   std::shared_ptr<GroupState> g_;

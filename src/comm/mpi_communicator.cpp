@@ -14,6 +14,7 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::f32: return MPI_FLOAT;
     case DType::f64: return MPI_DOUBLE;
     case DType::bf16: return MPI_UINT16_T;  // moved as bits, never reduced
+    case DType::u8: return MPI_BYTE;
   }
   OPTIMUS_FAIL("unknown dtype");
 }
@@ -90,6 +91,11 @@ MpiCommunicator::~MpiCommunicator() {
     const int code = MPI_Comm_free(&comm_);
     if (code != MPI_SUCCESS) std::cerr << "optimus: MPI_Comm_free failed: " << detail::mpi_error_string(code) << '\n';
   }
+}
+
+bool MpiCommunicator::allows_any_thread() const {
+  int level = MPI_THREAD_SINGLE;
+  return MPI_Query_thread(&level) == MPI_SUCCESS && level == MPI_THREAD_MULTIPLE;
 }
 
 Request MpiCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {

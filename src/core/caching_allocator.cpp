@@ -50,18 +50,19 @@ void* CachingAllocator::allocate(std::size_t bytes) {
   return p;
 }
 
-void CachingAllocator::release(void* p) noexcept {
-  if (p == nullptr) return;
+std::size_t CachingAllocator::release(void* p) noexcept {
+  if (p == nullptr) return 0;
   auto it = in_use_.find(p);
   if (it == in_use_.end()) {
     std::cerr << "optimus: " << what_ << " allocator asked to release an unknown block\n";
-    return;
+    return 0;
   }
   const std::size_t size = it->second;
   in_use_.erase(it);
   stats_.bytes_in_use -= size;
   stats_.bytes_cached += size;
   free_[size].push_back(p);
+  return size;
 }
 
 void CachingAllocator::empty_cache() noexcept {

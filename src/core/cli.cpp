@@ -2,7 +2,9 @@
 #include "optimus/core/cli.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <sstream>
+#include <utility>
 
 #include "optimus/core/error.hpp"
 
@@ -64,6 +66,24 @@ std::int64_t Options::integer(const std::string& name, std::int64_t fallback) co
 double Options::real(const std::string& name, double fallback) const {
   return parse_whole(name, text(name, std::to_string(fallback)), "a number",
                      [](const std::string& t, std::size_t* used) { return std::stod(t, used); });
+}
+
+std::uint64_t Options::bytes(const std::string& name, std::uint64_t fallback) const {
+  if (!has(name)) return fallback;
+  const std::string value = text(name, "");
+  static constexpr std::pair<const char*, double> kUnits[] = {
+      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}, {"TB", 1e12},
+      {"GB", 1e9},              {"MB", 1e6},           {"KB", 1e3},       {"B", 1.0}};
+  const std::size_t digits = value.find_first_not_of("0123456789.");
+  const std::string number = value.substr(0, digits), unit = digits == std::string::npos ? "" : value.substr(digits);
+  const auto scale = std::find_if(std::begin(kUnits), std::end(kUnits), [&](const auto& u) { return unit == u.first; });
+  OPTIMUS_CHECK(scale != std::end(kUnits), "option --", name, " needs a size with a unit (B, KiB, MiB, GiB, TiB, KB, "
+                "MB, GB, TB), such as 512MiB; got '", value, "'");
+  const double count = parse_whole(name, number, "a size such as 512MiB",
+                                   [](const std::string& t, std::size_t* used) { return std::stod(t, used); });
+  const double bytes = count * scale->second;
+  OPTIMUS_CHECK(bytes >= 1 && bytes < 1.8e19, "option --", name, " needs a positive size, got '", value, "'");
+  return static_cast<std::uint64_t>(bytes);
 }
 
 std::vector<std::string> Options::list(const std::string& name, const std::string& fallback) const {

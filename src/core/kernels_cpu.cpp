@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "gemm_backend.hpp"
+#include "optimus/core/element_math.hpp"
 
 namespace optimus::cpu {
 namespace {
@@ -69,10 +70,8 @@ void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y) {
   OPTIMUS_CHECK(x.shape() == y.shape(), "axpby shapes differ: x ", x.shape(), ", y ", y.shape());
   auto X = as_eigen(x, "x");
   auto Y = as_eigen(y, "y");
-  if (beta == T(0)) {
-    Y = alpha * X;
-  } else {
-    Y = alpha * X + beta * Y;
+  for (std::int64_t r = 0; r < y.size(0); ++r) {
+    for (std::int64_t c = 0; c < y.size(1); ++c) Y(r, c) = math::axpby(alpha, X(r, c), beta, Y(r, c));
   }
 }
 
@@ -100,17 +99,10 @@ void column_sums(TensorView<const T> x, TensorView<T> out) {
   as_eigen(out, "out").row(0) = as_eigen(x, "x").colwise().sum();
 }
 
-namespace {
-constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
-constexpr double kGeluA = 0.044715;
-}  // namespace
-
 template <class T>
 void gelu_forward(TensorView<const T> x, TensorView<T> y) {
   OPTIMUS_CHECK(x.shape() == y.shape(), "gelu_forward shapes differ: x ", x.shape(), ", y ", y.shape());
-  as_eigen(y, "y") = as_eigen(x, "x").unaryExpr([](T v) {
-    return T(0.5) * v * (T(1) + std::tanh(T(kGeluC) * (v + T(kGeluA) * v * v * v)));
-  });
+  as_eigen(y, "y") = as_eigen(x, "x").unaryExpr([](T v) { return math::gelu(v); });
 }
 
 template <class T>
@@ -121,12 +113,7 @@ void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> 
   auto DY = as_eigen(dy, "dy");
   auto DX = as_eigen(dx, "dx");
   for (std::int64_t r = 0; r < x.size(0); ++r) {
-    for (std::int64_t c = 0; c < x.size(1); ++c) {
-      const T v = X(r, c);
-      const T t = std::tanh(T(kGeluC) * (v + T(kGeluA) * v * v * v));
-      const T d = T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * T(kGeluC) * (T(1) + T(3 * kGeluA) * v * v);
-      DX(r, c) = DY(r, c) * d;
-    }
+    for (std::int64_t c = 0; c < x.size(1); ++c) DX(r, c) = DY(r, c) * math::gelu_derivative(X(r, c));
   }
 }
 

@@ -1,36 +1,89 @@
-// Internal to src/core: what every device-dispatching operation (ops*.cpp) does first — find the one device of
-// its operands (or refuse a mix, naming them), check shapes, and refuse what the CUDA side cannot run — and the
-// Eigen views its CPU side computes with.
+// Internal to src/core: the one dispatch of every operation in optimus/core/ops.hpp (ops_*.cpp). An operation checks
+// its shapes, then calls dispatch<T>() with its operands: the operands must be on one device (otherwise an error
+// naming each operand's device); on the CPU the CPU kernels run; on an accelerator dispatch refuses what its kernels
+// do not take — f64, an operand whose layout they cannot read, a queue without a stream of that device — and runs
+// the accelerator's kernels (accelerator_kernels.hpp), the simulated device's or CUDA's, chosen by the device.
 #pragma once
 
-#include <Eigen/Core>
 #include <initializer_list>
 #include <sstream>
 #include <type_traits>
-#include <utility>
 
+#include "accelerator_kernels.hpp"
+#include "optimus/core/device_runtime.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 
-#if OPTIMUS_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace optimus::ops::detail {
 
-inline const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+// An operand as the dispatch sees it: its name, device and strides, and the layout an accelerator needs it in when
+// it is not already so (null: it is fine).
+struct Operand {
+  const char* name;
+  Device device;
+  Shape strides;
+  const char* needs = nullptr;
+};
+
+// Any layout (the operation checks it itself), contiguous, or rows contiguous (stride(1) = 1, any row stride).
+template <class T>
+Operand any_layout(const char* name, const TensorView<T>& v) {
+  return {.name = name, .device = v.device(), .strides = v.strides()};
+}
+template <class T>
+Operand contiguous(const char* name, const TensorView<T>& v) {
+  return {.name = name, .device = v.device(), .strides = v.strides(), .needs = v.is_contiguous() ? nullptr : "contiguous"};
+}
+template <class T>
+Operand contiguous_rows(const char* name, const TensorView<T>& v) {
+  const bool rows = v.rank() != 2 || v.stride(1) == 1 || v.size(1) <= 1;
+  return {.name = name, .device = v.device(), .strides = v.strides(), .needs = rows ? nullptr : "rows contiguous"};
+}
 
 // The one device of all operands, or an error naming the operation and where each operand lives.
-inline Device common_device(const char* op, std::initializer_list<std::pair<const char*, Device>> operands) {
-  const Device first = operands.begin()->second;
+inline Device common_device(const char* op, std::initializer_list<Operand> operands) {
+  const Device first = operands.begin()->device;
   bool mixed = false;
-  for (const auto& [name, device] : operands) mixed = mixed || device != first;
+  for (const Operand& o : operands) mixed = mixed || o.device != first;
   if (mixed) {
     std::ostringstream where;
-    for (const auto& [name, device] : operands) where << (where.tellp() > 0 ? ", " : "") << name << " on " << device_name(device);
+    for (const Operand& o : operands) where << (where.tellp() > 0 ? ", " : "") << o.name << " on " << name_of(o.device);
     OPTIMUS_FAIL(op, ": operands are on different devices (", where.str(), "); move them to one device first");
   }
   return first;
+}
+
+// On an accelerator: the operands' layouts, and a queue whose stream is on `where`.
+inline void check_accelerated(const char* op, Device where, std::initializer_list<Operand> operands,
+                              const Queue& queue) {
+  for (const Operand& o : operands) {
+    OPTIMUS_CHECK(o.needs == nullptr, op, ": on ", name_of(where), " ", o.name, " must be ", o.needs,
+                  "; its strides are ", o.strides);
+  }
+  OPTIMUS_CHECK(queue.stream != nullptr, op, ": operands on ", name_of(where),
+                " need a stream in the queue (ops::Queue::stream; there is no default stream)");
+  OPTIMUS_CHECK(queue.stream->device() == where, op, ": operands on ", name_of(where), " but the queue's stream is a ",
+                name_of(queue.stream->device()), " stream");
+}
+
+inline const AcceleratorKernels& kernels_for(Device where) {
+  return where == Device::sim ? sim_kernels() : cuda_kernels();
+}
+
+// Runs on_cpu() on the host, or on_accelerator(kernels) with the kernels of the operands' accelerator after the
+// checks above; accelerators run f32 (F64: f64 too — the reductions). Returns what they return.
+template <class T, bool F64 = false, class OnCpu, class OnAccelerator>
+decltype(auto) dispatch(const char* op, std::initializer_list<Operand> operands, const Queue& queue, OnCpu&& on_cpu,
+                        OnAccelerator&& on_accelerator) {
+  const Device where = common_device(op, operands);
+  if (where == Device::cpu) return on_cpu();
+  if constexpr (!std::is_same_v<T, float> && !(F64 && std::is_same_v<T, double>)) {
+    OPTIMUS_FAIL(op, ": operands on ", name_of(where), " must be f32: the accelerators' kernels take f32 (f64 runs on "
+                 "the CPU)");
+  } else {
+    check_accelerated(op, where, operands, queue);
+    return on_accelerator(kernels_for(where));
+  }
 }
 
 // A matrix with contiguous rows and the expected shape, or an error naming the operand.
@@ -45,37 +98,5 @@ template <class T>
 std::int64_t rows_of(const TensorView<T>& x) { return x.rank() == 2 ? x.size(0) : 1; }
 template <class T>
 std::int64_t cols_of(const TensorView<T>& x) { return x.rank() == 2 ? x.size(1) : x.numel(); }
-
-#if OPTIMUS_HAVE_CUDA
-inline cudaStream_t stream_of(Queue q) { return static_cast<cudaStream_t>(q.cuda_stream); }
-#endif
-
-// The CUDA kernels are fp32; double (or a build without CUDA) on the device is refused.
-template <class T>
-void require_cuda(const char* op) {
-#if OPTIMUS_HAVE_CUDA
-  OPTIMUS_CHECK((std::is_same_v<T, float>), op, ": the CUDA kernels take f32 (f64 runs on the CPU)");
-#else
-  OPTIMUS_FAIL(op, ": operands are CUDA tensors but Optimus was built without CUDA (OPTIMUS_WITH_CUDA=OFF)");
-#endif
-}
-
-// The CPU side's Eigen views of contiguous row-major data: [rows, cols] matrices and [1, n] arrays.
-template <class T>
-using Rows = Eigen::Map<Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-template <class T>
-using ConstRows = Eigen::Map<const Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-template <class T>
-using Vec = Eigen::Map<Eigen::Array<std::remove_const_t<T>, 1, Eigen::Dynamic>>;
-template <class T>
-using ConstVec = Eigen::Map<const Eigen::Array<std::remove_const_t<T>, 1, Eigen::Dynamic>>;
-
-// Whether the operands are CUDA tensors (then: f32, in a CUDA build) or CPU ones; a mix is refused.
-template <class T>
-bool on_cuda(const char* op, std::initializer_list<std::pair<const char*, Device>> operands) {
-  if (common_device(op, operands) == Device::cpu) return false;
-  require_cuda<T>(op);
-  return true;
-}
 
 }  // namespace optimus::ops::detail

@@ -1,156 +1,106 @@
-// Element-wise operations and dropout, dispatched by device (optimus/core/ops.hpp): optimus::cpu kernels on the
-// CPU, optimus::cuda kernels (contiguous fp32) on the GPU.
-#include <type_traits>
-
+// Element-wise operations, dropout and the in-process reductions (optimus/core/ops.hpp): checks, then the one
+// dispatch (ops_dispatch.hpp) to the CPU kernels (optimus/core/kernels.hpp, cpu_kernels.hpp) or an accelerator's.
+#include "cpu_kernels.hpp"
 #include "ops_dispatch.hpp"
 #include "optimus/core/kernels.hpp"
-#include "optimus/core/rng.hpp"
-
-#if OPTIMUS_HAVE_CUDA
-#include "optimus/cuda/kernels.hpp"
-#include "optimus/cuda/layer_kernels.hpp"
-#endif
 
 namespace optimus::ops {
 namespace {
 
-
-// Whether the operands are on the GPU (then also contiguous: the CUDA kernels take no strides), or on the CPU.
-template <class T>
-bool on_cuda(const char* op, std::initializer_list<std::pair<const char*, Device>> operands,
-             std::initializer_list<bool> contiguous) {
-  if (!detail::on_cuda<T>(op, operands)) return false;
-  for (bool c : contiguous) OPTIMUS_CHECK(c, op, ": CUDA operands must be contiguous");
-  return true;
-}
+using detail::contiguous;
+using detail::contiguous_rows;
+using detail::dispatch;
 
 template <class T>
 void check_same_shape(const char* op, const TensorView<T>& a, const char* b_name, const Shape& b) {
   OPTIMUS_CHECK(a.shape() == b, op, ": ", b_name, " has shape ", b, ", expected ", a.shape());
 }
 
-#if OPTIMUS_HAVE_CUDA
-using detail::stream_of;
-#endif
+math::Combine combine_of(ReduceOp op) {
+  return op == ReduceOp::sum ? math::Combine::sum : op == ReduceOp::max ? math::Combine::max : math::Combine::min;
+}
 
 }  // namespace
 
 template <class T>
-void fill(TensorView<T> y, T value, [[maybe_unused]] Queue queue) {
-  if (on_cuda<T>("fill", {{"y", y.device()}}, {y.is_contiguous()})) {
-#if OPTIMUS_HAVE_CUDA
-    if constexpr (std::is_same_v<T, float>) cuda::fill(y.data(), value, y.numel(), stream_of(queue));
-#endif
-    return;
-  }
-  cpu::fill<T>(y, value);
+void fill(TensorView<T> y, T value, const Queue& queue) {
+  dispatch<T>("fill", {contiguous("y", y)}, queue, [&] { cpu::fill<T>(y, value); },
+              [&](const auto& k) { k.fill(y, value, queue); });
 }
 
 template <class T>
-void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y, [[maybe_unused]] Queue queue) {
+void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y, const Queue& queue) {
   check_same_shape("axpby", x, "y", y.shape());
-  if (on_cuda<T>("axpby", {{"x", x.device()}, {"y", y.device()}}, {x.is_contiguous(), y.is_contiguous()})) {
-#if OPTIMUS_HAVE_CUDA
-    if constexpr (std::is_same_v<T, float>) cuda::axpby(alpha, x.data(), beta, y.data(), y.numel(), stream_of(queue));
-#endif
-    return;
-  }
-  cpu::axpby<T>(alpha, x, beta, y);
+  dispatch<T>("axpby", {contiguous("x", x), contiguous("y", y)}, queue, [&] { cpu::axpby<T>(alpha, x, beta, y); },
+              [&](const auto& k) { k.axpby(alpha, x, beta, y, queue); });
 }
 
 template <class T>
-void add_row_broadcast(TensorView<const T> row, TensorView<T> y, [[maybe_unused]] Queue queue) {
-  if (on_cuda<T>("add_row_broadcast", {{"row", row.device()}, {"y", y.device()}},
-                 {row.is_contiguous(), y.is_contiguous()})) {
-    OPTIMUS_CHECK(y.rank() == 2 && row.numel() == y.size(1), "add_row_broadcast: row has shape ", row.shape(),
-                  ", y has shape ", y.shape());
-#if OPTIMUS_HAVE_CUDA
-    if constexpr (std::is_same_v<T, float>) {
-      cuda::add_row_broadcast(row.data(), y.data(), y.size(0), y.size(1), stream_of(queue));
-    }
-#endif
-    return;
-  }
-  cpu::add_row_broadcast<T>(row, y);
+void add_row_broadcast(TensorView<const T> row, TensorView<T> y, const Queue& queue) {
+  OPTIMUS_CHECK(y.rank() == 2 && row.numel() == y.size(1), "add_row_broadcast: row has shape ", row.shape(),
+                ", y has shape ", y.shape());
+  dispatch<T>("add_row_broadcast", {contiguous("row", row), contiguous("y", y)}, queue,
+              [&] { cpu::add_row_broadcast<T>(row, y); },
+              [&](const auto& k) { k.add_row_broadcast(row, y, queue); });
 }
 
 template <class T>
-void column_sums(TensorView<const T> x, TensorView<T> out, [[maybe_unused]] Queue queue) {
-  if (on_cuda<T>("column_sums", {{"x", x.device()}, {"out", out.device()}}, {x.is_contiguous(), out.is_contiguous()})) {
-    OPTIMUS_CHECK(x.rank() == 2 && out.numel() == x.size(1), "column_sums: out has shape ", out.shape(),
-                  ", x has shape ", x.shape());
-#if OPTIMUS_HAVE_CUDA
-    if constexpr (std::is_same_v<T, float>) {
-      cuda::column_sums(x.data(), x.size(0), x.size(1), out.data(), stream_of(queue));
-    }
-#endif
-    return;
-  }
-  cpu::column_sums<T>(x, out);
+void column_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue) {
+  OPTIMUS_CHECK(x.rank() == 2 && out.numel() == x.size(1), "column_sums: out has shape ", out.shape(),
+                ", x has shape ", x.shape());
+  dispatch<T>("column_sums", {contiguous("x", x), contiguous("out", out)}, queue, [&] { cpu::column_sums<T>(x, out); },
+              [&](const auto& k) { k.column_sums(x, out, queue); });
 }
 
 template <class T>
-void gelu_forward(TensorView<const T> x, TensorView<T> y, [[maybe_unused]] Queue queue) {
+void gelu_forward(TensorView<const T> x, TensorView<T> y, const Queue& queue) {
   check_same_shape("gelu_forward", x, "y", y.shape());
-  if (on_cuda<T>("gelu_forward", {{"x", x.device()}, {"y", y.device()}}, {x.is_contiguous(), y.is_contiguous()})) {
-#if OPTIMUS_HAVE_CUDA
-    if constexpr (std::is_same_v<T, float>) cuda::gelu_forward(x.data(), y.data(), x.numel(), stream_of(queue));
-#endif
-    return;
-  }
-  cpu::gelu_forward<T>(x, y);
+  dispatch<T>("gelu_forward", {contiguous("x", x), contiguous("y", y)}, queue, [&] { cpu::gelu_forward<T>(x, y); },
+              [&](const auto& k) { k.gelu_forward(x, y, queue); });
 }
 
 template <class T>
-void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, [[maybe_unused]] Queue queue) {
+void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, const Queue& queue) {
   check_same_shape("gelu_backward", x, "dy", dy.shape());
   check_same_shape("gelu_backward", x, "dx", dx.shape());
-  if (on_cuda<T>("gelu_backward", {{"x", x.device()}, {"dy", dy.device()}, {"dx", dx.device()}},
-                 {x.is_contiguous(), dy.is_contiguous(), dx.is_contiguous()})) {
-#if OPTIMUS_HAVE_CUDA
-    if constexpr (std::is_same_v<T, float>) {
-      cuda::gelu_backward(x.data(), dy.data(), dx.data(), x.numel(), stream_of(queue));
-    }
-#endif
-    return;
-  }
-  cpu::gelu_backward<T>(x, dy, dx);
+  dispatch<T>("gelu_backward", {contiguous("x", x), contiguous("dy", dy), contiguous("dx", dx)}, queue,
+              [&] { cpu::gelu_backward<T>(x, dy, dx); },
+              [&](const auto& k) { k.gelu_backward(x, dy, dx, queue); });
 }
 
 template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
-             std::uint64_t stream, [[maybe_unused]] Queue queue) {
-  if (p <= 0.0) return;
+             std::uint64_t stream, const Queue& queue) {
+  OPTIMUS_CHECK(p >= 0.0 && p < 1.0, "dropout: the probability must be in [0, 1), got ", p);
+  if (p == 0.0) return;
   OPTIMUS_CHECK(x.rank() == 2 && (x.stride(1) == 1 || x.size(1) <= 1),
                 "dropout: needs a matrix with contiguous rows, got shape ", x.shape(), " and strides ", x.strides());
-  OPTIMUS_CHECK(p < 1.0, "dropout probability must be below 1, got ", p);
-  if (on_cuda<T>("dropout", {{"x", x.device()}}, {true})) {
-#if OPTIMUS_HAVE_CUDA
-    if constexpr (std::is_same_v<T, float>) {
-      cuda::dropout_apply(x.data(), x.size(0), x.size(1), x.stride(0), row0, col0, p, seed, stream, stream_of(queue));
-    }
-#endif
-    return;
-  }
-  const CounterRng rng(seed, stream);
-  const T scale = static_cast<T>(1.0 / (1.0 - p));
-  for (std::int64_t r = 0; r < x.size(0); ++r) {
-    for (std::int64_t c = 0; c < x.size(1); ++c) {
-      const bool keep = rng.uniform(row0 + static_cast<std::uint64_t>(r), col0 + static_cast<std::uint64_t>(c)) >= p;
-      x(r, c) = keep ? x(r, c) * scale : T(0);
-    }
-  }
+  OPTIMUS_CHECK(row0 + static_cast<std::uint64_t>(x.size(0)) <= 0x100000000ull &&
+                    col0 + static_cast<std::uint64_t>(x.size(1)) <= 0x100000000ull,
+                "dropout: rows up to ", row0 + static_cast<std::uint64_t>(x.size(0)), " and columns up to ",
+                col0 + static_cast<std::uint64_t>(x.size(1)), " exceed the 2^32 x 2^32 index space of the masks");
+  dispatch<T>("dropout", {contiguous_rows("x", x)}, queue, [&] { cpu::dropout<T>(x, row0, col0, p, seed, stream); },
+              [&](const auto& k) { k.dropout(x, row0, col0, p, seed, stream, queue); });
+}
+
+template <class T>
+void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Queue& queue) {
+  check_same_shape("reduce_into", x, "acc", acc.shape());
+  dispatch<T, true>("reduce_into", {contiguous("acc", acc), contiguous("x", x)}, queue,
+                    [&] { cpu::combine(acc.data(), x.data(), acc.numel(), combine_of(op)); },
+                    [&](const auto& k) { k.combine(acc, x, combine_of(op), queue); });
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                               \
-  template void fill<T>(TensorView<T>, T, Queue);                                                            \
-  template void axpby<T>(T, TensorView<const T>, T, TensorView<T>, Queue);                                   \
-  template void add_row_broadcast<T>(TensorView<const T>, TensorView<T>, Queue);                             \
-  template void column_sums<T>(TensorView<const T>, TensorView<T>, Queue);                                   \
-  template void gelu_forward<T>(TensorView<const T>, TensorView<T>, Queue);                                  \
-  template void gelu_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<T>, Queue);            \
+  template void fill<T>(TensorView<T>, T, const Queue&);                                                     \
+  template void axpby<T>(T, TensorView<const T>, T, TensorView<T>, const Queue&);                            \
+  template void add_row_broadcast<T>(TensorView<const T>, TensorView<T>, const Queue&);                      \
+  template void column_sums<T>(TensorView<const T>, TensorView<T>, const Queue&);                            \
+  template void gelu_forward<T>(TensorView<const T>, TensorView<T>, const Queue&);                           \
+  template void gelu_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<T>, const Queue&);     \
   template void dropout<T>(TensorView<T>, std::uint64_t, std::uint64_t, double, std::uint64_t, std::uint64_t, \
-                           Queue);
+                           const Queue&);                                                                    \
+  template void reduce_into<T>(TensorView<T>, TensorView<const T>, ReduceOp, const Queue&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -1,8 +1,8 @@
 // Causal softmax (forward and backward) and dropout with the CPU's Philox masks (see layer_kernels.hpp).
 #include "block_reduce.cuh"
-#include "optimus/core/philox.hpp"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
+#include "optimus/cuda/layer_kernels.hpp"
 
 namespace optimus::cuda {
 namespace {
@@ -20,13 +20,12 @@ __global__ void causal_softmax_forward_kernel(const float* scores, float scale, 
   max = detail::block_max(max, shared);
   float sum = 0.0f;
   for (std::int64_t c = threadIdx.x; c < seq; c += kThreads) {
-    const float e = c <= r ? expf(scale * in[c] - max) : 0.0f;
+    const float e = c <= r ? math::softmax_exp(in[c], scale, max) : 0.0f;
     out[c] = e;
     sum += e;
   }
   sum = detail::block_sum(sum, shared);
-  const float inv = 1.0f / sum;
-  for (std::int64_t c = threadIdx.x; c <= r; c += kThreads) out[c] *= inv;
+  for (std::int64_t c = threadIdx.x; c <= r; c += kThreads) out[c] = math::normalized(out[c], sum);
 }
 
 __global__ void causal_softmax_backward_kernel(const float* probs, const float* dp, float scale, std::int64_t seq,
@@ -38,12 +37,7 @@ __global__ void causal_softmax_backward_kernel(const float* probs, const float* 
   float dot = 0.0f;
   for (std::int64_t c = threadIdx.x; c < seq; c += kThreads) dot += d[c] * p[c];
   dot = detail::block_sum(dot, shared);
-  for (std::int64_t c = threadIdx.x; c < seq; c += kThreads) ds[row * seq + c] = scale * p[c] * (d[c] - dot);
-}
-
-__device__ float dropout_factor(double p, float keep_scale, std::uint64_t seed, std::uint64_t stream_id,
-                                std::uint64_t row, std::uint64_t col) {
-  return philox::uniform(seed, stream_id, row, col) >= p ? keep_scale : 0.0f;
+  for (std::int64_t c = threadIdx.x; c < seq; c += kThreads) ds[row * seq + c] = math::softmax_grad(p[c], d[c], dot, scale);
 }
 
 __global__ void dropout_kernel(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::uint64_t row0,
@@ -53,8 +47,9 @@ __global__ void dropout_kernel(float* x, std::int64_t rows, std::int64_t cols, s
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
     const std::int64_t r = e / cols, c = e % cols;
-    x[r * ld + c] *= dropout_factor(p, keep_scale, seed, stream_id, row0 + static_cast<std::uint64_t>(r),
-                                    col0 + static_cast<std::uint64_t>(c));
+    const bool keep = math::dropout_keeps(p, seed, stream_id, row0 + static_cast<std::uint64_t>(r),
+                                          col0 + static_cast<std::uint64_t>(c));
+    x[r * ld + c] = math::dropout(x[r * ld + c], keep, keep_scale);
   }
 }
 
@@ -67,7 +62,8 @@ __global__ void attention_dropout_kernel(float* probs, std::int64_t batches, std
     const std::int64_t local_row = e / seq, c = e % seq;
     const std::int64_t b = local_row / (heads * seq), t = (local_row / seq) % heads, r = local_row % seq;
     const auto row = static_cast<std::uint64_t>(((first_batch + b) * total_heads + first_head + t) * seq + r);
-    probs[e] *= dropout_factor(p, keep_scale, seed, stream_id, row, static_cast<std::uint64_t>(c));
+    probs[e] = math::dropout(probs[e], math::dropout_keeps(p, seed, stream_id, row, static_cast<std::uint64_t>(c)),
+                             keep_scale);
   }
 }
 

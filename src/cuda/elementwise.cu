@@ -1,7 +1,8 @@
 // Element-wise CUDA kernels: grid-stride loops, launched on the caller's stream.
 #include "block_reduce.cuh"
-#include "optimus/cuda/kernels.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
+#include "optimus/cuda/kernels.hpp"
 
 namespace optimus::cuda {
 namespace {
@@ -19,36 +20,29 @@ __global__ void fill_kernel(float* y, float value, std::int64_t n) {
 __global__ void axpby_kernel(float alpha, const float* x, float beta, float* y, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    y[e] = alpha * x[e] + (beta == 0.0f ? 0.0f : beta * y[e]);
+    y[e] = math::axpby(alpha, x[e], beta, y[e]);
   }
 }
-
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kGeluA = 0.044715f;
 
 __global__ void gelu_forward_kernel(const float* x, float* y, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x[e];
-    y[e] = 0.5f * v * (1.0f + tanhf(kGeluC * (v + kGeluA * v * v * v)));
+    y[e] = math::gelu(x[e]);
   }
 }
 
 __global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x[e];
-    const float t = tanhf(kGeluC * (v + kGeluA * v * v * v));
-    dx[e] = dy[e] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * v * v));
+    dx[e] = dy[e] * math::gelu_derivative(x[e]);
   }
 }
 
 template <class T>
-__global__ void combine_kernel(T* acc, const T* x, std::int64_t n, Combine op) {
+__global__ void combine_kernel(T* acc, const T* x, std::int64_t n, math::Combine op) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const T a = acc[e], b = x[e];
-    acc[e] = op == Combine::sum ? a + b : op == Combine::max ? (a < b ? b : a) : (b < a ? b : a);
+    acc[e] = math::combine(acc[e], x[e], op);
   }
 }
 
@@ -74,13 +68,13 @@ void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, c
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-void combine_into(float* acc, const float* x, std::int64_t n, Combine op, cudaStream_t stream) {
+void combine_into(float* acc, const float* x, std::int64_t n, math::Combine op, cudaStream_t stream) {
   if (n == 0) return;
   combine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, x, n, op);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-void combine_into(double* acc, const double* x, std::int64_t n, Combine op, cudaStream_t stream) {
+void combine_into(double* acc, const double* x, std::int64_t n, math::Combine op, cudaStream_t stream) {
   if (n == 0) return;
   combine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, x, n, op);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());

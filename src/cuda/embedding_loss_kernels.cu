@@ -1,8 +1,9 @@
 // Vocabulary-parallel embedding lookup/scatter and cross-entropy on local blocks (see layer_kernels.hpp).
 // Scatter-adds loop over tokens in order inside one thread per column: deterministic, and the CPU's order.
 #include "block_reduce.cuh"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
+#include "optimus/cuda/layer_kernels.hpp"
 
 namespace optimus::cuda {
 namespace {
@@ -62,7 +63,7 @@ __global__ void exp_sums_kernel(float* logits, const float* max, const int* targ
   __syncthreads();  // the target logit is read before the row is overwritten
   float sum = 0.0f;
   for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) {
-    row[c] = expf(row[c] - max[r]);
+    row[c] = math::softmax_exp(row[c], 1.0f, max[r]);
     sum += row[c];
   }
   sum = detail::block_sum(sum, shared);
@@ -71,12 +72,8 @@ __global__ void exp_sums_kernel(float* logits, const float* max, const int* targ
 
 __global__ void finish_kernel(float* probs, const float* max, const float* sums, std::int64_t vn, double* row_loss) {
   const std::int64_t r = blockIdx.x;
-  const float inv = 1.0f / sums[2 * r];
-  for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) probs[r * vn + c] *= inv;
-  if (threadIdx.x == 0) {
-    row_loss[r] = log(static_cast<double>(sums[2 * r])) + static_cast<double>(max[r]) -
-                  static_cast<double>(sums[2 * r + 1]);
-  }
+  for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) probs[r * vn + c] = math::normalized(probs[r * vn + c], sums[2 * r]);
+  if (threadIdx.x == 0) row_loss[r] = math::cross_entropy_loss(sums[2 * r], max[r], sums[2 * r + 1]);
 }
 
 __global__ void ce_backward_kernel(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
@@ -85,8 +82,7 @@ __global__ void ce_backward_kernel(float* probs, const int* targets, std::int64_
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < total;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
     const std::int64_t r = e / vn, c = e % vn;
-    const float onehot = targets[row_offset + r] == v0 + c ? 1.0f : 0.0f;
-    probs[e] = (probs[e] - onehot) / tokens;  // the CPU divides too: the same bits
+    probs[e] = math::cross_entropy_grad(probs[e], targets[row_offset + r] == v0 + c, tokens);
   }
 }
 

@@ -1,7 +1,8 @@
 // Row/column reductions, bias broadcast and LayerNorm on local blocks (see layer_kernels.hpp).
 #include "block_reduce.cuh"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
+#include "optimus/cuda/layer_kernels.hpp"
 
 namespace optimus::cuda {
 namespace {
@@ -35,11 +36,11 @@ __global__ void add_row_broadcast_kernel(const float* bias, float* y, std::int64
   }
 }
 
-__global__ void square_deviations_kernel(const float* x, const float* row_sum, float inv_hidden, std::int64_t cols,
+__global__ void square_deviations_kernel(const float* x, const float* row_sum, float hidden, std::int64_t cols,
                                          float* out) {
   __shared__ float shared[kThreads];
   const float* row = x + blockIdx.x * cols;
-  const float mean = row_sum[blockIdx.x] * inv_hidden;
+  const float mean = math::layernorm_mean(row_sum[blockIdx.x], hidden);
   float acc = 0.0f;
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) acc += (row[c] - mean) * (row[c] - mean);
   const float total = detail::block_sum(acc, shared);
@@ -47,16 +48,16 @@ __global__ void square_deviations_kernel(const float* x, const float* row_sum, f
 }
 
 __global__ void normalize_kernel(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
-                                 const float* beta, float inv_hidden, std::int64_t cols, float* xhat, float* rstd,
+                                 const float* beta, float hidden, std::int64_t cols, float* xhat, float* rstd,
                                  float* y) {
   const std::int64_t r = blockIdx.x;
-  const float mean = row_sum[r] * inv_hidden;
-  const float s = 1.0f / sqrtf(sq_dev[r] * inv_hidden + 1e-5f);
+  const float mean = math::layernorm_mean(row_sum[r], hidden);
+  const float s = math::layernorm_rstd(sq_dev[r], hidden);
   if (threadIdx.x == 0) rstd[r] = s;
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
-    const float h = (x[r * cols + c] - mean) * s;
+    const float h = math::layernorm_xhat(x[r * cols + c], mean, s);
     xhat[r * cols + c] = h;
-    y[r * cols + c] = h * gamma[c] + beta[c];
+    y[r * cols + c] = math::layernorm_y(h, gamma[c], beta[c]);
   }
 }
 
@@ -94,12 +95,12 @@ __global__ void backward_column_sums_kernel(const float* dy, const float* xhat, 
 }
 
 __global__ void backward_dx_kernel(const float* dy, const float* xhat, const float* gamma, const float* rstd,
-                                   const float* sums, float inv_hidden, std::int64_t cols, float* dx) {
+                                   const float* sums, float hidden, std::int64_t cols, float* dx) {
   const std::int64_t r = blockIdx.x;
-  const float mean_d = sums[2 * r] * inv_hidden, mean_dx = sums[2 * r + 1] * inv_hidden;
+  const float mean_d = math::layernorm_mean(sums[2 * r], hidden), mean_dx = math::layernorm_mean(sums[2 * r + 1], hidden);
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const std::int64_t e = r * cols + c;
-    dx[e] = rstd[r] * (dy[e] * gamma[c] - mean_d - xhat[e] * mean_dx);
+    dx[e] = math::layernorm_dx(dy[e], gamma[c], xhat[e], rstd[r], mean_d, mean_dx);
   }
 }
 
@@ -134,7 +135,7 @@ void layernorm_square_deviations(const float* x, const float* row_sum, std::int6
                                  std::int64_t cols, float* out, cudaStream_t stream) {
   if (rows == 0) return;
   square_deviations_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      x, row_sum, 1.0f / static_cast<float>(hidden), cols, out);
+      x, row_sum, static_cast<float>(hidden), cols, out);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
@@ -143,7 +144,7 @@ void layernorm_normalize(const float* x, const float* row_sum, const float* sq_d
                          float* rstd, float* y, cudaStream_t stream) {
   if (rows == 0) return;
   normalize_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      x, row_sum, sq_dev, gamma, beta, 1.0f / static_cast<float>(hidden), cols, xhat, rstd, y);
+      x, row_sum, sq_dev, gamma, beta, static_cast<float>(hidden), cols, xhat, rstd, y);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
@@ -161,7 +162,7 @@ void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamm
                            cudaStream_t stream) {
   if (rows == 0) return;
   backward_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      dy, xhat, gamma, rstd, sums, 1.0f / static_cast<float>(hidden), cols, dx);
+      dy, xhat, gamma, rstd, sums, static_cast<float>(hidden), cols, dx);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

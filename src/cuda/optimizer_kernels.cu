@@ -1,37 +1,39 @@
 // bf16 casts, the gradient norm and AdamW with fp32 master weights (see layer_kernels.hpp).
-#include <cuda_bf16.h>
-
 #include "block_reduce.cuh"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/core/bf16_bits.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
+#include "optimus/cuda/layer_kernels.hpp"
 
 namespace optimus::cuda {
 namespace {
 
 using detail::kThreads;
 
-// optimus::bf16 is the 16 high bits of a float, like __nv_bfloat16; conversions round to nearest even.
-__global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, std::int64_t n) {
+// bf16 as its 16 bits (optimus::bf16's rounding: to nearest even, NaN kept a NaN).
+__device__ std::uint16_t bf16_of(float v) { return math::bf16_from_float_bits(__float_as_uint(v)); }
+
+__global__ void to_bf16_kernel(const float* x, std::uint16_t* y, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
-    y[e] = __float2bfloat16_rn(x[e]);
+    y[e] = bf16_of(x[e]);
   }
 }
 
 // y[r, c] = x[r * ldx + c]: a matrix with strided rows into a contiguous bf16 copy.
-__global__ void to_bf16_rows_kernel(const float* x, std::int64_t ldx, __nv_bfloat16* y, std::int64_t rows,
+__global__ void to_bf16_rows_kernel(const float* x, std::int64_t ldx, std::uint16_t* y, std::int64_t rows,
                                     std::int64_t cols) {
   const std::int64_t n = rows * cols;
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
-    y[e] = __float2bfloat16_rn(x[(e / cols) * ldx + e % cols]);
+    y[e] = bf16_of(x[(e / cols) * ldx + e % cols]);
   }
 }
 
-__global__ void to_f32_kernel(const __nv_bfloat16* x, float* y, std::int64_t n) {
+__global__ void to_f32_kernel(const std::uint16_t* x, float* y, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
-    y[e] = __bfloat162float(x[e]);
+    y[e] = __uint_as_float(math::float_bits_from_bf16(x[e]));
   }
 }
 
@@ -56,15 +58,11 @@ __global__ void sum_partials_kernel(const double* partials, std::int64_t count, 
 }
 
 __global__ void adamw_kernel(float* master, const float* grad, float* m, float* v, std::int64_t n, AdamWStep s,
-                             __nv_bfloat16* weight_bf16) {
+                             std::uint16_t* weight_bf16) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
-    const double g = s.clip * static_cast<double>(grad[e]);
-    m[e] = static_cast<float>(s.beta1 * m[e] + (1 - s.beta1) * g);
-    v[e] = static_cast<float>(s.beta2 * v[e] + (1 - s.beta2) * g * g);
-    const double update = (m[e] / s.c1) / (sqrt(v[e] / s.c2) + s.eps);
-    master[e] = static_cast<float>(master[e] - s.lr * (update + s.weight_decay * master[e]));
-    if (weight_bf16 != nullptr) weight_bf16[e] = __float2bfloat16_rn(master[e]);
+    math::adamw(master[e], grad[e], m[e], v[e], s);
+    if (weight_bf16 != nullptr) weight_bf16[e] = bf16_of(master[e]);
   }
 }
 
@@ -72,7 +70,7 @@ __global__ void adamw_kernel(float* master, const float* grad, float* m, float* 
 
 void to_bf16(const float* x, bf16* y, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  to_bf16_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, reinterpret_cast<__nv_bfloat16*>(y), n);
+  to_bf16_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, reinterpret_cast<std::uint16_t*>(y), n);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
@@ -80,14 +78,14 @@ void to_bf16_rows(const float* x, std::int64_t ldx, bf16* y, std::int64_t rows, 
                   cudaStream_t stream) {
   const std::int64_t n = rows * cols;
   if (n == 0) return;
-  to_bf16_rows_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, ldx, reinterpret_cast<__nv_bfloat16*>(y),
+  to_bf16_rows_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, ldx, reinterpret_cast<std::uint16_t*>(y),
                                                                        rows, cols);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
 void to_f32(const bf16* x, float* y, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  to_f32_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(x), y, n);
+  to_f32_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<const std::uint16_t*>(x), y, n);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
@@ -103,7 +101,7 @@ void adamw_update(float* master, const float* grad, float* m, float* v, std::int
                   bf16* weight_bf16, cudaStream_t stream) {
   if (n == 0) return;
   adamw_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(master, grad, m, v, n, s,
-                                                                reinterpret_cast<__nv_bfloat16*>(weight_bf16));
+                                                                reinterpret_cast<std::uint16_t*>(weight_bf16));
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -18,6 +18,7 @@ class DelayingCommunicator final : public Communicator {
       : DelayingCommunicator(&inner, nullptr, seed, max_us) {}
 
   std::string backend() const override { return inner_->backend() + "+delays"; }
+  bool takes_buffers_on(Device device) const override { return inner_->takes_buffers_on(device); }
 
  protected:
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "optimus/comm/stats.hpp"
+#include "optimus/core/device.hpp"
 #include "optimus/core/dtype.hpp"
 
 namespace optimus {
@@ -44,6 +45,9 @@ class Request {
   void wait();
   bool test();
   bool pending() const { return impl_ != nullptr; }
+  // Forgets a pending operation without waiting for it, after its communicator failed or was aborted (it may never
+  // complete). It may still complete later: its buffers must stay valid as long as the process uses them.
+  void abandon() noexcept { impl_.reset(); }
 
  private:
   std::unique_ptr<RequestImpl> impl_;
@@ -58,6 +62,12 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend() const = 0;  // "mpi", "in-process", ...
+  // Whether this communicator moves buffers that live on `device` (every one moves host buffers; a device
+  // communicator, or an in-process one staging on a device, also moves that device's buffers).
+  virtual bool takes_buffers_on(Device device) const = 0;
+  // Whether threads other than the one that created it may call it (a simulated device's streams call their
+  // communicators' transports from their own threads). MPI allows it only under MPI_THREAD_MULTIPLE.
+  virtual bool allows_any_thread() const { return true; }
 
   // buf: count elements at every rank; the root's values end up everywhere.
   Request ibroadcast(void* buf, std::size_t count, DType dtype, int root);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "optimus/comm/communicator.hpp"
+#include "optimus/core/device.hpp"
 
 namespace optimus {
 
@@ -19,12 +20,16 @@ void run_in_process(int size, const std::function<void(Communicator& world)>& fn
 
 // Where an in-process rank's collectives stage contributions, and how bytes move and reduce there. The default
 // is host memory (memcpy; reductions on the CPU). A rank whose buffers are device memory sets one that keeps the
-// staging area on the device (cuda::RankDevice does, with cuda::DeviceStaging): its copies and reductions run on
-// the rank's stream and complete when they return, so a whole q x q grid runs on one GPU without host round
-// trips. Reductions combine the contributions in rank order either way: every rank gets bit-identical results.
+// staging area on the device (RankDevice::grid does, with DeviceStaging: optimus/comm/device_staging.hpp): its copies
+// and reductions run on the rank's stream and complete when they return, so a whole q x q grid runs on one device
+// without host round trips. Reductions combine the contributions in rank order either way: every rank gets
+// bit-identical results. Copies into a rank's buffers run outside the group's lock, so ranks waiting for their
+// devices do not wait for each other.
 class InProcessStaging {
  public:
   virtual ~InProcessStaging() = default;
+  // Where the rank's buffers may be besides the host: the device whose memory this staging moves (cpu: host only).
+  virtual Device device() const = 0;
   // A staging buffer of `bytes` (> 0). Its deleter may run on another rank's thread.
   virtual std::shared_ptr<std::byte> allocate(std::size_t bytes) = 0;
   // dst <- src, each one of this rank's buffers or a staging buffer; complete when it returns.

@@ -18,6 +18,9 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm native() const { return comm_; }
   std::string backend() const override { return "mpi"; }
+  bool takes_buffers_on(Device device) const override { return device == Device::cpu; }
+  // Whether MPI was initialized with MPI_THREAD_MULTIPLE (optimus::Context asks for it).
+  bool allows_any_thread() const override;
 
  protected:
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override;

@@ -38,7 +38,8 @@ class CachingAllocator {
   // Throws optimus::Error naming the request, what is free and what the cache holds, when the raw allocator
   // fails even after the cache has been emptied.
   void* allocate(std::size_t bytes);
-  void release(void* p) noexcept;
+  // Returns the block's size class (0, with a message on stderr, for a pointer it did not hand out).
+  std::size_t release(void* p) noexcept;
   void empty_cache() noexcept;
 
   const Stats& stats() const { return stats_; }

@@ -31,6 +31,10 @@ class Options {
   std::vector<std::string> list(const std::string& name, const std::string& fallback) const;  // comma-separated
   std::vector<std::int64_t> integers(const std::string& name, const std::string& fallback) const;
   double real(const std::string& name, double fallback) const;
+  // A size in bytes with a unit — B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000) — such as
+  // "512MiB" or "1.5GiB" (whole bytes); `fallback` when the option is not given. A number without a unit, an unknown
+  // unit or a size of 0 is an error naming the option.
+  std::uint64_t bytes(const std::string& name, std::uint64_t fallback) const;
   bool has(const std::string& name) const { return values_.count(name) != 0; }
 
  private:

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "optimus/core/tensor.hpp"
+#include "optimus/core/trans.hpp"
 
 namespace optimus::cpu {
 
@@ -13,7 +14,7 @@ std::string gemm_backend();
 // Sets the threads the GEMM backend may use in this process (Eigen: always 1; OpenBLAS: its pool size).
 void set_gemm_threads(int threads);
 
-enum class Trans { no, yes };
+using optimus::Trans;
 
 // C = alpha * op(A) * op(B) + beta * C, with op(X) = X or X^T.
 // op(A): [m, k], op(B): [k, n], C: [m, n]. beta == 0 overwrites C (NaNs in C do not propagate).

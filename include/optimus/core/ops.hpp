@@ -1,6 +1,8 @@
-// Local operations of the layers on one rank's blocks, dispatched by where the tensors live: CPU (Eigen, float and
-// double) or CUDA (optimus/cuda/layer_kernels.hpp, float). All operands of one call must be on the same device;
-// otherwise the call throws optimus::Error naming the operation and the operands' devices. Shapes are checked.
+// Local operations of the layers on one rank's blocks, dispatched by where the tensors live: the CPU (f32 and f64), or
+// an accelerator — the simulated device or a GPU (f32; their kernels: src/core/accelerator_kernels.hpp; their GEMMs:
+// optimus/core/gemm_engine.hpp) — whose work is queued on the queue's stream and completes asynchronously. All
+// operands of one call must be on the same device; otherwise the call throws optimus::Error naming the operation and
+// the operands' devices. Shapes are checked, and on an accelerator the layouts its kernels take (stated below).
 //
 // They split the work as the 2D layers need it: a rank computes partial row statistics here, the layer reduces
 // them along its grid row, and the finishing operation here uses the reduced values.
@@ -10,13 +12,16 @@
 
 #include <cstdint>
 
+#include "optimus/comm/communicator.hpp"  // ReduceOp
 #include "optimus/core/adamw_step.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/tensor.hpp"
+#include "optimus/core/trans.hpp"
 
-namespace optimus::cuda {
-class LtGemm;  // optimus/cuda/lt_gemm.hpp
-}
+namespace optimus {
+class DeviceStream;  // optimus/core/device_runtime.hpp
+class GemmEngine;    // optimus/core/gemm_engine.hpp
+}  // namespace optimus
 
 namespace optimus::ops {
 
@@ -25,26 +30,28 @@ namespace optimus::ops {
 // and written in f32. bf16 gives the same numbers on both devices up to summation order. f64 GEMMs ignore it.
 enum class GemmMath { f32, tf32, bf16 };
 
-// Where device work runs: its stream (a cudaStream_t; null: the default stream), the GEMM engine of the device
-// (needed by gemm on CUDA tensors), how f32 GEMMs compute, and where gemm puts the bf16 copies of its operands
-// (math = bf16; on the device, `scratch.device` must be set). Ignored on the CPU apart from `math`.
+// Where the work of an operation runs: on an accelerator, its stream (required: there is no default stream to fall
+// back on — the legacy default stream would not be ordered with the streams Optimus uses) and its GEMM engine (needed
+// by gemm); how f32 GEMMs compute, on every device; and where gemm puts the bf16 copies of its operands (math =
+// bf16; on an accelerator, `scratch.device` must be its memory). Queue{} is the host with f32 GEMMs.
 struct Queue {
-  void* cuda_stream = nullptr;
-  cuda::LtGemm* gemm = nullptr;
+  DeviceStream* stream = nullptr;
+  GemmEngine* gemm = nullptr;
   GemmMath math = GemmMath::f32;
   MemoryTag scratch = {};
 };
 
 // C = alpha op(A) op(B) + beta C; op(A): [m, k], op(B): [k, n], C: [m, n] (optimus/core/kernels.hpp's gemm).
-// CPU: cpu::gemm (f32, f64); CUDA: cuBLASLt through queue.gemm (f32). f32 products follow queue.math; with bf16
-// the operands are first copied to bf16 (scratch) and multiplied by the overload below.
+// CPU: cpu::gemm (f32, f64; any row strides); accelerator: its GemmEngine through queue.gemm (f32; rows contiguous).
+// f32 products follow queue.math; with bf16 the operands are first copied to bf16 (scratch) and multiplied by the
+// overload below. k = 0 gives C = beta C (then the epilogue); an empty C does nothing.
 template <class T>
-void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
-          Queue queue = {});
+void gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
+          const Queue& queue);
 // The mixed-precision product: bf16 operands, f32 accumulation and output (any row strides on the CPU, where the
-// operands are widened to f32 exactly; contiguous rows on the GPU, cuBLASLt bf16 -> f32).
-void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
-          TensorView<float> c, Queue queue = {});
+// operands are widened to f32 exactly; contiguous rows on an accelerator, bf16 -> f32 GEMMs).
+void gemm(Trans trans_a, Trans trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
+          TensorView<float> c, const Queue& queue);
 // What a GEMM does to its result before storing it: fused into the GEMM where cuBLASLt offers it, applied right after
 // it otherwise (on the CPU always; the same values up to rounding):
 //   none      : C = alpha op(A) op(B) + beta C
@@ -58,7 +65,7 @@ struct Epilogue {
   TensorView<T> pre;         // [m, n] for bias_gelu
   // The epilogue of rows [r0, r0 + rows) of C.
   Epilogue rows(std::int64_t r0, std::int64_t count) const {
-    return {kind, bias, kind == Kind::bias_gelu ? pre.block(r0, 0, count, pre.size(1)) : pre};
+    return {.kind = kind, .bias = bias, .pre = kind == Kind::bias_gelu ? pre.block(r0, 0, count, pre.size(1)) : pre};
   }
   // Throws optimus::Error, naming `op`, unless the epilogue fits a C of shape `c` [m, n]: bias [1, n], pre [m, n].
   void check_fits(const char* op, const Shape& c) const {
@@ -70,10 +77,10 @@ struct Epilogue {
   }
 };
 template <class T>
-void gemm(bool trans_a, bool trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
-          const Epilogue<T>& epilogue, Queue queue = {});
-void gemm(bool trans_a, bool trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
-          TensorView<float> c, const Epilogue<float>& epilogue, Queue queue = {});
+void gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorView<const T> b, T beta, TensorView<T> c,
+          const Epilogue<T>& epilogue, const Queue& queue);
+void gemm(Trans trans_a, Trans trans_b, float alpha, TensorView<const bf16> a, TensorView<const bf16> b, float beta,
+          TensorView<float> c, const Epilogue<float>& epilogue, const Queue& queue);
 // A batch of equal-shaped matrices inside one view: side by side (matrix i is columns [i*w, (i+1)*w) of a
 // [rows, batch*w] view: attention's heads in a block of Q, K or V) or stacked (matrix i is rows [i*r, (i+1)*r) of a
 // [batch*r, cols] view: attention's per-head score tiles).
@@ -88,104 +95,111 @@ struct BatchView {
                                            : all.block(i * (all.size(0) / batch), 0, all.size(0) / batch, all.size(1));
   }
 };
-// C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch: one strided-batched cuBLASLt call on the GPU (rows
+// C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch: one strided-batched GEMM on an accelerator (rows
 // contiguous), gemm on each matrix on the CPU — the same numbers as `batch` gemm calls, math included. The batch
 // must divide the batched dimension of each view; shapes are checked.
 template <class T>
-void gemm_batched(bool trans_a, bool trans_b, T alpha, BatchView<const T> a, BatchView<const T> b, T beta,
-                  BatchView<T> c, std::int64_t batch, Queue queue = {});
-// y = bf16(x), rounding to nearest even (x, y: the same shape; any row strides on the CPU, contiguous on the GPU).
-void to_bf16(TensorView<const float> x, TensorView<bf16> y, Queue queue = {});
-// y = float(x), exact (x, y: the same shape; any row strides on the CPU, contiguous on the GPU).
-void to_f32(TensorView<const bf16> x, TensorView<float> y, Queue queue = {});
+void gemm_batched(Trans trans_a, Trans trans_b, T alpha, BatchView<const T> a, BatchView<const T> b, T beta,
+                  BatchView<T> c, std::int64_t batch, const Queue& queue);
+// y = bf16(x), rounding to nearest even (x, y: the same shape; any row strides on the CPU; on an accelerator x's rows
+// contiguous and y contiguous).
+void to_bf16(TensorView<const float> x, TensorView<bf16> y, const Queue& queue);
+// y = float(x), exact (x, y: the same shape; any row strides on the CPU, contiguous on an accelerator).
+void to_f32(TensorView<const bf16> x, TensorView<float> y, const Queue& queue);
 
-// ---- element-wise (CPU: optimus/core/kernels.hpp, any row stride; CUDA: contiguous) -------------------------
+// ---- element-wise (CPU: optimus/core/kernels.hpp, any row stride; accelerator: contiguous) ---------------------
 // y = value; y = alpha x + beta y; y[r, :] += row; out[0, :] = sum over rows of x; GELU (tanh form) and its
 // derivative dx = dy gelu'(x) (dx may alias dy). x, y, dy, dx: [m, n]; row, out: [1, n].
 template <class T>
-void fill(TensorView<T> y, T value, Queue queue = {});
+void fill(TensorView<T> y, T value, const Queue& queue);
 template <class T>
-void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y, Queue queue = {});
+void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y, const Queue& queue);
 template <class T>
-void add_row_broadcast(TensorView<const T> row, TensorView<T> y, Queue queue = {});
+void add_row_broadcast(TensorView<const T> row, TensorView<T> y, const Queue& queue);
 template <class T>
-void column_sums(TensorView<const T> x, TensorView<T> out, Queue queue = {});
+void column_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue);
 template <class T>
-void gelu_forward(TensorView<const T> x, TensorView<T> y, Queue queue = {});
+void gelu_forward(TensorView<const T> x, TensorView<T> y, const Queue& queue);
 template <class T>
-void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, Queue queue = {});
+void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, const Queue& queue);
 
 // Dropout of a block whose element (r, c) is element (row0 + r, col0 + c) of the global activation:
-// x *= CounterRng(seed, stream).uniform(row0 + r, col0 + c) >= p ? 1 / (1 - p) : 0 (optimus/layers/dropout.hpp).
+// x = CounterRng(seed, stream).uniform(row0 + r, col0 + c) >= p ? x / (1 - p) : 0 (optimus/layers/dropout.hpp); a
+// dropped element is 0 even if it was inf or NaN. Rows contiguous; p in [0, 1).
 template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
-             std::uint64_t stream, Queue queue = {});
+             std::uint64_t stream, const Queue& queue);
+
+// acc = acc (+, max or min) x element-wise, f32 or f64 (the in-process reductions on a device; max and min as
+// std::max and std::min, so that every device gives the host's bits). acc, x: contiguous, the same shape.
+template <class T>
+void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Queue& queue);
 
 // ---- causal softmax on tiles of [seq, seq] attention scores, stacked by rows: [tiles * seq, seq] -------------
 // probs[tile*seq + r, c] = softmax over c <= r of scale * scores[...], 0 above the diagonal (may alias scores).
 template <class T>
-void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> probs, Queue queue = {});
+void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> probs, const Queue& queue);
 // ds = scale * probs * (dp - rowsum(dp * probs)), row by row (dp: the probabilities' gradient, dropout applied).
 template <class T>
 void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds,
-                             Queue queue = {});
+                             const Queue& queue);
 
 // ---- optimizer ------------------------------------------------------------------------------------------
-// The sum of squares of x, in double. On the GPU it reduces deterministic per-block partials into `scratch`
+// The sum of squares of x, in double. On an accelerator it reduces deterministic per-block partials into `scratch`
 // (sum_squares_scratch() doubles on the same device) and waits for the queue; on the CPU scratch may be empty.
 constexpr std::int64_t sum_squares_scratch() { return 257; }
 template <class T>
-double sum_squares(TensorView<const T> x, TensorView<double> scratch = {}, Queue queue = {});
+double sum_squares(TensorView<const T> x, TensorView<double> scratch, const Queue& queue);
 // AdamW on one parameter shard: value, m, v updated in place from grad (all the same shape).
 template <class T>
 void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m, TensorView<T> v, const AdamWStep& s,
-                  Queue queue = {});
+                  const Queue& queue);
 
 // ---- row statistics -----------------------------------------------------------------------------------
 // out[r] = sum_c x[r, c]; out[r] = max_c x[r, c]
 template <class T>
-void row_sums(TensorView<const T> x, TensorView<T> out, Queue queue = {});
+void row_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue);
 template <class T>
-void row_max(TensorView<const T> x, TensorView<T> out, Queue queue = {});
+void row_max(TensorView<const T> x, TensorView<T> out, const Queue& queue);
 
 // ---- LayerNorm -----------------------------------------------------------------------------------------
 // out[r] = sum_c (x[r, c] - row_sum[r] / hidden)^2
 template <class T>
 void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_sum, std::int64_t hidden,
-                                 TensorView<T> out, Queue queue = {});
+                                 TensorView<T> out, const Queue& queue);
 // rstd[r] = 1 / sqrt(sq_dev[r] / hidden + 1e-5); xhat = (x - mean) rstd; y = xhat gamma + beta.
 template <class T>
 void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
                          TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
-                         TensorView<T> rstd, TensorView<T> y, Queue queue = {});
+                         TensorView<T> rstd, TensorView<T> y, const Queue& queue);
 // dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy; sums[2r] = sum_c dy gamma, sums[2r+1] = sum_c dy gamma xhat.
 template <class T>
 void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
-                                 TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums, Queue queue = {});
+                                 TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums, const Queue& queue);
 // dx = rstd (dy gamma - sums[2r] / hidden - xhat sums[2r+1] / hidden), with the row-reduced sums.
 template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
                            TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx,
-                           Queue queue = {});
+                           const Queue& queue);
 
 // ---- vocabulary-parallel embedding: this rank's slice [v0, v0 + vn) of wte, its column block of width `width` ------
 // partial[t, :] = wte[tokens[t] - v0, :] for tokens in the slice, else 0. wte: [vn, width]; partial: [n, width].
 template <class T>
 void embedding_lookup(TensorView<const T> wte, TensorView<const int> tokens, std::int64_t v0, TensorView<T> partial,
-                      Queue queue = {});
+                      const Queue& queue);
 // x[r, :] += wpe[(row_offset + r) % seq, :]. wpe: [max_seq, width]; x: [rows, width].
 template <class T>
 void add_positions(TensorView<const T> wpe, std::int64_t row_offset, std::int64_t seq, TensorView<T> x,
-                   Queue queue = {});
+                   const Queue& queue);
 // dwte[tokens[t] - v0, :] += grad[t, :] for tokens in the slice, in token order. grad: [n, width].
 template <class T>
 void embedding_scatter_add(TensorView<const T> grad, TensorView<const int> tokens, std::int64_t v0, TensorView<T> dwte,
-                           Queue queue = {});
+                           const Queue& queue);
 // partial[pos, :] = sum of dx[r, :] over rows with (row_offset + r) % seq == pos (overwrites);
 // partial: [max_seq, width].
 template <class T>
 void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t seq, TensorView<T> partial,
-                   Queue queue = {});
+                   const Queue& queue);
 
 // ---- vocabulary-parallel cross-entropy on logits [rows, vn] of the slice [v0, v0 + vn) -----------------------
 // targets: [n_tokens] for the whole batch, this block's rows at row_offset.. .
@@ -193,14 +207,14 @@ void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t
 // target is in the slice, else 0.
 template <class T>
 void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, TensorView<const int> targets,
-                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums, Queue queue = {});
+                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums, const Queue& queue);
 // probs = exp / sums[2r]; row_loss[r] = log(sums[2r]) + max[r] - sums[2r+1] (row-reduced sums).
 template <class T>
 void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorView<const T> sums,
-                          TensorView<double> row_loss, Queue queue = {});
+                          TensorView<double> row_loss, const Queue& queue);
 // dlogits = (probs - onehot(target)) / n_tokens, in place, with n_tokens = targets.numel().
 template <class T>
 void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0, Queue queue = {});
+                            std::int64_t v0, const Queue& queue);
 
 }  // namespace optimus::ops

@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define OPTIMUS_HOST_DEVICE __host__ __device__
-#else
-#define OPTIMUS_HOST_DEVICE
-#endif
+#include "optimus/core/host_device.hpp"
 
 namespace optimus::philox {
 

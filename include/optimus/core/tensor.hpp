@@ -13,13 +13,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "optimus/core/device.hpp"
 #include "optimus/core/dtype.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/memory.hpp"
 
 namespace optimus {
-
-enum class Device { cpu, cuda };
 
 // A shape of rank 0..kMaxRank.
 class Shape {
@@ -45,14 +44,15 @@ class Shape {
 // Row-major (C order) strides of a shape.
 Shape contiguous_strides(const Shape& shape);
 
+// A view names the device its memory is on: there is no default, so a view of device memory cannot silently become
+// a view of host memory (host code would then touch device memory). An empty view is on the host.
 template <class T>
 class TensorView {
  public:
   TensorView() = default;
-  TensorView(T* data, Shape shape, Shape strides, Device device = Device::cpu)
+  TensorView(T* data, Shape shape, Shape strides, Device device)
       : data_(data), shape_(shape), strides_(strides), device_(device) {}
-  TensorView(T* data, Shape shape, Device device = Device::cpu)
-      : TensorView(data, shape, contiguous_strides(shape), device) {}
+  TensorView(T* data, Shape shape, Device device) : TensorView(data, shape, contiguous_strides(shape), device) {}
 
   // A view of T converts to a view of const T.
   operator TensorView<const T>() const  // NOLINT(google-explicit-constructor)

@@ -1,15 +1,14 @@
-// Row-major GEMM on NVIDIA GPUs through cuBLASLt: C[m, n] = alpha op(A) op(B) + beta C, with
-//   f32  : f32 operands, f32 compute
-//   tf32 : f32 operands, TF32 tensor-core compute with f32 accumulation
-//   bf16 : bf16 operands and output, f32 accumulation
-//   bf16_to_f32 : bf16 operands, f32 output, f32 accumulation (mixed-precision products into f32 activations)
-// Row-major operands are handed to cuBLASLt (column-major) as the transposed problem C^T = op(B)^T op(A)^T.
+// The GEMM engine of a GPU (optimus/core/gemm_engine.hpp): cuBLASLt. Preparing a matmul builds its descriptors —
+// matmul (compute type, transposes, epilogue), the four layouts, and a preference with the workspace and the
+// alignments the buffers promise — and searches its algorithm once; running it sets the epilogue's pointers and calls
+// cublasLtMatmul on the stream. Everything before these calls (the row-major to column-major description, the
+// alignment promises, the epilogue rules, the plan cache) is the device-generic GemmEngine's, which CI runs on the
+// simulated device; this file is the part only a GPU executes.
 #pragma once
 
 #include <cublasLt.h>
 
-#include <cstdint>
-
+#include "optimus/core/gemm_engine.hpp"
 #include "optimus/cuda/runtime.hpp"
 
 #define OPTIMUS_CHECK_CUBLAS(call)                                                                      \
@@ -21,45 +20,20 @@
 
 namespace optimus::cuda {
 
-enum class GemmPrecision { f32, tf32, bf16, bf16_to_f32 };
-
-// What cuBLASLt applies to the row-major result C[m, n] in the GEMM's own kernel: nothing; bias[n] added to every
-// row (CUBLASLT_EPILOGUE_BIAS); or the bias, then GELU (tanh form) with its input written to pre[m, n], leading
-// dimension ld_pre (CUBLASLT_EPILOGUE_GELU_AUX_BIAS). f32 bias and pre: the f32 output precisions only.
-struct LtEpilogue {
-  enum class Kind { none, bias, bias_gelu };
-  Kind kind = Kind::none;
-  const float* bias = nullptr;
-  float* pre = nullptr;
-  std::int64_t ld_pre = 0;
-};
-
-// A strided batch: `count` products, matrix i of each operand `stride_*` elements after matrix i-1.
-struct LtBatch {
-  std::int64_t count = 1;
-  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
-};
-
-class LtGemm {
+class LtGemm final : public GemmEngine {
  public:
-  // The workspace comes from `allocator` once, at construction.
-  explicit LtGemm(DeviceAllocator& allocator, std::size_t workspace_bytes = std::size_t{32} << 20);
-  LtGemm(const LtGemm&) = delete;
-  LtGemm& operator=(const LtGemm&) = delete;
-  ~LtGemm();
+  static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+  // The workspace comes from `allocator` (memory of a CUDA device) once, at construction.
+  explicit LtGemm(DeviceAllocator& allocator);
+  ~LtGemm() override;
 
-  // a: op(A) is [m, k]; b: op(B) is [k, n]; c: [m, n]; leading dimensions in elements; device pointers.
-  // With a batch, the same product for each of its matrices (a, b, c: matrix 0). With an epilogue, returns false without running anything when cuBLASLt offers no algorithm for it (or its
-  // operands do not meet cuBLASLt's alignment): the caller then applies it after a plain GEMM. Otherwise true.
-  bool run(GemmPrecision precision, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-           float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
-           std::int64_t ldc, cudaStream_t stream, const LtEpilogue& epilogue = {}, const LtBatch& batch = {});
+ protected:
+  std::unique_ptr<Plan> prepare(const lt::Matmul& matmul, const lt::Pointers& first) override;
+  void execute(const Plan& plan, const lt::Matmul& matmul, const lt::Pointers& pointers,
+               DeviceStream& stream) override;
 
  private:
-  DeviceAllocator* allocator_;
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
-  std::size_t workspace_bytes_;
 };
 
 }  // namespace optimus::cuda

@@ -1,15 +1,15 @@
-// The CUDA runtime as objects (no globals): error checks, device discovery, streams, events, and the
-// caching device allocator. This header is about the CUDA backend, so it includes cuda_runtime.h.
+// The CUDA runtime of one GPU as a DeviceRuntime (optimus/core/device_runtime.hpp): device memory, page-locked host
+// memory, non-blocking streams, events and copies, with device discovery. No globals: a Runtime is a handle on
+// device N (as the CUDA runtime's own state is per device). This header is about the CUDA backend, so it includes
+// cuda_runtime.h; everything above it is device-generic and also runs on the simulated device (optimus/sim/).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
-#include <utility>
 
-#include "optimus/core/caching_allocator.hpp"
-#include "optimus/core/device_memory.hpp"
-#include "optimus/core/error.hpp"
+#include "optimus/core/device_runtime.hpp"
 #include "optimus/cuda/check.hpp"
 
 namespace optimus::cuda {
@@ -18,110 +18,69 @@ namespace optimus::cuda {
 int device_count() noexcept;
 // Why device_count() is 0, for skip messages ("no CUDA driver", "no device", ...); empty if devices exist.
 std::string unavailable_reason();
-
 // Throws optimus::Error "CUDA device N does not exist (M devices; why)" unless 0 <= device < device_count().
 void require_device(int device);
 
-// Whether kernels can use `p` (device or managed memory); false for host memory, also memory CUDA does not know.
-bool is_device_pointer(const void* p);
-
-// A stream of its own on the current device. Move-only; destroying it synchronizes (and logs errors).
-class Stream {
+class Runtime final : public DeviceRuntime {
  public:
-  Stream();
-  Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
-  Stream& operator=(Stream&&) = delete;
-  Stream(const Stream&) = delete;
-  ~Stream();
+  // Checks that the device exists.
+  explicit Runtime(int device);
 
-  cudaStream_t get() const { return stream_; }
-  void synchronize() const;
+  Device device() const override { return Device::cuda; }
+  int ordinal() const override { return device_; }
+  std::string name() const override { return "CUDA device " + std::to_string(device_); }
+  void make_current() override;
+
+  void* allocate(std::size_t bytes) noexcept override;
+  void release(void* p) noexcept override;
+  std::string describe_free() const override;
+  void* allocate_pinned(std::size_t bytes) override;
+  void release_pinned(void* p) noexcept override;
+  MemoryType memory_type(const void* p) const override;
+
+  std::unique_ptr<DeviceStream> create_stream() override;
+  std::unique_ptr<DeviceEvent> create_event() override;
+  void copy_async(void* dst, const void* src, std::size_t bytes, DeviceStream& stream) override;
+  void fill_async(void* dst, std::uint8_t value, std::size_t bytes, DeviceStream& stream) override;
+  void poison_async(void*, std::size_t, DeviceStream&) override {}  // a GPU leaves released blocks as they are
 
  private:
+  int device_;
+};
+
+// A non-blocking stream of a CUDA device (created on it).
+class Stream final : public DeviceStream {
+ public:
+  explicit Stream(Runtime& device);
+  ~Stream() override;
+
+  Device device() const override { return Device::cuda; }
+  DeviceRuntime& runtime() const override { return *device_; }
+  void synchronize() override;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  Runtime* device_;
   cudaStream_t stream_ = nullptr;
 };
 
-// An event without timing, for ordering one stream after another.
-class Event {
+class Event final : public DeviceEvent {
  public:
-  explicit Event(bool timing = false);
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event();
+  // With `timing`, elapsed_ms() measures between two recorded events.
+  Event(Runtime& device, bool timing);
+  ~Event() override;
 
-  cudaEvent_t get() const { return event_; }
-  void record(cudaStream_t stream);
-  void wait_on(cudaStream_t stream) const;  // `stream` waits for this event
-  bool done() const;                        // query, never blocks
+  void record(DeviceStream& stream) override;
+  void wait_on(DeviceStream& stream) const override;
+  bool done() const override;
+  void synchronize() const override;
   float elapsed_ms(const Event& start) const;
 
  private:
   cudaEvent_t event_ = nullptr;
 };
 
-// Copies between pageable host memory and the device through two page-locked (pinned) host buffers of
-// `chunk_bytes`, allocated with cudaMallocHost on first use and kept: chunk by chunk, the host memcpy of one buffer
-// overlaps the DMA of the other, on `stream`. Other copies (device to device, pinned host memory, host to host) go
-// directly. Every copy is complete when copy() returns. One user at a time (a rank's DeviceMemoryPool).
-class PinnedStaging {
- public:
-  explicit PinnedStaging(std::size_t chunk_bytes = std::size_t{1} << 20) : chunk_(chunk_bytes) {}
-  PinnedStaging(const PinnedStaging&) = delete;
-  PinnedStaging& operator=(const PinnedStaging&) = delete;
-  ~PinnedStaging();
-
-  void copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream);
-  // cudaMallocHost calls so far: 2 after the first staged copy, and no more (tests assert it).
-  int pinned_allocations() const { return allocations_; }
-
- private:
-  void ensure_buffers();
-
-  std::size_t chunk_;
-  void* buffers_[2] = {nullptr, nullptr};
-  cudaEvent_t drained_[2] = {nullptr, nullptr};  // the buffer's last DMA is complete
-  int allocations_ = 0;
-};
-
-// Device memory through a CachingAllocator over cudaMalloc/cudaFree: no cudaMalloc in the steady state of a
-// training step (stats().raw_allocations stays constant), and an out-of-memory error that names the request
-// and cudaMemGetInfo's free and total bytes.
-class DeviceAllocator {
- public:
-  explicit DeviceAllocator(int device);
-  void* allocate(std::size_t bytes) { return cache_.allocate(bytes); }
-  void release(void* p) noexcept { cache_.release(p); }
-  const CachingAllocator::Stats& stats() const { return cache_.stats(); }
-  int device() const { return device_; }
-
- private:
-  int device_;
-  CachingAllocator cache_;
-};
-
-// DeviceMemory (optimus/core/device_memory.hpp) on one device: tensors placed here take their bytes from a
-// DeviceAllocator, so a repeated step makes no cudaMalloc. zero() is ordered on `stream`; copy() is too and
-// completes before it returns. Every kernel that uses these tensors must run on `stream` (or wait for it): a
-// released block is handed out again in stream order. Copies from or to pageable host memory go through pinned
-// staging buffers (PinnedStaging).
-class DeviceMemoryPool final : public DeviceMemory {
- public:
-  explicit DeviceMemoryPool(int device, cudaStream_t stream = nullptr) : allocator_(device), stream_(stream) {}
-
-  Device device() const override { return Device::cuda; }
-  void* allocate(std::size_t bytes) override { return allocator_.allocate(bytes); }
-  void release(void* p) noexcept override { allocator_.release(p); }
-  void zero(void* p, std::size_t bytes) override;
-  void copy(void* dst, const void* src, std::size_t bytes) override;
-
-  DeviceAllocator& allocator() { return allocator_; }
-  cudaStream_t stream() const { return stream_; }
-  const PinnedStaging& staging() const { return staging_; }
-
- private:
-  DeviceAllocator allocator_;
-  cudaStream_t stream_;
-  PinnedStaging staging_;
-};
+// The cudaStream_t of a CUDA stream; optimus::Error naming `what` for a stream of another device.
+cudaStream_t native(const DeviceStream& stream, const char* what);
 
 }  // namespace optimus::cuda

@@ -80,14 +80,12 @@ class Grid {
   // How tensors of `kind` made for this grid are counted and placed.
   MemoryTag tag(MemoryKind kind) const { return state_->tag(kind); }
 
-  // Places the matrices and layer workspaces made on this grid from now on in `device` (null: host memory),
-  // with their local work ordered on `queue` (its stream and GEMM engine). Both must outlive their use; the
-  // grid's communicators must accept buffers there. Every rank of the grid must place alike.
-  void place_on(DeviceMemory* device, ops::Queue queue = {}) {
-    state_->device = device;
-    state_->queue = queue;
-    state_->queue.scratch = state_->tag(MemoryKind::workspace);
-  }
+  // Places the matrices and layer workspaces made on this grid from now on in `device` (null: host memory), with
+  // their local work ordered on `queue` (its stream and GEMM engine: RankDevice::queue()). Both must outlive their
+  // use. The grid's communicators must move buffers there (Communicator::takes_buffers_on): an in-process world
+  // stages on the device only if set_in_process_staging was called before Grid::create (RankDevice::grid does
+  // both); otherwise optimus::Error names the communicator. Every rank of the grid must place alike.
+  void place_on(DeviceMemory* device, const ops::Queue& queue);
   // How the f32 products made on this grid compute (ops::GemmMath): with bf16 (mixed precision) SUMMA moves its
   // panels in bf16 and every GEMM takes bf16 operands with f32 accumulation, while parameters, gradients,
   // optimizer state and activations stay f32. The default is the math of the queue given to place_on (f32).

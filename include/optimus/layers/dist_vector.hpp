@@ -20,8 +20,11 @@ class DistVector {
   std::int64_t local_size() const { return local_.numel(); }
   std::int64_t offset() const;  // global index of this rank's first element
 
-  TensorView<T> local() { return TensorView<T>(local_.data(), Shape{1, local_size()}); }
-  TensorView<const T> local() const { return TensorView<const T>(local_.data(), Shape{1, local_size()}); }
+  // This rank's piece as [1, n/q^2], on the device it lives on.
+  TensorView<T> local() { return TensorView<T>(local_.data(), Shape{1, local_size()}, local_.device()); }
+  TensorView<const T> local() const {
+    return TensorView<const T>(local_.data(), Shape{1, local_size()}, local_.device());
+  }
 
   // All-gather along the grid column: out [1, n/q] receives column block j of the vector.
   void gather_column_block(TensorView<T> out) const;

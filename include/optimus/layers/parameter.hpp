@@ -53,21 +53,20 @@ struct ParameterRef {
   TensorView<T> grad;
 };
 
-// Shards on a device are written and read through a host copy: pass the DeviceMemory they live in (the grid's
-// device()); a device shard without it is refused with an error naming the parameter.
+// Shards on a device are written and read through a host copy: `device` is the DeviceMemory they live in (the grid's
+// device(); null for host shards); a device shard without it is refused with an error naming the parameter.
 
 // Element-wise initialization from the GPT-2 rule (gpt_config.hpp): the same values for every q.
 template <class T>
-void init_parameter(const ParameterRef<T>& p, const GptConfig& config, DeviceMemory* device = nullptr);
+void init_parameter(const ParameterRef<T>& p, const GptConfig& config, DeviceMemory* device);
 
 // Copies this rank's elements out of the full GPT-2 tensor; throws if its shape is not p.shape.
 template <class T>
-void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMemory* device = nullptr);
+void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMemory* device);
 
 // Collective over `comm` (the ranks that hold the tensor: a grid's grid(), or a 1D group): the full GPT-2
 // tensor of values (or gradients); vectors come back as 1 x n.
 template <class T>
-GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool gradient,
-                              DeviceMemory* device = nullptr);
+GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool gradient, DeviceMemory* device);
 
 }  // namespace optimus

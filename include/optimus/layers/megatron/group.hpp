@@ -23,8 +23,9 @@ class Group {
   const Grid& local() const { return local_; }  // q = 1 grid of this rank alone
   MemoryTracker& memory() const { return local_.memory(); }
   // Where the layers made on this group keep their tensors and run their local work, and how their f32 GEMMs
-  // compute (Grid::place_on, Grid::set_gemm_math on the local grid). `tp` must accept buffers there.
-  void place_on(DeviceMemory* device, ops::Queue queue = {}) { local_.place_on(device, queue); }
+  // compute (Grid::place_on, Grid::set_gemm_math on the local grid). `tp` must move buffers there
+  // (Communicator::takes_buffers_on), or optimus::Error names it.
+  void place_on(DeviceMemory* device, const ops::Queue& queue);
   void set_gemm_math(ops::GemmMath math) { local_.set_gemm_math(math); }
 
  private:

@@ -1,0 +1,52 @@
+// RankDevice and the grids made on it (optimus/device/rank_device.hpp).
+#include "optimus/device/rank_device.hpp"
+
+#include <utility>
+
+#include "optimus/comm/in_process.hpp"
+
+namespace optimus {
+namespace {
+
+DeviceRuntime& made_current(DeviceRuntime& device) {
+  device.make_current();
+  return device;
+}
+
+}  // namespace
+
+RankDevice::RankDevice(DeviceRuntime& device, ops::GemmMath math)
+    : device_(&made_current(device)),
+      stream_(device.create_stream()),
+      memory_(device, *stream_),
+      gemm_(GemmEngine::create(memory_.allocator())),
+      math_(math) {}
+
+ops::Queue RankDevice::queue() { return ops::Queue{.stream = stream_.get(), .gemm = gemm_.get(), .math = math_}; }
+
+Grid RankDevice::grid(Communicator& world, int q) {
+  staging_ = std::make_shared<DeviceStaging>(memory_);
+  set_in_process_staging(world, staging_);
+  Grid g = Grid::create(world, q);
+  g.place_on(&memory_, queue());
+  return g;
+}
+
+RankDevice::Allocations RankDevice::raw_allocations() const {
+  return {.memory = memory_.allocator().stats().raw_allocations +
+                    static_cast<std::uint64_t>(memory_.staging().pinned_allocations()),
+          .staging = staging_ ? staging_->raw_allocations() : 0};
+}
+
+Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, std::chrono::milliseconds timeout) {
+  Grid::check_world_size(bootstrap.size(), q);  // before any device communicator starts
+  const std::unique_ptr<DeviceCommunicator> world = DeviceCommunicator::create(bootstrap, rank.runtime());
+  world->set_compute_stream(&rank.stream());
+  world->set_timeout(timeout);
+  // The grid's communicators are splits of `world` (they inherit its compute stream and timeout) and outlive it.
+  Grid grid = Grid::create(*world, q);
+  grid.place_on(&rank.memory(), rank.queue());
+  return grid;
+}
+
+}  // namespace optimus

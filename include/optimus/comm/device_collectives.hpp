@@ -1,0 +1,56 @@
+// The collectives of one device communicator, as NCCL offers them: operations on device buffers, each queued on a
+// stream of the device and complete when the stream reaches it. Two implementations: NCCL (src/comm/
+// nccl_collectives.cpp, GPU-only) and the simulated device's (optimus/sim/collectives.hpp), which keeps NCCL's rules —
+// device buffers only, stream order, asynchronous completion and errors, a send that blocks its stream until the
+// peer's receive runs. DeviceCommunicator (device_communicator.hpp) is the Communicator built on them; it is where
+// validation, traffic counting, host-buffer staging, ordering after the compute stream and timeouts live, once.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "optimus/comm/communicator.hpp"
+#include "optimus/core/device_runtime.hpp"
+
+namespace optimus {
+
+class DeviceCollectives {
+ public:
+  DeviceCollectives() = default;
+  DeviceCollectives(const DeviceCollectives&) = delete;
+  DeviceCollectives& operator=(const DeviceCollectives&) = delete;
+  virtual ~DeviceCollectives() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "nccl", "sim"
+
+  // Queued on `stream`, on device buffers; the arguments as Communicator's (broadcast: the root's `send` to every
+  // rank's `recv`).
+  virtual void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
+                         DeviceStream& stream) = 0;
+  virtual void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+                      DeviceStream& stream) = 0;
+  virtual void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                          DeviceStream& stream) = 0;
+  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& stream) = 0;
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                              DeviceStream& stream) = 0;
+  // A send blocks its stream until the peer's matching receive runs, and the other way round: sends and receives
+  // that must progress together (an exchange between two ranks) go between group_start() and group_end().
+  virtual void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) = 0;
+  virtual void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) = 0;
+  virtual void group_start() = 0;
+  virtual void group_end() = 0;
+
+  // Throws (optimus::Error, or the transport's own error) if an operation failed asynchronously.
+  virtual void check_async_errors() = 0;
+  // Stops every pending operation (they never complete); the collectives must not be used afterwards.
+  virtual void abort() noexcept = 0;
+  // Collective over the ranks: those with the same color form new collectives, ordered by (key, rank). Nothing may
+  // be queued at the time (the caller synchronises its stream first).
+  virtual std::unique_ptr<DeviceCollectives> split(int color, int key) = 0;
+};
+
+}  // namespace optimus

@@ -1,0 +1,79 @@
+// A Communicator on an accelerator (DESIGN.md section 3): one rank per device, collectives on device buffers queued on
+// a communication stream — NCCL on a GPU, the simulated device's collectives on sim (device_collectives.hpp). This is
+// the device-generic half of what was the NCCL communicator, so that CI runs it with several ranks on the simulated
+// device (over MPI between processes, or in-process between threads):
+//
+//   * Bootstrap: create() is collective over a host communicator (MPI, or in-process): NCCL's unique id is broadcast
+//     over it; the simulated collectives use a private duplicate of it as their transport.
+//   * Ordering with the computation: set_compute_stream() names the stream whose kernels write and read this
+//     communicator's buffers; every operation first waits (on the device, an event) for what is queued there, and a
+//     Request completes only when the operation is done, so kernels queued after wait() see the result. Split
+//     communicators inherit the compute stream and the timeout.
+//   * Host buffers (the layers' scalar reductions: the loss, the gradient norm) are staged through a device buffer of
+//     the communicator and complete before the call returns.
+//   * Point-to-point: a device send blocks until the peer's receive runs, so isend and irecv are not started at once:
+//     consecutive ones are posted together, as one group, when one of their requests is waited on or tested, or when
+//     another operation is posted — an exchange (both ranks isend, then irecv, then wait) completes, as with MPI.
+//     send/recv ignore the tag (NCCL has none): messages between two ranks match in the order they are posted.
+//   * Failures: waiting checks the collectives' asynchronous errors; an operation still running after the timeout
+//     (default 10 minutes: a peer that died leaves NCCL waiting forever) aborts the communicator. Either way wait()
+//     throws, and every later operation on the communicator throws at once.
+// Traffic counters follow the same convention as every backend.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "optimus/comm/communicator.hpp"
+#include "optimus/comm/device_collectives.hpp"
+#include "optimus/core/device_runtime.hpp"
+
+namespace optimus {
+
+class DeviceCommunicator final : public Communicator {
+ public:
+  static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
+
+  // Collective over `bootstrap`: one rank per bootstrap rank, on `device` (which must outlive the communicator and
+  // those split from it).
+  static std::unique_ptr<DeviceCommunicator> create(Communicator& bootstrap, DeviceRuntime& device);
+  ~DeviceCommunicator() override;
+
+  std::string backend() const override;
+  bool takes_buffers_on(Device device) const override;
+  // Every later operation (here and in communicators split from this one) first waits for `compute`'s work.
+  void set_compute_stream(DeviceStream* compute);
+  // How long wait() lets an operation run before it aborts the communicator (here and in later splits).
+  void set_timeout(std::chrono::milliseconds timeout);
+  DeviceStream& stream() const;
+
+ protected:
+  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override;
+  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+                      Sync sync) override;
+  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                          Sync sync) override;
+  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) override;
+  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                              Sync sync) override;
+  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) override;
+  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) override;
+  Request post_barrier(Sync sync) override;
+  std::unique_ptr<Communicator> do_split(int color, int key) override;
+
+ public:
+  struct Core;  // the communicator's state, shared with its pending requests
+
+ private:
+  DeviceCommunicator(std::shared_ptr<Core> core, int rank, int size);
+  // Runs `op(send, recv)` on device buffers: the given ones, or for host buffers the staging buffer (send's
+  // `send_bytes` copied in first, recv's `recv_bytes` copied out after, blocking). `recv` may equal `send`.
+  template <class Op>
+  Request run(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes, Sync sync, Op&& op);
+  template <class Op>
+  Request point_to_point(const void* host_send, void* host_recv, std::size_t bytes, Sync sync, Op&& op);
+
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace optimus

@@ -1,0 +1,125 @@
+// The arithmetic of the layers' kernels per element and per row, written once for every backend: the CPU kernels —
+// which the simulated device runs too — and the CUDA kernels call these functions, so that only indexing,
+// reductions and launch configuration differ between host and GPU code, and a fix here (a dropped NaN, say) is a fix
+// everywhere. C++17, no std:: types (nvcc device code); __host__ __device__ under nvcc. T is float or double.
+#pragma once
+
+#include <math.h>  // tanhf, expf, ...: host and (under nvcc) device overloads
+
+#include <cstdint>
+
+#include "optimus/core/adamw_step.hpp"
+#include "optimus/core/host_device.hpp"
+#include "optimus/core/philox.hpp"
+
+namespace optimus::math {
+
+OPTIMUS_HOST_DEVICE inline float tanh_of(float v) { return tanhf(v); }
+OPTIMUS_HOST_DEVICE inline double tanh_of(double v) { return tanh(v); }
+OPTIMUS_HOST_DEVICE inline float exp_of(float v) { return expf(v); }
+OPTIMUS_HOST_DEVICE inline double exp_of(double v) { return exp(v); }
+OPTIMUS_HOST_DEVICE inline float sqrt_of(float v) { return sqrtf(v); }
+OPTIMUS_HOST_DEVICE inline double sqrt_of(double v) { return sqrt(v); }
+
+// ---- element-wise -----------------------------------------------------------------------------------------
+// alpha x + beta y, where beta = 0 ignores y (a NaN in y does not propagate: y is being overwritten).
+template <class T>
+OPTIMUS_HOST_DEVICE inline T axpby(T alpha, T x, T beta, T y) {
+  return beta == T(0) ? alpha * x : alpha * x + beta * y;
+}
+
+// GELU, tanh form: 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), and its derivative.
+template <class T>
+OPTIMUS_HOST_DEVICE inline T gelu(T v) {
+  const T c = T(0.7978845608028654), a = T(0.044715);
+  return T(0.5) * v * (T(1) + tanh_of(c * (v + a * v * v * v)));
+}
+template <class T>
+OPTIMUS_HOST_DEVICE inline T gelu_derivative(T v) {
+  const T c = T(0.7978845608028654), a = T(0.044715);
+  const T t = tanh_of(c * (v + a * v * v * v));
+  return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * c * (T(1) + T(3) * a * v * v);
+}
+
+// Dropout of global element (row, col): kept with probability 1 - p, then scaled by `scale` = 1 / (1 - p); a dropped
+// element becomes 0 whatever it was (an inf or NaN too: it is not multiplied by 0).
+OPTIMUS_HOST_DEVICE inline bool dropout_keeps(double p, std::uint64_t seed, std::uint64_t stream, std::uint64_t row,
+                                              std::uint64_t col) {
+  return philox::uniform(seed, stream, row, col) >= p;
+}
+template <class T>
+OPTIMUS_HOST_DEVICE inline T dropout(T x, bool keep, T scale) {
+  return keep ? x * scale : T(0);
+}
+
+// The in-process reductions: sum, max or min (max and min as std::max and std::min: acc < x ? x : acc), so that a
+// reduction on any device gives the host's bits.
+enum class Combine { sum, max, min };
+template <class T>
+OPTIMUS_HOST_DEVICE inline T combine(T acc, T x, Combine op) {
+  return op == Combine::sum ? acc + x : op == Combine::max ? (acc < x ? x : acc) : (x < acc ? x : acc);
+}
+
+// ---- LayerNorm over `hidden` features (a row's sums reduced over the grid row) --------------------------------
+template <class T>
+OPTIMUS_HOST_DEVICE inline T layernorm_mean(T row_sum, T hidden) {
+  return row_sum / hidden;
+}
+template <class T>
+OPTIMUS_HOST_DEVICE inline T layernorm_rstd(T square_deviations, T hidden) {
+  return T(1) / sqrt_of(square_deviations / hidden + T(1e-5));
+}
+template <class T>
+OPTIMUS_HOST_DEVICE inline T layernorm_xhat(T x, T mean, T rstd) {
+  return (x - mean) * rstd;
+}
+template <class T>
+OPTIMUS_HOST_DEVICE inline T layernorm_y(T xhat, T gamma, T beta) {
+  return xhat * gamma + beta;
+}
+// dx from dy, with mean_d = sum(dy gamma) / hidden and mean_dx = sum(dy gamma xhat) / hidden over the row.
+template <class T>
+OPTIMUS_HOST_DEVICE inline T layernorm_dx(T dy, T gamma, T xhat, T rstd, T mean_d, T mean_dx) {
+  return rstd * (dy * gamma - mean_d - xhat * mean_dx);
+}
+
+// ---- causal softmax of scaled scores, and its backward ------------------------------------------------------
+// The unnormalized probability exp(scale s - max), max the row's largest scaled score; then e / sum.
+template <class T>
+OPTIMUS_HOST_DEVICE inline T softmax_exp(T score, T scale, T max) {
+  return exp_of(scale * score - max);
+}
+template <class T>
+OPTIMUS_HOST_DEVICE inline T normalized(T e, T sum) {
+  return e / sum;
+}
+// ds = scale p (dp - dot), dot = sum over the row of dp p.
+template <class T>
+OPTIMUS_HOST_DEVICE inline T softmax_grad(T p, T dp, T dot, T scale) {
+  return scale * p * (dp - dot);
+}
+
+// ---- vocabulary-parallel cross-entropy -------------------------------------------------------------------
+// A row's loss from its reduced sum of exp(logit - max), its max and its target logit.
+template <class T>
+OPTIMUS_HOST_DEVICE inline double cross_entropy_loss(T exp_sum, T max, T target_logit) {
+  return log(static_cast<double>(exp_sum)) + static_cast<double>(max) - static_cast<double>(target_logit);
+}
+// dlogits = (softmax - onehot(target)) / n_tokens.
+template <class T>
+OPTIMUS_HOST_DEVICE inline T cross_entropy_grad(T p, bool is_target, T n_tokens) {
+  return (is_target ? p - T(1) : p) / n_tokens;
+}
+
+// ---- the optimizer ----------------------------------------------------------------------------------------
+// One AdamW element (optimus/core/adamw_step.hpp), in double, on master weight w and moments m, v.
+template <class T>
+OPTIMUS_HOST_DEVICE inline void adamw(T& w, T grad, T& m, T& v, const AdamWStep& s) {
+  const double g = s.clip * static_cast<double>(grad);
+  m = static_cast<T>(s.beta1 * m + (1 - s.beta1) * g);
+  v = static_cast<T>(s.beta2 * v + (1 - s.beta2) * g * g);
+  const double update = (m / s.c1) / (sqrt(v / s.c2) + s.eps);
+  w = static_cast<T>(w - s.lr * (update + s.weight_decay * w));
+}
+
+}  // namespace optimus::math

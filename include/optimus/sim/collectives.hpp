@@ -1,0 +1,83 @@
+// The simulated device's NCCL (optimus/comm/device_collectives.hpp): collectives between simulated devices of several
+// ranks — threads of one process (in-process) or processes (MPI) — with NCCL's rules, so that the device
+// communicators (optimus/comm/device_communicator.hpp) are tested with several ranks in CI:
+//
+//   * device buffers only (host memory is refused, as NCCL cannot read it), checked when the operation is queued;
+//   * stream-ordered and asynchronous: each operation runs on the stream it was queued on, when the stream reaches it;
+//     the host learns of completion from events and of failures from check_async_errors();
+//   * a send blocks its stream until the peer's matching receive has run, and a receive until the send's data arrived
+//     (NCCL's rendezvous), so two ranks that both send before they receive deadlock unless the operations are grouped;
+//   * a peer that fails (an in-process rank that throws) is an asynchronous error; abort() ends the operations that
+//     wait, so a stuck collective can be given up.
+//
+// The data move through a transport: a private duplicate of the bootstrap communicator (MPI needs
+// MPI_THREAD_MULTIPLE: the streams' threads call it), on the host storage behind the device buffers.
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "optimus/comm/device_collectives.hpp"
+#include "optimus/sim/runtime.hpp"
+
+namespace optimus::sim {
+
+class Collectives final : public DeviceCollectives {
+ public:
+  // Collective over `bootstrap`; `device` must outlive the collectives.
+  static std::unique_ptr<Collectives> create(Communicator& bootstrap, Runtime& device);
+
+  int rank() const override { return transport_->rank(); }
+  int size() const override { return transport_->size(); }
+  std::string backend() const override { return "sim-nccl"; }
+
+  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
+                 DeviceStream& stream) override;
+  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+              DeviceStream& stream) override;
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                  DeviceStream& stream) override;
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& stream) override;
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                      DeviceStream& stream) override;
+  void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) override;
+  void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) override;
+  void group_start() override;
+  void group_end() override;
+  void check_async_errors() override;
+  void abort() noexcept override;
+  std::unique_ptr<DeviceCollectives> split(int color, int key) override;
+
+  // What the operations queued so far share with the stream work that runs them.
+  struct State {
+    std::atomic<bool> aborted{false};
+    std::mutex mu;
+    std::exception_ptr error;  // the first asynchronous failure
+  };
+  // A point-to-point operation: the host storage of its buffer, and whether it sends.
+  struct P2p {
+    void* host;
+    std::size_t bytes;
+    int peer;
+    bool sends;
+  };
+
+ private:
+  Collectives(Runtime& device, std::unique_ptr<Communicator> transport);
+  // Queues `work` (which runs the transport on host storage) on `stream`, touching `accesses`.
+  void queue(DeviceStream& stream, const char* name, std::vector<Access> accesses, std::function<void()> work);
+  void queue_p2p(DeviceStream& stream, std::vector<P2p> operations, std::vector<Access> accesses);
+
+  Runtime* device_;
+  std::shared_ptr<Communicator> transport_;  // shared with the queued work
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  bool grouping_ = false;
+  std::vector<P2p> group_;
+  std::vector<Access> group_accesses_;
+  DeviceStream* group_stream_ = nullptr;
+};
+
+}  // namespace optimus::sim

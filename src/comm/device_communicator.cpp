@@ -1,0 +1,318 @@
+// The device communicator (optimus/comm/device_communicator.hpp): host-buffer staging, ordering after the compute
+// stream, grouped point-to-point, asynchronous errors and timeouts, over NCCL's or the simulated device's collectives.
+#include "optimus/comm/device_communicator.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <iostream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "../core/backends.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/sim/collectives.hpp"
+
+namespace optimus {
+
+// Point-to-point operations not yet posted: they are posted together, as one group, when one of their requests is
+// waited on or tested, or when another operation is posted.
+struct P2pGroup {
+  std::vector<std::function<void()>> operations;
+  std::shared_ptr<DeviceEvent> done;  // recorded after the group, once posted
+};
+
+struct DeviceCommunicator::Core {
+  DeviceRuntime* device = nullptr;
+  std::unique_ptr<DeviceCollectives> collectives;  // declared before the stream: destroyed after it has drained
+  std::unique_ptr<DeviceStream> stream;            // the communication stream
+  std::unique_ptr<DeviceEvent> computed;           // recorded on `compute` before each operation
+  DeviceStream* compute = nullptr;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::atomic<bool> aborted{false};
+  void* barrier_word = nullptr;  // one device float for barrier()
+  void* staging = nullptr;       // host-buffer operations run through it
+  std::size_t staging_bytes = 0;
+  std::shared_ptr<P2pGroup> open_group = std::make_shared<P2pGroup>();
+
+  Core(DeviceRuntime& d, std::unique_ptr<DeviceCollectives> c) : device(&d), collectives(std::move(c)) {
+    device->make_current();
+    stream = device->create_stream();
+    computed = device->create_event();
+    barrier_word = device->allocate(sizeof(float));
+    OPTIMUS_CHECK(barrier_word != nullptr, device->name(), " is out of memory for a communicator's barrier word");
+  }
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+  ~Core() {
+    if (!aborted.load()) {
+      try {
+        stream->synchronize();
+      } catch (const std::exception& e) {
+        std::cerr << "optimus: a device communicator's stream failed before destruction: " << e.what() << '\n';
+      }
+    }
+    stream.reset();  // drains what is left (aborted operations return at once)
+    device->release(barrier_word);
+    device->release(staging);
+  }
+
+  void check_usable() const {
+    OPTIMUS_CHECK(!aborted.load(), collectives->backend(),
+                  " communicator was aborted after an earlier failure; create a new one");
+  }
+  void abort() noexcept {
+    if (!aborted.exchange(true)) collectives->abort();
+  }
+  // The communication stream waits for the compute stream's work so far.
+  void order_after_compute() {
+    if (compute == nullptr) return;
+    computed->record(*compute);
+    computed->wait_on(*stream);
+  }
+  // Posts the open point-to-point group, if it holds anything.
+  void flush() {
+    if (open_group->operations.empty()) return;
+    const std::shared_ptr<P2pGroup> group = std::exchange(open_group, std::make_shared<P2pGroup>());
+    device->make_current();
+    order_after_compute();
+    collectives->group_start();
+    for (const auto& operation : group->operations) operation();
+    collectives->group_end();
+    group->done = device->create_event();
+    group->done->record(*stream);
+  }
+  // A device buffer of at least `bytes` (grown as needed, kept for later host-buffer operations).
+  void* staging_buffer(std::size_t bytes) {
+    if (bytes <= staging_bytes) return staging;
+    stream->synchronize();
+    device->release(staging);
+    staging = device->allocate(bytes);
+    staging_bytes = staging != nullptr ? bytes : 0;
+    OPTIMUS_CHECK(staging != nullptr, device->describe_free(), ": no room for ", bytes,
+                  " bytes of staging for a host-buffer collective");
+    return staging;
+  }
+};
+
+namespace {
+
+// Completion of queued work: an event on the communication stream (or, for point-to-point, its group's, posted when
+// first needed), polled together with the collectives' asynchronous errors and the timeout.
+class DeviceRequest final : public RequestImpl {
+ public:
+  DeviceRequest(std::shared_ptr<DeviceCommunicator::Core> core, std::shared_ptr<DeviceEvent> done,
+                std::shared_ptr<P2pGroup> group)
+      : core_(std::move(core)), done_(std::move(done)), group_(std::move(group)) {}
+
+  void wait() override {
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(2);
+    while (!test()) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited > core_->timeout) {
+        core_->abort();
+        OPTIMUS_FAIL(core_->collectives->backend(), " operation did not complete within ",
+                     std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+                     " ms (timeout ", core_->timeout.count(), " ms): a peer may have died or stopped calling the "
+                     "communicator; the communicator was aborted");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+  bool test() override {
+    core_->check_usable();
+    if (group_ && !done_) {
+      if (!group_->done) core_->flush();  // still open: post it with the operations queued after it
+      done_ = group_->done;
+    }
+    try {
+      core_->collectives->check_async_errors();
+    } catch (...) {
+      core_->abort();
+      throw;
+    }
+    return done_->done();
+  }
+
+ private:
+  std::shared_ptr<DeviceCommunicator::Core> core_;
+  std::shared_ptr<DeviceEvent> done_;
+  std::shared_ptr<P2pGroup> group_;
+};
+
+// Whether a buffer is one the collectives can use as it is (null: nothing to move).
+bool on_device(const DeviceRuntime& device, const void* p) {
+  return p == nullptr || device.memory_type(p) == MemoryType::device;
+}
+
+std::unique_ptr<DeviceCollectives> collectives_for(Communicator& bootstrap, DeviceRuntime& device) {
+  switch (device.device()) {
+    case Device::sim: return sim::Collectives::create(bootstrap, static_cast<sim::Runtime&>(device));
+    case Device::cuda: return detail::make_nccl_collectives(bootstrap, device);
+    case Device::cpu: break;
+  }
+  OPTIMUS_FAIL("DeviceCommunicator: ", device.name(), " is not an accelerator");
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& bootstrap, DeviceRuntime& device) {
+  auto core = std::make_shared<Core>(device, collectives_for(bootstrap, device));
+  const int rank = core->collectives->rank(), size = core->collectives->size();
+  return std::unique_ptr<DeviceCommunicator>(new DeviceCommunicator(std::move(core), rank, size));
+}
+
+DeviceCommunicator::DeviceCommunicator(std::shared_ptr<Core> core, int rank, int size)
+    : Communicator(rank, size), core_(std::move(core)) {}
+
+DeviceCommunicator::~DeviceCommunicator() {
+  try {
+    if (!core_->aborted.load()) core_->flush();  // point-to-point operations nobody waited for still complete
+  } catch (const std::exception& e) {
+    std::cerr << "optimus: posting a device communicator's last operations failed: " << e.what() << '\n';
+  }
+}
+
+std::string DeviceCommunicator::backend() const { return core_->collectives->backend(); }
+
+bool DeviceCommunicator::takes_buffers_on(Device device) const {
+  return device == Device::cpu || device == core_->device->device();
+}
+
+void DeviceCommunicator::set_compute_stream(DeviceStream* compute) {
+  OPTIMUS_CHECK(compute == nullptr || &compute->runtime() == core_->device, "set_compute_stream: a stream of ",
+                compute == nullptr ? "" : compute->runtime().name(), ", but the communicator is on ",
+                core_->device->name());
+  core_->compute = compute;
+}
+
+void DeviceCommunicator::set_timeout(std::chrono::milliseconds timeout) {
+  OPTIMUS_CHECK(timeout.count() > 0, "DeviceCommunicator: a timeout must be positive, got ", timeout.count(), " ms");
+  core_->timeout = timeout;
+}
+
+DeviceStream& DeviceCommunicator::stream() const { return *core_->stream; }
+
+template <class Op>
+Request DeviceCommunicator::run(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes,
+                                Sync sync, Op&& op) {
+  Core& c = *core_;
+  c.check_usable();
+  c.flush();  // point-to-point operations posted before this one come first
+  c.device->make_current();
+  c.order_after_compute();
+  auto finish = [&](Sync how) {
+    auto done = std::shared_ptr<DeviceEvent>(c.device->create_event());
+    done->record(*c.stream);
+    Request r(std::make_unique<DeviceRequest>(core_, std::move(done), nullptr));
+    if (how == Sync::blocking) r.wait();
+    return r;
+  };
+  if (on_device(*c.device, send) && on_device(*c.device, recv)) {
+    op(send, recv);
+    return finish(sync);
+  }
+  const bool in_place = send == recv;
+  char* base = static_cast<char*>(c.staging_buffer(in_place ? std::max(send_bytes, recv_bytes) : send_bytes + recv_bytes));
+  void* staged_send = send == nullptr ? nullptr : base;
+  void* staged_recv = recv == nullptr ? nullptr : in_place ? base : base + send_bytes;
+  if (send != nullptr && send_bytes > 0) c.device->copy_async(staged_send, send, send_bytes, *c.stream);
+  op(staged_send, staged_recv);
+  if (recv != nullptr && recv_bytes > 0) c.device->copy_async(recv, staged_recv, recv_bytes, *c.stream);
+  return finish(Sync::blocking);  // host buffers hold the result when the call returns
+}
+
+// A send or receive: device buffers join the open group (posted later); host buffers are staged and complete now.
+template <class Op>
+Request DeviceCommunicator::point_to_point(const void* host_send, void* host_recv, std::size_t bytes, Sync sync,
+                                           Op&& op) {
+  Core& c = *core_;
+  c.check_usable();
+  const void* buffer = host_send != nullptr ? host_send : host_recv;
+  if (!on_device(*c.device, buffer)) {
+    return run(host_send, host_send ? bytes : 0, host_recv, host_recv ? bytes : 0, sync,
+               [&](const void* s, void* r) { op(s != nullptr ? s : r); });
+  }
+  const std::shared_ptr<P2pGroup> group = c.open_group;
+  group->operations.push_back([op, buffer] { op(buffer); });
+  Request r(std::make_unique<DeviceRequest>(core_, nullptr, group));
+  if (sync == Sync::blocking) r.wait();
+  return r;
+}
+
+Request DeviceCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
+  const std::size_t bytes = count * size_of(dtype);
+  return run(buf, bytes, buf, bytes, sync, [&](const void* send, void* recv) {
+    core_->collectives->broadcast(send, recv, count, dtype, root, *core_->stream);
+  });
+}
+
+Request DeviceCommunicator::post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                        int root, Sync sync) {
+  const std::size_t bytes = count * size_of(dtype);
+  return run(send, bytes, rank() == root ? recv : nullptr, bytes, sync, [&](const void* s, void* r) {
+    core_->collectives->reduce(s, r, count, dtype, op, root, *core_->stream);
+  });
+}
+
+Request DeviceCommunicator::post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                            Sync sync) {
+  const std::size_t bytes = count * size_of(dtype);
+  return run(send, bytes, recv, bytes, sync, [&](const void* s, void* r) {
+    core_->collectives->all_reduce(s, r, count, dtype, op, *core_->stream);
+  });
+}
+
+Request DeviceCommunicator::post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
+  const std::size_t bytes = count * size_of(dtype);
+  return run(send, bytes, recv, bytes * static_cast<std::size_t>(size()), sync, [&](const void* s, void* r) {
+    core_->collectives->all_gather(s, r, count, dtype, *core_->stream);
+  });
+}
+
+Request DeviceCommunicator::post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                                                ReduceOp op, Sync sync) {
+  const std::size_t bytes = count * size_of(dtype);
+  return run(send, bytes * static_cast<std::size_t>(size()), recv, bytes, sync, [&](const void* s, void* r) {
+    core_->collectives->reduce_scatter(s, r, count, dtype, op, *core_->stream);
+  });
+}
+
+Request DeviceCommunicator::post_send(const void* buf, std::size_t count, DType dtype, int dest, int /*tag*/,
+                                      Sync sync) {
+  Core* c = core_.get();
+  return point_to_point(buf, nullptr, count * size_of(dtype), sync, [c, count, dtype, dest](const void* b) {
+    c->collectives->send(b, count, dtype, dest, *c->stream);
+  });
+}
+
+Request DeviceCommunicator::post_recv(void* buf, std::size_t count, DType dtype, int source, int /*tag*/, Sync sync) {
+  Core* c = core_.get();
+  return point_to_point(nullptr, buf, count * size_of(dtype), sync, [c, count, dtype, source](const void* b) {
+    c->collectives->recv(const_cast<void*>(b), count, dtype, source, *c->stream);
+  });
+}
+
+Request DeviceCommunicator::post_barrier(Sync sync) {
+  void* word = core_->barrier_word;
+  return run(word, sizeof(float), word, sizeof(float), sync, [&](const void*, void*) {
+    core_->collectives->all_reduce(word, word, 1, DType::f32, ReduceOp::sum, *core_->stream);
+  });
+}
+
+std::unique_ptr<Communicator> DeviceCommunicator::do_split(int color, int key) {
+  Core& c = *core_;
+  c.check_usable();
+  c.flush();
+  c.stream->synchronize();  // nothing queued while the collectives split
+  auto child = std::make_shared<Core>(*c.device, c.collectives->split(color, key));
+  child->compute = c.compute;
+  child->timeout = c.timeout;
+  const int rank = child->collectives->rank(), size = child->collectives->size();
+  return std::unique_ptr<Communicator>(new DeviceCommunicator(std::move(child), rank, size));
+}
+
+}  // namespace optimus

@@ -1,0 +1,126 @@
+// NCCL behind the DeviceCollectives interface (optimus/comm/device_collectives.hpp): each operation enqueued on the
+// given stream of the communicator's GPU. GPU-only code: CI compiles it, a GPU runs it; the device communicator above
+// it runs in CI over the simulated device's collectives.
+#include <nccl.h>
+
+#include <iostream>
+
+#include "../core/backends.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/cuda/runtime.hpp"
+
+#define OPTIMUS_CHECK_NCCL(call)                                                                    \
+  do {                                                                                              \
+    const ncclResult_t optimus_nccl_status_ = (call);                                               \
+    OPTIMUS_CHECK(optimus_nccl_status_ == ncclSuccess, #call, " failed: ", ncclGetErrorString(optimus_nccl_status_)); \
+  } while (0)
+
+namespace optimus {
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::bf16: return ncclBfloat16;
+    case DType::u8: return ncclUint8;
+  }
+  OPTIMUS_FAIL("unknown dtype");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::max: return ncclMax;
+    case ReduceOp::min: return ncclMin;
+  }
+  OPTIMUS_FAIL("unknown reduce op");
+}
+
+class NcclCollectives final : public DeviceCollectives {
+ public:
+  NcclCollectives(ncclComm_t comm, DeviceRuntime& device) : comm_(comm), device_(&device) {
+    OPTIMUS_CHECK_NCCL(ncclCommUserRank(comm_, &rank_));
+    OPTIMUS_CHECK_NCCL(ncclCommCount(comm_, &size_));
+  }
+  ~NcclCollectives() override {
+    if (aborted_) return;  // ncclCommAbort released it
+    const ncclResult_t s = ncclCommDestroy(comm_);
+    if (s != ncclSuccess) std::cerr << "optimus: ncclCommDestroy failed: " << ncclGetErrorString(s) << '\n';
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+
+  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root, DeviceStream& s) override {
+    OPTIMUS_CHECK_NCCL(ncclBroadcast(send, recv, count, nccl_type(dtype), root, comm_, stream(s)));
+  }
+  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+              DeviceStream& s) override {
+    OPTIMUS_CHECK_NCCL(ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, comm_, stream(s)));
+  }
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                  DeviceStream& s) override {
+    OPTIMUS_CHECK_NCCL(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
+  }
+  void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& s) override {
+    OPTIMUS_CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream(s)));
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                      DeviceStream& s) override {
+    OPTIMUS_CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
+  }
+  void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& s) override {
+    OPTIMUS_CHECK_NCCL(ncclSend(buf, count, nccl_type(dtype), peer, comm_, stream(s)));
+  }
+  void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& s) override {
+    OPTIMUS_CHECK_NCCL(ncclRecv(buf, count, nccl_type(dtype), peer, comm_, stream(s)));
+  }
+  void group_start() override { OPTIMUS_CHECK_NCCL(ncclGroupStart()); }
+  void group_end() override { OPTIMUS_CHECK_NCCL(ncclGroupEnd()); }
+
+  void check_async_errors() override {
+    OPTIMUS_CHECK(!aborted_, "NCCL communicator was aborted after an earlier failure");
+    ncclResult_t async = ncclSuccess;
+    OPTIMUS_CHECK_NCCL(ncclCommGetAsyncError(comm_, &async));
+    OPTIMUS_CHECK(async == ncclSuccess || async == ncclInProgress, "NCCL operation failed asynchronously: ",
+                  ncclGetErrorString(async));
+  }
+  void abort() noexcept override {
+    if (aborted_) return;
+    aborted_ = true;
+    ncclCommAbort(comm_);
+  }
+  std::unique_ptr<DeviceCollectives> split(int color, int key) override {
+    ncclComm_t child = nullptr;
+    OPTIMUS_CHECK_NCCL(ncclCommSplit(comm_, color, key, &child, nullptr));
+    return std::make_unique<NcclCollectives>(child, *device_);
+  }
+
+ private:
+  static cudaStream_t stream(DeviceStream& s) { return cuda::native(s, "NCCL"); }
+
+  ncclComm_t comm_;
+  DeviceRuntime* device_;
+  int rank_ = 0, size_ = 0;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+namespace detail {
+
+std::unique_ptr<DeviceCollectives> make_nccl_collectives(Communicator& bootstrap, DeviceRuntime& device) {
+  OPTIMUS_CHECK(device.device() == Device::cuda, "NCCL needs a CUDA device, got ", device.name());
+  ncclUniqueId id{};
+  if (bootstrap.rank() == 0) OPTIMUS_CHECK_NCCL(ncclGetUniqueId(&id));
+  bootstrap.broadcast(&id, sizeof(id), DType::u8, 0);
+  device.make_current();
+  ncclComm_t comm = nullptr;
+  OPTIMUS_CHECK_NCCL(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
+  return std::make_unique<NcclCollectives>(comm, device);
+}
+
+}  // namespace detail
+}  // namespace optimus

@@ -1,0 +1,87 @@
+// Internal to src/: the kernels of an accelerator, one implementation per device, chosen by CMake like the CPU GEMM
+// backend: the simulated device's (src/sim/kernels.cpp: the CPU kernels queued on its streams) and CUDA's
+// (src/cuda/kernels.cpp, or src/core/cuda_absent.cpp in a build without CUDA, whose kernels refuse with a message).
+// ops (ops_*.cpp) validates first — shapes, one device, f32, the layouts named in optimus/core/ops.hpp, a stream of
+// the operands' device in the queue — and then calls these; each queues its work on queue.stream.
+#pragma once
+
+#include <cstdint>
+
+#include "optimus/core/element_math.hpp"
+#include "optimus/core/ops.hpp"
+
+namespace optimus::ops::detail {
+
+class AcceleratorKernels {
+ public:
+  virtual ~AcceleratorKernels() = default;
+
+  // ---- casts and element-wise (contiguous unless said otherwise) ----
+  virtual void to_bf16(TensorView<const float> x, TensorView<bf16> y, const Queue& q) const = 0;  // x: rows contiguous
+  virtual void to_f32(TensorView<const bf16> x, TensorView<float> y, const Queue& q) const = 0;
+  virtual void fill(TensorView<float> y, float value, const Queue& q) const = 0;
+  virtual void axpby(float alpha, TensorView<const float> x, float beta, TensorView<float> y, const Queue& q) const = 0;
+  virtual void add_row_broadcast(TensorView<const float> row, TensorView<float> y, const Queue& q) const = 0;
+  virtual void column_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
+  virtual void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const = 0;
+  virtual void gelu_backward(TensorView<const float> x, TensorView<const float> dy, TensorView<float> dx,
+                             const Queue& q) const = 0;
+  // x: rows contiguous.
+  virtual void dropout(TensorView<float> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
+                       std::uint64_t stream, const Queue& q) const = 0;
+  // acc = combine(acc, x): the in-process reductions, f32 and f64.
+  virtual void combine(TensorView<float> acc, TensorView<const float> x, math::Combine op, const Queue& q) const = 0;
+  virtual void combine(TensorView<double> acc, TensorView<const double> x, math::Combine op,
+                       const Queue& q) const = 0;
+
+  // ---- softmax, rows, LayerNorm ----
+  virtual void causal_softmax_forward(TensorView<const float> scores, float scale, TensorView<float> probs,
+                                      const Queue& q) const = 0;
+  virtual void causal_softmax_backward(TensorView<const float> probs, TensorView<const float> dp, float scale,
+                                       TensorView<float> ds, const Queue& q) const = 0;
+  virtual void row_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
+  virtual void row_max(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
+  virtual void layernorm_square_deviations(TensorView<const float> x, TensorView<const float> row_sum,
+                                           std::int64_t hidden, TensorView<float> out, const Queue& q) const = 0;
+  virtual void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum,
+                                   TensorView<const float> sq_dev, TensorView<const float> gamma,
+                                   TensorView<const float> beta, std::int64_t hidden, TensorView<float> xhat,
+                                   TensorView<float> rstd, TensorView<float> y, const Queue& q) const = 0;
+  virtual void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
+                                           TensorView<const float> gamma, TensorView<float> dgamma,
+                                           TensorView<float> dbeta, TensorView<float> sums, const Queue& q) const = 0;
+  virtual void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat,
+                                     TensorView<const float> gamma, TensorView<const float> rstd,
+                                     TensorView<const float> sums, std::int64_t hidden, TensorView<float> dx,
+                                     const Queue& q) const = 0;
+
+  // ---- embedding and cross-entropy ----
+  virtual void embedding_lookup(TensorView<const float> wte, TensorView<const int> tokens, std::int64_t v0,
+                                TensorView<float> partial, const Queue& q) const = 0;
+  virtual void add_positions(TensorView<const float> wpe, std::int64_t row_offset, std::int64_t seq,
+                             TensorView<float> x, const Queue& q) const = 0;
+  virtual void embedding_scatter_add(TensorView<const float> grad, TensorView<const int> tokens, std::int64_t v0,
+                                     TensorView<float> dwte, const Queue& q) const = 0;
+  virtual void position_grad(TensorView<const float> dx, std::int64_t row_offset, std::int64_t seq,
+                             TensorView<float> partial, const Queue& q) const = 0;
+  virtual void cross_entropy_exp_sums(TensorView<float> logits, TensorView<const float> max,
+                                      TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
+                                      TensorView<float> sums, const Queue& q) const = 0;
+  virtual void cross_entropy_finish(TensorView<float> probs, TensorView<const float> max,
+                                    TensorView<const float> sums, TensorView<double> row_loss,
+                                    const Queue& q) const = 0;
+  virtual void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets,
+                                      std::int64_t row_offset, std::int64_t v0, const Queue& q) const = 0;
+
+  // ---- the optimizer ----
+  // Sum of squares into scratch[sum_squares_scratch() - 1] (a device double; the rest is the kernel's partials).
+  virtual void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const = 0;
+  virtual void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorView<float> m,
+                            TensorView<float> v, const AdamWStep& s, const Queue& q) const = 0;
+};
+
+// The kernels of the simulated device and of CUDA (which refuse in a build without CUDA).
+const AcceleratorKernels& sim_kernels();
+const AcceleratorKernels& cuda_kernels();
+
+}  // namespace optimus::ops::detail

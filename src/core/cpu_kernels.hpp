@@ -1,0 +1,79 @@
+// Internal to src/: the CPU backend of optimus/core/ops.hpp beyond the public kernels of optimus/core/kernels.hpp —
+// row statistics, LayerNorm, causal softmax, dropout, the embedding and cross-entropy, the optimizer, casts and the
+// in-process reductions. They compute on host views whose shapes ops has already checked (the same semantics and
+// shapes as the ops of the same name), with the per-element arithmetic of optimus/core/element_math.hpp. The
+// simulated device runs these same functions on its memory, so its results are the CPU's bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "optimus/core/adamw_step.hpp"
+#include "optimus/core/dtype.hpp"
+#include "optimus/core/element_math.hpp"
+#include "optimus/core/tensor.hpp"
+
+namespace optimus::cpu {
+
+// ---- casts (any row strides) and reductions -----------------------------------------------------------------
+void to_bf16(TensorView<const float> x, TensorView<bf16> y);
+void to_f32(TensorView<const bf16> x, TensorView<float> y);
+// acc[e] = combine(acc[e], x[e]) over n contiguous elements.
+template <class T>
+void combine(T* acc, const T* x, std::int64_t n, math::Combine op);
+
+// ---- rows and LayerNorm ----------------------------------------------------------------------------------
+template <class T>
+void row_sums(TensorView<const T> x, TensorView<T> out);
+template <class T>
+void row_max(TensorView<const T> x, TensorView<T> out);
+template <class T>
+void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_sum, std::int64_t hidden,
+                                 TensorView<T> out);
+template <class T>
+void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
+                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
+                         TensorView<T> rstd, TensorView<T> y);
+template <class T>
+void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+                                 TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums);
+template <class T>
+void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx);
+
+// ---- attention ---------------------------------------------------------------------------------------------
+template <class T>
+void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
+             std::uint64_t stream);
+template <class T>
+void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> probs);
+template <class T>
+void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds);
+
+// ---- embedding and cross-entropy ---------------------------------------------------------------------------
+template <class T>
+void embedding_lookup(TensorView<const T> wte, TensorView<const int> tokens, std::int64_t v0, TensorView<T> partial);
+template <class T>
+void add_positions(TensorView<const T> wpe, std::int64_t row_offset, std::int64_t seq, TensorView<T> x);
+template <class T>
+void embedding_scatter_add(TensorView<const T> grad, TensorView<const int> tokens, std::int64_t v0,
+                           TensorView<T> dwte);
+template <class T>
+void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t seq, TensorView<T> partial);
+template <class T>
+void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, TensorView<const int> targets,
+                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums);
+template <class T>
+void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorView<const T> sums,
+                          TensorView<double> row_loss);
+template <class T>
+void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
+                            std::int64_t v0);
+
+// ---- the optimizer -------------------------------------------------------------------------------------------
+template <class T>
+double sum_squares(TensorView<const T> x);
+template <class T>
+void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m, TensorView<T> v,
+                  const AdamWStep& s);
+
+}  // namespace optimus::cpu

@@ -1,0 +1,109 @@
+// CPU backend: row statistics and LayerNorm (cpu_kernels.hpp), row by row with the shared element arithmetic.
+#include "cpu_kernels.hpp"
+#include "eigen_views.hpp"
+
+namespace optimus::cpu {
+namespace {
+
+using detail::cols_of;
+using detail::ConstRows;
+using detail::ConstVec;
+using detail::rows_of;
+
+}  // namespace
+
+template <class T>
+void row_sums(TensorView<const T> x, TensorView<T> out) {
+  const ConstRows<T> X(x.data(), rows_of(x), cols_of(x));
+  for (std::int64_t r = 0; r < X.rows(); ++r) out.data()[r] = X.row(r).sum();
+}
+
+template <class T>
+void row_max(TensorView<const T> x, TensorView<T> out) {
+  const ConstRows<T> X(x.data(), rows_of(x), cols_of(x));
+  for (std::int64_t r = 0; r < X.rows(); ++r) out.data()[r] = X.row(r).maxCoeff();
+}
+
+template <class T>
+void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_sum, std::int64_t hidden,
+                                 TensorView<T> out) {
+  const ConstRows<T> X(x.data(), rows_of(x), cols_of(x));
+  for (std::int64_t r = 0; r < X.rows(); ++r) {
+    const T mean = math::layernorm_mean(row_sum.data()[r], static_cast<T>(hidden));
+    out.data()[r] = (X.row(r).array() - mean).square().sum();
+  }
+}
+
+template <class T>
+void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
+                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
+                         TensorView<T> rstd, TensorView<T> y) {
+  const std::int64_t rows = rows_of(x), cols = cols_of(x);
+  const T h = static_cast<T>(hidden);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T mean = math::layernorm_mean(row_sum.data()[r], h);
+    const T s = math::layernorm_rstd(sq_dev.data()[r], h);
+    rstd.data()[r] = s;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t e = r * cols + c;
+      xhat.data()[e] = math::layernorm_xhat(x.data()[e], mean, s);
+      y.data()[e] = math::layernorm_y(xhat.data()[e], gamma.data()[c], beta.data()[c]);
+    }
+  }
+}
+
+template <class T>
+void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+                                 TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums) {
+  const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
+  const ConstRows<T> DY(dy.data(), rows, cols), XH(xhat.data(), rows, cols);
+  const ConstVec<T> G(gamma.data(), cols);
+  // Each column summed over the rows in order (the CUDA kernel's order).
+  T* g = dgamma.data();
+  T* b = dbeta.data();
+  for (std::int64_t c = 0; c < cols; ++c) g[c] = b[c] = T(0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      g[c] += DY(r, c) * XH(r, c);
+      b[c] += DY(r, c);
+    }
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto dxhat = DY.row(r).array() * G;
+    sums.data()[2 * r] = dxhat.sum();
+    sums.data()[2 * r + 1] = (dxhat * XH.row(r).array()).sum();
+  }
+}
+
+template <class T>
+void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx) {
+  const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
+  const T h = static_cast<T>(hidden);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T mean_d = math::layernorm_mean(sums.data()[2 * r], h);
+    const T mean_dx = math::layernorm_mean(sums.data()[2 * r + 1], h);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t e = r * cols + c;
+      dx.data()[e] =
+          math::layernorm_dx(dy.data()[e], gamma.data()[c], xhat.data()[e], rstd.data()[r], mean_d, mean_dx);
+    }
+  }
+}
+
+#define OPTIMUS_INSTANTIATE(T)                                                                                        \
+  template void row_sums<T>(TensorView<const T>, TensorView<T>);                                                      \
+  template void row_max<T>(TensorView<const T>, TensorView<T>);                                                       \
+  template void layernorm_square_deviations<T>(TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>); \
+  template void layernorm_normalize<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,                 \
+                                       TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>,         \
+                                       TensorView<T>, TensorView<T>);                                                 \
+  template void layernorm_backward_partials<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,         \
+                                               TensorView<T>, TensorView<T>, TensorView<T>);                          \
+  template void layernorm_backward_dx<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,               \
+                                         TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>);
+OPTIMUS_INSTANTIATE(float)
+OPTIMUS_INSTANTIATE(double)
+#undef OPTIMUS_INSTANTIATE
+
+}  // namespace optimus::cpu

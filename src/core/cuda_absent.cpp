@@ -1,0 +1,31 @@
+// A build without CUDA (OPTIMUS_WITH_CUDA=OFF, or no toolkit): the CUDA backend's entry points refuse, naming the
+// option, so that `--device cuda` stops with one clear line instead of failing to link or running host code on device
+// pointers.
+#include "accelerator_kernels.hpp"
+#include "backends.hpp"
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+namespace {
+
+[[noreturn]] void without_cuda(const char* what) {
+  OPTIMUS_FAIL(what, ": Optimus was built without CUDA (OPTIMUS_WITH_CUDA=OFF, or no CUDA toolkit was found)");
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceRuntime> open_cuda_device(int ordinal) {
+  without_cuda(detail::concat("CUDA device ", ordinal).c_str());
+}
+int cuda_device_count() noexcept { return 0; }
+std::string cuda_unavailable_reason() { return "Optimus was built without CUDA"; }
+
+namespace detail {
+std::unique_ptr<GemmEngine> make_cuda_gemm_engine(DeviceAllocator&) { without_cuda("the CUDA GEMM engine"); }
+}  // namespace detail
+
+namespace ops::detail {
+const AcceleratorKernels& cuda_kernels() { without_cuda("operands are CUDA tensors, but"); }
+}  // namespace ops::detail
+
+}  // namespace optimus

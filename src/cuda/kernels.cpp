@@ -1,0 +1,150 @@
+// CUDA's kernels (src/core/accelerator_kernels.hpp): each launches its CUDA kernel (optimus/cuda/kernels.hpp,
+// layer_kernels.hpp) on the queue's stream. GPU-only code: CI compiles it, a GPU runs it; the same calls, validated
+// the same way by ops, run on the simulated device in CI.
+#include "../core/accelerator_kernels.hpp"
+#include "optimus/cuda/kernels.hpp"
+#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/cuda/runtime.hpp"
+
+namespace optimus::ops::detail {
+namespace {
+
+cudaStream_t stream_of(const Queue& q) { return cuda::native(*q.stream, "CUDA kernel"); }
+
+class CudaKernels final : public AcceleratorKernels {
+ public:
+  void to_bf16(TensorView<const float> x, TensorView<bf16> y, const Queue& q) const override {
+    cuda::to_bf16_rows(x.data(), x.stride(0), y.data(), x.size(0), x.size(1), stream_of(q));
+  }
+  void to_f32(TensorView<const bf16> x, TensorView<float> y, const Queue& q) const override {
+    cuda::to_f32(x.data(), y.data(), x.numel(), stream_of(q));
+  }
+  void fill(TensorView<float> y, float value, const Queue& q) const override {
+    cuda::fill(y.data(), value, y.numel(), stream_of(q));
+  }
+  void axpby(float alpha, TensorView<const float> x, float beta, TensorView<float> y, const Queue& q) const override {
+    cuda::axpby(alpha, x.data(), beta, y.data(), y.numel(), stream_of(q));
+  }
+  void add_row_broadcast(TensorView<const float> row, TensorView<float> y, const Queue& q) const override {
+    cuda::add_row_broadcast(row.data(), y.data(), y.size(0), y.size(1), stream_of(q));
+  }
+  void column_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const override {
+    cuda::column_sums(x.data(), x.size(0), x.size(1), out.data(), stream_of(q));
+  }
+  void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const override {
+    cuda::gelu_forward(x.data(), y.data(), x.numel(), stream_of(q));
+  }
+  void gelu_backward(TensorView<const float> x, TensorView<const float> dy, TensorView<float> dx,
+                     const Queue& q) const override {
+    cuda::gelu_backward(x.data(), dy.data(), dx.data(), x.numel(), stream_of(q));
+  }
+  void dropout(TensorView<float> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
+               std::uint64_t stream, const Queue& q) const override {
+    cuda::dropout_apply(x.data(), x.size(0), x.size(1), x.stride(0), row0, col0, p, seed, stream, stream_of(q));
+  }
+  void combine(TensorView<float> acc, TensorView<const float> x, math::Combine op, const Queue& q) const override {
+    cuda::combine_into(acc.data(), x.data(), acc.numel(), op, stream_of(q));
+  }
+  void combine(TensorView<double> acc, TensorView<const double> x, math::Combine op, const Queue& q) const override {
+    cuda::combine_into(acc.data(), x.data(), acc.numel(), op, stream_of(q));
+  }
+
+  void causal_softmax_forward(TensorView<const float> scores, float scale, TensorView<float> probs,
+                              const Queue& q) const override {
+    cuda::causal_softmax_forward(scores.data(), scale, scores.size(0) / scores.size(1), scores.size(1), probs.data(),
+                                 stream_of(q));
+  }
+  void causal_softmax_backward(TensorView<const float> probs, TensorView<const float> dp, float scale,
+                               TensorView<float> ds, const Queue& q) const override {
+    cuda::causal_softmax_backward(probs.data(), dp.data(), scale, probs.size(0) / probs.size(1), probs.size(1),
+                                  ds.data(), stream_of(q));
+  }
+  void row_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const override {
+    cuda::row_sums(x.data(), rows(x), cols(x), out.data(), stream_of(q));
+  }
+  void row_max(TensorView<const float> x, TensorView<float> out, const Queue& q) const override {
+    cuda::row_max(x.data(), rows(x), cols(x), out.data(), stream_of(q));
+  }
+  void layernorm_square_deviations(TensorView<const float> x, TensorView<const float> row_sum, std::int64_t hidden,
+                                   TensorView<float> out, const Queue& q) const override {
+    cuda::layernorm_square_deviations(x.data(), row_sum.data(), hidden, rows(x), cols(x), out.data(), stream_of(q));
+  }
+  void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
+                           TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                           TensorView<float> xhat, TensorView<float> rstd, TensorView<float> y,
+                           const Queue& q) const override {
+    cuda::layernorm_normalize(x.data(), row_sum.data(), sq_dev.data(), gamma.data(), beta.data(), hidden, rows(x),
+                              cols(x), xhat.data(), rstd.data(), y.data(), stream_of(q));
+  }
+  void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
+                                   TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
+                                   TensorView<float> sums, const Queue& q) const override {
+    cuda::layernorm_backward_partials(dy.data(), xhat.data(), gamma.data(), rows(dy), cols(dy), dgamma.data(),
+                                      dbeta.data(), sums.data(), stream_of(q));
+  }
+  void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat, TensorView<const float> gamma,
+                             TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                             TensorView<float> dx, const Queue& q) const override {
+    cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), hidden, rows(dy),
+                                cols(dy), dx.data(), stream_of(q));
+  }
+
+  void embedding_lookup(TensorView<const float> wte, TensorView<const int> tokens, std::int64_t v0,
+                        TensorView<float> partial, const Queue& q) const override {
+    cuda::embedding_lookup(wte.data(), tokens.data(), tokens.numel(), v0, rows(wte), cols(wte), partial.data(),
+                           stream_of(q));
+  }
+  void add_positions(TensorView<const float> wpe, std::int64_t row_offset, std::int64_t seq, TensorView<float> x,
+                     const Queue& q) const override {
+    cuda::add_positions(wpe.data(), row_offset, seq, rows(x), cols(x), x.data(), stream_of(q));
+  }
+  void embedding_scatter_add(TensorView<const float> grad, TensorView<const int> tokens, std::int64_t v0,
+                             TensorView<float> dwte, const Queue& q) const override {
+    cuda::embedding_scatter_add(grad.data(), tokens.data(), tokens.numel(), v0, rows(dwte), cols(dwte), dwte.data(),
+                                stream_of(q));
+  }
+  void position_grad(TensorView<const float> dx, std::int64_t row_offset, std::int64_t seq, TensorView<float> partial,
+                     const Queue& q) const override {
+    cuda::position_grad(dx.data(), row_offset, seq, rows(dx), cols(dx), rows(partial), partial.data(), stream_of(q));
+  }
+  void cross_entropy_exp_sums(TensorView<float> logits, TensorView<const float> max, TensorView<const int> targets,
+                              std::int64_t row_offset, std::int64_t v0, TensorView<float> sums,
+                              const Queue& q) const override {
+    cuda::cross_entropy_exp_sums(logits.data(), max.data(), targets.data(), row_offset, v0, rows(logits),
+                                 cols(logits), sums.data(), stream_of(q));
+  }
+  void cross_entropy_finish(TensorView<float> probs, TensorView<const float> max, TensorView<const float> sums,
+                            TensorView<double> row_loss, const Queue& q) const override {
+    cuda::cross_entropy_finish(probs.data(), max.data(), sums.data(), rows(probs), cols(probs), row_loss.data(),
+                               stream_of(q));
+  }
+  void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets, std::int64_t row_offset,
+                              std::int64_t v0, const Queue& q) const override {
+    cuda::cross_entropy_backward(probs.data(), targets.data(), row_offset, v0, rows(probs), cols(probs),
+                                 targets.numel(), stream_of(q));
+  }
+
+  void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const override {
+    cuda::sum_squares(x.data(), x.numel(), scratch.data(), scratch.data() + cuda::sum_squares_partials(),
+                      stream_of(q));
+  }
+  void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorView<float> m, TensorView<float> v,
+                    const AdamWStep& s, const Queue& q) const override {
+    cuda::adamw_update(value.data(), grad.data(), m.data(), v.data(), value.numel(), s, nullptr, stream_of(q));
+  }
+
+ private:
+  template <class T>
+  static std::int64_t rows(const TensorView<T>& x) { return x.rank() == 2 ? x.size(0) : 1; }
+  template <class T>
+  static std::int64_t cols(const TensorView<T>& x) { return x.rank() == 2 ? x.size(1) : x.numel(); }
+};
+
+}  // namespace
+
+const AcceleratorKernels& cuda_kernels() {
+  static const CudaKernels kernels;  // stateless
+  return kernels;
+}
+
+}  // namespace optimus::ops::detail

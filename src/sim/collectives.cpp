@@ -1,0 +1,197 @@
+// The simulated device's NCCL (optimus/sim/collectives.hpp): each operation queued on its stream runs the transport
+// (a host communicator) on the host storage behind the device buffers, polling so that abort() can end it.
+#include "optimus/sim/collectives.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "optimus/comm/in_process.hpp"
+#include "optimus/core/error.hpp"
+
+namespace optimus::sim {
+namespace {
+
+constexpr int kDataTag = 0, kAckTag = 1;  // the transport's tags: the messages, and the rendezvous' replies
+
+// Runs the transport's operation to completion, polling (an in-process or MPI wait could not be interrupted) so that
+// an abort ends it: the operation is then abandoned.
+void complete(Collectives::State& state, Request request) {
+  auto pause = std::chrono::microseconds(1);
+  while (!request.test()) {
+    if (state.aborted.load()) {
+      request.abandon();
+      OPTIMUS_FAIL("sim collectives: aborted while an operation was waiting for its peers");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
+  }
+}
+
+Access access(const void* p, std::size_t bytes, bool writes) { return {.begin = p, .bytes = bytes, .writes = writes}; }
+
+}  // namespace
+
+std::unique_ptr<Collectives> Collectives::create(Communicator& bootstrap, Runtime& device) {
+  std::unique_ptr<Communicator> transport = bootstrap.split(0, bootstrap.rank());
+  OPTIMUS_CHECK(transport->allows_any_thread(), "sim collectives over ", bootstrap.backend(),
+                ": the simulated device's streams call the transport from their own threads, which needs "
+                "MPI_THREAD_MULTIPLE (this MPI was initialized with less)");
+  if (transport->backend() == "in-process") set_in_process_staging(*transport, host_staging());  // host storage
+  return std::unique_ptr<Collectives>(new Collectives(device, std::move(transport)));
+}
+
+Collectives::Collectives(Runtime& device, std::unique_ptr<Communicator> transport)
+    : device_(&device), transport_(std::move(transport)) {}
+
+void Collectives::queue(DeviceStream& stream, const char* name, std::vector<Access> accesses,
+                        std::function<void()> work) {
+  OPTIMUS_CHECK(!grouping_, "sim collectives: ", name, " inside a group (only send and recv are grouped here)");
+  OPTIMUS_CHECK(!state_->aborted.load(), "sim collectives: ", name, " after the communicator was aborted");
+  Stream& s = device_->own(stream, name);
+  s.launch(name, std::move(accesses), [state = state_, work = std::move(work)] {
+    {
+      std::lock_guard lock(state->mu);
+      if (state->aborted.load() || state->error) return;  // an aborted or failed communicator moves nothing more
+    }
+    try {
+      work();
+    } catch (...) {
+      std::lock_guard lock(state->mu);
+      if (!state->error) state->error = std::current_exception();
+    }
+  });
+}
+
+void Collectives::broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
+                            DeviceStream& stream) {
+  const std::size_t bytes = count * size_of(dtype);
+  const bool is_root = rank() == root;
+  const void* from = is_root ? device_->translate(send, bytes, "sim broadcast, send buffer") : nullptr;
+  void* to = device_->translate(recv, bytes, "sim broadcast, receive buffer");
+  std::vector<Access> accesses{access(recv, bytes, true)};
+  if (is_root) accesses.push_back(access(send, bytes, false));
+  queue(stream, "sim broadcast", std::move(accesses), [t = transport_, st = state_, from, to, count, dtype, root] {
+    if (from != nullptr && from != to) std::memcpy(to, from, count * size_of(dtype));
+    complete(*st, t->ibroadcast(to, count, dtype, root));
+  });
+}
+
+void Collectives::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+                         DeviceStream& stream) {
+  const std::size_t bytes = count * size_of(dtype);
+  const void* from = device_->translate(send, bytes, "sim reduce, send buffer");
+  void* to = rank() == root ? device_->translate(recv, bytes, "sim reduce, receive buffer") : nullptr;
+  std::vector<Access> accesses{access(send, bytes, false)};
+  if (to != nullptr) accesses.push_back(access(recv, bytes, true));
+  queue(stream, "sim reduce", std::move(accesses), [t = transport_, st = state_, from, to, count, dtype, op, root] {
+    complete(*st, t->ireduce(from, to, count, dtype, op, root));
+  });
+}
+
+void Collectives::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                             DeviceStream& stream) {
+  const std::size_t bytes = count * size_of(dtype);
+  const void* from = device_->translate(send, bytes, "sim all_reduce, send buffer");
+  void* to = device_->translate(recv, bytes, "sim all_reduce, receive buffer");
+  queue(stream, "sim all_reduce", {access(send, bytes, false), access(recv, bytes, true)},
+        [t = transport_, st = state_, from, to, count, dtype, op] {
+          complete(*st, t->iall_reduce(from, to, count, dtype, op));
+        });
+}
+
+void Collectives::all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& stream) {
+  const std::size_t bytes = count * size_of(dtype), all = bytes * static_cast<std::size_t>(size());
+  const void* from = device_->translate(send, bytes, "sim all_gather, send buffer");
+  void* to = device_->translate(recv, all, "sim all_gather, receive buffer");
+  queue(stream, "sim all_gather", {access(send, bytes, false), access(recv, all, true)},
+        [t = transport_, st = state_, from, to, count, dtype] { complete(*st, t->iall_gather(from, to, count, dtype)); });
+}
+
+void Collectives::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                                 DeviceStream& stream) {
+  const std::size_t bytes = count * size_of(dtype), all = bytes * static_cast<std::size_t>(size());
+  const void* from = device_->translate(send, all, "sim reduce_scatter, send buffer");
+  void* to = device_->translate(recv, bytes, "sim reduce_scatter, receive buffer");
+  queue(stream, "sim reduce_scatter", {access(send, all, false), access(recv, bytes, true)},
+        [t = transport_, st = state_, from, to, count, dtype, op] {
+          complete(*st, t->ireduce_scatter(from, to, count, dtype, op));
+        });
+}
+
+void Collectives::send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
+  const std::size_t bytes = count * size_of(dtype);
+  const P2p op{.host = const_cast<void*>(device_->translate(buf, bytes, "sim send")), .bytes = bytes, .peer = peer,
+               .sends = true};
+  if (!grouping_) return queue_p2p(stream, {op}, {access(buf, bytes, false)});
+  OPTIMUS_CHECK(group_stream_ == nullptr || group_stream_ == &stream, "sim collectives: one group on two streams");
+  group_stream_ = &stream;
+  group_.push_back(op);
+  group_accesses_.push_back(access(buf, bytes, false));
+}
+
+void Collectives::recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
+  const std::size_t bytes = count * size_of(dtype);
+  const P2p op{.host = device_->translate(buf, bytes, "sim recv"), .bytes = bytes, .peer = peer, .sends = false};
+  if (!grouping_) return queue_p2p(stream, {op}, {access(buf, bytes, true)});
+  OPTIMUS_CHECK(group_stream_ == nullptr || group_stream_ == &stream, "sim collectives: one group on two streams");
+  group_stream_ = &stream;
+  group_.push_back(op);
+  group_accesses_.push_back(access(buf, bytes, true));
+}
+
+void Collectives::group_start() {
+  OPTIMUS_CHECK(!grouping_, "sim collectives: group_start inside a group");
+  grouping_ = true;
+}
+
+void Collectives::group_end() {
+  OPTIMUS_CHECK(grouping_, "sim collectives: group_end without group_start");
+  grouping_ = false;
+  std::vector<P2p> operations = std::exchange(group_, {});
+  std::vector<Access> accesses = std::exchange(group_accesses_, {});
+  DeviceStream* stream = std::exchange(group_stream_, nullptr);
+  if (!operations.empty()) queue_p2p(*stream, std::move(operations), std::move(accesses));
+}
+
+// The operations' data are posted at once (the operations of a group progress together); then each receive, once it
+// has its data, acknowledges it, and each send completes when its receive has acknowledged: NCCL's rendezvous, so an
+// ungrouped send waits for the peer's receive to run.
+void Collectives::queue_p2p(DeviceStream& stream, std::vector<P2p> operations, std::vector<Access> accesses) {
+  queue(stream, "sim send/recv", std::move(accesses), [t = transport_, st = state_, ops = std::move(operations)]() mutable {
+    std::vector<Request> data;
+    for (const P2p& op : ops) {
+      data.push_back(op.sends ? t->isend(op.host, op.bytes, DType::u8, op.peer, kDataTag)
+                              : t->irecv(op.host, op.bytes, DType::u8, op.peer, kDataTag));
+    }
+    const std::uint8_t ack = 1;
+    std::vector<Request> acks;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].sends) continue;
+      complete(*st, std::move(data[i]));
+      acks.push_back(t->isend(&ack, 1, DType::u8, ops[i].peer, kAckTag));
+    }
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (!ops[i].sends) continue;
+      complete(*st, std::move(data[i]));
+      std::uint8_t reply = 0;
+      complete(*st, t->irecv(&reply, 1, DType::u8, ops[i].peer, kAckTag));
+    }
+    for (Request& a : acks) complete(*st, std::move(a));
+  });
+}
+
+void Collectives::check_async_errors() {
+  std::lock_guard lock(state_->mu);
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+void Collectives::abort() noexcept { state_->aborted.store(true); }
+
+std::unique_ptr<DeviceCollectives> Collectives::split(int color, int key) {
+  return std::unique_ptr<Collectives>(new Collectives(*device_, transport_->split(color, key)));
+}
+
+}  // namespace optimus::sim

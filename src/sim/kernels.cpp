@@ -1,0 +1,192 @@
+// The simulated device's kernels (src/core/accelerator_kernels.hpp): each queues the CPU kernel of the same
+// operation (src/core/cpu_kernels.hpp, optimus/core/kernels.hpp) on the queue's stream, on the host storage behind
+// its device operands — translated, and checked to lie in live allocations, when it is queued — declaring what it
+// reads and writes for race detection. Results are the CPU's, bit for bit.
+#include <tuple>
+#include <utility>
+
+#include "../core/accelerator_kernels.hpp"
+#include "../core/cpu_kernels.hpp"
+#include "optimus/core/kernels.hpp"
+#include "optimus/sim/runtime.hpp"
+
+namespace optimus::ops::detail {
+namespace {
+
+using sim::Access;
+
+// An operand of a simulated kernel: a device view and whether the kernel writes it.
+template <class T>
+struct Arg {
+  TensorView<T> view;
+  bool writes;
+};
+template <class T>
+Arg<const T> in(TensorView<const T> v) {
+  return {v, false};
+}
+template <class T>
+Arg<T> out(TensorView<T> v) {
+  return {v, true};
+}
+
+// Queues work(host views of args...) on the queue's stream.
+template <class Work, class... T>
+void launch(const Queue& q, const char* name, Work work, Arg<T>... args) {
+  sim::Runtime& device = static_cast<sim::Runtime&>(q.stream->runtime());
+  sim::Stream& stream = device.own(*q.stream, name);
+  std::vector<Access> accesses{(args.writes ? sim::writes(args.view) : sim::reads(args.view))...};
+  stream.launch(name, std::move(accesses), [work, views = std::make_tuple(device.host_view(args.view, name)...)] {
+    std::apply(work, views);
+  });
+}
+
+class SimKernels final : public AcceleratorKernels {
+ public:
+  void to_bf16(TensorView<const float> x, TensorView<bf16> y, const Queue& q) const override {
+    launch(q, "to_bf16", [](auto x_, auto y_) { cpu::to_bf16(x_, y_); }, in(x), out(y));
+  }
+  void to_f32(TensorView<const bf16> x, TensorView<float> y, const Queue& q) const override {
+    launch(q, "to_f32", [](auto x_, auto y_) { cpu::to_f32(x_, y_); }, in(x), out(y));
+  }
+  void fill(TensorView<float> y, float value, const Queue& q) const override {
+    launch(q, "fill", [value](auto y_) { cpu::fill<float>(y_, value); }, out(y));
+  }
+  void axpby(float alpha, TensorView<const float> x, float beta, TensorView<float> y, const Queue& q) const override {
+    launch(q, "axpby", [alpha, beta](auto x_, auto y_) { cpu::axpby<float>(alpha, x_, beta, y_); }, in(x), out(y));
+  }
+  void add_row_broadcast(TensorView<const float> row, TensorView<float> y, const Queue& q) const override {
+    launch(q, "add_row_broadcast", [](auto row_, auto y_) { cpu::add_row_broadcast<float>(row_, y_); }, in(row),
+           out(y));
+  }
+  void column_sums(TensorView<const float> x, TensorView<float> out_, const Queue& q) const override {
+    launch(q, "column_sums", [](auto x_, auto o) { cpu::column_sums<float>(x_, o); }, in(x), out(out_));
+  }
+  void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const override {
+    launch(q, "gelu_forward", [](auto x_, auto y_) { cpu::gelu_forward<float>(x_, y_); }, in(x), out(y));
+  }
+  void gelu_backward(TensorView<const float> x, TensorView<const float> dy, TensorView<float> dx,
+                     const Queue& q) const override {
+    launch(q, "gelu_backward", [](auto x_, auto dy_, auto dx_) { cpu::gelu_backward<float>(x_, dy_, dx_); }, in(x),
+           in(dy), out(dx));
+  }
+  void dropout(TensorView<float> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
+               std::uint64_t stream, const Queue& q) const override {
+    launch(q, "dropout", [=](auto x_) { cpu::dropout<float>(x_, row0, col0, p, seed, stream); }, out(x));
+  }
+  void combine(TensorView<float> acc, TensorView<const float> x, math::Combine op, const Queue& q) const override {
+    launch(q, "combine", [op](auto a, auto x_) { cpu::combine(a.data(), x_.data(), a.numel(), op); }, out(acc), in(x));
+  }
+  void combine(TensorView<double> acc, TensorView<const double> x, math::Combine op, const Queue& q) const override {
+    launch(q, "combine", [op](auto a, auto x_) { cpu::combine(a.data(), x_.data(), a.numel(), op); }, out(acc), in(x));
+  }
+
+  void causal_softmax_forward(TensorView<const float> scores, float scale, TensorView<float> probs,
+                              const Queue& q) const override {
+    launch(q, "causal_softmax_forward", [scale](auto s, auto p) { cpu::causal_softmax_forward(s, scale, p); },
+           in(scores), out(probs));
+  }
+  void causal_softmax_backward(TensorView<const float> probs, TensorView<const float> dp, float scale,
+                               TensorView<float> ds, const Queue& q) const override {
+    launch(q, "causal_softmax_backward",
+           [scale](auto p, auto dp_, auto ds_) { cpu::causal_softmax_backward(p, dp_, scale, ds_); }, in(probs),
+           in(dp), out(ds));
+  }
+  void row_sums(TensorView<const float> x, TensorView<float> out_, const Queue& q) const override {
+    launch(q, "row_sums", [](auto x_, auto o) { cpu::row_sums(x_, o); }, in(x), out(out_));
+  }
+  void row_max(TensorView<const float> x, TensorView<float> out_, const Queue& q) const override {
+    launch(q, "row_max", [](auto x_, auto o) { cpu::row_max(x_, o); }, in(x), out(out_));
+  }
+  void layernorm_square_deviations(TensorView<const float> x, TensorView<const float> row_sum, std::int64_t hidden,
+                                   TensorView<float> out_, const Queue& q) const override {
+    launch(q, "layernorm_square_deviations",
+           [hidden](auto x_, auto s, auto o) { cpu::layernorm_square_deviations(x_, s, hidden, o); }, in(x),
+           in(row_sum), out(out_));
+  }
+  void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
+                           TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                           TensorView<float> xhat, TensorView<float> rstd, TensorView<float> y,
+                           const Queue& q) const override {
+    launch(q, "layernorm_normalize",
+           [hidden](auto x_, auto s, auto d, auto g, auto b, auto xh, auto r, auto y_) {
+             cpu::layernorm_normalize(x_, s, d, g, b, hidden, xh, r, y_);
+           },
+           in(x), in(row_sum), in(sq_dev), in(gamma), in(beta), out(xhat), out(rstd), out(y));
+  }
+  void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
+                                   TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
+                                   TensorView<float> sums, const Queue& q) const override {
+    launch(q, "layernorm_backward_partials",
+           [](auto dy_, auto xh, auto g, auto dg, auto db, auto s) {
+             cpu::layernorm_backward_partials(dy_, xh, g, dg, db, s);
+           },
+           in(dy), in(xhat), in(gamma), out(dgamma), out(dbeta), out(sums));
+  }
+  void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat, TensorView<const float> gamma,
+                             TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                             TensorView<float> dx, const Queue& q) const override {
+    launch(q, "layernorm_backward_dx",
+           [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto dx_) {
+             cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, dx_);
+           },
+           in(dy), in(xhat), in(gamma), in(rstd), in(sums), out(dx));
+  }
+
+  void embedding_lookup(TensorView<const float> wte, TensorView<const int> tokens, std::int64_t v0,
+                        TensorView<float> partial, const Queue& q) const override {
+    launch(q, "embedding_lookup", [v0](auto w, auto t, auto p) { cpu::embedding_lookup(w, t, v0, p); }, in(wte),
+           in(tokens), out(partial));
+  }
+  void add_positions(TensorView<const float> wpe, std::int64_t row_offset, std::int64_t seq, TensorView<float> x,
+                     const Queue& q) const override {
+    launch(q, "add_positions", [=](auto w, auto x_) { cpu::add_positions(w, row_offset, seq, x_); }, in(wpe), out(x));
+  }
+  void embedding_scatter_add(TensorView<const float> grad, TensorView<const int> tokens, std::int64_t v0,
+                             TensorView<float> dwte, const Queue& q) const override {
+    launch(q, "embedding_scatter_add", [v0](auto g, auto t, auto d) { cpu::embedding_scatter_add(g, t, v0, d); },
+           in(grad), in(tokens), out(dwte));
+  }
+  void position_grad(TensorView<const float> dx, std::int64_t row_offset, std::int64_t seq, TensorView<float> partial,
+                     const Queue& q) const override {
+    launch(q, "position_grad", [=](auto d, auto p) { cpu::position_grad(d, row_offset, seq, p); }, in(dx),
+           out(partial));
+  }
+  void cross_entropy_exp_sums(TensorView<float> logits, TensorView<const float> max, TensorView<const int> targets,
+                              std::int64_t row_offset, std::int64_t v0, TensorView<float> sums,
+                              const Queue& q) const override {
+    launch(q, "cross_entropy_exp_sums",
+           [=](auto l, auto m, auto t, auto s) { cpu::cross_entropy_exp_sums(l, m, t, row_offset, v0, s); },
+           out(logits), in(max), in(targets), out(sums));
+  }
+  void cross_entropy_finish(TensorView<float> probs, TensorView<const float> max, TensorView<const float> sums,
+                            TensorView<double> row_loss, const Queue& q) const override {
+    launch(q, "cross_entropy_finish", [](auto p, auto m, auto s, auto l) { cpu::cross_entropy_finish(p, m, s, l); },
+           out(probs), in(max), in(sums), out(row_loss));
+  }
+  void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets, std::int64_t row_offset,
+                              std::int64_t v0, const Queue& q) const override {
+    launch(q, "cross_entropy_backward",
+           [=](auto p, auto t) { cpu::cross_entropy_backward(p, t, row_offset, v0); }, out(probs), in(targets));
+  }
+
+  void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const override {
+    launch(q, "sum_squares",
+           [](auto x_, auto s) { s.data()[sum_squares_scratch() - 1] = cpu::sum_squares(TensorView<const float>(x_)); },
+           in(x), out(scratch));
+  }
+  void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorView<float> m, TensorView<float> v,
+                    const AdamWStep& s, const Queue& q) const override {
+    launch(q, "adamw_update", [s](auto w, auto g, auto m_, auto v_) { cpu::adamw_update(w, g, m_, v_, s); },
+           out(value), in(grad), out(m), out(v));
+  }
+};
+
+}  // namespace
+
+const AcceleratorKernels& sim_kernels() {
+  static const SimKernels kernels;  // stateless
+  return kernels;
+}
+
+}  // namespace optimus::ops::detail
