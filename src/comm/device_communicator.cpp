@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../core/backends.hpp"
+#include "optimus/core/device_memory_pool.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/sim/collectives.hpp"
 
@@ -34,12 +35,14 @@ struct DeviceCommunicator::Core {
   void* barrier_word = nullptr;  // one device float for barrier()
   void* staging = nullptr;       // host-buffer operations run through it
   std::size_t staging_bytes = 0;
+  std::unique_ptr<DeviceAllocator> p2p_buffers;  // device copies of host buffers of pending sends and receives
   std::shared_ptr<P2pGroup> open_group = std::make_shared<P2pGroup>();
 
   Core(DeviceRuntime& d, std::unique_ptr<DeviceCollectives> c) : device(&d), collectives(std::move(c)) {
     device->make_current();
     stream = device->create_stream();
     computed = device->create_event();
+    p2p_buffers = std::make_unique<DeviceAllocator>(d);
     barrier_word = device->allocate(sizeof(float));
     OPTIMUS_CHECK(barrier_word != nullptr, device->name(), " is out of memory for a communicator's barrier word");
   }
@@ -54,6 +57,7 @@ struct DeviceCommunicator::Core {
       }
     }
     stream.reset();  // drains what is left (aborted operations return at once)
+    p2p_buffers.reset();
     device->release(barrier_word);
     device->release(staging);
   }
@@ -102,9 +106,10 @@ namespace {
 // first needed), polled together with the collectives' asynchronous errors and the timeout.
 class DeviceRequest final : public RequestImpl {
  public:
+  // `finish` runs once, when the operation is done (a receive into a host buffer copies it out).
   DeviceRequest(std::shared_ptr<DeviceCommunicator::Core> core, std::shared_ptr<DeviceEvent> done,
-                std::shared_ptr<P2pGroup> group)
-      : core_(std::move(core)), done_(std::move(done)), group_(std::move(group)) {}
+                std::shared_ptr<P2pGroup> group, std::function<void()> finish = {})
+      : core_(std::move(core)), done_(std::move(done)), group_(std::move(group)), finish_(std::move(finish)) {}
 
   void wait() override {
     const auto start = std::chrono::steady_clock::now();
@@ -134,13 +139,16 @@ class DeviceRequest final : public RequestImpl {
       core_->abort();
       throw;
     }
-    return done_->done();
+    if (!done_->done()) return false;
+    if (finish_) std::exchange(finish_, {})();
+    return true;
   }
 
  private:
   std::shared_ptr<DeviceCommunicator::Core> core_;
   std::shared_ptr<DeviceEvent> done_;
   std::shared_ptr<P2pGroup> group_;
+  std::function<void()> finish_;
 };
 
 // Whether a buffer is one the collectives can use as it is (null: nothing to move).
@@ -225,20 +233,28 @@ Request DeviceCommunicator::run(const void* send, std::size_t send_bytes, void* 
   return finish(Sync::blocking);  // host buffers hold the result when the call returns
 }
 
-// A send or receive: device buffers join the open group (posted later); host buffers are staged and complete now.
+// A send (`send`) or receive (`recv`) joins the open group, posted later with the point-to-point operations around it.
+// A host buffer goes through a device copy of its own: a send's is filled now (a pageable source is taken at once), a
+// receive's is copied out when the operation is done.
 template <class Op>
-Request DeviceCommunicator::point_to_point(const void* host_send, void* host_recv, std::size_t bytes, Sync sync,
-                                           Op&& op) {
+Request DeviceCommunicator::point_to_point(const void* send, void* recv, std::size_t bytes, Sync sync, Op&& op) {
   Core& c = *core_;
   c.check_usable();
-  const void* buffer = host_send != nullptr ? host_send : host_recv;
-  if (!on_device(*c.device, buffer)) {
-    return run(host_send, host_send ? bytes : 0, host_recv, host_recv ? bytes : 0, sync,
-               [&](const void* s, void* r) { op(s != nullptr ? s : r); });
+  const void* buffer = send != nullptr ? send : recv;
+  std::function<void()> finish;
+  if (!on_device(*c.device, buffer) && bytes > 0) {
+    DeviceAllocator* buffers = c.p2p_buffers.get();
+    void* staged = buffers->allocate(bytes);
+    if (send != nullptr) c.device->copy_async(staged, send, bytes, *c.stream);
+    finish = [&c, buffers, staged, recv, bytes] {
+      if (recv != nullptr) c.device->copy_async(recv, staged, bytes, *c.stream);  // to pageable: complete on return
+      buffers->release(staged);
+    };
+    buffer = staged;
   }
   const std::shared_ptr<P2pGroup> group = c.open_group;
   group->operations.push_back([op, buffer] { op(buffer); });
-  Request r(std::make_unique<DeviceRequest>(core_, nullptr, group));
+  Request r(std::make_unique<DeviceRequest>(core_, nullptr, group, std::move(finish)));
   if (sync == Sync::blocking) r.wait();
   return r;
 }
@@ -254,7 +270,7 @@ Request DeviceCommunicator::post_reduce(const void* send, void* recv, std::size_
                                         int root, Sync sync) {
   const std::size_t bytes = count * size_of(dtype);
   return run(send, bytes, rank() == root ? recv : nullptr, bytes, sync, [&](const void* s, void* r) {
-    core_->collectives->reduce(s, r, count, dtype, op, root, *core_->stream);
+    core_->collectives->reduce(s, r, count, dtype, op, root, sync, *core_->stream);
   });
 }
 
@@ -262,7 +278,7 @@ Request DeviceCommunicator::post_all_reduce(const void* send, void* recv, std::s
                                             Sync sync) {
   const std::size_t bytes = count * size_of(dtype);
   return run(send, bytes, recv, bytes, sync, [&](const void* s, void* r) {
-    core_->collectives->all_reduce(s, r, count, dtype, op, *core_->stream);
+    core_->collectives->all_reduce(s, r, count, dtype, op, sync, *core_->stream);
   });
 }
 
@@ -277,7 +293,7 @@ Request DeviceCommunicator::post_reduce_scatter(const void* send, void* recv, st
                                                 ReduceOp op, Sync sync) {
   const std::size_t bytes = count * size_of(dtype);
   return run(send, bytes * static_cast<std::size_t>(size()), recv, bytes, sync, [&](const void* s, void* r) {
-    core_->collectives->reduce_scatter(s, r, count, dtype, op, *core_->stream);
+    core_->collectives->reduce_scatter(s, r, count, dtype, op, sync, *core_->stream);
   });
 }
 
@@ -299,7 +315,7 @@ Request DeviceCommunicator::post_recv(void* buf, std::size_t count, DType dtype,
 Request DeviceCommunicator::post_barrier(Sync sync) {
   void* word = core_->barrier_word;
   return run(word, sizeof(float), word, sizeof(float), sync, [&](const void*, void*) {
-    core_->collectives->all_reduce(word, word, 1, DType::f32, ReduceOp::sum, *core_->stream);
+    core_->collectives->all_reduce(word, word, 1, DType::f32, ReduceOp::sum, sync, *core_->stream);
   });
 }
 

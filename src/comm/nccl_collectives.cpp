@@ -56,18 +56,18 @@ class NcclCollectives final : public DeviceCollectives {
   void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root, DeviceStream& s) override {
     OPTIMUS_CHECK_NCCL(ncclBroadcast(send, recv, count, nccl_type(dtype), root, comm_, stream(s)));
   }
-  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync,
               DeviceStream& s) override {
     OPTIMUS_CHECK_NCCL(ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, comm_, stream(s)));
   }
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync,
                   DeviceStream& s) override {
     OPTIMUS_CHECK_NCCL(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
   }
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& s) override {
     OPTIMUS_CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream(s)));
   }
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync,
                       DeviceStream& s) override {
     OPTIMUS_CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
   }

@@ -33,8 +33,18 @@ std::int64_t leading_dim(const TensorView<T>& v) {
   return std::max<std::int64_t>({v.stride(0), v.size(1), 1});
 }
 
+// A contiguous tensor of another rank (a vector, say) as the matrix [1, numel]; a matrix as it is.
+template <class T>
+TensorView<T> matrix_of(const TensorView<T>& v, const char* what) {
+  if (v.rank() == 2) return v;
+  OPTIMUS_CHECK(v.is_contiguous(), "CPU kernel needs a matrix or a contiguous tensor for ", what, ", got shape ",
+                v.shape(), " and strides ", v.strides());
+  return TensorView<T>(v.data(), Shape{1, v.numel()}, v.device());
+}
+
 template <class T>
 MatrixMap<T> as_eigen(TensorView<T> v, const char* what) {
+  v = matrix_of(v, what);
   check_matrix(v, what);
   return MatrixMap<T>(v.data(), v.size(0), v.size(1), Eigen::OuterStride<>(leading_dim(v)));
 }
@@ -70,8 +80,8 @@ void axpby(T alpha, TensorView<const T> x, T beta, TensorView<T> y) {
   OPTIMUS_CHECK(x.shape() == y.shape(), "axpby shapes differ: x ", x.shape(), ", y ", y.shape());
   auto X = as_eigen(x, "x");
   auto Y = as_eigen(y, "y");
-  for (std::int64_t r = 0; r < y.size(0); ++r) {
-    for (std::int64_t c = 0; c < y.size(1); ++c) Y(r, c) = math::axpby(alpha, X(r, c), beta, Y(r, c));
+  for (Eigen::Index r = 0; r < Y.rows(); ++r) {
+    for (Eigen::Index c = 0; c < Y.cols(); ++c) Y(r, c) = math::axpby(alpha, X(r, c), beta, Y(r, c));
   }
 }
 
@@ -88,15 +98,16 @@ void fill(TensorView<T> y, T value) {
 
 template <class T>
 void add_row_broadcast(TensorView<const T> row, TensorView<T> y) {
-  OPTIMUS_CHECK(row.numel() == y.size(1), "add_row_broadcast: row has ", row.numel(), " elements, y is ", y.shape());
   auto Y = as_eigen(y, "y");
+  OPTIMUS_CHECK(row.numel() == Y.cols(), "add_row_broadcast: row has ", row.numel(), " elements, y is ", y.shape());
   Y.rowwise() += as_eigen(row, "row").row(0);
 }
 
 template <class T>
 void column_sums(TensorView<const T> x, TensorView<T> out) {
-  OPTIMUS_CHECK(out.numel() == x.size(1), "column_sums: out has ", out.numel(), " elements, x is ", x.shape());
-  as_eigen(out, "out").row(0) = as_eigen(x, "x").colwise().sum();
+  const auto X = as_eigen(x, "x");
+  OPTIMUS_CHECK(out.numel() == X.cols(), "column_sums: out has ", out.numel(), " elements, x is ", x.shape());
+  as_eigen(out, "out").row(0) = X.colwise().sum();
 }
 
 template <class T>
@@ -112,8 +123,8 @@ void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> 
   auto X = as_eigen(x, "x");
   auto DY = as_eigen(dy, "dy");
   auto DX = as_eigen(dx, "dx");
-  for (std::int64_t r = 0; r < x.size(0); ++r) {
-    for (std::int64_t c = 0; c < x.size(1); ++c) DX(r, c) = DY(r, c) * math::gelu_derivative(X(r, c));
+  for (Eigen::Index r = 0; r < X.rows(); ++r) {
+    for (Eigen::Index c = 0; c < X.cols(); ++c) DX(r, c) = DY(r, c) * math::gelu_derivative(X(r, c));
   }
 }
 

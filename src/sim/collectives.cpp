@@ -32,6 +32,17 @@ void complete(Collectives::State& state, Request request) {
 
 Access access(const void* p, std::size_t bytes, bool writes) { return {.begin = p, .bytes = bytes, .writes = writes}; }
 
+// A reduction through the transport: its blocking form where it sums in another order than its non-blocking one and
+// the caller waits at once (as a host grid calls it), the non-blocking form, abortable, otherwise.
+template <class Blocking, class Nonblocking>
+void reduction(Collectives::State& state, bool blocking, Blocking&& run_blocking, Nonblocking&& post) {
+  if (blocking) {
+    run_blocking();
+  } else {
+    complete(state, post());
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Collectives> Collectives::create(Communicator& bootstrap, Runtime& device) {
@@ -44,7 +55,7 @@ std::unique_ptr<Collectives> Collectives::create(Communicator& bootstrap, Runtim
 }
 
 Collectives::Collectives(Runtime& device, std::unique_ptr<Communicator> transport)
-    : device_(&device), transport_(std::move(transport)) {}
+    : device_(&device), transport_(std::move(transport)), blocking_reductions_(transport_->backend() == "mpi") {}
 
 void Collectives::queue(DeviceStream& stream, const char* name, std::vector<Access> accesses,
                         std::function<void()> work) {
@@ -80,25 +91,30 @@ void Collectives::broadcast(const void* send, void* recv, std::size_t count, DTy
 }
 
 void Collectives::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                         DeviceStream& stream) {
+                         Sync sync, DeviceStream& stream) {
   const std::size_t bytes = count * size_of(dtype);
   const void* from = device_->translate(send, bytes, "sim reduce, send buffer");
   void* to = rank() == root ? device_->translate(recv, bytes, "sim reduce, receive buffer") : nullptr;
   std::vector<Access> accesses{access(send, bytes, false)};
   if (to != nullptr) accesses.push_back(access(recv, bytes, true));
-  queue(stream, "sim reduce", std::move(accesses), [t = transport_, st = state_, from, to, count, dtype, op, root] {
-    complete(*st, t->ireduce(from, to, count, dtype, op, root));
-  });
+  const bool blocking = blocking_reductions_ && sync == Sync::blocking;
+  queue(stream, "sim reduce", std::move(accesses),
+        [t = transport_, st = state_, from, to, count, dtype, op, root, blocking] {
+          reduction(*st, blocking, [&] { t->reduce(from, to, count, dtype, op, root); },
+                    [&] { return t->ireduce(from, to, count, dtype, op, root); });
+        });
 }
 
-void Collectives::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+void Collectives::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
                              DeviceStream& stream) {
   const std::size_t bytes = count * size_of(dtype);
   const void* from = device_->translate(send, bytes, "sim all_reduce, send buffer");
   void* to = device_->translate(recv, bytes, "sim all_reduce, receive buffer");
+  const bool blocking = blocking_reductions_ && sync == Sync::blocking;
   queue(stream, "sim all_reduce", {access(send, bytes, false), access(recv, bytes, true)},
-        [t = transport_, st = state_, from, to, count, dtype, op] {
-          complete(*st, t->iall_reduce(from, to, count, dtype, op));
+        [t = transport_, st = state_, from, to, count, dtype, op, blocking] {
+          reduction(*st, blocking, [&] { t->all_reduce(from, to, count, dtype, op); },
+                    [&] { return t->iall_reduce(from, to, count, dtype, op); });
         });
 }
 
@@ -111,13 +127,15 @@ void Collectives::all_gather(const void* send, void* recv, std::size_t count, DT
 }
 
 void Collectives::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                 DeviceStream& stream) {
+                                 Sync sync, DeviceStream& stream) {
   const std::size_t bytes = count * size_of(dtype), all = bytes * static_cast<std::size_t>(size());
   const void* from = device_->translate(send, all, "sim reduce_scatter, send buffer");
   void* to = device_->translate(recv, bytes, "sim reduce_scatter, receive buffer");
+  const bool blocking = blocking_reductions_ && sync == Sync::blocking;
   queue(stream, "sim reduce_scatter", {access(send, all, false), access(recv, bytes, true)},
-        [t = transport_, st = state_, from, to, count, dtype, op] {
-          complete(*st, t->ireduce_scatter(from, to, count, dtype, op));
+        [t = transport_, st = state_, from, to, count, dtype, op, blocking] {
+          reduction(*st, blocking, [&] { t->reduce_scatter(from, to, count, dtype, op); },
+                    [&] { return t->ireduce_scatter(from, to, count, dtype, op); });
         });
 }
 

@@ -57,6 +57,7 @@ TEST_CASE("recv of the wrong size is refused with both sizes") {
 class CountingStaging final : public optimus::InProcessStaging {
  public:
   explicit CountingStaging(std::atomic<long>& live) : live_(&live) {}
+  optimus::Device device() const override { return optimus::Device::cpu; }
   std::shared_ptr<std::byte> allocate(std::size_t bytes) override {
     ++allocations;
     ++*live_;

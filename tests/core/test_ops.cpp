@@ -13,48 +13,50 @@ namespace {
 using optimus::Device;
 using optimus::Shape;
 using optimus::TensorView;
+using optimus::Trans;
+const optimus::ops::Queue kHost{};  // the host, f32 GEMMs
 
 }  // namespace
 
 TEST_CASE("an operation given CPU and CUDA tensors at once is refused, naming where each operand is") {
   std::vector<float> x(6, 1.0f), out(3, 0.0f);
   // The device views are never dereferenced: the device check comes first.
-  const TensorView<const float> x_cpu(x.data(), Shape{3, 2});
+  const TensorView<const float> x_cpu(x.data(), Shape{3, 2}, Device::cpu);
   const TensorView<float> out_cuda(out.data(), Shape{3}, Device::cuda);
-  CHECK_THROWS_WITH_AS(optimus::ops::row_sums<float>(x_cpu, out_cuda),
+  CHECK_THROWS_WITH_AS(optimus::ops::row_sums<float>(x_cpu, out_cuda, kHost),
                        doctest::Contains("row_sums: operands are on different devices (x on cpu, out on cuda)"),
                        optimus::Error);
   std::vector<float> gamma(2, 1.0f), beta(2, 0.0f), xhat(6), rstd(3), y(6);
   CHECK_THROWS_WITH_AS(
-      optimus::ops::layernorm_normalize<float>(x_cpu, TensorView<const float>(out.data(), Shape{3}),
-                                               TensorView<const float>(out.data(), Shape{3}),
+      optimus::ops::layernorm_normalize<float>(x_cpu, TensorView<const float>(out.data(), Shape{3}, Device::cpu),
+                                               TensorView<const float>(out.data(), Shape{3}, Device::cpu),
                                                TensorView<const float>(gamma.data(), Shape{1, 2}, Device::cuda),
-                                               TensorView<const float>(beta.data(), Shape{1, 2}), 2,
-                                               TensorView<float>(xhat.data(), Shape{3, 2}),
-                                               TensorView<float>(rstd.data(), Shape{3}),
-                                               TensorView<float>(y.data(), Shape{3, 2})),
+                                               TensorView<const float>(beta.data(), Shape{1, 2}, Device::cpu), 2,
+                                               TensorView<float>(xhat.data(), Shape{3, 2}, Device::cpu),
+                                               TensorView<float>(rstd.data(), Shape{3}, Device::cpu),
+                                               TensorView<float>(y.data(), Shape{3, 2}, Device::cpu), kHost),
       doctest::Contains("gamma on cuda"), optimus::Error);
   CHECK(out == std::vector<float>(3, 0.0f));  // nothing was written
 }
 
 TEST_CASE("operands of the wrong shape are refused before anything is computed") {
   std::vector<double> x(6, 2.0), out(4, 0.0);
-  CHECK_THROWS_WITH_AS(optimus::ops::row_sums<double>(TensorView<const double>(x.data(), Shape{3, 2}),
-                                                      TensorView<double>(out.data(), Shape{4})),
+  CHECK_THROWS_WITH_AS(optimus::ops::row_sums<double>(TensorView<const double>(x.data(), Shape{3, 2}, Device::cpu),
+                                                      TensorView<double>(out.data(), Shape{4}, Device::cpu), kHost),
                        doctest::Contains("row_sums: out has shape [4], expected 3x1"), optimus::Error);
   const std::vector<int> targets = {0, 1};
   std::vector<double> sums(6);
   CHECK_THROWS_WITH_AS(optimus::ops::cross_entropy_exp_sums<double>(
-                           TensorView<double>(x.data(), Shape{3, 2}), TensorView<const double>(out.data(), Shape{3}),
-                           TensorView<const int>(targets.data(), Shape{2}), 0, 0, TensorView<double>(sums.data(), Shape{6})),
+                           TensorView<double>(x.data(), Shape{3, 2}, Device::cpu), TensorView<const double>(out.data(), Shape{3}, Device::cpu),
+                           TensorView<const int>(targets.data(), Shape{2}, Device::cpu), 0, 0, TensorView<double>(sums.data(), Shape{6}, Device::cpu), kHost),
                        doctest::Contains("rows 0..3 are outside the 2 targets"), optimus::Error);
 }
 
 TEST_CASE("row sums and maxima on the CPU") {
   const std::vector<double> x = {1, -2, 3, 4, 0.5, -6};
   std::vector<double> sum(2), max(2);
-  optimus::ops::row_sums<double>(TensorView<const double>(x.data(), Shape{2, 3}), TensorView<double>(sum.data(), Shape{2}));
-  optimus::ops::row_max<double>(TensorView<const double>(x.data(), Shape{2, 3}), TensorView<double>(max.data(), Shape{2}));
+  optimus::ops::row_sums<double>(TensorView<const double>(x.data(), Shape{2, 3}, Device::cpu), TensorView<double>(sum.data(), Shape{2}, Device::cpu), kHost);
+  optimus::ops::row_max<double>(TensorView<const double>(x.data(), Shape{2, 3}, Device::cpu), TensorView<double>(max.data(), Shape{2}, Device::cpu), kHost);
   CHECK(sum == std::vector<double>{2, -1.5});
   CHECK(max == std::vector<double>{3, 4});
 }
@@ -66,19 +68,19 @@ TEST_CASE("mixed-precision GEMM: bf16 operands (strided, transposed), f32 accumu
   std::vector<float> a_buf(18), b(6);
   for (std::size_t e = 0; e < a_buf.size(); ++e) a_buf[e] = 0.1f + 0.37f * static_cast<float>(e) / 7.0f;
   for (std::size_t e = 0; e < b.size(); ++e) b[e] = -0.5f + 0.213f * static_cast<float>(e);
-  const TensorView<const float> a(a_buf.data() + 1, Shape{3, 4}, Shape{6, 1}), bv(b.data(), Shape{3, 2});
+  const TensorView<const float> a(a_buf.data() + 1, Shape{3, 4}, Shape{6, 1}, Device::cpu), bv(b.data(), Shape{3, 2}, Device::cpu);
   std::vector<bf16> a16(12), b16(6);
-  ops::to_bf16(a, TensorView<bf16>(a16.data(), Shape{3, 4}));
-  ops::to_bf16(bv, TensorView<bf16>(b16.data(), Shape{3, 2}));
+  ops::to_bf16(a, TensorView<bf16>(a16.data(), Shape{3, 4}, Device::cpu), kHost);
+  ops::to_bf16(bv, TensorView<bf16>(b16.data(), Shape{3, 2}, Device::cpu), kHost);
   for (int r = 0; r < 3; ++r) {
     for (int c = 0; c < 4; ++c) CHECK(a16[static_cast<std::size_t>(r * 4 + c)] == bf16(a(r, c)));  // strided read
   }
   std::vector<float> c(8, 1.0f), via_f32(8, 1.0f);
-  const TensorView<const bf16> a16v(a16.data(), Shape{3, 4}), b16v(b16.data(), Shape{3, 2});
-  ops::gemm(true, false, 2.0f, a16v, b16v, -1.0f, TensorView<float>(c.data(), Shape{4, 2}));
+  const TensorView<const bf16> a16v(a16.data(), Shape{3, 4}, Device::cpu), b16v(b16.data(), Shape{3, 2}, Device::cpu);
+  ops::gemm(Trans::yes, Trans::no, 2.0f, a16v, b16v, -1.0f, TensorView<float>(c.data(), Shape{4, 2}, Device::cpu), kHost);
   // The same product on f32 operands with math = bf16 rounds them the same way.
-  ops::gemm<float>(true, false, 2.0f, a, bv, -1.0f, TensorView<float>(via_f32.data(), Shape{4, 2}),
-                   ops::Queue{nullptr, nullptr, ops::GemmMath::bf16, {}});
+  ops::gemm<float>(Trans::yes, Trans::no, 2.0f, a, bv, -1.0f, TensorView<float>(via_f32.data(), Shape{4, 2}, Device::cpu),
+                   ops::Queue{.math = ops::GemmMath::bf16});
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 2; ++j) {
       double rounded = 0, exact = 0;
@@ -94,16 +96,18 @@ TEST_CASE("mixed-precision GEMM: bf16 operands (strided, transposed), f32 accumu
     }
   }
   // Mixed devices and shapes are refused like every operation.
-  CHECK_THROWS_WITH_AS(ops::gemm(true, false, 1.0f, a16v, TensorView<const bf16>(b16.data(), Shape{3, 2}, Device::cuda),
-                                 0.0f, TensorView<float>(c.data(), Shape{4, 2})),
+  CHECK_THROWS_WITH_AS(ops::gemm(Trans::yes, Trans::no, 1.0f, a16v, TensorView<const bf16>(b16.data(), Shape{3, 2}, Device::cuda),
+                                 0.0f, TensorView<float>(c.data(), Shape{4, 2}, Device::cpu), kHost),
                        doctest::Contains("B on cuda"), optimus::Error);
-  CHECK_THROWS_WITH_AS(ops::gemm(false, false, 1.0f, a16v, b16v, 0.0f, TensorView<float>(c.data(), Shape{4, 2})),
+  CHECK_THROWS_WITH_AS(ops::gemm(Trans::no, Trans::no, 1.0f, a16v, b16v, 0.0f,
+                                 TensorView<float>(c.data(), Shape{4, 2}, Device::cpu), kHost),
                        doctest::Contains("op(A) is 3x4, op(B) is 3x2"), optimus::Error);
-  CHECK_THROWS_WITH_AS(ops::to_bf16(a, TensorView<bf16>(a16.data(), Shape{4, 3})), doctest::Contains("to_bf16"),
+  CHECK_THROWS_WITH_AS(ops::to_bf16(a, TensorView<bf16>(a16.data(), Shape{4, 3}, Device::cpu), kHost),
+                       doctest::Contains("to_bf16"),
                        optimus::Error);
   // Back to f32: exact, into a strided window.
   std::vector<float> wide(18, -7.0f);
-  ops::to_f32(a16v, TensorView<float>(wide.data() + 2, Shape{3, 4}, Shape{6, 1}));
+  ops::to_f32(a16v, TensorView<float>(wide.data() + 2, Shape{3, 4}, Shape{6, 1}, Device::cpu), kHost);
   bool exact = true;
   for (int r = 0; r < 3; ++r) {
     for (int col = 0; col < 4; ++col) {
@@ -113,7 +117,8 @@ TEST_CASE("mixed-precision GEMM: bf16 operands (strided, transposed), f32 accumu
   }
   CHECK(exact);
   CHECK(wide[0] == -7.0f);  // outside the window: untouched
-  CHECK_THROWS_WITH_AS(ops::to_f32(a16v, TensorView<float>(wide.data(), Shape{4, 3})), doctest::Contains("to_f32"),
+  CHECK_THROWS_WITH_AS(ops::to_f32(a16v, TensorView<float>(wide.data(), Shape{4, 3}, Device::cpu), kHost),
+                       doctest::Contains("to_f32"),
                        optimus::Error);
 }
 
@@ -133,25 +138,26 @@ TEST_CASE("GEMM epilogues: bias, and bias then GELU with GELU's input kept, on f
     std::vector<bf16> a16(6), b16(8);
     for (std::size_t e = 0; e < 6; ++e) a16[e] = bf16(static_cast<float>(a[e]));
     for (std::size_t e = 0; e < 8; ++e) b16[e] = bf16(static_cast<float>(b[e]));
-    const TensorView<const T> av(at.data(), Shape{3, 2}), bv(bt.data(), Shape{2, 4}), biasv(biast.data(), Shape{1, 4});
+    const TensorView<const T> av(at.data(), Shape{3, 2}, Device::cpu), bv(bt.data(), Shape{2, 4}, Device::cpu),
+        biasv(biast.data(), Shape{1, 4}, Device::cpu);
     // The product alone, and with each epilogue.
     auto product = [&](std::vector<T>& c, const ops::Epilogue<T>& epilogue) {
       c.assign(c0.begin(), c0.end());
-      const TensorView<T> cv(c.data(), Shape{3, 4});
+      const TensorView<T> cv(c.data(), Shape{3, 4}, Device::cpu);
       if constexpr (std::is_same_v<T, float>) {
         if (bf16_operands) {
-          ops::gemm(false, false, 0.5f, TensorView<const bf16>(a16.data(), Shape{3, 2}),
-                    TensorView<const bf16>(b16.data(), Shape{2, 4}), -1.0f, cv, epilogue);
+          ops::gemm(Trans::no, Trans::no, 0.5f, TensorView<const bf16>(a16.data(), Shape{3, 2}, Device::cpu),
+                    TensorView<const bf16>(b16.data(), Shape{2, 4}, Device::cpu), -1.0f, cv, epilogue, kHost);
           return;
         }
       }
-      ops::gemm<T>(false, false, T(0.5), av, bv, T(-1), cv, epilogue);
+      ops::gemm<T>(Trans::no, Trans::no, T(0.5), av, bv, T(-1), cv, epilogue, kHost);
     };
     using Kind = typename ops::Epilogue<T>::Kind;
     std::vector<T> plain, with_bias, with_gelu, pre(12, T(99));
     product(plain, {});
     product(with_bias, {Kind::bias, biasv, {}});
-    product(with_gelu, {Kind::bias_gelu, biasv, TensorView<T>(pre.data(), Shape{3, 4})});
+    product(with_gelu, {Kind::bias_gelu, biasv, TensorView<T>(pre.data(), Shape{3, 4}, Device::cpu)});
     bool all = true;
     for (std::size_t e = 0; e < 12; ++e) {
       const T x = plain[e] + biast[e % 4];
@@ -162,15 +168,15 @@ TEST_CASE("GEMM epilogues: bias, and bias then GELU with GELU's input kept, on f
     CHECK(with_gelu[0] != with_bias[0]);  // GELU really applied
     // An epilogue of the wrong shape, or on another device, is refused.
     std::vector<T> c(12);
-    const TensorView<T> cv(c.data(), Shape{3, 4});
-    CHECK_THROWS_WITH_AS(ops::gemm<T>(false, false, T(1), av, bv, T(0), cv,
-                                      {Kind::bias, TensorView<const T>(biast.data(), Shape{1, 3}), {}}),
+    const TensorView<T> cv(c.data(), Shape{3, 4}, Device::cpu);
+    CHECK_THROWS_WITH_AS(ops::gemm<T>(Trans::no, Trans::no, T(1), av, bv, T(0), cv,
+                                      {Kind::bias, TensorView<const T>(biast.data(), Shape{1, 3}, Device::cpu), {}}, kHost),
                          doctest::Contains("the epilogue's bias has shape [1, 3], expected 1x4"), optimus::Error);
-    CHECK_THROWS_WITH_AS(ops::gemm<T>(false, false, T(1), av, bv, T(0), cv,
-                                      {Kind::bias_gelu, biasv, TensorView<T>(pre.data(), Shape{4, 3})}),
+    CHECK_THROWS_WITH_AS(ops::gemm<T>(Trans::no, Trans::no, T(1), av, bv, T(0), cv,
+                                      {Kind::bias_gelu, biasv, TensorView<T>(pre.data(), Shape{4, 3}, Device::cpu)}, kHost),
                          doctest::Contains("GELU's input (pre) has shape [4, 3], C is [3, 4]"), optimus::Error);
-    CHECK_THROWS_WITH_AS(ops::gemm<T>(false, false, T(1), av, bv, T(0), cv,
-                                      {Kind::bias, TensorView<const T>(biast.data(), Shape{1, 4}, Device::cuda), {}}),
+    CHECK_THROWS_WITH_AS(ops::gemm<T>(Trans::no, Trans::no, T(1), av, bv, T(0), cv,
+                                      {Kind::bias, TensorView<const T>(biast.data(), Shape{1, 4}, Device::cuda), {}}, kHost),
                          doctest::Contains("(C on cpu, bias on cuda)"), optimus::Error);
   };
   check(0.0f, false);
@@ -185,23 +191,23 @@ TEST_CASE("batched GEMM: matrices side by side or stacked, each the product gemm
   std::vector<float> a(60), b(72), c(90, 0.5f), d(60, -1.0f);
   for (std::size_t e = 0; e < a.size(); ++e) a[e] = std::sin(0.3f * static_cast<float>(e));
   for (std::size_t e = 0; e < b.size(); ++e) b[e] = std::cos(0.7f * static_cast<float>(e));
-  const ops::BatchView<const float> av{TensorView<const float>(a.data(), Shape{5, 12}), ops::Batched::side_by_side};
-  const ops::BatchView<const float> bv{TensorView<const float>(b.data(), Shape{6, 12}), ops::Batched::side_by_side};
+  const ops::BatchView<const float> av{TensorView<const float>(a.data(), Shape{5, 12}, Device::cpu), ops::Batched::side_by_side};
+  const ops::BatchView<const float> bv{TensorView<const float>(b.data(), Shape{6, 12}, Device::cpu), ops::Batched::side_by_side};
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
-    const ops::Queue queue{nullptr, nullptr, math, {}};
+    const ops::Queue queue{.math = math};
     std::vector<float> cb = c, db = d;
-    ops::gemm_batched<float>(false, true, 2.0f, av, bv, 1.0f,
-                             {TensorView<float>(cb.data(), Shape{15, 6}), ops::Batched::stacked}, 3, queue);
-    ops::gemm_batched<float>(false, false, 1.0f, {TensorView<const float>(cb.data(), Shape{15, 6}), ops::Batched::stacked},
-                             bv, 0.0f, {TensorView<float>(db.data(), Shape{5, 12}), ops::Batched::side_by_side}, 3,
+    ops::gemm_batched<float>(Trans::no, Trans::yes, 2.0f, av, bv, 1.0f,
+                             {TensorView<float>(cb.data(), Shape{15, 6}, Device::cpu), ops::Batched::stacked}, 3, queue);
+    ops::gemm_batched<float>(Trans::no, Trans::no, 1.0f, {TensorView<const float>(cb.data(), Shape{15, 6}, Device::cpu), ops::Batched::stacked},
+                             bv, 0.0f, {TensorView<float>(db.data(), Shape{5, 12}, Device::cpu), ops::Batched::side_by_side}, 3,
                              queue);
     bool same = true;
     for (std::int64_t i = 0; i < 3; ++i) {
       std::vector<float> ci(c.begin() + i * 30, c.begin() + (i + 1) * 30), di(20);
-      ops::gemm<float>(false, true, 2.0f, av.all.block(0, 4 * i, 5, 4), bv.all.block(0, 4 * i, 6, 4), 1.0f,
-                       TensorView<float>(ci.data(), Shape{5, 6}), queue);
-      ops::gemm<float>(false, false, 1.0f, TensorView<const float>(ci.data(), Shape{5, 6}),
-                       bv.all.block(0, 4 * i, 6, 4), 0.0f, TensorView<float>(di.data(), Shape{5, 4}), queue);
+      ops::gemm<float>(Trans::no, Trans::yes, 2.0f, av.all.block(0, 4 * i, 5, 4), bv.all.block(0, 4 * i, 6, 4), 1.0f,
+                       TensorView<float>(ci.data(), Shape{5, 6}, Device::cpu), queue);
+      ops::gemm<float>(Trans::no, Trans::no, 1.0f, TensorView<const float>(ci.data(), Shape{5, 6}, Device::cpu),
+                       bv.all.block(0, 4 * i, 6, 4), 0.0f, TensorView<float>(di.data(), Shape{5, 4}, Device::cpu), queue);
       for (std::size_t e = 0; e < 30; ++e) same = same && cb[static_cast<std::size_t>(i) * 30 + e] == ci[e];
       for (std::size_t r = 0; r < 5; ++r) {
         for (std::size_t col = 0; col < 4; ++col) {
@@ -214,11 +220,11 @@ TEST_CASE("batched GEMM: matrices side by side or stacked, each the product gemm
     CHECK(cb[0] != c[0]);
   }
   std::vector<float> out(90);
-  CHECK_THROWS_WITH_AS(ops::gemm_batched<float>(false, true, 1.0f, av, bv, 0.0f,
-                                                {TensorView<float>(out.data(), Shape{15, 6}), ops::Batched::stacked}, 5),
+  CHECK_THROWS_WITH_AS(ops::gemm_batched<float>(Trans::no, Trans::yes, 1.0f, av, bv, 0.0f,
+                                                {TensorView<float>(out.data(), Shape{15, 6}, Device::cpu), ops::Batched::stacked}, 5, kHost),
                        doctest::Contains("A has shape [5, 12], which does not hold 5 matrices side by side"),
                        optimus::Error);
-  CHECK_THROWS_WITH_AS(ops::gemm_batched<float>(false, false, 1.0f, av, bv, 0.0f,
-                                                {TensorView<float>(out.data(), Shape{15, 6}), ops::Batched::stacked}, 3),
+  CHECK_THROWS_WITH_AS(ops::gemm_batched<float>(Trans::no, Trans::no, 1.0f, av, bv, 0.0f,
+                                                {TensorView<float>(out.data(), Shape{15, 6}, Device::cpu), ops::Batched::stacked}, 3, kHost),
                        doctest::Contains("gemm_batched: op(A) is 5x4, op(B) is 6x4"), optimus::Error);
 }

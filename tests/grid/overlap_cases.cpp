@@ -18,9 +18,11 @@
 namespace optimus::test {
 namespace {
 
+// The two local blocks bit for bit (read back to the host, wherever they live).
 template <class T>
 bool same_bits(const DistMatrix<T>& a, const DistMatrix<T>& b) {
-  return std::memcmp(a.local().data(), b.local().data(), sizeof(T) * static_cast<std::size_t>(a.local().numel())) == 0;
+  const auto x = a.local_to_host(), y = b.local_to_host();
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), sizeof(T) * static_cast<std::size_t>(x.size())) == 0;
 }
 
 // Every product in both modes; returns whether all local blocks agree bit for bit.
@@ -73,11 +75,11 @@ void products_bitwise(Grid& grid) {
 
 }  // namespace
 
-void check_overlap_bitwise(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
-  products_bitwise<double>(grid);
-  products_bitwise<float>(grid);
-  // A GPT training step: loss and every gradient, bit for bit.
+namespace {
+
+// A GPT training step with overlapped and blocking SUMMA: loss and every gradient, bit for bit.
+void gpt_step_bitwise(Grid& grid) {
+  const int q = grid.q();
   const GptConfig config = config_for(q, 2, 0.1);
   const LayerShapes s = shapes_for(q);
   const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 51);
@@ -96,11 +98,14 @@ void check_overlap_bitwise(Communicator& world, int q) {
     CAPTURE(name);
     CHECK(g == grads[1].at(name));
   }
+  grid.set_overlap(true);
 }
 
-void check_data_parallel_overlap(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
+// dp replicas reduce gradients bucket by bucket during backward, or each at once: bitwise the same gradients.
+template <class T>
+void data_parallel_overlap_case(Grid& grid) {
   REQUIRE(grid.dp() >= 2);
+  const int q = grid.q();
   const GptConfig config = config_for(q, 2, 0.1);
   const LayerShapes s = shapes_for(q);
   // Each replica its own batch.
@@ -110,7 +115,7 @@ void check_data_parallel_overlap(Communicator& world, int q) {
   std::vector<std::map<std::string, GlobalMatrix>> grads;
   for (bool overlap : {true, false}) {
     grid.set_overlap(overlap);
-    Gpt2D<double> model(grid, config);
+    Gpt2D<T> model(grid, config);
     model.forward(tokens, targets, s.batch, 1);
     model.backward();
     grads.push_back(model.gather(true));
@@ -119,7 +124,28 @@ void check_data_parallel_overlap(Communicator& world, int q) {
     CAPTURE(name);
     CHECK(g == grads[1].at(name));
   }
+  grid.set_overlap(true);
 }
+
+}  // namespace
+
+void check_overlap_bitwise(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  products_bitwise<double>(grid);
+  check_overlap_bitwise_on(grid);
+}
+
+void check_overlap_bitwise_on(Grid& grid) {
+  products_bitwise<float>(grid);
+  gpt_step_bitwise(grid);
+}
+
+void check_data_parallel_overlap(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  data_parallel_overlap_case<double>(grid);
+}
+
+void check_data_parallel_overlap_on(Grid& grid) { data_parallel_overlap_case<float>(grid); }
 
 void check_timeline(Communicator& world, int q, const std::string& path) {
   Grid grid = Grid::create(world, q);

@@ -308,39 +308,65 @@ void check_saved_operands(Communicator& world, int q) {
   CHECK(msg.find("no longer bf16") != std::string::npos);
 }
 
-void check_summa_epilogue(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
+namespace {
+
+// summa_ab with a bias / bias + GELU epilogue equals the plain product followed by those operations, bitwise, at f32
+// and bf16 math, wherever the grid is placed; epilogues of the wrong shape are refused on every rank.
+void epilogue_case(Grid& grid) {
+  const int q = grid.q();
   // 256 rows per rank: the CPU GEMM runs in row tiles, each with its own slice of the epilogue.
   const std::int64_t m = 256 * q, k = 3 * q, n = 4 * q;
+  const ops::Queue& queue = grid.queue();
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
     grid.set_gemm_math(math);
     DistMatrix<float> A(grid, m, k), B(grid, k, n), bias(grid, q, n);
     A.fill_random(31);
     B.fill_random(32);
     bias.fill_random(33);
-    Tensor<float> row(Shape{1, n / q});  // this rank's columns of the bias: row 0 of its column's first block
+    // This rank's columns of the bias: row 0 of its column's first block, where the grid keeps its matrices.
     const auto bias_host = bias.local_to_host();
-    for (std::int64_t c = 0; c < n / q; ++c) row.data()[c] = bias_host(0, c);
+    const Tensor<float> row = upload(bias_host.data(), Shape{1, n / q}, grid.tag(MemoryKind::workspace));
     using Kind = ops::Epilogue<float>::Kind;
     // Expected: the plain product, then the bias and GELU as separate operations.
     DistMatrix<float> expected(grid, m, n), expected_pre(grid, m, n), got(grid, m, n), pre(grid, m, n);
     summa_ab(1.0f, A, B, 0.0f, expected_pre);
-    ops::add_row_broadcast<float>(std::as_const(row).view(), expected_pre.local());
-    ops::gelu_forward<float>(std::as_const(expected_pre).local(), expected.local());
-    summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias_gelu, std::as_const(row).view(), pre.local()});
+    ops::add_row_broadcast<float>(row.view(), expected_pre.local(), queue);
+    ops::gelu_forward<float>(std::as_const(expected_pre).local(), expected.local(), queue);
+    summa_ab(1.0f, A, B, 0.0f, got, {.kind = Kind::bias_gelu, .bias = row.view(), .pre = pre.local()});
     CHECK(pre.local_to_host() == expected_pre.local_to_host());
     CHECK(got.local_to_host() == expected.local_to_host());
-    summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias, std::as_const(row).view(), {}});
+    summa_ab(1.0f, A, B, 0.0f, got, {.kind = Kind::bias, .bias = row.view(), .pre = {}});
     CHECK(got.local_to_host() == expected_pre.local_to_host());
     // Epilogues of the wrong shape: the same error on every rank, before anything moves.
-    const TensorView<const float> short_row = std::as_const(row).view().block(0, 0, 1, n / q - 1);
-    CHECK(error_on_every_rank(grid.grid(), [&] { summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias, short_row, {}}); })
-              .find("the epilogue's bias has shape") != std::string::npos);
+    const TensorView<const float> short_row = row.view().block(0, 0, 1, n / q - 1);
+    CHECK(error_on_every_rank(grid.grid(), [&] {
+            summa_ab(1.0f, A, B, 0.0f, got, {.kind = Kind::bias, .bias = short_row, .pre = {}});
+          }).find("the epilogue's bias has shape") != std::string::npos);
     const TensorView<float> short_pre = pre.local().block(0, 0, m / q - 1, n / q);
     CHECK(error_on_every_rank(grid.grid(), [&] {
-            summa_ab(1.0f, A, B, 0.0f, got, {Kind::bias_gelu, std::as_const(row).view(), short_pre});
+            summa_ab(1.0f, A, B, 0.0f, got, {.kind = Kind::bias_gelu, .bias = row.view(), .pre = short_pre});
           }).find("GELU's input (pre) has shape") != std::string::npos);
   }
+  grid.set_gemm_math(ops::GemmMath::f32);
+}
+
+}  // namespace
+
+void check_summa_epilogue(Communicator& world, int q) {
+  Grid grid = Grid::create(world, q);
+  epilogue_case(grid);
+}
+
+void check_summa_f32_on(Grid& grid) {
+  for (Product p : {Product::ab, Product::abt, Product::atb}) {
+    check_product<float>(grid, p, 1.0f, 0.0f);
+    check_product<float>(grid, p, 0.5f, -2.0f);
+  }
+  grid.set_gemm_math(ops::GemmMath::bf16);
+  for (Product p : {Product::ab, Product::abt, Product::atb}) check_product<float>(grid, p, 0.5f, -2.0f, true);
+  grid.set_gemm_math(ops::GemmMath::f32);
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) check_saved_products<float>(grid, math);
+  epilogue_case(grid);
 }
 
 void check_bad_input(Communicator& world, int q) {

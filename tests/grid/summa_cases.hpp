@@ -2,6 +2,7 @@
 #pragma once
 
 #include "optimus/comm/communicator.hpp"
+#include "optimus/grid/grid.hpp"
 
 namespace optimus::test {
 
@@ -19,6 +20,9 @@ void check_summa_bf16(Communicator& world, int q);
 void check_saved_operands(Communicator& world, int q);
 // summa_ab with a bias / bias + GELU epilogue equals the product followed by those operations, bitwise.
 void check_summa_epilogue(Communicator& world, int q);
+// The f32 checks above (products against Eigen with exact traffic, at f32 and bf16 math; saved operands; the
+// epilogue) on `grid` as it is placed: on a device grid they run its device path.
+void check_summa_f32_on(Grid& grid);
 // Bad input: every rank throws the same optimus::Error naming the values.
 void check_bad_input(Communicator& world, int q);
 

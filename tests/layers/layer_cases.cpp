@@ -367,6 +367,11 @@ void check_f32_layers_on(const Grid& grid) {
   gpt_case<float>(grid, s, 0.1);
 }
 
+void check_f32_training_on(const Grid& grid) {
+  const double loss = training_case<float>(grid, grid.dp());
+  CHECK(std::isfinite(loss));
+}
+
 void check_mixed_precision(Communicator& world, int q) {
   Grid grid = Grid::create(world, q);
   grid.set_gemm_math(ops::GemmMath::bf16);

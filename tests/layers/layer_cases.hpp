@@ -64,6 +64,9 @@ void check_gpt(Communicator& world, int q);
 // Every f32 layer case above (and the GPT's) on `grid` as it is placed (host or device) and at its GEMM math: f32
 // within 1e-4, bf16 GEMM operands within 2e-2. Collective over the grid.
 void check_f32_layers_on(const Grid& grid);
+// 5 AdamW steps of an f32 GPT (f32 master weights and state) on `grid` as it is placed and at its GEMM math: every
+// step's loss (and gradient norm) against the reference on the whole global batch (dp replicas included).
+void check_f32_training_on(const Grid& grid);
 // The same checks in mixed precision (GEMMs with bf16 operands, f32 everything else) within 2e-2; the GPT's logits
 // must show the bf16 rounding (not within 1e-5), so the bf16 path is really taken.
 void check_mixed_precision(Communicator& world, int q);

@@ -71,7 +71,7 @@ class DeviceCommunicator final : public Communicator {
   template <class Op>
   Request run(const void* send, std::size_t send_bytes, void* recv, std::size_t recv_bytes, Sync sync, Op&& op);
   template <class Op>
-  Request point_to_point(const void* host_send, void* host_recv, std::size_t bytes, Sync sync, Op&& op);
+  Request point_to_point(const void* send, void* recv, std::size_t bytes, Sync sync, Op&& op);
 
   std::shared_ptr<Core> core_;
 };

@@ -148,5 +148,6 @@ extern template class Tensor<float>;
 extern template class Tensor<double>;
 extern template class Tensor<bf16>;
 extern template class Tensor<int>;
+extern template class Tensor<std::uint8_t>;
 
 }  // namespace optimus

@@ -8,10 +8,14 @@
 //   * a send blocks its stream until the peer's matching receive has run, and a receive until the send's data arrived
 //     (NCCL's rendezvous), so two ranks that both send before they receive deadlock unless the operations are grouped;
 //   * a peer that fails (an in-process rank that throws) is an asynchronous error; abort() ends the operations that
-//     wait, so a stuck collective can be given up.
+//     wait, so a stuck collective can be given up — except a blocking reduction over MPI (below), which only MPI's
+//     own abort ends.
 //
 // The data move through a transport: a private duplicate of the bootstrap communicator (MPI needs
-// MPI_THREAD_MULTIPLE: the streams' threads call it), on the host storage behind the device buffers.
+// MPI_THREAD_MULTIPLE: the streams' threads call it), on the host storage behind the device buffers. Reductions run
+// the transport's blocking form when the caller waits at once (Sync::blocking) and its non-blocking form otherwise,
+// as a host grid does: over MPI the two sum in different orders, and a device grid's results equal a host grid's bit
+// for bit. In-process the two are one algorithm (rank order), always run non-blocking so that abort() ends it.
 #pragma once
 
 #include <atomic>
@@ -36,12 +40,12 @@ class Collectives final : public DeviceCollectives {
 
   void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
                  DeviceStream& stream) override;
-  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
+  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync sync,
               DeviceStream& stream) override;
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
                   DeviceStream& stream) override;
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& stream) override;
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
                       DeviceStream& stream) override;
   void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) override;
   void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) override;
@@ -73,6 +77,7 @@ class Collectives final : public DeviceCollectives {
 
   Runtime* device_;
   std::shared_ptr<Communicator> transport_;  // shared with the queued work
+  bool blocking_reductions_;                 // the transport sums differently when blocking (MPI)
   std::shared_ptr<State> state_ = std::make_shared<State>();
   bool grouping_ = false;
   std::vector<P2p> group_;

@@ -1,0 +1,159 @@
+// The grid-level device cases (device_cases.hpp).
+#include "device_cases.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <utility>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../grid/overlap_cases.hpp"
+#include "../grid/summa_cases.hpp"
+#include "../layers/layer_cases.hpp"
+#include "optimus/grid/summa.hpp"
+#include "optimus/layers/gpt.hpp"
+#include "optimus/reference/compare.hpp"
+#include "same_error.hpp"
+
+namespace optimus::test {
+namespace {
+
+// Two training steps of a GPT (dropout on): losses, gradient norms and the parameters after them.
+struct StepResult {
+  std::vector<double> losses, norms;
+  std::map<std::string, GlobalMatrix> parameters;
+};
+
+StepResult train_two_steps(Grid& grid) {
+  const int q = grid.q();
+  GptConfig config = config_for(q, 2, 0.1);
+  const LayerShapes s = shapes_for(q);
+  const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 81);
+  const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 82);
+  Gpt2D<float> model(grid, config);
+  AdamW<float> adamw(grid, model.parameters(), AdamWConfig{});
+  StepResult r;
+  for (std::uint64_t step = 1; step <= 2; ++step) {
+    model.zero_grad();
+    r.losses.push_back(model.forward(tokens, targets, s.batch, step));
+    model.backward();
+    r.norms.push_back(adamw.step());
+  }
+  r.parameters = model.gather(false);
+  return r;
+}
+
+bool close(const GlobalMatrix& got, const GlobalMatrix& expected, double tol) {
+  const auto cmp = reference::compare_relative(got, expected, tol);
+  CAPTURE(cmp);
+  return cmp.ok();
+}
+
+}  // namespace
+
+void check_device_grid(Grid& grid) {
+  check_summa_f32_on(grid);
+  check_overlap_bitwise_on(grid);
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    CAPTURE(math == ops::GemmMath::bf16);
+    grid.set_gemm_math(math);
+    check_f32_layers_on(grid);
+    check_f32_training_on(grid);
+  }
+  grid.set_gemm_math(ops::GemmMath::f32);
+}
+
+void check_step_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    CAPTURE(math == ops::GemmMath::bf16);
+    on_device.set_gemm_math(math);
+    on_host.set_gemm_math(math);
+    const StepResult device = train_two_steps(on_device), host = train_two_steps(on_host);
+    const double tol = math == ops::GemmMath::bf16 ? 1e-3 : 1e-4;
+    for (std::size_t step = 0; step < host.losses.size(); ++step) {
+      CAPTURE(step);
+      if (bitwise) {
+        CHECK(std::memcmp(&device.losses[step], &host.losses[step], sizeof(double)) == 0);
+        CHECK(std::memcmp(&device.norms[step], &host.norms[step], sizeof(double)) == 0);
+      } else {
+        CHECK(device.losses[step] == doctest::Approx(host.losses[step]).epsilon(tol));
+        CHECK(device.norms[step] == doctest::Approx(host.norms[step]).epsilon(tol));
+      }
+    }
+    for (const auto& [name, m] : host.parameters) {
+      CAPTURE(name);
+      if (bitwise) {
+        CHECK(device.parameters.at(name) == m);
+      } else {
+        CHECK(close(device.parameters.at(name), m, tol));
+      }
+    }
+  }
+  on_device.set_gemm_math(ops::GemmMath::f32);
+  on_host.set_gemm_math(ops::GemmMath::f32);
+}
+
+void check_steady_state(RankDevice& rank, Grid& grid) {
+  const int q = grid.q();
+  const std::int64_t m = 16 * q, k = 8 * q, n = 12 * q;
+  DistMatrix<float> a(grid, m, k), b(grid, k, n), bt(grid, n, k), at(grid, k, m);
+  a.fill_random(1);
+  b.fill_random(2);
+  bt.fill_random(3);
+  at.fill_random(4);
+  GptConfig config = config_for(q, 1, 0.1);
+  const LayerShapes s = shapes_for(q);
+  const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 91);
+  Gpt2D<float> model(grid, config);
+  AdamW<float> adamw(grid, model.parameters(), AdamWConfig{});
+  auto step = [&](std::uint64_t t) {
+    const DistMatrix<float> ab = summa_ab(a, b), abt = summa_abt(a, bt), atb = summa_atb(at, b);
+    model.zero_grad();
+    model.forward(tokens, tokens, s.batch, t);
+    model.backward();
+    adamw.step();
+    rank.stream().synchronize();
+  };
+  step(1);
+  const std::uint64_t allocations = rank.raw_allocations().memory;
+  const std::size_t plans = rank.gemm().plans_prepared();
+  step(2);
+  step(3);
+  CHECK(rank.raw_allocations().memory == allocations);  // the memory pool and the page-locked buffers
+  CHECK(rank.gemm().plans_prepared() == plans);         // descriptors and heuristics prepared once per shape
+  CHECK(plans > 0);
+}
+
+void check_device_errors(Communicator& world, RankDevice& rank, Grid& grid) {
+  const Device where = rank.runtime().device();
+  Tensor<float> on_device(Shape{2, 3}, grid.tag(MemoryKind::workspace));
+  Tensor<float> on_host(Shape{2, 3});
+  const std::string both = std::string("axpby: operands are on different devices (x on cpu, y on ") +
+                           std::string(name_of(where)) + ")";
+  CHECK_THROWS_WITH_AS(ops::axpby<float>(1.0f, std::as_const(on_host).view(), 1.0f, on_device.view(), grid.queue()),
+                       doctest::Contains(both.c_str()), Error);
+  // Device operands need a stream: a queue without one (the host's) is refused instead of using a default stream.
+  CHECK_THROWS_WITH_AS(ops::fill<float>(on_device.view(), 1.0f, ops::Queue{}), doctest::Contains("need a stream"),
+                       Error);
+  // f64 runs on the CPU only.
+  Tensor<double> wide(Shape{2, 3}, grid.tag(MemoryKind::workspace));
+  CHECK_THROWS_WITH_AS(ops::fill<double>(wide.view(), 1.0, grid.queue()), doctest::Contains("must be f32"), Error);
+  DistMatrix<float> d(grid, 4 * grid.q(), 4 * grid.q());
+  CHECK_THROWS_WITH_AS(d.local_map(), doctest::Contains("an Eigen view of a block on a device"), Error);
+  // A grid whose communicators cannot move device buffers (MPI's, in-process ones staging on the host) cannot be
+  // placed on the device — its collectives would memcpy device memory: the same error on every rank, naming the
+  // communicator. A world that stages on the device (RankDevice::grid set it) can.
+  Grid plain = Grid::create(world, grid.q());
+  const std::string message = error_on_every_rank(grid.grid(), [&] { plain.place_on(&rank.memory(), rank.queue()); });
+  if (world.takes_buffers_on(where)) {
+    CHECK(message.empty());
+  } else {
+    CHECK(message.find("Grid::place_on: the grid's row communicator (" + world.backend() + ") cannot move " +
+                       std::string(name_of(where)) + " buffers") != std::string::npos);
+  }
+}
+
+}  // namespace optimus::test

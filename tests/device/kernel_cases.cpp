@@ -1,0 +1,382 @@
+// Every operation of optimus/core/ops.hpp on a device against the same operation on the host (device_cases.hpp).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "device_cases.hpp"
+#include "device_world.hpp"
+#include "optimus/core/ops.hpp"
+#include "optimus/core/rng.hpp"
+
+namespace optimus::test {
+namespace {
+
+std::vector<float> random_values(std::int64_t n, std::uint64_t seed, double scale = 1.0) {
+  const CounterRng rng(seed);
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (std::size_t e = 0; e < x.size(); ++e) x[e] = static_cast<float>(scale * (2 * rng.uniform(0, e) - 1));
+  return x;
+}
+
+template <class T>
+bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
+
+template <class T>
+double as_double(T x) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return static_cast<double>(static_cast<float>(x));
+  } else {
+    return static_cast<double>(x);
+  }
+}
+
+// One operand on the host and on the device, with the same values.
+template <class T>
+struct Both {
+  Both(std::vector<T> values, Shape s, RankDevice& rank)
+      : host(std::move(values)), shape(s), device(to_device(host, s, rank.memory())) {}
+  std::vector<T> host;
+  Shape shape;
+  Tensor<T> device;
+
+  TensorView<T> on_host() { return TensorView<T>(host.data(), shape, Device::cpu); }
+  TensorView<const T> in_host() const { return TensorView<const T>(host.data(), shape, Device::cpu); }
+  TensorView<T> on_device() { return device.view(); }
+  TensorView<const T> in_device() const { return device.view(); }
+};
+
+// Compares the device's result with the host's: bit for bit where `exact` (the simulated device runs the CPU kernels;
+// dropout masks, casts and rank-order reductions are defined to the bit on every device), within 1e-5 relative
+// otherwise (a GPU sums in another order).
+struct Expect {
+  bool exact;
+  template <class T>
+  void same(const char* what, const Both<T>& b, bool always_exact = false) const {
+    const std::vector<T> got = download(b.device);
+    REQUIRE(got.size() == b.host.size());
+    CAPTURE(what);
+    if (exact || always_exact) {  // bit for bit (a NaN matches any NaN: a GPU writes its own payload)
+      bool same = true;
+      for (std::size_t e = 0; e < got.size(); ++e) {
+        same = same && (std::memcmp(&got[e], &b.host[e], sizeof(T)) == 0 || (is_nan(got[e]) && is_nan(b.host[e])));
+      }
+      CHECK(same);
+      return;
+    }
+    double worst = 0;
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      const double x = as_double(got[e]), y = as_double(b.host[e]);
+      worst = std::max(worst, std::abs(x - y) / (1 + std::abs(y)));
+    }
+    CAPTURE(worst);
+    CHECK(worst <= 1e-5);
+  }
+};
+
+void element_wise(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+  const ops::Queue host{};
+  const std::int64_t rows = 7, cols = 9;
+  const Shape m{rows, cols};
+  Both<float> x(random_values(rows * cols, 1, 3.0), m, rank), y(random_values(rows * cols, 2), m, rank);
+  Both<float> row(random_values(cols, 3), Shape{1, cols}, rank), sums(std::vector<float>(cols), Shape{1, cols}, rank);
+  ops::fill<float>(y.on_host(), 0.25f, host);
+  ops::fill<float>(y.on_device(), 0.25f, q);
+  expect.same("fill", y);
+  ops::axpby<float>(1.5f, x.in_host(), -0.5f, y.on_host(), host);
+  ops::axpby<float>(1.5f, x.in_device(), -0.5f, y.on_device(), q);
+  expect.same("axpby", y);
+  ops::add_row_broadcast<float>(row.in_host(), y.on_host(), host);
+  ops::add_row_broadcast<float>(row.in_device(), y.on_device(), q);
+  expect.same("add_row_broadcast", y);
+  ops::column_sums<float>(y.in_host(), sums.on_host(), host);
+  ops::column_sums<float>(y.in_device(), sums.on_device(), q);
+  expect.same("column_sums", sums);
+  Both<float> g(std::vector<float>(rows * cols), m, rank);
+  ops::gelu_forward<float>(x.in_host(), g.on_host(), host);
+  ops::gelu_forward<float>(x.in_device(), g.on_device(), q);
+  expect.same("gelu_forward", g);
+  ops::gelu_backward<float>(x.in_host(), y.in_host(), g.on_host(), host);
+  ops::gelu_backward<float>(x.in_device(), y.in_device(), g.on_device(), q);
+  expect.same("gelu_backward", g);
+  // axpby with beta = 0 ignores y: a NaN there does not propagate.
+  std::vector<float> nan_values(static_cast<std::size_t>(rows * cols), std::numeric_limits<float>::quiet_NaN());
+  Both<float> overwritten(nan_values, m, rank);
+  ops::axpby<float>(2.0f, x.in_device(), 0.0f, overwritten.on_device(), q);
+  ops::axpby<float>(2.0f, x.in_host(), 0.0f, overwritten.on_host(), host);
+  expect.same("axpby over NaN with beta = 0", overwritten);
+}
+
+void dropout_and_reductions(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+  const ops::Queue host{};
+  // Dropout of a strided block of a wider activation, with an inf and a NaN among the inputs: a dropped element is 0
+  // whatever it was, on every device (the CUDA kernel used to multiply by 0: inf * 0 = NaN).
+  std::vector<float> values = random_values(6 * 11, 4);
+  for (std::size_t e = 0; e < values.size(); e += 5) values[e] = std::numeric_limits<float>::infinity();
+  for (std::size_t e = 3; e < values.size(); e += 7) values[e] = std::numeric_limits<float>::quiet_NaN();
+  Both<float> x(values, Shape{6, 11}, rank);
+  ops::dropout<float>(x.on_host().block(0, 1, 6, 9), 10, 4, 0.4, 77, 5, host);
+  ops::dropout<float>(x.on_device().block(0, 1, 6, 9), 10, 4, 0.4, 77, 5, q);
+  expect.same("dropout (a strided block, infs and NaNs dropped to 0)", x, true);
+  int dropped_nonfinite = 0;
+  for (std::int64_t r = 0; r < 6; ++r) {
+    for (std::int64_t c = 1; c < 10; ++c) {
+      const float before = values[static_cast<std::size_t>(r * 11 + c)];
+      const float after = x.host[static_cast<std::size_t>(r * 11 + c)];
+      if (!std::isfinite(before) && after == 0.0f) ++dropped_nonfinite;
+    }
+  }
+  CHECK(dropped_nonfinite > 0);  // the case the test is about occurred
+  // The in-process reductions, f32 and f64: the host's bits everywhere.
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+    Both<float> acc(random_values(33, 5), Shape{33}, rank);
+    const Both<float> other(random_values(33, 6), Shape{33}, rank);
+    ops::reduce_into<float>(acc.on_host(), other.in_host(), op, host);
+    ops::reduce_into<float>(acc.on_device(), other.in_device(), op, q);
+    expect.same("reduce_into f32", acc, true);
+    const std::vector<float> a = random_values(5, 7), b = random_values(5, 8);
+    Both<double> acc64(std::vector<double>(a.begin(), a.end()), Shape{5}, rank);
+    const Both<double> other64(std::vector<double>(b.begin(), b.end()), Shape{5}, rank);
+    ops::reduce_into<double>(acc64.on_host(), other64.in_host(), op, host);
+    ops::reduce_into<double>(acc64.on_device(), other64.in_device(), op, q);
+    expect.same("reduce_into f64", acc64, true);
+  }
+  // bf16 casts: from a strided f32 window, and back.
+  Both<float> wide(random_values(5 * 8, 9, 100.0), Shape{5, 8}, rank);
+  Both<bf16> half(std::vector<bf16>(5 * 6), Shape{5, 6}, rank);
+  ops::to_bf16(wide.in_host().block(0, 2, 5, 6), half.on_host(), host);
+  ops::to_bf16(wide.in_device().block(0, 2, 5, 6), half.on_device(), q);
+  expect.same("to_bf16", half, true);
+  Both<float> back(std::vector<float>(30), Shape{5, 6}, rank);
+  ops::to_f32(half.in_host(), back.on_host(), host);
+  ops::to_f32(half.in_device(), back.on_device(), q);
+  expect.same("to_f32", back, true);
+}
+
+void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+  const ops::Queue host{};
+  const std::int64_t rows = 5, cols = 12, hidden = 36;  // the row's other columns on other ranks
+  Both<float> x(random_values(rows * cols, 10, 3.0), Shape{rows, cols}, rank);
+  Both<float> sum(std::vector<float>(rows), Shape{rows}, rank), max(std::vector<float>(rows), Shape{rows}, rank);
+  ops::row_sums<float>(x.in_host(), sum.on_host(), host);
+  ops::row_sums<float>(x.in_device(), sum.on_device(), q);
+  expect.same("row_sums", sum);
+  ops::row_max<float>(x.in_host(), max.on_host(), host);
+  ops::row_max<float>(x.in_device(), max.on_device(), q);
+  expect.same("row_max", max, true);
+  Both<float> sq(std::vector<float>(rows), Shape{rows}, rank), rstd(std::vector<float>(rows), Shape{rows}, rank);
+  const Both<float> gamma(random_values(cols, 11), Shape{1, cols}, rank), beta(random_values(cols, 12), Shape{1, cols}, rank);
+  Both<float> xhat(std::vector<float>(rows * cols), Shape{rows, cols}, rank), y(xhat.host, Shape{rows, cols}, rank);
+  // Continue from the host's sums on both sides, so that each operation is compared on the same inputs.
+  sum = Both<float>(sum.host, Shape{rows}, rank);
+  ops::layernorm_square_deviations<float>(x.in_host(), sum.in_host(), hidden, sq.on_host(), host);
+  ops::layernorm_square_deviations<float>(x.in_device(), sum.in_device(), hidden, sq.on_device(), q);
+  expect.same("layernorm_square_deviations", sq);
+  sq = Both<float>(sq.host, Shape{rows}, rank);
+  ops::layernorm_normalize<float>(x.in_host(), sum.in_host(), sq.in_host(), gamma.in_host(), beta.in_host(), hidden,
+                                  xhat.on_host(), rstd.on_host(), y.on_host(), host);
+  ops::layernorm_normalize<float>(x.in_device(), sum.in_device(), sq.in_device(), gamma.in_device(), beta.in_device(),
+                                  hidden, xhat.on_device(), rstd.on_device(), y.on_device(), q);
+  expect.same("layernorm_normalize: xhat", xhat);
+  expect.same("layernorm_normalize: rstd", rstd);
+  expect.same("layernorm_normalize: y", y);
+  const Both<float> dy(random_values(rows * cols, 13), Shape{rows, cols}, rank);
+  Both<float> dgamma(std::vector<float>(cols), Shape{1, cols}, rank), dbeta(dgamma.host, Shape{1, cols}, rank);
+  Both<float> partial(std::vector<float>(2 * rows), Shape{2 * rows}, rank), dx(xhat.host, Shape{rows, cols}, rank);
+  xhat = Both<float>(xhat.host, Shape{rows, cols}, rank);
+  rstd = Both<float>(rstd.host, Shape{rows}, rank);
+  ops::layernorm_backward_partials<float>(dy.in_host(), xhat.in_host(), gamma.in_host(), dgamma.on_host(),
+                                          dbeta.on_host(), partial.on_host(), host);
+  ops::layernorm_backward_partials<float>(dy.in_device(), xhat.in_device(), gamma.in_device(), dgamma.on_device(),
+                                          dbeta.on_device(), partial.on_device(), q);
+  expect.same("layernorm_backward_partials: dgamma", dgamma);
+  expect.same("layernorm_backward_partials: dbeta", dbeta);
+  expect.same("layernorm_backward_partials: sums", partial);
+  partial = Both<float>(partial.host, Shape{2 * rows}, rank);
+  ops::layernorm_backward_dx<float>(dy.in_host(), xhat.in_host(), gamma.in_host(), rstd.in_host(), partial.in_host(),
+                                    hidden, dx.on_host(), host);
+  ops::layernorm_backward_dx<float>(dy.in_device(), xhat.in_device(), gamma.in_device(), rstd.in_device(),
+                                    partial.in_device(), hidden, dx.on_device(), q);
+  expect.same("layernorm_backward_dx", dx);
+}
+
+void softmax_embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+  const ops::Queue host{};
+  const std::int64_t tiles = 3, seq = 6;
+  const Shape t{tiles * seq, seq};
+  const Both<float> scores(random_values(tiles * seq * seq, 14, 4.0), t, rank), dp(random_values(tiles * seq * seq, 15), t, rank);
+  Both<float> probs(std::vector<float>(scores.host.size()), t, rank);
+  ops::causal_softmax_forward<float>(scores.in_host(), 0.5f, probs.on_host(), host);
+  ops::causal_softmax_forward<float>(scores.in_device(), 0.5f, probs.on_device(), q);
+  expect.same("causal_softmax_forward", probs);
+  probs = Both<float>(probs.host, t, rank);
+  Both<float> ds(std::vector<float>(scores.host.size()), t, rank);
+  ops::causal_softmax_backward<float>(probs.in_host(), dp.in_host(), 0.5f, ds.on_host(), host);
+  ops::causal_softmax_backward<float>(probs.in_device(), dp.in_device(), 0.5f, ds.on_device(), q);
+  expect.same("causal_softmax_backward", ds);
+
+  // A vocabulary slice [v0, v0 + vn) of width 5, tokens in and out of it.
+  const std::int64_t n = 8, width = 5, v0 = 3, vn = 4, max_seq = 6, row_offset = 2, rows = 4;
+  const Both<int> tokens(std::vector<int>{3, 0, 6, 4, 3, 7, 9, 5}, Shape{n}, rank);
+  const Both<float> wte(random_values(vn * width, 16), Shape{vn, width}, rank);
+  const Both<float> wpe(random_values(max_seq * width, 17), Shape{max_seq, width}, rank);
+  const Both<float> grad(random_values(n * width, 18), Shape{n, width}, rank);
+  Both<float> partial(std::vector<float>(n * width), Shape{n, width}, rank);
+  Both<float> dwte(random_values(vn * width, 19), Shape{vn, width}, rank);
+  Both<float> positions(std::vector<float>(max_seq * width), Shape{max_seq, width}, rank);
+  ops::embedding_lookup<float>(wte.in_host(), tokens.in_host(), v0, partial.on_host(), host);
+  ops::embedding_lookup<float>(wte.in_device(), tokens.in_device(), v0, partial.on_device(), q);
+  expect.same("embedding_lookup", partial);
+  ops::add_positions<float>(wpe.in_host(), row_offset, 4, partial.on_host().block(0, 0, rows, width), host);
+  ops::add_positions<float>(wpe.in_device(), row_offset, 4, partial.on_device().block(0, 0, rows, width), q);
+  expect.same("add_positions", partial);
+  ops::embedding_scatter_add<float>(grad.in_host(), tokens.in_host(), v0, dwte.on_host(), host);
+  ops::embedding_scatter_add<float>(grad.in_device(), tokens.in_device(), v0, dwte.on_device(), q);
+  expect.same("embedding_scatter_add", dwte);
+  ops::position_grad<float>(grad.in_host().block(0, 0, rows, width), row_offset, 4, positions.on_host(), host);
+  ops::position_grad<float>(grad.in_device().block(0, 0, rows, width), row_offset, 4, positions.on_device(), q);
+  expect.same("position_grad", positions);
+
+  // Cross-entropy of logits [4, 6] of the slice [6, 12), targets of rows 1..4 of a batch of 10.
+  const std::int64_t ce_rows = 4, ce_vn = 6, ce_v0 = 6, ce_offset = 1;
+  const Both<int> targets(std::vector<int>{0, 7, 2, 11, 6, 9, 1, 3, 4, 5}, Shape{10}, rank);
+  Both<float> logits(random_values(ce_rows * ce_vn, 20, 3.0), Shape{ce_rows, ce_vn}, rank);
+  Both<float> max(std::vector<float>(ce_rows), Shape{ce_rows}, rank), sums(std::vector<float>(2 * ce_rows), Shape{2 * ce_rows}, rank);
+  Both<double> loss(std::vector<double>(ce_rows), Shape{ce_rows}, rank);
+  ops::row_max<float>(logits.in_host(), max.on_host(), host);
+  ops::row_max<float>(logits.in_device(), max.on_device(), q);
+  ops::cross_entropy_exp_sums<float>(logits.on_host(), max.in_host(), targets.in_host(), ce_offset, ce_v0,
+                                     sums.on_host(), host);
+  ops::cross_entropy_exp_sums<float>(logits.on_device(), max.in_device(), targets.in_device(), ce_offset, ce_v0,
+                                     sums.on_device(), q);
+  expect.same("cross_entropy_exp_sums: exponentials", logits);
+  expect.same("cross_entropy_exp_sums: sums", sums);
+  logits = Both<float>(logits.host, Shape{ce_rows, ce_vn}, rank);
+  sums = Both<float>(sums.host, Shape{2 * ce_rows}, rank);
+  ops::cross_entropy_finish<float>(logits.on_host(), max.in_host(), sums.in_host(), loss.on_host(), host);
+  ops::cross_entropy_finish<float>(logits.on_device(), max.in_device(), sums.in_device(), loss.on_device(), q);
+  expect.same("cross_entropy_finish: probabilities", logits);
+  expect.same("cross_entropy_finish: row losses", loss);
+  logits = Both<float>(logits.host, Shape{ce_rows, ce_vn}, rank);
+  ops::cross_entropy_backward<float>(logits.on_host(), targets.in_host(), ce_offset, ce_v0, host);
+  ops::cross_entropy_backward<float>(logits.on_device(), targets.in_device(), ce_offset, ce_v0, q);
+  expect.same("cross_entropy_backward", logits);
+}
+
+void optimizer(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+  const ops::Queue host{};
+  const std::int64_t n = 300;  // more than a GPU block of threads
+  const Both<float> grad(random_values(n, 21), Shape{n}, rank);
+  Both<double> scratch(std::vector<double>(ops::sum_squares_scratch()), Shape{ops::sum_squares_scratch()}, rank);
+  const double on_host = ops::sum_squares<float>(grad.in_host(), TensorView<double>(), host);
+  const double on_device = ops::sum_squares<float>(grad.in_device(), scratch.on_device(), q);
+  if (expect.exact) {
+    CHECK(on_device == on_host);
+  } else {
+    CHECK(on_device == doctest::Approx(on_host).epsilon(1e-12));
+  }
+  Both<float> value(random_values(n, 22), Shape{n}, rank), m(std::vector<float>(n), Shape{n}, rank),
+      v(std::vector<float>(n), Shape{n}, rank);
+  for (int t = 1; t <= 2; ++t) {
+    const AdamWStep step{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 0.5,
+                         .c1 = 1 - std::pow(0.9, t), .c2 = 1 - std::pow(0.95, t)};
+    ops::adamw_update<float>(value.on_host(), grad.in_host(), m.on_host(), v.on_host(), step, host);
+    ops::adamw_update<float>(value.on_device(), grad.in_device(), m.on_device(), v.on_device(), step, q);
+  }
+  expect.same("adamw_update: weights", value);
+  expect.same("adamw_update: first moments", m);
+  expect.same("adamw_update: second moments", v);
+}
+
+// GEMMs as the layers run them: every transpose, f32 and bf16 math, each epilogue fused (a leading dimension of GELU's
+// input divisible by 8) and not (9), k = 0; and attention's strided batches — Q, K and V side by side in a [s, 3w]
+// block, starting at element offsets that are not 256-byte aligned — against the host's products.
+void gemms(RankDevice& rank, const Expect& expect) {
+  const std::int64_t m = 6, n = 8, k = 5;
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    CAPTURE(static_cast<int>(math));
+    ops::Queue q = rank.queue();
+    q.math = math;
+    q.scratch = MemoryTag{.tracker = nullptr, .kind = MemoryKind::workspace, .device = &rank.memory()};
+    const ops::Queue host{.math = math};
+    for (Trans ta : {Trans::no, Trans::yes}) {
+      for (Trans tb : {Trans::no, Trans::yes}) {
+        const Both<float> a(random_values(m * k, 23), ta == Trans::no ? Shape{m, k} : Shape{k, m}, rank);
+        const Both<float> b(random_values(k * n, 24), tb == Trans::no ? Shape{k, n} : Shape{n, k}, rank);
+        Both<float> c(random_values(m * n, 25), Shape{m, n}, rank);
+        ops::gemm<float>(ta, tb, 0.5f, a.in_host(), b.in_host(), -1.0f, c.on_host(), host);
+        ops::gemm<float>(ta, tb, 0.5f, a.in_device(), b.in_device(), -1.0f, c.on_device(), q);
+        expect.same("gemm", c);
+      }
+    }
+    for (std::int64_t width : {std::int64_t{8}, std::int64_t{9}}) {  // fused by cuBLASLt (ld 8), and not (ld 9)
+      const Both<float> a(random_values(m * k, 26), Shape{m, k}, rank), b(random_values(k * width, 27), Shape{k, width}, rank);
+      const Both<float> bias(random_values(width, 28), Shape{1, width}, rank);
+      Both<float> c(std::vector<float>(m * width), Shape{m, width}, rank), pre(c.host, Shape{m, width}, rank);
+      using Kind = ops::Epilogue<float>::Kind;
+      ops::gemm<float>(Trans::no, Trans::no, 1.0f, a.in_host(), b.in_host(), 0.0f, c.on_host(),
+                       {.kind = Kind::bias_gelu, .bias = bias.in_host(), .pre = pre.on_host()}, host);
+      ops::gemm<float>(Trans::no, Trans::no, 1.0f, a.in_device(), b.in_device(), 0.0f, c.on_device(),
+                       {.kind = Kind::bias_gelu, .bias = bias.in_device(), .pre = pre.on_device()}, q);
+      CAPTURE(width);
+      expect.same("gemm with bias and GELU: C", c);
+      expect.same("gemm with bias and GELU: GELU's input", pre);
+    }
+    {  // k = 0: C = beta C; an empty output does nothing
+      const Both<float> a(std::vector<float>(), Shape{m, 0}, rank), b(std::vector<float>(), Shape{0, n}, rank);
+      Both<float> c(random_values(m * n, 29), Shape{m, n}, rank);
+      ops::gemm<float>(Trans::no, Trans::no, 1.0f, a.in_host(), b.in_host(), 0.5f, c.on_host(), host);
+      ops::gemm<float>(Trans::no, Trans::no, 1.0f, a.in_device(), b.in_device(), 0.5f, c.on_device(), q);
+      expect.same("gemm with k = 0", c, true);
+    }
+    // Attention: per sequence [s, 3w] of qkv holds Q, K, V of `heads` heads side by side (w = heads * d).
+    const std::int64_t s = 5, heads = 3, d = 4, w = heads * d;
+    const Both<float> qkv(random_values(2 * s * 3 * w, 30), Shape{2 * s, 3 * w}, rank);
+    Both<float> scores(std::vector<float>(heads * s * s), Shape{heads * s, s}, rank);
+    Both<float> merged(random_values(2 * s * w, 31), Shape{2 * s, w}, rank);
+    const auto side = [&](TensorView<const float> all, int which) {
+      return ops::BatchView<const float>{.all = all.block(s, which * w, s, w), .layout = ops::Batched::side_by_side};
+    };
+    ops::gemm_batched<float>(Trans::no, Trans::yes, 1.0f, side(qkv.in_host(), 0), side(qkv.in_host(), 1), 0.0f,
+                             {.all = scores.on_host(), .layout = ops::Batched::stacked}, heads, host);
+    ops::gemm_batched<float>(Trans::no, Trans::yes, 1.0f, side(qkv.in_device(), 0), side(qkv.in_device(), 1), 0.0f,
+                             {.all = scores.on_device(), .layout = ops::Batched::stacked}, heads, q);
+    expect.same("gemm_batched: scores = Q K^T", scores);
+    scores = Both<float>(scores.host, Shape{heads * s, s}, rank);
+    ops::gemm_batched<float>(Trans::no, Trans::no, 1.0f, {.all = scores.in_host(), .layout = ops::Batched::stacked},
+                             side(qkv.in_host(), 2), 0.0f,
+                             {.all = merged.on_host().block(s, 0, s, w), .layout = ops::Batched::side_by_side}, heads,
+                             host);
+    ops::gemm_batched<float>(Trans::no, Trans::no, 1.0f, {.all = scores.in_device(), .layout = ops::Batched::stacked},
+                             side(qkv.in_device(), 2), 0.0f,
+                             {.all = merged.on_device().block(s, 0, s, w), .layout = ops::Batched::side_by_side},
+                             heads, q);
+    expect.same("gemm_batched: out = P V", merged);
+  }
+}
+
+}  // namespace
+
+void check_kernels(RankDevice& rank) {
+  const Expect expect{.exact = rank.runtime().device() == Device::sim};
+  const ops::Queue q = rank.queue();
+  element_wise(rank, q, expect);
+  dropout_and_reductions(rank, q, expect);
+  rows_and_layernorm(rank, q, expect);
+  softmax_embedding_loss(rank, q, expect);
+  optimizer(rank, q, expect);
+  gemms(rank, expect);
+}
+
+}  // namespace optimus::test

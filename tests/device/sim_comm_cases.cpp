@@ -1,0 +1,250 @@
+// Communication on the simulated device (part of test_sim): device communicators over the simulated NCCL with several
+// in-process ranks — every collective on device and host buffers with exact counters, point-to-point exchanges, a
+// stuck or failing peer — and the in-process staging area on a shared device.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "../comm/collective_cases.hpp"
+#include "device_world.hpp"
+#include "optimus/comm/device_communicator.hpp"
+#include "optimus/comm/device_staging.hpp"
+#include "optimus/comm/in_process.hpp"
+#include "optimus/sim/collectives.hpp"
+#include "optimus/sim/runtime.hpp"
+
+namespace {
+
+using optimus::Communicator;
+using optimus::DeviceCommunicator;
+using optimus::DType;
+using optimus::ReduceOp;
+using optimus::Shape;
+using optimus::Tensor;
+namespace sim = optimus::sim;
+
+// fn(world, device, communicator) on `ranks` in-process ranks, each with a simulated device of its own and a device
+// communicator over them.
+void on_device_communicators(int ranks, const sim::Options& options,
+                             const std::function<void(Communicator&, sim::Runtime&, DeviceCommunicator&)>& fn) {
+  optimus::run_in_process(ranks, [&](Communicator& world) {
+    sim::Options mine = options;
+    mine.ordinal = world.rank();
+    sim::Runtime device(mine);
+    const auto comm = DeviceCommunicator::create(world, device);
+    fn(world, device, *comm);
+  });
+}
+
+optimus::MemoryTag on(optimus::DeviceMemoryPool& memory) {
+  return {.tracker = nullptr, .kind = optimus::MemoryKind::workspace, .device = &memory};
+}
+
+}  // namespace
+
+TEST_CASE("device communicators over the simulated NCCL: every operation on host buffers (staged), exact counters") {
+  for (int ranks : {1, 2, 4}) {
+    CAPTURE(ranks);
+    on_device_communicators(ranks, sim::Options{.delays = {.max_microseconds = 100, .seed = 2}},
+                            [](Communicator&, sim::Runtime&, DeviceCommunicator& comm) {
+                              CHECK(comm.backend() == "sim-nccl");
+                              CHECK(comm.takes_buffers_on(optimus::Device::sim));
+                              optimus::test::check_collectives(comm);
+                              optimus::test::check_counters(comm);
+                              optimus::test::check_nonblocking(comm);
+                            });
+  }
+}
+
+TEST_CASE("device communicators move device buffers, stream-ordered after the compute stream") {
+  on_device_communicators(3, sim::Options{.delays = {.max_microseconds = 300, .seed = 4}},
+                          [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
+    auto compute = device.create_stream();
+    optimus::DeviceMemoryPool memory(device, *compute);
+    comm.set_compute_stream(compute.get());
+    const int r = world.rank(), p = world.size();
+    const optimus::ops::Queue q{.stream = compute.get()};
+    Tensor<float> x(Shape{5}, on(memory)), gathered(Shape{5 * p}, on(memory)), piece(Shape{2}, on(memory)),
+        spread(Shape{2 * p}, on(memory));
+    // Written by a kernel on the compute stream just before: the communicator must wait for it.
+    optimus::ops::fill<float>(x.view(), static_cast<float>(r + 1), q);
+    comm.all_reduce(x.data(), x.data(), 5, DType::f32, ReduceOp::sum);
+    CHECK(optimus::download(x) == std::vector<float>(5, static_cast<float>(p * (p + 1) / 2)));
+    optimus::ops::fill<float>(x.view(), static_cast<float>(r), q);
+    comm.all_gather(x.data(), gathered.data(), 5, DType::f32);
+    const std::vector<float> all = optimus::download(gathered);
+    for (int k = 0; k < p; ++k) CHECK(all[static_cast<std::size_t>(5 * k)] == static_cast<float>(k));
+    optimus::ops::fill<float>(spread.view(), 1.0f, q);
+    comm.reduce_scatter(spread.data(), piece.data(), 2, DType::f32, ReduceOp::sum);
+    CHECK(optimus::download(piece) == std::vector<float>(2, static_cast<float>(p)));
+    optimus::ops::fill<float>(x.view(), r == 1 ? 42.0f : -1.0f, q);
+    comm.broadcast(x.data(), 5, DType::f32, 1);
+    CHECK(optimus::download(x) == std::vector<float>(5, 42.0f));
+    optimus::ops::fill<float>(x.view(), 2.0f, q);
+    comm.reduce(x.data(), x.data(), 5, DType::f32, ReduceOp::max, 0);
+    if (r == 0) CHECK(optimus::download(x) == std::vector<float>(5, 2.0f));
+    comm.barrier();
+  });
+}
+
+TEST_CASE("the simulated NCCL refuses host memory, as NCCL cannot read it") {
+  optimus::run_in_process(1, [](Communicator& world) {
+    sim::Runtime device(sim::Options{});
+    auto collectives = sim::Collectives::create(world, device);
+    auto stream = device.create_stream();
+    std::vector<float> host(4);
+    CHECK_THROWS_WITH_AS(collectives->all_reduce(host.data(), host.data(), 4, DType::f32, ReduceOp::sum,
+                                                                 optimus::Sync::nonblocking, *stream),
+                         doctest::Contains("is not device memory of sim device 0"), optimus::Error);
+  });
+}
+
+TEST_CASE("an exchange — both ranks send, then receive — completes: sends and receives are posted as one group") {
+  // A device send blocks its stream until the peer's receive runs. Posted one by one (as the NCCL communicator did),
+  // both ranks' sends wait for receives queued behind them: a deadlock, which the simulated NCCL reproduces.
+  on_device_communicators(2, sim::Options{}, [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
+    auto compute = device.create_stream();
+    optimus::DeviceMemoryPool memory(device, *compute);
+    comm.set_compute_stream(compute.get());  // the buffers are zeroed and filled on it
+    const int peer = 1 - world.rank();
+    std::vector<float> mine(64, static_cast<float>(world.rank() + 10));
+    Tensor<float> out = optimus::upload(mine.data(), Shape{64}, on(memory)), in(Shape{64}, on(memory));
+    optimus::Request sent = comm.isend(out.data(), 64, DType::f32, peer, 0);
+    optimus::Request received = comm.irecv(in.data(), 64, DType::f32, peer, 0);
+    sent.wait();
+    received.wait();
+    CHECK(optimus::download(in) == std::vector<float>(64, static_cast<float>(peer + 10)));
+    // The raw collectives without a group: the exchange deadlocks (found by the timeout below).
+    comm.set_timeout(std::chrono::milliseconds(300));
+    auto raw = sim::Collectives::create(world, device);
+    auto stream = device.create_stream();
+    compute->synchronize();
+    raw->send(out.data(), 64, DType::f32, peer, *stream);
+    raw->recv(in.data(), 64, DType::f32, peer, *stream);
+    auto done = device.create_event();
+    done->record(*stream);
+    const auto start = std::chrono::steady_clock::now();
+    while (!done->done() && std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK_FALSE(done->done());  // still waiting: both sends wait for receives queued behind them
+    raw->abort();               // ends the waits
+    stream->synchronize();
+    CHECK_THROWS_WITH_AS(raw->check_async_errors(), doctest::Contains("aborted"), optimus::Error);
+  });
+}
+
+TEST_CASE("an operation a peer never joins times out, aborts the communicator, and later calls fail at once") {
+  on_device_communicators(2, sim::Options{}, [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
+    comm.set_timeout(std::chrono::milliseconds(250));
+    auto compute = device.create_stream();
+    optimus::DeviceMemoryPool memory(device, *compute);
+    Tensor<float> x(Shape{8}, on(memory));
+    if (world.rank() == 0) {  // rank 1 skips this all-reduce: rank 0 would wait forever
+      CHECK_THROWS_WITH_AS(comm.all_reduce(x.data(), x.data(), 8, DType::f32, ReduceOp::sum),
+                           doctest::Contains("did not complete within"), optimus::Error);
+      CHECK_THROWS_WITH_AS(comm.barrier(), doctest::Contains("was aborted"), optimus::Error);
+    }
+    world.barrier();  // on the host world: rank 1 waits here until rank 0 has given up
+  });
+}
+
+TEST_CASE("a failing peer ends the others' pending device collectives with its error, not a hang") {
+  CHECK_THROWS_WITH_AS(
+      on_device_communicators(3, sim::Options{},
+                              [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
+                                auto compute = device.create_stream();
+                                optimus::DeviceMemoryPool memory(device, *compute);
+                                Tensor<float> x(Shape{8}, on(memory));
+                                if (world.rank() == 2) OPTIMUS_FAIL("rank 2 failed before the all-reduce");
+                                comm.all_reduce(x.data(), x.data(), 8, DType::f32, ReduceOp::sum);
+                              }),
+      doctest::Contains("rank 2 failed before the all-reduce"), optimus::Error);
+}
+
+namespace {
+
+// A staging area that records whether the ranks' deliveries — copies out of staged contributions into their buffers —
+// can run at the same time: each delivery waits (up to a few seconds) until every rank is inside one.
+class ConcurrentDeliveries final : public optimus::InProcessStaging {
+ public:
+  explicit ConcurrentDeliveries(int ranks) : ranks_(ranks) {}
+  optimus::Device device() const override { return optimus::Device::cpu; }
+  std::shared_ptr<std::byte> allocate(std::size_t bytes) override {
+    auto p = std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
+    std::lock_guard lock(mu_);
+    staged_.insert(p.get());
+    return p;
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    bool delivery = false;
+    {
+      std::lock_guard lock(mu_);
+      delivery = staged_.count(static_cast<const std::byte*>(src)) > 0;
+    }
+    if (delivery) meet();
+    std::memcpy(dst, src, bytes);
+  }
+  void reduce(void* acc, const void* x, std::size_t count, DType dtype, ReduceOp op) override {
+    host_->reduce(acc, x, count, dtype, op);
+  }
+  bool all_met() const { return met_.load(); }
+
+ private:
+  void meet() {
+    std::unique_lock lock(mu_);
+    if (met_.load()) return;
+    if (++inside_ == ranks_) {
+      met_.store(true);
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return met_.load(); });
+    --inside_;
+  }
+  int ranks_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<const std::byte*> staged_;
+  int inside_ = 0;
+  std::atomic<bool> met_{false};
+  std::shared_ptr<optimus::InProcessStaging> host_ = optimus::host_staging();
+};
+
+}  // namespace
+
+TEST_CASE("in-process deliveries run outside the group's lock: the ranks copy their results at the same time") {
+  // A staged copy on a device waits for the rank's stream; under the group's lock it made every rank of the group
+  // wait for every other's device in turn (no overlap on one GPU).
+  auto staging = std::make_shared<ConcurrentDeliveries>(4);
+  optimus::run_in_process(4, [&](Communicator& world) {
+    optimus::set_in_process_staging(world, staging);
+    std::vector<double> mine(3, world.rank()), all(12);
+    world.all_gather(mine.data(), all.data(), 3, DType::f64);
+    CHECK(all[9] == 3.0);
+  });
+  CHECK(staging->all_met());
+}
+
+TEST_CASE("the in-process staging area on a shared device: collectives on host and device buffers, nothing leaked") {
+  sim::Runtime device(sim::Options{.delays = {.max_microseconds = 100, .seed = 9}});
+  optimus::run_in_process(4, [&](Communicator& world) {
+    auto stream = device.create_stream();
+    optimus::DeviceMemoryPool memory(device, *stream);
+    optimus::set_in_process_staging(world, std::make_shared<optimus::DeviceStaging>(memory));
+    CHECK(world.takes_buffers_on(optimus::Device::sim));
+    optimus::test::check_collectives(world);  // host buffers, through the device staging area
+    Tensor<float> x(Shape{6}, on(memory));
+    optimus::ops::fill<float>(x.view(), static_cast<float>(world.rank()), optimus::ops::Queue{.stream = stream.get()});
+    world.all_reduce(x.data(), x.data(), 6, DType::f32, ReduceOp::max);
+    CHECK(optimus::download(x) == std::vector<float>(6, 3.0f));
+  });
+  CHECK(device.bytes_in_use() == 0);  // every staged contribution and every tensor was released
+}

@@ -1,0 +1,72 @@
+// The simulated device under mpiexec: one process per device, the grid's communicators the simulated NCCL over MPI
+// (distributed_grid). At N = q^2 ranks the device cases at q = sqrt(N); at N = 8, dp = 2 replicas of q = 2.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "../comm/collective_cases.hpp"
+#include "../grid/overlap_cases.hpp"
+#include "../layers/layer_cases.hpp"
+#include "device_cases.hpp"
+#include "optimus/comm/device_communicator.hpp"
+#include "optimus/sim/runtime.hpp"
+#include "test_world.hpp"
+
+namespace {
+
+using optimus::Grid;
+using optimus::RankDevice;
+
+int square_q() {
+  const int n = optimus::test::world().size();
+  const int q = static_cast<int>(std::lround(std::sqrt(n)));
+  return q * q == n ? q : 0;
+}
+
+// fn(rank, grid) with this process's simulated device and a grid of q (dp = world / q^2) over the simulated NCCL.
+template <class Fn>
+void on_device_grid(int q, Fn&& fn) {
+  optimus::sim::Runtime device(optimus::sim::Options{.delays = {.max_microseconds = 50, .seed = 1}});
+  RankDevice rank(device, optimus::ops::GemmMath::f32);
+  Grid grid = optimus::distributed_grid(rank, optimus::test::world(), q);
+  fn(rank, grid);
+}
+
+}  // namespace
+
+TEST_CASE("device communicators over MPI: every operation, host and device buffers, exact counters") {
+  optimus::sim::Runtime device(optimus::sim::Options{});
+  const auto comm = optimus::DeviceCommunicator::create(optimus::test::world(), device);
+  CHECK(comm->backend() == "sim-nccl");
+  optimus::test::check_collectives(*comm);
+  optimus::test::check_counters(*comm);
+  optimus::test::check_nonblocking(*comm);
+}
+
+TEST_CASE("every device case on a grid of one simulated device per process") {
+  const int q = square_q();
+  if (q == 0) return;
+  on_device_grid(q, [](RankDevice&, Grid& grid) { optimus::test::check_device_grid(grid); });
+}
+
+TEST_CASE("a training step on the simulated devices equals the host's bit for bit; steady state; errors") {
+  const int q = square_q();
+  if (q == 0) return;
+  on_device_grid(q, [&](RankDevice& rank, Grid& grid) {
+    Grid host = Grid::create(optimus::test::world(), q);
+    optimus::test::check_step_like_host(grid, host, true);
+    optimus::test::check_steady_state(rank, grid);
+    optimus::test::check_device_errors(optimus::test::world(), rank, grid);
+  });
+}
+
+TEST_CASE("dp = 2 replicas of q = 2 on simulated devices: bucketed gradient reduction and training") {
+  if (optimus::test::world().size() != 8) return;
+  on_device_grid(2, [](RankDevice&, Grid& grid) {
+    REQUIRE(grid.dp() == 2);
+    optimus::test::check_data_parallel_overlap_on(grid);
+    optimus::test::check_f32_training_on(grid);
+    Grid host = Grid::create(optimus::test::world(), 2);
+    optimus::test::check_step_like_host(grid, host, true);
+  });
+}
