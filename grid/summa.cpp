@@ -68,7 +68,9 @@ TensorView<S> panel(bool root, const Operand<S>& own, Tensor<S>& scratch) {
 
 // The local GEMM C = alpha op(A) op(B) + beta C in row tiles of C, calling poll() between tiles so that
 // non-blocking MPI operations progress while the GEMM runs (MPI progresses only inside MPI calls). Both
-// SUMMA modes use the same tiles, so their results stay bitwise identical.
+// SUMMA modes use the same tiles, so their results stay bitwise identical. A GPU's GEMM is asynchronous and its
+// communication progresses on its own: one tile there; the simulated device tiles as the CPU does, since it runs the
+// CPU's GEMM and gives the CPU's bits.
 // S: the operands' type (T, or bf16 with T = float: ops::gemm's mixed-precision overload).
 // `epilogue` (ops::Epilogue) is applied to each tile of C as its GEMM writes it.
 template <class T, class S, class Poll>
@@ -76,8 +78,7 @@ void tiled_gemm(const ops::Queue& queue, Trans trans_a, Trans trans_b, T alpha, 
                 TensorView<const S> b, T beta, TensorView<T> c, Poll&& poll, const ops::Epilogue<T>& epilogue = {}) {
   constexpr std::int64_t kTiles = 4, kMinRows = 64;
   const std::int64_t rows = c.size(0);
-  // On a GPU the GEMM is asynchronous and communication progresses on its own: one tile.
-  const std::int64_t tiles = rows >= kTiles * kMinRows && c.device() == Device::cpu ? kTiles : 1;
+  const std::int64_t tiles = rows >= kTiles * kMinRows && c.device() != Device::cuda ? kTiles : 1;
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::int64_t r0 = rows * t / tiles, r1 = rows * (t + 1) / tiles;
     const TensorView<const S> a_rows =

@@ -14,6 +14,7 @@
 #include "../grid/summa_cases.hpp"
 #include "../layers/layer_cases.hpp"
 #include "optimus/grid/summa.hpp"
+#include "optimus/reference/matmul.hpp"
 #include "optimus/layers/gpt.hpp"
 #include "optimus/reference/compare.hpp"
 #include "same_error.hpp"
@@ -94,6 +95,34 @@ void check_step_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
   }
   on_device.set_gemm_math(ops::GemmMath::f32);
   on_host.set_gemm_math(ops::GemmMath::f32);
+}
+
+void check_products_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
+  const int q = on_device.q();
+  const std::int64_t m = 512 * q, k = 144 * q, n = 24 * q;  // 512 rows per rank: the CPU GEMM runs in row tiles
+  const reference::Matrix a = reference::random_matrix(m, k, 41), b = reference::random_matrix(k, n, 42);
+  const reference::Matrix at = reference::random_matrix(k, m, 43), bt = reference::random_matrix(n, k, 44);
+  for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    CAPTURE(math == ops::GemmMath::bf16);
+    std::vector<reference::Matrix> results[2];
+    for (int placed = 0; placed < 2; ++placed) {
+      Grid& grid = placed == 0 ? on_device : on_host;
+      grid.set_gemm_math(math);
+      const auto A = DistMatrix<float>::from_global(grid, a), B = DistMatrix<float>::from_global(grid, b);
+      const auto At = DistMatrix<float>::from_global(grid, at), Bt = DistMatrix<float>::from_global(grid, bt);
+      results[placed] = {summa_ab(A, B).to_global().cast<double>(), summa_abt(A, Bt).to_global().cast<double>(),
+                         summa_atb(At, B).to_global().cast<double>()};
+      grid.set_gemm_math(ops::GemmMath::f32);
+    }
+    for (std::size_t p = 0; p < 3; ++p) {
+      CAPTURE(p);
+      if (bitwise) {
+        CHECK(results[0][p] == results[1][p]);
+      } else {
+        CHECK(close(results[0][p], results[1][p], math == ops::GemmMath::bf16 ? 1e-3 : 1e-5));
+      }
+    }
+  }
 }
 
 void check_steady_state(RankDevice& rank, Grid& grid) {

@@ -23,6 +23,9 @@ void check_device_grid(Grid& grid);
 // q: the same losses, gradient norms and parameters — bit for bit when `bitwise` (the simulated device), within
 // 1e-4 relative (1e-3 with bf16 GEMMs) otherwise.
 void check_step_like_host(Grid& on_device, Grid& on_host, bool bitwise);
+// The three SUMMA products of tall matrices (the CPU's GEMM in row tiles) on `on_device` and on `on_host`, at f32 and
+// bf16 math: bit for bit when `bitwise`, within 1e-5 (1e-3 with bf16) otherwise.
+void check_products_like_host(Grid& on_device, Grid& on_host, bool bitwise);
 // Repeated SUMMA products and GPT training steps make no raw allocation from the rank's memory pool or page-locked
 // buffers after the first, and prepare no new GEMM plan.
 void check_steady_state(RankDevice& rank, Grid& grid);

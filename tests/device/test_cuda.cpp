@@ -48,6 +48,7 @@ TEST_CASE("a training step on one GPU matches the host; steady state; errors") {
     optimus::test::on_shared_device(kGpu, q, 1, ops::GemmMath::f32, [&](Communicator& world, RankDevice& rank, Grid& grid) {
       Grid host = Grid::create(world, q);
       optimus::test::check_step_like_host(grid, host, false);
+      optimus::test::check_products_like_host(grid, host, false);
       optimus::test::check_steady_state(rank, grid);
       optimus::test::check_device_errors(world, rank, grid);
     });

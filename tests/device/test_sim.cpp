@@ -402,6 +402,7 @@ TEST_CASE("a training step on the simulated device equals the host's bit for bit
     optimus::test::on_shared_device(kSim, q, 1, ops::GemmMath::f32, [&](Communicator& world, RankDevice&, Grid& grid) {
       Grid host = Grid::create(world, q);  // the world stages on the device now; this grid's matrices stay on the host
       optimus::test::check_step_like_host(grid, host, true);
+      optimus::test::check_products_like_host(grid, host, true);
     });
   }
   optimus::test::on_own_devices(kSim, 2, 2, ops::GemmMath::f32, [&](Communicator& world, RankDevice&, Grid& grid) {

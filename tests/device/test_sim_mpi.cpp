@@ -55,6 +55,7 @@ TEST_CASE("a training step on the simulated devices equals the host's bit for bi
   on_device_grid(q, [&](RankDevice& rank, Grid& grid) {
     Grid host = Grid::create(optimus::test::world(), q);
     optimus::test::check_step_like_host(grid, host, true);
+    optimus::test::check_products_like_host(grid, host, true);
     optimus::test::check_steady_state(rank, grid);
     optimus::test::check_device_errors(optimus::test::world(), rank, grid);
   });
