@@ -300,12 +300,12 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   report.header("step: median over iters of the slowest rank; TFLOP/s: model FLOPs (3 x forward, attention in full) "
                 "per second over the whole grid; gemm_ms: the step's GEMMs at q = 1 shapes, each timed alone "
                 "(%gemm of step_ms; the rest is element-wise work, softmax, casts and communication); peak: " +
-                peak_what + ", measured now; peak_MiB: device memory in "
-                "use (accelerator) or tensor bytes (CPU) per rank; allocs/step: raw allocations of a rank's memory pool "
-                "and page-locked buffers during the timed steps (must be 0 on an accelerator); staging_allocs: raw "
-                "allocations of the in-process staging area, which the ranks sharing one device exchange through, in "
-                "all the timed steps (it grows, doubling, until it holds the most contributions alive at once, which "
-                "depends on how far ranks run ahead; reported, not required to be 0); copied_KiB/step: bytes copied host <-> device by the whole grid "
+                peak_what + ", measured now; peak_MiB: device memory in use (accelerator) or tensor bytes (CPU) per "
+                "rank; allocs/step: raw allocations of a rank's memory pool and page-locked buffers during the timed "
+                "steps (must be 0 on an accelerator); staging_allocs: raw allocations of the in-process staging area, "
+                "which the ranks sharing one device exchange through, in all the timed steps (it grows, doubling, "
+                "until it holds the most contributions alive at once, which depends on how far ranks run ahead; "
+                "reported, not required to be 0); copied_KiB/step: bytes copied host <-> device by the whole grid "
                 "(the loss, token ids, timing's scalars; counted exactly on the simulated device); #wrong: elements "
                 "(and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference");
   bool ok = true;

@@ -45,9 +45,9 @@ double time_gemms(const std::vector<GemmShape>& gemms, DeviceMemory* device, con
     const Tensor<float> b(g.trans_b ? Shape{g.batch * g.n, g.k} : Shape{g.batch * g.k, g.n}, tag);
     Tensor<float> c(Shape{g.batch * g.m, g.n}, tag, Init::none);
     auto once = [&] {
-      ops::gemm_batched<float>(g.trans_a ? Trans::yes : Trans::no, g.trans_b ? Trans::yes : Trans::no, 1.0f, {a.view(), ops::Batched::stacked},
-                               {b.view(), ops::Batched::stacked}, 0.0f, {c.view(), ops::Batched::stacked}, g.batch,
-                               queue);
+      ops::gemm_batched<float>(g.trans_a ? Trans::yes : Trans::no, g.trans_b ? Trans::yes : Trans::no, 1.0f,
+                               {a.view(), ops::Batched::stacked}, {b.view(), ops::Batched::stacked}, 0.0f,
+                               {c.view(), ops::Batched::stacked}, g.batch, queue);
     };
     once();  // warm-up: algorithm selection, first-touch
     synchronize();

@@ -218,10 +218,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n", q, q,
                 grid.dp(), world.size(), grid.row().backend().c_str(), std::string(name_of(where.device)).c_str(),
                 gemm.c_str());
-    std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f nats/char\n",
+    std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f "
+                "nats/char\n",
                 corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
                 static_cast<long long>(config.vocab), corpus.unigram_entropy);
-    std::printf("  model: layers %lld, hidden %lld, heads %lld, ffn %lld, context %lld, dropout %.2f, %lld parameters; batch %lld x dp %d\n",
+    std::printf("  model: layers %lld, hidden %lld, heads %lld, ffn %lld, context %lld, dropout %.2f, %lld parameters; "
+                "batch %lld x dp %d\n",
                 static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
                 static_cast<long long>(config.heads), static_cast<long long>(config.ffn),
                 static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
@@ -234,7 +236,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     optimus::GptConfig check = config;
     check.layers = std::min<std::int64_t>(config.layers, 2);
     const double err = reference_check(host_grid, check, tokens, targets, batch, world.rank());
-    if (root) std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err, err < 1e-10 ? "ok" : "FAILED");
+    if (root) {
+      std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
+                  err < 1e-10 ? "ok" : "FAILED");
+    }
     OPTIMUS_CHECK(err < 1e-10, "train_gpt: the 2D model disagrees with the reference (relative error ", err, ")");
     host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
   }
@@ -246,7 +251,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   for (int step = 1; step <= steps; ++step) {
     const int warmup = std::max(1, steps / 20);
     const double progress = static_cast<double>(step) / steps;
-    optimizer.set_learning_rate(step <= warmup ? lr * step / warmup : lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
+    optimizer.set_learning_rate(step <= warmup ? lr * step / warmup
+                                               : lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
     draw_batch(corpus.train, batch, seq, config.seed, static_cast<std::uint64_t>(step), grid.dp_index(), grid.dp(),
                tokens, targets);
     model.zero_grad();
