@@ -75,15 +75,30 @@ struct DeviceCommunicator::Core {
     computed->record(*compute);
     computed->wait_on(*stream);
   }
-  // Posts the open point-to-point group, if it holds anything.
+  // Posts the open point-to-point group, if it holds anything. If posting fails (a buffer the backend refuses), the
+  // group is closed — NCCL defers every later call after an unclosed ncclGroupStart — and the communicator aborted:
+  // the group's operations can never complete, so its requests and later calls fail at once instead of hanging.
   void flush() {
     if (open_group->operations.empty()) return;
     const std::shared_ptr<P2pGroup> group = std::exchange(open_group, std::make_shared<P2pGroup>());
-    device->make_current();
-    order_after_compute();
-    collectives->group_start();
-    for (const auto& operation : group->operations) operation();
-    collectives->group_end();
+    try {
+      device->make_current();
+      order_after_compute();
+      collectives->group_start();
+      try {
+        for (const auto& operation : group->operations) operation();
+      } catch (...) {
+        try {
+          collectives->group_end();
+        } catch (...) {  // the first error is the one to report
+        }
+        throw;
+      }
+      collectives->group_end();
+    } catch (...) {
+      abort();
+      throw;
+    }
     group->done = device->create_event();
     group->done->record(*stream);
   }
@@ -111,10 +126,12 @@ class DeviceRequest final : public RequestImpl {
                 std::shared_ptr<P2pGroup> group, std::function<void()> finish = {})
       : core_(std::move(core)), done_(std::move(done)), group_(std::move(group)), finish_(std::move(finish)) {}
 
+  // Polls: briefly by yielding (a GPU collective often ends within microseconds), then sleeping ever longer, up to
+  // 200 µs, so that ranks oversubscribing cores leave them to the ranks that have work.
   void wait() override {
     const auto start = std::chrono::steady_clock::now();
-    auto pause = std::chrono::microseconds(2);
-    while (!test()) {
+    auto pause = std::chrono::microseconds(1);
+    for (int polls = 0; !test(); ++polls) {
       const auto waited = std::chrono::steady_clock::now() - start;
       if (waited > core_->timeout) {
         core_->abort();
@@ -123,8 +140,12 @@ class DeviceRequest final : public RequestImpl {
                      " ms (timeout ", core_->timeout.count(), " ms): a peer may have died or stopped calling the "
                      "communicator; the communicator was aborted");
       }
+      if (polls < 64) {
+        std::this_thread::yield();
+        continue;
+      }
       std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
   }
   bool test() override {
@@ -224,7 +245,8 @@ Request DeviceCommunicator::run(const void* send, std::size_t send_bytes, void* 
     return finish(sync);
   }
   const bool in_place = send == recv;
-  char* base = static_cast<char*>(c.staging_buffer(in_place ? std::max(send_bytes, recv_bytes) : send_bytes + recv_bytes));
+  char* base =
+      static_cast<char*>(c.staging_buffer(in_place ? std::max(send_bytes, recv_bytes) : send_bytes + recv_bytes));
   void* staged_send = send == nullptr ? nullptr : base;
   void* staged_recv = recv == nullptr ? nullptr : in_place ? base : base + send_bytes;
   if (send != nullptr && send_bytes > 0) c.device->copy_async(staged_send, send, send_bytes, *c.stream);
@@ -247,7 +269,10 @@ Request DeviceCommunicator::point_to_point(const void* send, void* recv, std::si
     void* staged = buffers->allocate(bytes);
     if (send != nullptr) c.device->copy_async(staged, send, bytes, *c.stream);
     finish = [&c, buffers, staged, recv, bytes] {
-      if (recv != nullptr) c.device->copy_async(recv, staged, bytes, *c.stream);  // to pageable: complete on return
+      if (recv != nullptr) {
+        c.device->copy_async(recv, staged, bytes, *c.stream);
+        c.stream->synchronize();  // complete on return to pageable memory, not to page-locked memory
+      }
       buffers->release(staged);
     };
     buffer = staged;

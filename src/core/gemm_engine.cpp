@@ -2,6 +2,8 @@
 #include "optimus/core/gemm_engine.hpp"
 
 #include <bit>
+#include <cstdint>
+#include <limits>
 #include <functional>
 
 #include "backends.hpp"
@@ -40,6 +42,8 @@ Matmul describe(const GemmCall& call, std::size_t workspace) {
   const DataType in = bf16_in ? DataType::bf16 : DataType::f32;
   const DataType out = call.precision == GemmPrecision::bf16 ? DataType::bf16 : DataType::f32;
   const std::int64_t m = call.m, n = call.n, k = call.k, count = call.batch.count;
+  OPTIMUS_CHECK(count <= std::numeric_limits<std::int32_t>::max(), "gemm: a batch of ", count,
+                " matrices is more than cuBLASLt's batch count (int32) holds; split the batch");
   const bool ta = call.trans_a == Trans::yes, tb = call.trans_b == Trans::yes;
   const auto in_bytes = static_cast<std::int64_t>(size_of(in)), out_bytes = static_cast<std::int64_t>(size_of(out));
   Matmul mm;

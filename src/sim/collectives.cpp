@@ -177,27 +177,36 @@ void Collectives::group_end() {
 // The operations' data are posted at once (the operations of a group progress together); then each receive, once it
 // has its data, acknowledges it, and each send completes when its receive has acknowledged: NCCL's rendezvous, so an
 // ungrouped send waits for the peer's receive to run.
+// If an abort ends the wait, every operation still outstanding is abandoned (none is waited for: that could hang the
+// stream) and the acknowledgement bytes are kept for as long as the collectives, as the transport may still use them.
 void Collectives::queue_p2p(DeviceStream& stream, std::vector<P2p> operations, std::vector<Access> accesses) {
-  queue(stream, "sim send/recv", std::move(accesses), [t = transport_, st = state_, ops = std::move(operations)]() mutable {
-    std::vector<Request> data;
-    for (const P2p& op : ops) {
-      data.push_back(op.sends ? t->isend(op.host, op.bytes, DType::u8, op.peer, kDataTag)
-                              : t->irecv(op.host, op.bytes, DType::u8, op.peer, kDataTag));
+  queue(stream, "sim send/recv", std::move(accesses), [t = transport_, st = state_, ops = std::move(operations)] {
+    auto acks_bytes = std::make_unique<std::uint8_t[]>(ops.size());  // 1 sent by a receive; a send's reply
+    std::vector<Request> data, acks;
+    try {
+      for (const P2p& op : ops) {
+        data.push_back(op.sends ? t->isend(op.host, op.bytes, DType::u8, op.peer, kDataTag)
+                                : t->irecv(op.host, op.bytes, DType::u8, op.peer, kDataTag));
+      }
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i].sends) continue;
+        complete(*st, std::move(data[i]));
+        acks_bytes[i] = 1;
+        acks.push_back(t->isend(&acks_bytes[i], 1, DType::u8, ops[i].peer, kAckTag));
+      }
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (!ops[i].sends) continue;
+        complete(*st, std::move(data[i]));
+        complete(*st, t->irecv(&acks_bytes[i], 1, DType::u8, ops[i].peer, kAckTag));
+      }
+      for (Request& a : acks) complete(*st, std::move(a));
+    } catch (...) {
+      for (Request& r : data) r.abandon();
+      for (Request& r : acks) r.abandon();
+      std::lock_guard lock(st->mu);
+      st->abandoned.push_back(std::move(acks_bytes));
+      throw;
     }
-    const std::uint8_t ack = 1;
-    std::vector<Request> acks;
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].sends) continue;
-      complete(*st, std::move(data[i]));
-      acks.push_back(t->isend(&ack, 1, DType::u8, ops[i].peer, kAckTag));
-    }
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (!ops[i].sends) continue;
-      complete(*st, std::move(data[i]));
-      std::uint8_t reply = 0;
-      complete(*st, t->irecv(&reply, 1, DType::u8, ops[i].peer, kAckTag));
-    }
-    for (Request& a : acks) complete(*st, std::move(a));
   });
 }
 

@@ -2,7 +2,9 @@
 #include "optimus/sim/lt_gemm.hpp"
 
 #include <bit>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "../core/cpu_kernels.hpp"
@@ -44,7 +46,7 @@ void check_layout(const char* which, const Layout& l) {
   OPTIMUS_CHECK(l.rows >= 1 && l.cols >= 1, "sim cuBLASLt: matrix ", which, " is ", l.rows, "x", l.cols);
   OPTIMUS_CHECK(l.ld >= l.rows, "sim cuBLASLt: matrix ", which, " (column-major ", l.rows, "x", l.cols,
                 ") has leading dimension ", l.ld, " < its ", l.rows, " rows");
-  OPTIMUS_CHECK(l.batch >= 1 && l.batch_stride >= 0, "sim cuBLASLt: matrix ", which, " has a batch of ", l.batch,
+  OPTIMUS_CHECK(l.batch >= 1 && l.batch <= std::numeric_limits<std::int32_t>::max() && l.batch_stride >= 0, "sim cuBLASLt: matrix ", which, " has a batch of ", l.batch,
                 " with stride ", l.batch_stride);
 }
 

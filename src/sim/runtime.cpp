@@ -13,9 +13,12 @@
 namespace optimus::sim {
 namespace {
 
-constexpr int kTagShift = 56;
+// A device address is host storage's address with bit 55 set and the ordinal in bits 50-54. No host access can
+// reach it: on x86-64 (4-level paging) it is non-canonical; on AArch64, whose top-byte-ignore leaves only bits 56-63
+// unchecked, bit 55 selects the kernel's half; under 5-level paging it lies far above any mapping Linux makes.
+constexpr int kTagShift = 50;
 constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << kTagShift) - 1;
-constexpr std::uint64_t kSimTag = 0x40;  // bit 62: any address with it set is non-canonical on x86-64 and AArch64
+constexpr std::uint64_t kSimTag = 0x20;  // bit 55, in the tag (the address's bits 50 and up)
 constexpr std::size_t kAlignment = 256;  // as cudaMalloc's
 
 std::uint64_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
@@ -126,7 +129,7 @@ MemoryType Runtime::memory_type(const void* p) const {
   if (is_sim_address(p)) return MemoryType::device;
   std::shared_lock lock(memory_mu_);
   auto it = pinned_.upper_bound(address(p));
-  if (it != pinned_.begin() && address(p) < (--it)->first + it->second) return MemoryType::pinned;
+  if (it != pinned_.begin() && address(p) < std::prev(it)->first + std::prev(it)->second) return MemoryType::pinned;
   return MemoryType::pageable;
 }
 

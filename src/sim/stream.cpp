@@ -51,15 +51,20 @@ Stream::Stream(Runtime& device) : device_(&device), id_(device.next_stream_++), 
   device.add_stream(this);
 }
 
+// Drains the queue, leaves the device's list of streams (so that no synchronize_all looks at the worker while it is
+// joined), then stops the worker.
 Stream::~Stream() {
   {
     std::unique_lock lock(queue_->mu);
     queue_->drained.wait(lock, [&] { return queue_->pending == 0; });
+  }
+  device_->remove_stream(this);
+  {
+    std::lock_guard lock(queue_->mu);
     queue_->stop = true;
   }
   queue_->arrived.notify_all();
   queue_->worker.join();
-  device_->remove_stream(this);
 }
 
 DeviceRuntime& Stream::runtime() const { return *device_; }

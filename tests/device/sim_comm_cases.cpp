@@ -156,6 +156,42 @@ TEST_CASE("an operation a peer never joins times out, aborts the communicator, a
   });
 }
 
+TEST_CASE("a timed-out group of receives is abandoned whole: the communicator closes instead of hanging") {
+  // Two receives posted as one group, from a peer that never sends: the first wait times out and aborts; the
+  // group's other receive must not be waited for (it would hang the stream, and the communicator's destruction).
+  on_device_communicators(2, sim::Options{}, [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
+    comm.set_timeout(std::chrono::milliseconds(250));
+    auto compute = device.create_stream();
+    optimus::DeviceMemoryPool memory(device, *compute);
+    Tensor<float> a(Shape{8}, on(memory)), b(Shape{8}, on(memory));
+    if (world.rank() == 0) {
+      optimus::Request first = comm.irecv(a.data(), 8, DType::f32, 1, 0);
+      optimus::Request second = comm.irecv(b.data(), 8, DType::f32, 1, 1);
+      CHECK_THROWS_WITH_AS(first.wait(), doctest::Contains("did not complete within"), optimus::Error);
+      CHECK_THROWS_WITH_AS(second.wait(), doctest::Contains("was aborted"), optimus::Error);
+    }
+    world.barrier();
+  });
+}
+
+TEST_CASE("a group the backend refuses to post aborts the communicator: its requests fail instead of hanging") {
+  on_device_communicators(2, sim::Options{}, [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
+    auto compute = device.create_stream();
+    optimus::DeviceMemoryPool memory(device, *compute);
+    Tensor<float> a(Shape{8}, on(memory));
+    if (world.rank() == 0) {
+      optimus::Request good = comm.isend(a.data(), 8, DType::f32, 1, 0);
+      void* freed = device.allocate(64);
+      device.release(freed);  // no longer a live allocation: the simulated NCCL refuses it when the group is posted
+      optimus::Request bad = comm.isend(freed, 8, DType::f32, 1, 1);
+      CHECK_THROWS_WITH_AS(bad.wait(), doctest::Contains("not in a live allocation"), optimus::Error);
+      CHECK_THROWS_WITH_AS(good.wait(), doctest::Contains("was aborted"), optimus::Error);
+      CHECK_THROWS_WITH_AS(comm.barrier(), doctest::Contains("was aborted"), optimus::Error);
+    }
+    world.barrier();
+  });
+}
+
 TEST_CASE("a failing peer ends the others' pending device collectives with its error, not a hang") {
   CHECK_THROWS_WITH_AS(
       on_device_communicators(3, sim::Options{},

@@ -57,8 +57,9 @@ optimus::MemoryTag on(optimus::DeviceMemoryPool& memory) {
   return {.tracker = nullptr, .kind = optimus::MemoryKind::workspace, .device = &memory};
 }
 
-// Whether `fn` (host code touching device memory) kills a child process: run in a fork, which must not exit cleanly.
-// The child dies by the default action of the signal, quietly (no test framework or MPI report of the crash).
+// Whether `fn` (host code touching device memory) faults: run in a fork, which must die of SIGSEGV or SIGBUS (or,
+// under AddressSanitizer, exit 1 after its report of that fault) — not return, throw or abort. The child dies by the
+// default action of the signal, quietly (no test framework or MPI report of the crash).
 bool faults(const std::function<void()>& fn) {
   std::fflush(nullptr);
   const pid_t child = fork();
@@ -68,12 +69,17 @@ bool faults(const std::function<void()>& fn) {
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     dup2(null, 2);
-    fn();
+    try {
+      fn();
+    } catch (...) {
+      _exit(3);  // an error is not a fault
+    }
     _exit(0);  // reached only if the access went through
   }
   int status = 0;
   waitpid(child, &status, 0);
-  return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 1;
 }
 
 }  // namespace
@@ -319,12 +325,19 @@ TEST_CASE("the simulated cuBLASLt checks what cuBLASLt checks") {
   bad = good;
   bad.m = 0;
   CHECK_THROWS_WITH_AS(engine.run(bad, *stream), doctest::Contains("an empty product"), optimus::Error);
+  bad = good;
+  bad.batch = {.count = std::int64_t{1} << 31, .stride_a = 0, .stride_b = 0, .stride_c = 12};
+  CHECK_THROWS_WITH_AS(engine.run(bad, *stream), doctest::Contains("a batch of 2147483648 matrices is more than"),
+                       optimus::Error);
   // Epilogues cuBLASLt cannot take are declined (the caller applies them), not run: a bf16 output, a GELU input
   // whose leading dimension is not a multiple of 8.
   float* bias = c.data() + 16;
   optimus::GemmCall with_bias = good;
   with_bias.epilogue = {.kind = optimus::GemmCall::Epilogue::Kind::bias, .bias = bias};
   CHECK(engine.run(with_bias, *stream));
+  optimus::GemmCall bf16_output = with_bias;
+  bf16_output.precision = optimus::GemmPrecision::bf16;
+  CHECK_FALSE(engine.run(bf16_output, *stream));
   optimus::GemmCall gelu = good;
   gelu.epilogue = {.kind = optimus::GemmCall::Epilogue::Kind::bias_gelu, .bias = bias, .pre = c.data() + 32, .ld_pre = 3};
   CHECK_FALSE(engine.run(gelu, *stream));

@@ -14,6 +14,8 @@
 //   * Point-to-point: a device send blocks until the peer's receive runs, so isend and irecv are not started at once:
 //     consecutive ones are posted together, as one group, when one of their requests is waited on or tested, or when
 //     another operation is posted — an exchange (both ranks isend, then irecv, then wait) completes, as with MPI.
+//     Unlike MPI, a collective posted after a send is queued behind it: rank 0 isend then all_reduce, rank 1
+//     all_reduce then irecv deadlocks (as on NCCL) — post the matching receive first.
 //     send/recv ignore the tag (NCCL has none): messages between two ranks match in the order they are posted.
 //   * Failures: waiting checks the collectives' asynchronous errors; an operation still running after the timeout
 //     (default 10 minutes: a peer that died leaves NCCL waiting forever) aborts the communicator. Either way wait()

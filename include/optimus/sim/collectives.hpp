@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,9 @@ class Collectives final : public DeviceCollectives {
     std::atomic<bool> aborted{false};
     std::mutex mu;
     std::exception_ptr error;  // the first asynchronous failure
+    // The rendezvous' acknowledgement bytes of exchanges an abort left unfinished: the transport may still write
+    // them, so they live as long as the collectives.
+    std::vector<std::unique_ptr<std::uint8_t[]>> abandoned;
   };
   // A point-to-point operation: the host storage of its buffer, and whether it sends.
   struct P2p {

@@ -4,8 +4,9 @@
 // runtime does, and checks what a GPU would punish:
 //
 //   Memory host code cannot touch. A device address is the address of real host storage with a tag in its top bits
-//   (bit 62 and the device's ordinal): a non-canonical address, so that a memcpy, an Eigen map or a CPU kernel given
-//   device memory faults at once (SIGSEGV) instead of working by accident. Only the simulated kernels and copies
+//   (bit 55 and the device's ordinal in bits 50-54): outside every user address space (non-canonical on x86-64, the
+//   kernel's half on AArch64), so that a memcpy, an Eigen map or a CPU kernel given device memory faults at once
+//   (SIGSEGV) instead of working by accident. Only the simulated kernels and copies
 //   translate it — and check that the whole range lies in one live allocation. Fresh and released blocks are poisoned
 //   (0xFF bytes: NaN in f32, f64 and bf16), so a read of uninitialised or freed memory shows up as NaN.
 //
