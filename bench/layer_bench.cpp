@@ -273,11 +273,16 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   s.shape = block_shape_option(o, 4);
   s.layers = o.integer("layers", gpt ? 2 : 1);
   s.vocab = gpt ? o.integer("vocab", 1024) : 0;
-  const std::string math = o.text("gemm", "f32");
-  OPTIMUS_CHECK(math == "f32" || math == "tf32" || math == "bf16", "--gemm must be f32, tf32 or bf16, got '", math,
-                "'");
-  OPTIMUS_CHECK(math != "tf32" || s.device != Device::cpu, "--gemm tf32 needs an accelerator (the CPU has no TF32)");
-  s.math = math == "bf16" ? ops::GemmMath::bf16 : math == "tf32" ? ops::GemmMath::tf32 : ops::GemmMath::f32;
+  // --gemm: a row per GEMM math (and q).
+  std::vector<std::pair<std::string, ops::GemmMath>> maths;
+  for (const std::string& math : o.list("gemm", "f32")) {
+    OPTIMUS_CHECK(math == "f32" || math == "tf32" || math == "bf16", "--gemm values must be f32, tf32 or bf16, got '",
+                  math, "'");
+    OPTIMUS_CHECK(math != "tf32" || s.device != Device::cpu, "--gemm tf32 needs an accelerator (the CPU has no TF32)");
+    maths.emplace_back(math, math == "bf16"   ? ops::GemmMath::bf16
+                             : math == "tf32" ? ops::GemmMath::tf32
+                                              : ops::GemmMath::f32);
+  }
   s.warmup = static_cast<int>(o.integer("warmup", 1));
   s.iters = static_cast<int>(o.integer("iters", 3));
   const std::string check = o.text("check", "auto");
@@ -293,7 +298,6 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   const auto [peak, peak_what] =
       gemm_peak(accelerator.get(), o.integer("peak-n", s.device == Device::cuda ? 8192 : 1024));
   const double flops = step_flops(s);
-  const double gemm_seconds = step_gemm_seconds(s, accelerator.get());
 
   Report report({{"device", 6}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 6}, {"layers", 6},
                  {"gemm", 5}, {"step_ms", 10}, {"gemm_ms", 9}, {"%gemm", 6}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12},
@@ -317,33 +321,38 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                 "(the loss and the token ids; counted exactly on the simulated device); #wrong: elements "
                 "(and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference");
   bool ok = true;
-  for (std::int64_t q : o.integers("q", "1,2")) {
-    OPTIMUS_CHECK(q >= 1, "--q values must be at least 1, got ", q);
-    std::vector<RankResult> results(static_cast<std::size_t>(q * q));
-    run_in_process(static_cast<int>(q * q), [&](Communicator& w) {
-      results[static_cast<std::size_t>(w.rank())] = run_rank(w, static_cast<int>(q), s, accelerator.get());
-    });
-    double peak_bytes = 0, allocations = 0, staging = 0;
-    std::int64_t wrong = s.check ? 0 : -1;
-    for (const RankResult& r : results) {
-      peak_bytes = std::max(peak_bytes, r.peak_bytes);
-      allocations = std::max(allocations, r.allocations);
-      staging = std::max(staging, r.staging);
-      if (s.check) wrong = std::max(wrong, r.wrong);  // every rank compares the same global results
+  const std::vector<std::int64_t> qs = o.integers("q", "1,2");
+  for (std::int64_t q : qs) OPTIMUS_CHECK(q >= 1, "--q values must be at least 1, got ", q);
+  for (const auto& [math, gemm_math] : maths) {
+    s.math = gemm_math;
+    const double gemm_seconds = step_gemm_seconds(s, accelerator.get());
+    for (std::int64_t q : qs) {
+      std::vector<RankResult> results(static_cast<std::size_t>(q * q));
+      run_in_process(static_cast<int>(q * q), [&](Communicator& w) {
+        results[static_cast<std::size_t>(w.rank())] = run_rank(w, static_cast<int>(q), s, accelerator.get());
+      });
+      double peak_bytes = 0, allocations = 0, staging = 0;
+      std::int64_t wrong = s.check ? 0 : -1;
+      for (const RankResult& r : results) {
+        peak_bytes = std::max(peak_bytes, r.peak_bytes);
+        allocations = std::max(allocations, r.allocations);
+        staging = std::max(staging, r.staging);
+        if (s.check) wrong = std::max(wrong, r.wrong);  // every rank compares the same global results
+      }
+      const double seconds = results[0].seconds, rate = flops / seconds;
+      ok = ok && wrong <= 0 && (s.device == Device::cpu || allocations == 0);
+      report.row({device, format("%lld", (long long)q), format("%lld", (long long)s.shape.batch),
+                  format("%lld", (long long)s.shape.seq), format("%lld", (long long)s.shape.hidden),
+                  format("%lld", (long long)s.shape.heads), format("%lld", (long long)s.shape.ffn),
+                  format("%lld", (long long)s.layers), math,
+                  format("%.3f", seconds * 1e3), format("%.3f", gemm_seconds * 1e3),
+                  format("%.1f", 100.0 * gemm_seconds / seconds), format("%.4f", rate / 1e12),
+                  format("%.3f", peak / 1e12),
+                  format("%.1f", 100.0 * rate / peak), format("%.1f", peak_bytes / (1 << 20)),
+                  format("%.0f", allocations / s.iters), format("%.0f", staging),
+                  results[0].copied < 0 ? "n/a" : format("%.2f", results[0].copied / s.iters / 1024),
+                  wrong < 0 ? "n/a" : format("%lld", (long long)wrong)});
     }
-    const double seconds = results[0].seconds, rate = flops / seconds;
-    ok = ok && wrong <= 0 && (s.device == Device::cpu || allocations == 0);
-    report.row({device, format("%lld", (long long)q), format("%lld", (long long)s.shape.batch),
-                format("%lld", (long long)s.shape.seq), format("%lld", (long long)s.shape.hidden),
-                format("%lld", (long long)s.shape.heads), format("%lld", (long long)s.shape.ffn),
-                format("%lld", (long long)s.layers), math,
-                format("%.3f", seconds * 1e3), format("%.3f", gemm_seconds * 1e3),
-                format("%.1f", 100.0 * gemm_seconds / seconds), format("%.4f", rate / 1e12),
-                format("%.3f", peak / 1e12),
-                format("%.1f", 100.0 * rate / peak), format("%.1f", peak_bytes / (1 << 20)),
-                format("%.0f", allocations / s.iters), format("%.0f", staging),
-                results[0].copied < 0 ? "n/a" : format("%.2f", results[0].copied / s.iters / 1024),
-                wrong < 0 ? "n/a" : format("%lld", (long long)wrong)});
   }
   report.footer(ok ? "all rows checked and allocation-free where required" : "FAILED: a row is wrong or allocates");
   report.print_header(stdout);

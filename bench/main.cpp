@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
         " | optimus-bench calibrate [--json FILE] | optimus-bench model [--calibration FILE] [--h H] [--ps LIST] ..."
         " | optimus-bench layer [--device cpu|sim|cuda] [--device-memory SIZE] [--q 1,2] [--b B] [--s S] [--h H]"
         " [--heads A] [--ffn F]"
-        " [--layers L] [--gemm f32|tf32|bf16] [--check auto|on|off] [--peak-n N] [--json FILE]"
+        " [--layers L] [--gemm f32,tf32,bf16 (a list)] [--check auto|on|off] [--peak-n N] [--json FILE]"
         " | optimus-bench gpt (the layer options and [--vocab V])"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
     if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
