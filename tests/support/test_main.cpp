@@ -3,7 +3,6 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <vector>
@@ -35,21 +34,16 @@ int run_doctest(int argc, char** argv, Communicator& comm) {
   for (int r = 1; r < p; ++r) {
     if (statuses[static_cast<std::size_t>(r)] == 0) continue;
     ++failed_ranks;
-    // Texts travel as their length, then as bytes packed into f64 words.
-    std::string text = captured.str();
+    // Texts travel as their length (a count, exact in f64), then as bytes.
+    const std::string text = captured.str();
     double length = static_cast<double>(text.size());
     if (comm.rank() == r) comm.send(&length, 1, DType::f64, 0, 1);
     if (comm.rank() == 0) comm.recv(&length, 1, DType::f64, r, 1);
-    const std::size_t words = (static_cast<std::size_t>(length) + 7) / 8;
-    std::vector<double> packed(words);
-    if (comm.rank() == r) {
-      std::memcpy(packed.data(), text.data(), text.size());
-      comm.send(packed.data(), words, DType::f64, 0, 2);
-    }
+    if (comm.rank() == r) comm.send(text.data(), text.size(), DType::u8, 0, 2);
     if (comm.rank() == 0) {
-      comm.recv(packed.data(), words, DType::f64, r, 2);
-      std::cout << "======== rank " << r << " of " << p << " failed; its report:\n"
-                << std::string(reinterpret_cast<const char*>(packed.data()), static_cast<std::size_t>(length));
+      std::string report(static_cast<std::size_t>(length), '\0');
+      comm.recv(report.data(), report.size(), DType::u8, r, 2);
+      std::cout << "======== rank " << r << " of " << p << " failed; its report:\n" << report;
     }
   }
   const bool any_failed = status != 0 || failed_ranks > 0;
