@@ -31,7 +31,7 @@ double tolerance(ops::GemmMath math) {
 // `device`: where the shards live (the grid's device(); null: host memory).
 template <class T>
 reference::Parameters load_random(const std::vector<ParameterRef<T>>& refs, std::uint64_t seed,
-                                  DeviceMemory* device = nullptr) {
+                                  DeviceMemory* device) {
   reference::Parameters p;
   for (const ParameterRef<T>& r : refs) {
     const bool layernorm_weight = r.name.find("ln_") != std::string::npos && r.name.ends_with(".weight");

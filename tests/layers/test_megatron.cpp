@@ -25,7 +25,7 @@ void check_block_1d(optimus::Communicator& world, double dropout,
   optimus::megatron::TransformerBlock1D<T> block(group, config, 0);
   std::vector<optimus::ParameterRef<T>> refs;
   block.parameters(refs);
-  const optimus::reference::Parameters p = optimus::test::load_random(refs, 700);
+  const optimus::reference::Parameters p = optimus::test::load_random(refs, 700, group.local().device());
   const std::int64_t n = s.batch * s.seq;
   const Matrix x = optimus::test::rounded<T>(optimus::reference::random_matrix(n, s.hidden, 41));
   const Matrix dy = optimus::test::rounded<T>(optimus::reference::random_matrix(n, s.hidden, 42));
