@@ -22,7 +22,10 @@ RankDevice::RankDevice(DeviceRuntime& device, ops::GemmMath math)
       gemm_(GemmEngine::create(memory_.allocator())),
       math_(math) {}
 
-ops::Queue RankDevice::queue() { return ops::Queue{.stream = stream_.get(), .gemm = gemm_.get(), .math = math_}; }
+ops::Queue RankDevice::queue() {
+  return ops::Queue{
+      .stream = stream_.get(), .gemm = gemm_.get(), .math = math_, .scratch = MemoryTag{.device = &memory_}};
+}
 
 Grid RankDevice::grid(Communicator& world, int q) {
   staging_ = std::make_shared<DeviceStaging>(memory_);

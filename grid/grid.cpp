@@ -38,7 +38,7 @@ Grid Grid::create(Communicator& world, int q) {
 }
 
 void Grid::place_on(DeviceMemory* device, const ops::Queue& queue) {
-  const Device where = device != nullptr ? device->device() : Device::cpu;
+  const Device where = device_of(device);
   const std::pair<const char*, const Communicator*> comms[] = {
       {"row", state_->row.get()}, {"column", state_->col.get()}, {"grid", state_->grid.get()},
       {"data-parallel", state_->dp_comm.get()}};

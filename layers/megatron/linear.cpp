@@ -44,7 +44,7 @@ void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
 Group::Group(Communicator& tp) : tp_(&tp), self_(tp.split(tp.rank(), 0)), local_(Grid::create(*self_, 1)) {}
 
 void Group::place_on(DeviceMemory* device, const ops::Queue& queue) {
-  const Device where = device != nullptr ? device->device() : Device::cpu;
+  const Device where = device_of(device);
   OPTIMUS_CHECK(tp_->takes_buffers_on(where), "megatron::Group::place_on: the tensor-parallel communicator (",
                 tp_->backend(), ") cannot move ", name_of(where), " buffers");
   local_.place_on(device, queue);

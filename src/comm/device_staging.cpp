@@ -3,21 +3,9 @@
 
 #include <vector>
 
-#include "optimus/core/ops.hpp"
+#include "staged_reduce.hpp"
 
 namespace optimus {
-namespace {
-
-template <class T>
-void reduce_on_device(void* acc, const void* x, std::size_t count, ReduceOp op, DeviceMemoryPool& memory) {
-  const Shape shape{static_cast<std::int64_t>(count)};
-  const Device where = memory.device();
-  ops::reduce_into<T>(TensorView<T>(static_cast<T*>(acc), shape, where),
-                      TensorView<const T>(static_cast<const T*>(x), shape, where), op,
-                      ops::Queue{.stream = &memory.stream()});
-}
-
-}  // namespace
 
 DeviceStaging::DeviceStaging(DeviceMemoryPool& memory)
     : pool_(std::make_shared<Pool>(memory.runtime())), memory_(&memory) {}
@@ -49,11 +37,7 @@ void DeviceStaging::reduce(void* acc, const void* x, std::size_t count, DType dt
     host_->reduce(acc, staged.data(), count, dtype, op);
     return;
   }
-  if (dtype == DType::f32) {
-    reduce_on_device<float>(acc, x, count, op, *memory_);
-  } else {
-    reduce_on_device<double>(acc, x, count, op, *memory_);
-  }
+  detail::reduce_staged(acc, x, count, dtype, op, memory_->device(), ops::Queue{.stream = &memory_->stream()});
   memory_->stream().synchronize();
 }
 

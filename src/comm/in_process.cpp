@@ -21,8 +21,8 @@
 #include <tuple>
 #include <vector>
 
-#include "optimus/core/element_math.hpp"
 #include "optimus/core/error.hpp"
+#include "staged_reduce.hpp"
 
 namespace optimus {
 namespace {
@@ -94,14 +94,6 @@ struct GroupState {
   }
 };
 
-template <class T>
-void reduce_into(T* acc, const T* x, std::size_t n, ReduceOp op) {
-  const math::Combine how = op == ReduceOp::sum ? math::Combine::sum
-                            : op == ReduceOp::max ? math::Combine::max
-                                                  : math::Combine::min;
-  for (std::size_t e = 0; e < n; ++e) acc[e] = math::combine(acc[e], x[e], how);
-}
-
 // The default staging area: host memory.
 class HostStaging final : public InProcessStaging {
  public:
@@ -111,11 +103,7 @@ class HostStaging final : public InProcessStaging {
   }
   void copy(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
   void reduce(void* acc, const void* x, std::size_t count, DType dtype, ReduceOp op) override {
-    if (dtype == DType::f32) {
-      reduce_into(static_cast<float*>(acc), static_cast<const float*>(x), count, op);
-    } else {
-      reduce_into(static_cast<double*>(acc), static_cast<const double*>(x), count, op);
-    }
+    detail::reduce_staged(acc, x, count, dtype, op, Device::cpu, ops::Queue{});
   }
 };
 

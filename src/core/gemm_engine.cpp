@@ -3,8 +3,8 @@
 
 #include <bit>
 #include <cstdint>
-#include <limits>
 #include <functional>
+#include <limits>
 
 #include "backends.hpp"
 #include "optimus/core/error.hpp"

@@ -101,7 +101,7 @@ void Tensor<T>::reset() noexcept {
 
 template <class T>
 Device Tensor<T>::device() const {
-  return device_memory() != nullptr ? device_memory()->device() : Device::cpu;
+  return device_of(device_memory());
 }
 
 template <class T>

@@ -98,17 +98,13 @@ void check_alignments(const lt::Matmul& m) {
 
 // ---- what execute() checks: the buffers of one run ---------------------------------------------------------------
 
-std::uint32_t address_alignment(const void* p) {
-  const auto bits = reinterpret_cast<std::uintptr_t>(p) | 256u;
-  return static_cast<std::uint32_t>(bits & (~bits + 1));
-}
-
 // The host storage of a device buffer that must hold `bytes`, aligned to `promised` bytes and to `natural`.
 const void* checked(const Runtime& device, const void* p, std::size_t bytes, std::uint32_t promised,
                     std::size_t natural, const char* what) {
   OPTIMUS_CHECK(p != nullptr, "sim cuBLASLt: the ", what, " pointer is null");
-  OPTIMUS_CHECK(address_alignment(p) >= promised && address_alignment(p) >= natural, "sim cuBLASLt: the ", what,
-                " pointer is ", address_alignment(p), "-byte aligned, but the plan promised cuBLASLt ", promised,
+  const std::uint32_t aligned = lt::alignment(p, 0, 0);  // the pointer's own alignment, up to 256
+  OPTIMUS_CHECK(aligned >= promised && aligned >= natural, "sim cuBLASLt: the ", what, " pointer is ", aligned,
+                "-byte aligned, but the plan promised cuBLASLt ", promised,
                 " bytes (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES)");
   return device.translate(p, bytes, what);
 }
@@ -147,8 +143,10 @@ void compute(const lt::Matmul& m, const lt::Pointers& p) {
   const Trans trans_a = m.trans_b, trans_b = m.trans_a;
   for (std::int64_t i = 0; i < m.d.batch; ++i) {
     const Tensor<float> a_copy = compute_copy(p.b, m.b, i, m.compute), b_copy = compute_copy(p.a, m.a, i, m.compute);
-    const TensorView<const float> a = a_copy.numel() > 0 ? a_copy.view() : row_major(static_cast<const float*>(p.b), m.b, i);
-    const TensorView<const float> b = b_copy.numel() > 0 ? b_copy.view() : row_major(static_cast<const float*>(p.a), m.a, i);
+    const TensorView<const float> a =
+        a_copy.numel() > 0 ? a_copy.view() : row_major(static_cast<const float*>(p.b), m.b, i);
+    const TensorView<const float> b =
+        b_copy.numel() > 0 ? b_copy.view() : row_major(static_cast<const float*>(p.a), m.a, i);
     Tensor<float> narrow_out;  // f32 results of a bf16 output
     TensorView<float> c;
     if (m.d.type == DataType::f32) {

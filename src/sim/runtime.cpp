@@ -21,6 +21,11 @@ constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << kTagShift) - 1;
 constexpr std::uint64_t kSimTag = 0x20;  // bit 55, in the tag (the address's bits 50 and up)
 constexpr std::size_t kAlignment = 256;  // as cudaMalloc's
 
+// The bytes a request of `bytes` takes: at least one, rounded up to the alignment.
+std::size_t rounded(std::size_t bytes) {
+  return (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+}
+
 std::uint64_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 std::uint64_t tag_of(const void* p) { return address(p) >> kTagShift; }
 bool is_sim_address(const void* p) { return (tag_of(p) & ~std::uint64_t{0x1f}) == kSimTag; }
@@ -67,7 +72,7 @@ Runtime::~Runtime() {
 std::string Runtime::name() const { return "sim device " + std::to_string(options_.ordinal); }
 
 void* Runtime::allocate(std::size_t bytes) noexcept {
-  const std::size_t size = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  const std::size_t size = rounded(bytes);
   std::unique_lock lock(memory_mu_);
   if (size > options_.capacity - in_use_) return nullptr;
   void* real = std::aligned_alloc(kAlignment, size);
@@ -104,7 +109,7 @@ std::string Runtime::describe_free() const {
 }
 
 void* Runtime::allocate_pinned(std::size_t bytes) {
-  const std::size_t size = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  const std::size_t size = rounded(bytes);
   void* p = std::aligned_alloc(kAlignment, size);
   OPTIMUS_CHECK(p != nullptr, name(), ": page-locked host allocation of ", bytes, " bytes failed");
   std::unique_lock lock(memory_mu_);

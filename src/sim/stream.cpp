@@ -88,20 +88,19 @@ void Stream::run(Task& task) {
   }
 }
 
-void Stream::launch(const char* name, std::vector<Access> accesses, std::function<void()> work) {
-  Task task{.name = name, .accesses = std::move(accesses), .work = std::move(work), .bookkeeping = false};
+void Stream::enqueue(Task task) {
   std::lock_guard lock(queue_->mu);
   queue_->tasks.push_back(std::move(task));
   ++queue_->pending;
   queue_->arrived.notify_one();
 }
 
+void Stream::launch(const char* name, std::vector<Access> accesses, std::function<void()> work) {
+  enqueue({.name = name, .accesses = std::move(accesses), .work = std::move(work), .bookkeeping = false});
+}
+
 void Stream::launch_bookkeeping(std::function<void()> work) {
-  Task task{.name = "bookkeeping", .accesses = {}, .work = std::move(work), .bookkeeping = true};
-  std::lock_guard lock(queue_->mu);
-  queue_->tasks.push_back(std::move(task));
-  ++queue_->pending;
-  queue_->arrived.notify_one();
+  enqueue({.name = "bookkeeping", .accesses = {}, .work = std::move(work), .bookkeeping = true});
 }
 
 void Stream::synchronize() {

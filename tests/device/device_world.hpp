@@ -30,11 +30,14 @@ void on_shared_device(const DeviceTarget& target, int q, int dp, ops::GemmMath m
 // fn on q*q*dp in-process ranks with a device each (ordinal = world rank), their grid over device communicators.
 void on_own_devices(const DeviceTarget& target, int q, int dp, ops::GemmMath math, const GridCase& fn);
 
-// A host vector on a device and back: `upload` copies it into a tensor of `memory` (a device's pool), `download`
-// copies a device tensor's elements out (both complete before they return, ordered on the pool's stream).
+// Where the suites' own tensors live: untracked workspace in `memory` (a device's pool).
+inline MemoryTag on(DeviceMemory& memory) { return MemoryTag{.device = &memory}; }
+
+// A host vector on a device: copied into a tensor of `memory` (a device's pool), complete before it returns, ordered
+// on the pool's stream (optimus::download copies a device tensor's elements back).
 template <class T>
 Tensor<T> to_device(const std::vector<T>& host, Shape shape, DeviceMemoryPool& memory) {
-  return upload(host.data(), shape, MemoryTag{.tracker = nullptr, .kind = MemoryKind::workspace, .device = &memory});
+  return upload(host.data(), shape, on(memory));
 }
 
 }  // namespace optimus::test

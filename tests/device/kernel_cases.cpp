@@ -308,7 +308,6 @@ void gemms(RankDevice& rank, const Expect& expect) {
     CAPTURE(static_cast<int>(math));
     ops::Queue q = rank.queue();
     q.math = math;
-    q.scratch = MemoryTag{.tracker = nullptr, .kind = MemoryKind::workspace, .device = &rank.memory()};
     const ops::Queue host{.math = math};
     for (Trans ta : {Trans::no, Trans::yes}) {
       for (Trans tb : {Trans::no, Trans::yes}) {

@@ -28,6 +28,7 @@ using optimus::DType;
 using optimus::ReduceOp;
 using optimus::Shape;
 using optimus::Tensor;
+using optimus::test::on;
 namespace sim = optimus::sim;
 
 // fn(world, device, communicator) on `ranks` in-process ranks, each with a simulated device of its own and a device
@@ -41,10 +42,6 @@ void on_device_communicators(int ranks, const sim::Options& options,
     const auto comm = DeviceCommunicator::create(world, device);
     fn(world, device, *comm);
   });
-}
-
-optimus::MemoryTag on(optimus::DeviceMemoryPool& memory) {
-  return {.tracker = nullptr, .kind = optimus::MemoryKind::workspace, .device = &memory};
 }
 
 }  // namespace

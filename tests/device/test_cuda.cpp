@@ -85,7 +85,7 @@ TEST_CASE("cuBLASLt: bf16 in and out, and the fused bias + GELU epilogue, agains
   optimus::run_in_process(1, [&](Communicator&) {
     RankDevice rank(*device, ops::GemmMath::f32);
     const std::int64_t m = 96, n = 80, k = 64;
-    const optimus::MemoryTag tag{.tracker = nullptr, .kind = optimus::MemoryKind::workspace, .device = &rank.memory()};
+    const optimus::MemoryTag tag = optimus::test::on(rank.memory());
     std::vector<optimus::bf16> a(m * k), b(k * n);
     const optimus::reference::Matrix ad = optimus::reference::random_matrix(m, k, 1),
                                      bd = optimus::reference::random_matrix(k, n, 2);

@@ -45,6 +45,7 @@ using optimus::RankDevice;
 using optimus::Shape;
 using optimus::Tensor;
 using optimus::TensorView;
+using optimus::test::on;
 namespace ops = optimus::ops;
 namespace sim = optimus::sim;
 
@@ -52,10 +53,6 @@ const optimus::test::DeviceTarget kSim{.kind = Device::sim, .sim = {}};
 // Every piece of work delayed by up to 300 microseconds: ordering mistakes show.
 const optimus::test::DeviceTarget kSimDelayed{.kind = Device::sim,
                                               .sim = {.delays = {.max_microseconds = 300, .seed = 7}}};
-
-optimus::MemoryTag on(optimus::DeviceMemoryPool& memory) {
-  return {.tracker = nullptr, .kind = optimus::MemoryKind::workspace, .device = &memory};
-}
 
 // Whether `fn` (host code touching device memory) faults: run in a fork, which must die of SIGSEGV or SIGBUS (or,
 // under AddressSanitizer, exit 1 after its report of that fault) — not return, throw or abort. The child dies by the

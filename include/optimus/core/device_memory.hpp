@@ -1,6 +1,6 @@
 // Memory of one accelerator, as the owning Tensor sees it: where a tensor placed on a device gets its bytes.
-// The CUDA backend implements it over its caching allocator (optimus/cuda/runtime.hpp: cuda::DeviceMemoryPool);
-// core code stays free of CUDA headers. Copies take any direction (host or device pointers on either side).
+// DeviceMemoryPool (optimus/core/device_memory_pool.hpp) implements it over any device runtime, the GPU's or the
+// simulated device's. Copies take any direction (host or device pointers on either side).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,9 @@ class DeviceMemory {
   // Completes before returning (ordered after the device's work on its queue).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
 };
+
+// Where memory from `memory` lives: its device, or the host when `memory` is null (host memory).
+inline Device device_of(const DeviceMemory* memory) { return memory != nullptr ? memory->device() : Device::cpu; }
 
 // Copies `bytes` through `device` (any direction), or with memcpy when `device` is null (host memory).
 void copy_bytes(DeviceMemory* device, void* dst, const void* src, std::size_t bytes);

@@ -41,7 +41,8 @@ class RankDevice {
   RankDevice(const RankDevice&) = delete;
   RankDevice& operator=(const RankDevice&) = delete;
 
-  // The queue the grid's local work runs on (its scratch is set by Grid::place_on).
+  // The queue of this rank's work: its stream, GEMM engine and math, scratch in its memory (untracked; a grid's
+  // place_on counts its scratch in the grid's tracker instead).
   ops::Queue queue();
   // Makes `world` (in-process) stage its exchanges on this device, then a grid on it placed on this device.
   // Collective over `world`.

@@ -100,6 +100,7 @@ class Stream final : public DeviceStream {
  private:
   struct Task;
   struct Queue;
+  void enqueue(Task task);
   void run(Task& task);
   Runtime* device_;
   int id_;
