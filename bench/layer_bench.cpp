@@ -8,7 +8,6 @@
 // #wrong against the fp64 reference. Parameters, gradients, activations and optimizer state are f32; --gemm picks how
 // the GEMMs compute (f32, TF32, or bf16 operands with f32 accumulation).
 #include <chrono>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "optimus/layers/block.hpp"
 #include "optimus/layers/gpt.hpp"
@@ -206,7 +206,7 @@ RankResult run_rank(Communicator& world, int q, const Settings& s, DeviceRuntime
 // `rank`'s device: one product to warm up, then the mean of three.
 template <class E>
 double seconds_per_gemm(RankDevice& rank, GemmPrecision precision, std::int64_t n) {
-  const MemoryTag tag{.tracker = nullptr, .kind = MemoryKind::workspace, .device = &rank.memory()};
+  const MemoryTag tag{.device = &rank.memory()};  // untracked workspace
   const std::vector<E> half(static_cast<std::size_t>(n * n), E(0.5f));
   Tensor<E> a = upload(half.data(), Shape{n, n}, tag), b = upload(half.data(), Shape{n, n}, tag);
   Tensor<E> c(Shape{n, n}, tag);
@@ -247,9 +247,7 @@ double step_gemm_seconds(const Settings& s, DeviceRuntime* device) {
   const std::vector<GemmShape> gemms = step_gemms(s.shape, s.layers, s.workload == Workload::gpt ? s.vocab : 0);
   if (device != nullptr) {
     RankDevice rank(*device, s.math);
-    ops::Queue queue = rank.queue();
-    queue.scratch = MemoryTag{.tracker = nullptr, .kind = MemoryKind::workspace, .device = &rank.memory()};
-    return time_gemms(gemms, &rank.memory(), queue, [&] { rank.stream().synchronize(); });
+    return time_gemms(gemms, &rank.memory(), rank.queue(), [&] { rank.stream().synchronize(); });
   }
   return time_gemms(gemms, nullptr, ops::Queue{.math = s.math}, [] {});
 }
@@ -266,10 +264,9 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                 "not ", world.size());
   Settings s;
   s.workload = workload;
-  const std::string device = o.text("device", "cpu");
-  s.device = parse_device(device);
-  OPTIMUS_CHECK(!o.has("device-memory") || s.device == Device::sim,
-                "--device-memory sets the simulated device's memory: it needs --device sim");
+  const DeviceChoice choice = choose_device(o);
+  s.device = choice.kind;
+  const std::string device(name_of(s.device));
   s.shape = block_shape_option(o, 4);
   s.layers = o.integer("layers", gpt ? 2 : 1);
   s.vocab = gpt ? o.integer("vocab", 1024) : 0;
@@ -288,13 +285,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   const std::string check = o.text("check", "auto");
   s.check = check == "on" || (check == "auto" && s.shape.tokens() * s.shape.hidden <= (1 << 18));
   // Every rank's grid on one device: the simulated device (its memory --device-memory), or GPU 0.
-  std::unique_ptr<DeviceRuntime> accelerator;
-  if (s.device == Device::sim) {
-    accelerator = std::make_unique<sim::Runtime>(sim::Options{
-        .capacity = static_cast<std::size_t>(o.bytes("device-memory", std::numeric_limits<std::size_t>::max()))});
-  } else if (s.device == Device::cuda) {
-    accelerator = open_cuda_device(0);
-  }
+  const std::unique_ptr<DeviceRuntime> accelerator = open_device(choice, 0);
   const auto [peak, peak_what] =
       gemm_peak(accelerator.get(), o.integer("peak-n", s.device == Device::cuda ? 8192 : 1024));
   const double flops = step_flops(s);

@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <limits>
 #include <memory>
 #include <cmath>
 #include <cstdio>
@@ -29,8 +28,8 @@
 #include <string>
 
 #include "optimus/core/cli.hpp"
+#include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
-#include "optimus/sim/runtime.hpp"
 
 namespace {
 
@@ -168,17 +167,14 @@ int local_gpu(const optimus::Communicator& world) {
 // Where the model lives: the device of this process (one rank per process), or the one device every in-process rank
 // shares; none on the CPU.
 struct Placement {
-  optimus::Device device;
+  optimus::DeviceChoice choice;                    // --device, --device-memory
   bool in_process;
   std::unique_ptr<optimus::DeviceRuntime> shared;  // the in-process ranks' device
-  std::uint64_t memory;                            // --device-memory (the simulated device's capacity)
 };
 
+// The device of `world`'s rank (the node-local GPU), or of its in-process ranks.
 std::unique_ptr<optimus::DeviceRuntime> open_device(const Placement& where, const optimus::Communicator& world) {
-  if (where.device == optimus::Device::sim) {
-    return std::make_unique<optimus::sim::Runtime>(optimus::sim::Options{.capacity = where.memory});
-  }
-  return optimus::open_cuda_device(local_gpu(world));
+  return optimus::open_device(where.choice, where.choice.kind == optimus::Device::cuda ? local_gpu(world) : 0);
 }
 
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
@@ -191,7 +187,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   std::unique_ptr<optimus::DeviceRuntime> own_device;
   std::optional<optimus::RankDevice> rank_device;
   std::optional<optimus::Grid> device_grid;
-  if (where.device != optimus::Device::cpu) {
+  if (where.choice.kind != optimus::Device::cpu) {
     if (!where.in_process) own_device = open_device(where, world);
     rank_device.emplace(where.in_process ? *where.shared : *own_device, math);
     device_grid.emplace(where.in_process ? rank_device->grid(world, q)
@@ -216,7 +212,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   const double lr = o.real("lr", 3e-3);
   if (root) {
     std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n", q, q,
-                grid.dp(), world.size(), grid.row().backend().c_str(), std::string(name_of(where.device)).c_str(),
+                grid.dp(), world.size(), grid.row().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(),
                 gemm.c_str());
     std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f "
                 "nats/char\n",
@@ -300,18 +296,13 @@ int main(int argc, char** argv) {
                                   {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
                                    "every", "text", "sample", "dropout", "device", "device-memory", "gemm",
                                    "in-process"});
-    Placement where{.device = optimus::parse_device(o.text("device", "cpu")),
-                    .in_process = o.has("in-process"),
-                    .shared = nullptr,
-                    .memory = o.bytes("device-memory", std::numeric_limits<std::uint64_t>::max())};
-    OPTIMUS_CHECK(!o.has("device-memory") || where.device == optimus::Device::sim,
-                  "--device-memory sets the simulated device's memory: it needs --device sim");
+    Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
     if (!where.in_process) return train(ctx.world(), o, where);
     const auto ranks = o.integer("in-process", 1);
     OPTIMUS_CHECK(ctx.world().size() == 1, "--in-process runs every rank in this process: launch one process, not ",
                   ctx.world().size());
     OPTIMUS_CHECK(ranks >= 1 && ranks <= 64, "--in-process needs 1 to 64 ranks, got ", ranks);
-    if (where.device != optimus::Device::cpu) where.shared = open_device(where, ctx.world());
+    if (where.choice.kind != optimus::Device::cpu) where.shared = open_device(where, ctx.world());
     int status = 0;
     optimus::run_in_process(static_cast<int>(ranks), [&](optimus::Communicator& world) {
       const int mine = train(world, o, where);

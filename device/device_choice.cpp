@@ -1,0 +1,29 @@
+// A program's choice of device (optimus/device/device_choice.hpp).
+#include "optimus/device/device_choice.hpp"
+
+#include <limits>
+
+#include "optimus/core/error.hpp"
+#include "optimus/sim/runtime.hpp"
+
+namespace optimus {
+
+DeviceChoice choose_device(const cli::Options& options) {
+  const DeviceChoice choice{.kind = parse_device(options.text("device", "cpu")),
+                            .sim_capacity = options.bytes("device-memory", std::numeric_limits<std::uint64_t>::max())};
+  OPTIMUS_CHECK(!options.has("device-memory") || choice.kind == Device::sim,
+                "--device-memory sets the simulated device's memory: it needs --device sim");
+  return choice;
+}
+
+std::unique_ptr<DeviceRuntime> open_device(const DeviceChoice& choice, int gpu) {
+  switch (choice.kind) {
+    case Device::sim:
+      return std::make_unique<sim::Runtime>(sim::Options{.capacity = static_cast<std::size_t>(choice.sim_capacity)});
+    case Device::cuda: return open_cuda_device(gpu);
+    case Device::cpu: break;
+  }
+  return nullptr;
+}
+
+}  // namespace optimus
