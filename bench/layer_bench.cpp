@@ -84,9 +84,11 @@ class BlocksWork final : public Work {
   }
   void step() override {
     DistMatrix<float> a = x_.clone();
-    for (auto& b : blocks_) a = b->forward(a, s_.shape.seq, Pass{1, true});
+    std::vector<TransformerBlock2D<float>::Context> saved(blocks_.size());
+    const Pass pass{.step = 1, .training = true, .first_sequence = 0};
+    for (std::size_t l = 0; l < blocks_.size(); ++l) a = blocks_[l]->forward(a, s_.shape.seq, pass, saved[l]);
     DistMatrix<float> d = dy_.clone();
-    for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) d = (*it)->backward(d);
+    for (std::size_t l = blocks_.size(); l-- > 0;) d = blocks_[l]->backward(std::move(saved[l]), d);
     out_ = std::move(a);
     din_ = std::move(d);
   }
@@ -114,8 +116,7 @@ class GptWork final : public Work {
   }
   void step() override {
     model_.zero_grad();
-    loss_ = model_.forward(tokens_, targets_, s_.shape.batch, 1);
-    model_.backward();
+    loss_ = model_.train_step(tokens_, targets_, s_.shape.batch, 1, 1);
   }
   std::int64_t wrong(double tol) override {
     reference::Parameters p = reference::gpt_init(config_);

@@ -67,10 +67,12 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
   Measured m;
   auto step = [&](bool measure) {
     DistMatrix<T> a = x.clone();
-    for (auto& b : blocks) a = b->forward(a, c.shape.seq, Pass{1, true});
+    std::vector<typename Block::Context> saved(blocks.size());
+    const Pass pass{.step = 1, .training = true, .first_sequence = 0};
+    for (std::size_t l = 0; l < blocks.size(); ++l) a = blocks[l]->forward(a, c.shape.seq, pass, saved[l]);
     if (measure) m.activations = static_cast<double>(memory.current(MemoryKind::activations));
     DistMatrix<T> d = dy.clone();
-    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) d = (*it)->backward(d);
+    for (std::size_t l = blocks.size(); l-- > 0;) d = blocks[l]->backward(std::move(saved[l]), d);
     out = std::move(a);
     din = std::move(d);
   };

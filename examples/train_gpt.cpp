@@ -6,6 +6,7 @@
 //                            [--batch 16] [--steps 1200] [--lr 3e-3] [--dropout 0.1] [--seed 1234] [--every 50]
 //                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--gemm f32|bf16] [--in-process N]
+//                            [--micro-batches M] [--recompute none|selective|full]
 //
 // --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
 // (distributed_grid; needs a build with CUDA and NCCL). --device sim: the simulated device, one per rank, with its
@@ -14,6 +15,10 @@
 // --in-process N: N ranks as threads of this one process (no mpirun) — with --device sim or cuda all sharing one
 // device, as a whole grid on one GPU (RankDevice::grid).
 // --gemm bf16: mixed precision (GEMMs on bf16 operands, f32 master weights and optimizer state).
+// --micro-batches M: each step runs forward and backward on M micro-batches of batch/M sequences, accumulating the
+// gradients (the same step as one batch, less activation memory). --recompute: what each block saves for backward
+// (optimus/layers/recompute.hpp): everything (none), all but the attention probabilities (selective), or only its
+// input (full); the losses are those of none.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -92,8 +97,7 @@ void draw_batch(const std::vector<int>& ids, std::int64_t b, std::int64_t s, std
 double reference_check(const optimus::Grid& grid, const optimus::GptConfig& config, const std::vector<int>& tokens,
                        const std::vector<int>& targets, std::int64_t batch, int world_rank) {
   optimus::Gpt2D<double> model(grid, config);
-  const double loss = model.forward(tokens, targets, batch, 1);
-  model.backward();
+  const double loss = model.train_step(tokens, targets, batch, 1, 1);
   const std::map<std::string, GlobalMatrix> grads = model.gather(true);
   double worst = 0;
   if (world_rank == 0) {
@@ -209,6 +213,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
   const std::int64_t batch = o.integer("batch", 16), seq = config.max_seq;
   const int steps = static_cast<int>(o.integer("steps", 1200)), every = static_cast<int>(o.integer("every", 50));
+  const std::int64_t micro_batches = o.integer("micro-batches", 1);
+  const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));
   const double lr = o.real("lr", 3e-3);
   if (root) {
     std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n", q, q,
@@ -219,11 +225,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                 corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
                 static_cast<long long>(config.vocab), corpus.unigram_entropy);
     std::printf("  model: layers %lld, hidden %lld, heads %lld, ffn %lld, context %lld, dropout %.2f, %lld parameters; "
-                "batch %lld x dp %d\n",
+                "batch %lld x dp %d in %lld micro-batches, recomputation %s\n",
                 static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
                 static_cast<long long>(config.heads), static_cast<long long>(config.ffn),
                 static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
-                static_cast<long long>(batch), grid.dp());
+                static_cast<long long>(batch), grid.dp(), static_cast<long long>(micro_batches),
+                optimus::name_of(recompute));
   }
 
   std::vector<int> tokens, targets;
@@ -241,6 +248,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   }
 
   optimus::Gpt2D<float> model(grid, config);
+  model.set_recompute(recompute);
   optimus::AdamW<float> optimizer(grid, model.parameters(), optimus::AdamWConfig{lr, 0.9, 0.95, 1e-8, 0.1, 1.0});
   double interval_loss = 0, last_loss = 0;
   auto t0 = std::chrono::steady_clock::now();
@@ -252,8 +260,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     draw_batch(corpus.train, batch, seq, config.seed, static_cast<std::uint64_t>(step), grid.dp_index(), grid.dp(),
                tokens, targets);
     model.zero_grad();
-    const double loss = model.forward(tokens, targets, batch, static_cast<std::uint64_t>(step));
-    model.backward();
+    const double loss = model.train_step(tokens, targets, batch, static_cast<std::uint64_t>(step), micro_batches);
     optimizer.step();
     interval_loss += loss;
     if (step % every == 0 || step == steps) {
@@ -295,7 +302,7 @@ int main(int argc, char** argv) {
     const optimus::cli::Options o(argc, argv, 1,
                                   {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
                                    "every", "text", "sample", "dropout", "device", "device-memory", "gemm",
-                                   "in-process"});
+                                   "in-process", "micro-batches", "recompute"});
     Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
     if (!where.in_process) return train(ctx.world(), o, where);
     const auto ranks = o.integer("in-process", 1);

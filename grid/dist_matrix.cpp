@@ -16,11 +16,10 @@ std::int64_t block_size(std::int64_t n, int q, const char* dimension) {
 }  // namespace
 
 template <class T>
-DistMatrix<T>::DistMatrix(const detail::GridState& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind)
-    : grid_(&grid),
-      rows_(rows),
-      cols_(cols),
-      local_(Shape{block_size(rows, grid.q, "rows"), block_size(cols, grid.q, "cols")}, grid.tag(kind)) {}
+DistMatrix<T>::DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind)
+    : DistMatrix(grid, rows, cols,
+                 Tensor<T>(Shape{block_size(rows, grid.q(), "rows"), block_size(cols, grid.q(), "cols")},
+                           grid.tag(kind))) {}
 
 template <class T>
 void DistMatrix<T>::load_local(const Matrix& block) {
@@ -53,22 +52,22 @@ void DistMatrix<T>::fill_random(std::uint64_t seed, Distribution dist, std::uint
 // (q strips stacked in row order are the full row-major matrix).
 template <class T>
 typename DistMatrix<T>::Matrix DistMatrix<T>::to_global() const {
-  const int q = grid_->q;
+  const int q = grid_.q();
   const std::int64_t lr = local_rows();
   const std::int64_t lc = local_cols();
   const Matrix mine = local_to_host();  // gathered on the host, wherever the blocks live
   Matrix row_blocks(lr * q, lc);        // block jj at rows [jj*lr, (jj+1)*lr)
-  grid_->row->all_gather(mine.data(), row_blocks.data(), static_cast<std::size_t>(lr * lc), dtype_of<T>);
+  grid_.row().all_gather(mine.data(), row_blocks.data(), static_cast<std::size_t>(lr * lc), dtype_of<T>);
   Matrix strip(lr, cols_);
   for (int jj = 0; jj < q; ++jj) strip.middleCols(jj * lc, lc) = row_blocks.middleRows(jj * lr, lr);
   Matrix full(rows_, cols_);
-  grid_->col->all_gather(strip.data(), full.data(), static_cast<std::size_t>(lr * cols_), dtype_of<T>);
+  grid_.col().all_gather(strip.data(), full.data(), static_cast<std::size_t>(lr * cols_), dtype_of<T>);
   return full;
 }
 
 template <class T>
 DistMatrix<T> DistMatrix<T>::clone_as(MemoryKind kind) const {
-  DistMatrix copy(*grid_, rows_, cols_, kind);
+  DistMatrix copy(grid_, rows_, cols_, kind);
   copy_bytes(local_.device_memory(), copy.local_.data(), local_.data(), local_.bytes());
   return copy;
 }

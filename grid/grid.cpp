@@ -1,5 +1,5 @@
 // Grid::create: checks the world size, then splits the world into row, column, grid and data-parallel
-// communicators.
+// communicators. The state behind the handle: the topology (fixed) and the execution settings.
 #include "optimus/grid/grid.hpp"
 
 #include "optimus/core/device_memory.hpp"
@@ -7,6 +7,62 @@
 #include "optimus/core/error.hpp"
 
 namespace optimus {
+namespace {
+
+// What create() fixes.
+struct Topology {
+  int q = 1;
+  int dp = 1;
+  int row_index = 0;  // i
+  int col_index = 0;  // j
+  int dp_index = 0;
+  std::unique_ptr<Communicator> row, col, grid, dp_comm;
+};
+
+// What may change between steps.
+struct Settings {
+  bool overlap = true;             // SUMMA overlaps communication with computation
+  Timeline* timeline = nullptr;    // where SUMMA records its GEMMs and waits, if anywhere
+  DeviceMemory* device = nullptr;  // where matrices and workspaces live (null: host memory)
+  ops::Queue queue;                // where their local work runs on the device
+};
+
+}  // namespace
+
+struct Grid::State {
+  Topology topology;
+  MemoryTracker memory;  // counts this rank's tensors made on the grid
+  Settings settings;
+};
+
+Grid::State& Grid::state() const {
+  OPTIMUS_CHECK(state_ != nullptr, "Grid: this handle is empty (moved from); use the Grid it was moved to");
+  return *state_;
+}
+
+int Grid::q() const { return state().topology.q; }
+int Grid::dp() const { return state().topology.dp; }
+int Grid::row_index() const { return state().topology.row_index; }
+int Grid::col_index() const { return state().topology.col_index; }
+int Grid::dp_index() const { return state().topology.dp_index; }
+Communicator& Grid::row() const { return *state().topology.row; }
+Communicator& Grid::col() const { return *state().topology.col; }
+Communicator& Grid::grid() const { return *state().topology.grid; }
+Communicator& Grid::dp_comm() const { return *state().topology.dp_comm; }
+MemoryTracker& Grid::memory() const { return state().memory; }
+MemoryTag Grid::tag(MemoryKind kind) const {
+  State& s = state();
+  return {.tracker = &s.memory, .kind = kind, .device = s.settings.device};
+}
+
+void Grid::set_overlap(bool overlap) const { state().settings.overlap = overlap; }
+bool Grid::overlap() const { return state().settings.overlap; }
+void Grid::set_timeline(Timeline* timeline) const { state().settings.timeline = timeline; }
+Timeline* Grid::timeline() const { return state().settings.timeline; }
+void Grid::set_gemm_math(ops::GemmMath math) const { state().settings.queue.math = math; }
+ops::GemmMath Grid::gemm_math() const { return state().settings.queue.math; }
+DeviceMemory* Grid::device() const { return state().settings.device; }
+const ops::Queue& Grid::queue() const { return state().settings.queue; }
 
 void Grid::check_world_size(int world_size, int q) {
   OPTIMUS_CHECK(q >= 1, "Grid::create: q must be at least 1, got q = ", q);
@@ -19,29 +75,31 @@ Grid Grid::create(Communicator& world, int q) {
   check_world_size(world.size(), q);
   const int p = q * q;
   const int n = world.size();
-  auto s = std::make_unique<detail::GridState>();
+  auto s = std::make_shared<State>();
+  Topology& t = s->topology;
   const int r = world.rank();
-  s->q = q;
-  s->dp = n / p;
-  s->dp_index = r / p;
-  s->row_index = (r % p) / q;
-  s->col_index = r % q;
-  const int i = s->row_index;
-  const int j = s->col_index;
-  s->row = world.split(s->dp_index * q + i, j);
-  s->col = world.split(s->dp_index * q + j, i);
-  s->grid = world.split(s->dp_index, i * q + j);
-  s->dp_comm = world.split(i * q + j, s->dp_index);
-  s->memory = std::make_unique<MemoryTracker>();
-  s->queue.scratch = s->tag(MemoryKind::workspace);
-  return Grid(std::move(s));
+  t.q = q;
+  t.dp = n / p;
+  t.dp_index = r / p;
+  t.row_index = (r % p) / q;
+  t.col_index = r % q;
+  const int i = t.row_index;
+  const int j = t.col_index;
+  t.row = world.split(t.dp_index * q + i, j);
+  t.col = world.split(t.dp_index * q + j, i);
+  t.grid = world.split(t.dp_index, i * q + j);
+  t.dp_comm = world.split(i * q + j, t.dp_index);
+  Grid grid(std::move(s));
+  grid.state().settings.queue.scratch = grid.tag(MemoryKind::workspace);
+  return grid;
 }
 
-void Grid::place_on(DeviceMemory* device, const ops::Queue& queue) {
+void Grid::place_on(DeviceMemory* device, const ops::Queue& queue) const {
+  State& s = state();
   const Device where = device_of(device);
   const std::pair<const char*, const Communicator*> comms[] = {
-      {"row", state_->row.get()}, {"column", state_->col.get()}, {"grid", state_->grid.get()},
-      {"data-parallel", state_->dp_comm.get()}};
+      {"row", s.topology.row.get()}, {"column", s.topology.col.get()}, {"grid", s.topology.grid.get()},
+      {"data-parallel", s.topology.dp_comm.get()}};
   for (const auto& [name, comm] : comms) {
     OPTIMUS_CHECK(comm->takes_buffers_on(where), "Grid::place_on: the grid's ", name, " communicator (",
                   comm->backend(), ") cannot move ", name_of(where), " buffers; for an in-process world set its "
@@ -50,9 +108,12 @@ void Grid::place_on(DeviceMemory* device, const ops::Queue& queue) {
   }
   OPTIMUS_CHECK(where == Device::cpu || (queue.stream != nullptr && queue.stream->device() == where),
                 "Grid::place_on: matrices on ", name_of(where), " need a ", name_of(where), " stream in the queue");
-  state_->device = device;
-  state_->queue = queue;
-  state_->queue.scratch = state_->tag(MemoryKind::workspace);
+  OPTIMUS_CHECK(s.memory.current_total() == 0, "Grid::place_on: the grid already holds ", s.memory.current_total(),
+                " bytes of matrices in ", name_of(device_of(s.settings.device)),
+                " memory; place the grid before building matrices or layers on it");
+  s.settings.device = device;
+  s.settings.queue = queue;
+  s.settings.queue.scratch = tag(MemoryKind::workspace);
 }
 
 }  // namespace optimus

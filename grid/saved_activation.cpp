@@ -10,19 +10,19 @@
 namespace optimus {
 
 template <class T>
-bool SavedActivation<T>::keeps_bf16(const detail::GridState& grid) {
-  return std::is_same_v<T, float> && grid.queue.math == ops::GemmMath::bf16;
+bool SavedActivation<T>::keeps_bf16(const Grid& grid) {
+  return std::is_same_v<T, float> && grid.gemm_math() == ops::GemmMath::bf16;
 }
 
 template <class T>
 SavedActivation<T>::SavedActivation(const DistMatrix<T>& m, MemoryKind kind)
-    : grid_(&m.grid()), rows_(m.rows()), cols_(m.cols()), is_bf16_(keeps_bf16(m.grid())) {
+    : grid_(m.grid()), rows_(m.rows()), cols_(m.cols()), is_bf16_(keeps_bf16(m.grid())) {
   keep(m.local(), kind);
 }
 
 template <class T>
 SavedActivation<T>::SavedActivation(DistMatrix<T>&& m, MemoryKind kind)
-    : grid_(&m.grid()), rows_(m.rows()), cols_(m.cols()), is_bf16_(keeps_bf16(m.grid())) {
+    : grid_(m.grid()), rows_(m.rows()), cols_(m.cols()), is_bf16_(keeps_bf16(m.grid())) {
   if (!is_bf16_ && m.kind() == kind) {
     block_ = m.take_local();
     return;
@@ -33,11 +33,11 @@ SavedActivation<T>::SavedActivation(DistMatrix<T>&& m, MemoryKind kind)
 
 template <class T>
 void SavedActivation<T>::keep(TensorView<const T> local, MemoryKind kind) {
-  const MemoryTag tag = grid_->tag(kind);
+  const MemoryTag tag = grid_.tag(kind);
   if constexpr (std::is_same_v<T, float>) {
     if (is_bf16_) {
       bf16_block_ = Tensor<bf16>(local.shape(), tag, Init::none);
-      ops::to_bf16(local, bf16_block_.view(), grid_->queue);
+      ops::to_bf16(local, bf16_block_.view(), grid_.queue());
       return;
     }
   }
@@ -49,8 +49,8 @@ template <class T>
 TensorView<const T> SavedActivation<T>::values(Tensor<T>& scratch) const {
   if constexpr (std::is_same_v<T, float>) {
     if (is_bf16_) {
-      scratch = Tensor<T>(bf16_block_.shape(), grid_->tag(MemoryKind::workspace), Init::none);
-      ops::to_f32(bf16_block_.view(), scratch.view(), grid_->queue);
+      scratch = Tensor<T>(bf16_block_.shape(), grid_.tag(MemoryKind::workspace), Init::none);
+      ops::to_f32(bf16_block_.view(), scratch.view(), grid_.queue());
       return std::as_const(scratch).view();
     }
   }

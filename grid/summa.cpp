@@ -22,7 +22,7 @@ std::size_t count_of(const TensorView<T>& v) {
 template <class T>
 void check_operands(const char* op, const SummaOperand<T>& a, const SummaOperand<T>& b, const DistMatrix<T>& c,
                     std::int64_t m, std::int64_t k, std::int64_t kb, std::int64_t n) {
-  OPTIMUS_CHECK(a.grid == b.grid && a.grid == &c.grid(), op, ": the matrices belong to different grids");
+  OPTIMUS_CHECK(a.grid->same(*b.grid) && a.grid->same(c.grid()), op, ": the matrices belong to different grids");
   const T* out = std::as_const(c).local().data();
   OPTIMUS_CHECK(out != a.block.data() && out != b.block.data(), op, ": the output C must not be one of the inputs");
   OPTIMUS_CHECK(k == kb, op, ": inner dimensions differ: A is ", a.rows, "x", a.cols, ", B is ", b.rows, "x", b.cols,
@@ -32,7 +32,7 @@ void check_operands(const char* op, const SummaOperand<T>& a, const SummaOperand
 }
 
 // Panels, partial products and reduced sums are overwritten before they are read: no zeroing.
-MemoryTag scratch_tag(const detail::GridState& g) { return g.tag(MemoryKind::workspace); }
+MemoryTag scratch_tag(const Grid& g) { return g.tag(MemoryKind::workspace); }
 
 // What a rank multiplies and sends of one operand: its own block (S = T), or for mixed precision (T = float on a
 // grid whose GEMM math is bf16, S = bf16) a bf16 copy of it, made once per product so that panels move in bf16
@@ -44,7 +44,7 @@ struct Operand {
 };
 
 template <class S, class T>
-Operand<S> operand(const detail::GridState& g, const SummaOperand<T>& m) {
+Operand<S> operand(const Grid& g, const SummaOperand<T>& m) {
   if constexpr (std::is_same_v<S, T>) {
     OPTIMUS_CHECK(!m.is_bf16, "summa: an operand was saved in bf16 (the grid's GEMM math was bf16) but the grid's "
                               "GEMM math is no longer bf16; keep the GEMM math fixed from a forward pass to its backward");
@@ -52,7 +52,7 @@ Operand<S> operand(const detail::GridState& g, const SummaOperand<T>& m) {
   } else {
     if (m.is_bf16) return {Tensor<S>(), m.bf16_block};
     Tensor<S> copy(m.block.shape(), scratch_tag(g), Init::none);
-    ops::to_bf16(m.block, copy.view(), g.queue);
+    ops::to_bf16(m.block, copy.view(), g.queue());
     const TensorView<const S> block = std::as_const(copy).view();
     return {std::move(copy), block};  // moving a tensor keeps its storage: `block` stays valid
   }
@@ -100,9 +100,9 @@ void poll_all(std::array<Request*, N> requests) {
 // Runs with.template operator()<S>() with the operand type of T-products on grid g (see Operand): S = bf16 for f32
 // products on a grid whose GEMM math is bf16, S = T otherwise.
 template <class T, class With>
-decltype(auto) with_operand_type(const detail::GridState& g, With&& with) {
+decltype(auto) with_operand_type(const Grid& g, With&& with) {
   if constexpr (std::is_same_v<T, float>) {
-    if (g.queue.math == ops::GemmMath::bf16) return with.template operator()<bf16>();
+    if (g.queue().math == ops::GemmMath::bf16) return with.template operator()<bf16>();
   }
   return with.template operator()<T>();
 }
@@ -117,43 +117,43 @@ decltype(auto) with_operand_type(const detail::GridState& g, With&& with) {
 template <class S, class T>
 void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<T>& b_matrix, T beta, DistMatrix<T>& c,
                    const ops::Epilogue<T>& epilogue) {
-  const detail::GridState& g = *a_matrix.grid;
+  const Grid& g = *a_matrix.grid;
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
-  const int buffers = g.overlap && g.q > 1 ? 2 : 1;
+  const int buffers = g.overlap() && g.q() > 1 ? 2 : 1;
   std::vector<Tensor<S>> a_scratch, b_scratch;  // A[i,l]: [m/q, k/q], B[l,j]: [k/q, n/q]
   for (int k = 0; k < buffers; ++k) {
     a_scratch.emplace_back(a.block.shape(), scratch_tag(g), Init::none);
     b_scratch.emplace_back(b.block.shape(), scratch_tag(g), Init::none);
   }
   auto panels = [&](int l) {
-    return std::pair{panel(g.col_index == l, a, a_scratch[static_cast<std::size_t>(l % buffers)]),
-                     panel(g.row_index == l, b, b_scratch[static_cast<std::size_t>(l % buffers)])};
+    return std::pair{panel(g.col_index() == l, a, a_scratch[static_cast<std::size_t>(l % buffers)]),
+                     panel(g.row_index() == l, b, b_scratch[static_cast<std::size_t>(l % buffers)])};
   };
   auto post = [&](int l) {
     const auto [ap, bp] = panels(l);
-    return std::array<Request, 2>{g.row->ibroadcast(ap.data(), count_of(ap), dtype_of<S>, l),
-                                  g.col->ibroadcast(bp.data(), count_of(bp), dtype_of<S>, l)};
+    return std::array<Request, 2>{g.row().ibroadcast(ap.data(), count_of(ap), dtype_of<S>, l),
+                                  g.col().ibroadcast(bp.data(), count_of(bp), dtype_of<S>, l)};
   };
   std::array<Request, 2> inflight;
-  if (g.overlap) inflight = post(0);
-  for (int l = 0; l < g.q; ++l) {
-    if (g.overlap) {
+  if (g.overlap()) inflight = post(0);
+  for (int l = 0; l < g.q(); ++l) {
+    if (g.overlap()) {
       {
-        const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
+        const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
         for (Request& r : inflight) r.wait();
       }
-      if (l + 1 < g.q) inflight = post(l + 1);
+      if (l + 1 < g.q()) inflight = post(l + 1);
     } else {
-      const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
+      const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
       const auto [ap, bp] = panels(l);
-      g.row->broadcast(ap.data(), count_of(ap), dtype_of<S>, l);
-      g.col->broadcast(bp.data(), count_of(bp), dtype_of<S>, l);
+      g.row().broadcast(ap.data(), count_of(ap), dtype_of<S>, l);
+      g.col().broadcast(bp.data(), count_of(bp), dtype_of<S>, l);
     }
     const auto [ap, bp] = panels(l);
-    const Timeline::Scope compute(g.timeline, SpanKind::compute);
-    tiled_gemm<T, S>(g.queue, Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
+    const Timeline::Scope compute(g.timeline(), SpanKind::compute);
+    tiled_gemm<T, S>(g.queue(), Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
                      [&] { poll_all<2>({&inflight[0], &inflight[1]}); },
-                     l + 1 == g.q ? epilogue : ops::Epilogue<T>{});  // the epilogue with the last GEMM
+                     l + 1 == g.q() ? epilogue : ops::Epilogue<T>{});  // the epilogue with the last GEMM
   }
 }
 
@@ -175,9 +175,9 @@ void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c)
 // the last reductions in flight (overlapped) or done (blocking); PendingProduct::finish() writes C.
 // The panels are of type S (see Operand); the partial products and their reductions stay in T.
 template <class S, class T, class Product>
-PendingProduct<T> summa_reduced(const detail::GridState& g, const Operand<S>& mover, Communicator& bcast,
+PendingProduct<T> summa_reduced(const Grid& g, const Operand<S>& mover, Communicator& bcast,
                                 Communicator& reduce, T alpha, T beta, DistMatrix<T>& c, Product&& product) {
-  const int buffers = g.overlap && g.q > 1 ? 2 : 1;
+  const int buffers = g.overlap() && g.q() > 1 ? 2 : 1;
   std::vector<Tensor<S>> scratch;
   std::vector<Tensor<T>> partial;
   for (int k = 0; k < buffers; ++k) {
@@ -195,29 +195,29 @@ PendingProduct<T> summa_reduced(const detail::GridState& g, const Operand<S>& mo
   };
   std::vector<Request> reductions(static_cast<std::size_t>(buffers));
   Request inflight;
-  if (g.overlap) inflight = post_panel(0);
-  for (int l = 0; l < g.q; ++l) {
+  if (g.overlap()) inflight = post_panel(0);
+  for (int l = 0; l < g.q(); ++l) {
     const TensorView<S> p = panel_of(l);
     Request& previous = reductions[static_cast<std::size_t>(l % buffers)];
     {
-      const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
-      if (g.overlap) {
+      const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
+      if (g.overlap()) {
         inflight.wait();
       } else {
         bcast.broadcast(p.data(), count_of(p), dtype_of<S>, l);
       }
       previous.wait();  // its partial buffer is free again
     }
-    if (g.overlap && l + 1 < g.q) inflight = post_panel(l + 1);
+    if (g.overlap() && l + 1 < g.q()) inflight = post_panel(l + 1);
     Tensor<T>& part = partial[static_cast<std::size_t>(l % buffers)];
     {
-      const Timeline::Scope compute(g.timeline, SpanKind::compute);
+      const Timeline::Scope compute(g.timeline(), SpanKind::compute);
       Request& other = reductions[static_cast<std::size_t>((l + 1) % buffers)];
       product(TensorView<const S>(p), part.view(), [&] { poll_all<2>({&inflight, buffers > 1 ? &other : nullptr}); });
     }
     previous = reduce.ireduce(part.data(), sum.data(), count_of(part.view()), dtype_of<T>, ReduceOp::sum, l);
-    if (!g.overlap) {
-      const Timeline::Scope wait(g.timeline, SpanKind::comm_wait);
+    if (!g.overlap()) {
+      const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
       previous.wait();
     }
   }
@@ -226,9 +226,9 @@ PendingProduct<T> summa_reduced(const detail::GridState& g, const Operand<S>& mo
 }
 
 template <class T>
-PendingProduct<T>::PendingProduct(const detail::GridState& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
+PendingProduct<T>::PendingProduct(const Grid& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
                                   std::vector<Tensor<T>> sent, std::vector<Request> reductions)
-    : grid_(&grid),
+    : grid_(grid),
       alpha_(alpha),
       beta_(beta),
       c_(&c),
@@ -240,11 +240,11 @@ template <class T>
 void PendingProduct<T>::finish() {
   OPTIMUS_CHECK(c_ != nullptr, "PendingProduct::finish called twice");
   {
-    const Timeline::Scope wait(grid_->timeline, SpanKind::comm_wait);
+    const Timeline::Scope wait(grid_.timeline(), SpanKind::comm_wait);
     for (Request& r : reductions_) r.wait();
   }
   // Every rank was the root of exactly one reduction: `sum` holds its block's new term.
-  ops::axpby<T>(alpha_, sum_.view(), beta_, c_->local(), grid_->queue);
+  ops::axpby<T>(alpha_, sum_.view(), beta_, c_->local(), grid_.queue());
   c_ = nullptr;
   reductions_.clear();
   sent_.clear();
@@ -264,12 +264,12 @@ PendingProduct<T>::~PendingProduct() {
 template <class S, class T>
 PendingProduct<T> summa_abt_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<T>& b_matrix, T beta,
                                  DistMatrix<T>& c) {
-  const detail::GridState& g = *a_matrix.grid;
+  const Grid& g = *a_matrix.grid;
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
-  return summa_reduced<S, T>(g, b, *g.col, *g.row, alpha, beta, c,
+  return summa_reduced<S, T>(g, b, g.col(), g.row(), alpha, beta, c,
                              [&](TensorView<const S> b_panel, TensorView<T> partial, auto&& poll) {
-                               tiled_gemm<T, S>(g.queue, Trans::no, Trans::yes, T(1), a.block, b_panel, T(0),
+                               tiled_gemm<T, S>(g.queue(), Trans::no, Trans::yes, T(1), a.block, b_panel, T(0),
                                                 partial, poll);
                              });
 }
@@ -277,12 +277,12 @@ PendingProduct<T> summa_abt_with(T alpha, const SummaOperand<T>& a_matrix, const
 template <class S, class T>
 PendingProduct<T> summa_atb_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<T>& b_matrix, T beta,
                                  DistMatrix<T>& c) {
-  const detail::GridState& g = *a_matrix.grid;
+  const Grid& g = *a_matrix.grid;
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
-  return summa_reduced<S, T>(g, a, *g.row, *g.col, alpha, beta, c,
+  return summa_reduced<S, T>(g, a, g.row(), g.col(), alpha, beta, c,
                              [&](TensorView<const S> a_panel, TensorView<T> partial, auto&& poll) {
-                               tiled_gemm<T, S>(g.queue, Trans::yes, Trans::no, T(1), a_panel, b.block, T(0),
+                               tiled_gemm<T, S>(g.queue(), Trans::yes, Trans::no, T(1), a_panel, b.block, T(0),
                                                 partial, poll);
                              });
 }

@@ -12,7 +12,7 @@ namespace optimus {
 template <class T>
 Attention2D<T>::Attention2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t heads,
                             DropoutSpec dropout)
-    : grid_(&grid),
+    : grid_(grid),
       hidden_(hidden),
       heads_(heads),
       dropout_(dropout),
@@ -23,39 +23,40 @@ Attention2D<T>::Attention2D(const Grid& grid, const std::string& name, std::int6
 }
 
 template <class T>
-detail::AttentionGeometry Attention2D<T>::geometry(std::int64_t local_rows, std::int64_t seq, std::uint64_t step,
+detail::AttentionGeometry Attention2D<T>::geometry(std::int64_t local_rows, std::int64_t seq, const Pass& pass,
                                                    double dropout) const {
-  const int q = grid_->q();
+  const int q = grid_.q();
   detail::AttentionGeometry g;
   g.seq = seq;
   g.batches = local_rows / seq;
   g.heads = heads_ / q;
   g.head_size = hidden_ / heads_;
-  // This rank's first sequence in the global batch (replicas hold consecutive slices) and first head.
-  g.first_batch = (grid_->dp_index() * q + grid_->row_index()) * g.batches;
-  g.first_head = grid_->col_index() * g.heads;
+  // This rank's first sequence in the global batch (grid row i holds the pass's sequences [i*b/q, (i+1)*b/q)) and
+  // first head.
+  g.first_batch = pass.first_sequence + grid_.row_index() * g.batches;
+  g.first_head = grid_.col_index() * g.heads;
   g.total_heads = heads_;
   g.dropout = dropout;
-  g.rng = CounterRng(dropout_.seed, dropout_stream(step, static_cast<std::uint64_t>(dropout_.layer),
+  g.rng = CounterRng(dropout_.seed, dropout_stream(pass.step, static_cast<std::uint64_t>(dropout_.layer),
                                                    DropoutSite::attention_probs));
   return g;
 }
 
 template <class T>
-DistMatrix<T> Attention2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
-  const int q = grid_->q();
+DistMatrix<T> Attention2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved) {
+  const int q = grid_.q();
   OPTIMUS_CHECK(seq > 0 && (x.rows() / q) % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ",
                 seq, " on each of q = ", q, " grid rows");
   return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_,
-                                      geometry(x.local_rows(), seq, pass.step, pass.training ? dropout_.p : 0.0),
-                                      pass, saved_);
+                                      geometry(x.local_rows(), seq, pass, pass.training ? dropout_.p : 0.0), pass,
+                                      !recompute_core_, saved);
 }
 
 template <class T>
-DistMatrix<T> Attention2D<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(saved_.qkv.has_value(), "attention: backward without a training forward");
-  return detail::attention_backward<T>(c_attn_, c_proj_, dy,
-                                       geometry(saved_.qkv->local_rows(), saved_.seq, saved_.step, dropout_.p), saved_);
+DistMatrix<T> Attention2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  saved.mark.check(grid_, "attention");
+  const detail::AttentionGeometry g = geometry(saved.qkv->local_rows(), saved.seq, saved.pass, dropout_.p);
+  return detail::attention_backward<T>(c_attn_, c_proj_, std::move(saved), dy, g);
 }
 
 template <class T>

@@ -54,22 +54,24 @@ ops::BatchView<T> stacked(TensorView<T> tiles) {
 }  // namespace
 
 template <class T>
-void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+void attention_core_forward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv,
                             ProbsStore<T> probs, TensorView<T> merged) {
   const Sequences<T> seqs{g};
   const std::int64_t heads = g.heads;
-  const ops::Queue& queue = grid.queue;
+  const ops::Queue& queue = grid.queue();
   const MemoryTag work = grid.tag(MemoryKind::workspace);
   const bool full = probs.full.data() != nullptr, half = probs.half.data() != nullptr;
-  Tensor<T> scores = seqs.tiles(true, work), kept = seqs.tiles(g.dropout > 0.0, work);  // kept: the masked copy
+  Tensor<T> scores = seqs.tiles(true, work), kept = seqs.tiles(g.dropout > 0.0 && merged.data() != nullptr, work);  // kept: the masked copy
   Tensor<T> wide = seqs.tiles(!full, work);  // the f32 tiles when not kept in T (kept in bf16, or not kept)
   for (std::int64_t b = 0; b < g.batches; ++b) {
     const TensorView<T> p = full ? seqs.probs(probs.full, b) : wide.view();
     ops::gemm_batched<T>(Trans::no, Trans::yes, T(1), seqs.part(qkv, 0, b), seqs.part(qkv, 1, b), T(0),
                          stacked(scores.view()), heads, queue);
     ops::causal_softmax_forward<T>(std::as_const(scores).view(), seqs.scale, p, queue);
-    ops::gemm_batched<T>(Trans::no, Trans::no, T(1), stacked(seqs.kept(p, kept, b, queue)), seqs.part(qkv, 2, b), T(0),
-                         seqs.part(merged, 0, b), heads, queue);
+    if (merged.data() != nullptr) {
+      ops::gemm_batched<T>(Trans::no, Trans::no, T(1), stacked(seqs.kept(p, kept, b, queue)), seqs.part(qkv, 2, b),
+                           T(0), seqs.part(merged, 0, b), heads, queue);
+    }
     if constexpr (std::is_same_v<T, float>) {
       if (half) ops::to_bf16(TensorView<const T>(p), seqs.probs(probs.half, b), queue);
     }
@@ -77,11 +79,11 @@ void attention_core_forward(const AttentionGeometry& g, const GridState& grid, T
 }
 
 template <class T>
-void attention_core_backward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+void attention_core_backward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv,
                              ProbsStore<T, const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv) {
   const Sequences<T> seqs{g};
   const std::int64_t heads = g.heads;
-  const ops::Queue& queue = grid.queue;
+  const ops::Queue& queue = grid.queue();
   const MemoryTag work = grid.tag(MemoryKind::workspace);
   const bool half = probs.half.data() != nullptr;
   Tensor<T> dp = seqs.tiles(true, work), ds = seqs.tiles(true, work), kept = seqs.tiles(g.dropout > 0.0, work);
@@ -106,9 +108,9 @@ void attention_core_backward(const AttentionGeometry& g, const GridState& grid, 
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                  \
-  template void attention_core_forward<T>(const AttentionGeometry&, const GridState&, TensorView<const T>,       \
+  template void attention_core_forward<T>(const AttentionGeometry&, const Grid&, TensorView<const T>,       \
                                           ProbsStore<T>, TensorView<T>);                                         \
-  template void attention_core_backward<T>(const AttentionGeometry&, const GridState&, TensorView<const T>,      \
+  template void attention_core_backward<T>(const AttentionGeometry&, const Grid&, TensorView<const T>,      \
                                            ProbsStore<T, const T>, TensorView<const T>, TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)

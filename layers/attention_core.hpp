@@ -3,7 +3,8 @@
 //   qkv   : [batches*seq, 3*width], columns [Q | K | V] each `width` = heads*d wide (this rank's heads)
 //   probs : [batches*heads*seq, seq], row (b*heads + t)*seq + query, softmax before dropout (saved; in bf16 under
 //           mixed precision, see ProbsStore)
-//   merged: [batches*seq, width], head-major columns
+//   merged: [batches*seq, width], head-major columns; an empty view computes the probabilities only (selective
+//           recomputation)
 // Dropout masks use global indices: row ((first_batch + b)*total_heads + first_head + t)*seq + query.
 // The work is sequence by sequence, all of its heads at once — batched GEMMs (ops::gemm_batched) over the heads'
 // [s, d] blocks and the [heads*seq, seq] stack of their tiles, causal softmax and dropout on that stack — through
@@ -37,12 +38,12 @@ struct ProbsStore {
 };
 
 template <class T>
-void attention_core_forward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+void attention_core_forward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv,
                             ProbsStore<T> probs, TensorView<T> merged);
 
 // With bf16 probabilities, the backward works on their widening: the bf16 rounding of the forward's values.
 template <class T>
-void attention_core_backward(const AttentionGeometry& g, const GridState& grid, TensorView<const T> qkv,
+void attention_core_backward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv,
                              ProbsStore<T, const T> probs, TensorView<const T> dmerged, TensorView<T> dqkv);
 
 }  // namespace optimus::detail

@@ -18,14 +18,16 @@ TransformerBlock2D<T>::TransformerBlock2D(const Grid& grid, const GptConfig& con
       mlp_(grid, prefix(layer) + "mlp", config.hidden, config.ffn) {}
 
 template <class T>
-DistMatrix<T> TransformerBlock2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
-  step_ = pass.step;
-  return detail::block_forward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, x, seq, pass);
+DistMatrix<T> TransformerBlock2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass,
+                                             Context& saved) {
+  return detail::block_forward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, x, seq, pass,
+                                  recompute_, saved);
 }
 
 template <class T>
-DistMatrix<T> TransformerBlock2D<T>::backward(const DistMatrix<T>& dy) {
-  return detail::block_backward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, step_, dy);
+DistMatrix<T> TransformerBlock2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return detail::block_backward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, std::move(saved),
+                                   dy);
 }
 
 template <class T>

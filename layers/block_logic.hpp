@@ -1,82 +1,106 @@
 // The logic the 2D and 1D layers share, written once over their parts (internal header):
-//   mlp   : y = c_proj(gelu(c_fc(x))), saving GELU's input (c_fc's output) for its derivative;
-//   block : x1 = x + dropout(attn(ln_1(x))), y = x1 + dropout(mlp(ln_2(x1))), and its backward, with dropout
-//           masks regenerated from (seed, step, layer, site).
+//   mlp      : y = c_proj(gelu(c_fc(x))), saving GELU's input (c_fc's output) for its derivative;
+//   attention: qkv = c_attn(x), the local attention core, y = c_proj(merged); the core's probabilities are saved,
+//              or recomputed in backward from qkv (selective recomputation);
+//   block    : x1 = x + dropout(attn(ln_1(x))), y = x1 + dropout(mlp(ln_2(x1))), and its backward, with dropout
+//              masks regenerated from (seed, step, layer, site), under a recomputation policy (recompute.hpp).
+// Every forward fills a context (context.hpp) and every backward consumes one.
 #pragma once
 
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "attention_core.hpp"
 #include "optimus/core/error.hpp"
-#include "optimus/layers/attention.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/ops.hpp"
+#include "optimus/layers/context.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/pass.hpp"
 
 namespace optimus::detail {
 
 template <class T, class Fc, class Proj>
-DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& x, const Pass& pass,
-                          std::optional<SavedActivation<T>>& saved_pre) {
-  GeluOutput<T> fc = c_fc.forward_gelu(x, pass);  // GELU fused into c_fc's GEMM where the device offers it
-  DistMatrix<T> y = c_proj.forward(fc.y, pass);
-  if (pass.training) saved_pre.emplace(std::move(fc.pre), MemoryKind::activations);  // bf16 under mixed precision
-  return y;
-}
-
-template <class T, class Fc, class Proj>
-DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& dy, std::optional<SavedActivation<T>>& saved_pre) {
-  OPTIMUS_CHECK(saved_pre.has_value(), "mlp: backward without a training forward");
-  DistMatrix<T> dact = c_proj.backward(dy);
-  Tensor<T> widened;  // GELU's input in T when kept in bf16
-  ops::gelu_backward<T>(saved_pre->values(widened), dact.local(), dact.local(), saved_pre->grid().queue);
-  saved_pre.reset();
-  return c_fc.backward(dact);
-}
-
-// Attention around the local core: qkv = c_attn(x); merged [N, merged_cols] = attention of this rank's heads;
-// y = c_proj(merged). A training pass saves qkv and the probabilities in `saved`.
-template <class T, class QkvLinear, class ProjLinear>
-DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const DistMatrix<T>& x,
-                                std::int64_t merged_cols, const AttentionGeometry& g, const Pass& pass,
-                                AttentionSaved<T>& saved) {
-  DistMatrix<T> qkv = c_attn.forward(x, pass);
-  const Shape all_tiles{g.batches * g.heads * g.seq, g.seq};
-  // The probabilities are kept for backward only, in bf16 under mixed precision.
-  const bool half = SavedActivation<T>::keeps_bf16(x.grid());
-  const MemoryTag kept = x.grid().tag(MemoryKind::activations);
-  Tensor<T> probs = pass.training && !half ? Tensor<T>(all_tiles, kept, Init::none) : Tensor<T>();
-  Tensor<bf16> probs_bf16 = pass.training && half ? Tensor<bf16>(all_tiles, kept, Init::none) : Tensor<bf16>();
-  DistMatrix<T> merged(x.grid(), x.rows(), merged_cols);
-  attention_core_forward<T>(g, x.grid(), std::as_const(qkv).local(), {probs.view(), probs_bf16.view()},
-                            merged.local());
-  DistMatrix<T> y = c_proj.forward(merged, pass);
+DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& x, const Pass& pass, MlpContext<T>& saved) {
+  saved = MlpContext<T>{};
+  GeluOutput<T> fc = c_fc.forward_gelu(x, pass, saved.c_fc);  // GELU fused into c_fc's GEMM where the device offers it
+  DistMatrix<T> y = c_proj.forward(fc.y, pass, saved.c_proj);
   if (pass.training) {
-    saved.qkv.emplace(std::move(qkv), MemoryKind::activations);
-    saved.probs = std::move(probs);
-    saved.probs_bf16 = std::move(probs_bf16);
-    saved.seq = g.seq;
-    saved.step = pass.step;
+    saved.pre.emplace(std::move(fc.pre), MemoryKind::activations);  // bf16 under mixed precision
+    saved.mark = ContextMark(x.grid());
   }
   return y;
 }
 
-// Its backward, with the geometry of the saved forward; frees what was saved.
+template <class T, class Fc, class Proj>
+DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const DistMatrix<T>& dy) {
+  saved.mark.check(dy.grid(), "mlp");
+  DistMatrix<T> dact = c_proj.backward(std::move(saved.c_proj), dy);
+  Tensor<T> widened;  // GELU's input in T when kept in bf16
+  ops::gelu_backward<T>(saved.pre->values(widened), dact.local(), dact.local(), dy.grid().queue());
+  saved.pre.reset();
+  widened.reset();
+  return c_fc.backward(std::move(saved.c_fc), dact);
+}
+
+// The probabilities of all of this rank's tiles [batches*heads*seq, seq] as they are kept for backward: in T, or in
+// bf16 under mixed precision (SavedActivation<T>::keeps_bf16), counted as `kind`.
+template <class T>
+void allocate_probs(const Grid& grid, const AttentionGeometry& g, MemoryKind kind, AttentionContext<T>& saved) {
+  const Shape all_tiles{g.batches * g.heads * g.seq, g.seq};
+  if (SavedActivation<T>::keeps_bf16(grid)) {
+    saved.probs_bf16 = Tensor<bf16>(all_tiles, grid.tag(kind), Init::none);
+  } else {
+    saved.probs = Tensor<T>(all_tiles, grid.tag(kind), Init::none);
+  }
+}
+
+// Attention around the local core: qkv = c_attn(x); merged [N, merged_cols] = attention of this rank's heads;
+// y = c_proj(merged). A training pass saves qkv and, if `keep_probs`, the probabilities in `saved`.
 template <class T, class QkvLinear, class ProjLinear>
-DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, const DistMatrix<T>& dy,
-                                 const AttentionGeometry& g, AttentionSaved<T>& saved) {
-  const DistMatrix<T> dmerged = c_proj.backward(dy);
-  DistMatrix<T> dqkv(dy.grid(), dy.rows(), saved.qkv->cols());
+DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const DistMatrix<T>& x,
+                                std::int64_t merged_cols, const AttentionGeometry& g, const Pass& pass,
+                                bool keep_probs, AttentionContext<T>& saved) {
+  saved = AttentionContext<T>{};
+  DistMatrix<T> qkv = c_attn.forward(x, pass, saved.c_attn);
+  const Grid& grid = x.grid();
+  saved.probs_kept = pass.training && keep_probs;
+  if (saved.probs_kept) allocate_probs(grid, g, MemoryKind::activations, saved);
+  DistMatrix<T> merged(grid, x.rows(), merged_cols);
+  attention_core_forward<T>(g, grid, std::as_const(qkv).local(), {saved.probs.view(), saved.probs_bf16.view()},
+                            merged.local());
+  DistMatrix<T> y = c_proj.forward(merged, pass, saved.c_proj);
+  if (pass.training) {
+    saved.qkv.emplace(std::move(qkv), MemoryKind::activations);
+    saved.seq = g.seq;
+    saved.pass = pass;
+    saved.mark = ContextMark(grid);
+  }
+  return y;
+}
+
+// Its backward, with the geometry of the saved forward (g); recomputes the probabilities first if they were not kept.
+template <class T, class QkvLinear, class ProjLinear>
+DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, AttentionContext<T> saved,
+                                 const DistMatrix<T>& dy, const AttentionGeometry& g) {
+  const Grid& grid = dy.grid();
+  saved.mark.check(grid, "attention");
+  const DistMatrix<T> dmerged = c_proj.backward(std::move(saved.c_proj), dy);
+  DistMatrix<T> dqkv(grid, dy.rows(), saved.qkv->cols());
   Tensor<T> widened;  // qkv in T when kept in bf16
-  attention_core_backward<T>(g, dy.grid(), saved.qkv->values(widened),
-                             {std::as_const(saved.probs).view(), std::as_const(saved.probs_bf16).view()},
+  const TensorView<const T> qkv = saved.qkv->values(widened);
+  if (!saved.probs_kept) {  // selective recomputation: the core's forward again, without probabilities x V
+    allocate_probs(grid, g, MemoryKind::workspace, saved);
+    attention_core_forward<T>(g, grid, qkv, {saved.probs.view(), saved.probs_bf16.view()}, TensorView<T>());
+  }
+  attention_core_backward<T>(g, grid, qkv, {std::as_const(saved.probs).view(), std::as_const(saved.probs_bf16).view()},
                              dmerged.local(), dqkv.local());
   saved.qkv.reset();
   saved.probs.reset();
   saved.probs_bf16.reset();
-  return c_attn.backward(dqkv);
+  widened.reset();
+  return c_attn.backward(std::move(saved.c_attn), dqkv);
 }
 
 // The parts of a pre-LayerNorm block and what its dropouts need.
@@ -90,32 +114,77 @@ struct BlockParts {
   std::int64_t layer;
 };
 
+// x [N, h] with N = b*s: row r is global row pass.first_sequence*s + r (dropout masks).
+inline std::int64_t first_row(const Pass& pass, std::int64_t seq) {
+  return pass.first_sequence * seq;
+}
+
+// The block's layers forward, filling `saved`'s four parts.
 template <class T, class Ln, class Attn, class Mlp>
-DistMatrix<T> block_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
-                            const Pass& pass) {
+DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
+                                   const Pass& pass, BlockContext<T>& saved) {
   const double p = pass.training ? b.config.dropout : 0.0;
   const auto layer = static_cast<std::uint64_t>(b.layer);
-  DistMatrix<T> a = b.attn.forward(b.ln_1.forward(x, pass), seq, pass);
-  apply_dropout(a, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
-  ops::axpby<T>(T(1), x.local(), T(1), a.local(), x.grid().queue);  // a = x1
-  DistMatrix<T> m = b.mlp.forward(b.ln_2.forward(a, pass), pass);
-  apply_dropout(m, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
-  ops::axpby<T>(T(1), a.local(), T(1), m.local(), a.grid().queue);  // m = y
+  const std::int64_t row0 = first_row(pass, seq);
+  DistMatrix<T> a = b.attn.forward(b.ln_1.forward(x, pass, saved.ln_1), seq, pass, saved.attn);
+  apply_dropout(a, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
+  ops::axpby<T>(T(1), x.local(), T(1), a.local(), x.grid().queue());  // a = x1
+  DistMatrix<T> m = b.mlp.forward(b.ln_2.forward(a, pass, saved.ln_2), pass, saved.mlp);
+  apply_dropout(m, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
+  ops::axpby<T>(T(1), a.local(), T(1), m.local(), a.grid().queue());  // m = y
   return m;
 }
 
+// The block's layers backward, consuming `saved`'s four parts.
 template <class T, class Ln, class Attn, class Mlp>
-DistMatrix<T> block_backward(const BlockParts<Ln, Attn, Mlp>& b, std::uint64_t step, const DistMatrix<T>& dy) {
+DistMatrix<T> block_layers_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T>& saved,
+                                    const DistMatrix<T>& dy) {
   const auto layer = static_cast<std::uint64_t>(b.layer);
+  const std::int64_t row0 = first_row(saved.pass, saved.seq);
+  const std::uint64_t step = saved.pass.step;
   DistMatrix<T> d = dy.clone();
-  apply_dropout(d, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::mlp_residual));
-  DistMatrix<T> dx1 = b.ln_2.backward(b.mlp.backward(d));
-  ops::axpby<T>(T(1), dy.local(), T(1), dx1.local(), dy.grid().queue);
+  apply_dropout(d, row0, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::mlp_residual));
+  DistMatrix<T> dx1 = b.ln_2.backward(std::move(saved.ln_2), b.mlp.backward(std::move(saved.mlp), d));
+  ops::axpby<T>(T(1), dy.local(), T(1), dx1.local(), dy.grid().queue());
   d = dx1.clone();
-  apply_dropout(d, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::attention_residual));
-  DistMatrix<T> dx = b.ln_1.backward(b.attn.backward(d));
-  ops::axpby<T>(T(1), dx1.local(), T(1), dx.local(), dx1.grid().queue);
+  apply_dropout(d, row0, b.config.dropout, b.config.seed,
+                dropout_stream(step, layer, DropoutSite::attention_residual));
+  DistMatrix<T> dx = b.ln_1.backward(std::move(saved.ln_1), b.attn.backward(std::move(saved.attn), d));
+  ops::axpby<T>(T(1), dx1.local(), T(1), dx.local(), dx1.grid().queue());
   return dx;
+}
+
+// The block under `policy`: none and selective keep the parts' contexts (selective: attention's without its
+// probabilities, which the attention layer arranges: Attn::set_recompute_core), full keeps only the input and drops
+// the parts' contexts as soon as the forward is done.
+template <class T, class Ln, class Attn, class Mlp>
+DistMatrix<T> block_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
+                            const Pass& pass, Recompute policy, BlockContext<T>& saved) {
+  saved = BlockContext<T>{};
+  b.attn.set_recompute_core(policy == Recompute::selective);
+  if (!pass.training) return block_layers_forward(b, x, seq, pass, saved);
+  DistMatrix<T> y = [&] {
+    if (policy != Recompute::full) return block_layers_forward(b, x, seq, pass, saved);
+    saved.input.emplace(x.clone_as(MemoryKind::activations));
+    BlockContext<T> transient;  // one block's activations, freed before the next block runs
+    return block_layers_forward(b, x, seq, pass, transient);
+  }();
+  saved.policy = policy;
+  saved.seq = seq;
+  saved.pass = pass;
+  saved.mark = ContextMark(x.grid());
+  return y;
+}
+
+template <class T, class Ln, class Attn, class Mlp>
+DistMatrix<T> block_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T> saved, const DistMatrix<T>& dy) {
+  saved.mark.check(dy.grid(), "h." + std::to_string(b.layer));
+  if (saved.policy != Recompute::full) return block_layers_backward(b, saved, dy);
+  BlockContext<T> again;  // the forward once more, from the saved input: bitwise the contexts it first made
+  b.attn.set_recompute_core(false);
+  block_layers_forward(b, *saved.input, saved.seq, saved.pass, again);
+  saved.input.reset();
+  return block_layers_backward(b, again, dy);
 }
 
 }  // namespace optimus::detail

@@ -6,15 +6,13 @@
 namespace optimus {
 
 template <class T>
-void apply_dropout(DistMatrix<T>& x, double p, std::uint64_t seed, std::uint64_t stream) {
-  // Rows count across data-parallel replicas (each holds the next x.rows() of the global batch), so dp
-  // replicas draw the masks one replica would draw on the concatenated batch.
-  const std::int64_t row0 = x.grid().dp_index * x.rows() + x.row_offset();
+void apply_dropout(DistMatrix<T>& x, std::int64_t first_row, double p, std::uint64_t seed, std::uint64_t stream) {
+  const std::int64_t row0 = first_row + x.row_offset();
   ops::dropout<T>(x.local(), static_cast<std::uint64_t>(row0), static_cast<std::uint64_t>(x.col_offset()), p, seed,
-                  stream, x.grid().queue);
+                  stream, x.grid().queue());
 }
 
-template void apply_dropout<float>(DistMatrix<float>&, double, std::uint64_t, std::uint64_t);
-template void apply_dropout<double>(DistMatrix<double>&, double, std::uint64_t, std::uint64_t);
+template void apply_dropout<float>(DistMatrix<float>&, std::int64_t, double, std::uint64_t, std::uint64_t);
+template void apply_dropout<double>(DistMatrix<double>&, std::int64_t, double, std::uint64_t, std::uint64_t);
 
 }  // namespace optimus

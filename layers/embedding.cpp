@@ -10,7 +10,7 @@ namespace optimus {
 
 template <class T>
 Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config)
-    : grid_(&grid),
+    : grid_(grid),
       config_(config),
       wte_(grid, config.vocab, config.hidden, MemoryKind::parameters),
       dwte_(grid, config.vocab, config.hidden, MemoryKind::gradients),
@@ -18,8 +18,9 @@ Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config)
       dwpe_(grid, config.max_seq, config.hidden, MemoryKind::gradients) {}
 
 template <class T>
-DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass) {
-  const int q = grid_->q();
+DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass,
+                                      Context& saved) {
+  const int q = grid_.q();
   const auto n = static_cast<std::int64_t>(tokens.size());
   OPTIMUS_CHECK(batch > 0 && n % batch == 0, "embedding: ", n, " tokens are not ", batch, " whole sequences");
   OPTIMUS_CHECK(batch % q == 0, "embedding: batch = ", batch, " is not divisible by q = ", q);
@@ -32,59 +33,63 @@ DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64
                   " is outside the vocabulary [0, ", config_.vocab, ")");
   }
   const std::int64_t width = wte_.local_cols(), v0 = wte_.row_offset();
-  const MemoryTag work = grid_->tag(MemoryKind::workspace);
+  const MemoryTag work = grid_.tag(MemoryKind::workspace);
 
   // Partial lookups of all n tokens in this rank's vocabulary slice: [n, h/q].
   const Tensor<int> ids = upload(tokens.data(), Shape{n}, work);  // where the table lives
   Tensor<T> partial(Shape{n, width}, work, Init::none);
-  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids.view(), v0, partial.view(), grid_->queue());
-  DistMatrix<T> x(*grid_, n, config_.hidden);
-  grid_->col().reduce_scatter(partial.data(), x.local().data(), static_cast<std::size_t>(x.local().numel()),
+  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids.view(), v0, partial.view(), grid_.queue());
+  DistMatrix<T> x(grid_, n, config_.hidden);
+  grid_.col().reduce_scatter(partial.data(), x.local().data(), static_cast<std::size_t>(x.local().numel()),
                               dtype_of<T>, ReduceOp::sum);
 
   // Positions: wpe's column block [max_seq, h/q], gathered along the column.
   Tensor<T> wpe(Shape{config_.max_seq, width}, work);
-  grid_->col().all_gather(wpe_.local().data(), wpe.data(), static_cast<std::size_t>(wpe_.local().numel()), dtype_of<T>);
-  ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local(), grid_->queue());
+  grid_.col().all_gather(wpe_.local().data(), wpe.data(), static_cast<std::size_t>(wpe_.local().numel()), dtype_of<T>);
+  ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local(), grid_.queue());
 
-  apply_dropout(x, pass.training ? config_.dropout : 0.0, config_.seed,
+  apply_dropout(x, pass.first_sequence * seq, pass.training ? config_.dropout : 0.0, config_.seed,
                 dropout_stream(pass.step, 0, DropoutSite::embedding));
+  saved = Context{};
   if (pass.training) {
-    tokens_ = tokens;
-    seq_ = seq;
-    step_ = pass.step;
+    saved.tokens = tokens;
+    saved.seq = seq;
+    saved.pass = pass;
+    saved.mark = ContextMark(grid_);
   }
   return x;
 }
 
 template <class T>
-void Embedding2D<T>::backward(const DistMatrix<T>& dx_in) {
-  OPTIMUS_CHECK(!tokens_.empty(), "embedding: backward without a training forward");
+void Embedding2D<T>::backward(Context saved, const DistMatrix<T>& dx_in) {
+  saved.mark.check(grid_, "embedding");
+  const auto n = static_cast<std::int64_t>(saved.tokens.size());
+  OPTIMUS_CHECK(dx_in.rows() == n && dx_in.cols() == config_.hidden, "embedding: the gradient is ", dx_in.rows(), "x",
+                dx_in.cols(), ", expected ", n, "x", config_.hidden);
   DistMatrix<T> dx = dx_in.clone();
-  apply_dropout(dx, config_.dropout, config_.seed, dropout_stream(step_, 0, DropoutSite::embedding));
-  const auto n = static_cast<std::int64_t>(tokens_.size());
+  apply_dropout(dx, saved.pass.first_sequence * saved.seq, config_.dropout, config_.seed,
+                dropout_stream(saved.pass.step, 0, DropoutSite::embedding));
   const std::int64_t width = dx.local_cols(), v0 = wte_.row_offset();
-  const MemoryTag work = grid_->tag(MemoryKind::workspace);
+  const MemoryTag work = grid_.tag(MemoryKind::workspace);
 
   // dwte: every token's gradient row (the column block, gathered) into this rank's vocabulary slice.
   Tensor<T> all(Shape{n, width}, work);
-  grid_->col().all_gather(dx.local().data(), all.data(), static_cast<std::size_t>(dx.local().numel()), dtype_of<T>);
-  const Tensor<int> ids = upload(tokens_.data(), Shape{n}, work);
-  ops::embedding_scatter_add<T>(all.view(), ids.view(), v0, dwte_.local(), grid_->queue());
+  grid_.col().all_gather(dx.local().data(), all.data(), static_cast<std::size_t>(dx.local().numel()), dtype_of<T>);
+  const Tensor<int> ids = upload(saved.tokens.data(), Shape{n}, work);
+  ops::embedding_scatter_add<T>(all.view(), ids.view(), v0, dwte_.local(), grid_.queue());
 
   // dwpe: this rank's rows summed per position, then reduced over the column into each rank's slice.
   Tensor<T> partial(Shape{config_.max_seq, width}, work, Init::none);
-  ops::position_grad<T>(std::as_const(dx).local(), dx.row_offset(), seq_, partial.view(), grid_->queue());
+  ops::position_grad<T>(std::as_const(dx).local(), dx.row_offset(), saved.seq, partial.view(), grid_.queue());
   Tensor<T> piece(dwpe_.local().shape(), work);
-  grid_->col().reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(piece.numel()), dtype_of<T>,
+  grid_.col().reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(piece.numel()), dtype_of<T>,
                               ReduceOp::sum);
-  ops::axpby<T>(T(1), piece.view(), T(1), dwpe_.local(), grid_->queue());
-  tokens_.clear();
+  ops::axpby<T>(T(1), piece.view(), T(1), dwpe_.local(), grid_.queue());
 }
 
 template <class T>
 void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  const int q = grid_->q(), i = grid_->row_index(), j = grid_->col_index();
+  const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
   out.push_back({"wte", {config_.vocab, config_.hidden},
                  ShardLayout{ShardLayout::Kind::block, q, i, j, config_.vocab, config_.hidden, 0}, wte_.local(),
                  dwte_.local()});
@@ -95,8 +100,8 @@ void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void Embedding2D<T>::zero_grad() {
-  ops::fill<T>(dwte_.local(), T(0), grid_->queue());
-  ops::fill<T>(dwpe_.local(), T(0), grid_->queue());
+  ops::fill<T>(dwte_.local(), T(0), grid_.queue());
+  ops::fill<T>(dwpe_.local(), T(0), grid_.queue());
 }
 
 template class Embedding2D<float>;

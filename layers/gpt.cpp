@@ -29,7 +29,7 @@ const GptConfig& checked(const GptConfig& c, const Grid& grid) {
 
 template <class T>
 Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config)
-    : grid_(&grid),
+    : grid_(grid),
       config_(checked(config, grid)),
       embedding_(grid, config),
       ln_f_(grid, "ln_f", config.hidden),
@@ -37,28 +37,68 @@ Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config)
   for (std::int64_t l = 0; l < config.layers; ++l) {
     blocks_.push_back(std::make_unique<TransformerBlock2D<T>>(grid, config, l));
   }
-  for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_->device());
+  for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_.device());
 }
 
 template <class T>
 double Gpt2D<T>::forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-                         std::uint64_t step) {
-  return run(tokens, targets, batch, Pass{step, true});
+                         std::uint64_t step, Context& saved) {
+  const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch};
+  const double loss = run(tokens, targets, batch, static_cast<std::int64_t>(tokens.size()), pass, saved);
+  return grid_.dp_comm().all_reduce(loss, ReduceOp::sum) / grid_.dp();
+}
+
+template <class T>
+void Gpt2D<T>::backward(Context saved) {
+  run_backward(std::move(saved), true);
+}
+
+template <class T>
+double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                            std::uint64_t step, std::int64_t micro_batches) {
+  const int q = grid_.q();
+  OPTIMUS_CHECK(micro_batches >= 1 && batch >= 1 && batch % micro_batches == 0, "train_step: ", micro_batches,
+                " micro-batches do not divide the batch of ", batch, " sequences");
+  const std::int64_t micro = batch / micro_batches;
+  OPTIMUS_CHECK(micro % q == 0, "train_step: batch = ", batch, " in ", micro_batches, " micro-batches of ", micro,
+                " sequences: a micro-batch is not divisible by q = ", q);
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  OPTIMUS_CHECK(n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n, "train_step: ", n, " tokens and ",
+                targets.size(), " targets are not ", batch, " whole sequences");
+  const std::int64_t tokens_per_micro = n / micro_batches;
+  double loss = 0;
+  for (std::int64_t k = 0; k < micro_batches; ++k) {
+    const auto first = static_cast<std::ptrdiff_t>(k * tokens_per_micro), last = first + tokens_per_micro;
+    const std::vector<int> tok(tokens.begin() + first, tokens.begin() + last);
+    const std::vector<int> tgt(targets.begin() + first, targets.begin() + last);
+    const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch + k * micro};
+    Context saved;
+    loss += run(tok, tgt, micro, n, pass, saved);  // each micro-batch's part of the whole batch's mean
+    run_backward(std::move(saved), k + 1 == micro_batches);
+  }
+  return grid_.dp_comm().all_reduce(loss, ReduceOp::sum) / grid_.dp();
 }
 
 template <class T>
 double Gpt2D<T>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
-  return run(tokens, targets, batch, Pass{0, false});
+  Context none;
+  const double loss =
+      run(tokens, targets, batch, static_cast<std::int64_t>(tokens.size()), Pass::inference(), none);
+  return grid_.dp_comm().all_reduce(loss, ReduceOp::sum) / grid_.dp();
 }
 
 template <class T>
 double Gpt2D<T>::run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-                     const Pass& pass) {
-  DistMatrix<T> x = embedding_.forward(tokens, batch, pass);
+                     std::int64_t mean_over, const Pass& pass, Context& saved) {
+  saved = Context{};
+  saved.blocks.resize(blocks_.size());
+  DistMatrix<T> x = embedding_.forward(tokens, batch, pass, saved.embedding);
   const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
-  for (auto& block : blocks_) x = block->forward(x, seq, pass);
-  const double loss = head_.forward(ln_f_.forward(x, pass), embedding_.wte(), targets, pass);
-  return grid_->dp_comm().all_reduce(loss, ReduceOp::sum) / grid_->dp();
+  for (std::size_t l = 0; l < blocks_.size(); ++l) x = blocks_[l]->forward(x, seq, pass, saved.blocks[l]);
+  const double loss =
+      head_.forward(ln_f_.forward(x, pass, saved.ln_f), embedding_.wte(), targets, mean_over, pass, saved.head);
+  if (pass.training) saved.mark = ContextMark(grid_);
+  return loss;
 }
 
 // With dp > 1 replicas, each layer's gradients are all-reduced over the data-parallel communicator as soon as
@@ -66,48 +106,64 @@ double Gpt2D<T>::run(const std::vector<int>& tokens, const std::vector<int>& tar
 // the layers before it; with grid.overlap() off each reduction is waited on at once. wte's gradient is complete
 // only after the embedding's backward (the LM head shares it), so it goes last.
 template <class T>
-void Gpt2D<T>::backward() {
+void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
+  saved.mark.check(grid_, "gpt");
   std::vector<Request> pending;
   std::vector<ParameterRef<T>> reduced;
   const auto reduce = [&](const std::vector<ParameterRef<T>>& bucket) {
-    if (grid_->dp() == 1) return;
+    if (grid_.dp() == 1 || !reduce_over_replicas) return;
     for (const ParameterRef<T>& p : bucket) {
-      pending.push_back(grid_->dp_comm().iall_reduce(p.grad.data(), p.grad.data(),
+      pending.push_back(grid_.dp_comm().iall_reduce(p.grad.data(), p.grad.data(),
                                                      static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
                                                      ReduceOp::sum));
-      if (!grid_->overlap()) pending.back().wait();
+      if (!grid_.overlap()) pending.back().wait();
       reduced.push_back(p);
     }
   };
-  DistMatrix<T> dx = ln_f_.backward(head_.backward(embedding_.wte(), embedding_.wte_grad()));
+  DistMatrix<T> dx =
+      ln_f_.backward(std::move(saved.ln_f), head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad()));
   std::vector<ParameterRef<T>> bucket;
   ln_f_.parameters(bucket);
   reduce(bucket);
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
-    dx = (*it)->backward(dx);
+  for (std::size_t l = blocks_.size(); l-- > 0;) {
+    dx = blocks_[l]->backward(std::move(saved.blocks[l]), dx);
     bucket.clear();
-    (*it)->parameters(bucket);
+    blocks_[l]->parameters(bucket);
     reduce(bucket);
   }
-  embedding_.backward(dx);
+  embedding_.backward(std::move(saved.embedding), dx);
   bucket.clear();
   embedding_.parameters(bucket);
   reduce(bucket);
   for (Request& r : pending) r.wait();
-  const T scale = T(1) / static_cast<T>(grid_->dp());
+  const T scale = T(1) / static_cast<T>(grid_.dp());
   for (const ParameterRef<T>& p : reduced) {
     const TensorView<T> g(p.grad.data(), Shape{1, p.grad.numel()}, p.grad.device());
-    ops::axpby<T>(scale, g, T(0), g, grid_->queue());  // g *= scale
+    ops::axpby<T>(scale, g, T(0), g, grid_.queue());  // g *= scale
   }
 }
 
 template <class T>
 DistMatrix<T> Gpt2D<T>::logits(const std::vector<int>& tokens, std::int64_t batch) {
-  const Pass pass{0, false};
-  DistMatrix<T> x = embedding_.forward(tokens, batch, pass);
+  const Pass pass = Pass::inference();
+  Context none;  // inference fills nothing
+  none.blocks.resize(blocks_.size());
+  DistMatrix<T> x = embedding_.forward(tokens, batch, pass, none.embedding);
   const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
-  for (auto& block : blocks_) x = block->forward(x, seq, pass);
-  return head_.logits(ln_f_.forward(x, pass), embedding_.wte());
+  for (std::size_t l = 0; l < blocks_.size(); ++l) x = blocks_[l]->forward(x, seq, pass, none.blocks[l]);
+  return head_.logits(ln_f_.forward(x, pass, none.ln_f), embedding_.wte());
+}
+
+template <class T>
+void Gpt2D<T>::set_recompute(std::int64_t layer, Recompute policy) {
+  OPTIMUS_CHECK(layer >= 0 && layer < static_cast<std::int64_t>(blocks_.size()), "set_recompute: layer ", layer,
+                " is not one of the model's ", blocks_.size(), " blocks");
+  blocks_[static_cast<std::size_t>(layer)]->set_recompute(policy);
+}
+
+template <class T>
+void Gpt2D<T>::set_recompute(Recompute policy) {
+  for (auto& block : blocks_) block->set_recompute(policy);
 }
 
 template <class T>
@@ -126,7 +182,7 @@ void Gpt2D<T>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
     auto it = std::find_if(params.begin(), params.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
     OPTIMUS_CHECK(it != params.end(), "load_global: unknown parameter '", name, "'");
     const bool vector_as_column = it->shape.size() == 1 && full.cols() == 1 && full.rows() == it->layout.cols;
-    load_parameter(*it, vector_as_column ? GlobalMatrix(full.transpose()) : full, grid_->device());
+    load_parameter(*it, vector_as_column ? GlobalMatrix(full.transpose()) : full, grid_.device());
   }
 }
 
@@ -134,7 +190,7 @@ template <class T>
 std::map<std::string, GlobalMatrix> Gpt2D<T>::gather(bool gradients) {
   std::map<std::string, GlobalMatrix> out;
   for (const ParameterRef<T>& p : parameters()) {
-    out[p.name] = gather_parameter(grid_->grid(), p, gradients, grid_->device());
+    out[p.name] = gather_parameter(grid_.grid(), p, gradients, grid_.device());
   }
   return out;
 }
@@ -148,7 +204,7 @@ void Gpt2D<T>::zero_grad() {
 
 template <class T>
 AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config)
-    : grid_(&grid),
+    : grid_(grid),
       params_(std::move(params)),
       config_(config),
       norm_scratch_(Shape{ops::sum_squares_scratch()}, grid.tag(MemoryKind::workspace), Init::none) {
@@ -162,15 +218,15 @@ template <class T>
 double AdamW<T>::step() {
   ++t_;
   double sq = 0;
-  for (const ParameterRef<T>& p : params_) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), grid_->queue());
-  const double norm = std::sqrt(grid_->grid().all_reduce(sq, ReduceOp::sum));
+  for (const ParameterRef<T>& p : params_) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), grid_.queue());
+  const double norm = std::sqrt(grid_.grid().all_reduce(sq, ReduceOp::sum));
   AdamWStep s{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0, 1.0,
               1.0 - std::pow(config_.beta1, t_), 1.0 - std::pow(config_.beta2, t_)};
   s.clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm : 1.0;
   for (std::size_t k = 0; k < params_.size(); ++k) {
     const ParameterRef<T>& p = params_[k];
     s.weight_decay = p.shape.size() == 2 ? config_.weight_decay : 0.0;  // matrices decay; biases and gains do not
-    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), s, grid_->queue());
+    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), s, grid_.queue());
   }
   return norm;
 }

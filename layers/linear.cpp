@@ -11,7 +11,7 @@ namespace optimus {
 
 template <class T>
 Linear2D<T>::Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden)
-    : grid_(&grid),
+    : grid_(grid),
       name_(std::move(name)),
       in_(in),
       out_(out),
@@ -24,46 +24,49 @@ Linear2D<T>::Linear2D(const Grid& grid, std::string name, std::int64_t in, std::
 // y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given: the bias (and GELU) are the epilogue of the
 // product's last GEMM.
 template <class T>
-void Linear2D<T>::multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre) {
+void Linear2D<T>::multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y,
+                           DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
-  Tensor<T> bias(Shape{1, out_ / grid_->q()}, grid_->tag(MemoryKind::workspace));
+  Tensor<T> bias(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
   b_.gather_column_block(bias.view());
   const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(bias).view(), pre);
+  saved = Context{};
   if (pass.training) {
-    saved_x_.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dW's
-    summa_ab(T(1), *saved_x_, w_, T(0), y, epilogue);
+    saved.x.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dW's
+    summa_ab(T(1), *saved.x, w_, T(0), y, epilogue);
+    saved.mark = ContextMark(grid_);
   } else {
     summa_ab(T(1), x, w_, T(0), y, epilogue);
   }
 }
 
 template <class T>
-DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
+DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
   DistMatrix<T> y(x.grid(), x.rows(), out_);
-  multiply(x, pass, y, nullptr);
+  multiply(x, pass, saved, y, nullptr);
   return y;
 }
 
 template <class T>
-GeluOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass) {
+GeluOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
   GeluOutput<T> out = GeluOutput<T>::allocate(x.grid(), x.rows(), out_, pass);
-  multiply(x, pass, out.y, &out.pre);
+  multiply(x, pass, saved, out.y, &out.pre);
   return out;
 }
 
 template <class T>
-DistMatrix<T> Linear2D<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
-  OPTIMUS_CHECK(dy.cols() == out_ && dy.rows() == saved_x_->rows(), name_, ": output gradient is ", dy.rows(), "x",
-                dy.cols(), ", expected ", saved_x_->rows(), "x", out_);
+DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  saved.mark.check(grid_, name_);
+  OPTIMUS_CHECK(dy.cols() == out_ && dy.rows() == saved.x->rows(), name_, ": output gradient is ", dy.rows(), "x",
+                dy.cols(), ", expected ", saved.x->rows(), "x", out_);
   DistMatrix<T> dx(dy.grid(), dy.rows(), in_);
   // dX = dY W^T: its last reduction (along rows) stays in flight while dW += X^T dY multiplies (and reduces
   // along columns) and the bias gradient is summed; overlapped or not, the result is bitwise the same.
   PendingProduct<T> dx_pending = summa_abt_async(T(1), dy, w_, T(0), dx);
-  summa_atb(T(1), *saved_x_, dy, T(1), dw_);
-  saved_x_.reset();
-  Tensor<T> partial(Shape{1, out_ / grid_->q()}, grid_->tag(MemoryKind::workspace));
-  ops::column_sums<T>(dy.local(), partial.view(), grid_->queue());
+  summa_atb(T(1), *saved.x, dy, T(1), dw_);
+  saved.x.reset();  // freed as soon as it is used
+  Tensor<T> partial(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
+  ops::column_sums<T>(dy.local(), partial.view(), grid_.queue());
   db_.add_reduced_column_block(partial.view());
   dx_pending.finish();
   return dx;
@@ -71,7 +74,7 @@ DistMatrix<T> Linear2D<T>::backward(const DistMatrix<T>& dy) {
 
 template <class T>
 void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  const int q = grid_->q(), i = grid_->row_index(), j = grid_->col_index();
+  const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
   out.push_back({name_ + ".weight", {in_, out_},
                  ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, qkv_hidden_}, w_.local(), dw_.local()});
   out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, qkv_hidden_},
@@ -80,8 +83,8 @@ void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void Linear2D<T>::zero_grad() {
-  ops::fill<T>(dw_.local(), T(0), grid_->queue());
-  ops::fill<T>(db_.local(), T(0), grid_->queue());
+  ops::fill<T>(dw_.local(), T(0), grid_.queue());
+  ops::fill<T>(db_.local(), T(0), grid_.queue());
 }
 
 template class Linear2D<float>;

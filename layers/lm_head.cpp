@@ -18,52 +18,55 @@ DistMatrix<T> LmHead2D<T>::logits(const DistMatrix<T>& x, const DistMatrix<T>& w
 
 template <class T>
 double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, const std::vector<int>& targets,
-                            const Pass& pass) {
+                            std::int64_t mean_over, const Pass& pass, Context& saved) {
   const std::int64_t n = x.rows(), vocab = wte.rows();
   OPTIMUS_CHECK(static_cast<std::int64_t>(targets.size()) == n, "cross-entropy: ", targets.size(),
                 " targets for ", n, " tokens");
+  OPTIMUS_CHECK(mean_over >= n, "cross-entropy: a mean over ", mean_over, " tokens cannot include all ", n,
+                " of this pass");
   for (std::int64_t t = 0; t < n; ++t) {
     const int id = targets[static_cast<std::size_t>(t)];
     OPTIMUS_CHECK(id >= 0 && id < vocab, "cross-entropy: target id ", id, " at position ", t,
                   " is outside the vocabulary [0, ", vocab, ")");
   }
   DistMatrix<T> probs(x.grid(), n, vocab);  // logits, turned into probabilities in place
+  saved = Context{};
   if (pass.training) {
-    x_.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dwte's
-    summa_abt(T(1), *x_, wte, T(0), probs);
+    saved.x.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dwte's
+    summa_abt(T(1), *saved.x, wte, T(0), probs);
   } else {
     summa_abt(T(1), x, wte, T(0), probs);
   }
   const std::int64_t rows = probs.local_rows(), v0 = probs.col_offset();
-  const MemoryTag work = grid_->tag(MemoryKind::workspace);
+  const MemoryTag work = grid_.tag(MemoryKind::workspace);
   const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);  // where the logits live
   Tensor<T> max(Shape{rows}, work, Init::none), sums(Shape{2 * rows}, work, Init::none);
-  ops::row_max<T>(std::as_const(probs).local(), max.view(), grid_->queue());
-  grid_->row().all_reduce(std::span<T>(max.data(), static_cast<std::size_t>(rows)), ReduceOp::max);
+  ops::row_max<T>(std::as_const(probs).local(), max.view(), grid_.queue());
+  grid_.row().all_reduce(std::span<T>(max.data(), static_cast<std::size_t>(rows)), ReduceOp::max);
   // (sum of exp, target logit) per row, reduced together.
   ops::cross_entropy_exp_sums<T>(probs.local(), max.view(), all_targets.view(), probs.row_offset(), v0, sums.view(),
-                                 grid_->queue());
-  grid_->row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
+                                 grid_.queue());
+  grid_.row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
   Tensor<double> row_loss(Shape{rows}, work, Init::none);
-  ops::cross_entropy_finish<T>(probs.local(), max.view(), sums.view(), row_loss.view(), grid_->queue());
+  ops::cross_entropy_finish<T>(probs.local(), max.view(), sums.view(), row_loss.view(), grid_.queue());
   double local_loss = 0;  // this grid row's tokens; identical on the ranks of the row
   for (double l : download(row_loss)) local_loss += l;
-  const double loss = grid_->col().all_reduce(local_loss, ReduceOp::sum) / static_cast<double>(n);
-  if (pass.training) {  // dlogits = (softmax - onehot) / N, kept as backward's products take it
-    ops::cross_entropy_backward<T>(probs.local(), all_targets.view(), probs.row_offset(), v0, grid_->queue());
-    dlogits_.emplace(probs, MemoryKind::activations);
+  const double loss = grid_.col().all_reduce(local_loss, ReduceOp::sum) / static_cast<double>(mean_over);
+  if (pass.training) {  // dlogits = (softmax - onehot) / mean_over, kept as backward's products take it
+    ops::cross_entropy_backward<T>(probs.local(), all_targets.view(), probs.row_offset(), v0, mean_over,
+                                   grid_.queue());
+    saved.dlogits.emplace(std::move(probs), MemoryKind::activations);
+    saved.mark = ContextMark(grid_);
   }
   return loss;
 }
 
 template <class T>
-DistMatrix<T> LmHead2D<T>::backward(const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
-  OPTIMUS_CHECK(dlogits_.has_value(), "cross-entropy: backward without a training forward");
-  DistMatrix<T> dx(wte.grid(), dlogits_->rows(), wte.cols());
-  summa_ab(T(1), *dlogits_, wte, T(0), dx);
-  summa_atb(T(1), *dlogits_, *x_, T(1), dwte);
-  x_.reset();
-  dlogits_.reset();
+DistMatrix<T> LmHead2D<T>::backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
+  saved.mark.check(grid_, "cross-entropy");
+  DistMatrix<T> dx(wte.grid(), saved.dlogits->rows(), wte.cols());
+  summa_ab(T(1), *saved.dlogits, wte, T(0), dx);
+  summa_atb(T(1), *saved.dlogits, *saved.x, T(1), dwte);
   return dx;
 }
 

@@ -10,13 +10,13 @@ MLP2D<T>::MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, 
     : c_fc_(grid, name + ".c_fc", hidden, ffn), c_proj_(grid, name + ".c_proj", ffn, hidden) {}
 
 template <class T>
-DistMatrix<T> MLP2D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
-  return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, pre_);
+DistMatrix<T> MLP2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, saved);
 }
 
 template <class T>
-DistMatrix<T> MLP2D<T>::backward(const DistMatrix<T>& dy) {
-  return detail::mlp_backward<T>(c_fc_, c_proj_, dy, pre_);
+DistMatrix<T> MLP2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy);
 }
 
 template <class T>

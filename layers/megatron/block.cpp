@@ -12,18 +12,18 @@ namespace optimus::megatron {
 namespace {
 
 detail::AttentionGeometry geometry(const Group& group, std::int64_t hidden, std::int64_t heads, std::int64_t rows,
-                                   std::int64_t seq, const DropoutSpec& spec, std::uint64_t step, double dropout) {
+                                   std::int64_t seq, const DropoutSpec& spec, const Pass& pass, double dropout) {
   detail::AttentionGeometry g;
   g.seq = seq;
   g.batches = rows / seq;
   g.heads = heads / group.size();
   g.head_size = hidden / heads;
-  g.first_batch = 0;
+  g.first_batch = pass.first_sequence;
   g.first_head = group.rank() * g.heads;
   g.total_heads = heads;
   g.dropout = dropout;
   g.rng = CounterRng(spec.seed,
-                     dropout_stream(step, static_cast<std::uint64_t>(spec.layer), DropoutSite::attention_probs));
+                     dropout_stream(pass.step, static_cast<std::uint64_t>(spec.layer), DropoutSite::attention_probs));
   return g;
 }
 
@@ -32,7 +32,7 @@ detail::AttentionGeometry geometry(const Group& group, std::int64_t hidden, std:
 template <class T>
 Attention1D<T>::Attention1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t heads,
                             DropoutSpec dropout)
-    : group_(&group),
+    : group_(group),
       hidden_(hidden),
       heads_(heads),
       dropout_(dropout),
@@ -43,18 +43,18 @@ Attention1D<T>::Attention1D(const Group& group, const std::string& name, std::in
 }
 
 template <class T>
-DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
+DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved) {
   OPTIMUS_CHECK(seq > 0 && x.rows() % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ", seq);
   const auto g =
-      geometry(*group_, hidden_, heads_, x.rows(), seq, dropout_, pass.step, pass.training ? dropout_.p : 0.0);
-  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_ / group_->size(), g, pass, saved_);
+      geometry(group_, hidden_, heads_, x.rows(), seq, dropout_, pass, pass.training ? dropout_.p : 0.0);
+  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_ / group_.size(), g, pass, !recompute_core_, saved);
 }
 
 template <class T>
-DistMatrix<T> Attention1D<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(saved_.qkv.has_value(), "attention: backward without a training forward");
-  const auto g = geometry(*group_, hidden_, heads_, saved_.qkv->rows(), saved_.seq, dropout_, saved_.step, dropout_.p);
-  return detail::attention_backward<T>(c_attn_, c_proj_, dy, g, saved_);
+DistMatrix<T> Attention1D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  saved.mark.check(group_.local(), "attention");
+  const auto g = geometry(group_, hidden_, heads_, saved.qkv->rows(), saved.seq, dropout_, saved.pass, dropout_.p);
+  return detail::attention_backward<T>(c_attn_, c_proj_, std::move(saved), dy, g);
 }
 
 template <class T>
@@ -74,13 +74,13 @@ MLP1D<T>::MLP1D(const Group& group, const std::string& name, std::int64_t hidden
     : c_fc_(group, name + ".c_fc", hidden, ffn), c_proj_(group, name + ".c_proj", ffn, hidden) {}
 
 template <class T>
-DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
-  return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, pre_);
+DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, saved);
 }
 
 template <class T>
-DistMatrix<T> MLP1D<T>::backward(const DistMatrix<T>& dy) {
-  return detail::mlp_backward<T>(c_fc_, c_proj_, dy, pre_);
+DistMatrix<T> MLP1D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy);
 }
 
 template <class T>
@@ -110,14 +110,16 @@ TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const GptConfig& c
       mlp_(group, prefix(layer) + "mlp", config.hidden, config.ffn) {}
 
 template <class T>
-DistMatrix<T> TransformerBlock1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass) {
-  step_ = pass.step;
-  return detail::block_forward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, x, seq, pass);
+DistMatrix<T> TransformerBlock1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass,
+                                             Context& saved) {
+  return detail::block_forward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, x, seq, pass,
+                                  recompute_, saved);
 }
 
 template <class T>
-DistMatrix<T> TransformerBlock1D<T>::backward(const DistMatrix<T>& dy) {
-  return detail::block_backward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, step_, dy);
+DistMatrix<T> TransformerBlock1D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return detail::block_backward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, std::move(saved),
+                                   dy);
 }
 
 template <class T>

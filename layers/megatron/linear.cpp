@@ -43,7 +43,7 @@ void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
 
 Group::Group(Communicator& tp) : tp_(&tp), self_(tp.split(tp.rank(), 0)), local_(Grid::create(*self_, 1)) {}
 
-void Group::place_on(DeviceMemory* device, const ops::Queue& queue) {
+void Group::place_on(DeviceMemory* device, const ops::Queue& queue) const {
   const Device where = device_of(device);
   OPTIMUS_CHECK(tp_->takes_buffers_on(where), "megatron::Group::place_on: the tensor-parallel communicator (",
                 tp_->backend(), ") cannot move ", name_of(where), " buffers");
@@ -53,7 +53,7 @@ void Group::place_on(DeviceMemory* device, const ops::Queue& queue) {
 template <class T>
 ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, std::string name, std::int64_t in,
                                               std::int64_t out, std::int64_t qkv_hidden)
-    : group_(&group),
+    : group_(group),
       name_(std::move(name)),
       in_(in),
       out_(out),
@@ -65,41 +65,45 @@ ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, std::string na
 
 // y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given (the GEMM's epilogue).
 template <class T>
-void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre) {
+void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y,
+                                       DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
   const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(b_).local(), pre);
-  ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_->local().queue());
-  if (pass.training) saved_x_.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
+  ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_.local().queue());
+  saved = Context{};
+  if (pass.training) {
+    saved.x.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
+    saved.mark = ContextMark(group_.local());
+  }
 }
 
 template <class T>
-DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
-  DistMatrix<T> y(group_->local(), x.rows(), out_ / group_->size());
-  multiply(x, pass, y, nullptr);
+DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  DistMatrix<T> y(group_.local(), x.rows(), out_ / group_.size());
+  multiply(x, pass, saved, y, nullptr);
   return y;
 }
 
 template <class T>
-GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass) {
-  GeluOutput<T> out = GeluOutput<T>::allocate(group_->local(), x.rows(), out_ / group_->size(), pass);
-  multiply(x, pass, out.y, &out.pre);
+GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  GeluOutput<T> out = GeluOutput<T>::allocate(group_.local(), x.rows(), out_ / group_.size(), pass);
+  multiply(x, pass, saved, out.y, &out.pre);
   return out;
 }
 
 template <class T>
-DistMatrix<T> ColumnParallelLinear<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
-  DistMatrix<T> dx(group_->local(), dy.rows(), in_);
-  ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
-  all_reduce_in_place(group_->tp(), dx);
-  accumulate_grads(group_->local(), *saved_x_, dy, dw_, db_);
-  saved_x_.reset();
+DistMatrix<T> ColumnParallelLinear<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  saved.mark.check(group_.local(), name_);
+  DistMatrix<T> dx(group_.local(), dy.rows(), in_);
+  ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_.local().queue());
+  all_reduce_in_place(group_.tp(), dx);
+  accumulate_grads(group_.local(), *saved.x, dy, dw_, db_);
   return dx;
 }
 
 template <class T>
 void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  ShardLayout w{ShardLayout::Kind::columns, 1, 0, 0, in_, out_, qkv_hidden_, group_->size(), group_->rank()};
+  ShardLayout w{ShardLayout::Kind::columns, 1, 0, 0, in_, out_, qkv_hidden_, group_.size(), group_.rank()};
   ShardLayout b = w;
   b.rows = 1;
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
@@ -108,12 +112,12 @@ void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
 
 template <class T>
 void ColumnParallelLinear<T>::zero_grad() {
-  zero(group_->local(), dw_, db_);
+  zero(group_.local(), dw_, db_);
 }
 
 template <class T>
 RowParallelLinear<T>::RowParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out)
-    : group_(&group),
+    : group_(group),
       name_(std::move(name)),
       in_(in),
       out_(out),
@@ -123,38 +127,41 @@ RowParallelLinear<T>::RowParallelLinear(const Group& group, std::string name, st
       db_(group.local(), 1, out, MemoryKind::gradients) {}
 
 template <class T>
-DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass) {
-  OPTIMUS_CHECK(x.cols() == in_ / group_->size(), name_, ": input has ", x.cols(), " columns, expected ",
-                in_ / group_->size());
-  DistMatrix<T> y(group_->local(), x.rows(), out_);
-  ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), group_->local().queue());
-  all_reduce_in_place(group_->tp(), y);
-  ops::add_row_broadcast<T>(b_.local(), y.local(), group_->local().queue());
-  if (pass.training) saved_x_.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
+DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  OPTIMUS_CHECK(x.cols() == in_ / group_.size(), name_, ": input has ", x.cols(), " columns, expected ",
+                in_ / group_.size());
+  DistMatrix<T> y(group_.local(), x.rows(), out_);
+  ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), group_.local().queue());
+  all_reduce_in_place(group_.tp(), y);
+  ops::add_row_broadcast<T>(b_.local(), y.local(), group_.local().queue());
+  saved = Context{};
+  if (pass.training) {
+    saved.x.emplace(x, MemoryKind::activations);  // bf16 under mixed precision
+    saved.mark = ContextMark(group_.local());
+  }
   return y;
 }
 
 template <class T>
-DistMatrix<T> RowParallelLinear<T>::backward(const DistMatrix<T>& dy) {
-  OPTIMUS_CHECK(saved_x_.has_value(), name_, ": backward without a training forward");
-  DistMatrix<T> dx(group_->local(), dy.rows(), in_ / group_->size());
-  ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_->local().queue());
-  accumulate_grads(group_->local(), *saved_x_, dy, dw_, db_);
-  saved_x_.reset();
+DistMatrix<T> RowParallelLinear<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  saved.mark.check(group_.local(), name_);
+  DistMatrix<T> dx(group_.local(), dy.rows(), in_ / group_.size());
+  ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_.local().queue());
+  accumulate_grads(group_.local(), *saved.x, dy, dw_, db_);
   return dx;
 }
 
 template <class T>
 void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  const ShardLayout w{ShardLayout::Kind::rows, 1, 0, 0, in_, out_, 0, group_->size(), group_->rank()};
-  const ShardLayout b{ShardLayout::Kind::replicated, 1, 0, 0, 1, out_, 0, group_->size(), group_->rank()};
+  const ShardLayout w{ShardLayout::Kind::rows, 1, 0, 0, in_, out_, 0, group_.size(), group_.rank()};
+  const ShardLayout b{ShardLayout::Kind::replicated, 1, 0, 0, 1, out_, 0, group_.size(), group_.rank()};
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
   out.push_back({name_ + ".bias", {out_}, b, b_.local(), db_.local()});
 }
 
 template <class T>
 void RowParallelLinear<T>::zero_grad() {
-  zero(group_->local(), dw_, db_);
+  zero(group_.local(), dw_, db_);
 }
 
 template class ColumnParallelLinear<float>;

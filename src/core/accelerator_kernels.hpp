@@ -71,7 +71,8 @@ class AcceleratorKernels {
                                     TensorView<const float> sums, TensorView<double> row_loss,
                                     const Queue& q) const = 0;
   virtual void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets,
-                                      std::int64_t row_offset, std::int64_t v0, const Queue& q) const = 0;
+                                      std::int64_t row_offset, std::int64_t v0, std::int64_t mean_over,
+                                      const Queue& q) const = 0;
 
   // ---- the optimizer ----
   // Sum of squares into scratch[sum_squares_scratch() - 1] (a device double; the rest is the kernel's partials).

@@ -89,9 +89,9 @@ void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorVi
 
 template <class T>
 void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0) {
+                            std::int64_t v0, std::int64_t mean_over) {
   const std::int64_t rows = rows_of(probs), vn = cols_of(probs);
-  const T n_tokens = static_cast<T>(targets.numel());
+  const T n_tokens = static_cast<T>(mean_over);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t target = targets.data()[row_offset + r];
     T* row = probs.data() + r * vn;
@@ -107,7 +107,7 @@ void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, 
   template void cross_entropy_exp_sums<T>(TensorView<T>, TensorView<const T>, TensorView<const int>, std::int64_t, \
                                           std::int64_t, TensorView<T>);                                           \
   template void cross_entropy_finish<T>(TensorView<T>, TensorView<const T>, TensorView<const T>, TensorView<double>); \
-  template void cross_entropy_backward<T>(TensorView<T>, TensorView<const int>, std::int64_t, std::int64_t);
+  template void cross_entropy_backward<T>(TensorView<T>, TensorView<const int>, std::int64_t, std::int64_t, std::int64_t);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -67,7 +67,7 @@ void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorVi
                           TensorView<double> row_loss);
 template <class T>
 void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0);
+                            std::int64_t v0, std::int64_t mean_over);
 
 // ---- the optimizer -------------------------------------------------------------------------------------------
 template <class T>

@@ -147,15 +147,17 @@ void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorVi
 
 template <class T>
 void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0, const Queue& queue) {
+                            std::int64_t v0, std::int64_t mean_over, const Queue& queue) {
   const char* op = "cross_entropy_backward";
   const std::int64_t rows = rows_of(probs), vn = cols_of(probs), n_tokens = targets.numel();
   check_shape(op, "probs", probs, rows, vn);
   OPTIMUS_CHECK(row_offset >= 0 && row_offset + rows <= n_tokens, op, ": rows ", row_offset, "..", row_offset + rows,
                 " are outside the ", n_tokens, " targets");
+  OPTIMUS_CHECK(mean_over >= n_tokens, op, ": a mean over ", mean_over, " tokens cannot include all ", n_tokens,
+                " targets");
   dispatch<T>(op, {contiguous("probs", probs), contiguous("targets", targets)}, queue,
-              [&] { cpu::cross_entropy_backward(probs, targets, row_offset, v0); },
-              [&](const auto& k) { k.cross_entropy_backward(probs, targets, row_offset, v0, queue); });
+              [&] { cpu::cross_entropy_backward(probs, targets, row_offset, v0, mean_over); },
+              [&](const auto& k) { k.cross_entropy_backward(probs, targets, row_offset, v0, mean_over, queue); });
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                        \
@@ -175,7 +177,7 @@ void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, 
                                           std::int64_t, TensorView<T>, const Queue&);                                 \
   template void cross_entropy_finish<T>(TensorView<T>, TensorView<const T>, TensorView<const T>, TensorView<double>,  \
                                         const Queue&);                                                                \
-  template void cross_entropy_backward<T>(TensorView<T>, TensorView<const int>, std::int64_t, std::int64_t,           \
+  template void cross_entropy_backward<T>(TensorView<T>, TensorView<const int>, std::int64_t, std::int64_t, std::int64_t,           \
                                           const Queue&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)

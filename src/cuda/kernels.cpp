@@ -119,9 +119,9 @@ class CudaKernels final : public AcceleratorKernels {
                                stream_of(q));
   }
   void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets, std::int64_t row_offset,
-                              std::int64_t v0, const Queue& q) const override {
-    cuda::cross_entropy_backward(probs.data(), targets.data(), row_offset, v0, rows(probs), cols(probs),
-                                 targets.numel(), stream_of(q));
+                              std::int64_t v0, std::int64_t mean_over, const Queue& q) const override {
+    cuda::cross_entropy_backward(probs.data(), targets.data(), row_offset, v0, rows(probs), cols(probs), mean_over,
+                                 stream_of(q));
   }
 
   void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const override {

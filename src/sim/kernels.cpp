@@ -165,9 +165,10 @@ class SimKernels final : public AcceleratorKernels {
            out(probs), in(max), in(sums), out(row_loss));
   }
   void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets, std::int64_t row_offset,
-                              std::int64_t v0, const Queue& q) const override {
+                              std::int64_t v0, std::int64_t mean_over, const Queue& q) const override {
     launch(q, "cross_entropy_backward",
-           [=](auto p, auto t) { cpu::cross_entropy_backward(p, t, row_offset, v0); }, out(probs), in(targets));
+           [=](auto p, auto t) { cpu::cross_entropy_backward(p, t, row_offset, v0, mean_over); }, out(probs),
+           in(targets));
   }
 
   void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const override {

@@ -39,8 +39,7 @@ StepResult train_two_steps(Grid& grid) {
   StepResult r;
   for (std::uint64_t step = 1; step <= 2; ++step) {
     model.zero_grad();
-    r.losses.push_back(model.forward(tokens, targets, s.batch, step));
-    model.backward();
+    r.losses.push_back(model.train_step(tokens, targets, s.batch, step, 1));
     r.norms.push_back(adamw.step());
   }
   r.parameters = model.gather(false);
@@ -141,8 +140,7 @@ void check_steady_state(RankDevice& rank, Grid& grid) {
   auto step = [&](std::uint64_t t) {
     const DistMatrix<float> ab = summa_ab(a, b), abt = summa_abt(a, bt), atb = summa_atb(at, b);
     model.zero_grad();
-    model.forward(tokens, tokens, s.batch, t);
-    model.backward();
+    model.train_step(tokens, tokens, s.batch, t, 1);
     adamw.step();
     rank.stream().synchronize();
   };

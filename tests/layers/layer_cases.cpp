@@ -1,6 +1,8 @@
 // Layer and model checks against the reference, shared by the MPI and in-process suites.
 #include "layer_cases.hpp"
 
+#include "in_flight.hpp"
+
 #include "same_error.hpp"
 
 #include <doctest/doctest.h>
@@ -36,15 +38,6 @@ Matrix global(const DistMatrix<T>& m) {
   return m.to_global().template cast<double>();
 }
 
-template <class T>
-void expect_grads(const Grid& grid, const std::vector<ParameterRef<T>>& refs, const reference::Parameters& expected) {
-  for (const ParameterRef<T>& r : refs) {
-    CAPTURE(r.name);
-    const Matrix got = gather_parameter(grid.grid(), r, true, grid.device());
-    expect_close<T>(grid, "parameter gradient", got, expected.at(r.name));
-  }
-}
-
 reference::AttentionWeights attention_weights(const reference::Parameters& p, const std::string& prefix) {
   return {p.at(prefix + ".c_attn.weight"), p.at(prefix + ".c_attn.bias"), p.at(prefix + ".c_proj.weight"),
           p.at(prefix + ".c_proj.bias")};
@@ -67,83 +60,160 @@ void put_mlp(reference::Parameters& g, const std::string& prefix, const referenc
 }
 
 
+// The parameter names of `refs` and a gatherer of their accumulated gradients (collective over the grid).
 template <class T>
-void linear_case(const Grid& grid, const LayerShapes& s) {
+std::function<Matrix(const std::string&)> gradients_of(const Grid& grid, const std::vector<ParameterRef<T>>& refs) {
+  return [&grid, &refs](const std::string& name) {
+    for (const ParameterRef<T>& r : refs) {
+      if (r.name == name) return gather_parameter(grid.grid(), r, true, grid.device());
+    }
+    FAIL("no parameter " << name);
+    return Matrix();
+  };
+}
+template <class T>
+std::vector<std::string> names_of(const std::vector<ParameterRef<T>>& refs) {
+  std::vector<std::string> names;
+  for (const ParameterRef<T>& r : refs) names.push_back(r.name);
+  return names;
+}
+// Context c's input: distinct per context (and rounded to T), from `seed`.
+template <class T>
+Matrix input(std::int64_t rows, std::int64_t cols, std::uint64_t seed, int c, double scale = 1.0) {
+  return rounded<T>(random(rows, cols, seed + 1000 * static_cast<std::uint64_t>(c), scale));
+}
+// Context c's training pass: its own step (so that its dropout masks differ from the others').
+Pass pass_for(std::uint64_t step, int c) {
+  return {.step = step + static_cast<std::uint64_t>(c), .training = true, .first_sequence = 0};
+}
+
+template <class T>
+void linear_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, in = s.hidden, out = s.ffn;
   Linear2D<T> layer(grid, "lin", in, out);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 100, grid.device());
-  const Matrix x = rounded<T>(random(n, in, 1)), dy = rounded<T>(random(n, out, 2));
-  const Matrix y = global(layer.forward(DistMatrix<T>::from_global(grid, x), Pass{}));
-  expect_close<T>(grid, "linear output", y, reference::linear_forward(x, p.at("lin.weight"), p.at("lin.bias")));
-  const Matrix dx = global(layer.backward(DistMatrix<T>::from_global(grid, dy)));
-  const reference::LinearGrads g = reference::linear_backward(x, p.at("lin.weight"), dy);
-  expect_close<T>(grid, "linear input gradient", dx, g.dx);
-  expect_grads<T>(grid, refs, {{"lin.weight", g.dw}, {"lin.bias", g.db}});
+  const auto x = [&](int c) { return input<T>(n, in, 1, c); };
+  const auto dy = [&](int c) { return input<T>(n, out, 2, c); };
+  const auto ref = [&](int c) { return reference::linear_backward(x(c), p.at("lin.weight"), dy(c)); };
+  LayerRun<typename Linear2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
+      },
+      .backward = [&](int c, auto saved) {
+        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      },
+      .expected_output = [&](int c) { return reference::linear_forward(x(c), p.at("lin.weight"), p.at("lin.bias")); },
+      .expected_input_grad = [&](int c) { return ref(c).dx; },
+      .expected_grads = [&](int c) {
+        const reference::LinearGrads g = ref(c);
+        return reference::Parameters{{"lin.weight", g.dw}, {"lin.bias", g.db}};
+      },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
 template <class T>
-void layernorm_case(const Grid& grid, const LayerShapes& s) {
+void layernorm_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
   LayerNorm2D<T> layer(grid, "ln_x", h);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 200, grid.device());
   // A large common offset: a one-pass E[x^2] - E[x]^2 would lose fp32's accuracy here.
-  Matrix x = rounded<T>((random(n, h, 3).array() + 100.0).matrix());
-  const Matrix dy = rounded<T>(random(n, h, 4));
-  reference::LayerNormCache cache;
-  const Matrix expected = reference::layernorm_forward(x, p.at("ln_x.weight"), p.at("ln_x.bias"), cache);
-  const Matrix y = global(layer.forward(DistMatrix<T>::from_global(grid, x), Pass{}));
-  expect_close<T>(grid, "layernorm output", y, expected);
-  const reference::LayerNormGrads g = reference::layernorm_backward(cache, p.at("ln_x.weight"), dy);
-  expect_close<T>(grid, "layernorm input gradient", global(layer.backward(DistMatrix<T>::from_global(grid, dy))), g.dx);
-  expect_grads<T>(grid, refs, {{"ln_x.weight", g.dgamma}, {"ln_x.bias", g.dbeta}});
+  const auto x = [&](int c) { return rounded<T>((input<T>(n, h, 3, c).array() + 100.0).matrix()); };
+  const auto dy = [&](int c) { return input<T>(n, h, 4, c); };
+  const auto ref = [&](int c) {
+    reference::LayerNormCache cache;
+    const Matrix y = reference::layernorm_forward(x(c), p.at("ln_x.weight"), p.at("ln_x.bias"), cache);
+    return std::pair{y, reference::layernorm_backward(cache, p.at("ln_x.weight"), dy(c))};
+  };
+  LayerRun<typename LayerNorm2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
+      },
+      .backward = [&](int c, auto saved) {
+        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      },
+      .expected_output = [&](int c) { return ref(c).first; },
+      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
+      .expected_grads = [&](int c) {
+        const reference::LayerNormGrads g = ref(c).second;
+        return reference::Parameters{{"ln_x.weight", g.dgamma}, {"ln_x.bias", g.dbeta}};
+      },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
 template <class T>
-void attention_case(const Grid& grid, const LayerShapes& s, double dropout) {
+void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
   const DropoutSpec spec{dropout, 77, 3};
   Attention2D<T> layer(grid, "attn", h, s.heads, spec);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 300, grid.device());
-  const Matrix x = rounded<T>(random(n, h, 5)), dy = rounded<T>(random(n, h, 6));
-  const reference::Dropout rd{dropout, 77, 9, 3};
-  reference::AttentionCache cache;
-  const Matrix expected = reference::attention_forward(x, attention_weights(p, "attn"), s.batch, s.heads, rd, cache);
-  const Matrix y = global(layer.forward(DistMatrix<T>::from_global(grid, x), s.seq, Pass{9, true}));
-  expect_close<T>(grid, "attention output", y, expected);
-  const reference::AttentionGrads g =
-      reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, s.heads, rd, dy);
-  expect_close<T>(grid, "attention input gradient", global(layer.backward(DistMatrix<T>::from_global(grid, dy))), g.dx);
-  reference::Parameters expected_grads;
-  put_attention(expected_grads, "attn", g.dw);
-  expect_grads<T>(grid, refs, expected_grads);
+  const auto x = [&](int c) { return input<T>(n, h, 5, c); };
+  const auto dy = [&](int c) { return input<T>(n, h, 6, c); };
+  const auto ref = [&](int c) {
+    const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
+    reference::AttentionCache cache;
+    const Matrix y = reference::attention_forward(x(c), attention_weights(p, "attn"), s.batch, s.heads, rd, cache);
+    return std::pair{y, reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, s.heads, rd, dy(c))};
+  };
+  LayerRun<typename Attention2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(9, c), saved));
+      },
+      .backward = [&](int c, auto saved) {
+        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      },
+      .expected_output = [&](int c) { return ref(c).first; },
+      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
+      .expected_grads = [&](int c) {
+        reference::Parameters g;
+        put_attention(g, "attn", ref(c).second.dw);
+        return g;
+      },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
 template <class T>
-void mlp_case(const Grid& grid, const LayerShapes& s) {
+void mlp_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
   MLP2D<T> layer(grid, "mlp", h, s.ffn);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 400, grid.device());
-  const Matrix x = rounded<T>(random(n, h, 7)), dy = rounded<T>(random(n, h, 8));
-  reference::MlpCache cache;
-  const Matrix expected = reference::mlp_forward(x, mlp_weights(p, "mlp"), cache);
-  expect_close<T>(grid, "mlp output", global(layer.forward(DistMatrix<T>::from_global(grid, x), Pass{})), expected);
-  const reference::MlpGrads g = reference::mlp_backward(cache, mlp_weights(p, "mlp"), dy);
-  expect_close<T>(grid, "mlp input gradient", global(layer.backward(DistMatrix<T>::from_global(grid, dy))), g.dx);
-  reference::Parameters expected_grads;
-  put_mlp(expected_grads, "mlp", g.dw);
-  expect_grads<T>(grid, refs, expected_grads);
+  const auto x = [&](int c) { return input<T>(n, h, 7, c); };
+  const auto dy = [&](int c) { return input<T>(n, h, 8, c); };
+  const auto ref = [&](int c) {
+    reference::MlpCache cache;
+    const Matrix y = reference::mlp_forward(x(c), mlp_weights(p, "mlp"), cache);
+    return std::pair{y, reference::mlp_backward(cache, mlp_weights(p, "mlp"), dy(c))};
+  };
+  LayerRun<typename MLP2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
+      },
+      .backward = [&](int c, auto saved) {
+        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      },
+      .expected_output = [&](int c) { return ref(c).first; },
+      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
+      .expected_grads = [&](int c) {
+        reference::Parameters g;
+        put_mlp(g, "mlp", ref(c).second.dw);
+        return g;
+      },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
 template <class T>
-void block_case(const Grid& grid, const LayerShapes& s, double dropout) {
+void block_case(const Grid& grid, const LayerShapes& s, double dropout, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
   GptConfig config = config_for(grid.q(), 1, dropout);
   TransformerBlock2D<T> layer(grid, config, 0);
@@ -151,80 +221,135 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout) {
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 500, grid.device());
   const reference::BlockWeights w = reference::block_weights(p, 0);
-  const Matrix x = rounded<T>(random(n, h, 9)), dy = rounded<T>(random(n, h, 10));
-  const reference::Dropout rd{dropout, config.seed, 4, 0};
-  reference::BlockCache cache;
-  const Matrix expected = reference::block_forward(x, w, s.batch, s.heads, rd, cache);
-  const Matrix y = global(layer.forward(DistMatrix<T>::from_global(grid, x), s.seq, Pass{4, true}));
-  expect_close<T>(grid, "block output", y, expected);
-  const reference::BlockGrads g = reference::block_backward(cache, w, s.batch, s.heads, rd, dy);
-  expect_close<T>(grid, "block input gradient", global(layer.backward(DistMatrix<T>::from_global(grid, dy))), g.dx);
-  reference::Parameters eg;
-  reference::store_block_grads(eg, 0, g.dw);
-  expect_grads<T>(grid, refs, eg);
+  const auto x = [&](int c) { return input<T>(n, h, 9, c); };
+  const auto dy = [&](int c) { return input<T>(n, h, 10, c); };
+  const auto ref = [&](int c) {
+    const reference::Dropout rd{dropout, config.seed, pass_for(4, c).step, 0};
+    reference::BlockCache cache;
+    const Matrix y = reference::block_forward(x(c), w, s.batch, s.heads, rd, cache);
+    return std::pair{y, reference::block_backward(cache, w, s.batch, s.heads, rd, dy(c))};
+  };
+  LayerRun<typename TransformerBlock2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(4, c), saved));
+      },
+      .backward = [&](int c, auto saved) {
+        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      },
+      .expected_output = [&](int c) { return ref(c).first; },
+      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
+      .expected_grads = [&](int c) {
+        reference::Parameters g;
+        reference::store_block_grads(g, 0, ref(c).second.dw);
+        return g;
+      },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
 template <class T>
-void embedding_case(const Grid& grid, const LayerShapes& s) {
+void embedding_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const GptConfig config = config_for(grid.q(), 1, 0.2);
   const std::int64_t n = s.batch * s.seq;
   Embedding2D<T> layer(grid, config);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 600, grid.device());
-  const std::vector<int> tokens = random_tokens(n, config.vocab, 21);
-  const Matrix mask = reference::dropout_mask(n, s.hidden, config.dropout, config.seed,
-                                              dropout_stream(5, 0, DropoutSite::embedding));
-  expect_close<T>(grid, "embedding output", global(layer.forward(tokens, s.batch, Pass{5, true})),
-                  reference::embedding_forward(p.at("wte"), p.at("wpe"), tokens, s.batch, mask));
-  const Matrix dx = rounded<T>(random(n, s.hidden, 22));
-  layer.backward(DistMatrix<T>::from_global(grid, dx));
-  const reference::EmbeddingGrads g =
-      reference::embedding_backward(config.vocab, config.max_seq, tokens, s.batch, mask, dx);
-  expect_grads<T>(grid, refs, {{"wte", g.dwte}, {"wpe", g.dwpe}});
+  const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 21 + 1000 * static_cast<std::uint64_t>(c)); };
+  const auto mask = [&](int c) {
+    return reference::dropout_mask(n, s.hidden, config.dropout, config.seed,
+                                   dropout_stream(pass_for(5, c).step, 0, DropoutSite::embedding));
+  };
+  const auto dx = [&](int c) { return input<T>(n, s.hidden, 22, c); };
+  LayerRun<typename Embedding2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) { return global(layer.forward(tokens(c), s.batch, pass_for(5, c), saved)); },
+      .backward = [&](int c, auto saved) {
+        layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dx(c)));
+        return Matrix();
+      },
+      .expected_output = [&](int c) {
+        return reference::embedding_forward(p.at("wte"), p.at("wpe"), tokens(c), s.batch, mask(c));
+      },
+      .expected_input_grad = [&](int) { return Matrix(); },
+      .expected_grads = [&](int c) {
+        const reference::EmbeddingGrads g =
+            reference::embedding_backward(config.vocab, config.max_seq, tokens(c), s.batch, mask(c), dx(c));
+        return reference::Parameters{{"wte", g.dwte}, {"wpe", g.dwpe}};
+      },
+      .saves_tracked = false,  // the token ids, on the host
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
 template <class T>
-void lm_head_case(const Grid& grid, const LayerShapes& s) {
+void lm_head_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq;
-  const Matrix x = rounded<T>(random(n, s.hidden, 31)), wte = rounded<T>(random(s.vocab, s.hidden, 32, 2.0));
-  const std::vector<int> targets = random_tokens(n, s.vocab, 33);
+  const Matrix wte = rounded<T>(random(s.vocab, s.hidden, 32, 2.0));
+  const auto x = [&](int c) { return input<T>(n, s.hidden, 31, c); };
+  const auto targets = [&](int c) { return random_tokens(n, s.vocab, 33 + 1000 * static_cast<std::uint64_t>(c)); };
+  const auto ce = [&](int c) { return reference::cross_entropy(x(c) * wte.transpose(), targets(c)); };
   const auto W = DistMatrix<T>::from_global(grid, wte);
   DistMatrix<T> dwte(grid, s.vocab, s.hidden);
   LmHead2D<T> head(grid);
-  const double loss = head.forward(DistMatrix<T>::from_global(grid, x), W, targets, Pass{});
-  const reference::CrossEntropy ce = reference::cross_entropy(x * wte.transpose(), targets);
-  CHECK(std::abs(loss - ce.loss) <= tolerance<T>(grid.gemm_math()) * ce.loss);
-  expect_close<T>(grid, "lm head input gradient", global(head.backward(W, dwte)), ce.dlogits * wte);
-  expect_close<T>(grid, "lm head wte gradient", global(dwte), ce.dlogits.transpose() * x);
-  expect_close<T>(grid, "logits", global(head.logits(DistMatrix<T>::from_global(grid, x), W)), x * wte.transpose());
+  LayerRun<typename LmHead2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return Matrix::Constant(1, 1, head.forward(DistMatrix<T>::from_global(grid, x(c)), W, targets(c), n,
+                                                   pass_for(0, c), saved));
+      },
+      .backward = [&](int, auto saved) { return global(head.backward(std::move(saved), W, dwte)); },
+      .expected_output = [&](int c) { return Matrix::Constant(1, 1, ce(c).loss); },
+      .expected_input_grad = [&](int c) { return Matrix(ce(c).dlogits * wte); },
+      .expected_grads = [&](int c) { return reference::Parameters{{"wte", ce(c).dlogits.transpose() * x(c)}}; },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), {"wte"},
+                [&](const std::string&) { return global(dwte); });
+  expect_close<T>(grid, "logits", global(head.logits(DistMatrix<T>::from_global(grid, x(0)), W)),
+                  x(0) * wte.transpose());
 }
 
 template <class T>
-void gpt_case(const Grid& grid, const LayerShapes& s, double dropout) {
+void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const InFlight& f) {
   const GptConfig config = config_for(grid.q(), 2, dropout);
   Gpt2D<T> model(grid, config);
   // Start from the shared initialization rule, rounded to T, as the reference sees it.
   reference::Parameters p = reference::gpt_init(config);
   for (auto& [name, m] : p) m = rounded<T>(m);
   const std::int64_t n = s.batch * s.seq;
-  const std::vector<int> tokens = random_tokens(n, config.vocab, 1), targets = random_tokens(n, config.vocab, 2);
-  const reference::GptResult r = reference::gpt_forward_backward(config, p, tokens, targets, s.batch, 3);
-  const double loss = model.forward(tokens, targets, s.batch, 3);
-  CHECK(std::abs(loss - r.loss) <= tolerance<T>(grid.gemm_math()) * std::abs(r.loss));
-  model.backward();
-  expect_grads<T>(grid, model.parameters(), r.grads);
-  const Matrix logits = global(model.logits(tokens, s.batch));
+  const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
+  const auto targets = [&](int c) { return random_tokens(n, config.vocab, 2 + 1000 * static_cast<std::uint64_t>(c)); };
+  const auto ref = [&](int c) {
+    return reference::gpt_forward_backward(config, p, tokens(c), targets(c), s.batch, pass_for(3, c).step);
+  };
+  const std::vector<ParameterRef<T>> refs = model.parameters();
+  LayerRun<typename Gpt2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return Matrix::Constant(1, 1, model.forward(tokens(c), targets(c), s.batch, pass_for(3, c).step, saved));
+      },
+      .backward = [&](int, auto saved) {
+        model.backward(std::move(saved));
+        return Matrix();
+      },
+      .expected_output = [&](int c) { return Matrix::Constant(1, 1, ref(c).loss); },
+      .expected_input_grad = [&](int) { return Matrix(); },
+      .expected_grads = [&](int c) { return ref(c).grads; },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
+  const Matrix logits = global(model.logits(tokens(0), s.batch));
   const Matrix expected_logits = [&] {
-    reference::Parameters no_dropout_params = p;
     GptConfig c = config;
     c.dropout = 0;
-    return reference::gpt_forward_backward(c, no_dropout_params, tokens, targets, s.batch, 0).logits;
+    return reference::gpt_forward_backward(c, p, tokens(0), targets(0), s.batch, 0).logits;
   }();
   expect_close<T>(grid, "gpt logits", logits, expected_logits);
   if (sizeof(T) == 4 && grid.gemm_math() == ops::GemmMath::bf16) {  // bf16 operands really were used
     CHECK_FALSE(reference::compare_relative(logits, expected_logits, 1e-5).ok());
   }
+}
+
+// Every scenario of in_flight_cases for f64 (all) or f32.
+template <class T, class Case>
+void in_flight_scenarios(const Case& one) {
+  for (const InFlight& f : in_flight_cases(sizeof(T) == 8)) one(f);
 }
 
 }  // namespace
@@ -258,54 +383,54 @@ GptConfig config_for(int q, std::int64_t layers, double dropout) {
 
 void check_linear(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  linear_case<double>(grid, shapes_for(q));
-  linear_case<float>(grid, shapes_for(q));
+  in_flight_scenarios<double>([&](const InFlight& f) { linear_case<double>(grid, shapes_for(q), f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { linear_case<float>(grid, shapes_for(q), f); });
 }
 
 void check_layernorm(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  layernorm_case<double>(grid, shapes_for(q));
-  layernorm_case<float>(grid, shapes_for(q));
+  in_flight_scenarios<double>([&](const InFlight& f) { layernorm_case<double>(grid, shapes_for(q), f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { layernorm_case<float>(grid, shapes_for(q), f); });
 }
 
 void check_attention(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  for (double dropout : {0.0, 0.2}) {
-    attention_case<double>(grid, shapes_for(q), dropout);
-    attention_case<float>(grid, shapes_for(q), dropout);
-  }
+  attention_case<double>(grid, shapes_for(q), 0.0, InFlight{});
+  attention_case<float>(grid, shapes_for(q), 0.0, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, f); });
 }
 
 void check_mlp(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  mlp_case<double>(grid, shapes_for(q));
-  mlp_case<float>(grid, shapes_for(q));
+  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), f); });
 }
 
 void check_block(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  for (double dropout : {0.0, 0.1}) {
-    block_case<double>(grid, shapes_for(q), dropout);
-    block_case<float>(grid, shapes_for(q), dropout);
-  }
+  block_case<double>(grid, shapes_for(q), 0.0, InFlight{});
+  block_case<float>(grid, shapes_for(q), 0.0, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, f); });
 }
 
 void check_embedding(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  embedding_case<double>(grid, shapes_for(q));
-  embedding_case<float>(grid, shapes_for(q));
+  in_flight_scenarios<double>([&](const InFlight& f) { embedding_case<double>(grid, shapes_for(q), f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { embedding_case<float>(grid, shapes_for(q), f); });
 }
 
 void check_lm_head(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  lm_head_case<double>(grid, shapes_for(q));
-  lm_head_case<float>(grid, shapes_for(q));
+  in_flight_scenarios<double>([&](const InFlight& f) { lm_head_case<double>(grid, shapes_for(q), f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { lm_head_case<float>(grid, shapes_for(q), f); });
 }
 
 void check_gpt(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  gpt_case<double>(grid, shapes_for(q), 0.1);
-  gpt_case<float>(grid, shapes_for(q), 0.0);
+  in_flight_scenarios<double>([&](const InFlight& f) { gpt_case<double>(grid, shapes_for(q), 0.1, f); });
+  gpt_case<float>(grid, shapes_for(q), 0.0, InFlight{});
 }
 
 namespace {
@@ -329,13 +454,14 @@ double training_case(const Grid& grid, int dp) {
   double loss = 0;
   for (int step = 1; step <= 6; ++step) {
     model.zero_grad();
-    loss = model.forward(slice(tokens), slice(targets), s.batch, static_cast<std::uint64_t>(step));
+    typename Gpt2D<T>::Context saved;
+    loss = model.forward(slice(tokens), slice(targets), s.batch, static_cast<std::uint64_t>(step), saved);
     const reference::GptResult r = reference::gpt_forward_backward(config, p, tokens, targets, global_batch,
                                                                    static_cast<std::uint64_t>(step));
     CAPTURE(step);
     CHECK(std::abs(loss - r.loss) <= tolerance<T>(grid.gemm_math()) * std::abs(r.loss));
     if (step == 6) break;  // the loss after 5 steps
-    model.backward();
+    model.backward(std::move(saved));
     const double norm = optimizer.step();
     const double ref_norm = reference::adamw_step(adam, step, p, r.grads, m, v);
     // With bf16 GEMMs the two trajectories drift apart (Adam divides small gradient differences by small second
@@ -357,14 +483,16 @@ double check_training(Communicator& world, int q, int dp) {
 
 void check_f32_layers_on(const Grid& grid) {
   const LayerShapes s = shapes_for(grid.q());
-  linear_case<float>(grid, s);
-  layernorm_case<float>(grid, s);
-  attention_case<float>(grid, s, 0.2);
-  mlp_case<float>(grid, s);
-  block_case<float>(grid, s, 0.1);
-  embedding_case<float>(grid, s);
-  lm_head_case<float>(grid, s);
-  gpt_case<float>(grid, s, 0.1);
+  in_flight_scenarios<float>([&](const InFlight& f) {
+    linear_case<float>(grid, s, f);
+    layernorm_case<float>(grid, s, f);
+    attention_case<float>(grid, s, 0.2, f);
+    mlp_case<float>(grid, s, f);
+    block_case<float>(grid, s, 0.1, f);
+    embedding_case<float>(grid, s, f);
+    lm_head_case<float>(grid, s, f);
+    gpt_case<float>(grid, s, 0.1, f);
+  });
 }
 
 void check_f32_training_on(const Grid& grid) {
@@ -376,7 +504,7 @@ void check_mixed_precision(Communicator& world, int q) {
   Grid grid = Grid::create(world, q);
   grid.set_gemm_math(ops::GemmMath::bf16);
   check_f32_layers_on(grid);
-  gpt_case<double>(grid, shapes_for(q), 0.1);  // f64 layers ignore the GEMM math: still 1e-10
+  gpt_case<double>(grid, shapes_for(q), 0.1, InFlight{});  // f64 layers ignore the GEMM math: still 1e-10
   training_case<float>(grid, grid.dp());  // f32 master weights and AdamW state, bf16 GEMMs
 }
 
@@ -425,18 +553,18 @@ void check_layer_errors(Communicator& world, int q) {
     CHECK(with([&](GptConfig& c) { c.vocab = s.vocab + 1; }).find("vocab = " + std::to_string(s.vocab + 1)) != std::string::npos);
     CHECK(with([&](GptConfig& c) { c.ffn = s.ffn + q; }).find("ffn = " + std::to_string(s.ffn + q)) != std::string::npos);
     const std::vector<int> odd(static_cast<std::size_t>((s.batch + 1) * s.seq), 1);
-    CHECK(message([&] { model.forward(odd, odd, s.batch + 1, 1); }).find("batch = " + std::to_string(s.batch + 1)) !=
+    CHECK(message([&] { model.train_step(odd, odd, s.batch + 1, 1, 1); }).find("batch = " + std::to_string(s.batch + 1)) !=
           std::string::npos);
   }
   const std::vector<int> too_long(static_cast<std::size_t>(s.batch * (s.max_seq + 1)), 1);
-  CHECK(message([&] { model.forward(too_long, too_long, s.batch, 1); }).find("exceeds the position table") !=
+  CHECK(message([&] { model.train_step(too_long, too_long, s.batch, 1, 1); }).find("exceeds the position table") !=
         std::string::npos);
   std::vector<int> bad_token = tokens;
   bad_token[3] = static_cast<int>(s.vocab);
-  CHECK(message([&] { model.forward(bad_token, tokens, s.batch, 1); }) ==
+  CHECK(message([&] { model.train_step(bad_token, tokens, s.batch, 1, 1); }) ==
         "embedding: token id " + std::to_string(s.vocab) + " at position 3 is outside the vocabulary [0, " +
             std::to_string(s.vocab) + ")");
-  CHECK(message([&] { model.forward(tokens, bad_token, s.batch, 1); }).find("target id") != std::string::npos);
+  CHECK(message([&] { model.train_step(tokens, bad_token, s.batch, 1, 1); }).find("target id") != std::string::npos);
   CHECK(message([&] { model.load_global({{"h.0.attn.c_proj.weight", GlobalMatrix::Zero(s.hidden, s.hidden + 1)}}); })
             .find("is " + std::to_string(s.hidden) + "x" + std::to_string(s.hidden)) != std::string::npos);
   CHECK(message([&] { model.load_global({{"h.7.attn.bias", GlobalMatrix::Zero(1, 1)}}); }) ==

@@ -61,9 +61,10 @@ TEST_CASE("activation memory per rank scales as 1/q^2 for a block") {
       x.fill_random(1);
       const std::uint64_t before = grid.memory().current(optimus::MemoryKind::activations);
       grid.memory().reset_peaks();
-      optimus::DistMatrix<float> y = block.forward(x, s.seq, optimus::Pass{1, true});
+      optimus::TransformerBlock2D<float>::Context context;
+      optimus::DistMatrix<float> y = block.forward(x, s.seq, {.step = 1, .training = true, .first_sequence = 0}, context);
       const std::uint64_t after = grid.memory().current(optimus::MemoryKind::activations);
-      block.backward(y);
+      block.backward(std::move(context), y);
       CHECK(grid.memory().current(optimus::MemoryKind::activations) == before);  // all freed by backward
       if (w.rank() == 0) {
         saved[static_cast<std::size_t>(q)] = after - before;
@@ -99,11 +100,14 @@ TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
       auto saved_by = [&](optimus::ops::GemmMath math) {
         grid.set_gemm_math(math);
         const std::uint64_t before = grid.memory().current(optimus::MemoryKind::activations);
-        optimus::DistMatrix<float> y = block.forward(x, s.seq, optimus::Pass{1, true});
+        const optimus::Pass pass{.step = 1, .training = true, .first_sequence = 0};
+        optimus::TransformerBlock2D<float>::Context block_saved;
+        optimus::LmHead2D<float>::Context head_saved;
+        optimus::DistMatrix<float> y = block.forward(x, s.seq, pass, block_saved);
         const std::uint64_t after_block = grid.memory().current(optimus::MemoryKind::activations);
-        head.forward(y, wte, targets, optimus::Pass{1, true});
+        head.forward(y, wte, targets, n, pass, head_saved);
         const std::uint64_t after_head = grid.memory().current(optimus::MemoryKind::activations);
-        block.backward(head.backward(wte, dwte));
+        block.backward(std::move(block_saved), head.backward(std::move(head_saved), wte, dwte));
         CHECK(grid.memory().current(optimus::MemoryKind::activations) == before);  // all freed by backward
         return std::pair{after_block - before, after_head - after_block};
       };

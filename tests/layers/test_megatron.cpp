@@ -38,9 +38,11 @@ void check_block_1d(optimus::Communicator& world, double dropout,
   const double tol = optimus::test::tolerance<T>(math);
 
   world.reset_stats();
-  auto y = block.forward(optimus::DistMatrix<T>::from_global(group.local(), x), s.seq, optimus::Pass{6, true});
+  typename optimus::megatron::TransformerBlock1D<T>::Context saved;
+  auto y = block.forward(optimus::DistMatrix<T>::from_global(group.local(), x), s.seq,
+                         {.step = 6, .training = true, .first_sequence = 0}, saved);
   const auto forward_stats = world.stats();
-  auto dx = block.backward(optimus::DistMatrix<T>::from_global(group.local(), dy));
+  auto dx = block.backward(std::move(saved), optimus::DistMatrix<T>::from_global(group.local(), dy));
   const auto pc = static_cast<std::uint64_t>(world.size());
   const std::uint64_t all_reduce_bytes = 2 * (pc - 1) * static_cast<std::uint64_t>(n * s.hidden) * sizeof(T) / pc;
   CHECK(forward_stats[optimus::CallKind::all_reduce].calls == 2);

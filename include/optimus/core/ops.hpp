@@ -212,9 +212,10 @@ void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, Tenso
 template <class T>
 void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorView<const T> sums,
                           TensorView<double> row_loss, const Queue& queue);
-// dlogits = (probs - onehot(target)) / n_tokens, in place, with n_tokens = targets.numel().
+// dlogits = (probs - onehot(target)) / mean_over, in place: the gradient of a mean over `mean_over` tokens (the
+// targets' own count, or a whole batch's when these are one micro-batch of it; mean_over >= targets.numel()).
 template <class T>
 void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0, const Queue& queue);
+                            std::int64_t v0, std::int64_t mean_over, const Queue& queue);
 
 }  // namespace optimus::ops

@@ -1,9 +1,9 @@
-// optimus::DistMatrix<T>: a global rows x cols row-major matrix split into q x q blocks (DESIGN.md section 4).
+// optimus::DistMatrix<T>: a global rows x cols row-major matrix split into q x q blocks (docs/design.md, "Partitioning").
 //
 // Rank (i, j) owns rows [i*rows/q, (i+1)*rows/q) and columns [j*cols/q, (j+1)*cols/q): a local block of
 // (rows/q) x (cols/q). For a 4 x 6 matrix on q = 2, rank (1, 0) holds rows 2..3, columns 0..2.
 // q must divide both dimensions; otherwise construction throws, naming the dimension, its size and q.
-// A DistMatrix refers to its Grid's state and must not outlive the Grid. Copies are explicit (clone()).
+// A DistMatrix holds a handle to its Grid (the grid lives as long as its matrices). Copies are explicit (clone()).
 #pragma once
 
 #include <Eigen/Core>
@@ -26,11 +26,7 @@ class DistMatrix {
 
   // A zero matrix of global shape rows x cols on `grid`; its local block is counted by the grid's
   // MemoryTracker as `kind` and lives where the grid places its matrices (Grid::place_on).
-  DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind = MemoryKind::workspace)
-      : DistMatrix(*grid.state(), rows, cols, kind) {}
-  // The same, on the grid another matrix lives on (see grid()).
-  DistMatrix(const detail::GridState& grid, std::int64_t rows, std::int64_t cols,
-             MemoryKind kind = MemoryKind::workspace);
+  DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind = MemoryKind::workspace);
 
   // Every rank passes the same full matrix; each keeps its own block. No communication.
   template <class Derived>
@@ -67,8 +63,8 @@ class DistMatrix {
   std::int64_t cols() const { return cols_; }
   std::int64_t local_rows() const { return local_.size(0); }
   std::int64_t local_cols() const { return local_.size(1); }
-  std::int64_t row_offset() const { return grid_->row_index * local_rows(); }
-  std::int64_t col_offset() const { return grid_->col_index * local_cols(); }
+  std::int64_t row_offset() const { return i_ * local_rows(); }
+  std::int64_t col_offset() const { return j_ * local_cols(); }
 
   TensorView<T> local() { return local_.view(); }
   TensorView<const T> local() const { return local_.view(); }
@@ -76,10 +72,10 @@ class DistMatrix {
   LocalMap local_map() { return LocalMap(host_data(), local_rows(), local_cols()); }
   ConstLocalMap local_map() const { return ConstLocalMap(host_data(), local_rows(), local_cols()); }
 
-  const detail::GridState& grid() const { return *grid_; }
+  const Grid& grid() const { return grid_; }
   template <class U>
   bool same_grid(const DistMatrix<U>& other) const {
-    return grid_ == &other.grid();
+    return grid_.same(other.grid());
   }
 
  private:
@@ -87,10 +83,12 @@ class DistMatrix {
     OPTIMUS_CHECK(local_.device() == Device::cpu, "DistMatrix: an Eigen view of a block on a device; use local()");
     return const_cast<T*>(local_.data());
   }
-  DistMatrix(const detail::GridState* grid, std::int64_t rows, std::int64_t cols, Tensor<T> local)
-      : grid_(grid), rows_(rows), cols_(cols), local_(std::move(local)) {}
+  DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, Tensor<T> local)
+      : grid_(grid), i_(grid.row_index()), j_(grid.col_index()), rows_(rows), cols_(cols),
+        local_(std::move(local)) {}
 
-  const detail::GridState* grid_;
+  Grid grid_;
+  int i_, j_;  // this rank's grid row and column
   std::int64_t rows_;
   std::int64_t cols_;
   Tensor<T> local_;  // [rows/q, cols/q]

@@ -21,7 +21,7 @@ template <class T>
 class SavedActivation {
  public:
   // Whether activations saved on `grid` are kept in bf16: T = float and the grid's GEMM math is bf16.
-  static bool keeps_bf16(const detail::GridState& grid);
+  static bool keeps_bf16(const Grid& grid);
 
   // A copy of m's local block [rows/q, cols/q], counted by the grid's tracker as `kind`, in bf16 or T.
   SavedActivation(const DistMatrix<T>& m, MemoryKind kind);
@@ -31,8 +31,8 @@ class SavedActivation {
 
   std::int64_t rows() const { return rows_; }
   std::int64_t cols() const { return cols_; }
-  std::int64_t local_rows() const { return rows_ / grid_->q; }
-  const detail::GridState& grid() const { return *grid_; }
+  std::int64_t local_rows() const { return rows_ / grid_.q(); }
+  const Grid& grid() const { return grid_; }
   bool is_bf16() const { return is_bf16_; }
   // The block as kept: block() unless is_bf16(), bf16_block() if it is; the other is empty.
   TensorView<const T> block() const { return block_.view(); }
@@ -44,7 +44,7 @@ class SavedActivation {
  private:
   void keep(TensorView<const T> local, MemoryKind kind);  // copies (or casts) `local` into the kept block
 
-  const detail::GridState* grid_;
+  Grid grid_;
   std::int64_t rows_, cols_;
   bool is_bf16_;
   Tensor<T> block_;          // [rows/q, cols/q] unless kept in bf16

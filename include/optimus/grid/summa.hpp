@@ -51,7 +51,7 @@ struct SummaOperand {
       : grid(&s.grid()), rows(s.rows()), cols(s.cols()), is_bf16(s.is_bf16()), block(s.block()),
         bf16_block(s.bf16_block()) {}
 
-  const detail::GridState* grid;
+  const Grid* grid;
   std::int64_t rows, cols;
   bool is_bf16 = false;               // only a bf16 copy is kept
   TensorView<const T> block;          // [rows/q, cols/q] unless is_bf16
@@ -71,7 +71,7 @@ template <class T>
 class PendingProduct {
  public:
   // sent: the buffers the reductions send from, kept alive until they complete.
-  PendingProduct(const detail::GridState& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
+  PendingProduct(const Grid& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
                  std::vector<Tensor<T>> sent, std::vector<Request> reductions);
   PendingProduct(PendingProduct&& other) noexcept
       : grid_(other.grid_),
@@ -90,7 +90,7 @@ class PendingProduct {
   bool finished() const { return c_ == nullptr; }
 
  private:
-  const detail::GridState* grid_;
+  Grid grid_;
   T alpha_, beta_;
   DistMatrix<T>* c_;  // null once finished
   Tensor<T> sum_;     // this rank's reduced term: [rows/q, cols/q] of C

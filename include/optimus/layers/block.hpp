@@ -1,6 +1,8 @@
 // optimus::TransformerBlock2D: the GPT-2 pre-LayerNorm block on the q x q grid.
 //   x1 = x + dropout(attn(ln_1(x))),  y = x1 + dropout(mlp(ln_2(x1)));  x, x1, y: [N, h].
 // Parameters are named h.<layer>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}.{weight, bias}.
+// A training forward fills a BlockContext under the block's recomputation policy (recompute.hpp: none by default);
+// the bytes it holds per rank are block_saved_bytes.
 #pragma once
 
 #include "optimus/core/gpt_config.hpp"
@@ -15,8 +17,15 @@ class TransformerBlock2D {
  public:
   TransformerBlock2D(const Grid& grid, const GptConfig& config, std::int64_t layer);
 
-  DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  using Context = BlockContext<T>;
+
+  // x, y: [N, h] with N = b*s; a training pass fills `saved`.
+  DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+
+  // What training forwards from now on save (a context keeps the policy it was made with).
+  void set_recompute(Recompute policy) { recompute_ = policy; }
+  Recompute recompute() const { return recompute_; }
 
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
@@ -28,7 +37,7 @@ class TransformerBlock2D {
   Attention2D<T> attn_;
   LayerNorm2D<T> ln_2_;
   MLP2D<T> mlp_;
-  std::uint64_t step_ = 0;
+  Recompute recompute_ = Recompute::none;
 };
 
 extern template class TransformerBlock2D<float>;

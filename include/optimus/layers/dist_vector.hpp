@@ -1,5 +1,5 @@
 // optimus::DistVector<T>: a global vector of n elements (a bias, LayerNorm's gamma or beta) split into
-// q*q pieces so that no rank stores a replica (DESIGN.md section 5). Rank (i, j) owns the n/q^2 elements
+// q*q pieces so that no rank stores a replica (docs/design.md, "Partitioning"). Rank (i, j) owns the n/q^2 elements
 //     [j*n/q + i*n/q^2, j*n/q + (i+1)*n/q^2)
 // i.e. column block j of the vector (the part grid column j needs) split along the grid column.
 // For n = 8, q = 2: rank (0,0) holds 0..1, (1,0) 2..3, (0,1) 4..5, (1,1) 6..7.
@@ -33,7 +33,7 @@ class DistVector {
   void add_reduced_column_block(TensorView<const T> partial);
 
  private:
-  const detail::GridState* grid_;
+  Grid grid_;
   std::int64_t n_;
   Tensor<T> local_;  // [n/q^2]
 };

@@ -1,7 +1,8 @@
 // Dropout with partition-independent masks (gpt_config.hpp): element (r, c) of a global [N, h] activation
 // is kept iff CounterRng(seed, stream).uniform(r, c) >= p, and kept values are scaled by 1 / (1 - p).
 // The same call applies the mask in forward and to the gradient in backward, so no mask is stored.
-// With dp replicas, rows are numbered through the global batch (replica d holds rows [d*N, (d+1)*N)).
+// Rows are numbered through the global batch (dp replicas and micro-batches: Pass::first_sequence), so that every
+// split of the batch draws the masks of the whole batch.
 #pragma once
 
 #include "optimus/grid/dist_matrix.hpp"
@@ -14,8 +15,8 @@ struct DropoutSpec {
   std::int64_t layer = 0;
 };
 
-// x *= mask, in place, on this rank's block (no communication).
+// x *= mask, in place, on this rank's block (no communication); x's row 0 is global row `first_row`.
 template <class T>
-void apply_dropout(DistMatrix<T>& x, double p, std::uint64_t seed, std::uint64_t stream);
+void apply_dropout(DistMatrix<T>& x, std::int64_t first_row, double p, std::uint64_t seed, std::uint64_t stream);
 
 }  // namespace optimus

@@ -1,4 +1,4 @@
-// optimus::Embedding2D: vocab-parallel token embedding plus position embedding (DESIGN.md section 5).
+// optimus::Embedding2D: vocab-parallel token embedding plus position embedding (docs/design.md, "Layers").
 //   wte: [vocab, h] in q x q blocks (rank (i, j) holds vocabulary slice i, feature block j);
 //   wpe: [max_seq, h] in q x q blocks. Output x: [N, h] with N = b*s.
 // Forward, as Megatron's vocab-parallel embedding applied along each grid column: every rank of column j
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "optimus/core/gpt_config.hpp"
+#include "optimus/layers/context.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
@@ -23,10 +24,13 @@ class Embedding2D {
  public:
   Embedding2D(const Grid& grid, const GptConfig& config);
 
-  // tokens: b*s ids, row-major [b, s]; returns x: [b*s, h] with embedding dropout applied.
-  DistMatrix<T> forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass);
+  using Context = EmbeddingContext;
+
+  // tokens: b*s ids, row-major [b, s]; returns x: [b*s, h] with embedding dropout applied. A training pass keeps the
+  // ids in `saved`.
+  DistMatrix<T> forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass, Context& saved);
   // Accumulates dwte and dwpe.
-  void backward(const DistMatrix<T>& dx);
+  void backward(Context saved, const DistMatrix<T>& dx);
 
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
@@ -36,12 +40,9 @@ class Embedding2D {
   DistMatrix<T>& wte_grad() { return dwte_; }
 
  private:
-  const Grid* grid_;
+  Grid grid_;
   GptConfig config_;
   DistMatrix<T> wte_, dwte_, wpe_, dwpe_;
-  std::vector<int> tokens_;  // saved by a training forward
-  std::int64_t seq_ = 0;
-  std::uint64_t step_ = 0;
 };
 
 extern template class Embedding2D<float>;

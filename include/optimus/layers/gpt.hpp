@@ -3,6 +3,12 @@
 // and backward averages gradients (and forward the loss) over the data-parallel communicator, which equals
 // one replica on the concatenated batch.
 //
+// Training: forward(..., saved) fills a Context (the embedding's, every block's, ln_f's and the head's) and
+// backward(saved) consumes it; any number may be alive. train_step splits the replica's batch into m micro-batches
+// of b/m sequences, runs forward and backward per micro-batch with gradients accumulated, and reduces them over the
+// replicas during the last micro-batch's backward: loss and gradients are those of the whole batch. Each block
+// saves what its recomputation policy says (set_recompute; none by default).
+//
 // Requirements, checked at construction with errors naming the values: q divides heads, vocab and max_seq;
 // q*q divides hidden and ffn (biases and LayerNorm parameters are split q*q ways); heads divides hidden.
 // forward() checks that q divides the batch, the sequence fits max_seq and every token id is in range.
@@ -25,13 +31,26 @@ class Gpt2D {
   // Parameters start from the shared initialization rule (the same model for every q).
   Gpt2D(const Grid& grid, const GptConfig& config);
 
-  // tokens, targets: the replica's batch, b*s ids row-major [b, s]. Returns the mean cross-entropy
-  // (averaged over replicas). Saves what backward needs.
+  struct Context {
+    ContextMark mark;
+    EmbeddingContext embedding;
+    std::vector<BlockContext<T>> blocks;
+    LayerNormContext<T> ln_f;
+    LmHeadContext<T> head;
+  };
+
+  // tokens, targets: the replica's batch, b*s ids row-major [b, s]. Returns the mean cross-entropy (averaged over
+  // replicas) and fills `saved` with what backward needs.
   double forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-                 std::uint64_t step);
+                 std::uint64_t step, Context& saved);
   // Accumulates every parameter's gradient (then averaged over replicas, each layer's bucket reduced while
   // earlier layers run backward); frees the saved activations.
-  void backward();
+  void backward(Context saved);
+  // One step's forward and backward over the replica's batch in `micro_batches` micro-batches of batch/m sequences
+  // (m must divide the batch, and q the micro-batch); returns the whole batch's mean cross-entropy (averaged over
+  // replicas). Gradients accumulate into what they hold (zero_grad first) and are averaged over replicas.
+  double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                    std::uint64_t step, std::int64_t micro_batches);
   // Evaluation: the mean cross-entropy without dropout, saving nothing (averaged over replicas).
   double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch);
   // Inference: logits [b*s, vocab], no dropout, nothing saved.
@@ -44,14 +63,21 @@ class Gpt2D {
   // Collective: every parameter (or gradient) as a full GPT-2 tensor.
   std::map<std::string, GlobalMatrix> gather(bool gradients);
   void zero_grad();
+  // What block `layer`'s training forwards save from now on (or every block's); see recompute.hpp.
+  void set_recompute(std::int64_t layer, Recompute policy);
+  void set_recompute(Recompute policy);
 
   const GptConfig& config() const { return config_; }
-  const Grid& grid() const { return *grid_; }
+  const Grid& grid() const { return grid_; }
 
  private:
-  double run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch, const Pass& pass);
+  // This replica's mean over mean_over tokens (not reduced over replicas) of the pass's batch.
+  double run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+             std::int64_t mean_over, const Pass& pass, Context& saved);
+  // backward; with `reduce`, gradients are averaged over replicas (overlapped with the backward).
+  void run_backward(Context saved, bool reduce);
 
-  const Grid* grid_;
+  Grid grid_;
   GptConfig config_;
   Embedding2D<T> embedding_;
   std::vector<std::unique_ptr<TransformerBlock2D<T>>> blocks_;
@@ -71,7 +97,7 @@ class AdamW {
   void set_learning_rate(double lr) { config_.lr = lr; }
 
  private:
-  const Grid* grid_;
+  Grid grid_;
   std::vector<ParameterRef<T>> params_;
   AdamWConfig config_;
   std::vector<Tensor<T>> m_, v_;

@@ -11,6 +11,7 @@
 
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
+#include "optimus/layers/context.hpp"
 #include "optimus/layers/dist_vector.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
@@ -22,19 +23,20 @@ class LayerNorm2D {
  public:
   LayerNorm2D(const Grid& grid, std::string name, std::int64_t hidden);
 
-  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  using Context = LayerNormContext<T>;
+
+  // x, y: [N, h]; a training pass saves xhat and 1/std in `saved`.
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
 
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
-  const Grid* grid_;
+  Grid grid_;
   std::string name_;
   std::int64_t hidden_;
   DistVector<T> gamma_, beta_, dgamma_, dbeta_;
-  std::optional<SavedActivation<T>> xhat_;  // [N, h] saved (bf16 under mixed precision)
-  Tensor<T> rstd_;                     // [N/q] saved
 };
 
 extern template class LayerNorm2D<float>;

@@ -1,11 +1,11 @@
-// optimus::Linear2D: y = x W + b on the q x q grid (DESIGN.md section 5).
+// optimus::Linear2D: y = x W + b on the q x q grid (docs/design.md, "Layers").
 //   x: [N, in], W: [in, out] in q x q blocks, b: [out] split in q*q pieces (DistVector), y: [N, out].
 //   forward : y = summa_ab(x, W) + b; the bias's column block is all-gathered along the grid column and added by
 //             the product's last GEMM (fused on the GPU where cuBLASLt offers it), as is GELU in forward_gelu.
 //   backward: dx = summa_abt(dy, W); dW += summa_atb(x, dy); db += column sums of dy, reduce-scattered
 //             along the grid column. Gradients accumulate until zero_grad().
-// A training forward saves the input as a SavedActivation (bf16 when the grid's GEMM math is bf16: half the bytes,
-// the values the products take); backward frees it as soon as it has used it.
+// A training forward saves the input in its context as a SavedActivation (bf16 when the grid's GEMM math is bf16: half
+// the bytes, the values the products take); backward consumes the context.
 #pragma once
 
 #include <optional>
@@ -14,6 +14,7 @@
 
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
+#include "optimus/layers/context.hpp"
 #include "optimus/layers/dist_vector.hpp"
 #include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/parameter.hpp"
@@ -27,10 +28,14 @@ class Linear2D {
   // qkv_hidden > 0 stores the columns grouped by attention heads (see ShardLayout); then out = 3 * qkv_hidden.
   Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden = 0);
 
-  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  using Context = LinearContext<T>;
+
+  // x: [N, in] -> y: [N, out]; a training pass fills `saved`.
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // y = gelu(x W + b) and GELU's input pre = x W + b (counted as activations in training, for GELU's derivative).
-  GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  // dy: [N, out] -> dx: [N, in]; accumulates dW, db.
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
 
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
@@ -39,14 +44,13 @@ class Linear2D {
   std::int64_t out() const { return out_; }
 
  private:
-  void multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre);
+  void multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
 
-  const Grid* grid_;
+  Grid grid_;
   std::string name_;
   std::int64_t in_, out_, qkv_hidden_;
   DistMatrix<T> w_, dw_;
   DistVector<T> b_, db_;
-  std::optional<SavedActivation<T>> saved_x_;  // [N, in]
 };
 
 extern template class Linear2D<float>;

@@ -1,5 +1,5 @@
 // optimus::MLP2D: y = c_proj(gelu(c_fc(x))); x, y: [N, h], c_fc: h -> ffn, c_proj: ffn -> h (two Linear2D).
-// Saved for backward: the c_fc output [N, ffn] (for GELU's derivative), plus what each Linear2D saves.
+// Saved for backward (MlpContext): the c_fc output [N, ffn] (for GELU's derivative), plus what each Linear2D saves.
 #pragma once
 
 #include "optimus/grid/saved_activation.hpp"
@@ -12,15 +12,17 @@ class MLP2D {
  public:
   MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t ffn);
 
-  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  using Context = MlpContext<T>;
+
+  // x, y: [N, h]; a training pass fills `saved`.
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
 
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
   Linear2D<T> c_fc_, c_proj_;
-  std::optional<SavedActivation<T>> pre_;  // [N, ffn]
 };
 
 extern template class MLP2D<float>;

@@ -23,41 +23,48 @@ class Attention1D {
  public:
   Attention1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t heads,
               DropoutSpec dropout);
-  DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  using Context = AttentionContext<T>;  // qkv [N, 3h/p] and probs [b*(a/p)*s, s]
+
+  DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
-  const Group* group_;
+  Group group_;
   std::int64_t hidden_, heads_;
   DropoutSpec dropout_;
   ColumnParallelLinear<T> c_attn_;
   RowParallelLinear<T> c_proj_;
-  detail::AttentionSaved<T> saved_;  // qkv [N, 3h/p] and probs [b*(a/p)*s, s]
+  bool recompute_core_ = false;
 };
 
 template <class T>
 class MLP1D {
  public:
+  using Context = MlpContext<T>;  // pre [N, ffn/p]
+
   MLP1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t ffn);
-  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
   ColumnParallelLinear<T> c_fc_;
   RowParallelLinear<T> c_proj_;
-  std::optional<SavedActivation<T>> pre_;  // [N, ffn/p]
 };
 
 template <class T>
 class TransformerBlock1D {
  public:
+  using Context = BlockContext<T>;
+
   TransformerBlock1D(const Group& group, const GptConfig& config, std::int64_t layer);
-  DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  void set_recompute(Recompute policy) { recompute_ = policy; }
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
@@ -68,7 +75,7 @@ class TransformerBlock1D {
   Attention1D<T> attn_;
   LayerNorm2D<T> ln_2_;
   MLP1D<T> mlp_;
-  std::uint64_t step_ = 0;
+  Recompute recompute_ = Recompute::none;
 };
 
 extern template class Attention1D<float>;

@@ -3,7 +3,8 @@
 // a tensor-parallel group; weights are split by columns (column-parallel) or rows (row-parallel).
 //
 // A Group is the p ranks plus a one-rank grid of this rank alone, on which the replicated activations live
-// as DistMatrix (q = 1: the local block is the whole matrix) and which counts this rank's memory.
+// as DistMatrix (q = 1: the local block is the whole matrix) and which counts this rank's memory. Like Grid, it is a
+// cheap handle: copies (and the layers built on it) share it.
 #pragma once
 
 #include <memory>
@@ -14,7 +15,7 @@ namespace optimus::megatron {
 
 class Group {
  public:
-  // Collective over `tp`: the tensor-parallel group (e.g. the world). `tp` must outlive the Group.
+  // Collective over `tp`: the tensor-parallel group (e.g. the world). `tp` must outlive the Group and its layers.
   explicit Group(Communicator& tp);
 
   Communicator& tp() const { return *tp_; }
@@ -25,12 +26,12 @@ class Group {
   // Where the layers made on this group keep their tensors and run their local work, and how their f32 GEMMs
   // compute (Grid::place_on, Grid::set_gemm_math on the local grid). `tp` must move buffers there
   // (Communicator::takes_buffers_on), or optimus::Error names it.
-  void place_on(DeviceMemory* device, const ops::Queue& queue);
-  void set_gemm_math(ops::GemmMath math) { local_.set_gemm_math(math); }
+  void place_on(DeviceMemory* device, const ops::Queue& queue) const;
+  void set_gemm_math(ops::GemmMath math) const { local_.set_gemm_math(math); }
 
  private:
   Communicator* tp_;
-  std::unique_ptr<Communicator> self_;
+  std::shared_ptr<Communicator> self_;  // the one-rank communicator under local_
   Grid local_;
 };
 

@@ -14,6 +14,7 @@
 
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
+#include "optimus/layers/context.hpp"
 #include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/megatron/group.hpp"
 #include "optimus/layers/parameter.hpp"
@@ -27,38 +28,40 @@ class ColumnParallelLinear {
   // qkv_hidden > 0 groups the columns by attention heads, rank r holding [Q_r | K_r | V_r] (out = 3 h).
   ColumnParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out,
                        std::int64_t qkv_hidden = 0);
-  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
+  using Context = LinearContext<T>;
+
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // y = gelu(x W + b) and GELU's input pre = x W + b, both [N, out/p] (pre counted as activations in training).
-  GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
-  void multiply(const DistMatrix<T>& x, const Pass& pass, DistMatrix<T>& y, DistMatrix<T>* pre);
+  void multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
 
-  const Group* group_;
+  Group group_;
   std::string name_;
   std::int64_t in_, out_, qkv_hidden_;
   DistMatrix<T> w_, dw_, b_, db_;  // [in, out/p], [1, out/p] on the one-rank grid
-  std::optional<SavedActivation<T>> saved_x_;
 };
 
 template <class T>
 class RowParallelLinear {
  public:
+  using Context = LinearContext<T>;
+
   RowParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out);
-  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass);
-  DistMatrix<T> backward(const DistMatrix<T>& dy);
+  DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
-  const Group* group_;
+  Group group_;
   std::string name_;
   std::int64_t in_, out_;
   DistMatrix<T> w_, dw_, b_, db_;  // [in/p, out], [1, out]
-  std::optional<SavedActivation<T>> saved_x_;
 };
 
 extern template class ColumnParallelLinear<float>;

@@ -1,0 +1,120 @@
+// Saved state as a value: what a training forward keeps for its backward (tiny-cuda-nn's pattern). Every layer's
+// forward fills one of these contexts and its backward consumes it (takes it by value and frees it on return), so any
+// number of forwards may be in flight and backward may take them in any order; dropping a context frees its memory.
+// An inference pass (Pass::training false) leaves the context empty. Contexts are move-only; a moved-from context is
+// empty, and backward refuses an empty one.
+//
+// Each context records the grid settings its saved tensors depend on (the device and the GEMM math); backward refuses
+// a context saved under other settings instead of reading it wrongly (change Grid settings between steps).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "optimus/core/dtype.hpp"
+#include "optimus/core/tensor.hpp"
+#include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/saved_activation.hpp"
+#include "optimus/layers/pass.hpp"
+#include "optimus/layers/recompute.hpp"
+
+namespace optimus {
+
+// Whether a context holds a training forward's state, and the settings it was saved under. Moving clears the source.
+class ContextMark {
+ public:
+  ContextMark() = default;
+  explicit ContextMark(const Grid& grid) : filled_(true), math_(grid.gemm_math()), device_(grid.device()) {}
+  ContextMark(ContextMark&& other) noexcept
+      : filled_(std::exchange(other.filled_, false)), math_(other.math_), device_(other.device_) {}
+  ContextMark& operator=(ContextMark&& other) noexcept {
+    filled_ = std::exchange(other.filled_, false);
+    math_ = other.math_;
+    device_ = other.device_;
+    return *this;
+  }
+  ContextMark(const ContextMark&) = delete;
+  ContextMark& operator=(const ContextMark&) = delete;
+
+  bool filled() const { return filled_; }
+  // Throws optimus::Error, naming `layer`, unless filled by a training forward on a grid with `grid`'s device and
+  // GEMM math.
+  void check(const Grid& grid, std::string_view layer) const;
+
+ private:
+  bool filled_ = false;
+  ops::GemmMath math_ = ops::GemmMath::f32;
+  DeviceMemory* device_ = nullptr;
+};
+
+// A linear layer (2D or 1D): its input x [N, in] (as the layer splits it), bf16 under mixed precision.
+template <class T>
+struct LinearContext {
+  ContextMark mark;
+  std::optional<SavedActivation<T>> x;
+};
+
+// LayerNorm: xhat [N, h] (bf16 under mixed precision) and 1/std [N/q] (this rank's rows).
+template <class T>
+struct LayerNormContext {
+  ContextMark mark;
+  std::optional<SavedActivation<T>> xhat;
+  Tensor<T> rstd;
+};
+
+// The MLP: its two linears' contexts and GELU's input pre = c_fc's output [N, ffn].
+template <class T>
+struct MlpContext {
+  ContextMark mark;
+  LinearContext<T> c_fc, c_proj;
+  std::optional<SavedActivation<T>> pre;
+};
+
+// Attention: its linears' contexts, qkv [N, 3h] (this rank's heads) and, unless the core is recomputed (selective
+// recomputation), the softmax probabilities [sequences*heads*s, s] of this rank, in T or in bf16 under mixed
+// precision (the other tensor empty).
+template <class T>
+struct AttentionContext {
+  ContextMark mark;
+  LinearContext<T> c_attn, c_proj;
+  std::optional<SavedActivation<T>> qkv;
+  bool probs_kept = false;
+  Tensor<T> probs;
+  Tensor<bf16> probs_bf16;
+  std::int64_t seq = 0;
+  Pass pass;  // the forward's: backward regenerates its dropout masks
+};
+
+// A transformer block under its recomputation policy: the four parts' contexts (none, selective), or only the input
+// [N, h] in T (full).
+template <class T>
+struct BlockContext {
+  ContextMark mark;
+  Recompute policy = Recompute::none;
+  std::int64_t seq = 0;
+  Pass pass;
+  LayerNormContext<T> ln_1, ln_2;
+  AttentionContext<T> attn;
+  MlpContext<T> mlp;
+  std::optional<DistMatrix<T>> input;  // full recomputation only
+};
+
+// The token embedding: the token ids (every rank holds the replica's b*s ids) and the pass.
+struct EmbeddingContext {
+  ContextMark mark;
+  std::vector<int> tokens;
+  std::int64_t seq = 0;
+  Pass pass;
+};
+
+// The LM head: its input x [N, h] and dlogits [N, vocab] (bf16 under mixed precision).
+template <class T>
+struct LmHeadContext {
+  ContextMark mark;
+  std::optional<SavedActivation<T>> x, dlogits;
+};
+
+}  // namespace optimus

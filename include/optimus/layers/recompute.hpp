@@ -1,0 +1,47 @@
+// Activation recomputation (activation checkpointing), per transformer block, as Korthikanti et al. (2022,
+// "Reducing Activation Recomputation in Large Transformer Models") define it:
+//   none      : a training forward saves everything its backward reads;
+//   selective : the attention core (scores, softmax, dropout, probabilities x V) is recomputed in backward from
+//               the saved qkv: the [b*a*s, s] probabilities, the largest activation at long sequences, are not
+//               saved;
+//   full      : only the block's input is saved; backward runs the block's forward again (same step, same dropout
+//               masks from the counter RNG), then its backward.
+// Results are bitwise those of `none`: the recomputed values are computed from the same inputs by the same code.
+//
+// block_saved_bytes states exactly what a block's context holds per rank (tests assert it against the memory
+// tracker). For a block of N = b*s tokens of h features, a heads, ffn = MLP width, on a q x q grid, with e bytes per
+// saved element (2 when the grid's GEMM math is bf16 and T = float: SavedActivation keeps bf16; sizeof(T)
+// otherwise) and t = sizeof(T):
+//   none      : e*(N*(8h + 2ffn) + b*a*s*s)/q^2 + t*2N/q
+//               per token: ln_1's xhat, c_attn's input, qkv (3h), attn.c_proj's input, ln_2's xhat and c_fc's input
+//               (8h in all), GELU's input and mlp.c_proj's input (2 ffn); per sequence and head the s x s
+//               probabilities; LayerNorm's 1/std (2 per token, held by each of a grid row's q ranks)
+//   selective : e*N*(8h + 2ffn)/q^2 + t*2N/q
+//   full      : t*N*h/q^2 (the input, kept in T so that the recomputation is exact)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace optimus {
+
+enum class Recompute { none, selective, full };
+
+// "none", "selective", "full"; parse_recompute throws optimus::Error naming any other text.
+const char* name_of(Recompute policy);
+Recompute parse_recompute(const std::string& text);
+
+// The shape of one block's forward on one rank of a q x q grid.
+struct BlockActivations {
+  std::int64_t batch = 0;  // sequences in the pass (b; the replica's micro-batch)
+  std::int64_t seq = 0;    // s
+  std::int64_t hidden = 0, heads = 0, ffn = 0;
+  int q = 1;
+  std::int64_t element_bytes = 0;  // t = sizeof(T)
+  std::int64_t saved_bytes = 0;    // e: 2 when kept in bf16, else t
+};
+
+// Bytes of activations one block's context holds per rank under `policy` (the formulas above).
+std::int64_t block_saved_bytes(const BlockActivations& shape, Recompute policy);
+
+}  // namespace optimus
