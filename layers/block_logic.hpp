@@ -119,10 +119,13 @@ inline std::int64_t first_row(const Pass& pass, std::int64_t seq) {
   return pass.first_sequence * seq;
 }
 
-// The block's layers forward, filling `saved`'s four parts.
+// The block's layers forward, filling `saved`'s four parts (and its pass and sequence length, for the dropout masks
+// of backward).
 template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
                                    const Pass& pass, BlockContext<T>& saved) {
+  saved.seq = seq;
+  saved.pass = pass;
   const double p = pass.training ? b.config.dropout : 0.0;
   const auto layer = static_cast<std::uint64_t>(b.layer);
   const std::int64_t row0 = first_row(pass, seq);

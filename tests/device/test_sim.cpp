@@ -423,6 +423,15 @@ TEST_CASE("a training step on the simulated device equals the host's bit for bit
   });
 }
 
+TEST_CASE("recomputation and micro-batches on the simulated device (q = 2, shared device; dp = 2 on own devices)") {
+  optimus::test::on_shared_device(kSim, 2, 1, ops::GemmMath::f32, [](Communicator&, RankDevice&, Grid& grid) {
+    optimus::test::check_recompute_and_micro_batches_on(grid);
+  });
+  optimus::test::on_own_devices(kSim, 2, 2, ops::GemmMath::f32, [](Communicator&, RankDevice&, Grid& grid) {
+    optimus::test::check_recompute_and_micro_batches_on(grid);
+  });
+}
+
 TEST_CASE("steady state: no raw allocation and no new GEMM plan after the first step (shared and own devices)") {
   optimus::test::on_shared_device(kSim, 2, 1, ops::GemmMath::bf16, [](Communicator&, RankDevice& rank, Grid& grid) {
     optimus::test::check_steady_state(rank, grid);

@@ -76,5 +76,13 @@ double check_training(Communicator& world, int q, int dp);
 void check_parameters(Communicator& world, int q);
 // Bad configurations and inputs throw the same optimus::Error on every rank.
 void check_layer_errors(Communicator& world, int q);
+// Micro-batches (recompute_cases.cpp): m = 2, 4, 8 of a replica's batch of 8q sequences (dropout on) give the whole
+// batch's loss and gradients within 1e-12 (f64), and the whole batch the reference's (dp replicas included).
+void check_micro_batches(Communicator& world, int q);
+// Recomputation none, selective and full: bitwise the same loss and gradients (f64, f32, f32 with bf16 GEMMs;
+// dropout on; 1 and 2 micro-batches; per-block policies), and a block's context holds block_saved_bytes per rank.
+void check_recompute(Communicator& world, int q);
+// Both on `grid` as it is placed (a device), in f32 (micro-batches within 1e-4).
+void check_recompute_and_micro_batches_on(const Grid& grid);
 
 }  // namespace optimus::test

@@ -31,6 +31,16 @@ TEST_CASE("Gpt2D") { on_grid(optimus::test::check_gpt); }
 TEST_CASE("mixed precision: bf16 GEMM operands, f32 master weights") { on_grid(optimus::test::check_mixed_precision); }
 TEST_CASE("parameters") { on_grid(optimus::test::check_parameters); }
 TEST_CASE("errors") { on_grid(optimus::test::check_layer_errors); }
+TEST_CASE("recomputation: none, selective, full bitwise alike; saved bytes as stated") {
+  on_grid(optimus::test::check_recompute);
+}
+TEST_CASE("micro-batches equal the whole batch") {
+  if (optimus::test::world().size() == 8) {
+    optimus::test::check_micro_batches(optimus::test::world(), 2);  // dp = 2 x q = 2
+  } else {
+    on_grid(optimus::test::check_micro_batches);
+  }
+}
 TEST_CASE("training matches the reference for 5 AdamW steps") {
   const int n = optimus::test::world().size();
   if (n == 8) {

@@ -65,7 +65,83 @@ void check_block_1d(optimus::Communicator& world, double dropout,
   }
 }
 
+// The 1D block with 1, 2 and 4 contexts in flight and under each recomputation policy: every context's output and
+// input gradient, and the accumulated gradients, bitwise those of one context at a time without recomputation.
+template <class T>
+void check_contexts_1d(optimus::Communicator& world) {
+  optimus::megatron::Group group(world);
+  const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
+  const optimus::GptConfig config = optimus::test::config_for(2, 1, 0.1);
+  optimus::megatron::TransformerBlock1D<T> block(group, config, 0);
+  std::vector<optimus::ParameterRef<T>> refs;
+  block.parameters(refs);
+  optimus::test::load_random(refs, 800, group.local().device());
+  const std::int64_t n = s.batch * s.seq;
+  const auto input = [&](std::uint64_t seed) {
+    return optimus::DistMatrix<T>::from_global(group.local(), optimus::reference::random_matrix(n, s.hidden, seed));
+  };
+  const auto pass = [](int c) {
+    return optimus::Pass{.step = 6 + static_cast<std::uint64_t>(c), .training = true, .first_sequence = 0};
+  };
+  struct Result {
+    std::vector<Matrix> y, dx;
+    std::vector<Matrix> grads;
+  };
+  // Forwards of `k` contexts, then their backwards in `order` (indices).
+  const auto run = [&](int k, const std::vector<int>& order) {
+    block.zero_grad();
+    Result r;
+    std::vector<typename optimus::megatron::TransformerBlock1D<T>::Context> saved(static_cast<std::size_t>(k));
+    for (int c = 0; c < k; ++c) {
+      r.y.push_back(block.forward(input(50 + c), s.seq, pass(c), saved[static_cast<std::size_t>(c)])
+                        .to_global()
+                        .template cast<double>());
+    }
+    r.dx.resize(static_cast<std::size_t>(k));
+    for (int c : order) {
+      r.dx[static_cast<std::size_t>(c)] =
+          block.backward(std::move(saved[static_cast<std::size_t>(c)]), input(60 + c)).to_global().template cast<double>();
+    }
+    for (const auto& ref : refs) r.grads.push_back(optimus::gather_parameter(world, ref, true, nullptr));
+    return r;
+  };
+  const Result one = run(1, {0});
+  for (optimus::Recompute policy : {optimus::Recompute::none, optimus::Recompute::selective, optimus::Recompute::full}) {
+    CAPTURE(std::string(optimus::name_of(policy)));
+    block.set_recompute(policy);
+    const Result again = run(1, {0});
+    CHECK(again.y[0] == one.y[0]);
+    CHECK(again.dx[0] == one.dx[0]);
+    CHECK(again.grads == one.grads);
+  }
+  block.set_recompute(optimus::Recompute::none);
+  const Result two = run(2, {1, 0}), four = run(4, {2, 0, 3, 1});
+  CHECK(two.y[0] == one.y[0]);
+  CHECK(four.y[0] == one.y[0]);
+  CHECK(four.dx[0] == one.dx[0]);
+  // Each context alone, summed, against the four in flight (order of accumulation differs: within rounding).
+  std::vector<Matrix> sum;
+  for (int c = 0; c < 4; ++c) {
+    block.zero_grad();
+    typename optimus::megatron::TransformerBlock1D<T>::Context saved;
+    block.forward(input(50 + c), s.seq, pass(c), saved);
+    CHECK(block.backward(std::move(saved), input(60 + c)).to_global().template cast<double>() ==
+          four.dx[static_cast<std::size_t>(c)]);
+    for (std::size_t p = 0; p < refs.size(); ++p) {
+      const Matrix g = optimus::gather_parameter(world, refs[p], true, nullptr);
+      if (c == 0) sum.push_back(g);
+      else sum[p] += g;
+    }
+  }
+  for (std::size_t p = 0; p < refs.size(); ++p) {
+    CAPTURE(refs[p].name);
+    CHECK(optimus::reference::compare_relative(four.grads[p], sum[p], sizeof(T) == 8 ? 1e-12 : 1e-5).ok());
+  }
+}
+
 void check_all(optimus::Communicator& world) {
+  check_contexts_1d<double>(world);
+  check_contexts_1d<float>(world);
   for (double dropout : {0.0, 0.1}) {
     check_block_1d<double>(world, dropout);
     check_block_1d<float>(world, dropout);
