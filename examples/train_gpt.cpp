@@ -284,9 +284,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     valid_loss += model.evaluate(tokens, targets, batch) / valid_batches;
   }
   const std::string mem = memory_line(grid);
+  const double peak_saved = grid.grid().all_reduce(
+      static_cast<double>(grid.memory().peak(optimus::MemoryKind::activations)), optimus::ReduceOp::max);
   const std::string sample = generate(model, corpus, "The ", static_cast<int>(o.integer("sample", 240)), config.seed);
   if (root) {
     std::printf("  %s\n", mem.c_str());
+    std::printf("  peak of activations saved for backward: %.0f bytes per rank (max over ranks)\n", peak_saved);
     std::printf("final training loss %.4f nats/char, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
                 valid_loss, corpus.unigram_entropy, last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
     std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
