@@ -50,7 +50,7 @@ std::pair<std::int64_t, std::int64_t> shape_b(const Case& c) {
   return c.op == Op::abt ? std::pair{c.n, c.k} : std::pair{c.k, c.n};
 }
 
-// The bytes each rank receives: (q-1)/q^2 of the two matrices that move (DESIGN.md section 4).
+// The bytes each rank receives: (q-1)/q^2 of the two matrices that move (docs/design.md, "SUMMA").
 std::uint64_t formula_bytes(const Case& c, int q, std::size_t elem) {
   const auto [ar, ac] = shape_a(c);
   const auto [br, bc] = shape_b(c);

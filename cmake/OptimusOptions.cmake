@@ -1,4 +1,4 @@
-# Build options (DESIGN.md section 2). Invalid combinations stop here, at configure time.
+# Build options (docs/design.md, "Modules"; the README's table). Invalid combinations stop here, at configure time.
 include_guard(GLOBAL)
 
 set(OPTIMUS_WITH_CUDA "AUTO" CACHE STRING "Build the CUDA backend: ON, OFF or AUTO (on when the toolkit is found)")

@@ -1,4 +1,4 @@
-// The one narrow communication interface every backend implements (DESIGN.md section 3).
+// The one narrow communication interface every backend implements (docs/design.md, "Communicators").
 //
 // Buffers are raw pointers with an element count and a DType; typed helpers below take spans.
 // Every operation exists blocking and non-blocking: `ibroadcast` returns a Request to wait on, and

@@ -1,4 +1,4 @@
-// A Communicator on an accelerator (DESIGN.md section 3): one rank per device, collectives on device buffers queued on
+// A Communicator on an accelerator (docs/design.md, "Communicators"): one rank per device, collectives on device buffers queued on
 // a communication stream — NCCL on a GPU, the simulated device's collectives on sim (device_collectives.hpp). This is
 // the device-generic half of what was the NCCL communicator, so that CI runs it with several ranks on the simulated
 // device (over MPI between processes, or in-process between threads):

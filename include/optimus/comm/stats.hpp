@@ -1,4 +1,4 @@
-// Exact traffic counters of a communicator (DESIGN.md section 3).
+// Exact traffic counters of a communicator (docs/design.md, "Communicators").
 //
 // Per rank and per kind of call: the calls made and the payload bytes delivered to and from this
 // rank, by one convention (n = the buffer's bytes, p = the communicator's size, nothing when p == 1):

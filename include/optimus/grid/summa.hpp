@@ -1,4 +1,4 @@
-// SUMMA products of DistMatrix (DESIGN.md section 4), in global-matrix terms:
+// SUMMA products of DistMatrix (docs/design.md, "SUMMA"), in global-matrix terms:
 //
 //   summa_ab (alpha, A, B, beta, C):  C = alpha * A   * B   + beta * C   A: [m, k]  B: [k, n]  C: [m, n]
 //   summa_abt(alpha, A, B, beta, C):  C = alpha * A   * B^T + beta * C   A: [m, k]  B: [n, k]  C: [m, n]

@@ -1,5 +1,5 @@
 // Comparing a result with the reference: |x - ref| <= atol + rtol * |ref| element by element
-// (DESIGN.md section 7). NaN or Inf in x never passes.
+// (docs/design.md, "Verification"). NaN or Inf in x never passes.
 #pragma once
 
 #include <Eigen/Core>
