@@ -1,5 +1,5 @@
 // Predicted bytes received per rank for one training step (forward + backward) of transformer blocks, from
-// the communication formulas alone (docs/design.md, "Communicators": the counting conventions), to be compared with the counters.
+// the communication formulas alone (docs/design.md, "Communicators"), to be compared with the counters.
 //   1D (Megatron, p ranks): 4 all-reduces of [N, h] per block, each floor(2 (p-1)/p * N h * size) bytes.
 //   2D (q x q grid)       : per Linear2D (in -> out), 3 SUMMA products each moving (q-1)/q^2 of N*in + in*out
 //                           elements, plus the bias all-gather and reduce-scatter, (q-1) out/q^2 each; per

@@ -61,7 +61,8 @@ void attention_core_forward(const AttentionGeometry& g, const Grid& grid, Tensor
   const ops::Queue& queue = grid.queue();
   const MemoryTag work = grid.tag(MemoryKind::workspace);
   const bool full = probs.full.data() != nullptr, half = probs.half.data() != nullptr;
-  Tensor<T> scores = seqs.tiles(true, work), kept = seqs.tiles(g.dropout > 0.0 && merged.data() != nullptr, work);  // kept: the masked copy
+  Tensor<T> scores = seqs.tiles(true, work);
+  Tensor<T> kept = seqs.tiles(g.dropout > 0.0 && merged.data() != nullptr, work);  // the masked copy, for x V
   Tensor<T> wide = seqs.tiles(!full, work);  // the f32 tiles when not kept in T (kept in bf16, or not kept)
   for (std::int64_t b = 0; b < g.batches; ++b) {
     const TensorView<T> p = full ? seqs.probs(probs.full, b) : wide.view();

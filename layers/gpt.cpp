@@ -120,8 +120,8 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
       reduced.push_back(p);
     }
   };
-  DistMatrix<T> dx =
-      ln_f_.backward(std::move(saved.ln_f), head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad()));
+  DistMatrix<T> dx = ln_f_.backward(std::move(saved.ln_f),
+                                    head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad()));
   std::vector<ParameterRef<T>> bucket;
   ln_f_.parameters(bucket);
   reduce(bucket);

@@ -1,7 +1,7 @@
-// A Communicator on an accelerator (docs/design.md, "Communicators"): one rank per device, collectives on device buffers queued on
-// a communication stream — NCCL on a GPU, the simulated device's collectives on sim (device_collectives.hpp). This is
-// the device-generic half of what was the NCCL communicator, so that CI runs it with several ranks on the simulated
-// device (over MPI between processes, or in-process between threads):
+// A Communicator on an accelerator (docs/design.md, "Communicators"): one rank per device, collectives on device
+// buffers queued on a communication stream — NCCL on a GPU, the simulated device's collectives on sim
+// (device_collectives.hpp). This is the device-generic half of what was the NCCL communicator, so that CI runs it
+// with several ranks on the simulated device (over MPI between processes, or in-process between threads):
 //
 //   * Bootstrap: create() is collective over a host communicator (MPI, or in-process): NCCL's unique id is broadcast
 //     over it; the simulated collectives use a private duplicate of it as their transport.

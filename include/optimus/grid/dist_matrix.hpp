@@ -1,4 +1,5 @@
-// optimus::DistMatrix<T>: a global rows x cols row-major matrix split into q x q blocks (docs/design.md, "Partitioning").
+// optimus::DistMatrix<T>: a global rows x cols row-major matrix split into q x q blocks (docs/design.md,
+// "Partitioning").
 //
 // Rank (i, j) owns rows [i*rows/q, (i+1)*rows/q) and columns [j*cols/q, (j+1)*cols/q): a local block of
 // (rows/q) x (cols/q). For a 4 x 6 matrix on q = 2, rank (1, 0) holds rows 2..3, columns 0..2.

@@ -44,7 +44,8 @@ class Gpt2D {
   double forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                  std::uint64_t step, Context& saved);
   // Accumulates every parameter's gradient (then averaged over replicas, each layer's bucket reduced while
-  // earlier layers run backward); frees the saved activations.
+  // earlier layers run backward); frees the saved activations. Each call averages what the gradients hold, so any
+  // number of contexts may be consumed; train_step reduces once per step instead.
   void backward(Context saved);
   // One step's forward and backward over the replica's batch in `micro_batches` micro-batches of batch/m sequences
   // (m must divide the batch, and q the micro-batch); returns the whole batch's mean cross-entropy (averaged over
