@@ -115,10 +115,15 @@ void check_contexts_1d(optimus::Communicator& world) {
     CHECK(again.grads == one.grads);
   }
   block.set_recompute(optimus::Recompute::none);
-  const Result two = run(2, {1, 0}), four = run(4, {2, 0, 3, 1});
+  // 2 contexts backward in reverse order, 4 in forward order, 4 out of order.
+  const Result two = run(2, {1, 0}), forward = run(4, {0, 1, 2, 3}), four = run(4, {2, 0, 3, 1});
   CHECK(two.y[0] == one.y[0]);
   CHECK(four.y[0] == one.y[0]);
   CHECK(four.dx[0] == one.dx[0]);
+  CHECK(forward.dx == four.dx);
+  for (std::size_t p = 0; p < refs.size(); ++p) {
+    CHECK(optimus::reference::compare_relative(forward.grads[p], four.grads[p], sizeof(T) == 8 ? 1e-12 : 1e-5).ok());
+  }
   // Each context alone, summed, against the four in flight (order of accumulation differs: within rounding).
   std::vector<Matrix> sum;
   for (int c = 0; c < 4; ++c) {
