@@ -231,6 +231,12 @@ double AdamW<T>::step() {
   return norm;
 }
 
+template <class T>
+void AdamW<T>::set_steps_taken(int t) {
+  OPTIMUS_CHECK(t >= 0, "AdamW: steps taken must be >= 0, got ", t);
+  t_ = t;
+}
+
 template class Gpt2D<float>;
 template class Gpt2D<double>;
 template class AdamW<float>;

@@ -1,6 +1,9 @@
 // The umbrella header: everything a user of Optimus needs.
 #pragma once
 
+#include "optimus/checkpoint/checkpoint.hpp"
+#include "optimus/checkpoint/safetensors.hpp"
+#include "optimus/comm/all_or_throw.hpp"
 #include "optimus/comm/communicator.hpp"
 #include "optimus/comm/context.hpp"
 #include "optimus/comm/device_communicator.hpp"

@@ -97,6 +97,15 @@ class AdamW {
   // For schedules: the learning rate of the following steps.
   void set_learning_rate(double lr) { config_.lr = lr; }
 
+  // Checkpoints: the parameters as given, the moments m and v of parameter k ([local shape] like its value, where
+  // the parameters live), and the steps taken (the bias corrections follow it).
+  const std::vector<ParameterRef<T>>& parameters() const { return params_; }
+  const AdamWConfig& config() const { return config_; }
+  TensorView<T> first_moment(std::size_t k) { return m_.at(k).view(); }
+  TensorView<T> second_moment(std::size_t k) { return v_.at(k).view(); }
+  int steps_taken() const { return t_; }
+  void set_steps_taken(int t);
+
  private:
   Grid grid_;
   std::vector<ParameterRef<T>> params_;

@@ -1,0 +1,301 @@
+// Gpt2D and AdamW checkpoints: which tensors, who writes, the commit protocol, and save directories.
+#include "optimus/checkpoint/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <regex>
+
+#include "checkpoint/shards.hpp"
+#include "optimus/comm/all_or_throw.hpp"
+#include "optimus/core/error.hpp"
+
+namespace optimus::checkpoint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int format_version = 1;
+
+void fsync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  OPTIMUS_CHECK(fd >= 0, "cannot open directory '", dir.string(), "': ", std::strerror(errno));
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  OPTIMUS_CHECK(ok, "cannot fsync directory '", dir.string(), "': ", std::strerror(errno));
+}
+
+// `dir` without a trailing separator, so that parent_path() and filename() name the checkpoint itself.
+fs::path normal(const fs::path& dir) {
+  fs::path p = dir.lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.empty() ? fs::path(".") : p;
+}
+
+fs::path partial_of(const fs::path& dir) { return dir.parent_path() / ("." + dir.filename().string() + ".partial"); }
+fs::path old_of(const fs::path& dir) { return dir.parent_path() / ("." + dir.filename().string() + ".old"); }
+
+json config_json(const GptConfig& c) {
+  return {{"vocab", c.vocab}, {"max_seq", c.max_seq}, {"layers", c.layers}, {"hidden", c.hidden},
+          {"heads", c.heads}, {"ffn", c.ffn},         {"dropout", c.dropout}, {"seed", c.seed}};
+}
+
+GptConfig config_from(const json& j) {
+  return GptConfig{.vocab = j.at("vocab"),
+                   .max_seq = j.at("max_seq"),
+                   .layers = j.at("layers"),
+                   .hidden = j.at("hidden"),
+                   .heads = j.at("heads"),
+                   .ffn = j.at("ffn"),
+                   .dropout = j.at("dropout"),
+                   .seed = j.at("seed")};
+}
+
+json adamw_json(const AdamWConfig& c) {
+  return {{"lr", c.lr},       {"beta1", c.beta1},       {"beta2", c.beta2},
+          {"eps", c.eps},     {"weight_decay", c.weight_decay}, {"max_grad_norm", c.max_grad_norm}};
+}
+
+// Every tensor of the model (and optimizer) as this rank's shard. Only replica 0 writes (the replicas are equal).
+template <class T>
+std::vector<detail::Shard> shards_of(Gpt2D<T>& model, AdamW<T>* optimizer) {
+  std::vector<detail::Shard> shards;
+  DeviceMemory* device = model.grid().device();
+  const auto add = [&](const std::string& key, const ParameterRef<T>& p, T* data) {
+    shards.push_back({.key = key, .shape = p.shape, .layout = p.layout, .dtype = dtype_of<T>, .data = data,
+                      .device = device});
+  };
+  const std::vector<ParameterRef<T>> params = model.parameters();
+  for (const ParameterRef<T>& p : params) add("model/" + p.name, p, p.value.data());
+  if (optimizer != nullptr) {
+    const std::vector<ParameterRef<T>>& given = optimizer->parameters();
+    for (std::size_t k = 0; k < given.size(); ++k) {
+      add("adam.m/" + given[k].name, given[k], optimizer->first_moment(k).data());
+      add("adam.v/" + given[k].name, given[k], optimizer->second_moment(k).data());
+    }
+  }
+  return shards;
+}
+
+// The gathered descriptions of every writing rank: padded to one length and all-gathered over the grid.
+std::vector<json> gather_json(Communicator& comm, const json& mine) {
+  const std::string text = mine.dump();
+  const double longest = comm.all_reduce(static_cast<double>(text.size()), ReduceOp::max);
+  std::vector<std::uint8_t> padded(static_cast<std::size_t>(longest), ' ');
+  std::copy(text.begin(), text.end(), padded.begin());
+  std::vector<std::uint8_t> all(padded.size() * static_cast<std::size_t>(comm.size()));
+  comm.all_gather(padded.data(), all.data(), padded.size(), DType::u8);
+  std::vector<json> out;
+  for (int r = 0; r < comm.size(); ++r) {
+    const auto* begin = all.data() + static_cast<std::size_t>(r) * padded.size();
+    out.push_back(json::parse(begin, begin + padded.size()));
+  }
+  return out;
+}
+
+// Moves `partial` to `dir` (an existing `dir` aside first, removed after) and makes it durable.
+void commit(const fs::path& partial, const fs::path& dir) {
+  fsync_directory(partial);
+  const fs::path old = old_of(dir);
+  const bool replacing = fs::exists(dir);
+  if (replacing) {
+    fs::remove_all(old);
+    fs::rename(dir, old);
+  }
+  fs::rename(partial, dir);
+  fsync_directory(dir.parent_path());
+  if (replacing) fs::remove_all(old);
+}
+
+}  // namespace
+
+template <class T>
+IoStats save(const fs::path& target, Gpt2D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
+             const StageHook& hook) {
+  const Grid& grid = model.grid();
+  const fs::path dir = normal(target), partial = partial_of(dir);
+  const bool writer = grid.dp_index() == 0, leader = writer && grid.grid().rank() == 0;
+  const std::initializer_list<Communicator*> everyone = {&grid.grid(), &grid.dp_comm()};
+  const auto started = std::chrono::steady_clock::now();
+  IoStats stats;
+  all_or_throw(everyone, [&] {
+    OPTIMUS_CHECK(fs::is_directory(dir.parent_path()), "cannot save checkpoint '", dir.string(), "': the directory '",
+                  dir.parent_path().string(), "' does not exist");
+    if (!leader) return;
+    fs::remove_all(partial);  // a save of this name that did not finish
+    fs::create_directory(partial);
+  });
+  json mine;
+  const std::vector<detail::Shard> shards = shards_of(model, optimizer);
+  all_or_throw(everyone, [&] {
+    if (!writer) return;
+    char name[64];
+    std::snprintf(name, sizeof name, "rank_%05d.safetensors", grid.grid().rank());
+    mine = detail::write_shards(partial / name, shards, stats);
+  });
+  if (hook) hook("files written");
+  std::vector<json> described;
+  if (writer) described = gather_json(grid.grid(), mine);
+  all_or_throw(everyone, [&] {
+    if (!leader) return;
+    json body = {{"format", "optimus-checkpoint"},
+                 {"version", format_version},
+                 {"config", config_json(model.config())},
+                 {"step", state.step},
+                 {"extra", state.extra},
+                 {"dtype", detail::safetensors_dtype(dtype_of<T>)},
+                 {"layout", {{"kind", "2d"}, {"q", grid.q()}, {"dp", grid.dp()}}},
+                 {"files", json::array()},
+                 {"tensors", json::object()}};
+    if (optimizer != nullptr) {
+      body["adamw"] = adamw_json(optimizer->config());
+      body["adamw_steps"] = optimizer->steps_taken();
+    }
+    std::uint64_t bytes = 0;
+    for (std::size_t f = 0; f < described.size(); ++f) {
+      body["files"].push_back(described[f].at("file"));
+      for (const auto& [key, tensor] : described[f].at("tensors").items()) {
+        json& entry = body["tensors"][key];
+        if (entry.is_null()) entry = {{"shape", tensor.at("shape")}, {"dtype", tensor.at("dtype")},
+                                      {"boxes", json::array()}};
+        for (json box : tensor.at("boxes")) {
+          box["file"] = f;
+          bytes += box.at("rows").get<std::uint64_t>() * box.at("cols").get<std::uint64_t>() * sizeof(T);
+          entry["boxes"].push_back(std::move(box));
+        }
+      }
+    }
+    body["bytes"] = bytes;
+    detail::write_metadata(partial / "metadata.json", body);
+  });
+  if (hook) hook("metadata written");
+  all_or_throw(everyone, [&] {
+    if (leader) commit(partial, dir);
+  });
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return stats;
+}
+
+Info inspect(const fs::path& target) {
+  const fs::path dir = normal(target);
+  const json body = detail::read_metadata(dir);
+  const fs::path file = dir / "metadata.json";
+  try {
+    OPTIMUS_CHECK(body.at("format") == "optimus-checkpoint", "not an Optimus checkpoint");
+    OPTIMUS_CHECK(body.at("version") == format_version, "format version ", body.at("version").dump(),
+                  " (this build reads ", format_version, ")");
+    Info info{.config = config_from(body.at("config")),
+              .state = {.step = body.at("step"), .extra = body.at("extra")},
+              .adamw = {},
+              .adamw_steps = 0,
+              .has_optimizer = body.contains("adamw"),
+              .dtype = body.at("dtype"),
+              .q = body.at("layout").at("q"),
+              .dp = body.at("layout").at("dp"),
+              .bytes = body.at("bytes")};
+    if (info.has_optimizer) {
+      const json& a = body.at("adamw");
+      info.adamw = AdamWConfig{.lr = a.at("lr"),
+                               .beta1 = a.at("beta1"),
+                               .beta2 = a.at("beta2"),
+                               .eps = a.at("eps"),
+                               .weight_decay = a.at("weight_decay"),
+                               .max_grad_norm = a.at("max_grad_norm")};
+      info.adamw_steps = body.at("adamw_steps");
+    }
+    return info;
+  } catch (const json::exception& e) {
+    OPTIMUS_FAIL("'", file.string(), "' is not a checkpoint's metadata: ", e.what());
+  } catch (const Error& e) {
+    OPTIMUS_FAIL("'", file.string(), "': ", e.message());
+  }
+}
+
+namespace {
+
+void check_same_model(const fs::path& dir, const GptConfig& there, const GptConfig& here) {
+  const auto same = [&](const char* what, auto a, auto b) {
+    OPTIMUS_CHECK(a == b, "checkpoint '", dir.string(), "' is of another model: ", what, " ", a, " there, ", b,
+                  " here");
+  };
+  same("vocab", there.vocab, here.vocab);
+  same("max_seq", there.max_seq, here.max_seq);
+  same("layers", there.layers, here.layers);
+  same("hidden", there.hidden, here.hidden);
+  same("heads", there.heads, here.heads);
+  same("ffn", there.ffn, here.ffn);
+}
+
+}  // namespace
+
+template <class T>
+TrainingState load(const fs::path& target, Gpt2D<T>& model, AdamW<T>* optimizer, IoStats* stats) {
+  const Grid& grid = model.grid();
+  const fs::path dir = normal(target);
+  const auto started = std::chrono::steady_clock::now();
+  IoStats mine;
+  Info info;
+  all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+    info = inspect(dir);
+    check_same_model(dir, info.config, model.config());
+    OPTIMUS_CHECK(optimizer == nullptr || info.has_optimizer, "checkpoint '", dir.string(),
+                  "' holds no optimizer state (saved without one)");
+    detail::read_shards(dir, detail::read_metadata(dir), shards_of(model, optimizer), mine);
+    if (optimizer != nullptr) optimizer->set_steps_taken(info.adamw_steps);
+  });
+  mine.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (stats != nullptr) *stats = mine;
+  return info.state;
+}
+
+fs::path step_directory(const fs::path& save_dir, std::uint64_t step) {
+  return save_dir / ("step_" + std::to_string(step));
+}
+
+namespace {
+
+// The complete checkpoints (with a metadata.json) of a save directory, oldest first.
+std::vector<std::pair<std::uint64_t, fs::path>> checkpoints_in(const fs::path& save_dir) {
+  std::vector<std::pair<std::uint64_t, fs::path>> found;
+  static const std::regex name("step_([0-9]{1,19})");
+  for (const fs::directory_entry& e : fs::directory_iterator(save_dir)) {
+    std::smatch m;
+    const std::string file = e.path().filename().string();
+    if (e.is_directory() && std::regex_match(file, m, name) && fs::exists(e.path() / "metadata.json")) {
+      found.emplace_back(std::stoull(m[1].str()), e.path());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+}  // namespace
+
+fs::path resolve(const fs::path& path) {
+  OPTIMUS_CHECK(fs::is_directory(path), "checkpoint '", path.string(), "' does not exist (no such directory)");
+  if (fs::exists(path / "metadata.json")) return path;
+  const auto found = checkpoints_in(path);
+  OPTIMUS_CHECK(!found.empty(), "'", path.string(), "' is neither a checkpoint (no metadata.json: a save that did not "
+                "finish?) nor a save directory with a complete step_N checkpoint");
+  return found.back().second;
+}
+
+void keep_newest(const fs::path& save_dir, int keep) {
+  OPTIMUS_CHECK(keep >= 1, "keep_newest: keep must be >= 1, got ", keep);
+  const auto found = checkpoints_in(save_dir);
+  for (std::size_t k = 0; k + static_cast<std::size_t>(keep) < found.size(); ++k) fs::remove_all(found[k].second);
+}
+
+template IoStats save<float>(const fs::path&, Gpt2D<float>&, AdamW<float>*, const TrainingState&, const StageHook&);
+template IoStats save<double>(const fs::path&, Gpt2D<double>&, AdamW<double>*, const TrainingState&,
+                              const StageHook&);
+template TrainingState load<float>(const fs::path&, Gpt2D<float>&, AdamW<float>*, IoStats*);
+template TrainingState load<double>(const fs::path&, Gpt2D<double>&, AdamW<double>*, IoStats*);
+
+}  // namespace optimus::checkpoint

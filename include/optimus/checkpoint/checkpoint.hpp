@@ -1,0 +1,93 @@
+// Distributed checkpoints of a Gpt2D and its AdamW (in the manner of PyTorch DCP and Megatron-Core's
+// dist_checkpointing): every rank writes its own shards in parallel, and any layout loads them back.
+//
+// A checkpoint is a directory:
+//
+//   step_10/
+//     rank_00000.safetensors ...   one per rank of replica 0 that holds state: its shards of every parameter and
+//                                  of AdamW's m and v, each stored as the rectangles of the global GPT-2 tensor it
+//                                  covers (c_attn's head-grouped columns are three rectangles per rank)
+//     metadata.json                the commit marker: the model's config, the step, AdamW's settings and steps,
+//                                  the saved layout, each file's size and header checksum, and for every tensor its
+//                                  global shape and rectangles: which file, where, and an XXH3-64 checksum per 1 MiB
+//                                  chunk of its bytes; the whole carries its own checksum
+//
+// Writes are atomic: every file goes to `.step_10.partial` beside the target and is fsynced; rank 0 writes
+// metadata.json last, fsyncs the directory, and renames it to `step_10` (an existing `step_10` is moved aside first
+// and removed after), then fsyncs the parent. A save killed at any point leaves the previous checkpoints as they were
+// and at most a `.partial` directory, which the next save of that name removes and which load refuses. All ranks must
+// see the same file system (as with DCP).
+//
+// load() works on any layout — another q, another dp — and reads only what each rank needs: for each of its
+// rectangles, the intersecting saved rectangles' rows, in whole 1 MiB chunks, each verified against its checksum
+// before use. A checkpoint that is missing, half-written (no metadata.json), of another model shape, damaged (a
+// flipped byte, a truncated or deleted file) is refused with an optimus::Error naming the directory or the file,
+// the same on every rank.
+//
+// Libraries: nlohmann-json for metadata.json and the safetensors headers, xxHash (XXH3-64) for the checksums.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "optimus/core/gpt_config.hpp"
+#include "optimus/layers/gpt.hpp"
+
+namespace optimus::checkpoint {
+
+// What resume needs besides the tensors. Data order and dropout masks are functions of (seed, step), so the step is
+// the data position and the RNG counter; `extra` carries what a program wants back (its data file, say).
+struct TrainingState {
+  std::uint64_t step = 0;  // steps completed
+  std::map<std::string, std::string> extra;
+};
+
+// A checkpoint's description, read from its metadata.json alone (verified; no tensor is read).
+struct Info {
+  GptConfig config;
+  TrainingState state;
+  AdamWConfig adamw;
+  int adamw_steps = 0;
+  bool has_optimizer = false;
+  std::string dtype;  // "F32" or "F64"
+  int q = 0, dp = 0;  // the layout it was saved from
+  std::uint64_t bytes = 0;  // of all its tensor data
+};
+
+// Bytes this rank wrote or read in the last save or load (throughput, and tests of what was read).
+struct IoStats {
+  std::uint64_t bytes_written = 0, bytes_read = 0, chunks_verified = 0;
+  double seconds = 0;
+};
+
+// Test hook: called on every rank at each stage of a save ("files written", "metadata written"); a test kills the
+// process there to prove that a save interrupted at that point loses nothing.
+using StageHook = std::function<void(std::string_view stage)>;
+
+// Collective over the model's grid and replicas: writes `dir` (its parent must exist). The optimizer may be null
+// (parameters only).
+template <class T>
+IoStats save(const std::filesystem::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
+             const StageHook& hook = nullptr);
+
+// Collective: loads `dir` into a model of the same config (any q, dp) and, when given, the optimizer (the
+// checkpoint must hold its state). Saved f32 loads into f64 exactly; f64 into f32 rounds.
+template <class T>
+TrainingState load(const std::filesystem::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, IoStats* stats);
+
+// One process, no collective: the checkpoint's description, with its metadata verified.
+Info inspect(const std::filesystem::path& dir);
+
+// Save directories: checkpoints are `step_N` subdirectories. `resolve` takes a checkpoint or a save directory (its
+// newest complete checkpoint) and throws naming the path where there is none.
+std::filesystem::path step_directory(const std::filesystem::path& save_dir, std::uint64_t step);
+std::filesystem::path resolve(const std::filesystem::path& path);
+// Removes all but the newest `keep` complete checkpoints of a save directory (one process).
+void keep_newest(const std::filesystem::path& save_dir, int keep);
+
+}  // namespace optimus::checkpoint

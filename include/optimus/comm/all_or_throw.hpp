@@ -1,0 +1,27 @@
+// One outcome for every rank: work that may fail on some ranks only (reading a file one rank holds, a check on
+// local data) ends the same way everywhere.
+//
+//   all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] { read_my_shard(); });
+//
+// runs the work, then agrees over each communicator in turn (one all-reduce each, and broadcasts only after a
+// failure): if it threw on any rank, every rank throws the same optimus::Error — the message of the first failing
+// rank — instead of one rank leaving while the others wait for it in their next collective. Agreeing over a grid and
+// then over its data-parallel communicator reaches every rank of a dp x q x q job. The work itself must not call
+// collectives on these communicators (a failing rank would leave them unmatched).
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "optimus/comm/communicator.hpp"
+
+namespace optimus {
+
+// The message of the lowest rank of `comm` that has one, on every rank; none where no rank has one.
+std::optional<std::string> first_failure(Communicator& comm, const std::optional<std::string>& mine);
+
+void all_or_throw(std::initializer_list<Communicator*> comms, const std::function<void()>& work);
+
+}  // namespace optimus

@@ -1,0 +1,38 @@
+#include "optimus/comm/all_or_throw.hpp"
+
+#include <cstdint>
+#include <exception>
+#include <vector>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus {
+
+std::optional<std::string> first_failure(Communicator& comm, const std::optional<std::string>& mine) {
+  // The lowest failing rank, or size() where none failed (a double holds every rank index exactly).
+  const double first =
+      comm.all_reduce(static_cast<double>(mine ? comm.rank() : comm.size()), ReduceOp::min);
+  if (first >= comm.size()) return std::nullopt;
+  const int root = static_cast<int>(first);
+  double length = mine ? static_cast<double>(mine->size()) : 0.0;
+  comm.broadcast(&length, 1, DType::f64, root);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(length));
+  if (comm.rank() == root) bytes.assign(mine->begin(), mine->end());
+  if (!bytes.empty()) comm.broadcast(bytes.data(), bytes.size(), DType::u8, root);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void all_or_throw(std::initializer_list<Communicator*> comms, const std::function<void()>& work) {
+  std::optional<std::string> failure;
+  try {
+    work();
+  } catch (const Error& e) {
+    failure = e.message();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  for (Communicator* comm : comms) failure = first_failure(*comm, failure);
+  if (failure) OPTIMUS_FAIL(*failure);
+}
+
+}  // namespace optimus

@@ -1,0 +1,347 @@
+// Distributed checkpoints: exact resume, resharding to other layouts, atomic saves under SIGKILL, and refusal of
+// damaged, incomplete or mismatched checkpoints (in-process ranks; the MPI path is train_gpt's CTest runs).
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optimus/optimus.hpp>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using optimus::GlobalMatrix;
+
+namespace {
+
+// Shapes every layout here can hold: q = 1, 2, 3 divide heads, vocab, max_seq; q*q divides hidden and ffn.
+optimus::GptConfig small_config() {
+  return optimus::GptConfig{.vocab = 36, .max_seq = 6, .layers = 2, .hidden = 36, .heads = 6, .ffn = 72,
+                            .dropout = 0.1, .seed = 77};
+}
+constexpr std::int64_t global_batch = 12;  // q = 1, 2, 3 divide it, and dp = 2 replicas of 6 sequences
+
+// Step `step`'s batch for replica `replica` of `replicas`: a slice of one global batch drawn from a counter RNG.
+void batch_of(std::uint64_t step, int replica, int replicas, std::vector<int>& tokens, std::vector<int>& targets) {
+  const optimus::GptConfig c = small_config();
+  const optimus::CounterRng rng(5, step);
+  const std::int64_t b = global_batch / replicas, s = c.max_seq;
+  tokens.resize(static_cast<std::size_t>(b * s));
+  targets.resize(tokens.size());
+  for (std::int64_t k = 0; k < b * s; ++k) {
+    const auto g = static_cast<std::uint64_t>(replica * b * s + k);
+    tokens[static_cast<std::size_t>(k)] = static_cast<int>(rng.uniform(g, 0) * static_cast<double>(c.vocab));
+    targets[static_cast<std::size_t>(k)] = static_cast<int>(rng.uniform(g, 1) * static_cast<double>(c.vocab));
+  }
+}
+
+struct Trainer {
+  optimus::Grid grid;
+  optimus::Gpt2D<float> model;
+  optimus::AdamW<float> optimizer;
+
+  Trainer(optimus::Communicator& world, int q)
+      : grid(optimus::Grid::create(world, q)),
+        model(grid, small_config()),
+        optimizer(grid, model.parameters(), optimus::AdamWConfig{.lr = 3e-3}) {}
+
+  double step(std::uint64_t step) {
+    std::vector<int> tokens, targets;
+    batch_of(step, grid.dp_index(), grid.dp(), tokens, targets);
+    model.zero_grad();
+    const double loss = model.train_step(tokens, targets, global_batch / grid.dp(), step, 1);
+    optimizer.step();
+    return loss;
+  }
+
+  // Every parameter and both moments, gathered (collective over the grid).
+  std::map<std::string, GlobalMatrix> gather_all() {
+    std::map<std::string, GlobalMatrix> all = model.gather(false);
+    const auto& params = optimizer.parameters();
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      for (int moment = 0; moment < 2; ++moment) {
+        optimus::ParameterRef<float> ref = params[k];
+        ref.value = moment == 0 ? optimizer.first_moment(k) : optimizer.second_moment(k);
+        all[(moment == 0 ? "m/" : "v/") + ref.name] =
+            optimus::gather_parameter(grid.grid(), ref, false, grid.device());
+      }
+    }
+    return all;
+  }
+};
+
+fs::path fresh_directory(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("optimus_test_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Saves after `steps` steps at q = 2 (4 ranks), returning the losses and the gathered state.
+struct Saved {
+  std::vector<double> losses;
+  std::map<std::string, GlobalMatrix> state;
+};
+
+Saved train_and_save(const fs::path& dir, int steps) {
+  Saved saved;
+  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+    Trainer t(w, 2);
+    std::vector<double> losses;
+    for (int s = 1; s <= steps; ++s) losses.push_back(t.step(static_cast<std::uint64_t>(s)));
+    optimus::checkpoint::save(optimus::checkpoint::step_directory(dir, static_cast<std::uint64_t>(steps)), t.model,
+                              &t.optimizer, {.step = static_cast<std::uint64_t>(steps), .extra = {{"data", "test"}}});
+    auto state = t.gather_all();
+    if (w.rank() == 0) {
+      saved.losses = losses;
+      saved.state = std::move(state);
+    }
+  });
+  return saved;
+}
+
+// Loads `dir` on `ranks` in-process ranks as a q x q grid and returns the gathered state and the following losses.
+Saved load_and_continue(const fs::path& dir, int ranks, int q, int more_steps, optimus::checkpoint::IoStats* io) {
+  Saved out;
+  std::mutex lock;
+  optimus::run_in_process(ranks, [&](optimus::Communicator& w) {
+    Trainer t(w, q);
+    optimus::checkpoint::IoStats stats;
+    const optimus::checkpoint::TrainingState state = optimus::checkpoint::load(dir, t.model, &t.optimizer, &stats);
+    auto gathered = t.gather_all();
+    std::vector<double> losses;
+    for (int s = 1; s <= more_steps; ++s) losses.push_back(t.step(state.step + static_cast<std::uint64_t>(s)));
+    std::lock_guard<std::mutex> guard(lock);
+    if (w.rank() == 0) {
+      out.state = std::move(gathered);
+      out.losses = losses;
+      CHECK(state.extra.at("data") == "test");
+      CHECK(t.optimizer.steps_taken() == static_cast<int>(state.step) + more_steps);
+    }
+    if (io != nullptr && w.rank() == 0) *io = stats;
+  });
+  return out;
+}
+
+void flip_byte(const fs::path& file, std::uint64_t offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x10);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+}
+
+// load() on a fresh q = 2 model must throw, on every rank, an error containing `expected`.
+void expect_refused(const fs::path& dir, const std::string& expected) {
+  std::vector<std::string> messages(4);
+  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+    Trainer t(w, 2);
+    try {
+      optimus::checkpoint::load(dir, t.model, &t.optimizer, nullptr);
+    } catch (const optimus::Error& e) {
+      messages[static_cast<std::size_t>(w.rank())] = e.message();
+    }
+  });
+  CAPTURE(expected);
+  for (const std::string& m : messages) {
+    CAPTURE(m);
+    CHECK(m.find(expected) != std::string::npos);
+    CHECK(m == messages[0]);  // the same error on every rank
+  }
+}
+
+}  // namespace
+
+TEST_CASE("resume on the same layout is bitwise the uninterrupted run (dropout on)") {
+  const fs::path dir = fresh_directory("resume");
+  const Saved whole = [&] {
+    Saved s;
+    optimus::run_in_process(4, [&](optimus::Communicator& w) {
+      Trainer t(w, 2);
+      std::vector<double> losses;
+      for (int k = 1; k <= 8; ++k) losses.push_back(t.step(static_cast<std::uint64_t>(k)));
+      if (w.rank() == 0) s.losses = losses;
+    });
+    return s;
+  }();
+  const Saved first = train_and_save(dir, 4);
+  for (int k = 0; k < 4; ++k) CHECK(first.losses[static_cast<std::size_t>(k)] == whole.losses[static_cast<std::size_t>(k)]);
+  optimus::checkpoint::IoStats io;
+  const Saved resumed = load_and_continue(optimus::checkpoint::resolve(dir), 4, 2, 4, &io);
+  REQUIRE(resumed.losses.size() == 4);
+  for (int k = 0; k < 4; ++k) CHECK(resumed.losses[static_cast<std::size_t>(k)] == whole.losses[static_cast<std::size_t>(k + 4)]);
+  CHECK(resumed.state == first.state);
+  // Rank 0 reads exactly its own file's data on the same layout: its header plus what it wrote, no more.
+  const optimus::checkpoint::Info info = optimus::checkpoint::inspect(dir / "step_4");
+  CHECK(info.state.step == 4);
+  CHECK(info.q == 2);
+  CHECK(info.adamw_steps == 4);
+  CHECK(io.bytes_read == fs::file_size(dir / "step_4" / "rank_00000.safetensors"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint saved at q = 2 loads at q = 1, q = 3 and dp = 2 x q = 2: state bitwise, losses close") {
+  const fs::path dir = fresh_directory("reshard");
+  const Saved saved = train_and_save(dir, 3);
+  const Saved same = load_and_continue(dir / "step_3", 4, 2, 2, nullptr);
+  for (const auto& [ranks, q] : {std::pair{1, 1}, {9, 3}, {8, 2}}) {
+    CAPTURE(ranks);
+    CAPTURE(q);
+    const Saved other = load_and_continue(dir / "step_3", ranks, q, 2, nullptr);
+    REQUIRE(other.state.size() == saved.state.size());
+    for (const auto& [name, value] : saved.state) {
+      CAPTURE(name);
+      CHECK(other.state.at(name) == value);  // parameters and both moments, bit for bit
+    }
+    for (std::size_t k = 0; k < 2; ++k) {
+      CHECK(std::abs(other.losses[k] - same.losses[k]) <= 1e-5 * std::abs(same.losses[k]));
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("damaged, incomplete, missing and mismatched checkpoints are refused naming the file, on every rank") {
+  const fs::path dir = fresh_directory("damage");
+  train_and_save(dir, 1);
+  const fs::path good = dir / "step_1", bad = dir / "bad";
+  const auto copy = [&] {
+    fs::remove_all(bad);
+    fs::copy(good, bad);
+  };
+  const std::string shard = (bad / "rank_00003.safetensors").string();
+  copy();
+  flip_byte(bad / "rank_00003.safetensors", fs::file_size(bad / "rank_00003.safetensors") - 5);
+  expect_refused(bad, "'" + shard + "' is damaged: tensor ");
+  copy();
+  flip_byte(bad / "rank_00003.safetensors", 20);  // in the JSON header
+  expect_refused(bad, "'" + shard + "' is damaged: its header's checksum does not match");
+  copy();
+  fs::resize_file(bad / "rank_00003.safetensors", fs::file_size(bad / "rank_00003.safetensors") - 100);
+  expect_refused(bad, "'" + shard + "' is damaged: ");
+  copy();
+  fs::remove(bad / "rank_00003.safetensors");
+  expect_refused(bad, "'" + shard + "' is missing");
+  copy();
+  flip_byte(bad / "metadata.json", 200);
+  expect_refused(bad, "metadata.json' is damaged");
+  copy();
+  fs::remove(bad / "metadata.json");
+  expect_refused(bad, "is incomplete: it has no metadata.json");
+  expect_refused(dir / "nowhere", "does not exist");
+  // Another model shape.
+  std::vector<std::string> messages(4);
+  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+    const optimus::Grid grid = optimus::Grid::create(w, 2);
+    optimus::GptConfig other = small_config();
+    other.hidden = 72;
+    optimus::Gpt2D<float> model(grid, other);
+    try {
+      optimus::checkpoint::load(good, model, static_cast<optimus::AdamW<float>*>(nullptr), nullptr);
+    } catch (const optimus::Error& e) {
+      messages[static_cast<std::size_t>(w.rank())] = e.message();
+    }
+  });
+  for (const std::string& m : messages) CHECK(m.find("is of another model: hidden 36 there, 72 here") != std::string::npos);
+  // The undamaged original still loads.
+  CHECK_NOTHROW(load_and_continue(good, 4, 2, 0, nullptr));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a save killed (SIGKILL) before its commit leaves the previous checkpoint loadable and invisible itself") {
+  for (const char* stage : {"files written", "metadata written"}) {
+    CAPTURE(stage);
+    const fs::path dir = fresh_directory("kill");
+    const Saved before = train_and_save(dir, 2);
+    std::fflush(nullptr);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // A second save of the same step (replacing it) and a new one, each killed in the middle.
+      optimus::run_in_process(4, [&](optimus::Communicator& w) {
+        Trainer t(w, 2);
+        t.step(1);
+        const auto kill = [&](std::string_view at) {
+          if (at == stage && w.rank() == 0) ::raise(SIGKILL);
+        };
+        optimus::checkpoint::save(dir / "step_2", t.model, &t.optimizer, {.step = 2, .extra = {}}, kill);
+      });
+      ::_exit(0);  // not reached
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGKILL);
+    CHECK(fs::exists(dir / ".step_2.partial"));  // the interrupted save's files, never visible as a checkpoint
+    CHECK(optimus::checkpoint::resolve(dir) == dir / "step_2");
+    const Saved loaded = load_and_continue(dir / "step_2", 4, 2, 0, nullptr);
+    CHECK(loaded.state == before.state);
+    // The next save of that name clears the leftover.
+    train_and_save(dir, 2);
+    CHECK_FALSE(fs::exists(dir / ".step_2.partial"));
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("save directories: the newest complete step, keep_newest, and a directory with none") {
+  const fs::path dir = fresh_directory("dirs");
+  for (int step : {1, 3, 2}) train_and_save(dir, step);
+  fs::create_directory(dir / "step_9");  // no metadata.json: not complete
+  CHECK(optimus::checkpoint::resolve(dir) == dir / "step_3");
+  optimus::checkpoint::keep_newest(dir, 2);
+  CHECK_FALSE(fs::exists(dir / "step_1"));
+  CHECK(fs::exists(dir / "step_2"));
+  CHECK(fs::exists(dir / "step_3"));
+  const fs::path empty = fresh_directory("empty");
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::resolve(empty), doctest::Contains("is neither a checkpoint"),
+                       optimus::Error);
+  fs::remove_all(dir);
+  fs::remove_all(empty);
+}
+
+TEST_CASE("safetensors: a written file reads back; a malformed one is refused naming it") {
+  const fs::path dir = fresh_directory("st");
+  const fs::path file = dir / "t.safetensors";
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6};
+  const std::vector<double> b = {-1.5};
+  {
+    optimus::safetensors::Writer w(file.string(),
+                                   {{.name = "a", .dtype = "F32", .shape = {2, 3}}, {.name = "b", .dtype = "F64", .shape = {1}}},
+                                   {{"k", "v"}});
+    w.append(a.data(), 12);
+    w.append(a.data() + 3, 12);
+    w.append(b.data(), 8);
+    w.finish();
+  }
+  const optimus::safetensors::Reader r(file.string());
+  CHECK(r.metadata().at("k") == "v");
+  REQUIRE(r.entries().size() == 2);
+  const optimus::safetensors::Entry& ea = r.find("a");
+  CHECK(ea.info.shape == std::vector<std::int64_t>{2, 3});
+  std::vector<float> back(6);
+  r.read(ea.offset, 24, back.data());
+  CHECK(back == a);
+  CHECK(ea.offset % 8 == 0);
+  CHECK_THROWS_WITH_AS(r.find("c"), doctest::Contains("has no tensor named 'c'"), optimus::Error);
+  fs::resize_file(file, fs::file_size(file) - 1);
+  CHECK_THROWS_WITH_AS(optimus::safetensors::Reader(file.string()), doctest::Contains("t.safetensors"),
+                       optimus::Error);
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    const char junk[] = "\x05\0\0\0\0\0\0\0{bad}";
+    out.write(junk, sizeof junk - 1);
+  }
+  CHECK_THROWS_WITH_AS(optimus::safetensors::Reader(file.string()), doctest::Contains("header is not a JSON object"),
+                       optimus::Error);
+  {
+    optimus::safetensors::Writer unfinished(file.string(), {{.name = "a", .dtype = "F32", .shape = {2, 3}}}, {});
+    CHECK_THROWS_WITH_AS(unfinished.finish(), doctest::Contains("was given 0 of its 24 bytes"), optimus::Error);
+  }
+  fs::remove_all(dir);
+}
