@@ -7,6 +7,7 @@
 //                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--gemm f32|bf16] [--in-process N]
 //                            [--micro-batches M] [--recompute none|selective|full]
+//                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
 //
 // --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
 // (distributed_grid; needs a build with CUDA and NCCL). --device sim: the simulated device, one per rank, with its
@@ -19,12 +20,18 @@
 // gradients (the same step as one batch, less activation memory). --recompute: what each block saves for backward
 // (optimus/layers/recompute.hpp): everything (none), all but the attention probabilities (selective), or only its
 // input (full); the losses are those of none.
+// --save DIR --save-every N: a checkpoint of the model and AdamW every N steps and at the end, each its own directory
+// DIR/step_S (optimus/checkpoint/checkpoint.hpp: atomic, checksummed, loadable on any layout); --keep K keeps the
+// newest K. --resume PATH: a checkpoint, or a save directory for its newest; the run continues from its step on any
+// q and dp with the checkpoint's model shape, seed, --steps, --lr and global batch (the learning-rate schedule and the
+// data order follow the step), so an interrupted run resumed prints what the uninterrupted one prints.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -94,15 +101,17 @@ void draw_batch(const std::vector<int>& ids, std::int64_t b, std::int64_t s, std
 
 // One fp64 training step of the 2D model against the reference: the largest relative error (norm-wise per
 // tensor) over the loss and every parameter gradient.
+// tokens, targets: this replica's batch of `batch` sequences; all_tokens, all_targets: every replica's (the global batch).
 double reference_check(const optimus::Grid& grid, const optimus::GptConfig& config, const std::vector<int>& tokens,
-                       const std::vector<int>& targets, std::int64_t batch, int world_rank) {
+                       const std::vector<int>& targets, const std::vector<int>& all_tokens,
+                       const std::vector<int>& all_targets, std::int64_t batch, int world_rank) {
   optimus::Gpt2D<double> model(grid, config);
   const double loss = model.train_step(tokens, targets, batch, 1, 1);
   const std::map<std::string, GlobalMatrix> grads = model.gather(true);
   double worst = 0;
   if (world_rank == 0) {
-    const auto ref = optimus::reference::gpt_forward_backward(config, optimus::reference::gpt_init(config), tokens,
-                                                              targets, batch, 1);
+    const auto ref = optimus::reference::gpt_forward_backward(config, optimus::reference::gpt_init(config), all_tokens,
+                                                              all_targets, batch * grid.dp(), 1);
     worst = std::abs(loss - ref.loss) / std::abs(ref.loss);
     for (const auto& [name, g] : grads) {
       worst = std::max(worst, optimus::reference::compare_relative(g, ref.grads.at(name), 0).rel_error);
@@ -181,6 +190,62 @@ std::unique_ptr<optimus::DeviceRuntime> open_device(const Placement& where, cons
   return optimus::open_device(where.choice, where.choice.kind == optimus::Device::cuda ? local_gpu(world) : 0);
 }
 
+// --save DIR --save-every N --keep K.
+struct Saving {
+  std::filesystem::path dir;  // empty: no saves
+  int every = 0, keep = 0;    // keep 0: all
+};
+
+Saving saving_options(const optimus::cli::Options& o) {
+  Saving s;
+  OPTIMUS_CHECK(o.has("save") || (!o.has("save-every") && !o.has("keep")), "--save-every and --keep need --save DIR");
+  if (!o.has("save")) return s;
+  s.dir = o.text("save", "");
+  s.every = static_cast<int>(o.integer("save-every", 1 << 30));
+  s.keep = static_cast<int>(o.integer("keep", 0));
+  OPTIMUS_CHECK(s.every >= 1, "--save-every must be >= 1, got ", s.every);
+  OPTIMUS_CHECK(s.keep >= 0, "--keep must be >= 0 (0 keeps every checkpoint), got ", s.keep);
+  std::filesystem::create_directories(s.dir);
+  return s;
+}
+
+// A double as text that reads back to the same bits.
+std::string format_exact(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+// --resume: the checkpoint's model shape and seed, and the run's --steps, --lr and --batch unless given again; a
+// shape option given with another value than the checkpoint's is refused.
+void adopt_checkpoint(const optimus::cli::Options& o, const optimus::checkpoint::Info& info, int dp,
+                      optimus::GptConfig& config, std::int64_t& batch, int& steps, double& lr) {
+  const auto same = [&](const char* option, std::int64_t there) {
+    OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
+                  " differs from the checkpoint's ", there);
+  };
+  same("layers", info.config.layers);
+  same("hidden", info.config.hidden);
+  same("heads", info.config.heads);
+  same("ffn", info.config.ffn);
+  same("seq", info.config.max_seq);
+  same("seed", static_cast<std::int64_t>(info.config.seed));
+  OPTIMUS_CHECK(info.config.vocab == config.vocab, "the checkpoint's vocabulary has ", info.config.vocab,
+                " ids but the text gives ", config.vocab, " (train on the text it was saved from)");
+  config = info.config;
+  const auto& extra = info.state.extra;
+  if (!o.has("steps") && extra.count("steps")) steps = std::stoi(extra.at("steps"));
+  if (!o.has("lr") && extra.count("lr")) lr = std::stod(extra.at("lr"));
+  if (!o.has("batch") && extra.count("global_batch")) {
+    const std::int64_t global = std::stoll(extra.at("global_batch"));
+    OPTIMUS_CHECK(global % dp == 0, "the checkpoint's run took ", global, " sequences a step, which dp = ", dp,
+                  " replicas cannot share");
+    batch = global / dp;  // the same sequences each step, shared by this run's replicas
+  }
+  OPTIMUS_CHECK(static_cast<std::uint64_t>(steps) >= info.state.step, "--steps ", steps,
+                " is before the checkpoint's step ", info.state.step);
+}
+
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
   const int q = static_cast<int>(o.integer("q", 2));
@@ -211,11 +276,21 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   config.max_seq = o.integer("seq", 64);
   config.dropout = o.real("dropout", 0.1);
   config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
-  const std::int64_t batch = o.integer("batch", 16), seq = config.max_seq;
-  const int steps = static_cast<int>(o.integer("steps", 1200)), every = static_cast<int>(o.integer("every", 50));
+  std::int64_t batch = o.integer("batch", 16);
+  int steps = static_cast<int>(o.integer("steps", 1200));
+  const int every = static_cast<int>(o.integer("every", 50));
   const std::int64_t micro_batches = o.integer("micro-batches", 1);
   const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));
-  const double lr = o.real("lr", 3e-3);
+  double lr = o.real("lr", 3e-3);
+  const Saving saving = saving_options(o);
+  std::optional<std::filesystem::path> resume;
+  optimus::checkpoint::Info resumed;
+  if (o.has("resume")) {
+    resume = optimus::checkpoint::resolve(o.text("resume", ""));
+    resumed = optimus::checkpoint::inspect(*resume);
+    adopt_checkpoint(o, resumed, host_grid.dp(), config, batch, steps, lr);
+  }
+  const std::int64_t seq = config.max_seq;
   if (root) {
     std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n", q, q,
                 grid.dp(), world.size(), grid.row().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(),
@@ -233,12 +308,19 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                 optimus::name_of(recompute));
   }
 
-  std::vector<int> tokens, targets;
+  std::vector<int> tokens, targets, all_tokens, all_targets;
+  // The reference (on rank 0) computes the step on the global batch: every replica's sequences, in replica order.
+  for (int r = 0; r < grid.dp(); ++r) {
+    draw_batch(corpus.train, batch, seq, config.seed, 0, r, grid.dp(), tokens, targets);
+    all_tokens.insert(all_tokens.end(), tokens.begin(), tokens.end());
+    all_targets.insert(all_targets.end(), targets.begin(), targets.end());
+  }
   draw_batch(corpus.train, batch, seq, config.seed, 0, grid.dp_index(), grid.dp(), tokens, targets);
   {
     optimus::GptConfig check = config;
     check.layers = std::min<std::int64_t>(config.layers, 2);
-    const double err = reference_check(host_grid, check, tokens, targets, batch, world.rank());
+    const double err = reference_check(host_grid, check, tokens, targets, all_tokens, all_targets, batch,
+                                       world.rank());
     if (root) {
       std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
                   err < 1e-10 ? "ok" : "FAILED");
@@ -249,10 +331,36 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
 
   optimus::Gpt2D<float> model(grid, config);
   model.set_recompute(recompute);
-  optimus::AdamW<float> optimizer(grid, model.parameters(), optimus::AdamWConfig{lr, 0.9, 0.95, 1e-8, 0.1, 1.0});
+  optimus::AdamW<float> optimizer(grid, model.parameters(),
+                                  optimus::AdamWConfig{.lr = lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                                       .weight_decay = 0.1, .max_grad_norm = 1.0});
+  int first_step = 1;
+  if (resume) {
+    optimus::checkpoint::IoStats io;
+    first_step = static_cast<int>(optimus::checkpoint::load(*resume, model, &optimizer, &io).step) + 1;
+    if (root) {
+      std::printf("  resumed from %s at step %d (read %.1f MB per rank in %.3f s)\n", resume->string().c_str(),
+                  first_step - 1, static_cast<double>(io.bytes_read) / 1e6, io.seconds);
+    }
+  }
+  const optimus::checkpoint::TrainingState run_state{
+      .step = 0, .extra = {{"steps", std::to_string(steps)}, {"lr", format_exact(lr)}, {"global_batch", std::to_string(batch * grid.dp())},
+                           {"text", o.text("text", "/usr/share/common-licenses/GPL-3")}}};
+  const auto save = [&](int step) {
+    optimus::checkpoint::TrainingState state = run_state;
+    state.step = static_cast<std::uint64_t>(step);
+    const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
+    const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &optimizer, state);
+    if (root) {
+      if (saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep);
+      std::printf("  saved %s (%.1f MB per rank in %.3f s)\n", dir.string().c_str(),
+                  static_cast<double>(io.bytes_written) / 1e6, io.seconds);
+      std::fflush(stdout);
+    }
+  };
   double interval_loss = 0, last_loss = 0;
   auto t0 = std::chrono::steady_clock::now();
-  for (int step = 1; step <= steps; ++step) {
+  for (int step = first_step; step <= steps; ++step) {
     const int warmup = std::max(1, steps / 20);
     const double progress = static_cast<double>(step) / steps;
     optimizer.set_learning_rate(step <= warmup ? lr * step / warmup
@@ -275,6 +383,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       interval_loss = 0;
       t0 = std::chrono::steady_clock::now();
     }
+    if (!saving.dir.empty() && (step % saving.every == 0 || step == steps)) {
+      save(step);
+      t0 = std::chrono::steady_clock::now();
+    }
   }
   double valid_loss = 0;
   const int valid_batches = 8;
@@ -290,8 +402,13 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   if (root) {
     std::printf("  %s\n", mem.c_str());
     std::printf("  peak of activations saved for backward: %.0f bytes per rank (max over ranks)\n", peak_saved);
-    std::printf("final training loss %.4f nats/char, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
-                valid_loss, corpus.unigram_entropy, last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
+    if (first_step > steps) {
+      std::printf("no step left to train: the checkpoint is at step %d of %d; held-out loss %.4f\n", first_step - 1,
+                  steps, valid_loss);
+    } else {
+      std::printf("final training loss %.4f nats/char, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
+                  valid_loss, corpus.unigram_entropy, last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
+    }
     std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
   }
   return 0;
@@ -305,7 +422,7 @@ int main(int argc, char** argv) {
     const optimus::cli::Options o(argc, argv, 1,
                                   {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
                                    "every", "text", "sample", "dropout", "device", "device-memory", "gemm",
-                                   "in-process", "micro-batches", "recompute"});
+                                   "in-process", "micro-batches", "recompute", "save", "save-every", "keep", "resume"});
     Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
     if (!where.in_process) return train(ctx.world(), o, where);
     const auto ranks = o.integer("in-process", 1);
