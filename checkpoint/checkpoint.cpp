@@ -38,16 +38,23 @@ fs::path normal(const fs::path& dir) {
   return p.empty() ? fs::path(".") : p;
 }
 
-fs::path partial_of(const fs::path& dir) { return dir.parent_path() / ("." + dir.filename().string() + ".partial"); }
-fs::path old_of(const fs::path& dir) { return dir.parent_path() / ("." + dir.filename().string() + ".old"); }
+// `.NAME` + suffix beside `dir` (built with append: GCC 12 warns falsely on `"." + string + suffix`).
+fs::path hidden_beside(const fs::path& dir, const char* suffix) {
+  std::string name = ".";
+  name.append(dir.filename().string()).append(suffix);
+  return dir.parent_path() / name;
+}
+fs::path partial_of(const fs::path& dir) { return hidden_beside(dir, ".partial"); }
+fs::path old_of(const fs::path& dir) { return hidden_beside(dir, ".old"); }
 
 json config_json(const GptConfig& c) {
-  return {{"vocab", c.vocab}, {"max_seq", c.max_seq}, {"layers", c.layers}, {"hidden", c.hidden},
+  return {{"vocab", c.vocab}, {"padded_vocab", c.padded_vocab}, {"max_seq", c.max_seq}, {"layers", c.layers}, {"hidden", c.hidden},
           {"heads", c.heads}, {"ffn", c.ffn},         {"dropout", c.dropout}, {"seed", c.seed}};
 }
 
 GptConfig config_from(const json& j) {
   return GptConfig{.vocab = j.at("vocab"),
+                   .padded_vocab = j.at("padded_vocab"),
                    .max_seq = j.at("max_seq"),
                    .layers = j.at("layers"),
                    .hidden = j.at("hidden"),

@@ -27,11 +27,13 @@ std::vector<Box> boxes_of(const ShardLayout& layout) {
   if (lr == 0 || lc == 0) return boxes;
   const std::int64_t row0 = layout.global(0, 0).first;
   OPTIMUS_CHECK(layout.global(lr - 1, 0).first == row0 + lr - 1, "checkpoint: a shard whose rows are not contiguous");
+  const std::int64_t rows = std::min(lr, layout.tensor_rows() - row0);  // padding rows are not saved
+  if (rows <= 0) return boxes;
   std::int64_t previous = -2;
   for (std::int64_t c = 0; c < lc; ++c) {
     const std::int64_t gc = layout.global(0, c).second;
     if (gc != previous + 1) {
-      boxes.push_back({.row0 = row0, .col0 = gc, .rows = lr, .cols = 0, .local_col0 = c});
+      boxes.push_back({.row0 = row0, .col0 = gc, .rows = rows, .cols = 0, .local_col0 = c});
     }
     ++boxes.back().cols;
     previous = gc;
@@ -230,7 +232,11 @@ void read_shards(const fs::path& dir, const nlohmann::json& body, const std::vec
     const std::int64_t local_cols = s.layout.local_cols();
     const std::size_t e = size_of(s.dtype);
     std::vector<char> host(static_cast<std::size_t>(s.layout.local_rows() * local_cols) * e);
-    std::int64_t filled = 0;
+    // Padding rows (wte's padded vocabulary) are not in the checkpoint: they stay zero and count as covered.
+    const std::int64_t first_row = s.layout.local_rows() > 0 ? s.layout.global(0, 0).first : 0;
+    std::int64_t filled =
+        std::clamp<std::int64_t>(first_row + s.layout.local_rows() - s.layout.tensor_rows(), 0, s.layout.local_rows()) *
+        local_cols;
     const std::vector<Box> mine = boxes_of(s.layout);
     for (const nlohmann::json& box : saved.at("boxes")) {
       const Box there{.row0 = box.at("row0"), .col0 = box.at("col0"), .rows = box.at("rows"), .cols = box.at("cols"),

@@ -47,7 +47,7 @@ namespace {
 
 using optimus::GlobalMatrix;
 
-// The text as token ids over its own sorted character set, padded so that q divides the vocabulary.
+// The text as token ids over its own sorted character set (the model pads the vocabulary for the grid).
 // The last 10% of the text is held out for validation.
 struct Corpus {
   std::string chars;       // id -> character
@@ -55,7 +55,7 @@ struct Corpus {
   double unigram_entropy;  // nats per character, over the whole text
 };
 
-Corpus load_corpus(const std::string& path, int q) {
+Corpus load_corpus(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   OPTIMUS_CHECK(in.good(), "train_gpt: cannot read the text '", path, "'");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -68,7 +68,6 @@ Corpus load_corpus(const std::string& path, int q) {
     lookup[ch] = static_cast<int>(c.chars.size());
     if (count[static_cast<std::size_t>(ch)] > 0) c.chars.push_back(static_cast<char>(ch));
   }
-  while (c.chars.size() % static_cast<std::size_t>(q) != 0) c.chars.push_back('\0');  // unused ids
   const std::size_t split = text.size() * 9 / 10;
   for (std::size_t e = 0; e < text.size(); ++e) {
     (e < split ? c.train : c.valid).push_back(lookup[static_cast<unsigned char>(text[e])]);
@@ -152,7 +151,8 @@ std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::s
     std::vector<int> tokens;
     for (int copy = 0; copy < q; ++copy) tokens.insert(tokens.end(), window.begin(), window.end());  // q | batch
     const GlobalMatrix logits = model.logits(tokens, q).to_global().cast<double>();
-    const Eigen::RowVectorXd row = logits.row(static_cast<Eigen::Index>(s) - 1) / 0.8;
+    const auto vocab = static_cast<Eigen::Index>(model.config().vocab);  // the logits have padding columns after it
+    const Eigen::RowVectorXd row = logits.row(static_cast<Eigen::Index>(s) - 1).head(vocab) / 0.8;
     const Eigen::RowVectorXd p = (row.array() - row.maxCoeff()).exp();
     double u = rng.uniform(static_cast<std::uint64_t>(n), 0) * p.sum();
     int next = 0;
@@ -265,7 +265,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   optimus::Grid& grid = device_grid ? *device_grid : host_grid;
   grid.set_gemm_math(math);
   const bool root = world.rank() == 0;
-  const Corpus corpus = load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"), q);
+  const Corpus corpus = load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
 
   optimus::GptConfig config;
   config.vocab = static_cast<std::int64_t>(corpus.chars.size());

@@ -12,8 +12,8 @@ template <class T>
 Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config)
     : grid_(grid),
       config_(config),
-      wte_(grid, config.vocab, config.hidden, MemoryKind::parameters),
-      dwte_(grid, config.vocab, config.hidden, MemoryKind::gradients),
+      wte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::parameters),
+      dwte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::gradients),
       wpe_(grid, config.max_seq, config.hidden, MemoryKind::parameters),
       dwpe_(grid, config.max_seq, config.hidden, MemoryKind::gradients) {}
 
@@ -90,9 +90,12 @@ void Embedding2D<T>::backward(Context saved, const DistMatrix<T>& dx_in) {
 template <class T>
 void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
+  const std::int64_t stored = wte_.rows();  // the padded vocabulary; GPT-2's wte is [vocab, h]
   out.push_back({"wte", {config_.vocab, config_.hidden},
-                 ShardLayout{ShardLayout::Kind::block, q, i, j, config_.vocab, config_.hidden, 0}, wte_.local(),
-                 dwte_.local()});
+                 ShardLayout{.kind = ShardLayout::Kind::block, .q = q, .i = i, .j = j, .rows = stored,
+                             .cols = config_.hidden, .qkv_hidden = 0, .parts = 1, .part = 0,
+                             .padding_rows = stored - config_.vocab},
+                 wte_.local(), dwte_.local()});
   out.push_back({"wpe", {config_.max_seq, config_.hidden},
                  ShardLayout{ShardLayout::Kind::block, q, i, j, config_.max_seq, config_.hidden, 0}, wpe_.local(),
                  dwpe_.local()});

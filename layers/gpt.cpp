@@ -15,7 +15,10 @@ const GptConfig& checked(const GptConfig& c, const Grid& grid) {
   OPTIMUS_CHECK(c.heads > 0 && c.hidden % c.heads == 0, "GptConfig: hidden = ", c.hidden,
                 " is not divisible by heads = ", c.heads);
   OPTIMUS_CHECK(c.heads % q == 0, "GptConfig: heads = ", c.heads, " is not divisible by q = ", q);
-  OPTIMUS_CHECK(c.vocab % q == 0, "GptConfig: vocab = ", c.vocab, " is not divisible by q = ", q);
+  OPTIMUS_CHECK(c.vocab > 0, "GptConfig: vocab = ", c.vocab, " must be positive");
+  OPTIMUS_CHECK(c.padded_vocab == 0 || (c.padded_vocab >= c.vocab && c.padded_vocab % q == 0),
+                "GptConfig: padded_vocab = ", c.padded_vocab, " must be 0 (the default padding) or a multiple of q = ",
+                q, " no smaller than vocab = ", c.vocab);
   OPTIMUS_CHECK(c.max_seq % q == 0, "GptConfig: max_seq = ", c.max_seq, " is not divisible by q = ", q);
   OPTIMUS_CHECK(c.hidden % qq == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by q*q = ", qq,
                 " (biases and LayerNorm parameters are split q*q ways)");
@@ -33,7 +36,7 @@ Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config)
       config_(checked(config, grid)),
       embedding_(grid, config),
       ln_f_(grid, "ln_f", config.hidden),
-      head_(grid) {
+      head_(grid, config.vocab) {
   for (std::int64_t l = 0; l < config.layers; ++l) {
     blocks_.push_back(std::make_unique<TransformerBlock2D<T>>(grid, config, l));
   }

@@ -1,6 +1,7 @@
 // LmHead2D: tied logits and vocabulary-parallel cross-entropy.
 #include "optimus/layers/lm_head.hpp"
 
+#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -12,14 +13,31 @@
 namespace optimus {
 
 template <class T>
+void LmHead2D<T>::mask_padding(DistMatrix<T>& logits) const {
+  const std::int64_t v0 = logits.col_offset(), width = logits.local_cols();
+  if (v0 + width <= vocab_) return;  // no padding id in this rank's columns
+  if (mask_.numel() != width) {
+    std::vector<T> host(static_cast<std::size_t>(width));
+    for (std::int64_t c = 0; c < width; ++c) {
+      host[static_cast<std::size_t>(c)] = v0 + c < vocab_ ? T(0) : -std::numeric_limits<T>::infinity();
+    }
+    mask_ = upload(host.data(), Shape{width}, grid_.tag(MemoryKind::workspace));
+  }
+  ops::add_row_broadcast<T>(std::as_const(mask_).view(), logits.local(), grid_.queue());
+}
+
+template <class T>
 DistMatrix<T> LmHead2D<T>::logits(const DistMatrix<T>& x, const DistMatrix<T>& wte) const {
-  return summa_abt(x, wte);
+  DistMatrix<T> out = summa_abt(x, wte);
+  mask_padding(out);
+  return out;
 }
 
 template <class T>
 double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, const std::vector<int>& targets,
                             std::int64_t mean_over, const Pass& pass, Context& saved) {
-  const std::int64_t n = x.rows(), vocab = wte.rows();
+  const std::int64_t n = x.rows(), vocab = vocab_;
+  OPTIMUS_CHECK(wte.rows() >= vocab_, "cross-entropy: wte has ", wte.rows(), " rows for a vocabulary of ", vocab_);
   OPTIMUS_CHECK(static_cast<std::int64_t>(targets.size()) == n, "cross-entropy: ", targets.size(),
                 " targets for ", n, " tokens");
   OPTIMUS_CHECK(mean_over >= n, "cross-entropy: a mean over ", mean_over, " tokens cannot include all ", n,
@@ -29,7 +47,7 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
     OPTIMUS_CHECK(id >= 0 && id < vocab, "cross-entropy: target id ", id, " at position ", t,
                   " is outside the vocabulary [0, ", vocab, ")");
   }
-  DistMatrix<T> probs(x.grid(), n, vocab);  // logits, turned into probabilities in place
+  DistMatrix<T> probs(x.grid(), n, wte.rows());  // logits, turned into probabilities in place
   saved = Context{};
   if (pass.training) {
     saved.x.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dwte's
@@ -37,6 +55,7 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
   } else {
     summa_abt(T(1), x, wte, T(0), probs);
   }
+  mask_padding(probs);
   const std::int64_t rows = probs.local_rows(), v0 = probs.col_offset();
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
   const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);  // where the logits live

@@ -91,7 +91,9 @@ void init_parameter(const ParameterRef<T>& p, const GptConfig& config, DeviceMem
     for (std::int64_t c = 0; c < lc; ++c) {
       const auto [gr, gc] = p.layout.global(r, c);
       host[static_cast<std::size_t>(r * lc + c)] =
-          static_cast<T>(dist.sample(rng, static_cast<std::uint64_t>(gr), static_cast<std::uint64_t>(gc)));
+          gr >= p.layout.tensor_rows()
+              ? T(0)
+              : static_cast<T>(dist.sample(rng, static_cast<std::uint64_t>(gr), static_cast<std::uint64_t>(gc)));
     }
   }
   shard_from_host(p, host, device);
@@ -99,14 +101,15 @@ void init_parameter(const ParameterRef<T>& p, const GptConfig& config, DeviceMem
 
 template <class T>
 void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMemory* device) {
-  OPTIMUS_CHECK(full.rows() == p.layout.rows && full.cols() == p.layout.cols, "load_global: '", p.name, "' is ",
-                p.layout.rows, "x", p.layout.cols, " but the given tensor is ", full.rows(), "x", full.cols());
+  OPTIMUS_CHECK(full.rows() == p.layout.tensor_rows() && full.cols() == p.layout.cols, "load_global: '", p.name,
+                "' is ", p.layout.tensor_rows(), "x", p.layout.cols, " but the given tensor is ", full.rows(), "x",
+                full.cols());
   const std::int64_t lc = p.layout.local_cols();
   std::vector<T> host(static_cast<std::size_t>(p.layout.local_rows() * lc));
   for (std::int64_t r = 0; r < p.layout.local_rows(); ++r) {
     for (std::int64_t c = 0; c < lc; ++c) {
       const auto [gr, gc] = p.layout.global(r, c);
-      host[static_cast<std::size_t>(r * lc + c)] = static_cast<T>(full(gr, gc));
+      host[static_cast<std::size_t>(r * lc + c)] = gr >= p.layout.tensor_rows() ? T(0) : static_cast<T>(full(gr, gc));
     }
   }
   shard_from_host(p, host, device);
@@ -119,14 +122,14 @@ GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool
   const int ranks = comm.size();
   std::vector<T> all(static_cast<std::size_t>(n * ranks));
   comm.all_gather(mine.data(), all.data(), static_cast<std::size_t>(n), dtype_of<T>);
-  GlobalMatrix full(p.layout.rows, p.layout.cols);
+  GlobalMatrix full(p.layout.tensor_rows(), p.layout.cols);  // without padding rows
   for (int rank = 0; rank < ranks; ++rank) {
     const ShardLayout there = p.layout.on_rank(rank);
     const T* block = all.data() + static_cast<std::ptrdiff_t>(rank) * n;
     for (std::int64_t r = 0; r < lr; ++r) {
       for (std::int64_t c = 0; c < lc; ++c) {
         const auto [gr, gc] = there.global(r, c);
-        full(gr, gc) = static_cast<double>(block[r * lc + c]);
+        if (gr < p.layout.tensor_rows()) full(gr, gc) = static_cast<double>(block[r * lc + c]);
       }
     }
   }

@@ -5,6 +5,7 @@
 
 #include "same_error.hpp"
 
+#include <limits>
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -288,9 +289,14 @@ void lm_head_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const auto x = [&](int c) { return input<T>(n, s.hidden, 31, c); };
   const auto targets = [&](int c) { return random_tokens(n, s.vocab, 33 + 1000 * static_cast<std::uint64_t>(c)); };
   const auto ce = [&](int c) { return reference::cross_entropy(x(c) * wte.transpose(), targets(c)); };
-  const auto W = DistMatrix<T>::from_global(grid, wte);
-  DistMatrix<T> dwte(grid, s.vocab, s.hidden);
-  LmHead2D<T> head(grid);
+  // wte stored with padding ids [vocab, padded) as zero rows (GptConfig::stored_vocab): everything must equal the
+  // reference on the unpadded vocabulary, and the padding rows' gradients stay zero.
+  const std::int64_t padded = s.vocab + 2 * grid.q();
+  Matrix stored = Matrix::Zero(padded, s.hidden);
+  stored.topRows(s.vocab) = wte;
+  const auto W = DistMatrix<T>::from_global(grid, stored);
+  DistMatrix<T> dwte(grid, padded, s.hidden);
+  LmHead2D<T> head(grid, s.vocab);
   LayerRun<typename LmHead2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
         return Matrix::Constant(1, 1, head.forward(DistMatrix<T>::from_global(grid, x(c)), W, targets(c), n,
@@ -301,10 +307,14 @@ void lm_head_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
       .expected_input_grad = [&](int c) { return Matrix(ce(c).dlogits * wte); },
       .expected_grads = [&](int c) { return reference::Parameters{{"wte", ce(c).dlogits.transpose() * x(c)}}; },
   };
-  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), {"wte"},
-                [&](const std::string&) { return global(dwte); });
-  expect_close<T>(grid, "logits", global(head.logits(DistMatrix<T>::from_global(grid, x(0)), W)),
-                  x(0) * wte.transpose());
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), {"wte"}, [&](const std::string&) {
+    const Matrix g = global(dwte);
+    CHECK(g.bottomRows(padded - s.vocab).isZero(0));  // padding rows get no gradient
+    return Matrix(g.topRows(s.vocab));
+  });
+  const Matrix logits = global(head.logits(DistMatrix<T>::from_global(grid, x(0)), W));
+  expect_close<T>(grid, "logits", logits.leftCols(s.vocab), x(0) * wte.transpose());
+  CHECK((logits.rightCols(padded - s.vocab).array() == -std::numeric_limits<double>::infinity()).all());
 }
 
 template <class T>
@@ -334,7 +344,11 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const InFl
       .expected_grads = [&](int c) { return ref(c).grads; },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
-  const Matrix logits = global(model.logits(tokens(0), s.batch));
+  const Matrix stored_logits = global(model.logits(tokens(0), s.batch));  // [N, stored vocabulary]
+  REQUIRE(stored_logits.cols() == config.stored_vocab(grid.q()));
+  CHECK((stored_logits.rightCols(stored_logits.cols() - config.vocab).array() ==
+         -std::numeric_limits<double>::infinity()).all());  // padding ids: no probability
+  const Matrix logits = stored_logits.leftCols(config.vocab);
   const Matrix expected_logits = [&] {
     GptConfig c = config;
     c.dropout = 0;
@@ -512,10 +526,13 @@ void check_parameters(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
   const GptConfig config = config_for(q, 2, 0.0);
   Gpt2D<double> model(grid, config);
-  // Every element is stored exactly once in the grid.
+  // Every element is stored exactly once in the grid, plus wte's padding rows (stored_vocab - vocab of them).
   double stored = 0;
   for (const ParameterRef<double>& p : model.parameters()) stored += static_cast<double>(p.value.numel());
-  CHECK(grid.grid().all_reduce(stored, ReduceOp::sum) == static_cast<double>(config.parameter_count()));
+  const std::int64_t padding = config.stored_vocab(q) - config.vocab;
+  CHECK(padding > 0);
+  CHECK(grid.grid().all_reduce(stored, ReduceOp::sum) ==
+        static_cast<double>(config.parameter_count() + padding * config.hidden));
   CHECK(grid.memory().current(MemoryKind::parameters) == static_cast<std::uint64_t>(stored) * sizeof(double));
   // Load distinct values everywhere, gather them back unchanged (c_attn's columns included).
   std::map<std::string, GlobalMatrix> tensors;
@@ -550,7 +567,9 @@ void check_layer_errors(Communicator& world, int q) {
   };
   if (q > 1) {
     CHECK(with([&](GptConfig& c) { c.heads = q + 1; c.hidden = (q + 1) * q * q; }).find("heads = " + std::to_string(q + 1) + " is not divisible by q") != std::string::npos);
-    CHECK(with([&](GptConfig& c) { c.vocab = s.vocab + 1; }).find("vocab = " + std::to_string(s.vocab + 1)) != std::string::npos);
+    // Any vocabulary fits (it is padded); an explicit padding must be a multiple of q no smaller than it.
+    CHECK(with([&](GptConfig& c) { c.padded_vocab = s.vocab + 1; }).find("padded_vocab = " + std::to_string(s.vocab + 1)) != std::string::npos);
+    CHECK(with([&](GptConfig& c) { c.padded_vocab = s.vocab - q; }).find("no smaller than vocab") != std::string::npos);
     CHECK(with([&](GptConfig& c) { c.ffn = s.ffn + q; }).find("ffn = " + std::to_string(s.ffn + q)) != std::string::npos);
     const std::vector<int> odd(static_cast<std::size_t>((s.batch + 1) * s.seq), 1);
     CHECK(message([&] { model.train_step(odd, odd, s.batch + 1, 1, 1); }).find("batch = " + std::to_string(s.batch + 1)) !=

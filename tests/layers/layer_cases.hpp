@@ -35,7 +35,7 @@ reference::Parameters load_random(const std::vector<ParameterRef<T>>& refs, std:
   reference::Parameters p;
   for (const ParameterRef<T>& r : refs) {
     const bool layernorm_weight = r.name.find("ln_") != std::string::npos && r.name.ends_with(".weight");
-    reference::Matrix m = rounded<T>(0.5 * reference::random_matrix(r.layout.rows, r.layout.cols, seed++));
+    reference::Matrix m = rounded<T>(0.5 * reference::random_matrix(r.layout.tensor_rows(), r.layout.cols, seed++));
     if (layernorm_weight) m.array() += 1.0;
     load_parameter(r, m, device);
     p[r.name] = m;

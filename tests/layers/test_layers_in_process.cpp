@@ -165,7 +165,7 @@ TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
       const optimus::test::LayerShapes s = optimus::test::shapes_for(q);
       const std::int64_t n = s.batch * s.seq;
       optimus::TransformerBlock2D<float> block(grid, config, 0);
-      optimus::LmHead2D<float> head(grid);
+      optimus::LmHead2D<float> head(grid, config.vocab);
       optimus::DistMatrix<float> x(grid, n, s.hidden), wte(grid, config.vocab, s.hidden),
           dwte(grid, config.vocab, s.hidden);
       x.fill_random(1);
@@ -201,4 +201,36 @@ TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
       }
     });
   }
+}
+
+TEST_CASE("GPT-2's vocabulary of 50257 on a 2x2 grid: the reference's loss and gradients; padding rows stay zero") {
+  optimus::run_in_process(4, [](optimus::Communicator& w) {
+    const optimus::Grid grid = optimus::Grid::create(w, 2);
+    const optimus::GptConfig config{.vocab = 50257, .padded_vocab = 0, .max_seq = 4, .layers = 1, .hidden = 8,
+                                    .heads = 2, .ffn = 16, .dropout = 0.1, .seed = 5};
+    CHECK(config.stored_vocab(2) == 50432);  // 50257 rounded up to a multiple of 128 * q
+    optimus::Gpt2D<double> model(grid, config);
+    optimus::AdamW<double> optimizer(grid, model.parameters(), optimus::AdamWConfig{});
+    const std::vector<int> tokens = optimus::test::random_tokens(2 * 4, config.vocab, 11);
+    const std::vector<int> targets = optimus::test::random_tokens(2 * 4, config.vocab, 12);
+    const double loss = model.train_step(tokens, targets, 2, 1, 1);
+    const auto ref = optimus::reference::gpt_forward_backward(config, optimus::reference::gpt_init(config), tokens,
+                                                              targets, 2, 1);
+    CHECK(std::abs(loss - ref.loss) <= 1e-10 * std::abs(ref.loss));
+    const std::map<std::string, optimus::GlobalMatrix> grads = model.gather(true);
+    CHECK(grads.at("wte").rows() == config.vocab);  // gathering strips the padding
+    for (const auto& [name, g] : grads) {
+      CAPTURE(name);
+      CHECK(optimus::reference::compare_relative(g, ref.grads.at(name), 1e-10).ok());
+    }
+    for (int step = 0; step < 3; ++step) optimizer.step();  // weight decay and moments touch every stored row
+    for (const optimus::ParameterRef<double>& p : model.parameters()) {
+      if (p.name != "wte") continue;
+      const std::int64_t cols = p.layout.local_cols();
+      for (std::int64_t r = 0; r < p.layout.local_rows(); ++r) {
+        if (p.layout.global(r, 0).first < config.vocab) continue;
+        for (std::int64_t c = 0; c < cols; ++c) CHECK(p.value.data()[r * cols + c] == 0.0);
+      }
+    }
+  });
 }

@@ -8,6 +8,7 @@ namespace optimus {
 
 struct GptConfig {
   std::int64_t vocab = 256;     // token ids are [0, vocab)
+  std::int64_t padded_vocab = 0;  // rows of wte as stored (see stored_vocab); 0: the default padding
   std::int64_t max_seq = 64;    // rows of the position table wpe
   std::int64_t layers = 2;      // transformer blocks
   std::int64_t hidden = 128;    // h
@@ -17,6 +18,14 @@ struct GptConfig {
   std::uint64_t seed = 1234;    // initialization and dropout masks
 
   std::int64_t head_size() const { return hidden / heads; }
+  // The vocabulary as a q x q grid stores it: padded_vocab where set, else vocab rounded up to a multiple of 128*q
+  // (Megatron's and llm.c's padding, so that q divides it and GEMMs get round shapes). Ids [vocab, stored) are never
+  // looked up, their logits take no part in the softmax or the loss, and their rows of wte stay zero; parameters(),
+  // gathering, loading and checkpoints show wte as [vocab, h].
+  std::int64_t stored_vocab(int q) const {
+    const std::int64_t multiple = 128 * static_cast<std::int64_t>(q);
+    return padded_vocab > 0 ? padded_vocab : (vocab + multiple - 1) / multiple * multiple;
+  }
   // GPT-2 parameter count (wte tied with the LM head).
   std::int64_t parameter_count() const {
     const std::int64_t h = hidden;
@@ -26,7 +35,7 @@ struct GptConfig {
 };
 
 inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
-  return os << "vocab=" << c.vocab << " max_seq=" << c.max_seq << " layers=" << c.layers << " hidden=" << c.hidden
+  return os << "vocab=" << c.vocab << " padded_vocab=" << c.padded_vocab << " max_seq=" << c.max_seq << " layers=" << c.layers << " hidden=" << c.hidden
             << " heads=" << c.heads << " ffn=" << c.ffn << " dropout=" << c.dropout;
 }
 

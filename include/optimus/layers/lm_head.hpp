@@ -1,6 +1,8 @@
 // optimus::LmHead2D: logits = x wte^T (SUMMA ABT with the tied token embedding) and the vocab-parallel
 // mean cross-entropy (docs/design.md, "Layers").
-//   x: [N, h]; wte: [vocab, h]; logits: [N, vocab], rank (i, j) holds tokens block i, vocabulary slice j.
+//   x: [N, h]; wte: [V, h] with V >= vocab (the stored, padded vocabulary, GptConfig::stored_vocab); logits: [N, V],
+//   rank (i, j) holds tokens block i, vocabulary slice j. Logits of the padding ids [vocab, V) are -inf (a row of
+//   0 / -inf added to this rank's columns), so they take no part in the softmax, the loss or any gradient.
 //   Per token: max, sum of exp and the target's logit are row all-reduces (the last two fused into one);
 //   the loss is the sum of the N tokens' losses over `mean_over` (N for one batch, the whole batch's token count for
 //   one of its micro-batches: the micro-batches' losses then add up to the batch's mean), a column all-reduce of the
@@ -13,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "optimus/core/tensor.hpp"
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/context.hpp"
@@ -25,9 +28,10 @@ class LmHead2D {
  public:
   using Context = LmHeadContext<T>;
 
-  explicit LmHead2D(const Grid& grid) : grid_(grid) {}
+  // vocab: the real vocabulary (targets are checked against it); wte may have more rows (padding).
+  LmHead2D(const Grid& grid, std::int64_t vocab) : grid_(grid), vocab_(vocab) {}
 
-  // The logits only (inference): [N, vocab].
+  // The logits only (inference): [N, V] (padding columns -inf).
   DistMatrix<T> logits(const DistMatrix<T>& x, const DistMatrix<T>& wte) const;
   // The sum of the N tokens' cross-entropies over mean_over (>= N); targets: N ids (the pass's whole batch),
   // checked. A training pass fills `saved`.
@@ -37,7 +41,12 @@ class LmHead2D {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte);
 
  private:
+  // Adds -inf to the logits of padding ids (no-op when wte has no padding rows).
+  void mask_padding(DistMatrix<T>& logits) const;
+
   Grid grid_;
+  std::int64_t vocab_;
+  mutable Tensor<T> mask_;  // [V/q]: 0, or -inf for a padding id; made on first use where this rank has padding
 };
 
 extern template class LmHead2D<float>;

@@ -33,6 +33,10 @@ struct ShardLayout {
   // the 2D layout, `parts` for the 1D one), and qkv_hidden is h; global columns keep GPT-2's [Q | K | V] order.
   std::int64_t qkv_hidden = 0;
   int parts = 1, part = 0;
+  // The last padding_rows global rows are storage padding (wte's padded vocabulary): always zero, not part of the
+  // GPT-2 tensor, which has rows - padding_rows rows (initialization zeroes them, loading and gathering skip them).
+  std::int64_t padding_rows = 0;
+  std::int64_t tensor_rows() const { return rows - padding_rows; }
 
   std::int64_t local_rows() const;
   std::int64_t local_cols() const;
