@@ -8,6 +8,7 @@
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--gemm f32|bf16] [--in-process N]
 //                            [--micro-batches M] [--recompute none|selective|full]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
+//                            [--init FILE.safetensors] [--export FILE.safetensors]
 //
 // --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
 // (distributed_grid; needs a build with CUDA and NCCL). --device sim: the simulated device, one per rank, with its
@@ -151,7 +152,7 @@ std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::s
     std::vector<int> tokens;
     for (int copy = 0; copy < q; ++copy) tokens.insert(tokens.end(), window.begin(), window.end());  // q | batch
     const GlobalMatrix logits = model.logits(tokens, q).to_global().cast<double>();
-    const auto vocab = static_cast<Eigen::Index>(model.config().vocab);  // the logits have padding columns after it
+    const auto vocab = static_cast<Eigen::Index>(c.chars.size());  // the text's ids (the model may have more)
     const Eigen::RowVectorXd row = logits.row(static_cast<Eigen::Index>(s) - 1).head(vocab) / 0.8;
     const Eigen::RowVectorXd p = (row.array() - row.maxCoeff()).exp();
     double u = rng.uniform(static_cast<std::uint64_t>(n), 0) * p.sum();
@@ -246,6 +247,29 @@ void adopt_checkpoint(const optimus::cli::Options& o, const optimus::checkpoint:
                 " is before the checkpoint's step ", info.state.step);
 }
 
+// --init FILE: the model's shape is the file's; the text's ids must be among its vocabulary, and shape options given
+// must agree.
+void adopt_shape(const optimus::cli::Options& o, const optimus::GptConfig& file, const std::string& path,
+                 optimus::GptConfig& config) {
+  const auto same = [&](const char* option, std::int64_t there) {
+    OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
+                  " differs from ", path, "'s ", there);
+  };
+  same("layers", file.layers);
+  same("hidden", file.hidden);
+  same("heads", file.heads);
+  same("ffn", file.ffn);
+  same("seq", file.max_seq);
+  OPTIMUS_CHECK(file.vocab >= config.vocab, path, " has a vocabulary of ", file.vocab, ", fewer than the text's ",
+                config.vocab, " ids");
+  config.vocab = file.vocab;
+  config.layers = file.layers;
+  config.hidden = file.hidden;
+  config.heads = file.heads;
+  config.ffn = file.ffn;
+  config.max_seq = file.max_seq;
+}
+
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
   const int q = static_cast<int>(o.integer("q", 2));
@@ -285,6 +309,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   const Saving saving = saving_options(o);
   std::optional<std::filesystem::path> resume;
   optimus::checkpoint::Info resumed;
+  OPTIMUS_CHECK(!(o.has("init") && o.has("resume")), "--init and --resume exclude each other (a checkpoint holds the "
+                "weights already)");
+  if (o.has("init")) adopt_shape(o, optimus::checkpoint::hf_config(o.text("init", "")), o.text("init", ""), config);
   if (o.has("resume")) {
     resume = optimus::checkpoint::resolve(o.text("resume", ""));
     resumed = optimus::checkpoint::inspect(*resume);
@@ -334,6 +361,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   optimus::AdamW<float> optimizer(grid, model.parameters(),
                                   optimus::AdamWConfig{.lr = lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
                                                        .weight_decay = 0.1, .max_grad_norm = 1.0});
+  if (o.has("init")) {
+    optimus::checkpoint::import_hf(o.text("init", ""), model);
+    if (root) std::printf("  initialized from %s\n", o.text("init", "").c_str());
+  }
   int first_step = 1;
   if (resume) {
     optimus::checkpoint::IoStats io;
@@ -388,6 +419,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       t0 = std::chrono::steady_clock::now();
     }
   }
+  if (o.has("export")) {
+    optimus::checkpoint::export_hf(o.text("export", ""), model);
+    if (root) std::printf("  exported %s (Hugging Face GPT-2 safetensors)\n", o.text("export", "").c_str());
+  }
   double valid_loss = 0;
   const int valid_batches = 8;
   for (int k = 0; k < valid_batches; ++k) {
@@ -422,7 +457,7 @@ int main(int argc, char** argv) {
     const optimus::cli::Options o(argc, argv, 1,
                                   {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
                                    "every", "text", "sample", "dropout", "device", "device-memory", "gemm",
-                                   "in-process", "micro-batches", "recompute", "save", "save-every", "keep", "resume"});
+                                   "in-process", "micro-batches", "recompute", "save", "save-every", "keep", "resume", "init", "export"});
     Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
     if (!where.in_process) return train(ctx.world(), o, where);
     const auto ranks = o.integer("in-process", 1);

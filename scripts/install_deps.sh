@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages Optimus needs, only the missing ones (as root, or through sudo).
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libeigen3-dev doctest-dev libopenblas-dev nlohmann-json3-dev libxxhash-dev)
+packages=(cmake ninja-build g++ libeigen3-dev doctest-dev libopenblas-dev nlohmann-json3-dev libxxhash-dev python3-venv)
 if [[ "${OPTIMUS_WITH_MPI:-ON}" != "OFF" ]]; then
   packages+=(libopenmpi-dev openmpi-bin libscalapack-openmpi-dev)
 fi

@@ -33,5 +33,12 @@ while (($#)); do
 done
 
 optimus_build
+# Python test tools (the GPT-2 interop test's external reader and writer) in a venv of the build directory.
+venv="$build_dir/test-venv"
+if ! "$venv/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
+  echo "test.sh: installing safetensors and numpy into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check safetensors numpy
+fi
 cd "$build_dir"
 ctest --output-on-failure --timeout 600 "${ctest_args[@]}"

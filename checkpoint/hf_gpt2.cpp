@@ -1,0 +1,189 @@
+// Hugging Face GPT-2 safetensors: names, shapes, streaming export and per-tensor import.
+#include "optimus/checkpoint/hf_gpt2.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "optimus/checkpoint/safetensors.hpp"
+#include "optimus/comm/all_or_throw.hpp"
+#include "optimus/core/error.hpp"
+
+namespace optimus::checkpoint {
+
+namespace {
+
+// Optimus' name -> Hugging Face's (the embeddings carry ".weight" there).
+std::string hf_name(const std::string& name) {
+  return name == "wte" || name == "wpe" ? name + ".weight" : name;
+}
+
+// The file's tensors by Hugging Face name without the optional "transformer." prefix, the buffers left out.
+std::map<std::string, const safetensors::Entry*> tensors_of(const safetensors::Reader& file) {
+  std::map<std::string, const safetensors::Entry*> out;
+  for (const safetensors::Entry& e : file.entries()) {
+    std::string name = e.info.name;
+    if (name.rfind("transformer.", 0) == 0) name = name.substr(12);
+    if (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight") continue;
+    OPTIMUS_CHECK(out.emplace(name, &e).second, "'", file.path(), "' holds '", name, "' twice (with and without the "
+                  "transformer. prefix)");
+  }
+  return out;
+}
+
+const safetensors::Entry& need(const std::map<std::string, const safetensors::Entry*>& tensors,
+                               const std::string& name, const std::string& path) {
+  const auto it = tensors.find(name);
+  OPTIMUS_CHECK(it != tensors.end(), "'", path, "' is not a GPT-2 checkpoint: it has no tensor '", name, "'");
+  return *it->second;
+}
+
+// A tensor of the file as a [rows, cols] matrix (vectors 1 x n); F32, F64 and BF16 are read.
+GlobalMatrix read_matrix(const safetensors::Reader& file, const safetensors::Entry& e) {
+  const std::vector<std::int64_t>& shape = e.info.shape;
+  OPTIMUS_CHECK(shape.size() == 1 || shape.size() == 2, "'", file.path(), "': tensor '", e.info.name, "' has ",
+                shape.size(), " dimensions");
+  const std::int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+  std::vector<char> bytes(e.info.bytes());
+  file.read(e.offset, bytes.size(), bytes.data());
+  GlobalMatrix m(rows, cols);
+  const std::string& dtype = e.info.dtype;
+  for (std::int64_t k = 0; k < rows * cols; ++k) {
+    double v = 0;
+    if (dtype == "F32") {
+      float f;
+      std::memcpy(&f, bytes.data() + 4 * k, 4);
+      v = f;
+    } else if (dtype == "F64") {
+      std::memcpy(&v, bytes.data() + 8 * k, 8);
+    } else if (dtype == "BF16") {
+      std::uint16_t b;
+      std::memcpy(&b, bytes.data() + 2 * k, 2);
+      bf16 h;
+      h.bits = b;
+      v = static_cast<float>(h);
+    } else {
+      OPTIMUS_FAIL("'", file.path(), "': tensor '", e.info.name, "' is ", dtype, "; F32, F64 or BF16 are read");
+    }
+    m(k / cols, k % cols) = v;
+  }
+  return m;
+}
+
+}  // namespace
+
+GptConfig hf_config(const std::string& path) {
+  const safetensors::Reader file(path);
+  const auto tensors = tensors_of(file);
+  const auto& wte = need(tensors, "wte.weight", path).info.shape;
+  const auto& wpe = need(tensors, "wpe.weight", path).info.shape;
+  OPTIMUS_CHECK(wte.size() == 2 && wpe.size() == 2 && wte[1] == wpe[1], "'", path,
+                "': wte.weight and wpe.weight are not [vocab, h] and [max_seq, h]");
+  std::int64_t layers = 0;
+  while (tensors.count("h." + std::to_string(layers) + ".attn.c_attn.weight")) ++layers;
+  GptConfig c{.vocab = wte[0], .padded_vocab = 0, .max_seq = wpe[0], .layers = layers, .hidden = wte[1], .heads = 0,
+              .ffn = 0, .dropout = 0.0, .seed = 0};
+  if (layers > 0) {
+    const auto& fc = need(tensors, "h.0.mlp.c_fc.weight", path).info.shape;
+    OPTIMUS_CHECK(fc.size() == 2, "'", path, "': h.0.mlp.c_fc.weight is not a matrix");
+    c.ffn = fc[1];
+  }
+  const auto heads = file.metadata().find("n_head");
+  if (heads != file.metadata().end()) {
+    c.heads = std::stoll(heads->second);
+  } else {
+    OPTIMUS_CHECK(c.hidden % 64 == 0, "'", path, "' names no n_head and its hidden size ", c.hidden,
+                  " is not a multiple of GPT-2's head size 64");
+    c.heads = c.hidden / 64;
+  }
+  // Every tensor is one the model has, with its shape.
+  std::set<std::string> expected;
+  for (std::int64_t l = 0; l < layers; ++l) {
+    for (const char* part : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                             "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                             "mlp.c_proj.weight", "mlp.c_proj.bias"}) {
+      expected.insert("h." + std::to_string(l) + "." + part);
+    }
+  }
+  for (const char* name : {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"}) expected.insert(name);
+  for (const auto& [name, entry] : tensors) {
+    OPTIMUS_CHECK(expected.count(name), "'", path, "' has a tensor '", entry->info.name, "' that GPT-2 does not");
+  }
+  return c;
+}
+
+template <class T>
+void import_hf(const std::string& path, Gpt2D<T>& model) {
+  const Grid& grid = model.grid();
+  all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+    const GptConfig there = hf_config(path), here = model.config();
+    OPTIMUS_CHECK(there.vocab == here.vocab && there.max_seq == here.max_seq && there.layers == here.layers &&
+                      there.hidden == here.hidden && there.ffn == here.ffn,
+                  "'", path, "' holds a GPT-2 of vocab ", there.vocab, ", context ", there.max_seq, ", ", there.layers,
+                  " layers, hidden ", there.hidden, ", ffn ", there.ffn, "; the model has ", here.vocab, ", ",
+                  here.max_seq, ", ", here.layers, ", ", here.hidden, ", ", here.ffn);
+    const safetensors::Reader file(path);
+    const auto tensors = tensors_of(file);
+    for (const ParameterRef<T>& p : model.parameters()) {
+      const safetensors::Entry& e = need(tensors, hf_name(p.name), path);
+      OPTIMUS_CHECK(e.info.shape == p.shape, "'", path, "': '", e.info.name, "' has another shape than the model's");
+      load_parameter(p, read_matrix(file, e), grid.device());
+    }
+  });
+}
+
+template <class T>
+void export_hf(const std::string& path, Gpt2D<T>& model) {
+  const Grid& grid = model.grid();
+  const bool writer = grid.dp_index() == 0 && grid.grid().rank() == 0;
+  const std::string partial = path + ".partial";
+  std::optional<safetensors::Writer> file;
+  std::optional<std::string> failure;
+  const auto attempt = [&](const std::function<void()>& step) {
+    if (!writer || failure) return;
+    try {
+      step();
+    } catch (const std::exception& e) {
+      const auto* error = dynamic_cast<const Error*>(&e);
+      failure = error != nullptr ? error->message() : e.what();
+    }
+  };
+  const std::vector<ParameterRef<T>> params = model.parameters();
+  attempt([&] {
+    std::vector<safetensors::TensorInfo> infos;
+    for (const ParameterRef<T>& p : params) infos.push_back({.name = hf_name(p.name), .dtype = "F32", .shape = p.shape});
+    file.emplace(partial, infos,
+                 std::map<std::string, std::string>{{"format", "pt"},
+                                                    {"n_head", std::to_string(model.config().heads)},
+                                                    {"producer", "optimus"}});
+  });
+  if (grid.dp_index() == 0) {
+    for (const ParameterRef<T>& p : params) {
+      const GlobalMatrix m = gather_parameter(grid.grid(), p, false, grid.device());  // one tensor at a time
+      attempt([&] {
+        std::vector<float> values(static_cast<std::size_t>(m.size()));
+        for (Eigen::Index k = 0; k < m.size(); ++k) values[static_cast<std::size_t>(k)] = static_cast<float>(m(k / m.cols(), k % m.cols()));
+        file->append(values.data(), values.size() * sizeof(float));
+      });
+    }
+  }
+  attempt([&] {
+    file->finish();
+    std::filesystem::rename(partial, path);
+  });
+  all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+    if (failure) OPTIMUS_FAIL(*failure);
+  });
+}
+
+template void import_hf<float>(const std::string&, Gpt2D<float>&);
+template void import_hf<double>(const std::string&, Gpt2D<double>&);
+template void export_hf<float>(const std::string&, Gpt2D<float>&);
+template void export_hf<double>(const std::string&, Gpt2D<double>&);
+
+}  // namespace optimus::checkpoint
