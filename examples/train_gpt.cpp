@@ -8,7 +8,7 @@
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--gemm f32|bf16] [--in-process N]
 //                            [--micro-batches M] [--recompute none|selective|full]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
-//                            [--init FILE.safetensors] [--export FILE.safetensors]
+//                            [--init FILE.safetensors] [--export FILE.safetensors] [--data FILE[,VALID_FILE]]
 //
 // --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
 // (distributed_grid; needs a build with CUDA and NCCL). --device sim: the simulated device, one per rank, with its
@@ -48,13 +48,70 @@ namespace {
 
 using optimus::GlobalMatrix;
 
-// The text as token ids over its own sorted character set (the model pads the vocabulary for the grid).
-// The last 10% of the text is held out for validation.
-struct Corpus {
-  std::string chars;       // id -> character
-  std::vector<int> train, valid;
-  double unigram_entropy;  // nats per character, over the whole text
+// A sequence of token ids: the text's (in memory), or a range of a token file's (memory-mapped).
+struct Tokens {
+  std::vector<int> owned;
+  const optimus::checkpoint::TokenFile* file = nullptr;
+  std::size_t begin = 0, count = 0;
+
+  std::size_t size() const { return file != nullptr ? count : owned.size(); }
+  int operator[](std::size_t k) const { return file != nullptr ? (*file)[begin + k] : owned[k]; }
 };
+
+// What the model trains on: the text as ids over its own sorted character set (the model pads the vocabulary for
+// the grid), its last 10% held out; or token files (--data), the validation file or else the train file's last 10%
+// held out.
+struct Corpus {
+  std::string chars;  // id -> character (the text); empty for token data
+  Tokens train, valid;
+  std::int64_t vocab = 0;
+  double unigram_entropy = 0;  // nats per token, over the training tokens
+  std::unique_ptr<optimus::checkpoint::TokenFile> train_file, valid_file;
+};
+
+// Nats per token of the unigram distribution of `counts`.
+double entropy(const std::vector<std::int64_t>& counts) {
+  std::int64_t total = 0;
+  for (std::int64_t n : counts) total += n;
+  double h = 0;
+  for (std::int64_t n : counts) {
+    if (n == 0) continue;
+    const double p = static_cast<double>(n) / static_cast<double>(total);
+    h -= p * std::log(p);
+  }
+  return h;
+}
+
+// --data FILE[,VALID_FILE]: GPT-2 token ids (vocabulary 50257 unless --init says otherwise).
+Corpus load_data(const std::string& spec, std::int64_t seq) {
+  Corpus c;
+  const auto comma = spec.find(',');
+  c.train_file = std::make_unique<optimus::checkpoint::TokenFile>(spec.substr(0, comma));
+  std::vector<std::int64_t> counts(65536, 0);
+  for (std::size_t k = 0; k < c.train_file->size(); ++k) ++counts[static_cast<std::size_t>((*c.train_file)[k])];
+  c.unigram_entropy = entropy(counts);
+  const std::size_t n = c.train_file->size();
+  if (comma != std::string::npos) {
+    c.valid_file = std::make_unique<optimus::checkpoint::TokenFile>(spec.substr(comma + 1));
+    c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = n};
+    c.valid = Tokens{.owned = {}, .file = c.valid_file.get(), .begin = 0, .count = c.valid_file->size()};
+  } else {
+    const std::size_t split = n * 9 / 10;
+    c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = split};
+    c.valid = Tokens{.owned = {}, .file = c.train_file.get(), .begin = split, .count = n - split};
+  }
+  c.vocab = 50257;  // GPT-2's tokenizer
+  for (const auto* file : {c.train_file.get(), c.valid_file.get()}) {
+    if (file == nullptr) continue;
+    OPTIMUS_CHECK(file->max_token() < c.vocab, "token file '", file->path(), "' holds id ", file->max_token(),
+                  ", outside GPT-2's vocabulary of ", c.vocab);
+  }
+  for (const Tokens* t : {&c.train, &c.valid}) {
+    OPTIMUS_CHECK(t->size() > static_cast<std::size_t>(seq) + 1, "--data: ", t == &c.train ? "training" : "held-out",
+                  " tokens (", t->size(), ") are fewer than one sequence of --seq ", seq, " plus its target");
+  }
+  return c;
+}
 
 Corpus load_corpus(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -63,6 +120,7 @@ Corpus load_corpus(const std::string& path) {
   OPTIMUS_CHECK(text.size() > 1000, "train_gpt: the text '", path, "' has only ", text.size(), " bytes");
   Corpus c;
   std::vector<std::int64_t> count(256, 0);
+  c.train.owned.reserve(text.size());
   for (unsigned char ch : text) ++count[ch];
   int lookup[256];
   for (int ch = 0; ch < 256; ++ch) {
@@ -71,8 +129,9 @@ Corpus load_corpus(const std::string& path) {
   }
   const std::size_t split = text.size() * 9 / 10;
   for (std::size_t e = 0; e < text.size(); ++e) {
-    (e < split ? c.train : c.valid).push_back(lookup[static_cast<unsigned char>(text[e])]);
+    (e < split ? c.train : c.valid).owned.push_back(lookup[static_cast<unsigned char>(text[e])]);
   }
+  c.vocab = static_cast<std::int64_t>(c.chars.size());
   c.unigram_entropy = 0;
   for (std::int64_t n : count) {
     if (n == 0) continue;
@@ -83,7 +142,7 @@ Corpus load_corpus(const std::string& path) {
 }
 
 // Batch `step` of replica `replica`: b windows of s+1 characters of `ids` at counter-based random offsets.
-void draw_batch(const std::vector<int>& ids, std::int64_t b, std::int64_t s, std::uint64_t seed, std::uint64_t step,
+void draw_batch(const Tokens& ids, std::int64_t b, std::int64_t s, std::uint64_t seed, std::uint64_t step,
                 int replica, int replicas, std::vector<int>& tokens, std::vector<int>& targets) {
   const optimus::CounterRng rng(seed, 1u << 20);
   tokens.resize(static_cast<std::size_t>(b * s));
@@ -139,11 +198,20 @@ std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::s
                      std::uint64_t seed) {
   const int q = model.grid().q();
   std::vector<int> context;
-  for (char ch : prompt) {
-    const auto pos = c.chars.find(ch);
-    if (pos != std::string::npos) context.push_back(static_cast<int>(pos));
+  std::string out;
+  if (c.chars.empty()) {  // token data: the held-out tokens' first four as the prompt, ids printed
+    for (std::size_t k = 0; k < 4; ++k) {
+      context.push_back(c.valid[k]);
+      if (k > 0) out += ' ';
+      out += std::to_string(c.valid[k]);
+    }
+  } else {
+    for (char ch : prompt) {
+      const auto pos = c.chars.find(ch);
+      if (pos != std::string::npos) context.push_back(static_cast<int>(pos));
+    }
+    out = prompt;
   }
-  std::string out = prompt;
   const optimus::CounterRng rng(seed, 7);
   const auto max_seq = static_cast<std::size_t>(model.config().max_seq);
   for (int n = 0; n < count; ++n) {
@@ -152,14 +220,15 @@ std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::s
     std::vector<int> tokens;
     for (int copy = 0; copy < q; ++copy) tokens.insert(tokens.end(), window.begin(), window.end());  // q | batch
     const GlobalMatrix logits = model.logits(tokens, q).to_global().cast<double>();
-    const auto vocab = static_cast<Eigen::Index>(c.chars.size());  // the text's ids (the model may have more)
+    const auto vocab = static_cast<Eigen::Index>(c.vocab);  // the data's ids (the model may have more)
     const Eigen::RowVectorXd row = logits.row(static_cast<Eigen::Index>(s) - 1).head(vocab) / 0.8;
     const Eigen::RowVectorXd p = (row.array() - row.maxCoeff()).exp();
     double u = rng.uniform(static_cast<std::uint64_t>(n), 0) * p.sum();
     int next = 0;
     while (next + 1 < p.size() && (u -= p(next)) > 0) ++next;
     context.push_back(next);
-    out.push_back(c.chars[static_cast<std::size_t>(next)]);
+    if (c.chars.empty()) out.append(" ").append(std::to_string(next));
+    else out.push_back(c.chars[static_cast<std::size_t>(next)]);
   }
   return out;
 }
@@ -289,10 +358,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   optimus::Grid& grid = device_grid ? *device_grid : host_grid;
   grid.set_gemm_math(math);
   const bool root = world.rank() == 0;
-  const Corpus corpus = load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
+  OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
+  const Corpus corpus = o.has("data") ? load_data(o.text("data", ""), o.integer("seq", 64))
+                                      : load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
 
   optimus::GptConfig config;
-  config.vocab = static_cast<std::int64_t>(corpus.chars.size());
+  config.vocab = corpus.vocab;
   config.layers = o.integer("layers", 2);
   config.hidden = o.integer("hidden", 128);
   config.heads = o.integer("heads", 4);
@@ -319,13 +390,21 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   }
   const std::int64_t seq = config.max_seq;
   if (root) {
-    std::printf("Optimus: character-level GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n", q, q,
-                grid.dp(), world.size(), grid.row().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(),
-                gemm.c_str());
-    std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f "
-                "nats/char\n",
-                corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
-                static_cast<long long>(config.vocab), corpus.unigram_entropy);
+    std::printf("Optimus: %s GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n",
+                corpus.chars.empty() ? "token-level" : "character-level", q, q, grid.dp(), world.size(),
+                grid.row().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(), gemm.c_str());
+    if (corpus.chars.empty()) {
+      std::printf("  data: %s (%s), %zu tokens for training, %zu held out in %s, vocabulary %lld, unigram entropy "
+                  "%.3f nats/token\n",
+                  corpus.train_file->path().c_str(), corpus.train_file->format(), corpus.train.size(),
+                  corpus.valid.size(), corpus.valid_file ? corpus.valid_file->path().c_str() : "its last 10%",
+                  static_cast<long long>(config.vocab), corpus.unigram_entropy);
+    } else {
+      std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f "
+                  "nats/char\n",
+                  corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
+                  static_cast<long long>(config.vocab), corpus.unigram_entropy);
+    }
     std::printf("  model: layers %lld, hidden %lld, heads %lld, ffn %lld, context %lld, dropout %.2f, %lld parameters; "
                 "batch %lld x dp %d in %lld micro-batches, recomputation %s\n",
                 static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
@@ -441,8 +520,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       std::printf("no step left to train: the checkpoint is at step %d of %d; held-out loss %.4f\n", first_step - 1,
                   steps, valid_loss);
     } else {
-      std::printf("final training loss %.4f nats/char, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
-                  valid_loss, corpus.unigram_entropy, last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
+      std::printf("final training loss %.4f nats/%s, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
+                  corpus.chars.empty() ? "token" : "char", valid_loss, corpus.unigram_entropy,
+                  corpus.chars.empty() ? "-" : last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
     }
     std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
   }
@@ -457,7 +537,7 @@ int main(int argc, char** argv) {
     const optimus::cli::Options o(argc, argv, 1,
                                   {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
                                    "every", "text", "sample", "dropout", "device", "device-memory", "gemm",
-                                   "in-process", "micro-batches", "recompute", "save", "save-every", "keep", "resume", "init", "export"});
+                                   "in-process", "micro-batches", "recompute", "save", "save-every", "keep", "resume", "init", "export", "data"});
     Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
     if (!where.in_process) return train(ctx.world(), o, where);
     const auto ranks = o.integer("in-process", 1);
