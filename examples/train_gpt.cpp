@@ -8,7 +8,7 @@
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--gemm f32|bf16] [--in-process N]
 //                            [--micro-batches M] [--recompute none|selective|full]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
-//                            [--init FILE.safetensors] [--export FILE.safetensors] [--data FILE[,VALID_FILE]]
+//                            [--init FILE] [--export FILE.safetensors|FILE.bin] [--data FILE[,VALID_FILE]]
 //
 // --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
 // (distributed_grid; needs a build with CUDA and NCCL). --device sim: the simulated device, one per rank, with its
@@ -26,6 +26,11 @@
 // newest K. --resume PATH: a checkpoint, or a save directory for its newest; the run continues from its step on any
 // q and dp with the checkpoint's model shape, seed, --steps, --lr and global batch (the learning-rate schedule and the
 // data order follow the step), so an interrupted run resumed prints what the uninterrupted one prints.
+// --init FILE: start from a Hugging Face GPT-2 safetensors file (optimus/checkpoint/hf_gpt2.hpp) or an llm.c
+// checkpoint (llmc_gpt2.hpp), told apart by content; the model's shape is the file's. --export FILE: the trained model
+// at the end, as llm.c's checkpoint where FILE ends in .bin, else as safetensors (streamed, one tensor at a time).
+// --data FILE[,VALID_FILE]: train on GPT-2 token ids (llm.c's .bin with its header, or nanoGPT's raw uint16 train.bin;
+// memory-mapped) instead of the text; the held-out loss is on VALID_FILE, or on FILE's last 10%.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -382,7 +387,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   optimus::checkpoint::Info resumed;
   OPTIMUS_CHECK(!(o.has("init") && o.has("resume")), "--init and --resume exclude each other (a checkpoint holds the "
                 "weights already)");
-  if (o.has("init")) adopt_shape(o, optimus::checkpoint::hf_config(o.text("init", "")), o.text("init", ""), config);
+  const bool init_llmc = o.has("init") && optimus::checkpoint::is_llmc_checkpoint(o.text("init", ""));
+  if (o.has("init")) {
+    const std::string file = o.text("init", "");
+    adopt_shape(o, init_llmc ? optimus::checkpoint::llmc_config(file) : optimus::checkpoint::hf_config(file), file,
+                config);
+  }
   if (o.has("resume")) {
     resume = optimus::checkpoint::resolve(o.text("resume", ""));
     resumed = optimus::checkpoint::inspect(*resume);
@@ -441,8 +451,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                                   optimus::AdamWConfig{.lr = lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
                                                        .weight_decay = 0.1, .max_grad_norm = 1.0});
   if (o.has("init")) {
-    optimus::checkpoint::import_hf(o.text("init", ""), model);
-    if (root) std::printf("  initialized from %s\n", o.text("init", "").c_str());
+    if (init_llmc) optimus::checkpoint::import_llmc(o.text("init", ""), model);
+    else optimus::checkpoint::import_hf(o.text("init", ""), model);
+    if (root) std::printf("  initialized from %s (%s)\n", o.text("init", "").c_str(), init_llmc ? "llm.c" : "safetensors");
   }
   int first_step = 1;
   if (resume) {
@@ -499,8 +510,11 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     }
   }
   if (o.has("export")) {
-    optimus::checkpoint::export_hf(o.text("export", ""), model);
-    if (root) std::printf("  exported %s (Hugging Face GPT-2 safetensors)\n", o.text("export", "").c_str());
+    const std::string file = o.text("export", "");
+    const bool llmc = file.ends_with(".bin");
+    if (llmc) optimus::checkpoint::export_llmc(file, model);
+    else optimus::checkpoint::export_hf(file, model);
+    if (root) std::printf("  exported %s (%s)\n", file.c_str(), llmc ? "llm.c" : "Hugging Face GPT-2 safetensors");
   }
   double valid_loss = 0;
   const int valid_batches = 8;
