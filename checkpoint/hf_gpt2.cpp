@@ -143,18 +143,9 @@ void export_hf(const std::string& path, Gpt2D<T>& model) {
   const bool writer = grid.dp_index() == 0 && grid.grid().rank() == 0;
   const std::string partial = path + ".partial";
   std::optional<safetensors::Writer> file;
-  std::optional<std::string> failure;
-  const auto attempt = [&](const std::function<void()>& step) {
-    if (!writer || failure) return;
-    try {
-      step();
-    } catch (const std::exception& e) {
-      const auto* error = dynamic_cast<const Error*>(&e);
-      failure = error != nullptr ? error->message() : e.what();
-    }
-  };
+  DeferredFailure outcome(writer);
   const std::vector<ParameterRef<T>> params = model.parameters();
-  attempt([&] {
+  outcome.attempt([&] {
     std::vector<safetensors::TensorInfo> infos;
     for (const ParameterRef<T>& p : params) infos.push_back({.name = hf_name(p.name), .dtype = "F32", .shape = p.shape});
     file.emplace(partial, infos,
@@ -165,20 +156,18 @@ void export_hf(const std::string& path, Gpt2D<T>& model) {
   if (grid.dp_index() == 0) {
     for (const ParameterRef<T>& p : params) {
       const GlobalMatrix m = gather_parameter(grid.grid(), p, false, grid.device());  // one tensor at a time
-      attempt([&] {
+      outcome.attempt([&] {
         std::vector<float> values(static_cast<std::size_t>(m.size()));
         for (Eigen::Index k = 0; k < m.size(); ++k) values[static_cast<std::size_t>(k)] = static_cast<float>(m(k / m.cols(), k % m.cols()));
         file->append(values.data(), values.size() * sizeof(float));
       });
     }
   }
-  attempt([&] {
+  outcome.attempt([&] {
     file->finish();
     std::filesystem::rename(partial, path);
   });
-  all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
-    if (failure) OPTIMUS_FAIL(*failure);
-  });
+  outcome.agree({&grid.grid(), &grid.dp_comm()});
 }
 
 template void import_hf<float>(const std::string&, Gpt2D<float>&);

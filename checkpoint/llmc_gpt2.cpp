@@ -143,17 +143,7 @@ void export_llmc(const std::string& path, Gpt2D<T>& model) {
   const bool writer = grid.dp_index() == 0 && grid.grid().rank() == 0;
   const std::string partial = path + ".partial";
   const GptConfig& c = model.config();
-  std::optional<std::string> failure;
-  const auto attempt = [&](const std::function<void()>& step) {
-    if (!writer || failure) return;
-    try {
-      step();
-    } catch (const Error& e) {
-      failure = e.message();
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-  };
+  DeferredFailure outcome(writer);
   OPTIMUS_CHECK(c.ffn == 4 * c.hidden, "export_llmc: llm.c's MLP is 4h wide; the model's ffn is ", c.ffn, " for h = ",
                 c.hidden);
   const std::int64_t padded = (c.vocab + 127) / 128 * 128;  // llm.c pads its vocabulary to a multiple of 128
@@ -168,7 +158,7 @@ void export_llmc(const std::string& path, Gpt2D<T>& model) {
       bytes -= static_cast<std::size_t>(n);
     }
   };
-  attempt([&] {
+  outcome.attempt([&] {
     fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     OPTIMUS_CHECK(fd >= 0, "cannot create '", partial, "': ", std::strerror(errno));
     std::int32_t h[256] = {};
@@ -181,7 +171,7 @@ void export_llmc(const std::string& path, Gpt2D<T>& model) {
   if (grid.dp_index() == 0) {
     for (const Slice& s : layout(c, padded)) {
       const GlobalMatrix m = gather_parameter(grid.grid(), params.at(s.name), false, grid.device());
-      attempt([&] {
+      outcome.attempt([&] {
         std::vector<float> values(static_cast<std::size_t>(s.rows * s.cols), 0.0f);  // wte's padding rows stay 0
         const std::int64_t rows = s.name == "wte" ? c.vocab : s.rows;
         for (std::int64_t r = 0; r < rows; ++r) {
@@ -193,15 +183,13 @@ void export_llmc(const std::string& path, Gpt2D<T>& model) {
       });
     }
   }
-  attempt([&] {
+  outcome.attempt([&] {
     const bool synced = ::fsync(fd) == 0;
     OPTIMUS_CHECK(::close(std::exchange(fd, -1)) == 0 && synced, "cannot fsync '", partial, "'");
     std::filesystem::rename(partial, path);
   });
   if (fd >= 0) ::close(fd);
-  all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
-    if (failure) OPTIMUS_FAIL(*failure);
-  });
+  outcome.agree({&grid.grid(), &grid.dp_comm()});
 }
 
 template void import_llmc<float>(const std::string&, Gpt2D<float>&);

@@ -22,17 +22,27 @@ std::optional<std::string> first_failure(Communicator& comm, const std::optional
   return std::string(bytes.begin(), bytes.end());
 }
 
-void all_or_throw(std::initializer_list<Communicator*> comms, const std::function<void()>& work) {
-  std::optional<std::string> failure;
+void DeferredFailure::attempt(const std::function<void()>& step) {
+  if (!active_ || failure_) return;
   try {
-    work();
+    step();
   } catch (const Error& e) {
-    failure = e.message();
+    failure_ = e.message();
   } catch (const std::exception& e) {
-    failure = e.what();
+    failure_ = e.what();
   }
+}
+
+void DeferredFailure::agree(std::initializer_list<Communicator*> comms) const {
+  std::optional<std::string> failure = failure_;
   for (Communicator* comm : comms) failure = first_failure(*comm, failure);
   if (failure) OPTIMUS_FAIL(*failure);
+}
+
+void all_or_throw(std::initializer_list<Communicator*> comms, const std::function<void()>& work) {
+  DeferredFailure outcome(true);
+  outcome.attempt(work);
+  outcome.agree(comms);
 }
 
 }  // namespace optimus

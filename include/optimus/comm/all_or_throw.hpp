@@ -24,4 +24,18 @@ std::optional<std::string> first_failure(Communicator& comm, const std::optional
 
 void all_or_throw(std::initializer_list<Communicator*> comms, const std::function<void()>& work);
 
+// The same for work that some ranks do in steps between collectives all ranks join (rank 0 writing a file while the
+// grid gathers its tensors): attempt() runs a step where `active`, keeps the first failure and skips the later steps;
+// agree() then throws it on every rank.
+class DeferredFailure {
+ public:
+  explicit DeferredFailure(bool active) : active_(active) {}
+  void attempt(const std::function<void()>& step);
+  void agree(std::initializer_list<Communicator*> comms) const;
+
+ private:
+  bool active_;
+  std::optional<std::string> failure_;
+};
+
 }  // namespace optimus
