@@ -13,5 +13,6 @@ int run_model(Communicator& world, int argc, char** argv);
 int run_layer_bench(Communicator& world, int argc, char** argv);
 int run_gpt_bench(Communicator& world, int argc, char** argv);
 int run_activations(Communicator& world, int argc, char** argv);
+int run_checkpoint_bench(Communicator& world, int argc, char** argv);
 
 }  // namespace optimus::bench

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     if (command == "layer") return optimus::bench::run_layer_bench(ctx.world(), argc, argv);
     if (command == "gpt") return optimus::bench::run_gpt_bench(ctx.world(), argc, argv);
     if (command == "activations") return optimus::bench::run_activations(ctx.world(), argc, argv);
+    if (command == "checkpoint") return optimus::bench::run_checkpoint_bench(ctx.world(), argc, argv);
     const std::string usage =
         "usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] [--dtype f64,f32] [--m M] [--k K] [--warmup W]"
         " [--iters I] [--scalapack auto|on|off] [--trace FILE] [--json FILE]"
@@ -32,6 +33,8 @@ int main(int argc, char** argv) {
         " | optimus-bench gpt (the layer options and [--vocab V])"
         " | optimus-bench activations [--h H] [--s S] [--heads A] [--ffn F] [--layers L] [--q 1,2] [--gemm f32,bf16]"
         " [--budget-gib G] [--measure on|off] [--json FILE]"
+        " | optimus-bench checkpoint [--h H] [--layers L] [--heads A] [--vocab V] [--seq S] [--dir DIR] [--iters I]"
+        " [--json FILE]"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
     if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
     OPTIMUS_FAIL("unknown command '", command, "'; ", usage);

@@ -277,6 +277,13 @@ void read_shards(const fs::path& dir, const nlohmann::json& body, const std::vec
       }
       for (const Overlap& o : overlaps) {
         for (std::int64_t gr = o.r0; gr < o.r1; ++gr) {
+          if (saved_e == e) {  // the same type: the row's run of columns as it is
+            const auto local = static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 +
+                                                        (o.c0 - o.mine.col0));
+            std::memcpy(host.data() + local * e, bytes.data() + (byte_of(gr, o.c0) - begin),
+                        static_cast<std::size_t>(o.c1 - o.c0) * e);
+            continue;
+          }
           for (std::int64_t gc = o.c0; gc < o.c1; ++gc) {
             const char* src = bytes.data() + (byte_of(gr, gc) - begin);
             const auto local = static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 +
