@@ -245,7 +245,9 @@ std::pair<double, std::string> gemm_peak(DeviceRuntime* device, std::int64_t siz
 
 // Seconds per step of the step's GEMMs at q = 1, each timed alone on the bench's device (step_gemms.hpp).
 double step_gemm_seconds(const Settings& s, DeviceRuntime* device) {
-  const std::vector<GemmShape> gemms = step_gemms(s.shape, s.layers, s.workload == Workload::gpt ? s.vocab : 0);
+  // The LM head's GEMMs run on the stored (padded) vocabulary, GptConfig::stored_vocab(1) at q = 1.
+  const std::int64_t vocab = s.workload == Workload::gpt ? gpt_config(s).stored_vocab(1) : 0;
+  const std::vector<GemmShape> gemms = step_gemms(s.shape, s.layers, vocab);
   if (device != nullptr) {
     RankDevice rank(*device, s.math);
     return time_gemms(gemms, &rank.memory(), rank.queue(), [&] { rank.stream().synchronize(); });
