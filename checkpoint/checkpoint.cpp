@@ -2,6 +2,7 @@
 #include "optimus/checkpoint/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,7 +36,8 @@ void fsync_directory(const fs::path& dir) {
 fs::path normal(const fs::path& dir) {
   fs::path p = dir.lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
-  return p.empty() ? fs::path(".") : p;
+  if (p.empty()) return fs::path(".");
+  return p.has_parent_path() ? p : fs::path(".") / p;  // "step_10": its parent is ".", not "".
 }
 
 // `.NAME` + suffix beside `dir` (built with append: GCC 12 warns falsely on `"." + string + suffix`).
@@ -45,7 +47,6 @@ fs::path hidden_beside(const fs::path& dir, const char* suffix) {
   return dir.parent_path() / name;
 }
 fs::path partial_of(const fs::path& dir) { return hidden_beside(dir, ".partial"); }
-fs::path old_of(const fs::path& dir) { return hidden_beside(dir, ".old"); }
 
 json config_json(const GptConfig& c) {
   return {{"vocab", c.vocab}, {"padded_vocab", c.padded_vocab}, {"max_seq", c.max_seq}, {"layers", c.layers}, {"hidden", c.hidden},
@@ -106,18 +107,20 @@ std::vector<json> gather_json(Communicator& comm, const json& mine) {
   return out;
 }
 
-// Moves `partial` to `dir` (an existing `dir` aside first, removed after) and makes it durable.
+// Makes `partial` the checkpoint `dir` in one atomic step and durable: a rename, or where `dir` exists an exchange
+// (renameat2 RENAME_EXCHANGE), after which `partial` holds the replaced checkpoint and is removed. At no moment is
+// `dir` missing or incomplete.
 void commit(const fs::path& partial, const fs::path& dir) {
   fsync_directory(partial);
-  const fs::path old = old_of(dir);
-  const bool replacing = fs::exists(dir);
-  if (replacing) {
-    fs::remove_all(old);
-    fs::rename(dir, old);
+  if (fs::exists(dir)) {
+    OPTIMUS_CHECK(::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0,
+                  "cannot replace checkpoint '", dir.string(), "' with '", partial.string(), "': ", std::strerror(errno));
+    fsync_directory(dir.parent_path());
+    fs::remove_all(partial);  // the replaced checkpoint
+  } else {
+    fs::rename(partial, dir);
+    fsync_directory(dir.parent_path());
   }
-  fs::rename(partial, dir);
-  fsync_directory(dir.parent_path());
-  if (replacing) fs::remove_all(old);
 }
 
 }  // namespace
@@ -293,10 +296,13 @@ fs::path resolve(const fs::path& path) {
   return found.back().second;
 }
 
-void keep_newest(const fs::path& save_dir, int keep) {
+void keep_newest(const fs::path& save_dir, int keep, const fs::path& spare) {
   OPTIMUS_CHECK(keep >= 1, "keep_newest: keep must be >= 1, got ", keep);
   const auto found = checkpoints_in(save_dir);
-  for (std::size_t k = 0; k + static_cast<std::size_t>(keep) < found.size(); ++k) fs::remove_all(found[k].second);
+  for (std::size_t k = 0; k + static_cast<std::size_t>(keep) < found.size(); ++k) {
+    if (!spare.empty() && fs::equivalent(found[k].second, spare)) continue;
+    fs::remove_all(found[k].second);
+  }
 }
 
 template IoStats save<float>(const fs::path&, Gpt2D<float>&, AdamW<float>*, const TrainingState&, const StageHook&);

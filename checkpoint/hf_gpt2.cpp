@@ -95,7 +95,11 @@ GptConfig hf_config(const std::string& path) {
   }
   const auto heads = file.metadata().find("n_head");
   if (heads != file.metadata().end()) {
-    c.heads = std::stoll(heads->second);
+    try {
+      c.heads = std::stoll(heads->second);
+    } catch (const std::exception&) {
+      OPTIMUS_FAIL("'", path, "': __metadata__ n_head is '", heads->second, "', not a number");
+    }
   } else {
     OPTIMUS_CHECK(c.hidden % 64 == 0, "'", path, "' names no n_head and its hidden size ", c.hidden,
                   " is not a multiple of GPT-2's head size 64");
@@ -123,10 +127,11 @@ void import_hf(const std::string& path, Gpt2D<T>& model) {
   all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
     const GptConfig there = hf_config(path), here = model.config();
     OPTIMUS_CHECK(there.vocab == here.vocab && there.max_seq == here.max_seq && there.layers == here.layers &&
-                      there.hidden == here.hidden && there.ffn == here.ffn,
+                      there.hidden == here.hidden && there.ffn == here.ffn && there.heads == here.heads,
                   "'", path, "' holds a GPT-2 of vocab ", there.vocab, ", context ", there.max_seq, ", ", there.layers,
-                  " layers, hidden ", there.hidden, ", ffn ", there.ffn, "; the model has ", here.vocab, ", ",
-                  here.max_seq, ", ", here.layers, ", ", here.hidden, ", ", here.ffn);
+                  " layers, hidden ", there.hidden, ", ffn ", there.ffn, ", ", there.heads, " heads; the model has ",
+                  here.vocab, ", ", here.max_seq, ", ", here.layers, ", ", here.hidden, ", ", here.ffn, ", ",
+                  here.heads);
     const safetensors::Reader file(path);
     const auto tensors = tensors_of(file);
     for (const ParameterRef<T>& p : model.parameters()) {

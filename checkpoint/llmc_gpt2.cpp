@@ -69,7 +69,10 @@ Header read_header(const std::string& path) {
              .config = GptConfig{.vocab = h[3], .padded_vocab = 0, .max_seq = h[2], .layers = h[4], .hidden = h[6],
                                  .heads = h[5], .ffn = 4 * static_cast<std::int64_t>(h[6]), .dropout = 0.0, .seed = 0},
              .padded_vocab = h[7]};
-  OPTIMUS_CHECK(h[2] > 0 && h[3] > 0 && h[4] >= 0 && h[5] > 0 && h[6] > 0 && h[7] >= h[3], "'", path,
+  // Bounds that keep every size below in 64 bits (GPT-2 XL: 48 layers, h 1600, vocab 50257, context 1024).
+  OPTIMUS_CHECK(h[2] > 0 && h[2] <= (1 << 24) && h[3] > 0 && h[3] <= (1 << 24) && h[4] >= 0 && h[4] <= 4096 &&
+                    h[5] > 0 && h[6] > 0 && h[6] <= 65536 && h[7] >= h[3] && h[7] <= (1 << 24),
+                "'", path,
                 "': an llm.c header with impossible sizes (max_seq ", h[2], ", vocab ", h[3], ", layers ", h[4],
                 ", heads ", h[5], ", channels ", h[6], ", padded vocab ", h[7], ")");
   std::uint64_t elements = 0;
@@ -99,10 +102,11 @@ void import_llmc(const std::string& path, Gpt2D<T>& model) {
     const Header header = read_header(path);
     const GptConfig &there = header.config, &here = model.config();
     OPTIMUS_CHECK(there.vocab == here.vocab && there.max_seq == here.max_seq && there.layers == here.layers &&
-                      there.hidden == here.hidden && there.ffn == here.ffn,
+                      there.hidden == here.hidden && there.ffn == here.ffn && there.heads == here.heads,
                   "'", path, "' holds a GPT-2 of vocab ", there.vocab, ", context ", there.max_seq, ", ", there.layers,
                   " layers, hidden ", there.hidden, "; the model has ", here.vocab, ", ", here.max_seq, ", ",
-                  here.layers, ", ", here.hidden, " (ffn ", here.ffn, "; llm.c's is 4h)");
+                  here.layers, ", ", here.hidden, " (heads ", there.heads, " there, ", here.heads, " here; ffn ",
+                  here.ffn, ", llm.c's is 4h)");
     std::map<std::string, ParameterRef<T>> params;
     for (const ParameterRef<T>& p : model.parameters()) params.emplace(p.name, p);
     std::ifstream in(path, std::ios::binary);

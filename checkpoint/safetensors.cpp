@@ -77,7 +77,12 @@ Writer::Writer(std::string path, std::vector<TensorInfo> tensors, const std::map
   header_ += json;
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   OPTIMUS_CHECK(fd_ >= 0, "cannot create '", path_, "': ", why());
-  write_all(fd_, header_.data(), header_.size(), path_);
+  try {
+    write_all(fd_, header_.data(), header_.size(), path_);
+  } catch (...) {
+    ::close(std::exchange(fd_, -1));
+    throw;
+  }
 }
 
 Writer::~Writer() {
@@ -106,6 +111,15 @@ std::uint64_t Writer::file_offset(std::size_t k) const { return header_.size() +
 Reader::Reader(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   OPTIMUS_CHECK(fd_ >= 0, "cannot open '", path_, "': ", why());
+  try {
+    parse();
+  } catch (...) {
+    ::close(std::exchange(fd_, -1));  // a constructor that throws runs no destructor
+    throw;
+  }
+}
+
+void Reader::parse() {
   struct stat st {};
   OPTIMUS_CHECK(::fstat(fd_, &st) == 0, "cannot stat '", path_, "': ", why());
   file_bytes_ = static_cast<std::uint64_t>(st.st_size);

@@ -149,10 +149,9 @@ nlohmann::json read_metadata(const fs::path& dir) {
   OPTIMUS_CHECK(fs::exists(file), "checkpoint '", dir.string(), "' is incomplete: it has no metadata.json (a save "
                 "that did not finish, or not a checkpoint)");
   std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  OPTIMUS_CHECK(in.good() || in.eof(), "cannot read '", file.string(), "'");
-  const nlohmann::json whole = nlohmann::json::parse(text.str(), nullptr, false);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  OPTIMUS_CHECK(in.is_open() && !in.bad(), "cannot read '", file.string(), "'");
+  const nlohmann::json whole = nlohmann::json::parse(text, nullptr, false);
   const bool shaped = whole.is_object() && whole.contains("body") && whole.contains("xxh3") && whole["xxh3"].is_string();
   OPTIMUS_CHECK(shaped, "'", file.string(), "' is damaged: not the JSON of a checkpoint's metadata");
   const std::string body = whole["body"].dump();

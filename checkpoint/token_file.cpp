@@ -34,6 +34,15 @@ TokenFile::TokenFile(std::string path) : path_(std::move(path)) {
   ::close(fd);
   OPTIMUS_CHECK(stated && map_bytes_ > 0, "token file '", path_, "' is empty or cannot be read");
   OPTIMUS_CHECK(map_ != nullptr, "cannot map token file '", path_, "': ", std::strerror(errno));
+  try {
+    parse();
+  } catch (...) {
+    ::munmap(std::exchange(map_, nullptr), map_bytes_);  // a constructor that throws runs no destructor
+    throw;
+  }
+}
+
+void TokenFile::parse() {
   const auto* bytes = static_cast<const char*>(map_);
   std::int32_t header[3] = {0, 0, 0};
   if (map_bytes_ >= sizeof header) std::memcpy(header, bytes, sizeof header);

@@ -70,7 +70,7 @@ struct Corpus {
   std::string chars;  // id -> character (the text); empty for token data
   Tokens train, valid;
   std::int64_t vocab = 0;
-  double unigram_entropy = 0;  // nats per token, over the training tokens
+  double unigram_entropy = 0;  // nats per token: the text's whole, or the training file's
   std::unique_ptr<optimus::checkpoint::TokenFile> train_file, valid_file;
 };
 
@@ -88,7 +88,7 @@ double entropy(const std::vector<std::int64_t>& counts) {
 }
 
 // --data FILE[,VALID_FILE]: GPT-2 token ids (vocabulary 50257 unless --init says otherwise).
-Corpus load_data(const std::string& spec, std::int64_t seq) {
+Corpus load_data(const std::string& spec) {
   Corpus c;
   const auto comma = spec.find(',');
   c.train_file = std::make_unique<optimus::checkpoint::TokenFile>(spec.substr(0, comma));
@@ -110,10 +110,6 @@ Corpus load_data(const std::string& spec, std::int64_t seq) {
     if (file == nullptr) continue;
     OPTIMUS_CHECK(file->max_token() < c.vocab, "token file '", file->path(), "' holds id ", file->max_token(),
                   ", outside GPT-2's vocabulary of ", c.vocab);
-  }
-  for (const Tokens* t : {&c.train, &c.valid}) {
-    OPTIMUS_CHECK(t->size() > static_cast<std::size_t>(seq) + 1, "--data: ", t == &c.train ? "training" : "held-out",
-                  " tokens (", t->size(), ") are fewer than one sequence of --seq ", seq, " plus its target");
   }
   return c;
 }
@@ -306,7 +302,7 @@ void adopt_checkpoint(const optimus::cli::Options& o, const optimus::checkpoint:
   same("seq", info.config.max_seq);
   same("seed", static_cast<std::int64_t>(info.config.seed));
   OPTIMUS_CHECK(info.config.vocab == config.vocab, "the checkpoint's vocabulary has ", info.config.vocab,
-                " ids but the text gives ", config.vocab, " (train on the text it was saved from)");
+                " ids but the training data gives ", config.vocab, " (train on the data it was saved from)");
   config = info.config;
   const auto& extra = info.state.extra;
   if (!o.has("steps") && extra.count("steps")) steps = std::stoi(extra.at("steps"));
@@ -364,7 +360,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   grid.set_gemm_math(math);
   const bool root = world.rank() == 0;
   OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
-  const Corpus corpus = o.has("data") ? load_data(o.text("data", ""), o.integer("seq", 64))
+  const Corpus corpus = o.has("data") ? load_data(o.text("data", ""))
                                       : load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
 
   optimus::GptConfig config;
@@ -398,7 +394,11 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     resumed = optimus::checkpoint::inspect(*resume);
     adopt_checkpoint(o, resumed, host_grid.dp(), config, batch, steps, lr);
   }
-  const std::int64_t seq = config.max_seq;
+  const std::int64_t seq = config.max_seq;  // final: --seq, --init's or the checkpoint's
+  for (const Tokens* t : {&corpus.train, &corpus.valid}) {
+    OPTIMUS_CHECK(t->size() > static_cast<std::size_t>(seq) + 1, "the ", t == &corpus.train ? "training" : "held-out",
+                  " tokens (", t->size(), ") are fewer than one sequence of ", seq, " plus its target");
+  }
   if (root) {
     std::printf("Optimus: %s GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n",
                 corpus.chars.empty() ? "token-level" : "character-level", q, q, grid.dp(), world.size(),
@@ -466,20 +466,24 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   }
   const optimus::checkpoint::TrainingState run_state{
       .step = 0, .extra = {{"steps", std::to_string(steps)}, {"lr", format_exact(lr)}, {"global_batch", std::to_string(batch * grid.dp())},
-                           {"text", o.text("text", "/usr/share/common-licenses/GPL-3")}}};
+                           {o.has("data") ? "data" : "text",
+                            o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}};
   const auto save = [&](int step) {
     optimus::checkpoint::TrainingState state = run_state;
     state.step = static_cast<std::uint64_t>(step);
     const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
     const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &optimizer, state);
+    optimus::all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+      if (root && saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep, dir);
+    });
     if (root) {
-      if (saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep);
       std::printf("  saved %s (%.1f MB per rank in %.3f s)\n", dir.string().c_str(),
                   static_cast<double>(io.bytes_written) / 1e6, io.seconds);
       std::fflush(stdout);
     }
   };
   double interval_loss = 0, last_loss = 0;
+  int interval_steps = 0;  // since the last print (a resumed run may start mid-interval)
   auto t0 = std::chrono::steady_clock::now();
   for (int step = first_step; step <= steps; ++step) {
     const int warmup = std::max(1, steps / 20);
@@ -492,8 +496,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     const double loss = model.train_step(tokens, targets, batch, static_cast<std::uint64_t>(step), micro_batches);
     optimizer.step();
     interval_loss += loss;
+    ++interval_steps;
     if (step % every == 0 || step == steps) {
-      const int n = step % every == 0 ? every : step % every;
+      const int n = interval_steps;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       last_loss = interval_loss / n;
       if (root) {
@@ -502,11 +507,13 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
         std::fflush(stdout);
       }
       interval_loss = 0;
+      interval_steps = 0;
       t0 = std::chrono::steady_clock::now();
     }
     if (!saving.dir.empty() && (step % saving.every == 0 || step == steps)) {
+      const auto before = std::chrono::steady_clock::now();
       save(step);
-      t0 = std::chrono::steady_clock::now();
+      t0 += std::chrono::steady_clock::now() - before;  // ms/step counts training, not saving
     }
   }
   if (o.has("export")) {

@@ -294,7 +294,9 @@ TEST_CASE("save directories: the newest complete step, keep_newest, and a direct
   for (int step : {1, 3, 2}) train_and_save(dir, step);
   fs::create_directory(dir / "step_9");  // no metadata.json: not complete
   CHECK(optimus::checkpoint::resolve(dir) == dir / "step_3");
-  optimus::checkpoint::keep_newest(dir, 2);
+  optimus::checkpoint::keep_newest(dir, 2, dir / "step_1");  // the one to go, step_1, is spared
+  CHECK(fs::exists(dir / "step_1"));
+  optimus::checkpoint::keep_newest(dir, 2, {});
   CHECK_FALSE(fs::exists(dir / "step_1"));
   CHECK(fs::exists(dir / "step_2"));
   CHECK(fs::exists(dir / "step_3"));

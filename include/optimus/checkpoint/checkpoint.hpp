@@ -13,10 +13,10 @@
 //                                  chunk of its bytes; the whole carries its own checksum
 //
 // Writes are atomic: every file goes to `.step_10.partial` beside the target and is fsynced; rank 0 writes
-// metadata.json last, fsyncs the directory, and renames it to `step_10` (an existing `step_10` is moved aside first
-// and removed after), then fsyncs the parent. A save killed at any point leaves the previous checkpoints as they were
-// and at most a `.partial` directory, which the next save of that name removes and which load refuses. All ranks must
-// see the same file system (as with DCP).
+// metadata.json last, fsyncs the directory, and renames it to `step_10` (or, where `step_10` exists, exchanges the two
+// atomically with renameat2 RENAME_EXCHANGE and removes the old one), then fsyncs the parent. A save killed at any
+// point leaves every complete checkpoint complete and at most a `.partial` directory, which the next save of that name
+// removes and which resolve() never picks. All ranks must see the same file system (as with DCP).
 //
 // load() works on any layout — another q, another dp — and reads only what each rank needs: for each of its
 // rectangles, the intersecting saved rectangles' rows, in whole 1 MiB chunks, each verified against its checksum
@@ -87,7 +87,8 @@ Info inspect(const std::filesystem::path& dir);
 // newest complete checkpoint) and throws naming the path where there is none.
 std::filesystem::path step_directory(const std::filesystem::path& save_dir, std::uint64_t step);
 std::filesystem::path resolve(const std::filesystem::path& path);
-// Removes all but the newest `keep` complete checkpoints of a save directory (one process).
-void keep_newest(const std::filesystem::path& save_dir, int keep);
+// Removes all but the newest `keep` complete checkpoints of a save directory, never `spare` (the one just written,
+// which a resumed run may have written below older ones; empty: none). One process.
+void keep_newest(const std::filesystem::path& save_dir, int keep, const std::filesystem::path& spare);
 
 }  // namespace optimus::checkpoint

@@ -88,6 +88,8 @@ class Reader {
   void read(std::uint64_t offset, std::uint64_t bytes, void* out) const;
 
  private:
+  void parse();  // the header, validated
+
   std::string path_;
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -30,6 +30,8 @@ class TokenFile {
   int max_token() const;
 
  private:
+  void parse();  // the layout, from the mapped bytes
+
   std::string path_;
   void* map_ = nullptr;
   std::size_t map_bytes_ = 0, count_ = 0;
