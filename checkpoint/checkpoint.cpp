@@ -113,10 +113,16 @@ std::vector<json> gather_json(Communicator& comm, const json& mine) {
 void commit(const fs::path& partial, const fs::path& dir) {
   fsync_directory(partial);
   if (fs::exists(dir)) {
-    OPTIMUS_CHECK(::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0,
-                  "cannot replace checkpoint '", dir.string(), "' with '", partial.string(), "': ", std::strerror(errno));
+    if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+      // A file system without the exchange (EINVAL; NFS, say): the old checkpoint is removed first, so a kill between
+      // the two steps loses it (the new one stays in `partial`, and the next save of this name starts over).
+      OPTIMUS_CHECK(errno == EINVAL || errno == ENOSYS, "cannot replace checkpoint '", dir.string(), "' with '",
+                    partial.string(), "': ", std::strerror(errno));
+      fs::remove_all(dir);
+      fs::rename(partial, dir);
+    }
     fsync_directory(dir.parent_path());
-    fs::remove_all(partial);  // the replaced checkpoint
+    fs::remove_all(partial);  // the replaced checkpoint (nothing, after the fallback)
   } else {
     fs::rename(partial, dir);
     fsync_directory(dir.parent_path());

@@ -16,7 +16,8 @@
 // metadata.json last, fsyncs the directory, and renames it to `step_10` (or, where `step_10` exists, exchanges the two
 // atomically with renameat2 RENAME_EXCHANGE and removes the old one), then fsyncs the parent. A save killed at any
 // point leaves every complete checkpoint complete and at most a `.partial` directory, which the next save of that name
-// removes and which resolve() never picks. All ranks must see the same file system (as with DCP).
+// removes and which resolve() never picks. (Where the file system has no RENAME_EXCHANGE, replacing a checkpoint of
+// the same name removes it first: only that re-save has a window.) All ranks must see the same file system (as DCP).
 //
 // load() works on any layout — another q, another dp — and reads only what each rank needs: for each of its
 // rectangles, the intersecting saved rectangles' rows, in whole 1 MiB chunks, each verified against its checksum
