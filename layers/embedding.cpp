@@ -8,6 +8,20 @@
 
 namespace optimus {
 
+std::int64_t checked_sequence_length(const std::vector<int>& tokens, std::int64_t batch, const GptConfig& config) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  OPTIMUS_CHECK(batch > 0 && n % batch == 0, "embedding: ", n, " tokens are not ", batch, " whole sequences");
+  const std::int64_t seq = n / batch;
+  OPTIMUS_CHECK(seq <= config.max_seq, "embedding: sequence length ", seq, " exceeds the position table (max_seq = ",
+                config.max_seq, ")");
+  for (std::int64_t t = 0; t < n; ++t) {
+    const int id = tokens[static_cast<std::size_t>(t)];
+    OPTIMUS_CHECK(id >= 0 && id < config.vocab, "embedding: token id ", id, " at position ", t,
+                  " is outside the vocabulary [0, ", config.vocab, ")");
+  }
+  return seq;
+}
+
 template <class T>
 Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config)
     : grid_(grid),
@@ -20,18 +34,10 @@ Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config)
 template <class T>
 DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass,
                                       Context& saved) {
+  const std::int64_t seq = checked_sequence_length(tokens, batch, config_);
   const int q = grid_.q();
-  const auto n = static_cast<std::int64_t>(tokens.size());
-  OPTIMUS_CHECK(batch > 0 && n % batch == 0, "embedding: ", n, " tokens are not ", batch, " whole sequences");
   OPTIMUS_CHECK(batch % q == 0, "embedding: batch = ", batch, " is not divisible by q = ", q);
-  const std::int64_t seq = n / batch;
-  OPTIMUS_CHECK(seq <= config_.max_seq, "embedding: sequence length ", seq, " exceeds the position table (max_seq = ",
-                config_.max_seq, ")");
-  for (std::int64_t t = 0; t < n; ++t) {
-    const int id = tokens[static_cast<std::size_t>(t)];
-    OPTIMUS_CHECK(id >= 0 && id < config_.vocab, "embedding: token id ", id, " at position ", t,
-                  " is outside the vocabulary [0, ", config_.vocab, ")");
-  }
+  const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t width = wte_.local_cols(), v0 = wte_.row_offset();
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
 

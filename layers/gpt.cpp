@@ -1,11 +1,10 @@
 // Gpt2D: the model assembled from the 2D layers; parameters by GPT-2 name.
 #include "optimus/layers/gpt.hpp"
 
-#include <algorithm>
-#include <cmath>
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
+#include "gpt_logic.hpp"
 
 namespace optimus {
 namespace {
@@ -60,25 +59,18 @@ template <class T>
 double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                             std::uint64_t step, std::int64_t micro_batches) {
   const int q = grid_.q();
-  OPTIMUS_CHECK(micro_batches >= 1 && batch >= 1 && batch % micro_batches == 0, "train_step: ", micro_batches,
-                " micro-batches do not divide the batch of ", batch, " sequences");
-  const std::int64_t micro = batch / micro_batches;
-  OPTIMUS_CHECK(micro % q == 0, "train_step: batch = ", batch, " in ", micro_batches, " micro-batches of ", micro,
-                " sequences: a micro-batch is not divisible by q = ", q);
-  const auto n = static_cast<std::int64_t>(tokens.size());
-  OPTIMUS_CHECK(n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n, "train_step: ", n, " tokens and ",
-                targets.size(), " targets are not ", batch, " whole sequences");
-  const std::int64_t tokens_per_micro = n / micro_batches;
+  const auto mean_over = static_cast<std::int64_t>(tokens.size());
   double loss = 0;
-  for (std::int64_t k = 0; k < micro_batches; ++k) {
-    const auto first = static_cast<std::ptrdiff_t>(k * tokens_per_micro), last = first + tokens_per_micro;
-    const std::vector<int> tok(tokens.begin() + first, tokens.begin() + last);
-    const std::vector<int> tgt(targets.begin() + first, targets.begin() + last);
-    const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch + k * micro};
-    Context saved;
-    loss += run(tok, tgt, micro, n, pass, saved);  // each micro-batch's part of the whole batch's mean
-    run_backward(std::move(saved), k + 1 == micro_batches);
-  }
+  detail::for_each_micro_batch(
+      "train_step", tokens, targets, batch, micro_batches,
+      [&](std::int64_t k, const std::vector<int>& tok, const std::vector<int>& tgt, std::int64_t micro) {
+        OPTIMUS_CHECK(micro % q == 0, "train_step: batch = ", batch, " in ", micro_batches, " micro-batches of ",
+                      micro, " sequences: a micro-batch is not divisible by q = ", q);
+        const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch + k * micro};
+        Context saved;
+        loss += run(tok, tgt, micro, mean_over, pass, saved);  // each micro-batch's part of the whole batch's mean
+        run_backward(std::move(saved), k + 1 == micro_batches);
+      });
   return grid_.dp_comm().all_reduce(loss, ReduceOp::sum) / grid_.dp();
 }
 
@@ -93,13 +85,8 @@ double Gpt2D<T>::evaluate(const std::vector<int>& tokens, const std::vector<int>
 template <class T>
 double Gpt2D<T>::run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                      std::int64_t mean_over, const Pass& pass, Context& saved) {
-  saved = Context{};
-  saved.blocks.resize(blocks_.size());
-  DistMatrix<T> x = embedding_.forward(tokens, batch, pass, saved.embedding);
-  const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
-  for (std::size_t l = 0; l < blocks_.size(); ++l) x = blocks_[l]->forward(x, seq, pass, saved.blocks[l]);
-  const double loss =
-      head_.forward(ln_f_.forward(x, pass, saved.ln_f), embedding_.wte(), targets, mean_over, pass, saved.head);
+  const DistMatrix<T> x = detail::forward_to_head(embedding_, blocks_, ln_f_, tokens, batch, pass, saved);
+  const double loss = head_.forward(x, embedding_.wte(), targets, mean_over, pass, saved.head);
   if (pass.training) saved.mark = ContextMark(grid_);
   return loss;
 }
@@ -150,18 +137,12 @@ template <class T>
 DistMatrix<T> Gpt2D<T>::logits(const std::vector<int>& tokens, std::int64_t batch) {
   const Pass pass = Pass::inference();
   Context none;  // inference fills nothing
-  none.blocks.resize(blocks_.size());
-  DistMatrix<T> x = embedding_.forward(tokens, batch, pass, none.embedding);
-  const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
-  for (std::size_t l = 0; l < blocks_.size(); ++l) x = blocks_[l]->forward(x, seq, pass, none.blocks[l]);
-  return head_.logits(ln_f_.forward(x, pass, none.ln_f), embedding_.wte());
+  return head_.logits(detail::forward_to_head(embedding_, blocks_, ln_f_, tokens, batch, pass, none), embedding_.wte());
 }
 
 template <class T>
 void Gpt2D<T>::set_recompute(std::int64_t layer, Recompute policy) {
-  OPTIMUS_CHECK(layer >= 0 && layer < static_cast<std::int64_t>(blocks_.size()), "set_recompute: layer ", layer,
-                " is not one of the model's ", blocks_.size(), " blocks");
-  blocks_[static_cast<std::size_t>(layer)]->set_recompute(policy);
+  detail::set_block_recompute(blocks_, layer, policy);
 }
 
 template <class T>
@@ -180,22 +161,12 @@ std::vector<ParameterRef<T>> Gpt2D<T>::parameters() {
 
 template <class T>
 void Gpt2D<T>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
-  const std::vector<ParameterRef<T>> params = parameters();
-  for (const auto& [name, full] : tensors) {
-    auto it = std::find_if(params.begin(), params.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
-    OPTIMUS_CHECK(it != params.end(), "load_global: unknown parameter '", name, "'");
-    const bool vector_as_column = it->shape.size() == 1 && full.cols() == 1 && full.rows() == it->layout.cols;
-    load_parameter(*it, vector_as_column ? GlobalMatrix(full.transpose()) : full, grid_.device());
-  }
+  load_named(parameters(), tensors, grid_.device());
 }
 
 template <class T>
 std::map<std::string, GlobalMatrix> Gpt2D<T>::gather(bool gradients) {
-  std::map<std::string, GlobalMatrix> out;
-  for (const ParameterRef<T>& p : parameters()) {
-    out[p.name] = gather_parameter(grid_.grid(), p, gradients, grid_.device());
-  }
-  return out;
+  return gather_named(grid_.grid(), parameters(), gradients, grid_.device());
 }
 
 template <class T>
@@ -205,44 +176,7 @@ void Gpt2D<T>::zero_grad() {
   ln_f_.zero_grad();
 }
 
-template <class T>
-AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config)
-    : grid_(grid),
-      params_(std::move(params)),
-      config_(config),
-      norm_scratch_(Shape{ops::sum_squares_scratch()}, grid.tag(MemoryKind::workspace), Init::none) {
-  for (const ParameterRef<T>& p : params_) {
-    m_.emplace_back(p.value.shape(), grid.tag(MemoryKind::optimizer));
-    v_.emplace_back(p.value.shape(), grid.tag(MemoryKind::optimizer));
-  }
-}
-
-template <class T>
-double AdamW<T>::step() {
-  ++t_;
-  double sq = 0;
-  for (const ParameterRef<T>& p : params_) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), grid_.queue());
-  const double norm = std::sqrt(grid_.grid().all_reduce(sq, ReduceOp::sum));
-  AdamWStep s{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0, 1.0,
-              1.0 - std::pow(config_.beta1, t_), 1.0 - std::pow(config_.beta2, t_)};
-  s.clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm : 1.0;
-  for (std::size_t k = 0; k < params_.size(); ++k) {
-    const ParameterRef<T>& p = params_[k];
-    s.weight_decay = p.shape.size() == 2 ? config_.weight_decay : 0.0;  // matrices decay; biases and gains do not
-    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), s, grid_.queue());
-  }
-  return norm;
-}
-
-template <class T>
-void AdamW<T>::set_steps_taken(int t) {
-  OPTIMUS_CHECK(t >= 0, "AdamW: steps taken must be >= 0, got ", t);
-  t_ = t;
-}
-
 template class Gpt2D<float>;
 template class Gpt2D<double>;
-template class AdamW<float>;
-template class AdamW<double>;
 
 }  // namespace optimus

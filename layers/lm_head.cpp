@@ -12,6 +12,18 @@
 
 namespace optimus {
 
+void check_targets(const std::vector<int>& targets, std::int64_t n, std::int64_t vocab, std::int64_t mean_over) {
+  OPTIMUS_CHECK(static_cast<std::int64_t>(targets.size()) == n, "cross-entropy: ", targets.size(), " targets for ", n,
+                " tokens");
+  OPTIMUS_CHECK(mean_over >= n, "cross-entropy: a mean over ", mean_over, " tokens cannot include all ", n,
+                " of this pass");
+  for (std::int64_t t = 0; t < n; ++t) {
+    const int id = targets[static_cast<std::size_t>(t)];
+    OPTIMUS_CHECK(id >= 0 && id < vocab, "cross-entropy: target id ", id, " at position ", t,
+                  " is outside the vocabulary [0, ", vocab, ")");
+  }
+}
+
 template <class T>
 void LmHead2D<T>::mask_padding(DistMatrix<T>& logits) const {
   const std::int64_t v0 = logits.col_offset(), width = logits.local_cols();
@@ -38,15 +50,7 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
                             std::int64_t mean_over, const Pass& pass, Context& saved) {
   const std::int64_t n = x.rows(), vocab = vocab_;
   OPTIMUS_CHECK(wte.rows() >= vocab_, "cross-entropy: wte has ", wte.rows(), " rows for a vocabulary of ", vocab_);
-  OPTIMUS_CHECK(static_cast<std::int64_t>(targets.size()) == n, "cross-entropy: ", targets.size(),
-                " targets for ", n, " tokens");
-  OPTIMUS_CHECK(mean_over >= n, "cross-entropy: a mean over ", mean_over, " tokens cannot include all ", n,
-                " of this pass");
-  for (std::int64_t t = 0; t < n; ++t) {
-    const int id = targets[static_cast<std::size_t>(t)];
-    OPTIMUS_CHECK(id >= 0 && id < vocab, "cross-entropy: target id ", id, " at position ", t,
-                  " is outside the vocabulary [0, ", vocab, ")");
-  }
+  check_targets(targets, n, vocab, mean_over);
   DistMatrix<T> probs(x.grid(), n, wte.rows());  // logits, turned into probabilities in place
   saved = Context{};
   if (pass.training) {

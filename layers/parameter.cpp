@@ -1,6 +1,7 @@
 // Initialization, loading and gathering of parameters through their ShardLayout.
 #include "optimus/layers/parameter.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "optimus/core/device_memory.hpp"
@@ -136,10 +137,33 @@ GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool
   return full;
 }
 
+template <class T>
+void load_named(const std::vector<ParameterRef<T>>& params, const std::map<std::string, GlobalMatrix>& tensors,
+                DeviceMemory* device) {
+  for (const auto& [name, full] : tensors) {
+    auto it = std::find_if(params.begin(), params.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
+    OPTIMUS_CHECK(it != params.end(), "load_global: unknown parameter '", name, "'");
+    const bool vector_as_column = it->shape.size() == 1 && full.cols() == 1 && full.rows() == it->layout.cols;
+    load_parameter(*it, vector_as_column ? GlobalMatrix(full.transpose()) : full, device);
+  }
+}
+
+template <class T>
+std::map<std::string, GlobalMatrix> gather_named(Communicator& comm, const std::vector<ParameterRef<T>>& params,
+                                                 bool gradients, DeviceMemory* device) {
+  std::map<std::string, GlobalMatrix> out;
+  for (const ParameterRef<T>& p : params) out[p.name] = gather_parameter(comm, p, gradients, device);
+  return out;
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                       \
   template void init_parameter<T>(const ParameterRef<T>&, const GptConfig&, DeviceMemory*);         \
   template void load_parameter<T>(const ParameterRef<T>&, const GlobalMatrix&, DeviceMemory*);      \
-  template GlobalMatrix gather_parameter<T>(Communicator&, const ParameterRef<T>&, bool, DeviceMemory*);
+  template GlobalMatrix gather_parameter<T>(Communicator&, const ParameterRef<T>&, bool, DeviceMemory*);    \
+  template void load_named<T>(const std::vector<ParameterRef<T>>&, const std::map<std::string, GlobalMatrix>&,  \
+                              DeviceMemory*);                                                                  \
+  template std::map<std::string, GlobalMatrix> gather_named<T>(Communicator&, const std::vector<ParameterRef<T>>&, \
+                                                               bool, DeviceMemory*);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

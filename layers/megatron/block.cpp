@@ -132,7 +132,8 @@ void TransformerBlock1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   for (ParameterRef<T>& p : ln) {
     // LayerNorm on the one-rank grid holds everything: it is replicated over the group.
     if (p.layout.kind == ShardLayout::Kind::vector) {
-      p.layout = ShardLayout{ShardLayout::Kind::replicated, 1, 0, 0, 1, p.layout.cols, 0, 1, 0};
+      p.layout = ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1,
+                             .cols = p.layout.cols, .qkv_hidden = 0, .parts = 1, .part = 0, .padding_rows = 0};
     }
     out.push_back(p);
   }

@@ -15,12 +15,6 @@ std::int64_t split(std::int64_t n, int p, const std::string& name, const char* w
   return n / p;
 }
 
-template <class T>
-void all_reduce_in_place(Communicator& comm, DistMatrix<T>& m) {
-  comm.all_reduce(m.local().data(), m.local().data(), static_cast<std::size_t>(m.local().numel()), dtype_of<T>,
-                  ReduceOp::sum);
-}
-
 // The local gradients of both layers, on the group's local grid: dw += x^T dy, db += the column sums of dy. A bf16
 // x is widened for the GEMM, which rounds it back to the same bf16 values.
 template <class T>
@@ -48,6 +42,12 @@ void Group::place_on(DeviceMemory* device, const ops::Queue& queue) const {
   OPTIMUS_CHECK(tp_->takes_buffers_on(where), "megatron::Group::place_on: the tensor-parallel communicator (",
                 tp_->backend(), ") cannot move ", name_of(where), " buffers");
   local_.place_on(device, queue);
+}
+
+template <class T>
+void all_reduce_sum(const Group& group, DistMatrix<T>& m) {
+  group.tp().all_reduce(m.local().data(), m.local().data(), static_cast<std::size_t>(m.local().numel()), dtype_of<T>,
+                        ReduceOp::sum);
 }
 
 template <class T>
@@ -96,14 +96,15 @@ DistMatrix<T> ColumnParallelLinear<T>::backward(Context saved, const DistMatrix<
   saved.mark.check(group_.local(), name_);
   DistMatrix<T> dx(group_.local(), dy.rows(), in_);
   ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_.local().queue());
-  all_reduce_in_place(group_.tp(), dx);
+  all_reduce_sum(group_, dx);
   accumulate_grads(group_.local(), *saved.x, dy, dw_, db_);
   return dx;
 }
 
 template <class T>
 void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  ShardLayout w{ShardLayout::Kind::columns, 1, 0, 0, in_, out_, qkv_hidden_, group_.size(), group_.rank()};
+  ShardLayout w{.kind = ShardLayout::Kind::columns, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
+                .qkv_hidden = qkv_hidden_, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
   ShardLayout b = w;
   b.rows = 1;
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
@@ -132,7 +133,7 @@ DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& 
                 in_ / group_.size());
   DistMatrix<T> y(group_.local(), x.rows(), out_);
   ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), group_.local().queue());
-  all_reduce_in_place(group_.tp(), y);
+  all_reduce_sum(group_, y);
   ops::add_row_broadcast<T>(b_.local(), y.local(), group_.local().queue());
   saved = Context{};
   if (pass.training) {
@@ -153,8 +154,10 @@ DistMatrix<T> RowParallelLinear<T>::backward(Context saved, const DistMatrix<T>&
 
 template <class T>
 void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  const ShardLayout w{ShardLayout::Kind::rows, 1, 0, 0, in_, out_, 0, group_.size(), group_.rank()};
-  const ShardLayout b{ShardLayout::Kind::replicated, 1, 0, 0, 1, out_, 0, group_.size(), group_.rank()};
+  const ShardLayout w{.kind = ShardLayout::Kind::rows, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
+                      .qkv_hidden = 0, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
+  const ShardLayout b{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = out_,
+                      .qkv_hidden = 0, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
   out.push_back({name_ + ".bias", {out_}, b, b_.local(), db_.local()});
 }
@@ -164,6 +167,8 @@ void RowParallelLinear<T>::zero_grad() {
   zero(group_.local(), dw_, db_);
 }
 
+template void all_reduce_sum<float>(const Group&, DistMatrix<float>&);
+template void all_reduce_sum<double>(const Group&, DistMatrix<double>&);
 template class ColumnParallelLinear<float>;
 template class ColumnParallelLinear<double>;
 template class RowParallelLinear<float>;

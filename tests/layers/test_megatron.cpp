@@ -1,9 +1,10 @@
-// The 1D (Megatron) baseline against the same reference as the 2D layers, at p = 1, 2, 4 (MPI under
-// mpiexec, and in-process), with the communication Megatron prescribes: two all-reduces of [N, h] per block
-// forward and two backward.
+// The 1D (Megatron) baseline, its block and its GPT, against the same reference as the 2D layers, at p = 1, 2, 4
+// (MPI under mpiexec, and in-process; the GPT also at p = 3), with the communication Megatron prescribes: two
+// all-reduces of [N, h] per block forward and two backward.
 #include <doctest/doctest.h>
 
 #include "layer_cases.hpp"
+#include "megatron_gpt_cases.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/layers/megatron/block.hpp"
 #include "optimus/reference/gpt.hpp"
@@ -152,6 +153,7 @@ void check_all(optimus::Communicator& world) {
     check_block_1d<float>(world, dropout);
   }
   check_block_1d<float>(world, 0.1, optimus::ops::GemmMath::bf16);  // all-reduces stay f32: the same bytes
+  optimus::test::check_gpt_1d(world);
 }
 
 }  // namespace
@@ -165,4 +167,8 @@ TEST_CASE("1D block matches the reference at p = 1, 2, 4 in-process") {
     CAPTURE(p);
     optimus::run_in_process(p, [](optimus::Communicator& w) { check_all(w); });
   }
+}
+
+TEST_CASE("1D GPT matches the reference at p = 3 in-process") {
+  optimus::run_in_process(3, [](optimus::Communicator& w) { optimus::test::check_gpt_1d(w); });
 }

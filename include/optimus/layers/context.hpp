@@ -117,4 +117,14 @@ struct LmHeadContext {
   std::optional<SavedActivation<T>> x, dlogits;
 };
 
+// A whole GPT (Gpt2D, or the 1D baseline's Gpt1D): the embedding's, every block's, ln_f's and the LM head's contexts.
+template <class T>
+struct GptContext {
+  ContextMark mark;
+  EmbeddingContext embedding;
+  std::vector<BlockContext<T>> blocks;
+  LayerNormContext<T> ln_f;
+  LmHeadContext<T> head;
+};
+
 }  // namespace optimus

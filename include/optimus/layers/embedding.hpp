@@ -19,6 +19,10 @@
 
 namespace optimus {
 
+// The sequence length of `tokens` taken as `batch` whole sequences; throws (naming the values) unless they are whole
+// sequences, fit the position table (max_seq), and every id is in [0, vocab). Shared by the 2D and 1D embeddings.
+std::int64_t checked_sequence_length(const std::vector<int>& tokens, std::int64_t batch, const GptConfig& config);
+
 template <class T>
 class Embedding2D {
  public:

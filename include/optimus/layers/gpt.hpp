@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "optimus/layers/adamw.hpp"
 #include "optimus/layers/block.hpp"
 #include "optimus/layers/embedding.hpp"
 #include "optimus/layers/lm_head.hpp"
@@ -31,13 +32,7 @@ class Gpt2D {
   // Parameters start from the shared initialization rule (the same model for every q).
   Gpt2D(const Grid& grid, const GptConfig& config);
 
-  struct Context {
-    ContextMark mark;
-    EmbeddingContext embedding;
-    std::vector<BlockContext<T>> blocks;
-    LayerNormContext<T> ln_f;
-    LmHeadContext<T> head;
-  };
+  using Context = GptContext<T>;
 
   // tokens, targets: the replica's batch, b*s ids row-major [b, s]. Returns the mean cross-entropy (averaged over
   // replicas) and fills `saved` with what backward needs.
@@ -86,38 +81,7 @@ class Gpt2D {
   LmHead2D<T> head_;
 };
 
-// AdamW on the local shards of a grid's parameters (each element is owned by exactly one rank of a grid).
-// The global gradient norm is an all-reduce over the grid. Moments are counted as optimizer memory.
-template <class T>
-class AdamW {
- public:
-  AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config);
-  // One step (t counts from 1); returns the global gradient norm before clipping.
-  double step();
-  // For schedules: the learning rate of the following steps.
-  void set_learning_rate(double lr) { config_.lr = lr; }
-
-  // Checkpoints: the parameters as given, the moments m and v of parameter k ([local shape] like its value, where
-  // the parameters live), and the steps taken (the bias corrections follow it).
-  const std::vector<ParameterRef<T>>& parameters() const { return params_; }
-  const AdamWConfig& config() const { return config_; }
-  TensorView<T> first_moment(std::size_t k) { return m_.at(k).view(); }
-  TensorView<T> second_moment(std::size_t k) { return v_.at(k).view(); }
-  int steps_taken() const { return t_; }
-  void set_steps_taken(int t);
-
- private:
-  Grid grid_;
-  std::vector<ParameterRef<T>> params_;
-  AdamWConfig config_;
-  std::vector<Tensor<T>> m_, v_;
-  Tensor<double> norm_scratch_;  // ops::sum_squares' partials, where the gradients live
-  int t_ = 0;
-};
-
 extern template class Gpt2D<float>;
 extern template class Gpt2D<double>;
-extern template class AdamW<float>;
-extern template class AdamW<double>;
 
 }  // namespace optimus

@@ -23,6 +23,9 @@
 
 namespace optimus {
 
+// Throws (naming the values) unless `targets` are n ids in [0, vocab) and mean_over >= n. Shared with the 1D head.
+void check_targets(const std::vector<int>& targets, std::int64_t n, std::int64_t vocab, std::int64_t mean_over);
+
 template <class T>
 class LmHead2D {
  public:

@@ -73,4 +73,14 @@ void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMe
 template <class T>
 GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool gradient, DeviceMemory* device);
 
+// A model's parameters by GPT-2 name. load_named copies this rank's elements of each named full tensor (vectors as
+// 1 x n or n x 1) into the parameter of that name; unknown names and wrong shapes throw; parameters not named keep
+// their values. gather_named is collective over `comm` (as gather_parameter): every tensor, full.
+template <class T>
+void load_named(const std::vector<ParameterRef<T>>& params, const std::map<std::string, GlobalMatrix>& tensors,
+                DeviceMemory* device);
+template <class T>
+std::map<std::string, GlobalMatrix> gather_named(Communicator& comm, const std::vector<ParameterRef<T>>& params,
+                                                 bool gradients, DeviceMemory* device);
+
 }  // namespace optimus

@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/grid.hpp"
 
 namespace optimus::megatron {
@@ -34,5 +35,9 @@ class Group {
   std::shared_ptr<Communicator> self_;  // the one-rank communicator under local_
   Grid local_;
 };
+
+// In place: m's local block summed over the group's ranks (one all-reduce of its elements; Megatron's f and g).
+template <class T>
+void all_reduce_sum(const Group& group, DistMatrix<T>& m);
 
 }  // namespace optimus::megatron

@@ -1,0 +1,59 @@
+// optimus::AdamW: the optimizer on the local shards of a model's parameters, for the 2D grid and the 1D baseline.
+//
+// Per element (ops::adamw_update, the formula in core/adamw_step.hpp), with global-norm clipping: the norm is the
+// square root of the sum of squares of every gradient element of the model, each counted once. On a q x q grid every
+// element is owned by exactly one rank, so the sum is an all-reduce of the ranks' partial sums over the grid. In a 1D
+// group, the tensors a ShardLayout calls replicated (LayerNorm, row-parallel biases, wpe) are held, with the same
+// gradient, by all p ranks: only group rank 0 adds them in. Each rank then updates what it holds; replicated tensors
+// get the same update on every rank and stay equal. Moments are counted as optimizer memory where the parameters live.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "optimus/core/gpt_config.hpp"
+#include "optimus/layers/megatron/group.hpp"
+#include "optimus/layers/parameter.hpp"
+
+namespace optimus {
+
+template <class T>
+class AdamW {
+ public:
+  // The parameters of a model on `grid` (Gpt2D::parameters()).
+  AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config);
+  // The parameters of a model on a 1D group (megatron::Gpt1D::parameters()); the group's communicator must outlive
+  // the optimizer.
+  AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config);
+
+  // One step (t counts from 1); returns the global gradient norm before clipping.
+  double step();
+  // For schedules: the learning rate of the following steps.
+  void set_learning_rate(double lr) { config_.lr = lr; }
+
+  // Checkpoints: the parameters as given, the moments m and v of parameter k ([local shape] like its value, where
+  // the parameters live), and the steps taken (the bias corrections follow it).
+  const std::vector<ParameterRef<T>>& parameters() const { return params_; }
+  const AdamWConfig& config() const { return config_; }
+  TensorView<T> first_moment(std::size_t k) { return m_.at(k).view(); }
+  TensorView<T> second_moment(std::size_t k) { return v_.at(k).view(); }
+  int steps_taken() const { return t_; }
+  void set_steps_taken(int t);
+
+ private:
+  // local: where the shards live (their memory, queue); norm: the ranks whose partial sums make the global norm.
+  AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config);
+
+  Grid local_;
+  Communicator* norm_;  // local_.grid() (kept alive by local_), or a 1D group's communicator
+  std::vector<ParameterRef<T>> params_;
+  AdamWConfig config_;
+  std::vector<Tensor<T>> m_, v_;
+  Tensor<double> norm_scratch_;  // ops::sum_squares' partials, where the gradients live
+  int t_ = 0;
+};
+
+extern template class AdamW<float>;
+extern template class AdamW<double>;
+
+}  // namespace optimus

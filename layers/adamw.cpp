@@ -1,0 +1,61 @@
+// AdamW over a model's local shards, with the global gradient norm counted once per element.
+#include "optimus/layers/adamw.hpp"
+
+#include <cmath>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
+
+namespace optimus {
+
+template <class T>
+AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config)
+    : AdamW(grid, grid.grid(), std::move(params), config) {}
+
+template <class T>
+AdamW<T>::AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config)
+    : AdamW(group.local(), group.tp(), std::move(params), config) {}
+
+template <class T>
+AdamW<T>::AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config)
+    : local_(local),
+      norm_(&norm),
+      params_(std::move(params)),
+      config_(config),
+      norm_scratch_(Shape{ops::sum_squares_scratch()}, local.tag(MemoryKind::workspace), Init::none) {
+  for (const ParameterRef<T>& p : params_) {
+    m_.emplace_back(p.value.shape(), local.tag(MemoryKind::optimizer));
+    v_.emplace_back(p.value.shape(), local.tag(MemoryKind::optimizer));
+  }
+}
+
+template <class T>
+double AdamW<T>::step() {
+  ++t_;
+  double sq = 0;
+  for (const ParameterRef<T>& p : params_) {
+    const bool counted_here = p.layout.kind != ShardLayout::Kind::replicated || norm_->rank() == 0;
+    if (counted_here) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), local_.queue());
+  }
+  const double norm = std::sqrt(norm_->all_reduce(sq, ReduceOp::sum));
+  AdamWStep s{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0, 1.0,
+              1.0 - std::pow(config_.beta1, t_), 1.0 - std::pow(config_.beta2, t_)};
+  s.clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm : 1.0;
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    const ParameterRef<T>& p = params_[k];
+    s.weight_decay = p.shape.size() == 2 ? config_.weight_decay : 0.0;  // matrices decay; biases and gains do not
+    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), s, local_.queue());
+  }
+  return norm;
+}
+
+template <class T>
+void AdamW<T>::set_steps_taken(int t) {
+  OPTIMUS_CHECK(t >= 0, "AdamW: steps taken must be >= 0, got ", t);
+  t_ = t;
+}
+
+template class AdamW<float>;
+template class AdamW<double>;
+
+}  // namespace optimus

@@ -1,0 +1,99 @@
+// Embedding1D: vocabulary-parallel lookups summed over the group.
+#include "optimus/layers/megatron/embedding.hpp"
+
+#include <utility>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
+#include "optimus/layers/dropout.hpp"
+#include "optimus/layers/embedding.hpp"
+
+namespace optimus::megatron {
+namespace {
+
+std::int64_t slice_rows(const GptConfig& config, int p) {
+  const std::int64_t stored = config.stored_vocab(p);
+  OPTIMUS_CHECK(stored >= config.vocab && stored % p == 0, "Embedding1D: the stored vocabulary ", stored,
+                " (padded_vocab = ", config.padded_vocab, ") must be a multiple of p = ", p, " no smaller than vocab = ",
+                config.vocab);
+  return stored / p;
+}
+
+}  // namespace
+
+template <class T>
+Embedding1D<T>::Embedding1D(const Group& group, const GptConfig& config)
+    : group_(group),
+      config_(config),
+      stored_vocab_(config.stored_vocab(group.size())),
+      wte_(group.local(), slice_rows(config, group.size()), config.hidden, MemoryKind::parameters),
+      dwte_(group.local(), wte_.rows(), config.hidden, MemoryKind::gradients),
+      wpe_(group.local(), config.max_seq, config.hidden, MemoryKind::parameters),
+      dwpe_(group.local(), config.max_seq, config.hidden, MemoryKind::gradients) {}
+
+template <class T>
+DistMatrix<T> Embedding1D<T>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass,
+                                      Context& saved) {
+  const std::int64_t seq = checked_sequence_length(tokens, batch, config_);
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const Grid& local = group_.local();
+  const Tensor<int> ids = upload(tokens.data(), Shape{n}, local.tag(MemoryKind::workspace));
+  DistMatrix<T> x(local, n, config_.hidden);
+  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids.view(), first_id(), x.local(), local.queue());
+  all_reduce_sum(group_, x);  // one slice holds each id: the sum is exact
+  ops::add_positions<T>(std::as_const(wpe_).local(), 0, seq, x.local(), local.queue());
+  apply_dropout(x, pass.first_sequence * seq, pass.training ? config_.dropout : 0.0, config_.seed,
+                dropout_stream(pass.step, 0, DropoutSite::embedding));
+  saved = Context{};
+  if (pass.training) {
+    saved.tokens = tokens;
+    saved.seq = seq;
+    saved.pass = pass;
+    saved.mark = ContextMark(local);
+  }
+  return x;
+}
+
+template <class T>
+void Embedding1D<T>::backward(Context saved, const DistMatrix<T>& dx_in) {
+  const Grid& local = group_.local();
+  saved.mark.check(local, "embedding");
+  const auto n = static_cast<std::int64_t>(saved.tokens.size());
+  OPTIMUS_CHECK(dx_in.rows() == n && dx_in.cols() == config_.hidden, "embedding: the gradient is ", dx_in.rows(), "x",
+                dx_in.cols(), ", expected ", n, "x", config_.hidden);
+  DistMatrix<T> dx = dx_in.clone();
+  apply_dropout(dx, saved.pass.first_sequence * saved.seq, config_.dropout, config_.seed,
+                dropout_stream(saved.pass.step, 0, DropoutSite::embedding));
+  const MemoryTag work = local.tag(MemoryKind::workspace);
+  const Tensor<int> ids = upload(saved.tokens.data(), Shape{n}, work);
+  ops::embedding_scatter_add<T>(std::as_const(dx).local(), ids.view(), first_id(), dwte_.local(), local.queue());
+  Tensor<T> positions(Shape{config_.max_seq, config_.hidden}, work, Init::none);
+  ops::position_grad<T>(std::as_const(dx).local(), 0, saved.seq, positions.view(), local.queue());
+  ops::axpby<T>(T(1), std::as_const(positions).view(), T(1), dwpe_.local(), local.queue());
+}
+
+template <class T>
+void Embedding1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
+  const int p = group_.size(), r = group_.rank();
+  const std::int64_t h = config_.hidden;
+  out.push_back({"wte", {config_.vocab, h},
+                 ShardLayout{.kind = ShardLayout::Kind::rows, .q = 1, .i = 0, .j = 0, .rows = stored_vocab_,
+                             .cols = h, .qkv_hidden = 0, .parts = p, .part = r,
+                             .padding_rows = stored_vocab_ - config_.vocab},
+                 wte_.local(), dwte_.local()});
+  out.push_back({"wpe", {config_.max_seq, h},
+                 ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = config_.max_seq,
+                             .cols = h, .qkv_hidden = 0, .parts = p, .part = r, .padding_rows = 0},
+                 wpe_.local(), dwpe_.local()});
+}
+
+template <class T>
+void Embedding1D<T>::zero_grad() {
+  ops::fill<T>(dwte_.local(), T(0), group_.local().queue());
+  ops::fill<T>(dwpe_.local(), T(0), group_.local().queue());
+}
+
+template class Embedding1D<float>;
+template class Embedding1D<double>;
+
+}  // namespace optimus::megatron

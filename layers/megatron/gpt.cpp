@@ -1,0 +1,138 @@
+// Gpt1D: the 1D baseline's model assembled from its layers; parameters by GPT-2 name.
+#include "optimus/layers/megatron/gpt.hpp"
+
+#include <utility>
+
+#include "../gpt_logic.hpp"
+#include "optimus/core/error.hpp"
+
+namespace optimus::megatron {
+namespace {
+
+const GptConfig& checked(const GptConfig& c, const Group& group) {
+  const int p = group.size();
+  OPTIMUS_CHECK(c.heads > 0 && c.hidden % c.heads == 0, "GptConfig: hidden = ", c.hidden,
+                " is not divisible by heads = ", c.heads);
+  OPTIMUS_CHECK(c.heads % p == 0, "GptConfig: heads = ", c.heads, " is not divisible by p = ", p);
+  OPTIMUS_CHECK(c.ffn % p == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by p = ", p);
+  OPTIMUS_CHECK(c.vocab > 0 && c.max_seq > 0, "GptConfig: vocab = ", c.vocab, ", max_seq = ", c.max_seq,
+                " must be positive");
+  OPTIMUS_CHECK(c.layers >= 0 && c.dropout >= 0.0 && c.dropout < 1.0, "GptConfig: layers = ", c.layers,
+                ", dropout = ", c.dropout, " out of range");
+  return c;
+}
+
+// LayerNorm on the one-rank grid holds everything: in the group it is replicated.
+template <class T>
+void as_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const Group& group) {
+  for (std::size_t k = from; k < params.size(); ++k) {
+    ShardLayout& l = params[k].layout;
+    l = ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = l.cols,
+                    .qkv_hidden = 0, .parts = group.size(), .part = group.rank(), .padding_rows = 0};
+  }
+}
+
+}  // namespace
+
+template <class T>
+Gpt1D<T>::Gpt1D(const Group& group, const GptConfig& config)
+    : group_(group),
+      config_(checked(config, group)),
+      embedding_(group, config),
+      ln_f_(group.local(), "ln_f", config.hidden),
+      head_(group, config.vocab) {
+  for (std::int64_t l = 0; l < config.layers; ++l) {
+    blocks_.push_back(std::make_unique<TransformerBlock1D<T>>(group, config, l));
+  }
+  for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, group_.local().device());
+}
+
+template <class T>
+double Gpt1D<T>::forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                         std::uint64_t step, Context& saved) {
+  const Pass pass{.step = step, .training = true, .first_sequence = 0};
+  return run(tokens, targets, batch, static_cast<std::int64_t>(tokens.size()), pass, saved);
+}
+
+template <class T>
+double Gpt1D<T>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                            std::uint64_t step, std::int64_t micro_batches) {
+  const auto mean_over = static_cast<std::int64_t>(tokens.size());
+  double loss = 0;
+  detail::for_each_micro_batch(
+      "train_step", tokens, targets, batch, micro_batches,
+      [&](std::int64_t k, const std::vector<int>& tok, const std::vector<int>& tgt, std::int64_t micro) {
+        const Pass pass{.step = step, .training = true, .first_sequence = k * micro};
+        Context saved;
+        loss += run(tok, tgt, micro, mean_over, pass, saved);  // each micro-batch's part of the whole batch's mean
+        backward(std::move(saved));
+      });
+  return loss;
+}
+
+template <class T>
+double Gpt1D<T>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
+  Context none;
+  return run(tokens, targets, batch, static_cast<std::int64_t>(tokens.size()), Pass::inference(), none);
+}
+
+template <class T>
+double Gpt1D<T>::run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                     std::int64_t mean_over, const Pass& pass, Context& saved) {
+  const DistMatrix<T> x = detail::forward_to_head(embedding_, blocks_, ln_f_, tokens, batch, pass, saved);
+  const double loss = head_.forward(x, embedding_.wte(), embedding_.first_id(), targets, mean_over, pass, saved.head);
+  if (pass.training) saved.mark = ContextMark(group_.local());
+  return loss;
+}
+
+template <class T>
+void Gpt1D<T>::backward(Context saved) {
+  saved.mark.check(group_.local(), "gpt");
+  DistMatrix<T> dx = ln_f_.backward(std::move(saved.ln_f),
+                                    head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad()));
+  for (std::size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(std::move(saved.blocks[l]), dx);
+  embedding_.backward(std::move(saved.embedding), dx);
+}
+
+template <class T>
+void Gpt1D<T>::set_recompute(std::int64_t layer, Recompute policy) {
+  detail::set_block_recompute(blocks_, layer, policy);
+}
+
+template <class T>
+void Gpt1D<T>::set_recompute(Recompute policy) {
+  for (auto& block : blocks_) block->set_recompute(policy);
+}
+
+template <class T>
+std::vector<ParameterRef<T>> Gpt1D<T>::parameters() {
+  std::vector<ParameterRef<T>> out;
+  embedding_.parameters(out);
+  for (auto& block : blocks_) block->parameters(out);
+  const std::size_t ln_f = out.size();
+  ln_f_.parameters(out);
+  as_replicated(out, ln_f, group_);
+  return out;
+}
+
+template <class T>
+void Gpt1D<T>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
+  load_named(parameters(), tensors, group_.local().device());
+}
+
+template <class T>
+std::map<std::string, GlobalMatrix> Gpt1D<T>::gather(bool gradients) {
+  return gather_named(group_.tp(), parameters(), gradients, group_.local().device());
+}
+
+template <class T>
+void Gpt1D<T>::zero_grad() {
+  embedding_.zero_grad();
+  for (auto& block : blocks_) block->zero_grad();
+  ln_f_.zero_grad();
+}
+
+template class Gpt1D<float>;
+template class Gpt1D<double>;
+
+}  // namespace optimus::megatron

@@ -1,0 +1,80 @@
+// LmHead1D: tied logits on this rank's vocabulary slice and the vocabulary-parallel cross-entropy.
+#include "optimus/layers/megatron/lm_head.hpp"
+
+#include <limits>
+#include <span>
+#include <utility>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
+#include "optimus/layers/lm_head.hpp"
+
+namespace optimus::megatron {
+
+template <class T>
+void LmHead1D<T>::mask_padding(DistMatrix<T>& logits, std::int64_t v0) {
+  const std::int64_t width = logits.cols();
+  if (v0 + width <= vocab_) return;  // no padding id in this rank's slice
+  if (mask_.numel() != width) {
+    std::vector<T> host(static_cast<std::size_t>(width));
+    for (std::int64_t c = 0; c < width; ++c) {
+      host[static_cast<std::size_t>(c)] = v0 + c < vocab_ ? T(0) : -std::numeric_limits<T>::infinity();
+    }
+    mask_ = upload(host.data(), Shape{width}, group_.local().tag(MemoryKind::workspace));
+  }
+  ops::add_row_broadcast<T>(std::as_const(mask_).view(), logits.local(), group_.local().queue());
+}
+
+template <class T>
+double LmHead1D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0,
+                            const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass, Context& saved) {
+  const std::int64_t n = x.rows();
+  check_targets(targets, n, vocab_, mean_over);
+  const Grid& local = group_.local();
+  const ops::Queue& queue = local.queue();
+  DistMatrix<T> probs(local, n, wte.rows());  // this slice's logits, turned into probabilities in place
+  saved = Context{};
+  if (pass.training) {
+    saved.x.emplace(x, MemoryKind::activations);  // bf16 under mixed precision, as the products take it
+    Tensor<T> widened;
+    ops::gemm<T>(Trans::no, Trans::yes, T(1), saved.x->values(widened), wte.local(), T(0), probs.local(), queue);
+  } else {
+    ops::gemm<T>(Trans::no, Trans::yes, T(1), x.local(), wte.local(), T(0), probs.local(), queue);
+  }
+  mask_padding(probs, v0);
+  const MemoryTag work = local.tag(MemoryKind::workspace);
+  const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);
+  Tensor<T> max(Shape{n}, work, Init::none), sums(Shape{2 * n}, work, Init::none);
+  ops::row_max<T>(std::as_const(probs).local(), max.view(), queue);
+  group_.tp().all_reduce(std::span<T>(max.data(), static_cast<std::size_t>(n)), ReduceOp::max);
+  ops::cross_entropy_exp_sums<T>(probs.local(), max.view(), all_targets.view(), 0, v0, sums.view(), queue);
+  group_.tp().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * n)), ReduceOp::sum);
+  Tensor<double> row_loss(Shape{n}, work, Init::none);
+  ops::cross_entropy_finish<T>(probs.local(), max.view(), sums.view(), row_loss.view(), queue);
+  double loss = 0;  // identical on every rank: the sums were reduced
+  for (double l : download(row_loss)) loss += l;
+  if (pass.training) {
+    ops::cross_entropy_backward<T>(probs.local(), all_targets.view(), 0, v0, mean_over, queue);
+    saved.dlogits.emplace(std::move(probs), MemoryKind::activations);
+    saved.mark = ContextMark(local);
+  }
+  return loss / static_cast<double>(mean_over);
+}
+
+template <class T>
+DistMatrix<T> LmHead1D<T>::backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
+  const Grid& local = group_.local();
+  saved.mark.check(local, "cross-entropy");
+  Tensor<T> widened_dlogits, widened_x;
+  const TensorView<const T> dlogits = saved.dlogits->values(widened_dlogits), x = saved.x->values(widened_x);
+  DistMatrix<T> dx(local, saved.dlogits->rows(), wte.cols());
+  ops::gemm<T>(Trans::no, Trans::no, T(1), dlogits, wte.local(), T(0), dx.local(), local.queue());
+  all_reduce_sum(group_, dx);
+  ops::gemm<T>(Trans::yes, Trans::no, T(1), dlogits, x, T(1), dwte.local(), local.queue());
+  return dx;
+}
+
+template class LmHead1D<float>;
+template class LmHead1D<double>;
+
+}  // namespace optimus::megatron
