@@ -70,16 +70,17 @@ json adamw_json(const AdamWConfig& c) {
           {"eps", c.eps},     {"weight_decay", c.weight_decay}, {"max_grad_norm", c.max_grad_norm}};
 }
 
-// Every tensor of the model (and optimizer) as this rank's shard. Only replica 0 writes (the replicas are equal).
+// Every tensor of a model (and optimizer) as this rank's shard. With `saving`, a tensor replicated over a 1D group is
+// this rank's to write only on group rank 0 (`first_copy`); a load reads every tensor this rank holds.
 template <class T>
-std::vector<detail::Shard> shards_of(Gpt2D<T>& model, AdamW<T>* optimizer) {
+std::vector<detail::Shard> shards_of(const std::vector<ParameterRef<T>>& params, AdamW<T>* optimizer,
+                                     DeviceMemory* device, bool saving, bool first_copy) {
   std::vector<detail::Shard> shards;
-  DeviceMemory* device = model.grid().device();
   const auto add = [&](const std::string& key, const ParameterRef<T>& p, T* data) {
+    if (saving && !first_copy && p.layout.kind == ShardLayout::Kind::replicated) return;
     shards.push_back({.key = key, .shape = p.shape, .layout = p.layout, .dtype = dtype_of<T>, .data = data,
                       .device = device});
   };
-  const std::vector<ParameterRef<T>> params = model.parameters();
   for (const ParameterRef<T>& p : params) add("model/" + p.name, p, p.value.data());
   if (optimizer != nullptr) {
     const std::vector<ParameterRef<T>>& given = optimizer->parameters();
@@ -89,6 +90,37 @@ std::vector<detail::Shard> shards_of(Gpt2D<T>& model, AdamW<T>* optimizer) {
     }
   }
   return shards;
+}
+
+// Where a model's state lives: `holders` hold one copy of it between them (a q x q grid, a 1D group) and write it
+// (rank_NNNNN is the rank there) if `writer` (replica 0); `everyone` are all the ranks taking part; `layout` is what
+// metadata.json records of it.
+struct Placement {
+  Communicator* holders;
+  std::vector<Communicator*> everyone;
+  bool writer;
+  DeviceMemory* device;
+  json layout;
+};
+
+template <class T>
+Placement placement_of(Gpt2D<T>& model) {
+  const Grid& grid = model.grid();
+  return {.holders = &grid.grid(),
+          .everyone = {&grid.grid(), &grid.dp_comm()},
+          .writer = grid.dp_index() == 0,
+          .device = grid.device(),
+          .layout = {{"kind", "2d"}, {"q", grid.q()}, {"dp", grid.dp()}}};
+}
+
+template <class T>
+Placement placement_of(megatron::Gpt1D<T>& model) {
+  const megatron::Group& group = model.group();
+  return {.holders = &group.tp(),
+          .everyone = {&group.tp()},
+          .writer = true,
+          .device = group.local().device(),
+          .layout = {{"kind", "1d"}, {"p", group.size()}}};
 }
 
 // The gathered descriptions of every writing rank: padded to one length and all-gathered over the grid.
@@ -131,13 +163,15 @@ void commit(const fs::path& partial, const fs::path& dir) {
 
 }  // namespace
 
-template <class T>
-IoStats save(const fs::path& target, Gpt2D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
-             const StageHook& hook) {
-  const Grid& grid = model.grid();
+namespace {
+
+template <class T, class Model>
+IoStats save_model(const fs::path& target, Model& model, AdamW<T>* optimizer, const TrainingState& state,
+                   const StageHook& hook) {
+  const Placement where = placement_of(model);
   const fs::path dir = normal(target), partial = partial_of(dir);
-  const bool writer = grid.dp_index() == 0, leader = writer && grid.grid().rank() == 0;
-  const std::initializer_list<Communicator*> everyone = {&grid.grid(), &grid.dp_comm()};
+  const bool writer = where.writer, leader = writer && where.holders->rank() == 0;
+  const std::vector<Communicator*>& everyone = where.everyone;
   const auto started = std::chrono::steady_clock::now();
   IoStats stats;
   all_or_throw(everyone, [&] {
@@ -148,16 +182,17 @@ IoStats save(const fs::path& target, Gpt2D<T>& model, AdamW<T>* optimizer, const
     fs::create_directory(partial);
   });
   json mine;
-  const std::vector<detail::Shard> shards = shards_of(model, optimizer);
+  const std::vector<detail::Shard> shards =
+      shards_of(model.parameters(), optimizer, where.device, true, where.holders->rank() == 0);
   all_or_throw(everyone, [&] {
     if (!writer) return;
     char name[64];
-    std::snprintf(name, sizeof name, "rank_%05d.safetensors", grid.grid().rank());
+    std::snprintf(name, sizeof name, "rank_%05d.safetensors", where.holders->rank());
     mine = detail::write_shards(partial / name, shards, stats);
   });
   if (hook) hook("files written");
   std::vector<json> described;
-  if (writer) described = gather_json(grid.grid(), mine);
+  if (writer) described = gather_json(*where.holders, mine);
   all_or_throw(everyone, [&] {
     if (!leader) return;
     json body = {{"format", "optimus-checkpoint"},
@@ -166,7 +201,7 @@ IoStats save(const fs::path& target, Gpt2D<T>& model, AdamW<T>* optimizer, const
                  {"step", state.step},
                  {"extra", state.extra},
                  {"dtype", detail::safetensors_dtype(dtype_of<T>)},
-                 {"layout", {{"kind", "2d"}, {"q", grid.q()}, {"dp", grid.dp()}}},
+                 {"layout", where.layout},
                  {"files", json::array()},
                  {"tensors", json::object()}};
     if (optimizer != nullptr) {
@@ -198,6 +233,20 @@ IoStats save(const fs::path& target, Gpt2D<T>& model, AdamW<T>* optimizer, const
   return stats;
 }
 
+}  // namespace
+
+template <class T>
+IoStats save(const fs::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
+             const StageHook& hook) {
+  return save_model(dir, model, optimizer, state, hook);
+}
+
+template <class T>
+IoStats save(const fs::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
+             const StageHook& hook) {
+  return save_model(dir, model, optimizer, state, hook);
+}
+
 Info inspect(const fs::path& target) {
   const fs::path dir = normal(target);
   const json body = detail::read_metadata(dir);
@@ -212,8 +261,10 @@ Info inspect(const fs::path& target) {
               .adamw_steps = 0,
               .has_optimizer = body.contains("adamw"),
               .dtype = body.at("dtype"),
-              .q = body.at("layout").at("q"),
-              .dp = body.at("layout").at("dp"),
+              .layout = body.at("layout").at("kind"),
+              .q = body.at("layout").value("q", 0),
+              .dp = body.at("layout").value("dp", 1),
+              .p = body.at("layout").value("p", 0),
               .bytes = body.at("bytes")};
     if (info.has_optimizer) {
       const json& a = body.at("adamw");
@@ -250,24 +301,39 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
 
 }  // namespace
 
-template <class T>
-TrainingState load(const fs::path& target, Gpt2D<T>& model, AdamW<T>* optimizer, IoStats* stats) {
-  const Grid& grid = model.grid();
+namespace {
+
+template <class T, class Model>
+TrainingState load_model(const fs::path& target, Model& model, AdamW<T>* optimizer, IoStats* stats) {
+  const Placement where = placement_of(model);
   const fs::path dir = normal(target);
   const auto started = std::chrono::steady_clock::now();
   IoStats mine;
   Info info;
-  all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+  all_or_throw(where.everyone, [&] {
     info = inspect(dir);
     check_same_model(dir, info.config, model.config());
     OPTIMUS_CHECK(optimizer == nullptr || info.has_optimizer, "checkpoint '", dir.string(),
                   "' holds no optimizer state (saved without one)");
-    detail::read_shards(dir, detail::read_metadata(dir), shards_of(model, optimizer), mine);
+    detail::read_shards(dir, detail::read_metadata(dir), shards_of(model.parameters(), optimizer, where.device,
+                                                                   false, true), mine);
     if (optimizer != nullptr) optimizer->set_steps_taken(info.adamw_steps);
   });
   mine.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (stats != nullptr) *stats = mine;
   return info.state;
+}
+
+}  // namespace
+
+template <class T>
+TrainingState load(const fs::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, IoStats* stats) {
+  return load_model(dir, model, optimizer, stats);
+}
+
+template <class T>
+TrainingState load(const fs::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer, IoStats* stats) {
+  return load_model(dir, model, optimizer, stats);
 }
 
 fs::path step_directory(const fs::path& save_dir, std::uint64_t step) {
@@ -311,10 +377,13 @@ void keep_newest(const fs::path& save_dir, int keep, const fs::path& spare) {
   }
 }
 
-template IoStats save<float>(const fs::path&, Gpt2D<float>&, AdamW<float>*, const TrainingState&, const StageHook&);
-template IoStats save<double>(const fs::path&, Gpt2D<double>&, AdamW<double>*, const TrainingState&,
-                              const StageHook&);
-template TrainingState load<float>(const fs::path&, Gpt2D<float>&, AdamW<float>*, IoStats*);
-template TrainingState load<double>(const fs::path&, Gpt2D<double>&, AdamW<double>*, IoStats*);
+#define OPTIMUS_INSTANTIATE(Model, T)                                                                        \
+  template IoStats save<T>(const fs::path&, Model<T>&, AdamW<T>*, const TrainingState&, const StageHook&); \
+  template TrainingState load<T>(const fs::path&, Model<T>&, AdamW<T>*, IoStats*);
+OPTIMUS_INSTANTIATE(Gpt2D, float)
+OPTIMUS_INSTANTIATE(Gpt2D, double)
+OPTIMUS_INSTANTIATE(megatron::Gpt1D, float)
+OPTIMUS_INSTANTIATE(megatron::Gpt1D, double)
+#undef OPTIMUS_INSTANTIATE
 
 }  // namespace optimus::checkpoint

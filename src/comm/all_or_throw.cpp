@@ -33,13 +33,13 @@ void DeferredFailure::attempt(const std::function<void()>& step) {
   }
 }
 
-void DeferredFailure::agree(std::initializer_list<Communicator*> comms) const {
+void DeferredFailure::agree(const std::vector<Communicator*>& comms) const {
   std::optional<std::string> failure = failure_;
   for (Communicator* comm : comms) failure = first_failure(*comm, failure);
   if (failure) OPTIMUS_FAIL(*failure);
 }
 
-void all_or_throw(std::initializer_list<Communicator*> comms, const std::function<void()>& work) {
+void all_or_throw(const std::vector<Communicator*>& comms, const std::function<void()>& work) {
   DeferredFailure outcome(true);
   outcome.attempt(work);
   outcome.agree(comms);

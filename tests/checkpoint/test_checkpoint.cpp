@@ -19,9 +19,10 @@ using optimus::GlobalMatrix;
 
 namespace {
 
-// Shapes every layout here can hold: q = 1, 2, 3 divide heads, vocab, max_seq; q*q divides hidden and ffn.
+// Shapes every layout here can hold: q = 1, 2, 3 divide heads, vocab, max_seq; q*q divides hidden and ffn; the 1D
+// baseline's p = 4 divides heads and ffn.
 optimus::GptConfig small_config() {
-  return optimus::GptConfig{.vocab = 36, .max_seq = 6, .layers = 2, .hidden = 36, .heads = 6, .ffn = 72,
+  return optimus::GptConfig{.vocab = 36, .max_seq = 6, .layers = 2, .hidden = 36, .heads = 12, .ffn = 72,
                             .dropout = 0.1, .seed = 77};
 }
 constexpr std::int64_t global_batch = 12;  // q = 1, 2, 3 divide it, and dp = 2 replicas of 6 sequences
@@ -69,6 +70,39 @@ struct Trainer {
         ref.value = moment == 0 ? optimizer.first_moment(k) : optimizer.second_moment(k);
         all[(moment == 0 ? "m/" : "v/") + ref.name] =
             optimus::gather_parameter(grid.grid(), ref, false, grid.device());
+      }
+    }
+    return all;
+  }
+};
+
+// The 1D baseline on all of `world` (one group of p ranks), trained on the same global batches.
+struct Trainer1D {
+  optimus::megatron::Group group;
+  optimus::megatron::Gpt1D<float> model;
+  optimus::AdamW<float> optimizer;
+
+  explicit Trainer1D(optimus::Communicator& world)
+      : group(world), model(group, small_config()), optimizer(group, model.parameters(), optimus::AdamWConfig{.lr = 3e-3}) {}
+
+  double step(std::uint64_t step) {
+    std::vector<int> tokens, targets;
+    batch_of(step, 0, 1, tokens, targets);
+    model.zero_grad();
+    const double loss = model.train_step(tokens, targets, global_batch, step, 1);
+    optimizer.step();
+    return loss;
+  }
+
+  std::map<std::string, GlobalMatrix> gather_all() {
+    std::map<std::string, GlobalMatrix> all = model.gather(false);
+    const auto& params = optimizer.parameters();
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      for (int moment = 0; moment < 2; ++moment) {
+        optimus::ParameterRef<float> ref = params[k];
+        ref.value = moment == 0 ? optimizer.first_moment(k) : optimizer.second_moment(k);
+        all[(moment == 0 ? "m/" : "v/") + ref.name] =
+            optimus::gather_parameter(group.tp(), ref, false, group.local().device());
       }
     }
     return all;
@@ -204,6 +238,58 @@ TEST_CASE("a checkpoint saved at q = 2 loads at q = 1, q = 3 and dp = 2 x q = 2:
       CHECK(std::abs(other.losses[k] - same.losses[k]) <= 1e-5 * std::abs(same.losses[k]));
     }
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a q = 2 checkpoint loads into the 1D baseline at p = 4, and the 1D baseline's loads at q = 2 and p = 4") {
+  const fs::path dir = fresh_directory("one_d");
+  const Saved saved = train_and_save(dir, 3);
+  const Saved uninterrupted = load_and_continue(dir / "step_3", 4, 2, 3, nullptr);  // steps 4, 5, 6 at q = 2
+  // 2D -> 1D: the state bit for bit, two more steps within f32 rounding; then the 1D run saves step 5 and takes step 6.
+  Saved one_d, one_d_saved;
+  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+    Trainer1D t(w);
+    const optimus::checkpoint::TrainingState state =
+        optimus::checkpoint::load(dir / "step_3", t.model, &t.optimizer, nullptr);
+    auto loaded = t.gather_all();
+    std::vector<double> losses;
+    for (std::uint64_t s = 1; s <= 2; ++s) losses.push_back(t.step(state.step + s));
+    optimus::checkpoint::save(dir / "step_5", t.model, &t.optimizer, {.step = 5, .extra = {{"data", "test"}}});
+    auto at_save = t.gather_all();
+    losses.push_back(t.step(6));
+    if (w.rank() == 0) {
+      CHECK(state.step == 3);
+      one_d = {.losses = losses, .state = std::move(loaded)};
+      one_d_saved.state = std::move(at_save);
+    }
+  });
+  REQUIRE(one_d.state.size() == saved.state.size());
+  for (const auto& [name, value] : saved.state) {
+    CAPTURE(name);
+    CHECK(one_d.state.at(name) == value);  // parameters and both moments
+  }
+  for (std::size_t k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    CHECK(std::abs(one_d.losses[k] - uninterrupted.losses[k]) <= 1e-5 * std::abs(uninterrupted.losses[k]));
+  }
+  // What the 1D run wrote: its layout, and each element once (replicated tensors by group rank 0 only).
+  const optimus::checkpoint::Info info = optimus::checkpoint::inspect(dir / "step_5");
+  CHECK(info.layout == "1d");
+  CHECK(info.p == 4);
+  CHECK(info.bytes == optimus::checkpoint::inspect(dir / "step_3").bytes);
+  // 1D -> 2D at q = 2: the state bit for bit and step 6 within f32 rounding; 1D -> 1D: step 6 bit for bit.
+  const Saved two_d = load_and_continue(dir / "step_5", 4, 2, 1, nullptr);
+  for (const auto& [name, value] : one_d_saved.state) {
+    CAPTURE(name);
+    CHECK(two_d.state.at(name) == value);
+  }
+  CHECK(std::abs(two_d.losses[0] - one_d.losses[2]) <= 1e-5 * std::abs(one_d.losses[2]));
+  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+    Trainer1D t(w);
+    optimus::checkpoint::load(dir / "step_5", t.model, &t.optimizer, nullptr);
+    const double loss = t.step(6);
+    if (w.rank() == 0) CHECK(loss == one_d.losses[2]);
+  });
   fs::remove_all(dir);
 }
 

@@ -4,6 +4,8 @@
 // reference.
 #pragma once
 
+#include <filesystem>
+
 #include "optimus/device/rank_device.hpp"
 #include "optimus/grid/grid.hpp"
 
@@ -19,6 +21,11 @@ void check_kernels(RankDevice& rank);
 // epilogues; overlapped and blocking SUMMA and PendingProduct bit for bit; every layer and the GPT against the
 // reference at f32 and bf16 math; 5 AdamW steps at both. Collective over the grid.
 void check_device_grid(Grid& grid);
+// The 1D baseline's GPT on `rank`'s device (a megatron::Group of all of `world`, micro-batches, AdamW) against the
+// same on the host, bit for bit (the simulated device only); checkpoints written from device shards (1D and 2D on
+// `grid`) read back into device and host shards, bit for bit. `dir`: an empty directory all ranks see.
+void check_models_and_checkpoints_on(Communicator& world, RankDevice& rank, Grid& grid,
+                                     const std::filesystem::path& dir);
 // The same training step (forward, backward, AdamW, twice) on `on_device` and on `on_host`, a grid of the same world and
 // q: the same losses, gradient norms and parameters — bit for bit when `bitwise` (the simulated device), within
 // 1e-4 relative (1e-3 with bf16 GEMMs) otherwise.

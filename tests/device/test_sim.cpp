@@ -13,6 +13,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -430,6 +431,17 @@ TEST_CASE("recomputation and micro-batches on the simulated device (q = 2, share
   optimus::test::on_own_devices(kSim, 2, 2, ops::GemmMath::f32, [](Communicator&, RankDevice&, Grid& grid) {
     optimus::test::check_recompute_and_micro_batches_on(grid);
   });
+}
+
+TEST_CASE("the 1D baseline's GPT and checkpoints on the simulated device (4 ranks, one shared device)") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("optimus_sim_checkpoints_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  optimus::test::on_shared_device(kSim, 2, 1, ops::GemmMath::f32, [&](Communicator& world, RankDevice& rank, Grid& grid) {
+    optimus::test::check_models_and_checkpoints_on(world, rank, grid, dir);
+  });
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("steady state: no raw allocation and no new GEMM plan after the first step (shared and own devices)") {

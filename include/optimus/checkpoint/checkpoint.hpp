@@ -38,6 +38,7 @@
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/layers/gpt.hpp"
+#include "optimus/layers/megatron/gpt.hpp"
 
 namespace optimus::checkpoint {
 
@@ -56,7 +57,8 @@ struct Info {
   int adamw_steps = 0;
   bool has_optimizer = false;
   std::string dtype;  // "F32" or "F64"
-  int q = 0, dp = 0;  // the layout it was saved from
+  std::string layout;  // the layout it was saved from: "2d" (q x q grids, dp replicas) or "1d" (one group of p ranks)
+  int q = 0, dp = 1, p = 0;
   std::uint64_t bytes = 0;  // of all its tensor data
 };
 
@@ -70,16 +72,22 @@ struct IoStats {
 // process there to prove that a save interrupted at that point loses nothing.
 using StageHook = std::function<void(std::string_view stage)>;
 
-// Collective over the model's grid and replicas: writes `dir` (its parent must exist). The optimizer may be null
-// (parameters only).
+// Collective over the model's grid and replicas (or its 1D group): writes `dir` (its parent must exist). The optimizer
+// may be null (parameters only). From a 1D group, tensors replicated over it are written once, by group rank 0.
 template <class T>
 IoStats save(const std::filesystem::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
              const StageHook& hook = nullptr);
+template <class T>
+IoStats save(const std::filesystem::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer,
+             const TrainingState& state, const StageHook& hook = nullptr);
 
 // Collective: loads `dir` into a model of the same config (any q, dp) and, when given, the optimizer (the
 // checkpoint must hold its state). Saved f32 loads into f64 exactly; f64 into f32 rounds.
 template <class T>
 TrainingState load(const std::filesystem::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, IoStats* stats);
+// The same into the 1D baseline's model on its group of p ranks: a 2D checkpoint loads here, and a 1D one on a grid.
+template <class T>
+TrainingState load(const std::filesystem::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer, IoStats* stats);
 
 // One process, no collective: the checkpoint's description, with its metadata verified.
 Info inspect(const std::filesystem::path& dir);

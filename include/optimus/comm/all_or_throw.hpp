@@ -11,9 +11,9 @@
 #pragma once
 
 #include <functional>
-#include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "optimus/comm/communicator.hpp"
 
@@ -22,7 +22,7 @@ namespace optimus {
 // The message of the lowest rank of `comm` that has one, on every rank; none where no rank has one.
 std::optional<std::string> first_failure(Communicator& comm, const std::optional<std::string>& mine);
 
-void all_or_throw(std::initializer_list<Communicator*> comms, const std::function<void()>& work);
+void all_or_throw(const std::vector<Communicator*>& comms, const std::function<void()>& work);
 
 // The same for work that some ranks do in steps between collectives all ranks join (rank 0 writing a file while the
 // grid gathers its tensors): attempt() runs a step where `active`, keeps the first failure and skips the later steps;
@@ -31,7 +31,7 @@ class DeferredFailure {
  public:
   explicit DeferredFailure(bool active) : active_(active) {}
   void attempt(const std::function<void()>& step);
-  void agree(std::initializer_list<Communicator*> comms) const;
+  void agree(const std::vector<Communicator*>& comms) const;
 
  private:
   bool active_;
