@@ -41,6 +41,22 @@ void batch_of(std::uint64_t step, int replica, int replicas, std::vector<int>& t
   }
 }
 
+// A model's parameters and its optimizer's moments ("m/NAME", "v/NAME"), gathered over `holders` (collective).
+template <class Model>
+std::map<std::string, GlobalMatrix> gather_state(Model& model, optimus::AdamW<float>& optimizer,
+                                                 optimus::Communicator& holders, optimus::DeviceMemory* device) {
+  std::map<std::string, GlobalMatrix> all = model.gather(false);
+  const auto& params = optimizer.parameters();
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    for (int moment = 0; moment < 2; ++moment) {
+      optimus::ParameterRef<float> ref = params[k];
+      ref.value = moment == 0 ? optimizer.first_moment(k) : optimizer.second_moment(k);
+      all[(moment == 0 ? "m/" : "v/") + ref.name] = optimus::gather_parameter(holders, ref, false, device);
+    }
+  }
+  return all;
+}
+
 struct Trainer {
   optimus::Grid grid;
   optimus::Gpt2D<float> model;
@@ -61,19 +77,7 @@ struct Trainer {
   }
 
   // Every parameter and both moments, gathered (collective over the grid).
-  std::map<std::string, GlobalMatrix> gather_all() {
-    std::map<std::string, GlobalMatrix> all = model.gather(false);
-    const auto& params = optimizer.parameters();
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      for (int moment = 0; moment < 2; ++moment) {
-        optimus::ParameterRef<float> ref = params[k];
-        ref.value = moment == 0 ? optimizer.first_moment(k) : optimizer.second_moment(k);
-        all[(moment == 0 ? "m/" : "v/") + ref.name] =
-            optimus::gather_parameter(grid.grid(), ref, false, grid.device());
-      }
-    }
-    return all;
-  }
+  std::map<std::string, GlobalMatrix> gather_all() { return gather_state(model, optimizer, grid.grid(), grid.device()); }
 };
 
 // The 1D baseline on all of `world` (one group of p ranks), trained on the same global batches.
@@ -95,17 +99,7 @@ struct Trainer1D {
   }
 
   std::map<std::string, GlobalMatrix> gather_all() {
-    std::map<std::string, GlobalMatrix> all = model.gather(false);
-    const auto& params = optimizer.parameters();
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      for (int moment = 0; moment < 2; ++moment) {
-        optimus::ParameterRef<float> ref = params[k];
-        ref.value = moment == 0 ? optimizer.first_moment(k) : optimizer.second_moment(k);
-        all[(moment == 0 ? "m/" : "v/") + ref.name] =
-            optimus::gather_parameter(group.tp(), ref, false, group.local().device());
-      }
-    }
-    return all;
+    return gather_state(model, optimizer, group.tp(), group.local().device());
   }
 };
 
