@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "bench_options.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
@@ -68,8 +69,7 @@ std::int64_t measured(const Shape& s, int q, ops::GemmMath math, std::int64_t ba
 }  // namespace
 
 int run_activations(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2,
-                       {"h", "s", "heads", "ffn", "layers", "q", "gemm", "budget-gib", "measure", "json"});
+  const cli::Options o(argc, argv, 2, options_of("activations"));
   Shape s{.hidden = o.integer("h", 1024), .seq = o.integer("s", 1024), .heads = o.integer("heads", 16),
           .ffn = 0, .layers = o.integer("layers", 24)};
   s.ffn = o.integer("ffn", 4 * s.hidden);
@@ -79,7 +79,7 @@ int run_activations(Communicator& world, int argc, char** argv) {
   OPTIMUS_CHECK(s.hidden > 0 && s.seq > 0 && s.heads > 0 && s.ffn > 0 && s.layers > 0 && budget > 0,
                 "activations: --h, --s, --heads, --ffn, --layers and --budget-gib must be positive");
   std::vector<int> qs;
-  for (const std::string& q : o.list("q", "1,2")) qs.push_back(std::stoi(q));
+  for (const std::int64_t q : o.integers("q", "1,2")) qs.push_back(static_cast<int>(q));
   std::vector<ops::GemmMath> maths;
   for (const std::string& g : o.list("gemm", "f32,bf16")) {
     OPTIMUS_CHECK(g == "f32" || g == "bf16", "--gemm values must be f32 or bf16, got '", g, "'");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "bench_options.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 #include "report.hpp"
@@ -41,7 +42,7 @@ Fit fit(const std::vector<double>& bytes, const std::vector<double>& seconds) {
 }  // namespace
 
 int run_calibrate(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2, {"json", "iters"});
+  const cli::Options o(argc, argv, 2, options_of("calibrate"));
   const int iters = static_cast<int>(o.integer("iters", 5));
   OPTIMUS_CHECK(world.size() >= 2, "calibrate needs at least 2 ranks to measure communication, got ", world.size());
   cpu::set_gemm_threads(1);
@@ -136,9 +137,7 @@ double model_flops(const BlockShape& s, std::int64_t layers) {
 }  // namespace
 
 int run_model(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2,
-                       {"calibration", "b", "s", "h", "heads", "ffn", "layers", "ps", "node", "nvlink-gbs", "ib-gbs",
-                        "nvlink-alpha-us", "ib-alpha-us", "tflops", "elem-bytes", "json"});
+  const cli::Options o(argc, argv, 2, options_of("model"));
   BlockShape s{o.integer("b", 16), o.integer("s", 2048), o.integer("h", 8192), o.integer("heads", 64), 0};
   s.ffn = o.integer("ffn", 4 * s.hidden);
   const std::int64_t layers = o.integer("layers", 1);

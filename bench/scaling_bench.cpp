@@ -12,6 +12,7 @@
 
 #include "block_model.hpp"
 #include "commands.hpp"
+#include "bench_options.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/block.hpp"
@@ -126,9 +127,7 @@ Measured run(Communicator& world, const Config& c) {
 }  // namespace
 
 int run_scaling_bench(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2,
-                       {"layout", "b", "s", "h", "heads", "ffn", "layers", "dtype", "warmup", "iters", "check", "json",
-                        "budget-gib", "device", "trace", "gemm"});
+  const cli::Options o(argc, argv, 2, options_of("scaling"));
   OPTIMUS_CHECK(o.text("device", "cpu") == "cpu", "scaling --device ", o.text("device", "cpu"),
                 ": scaling runs MPI ranks on the CPU; blocks on one GPU run with `optimus-bench layer --device cuda`");
   Config c;

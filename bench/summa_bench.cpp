@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "commands.hpp"
+#include "bench_options.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/core/timeline.hpp"
@@ -151,7 +152,7 @@ void run_case(Grid& grid, const Case& c, const Settings& s, Report& report, doub
 }  // namespace
 
 int run_summa_bench(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2, {"n", "m", "k", "ops", "dtype", "warmup", "iters", "scalapack", "json", "trace"});
+  const cli::Options o(argc, argv, 2, options_of("summa"));
   const std::vector<std::int64_t> sizes = o.integers("n", "1024");
   const std::vector<std::string> ops = o.list("ops", "ab,abt,atb");
   const std::vector<std::string> dtypes = o.list("dtype", "f64");

@@ -8,6 +8,11 @@
 
 namespace optimus {
 
+std::vector<cli::Spec> device_options() {
+  return {cli::choice("device", {"cpu", "sim", "cuda"}, "where each rank computes (default cpu)"),
+          cli::bytes("device-memory", "the simulated device's capacity (--device sim; default unlimited)")};
+}
+
 DeviceChoice choose_device(const cli::Options& options) {
   const DeviceChoice choice{.kind = parse_device(options.text("device", "cpu")),
                             .sim_capacity = options.bytes("device-memory", std::numeric_limits<std::uint64_t>::max())};

@@ -6,6 +6,8 @@
 #include <optimus/core/cli.hpp>
 #include <optimus/optimus.hpp>
 
+#include "example_options.hpp"
+
 namespace {
 
 struct Options {
@@ -14,7 +16,7 @@ struct Options {
 };
 
 Options parse(int argc, char** argv) {
-  const optimus::cli::Options cli(argc, argv, 1, {"m", "n", "k", "q"});  // --help lists them
+  const optimus::cli::Options cli(argc, argv, 1, optimus::examples::summa_2x2_options());  // --help lists them
   Options o;
   o.m = cli.integer("m", o.m);
   o.n = cli.integer("n", o.n);

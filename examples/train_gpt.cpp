@@ -48,6 +48,7 @@
 #include "optimus/core/cli.hpp"
 #include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
+#include "example_options.hpp"
 
 namespace {
 
@@ -207,11 +208,17 @@ std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::s
       out += std::to_string(c.valid[k]);
     }
   } else {
-    for (char ch : prompt) {
+    for (char ch : prompt) {  // the prompt's characters that the text has
       const auto pos = c.chars.find(ch);
-      if (pos != std::string::npos) context.push_back(static_cast<int>(pos));
+      if (pos != std::string::npos) {
+        context.push_back(static_cast<int>(pos));
+        out += ch;
+      }
     }
-    out = prompt;
+    if (context.empty()) {  // none: the held-out text's first character
+      context.push_back(c.valid[0]);
+      out += c.chars[static_cast<std::size_t>(c.valid[0])];
+    }
   }
   const optimus::CounterRng rng(seed, 7);
   const auto max_seq = static_cast<std::size_t>(model.config().max_seq);
@@ -274,8 +281,6 @@ Saving saving_options(const optimus::cli::Options& o) {
   s.dir = o.text("save", "");
   s.every = static_cast<int>(o.integer("save-every", 1 << 30));
   s.keep = static_cast<int>(o.integer("keep", 0));
-  OPTIMUS_CHECK(s.every >= 1, "--save-every must be >= 1, got ", s.every);
-  OPTIMUS_CHECK(s.keep >= 0, "--keep must be >= 0 (0 keeps every checkpoint), got ", s.keep);
   std::filesystem::create_directories(s.dir);
   return s;
 }
@@ -313,8 +318,8 @@ void adopt_checkpoint(const optimus::cli::Options& o, const optimus::checkpoint:
                   " replicas cannot share");
     batch = global / dp;  // the same sequences each step, shared by this run's replicas
   }
-  OPTIMUS_CHECK(static_cast<std::uint64_t>(steps) >= info.state.step, "--steps ", steps,
-                " is before the checkpoint's step ", info.state.step);
+  OPTIMUS_CHECK(static_cast<std::uint64_t>(steps) > info.state.step, "--steps ", steps,
+                " leaves nothing to train after the checkpoint's step ", info.state.step);
 }
 
 // --init FILE: the model's shape is the file's; the text's ids must be among its vocabulary, and shape options given
@@ -344,7 +349,6 @@ void adopt_shape(const optimus::cli::Options& o, const optimus::GptConfig& file,
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
   const int q = static_cast<int>(o.integer("q", 2));
   const std::string gemm = o.text("gemm", "f32");
-  OPTIMUS_CHECK(gemm == "f32" || gemm == "bf16", "--gemm must be f32 or bf16, got '", gemm, "'");
   const auto math = gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
   optimus::Grid host_grid = optimus::Grid::create(world, q);  // the reference check's (f64) grid
   std::unique_ptr<optimus::DeviceRuntime> own_device;
@@ -482,6 +486,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       std::fflush(stdout);
     }
   };
+  const bool skip_nonfinite = o.has("skip-nonfinite");
+  if (skip_nonfinite) optimizer.set_nonfinite(optimus::NonFinite::skip);
   double interval_loss = 0, last_loss = 0;
   int interval_steps = 0;  // since the last print (a resumed run may start mid-interval)
   auto t0 = std::chrono::steady_clock::now();
@@ -494,11 +500,18 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                tokens, targets);
     model.zero_grad();
     const double loss = model.train_step(tokens, targets, batch, static_cast<std::uint64_t>(step), micro_batches);
-    optimizer.step();
-    interval_loss += loss;
-    ++interval_steps;
+    OPTIMUS_CHECK(std::isfinite(loss) || skip_nonfinite, "step ", step, ": the training loss is ", loss,
+                  "; stopping (--skip-nonfinite skips such steps)");
+    const double norm = std::isfinite(loss) ? optimizer.step() : loss;  // AdamW stops or skips a non-finite norm
+    if (std::isfinite(norm)) {
+      interval_loss += loss;
+      ++interval_steps;
+    } else if (root) {
+      std::printf("step %5d  skipped: the %s is %g (parameters and AdamW unchanged)\n", step,
+                  std::isfinite(loss) ? "gradient norm" : "loss", norm);
+    }
     if (step % every == 0 || step == steps) {
-      const int n = interval_steps;
+      const int n = std::max(interval_steps, 1);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       last_loss = interval_loss / n;
       if (root) {
@@ -555,16 +568,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
 int main(int argc, char** argv) {
   optimus::Context ctx(argc, argv);
   try {
-    const optimus::cli::Options o(argc, argv, 1,
-                                  {"q", "layers", "hidden", "heads", "ffn", "seq", "batch", "steps", "lr", "seed",
-                                   "every", "text", "sample", "dropout", "device", "device-memory", "gemm",
-                                   "in-process", "micro-batches", "recompute", "save", "save-every", "keep", "resume", "init", "export", "data"});
+    const optimus::cli::Options o(argc, argv, 1, optimus::examples::train_gpt_options());
     Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
     if (!where.in_process) return train(ctx.world(), o, where);
     const auto ranks = o.integer("in-process", 1);
     OPTIMUS_CHECK(ctx.world().size() == 1, "--in-process runs every rank in this process: launch one process, not ",
                   ctx.world().size());
-    OPTIMUS_CHECK(ranks >= 1 && ranks <= 64, "--in-process needs 1 to 64 ranks, got ", ranks);
     if (where.choice.kind != optimus::Device::cpu) where.shared = open_device(where, ctx.world());
     int status = 0;
     optimus::run_in_process(static_cast<int>(ranks), [&](optimus::Communicator& world) {

@@ -24,7 +24,8 @@ void check_operands(const char* op, const SummaOperand<T>& a, const SummaOperand
                     std::int64_t m, std::int64_t k, std::int64_t kb, std::int64_t n) {
   OPTIMUS_CHECK(a.grid->same(*b.grid) && a.grid->same(c.grid()), op, ": the matrices belong to different grids");
   const T* out = std::as_const(c).local().data();
-  OPTIMUS_CHECK(out != a.block.data() && out != b.block.data(), op, ": the output C must not be one of the inputs");
+  OPTIMUS_CHECK(out == nullptr || (out != a.block.data() && out != b.block.data()), op,
+                ": the output C must not be one of the inputs");  // (an empty C holds no data to alias)
   OPTIMUS_CHECK(k == kb, op, ": inner dimensions differ: A is ", a.rows, "x", a.cols, ", B is ", b.rows, "x", b.cols,
                 " (", k, " != ", kb, ")");
   OPTIMUS_CHECK(c.rows() == m && c.cols() == n, op, ": C is ", c.rows(), "x", c.cols(), " but the product is ", m,

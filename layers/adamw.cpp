@@ -23,6 +23,7 @@ AdamW<T>::AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<
       params_(std::move(params)),
       config_(config),
       norm_scratch_(Shape{ops::sum_squares_scratch()}, local.tag(MemoryKind::workspace), Init::none) {
+  validate(config_);
   for (const ParameterRef<T>& p : params_) {
     m_.emplace_back(p.value.shape(), local.tag(MemoryKind::optimizer));
     v_.emplace_back(p.value.shape(), local.tag(MemoryKind::optimizer));
@@ -30,14 +31,28 @@ AdamW<T>::AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<
 }
 
 template <class T>
+void AdamW<T>::set_learning_rate(double lr) {
+  AdamWConfig next = config_;
+  next.lr = lr;
+  validate(next);
+  config_ = next;
+}
+
+template <class T>
 double AdamW<T>::step() {
-  ++t_;
   double sq = 0;
   for (const ParameterRef<T>& p : params_) {
     const bool counted_here = p.layout.kind != ShardLayout::Kind::replicated || norm_->rank() == 0;
     if (counted_here) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), local_.queue());
   }
   const double norm = std::sqrt(norm_->all_reduce(sq, ReduceOp::sum));
+  if (!std::isfinite(norm)) {  // the same on every rank: nothing is updated
+    OPTIMUS_CHECK(nonfinite_ == NonFinite::skip, "AdamW step ", t_ + 1, ": the global gradient norm is ", norm,
+                  " (a gradient holds a NaN or an inf); parameters and moments are unchanged");
+    ++skipped_;
+    return norm;
+  }
+  ++t_;
   AdamWStep s{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0, 1.0,
               1.0 - std::pow(config_.beta1, t_), 1.0 - std::pow(config_.beta2, t_)};
   s.clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm : 1.0;

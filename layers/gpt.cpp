@@ -11,10 +11,8 @@ namespace {
 
 const GptConfig& checked(const GptConfig& c, const Grid& grid) {
   const std::int64_t q = grid.q(), qq = q * q;
-  OPTIMUS_CHECK(c.heads > 0 && c.hidden % c.heads == 0, "GptConfig: hidden = ", c.hidden,
-                " is not divisible by heads = ", c.heads);
+  validate(c);
   OPTIMUS_CHECK(c.heads % q == 0, "GptConfig: heads = ", c.heads, " is not divisible by q = ", q);
-  OPTIMUS_CHECK(c.vocab > 0, "GptConfig: vocab = ", c.vocab, " must be positive");
   OPTIMUS_CHECK(c.padded_vocab == 0 || (c.padded_vocab >= c.vocab && c.padded_vocab % q == 0),
                 "GptConfig: padded_vocab = ", c.padded_vocab, " must be 0 (the default padding) or a multiple of q = ",
                 q, " no smaller than vocab = ", c.vocab);
@@ -22,8 +20,6 @@ const GptConfig& checked(const GptConfig& c, const Grid& grid) {
   OPTIMUS_CHECK(c.hidden % qq == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by q*q = ", qq,
                 " (biases and LayerNorm parameters are split q*q ways)");
   OPTIMUS_CHECK(c.ffn % qq == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by q*q = ", qq);
-  OPTIMUS_CHECK(c.layers >= 0 && c.dropout >= 0.0 && c.dropout < 1.0, "GptConfig: layers = ", c.layers,
-                ", dropout = ", c.dropout, " out of range");
   return c;
 }
 

@@ -2,6 +2,7 @@
 #include "optimus/layers/parameter.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "optimus/core/device_memory.hpp"
@@ -105,6 +106,14 @@ void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMe
   OPTIMUS_CHECK(full.rows() == p.layout.tensor_rows() && full.cols() == p.layout.cols, "load_global: '", p.name,
                 "' is ", p.layout.tensor_rows(), "x", p.layout.cols, " but the given tensor is ", full.rows(), "x",
                 full.cols());
+  if (!full.allFinite()) {  // the whole tensor, which every rank holds: the same error everywhere
+    for (std::int64_t r = 0; r < full.rows(); ++r) {
+      for (std::int64_t c = 0; c < full.cols(); ++c) {
+        OPTIMUS_CHECK(std::isfinite(full(r, c)), "load_global: '", p.name, "' holds ", full(r, c), " at [", r, ", ", c,
+                      "]; parameters must be finite");
+      }
+    }
+  }
   const std::int64_t lc = p.layout.local_cols();
   std::vector<T> host(static_cast<std::size_t>(p.layout.local_rows() * lc));
   for (std::int64_t r = 0; r < p.layout.local_rows(); ++r) {

@@ -11,14 +11,9 @@ namespace {
 
 const GptConfig& checked(const GptConfig& c, const Group& group) {
   const int p = group.size();
-  OPTIMUS_CHECK(c.heads > 0 && c.hidden % c.heads == 0, "GptConfig: hidden = ", c.hidden,
-                " is not divisible by heads = ", c.heads);
+  validate(c);
   OPTIMUS_CHECK(c.heads % p == 0, "GptConfig: heads = ", c.heads, " is not divisible by p = ", p);
   OPTIMUS_CHECK(c.ffn % p == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by p = ", p);
-  OPTIMUS_CHECK(c.vocab > 0 && c.max_seq > 0, "GptConfig: vocab = ", c.vocab, ", max_seq = ", c.max_seq,
-                " must be positive");
-  OPTIMUS_CHECK(c.layers >= 0 && c.dropout >= 0.0 && c.dropout < 1.0, "GptConfig: layers = ", c.layers,
-                ", dropout = ", c.dropout, " out of range");
   return c;
 }
 

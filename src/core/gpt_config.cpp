@@ -3,6 +3,8 @@
 
 #include "optimus/core/gpt_config.hpp"
 
+#include "optimus/core/error.hpp"
+
 namespace optimus {
 
 std::uint64_t parameter_stream(std::string_view name) {
@@ -12,6 +14,35 @@ std::uint64_t parameter_stream(std::string_view name) {
     hash *= 0x100000001b3ull;
   }
   return hash;
+}
+
+void validate(const GptConfig& c) {
+  const auto positive = [](const char* field, std::int64_t v) {
+    OPTIMUS_CHECK(v > 0, "GptConfig: ", field, " = ", v, " must be positive");
+  };
+  positive("vocab", c.vocab);
+  positive("max_seq", c.max_seq);
+  positive("hidden", c.hidden);
+  positive("heads", c.heads);
+  positive("ffn", c.ffn);
+  OPTIMUS_CHECK(c.layers >= 0, "GptConfig: layers = ", c.layers, " must not be negative");
+  OPTIMUS_CHECK(c.hidden % c.heads == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by heads = ", c.heads);
+  OPTIMUS_CHECK(c.padded_vocab == 0 || c.padded_vocab >= c.vocab, "GptConfig: padded_vocab = ", c.padded_vocab,
+                " must be 0 (the default padding) or no smaller than vocab = ", c.vocab);
+  OPTIMUS_CHECK(std::isfinite(c.dropout) && c.dropout >= 0.0 && c.dropout < 1.0, "GptConfig: dropout = ", c.dropout,
+                " must be in [0, 1)");
+}
+
+void validate(const AdamWConfig& c) {
+  const auto check = [](const char* field, double v, bool ok, const char* range) {
+    OPTIMUS_CHECK(std::isfinite(v) && ok, "AdamWConfig: ", field, " = ", v, " must be ", range);
+  };
+  check("lr", c.lr, c.lr > 0, "positive and finite");
+  check("beta1", c.beta1, c.beta1 >= 0 && c.beta1 < 1, "in [0, 1)");
+  check("beta2", c.beta2, c.beta2 >= 0 && c.beta2 < 1, "in [0, 1)");
+  check("eps", c.eps, c.eps > 0, "positive and finite");
+  check("weight_decay", c.weight_decay, c.weight_decay >= 0, "non-negative and finite");
+  check("max_grad_norm", c.max_grad_norm, true, "finite (<= 0 disables clipping)");
 }
 
 namespace {

@@ -15,11 +15,15 @@ Shape::Shape(std::initializer_list<std::int64_t> dims) {
     OPTIMUS_CHECK(d >= 0, "shape dimensions must be non-negative, got ", d);
     dims_[static_cast<std::size_t>(rank_++)] = d;
   }
+  numel();  // refuses a shape whose element count overflows
 }
 
 std::int64_t Shape::numel() const {
   std::int64_t n = 1;
-  for (int d = 0; d < rank_; ++d) n *= (*this)[d];
+  for (int d = 0; d < rank_; ++d) {
+    OPTIMUS_CHECK(!__builtin_mul_overflow(n, (*this)[d], &n) && n <= kMaxElements, "shape ", *this, " has more than ",
+                  kMaxElements, " elements (2^60: its byte count would overflow)");
+  }
   return n;
 }
 

@@ -3,9 +3,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "optimus/core/device_memory.hpp"
+#include "optimus/core/error.hpp"
 #include "optimus/core/memory.hpp"
 #include "optimus/core/tensor.hpp"
 
@@ -96,4 +98,24 @@ TEST_CASE("a tensor placed on a device takes its memory there, clones there, ret
   const optimus::Tensor<float> host(optimus::Shape{2});
   CHECK(host.device() == optimus::Device::cpu);
   CHECK(host.device_memory() == nullptr);
+}
+
+TEST_CASE("shapes whose element count overflows are refused naming the shape (they used to wrap)") {
+  const auto message = [](auto make) {
+    try {
+      make();
+    } catch (const optimus::Error& e) {
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  const std::int64_t side = 3037000500;  // side^2 > 2^63: the product went negative
+  CHECK(message([&] { optimus::Shape{side, side}; }) ==
+        "shape [3037000500, 3037000500] has more than 1152921504606846976 elements (2^60: its byte count would "
+        "overflow)");
+  const std::int64_t half = std::int64_t{1} << 31;  // 2^62 elements: 2^64 bytes of f32 wrapped to 0
+  CHECK(message([&] { optimus::Tensor<float>(optimus::Shape{half, half}); }).find("shape [2147483648, 2147483648]") ==
+        0);
+  CHECK(optimus::Shape{std::int64_t{1} << 30, 1 << 30}.numel() == optimus::Shape::kMaxElements);  // the limit itself
+  CHECK(message([&] { optimus::Shape{1 << 20, 1 << 20, 1 << 20, 2}; }).find("has more than") != std::string::npos);
 }

@@ -403,6 +403,15 @@ void check_bad_input(Communicator& world, int q) {
   DistMatrix<double> B_other(other, 3 * q, q);
   CHECK(error_on_every_rank(g, [&] { summa_ab(A, B_other); }) == "summa_ab: the matrices belong to different grids");
   CHECK(error_on_every_rank(g, [&] { summa_ab(1.0, A, B2, 0.0, C); }).empty());  // and the good call still works
+
+  // Zero-sized dimensions are products like any other: m = 0 or n = 0 give an empty C, k = 0 gives C = beta C.
+  DistMatrix<double> A0(grid, 0, 3 * q), B0(grid, 3 * q, 0), Ak0(grid, 2 * q, 0), Bk0(grid, 0, q);
+  CHECK(error_on_every_rank(g, [&] { CHECK(summa_ab(A0, B2).rows() == 0); }).empty());
+  CHECK(error_on_every_rank(g, [&] { CHECK(summa_ab(A, B0).cols() == 0); }).empty());
+  C.fill_random(5);
+  const reference::Matrix before = C.to_global();
+  CHECK(error_on_every_rank(g, [&] { summa_ab(1.0, Ak0, Bk0, 0.5, C); }).empty());
+  CHECK(C.to_global() == reference::Matrix(0.5 * before));
 }
 
 }  // namespace optimus::test

@@ -63,6 +63,13 @@ struct AdamWConfig {
   double max_grad_norm = 1.0;  // clip when the global norm exceeds it; <= 0 disables
 };
 
+// Throw optimus::Error naming the field and its value unless every value is finite and in its range. GptConfig: vocab,
+// max_seq, hidden, heads, ffn > 0, heads divides hidden, layers >= 0, padded_vocab 0 or >= vocab, dropout in [0, 1).
+// AdamWConfig: lr > 0, beta1 and beta2 in [0, 1), eps > 0, weight_decay >= 0, max_grad_norm finite. (The models and
+// AdamW check them at construction; a layout's own divisibility rules are the model's.)
+void validate(const GptConfig& config);
+void validate(const AdamWConfig& config);
+
 // Initialization of GPT-2 parameters, shared by the 2D model and the reference: element (r, c) of the
 // tensor named `name` (GPT-2 layout; vectors have r = 0) is
 //     initial_distribution(config, name).sample(CounterRng(config.seed, parameter_stream(name)), r, c)

@@ -24,6 +24,8 @@ namespace optimus {
 class Shape {
  public:
   static constexpr int kMaxRank = 4;
+  // The most elements a shape may have, so that its bytes (8 per element at most) fit in 64 bits with room to align.
+  static constexpr std::int64_t kMaxElements = std::int64_t{1} << 60;
 
   Shape() = default;
   Shape(std::initializer_list<std::int64_t> dims);
@@ -31,6 +33,7 @@ class Shape {
   int rank() const { return rank_; }
   std::int64_t operator[](int d) const { return dims_[static_cast<std::size_t>(d)]; }
   std::int64_t& operator[](int d) { return dims_[static_cast<std::size_t>(d)]; }
+  // The product of the dimensions; throws optimus::Error naming the shape where it exceeds kMaxElements.
   std::int64_t numel() const;
 
   friend bool operator==(const Shape& a, const Shape& b);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "optimus/core/cli.hpp"
 #include "optimus/core/device.hpp"
@@ -16,6 +17,9 @@ struct DeviceChoice {
   Device kind;
   std::uint64_t sim_capacity;  // bytes of the simulated device (unlimited: the largest value)
 };
+
+// The two options' Specs, for a program's option table.
+std::vector<cli::Spec> device_options();
 
 // The choice `options` make; --device-memory with another device than sim is an optimus::Error.
 DeviceChoice choose_device(const cli::Options& options);

@@ -6,6 +6,10 @@
 // group, the tensors a ShardLayout calls replicated (LayerNorm, row-parallel biases, wpe) are held, with the same
 // gradient, by all p ranks: only group rank 0 adds them in. Each rank then updates what it holds; replicated tensors
 // get the same update on every rank and stay equal. Moments are counted as optimizer memory where the parameters live.
+//
+// A non-finite gradient norm (a NaN or an inf in any gradient, on any rank: the norm is all-reduced) never reaches the
+// parameters: step() throws, on every rank, an optimus::Error naming the step and the norm, or, under
+// NonFinite::skip, returns the norm having changed nothing (parameters, moments and the step count stay as they were).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +21,9 @@
 
 namespace optimus {
 
+// What AdamW::step does with a non-finite gradient norm.
+enum class NonFinite { stop, skip };
+
 template <class T>
 class AdamW {
  public:
@@ -26,10 +33,12 @@ class AdamW {
   // the optimizer.
   AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config);
 
-  // One step (t counts from 1); returns the global gradient norm before clipping.
+  // One step (t counts from 1); returns the global gradient norm before clipping (see NonFinite).
   double step();
-  // For schedules: the learning rate of the following steps.
-  void set_learning_rate(double lr) { config_.lr = lr; }
+  // For schedules: the learning rate of the following steps (positive and finite, or optimus::Error).
+  void set_learning_rate(double lr);
+  void set_nonfinite(NonFinite policy) { nonfinite_ = policy; }
+  int skipped_steps() const { return skipped_; }
 
   // Checkpoints: the parameters as given, the moments m and v of parameter k ([local shape] like its value, where
   // the parameters live), and the steps taken (the bias corrections follow it).
@@ -51,6 +60,8 @@ class AdamW {
   std::vector<Tensor<T>> m_, v_;
   Tensor<double> norm_scratch_;  // ops::sum_squares' partials, where the gradients live
   int t_ = 0;
+  NonFinite nonfinite_ = NonFinite::stop;
+  int skipped_ = 0;
 };
 
 extern template class AdamW<float>;

@@ -1,0 +1,111 @@
+// The option tables of optimus-bench's commands.
+#include "bench_options.hpp"
+
+#include <cstdint>
+#include <limits>
+
+#include "optimus/core/error.hpp"
+#include "optimus/device/device_choice.hpp"
+
+namespace optimus::bench {
+namespace {
+
+constexpr std::int64_t kSide = std::int64_t{1} << 20;   // matrix sides, tokens per sequence, hidden sizes
+constexpr std::int64_t kBatch = std::int64_t{1} << 20;  // sequences
+constexpr std::int64_t kIters = 1000000;
+
+// A block's shape: --b --s --h --heads --ffn --layers.
+std::vector<cli::Spec> block_shape(bool with_batch) {
+  std::vector<cli::Spec> specs;
+  if (with_batch) specs.push_back(cli::integer("b", 1, kBatch, "sequences per batch"));
+  for (cli::Spec s : {cli::integer("s", 1, kSide, "tokens per sequence"), cli::integer("h", 1, kSide, "hidden size"),
+                      cli::integer("heads", 1, 1 << 16, "attention heads"),
+                      cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4h)"),
+                      cli::integer("layers", 1, 1 << 12, "transformer blocks")}) {
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+std::vector<cli::Spec> timing() {
+  return {cli::integer("warmup", 0, kIters, "untimed iterations first"),
+          cli::integer("iters", 1, kIters, "timed iterations")};
+}
+
+std::vector<cli::Spec> joined(std::vector<std::vector<cli::Spec>> parts) {
+  std::vector<cli::Spec> all;
+  for (auto& part : parts) all.insert(all.end(), part.begin(), part.end());
+  return all;
+}
+
+cli::Spec json() { return cli::output_file("json", "also write the rows as JSON to this file"); }
+cli::Spec check() {
+  return cli::choice("check", {"auto", "on", "off"}, "compare with the reference (auto: small shapes)");
+}
+
+std::vector<cli::Spec> device_bench(bool gpt) {
+  std::vector<cli::Spec> specs = joined(
+      {device_options(), {cli::integers("q", 1, 64, "grid sides, a row each (default 1,2)")}, block_shape(true),
+       {cli::choices("gemm", {"f32", "tf32", "bf16"}, "GEMM maths, a row each (tf32 needs an accelerator)")},
+       timing(), {check(), cli::integer("peak-n", 1, 1 << 16, "side of the GEMM that measures the peak"), json()}});
+  if (gpt) specs.push_back(cli::integer("vocab", 1, 1 << 24, "vocabulary"));
+  return specs;
+}
+
+}  // namespace
+
+std::vector<std::string> commands() {
+  return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint"};
+}
+
+std::vector<cli::Spec> options_of(const std::string& command) {
+  if (command == "summa") {
+    return joined({{cli::integers("n", 1, kSide, "sizes n, a row each (default 1024)"),
+                    cli::integer("m", 1, kSide, "rows of A and C (default n)"),
+                    cli::integer("k", 1, kSide, "inner dimension (default n)"),
+                    cli::choices("ops", {"ab", "abt", "atb"}, "products (default all)"),
+                    cli::choices("dtype", {"f64", "f32"}, "element types (default f64)")},
+                   timing(),
+                   {cli::choice("scalapack", {"auto", "on", "off"}, "compare with ScaLAPACK's p?gemm"), json(),
+                    cli::output_file("trace", "a Chrome trace of the overlapped products")}});
+  }
+  if (command == "scaling") {
+    return joined({{cli::choice("layout", {"1d", "2d"}, "Megatron's 1D or the 2D grid")}, block_shape(true),
+                   {cli::choice("dtype", {"f32", "f64"}, "layer type"), cli::choice("gemm", {"f32", "bf16"}, "GEMM math")},
+                   timing(),
+                   {check(), cli::positive_real("budget-gib", 1e6, "memory per rank for the largest batch"),
+                    cli::choice("device", {"cpu", "sim", "cuda"}, "cpu only: ranks are MPI processes"),
+                    cli::output_file("trace", "a Chrome trace"), json()}});
+  }
+  if (command == "calibrate") return {json(), cli::integer("iters", 1, kIters, "repetitions of each measurement")};
+  if (command == "model") {
+    return joined({{cli::input_path("calibration", "the JSON optimus-bench calibrate wrote")}, block_shape(true),
+                   {cli::integers("ps", 1, 1 << 20, "GPU counts, a row each"),
+                    cli::integer("node", 1, 1024, "GPUs per node"),
+                    cli::positive_real("nvlink-gbs", 1e6, "intra-node bandwidth, GB/s"),
+                    cli::positive_real("ib-gbs", 1e6, "inter-node bandwidth, GB/s"),
+                    cli::real("nvlink-alpha-us", 0, 1e6, "intra-node latency, microseconds"),
+                    cli::real("ib-alpha-us", 0, 1e6, "inter-node latency, microseconds"),
+                    cli::positive_real("tflops", 1e6, "GEMM rate, TFLOP/s"),
+                    cli::integer("elem-bytes", 1, 8, "bytes per element"), json()}});
+  }
+  if (command == "layer") return device_bench(false);
+  if (command == "gpt") return device_bench(true);
+  if (command == "activations") {
+    return joined({block_shape(false),
+                   {cli::integers("q", 1, 64, "grid sides, rows each"),
+                    cli::choices("gemm", {"f32", "bf16"}, "GEMM maths, rows each"),
+                    cli::positive_real("budget-gib", 1e6, "memory per rank for the largest batch"),
+                    cli::choice("measure", {"on", "off"}, "measure the tracker beside the formula"), json()}});
+  }
+  if (command == "checkpoint") {
+    return {cli::integer("h", 1, kSide, "hidden size"), cli::integer("layers", 1, 1 << 12, "transformer blocks"),
+            cli::integer("heads", 1, 1 << 16, "attention heads"), cli::integer("vocab", 1, 1 << 24, "vocabulary"),
+            cli::integer("seq", 1, kSide, "positions"),
+            cli::output_directory("dir", "where the checkpoints go (default checkpoint-bench)"),
+            cli::integer("iters", 1, kIters, "saves and loads timed"), json()};
+  }
+  OPTIMUS_FAIL("optimus-bench: no command '", command, "'");
+}
+
+}  // namespace optimus::bench

@@ -1,0 +1,55 @@
+// The option tables of summa_2x2 and train_gpt.
+#include "example_options.hpp"
+
+#include <cstdint>
+#include <limits>
+
+#include "optimus/device/device_choice.hpp"
+
+namespace optimus::examples {
+namespace {
+constexpr std::int64_t kSide = std::int64_t{1} << 20;
+constexpr std::int64_t kSteps = 100000000;
+}  // namespace
+
+std::vector<cli::Spec> summa_2x2_options() {
+  return {cli::integer("m", 1, kSide, "rows of A and C (default 384)"),
+          cli::integer("n", 1, kSide, "columns of B and C (default 256)"),
+          cli::integer("k", 1, kSide, "inner dimension (default 512)"),
+          cli::integer("q", 1, 64, "grid side; the world has q*q ranks (default 2)")};
+}
+
+std::vector<cli::Spec> train_gpt_options() {
+  std::vector<cli::Spec> specs = {
+      cli::integer("q", 1, 64, "grid side (default 2); ranks / q^2 data-parallel replicas"),
+      cli::integer("layers", 1, 1 << 12, "transformer blocks (default 2)"),
+      cli::integer("hidden", 1, kSide, "hidden size (default 128)"),
+      cli::integer("heads", 1, 1 << 16, "attention heads (default 4)"),
+      cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4 hidden)"),
+      cli::integer("seq", 1, kSide, "tokens per sequence (default 64)"),
+      cli::integer("batch", 1, 1 << 20, "sequences per replica and step (default 16)"),
+      cli::integer("steps", 1, kSteps, "training steps (default 1200)"),
+      cli::positive_real("lr", 10, "peak learning rate (default 3e-3)"),
+      cli::integer("seed", 0, std::numeric_limits<std::int64_t>::max(), "initialization, data and dropout (default 1234)"),
+      cli::integer("every", 1, kSteps, "steps between printed losses (default 50)"),
+      cli::input_path("text", "the text to train on (default the GPL-3 text)"),
+      cli::integer("sample", 0, 1 << 20, "characters (or tokens) sampled at the end (default 240)"),
+      cli::real("dropout", 0, 0.99, "dropout probability (default 0.1)"),
+      cli::choice("gemm", {"f32", "bf16"}, "GEMM math (bf16: mixed precision)"),
+      cli::integer("in-process", 1, 64, "run this many ranks as threads of this process"),
+      cli::integer("micro-batches", 1, 1 << 20, "micro-batches per step (default 1)"),
+      cli::choice("recompute", {"none", "selective", "full"}, "activation recomputation (default none)"),
+      cli::output_directory("save", "save checkpoints under this directory, step_N each"),
+      cli::integer("save-every", 1, kSteps, "steps between saves (default: at the end)"),
+      cli::integer("keep", 0, 1 << 20, "keep the newest K checkpoints (default 0: all)"),
+      cli::input_path("resume", "a checkpoint, or a save directory for its newest"),
+      cli::input_path("init", "start from a Hugging Face safetensors or llm.c .bin GPT-2"),
+      cli::output_file("export", "write the trained model (.bin: llm.c, else safetensors)"),
+      cli::input_path("data", "GPT-2 token files FILE[,VALID_FILE] instead of the text"),
+      cli::flag("skip-nonfinite", "skip a step whose loss or gradient norm is NaN or inf instead of stopping"),
+  };
+  for (cli::Spec& s : device_options()) specs.push_back(std::move(s));
+  return specs;
+}
+
+}  // namespace optimus::examples

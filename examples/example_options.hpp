@@ -1,0 +1,14 @@
+// The option tables of the example programs (optimus/core/cli.hpp). The programs parse with them, and
+// tests/core/test_program_options.cpp tries bad values on every entry.
+#pragma once
+
+#include <vector>
+
+#include "optimus/core/cli.hpp"
+
+namespace optimus::examples {
+
+std::vector<cli::Spec> summa_2x2_options();
+std::vector<cli::Spec> train_gpt_options();
+
+}  // namespace optimus::examples

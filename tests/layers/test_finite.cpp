@@ -1,0 +1,115 @@
+// Non-finite numbers never pass silently: configuration values, tensors given to load_global, and gradients that hold
+// a NaN or an inf (AdamW stops naming the step, or skips it on request, changing nothing).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "layer_cases.hpp"
+#include "optimus/comm/in_process.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/layers/gpt.hpp"
+#include "same_error.hpp"
+
+namespace {
+
+constexpr double nan_value = std::numeric_limits<double>::quiet_NaN();
+constexpr double inf_value = std::numeric_limits<double>::infinity();
+
+template <class Config>
+std::string refusal(Config config) {
+  try {
+    optimus::validate(config);
+  } catch (const optimus::Error& e) {
+    return e.message();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("AdamWConfig and GptConfig refuse non-finite and out-of-range values, naming the field") {
+  using optimus::AdamWConfig;
+  CHECK(refusal(AdamWConfig{}) == "accepted");
+  CHECK(refusal(AdamWConfig{.lr = nan_value}) == "AdamWConfig: lr = nan must be positive and finite");
+  CHECK(refusal(AdamWConfig{.lr = inf_value}) == "AdamWConfig: lr = inf must be positive and finite");
+  CHECK(refusal(AdamWConfig{.lr = -1}) == "AdamWConfig: lr = -1 must be positive and finite");
+  CHECK(refusal(AdamWConfig{.beta1 = 1}) == "AdamWConfig: beta1 = 1 must be in [0, 1)");
+  CHECK(refusal(AdamWConfig{.beta2 = nan_value}) == "AdamWConfig: beta2 = nan must be in [0, 1)");
+  CHECK(refusal(AdamWConfig{.eps = 0}) == "AdamWConfig: eps = 0 must be positive and finite");
+  CHECK(refusal(AdamWConfig{.weight_decay = -0.1}) == "AdamWConfig: weight_decay = -0.1 must be non-negative and finite");
+  CHECK(refusal(AdamWConfig{.max_grad_norm = nan_value}) ==
+        "AdamWConfig: max_grad_norm = nan must be finite (<= 0 disables clipping)");
+  CHECK(refusal(AdamWConfig{.max_grad_norm = 0}) == "accepted");  // no clipping
+
+  optimus::GptConfig good = optimus::test::config_for(2, 1, 0.1);
+  CHECK(refusal(good) == "accepted");
+  const auto with = [&](auto change) {
+    optimus::GptConfig c = good;
+    change(c);
+    return refusal(c);
+  };
+  CHECK(with([](auto& c) { c.hidden = 0; }) == "GptConfig: hidden = 0 must be positive");
+  CHECK(with([](auto& c) { c.ffn = 0; }) == "GptConfig: ffn = 0 must be positive");
+  CHECK(with([](auto& c) { c.vocab = -3; }) == "GptConfig: vocab = -3 must be positive");
+  CHECK(with([](auto& c) { c.heads = 0; }) == "GptConfig: heads = 0 must be positive");
+  CHECK(with([](auto& c) { c.layers = -1; }) == "GptConfig: layers = -1 must not be negative");
+  CHECK(with([](auto& c) { c.dropout = nan_value; }) == "GptConfig: dropout = nan must be in [0, 1)");
+  CHECK(with([](auto& c) { c.dropout = 1; }) == "GptConfig: dropout = 1 must be in [0, 1)");
+  CHECK(with([](auto& c) { c.heads = 5; }) == "GptConfig: hidden = 36 is not divisible by heads = 5");
+}
+
+TEST_CASE("a NaN or inf gradient on one rank stops AdamW naming the step, or is skipped; nothing changes") {
+  optimus::run_in_process(4, [](optimus::Communicator& world) {
+    const optimus::Grid grid = optimus::Grid::create(world, 2);
+    optimus::Gpt2D<double> model(grid, optimus::test::config_for(2, 1, 0.0));
+    optimus::AdamW<double> adam(grid, model.parameters(), optimus::AdamWConfig{});
+    CHECK(optimus::test::error_on_every_rank(world, [&] { adam.set_learning_rate(nan_value); }) ==
+          "AdamWConfig: lr = nan must be positive and finite");
+    const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
+    const auto tokens = optimus::test::random_tokens(s.batch * s.seq, 30, 3);
+    const auto train = [&] {
+      model.zero_grad();
+      model.train_step(tokens, tokens, s.batch, 1, 1);
+    };
+    train();
+    adam.step();  // one good step
+    const auto before = model.gather(false);
+    for (const double bad : {nan_value, inf_value}) {
+      CAPTURE(bad);
+      train();
+      if (world.rank() == 3) model.parameters()[4].grad.data()[0] = bad;  // one element on one rank
+      const std::string expected =
+          std::string("AdamW step 2: the global gradient norm is ") + (std::isnan(bad) ? "nan" : "inf") +
+          " (a gradient holds a NaN or an inf); parameters and moments are unchanged";
+      CHECK(optimus::test::error_on_every_rank(world, [&] { adam.step(); }) == expected);
+      CHECK(adam.steps_taken() == 1);
+      adam.set_nonfinite(optimus::NonFinite::skip);
+      CHECK_FALSE(std::isfinite(adam.step()));
+      adam.set_nonfinite(optimus::NonFinite::stop);
+      CHECK(model.gather(false) == before);
+    }
+    CHECK(adam.skipped_steps() == 2);
+    CHECK(adam.steps_taken() == 1);
+    train();
+    CHECK(std::isfinite(adam.step()));  // the next finite step goes ahead
+    CHECK(adam.steps_taken() == 2);
+    CHECK(model.gather(false) != before);
+  });
+}
+
+TEST_CASE("load_global refuses a tensor holding NaN or inf, naming it and the element, on every rank") {
+  optimus::run_in_process(4, [](optimus::Communicator& world) {
+    const optimus::Grid grid = optimus::Grid::create(world, 2);
+    optimus::Gpt2D<double> model(grid, optimus::test::config_for(2, 1, 0.0));
+    auto tensors = model.gather(false);
+    tensors.at("h.0.mlp.c_fc.weight")(3, 5) = nan_value;
+    CHECK(optimus::test::error_on_every_rank(world, [&] { model.load_global(tensors); }) ==
+          "load_global: 'h.0.mlp.c_fc.weight' holds nan at [3, 5]; parameters must be finite");
+    tensors.at("h.0.mlp.c_fc.weight")(3, 5) = 0;
+    tensors.at("wpe")(0, 0) = -inf_value;
+    CHECK(optimus::test::error_on_every_rank(world, [&] { model.load_global(tensors); }) ==
+          "load_global: 'wpe' holds -inf at [0, 0]; parameters must be finite");
+  });
+}
