@@ -1,7 +1,7 @@
 // The main job for now: C = A * B on a 2 x 2 grid (4 MPI ranks), checked against Eigen on the full
 // matrices, with the traffic each rank received beside the SUMMA formula.
 //
-//   mpirun -np 4 ./summa_2x2 [--m M] [--n N] [--k K] [--q Q]
+//   mpirun -np 4 ./summa_2x2 [--m M] [--n N] [--k K] [--q Q] [--timeout SECONDS]
 #include <cstdio>
 #include <optimus/core/cli.hpp>
 #include <optimus/optimus.hpp>
@@ -13,6 +13,7 @@ namespace {
 struct Options {
   std::int64_t m = 384, n = 256, k = 512;
   int q = 2;
+  std::chrono::milliseconds timeout{0};  // the watchdog (0: off)
 };
 
 Options parse(int argc, char** argv) {
@@ -22,6 +23,7 @@ Options parse(int argc, char** argv) {
   o.n = cli.integer("n", o.n);
   o.k = cli.integer("k", o.k);
   o.q = static_cast<int>(cli.integer("q", o.q));
+  o.timeout = optimus::examples::timeout_of(cli);
   return o;
 }
 
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   optimus::Context ctx(argc, argv);
   try {
     const Options o = parse(argc, argv);
+    ctx.world().set_timeout(o.timeout);
     optimus::Grid grid = optimus::Grid::create(ctx.world(), o.q);
 
     // Every rank draws the same global inputs; each keeps its block.

@@ -9,6 +9,14 @@
 //                            [--micro-batches M] [--recompute none|selective|full]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
 //                            [--init FILE] [--export FILE.safetensors|FILE.bin] [--data FILE[,VALID_FILE]]
+//                            [--skip-nonfinite] [--check-finite] [--timeout SECONDS]
+//
+// Every option is checked against its range before any work starts (--help lists them; example_options.cpp).
+// --skip-nonfinite: a step whose loss or gradient norm is NaN or inf is skipped (parameters and AdamW unchanged) and
+// reported, instead of stopping the run with a line naming the step. --check-finite: every layer's output and input
+// gradient is checked, and the first NaN or inf stops the run naming the layer and tensor (Grid::set_check_finite;
+// slow: for finding where). --timeout SECONDS: the watchdog (Communicator::set_timeout): an operation that waits
+// longer stops the job with a line naming it and the ranks that have not joined.
 //
 // --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
 // (distributed_grid; needs a build with CUDA and NCCL). --device sim: the simulated device, one per rank, with its
@@ -347,6 +355,7 @@ void adopt_shape(const optimus::cli::Options& o, const optimus::GptConfig& file,
 
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
+  world.set_timeout(optimus::examples::timeout_of(o));  // before the grid: its communicators inherit it
   const int q = static_cast<int>(o.integer("q", 2));
   const std::string gemm = o.text("gemm", "f32");
   const auto math = gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
@@ -362,6 +371,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   }
   optimus::Grid& grid = device_grid ? *device_grid : host_grid;
   grid.set_gemm_math(math);
+  grid.set_check_finite(o.has("check-finite"));
   const bool root = world.rank() == 0;
   OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
   const Corpus corpus = o.has("data") ? load_data(o.text("data", ""))

@@ -22,6 +22,7 @@ struct Topology {
 // What may change between steps.
 struct Settings {
   bool overlap = true;             // SUMMA overlaps communication with computation
+  bool check_finite = false;       // layers check their outputs and input gradients for NaN and inf
   Timeline* timeline = nullptr;    // where SUMMA records its GEMMs and waits, if anywhere
   DeviceMemory* device = nullptr;  // where matrices and workspaces live (null: host memory)
   ops::Queue queue;                // where their local work runs on the device
@@ -57,6 +58,8 @@ MemoryTag Grid::tag(MemoryKind kind) const {
 
 void Grid::set_overlap(bool overlap) const { state().settings.overlap = overlap; }
 bool Grid::overlap() const { return state().settings.overlap; }
+void Grid::set_check_finite(bool check) const { state().settings.check_finite = check; }
+bool Grid::check_finite() const { return state().settings.check_finite; }
 void Grid::set_timeline(Timeline* timeline) const { state().settings.timeline = timeline; }
 Timeline* Grid::timeline() const { return state().settings.timeline; }
 void Grid::set_gemm_math(ops::GemmMath math) const { state().settings.queue.math = math; }

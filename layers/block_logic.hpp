@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "attention_core.hpp"
+#include "finite_check.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/ops.hpp"
@@ -129,10 +130,17 @@ DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const Dis
   const double p = pass.training ? b.config.dropout : 0.0;
   const auto layer = static_cast<std::uint64_t>(b.layer);
   const std::int64_t row0 = first_row(pass, seq);
-  DistMatrix<T> a = b.attn.forward(b.ln_1.forward(x, pass, saved.ln_1), seq, pass, saved.attn);
+  const std::string name = "h." + std::to_string(b.layer) + ".";
+  const DistMatrix<T> n1 = b.ln_1.forward(x, pass, saved.ln_1);
+  check_finite(n1, name + "ln_1 forward output");
+  DistMatrix<T> a = b.attn.forward(n1, seq, pass, saved.attn);
+  check_finite(a, name + "attn forward output");
   apply_dropout(a, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
   ops::axpby<T>(T(1), x.local(), T(1), a.local(), x.grid().queue());  // a = x1
-  DistMatrix<T> m = b.mlp.forward(b.ln_2.forward(a, pass, saved.ln_2), pass, saved.mlp);
+  const DistMatrix<T> n2 = b.ln_2.forward(a, pass, saved.ln_2);
+  check_finite(n2, name + "ln_2 forward output");
+  DistMatrix<T> m = b.mlp.forward(n2, pass, saved.mlp);
+  check_finite(m, name + "mlp forward output");
   apply_dropout(m, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
   ops::axpby<T>(T(1), a.local(), T(1), m.local(), a.grid().queue());  // m = y
   return m;
@@ -147,12 +155,19 @@ DistMatrix<T> block_layers_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockCon
   const std::uint64_t step = saved.pass.step;
   DistMatrix<T> d = dy.clone();
   apply_dropout(d, row0, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::mlp_residual));
-  DistMatrix<T> dx1 = b.ln_2.backward(std::move(saved.ln_2), b.mlp.backward(std::move(saved.mlp), d));
+  const std::string name = "h." + std::to_string(b.layer) + ".";
+  const DistMatrix<T> dm = b.mlp.backward(std::move(saved.mlp), d);
+  check_finite(dm, name + "mlp backward input gradient");
+  DistMatrix<T> dx1 = b.ln_2.backward(std::move(saved.ln_2), dm);
+  check_finite(dx1, name + "ln_2 backward input gradient");
   ops::axpby<T>(T(1), dy.local(), T(1), dx1.local(), dy.grid().queue());
   d = dx1.clone();
   apply_dropout(d, row0, b.config.dropout, b.config.seed,
                 dropout_stream(step, layer, DropoutSite::attention_residual));
-  DistMatrix<T> dx = b.ln_1.backward(std::move(saved.ln_1), b.attn.backward(std::move(saved.attn), d));
+  const DistMatrix<T> da = b.attn.backward(std::move(saved.attn), d);
+  check_finite(da, name + "attn backward input gradient");
+  DistMatrix<T> dx = b.ln_1.backward(std::move(saved.ln_1), da);
+  check_finite(dx, name + "ln_1 backward input gradient");
   ops::axpby<T>(T(1), dx1.local(), T(1), dx.local(), dx1.grid().queue());
   return dx;
 }

@@ -106,8 +106,10 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
       reduced.push_back(p);
     }
   };
-  DistMatrix<T> dx = ln_f_.backward(std::move(saved.ln_f),
-                                    head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad()));
+  const DistMatrix<T> dhead = head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad());
+  detail::check_finite(dhead, "lm_head backward input gradient");
+  DistMatrix<T> dx = ln_f_.backward(std::move(saved.ln_f), dhead);
+  detail::check_finite(dx, "ln_f backward input gradient");
   std::vector<ParameterRef<T>> bucket;
   ln_f_.parameters(bucket);
   reduce(bucket);

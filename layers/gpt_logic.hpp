@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "finite_check.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/layers/context.hpp"
 
@@ -38,9 +39,12 @@ auto forward_to_head(Embedding& embedding, std::vector<std::unique_ptr<Block>>& 
   saved = GptContext<T>{};
   saved.blocks.resize(blocks.size());
   auto x = embedding.forward(tokens, batch, pass, saved.embedding);
+  check_finite(x, "embedding forward output");
   const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
   for (std::size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward(x, seq, pass, saved.blocks[l]);
-  return ln_f.forward(x, pass, saved.ln_f);
+  auto y = ln_f.forward(x, pass, saved.ln_f);
+  check_finite(y, "ln_f forward output");
+  return y;
 }
 
 // Block `layer`'s recomputation policy (throws naming the layer unless it is one of `blocks`).

@@ -83,8 +83,10 @@ double Gpt1D<T>::run(const std::vector<int>& tokens, const std::vector<int>& tar
 template <class T>
 void Gpt1D<T>::backward(Context saved) {
   saved.mark.check(group_.local(), "gpt");
-  DistMatrix<T> dx = ln_f_.backward(std::move(saved.ln_f),
-                                    head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad()));
+  const DistMatrix<T> dhead = head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad());
+  detail::check_finite(dhead, "lm_head backward input gradient");
+  DistMatrix<T> dx = ln_f_.backward(std::move(saved.ln_f), dhead);
+  detail::check_finite(dx, "ln_f backward input gradient");
   for (std::size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(std::move(saved.blocks[l]), dx);
   embedding_.backward(std::move(saved.embedding), dx);
 }

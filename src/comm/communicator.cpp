@@ -71,6 +71,7 @@ std::uint64_t bytes_of(std::size_t count, DType dtype) { return static_cast<std:
 Request Communicator::start_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
   check_peer(root, "broadcast root");
   const std::uint64_t n = size_ > 1 ? bytes_of(count, dtype) : 0;
+  label(CallKind::broadcast);
   stats_.add(CallKind::broadcast, rank_ == root ? n : 0, rank_ == root ? 0 : n);
   return post_broadcast(buf, count, dtype, root, sync);
 }
@@ -81,6 +82,7 @@ Request Communicator::start_reduce(const void* send, void* recv, std::size_t cou
   check_reducible(dtype, "reduce");
   const std::uint64_t n = bytes_of(count, dtype);
   const std::uint64_t others = static_cast<std::uint64_t>(size_ - 1);
+  label(CallKind::reduce);
   stats_.add(CallKind::reduce, rank_ == root ? 0 : n, rank_ == root ? others * n : 0);
   return post_reduce(send, recv, count, dtype, op, root, sync);
 }
@@ -90,12 +92,14 @@ Request Communicator::start_all_reduce(const void* send, void* recv, std::size_t
   check_reducible(dtype, "all_reduce");
   const std::uint64_t p = static_cast<std::uint64_t>(size_);
   const std::uint64_t n = 2 * (p - 1) * bytes_of(count, dtype) / p;
+  label(CallKind::all_reduce);
   stats_.add(CallKind::all_reduce, n, n);
   return post_all_reduce(send, recv, count, dtype, op, sync);
 }
 
 Request Communicator::start_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
   const std::uint64_t n = static_cast<std::uint64_t>(size_ - 1) * bytes_of(count, dtype);
+  label(CallKind::all_gather);
   stats_.add(CallKind::all_gather, n, n);
   return post_all_gather(send, recv, count, dtype, sync);
 }
@@ -104,6 +108,7 @@ Request Communicator::start_reduce_scatter(const void* send, void* recv, std::si
                                            Sync sync) {
   check_reducible(dtype, "reduce_scatter");
   const std::uint64_t n = static_cast<std::uint64_t>(size_ - 1) * bytes_of(count, dtype);
+  label(CallKind::reduce_scatter);
   stats_.add(CallKind::reduce_scatter, n, n);
   return post_reduce_scatter(send, recv, count, dtype, op, sync);
 }
@@ -111,6 +116,7 @@ Request Communicator::start_reduce_scatter(const void* send, void* recv, std::si
 Request Communicator::start_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) {
   check_peer(dest, "send destination");
   OPTIMUS_CHECK(tag >= 0, "send tag must be non-negative, got ", tag);
+  label(CallKind::send);
   stats_.add(CallKind::send, bytes_of(count, dtype), 0);
   return post_send(buf, count, dtype, dest, tag, sync);
 }
@@ -118,11 +124,13 @@ Request Communicator::start_send(const void* buf, std::size_t count, DType dtype
 Request Communicator::start_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) {
   check_peer(source, "recv source");
   OPTIMUS_CHECK(tag >= 0, "recv tag must be non-negative, got ", tag);
+  label(CallKind::recv);
   stats_.add(CallKind::recv, 0, bytes_of(count, dtype));
   return post_recv(buf, count, dtype, source, tag, sync);
 }
 
 Request Communicator::start_barrier(Sync sync) {
+  label(CallKind::barrier);
   stats_.add(CallKind::barrier, 0, 0);
   return post_barrier(sync);
 }
@@ -175,7 +183,63 @@ void Communicator::barrier() { start_barrier(Sync::blocking).wait(); }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   OPTIMUS_CHECK(color >= 0, "split color must be non-negative, got ", color);
-  return do_split(color, key);
+  std::unique_ptr<Communicator> child = do_split(color, key);
+  if (timeout_.count() > 0) child->set_timeout(timeout_);  // collective over the child, as the split was
+  return child;
+}
+
+void Communicator::label(CallKind kind) {
+  const bool message = kind == CallKind::send || kind == CallKind::recv;
+  posting_ = CallLabel{.kind = kind, .number = message ? ++messages_ : ++collectives_};
+}
+
+void Communicator::set_timeout(std::chrono::milliseconds timeout) {
+  OPTIMUS_CHECK(timeout.count() >= 0, "set_timeout: the timeout must not be negative, got ", timeout.count(), " ms");
+  timeout_ = timeout;
+  timeout_changed();
+}
+
+namespace {
+
+std::string list_text(const std::vector<int>& values) {
+  if (values.empty()) return "unknown";
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+// "rank 2 (world rank 6)", "ranks 0, 2 (world ranks 4, 6)"
+std::string ranks_text(const std::vector<int>& ranks, const std::vector<int>& world) {
+  std::vector<int> theirs;
+  for (int r : ranks) theirs.push_back(r >= 0 && r < static_cast<int>(world.size()) ? world[static_cast<std::size_t>(r)] : -1);
+  const char* noun = ranks.size() == 1 ? "rank " : "ranks ";
+  return noun + list_text(ranks) + " (world " + noun + list_text(theirs) + ")";
+}
+
+// "all_reduce #3 on the in-process communicator of 4 ranks (world ranks 0, 1, 2, 3), at its rank 2"
+std::string call_text(const CallLabel& call, const Communicator& comm) {
+  const bool message = call.kind == CallKind::send || call.kind == CallKind::recv;
+  return detail::concat(name_of(call.kind), message ? " (message " : " #", call.number, message ? ")" : "", " on the ",
+                        comm.backend(), " communicator of ", comm.size(), " ranks (world ranks ",
+                        list_text(comm.world_ranks()), "), at its rank ", comm.rank());
+}
+
+}  // namespace
+
+void Communicator::watchdog_expired(const CallLabel& call, const std::optional<std::vector<int>>& missing) const {
+  const double seconds = std::chrono::duration<double>(timeout_).count();
+  if (missing && !missing->empty()) {
+    OPTIMUS_FAIL("watchdog: ", call_text(call, *this), " did not complete within ", seconds, " s; not joined by ",
+                 ranks_text(*missing, world_ranks()));
+  }
+  OPTIMUS_FAIL("watchdog: ", call_text(call, *this), " did not complete within ", seconds, " s; ",
+               missing ? "every rank on this node joined it (the missing rank is on another node)"
+                       : "which ranks have not joined it is unknown here");
+}
+
+void Communicator::peers_gone(const CallLabel& call, const std::vector<int>& missing) const {
+  OPTIMUS_FAIL(call_text(call, *this), " can never complete: ", ranks_text(missing, world_ranks()),
+               missing.size() == 1 ? " has" : " have", " returned without joining it");
 }
 
 }  // namespace optimus

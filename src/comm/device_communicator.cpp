@@ -31,6 +31,7 @@ struct DeviceCommunicator::Core {
   std::unique_ptr<DeviceEvent> computed;           // recorded on `compute` before each operation
   DeviceStream* compute = nullptr;
   std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::vector<int> world_ranks;  // the bootstrap's (create()); empty after a split
   std::atomic<bool> aborted{false};
   void* barrier_word = nullptr;  // one device float for barrier()
   void* staging = nullptr;       // host-buffer operations run through it
@@ -190,6 +191,7 @@ std::unique_ptr<DeviceCollectives> collectives_for(Communicator& bootstrap, Devi
 
 std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& bootstrap, DeviceRuntime& device) {
   auto core = std::make_shared<Core>(device, collectives_for(bootstrap, device));
+  core->world_ranks = bootstrap.world_ranks();
   const int rank = core->collectives->rank(), size = core->collectives->size();
   return std::unique_ptr<DeviceCommunicator>(new DeviceCommunicator(std::move(core), rank, size));
 }
@@ -218,10 +220,9 @@ void DeviceCommunicator::set_compute_stream(DeviceStream* compute) {
   core_->compute = compute;
 }
 
-void DeviceCommunicator::set_timeout(std::chrono::milliseconds timeout) {
-  OPTIMUS_CHECK(timeout.count() > 0, "DeviceCommunicator: a timeout must be positive, got ", timeout.count(), " ms");
-  core_->timeout = timeout;
-}
+void DeviceCommunicator::timeout_changed() { core_->timeout = timeout().count() > 0 ? timeout() : kDefaultTimeout; }
+
+std::vector<int> DeviceCommunicator::world_ranks() const { return core_->world_ranks; }
 
 DeviceStream& DeviceCommunicator::stream() const { return *core_->stream; }
 

@@ -41,7 +41,9 @@ class PeerFailed : public Error {
 };
 
 struct WorldState {
+  explicit WorldState(int size) : returned(static_cast<std::size_t>(size)) {}
   std::atomic<bool> aborted{false};
+  std::vector<std::atomic<bool>> returned;  // world rank r's function has returned (normally)
 };
 
 struct Slot {
@@ -52,9 +54,11 @@ struct Slot {
 };
 
 struct GroupState {
-  GroupState(int n, std::shared_ptr<WorldState> w) : size(n), world(std::move(w)) {}
+  GroupState(std::vector<int> members, std::shared_ptr<WorldState> w)
+      : size(static_cast<int>(members.size())), world_ranks(std::move(members)), world(std::move(w)) {}
 
   const int size;
+  const std::vector<int> world_ranks;  // of the group's ranks
   const std::shared_ptr<WorldState> world;
   std::mutex mu;
   std::condition_variable cv;
@@ -62,13 +66,13 @@ struct GroupState {
   std::map<std::tuple<int, int, int>, std::deque<Staged>> mailbox;  // (source, dest, tag) -> messages
   std::map<std::pair<std::uint64_t, int>, std::pair<std::shared_ptr<GroupState>, int>> children;  // (seq, color)
 
-  // Blocks (with `lock` held) until ready() holds; throws if another rank of the world failed.
-  template <class Ready>
-  void wait_until(std::unique_lock<std::mutex>& lock, int rank, Ready ready) {
-    while (!ready()) {
-      if (world->aborted.load()) throw PeerFailed(rank);
-      cv.wait_for(lock, std::chrono::milliseconds(20));
+  // The group ranks among `ranks` whose world rank has returned from its function.
+  std::vector<int> gone(const std::vector<int>& ranks) const {
+    std::vector<int> out;
+    for (int r : ranks) {
+      if (world->returned[static_cast<std::size_t>(world_ranks[static_cast<std::size_t>(r)])].load()) out.push_back(r);
     }
+    return out;
   }
 
   Slot& slot(std::uint64_t seq) {
@@ -114,16 +118,28 @@ using Delivery = std::function<void()>;
 using Take = std::function<Delivery()>;
 
 // A pending operation on a group: ready() (under the lock) says whether it can complete; take() then delivery().
+// missing() (under the lock) names the group ranks it still waits for: if one of them has returned from its function
+// the wait fails at once, and past the communicator's timeout the watchdog names them.
 class SlotRequest final : public RequestImpl {
  public:
-  SlotRequest(std::shared_ptr<GroupState> g, int rank, std::function<bool()> ready, Take take)
-      : g_(std::move(g)), rank_(rank), ready_(std::move(ready)), take_(std::move(take)) {}
+  SlotRequest(std::shared_ptr<GroupState> g, const Communicator& comm, std::function<bool()> ready,
+              std::function<std::vector<int>()> missing, Take take)
+      : g_(std::move(g)), comm_(&comm), call_(comm.posting()), ready_(std::move(ready)), missing_(std::move(missing)),
+        take_(std::move(take)) {}
 
   void wait() override {
     Delivery deliver;
     {
+      const auto started = std::chrono::steady_clock::now();
+      const std::chrono::milliseconds timeout = comm_->timeout();
       std::unique_lock lock(g_->mu);
-      g_->wait_until(lock, rank_, ready_);
+      while (!ready_()) {
+        check_peers();
+        if (timeout.count() > 0 && std::chrono::steady_clock::now() - started > timeout) {
+          comm_->watchdog_expired(call_, missing_());
+        }
+        g_->cv.wait_for(lock, std::chrono::milliseconds(20));
+      }
       deliver = take_();
     }
     if (deliver) deliver();
@@ -132,8 +148,10 @@ class SlotRequest final : public RequestImpl {
     Delivery deliver;
     {
       std::unique_lock lock(g_->mu);
-      if (g_->world->aborted.load()) throw PeerFailed(rank_);
-      if (!ready_()) return false;
+      if (!ready_()) {
+        check_peers();
+        return false;
+      }
       deliver = take_();
     }
     if (deliver) deliver();
@@ -141,9 +159,18 @@ class SlotRequest final : public RequestImpl {
   }
 
  private:
+  // Under the lock, while not ready: another rank's failure, or a rank this waits for gone.
+  void check_peers() const {
+    if (g_->world->aborted.load()) throw PeerFailed(comm_->rank());
+    const std::vector<int> gone = g_->gone(missing_());
+    if (!gone.empty()) comm_->peers_gone(call_, gone);
+  }
+
   std::shared_ptr<GroupState> g_;
-  int rank_;
+  const Communicator* comm_;  // the communicator that posted it (alive while its rank waits)
+  CallLabel call_;
   std::function<bool()> ready_;
+  std::function<std::vector<int>()> missing_;
   Take take_;
 };
 
@@ -158,6 +185,7 @@ class InProcessCommunicator final : public Communicator {
   }
 
   void set_staging(std::shared_ptr<InProcessStaging> staging) { staging_ = std::move(staging); }
+  std::vector<int> world_ranks() const override { return g_->world_ranks; }
 
  protected:
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync) override {
@@ -173,6 +201,7 @@ class InProcessCommunicator final : public Communicator {
     }
     g_->slot(seq);
     return pending([this, seq, root] { return g_->slots.at(seq).posted[static_cast<std::size_t>(root)] != 0; },
+                   [root] { return std::vector<int>{root}; },
                    [this, seq, root, buf, n]() -> Delivery {
                      Staged from_root = g_->slots.at(seq).data[static_cast<std::size_t>(root)];
                      g_->done(seq);
@@ -191,7 +220,7 @@ class InProcessCommunicator final : public Communicator {
       g_->done(seq);
       return {};
     }
-    return pending(all_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
+    return pending(all_posted(seq), not_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
       return [this, all = contributions(seq), recv, count, dtype, op] { reduce_to(all, 0, count, dtype, op, recv); };
     });
   }
@@ -202,7 +231,7 @@ class InProcessCommunicator final : public Communicator {
     Staged mine = stage(send, count * size_of(dtype));
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), std::move(mine));
-    return pending(all_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
+    return pending(all_posted(seq), not_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
       return [this, all = contributions(seq), recv, count, dtype, op] { reduce_to(all, 0, count, dtype, op, recv); };
     });
   }
@@ -214,7 +243,7 @@ class InProcessCommunicator final : public Communicator {
     Staged mine = stage(send, n);
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), std::move(mine));
-    return pending(all_posted(seq), [this, seq, recv, n]() -> Delivery {
+    return pending(all_posted(seq), not_posted(seq), [this, seq, recv, n]() -> Delivery {
       return [this, all = contributions(seq), recv, n] {
         for (std::size_t r = 0; r < all.size(); ++r) deliver(static_cast<std::byte*>(recv) + r * n, all[r], n);
       };
@@ -228,7 +257,7 @@ class InProcessCommunicator final : public Communicator {
     Staged mine = stage(send, static_cast<std::size_t>(size()) * count * size_of(dtype));
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), std::move(mine));
-    return pending(all_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
+    return pending(all_posted(seq), not_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
       return [this, all = contributions(seq), recv, count, dtype, op] {
         reduce_to(all, static_cast<std::size_t>(rank()) * count, count, dtype, op, recv);
       };
@@ -246,7 +275,7 @@ class InProcessCommunicator final : public Communicator {
   Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync) override {
     const std::tuple<int, int, int> key{source, rank(), tag};
     const std::size_t n = count * size_of(dtype);
-    return pending([this, key] { return !g_->mailbox[key].empty(); },
+    return pending([this, key] { return !g_->mailbox[key].empty(); }, [source] { return std::vector<int>{source}; },
                    [this, key, buf, n, source, tag]() -> Delivery {
                      std::deque<Staged>& queue = g_->mailbox[key];
                      Staged message = std::move(queue.front());
@@ -263,7 +292,7 @@ class InProcessCommunicator final : public Communicator {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), {});
-    return pending(all_posted(seq), [this, seq]() -> Delivery {
+    return pending(all_posted(seq), not_posted(seq), [this, seq]() -> Delivery {
       g_->done(seq);
       return {};
     });
@@ -276,7 +305,9 @@ class InProcessCommunicator final : public Communicator {
     std::vector<std::pair<int, int>> members;  // (key, rank) of ranks with my color
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), host_staged(mine, sizeof(mine)));  // read below on the host
-    g_->wait_until(lock, rank(), all_posted(seq));
+    lock.unlock();
+    pending(all_posted(seq), not_posted(seq), [] { return Delivery{}; }).wait();  // (the watchdog's wait)
+    lock.lock();
     const Slot& s = g_->slots.at(seq);
     for (int r = 0; r < size(); ++r) {
       int theirs[2];
@@ -287,7 +318,11 @@ class InProcessCommunicator final : public Communicator {
     const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), std::pair{key, rank()}) - members.begin());
     const int new_size = static_cast<int>(members.size());
     auto& [child, taken] = g_->children[{seq, color}];
-    if (!child) child = std::make_shared<GroupState>(new_size, g_->world);
+    if (!child) {
+      std::vector<int> world_ranks;
+      for (const auto& [member_key, r] : members) world_ranks.push_back(g_->world_ranks[static_cast<std::size_t>(r)]);
+      child = std::make_shared<GroupState>(std::move(world_ranks), g_->world);
+    }
     std::shared_ptr<GroupState> mine_group = child;
     if (++taken == new_size) g_->children.erase({seq, color});
     g_->done(seq);
@@ -339,8 +374,20 @@ class InProcessCommunicator final : public Communicator {
     return [this, seq] { return g_->slots.at(seq).n_posted == size(); };
   }
 
-  Request pending(std::function<bool()> ready, Take take) {
-    return Request(std::make_unique<SlotRequest>(g_, rank(), std::move(ready), std::move(take)));
+  // The ranks that have not posted slot `seq`.
+  std::function<std::vector<int>()> not_posted(std::uint64_t seq) {
+    return [this, seq] {
+      std::vector<int> out;
+      const Slot& s = g_->slots.at(seq);
+      for (int r = 0; r < size(); ++r) {
+        if (s.posted[static_cast<std::size_t>(r)] == 0) out.push_back(r);
+      }
+      return out;
+    };
+  }
+
+  Request pending(std::function<bool()> ready, std::function<std::vector<int>()> missing, Take take) {
+    return Request(std::make_unique<SlotRequest>(g_, *this, std::move(ready), std::move(missing), std::move(take)));
   }
 
   std::shared_ptr<GroupState> g_;
@@ -362,8 +409,10 @@ void set_in_process_staging(Communicator& comm, std::shared_ptr<InProcessStaging
 
 void run_in_process(int size, const std::function<void(Communicator& world)>& fn) {
   OPTIMUS_CHECK(size >= 1, "run_in_process needs at least one rank, got ", size);
-  auto world = std::make_shared<WorldState>();
-  auto group = std::make_shared<GroupState>(size, world);
+  auto world = std::make_shared<WorldState>(size);
+  std::vector<int> everyone(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) everyone[static_cast<std::size_t>(r)] = r;
+  auto group = std::make_shared<GroupState>(everyone, world);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
   std::vector<char> induced(static_cast<std::size_t>(size), 0);
   std::vector<std::thread> threads;
@@ -374,6 +423,7 @@ void run_in_process(int size, const std::function<void(Communicator& world)>& fn
       try {
         InProcessCommunicator comm(group, r, host_staging());
         fn(comm);
+        world->returned[ri].store(true);  // a wait on this rank can no longer complete
       } catch (const PeerFailed&) {
         errors[ri] = std::current_exception();
         induced[ri] = 1;
@@ -392,7 +442,7 @@ void run_in_process(int size, const std::function<void(Communicator& world)>& fn
 }
 
 std::unique_ptr<Communicator> make_self_communicator() {
-  return std::make_unique<InProcessCommunicator>(std::make_shared<GroupState>(1, std::make_shared<WorldState>()), 0,
+  return std::make_unique<InProcessCommunicator>(std::make_shared<GroupState>(std::vector<int>{0}, std::make_shared<WorldState>(1)), 0,
                                                  host_staging());
 }
 

@@ -2,7 +2,12 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
+#include <regex>
+#include <string>
+#include <thread>
 #include <memory>
 
 #include "collective_cases.hpp"
@@ -111,4 +116,59 @@ TEST_CASE("setting an in-process staging area on another backend is refused") {
     CHECK_THROWS_WITH_AS(optimus::set_in_process_staging(w, nullptr), doctest::Contains("no staging given"),
                          optimus::Error);
   });
+}
+
+namespace {
+
+// The message run_in_process rethrows ("" if none), with "at its rank N" as "at its rank *": whichever waiting rank
+// notices first reports, and the others stop as peers of a failed rank.
+std::string failure_of(int ranks, const std::function<void(optimus::Communicator&)>& fn) {
+  try {
+    optimus::run_in_process(ranks, fn);
+  } catch (const optimus::Error& e) {
+    return std::regex_replace(e.message(), std::regex("at its rank [0-9]+"), "at its rank *");
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a wait on a rank that has returned fails at once, naming the operation and the rank (it used to hang)") {
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(failure_of(4, [](optimus::Communicator& w) {
+          if (w.rank() == 3) return;  // skips the collective
+          double x = 1;
+          w.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);
+        }) == "all_reduce #1 on the in-process communicator of 4 ranks (world ranks 0, 1, 2, 3), at its rank * can "
+              "never complete: rank 3 (world rank 3) has returned without joining it");
+  // On a split communicator, ranks are named in it and in the world; a receive waits on its source.
+  CHECK(failure_of(4, [](optimus::Communicator& w) {
+          auto pair = w.split(w.rank() % 2, w.rank());  // {0, 2} and {1, 3}
+          if (w.rank() == 1) pair->barrier();  // world rank 3 returns instead
+        }) == "barrier #1 on the in-process communicator of 2 ranks (world ranks 1, 3), at its rank * can never "
+              "complete: rank 1 (world rank 3) has returned without joining it");
+  CHECK(failure_of(2, [](optimus::Communicator& w) {
+          double x = 1;
+          if (w.rank() == 1) w.recv(&x, 1, optimus::DType::f64, 0, 5);
+        }) == "recv (message 1) on the in-process communicator of 2 ranks (world ranks 0, 1), at its rank * can never "
+              "complete: rank 0 (world rank 0) has returned without joining it");
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));  // no hang (a bound, not a timing)
+}
+
+TEST_CASE("the watchdog names an operation that a stopped rank has not joined, and the others stop") {
+  CHECK(failure_of(4, [](optimus::Communicator& w) {
+          w.set_timeout(std::chrono::milliseconds(200));
+          auto row = w.split(w.rank() / 2, w.rank());  // inherits the timeout
+          CHECK(row->timeout() == std::chrono::milliseconds(200));
+          double x = 1;
+          if (w.rank() == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // stopped, not gone
+          row->all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);  // ranks 0, 1: done and return
+        }) == "watchdog: all_reduce #1 on the in-process communicator of 2 ranks (world ranks 2, 3), at its rank * did "
+              "not complete within 0.2 s; not joined by rank 1 (world rank 3)");
+  CHECK(failure_of(2, [](optimus::Communicator& w) {
+          w.set_timeout(std::chrono::milliseconds(100));
+          double x = 1;
+          w.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);  // both join: no alarm
+          w.barrier();
+        }).empty());
 }

@@ -132,9 +132,11 @@ TEST_CASE("an exchange — both ranks send, then receive — completes: sends an
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     CHECK_FALSE(done->done());  // still waiting: both sends wait for receives queued behind them
+    world.barrier();            // both ranks saw the deadlock (a rank that returned would end the peer's wait)
     raw->abort();               // ends the waits
     stream->synchronize();
     CHECK_THROWS_WITH_AS(raw->check_async_errors(), doctest::Contains("aborted"), optimus::Error);
+    world.barrier();
   });
 }
 

@@ -113,3 +113,23 @@ TEST_CASE("load_global refuses a tensor holding NaN or inf, naming it and the el
           "load_global: 'wpe' holds -inf at [0, 0]; parameters must be finite");
   });
 }
+
+TEST_CASE("check-finite names the first layer and tensor where an inf appears, on every rank; off, nothing is checked") {
+  optimus::run_in_process(4, [](optimus::Communicator& world) {
+    const optimus::Grid grid = optimus::Grid::create(world, 2);
+    optimus::Gpt2D<double> model(grid, optimus::test::config_for(2, 2, 0.0));
+    const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
+    const auto tokens = optimus::test::random_tokens(s.batch * s.seq, 30, 3);
+    for (const optimus::ParameterRef<double>& p : model.parameters()) {
+      if (p.name == "h.1.mlp.c_fc.weight" && world.rank() == 2) p.value.data()[0] = inf_value;  // one rank's shard
+    }
+    optimus::Gpt2D<double>::Context saved;
+    CHECK_FALSE(std::isfinite(model.forward(tokens, tokens, s.batch, 1, saved)));  // unchecked: NaN, no word where
+    grid.set_check_finite(true);
+    const std::string message =
+        optimus::test::error_on_every_rank(world, [&] { model.forward(tokens, tokens, s.batch, 1, saved); });
+    CHECK(message.find("check-finite: h.1.mlp forward output holds ") == 0);
+    CHECK(message.find(" of 30x36 (first on grid rank ") != std::string::npos);
+    grid.set_check_finite(false);
+  });
+}

@@ -19,6 +19,7 @@ class DelayingCommunicator final : public Communicator {
 
   std::string backend() const override { return inner_->backend() + "+delays"; }
   bool takes_buffers_on(Device device) const override { return inner_->takes_buffers_on(device); }
+  std::vector<int> world_ranks() const override { return inner_->world_ranks(); }
 
  protected:
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override {

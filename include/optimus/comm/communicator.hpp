@@ -7,10 +7,14 @@
 // and then call the backend; backends implement the protected `post_*` functions.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "optimus/comm/stats.hpp"
 #include "optimus/core/device.hpp"
@@ -23,6 +27,13 @@ enum class ReduceOp { sum, max, min };
 // Whether a backend call must complete before returning (blocking) or may return a pending Request.
 // Backends with a faster blocking path (MPI_Bcast rather than MPI_Ibcast + MPI_Wait) use it.
 enum class Sync { blocking, nonblocking };
+
+// An operation as the watchdog names it: its kind and its number on the communicator (collectives are numbered from 1
+// in the order every rank calls them; sends and receives have their own count).
+struct CallLabel {
+  CallKind kind = CallKind::barrier;
+  std::uint64_t number = 0;
+};
 
 // Completion of a non-blocking operation, implemented by each backend.
 class RequestImpl {
@@ -111,8 +122,26 @@ class Communicator {
     all_gather(send.data(), recv.data(), send.size(), dtype_of<T>);
   }
 
-  // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
+  // Collective: ranks with the same color form a new communicator, ordered by (key, rank). It inherits the timeout.
   std::unique_ptr<Communicator> split(int color, int key);
+
+  // The watchdog, off (0) by default: waiting on an operation of this communicator that has not completed within
+  // `timeout` throws optimus::Error naming the operation, the communicator (its ranks in the world) and the ranks that
+  // have not joined it where the backend can tell (in-process: always; MPI: the ranks on this node). Collective: every
+  // rank sets the same timeout. Communicators split from this one inherit it. (In-process, a wait on a rank that has
+  // returned from run_in_process's function fails at once, watchdog or not.)
+  void set_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // This communicator's ranks as ranks of the world it was split from (the backend's), for messages; empty: unknown.
+  virtual std::vector<int> world_ranks() const = 0;
+
+  // For the backends' pending requests. The operation being posted: set by the public call just before post_*.
+  const CallLabel& posting() const { return posting_; }
+  // The watchdog's error: `call` on this communicator did not complete within timeout(); `missing`: the ranks (of this
+  // communicator) that have not joined it, when known.
+  [[noreturn]] void watchdog_expired(const CallLabel& call, const std::optional<std::vector<int>>& missing) const;
+  // The error of a wait that can never complete: `call` waits on `missing` ranks (of this communicator) that are gone.
+  [[noreturn]] void peers_gone(const CallLabel& call, const std::vector<int>& missing) const;
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }
@@ -133,6 +162,9 @@ class Communicator {
   virtual Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) = 0;
   virtual Request post_barrier(Sync sync) = 0;
   virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
+  // The backend's part of set_timeout (collective), after timeout() changed; nothing by default.
+  virtual void timeout_changed() {}
+
 
  private:
   // Check arguments, count traffic, then call the backend.
@@ -146,10 +178,14 @@ class Communicator {
   Request start_barrier(Sync sync);
   void check_peer(int peer, const char* what) const;
   void check_reducible(DType dtype, const char* what) const;
+  void label(CallKind kind);  // posting_ for the call about to be posted
 
   int rank_;
   int size_;
   CommStats stats_;
+  std::chrono::milliseconds timeout_{0};
+  CallLabel posting_;
+  std::uint64_t collectives_ = 0, messages_ = 0;
 };
 
 }  // namespace optimus

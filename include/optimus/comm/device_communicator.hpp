@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/comm/device_collectives.hpp"
@@ -43,10 +44,12 @@ class DeviceCommunicator final : public Communicator {
 
   std::string backend() const override;
   bool takes_buffers_on(Device device) const override;
+  // The bootstrap's world ranks for a communicator made by create(); empty (unknown) for one split from it.
+  std::vector<int> world_ranks() const override;
   // Every later operation (here and in communicators split from this one) first waits for `compute`'s work.
   void set_compute_stream(DeviceStream* compute);
-  // How long wait() lets an operation run before it aborts the communicator (here and in later splits).
-  void set_timeout(std::chrono::milliseconds timeout);
+  // How long wait() lets an operation run before it aborts the communicator (here and in later splits) is
+  // Communicator::set_timeout's timeout, kDefaultTimeout while that is 0.
   DeviceStream& stream() const;
 
  protected:
@@ -62,6 +65,7 @@ class DeviceCommunicator final : public Communicator {
   Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) override;
   Request post_barrier(Sync sync) override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
+  void timeout_changed() override;
 
  public:
   struct Core;  // the communicator's state, shared with its pending requests

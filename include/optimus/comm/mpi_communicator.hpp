@@ -5,6 +5,9 @@
 
 #include <mpi.h>
 
+#include <memory>
+#include <vector>
+
 #include "optimus/comm/communicator.hpp"
 
 namespace optimus {
@@ -21,6 +24,7 @@ class MpiCommunicator final : public Communicator {
   bool takes_buffers_on(Device device) const override { return device == Device::cpu; }
   // Whether MPI was initialized with MPI_THREAD_MULTIPLE (optimus::Context asks for it).
   bool allows_any_thread() const override;
+  std::vector<int> world_ranks() const override { return world_ranks_; }
 
  protected:
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override;
@@ -35,12 +39,24 @@ class MpiCommunicator final : public Communicator {
   Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) override;
   Request post_barrier(Sync sync) override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
+  // With a timeout, operations are posted non-blocking and waited on with a deadline; the ranks on this node count
+  // the collectives they have posted in shared memory (NodeCounters), so a wait that expires names those that lag.
+  void timeout_changed() override;
+
+ public:
+  struct NodeCounters;  // the collectives posted by each rank on this node
 
  private:
   MpiCommunicator(MPI_Comm comm, bool owned, int rank, int size);
+  // Posts a call: the blocking form, or with a timeout (or `sync` non-blocking) the non-blocking one in a request the
+  // watchdog waits on; `peer` is the other rank of a send or receive (-1 for a collective).
+  template <class Blocking, class Nonblocking>
+  Request start(Sync sync, int peer, Blocking&& blocking, Nonblocking&& nonblocking);
 
   MPI_Comm comm_;
   bool owned_;
+  std::vector<int> world_ranks_;
+  std::shared_ptr<NodeCounters> counters_;  // while the watchdog is on
 };
 
 }  // namespace optimus

@@ -66,6 +66,12 @@ class Grid {
   // (default), or runs them blocking, for debugging and measurement. Results are bitwise identical.
   void set_overlap(bool overlap) const;
   bool overlap() const;
+  // Opt-in debugging (off by default; it copies every checked tensor to the host and agrees over the grid): the
+  // layers built on this grid check each part's output in forward and its input gradient in backward, and the first
+  // that holds a NaN or an inf stops the step with the same optimus::Error on every rank of the grid, naming the layer,
+  // the tensor, the pass and the first rank (and element) where it appears (layers/finite_check.hpp).
+  void set_check_finite(bool check) const;
+  bool check_finite() const;
   // Records SUMMA's GEMMs (compute) and waits for communication (exposed communication) into `timeline`
   // (nullptr: nothing is recorded). The timeline must outlive its use.
   void set_timeline(Timeline* timeline) const;
