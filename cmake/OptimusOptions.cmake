@@ -14,6 +14,7 @@ option(OPTIMUS_BUILD_TESTS "Build the doctest suites and register them with ctes
 option(OPTIMUS_BUILD_BENCH "Build optimus-bench" ON)
 option(OPTIMUS_BUILD_EXAMPLES "Build the README's example programs" ON)
 option(OPTIMUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(OPTIMUS_FUZZ "Build the libFuzzer targets of tests/fuzz (needs clang; instruments the library)" OFF)
 set(OPTIMUS_TEST_MAX_RANKS "16" CACHE STRING "Largest MPI rank count registered with ctest")
 
 foreach(opt OPTIMUS_WITH_CUDA OPTIMUS_WITH_NCCL)
@@ -22,6 +23,10 @@ foreach(opt OPTIMUS_WITH_CUDA OPTIMUS_WITH_NCCL)
     message(FATAL_ERROR "${opt}='${${opt}}' is not one of AUTO, ON, OFF")
   endif()
 endforeach()
+
+if(OPTIMUS_FUZZ AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "OPTIMUS_FUZZ=ON needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
+endif()
 
 if(NOT OPTIMUS_CPU_GEMM MATCHES "^(AUTO|openblas|eigen)$")
   message(FATAL_ERROR "OPTIMUS_CPU_GEMM='${OPTIMUS_CPU_GEMM}' is not one of AUTO, openblas, eigen")

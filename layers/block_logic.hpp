@@ -114,6 +114,9 @@ struct BlockParts {
   const GptConfig& config;
   std::int64_t layer;
 };
+// (Aggregate deduction spelled out: clang 14 does not deduce an aggregate's arguments.)
+template <class Ln, class Attn, class Mlp>
+BlockParts(Ln&, Attn&, Ln&, Mlp&, const GptConfig&, std::int64_t) -> BlockParts<Ln, Attn, Mlp>;
 
 // x [N, h] with N = b*s: row r is global row pass.first_sequence*s + r (dropout masks).
 inline std::int64_t first_row(const Pass& pass, std::int64_t seq) {

@@ -149,7 +149,8 @@ GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool
 template <class T>
 void load_named(const std::vector<ParameterRef<T>>& params, const std::map<std::string, GlobalMatrix>& tensors,
                 DeviceMemory* device) {
-  for (const auto& [name, full] : tensors) {
+  for (const auto& [given, full] : tensors) {
+    const std::string& name = given;  // (a structured binding: clang 14 does not capture it)
     auto it = std::find_if(params.begin(), params.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
     OPTIMUS_CHECK(it != params.end(), "load_global: unknown parameter '", name, "'");
     const bool vector_as_column = it->shape.size() == 1 && full.cols() == 1 && full.rows() == it->layout.cols;

@@ -6,6 +6,9 @@ packages=(cmake ninja-build g++ libeigen3-dev doctest-dev libopenblas-dev nlohma
 if [[ "${OPTIMUS_WITH_MPI:-ON}" != "OFF" ]]; then
   packages+=(libopenmpi-dev openmpi-bin libscalapack-openmpi-dev)
 fi
+if [[ "${OPTIMUS_FUZZ:-OFF}" == "ON" ]]; then
+  packages+=(clang libclang-rt-14-dev)  # libFuzzer (scripts/test.sh --fuzz)
+fi
 
 if ! command -v dpkg-query >/dev/null; then
   echo "install_deps: not a Debian system; make sure these are installed: ${packages[*]}" >&2

@@ -4,11 +4,13 @@
 #   ./scripts/test.sh               Release build in build/, all tests (MPI at 1, 4, 9 and 16 ranks)
 #   ./scripts/test.sh --sanitize    Debug + ASan/UBSan build in build-asan/, all tests
 #   ./scripts/test.sh --no-mpi      build without MPI in build-nompi/ (in-process backend only)
+#   ./scripts/test.sh --fuzz        clang + libFuzzer build in build-fuzz/: the parsers' fuzz targets, 100000 inputs each
 #   ./scripts/test.sh -- ARGS       extra arguments for ctest (e.g. -- -L mpi, -- -LE long)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ctest_args=()
+fuzz=0
 while (($#)); do
   case "$1" in
     --sanitize)
@@ -20,6 +22,14 @@ while (($#)); do
       export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:fast_unwind_on_malloc=0}"
       export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root_dir/scripts/lsan.supp}"
       export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+      ;;
+    --fuzz)
+      build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-fuzz}"
+      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER=clang++ -DOPTIMUS_FUZZ=ON -DOPTIMUS_WITH_CUDA=OFF \
+        -DOPTIMUS_WITH_MPI=OFF -DOPTIMUS_BUILD_TESTS=OFF -DOPTIMUS_BUILD_BENCH=OFF -DOPTIMUS_BUILD_EXAMPLES=OFF"
+      export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+      export OPTIMUS_FUZZ=ON OPTIMUS_WITH_MPI=OFF
+      fuzz=1
       ;;
     --no-mpi)
       build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-nompi}"
@@ -33,6 +43,10 @@ while (($#)); do
 done
 
 optimus_build
+if ((fuzz)); then
+  cd "$build_dir"
+  exec ctest --output-on-failure --timeout 600 -L fuzz "${ctest_args[@]}"
+fi
 # Python test tools (the GPT-2 interop test's external reader and writer) in a venv of the build directory.
 venv="$build_dir/test-venv"
 if ! "$venv/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
