@@ -70,6 +70,7 @@ std::int64_t measured(const Shape& s, int q, ops::GemmMath math, std::int64_t ba
 
 int run_activations(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("activations"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
   Shape s{.hidden = o.integer("h", 1024), .seq = o.integer("s", 1024), .heads = o.integer("heads", 16),
           .ffn = 0, .layers = o.integer("layers", 24)};
   s.ffn = o.integer("ffn", 4 * s.hidden);

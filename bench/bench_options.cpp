@@ -58,7 +58,8 @@ std::vector<std::string> commands() {
   return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint"};
 }
 
-std::vector<cli::Spec> options_of(const std::string& command) {
+// The command's own options (options_of adds --timeout).
+static std::vector<cli::Spec> command_options(const std::string& command) {
   if (command == "summa") {
     return joined({{cli::integers("n", 1, kSide, "sizes n, a row each (default 1024)"),
                     cli::integer("m", 1, kSide, "rows of A and C (default n)"),
@@ -106,6 +107,12 @@ std::vector<cli::Spec> options_of(const std::string& command) {
             cli::integer("iters", 1, kIters, "saves and loads timed"), json()};
   }
   OPTIMUS_FAIL("optimus-bench: no command '", command, "'");
+}
+
+std::vector<cli::Spec> options_of(const std::string& command) {
+  std::vector<cli::Spec> specs = command_options(command);
+  specs.push_back(cli::timeout_option());
+  return specs;
 }
 
 }  // namespace optimus::bench

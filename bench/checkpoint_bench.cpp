@@ -51,6 +51,7 @@ double timed_shell(Communicator& world, const std::string& command) {
 
 int run_checkpoint_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("checkpoint"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
   const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
   OPTIMUS_CHECK(q * q == world.size(), "checkpoint bench: world size ", world.size(), " is not a square");
   const GptConfig config{.vocab = o.integer("vocab", 50257), .padded_vocab = 0, .max_seq = o.integer("seq", 1024),

@@ -260,6 +260,7 @@ double step_gemm_seconds(const Settings& s, DeviceRuntime* device) {
 int run_device_bench(Communicator& world, int argc, char** argv, Workload workload) {
   const bool gpt = workload == Workload::gpt;
   const cli::Options o(argc, argv, 2, options_of(gpt ? "gpt" : "layer"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
   const char* command = gpt ? "gpt" : "layer";
   OPTIMUS_CHECK(world.size() == 1, command, " runs its grids inside one process (in-process ranks); launch 1 process, "
                 "not ", world.size());
@@ -320,6 +321,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
     for (std::int64_t q : qs) {
       std::vector<RankResult> results(static_cast<std::size_t>(q * q));
       run_in_process(static_cast<int>(q * q), [&](Communicator& w) {
+        w.set_timeout(o.timeout());
         results[static_cast<std::size_t>(w.rank())] = run_rank(w, static_cast<int>(q), s, accelerator.get());
       });
       double peak_bytes = 0, allocations = 0, staging = 0;

@@ -43,6 +43,7 @@ Fit fit(const std::vector<double>& bytes, const std::vector<double>& seconds) {
 
 int run_calibrate(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("calibrate"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
   const int iters = static_cast<int>(o.integer("iters", 5));
   OPTIMUS_CHECK(world.size() >= 2, "calibrate needs at least 2 ranks to measure communication, got ", world.size());
   cpu::set_gemm_threads(1);
@@ -138,6 +139,7 @@ double model_flops(const BlockShape& s, std::int64_t layers) {
 
 int run_model(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("model"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
   BlockShape s{o.integer("b", 16), o.integer("s", 2048), o.integer("h", 8192), o.integer("heads", 64), 0};
   s.ffn = o.integer("ffn", 4 * s.hidden);
   const std::int64_t layers = o.integer("layers", 1);

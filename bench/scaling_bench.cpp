@@ -128,6 +128,7 @@ Measured run(Communicator& world, const Config& c) {
 
 int run_scaling_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("scaling"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
   OPTIMUS_CHECK(o.text("device", "cpu") == "cpu", "scaling --device ", o.text("device", "cpu"),
                 ": scaling runs MPI ranks on the CPU; blocks on one GPU run with `optimus-bench layer --device cuda`");
   Config c;

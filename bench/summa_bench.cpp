@@ -153,6 +153,7 @@ void run_case(Grid& grid, const Case& c, const Settings& s, Report& report, doub
 
 int run_summa_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("summa"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
   const std::vector<std::int64_t> sizes = o.integers("n", "1024");
   const std::vector<std::string> ops = o.list("ops", "ab,abt,atb");
   const std::vector<std::string> dtypes = o.list("dtype", "f64");

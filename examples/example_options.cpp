@@ -1,7 +1,6 @@
 // The option tables of summa_2x2 and train_gpt.
 #include "example_options.hpp"
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -13,21 +12,11 @@ constexpr std::int64_t kSide = std::int64_t{1} << 20;
 constexpr std::int64_t kSteps = 100000000;
 }  // namespace
 
-cli::Spec timeout_option() {
-  return cli::positive_real("timeout", 1e6, "watchdog: seconds an operation may wait before the job stops, naming it "
-                                            "and the ranks that have not joined (default off)");
-}
-
-std::chrono::milliseconds timeout_of(const cli::Options& o) {
-  return std::chrono::milliseconds(o.has("timeout") ? static_cast<std::int64_t>(std::ceil(o.real("timeout", 0) * 1e3))
-                                                    : 0);
-}
-
 std::vector<cli::Spec> summa_2x2_options() {
   return {cli::integer("m", 1, kSide, "rows of A and C (default 384)"),
           cli::integer("n", 1, kSide, "columns of B and C (default 256)"),
           cli::integer("k", 1, kSide, "inner dimension (default 512)"),
-          cli::integer("q", 1, 64, "grid side; the world has q*q ranks (default 2)"), timeout_option()};
+          cli::integer("q", 1, 64, "grid side; the world has q*q ranks (default 2)"), cli::timeout_option()};
 }
 
 std::vector<cli::Spec> train_gpt_options() {
@@ -59,7 +48,7 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::input_path("data", "GPT-2 token files FILE[,VALID_FILE] instead of the text"),
       cli::flag("skip-nonfinite", "skip a step whose loss or gradient norm is NaN or inf instead of stopping"),
       cli::flag("check-finite", "stop at the first layer whose output or input gradient holds NaN or inf, naming it"),
-      timeout_option(),
+      cli::timeout_option(),
   };
   for (cli::Spec& s : device_options()) specs.push_back(std::move(s));
   return specs;

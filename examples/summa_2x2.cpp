@@ -23,7 +23,7 @@ Options parse(int argc, char** argv) {
   o.n = cli.integer("n", o.n);
   o.k = cli.integer("k", o.k);
   o.q = static_cast<int>(cli.integer("q", o.q));
-  o.timeout = optimus::examples::timeout_of(cli);
+  o.timeout = cli.timeout();
   return o;
 }
 

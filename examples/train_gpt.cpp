@@ -355,7 +355,7 @@ void adopt_shape(const optimus::cli::Options& o, const optimus::GptConfig& file,
 
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
-  world.set_timeout(optimus::examples::timeout_of(o));  // before the grid: its communicators inherit it
+  world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
   const int q = static_cast<int>(o.integer("q", 2));
   const std::string gemm = o.text("gemm", "f32");
   const auto math = gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;

@@ -176,6 +176,15 @@ Spec input_path(std::string name, std::string help) {
   return of_kind(std::move(name), Kind::input_path, {}, std::move(help));
 }
 
+Spec timeout_option() {
+  return positive_real("timeout", 1e6, "watchdog: seconds an operation may wait before the job stops, naming it and "
+                                       "the ranks that have not joined (default off)");
+}
+
+std::chrono::milliseconds Options::timeout() const {
+  return std::chrono::milliseconds(has("timeout") ? static_cast<std::int64_t>(std::ceil(real("timeout", 0) * 1e3)) : 0);
+}
+
 std::string describe(const Spec& s) {
   std::ostringstream out;
   switch (s.kind) {

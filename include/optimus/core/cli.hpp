@@ -18,6 +18,7 @@
 // integer as out of range; this table is small and says exactly what is wrong.)
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -71,6 +72,9 @@ Spec output_directory(std::string name, std::string help);
 Spec input_path(std::string name, std::string help);
 Spec flag(std::string name, std::string help);
 
+// --timeout SECONDS, the watchdog (Communicator::set_timeout) a program turns on: a positive number of seconds.
+Spec timeout_option();
+
 // How a spec reads in --help: "integer in [1, 64]", "one of f32, bf16", ...
 std::string describe(const Spec& spec);
 
@@ -90,6 +94,8 @@ class Options {
   // unit or a size of 0 is an error naming the option.
   std::uint64_t bytes(const std::string& name, std::uint64_t fallback) const;
   bool has(const std::string& name) const;  // also: whether a flag was given
+  // --timeout's value (timeout_option), 0 (the watchdog off) when it is not given.
+  std::chrono::milliseconds timeout() const;
 
   const std::vector<Spec>& table() const { return table_; }
 
