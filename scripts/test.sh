@@ -45,7 +45,7 @@ done
 optimus_build
 if ((fuzz)); then
   cd "$build_dir"
-  exec ctest --output-on-failure --timeout 600 -L fuzz "${ctest_args[@]}"
+  exec ctest --output-on-failure --timeout 600 -j "$jobs" -L fuzz "${ctest_args[@]}"  # the targets side by side
 fi
 # Python test tools (the GPT-2 interop test's external reader and writer) in a venv of the build directory.
 venv="$build_dir/test-venv"
