@@ -17,6 +17,14 @@ inline std::string as_file(const std::uint8_t* data, std::size_t size, const cha
   const std::filesystem::path base =
       std::filesystem::is_directory("/dev/shm") ? std::filesystem::path("/dev/shm") : std::filesystem::temp_directory_path();
   const std::filesystem::path dir = base / ("optimus_fuzz_" + std::to_string(::getpid()));
+  struct RemovedAtExit {
+    std::filesystem::path dir;
+    ~RemovedAtExit() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  };
+  static const RemovedAtExit cleanup{dir};  // the process's directory goes when it ends
   std::filesystem::create_directories(dir);
   const std::string path = (dir / name).string();
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
