@@ -23,6 +23,31 @@ std::int64_t checked_sequence_length(const std::vector<int>& tokens, std::int64_
 }
 
 template <class T>
+void finish_embedding(DistMatrix<T>& x, const std::vector<int>& tokens, std::int64_t seq, const Pass& pass,
+                      const GptConfig& config, const Grid& grid, EmbeddingContext& saved) {
+  apply_dropout(x, pass.first_sequence * seq, pass.training ? config.dropout : 0.0, config.seed,
+                dropout_stream(pass.step, 0, DropoutSite::embedding));
+  saved = EmbeddingContext{};
+  if (pass.training) {
+    saved.tokens = tokens;
+    saved.seq = seq;
+    saved.pass = pass;
+    saved.mark = ContextMark(grid);
+  }
+}
+
+template <class T>
+DistMatrix<T> dropped_gradient(const EmbeddingContext& saved, const DistMatrix<T>& dx, const GptConfig& config) {
+  const auto n = static_cast<std::int64_t>(saved.tokens.size());
+  OPTIMUS_CHECK(dx.rows() == n && dx.cols() == config.hidden, "embedding: the gradient is ", dx.rows(), "x", dx.cols(),
+                ", expected ", n, "x", config.hidden);
+  DistMatrix<T> dropped = dx.clone();
+  apply_dropout(dropped, saved.pass.first_sequence * saved.seq, config.dropout, config.seed,
+                dropout_stream(saved.pass.step, 0, DropoutSite::embedding));
+  return dropped;
+}
+
+template <class T>
 Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config)
     : grid_(grid),
       config_(config),
@@ -54,15 +79,7 @@ DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64
   grid_.col().all_gather(wpe_.local().data(), wpe.data(), static_cast<std::size_t>(wpe_.local().numel()), dtype_of<T>);
   ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local(), grid_.queue());
 
-  apply_dropout(x, pass.first_sequence * seq, pass.training ? config_.dropout : 0.0, config_.seed,
-                dropout_stream(pass.step, 0, DropoutSite::embedding));
-  saved = Context{};
-  if (pass.training) {
-    saved.tokens = tokens;
-    saved.seq = seq;
-    saved.pass = pass;
-    saved.mark = ContextMark(grid_);
-  }
+  finish_embedding(x, tokens, seq, pass, config_, grid_, saved);
   return x;
 }
 
@@ -70,11 +87,7 @@ template <class T>
 void Embedding2D<T>::backward(Context saved, const DistMatrix<T>& dx_in) {
   saved.mark.check(grid_, "embedding");
   const auto n = static_cast<std::int64_t>(saved.tokens.size());
-  OPTIMUS_CHECK(dx_in.rows() == n && dx_in.cols() == config_.hidden, "embedding: the gradient is ", dx_in.rows(), "x",
-                dx_in.cols(), ", expected ", n, "x", config_.hidden);
-  DistMatrix<T> dx = dx_in.clone();
-  apply_dropout(dx, saved.pass.first_sequence * saved.seq, config_.dropout, config_.seed,
-                dropout_stream(saved.pass.step, 0, DropoutSite::embedding));
+  const DistMatrix<T> dx = dropped_gradient(saved, dx_in, config_);
   const std::int64_t width = dx.local_cols(), v0 = wte_.row_offset();
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
 
@@ -86,7 +99,7 @@ void Embedding2D<T>::backward(Context saved, const DistMatrix<T>& dx_in) {
 
   // dwpe: this rank's rows summed per position, then reduced over the column into each rank's slice.
   Tensor<T> partial(Shape{config_.max_seq, width}, work, Init::none);
-  ops::position_grad<T>(std::as_const(dx).local(), dx.row_offset(), saved.seq, partial.view(), grid_.queue());
+  ops::position_grad<T>(dx.local(), dx.row_offset(), saved.seq, partial.view(), grid_.queue());
   Tensor<T> piece(dwpe_.local().shape(), work);
   grid_.col().reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(piece.numel()), dtype_of<T>,
                               ReduceOp::sum);
@@ -113,7 +126,13 @@ void Embedding2D<T>::zero_grad() {
   ops::fill<T>(dwpe_.local(), T(0), grid_.queue());
 }
 
-template class Embedding2D<float>;
-template class Embedding2D<double>;
+#define OPTIMUS_INSTANTIATE(T)                                                                                    \
+  template void finish_embedding<T>(DistMatrix<T>&, const std::vector<int>&, std::int64_t, const Pass&,            \
+                                    const GptConfig&, const Grid&, EmbeddingContext&);                            \
+  template DistMatrix<T> dropped_gradient<T>(const EmbeddingContext&, const DistMatrix<T>&, const GptConfig&);   \
+  template class Embedding2D<T>;
+OPTIMUS_INSTANTIATE(float)
+OPTIMUS_INSTANTIATE(double)
+#undef OPTIMUS_INSTANTIATE
 
 }  // namespace optimus

@@ -5,7 +5,6 @@
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
-#include "optimus/layers/dropout.hpp"
 #include "optimus/layers/embedding.hpp"
 
 namespace optimus::megatron {
@@ -42,15 +41,7 @@ DistMatrix<T> Embedding1D<T>::forward(const std::vector<int>& tokens, std::int64
   ops::embedding_lookup<T>(std::as_const(wte_).local(), ids.view(), first_id(), x.local(), local.queue());
   all_reduce_sum(group_, x);  // one slice holds each id: the sum is exact
   ops::add_positions<T>(std::as_const(wpe_).local(), 0, seq, x.local(), local.queue());
-  apply_dropout(x, pass.first_sequence * seq, pass.training ? config_.dropout : 0.0, config_.seed,
-                dropout_stream(pass.step, 0, DropoutSite::embedding));
-  saved = Context{};
-  if (pass.training) {
-    saved.tokens = tokens;
-    saved.seq = seq;
-    saved.pass = pass;
-    saved.mark = ContextMark(local);
-  }
+  finish_embedding(x, tokens, seq, pass, config_, local, saved);
   return x;
 }
 
@@ -59,16 +50,12 @@ void Embedding1D<T>::backward(Context saved, const DistMatrix<T>& dx_in) {
   const Grid& local = group_.local();
   saved.mark.check(local, "embedding");
   const auto n = static_cast<std::int64_t>(saved.tokens.size());
-  OPTIMUS_CHECK(dx_in.rows() == n && dx_in.cols() == config_.hidden, "embedding: the gradient is ", dx_in.rows(), "x",
-                dx_in.cols(), ", expected ", n, "x", config_.hidden);
-  DistMatrix<T> dx = dx_in.clone();
-  apply_dropout(dx, saved.pass.first_sequence * saved.seq, config_.dropout, config_.seed,
-                dropout_stream(saved.pass.step, 0, DropoutSite::embedding));
+  const DistMatrix<T> dx = dropped_gradient(saved, dx_in, config_);
   const MemoryTag work = local.tag(MemoryKind::workspace);
   const Tensor<int> ids = upload(saved.tokens.data(), Shape{n}, work);
-  ops::embedding_scatter_add<T>(std::as_const(dx).local(), ids.view(), first_id(), dwte_.local(), local.queue());
+  ops::embedding_scatter_add<T>(dx.local(), ids.view(), first_id(), dwte_.local(), local.queue());
   Tensor<T> positions(Shape{config_.max_seq, config_.hidden}, work, Init::none);
-  ops::position_grad<T>(std::as_const(dx).local(), 0, saved.seq, positions.view(), local.queue());
+  ops::position_grad<T>(dx.local(), 0, saved.seq, positions.view(), local.queue());
   ops::axpby<T>(T(1), std::as_const(positions).view(), T(1), dwpe_.local(), local.queue());
 }
 

@@ -23,6 +23,15 @@ namespace optimus {
 // sequences, fit the position table (max_seq), and every id is in [0, vocab). Shared by the 2D and 1D embeddings.
 std::int64_t checked_sequence_length(const std::vector<int>& tokens, std::int64_t batch, const GptConfig& config);
 
+// Shared by the 2D and 1D embeddings. The forward's end: the embedding dropout on x [b*s, h] (this pass's rows of the
+// global batch) and, for a training pass, the context (the ids, the sequence length, the pass; marked for `grid`).
+template <class T>
+void finish_embedding(DistMatrix<T>& x, const std::vector<int>& tokens, std::int64_t seq, const Pass& pass,
+                      const GptConfig& config, const Grid& grid, EmbeddingContext& saved);
+// The backward's start: dx [N, h] checked against the saved ids, copied, with the forward's dropout mask applied.
+template <class T>
+DistMatrix<T> dropped_gradient(const EmbeddingContext& saved, const DistMatrix<T>& dx, const GptConfig& config);
+
 template <class T>
 class Embedding2D {
  public:
