@@ -157,11 +157,11 @@ class DeviceRequest final : public RequestImpl {
     }
     try {
       core_->collectives->check_async_errors();
+      if (!done_->done()) return false;  // throws if the device failed
     } catch (...) {
       core_->abort();
       throw;
     }
-    if (!done_->done()) return false;
     if (finish_) std::exchange(finish_, {})();
     return true;
   }

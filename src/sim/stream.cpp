@@ -153,6 +153,7 @@ void Event::wait_on(DeviceStream& stream) const {
 }
 
 bool Event::done() const {
+  device_->throw_if_failed();
   std::lock_guard lock(state_->mu);
   return state_->completed >= state_->recorded;
 }

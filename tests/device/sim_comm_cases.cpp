@@ -144,6 +144,7 @@ TEST_CASE("an operation a peer never joins times out, aborts the communicator, a
   on_device_communicators(2, sim::Options{}, [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
     comm.set_timeout(std::chrono::milliseconds(250));
     auto compute = device.create_stream();
+    comm.set_compute_stream(compute.get());  // the buffers are zeroed on it
     optimus::DeviceMemoryPool memory(device, *compute);
     Tensor<float> x(Shape{8}, on(memory));
     if (world.rank() == 0) {  // rank 1 skips this all-reduce: rank 0 would wait forever
@@ -161,6 +162,7 @@ TEST_CASE("a timed-out group of receives is abandoned whole: the communicator cl
   on_device_communicators(2, sim::Options{}, [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
     comm.set_timeout(std::chrono::milliseconds(250));
     auto compute = device.create_stream();
+    comm.set_compute_stream(compute.get());  // the buffers are zeroed on it
     optimus::DeviceMemoryPool memory(device, *compute);
     Tensor<float> a(Shape{8}, on(memory)), b(Shape{8}, on(memory));
     if (world.rank() == 0) {
@@ -176,6 +178,7 @@ TEST_CASE("a timed-out group of receives is abandoned whole: the communicator cl
 TEST_CASE("a group the backend refuses to post aborts the communicator: its requests fail instead of hanging") {
   on_device_communicators(2, sim::Options{}, [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
     auto compute = device.create_stream();
+    comm.set_compute_stream(compute.get());  // the buffers are zeroed on it
     optimus::DeviceMemoryPool memory(device, *compute);
     Tensor<float> a(Shape{8}, on(memory));
     if (world.rank() == 0) {
@@ -196,6 +199,7 @@ TEST_CASE("a failing peer ends the others' pending device collectives with its e
       on_device_communicators(3, sim::Options{},
                               [](Communicator& world, sim::Runtime& device, DeviceCommunicator& comm) {
                                 auto compute = device.create_stream();
+                                comm.set_compute_stream(compute.get());
                                 optimus::DeviceMemoryPool memory(device, *compute);
                                 Tensor<float> x(Shape{8}, on(memory));
                                 if (world.rank() == 2) OPTIMUS_FAIL("rank 2 failed before the all-reduce");

@@ -188,6 +188,26 @@ TEST_CASE("streams order only through events: a missing event gives a wrong resu
   MESSAGE("without the event, ", failed_without, " of 12 trials went wrong");
 }
 
+TEST_CASE("once device work has failed, polling an event throws the failure instead of reporting it done") {
+  // As cudaEventQuery returns the sticky error: a poller (a communicator's request) must not take the skipped work
+  // behind a failure for finished work.
+  sim::Runtime device(sim::Options{});
+  auto stream = device.create_stream();
+  auto& s = static_cast<sim::Stream&>(*stream);
+  s.launch("failing kernel", {}, [] { OPTIMUS_FAIL("injected kernel failure"); });
+  auto after = device.create_event();
+  after->record(*stream);
+  const auto poll = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    while (!after->done()) {
+      REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+      std::this_thread::yield();
+    }
+  };
+  CHECK_THROWS_WITH_AS(poll(), doctest::Contains("injected kernel failure"), optimus::Error);
+  CHECK_THROWS_WITH_AS(stream->synchronize(), doctest::Contains("injected kernel failure"), optimus::Error);
+}
+
 TEST_CASE("the legacy default stream does not order with non-blocking streams (a cudaMemcpy download races)") {
   // The download tests/cuda used to do: a kernel on the rank's (non-blocking) stream, then cudaMemcpy, which runs on
   // the legacy stream. Under delays it reads before the kernel wrote; a download on the kernel's stream does not.

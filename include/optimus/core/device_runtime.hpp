@@ -51,7 +51,9 @@ class DeviceEvent {
   virtual void record(DeviceStream& stream) = 0;
   // Work queued on `stream` from now on starts after the last recorded point (none recorded: no wait).
   virtual void wait_on(DeviceStream& stream) const = 0;
-  // Whether the last recorded point has been reached (never blocks); true if never recorded.
+  // Whether the last recorded point has been reached (never blocks); true if never recorded. Throws once the device
+  // has failed in earlier work (as cudaEventQuery returns the sticky error), so that a poller never takes skipped
+  // work for finished work.
   virtual bool done() const = 0;
   // The host waits for the last recorded point.
   virtual void synchronize() const = 0;
