@@ -55,12 +55,15 @@ elseif(_optimus_nccl MATCHES "^(ON|TRUE|YES|1)$")
   message(FATAL_ERROR "OPTIMUS_WITH_NCCL=ON but the CUDA backend is off (no toolkit found)")
 endif()
 
-# CPU GEMM: OpenBLAS's cblas (Debian: libopenblas-dev) or Eigen's own kernels.
+# CPU GEMM: OpenBLAS's cblas (Debian: libopenblas-dev) or Eigen's own kernels. Not Debian's serial OpenBLAS
+# (libopenblas-serial-dev): it is built without locking, and in-process ranks (threads) calling it at once share its
+# working buffer and corrupt each other's products; the pthreads variant with OPENBLAS_NUM_THREADS=1 is safe. The
+# build's RUNPATH names the directory found, so the binaries load that variant whatever Debian's alternative says.
 set(OPTIMUS_GEMM_BACKEND eigen)
 if(NOT OPTIMUS_CPU_GEMM STREQUAL "eigen")
-  find_library(OPTIMUS_OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-pthread openblas-openmp openblas-serial)
+  find_library(OPTIMUS_OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-pthread openblas-openmp)
   find_path(OPTIMUS_OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread
-            x86_64-linux-gnu/openblas-openmp x86_64-linux-gnu/openblas-serial)
+            x86_64-linux-gnu/openblas-openmp)
   if(OPTIMUS_OPENBLAS_LIBRARY AND OPTIMUS_OPENBLAS_INCLUDE_DIR)
     set(OPTIMUS_GEMM_BACKEND openblas)
   elseif(OPTIMUS_CPU_GEMM STREQUAL "openblas")
@@ -71,8 +74,21 @@ endif()
 set(OPTIMUS_HAVE_SCALAPACK OFF)
 if(OPTIMUS_WITH_SCALAPACK AND OPTIMUS_WITH_MPI AND OPTIMUS_BUILD_BENCH)
   find_library(OPTIMUS_SCALAPACK_LIBRARY NAMES scalapack-openmpi scalapack)
-  find_package(BLAS QUIET)
-  if(OPTIMUS_SCALAPACK_LIBRARY AND BLAS_FOUND)
+  # ScaLAPACK's BLAS: the OpenBLAS found above, else the system's. ScaLAPACK needs libblas.so.3 and liblapack.so.3,
+  # which Debian's alternatives point at one OpenBLAS variant; the bench names those of the variant found above, so that
+  # its RUNPATH loads them (and not another variant's, which would miss symbols of the libopenblas.so.0 loaded).
+  if(OPTIMUS_GEMM_BACKEND STREQUAL "openblas")
+    get_filename_component(openblas_dir ${OPTIMUS_OPENBLAS_LIBRARY} DIRECTORY)
+    find_library(OPTIMUS_OPENBLAS_BLAS NAMES blas PATHS ${openblas_dir} NO_DEFAULT_PATH)
+    find_library(OPTIMUS_OPENBLAS_LAPACK NAMES lapack PATHS ${openblas_dir} NO_DEFAULT_PATH)
+    if(OPTIMUS_OPENBLAS_BLAS AND OPTIMUS_OPENBLAS_LAPACK)
+      set(OPTIMUS_SCALAPACK_BLAS ${OPTIMUS_OPENBLAS_LAPACK} ${OPTIMUS_OPENBLAS_BLAS} ${OPTIMUS_OPENBLAS_LIBRARY})
+    endif()
+  else()
+    find_package(BLAS QUIET)
+    set(OPTIMUS_SCALAPACK_BLAS ${BLAS_LIBRARIES})
+  endif()
+  if(OPTIMUS_SCALAPACK_LIBRARY AND OPTIMUS_SCALAPACK_BLAS)
     set(OPTIMUS_HAVE_SCALAPACK ON)
   endif()
 endif()

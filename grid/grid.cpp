@@ -1,10 +1,13 @@
-// Grid::create: checks the world size, then splits the world into row, column, grid and data-parallel
-// communicators. The state behind the handle: the topology (fixed) and the execution settings.
+// Grid::create: checks the world size, takes the CPU GEMM backend's working memory (agreed over the world), then
+// splits the world into row, column, grid and data-parallel communicators. The state behind the handle: the topology
+// (fixed) and the execution settings.
 #include "optimus/grid/grid.hpp"
 
+#include "optimus/comm/all_or_throw.hpp"
 #include "optimus/core/device_memory.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
 
 namespace optimus {
 namespace {
@@ -76,6 +79,7 @@ void Grid::check_world_size(int world_size, int q) {
 
 Grid Grid::create(Communicator& world, int q) {
   check_world_size(world.size(), q);
+  all_or_throw({&world}, [] { cpu::prepare_gemm(); });  // before any work: running out of memory later is an error
   const int p = q * q;
   const int n = world.size();
   auto s = std::make_shared<State>();

@@ -3,8 +3,10 @@
 
 #include <utility>
 
+#include "optimus/comm/all_or_throw.hpp"
 #include "optimus/core/device_memory.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
 #include "optimus/core/ops.hpp"
 
 namespace optimus::megatron {
@@ -35,7 +37,17 @@ void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
 
 }  // namespace
 
-Group::Group(Communicator& tp) : tp_(&tp), self_(tp.split(tp.rank(), 0)), local_(Grid::create(*self_, 1)) {}
+namespace {
+
+// The one-rank communicator of this rank, after every rank of `tp` took the GEMM backend's memory (Grid::create would
+// only agree on it over that one rank).
+std::unique_ptr<Communicator> prepared_self(Communicator& tp) {
+  all_or_throw({&tp}, [] { cpu::prepare_gemm(); });
+  return tp.split(tp.rank(), 0);
+}
+}  // namespace
+
+Group::Group(Communicator& tp) : tp_(&tp), self_(prepared_self(tp)), local_(Grid::create(*self_, 1)) {}
 
 void Group::place_on(DeviceMemory* device, const ops::Queue& queue) const {
   const Device where = device_of(device);

@@ -46,4 +46,6 @@ std::string gemm_backend() {
 
 void set_gemm_threads(int /*threads*/) {}
 
+void prepare_gemm() {}  // Eigen's products allocate their blocks per call, with operator new
+
 }  // namespace optimus::cpu

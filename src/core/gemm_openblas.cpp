@@ -3,7 +3,10 @@
 #include <cblas.h>
 
 #include <climits>
+#include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "gemm_backend.hpp"
 #include "optimus/core/error.hpp"
@@ -43,6 +46,23 @@ void gemm_rowmajor<double>(bool ta, bool tb, std::int64_t m, std::int64_t n, std
 std::string gemm_backend() {
   return std::string(openblas_get_config()) + " (" + std::to_string(openblas_get_num_threads()) +
          " thread" + (openblas_get_num_threads() == 1 ? ")" : "s)");
+}
+
+void prepare_gemm() {
+  // OpenBLAS 0.3's BUFFER_SIZE on x86-64 (32 << 22 bytes) plus its alignment page, with room to spare.
+  static constexpr std::size_t kBufferBytes = (std::size_t{32} << 22) + (std::size_t{1} << 20);
+  static std::once_flag prepared;  // OpenBLAS's buffer is per process, like this flag
+  std::call_once(prepared, [] {
+    void* probe = std::malloc(kBufferBytes);
+    OPTIMUS_CHECK(probe != nullptr, "out of memory: OpenBLAS needs a working buffer of about ", kBufferBytes,
+                  " bytes per thread and malloc could not provide it (an address-space limit, ulimit -v?)");
+    std::free(probe);
+    // A product large enough to take the buffer (smaller ones may use OpenBLAS's small-matrix kernels instead).
+    constexpr int n = 256;
+    const std::vector<double> a(static_cast<std::size_t>(n) * n, 1.0);
+    std::vector<double> c(static_cast<std::size_t>(n) * n, 0.0);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+  });
 }
 
 void set_gemm_threads(int threads) {

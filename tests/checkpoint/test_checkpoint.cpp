@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "test_world.hpp"
+
 namespace fs = std::filesystem;
 using optimus::GlobalMatrix;
 
@@ -118,7 +120,7 @@ struct Saved {
 
 Saved train_and_save(const fs::path& dir, int steps) {
   Saved saved;
-  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+  optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
     Trainer t(w, 2);
     std::vector<double> losses;
     for (int s = 1; s <= steps; ++s) losses.push_back(t.step(static_cast<std::uint64_t>(s)));
@@ -137,7 +139,7 @@ Saved train_and_save(const fs::path& dir, int steps) {
 Saved load_and_continue(const fs::path& dir, int ranks, int q, int more_steps, optimus::checkpoint::IoStats* io) {
   Saved out;
   std::mutex lock;
-  optimus::run_in_process(ranks, [&](optimus::Communicator& w) {
+  optimus::test::run_in_process(ranks, [&](optimus::Communicator& w) {
     Trainer t(w, q);
     optimus::checkpoint::IoStats stats;
     const optimus::checkpoint::TrainingState state = optimus::checkpoint::load(dir, t.model, &t.optimizer, &stats);
@@ -169,7 +171,7 @@ void flip_byte(const fs::path& file, std::uint64_t offset) {
 // load() on a fresh q = 2 model must throw, on every rank, an error containing `expected`.
 void expect_refused(const fs::path& dir, const std::string& expected) {
   std::vector<std::string> messages(4);
-  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+  optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
     Trainer t(w, 2);
     try {
       optimus::checkpoint::load(dir, t.model, &t.optimizer, nullptr);
@@ -191,7 +193,7 @@ TEST_CASE("resume on the same layout is bitwise the uninterrupted run (dropout o
   const fs::path dir = fresh_directory("resume");
   const Saved whole = [&] {
     Saved s;
-    optimus::run_in_process(4, [&](optimus::Communicator& w) {
+    optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
       Trainer t(w, 2);
       std::vector<double> losses;
       for (int k = 1; k <= 8; ++k) losses.push_back(t.step(static_cast<std::uint64_t>(k)));
@@ -241,7 +243,7 @@ TEST_CASE("a q = 2 checkpoint loads into the 1D baseline at p = 4, and the 1D ba
   const Saved uninterrupted = load_and_continue(dir / "step_3", 4, 2, 3, nullptr);  // steps 4, 5, 6 at q = 2
   // 2D -> 1D: the state bit for bit, two more steps within f32 rounding; then the 1D run saves step 5 and takes step 6.
   Saved one_d, one_d_saved;
-  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+  optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
     Trainer1D t(w);
     const optimus::checkpoint::TrainingState state =
         optimus::checkpoint::load(dir / "step_3", t.model, &t.optimizer, nullptr);
@@ -278,7 +280,7 @@ TEST_CASE("a q = 2 checkpoint loads into the 1D baseline at p = 4, and the 1D ba
     CHECK(two_d.state.at(name) == value);
   }
   CHECK(std::abs(two_d.losses[0] - one_d.losses[2]) <= 1e-5 * std::abs(one_d.losses[2]));
-  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+  optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
     Trainer1D t(w);
     optimus::checkpoint::load(dir / "step_5", t.model, &t.optimizer, nullptr);
     const double loss = t.step(6);
@@ -317,7 +319,7 @@ TEST_CASE("damaged, incomplete, missing and mismatched checkpoints are refused n
   expect_refused(dir / "nowhere", "does not exist");
   // Another model shape.
   std::vector<std::string> messages(4);
-  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+  optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
     const optimus::Grid grid = optimus::Grid::create(w, 2);
     optimus::GptConfig other = small_config();
     other.hidden = 72;
@@ -344,7 +346,7 @@ TEST_CASE("a save killed (SIGKILL) before its commit leaves the previous checkpo
     REQUIRE(child >= 0);
     if (child == 0) {
       // A second save of the same step (replacing it) and a new one, each killed in the middle.
-      optimus::run_in_process(4, [&](optimus::Communicator& w) {
+      optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
         Trainer t(w, 2);
         t.step(1);
         const auto kill = [&](std::string_view at) {
@@ -474,7 +476,7 @@ TEST_CASE("llm.c checkpoints: a file written to llm.c's layout imports on a 2x2 
   CHECK(read.vocab == 50);
   CHECK(read.ffn == 128);
   CHECK(read.heads == 4);
-  optimus::run_in_process(4, [&](optimus::Communicator& w) {
+  optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
     const optimus::Grid grid = optimus::Grid::create(w, 2);
     optimus::Gpt2D<float> model(grid, read);
     optimus::checkpoint::import_llmc(file.string(), model);

@@ -1,6 +1,7 @@
 // The device suites' ranks and devices (device_world.hpp).
 #include "device_world.hpp"
 
+#include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
 
 namespace optimus::test {

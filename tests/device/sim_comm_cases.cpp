@@ -14,6 +14,7 @@
 
 #include "../comm/collective_cases.hpp"
 #include "device_world.hpp"
+#include "test_world.hpp"
 #include "optimus/comm/device_communicator.hpp"
 #include "optimus/comm/device_staging.hpp"
 #include "optimus/comm/in_process.hpp"
@@ -35,7 +36,7 @@ namespace sim = optimus::sim;
 // communicator over them.
 void on_device_communicators(int ranks, const sim::Options& options,
                              const std::function<void(Communicator&, sim::Runtime&, DeviceCommunicator&)>& fn) {
-  optimus::run_in_process(ranks, [&](Communicator& world) {
+  optimus::test::run_in_process(ranks, [&](Communicator& world) {
     sim::Options mine = options;
     mine.ordinal = world.rank();
     sim::Runtime device(mine);
@@ -92,7 +93,7 @@ TEST_CASE("device communicators move device buffers, stream-ordered after the co
 }
 
 TEST_CASE("the simulated NCCL refuses host memory, as NCCL cannot read it") {
-  optimus::run_in_process(1, [](Communicator& world) {
+  optimus::test::run_in_process(1, [](Communicator& world) {
     sim::Runtime device(sim::Options{});
     auto collectives = sim::Collectives::create(world, device);
     auto stream = device.create_stream();
@@ -263,7 +264,7 @@ TEST_CASE("in-process deliveries run outside the group's lock: the ranks copy th
   // A staged copy on a device waits for the rank's stream; under the group's lock it made every rank of the group
   // wait for every other's device in turn (no overlap on one GPU).
   auto staging = std::make_shared<ConcurrentDeliveries>(4);
-  optimus::run_in_process(4, [&](Communicator& world) {
+  optimus::test::run_in_process(4, [&](Communicator& world) {
     optimus::set_in_process_staging(world, staging);
     std::vector<double> mine(3, world.rank()), all(12);
     world.all_gather(mine.data(), all.data(), 3, DType::f64);
@@ -274,7 +275,7 @@ TEST_CASE("in-process deliveries run outside the group's lock: the ranks copy th
 
 TEST_CASE("the in-process staging area on a shared device: collectives on host and device buffers, nothing leaked") {
   sim::Runtime device(sim::Options{.delays = {.max_microseconds = 100, .seed = 9}});
-  optimus::run_in_process(4, [&](Communicator& world) {
+  optimus::test::run_in_process(4, [&](Communicator& world) {
     auto stream = device.create_stream();
     optimus::DeviceMemoryPool memory(device, *stream);
     optimus::set_in_process_staging(world, std::make_shared<optimus::DeviceStaging>(memory));

@@ -9,6 +9,7 @@
 
 #include "device_cases.hpp"
 #include "device_world.hpp"
+#include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/reference/compare.hpp"
@@ -43,7 +44,7 @@ Matrix downloaded(const optimus::Tensor<float>& t) {
 
 TEST_CASE("kernels on the GPU match the host") {
   const auto device = kGpu.open(0);
-  optimus::run_in_process(1, [&](Communicator&) {
+  optimus::test::run_in_process(1, [&](Communicator&) {
     RankDevice rank(*device, ops::GemmMath::f32);
     optimus::test::check_kernels(rank);
   });
@@ -82,7 +83,7 @@ TEST_CASE("a grid over NCCL on one GPU (q = 1) trains like the host") {
 
 TEST_CASE("cuBLASLt: bf16 in and out, and the fused bias + GELU epilogue, against the reference") {
   const auto device = kGpu.open(0);
-  optimus::run_in_process(1, [&](Communicator&) {
+  optimus::test::run_in_process(1, [&](Communicator&) {
     RankDevice rank(*device, ops::GemmMath::f32);
     const std::int64_t m = 96, n = 80, k = 64;
     const optimus::MemoryTag tag = optimus::test::on(rank.memory());

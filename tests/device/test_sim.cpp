@@ -25,6 +25,7 @@
 #include "../layers/layer_cases.hpp"
 #include "device_cases.hpp"
 #include "device_world.hpp"
+#include "test_world.hpp"
 #include "optimus/comm/device_communicator.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/gemm_engine.hpp"
@@ -285,7 +286,7 @@ TEST_CASE("pageable host copies go through two pinned buffers, chunk by chunk, a
 
 TEST_CASE("exact copy counters: a matrix placed on, gathered from and cloned on a device") {
   sim::Runtime device(sim::Options{});
-  optimus::run_in_process(1, [&](Communicator& world) {
+  optimus::test::run_in_process(1, [&](Communicator& world) {
     RankDevice rank(device, ops::GemmMath::f32);
     Grid grid = rank.grid(world, 1);
     const sim::Traffic start = device.traffic();
@@ -393,7 +394,7 @@ TEST_CASE("cuBLASLt is promised the alignment the buffers have; a plan per align
 TEST_CASE("kernels on the simulated device give the CPU's results bit for bit (and on a delayed device)") {
   for (const auto* target : {&kSim, &kSimDelayed}) {
     const auto device = target->open(0);
-    optimus::run_in_process(1, [&](Communicator&) {
+    optimus::test::run_in_process(1, [&](Communicator&) {
       RankDevice rank(*device, ops::GemmMath::f32);
       optimus::test::check_kernels(rank);
     });
@@ -402,7 +403,7 @@ TEST_CASE("kernels on the simulated device give the CPU's results bit for bit (a
 
 TEST_CASE("DistVector's pieces live on the grid's device (its view used to say cpu)") {
   sim::Runtime device(sim::Options{});
-  optimus::run_in_process(4, [&](Communicator& world) {
+  optimus::test::run_in_process(4, [&](Communicator& world) {
     RankDevice rank(device, ops::GemmMath::f32);
     Grid grid = rank.grid(world, 2);
     optimus::DistVector<float> v(grid, 16, optimus::MemoryKind::parameters, "bias");

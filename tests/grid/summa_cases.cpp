@@ -134,7 +134,7 @@ void check_grid(Communicator& world, int q) {
   expected = 0;
   for (int i = 0; i < q; ++i) expected += grid.dp_index() * p + i * q + grid.col_index();
   CHECK(col_sum == expected);
-  // Moving a grid keeps matrices built on it valid (the grid must still outlive them).
+  // Moving a grid keeps matrices built on it valid (they share its state).
   std::optional<Grid> holder;
   Grid moved = Grid::create(world, q);
   {

@@ -1,6 +1,7 @@
 // Grid, DistMatrix and SUMMA on the in-process backend: q = 1..4, and dp = 2 x q = 2.
 #include <doctest/doctest.h>
 
+#include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "summa_cases.hpp"
 
@@ -8,9 +9,9 @@ namespace {
 void on_grids(void (*check)(optimus::Communicator&, int)) {
   for (int q = 1; q <= 4; ++q) {
     CAPTURE(q);
-    optimus::run_in_process(q * q, [&](optimus::Communicator& w) { check(w, q); });
+    optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) { check(w, q); });
   }
-  optimus::run_in_process(8, [&](optimus::Communicator& w) { check(w, 2); });  // dp = 2
+  optimus::test::run_in_process(8, [&](optimus::Communicator& w) { check(w, 2); });  // dp = 2
 }
 }  // namespace
 

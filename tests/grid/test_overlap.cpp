@@ -18,7 +18,7 @@ TEST_CASE("overlapped and blocking SUMMA and GPT step are bitwise identical (in-
   if (!in_process_launch()) return;
   for (int q : {2, 3}) {
     CAPTURE(q);
-    optimus::run_in_process(q * q, [&](optimus::Communicator& w) { optimus::test::check_overlap_bitwise(w, q); });
+    optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) { optimus::test::check_overlap_bitwise(w, q); });
   }
 }
 
@@ -26,19 +26,19 @@ TEST_CASE("random delays before communication: no deadlock, right answers (in-pr
   if (!in_process_launch()) return;
   for (int q : {2, 3}) {
     CAPTURE(q);
-    optimus::run_in_process(q * q, [&](optimus::Communicator& w) { optimus::test::check_random_delays(w, q); });
+    optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) { optimus::test::check_random_delays(w, q); });
   }
 }
 
 TEST_CASE("bucketed data-parallel gradient reduction: overlapped equals blocking bitwise (dp = 2 x q = 2)") {
   if (!in_process_launch()) return;
-  optimus::run_in_process(8, [](optimus::Communicator& w) { optimus::test::check_data_parallel_overlap(w, 2); });
+  optimus::test::run_in_process(8, [](optimus::Communicator& w) { optimus::test::check_data_parallel_overlap(w, 2); });
 }
 
 TEST_CASE("the timeline records SUMMA's GEMMs and writes a Chrome trace of every rank") {
   if (!in_process_launch()) return;
   const std::string path = "timeline_trace_in_process.json";
-  optimus::run_in_process(4, [&](optimus::Communicator& w) { optimus::test::check_timeline(w, 2, path); });
+  optimus::test::run_in_process(4, [&](optimus::Communicator& w) { optimus::test::check_timeline(w, 2, path); });
 }
 
 TEST_CASE("the same under mpiexec at q = sqrt(world size)") {

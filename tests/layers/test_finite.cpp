@@ -7,6 +7,7 @@
 #include <string>
 
 #include "layer_cases.hpp"
+#include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/layers/gpt.hpp"
@@ -61,7 +62,7 @@ TEST_CASE("AdamWConfig and GptConfig refuse non-finite and out-of-range values, 
 }
 
 TEST_CASE("a NaN or inf gradient on one rank stops AdamW naming the step, or is skipped; nothing changes") {
-  optimus::run_in_process(4, [](optimus::Communicator& world) {
+  optimus::test::run_in_process(4, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 2);
     optimus::Gpt2D<double> model(grid, optimus::test::config_for(2, 1, 0.0));
     optimus::AdamW<double> adam(grid, model.parameters(), optimus::AdamWConfig{});
@@ -100,7 +101,7 @@ TEST_CASE("a NaN or inf gradient on one rank stops AdamW naming the step, or is 
 }
 
 TEST_CASE("load_global refuses a tensor holding NaN or inf, naming it and the element, on every rank") {
-  optimus::run_in_process(4, [](optimus::Communicator& world) {
+  optimus::test::run_in_process(4, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 2);
     optimus::Gpt2D<double> model(grid, optimus::test::config_for(2, 1, 0.0));
     auto tensors = model.gather(false);
@@ -115,7 +116,7 @@ TEST_CASE("load_global refuses a tensor holding NaN or inf, naming it and the el
 }
 
 TEST_CASE("check-finite names the first layer and tensor where an inf appears, on every rank; off, nothing is checked") {
-  optimus::run_in_process(4, [](optimus::Communicator& world) {
+  optimus::test::run_in_process(4, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 2);
     optimus::Gpt2D<double> model(grid, optimus::test::config_for(2, 2, 0.0));
     const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
@@ -130,6 +131,37 @@ TEST_CASE("check-finite names the first layer and tensor where an inf appears, o
         optimus::test::error_on_every_rank(world, [&] { model.forward(tokens, tokens, s.batch, 1, saved); });
     CHECK(message.find("check-finite: h.1.mlp forward output holds ") == 0);
     CHECK(message.find(" of 30x36 (first on grid rank ") != std::string::npos);
+    grid.set_check_finite(false);
+  });
+}
+
+TEST_CASE("check-finite names the part whose input gradient is not finite, in backward, on every rank") {
+  optimus::test::run_in_process(4, [](optimus::Communicator& world) {
+    const optimus::Grid grid = optimus::Grid::create(world, 2);
+    const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
+    const std::int64_t n = s.batch * s.seq;
+    optimus::TransformerBlock2D<double> block(grid, optimus::test::config_for(2, 1, 0.0), 0);
+    const auto x = optimus::DistMatrix<double>::from_global(grid, optimus::reference::random_matrix(n, s.hidden, 9));
+    optimus::reference::Matrix dy_global = optimus::reference::random_matrix(n, s.hidden, 10);
+    dy_global(n - 1, s.hidden - 1) = inf_value;  // the last row, in grid rank 3's block
+    const auto dy = optimus::DistMatrix<double>::from_global(grid, dy_global);
+    const optimus::Pass pass{.step = 1, .training = true, .first_sequence = 0};
+    optimus::TransformerBlock2D<double>::Context unchecked;
+    block.forward(x, s.seq, pass, unchecked);
+    const auto dx = block.backward(std::move(unchecked), dy).to_global();
+    CHECK_FALSE(dx.allFinite());  // unchecked: the inf spreads, no word where
+    grid.set_check_finite(true);
+    optimus::TransformerBlock2D<double>::Context saved;
+    const auto forward = block.forward(x, s.seq, pass, saved);  // finite: passes the forward checks
+    CHECK(forward.to_global().allFinite());
+    const std::string message =
+        optimus::test::error_on_every_rank(world, [&] { block.backward(std::move(saved), dy); });
+    CAPTURE(message);
+    // The MLP's backward spreads the inf along its row (through ln_2), so the first non-finite element of the MLP's input
+    // gradient is the row's first, in grid rank 2's block (grid row 1, column 0).
+    CHECK(message.find("check-finite: h.0.mlp backward input gradient holds ") == 0);
+    CHECK(message.find(" at [" + std::to_string(n - 1) + ", 0] of ") != std::string::npos);
+    CHECK(message.find("(first on grid rank 2") != std::string::npos);
     grid.set_check_finite(false);
   });
 }

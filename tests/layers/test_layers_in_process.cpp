@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "layer_cases.hpp"
+#include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/layers/block.hpp"
 #include "optimus/layers/gpt.hpp"
@@ -18,7 +19,7 @@ namespace {
 void on_grids(void (*check)(optimus::Communicator&, int)) {
   for (int q = 1; q <= 3; ++q) {
     CAPTURE(q);
-    optimus::run_in_process(q * q, [&](optimus::Communicator& w) { check(w, q); });
+    optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) { check(w, q); });
   }
 }
 }  // namespace
@@ -39,11 +40,11 @@ TEST_CASE("in-process recomputation: none, selective, full bitwise alike; saved 
 }
 TEST_CASE("in-process micro-batches m = 1, 2, 4, 8 equal the whole batch at q = 1, 2, 3 and dp = 2 x q = 2") {
   on_grids(optimus::test::check_micro_batches);
-  optimus::run_in_process(8, [](optimus::Communicator& w) { optimus::test::check_micro_batches(w, 2); });
+  optimus::test::run_in_process(8, [](optimus::Communicator& w) { optimus::test::check_micro_batches(w, 2); });
 }
 
 TEST_CASE("a Grid is a handle: moved or destroyed, its layers and matrices keep working; a moved-from one is refused") {
-  optimus::run_in_process(4, [](optimus::Communicator& w) {
+  optimus::test::run_in_process(4, [](optimus::Communicator& w) {
     const optimus::GptConfig config = optimus::test::config_for(2, 1, 0.1);
     const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
     std::optional<optimus::Grid> original(optimus::Grid::create(w, 2));
@@ -79,7 +80,7 @@ TEST_CASE("a Grid is a handle: moved or destroyed, its layers and matrices keep 
 }
 
 TEST_CASE("contexts: backward refuses an empty or consumed context and one saved under other grid settings") {
-  optimus::run_in_process(1, [](optimus::Communicator& w) {
+  optimus::test::run_in_process(1, [](optimus::Communicator& w) {
     const optimus::Grid grid = optimus::Grid::create(w, 1);
     optimus::Linear2D<float> lin(grid, "lin", 8, 12);
     const auto x = optimus::DistMatrix<float>::from_global(grid, optimus::reference::random_matrix(4, 8, 1));
@@ -110,7 +111,7 @@ TEST_CASE("partition independence: the same loss after 5 AdamW steps at q = 1, 2
   std::vector<double> losses;
   for (int q = 1; q <= 3; ++q) {
     std::vector<double> per_rank(static_cast<std::size_t>(q * q));
-    optimus::run_in_process(q * q, [&](optimus::Communicator& w) {
+    optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) {
       per_rank[static_cast<std::size_t>(w.rank())] = optimus::test::check_training(w, q, 1);
     });
     for (double l : per_rank) CHECK(l == per_rank[0]);  // every rank reports the same loss
@@ -119,14 +120,14 @@ TEST_CASE("partition independence: the same loss after 5 AdamW steps at q = 1, 2
   for (double l : losses) CHECK(std::abs(l - losses[0]) <= 1e-10 * std::abs(losses[0]));
   // dp = 2 x q = 2: each replica trains on half of a twice-as-large global batch; check_training compares
   // every step's loss and gradient norm with the reference run on the whole global batch.
-  optimus::run_in_process(8, [&](optimus::Communicator& w) { optimus::test::check_training(w, 2, 2); });
+  optimus::test::run_in_process(8, [&](optimus::Communicator& w) { optimus::test::check_training(w, 2, 2); });
 }
 
 TEST_CASE("activation memory per rank scales as 1/q^2 for a block") {
   // The same global batch at q = 1 and q = 2: bytes saved for backward per rank.
   std::vector<std::uint64_t> saved(3), peak(3);
   for (int q : {1, 2}) {
-    optimus::run_in_process(q * q, [&](optimus::Communicator& w) {
+    optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) {
       const optimus::Grid grid = optimus::Grid::create(w, q);
       const optimus::GptConfig config = optimus::test::config_for(2, 1, 0.1);
       const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
@@ -159,7 +160,7 @@ TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
   // q ways) stays f32. The head keeps x [N, h] and dlogits [N, vocab].
   for (int q : {1, 2}) {
     CAPTURE(q);
-    optimus::run_in_process(q * q, [&](optimus::Communicator& w) {
+    optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) {
       optimus::Grid grid = optimus::Grid::create(w, q);
       const optimus::GptConfig config = optimus::test::config_for(q, 1, 0.1);
       const optimus::test::LayerShapes s = optimus::test::shapes_for(q);
@@ -204,7 +205,7 @@ TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
 }
 
 TEST_CASE("GPT-2's vocabulary of 50257 on a 2x2 grid: the reference's loss and gradients; padding rows stay zero") {
-  optimus::run_in_process(4, [](optimus::Communicator& w) {
+  optimus::test::run_in_process(4, [](optimus::Communicator& w) {
     const optimus::Grid grid = optimus::Grid::create(w, 2);
     const optimus::GptConfig config{.vocab = 50257, .padded_vocab = 0, .max_seq = 4, .layers = 1, .hidden = 8,
                                     .heads = 2, .ffn = 16, .dropout = 0.1, .seed = 5};

@@ -165,10 +165,10 @@ TEST_CASE("1D block matches the reference with Megatron's all-reduces (MPI world
 TEST_CASE("1D block matches the reference at p = 1, 2, 4 in-process") {
   for (int p : {1, 2, 4}) {
     CAPTURE(p);
-    optimus::run_in_process(p, [](optimus::Communicator& w) { check_all(w); });
+    optimus::test::run_in_process(p, [](optimus::Communicator& w) { check_all(w); });
   }
 }
 
 TEST_CASE("1D GPT matches the reference at p = 3 in-process") {
-  optimus::run_in_process(3, [](optimus::Communicator& w) { optimus::test::check_gpt_1d(w); });
+  optimus::test::run_in_process(3, [](optimus::Communicator& w) { optimus::test::check_gpt_1d(w); });
 }

@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <vector>
@@ -61,9 +60,6 @@ int run_doctest(int argc, char** argv, Communicator& comm) {
 int main(int argc, char** argv) {
   optimus::Context ctx(argc, argv);
   optimus::test::the_world = &ctx.world();
-  // OPTIMUS_TEST_TIMEOUT=SECONDS runs the suite with the watchdog on (Communicator::set_timeout): a false alarm fails.
-  if (const char* seconds = std::getenv("OPTIMUS_TEST_TIMEOUT"); seconds != nullptr && *seconds != '\0') {
-    ctx.world().set_timeout(std::chrono::milliseconds(static_cast<std::int64_t>(std::atof(seconds) * 1e3)));
-  }
+  ctx.world().set_timeout(optimus::test::watchdog_timeout());  // 0: off
   return optimus::test::run_doctest(argc, argv, ctx.world());
 }

@@ -13,6 +13,12 @@ namespace optimus::cpu {
 std::string gemm_backend();
 // Sets the threads the GEMM backend may use in this process (Eigen: always 1; OpenBLAS: its pool size).
 void set_gemm_threads(int threads);
+// Takes the GEMM backend's own working memory now, once per process, so that running out of memory later fails in
+// Optimus's allocations, with an error naming the request. OpenBLAS allocates a buffer of about 128 MiB per thread at
+// its first GEMM and, when malloc fails there, retries forever (a hang under `ulimit -v`); this checks that the
+// buffer can be had — optimus::Error naming the bytes if not — and runs one GEMM so that OpenBLAS keeps it. Eigen
+// needs nothing. Grid::create calls it on every rank and agrees on the outcome.
+void prepare_gemm();
 
 using optimus::Trans;
 

@@ -29,7 +29,8 @@ namespace optimus {
 
 class Grid {
  public:
-  // Collective over `world`. Throws optimus::Error on every rank if world.size() is not dp*q*q.
+  // Collective over `world`. Throws optimus::Error on every rank if world.size() is not dp*q*q, or if a rank cannot
+  // have the CPU GEMM backend's working memory (cpu::prepare_gemm, which it takes here, before any work).
   static Grid create(Communicator& world, int q);
   // The check create() makes first: q >= 1 and a world of dp*q*q ranks, or optimus::Error naming both.
   static void check_world_size(int world_size, int q);
