@@ -13,7 +13,7 @@
 //
 // Every option is checked against its range before any work starts (--help lists them; example_options.cpp).
 // --skip-nonfinite: a step whose loss or gradient norm is NaN or inf is skipped (parameters and AdamW unchanged) and
-// reported, instead of stopping the run with a line naming the step. --check-finite: every layer's output and input
+// reported, instead of stopping the run with a line naming the step; a run whose every step was skipped fails. --check-finite: every layer's output and input
 // gradient is checked, and the first NaN or inf stops the run naming the layer and tensor (Grid::set_check_finite;
 // slow: for finding where). --timeout SECONDS: the watchdog (Communicator::set_timeout): an operation that waits
 // longer stops the job with a line naming it and the ranks that have not joined.
@@ -48,6 +48,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <optimus/optimus.hpp>
 #include <sstream>
@@ -238,6 +239,8 @@ std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::s
     const GlobalMatrix logits = model.logits(tokens, q).to_global().cast<double>();
     const auto vocab = static_cast<Eigen::Index>(c.vocab);  // the data's ids (the model may have more)
     const Eigen::RowVectorXd row = logits.row(static_cast<Eigen::Index>(s) - 1).head(vocab) / 0.8;
+    OPTIMUS_CHECK(row.allFinite(), "sampling: the model's logits for character ", n + 1,
+                  " are not finite (NaN or inf parameters?); nothing to sample from");
     const Eigen::RowVectorXd p = (row.array() - row.maxCoeff()).exp();
     double u = rng.uniform(static_cast<std::uint64_t>(n), 0) * p.sum();
     int next = 0;
@@ -499,7 +502,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   const bool skip_nonfinite = o.has("skip-nonfinite");
   if (skip_nonfinite) optimizer.set_nonfinite(optimus::NonFinite::skip);
   double interval_loss = 0, last_loss = 0;
-  int interval_steps = 0;  // since the last print (a resumed run may start mid-interval)
+  int interval_steps = 0;  // trained since the last print (a resumed run may start mid-interval)
+  int skipped_steps = 0;   // in all (--skip-nonfinite)
   auto t0 = std::chrono::steady_clock::now();
   for (int step = first_step; step <= steps; ++step) {
     const int warmup = std::max(1, steps / 20);
@@ -516,19 +520,24 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     if (std::isfinite(norm)) {
       interval_loss += loss;
       ++interval_steps;
-    } else if (root) {
-      std::printf("step %5d  skipped: the %s is %g (parameters and AdamW unchanged)\n", step,
-                  std::isfinite(loss) ? "gradient norm" : "loss", norm);
+    } else {
+      ++skipped_steps;
+      if (root) {
+        std::printf("step %5d  skipped: the %s is %g (parameters and AdamW unchanged)\n", step,
+                    std::isfinite(loss) ? "gradient norm" : "loss", norm);
+      }
     }
     if (step % every == 0 || step == steps) {
       const int n = std::max(interval_steps, 1);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      last_loss = interval_loss / n;
-      if (root) {
+      last_loss = interval_steps > 0 ? interval_loss / n : std::numeric_limits<double>::quiet_NaN();
+      if (root && interval_steps == 0) {
+        std::printf("step %5d  no loss: every step since the last print was skipped\n", step);
+      } else if (root) {
         std::printf("step %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", step, last_loss,
                     static_cast<double>(n * batch * seq * grid.dp()) / seconds, 1e3 * seconds / n);
-        std::fflush(stdout);
       }
+      if (root) std::fflush(stdout);
       interval_loss = 0;
       interval_steps = 0;
       t0 = std::chrono::steady_clock::now();
@@ -539,6 +548,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       t0 += std::chrono::steady_clock::now() - before;  // ms/step counts training, not saving
     }
   }
+  const int trained_steps = steps - first_step + 1 - skipped_steps;
+  OPTIMUS_CHECK(skipped_steps == 0 || trained_steps > 0, "every one of the ", skipped_steps,
+                " steps was skipped (a NaN or inf loss or gradient norm): nothing was trained");
   if (o.has("export")) {
     const std::string file = o.text("export", "");
     const bool llmc = file.ends_with(".bin");
@@ -563,10 +575,14 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     if (first_step > steps) {
       std::printf("no step left to train: the checkpoint is at step %d of %d; held-out loss %.4f\n", first_step - 1,
                   steps, valid_loss);
+    } else if (!std::isfinite(last_loss)) {
+      std::printf("final training loss: none, every step of the last interval was skipped (%d of %d steps skipped); "
+                  "held-out loss %.4f\n", skipped_steps, steps - first_step + 1, valid_loss);
     } else {
       std::printf("final training loss %.4f nats/%s, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
                   corpus.chars.empty() ? "token" : "char", valid_loss, corpus.unigram_entropy,
                   corpus.chars.empty() ? "-" : last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
+      if (skipped_steps > 0) std::printf("  %d of %d steps skipped\n", skipped_steps, steps - first_step + 1);
     }
     std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
   }
