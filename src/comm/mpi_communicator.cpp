@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <exception>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -131,7 +132,11 @@ struct MpiCommunicator::NodeCounters {
     MPI_Group_free(&comm_group);
     MPI_Barrier(node);  // every counter is zero before any is read
   }
+  // MPI_Win_free synchronizes the node's ranks. While an exception unwinds (a watchdog alarm, a failed rank) the peers
+  // may never get here — one may be the rank that stopped — so the window is left to MPI_Finalize or to the job's
+  // abort (Context::fail) instead of waiting for them.
   ~NodeCounters() {
+    if (std::uncaught_exceptions() > 0) return;
     MPI_Win_free(&window);
     MPI_Comm_free(&node);
   }
