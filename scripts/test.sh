@@ -2,7 +2,8 @@
 # The test command: installs missing Debian packages, configures, builds, and runs every test with ctest.
 #
 #   ./scripts/test.sh               Release build in build/, all tests (MPI at 1, 4, 9 and 16 ranks)
-#   ./scripts/test.sh --sanitize    Debug + ASan/UBSan build in build-asan/, all tests
+#   ./scripts/test.sh --sanitize    Debug + ASan/UBSan build in build-asan/ (the CUDA backend left out: no GPU runs
+#                                   it here, and the simulated device takes every device path), all tests
 #   ./scripts/test.sh --no-mpi      build without MPI in build-nompi/ (in-process backend only)
 #   ./scripts/test.sh --fuzz        clang + libFuzzer build in build-fuzz/: the parsers' fuzz targets, 100000 inputs each
 #   ./scripts/test.sh -- ARGS       extra arguments for ctest (e.g. -- -L mpi, -- -LE long)
@@ -16,7 +17,7 @@ while (($#)); do
     --sanitize)
       build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-asan}"
       OPTIMUS_BUILD_TYPE=Debug
-      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DOPTIMUS_SANITIZE=ON"
+      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DOPTIMUS_SANITIZE=ON -DOPTIMUS_WITH_CUDA=OFF"
       # Leaks are reported, except Open MPI's own allocations from MPI_Init (lsan.supp); the slow unwinder
       # is needed to see through Open MPI's plugins, which are unloaded before the report.
       export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:fast_unwind_on_malloc=0}"
@@ -55,4 +56,4 @@ if ! "$venv/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check safetensors numpy
 fi
 cd "$build_dir"
-ctest --output-on-failure --timeout 600 "${ctest_args[@]}"
+ctest --output-on-failure --timeout 600 -j "$jobs" "${ctest_args[@]}"  # one test per core

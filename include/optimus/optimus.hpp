@@ -44,6 +44,8 @@
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
 #include "optimus/layers/recompute.hpp"
+#include "optimus/pipeline/schedule.hpp"
+#include "optimus/pipeline/simulator.hpp"
 #include "optimus/reference/compare.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "optimus/reference/layers.hpp"

@@ -20,12 +20,7 @@ constexpr double inf_value = std::numeric_limits<double>::infinity();
 
 template <class Config>
 std::string refusal(Config config) {
-  try {
-    optimus::validate(config);
-  } catch (const optimus::Error& e) {
-    return e.message();
-  }
-  return "accepted";
+  return optimus::test::error_of([&] { optimus::validate(config); });
 }
 
 }  // namespace

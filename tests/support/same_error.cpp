@@ -7,6 +7,15 @@
 
 namespace optimus::test {
 
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "accepted";
+}
+
 std::string error_on_every_rank(Communicator& comm, const std::function<void()>& fn) {
   std::string message;
   try {

@@ -9,6 +9,9 @@
 
 namespace optimus::test {
 
+// The message of the optimus::Error that fn throws; "accepted" if it throws none.
+std::string error_of(const std::function<void()>& fn);
+
 std::string error_on_every_rank(Communicator& comm, const std::function<void()>& fn);
 
 }  // namespace optimus::test

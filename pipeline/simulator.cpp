@@ -1,0 +1,207 @@
+// The schedule validator and simulator (schedule.hpp, simulator.hpp): the structural rules, then a replay in which
+// each stage runs its list in order and waits for its dependencies — the replay that finds a schedule that would
+// wait forever is the one that times a good one.
+#include "optimus/pipeline/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus::pipeline {
+namespace {
+
+constexpr double kNotYet = std::numeric_limits<double>::infinity();
+
+// "stage 1 operation 3 (B0)"
+std::string operation(const Schedule& s, int stage, std::size_t i) {
+  return "stage " + std::to_string(stage) + " operation " + std::to_string(i) + " (" +
+         describe(s, s.ops[static_cast<std::size_t>(stage)][i]) + ")";
+}
+
+std::string where(const Schedule& s, int stage, std::size_t i) {
+  return "pipeline schedule " + std::string(name_of(s.kind)) + ": " + operation(s, stage, i);
+}
+
+// Every (work, micro-batch, chunk) once, the backward kinds the schedule's split says, micro-batch order per chunk.
+void check_structure(const Schedule& s) {
+  OPTIMUS_CHECK(s.stages >= 1 && s.chunks >= 1 && s.micro_batches >= 1, "pipeline schedule ", name_of(s.kind), ": ",
+                s.stages, " stages, ", s.chunks, " chunks, ", s.micro_batches, " micro-batches (each at least 1)");
+  OPTIMUS_CHECK(static_cast<int>(s.ops.size()) == s.stages, "pipeline schedule ", name_of(s.kind), ": lists for ",
+                s.ops.size(), " stages, not ", s.stages);
+  const std::vector<Work> kinds = s.split_backward
+                                      ? std::vector<Work>{Work::forward, Work::backward_input, Work::backward_weight}
+                                      : std::vector<Work>{Work::forward, Work::backward};
+  for (int stage = 0; stage < s.stages; ++stage) {
+    const std::vector<Op>& ops = s.ops[static_cast<std::size_t>(stage)];
+    std::set<std::tuple<Work, int, int>> seen;
+    // [work][chunk]: the next micro-batch expected, for the order rule.
+    std::vector<std::vector<int>> next(4, std::vector<int>(static_cast<std::size_t>(s.chunks), 0));
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      OPTIMUS_CHECK(op.micro_batch >= 0 && op.micro_batch < s.micro_batches && op.chunk >= 0 && op.chunk < s.chunks,
+                    where(s, stage, i), ": micro-batch ", op.micro_batch, " on chunk ", op.chunk,
+                    " is not one of the ", s.micro_batches, " micro-batches on ", s.chunks, " chunks");
+      OPTIMUS_CHECK(std::find(kinds.begin(), kinds.end(), op.work) != kinds.end(), where(s, stage, i),
+                    s.split_backward ? ": a whole backward in a schedule split into B_input and B_weight"
+                                     : ": a split backward in a schedule of whole backwards");
+      OPTIMUS_CHECK(seen.emplace(op.work, op.micro_batch, op.chunk).second, where(s, stage, i), " appears twice");
+      int& expected = next[static_cast<std::size_t>(op.work)][static_cast<std::size_t>(op.chunk)];
+      OPTIMUS_CHECK(op.micro_batch == expected, where(s, stage, i), ": chunk ", op.chunk, " runs micro-batch ",
+                    op.micro_batch, " where micro-batch ", expected, " comes first (each chunk takes micro-batches in "
+                    "order, so that gradients accumulate in the order of pp = 1)");
+      ++expected;
+    }
+    for (Work w : kinds) {
+      for (int c = 0; c < s.chunks; ++c) {
+        const int got = next[static_cast<std::size_t>(w)][static_cast<std::size_t>(c)];
+        OPTIMUS_CHECK(got == s.micro_batches, "pipeline schedule ", name_of(s.kind), ": stage ", stage, " runs ",
+                      describe(s, Op{.work = w, .micro_batch = got, .chunk = c}).substr(0, 1), " on chunk ", c,
+                      " for ", got, " of the ", s.micro_batches, " micro-batches");
+      }
+    }
+  }
+}
+
+// Finish times of every operation, indexed by work, micro-batch and virtual stage.
+class Finishes {
+ public:
+  explicit Finishes(const Schedule& s)
+      : u_(s.virtual_stages()), done_(4 * static_cast<std::size_t>(s.micro_batches * u_), kNotYet) {}
+  double& at(Work w, int k, int u) {
+    return done_[(static_cast<std::size_t>(w) * static_cast<std::size_t>(done_.size() / 4)) +
+                 static_cast<std::size_t>(k * u_ + u)];
+  }
+
+ private:
+  int u_;
+  std::vector<double> done_;
+};
+
+struct Dependency {
+  Work work;
+  int micro_batch;
+  int virtual_stage;
+};
+
+// What `op` on virtual stage u waits for (at most two operations).
+std::vector<Dependency> dependencies(const Schedule& s, const Op& op, int u) {
+  const int k = op.micro_batch;
+  switch (op.work) {
+    case Work::forward:
+      if (u > 0) return {{Work::forward, k, u - 1}};
+      return {};
+    case Work::backward:
+    case Work::backward_input: {
+      std::vector<Dependency> deps{{Work::forward, k, u}};
+      if (u + 1 < s.virtual_stages()) deps.push_back({op.work, k, u + 1});
+      return deps;
+    }
+    case Work::backward_weight: return {{Work::backward_input, k, u}};
+  }
+  return {};
+}
+
+}  // namespace
+
+double cost_of(const Costs& costs, Work work) {
+  switch (work) {
+    case Work::forward: return costs.forward;
+    case Work::backward: return costs.backward;
+    case Work::backward_input: return costs.backward_input;
+    case Work::backward_weight: return costs.backward_weight;
+  }
+  return 0;
+}
+
+Simulation simulate(const Schedule& s, const Costs& costs) {
+  check_structure(s);
+  Finishes finished(s);
+  Simulation sim;
+  sim.times.resize(static_cast<std::size_t>(s.stages));
+  sim.peak_live.assign(static_cast<std::size_t>(s.stages), 0);
+  std::vector<std::size_t> next(static_cast<std::size_t>(s.stages), 0);
+  std::vector<double> free_at(static_cast<std::size_t>(s.stages), 0);
+  std::vector<int> live(static_cast<std::size_t>(s.stages), 0);
+  const Work frees = s.split_backward ? Work::backward_weight : Work::backward;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int stage = 0; stage < s.stages; ++stage) {
+      const auto st = static_cast<std::size_t>(stage);
+      const std::vector<Op>& ops = s.ops[st];
+      for (; next[st] < ops.size(); ++next[st]) {
+        const Op& op = ops[next[st]];
+        double start = free_at[st];
+        bool ready = true;
+        for (const Dependency& d : dependencies(s, op, s.virtual_stage(stage, op.chunk))) {
+          const double t = finished.at(d.work, d.micro_batch, d.virtual_stage);
+          if (t == kNotYet) {
+            ready = false;
+            break;
+          }
+          start = std::max(start, t + (s.stage_of(d.virtual_stage) == stage ? 0.0 : costs.p2p));
+        }
+        if (!ready) break;
+        const double end = start + cost_of(costs, op.work);
+        finished.at(op.work, op.micro_batch, s.virtual_stage(stage, op.chunk)) = end;
+        sim.times[st].push_back(Interval{.start = start, .end = end});
+        free_at[st] = end;
+        if (op.work == Work::forward) sim.peak_live[st] = std::max(sim.peak_live[st], ++live[st]);
+        if (op.work == frees) --live[st];
+        progress = true;
+      }
+    }
+  }
+  std::ostringstream stuck;
+  for (int stage = 0; stage < s.stages; ++stage) {
+    const auto st = static_cast<std::size_t>(stage);
+    if (next[st] == s.ops[st].size()) continue;
+    const Op& op = s.ops[st][next[st]];
+    stuck << (stuck.tellp() > 0 ? "; " : "") << operation(s, stage, next[st]) << " waits for";
+    for (const Dependency& d : dependencies(s, op, s.virtual_stage(stage, op.chunk))) {
+      if (finished.at(d.work, d.micro_batch, d.virtual_stage) != kNotYet) continue;
+      stuck << ' ' << describe(s, Op{.work = d.work, .micro_batch = d.micro_batch, .chunk = s.chunk_of(d.virtual_stage)})
+            << " on stage " << s.stage_of(d.virtual_stage);
+    }
+  }
+  OPTIMUS_CHECK(stuck.tellp() == 0, "pipeline schedule ", name_of(s.kind), " would wait forever: ", stuck.str());
+  double busy = 0;
+  for (const auto& stage : sim.times) {
+    for (const Interval& i : stage) {
+      sim.makespan = std::max(sim.makespan, i.end);
+      busy += i.end - i.start;
+    }
+  }
+  sim.bubble = sim.makespan > 0 ? 1.0 - busy / (s.stages * sim.makespan) : 0.0;
+  return sim;
+}
+
+void validate(const Schedule& schedule) { simulate(schedule, Costs{}); }
+
+std::vector<std::string> chart(const Schedule& s, const Simulation& sim, double unit) {
+  OPTIMUS_CHECK(unit > 0 && std::isfinite(unit), "pipeline chart: the unit of time must be positive, got ", unit);
+  const auto column = [&](double t) { return static_cast<std::size_t>(std::lround(3 * t / unit)); };
+  const std::size_t width = column(sim.makespan);
+  std::vector<std::string> rows;
+  for (int stage = 0; stage < s.stages; ++stage) {
+    std::string row(width, '.');
+    const auto st = static_cast<std::size_t>(stage);
+    for (std::size_t i = 0; i < s.ops[st].size() && i < sim.times[st].size(); ++i) {
+      const std::size_t from = column(sim.times[st][i].start), to = std::max(column(sim.times[st][i].end), from + 1);
+      const std::size_t n = to - from;
+      std::string cell = describe(s, s.ops[st][i]);  // cut short when it does not fit
+      cell.resize(n > 1 ? n - 1 : 1, '-');
+      if (n > 1) cell += ' ';
+      row.replace(from, n, cell);
+    }
+    rows.push_back("stage " + std::to_string(stage) + " |" + row + "|");
+  }
+  return rows;
+}
+
+}  // namespace optimus::pipeline
