@@ -1,6 +1,6 @@
 // Grid::create: checks the world size, takes the CPU GEMM backend's working memory (agreed over the world), then
-// splits the world into row, column, grid and data-parallel communicators. The state behind the handle: the topology
-// (fixed) and the execution settings.
+// splits the world into row, column, grid, data-parallel and pipeline communicators. The state behind the handle: the
+// topology (fixed) and the execution settings.
 #include "optimus/grid/grid.hpp"
 
 #include "optimus/comm/all_or_throw.hpp"
@@ -16,10 +16,12 @@ namespace {
 struct Topology {
   int q = 1;
   int dp = 1;
+  int pp = 1;
   int row_index = 0;  // i
   int col_index = 0;  // j
   int dp_index = 0;
-  std::unique_ptr<Communicator> row, col, grid, dp_comm;
+  int stage = 0;
+  std::unique_ptr<Communicator> row, col, grid, dp_comm, pipe;
 };
 
 // What may change between steps.
@@ -49,10 +51,13 @@ int Grid::dp() const { return state().topology.dp; }
 int Grid::row_index() const { return state().topology.row_index; }
 int Grid::col_index() const { return state().topology.col_index; }
 int Grid::dp_index() const { return state().topology.dp_index; }
+int Grid::pp() const { return state().topology.pp; }
+int Grid::stage() const { return state().topology.stage; }
 Communicator& Grid::row() const { return *state().topology.row; }
 Communicator& Grid::col() const { return *state().topology.col; }
 Communicator& Grid::grid() const { return *state().topology.grid; }
 Communicator& Grid::dp_comm() const { return *state().topology.dp_comm; }
+Communicator& Grid::pipe() const { return *state().topology.pipe; }
 MemoryTracker& Grid::memory() const { return state().memory; }
 MemoryTag Grid::tag(MemoryKind kind) const {
   State& s = state();
@@ -70,32 +75,43 @@ ops::GemmMath Grid::gemm_math() const { return state().settings.queue.math; }
 DeviceMemory* Grid::device() const { return state().settings.device; }
 const ops::Queue& Grid::queue() const { return state().settings.queue; }
 
-void Grid::check_world_size(int world_size, int q) {
+void Grid::check_world_size(int world_size, int q) { check_world_size(world_size, q, 1); }
+
+void Grid::check_world_size(int world_size, int q, int pp) {
   OPTIMUS_CHECK(q >= 1, "Grid::create: q must be at least 1, got q = ", q);
+  OPTIMUS_CHECK(pp >= 1, "Grid::create: pp (pipeline stages) must be at least 1, got pp = ", pp);
   const int p = q * q;
-  OPTIMUS_CHECK(world_size % p == 0, "Grid::create: world size ", world_size, " is not dp*q*q for q = ", q,
-                " (q*q = ", p, "); launch a multiple of ", p, " ranks");
+  if (pp == 1) {
+    OPTIMUS_CHECK(world_size % p == 0, "Grid::create: world size ", world_size, " is not dp*q*q for q = ", q,
+                  " (q*q = ", p, "); launch a multiple of ", p, " ranks");
+  }
+  OPTIMUS_CHECK(world_size % (pp * p) == 0, "Grid::create: world size ", world_size, " is not dp*pp*q*q for q = ", q,
+                " and pp = ", pp, " (pp*q*q = ", pp * p, "); launch a multiple of ", pp * p, " ranks");
 }
 
-Grid Grid::create(Communicator& world, int q) {
-  check_world_size(world.size(), q);
+Grid Grid::create(Communicator& world, int q) { return create(world, q, 1); }
+
+Grid Grid::create(Communicator& world, int q, int pp) {
+  check_world_size(world.size(), q, pp);
   all_or_throw({&world}, [] { cpu::prepare_gemm(); });  // before any work: running out of memory later is an error
   const int p = q * q;
-  const int n = world.size();
   auto s = std::make_shared<State>();
   Topology& t = s->topology;
   const int r = world.rank();
   t.q = q;
-  t.dp = n / p;
-  t.dp_index = r / p;
+  t.pp = pp;
+  t.dp = world.size() / (pp * p);
+  t.dp_index = r / (pp * p);
+  t.stage = (r / p) % pp;
   t.row_index = (r % p) / q;
   t.col_index = r % q;
-  const int i = t.row_index;
-  const int j = t.col_index;
-  t.row = world.split(t.dp_index * q + i, j);
-  t.col = world.split(t.dp_index * q + j, i);
-  t.grid = world.split(t.dp_index, i * q + j);
-  t.dp_comm = world.split(i * q + j, t.dp_index);
+  const int i = t.row_index, j = t.col_index;
+  const int grid_id = t.dp_index * pp + t.stage;  // one q x q grid per replica and stage
+  t.row = world.split(grid_id * q + i, j);
+  t.col = world.split(grid_id * q + j, i);
+  t.grid = world.split(grid_id, i * q + j);
+  t.dp_comm = world.split(t.stage * p + i * q + j, t.dp_index);
+  t.pipe = world.split(t.dp_index * p + i * q + j, t.stage);
   Grid grid(std::move(s));
   grid.state().settings.queue.scratch = grid.tag(MemoryKind::workspace);
   return grid;
@@ -106,7 +122,7 @@ void Grid::place_on(DeviceMemory* device, const ops::Queue& queue) const {
   const Device where = device_of(device);
   const std::pair<const char*, const Communicator*> comms[] = {
       {"row", s.topology.row.get()}, {"column", s.topology.col.get()}, {"grid", s.topology.grid.get()},
-      {"data-parallel", s.topology.dp_comm.get()}};
+      {"data-parallel", s.topology.dp_comm.get()}, {"pipeline", s.topology.pipe.get()}};
   for (const auto& [name, comm] : comms) {
     OPTIMUS_CHECK(comm->takes_buffers_on(where), "Grid::place_on: the grid's ", name, " communicator (",
                   comm->backend(), ") cannot move ", name_of(where), " buffers; for an in-process world set its "

@@ -35,16 +35,13 @@ void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
   ops::fill<T>(db.local(), T(0), local.queue());
 }
 
-}  // namespace
-
-namespace {
-
 // The one-rank communicator of this rank, after every rank of `tp` took the GEMM backend's memory (Grid::create would
 // only agree on it over that one rank).
 std::unique_ptr<Communicator> prepared_self(Communicator& tp) {
   all_or_throw({&tp}, [] { cpu::prepare_gemm(); });
   return tp.split(tp.rank(), 0);
 }
+
 }  // namespace
 
 Group::Group(Communicator& tp) : tp_(&tp), self_(prepared_self(tp)), local_(Grid::create(*self_, 1)) {}

@@ -147,6 +147,56 @@ void check_grid(Communicator& world, int q) {
   CHECK(holder->memory().current_total() == 0);
 }
 
+void check_pipeline_grid(Communicator& world, int q, int pp) {
+  const Grid grid = Grid::create(world, q, pp);
+  const int p = q * q, r = world.rank();
+  const int dp = world.size() / (pp * p);
+  CHECK(grid.q() == q);
+  CHECK(grid.pp() == pp);
+  CHECK(grid.dp() == dp);
+  CHECK(grid.dp_index() == r / (pp * p));
+  CHECK(grid.stage() == (r / p) % pp);
+  CHECK(grid.row_index() == (r % p) / q);
+  CHECK(grid.col_index() == r % q);
+  CHECK(grid.pipe().size() == pp);
+  CHECK(grid.pipe().rank() == grid.stage());
+  CHECK(grid.grid().size() == p);
+  CHECK(grid.dp_comm().size() == dp);
+  // World rank of (replica d, stage s, i, j), and the sum of the world ranks each communicator should hold.
+  const auto world_rank = [&](int d, int s, int i, int j) { return ((d * pp + s) * q + i) * q + j; };
+  const int d = grid.dp_index(), s = grid.stage(), i = grid.row_index(), j = grid.col_index();
+  double pipe = 0, replicas = 0, stage_grid = 0, row = 0, col = 0;
+  for (int t = 0; t < pp; ++t) pipe += world_rank(d, t, i, j);
+  for (int e = 0; e < dp; ++e) replicas += world_rank(e, s, i, j);
+  for (int a = 0; a < q; ++a) {
+    row += world_rank(d, s, i, a);
+    col += world_rank(d, s, a, j);
+    for (int b = 0; b < q; ++b) stage_grid += world_rank(d, s, a, b);
+  }
+  const auto sum = [&](Communicator& c) { return c.all_reduce(static_cast<double>(r), ReduceOp::sum); };
+  CHECK(sum(grid.pipe()) == pipe);
+  CHECK(sum(grid.dp_comm()) == replicas);
+  CHECK(sum(grid.grid()) == stage_grid);
+  CHECK(sum(grid.row()) == row);
+  CHECK(sum(grid.col()) == col);
+  // The next stage's (i, j) is the pipe's next rank: a block sent there arrives at the same grid position.
+  if (pp > 1) {
+    const int next = (s + 1) % pp, previous = (s + pp - 1) % pp;
+    double mine = r, received = -1;
+    Request sent = grid.pipe().isend(&mine, 1, DType::f64, next, 5);
+    grid.pipe().recv(&received, 1, DType::f64, previous, 5);
+    sent.wait();
+    CHECK(received == world_rank(d, previous, i, j));
+  }
+  CHECK(optimus::test::error_on_every_rank(world, [&] { Grid::create(world, q, pp + 1); }) ==
+        (world.size() % ((pp + 1) * p) == 0
+             ? std::string("")
+             : "Grid::create: world size " + std::to_string(world.size()) + " is not dp*pp*q*q for q = " +
+                   std::to_string(q) + " and pp = " + std::to_string(pp + 1) + " (pp*q*q = " +
+                   std::to_string((pp + 1) * p) + "); launch a multiple of " + std::to_string((pp + 1) * p) +
+                   " ranks"));
+}
+
 void check_dist_matrix(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
   const Matrix full = reference::random_matrix(4 * q, 6 * q, 5);

@@ -8,6 +8,9 @@ namespace optimus::test {
 
 // Grid coordinates and communicators on a world of dp*q*q ranks.
 void check_grid(Communicator& world, int q);
+// dp x pp x q x q: each rank's replica, stage and (i, j), and every communicator's members (sums of world ranks), the
+// pipeline communicator joining (i, j) of every stage; a world of the wrong size refused on every rank.
+void check_pipeline_grid(Communicator& world, int q, int pp);
 // from_global/to_global round trip, and fill_random bit-identical to a one-rank fill.
 void check_dist_matrix(Communicator& world, int q);
 // summa_ab/abt/atb against Eigen (f32 and f64, alpha and beta), and exact traffic counters.

@@ -28,3 +28,15 @@ TEST_CASE("in-process SUMMA on saved operands: bf16 copies under bf16 math, the 
 }
 TEST_CASE("in-process SUMMA AB with a bias and GELU epilogue") { on_grids(optimus::test::check_summa_epilogue); }
 TEST_CASE("in-process bad input gives the same error on every rank") { on_grids(optimus::test::check_bad_input); }
+TEST_CASE("in-process pipeline grids: pp stages of q x q grids, dp replicas") {
+  struct Shape {
+    int dp, pp, q;
+  };
+  for (const Shape s : {Shape{1, 2, 2}, Shape{1, 4, 1}, Shape{2, 3, 1}, Shape{2, 2, 2}, Shape{1, 2, 3}}) {
+    CAPTURE(s.dp);
+    CAPTURE(s.pp);
+    CAPTURE(s.q);
+    optimus::test::run_in_process(s.dp * s.pp * s.q * s.q,
+                                  [&](optimus::Communicator& w) { optimus::test::check_pipeline_grid(w, s.q, s.pp); });
+  }
+}

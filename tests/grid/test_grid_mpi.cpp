@@ -26,3 +26,14 @@ TEST_CASE("MPI SUMMA on saved operands: bf16 copies under bf16 math, the same pr
 }
 TEST_CASE("MPI SUMMA AB with a bias and GELU epilogue") { on_grids(optimus::test::check_summa_epilogue); }
 TEST_CASE("MPI bad input gives the same error on every rank") { on_grids(optimus::test::check_bad_input); }
+TEST_CASE("MPI pipeline grids: every pp and q with pp*q*q dividing the world, the rest as replicas") {
+  optimus::Communicator& world = optimus::test::world();
+  for (int q = 1; q * q <= world.size(); ++q) {
+    for (int pp = 1; pp * q * q <= world.size(); ++pp) {
+      if (world.size() % (pp * q * q) != 0) continue;
+      CAPTURE(q);
+      CAPTURE(pp);
+      optimus::test::check_pipeline_grid(world, q, pp);
+    }
+  }
+}

@@ -1,17 +1,21 @@
-// optimus::Grid: a world of dp*q*q ranks seen as dp replicas of a q x q process grid (docs/design.md, "Grid").
+// optimus::Grid: a world of dp*pp*q*q ranks seen as dp replicas of a pipeline of pp stages, each stage a q x q
+// process grid (docs/design.md, "Grid"; pp = 1 without a pipeline).
 //
-// World rank r has data-parallel index r / (q*q), grid row i = (r % (q*q)) / q and grid column j = r % q.
-// For q = 2, dp = 1:      column 0   column 1
-//               row 0     rank 0     rank 1
-//               row 1     rank 2     rank 3
+// World rank r has data-parallel index r / (pp*q*q), stage (r / (q*q)) % pp, grid row i = (r % (q*q)) / q and grid
+// column j = r % q.
+// For q = 2, dp = 1:      column 0   column 1         with pp = 2, stage 1 is ranks 4 .. 7, laid out the same:
+//               row 0     rank 0     rank 1           rank (i, j) of stage 0 exchanges activation and gradient
+//               row 1     rank 2     rank 3           blocks with rank (i, j) of stage 1 (its `pipe` peer)
 //
 // A Grid is a cheap handle (like an MPI communicator handle) to state it shares with every copy, and with every
 // matrix and layer built on it: the state lives as long as the last of them, so moving, copying or destroying the
 // Grid a model was built from never leaves the model dangling. A moved-from Grid is empty, and using it throws
 // optimus::Error. The state has two parts:
-//   * the topology, fixed by create(): q, dp, this rank's (i, j) and replica, and the communicators — row (the q
-//     ranks with the same i, ranked by j), column (same j, ranked by i), grid (the q*q ranks of one replica, ranked
-//     i*q + j) and data-parallel (same (i, j), ranked by replica) — and this rank's MemoryTracker;
+//   * the topology, fixed by create(): q, dp, pp, this rank's (i, j), replica and stage, and the communicators — row
+//     (the q ranks of its stage's grid with the same i, ranked by j), column (same j, ranked by i), grid (the q*q
+//     ranks of its replica's stage, ranked i*q + j), data-parallel (same stage and (i, j), ranked by replica) and
+//     pipeline (same replica and (i, j), ranked by stage: q*q pipelines side by side, so no block is gathered) — and
+//     this rank's MemoryTracker;
 //   * the execution settings, which may change between steps: SUMMA's overlap, the timeline, the GEMM math, and
 //     where matrices live (device, queue). Saved state records the settings it depends on (the device and the GEMM
 //     math), and backward refuses a context saved under other settings (layers/context.hpp); place_on refuses a
@@ -29,11 +33,14 @@ namespace optimus {
 
 class Grid {
  public:
-  // Collective over `world`. Throws optimus::Error on every rank if world.size() is not dp*q*q, or if a rank cannot
-  // have the CPU GEMM backend's working memory (cpu::prepare_gemm, which it takes here, before any work).
+  // Collective over `world`: create(world, q, 1).
   static Grid create(Communicator& world, int q);
-  // The check create() makes first: q >= 1 and a world of dp*q*q ranks, or optimus::Error naming both.
+  // Collective over `world`. Throws optimus::Error on every rank if world.size() is not dp*pp*q*q, or if a rank cannot
+  // have the CPU GEMM backend's working memory (cpu::prepare_gemm, which it takes here, before any work).
+  static Grid create(Communicator& world, int q, int pp);
+  // The check create() makes first: q, pp >= 1 and a world of dp*pp*q*q ranks, or optimus::Error naming them.
   static void check_world_size(int world_size, int q);
+  static void check_world_size(int world_size, int q, int pp);
 
   // Copies share the grid; a moved-from Grid is empty (every accessor below throws optimus::Error).
   Grid(const Grid&) = default;
@@ -52,11 +59,14 @@ class Grid {
   int row_index() const;  // i
   int col_index() const;  // j
   int dp_index() const;
+  int pp() const;     // pipeline stages
+  int stage() const;  // this rank's, in [0, pp)
   // Communicating does not change the grid; these are handles, like MPI communicators.
   Communicator& row() const;
   Communicator& col() const;
   Communicator& grid() const;
   Communicator& dp_comm() const;
+  Communicator& pipe() const;  // pipeline: rank s is (i, j) of stage s in this replica
   // The tracker of this rank's DistMatrix memory (and of everything the layers allocate on this grid).
   MemoryTracker& memory() const;
   // How tensors of `kind` made for this grid are counted and placed.
