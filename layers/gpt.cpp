@@ -10,16 +10,7 @@ namespace optimus {
 namespace {
 
 const GptConfig& checked(const GptConfig& c, const Grid& grid) {
-  const std::int64_t q = grid.q(), qq = q * q;
-  validate(c);
-  OPTIMUS_CHECK(c.heads % q == 0, "GptConfig: heads = ", c.heads, " is not divisible by q = ", q);
-  OPTIMUS_CHECK(c.padded_vocab == 0 || (c.padded_vocab >= c.vocab && c.padded_vocab % q == 0),
-                "GptConfig: padded_vocab = ", c.padded_vocab, " must be 0 (the default padding) or a multiple of q = ",
-                q, " no smaller than vocab = ", c.vocab);
-  OPTIMUS_CHECK(c.max_seq % q == 0, "GptConfig: max_seq = ", c.max_seq, " is not divisible by q = ", q);
-  OPTIMUS_CHECK(c.hidden % qq == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by q*q = ", qq,
-                " (biases and LayerNorm parameters are split q*q ways)");
-  OPTIMUS_CHECK(c.ffn % qq == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by q*q = ", qq);
+  validate_for_grid(c, grid.q());
   return c;
 }
 
@@ -31,7 +22,8 @@ Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config)
       config_(checked(config, grid)),
       embedding_(grid, config),
       ln_f_(grid, "ln_f", config.hidden),
-      head_(grid, config.vocab) {
+      head_(grid, config.vocab),
+      head_wte_grad_(grid, embedding_.wte().rows(), config.hidden, MemoryKind::gradients) {
   for (std::int64_t l = 0; l < config.layers; ++l) {
     blocks_.push_back(std::make_unique<TransformerBlock2D<T>>(grid, config, l));
   }
@@ -106,7 +98,7 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
       reduced.push_back(p);
     }
   };
-  const DistMatrix<T> dhead = head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad());
+  const DistMatrix<T> dhead = head_.backward(std::move(saved.head), embedding_.wte(), head_wte_grad_);
   detail::check_finite(dhead, "lm_head backward input gradient");
   DistMatrix<T> dx = ln_f_.backward(std::move(saved.ln_f), dhead);
   detail::check_finite(dx, "ln_f backward input gradient");
@@ -120,6 +112,10 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
     reduce(bucket);
   }
   embedding_.backward(std::move(saved.embedding), dx);
+  if (reduce_over_replicas) {  // the step's end: wte's gradient = the embedding's part + the head's part
+    ops::axpby<T>(T(1), std::as_const(head_wte_grad_).local(), T(1), embedding_.wte_grad().local(), grid_.queue());
+    ops::fill<T>(head_wte_grad_.local(), T(0), grid_.queue());
+  }
   bucket.clear();
   embedding_.parameters(bucket);
   reduce(bucket);
@@ -170,6 +166,7 @@ std::map<std::string, GlobalMatrix> Gpt2D<T>::gather(bool gradients) {
 template <class T>
 void Gpt2D<T>::zero_grad() {
   embedding_.zero_grad();
+  ops::fill<T>(head_wte_grad_.local(), T(0), grid_.queue());
   for (auto& block : blocks_) block->zero_grad();
   ln_f_.zero_grad();
 }

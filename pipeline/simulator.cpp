@@ -125,6 +125,8 @@ Simulation simulate(const Schedule& s, const Costs& costs) {
   Simulation sim;
   sim.times.resize(static_cast<std::size_t>(s.stages));
   sim.peak_live.assign(static_cast<std::size_t>(s.stages), 0);
+  sim.sends.assign(static_cast<std::size_t>(s.stages), 0);
+  sim.receives.assign(static_cast<std::size_t>(s.stages), 0);
   std::vector<std::size_t> next(static_cast<std::size_t>(s.stages), 0);
   std::vector<double> free_at(static_cast<std::size_t>(s.stages), 0);
   std::vector<int> live(static_cast<std::size_t>(s.stages), 0);
@@ -147,6 +149,12 @@ Simulation simulate(const Schedule& s, const Costs& costs) {
           start = std::max(start, t + (s.stage_of(d.virtual_stage) == stage ? 0.0 : costs.p2p));
         }
         if (!ready) break;
+        for (const Dependency& d : dependencies(s, op, s.virtual_stage(stage, op.chunk))) {
+          const int from = s.stage_of(d.virtual_stage);
+          if (from == stage) continue;
+          ++sim.sends[static_cast<std::size_t>(from)];
+          ++sim.receives[st];
+        }
         const double end = start + cost_of(costs, op.work);
         finished.at(op.work, op.micro_batch, s.virtual_stage(stage, op.chunk)) = end;
         sim.times[st].push_back(Interval{.start = start, .end = end});

@@ -44,6 +44,8 @@
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
 #include "optimus/layers/recompute.hpp"
+#include "optimus/pipeline/gpt.hpp"
+#include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
 #include "optimus/pipeline/simulator.hpp"
 #include "optimus/reference/compare.hpp"

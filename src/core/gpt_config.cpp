@@ -16,6 +16,20 @@ std::uint64_t parameter_stream(std::string_view name) {
   return hash;
 }
 
+void validate_for_grid(const GptConfig& c, int grid_side) {
+  validate(c);
+  const std::int64_t q = grid_side, qq = q * q;
+  OPTIMUS_CHECK(q >= 1, "GptConfig: the grid side q = ", q, " must be positive");
+  OPTIMUS_CHECK(c.heads % q == 0, "GptConfig: heads = ", c.heads, " is not divisible by q = ", q);
+  OPTIMUS_CHECK(c.padded_vocab == 0 || (c.padded_vocab >= c.vocab && c.padded_vocab % q == 0),
+                "GptConfig: padded_vocab = ", c.padded_vocab, " must be 0 (the default padding) or a multiple of q = ",
+                q, " no smaller than vocab = ", c.vocab);
+  OPTIMUS_CHECK(c.max_seq % q == 0, "GptConfig: max_seq = ", c.max_seq, " is not divisible by q = ", q);
+  OPTIMUS_CHECK(c.hidden % qq == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by q*q = ", qq,
+                " (biases and LayerNorm parameters are split q*q ways)");
+  OPTIMUS_CHECK(c.ffn % qq == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by q*q = ", qq);
+}
+
 void validate(const GptConfig& c) {
   const auto positive = [](const char* field, std::int64_t v) {
     OPTIMUS_CHECK(v > 0, "GptConfig: ", field, " = ", v, " must be positive");

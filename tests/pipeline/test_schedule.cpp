@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "optimus/core/error.hpp"
+#include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
 #include "optimus/pipeline/simulator.hpp"
 #include "same_error.hpp"
@@ -202,4 +203,39 @@ TEST_CASE("the chart draws each stage's operations to scale (docs/pipeline.md)")
   const std::vector<std::string> rows = pp::chart(s, pp::simulate(s, pp::Costs{}), 1.0);
   CHECK(rows == std::vector<std::string>{"stage 0 |F0 F1 ......B0--- ...B1--- |",
                                          "stage 1 |...F0 B0--- F1 B1--- ......|"});
+}
+
+TEST_CASE("the blocks are cut into S*v equal runs; the embedding and the head go with the first and last piece") {
+  const pp::Schedule wave = make(Kind::wave, 4, 4, 2);
+  for (int u = 0; u < 8; ++u) {
+    const pp::LayerRange r = pp::layers_of(wave, 16, u);
+    CHECK(r.first == 2 * u);
+    CHECK(r.count == 2);
+    CHECK(r.embedding == (u == 0));
+    CHECK(r.head == (u == 7));
+  }
+  CHECK(wave.stage_of(0) == 0);  // in the wave, the embedding and the tied head share stage 0
+  CHECK(wave.stage_of(7) == 0);
+  CHECK(optimus::test::error_of([] { pp::check_layers(6, 4, 2); }) ==
+        "pipeline: 6 layers do not divide among 4 stages x 2 chunks (8 pieces of equal, non-zero size)");
+  CHECK(optimus::test::error_of([] { pp::check_layers(4, 4, 2); }) ==
+        "pipeline: 4 layers do not divide among 4 stages x 2 chunks (8 pieces of equal, non-zero size)");
+  CHECK(optimus::test::error_of([] { pp::check_layers(8, 4, 2); }) == "accepted");
+  CHECK(optimus::test::error_of([&] { pp::layers_of(wave, 16, 8); }) == "pipeline: virtual stage 8 is not in [0, 8)");
+}
+
+TEST_CASE("messages between stages: two per micro-batch and boundary between stages, none at the wave's turn") {
+  // 1F1B, S = 4, m = 8: stage 0 sends 8 activations and receives 8 gradients; inner stages twice that.
+  const pp::Simulation one = pp::simulate(make(Kind::one_f_one_b, 4, 8), pp::Costs{});
+  CHECK(one.sends == std::vector<int>{8, 16, 16, 8});
+  CHECK(one.receives == std::vector<int>{8, 16, 16, 8});
+  // Interleaved, v = 2: 7 boundaries, all between stages (u = 3 -> 4 goes from stage 3 to stage 0).
+  const pp::Simulation inter = pp::simulate(make(Kind::interleaved, 4, 8, 2), pp::Costs{});
+  CHECK(inter.sends == std::vector<int>{24, 32, 32, 24});
+  // The wave, v = 2: the turn u = 3 -> 4 stays on stage 3, so stage 3 exchanges only with stage 2, like stage 0.
+  const pp::Simulation wave = pp::simulate(make(Kind::wave, 4, 8, 2), pp::Costs{});
+  CHECK(wave.sends == std::vector<int>{16, 32, 32, 16});
+  CHECK(wave.receives == wave.sends);
+  // ZB-H1: B_weight waits only for its own stage's B_input: the same messages as 1F1B.
+  CHECK(pp::simulate(make(Kind::zero_bubble, 4, 8), pp::Costs{}).sends == one.sends);
 }

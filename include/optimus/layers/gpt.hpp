@@ -79,6 +79,10 @@ class Gpt2D {
   std::vector<std::unique_ptr<TransformerBlock2D<T>>> blocks_;
   LayerNorm2D<T> ln_f_;
   LmHead2D<T> head_;
+  // The LM head's part of wte's gradient, summed over a step's micro-batches apart from the embedding's and added to
+  // it once, at the step's (or backward's) end: the order a pipeline, whose head and embedding may sit on different
+  // stages, can follow too (docs/pipeline.md), so that both give the same bits.
+  DistMatrix<T> head_wte_grad_;
 };
 
 extern template class Gpt2D<float>;

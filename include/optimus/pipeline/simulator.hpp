@@ -1,11 +1,12 @@
 // Replays a pipeline schedule (schedule.hpp) with given operation costs: each stage runs its list in order, and an
 // operation starts when the stage is free and its dependencies have finished (plus `p2p` when the dependency ran on
 // another stage). Gives the makespan, the bubble (the idle fraction of the stages' time), each stage's peak of live
-// activations, and every operation's start and end — with unit costs, the textbook numbers:
+// activations, the messages between stages, and every operation's start and end — with unit costs, the textbook
+// numbers:
 //   GPipe, 1F1B (F = 1, B = 2):          bubble (S-1) / (m + S-1)
 //   interleaved, v chunks (F = 1, B = 2): bubble (S-1) / (v*m + S-1)
 //   ZB-H1 (F = B_input = B_weight = 1):   bubble (S-1) / (3m + S-1)
-// (docs/pipeline.md derives the wave's). An activation is live from its chunk's F until its backward has finished
+// (docs/pipeline.md gives the wave's). An activation is live from its chunk's F until its backward has finished
 // (B, or B_weight when split); 1F1B's stage s peaks at min(S-s, m).
 #pragma once
 
@@ -34,6 +35,9 @@ struct Simulation {
   double makespan = 0;
   double bubble = 0;                          // 1 - (busy time of all stages) / (S * makespan)
   std::vector<int> peak_live;                 // [S]: most chunk activations alive at once
+  // [S]: messages between stages — an activation sent forward or a gradient sent back, one per micro-batch and
+  // boundary between virtual stages on different stages; on a q x q grid each rank sends its block of each.
+  std::vector<int> sends, receives;
   std::vector<std::vector<Interval>> times;   // [S][i]: when stage s ran its i-th operation
 };
 

@@ -1,0 +1,79 @@
+// optimus::pipeline::Gpt2D: the GPT-2 of layers/gpt.hpp cut among the stages of a pipeline (partition.hpp) and
+// trained through a schedule (schedule.hpp), on a grid made by Grid::create(world, q, pp) with pp = the schedule's S.
+//
+// Each stage builds only its chunks' blocks; the stage of virtual stage 0 the embedding, the stage of virtual stage
+// U-1 ln_f and the LM head, and both of them wte. train_step runs the stage's operations in the schedule's order:
+//   F(k, c): x = the embedding of micro-batch k (u = 0) or the activation received from u-1's stage; the chunk's
+//            blocks; then ln_f and the head's loss (u = U-1) or x sent to u+1's stage;
+//   B(k, c): dy = the head's and ln_f's backward (u = U-1) or the gradient received from u+1's stage; the blocks'
+//            backward in reverse; then the embedding's backward (u = 0) or dx sent to u-1's stage.
+// Rank (i, j) sends its [N/q, h/q] block to rank (i, j) of the other stage over Grid::pipe() (isend, waited at the
+// step's end; the receive blocks), tagged by micro-batch, virtual stage and direction. Consecutive virtual stages on
+// one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the
+// embedding's are exchanged between the two end stages and summed the same way on both, then every gradient is
+// averaged over the replicas. Losses and gradients are bitwise those of layers/gpt.hpp's Gpt2D::train_step with the
+// same micro-batches (docs/pipeline.md).
+//
+// Not yet: split backwards (ZB-H1's B_input / B_weight; make_schedule's zb is refused here), device grids (the device
+// communicators match messages by order, not by tag), recomputation policies other than the default, and AdamW over
+// the stages.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optimus/layers/block.hpp"
+#include "optimus/layers/embedding.hpp"
+#include "optimus/layers/layernorm.hpp"
+#include "optimus/layers/lm_head.hpp"
+#include "optimus/pipeline/partition.hpp"
+#include "optimus/pipeline/schedule.hpp"
+
+namespace optimus::pipeline {
+
+template <class T>
+class Gpt2D {
+ public:
+  // Throws optimus::Error unless grid.pp() is the schedule's S, the schedule validates and has whole backwards, and
+  // S*v divides config.layers; the config is checked as layers/gpt.hpp checks it.
+  Gpt2D(const Grid& grid, const GptConfig& config, Schedule schedule);
+  ~Gpt2D();
+  Gpt2D(const Gpt2D&) = delete;
+  Gpt2D& operator=(const Gpt2D&) = delete;
+
+  // The replica's batch (b*s ids, row-major [b, s]) in the schedule's m micro-batches; returns the whole batch's mean
+  // cross-entropy on every rank (averaged over replicas). Gradients accumulate (zero_grad first) and are averaged over
+  // replicas.
+  double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                    std::uint64_t step);
+
+  // This stage's parameters, by GPT-2 name (wte on both end stages, wpe with the embedding).
+  std::vector<ParameterRef<T>> parameters();
+  // Collective over the stage's grid: this stage's parameters (or gradients) as full GPT-2 tensors.
+  std::map<std::string, GlobalMatrix> gather(bool gradients);
+  void zero_grad();
+
+  const Schedule& schedule() const { return schedule_; }
+  const Grid& grid() const { return grid_; }
+
+ private:
+  struct Chunk;
+  struct Saved;
+
+  Grid grid_;
+  GptConfig config_;
+  Schedule schedule_;
+  std::vector<Chunk> chunks_;                    // [v]: this stage's chunks
+  std::unique_ptr<Embedding2D<T>> embedding_;    // on the stages of u = 0 and u = U-1 (for wte)
+  std::unique_ptr<LayerNorm2D<T>> ln_f_;         // on the stage of u = U-1
+  std::unique_ptr<LmHead2D<T>> head_;
+  std::unique_ptr<DistMatrix<T>> head_wte_grad_;  // the head's part of wte's gradient over a step
+};
+
+extern template class Gpt2D<float>;
+extern template class Gpt2D<double>;
+
+}  // namespace optimus::pipeline
