@@ -1,0 +1,113 @@
+// The pipeline GPT's bitwise cases (pipeline_gpt_cases.hpp).
+#include "pipeline_gpt_cases.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "../layers/layer_cases.hpp"
+#include "optimus/layers/gpt.hpp"
+#include "optimus/pipeline/gpt.hpp"
+#include "test_world.hpp"
+
+namespace optimus::test {
+namespace {
+
+namespace pp = optimus::pipeline;
+
+struct Result {
+  double loss = 0;
+  std::map<std::string, GlobalMatrix> grads;  // every parameter's gradient, full
+};
+
+constexpr int kMicroBatches = 4;
+
+// pp = 1 on dp x q x q in-process ranks: one train_step of m micro-batches; the gradients gathered on replica 0.
+template <class T>
+Result whole(int dp, int q, std::int64_t layers) {
+  Result out;
+  std::mutex mu;
+  run_in_process(dp * q * q, [&](Communicator& world) {
+    const Grid grid = Grid::create(world, q);
+    Gpt2D<T> model(grid, config_for(q, layers, 0.1));
+    const LayerShapes s = shapes_for(q);
+    const std::int64_t batch = kMicroBatches * q;
+    const auto tokens = random_tokens(batch * s.seq, s.vocab, 11 + grid.dp_index());
+    const auto targets = random_tokens(batch * s.seq, s.vocab, 23 + grid.dp_index());
+    model.zero_grad();
+    const double loss = model.train_step(tokens, targets, batch, 3, kMicroBatches);
+    auto grads = model.gather(true);
+    if (world.rank() == 0) {
+      std::lock_guard lock(mu);
+      out.loss = loss;
+      out.grads = std::move(grads);
+    }
+  });
+  return out;
+}
+
+bool same_bits(const GlobalMatrix& a, const GlobalMatrix& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), sizeof(double) * static_cast<std::size_t>(a.size())) == 0;
+}
+
+// The same step through the pipeline on `world`; this rank's loss and, on grid rank 0 of replica 0, its stage's
+// gradients compared bit for bit. Returns how many of pp = 1's tensors this rank compared.
+template <class T>
+int check_on(Communicator& world, const PipelineCase& c, const Result& expected) {
+  const Grid grid = Grid::create(world, c.q, c.stages);
+  const pp::Schedule schedule =
+      pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = kMicroBatches, .chunks = c.chunks});
+  pp::Gpt2D<T> model(grid, config_for(c.q, c.layers, 0.1), schedule);
+  const LayerShapes s = shapes_for(c.q);
+  const std::int64_t batch = kMicroBatches * c.q;
+  const auto tokens = random_tokens(batch * s.seq, s.vocab, 11 + grid.dp_index());
+  const auto targets = random_tokens(batch * s.seq, s.vocab, 23 + grid.dp_index());
+  model.zero_grad();
+  const double loss = model.train_step(tokens, targets, batch, 3);
+  const auto grads = model.gather(true);
+  CHECK(std::memcmp(&loss, &expected.loss, sizeof loss) == 0);
+  if (grid.dp_index() != 0 || grid.grid().rank() != 0) return 0;
+  int compared = 0;
+  for (const auto& [name, g] : grads) {
+    CAPTURE(name);
+    REQUIRE(expected.grads.count(name) == 1);
+    CHECK(same_bits(g, expected.grads.at(name)));
+    compared += name == "wte" && grid.stage() != schedule.stage_of(0) ? 0 : 1;  // wte counted on its first stage
+  }
+  return compared;
+}
+
+template <class T>
+void check_type(Communicator& world, const PipelineCase& c, const Result& expected) {
+  const int compared = check_on<T>(world, c, expected);
+  // Every tensor of pp = 1 was compared on some stage (wte on both end stages, counted once).
+  CHECK(world.all_reduce(static_cast<double>(compared), ReduceOp::sum) == static_cast<double>(expected.grads.size()));
+}
+
+}  // namespace
+
+struct PipelineReference {
+  Result f64, f32;
+};
+
+std::shared_ptr<const PipelineReference> pipeline_reference(const PipelineCase& c) {
+  return std::make_shared<const PipelineReference>(
+      PipelineReference{.f64 = whole<double>(c.dp, c.q, c.layers), .f32 = whole<float>(c.dp, c.q, c.layers)});
+}
+
+void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const PipelineReference& expected) {
+  CAPTURE(pp::name_of(c.kind));
+  CAPTURE(c.dp);
+  CAPTURE(c.stages);
+  CAPTURE(c.q);
+  CAPTURE(c.chunks);
+  REQUIRE(world.size() == c.dp * c.stages * c.q * c.q);
+  check_type<double>(world, c, expected.f64);
+  check_type<float>(world, c, expected.f32);
+}
+
+}  // namespace optimus::test
