@@ -23,22 +23,20 @@ struct Result {
   std::map<std::string, GlobalMatrix> grads;  // every parameter's gradient, full
 };
 
-constexpr int kMicroBatches = 4;
-
 // pp = 1 on dp x q x q in-process ranks: one train_step of m micro-batches; the gradients gathered on replica 0.
 template <class T>
-Result whole(int dp, int q, std::int64_t layers) {
+Result whole(int dp, int q, std::int64_t layers, int m) {
   Result out;
   std::mutex mu;
   run_in_process(dp * q * q, [&](Communicator& world) {
     const Grid grid = Grid::create(world, q);
     Gpt2D<T> model(grid, config_for(q, layers, 0.1));
     const LayerShapes s = shapes_for(q);
-    const std::int64_t batch = kMicroBatches * q;
+    const std::int64_t batch = m * q;
     const auto tokens = random_tokens(batch * s.seq, s.vocab, 11 + grid.dp_index());
     const auto targets = random_tokens(batch * s.seq, s.vocab, 23 + grid.dp_index());
     model.zero_grad();
-    const double loss = model.train_step(tokens, targets, batch, 3, kMicroBatches);
+    const double loss = model.train_step(tokens, targets, batch, 3, m);
     auto grads = model.gather(true);
     if (world.rank() == 0) {
       std::lock_guard lock(mu);
@@ -60,10 +58,10 @@ template <class T>
 int check_on(Communicator& world, const PipelineCase& c, const Result& expected) {
   const Grid grid = Grid::create(world, c.q, c.stages);
   const pp::Schedule schedule =
-      pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = kMicroBatches, .chunks = c.chunks});
+      pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = c.micro_batches, .chunks = c.chunks});
   pp::Gpt2D<T> model(grid, config_for(c.q, c.layers, 0.1), schedule);
   const LayerShapes s = shapes_for(c.q);
-  const std::int64_t batch = kMicroBatches * c.q;
+  const std::int64_t batch = static_cast<std::int64_t>(c.micro_batches) * c.q;
   const auto tokens = random_tokens(batch * s.seq, s.vocab, 11 + grid.dp_index());
   const auto targets = random_tokens(batch * s.seq, s.vocab, 23 + grid.dp_index());
   model.zero_grad();
@@ -96,7 +94,8 @@ struct PipelineReference {
 
 std::shared_ptr<const PipelineReference> pipeline_reference(const PipelineCase& c) {
   return std::make_shared<const PipelineReference>(
-      PipelineReference{.f64 = whole<double>(c.dp, c.q, c.layers), .f32 = whole<float>(c.dp, c.q, c.layers)});
+      PipelineReference{.f64 = whole<double>(c.dp, c.q, c.layers, c.micro_batches),
+                        .f32 = whole<float>(c.dp, c.q, c.layers, c.micro_batches)});
 }
 
 void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const PipelineReference& expected) {
@@ -105,6 +104,7 @@ void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const Pipeli
   CAPTURE(c.stages);
   CAPTURE(c.q);
   CAPTURE(c.chunks);
+  CAPTURE(c.micro_batches);
   REQUIRE(world.size() == c.dp * c.stages * c.q * c.q);
   check_type<double>(world, c, expected.f64);
   check_type<float>(world, c, expected.f32);

@@ -16,6 +16,7 @@ struct PipelineCase {
   pipeline::Kind kind;
   int chunks;
   std::int64_t layers;
+  int micro_batches;
 };
 
 // pp = 1's loss and gradients for the case, f64 and f32, computed in-process on dp*q*q threads.
