@@ -121,10 +121,7 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
   reduce(bucket);
   for (Request& r : pending) r.wait();
   const T scale = T(1) / static_cast<T>(grid_.dp());
-  for (const ParameterRef<T>& p : reduced) {
-    const TensorView<T> g(p.grad.data(), Shape{1, p.grad.numel()}, p.grad.device());
-    ops::axpby<T>(scale, g, T(0), g, grid_.queue());  // g *= scale
-  }
+  for (const ParameterRef<T>& p : reduced) scale_gradient(p, scale, grid_.queue());
 }
 
 template <class T>

@@ -166,6 +166,12 @@ std::map<std::string, GlobalMatrix> gather_named(Communicator& comm, const std::
   return out;
 }
 
+template <class T>
+void scale_gradient(const ParameterRef<T>& p, T factor, const ops::Queue& queue) {
+  const TensorView<T> g(p.grad.data(), Shape{1, p.grad.numel()}, p.grad.device());
+  ops::axpby<T>(factor, g, T(0), g, queue);
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                       \
   template void init_parameter<T>(const ParameterRef<T>&, const GptConfig&, DeviceMemory*);         \
   template void load_parameter<T>(const ParameterRef<T>&, const GlobalMatrix&, DeviceMemory*);      \
@@ -173,7 +179,8 @@ std::map<std::string, GlobalMatrix> gather_named(Communicator& comm, const std::
   template void load_named<T>(const std::vector<ParameterRef<T>>&, const std::map<std::string, GlobalMatrix>&,  \
                               DeviceMemory*);                                                                  \
   template std::map<std::string, GlobalMatrix> gather_named<T>(Communicator&, const std::vector<ParameterRef<T>>&, \
-                                                               bool, DeviceMemory*);
+                                                               bool, DeviceMemory*);                       \
+  template void scale_gradient<T>(const ParameterRef<T>&, T, const ops::Queue&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -49,13 +49,6 @@ const Schedule& checked(const Schedule& s, const Grid& grid, const GptConfig& co
   return s;
 }
 
-// g *= 1 / dp, as layers/gpt.cpp scales a gradient averaged over replicas.
-template <class T>
-void scale(const Grid& grid, const TensorView<T>& grad, T factor) {
-  const TensorView<T> g(grad.data(), Shape{1, grad.numel()}, grad.device());
-  ops::axpby<T>(factor, g, T(0), g, grid.queue());
-}
-
 }  // namespace
 
 template <class T>
@@ -227,7 +220,7 @@ double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<in
     for (const ParameterRef<T>& p : parameters()) {
       grid_.dp_comm().all_reduce(p.grad.data(), p.grad.data(), static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
                                  ReduceOp::sum);
-      scale(grid_, p.grad, factor);
+      scale_gradient(p, factor, grid_.queue());
     }
   }
   const double total = grid_.pipe().all_reduce(loss, ReduceOp::sum);  // only u = U-1's stage has a part

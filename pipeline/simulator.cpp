@@ -138,9 +138,11 @@ Simulation simulate(const Schedule& s, const Costs& costs) {
       const std::vector<Op>& ops = s.ops[st];
       for (; next[st] < ops.size(); ++next[st]) {
         const Op& op = ops[next[st]];
+        const int u = s.virtual_stage(stage, op.chunk);
+        const std::vector<Dependency> deps = dependencies(s, op, u);
         double start = free_at[st];
         bool ready = true;
-        for (const Dependency& d : dependencies(s, op, s.virtual_stage(stage, op.chunk))) {
+        for (const Dependency& d : deps) {
           const double t = finished.at(d.work, d.micro_batch, d.virtual_stage);
           if (t == kNotYet) {
             ready = false;
@@ -149,14 +151,14 @@ Simulation simulate(const Schedule& s, const Costs& costs) {
           start = std::max(start, t + (s.stage_of(d.virtual_stage) == stage ? 0.0 : costs.p2p));
         }
         if (!ready) break;
-        for (const Dependency& d : dependencies(s, op, s.virtual_stage(stage, op.chunk))) {
+        for (const Dependency& d : deps) {  // a message for each dependency on another stage
           const int from = s.stage_of(d.virtual_stage);
           if (from == stage) continue;
           ++sim.sends[static_cast<std::size_t>(from)];
           ++sim.receives[st];
         }
         const double end = start + cost_of(costs, op.work);
-        finished.at(op.work, op.micro_batch, s.virtual_stage(stage, op.chunk)) = end;
+        finished.at(op.work, op.micro_batch, u) = end;
         sim.times[st].push_back(Interval{.start = start, .end = end});
         free_at[st] = end;
         if (op.work == Work::forward) sim.peak_live[st] = std::max(sim.peak_live[st], ++live[st]);

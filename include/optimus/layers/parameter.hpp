@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "optimus/core/gpt_config.hpp"
+#include "optimus/core/ops.hpp"
 #include "optimus/core/tensor.hpp"
 #include "optimus/grid/grid.hpp"
 
@@ -82,5 +83,10 @@ void load_named(const std::vector<ParameterRef<T>>& params, const std::map<std::
 template <class T>
 std::map<std::string, GlobalMatrix> gather_named(Communicator& comm, const std::vector<ParameterRef<T>>& params,
                                                  bool gradients, DeviceMemory* device);
+
+// p's gradient *= factor, on `queue` (the average over replicas after their sum; the 2D GPT and the pipeline GPT use
+// this one operation, so that their gradients agree bit for bit).
+template <class T>
+void scale_gradient(const ParameterRef<T>& p, T factor, const ops::Queue& queue);
 
 }  // namespace optimus
