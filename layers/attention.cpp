@@ -53,10 +53,20 @@ DistMatrix<T> Attention2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, 
 }
 
 template <class T>
-DistMatrix<T> Attention2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+DistMatrix<T> Attention2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   saved.mark.check(grid_, "attention");
   const detail::AttentionGeometry g = geometry(saved.qkv->local_rows(), saved.seq, saved.pass, dropout_.p);
-  return detail::attention_backward<T>(c_attn_, c_proj_, std::move(saved), dy, g);
+  return detail::attention_backward<T>(c_attn_, c_proj_, std::move(saved), dy, g, later);
+}
+
+template <class T>
+DistMatrix<T> Attention2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> Attention2D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>

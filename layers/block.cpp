@@ -25,9 +25,19 @@ DistMatrix<T> TransformerBlock2D<T>::forward(const DistMatrix<T>& x, std::int64_
 }
 
 template <class T>
-DistMatrix<T> TransformerBlock2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+DistMatrix<T> TransformerBlock2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   return detail::block_backward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, std::move(saved),
-                                   dy);
+                                   dy, later);
+}
+
+template <class T>
+DistMatrix<T> TransformerBlock2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> TransformerBlock2D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>

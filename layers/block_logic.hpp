@@ -4,7 +4,8 @@
 //              or recomputed in backward from qkv (selective recomputation);
 //   block    : x1 = x + dropout(attn(ln_1(x))), y = x1 + dropout(mlp(ln_2(x1))), and its backward, with dropout
 //              masks regenerated from (seed, step, layer, site), under a recomputation policy (recompute.hpp).
-// Every forward fills a context (context.hpp) and every backward consumes one.
+// Every forward fills a context (context.hpp) and every backward consumes one. A backward given `later` computes the
+// input gradient now and queues the weight gradients there (weight_gradients.hpp); given null, it does both now.
 #pragma once
 
 #include <optional>
@@ -19,6 +20,7 @@
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus::detail {
 
@@ -34,15 +36,23 @@ DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& x, const 
   return y;
 }
 
+// layer.backward(saved, dy), or split with the weight gradients queued in *later.
+template <class T, class Layer, class Context>
+DistMatrix<T> backward_of(Layer& layer, Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
+  if (later == nullptr) return layer.backward(std::move(saved), dy);
+  return layer.backward(std::move(saved), dy, *later);
+}
+
 template <class T, class Fc, class Proj>
-DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const DistMatrix<T>& dy) {
+DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const DistMatrix<T>& dy,
+                           WeightGradients* later) {
   saved.mark.check(dy.grid(), "mlp");
-  DistMatrix<T> dact = c_proj.backward(std::move(saved.c_proj), dy);
+  DistMatrix<T> dact = backward_of(c_proj, std::move(saved.c_proj), dy, later);
   Tensor<T> widened;  // GELU's input in T when kept in bf16
   ops::gelu_backward<T>(saved.pre->values(widened), dact.local(), dact.local(), dy.grid().queue());
   saved.pre.reset();
   widened.reset();
-  return c_fc.backward(std::move(saved.c_fc), dact);
+  return backward_of(c_fc, std::move(saved.c_fc), dact, later);
 }
 
 // The probabilities of all of this rank's tiles [batches*heads*seq, seq] as they are kept for backward: in T, or in
@@ -84,10 +94,10 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const Dis
 // Its backward, with the geometry of the saved forward (g); recomputes the probabilities first if they were not kept.
 template <class T, class QkvLinear, class ProjLinear>
 DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, AttentionContext<T> saved,
-                                 const DistMatrix<T>& dy, const AttentionGeometry& g) {
+                                 const DistMatrix<T>& dy, const AttentionGeometry& g, WeightGradients* later) {
   const Grid& grid = dy.grid();
   saved.mark.check(grid, "attention");
-  const DistMatrix<T> dmerged = c_proj.backward(std::move(saved.c_proj), dy);
+  const DistMatrix<T> dmerged = backward_of(c_proj, std::move(saved.c_proj), dy, later);
   DistMatrix<T> dqkv(grid, dy.rows(), saved.qkv->cols());
   Tensor<T> widened;  // qkv in T when kept in bf16
   const TensorView<const T> qkv = saved.qkv->values(widened);
@@ -101,7 +111,7 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, Attentio
   saved.probs.reset();
   saved.probs_bf16.reset();
   widened.reset();
-  return c_attn.backward(std::move(saved.c_attn), dqkv);
+  return backward_of(c_attn, std::move(saved.c_attn), dqkv, later);
 }
 
 // The parts of a pre-LayerNorm block and what its dropouts need.
@@ -152,24 +162,24 @@ DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const Dis
 // The block's layers backward, consuming `saved`'s four parts.
 template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_layers_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T>& saved,
-                                    const DistMatrix<T>& dy) {
+                                    const DistMatrix<T>& dy, WeightGradients* later) {
   const auto layer = static_cast<std::uint64_t>(b.layer);
   const std::int64_t row0 = first_row(saved.pass, saved.seq);
   const std::uint64_t step = saved.pass.step;
   DistMatrix<T> d = dy.clone();
   apply_dropout(d, row0, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::mlp_residual));
   const std::string name = "h." + std::to_string(b.layer) + ".";
-  const DistMatrix<T> dm = b.mlp.backward(std::move(saved.mlp), d);
+  const DistMatrix<T> dm = backward_of(b.mlp, std::move(saved.mlp), d, later);
   check_finite(dm, name + "mlp backward input gradient");
-  DistMatrix<T> dx1 = b.ln_2.backward(std::move(saved.ln_2), dm);
+  DistMatrix<T> dx1 = backward_of(b.ln_2, std::move(saved.ln_2), dm, later);
   check_finite(dx1, name + "ln_2 backward input gradient");
   ops::axpby<T>(T(1), dy.local(), T(1), dx1.local(), dy.grid().queue());
   d = dx1.clone();
   apply_dropout(d, row0, b.config.dropout, b.config.seed,
                 dropout_stream(step, layer, DropoutSite::attention_residual));
-  const DistMatrix<T> da = b.attn.backward(std::move(saved.attn), d);
+  const DistMatrix<T> da = backward_of(b.attn, std::move(saved.attn), d, later);
   check_finite(da, name + "attn backward input gradient");
-  DistMatrix<T> dx = b.ln_1.backward(std::move(saved.ln_1), da);
+  DistMatrix<T> dx = backward_of(b.ln_1, std::move(saved.ln_1), da, later);
   check_finite(dx, name + "ln_1 backward input gradient");
   ops::axpby<T>(T(1), dx1.local(), T(1), dx.local(), dx1.grid().queue());
   return dx;
@@ -198,14 +208,15 @@ DistMatrix<T> block_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix
 }
 
 template <class T, class Ln, class Attn, class Mlp>
-DistMatrix<T> block_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T> saved, const DistMatrix<T>& dy) {
+DistMatrix<T> block_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T> saved, const DistMatrix<T>& dy,
+                             WeightGradients* later) {
   saved.mark.check(dy.grid(), "h." + std::to_string(b.layer));
-  if (saved.policy != Recompute::full) return block_layers_backward(b, saved, dy);
+  if (saved.policy != Recompute::full) return block_layers_backward(b, saved, dy, later);
   BlockContext<T> again;  // the forward once more, from the saved input: bitwise the contexts it first made
   b.attn.set_recompute_core(false);
   block_layers_forward(b, *saved.input, saved.seq, saved.pass, again);
   saved.input.reset();
-  return block_layers_backward(b, again, dy);
+  return block_layers_backward(b, again, dy, later);
 }
 
 }  // namespace optimus::detail

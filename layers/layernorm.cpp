@@ -52,26 +52,64 @@ DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, 
 }
 
 template <class T>
-DistMatrix<T> LayerNorm2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
-  saved.mark.check(grid_, name_);
+typename LayerNorm2D<T>::Partials LayerNorm2D<T>::partials(const DistMatrix<T>& dy, TensorView<const T> xhat,
+                                                           TensorView<const T> gamma) const {
   const std::int64_t rows = dy.local_rows(), cols = dy.local_cols();
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
-  Tensor<T> gamma(Shape{1, cols}, work), dgamma(Shape{1, cols}, work), dbeta(Shape{1, cols}, work);
+  Partials p{.dgamma = Tensor<T>(Shape{1, cols}, work), .dbeta = Tensor<T>(Shape{1, cols}, work),
+             .sums = Tensor<T>(Shape{2 * rows}, work, Init::none)};
+  ops::layernorm_backward_partials<T>(dy.local(), xhat, gamma, p.dgamma.view(), p.dbeta.view(), p.sums.view(),
+                                      grid_.queue());
+  return p;
+}
+
+template <class T>
+void LayerNorm2D<T>::accumulate(const Partials& p) {
+  dgamma_.add_reduced_column_block(p.dgamma.view());
+  dbeta_.add_reduced_column_block(p.dbeta.view());
+}
+
+template <class T>
+DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
+  saved.mark.check(grid_, name_);
+  const std::int64_t rows = dy.local_rows(), cols = dy.local_cols();
+  Tensor<T> gamma(Shape{1, cols}, grid_.tag(MemoryKind::workspace));
   gamma_.gather_column_block(gamma.view());
 
   // dgamma = sum_rows dy * xhat, dbeta = sum_rows dy (reduce-scattered into the pieces), and the row sums of
   // dxhat and dxhat*xhat over all h features (one all-reduce of 2 * rows values).
-  Tensor<T> sums(Shape{2 * rows}, work, Init::none), widened;  // widened: xhat in T when kept in bf16
+  Tensor<T> widened;  // xhat in T when kept in bf16
   const TensorView<const T> xhat = saved.xhat->values(widened);
-  ops::layernorm_backward_partials<T>(dy.local(), xhat, gamma.view(), dgamma.view(),
-                                      dbeta.view(), sums.view(), grid_.queue());
-  dgamma_.add_reduced_column_block(dgamma.view());
-  dbeta_.add_reduced_column_block(dbeta.view());
-  grid_.row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
+  Partials p = partials(dy, xhat, std::as_const(gamma).view());
+  if (later == nullptr) accumulate(p);
+  grid_.row().all_reduce(std::span<T>(p.sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
   DistMatrix<T> dx(dy.grid(), dy.rows(), dy.cols());
-  ops::layernorm_backward_dx<T>(dy.local(), xhat, gamma.view(), std::as_const(saved.rstd).view(),
-                                sums.view(), hidden_, dx.local(), grid_.queue());
+  ops::layernorm_backward_dx<T>(dy.local(), xhat, std::as_const(gamma).view(), std::as_const(saved.rstd).view(),
+                                std::as_const(p.sums).view(), hidden_, dx.local(), grid_.queue());
+  if (later != nullptr) {
+    struct Held {
+      SavedActivation<T> xhat;
+      DistMatrix<T> dy;
+      Tensor<T> gamma;
+    };
+    later->defer(Held{.xhat = std::move(*saved.xhat), .dy = dy.clone_as(MemoryKind::workspace),
+                      .gamma = std::move(gamma)},
+                 [this](Held& held) {
+                   Tensor<T> widened_again;
+                   accumulate(partials(held.dy, held.xhat.values(widened_again), std::as_const(held.gamma).view()));
+                 });
+  }
   return dx;
+}
+
+template <class T>
+DistMatrix<T> LayerNorm2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> LayerNorm2D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>

@@ -55,20 +55,45 @@ GeluOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass
 }
 
 template <class T>
-DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+DistMatrix<T> Linear2D<T>::backward_checked(const Context& saved, const DistMatrix<T>& dy) const {
   saved.mark.check(grid_, name_);
   OPTIMUS_CHECK(dy.cols() == out_ && dy.rows() == saved.x->rows(), name_, ": output gradient is ", dy.rows(), "x",
                 dy.cols(), ", expected ", saved.x->rows(), "x", out_);
-  DistMatrix<T> dx(dy.grid(), dy.rows(), in_);
+  return DistMatrix<T>(dy.grid(), dy.rows(), in_);
+}
+
+template <class T>
+void Linear2D<T>::accumulate_bias(const DistMatrix<T>& dy) {
+  Tensor<T> partial(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
+  ops::column_sums<T>(dy.local(), partial.view(), grid_.queue());
+  db_.add_reduced_column_block(partial.view());
+}
+
+template <class T>
+DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  DistMatrix<T> dx = backward_checked(saved, dy);
   // dX = dY W^T: its last reduction (along rows) stays in flight while dW += X^T dY multiplies (and reduces
   // along columns) and the bias gradient is summed; overlapped or not, the result is bitwise the same.
   PendingProduct<T> dx_pending = summa_abt_async(T(1), dy, w_, T(0), dx);
   summa_atb(T(1), *saved.x, dy, T(1), dw_);
   saved.x.reset();  // freed as soon as it is used
-  Tensor<T> partial(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
-  ops::column_sums<T>(dy.local(), partial.view(), grid_.queue());
-  db_.add_reduced_column_block(partial.view());
+  accumulate_bias(dy);
   dx_pending.finish();
+  return dx;
+}
+
+template <class T>
+DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  DistMatrix<T> dx = backward_checked(saved, dy);
+  summa_abt(T(1), dy, w_, T(0), dx);
+  struct Held {
+    SavedActivation<T> x;
+    DistMatrix<T> dy;
+  };
+  later.defer(Held{.x = std::move(*saved.x), .dy = dy.clone_as(MemoryKind::workspace)}, [this](Held& held) {
+    summa_atb(T(1), held.x, held.dy, T(1), dw_);
+    accumulate_bias(held.dy);
+  });
   return dx;
 }
 

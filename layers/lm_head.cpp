@@ -93,6 +93,20 @@ DistMatrix<T> LmHead2D<T>::backward(Context saved, const DistMatrix<T>& wte, Dis
   return dx;
 }
 
+template <class T>
+DistMatrix<T> LmHead2D<T>::backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte,
+                                    WeightGradients& later) {
+  saved.mark.check(grid_, "cross-entropy");
+  DistMatrix<T> dx(wte.grid(), saved.dlogits->rows(), wte.cols());
+  summa_ab(T(1), *saved.dlogits, wte, T(0), dx);
+  struct Held {
+    SavedActivation<T> dlogits, x;
+  };
+  later.defer(Held{.dlogits = std::move(*saved.dlogits), .x = std::move(*saved.x)},
+              [&dwte](Held& held) { summa_atb(T(1), held.dlogits, held.x, T(1), dwte); });
+  return dx;
+}
+
 template class LmHead2D<float>;
 template class LmHead2D<double>;
 

@@ -15,8 +15,18 @@ DistMatrix<T> MLP2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Contex
 }
 
 template <class T>
+DistMatrix<T> MLP2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
+  return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy, later);
+}
+
+template <class T>
 DistMatrix<T> MLP2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
-  return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy);
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> MLP2D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>

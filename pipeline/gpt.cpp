@@ -2,7 +2,9 @@
 // passed between stages over the pipeline communicator.
 #include "optimus/pipeline/gpt.hpp"
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -25,6 +27,8 @@ struct Gpt2D<T>::Saved {
   std::vector<BlockContext<T>> blocks;    // the chunk's blocks
   LayerNormContext<T> ln_f;               // u = U-1
   LmHeadContext<T> head;                  // u = U-1
+  WeightGradients weights;                // split backward: B_input's queued weight gradients
+  std::optional<DistMatrix<T>> embedding_dy;  // split backward, u = 0: the embedding's output gradient
 };
 
 namespace {
@@ -38,8 +42,6 @@ constexpr int kMaxTag = 32767;  // the least upper bound MPI promises
 const Schedule& checked(const Schedule& s, const Grid& grid, const GptConfig& config) {
   OPTIMUS_CHECK(grid.pp() == s.stages, "pipeline::Gpt2D: the grid has ", grid.pp(),
                 " stages (Grid::create(world, q, pp)) but the schedule ", name_of(s.kind), " has ", s.stages);
-  OPTIMUS_CHECK(!s.split_backward, "pipeline::Gpt2D: schedule ", name_of(s.kind),
-                " splits the backward (B_input, B_weight), which the layers cannot do yet");
   OPTIMUS_CHECK(grid.device() == nullptr, "pipeline::Gpt2D: grids on a device are not supported yet");
   validate(s);
   validate_for_grid(config, grid.q());
@@ -111,87 +113,189 @@ void Gpt2D<T>::zero_grad() {
   if (head_wte_grad_) ops::fill<T>(head_wte_grad_->local(), T(0), grid_.queue());
 }
 
+// One train_step's run of this stage's operations: the contexts in flight, the blocks handed between this stage's
+// virtual stages, and the messages in flight.
 template <class T>
-double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-                            std::uint64_t step) {
-  const int m = schedule_.micro_batches, stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
-  const auto n = static_cast<std::int64_t>(tokens.size());
-  OPTIMUS_CHECK(batch >= 1 && batch % m == 0 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n,
-                "pipeline::Gpt2D::train_step: ", n, " tokens and ", targets.size(), " targets as ", batch,
-                " sequences in ", m, " micro-batches: the micro-batches must divide the batch into whole sequences");
-  const std::int64_t micro = batch / m, seq = n / batch, rows = micro * seq;
-  OPTIMUS_CHECK(micro % grid_.q() == 0, "pipeline::Gpt2D::train_step: a micro-batch of ", micro,
-                " sequences is not divisible by q = ", grid_.q());
-  const auto slice = [&](const std::vector<int>& ids, int k) {
-    return std::vector<int>(ids.begin() + k * rows, ids.begin() + (k + 1) * rows);
+class Gpt2D<T>::Step {
+ public:
+  Step(Gpt2D& model, const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+       std::uint64_t step)
+      : m_(model), tokens_(tokens), targets_(targets), batch_(batch), step_(step) {
+    const int m = m_.schedule_.micro_batches;
+    const auto n = static_cast<std::int64_t>(tokens.size());
+    OPTIMUS_CHECK(batch >= 1 && batch % m == 0 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n,
+                  "pipeline::Gpt2D::train_step: ", n, " tokens and ", targets.size(), " targets as ", batch,
+                  " sequences in ", m, " micro-batches: the micro-batches must divide the batch into whole sequences");
+    micro_ = batch / m;
+    seq_ = n / batch;
+    rows_ = micro_ * seq_;
+    OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, "pipeline::Gpt2D::train_step: a micro-batch of ", micro_,
+                  " sequences is not divisible by q = ", m_.grid_.q());
+  }
+
+  // Runs the stage's operations; returns this stage's part of the batch's mean loss (all of it on u = U-1's stage).
+  double run(std::vector<Interval>& times) {
+    const std::vector<Op>& ops = m_.schedule_.ops[static_cast<std::size_t>(m_.grid_.stage())];
+    times.assign(ops.size(), Interval{});
+    const auto begin = Clock::now();
+    const auto since = [&begin] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      std::optional<DistMatrix<T>> input = take_input(ops[i]);
+      if (i + 1 < ops.size()) post_receive(ops[i + 1]);  // in flight while ops[i] computes
+      times[i].start = since();
+      execute(ops[i], std::move(input));
+      times[i].end = since();
+    }
+    for (Request& r : sends_) r.wait();
+    OPTIMUS_CHECK(handed_.empty() && saved_.empty() && posted_.empty(), "pipeline::Gpt2D: stage ", m_.grid_.stage(),
+                  " ended its step with ", handed_.size(), " blocks handed over, ", posted_.size(),
+                  " receives and ", saved_.size(), " contexts not consumed");
+    return loss_;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using Key = std::tuple<int, int, bool>;  // (receiving virtual stage u, micro-batch k, gradient?)
+  struct Posted {
+    DistMatrix<T> block;
+    Request request;  // declared after the block: destroyed (waited) first
   };
 
-  std::map<std::pair<int, int>, Saved> saved;                   // (k, c)
-  std::map<std::tuple<int, int, bool>, DistMatrix<T>> handed;   // (u, k, gradient): blocks kept on this stage
-  std::vector<Request> sends;
-  std::vector<DistMatrix<T>> sent;  // the blocks being sent, alive until their sends complete
-  const auto numel = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
+  int last() const { return m_.schedule_.virtual_stages() - 1; }
+  int virtual_stage(const Op& op) const { return m_.chunks_[static_cast<std::size_t>(op.chunk)].virtual_stage; }
+  std::size_t numel(const DistMatrix<T>& x) const { return static_cast<std::size_t>(x.local().numel()); }
+  std::vector<int> slice(const std::vector<int>& ids, int k) const {
+    return std::vector<int>(ids.begin() + k * rows_, ids.begin() + (k + 1) * rows_);
+  }
+
+  // The block op needs from a neighbouring virtual stage, if any: its input activation (F, from u-1) or its
+  // output's gradient (B, B_input, from u+1).
+  std::optional<Key> input_key(const Op& op) const {
+    const int u = virtual_stage(op);
+    if (op.work == Work::forward) return u == 0 ? std::nullopt : std::optional<Key>(Key{u, op.micro_batch, false});
+    if (op.work == Work::backward_weight || u == last()) return std::nullopt;
+    return Key{u, op.micro_batch, true};
+  }
+  int source_stage(const Key& key) const {
+    const auto& [u, k, gradient] = key;
+    return m_.schedule_.stage_of(gradient ? u + 1 : u - 1);
+  }
+
+  // Posts the receive of op's input if it comes from another stage and is not posted yet.
+  void post_receive(const Op& op) {
+    const std::optional<Key> key = input_key(op);
+    if (!key || source_stage(*key) == m_.grid_.stage() || posted_.count(*key) != 0) return;
+    const auto& [u, k, gradient] = *key;
+    DistMatrix<T> block(m_.grid_, rows_, m_.config_.hidden, MemoryKind::workspace);
+    Request request = m_.grid_.pipe().irecv(block.local().data(), numel(block), dtype_of<T>, source_stage(*key),
+                                            tag_of(m_.schedule_, u, k, gradient));
+    posted_.emplace(*key, Posted{.block = std::move(block), .request = std::move(request)});
+  }
+
+  // op's input from a neighbour, waited for (a receive) or taken over (a block handed on this stage).
+  std::optional<DistMatrix<T>> take_input(const Op& op) {
+    const std::optional<Key> key = input_key(op);
+    if (!key) return std::nullopt;
+    if (source_stage(*key) != m_.grid_.stage()) {
+      post_receive(op);
+      auto it = posted_.find(*key);
+      it->second.request.wait();
+      DistMatrix<T> block = std::move(it->second.block);
+      posted_.erase(it);
+      return block;
+    }
+    auto it = handed_.find(*key);
+    const auto& [u, k, gradient] = *key;
+    OPTIMUS_CHECK(it != handed_.end(), "pipeline::Gpt2D: virtual stage ", u, " has no ",
+                  gradient ? "gradient" : "activation", " of micro-batch ", k, " from its neighbour");
+    DistMatrix<T> block = std::move(it->second);
+    handed_.erase(it);
+    return block;
+  }
+
   // Hands block x to virtual stage u (its activation or its gradient): kept if u is on this stage, else sent.
-  const auto deliver = [&](DistMatrix<T> x, int u, int k, bool gradient) {
-    const int to = schedule_.stage_of(u);
-    if (to == stage) {
-      handed.emplace(std::make_tuple(u, k, gradient), std::move(x));
+  void deliver(DistMatrix<T> x, int u, int k, bool gradient) {
+    const int to = m_.schedule_.stage_of(u);
+    if (to == m_.grid_.stage()) {
+      handed_.emplace(Key{u, k, gradient}, std::move(x));
       return;
     }
-    sends.push_back(grid_.pipe().isend(x.local().data(), numel(x), dtype_of<T>, to, tag_of(schedule_, u, k, gradient)));
-    sent.push_back(std::move(x));
-  };
-  // The block virtual stage u needs: its input activation (from u-1) or its output's gradient (from u+1).
-  const auto receive = [&](int u, int k, bool gradient) {
-    const int from = schedule_.stage_of(gradient ? u + 1 : u - 1);
-    if (from == stage) {
-      auto it = handed.find(std::make_tuple(u, k, gradient));
-      OPTIMUS_CHECK(it != handed.end(), "pipeline::Gpt2D: virtual stage ", u, " has no ",
-                    gradient ? "gradient" : "activation", " of micro-batch ", k, " from its neighbour");
-      DistMatrix<T> x = std::move(it->second);
-      handed.erase(it);
-      return x;
-    }
-    DistMatrix<T> x(grid_, rows, config_.hidden, MemoryKind::workspace);
-    grid_.pipe().recv(x.local().data(), numel(x), dtype_of<T>, from, tag_of(schedule_, u, k, gradient));
-    return x;
-  };
+    sends_.push_back(
+        m_.grid_.pipe().isend(x.local().data(), numel(x), dtype_of<T>, to, tag_of(m_.schedule_, u, k, gradient)));
+    sent_.push_back(std::move(x));
+  }
 
-  double loss = 0;  // this stage's part of the batch's mean (u = U-1's stage: all of it)
-  for (const Op& op : schedule_.ops[static_cast<std::size_t>(stage)]) {
-    const int k = op.micro_batch;
-    Chunk& chunk = chunks_[static_cast<std::size_t>(op.chunk)];
-    const int u = chunk.virtual_stage;
-    Saved& s = saved[{k, op.chunk}];
-    const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch + k * micro};
+  void execute(const Op& op, std::optional<DistMatrix<T>> input) {
+    const int k = op.micro_batch, u = virtual_stage(op);
+    Chunk& chunk = m_.chunks_[static_cast<std::size_t>(op.chunk)];
+    Saved& s = saved_[{k, op.chunk}];
     if (op.work == Work::forward) {
-      DistMatrix<T> x = u == 0 ? embedding_->forward(slice(tokens, k), micro, pass, s.embedding) : receive(u, k, false);
+      const Pass pass{.step = step_, .training = true,
+                      .first_sequence = m_.grid_.dp_index() * batch_ + k * micro_};
+      DistMatrix<T> x = u == 0 ? m_.embedding_->forward(slice(tokens_, k), micro_, pass, s.embedding) : *std::move(input);
       s.blocks.resize(chunk.blocks.size());
-      for (std::size_t b = 0; b < chunk.blocks.size(); ++b) x = chunk.blocks[b]->forward(x, seq, pass, s.blocks[b]);
-      if (u == last) {
-        const DistMatrix<T> y = ln_f_->forward(x, pass, s.ln_f);
-        loss += head_->forward(y, embedding_->wte(), slice(targets, k), n, pass, s.head);
+      for (std::size_t b = 0; b < chunk.blocks.size(); ++b) x = chunk.blocks[b]->forward(x, seq_, pass, s.blocks[b]);
+      if (u == last()) {
+        const DistMatrix<T> y = m_.ln_f_->forward(x, pass, s.ln_f);
+        loss_ += m_.head_->forward(y, m_.embedding_->wte(), slice(targets_, k),
+                                   static_cast<std::int64_t>(tokens_.size()), pass, s.head);
       } else {
         deliver(std::move(x), u + 1, k, false);
       }
-      continue;
+      return;
     }
-    DistMatrix<T> dy = u == last ? ln_f_->backward(std::move(s.ln_f), head_->backward(std::move(s.head),
-                                                                                        embedding_->wte(),
-                                                                                        *head_wte_grad_))
-                                 : receive(u, k, true);
-    for (std::size_t b = chunk.blocks.size(); b-- > 0;) dy = chunk.blocks[b]->backward(std::move(s.blocks[b]), dy);
-    if (u == 0) {
-      embedding_->backward(std::move(s.embedding), dy);
-    } else {
+    if (op.work == Work::backward_weight) {  // the queued weight gradients, then the embedding's
+      s.weights.run();
+      if (u == 0) m_.embedding_->backward(std::move(s.embedding), *s.embedding_dy);
+      saved_.erase({k, op.chunk});
+      return;
+    }
+    WeightGradients* later = op.work == Work::backward_input ? &s.weights : nullptr;
+    DistMatrix<T> dy = u == last() ? head_backward(s, later) : *std::move(input);
+    for (std::size_t b = chunk.blocks.size(); b-- > 0;) {
+      dy = later ? chunk.blocks[b]->backward(std::move(s.blocks[b]), dy, *later)
+                 : chunk.blocks[b]->backward(std::move(s.blocks[b]), dy);
+    }
+    if (u != 0) {
       deliver(std::move(dy), u - 1, k, true);
+    } else if (later) {
+      s.embedding_dy.emplace(std::move(dy));
+    } else {
+      m_.embedding_->backward(std::move(s.embedding), dy);
     }
-    saved.erase({k, op.chunk});
+    if (!later) saved_.erase({k, op.chunk});
   }
-  for (Request& r : sends) r.wait();
-  OPTIMUS_CHECK(handed.empty() && saved.empty(), "pipeline::Gpt2D: stage ", stage, " ended its step with ",
-                handed.size(), " blocks handed over and ", saved.size(), " contexts not consumed");
 
+  // The loss's gradient through the head and ln_f: dy [N, h] for the last block.
+  DistMatrix<T> head_backward(Saved& s, WeightGradients* later) {
+    const DistMatrix<T>& wte = m_.embedding_->wte();
+    if (later == nullptr) {
+      return m_.ln_f_->backward(std::move(s.ln_f), m_.head_->backward(std::move(s.head), wte, *m_.head_wte_grad_));
+    }
+    const DistMatrix<T> dx = m_.head_->backward(std::move(s.head), wte, *m_.head_wte_grad_, *later);
+    return m_.ln_f_->backward(std::move(s.ln_f), dx, *later);
+  }
+
+  Gpt2D& m_;
+  const std::vector<int>& tokens_;
+  const std::vector<int>& targets_;
+  std::int64_t batch_;
+  std::uint64_t step_;
+  std::int64_t micro_ = 0, seq_ = 0, rows_ = 0;  // sequences per micro-batch, tokens per sequence, rows per block
+  double loss_ = 0;
+  std::map<std::pair<int, int>, Saved> saved_;   // (k, c)
+  std::map<Key, DistMatrix<T>> handed_;          // blocks kept on this stage
+  std::map<Key, Posted> posted_;                 // receives in flight
+  std::vector<Request> sends_;
+  std::vector<DistMatrix<T>> sent_;              // the blocks being sent, alive until their sends complete
+};
+
+template <class T>
+double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                            std::uint64_t step) {
+  const double loss = Step(*this, tokens, targets, batch, step).run(times_);
+  const auto numel = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
+  const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
   // wte's gradient: the embedding's part E (on u = 0's stage) plus the head's H (on u = U-1's), formed as E + H with
   // the same operation on both stages.
   const int first_stage = schedule_.stage_of(0), last_stage = schedule_.stage_of(last);

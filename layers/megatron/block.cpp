@@ -51,10 +51,20 @@ DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, 
 }
 
 template <class T>
-DistMatrix<T> Attention1D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+DistMatrix<T> Attention1D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   saved.mark.check(group_.local(), "attention");
   const auto g = geometry(group_, hidden_, heads_, saved.qkv->rows(), saved.seq, dropout_, saved.pass, dropout_.p);
-  return detail::attention_backward<T>(c_attn_, c_proj_, std::move(saved), dy, g);
+  return detail::attention_backward<T>(c_attn_, c_proj_, std::move(saved), dy, g, later);
+}
+
+template <class T>
+DistMatrix<T> Attention1D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> Attention1D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>
@@ -79,8 +89,18 @@ DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Contex
 }
 
 template <class T>
+DistMatrix<T> MLP1D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
+  return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy, later);
+}
+
+template <class T>
 DistMatrix<T> MLP1D<T>::backward(Context saved, const DistMatrix<T>& dy) {
-  return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy);
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> MLP1D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>
@@ -117,9 +137,19 @@ DistMatrix<T> TransformerBlock1D<T>::forward(const DistMatrix<T>& x, std::int64_
 }
 
 template <class T>
-DistMatrix<T> TransformerBlock1D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+DistMatrix<T> TransformerBlock1D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   return detail::block_backward<T>(detail::BlockParts{ln_1_, attn_, ln_2_, mlp_, config_, layer_}, std::move(saved),
-                                   dy);
+                                   dy, later);
+}
+
+template <class T>
+DistMatrix<T> TransformerBlock1D<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> TransformerBlock1D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>

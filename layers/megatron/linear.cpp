@@ -29,6 +29,22 @@ void accumulate_grads(const Grid& local, const SavedActivation<T>& x, const Dist
   ops::axpby<T>(T(1), std::as_const(partial).view(), T(1), db.local(), local.queue());
 }
 
+// dW, db now (later null), or queued in *later with x and a copy of dy.
+template <class T>
+void weight_grads(const Grid& local, SavedActivation<T>& x, const DistMatrix<T>& dy, DistMatrix<T>& dw,
+                  DistMatrix<T>& db, WeightGradients* later) {
+  if (later == nullptr) {
+    accumulate_grads(local, x, dy, dw, db);
+    return;
+  }
+  struct Held {
+    SavedActivation<T> x;
+    DistMatrix<T> dy;
+  };
+  later->defer(Held{.x = std::move(x), .dy = dy.clone_as(MemoryKind::workspace)},
+               [&local, &dw, &db](Held& held) { accumulate_grads(local, held.x, held.dy, dw, db); });
+}
+
 template <class T>
 void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
   ops::fill<T>(dw.local(), T(0), local.queue());
@@ -101,13 +117,23 @@ GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(const DistMatrix<T>& x, cons
 }
 
 template <class T>
-DistMatrix<T> ColumnParallelLinear<T>::backward(Context saved, const DistMatrix<T>& dy) {
+DistMatrix<T> ColumnParallelLinear<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   saved.mark.check(group_.local(), name_);
   DistMatrix<T> dx(group_.local(), dy.rows(), in_);
   ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_.local().queue());
   all_reduce_sum(group_, dx);
-  accumulate_grads(group_.local(), *saved.x, dy, dw_, db_);
+  weight_grads(group_.local(), *saved.x, dy, dw_, db_, later);
   return dx;
+}
+
+template <class T>
+DistMatrix<T> ColumnParallelLinear<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> ColumnParallelLinear<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>
@@ -153,12 +179,22 @@ DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& 
 }
 
 template <class T>
-DistMatrix<T> RowParallelLinear<T>::backward(Context saved, const DistMatrix<T>& dy) {
+DistMatrix<T> RowParallelLinear<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   saved.mark.check(group_.local(), name_);
   DistMatrix<T> dx(group_.local(), dy.rows(), in_ / group_.size());
   ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_.local().queue());
-  accumulate_grads(group_.local(), *saved.x, dy, dw_, db_);
+  weight_grads(group_.local(), *saved.x, dy, dw_, db_, later);
   return dx;
+}
+
+template <class T>
+DistMatrix<T> RowParallelLinear<T>::backward(Context saved, const DistMatrix<T>& dy) {
+  return backward_split(std::move(saved), dy, nullptr);
+}
+
+template <class T>
+DistMatrix<T> RowParallelLinear<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
+  return backward_split(std::move(saved), dy, &later);
 }
 
 template <class T>

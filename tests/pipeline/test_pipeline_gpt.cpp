@@ -20,7 +20,9 @@ TEST_CASE("every schedule gives pp = 1's loss and gradients bit for bit (in-proc
         PipelineCase{1, 2, 2, pp::Kind::wave, 2, 4, 4}, PipelineCase{2, 2, 1, pp::Kind::interleaved, 2, 4, 4},
         PipelineCase{2, 2, 2, pp::Kind::gpipe, 1, 2, 4}, PipelineCase{1, 4, 1, pp::Kind::one_f_one_b, 1, 4, 8},
         PipelineCase{1, 2, 1, pp::Kind::interleaved, 2, 4, 8}, PipelineCase{1, 2, 2, pp::Kind::wave, 2, 4, 8},
-        PipelineCase{2, 2, 1, pp::Kind::gpipe, 1, 2, 8}}) {
+        PipelineCase{2, 2, 1, pp::Kind::gpipe, 1, 2, 8}, PipelineCase{1, 2, 1, pp::Kind::zero_bubble, 1, 2, 4},
+        PipelineCase{1, 4, 1, pp::Kind::zero_bubble, 1, 4, 8}, PipelineCase{1, 2, 2, pp::Kind::zero_bubble, 1, 2, 8},
+        PipelineCase{2, 2, 1, pp::Kind::zero_bubble, 1, 2, 4}}) {
     const auto expected = optimus::test::pipeline_reference(c);
     optimus::test::run_in_process(c.dp * c.stages * c.q * c.q, [&](optimus::Communicator& world) {
       optimus::test::check_pipeline_gpt(world, c, *expected);
@@ -28,7 +30,7 @@ TEST_CASE("every schedule gives pp = 1's loss and gradients bit for bit (in-proc
   }
 }
 
-TEST_CASE("a pipeline GPT refuses a grid of other stages, layers that do not divide, and split backwards") {
+TEST_CASE("a pipeline GPT refuses a grid of other stages and layers that do not divide") {
   optimus::test::run_in_process(2, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 1, 2);
     const auto config = optimus::test::config_for(1, 3, 0.0);
@@ -42,7 +44,7 @@ TEST_CASE("a pipeline GPT refuses a grid of other stages, layers that do not div
           "pipeline: 3 layers do not divide among 2 stages x 1 chunks (2 pieces of equal, non-zero size)");
     CHECK(optimus::test::error_on_every_rank(world, [&] { make(pp::Kind::one_f_one_b, 4, 1, 4); }) ==
           "pipeline::Gpt2D: the grid has 2 stages (Grid::create(world, q, pp)) but the schedule 1f1b has 4");
-    CHECK(optimus::test::error_on_every_rank(world, [&] { make(pp::Kind::zero_bubble, 2, 1, 2); }) ==
-          "pipeline::Gpt2D: schedule zb splits the backward (B_input, B_weight), which the layers cannot do yet");
+    CHECK(optimus::test::error_on_every_rank(world, [&] { make(pp::Kind::wave, 2, 2, 6); }) ==
+          "pipeline: 6 layers do not divide among 2 stages x 2 chunks (4 pieces of equal, non-zero size)");
   });
 }

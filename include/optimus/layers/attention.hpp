@@ -28,6 +28,8 @@ class Attention2D {
   // x: [N, h] with sequences of `seq` tokens; a training pass fills `saved`.
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   // Selective recomputation: training forwards from now on keep qkv but not the probabilities, and backward
   // recomputes them (bitwise the same). Off by default; the block sets it from its Recompute policy.
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
@@ -36,6 +38,7 @@ class Attention2D {
   void zero_grad();
 
  private:
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   detail::AttentionGeometry geometry(std::int64_t local_rows, std::int64_t seq, const Pass& pass, double dropout) const;
 
   Grid grid_;

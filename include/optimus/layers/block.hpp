@@ -22,6 +22,8 @@ class TransformerBlock2D {
   // x, y: [N, h] with N = b*s; a training pass fills `saved`.
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
   // What training forwards from now on save (a context keeps the policy it was made with).
   void set_recompute(Recompute policy) { recompute_ = policy; }
@@ -31,6 +33,7 @@ class TransformerBlock2D {
   void zero_grad();
 
  private:
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   GptConfig config_;
   std::int64_t layer_;
   LayerNorm2D<T> ln_1_;

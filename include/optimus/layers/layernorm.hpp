@@ -3,6 +3,8 @@
 // The features of a row are spread over grid row i, so the statistics are row all-reduces, in two passes
 // (the mean, then the sum of squared deviations), which keeps fp32 accurate when |mean| >> std.
 // backward: one row all-reduce of (sum dxhat, sum dxhat*xhat); dgamma, dbeta reduce-scattered along the column.
+// Split (weight_gradients.hpp): dx now; dgamma, dbeta queued with xhat and a copy of dy (the fused partials kernel
+// runs once for each half, each half keeping its own outputs, so the values are those of the whole backward).
 #pragma once
 
 #include <optional>
@@ -15,6 +17,7 @@
 #include "optimus/layers/dist_vector.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus {
 
@@ -28,11 +31,22 @@ class LayerNorm2D {
   // x, y: [N, h]; a training pass saves xhat and 1/std in `saved`.
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  // The same split: dx now; dgamma, dbeta queued in `later` (which this layer must outlive).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
+  // dx, with dgamma and dbeta accumulated now (later null) or queued.
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
+  // dy's partial sums over this rank's rows: dgamma, dbeta [1, h/q] and (sum dxhat, sum dxhat*xhat) [2 * rows].
+  struct Partials {
+    Tensor<T> dgamma, dbeta, sums;
+  };
+  Partials partials(const DistMatrix<T>& dy, TensorView<const T> xhat, TensorView<const T> gamma) const;
+  void accumulate(const Partials& p);
+
   Grid grid_;
   std::string name_;
   std::int64_t hidden_;

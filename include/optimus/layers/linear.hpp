@@ -3,7 +3,8 @@
 //   forward : y = summa_ab(x, W) + b; the bias's column block is all-gathered along the grid column and added by
 //             the product's last GEMM (fused on the GPU where cuBLASLt offers it), as is GELU in forward_gelu.
 //   backward: dx = summa_abt(dy, W); dW += summa_atb(x, dy); db += column sums of dy, reduce-scattered
-//             along the grid column. Gradients accumulate until zero_grad().
+//             along the grid column. Gradients accumulate until zero_grad(). Split (weight_gradients.hpp): dx now,
+//             dW and db queued with x and a copy of dy.
 // A training forward saves the input in its context as a SavedActivation (bf16 when the grid's GEMM math is bf16: half
 // the bytes, the values the products take); backward consumes the context.
 #pragma once
@@ -19,6 +20,7 @@
 #include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus {
 
@@ -36,6 +38,8 @@ class Linear2D {
   GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // dy: [N, out] -> dx: [N, in]; accumulates dW, db.
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  // The same split: dx now; dW, db queued in `later` (which this layer must outlive).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
@@ -45,6 +49,8 @@ class Linear2D {
 
  private:
   void multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
+  DistMatrix<T> backward_checked(const Context& saved, const DistMatrix<T>& dy) const;  // dx, allocated
+  void accumulate_bias(const DistMatrix<T>& dy);
 
   Grid grid_;
   std::string name_;

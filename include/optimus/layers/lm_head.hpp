@@ -20,6 +20,7 @@
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus {
 
@@ -42,6 +43,9 @@ class LmHead2D {
                  std::int64_t mean_over, const Pass& pass, Context& saved);
   // Returns dx and accumulates into dwte.
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte);
+  // The same, split (weight_gradients.hpp): dx now; dwte += dlogits^T x queued in `later` with the saved x and
+  // dlogits (dwte must outlive the queued work).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte, WeightGradients& later);
 
  private:
   // Adds -inf to the logits of padding ids (no-op when wte has no padding rows).

@@ -17,11 +17,14 @@ class MLP2D {
   // x, y: [N, h]; a training pass fills `saved`.
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   Linear2D<T> c_fc_, c_proj_;
 };
 

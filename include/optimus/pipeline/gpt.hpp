@@ -7,16 +7,18 @@
 //            blocks; then ln_f and the head's loss (u = U-1) or x sent to u+1's stage;
 //   B(k, c): dy = the head's and ln_f's backward (u = U-1) or the gradient received from u+1's stage; the blocks'
 //            backward in reverse; then the embedding's backward (u = 0) or dx sent to u-1's stage.
-// Rank (i, j) sends its [N/q, h/q] block to rank (i, j) of the other stage over Grid::pipe() (isend, waited at the
-// step's end; the receive blocks), tagged by micro-batch, virtual stage and direction. Consecutive virtual stages on
-// one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the
+//   Split (ZB-H1): B_input(k, c) is B with every weight gradient queued (layers/weight_gradients.hpp) and the
+//            embedding's backward left for later; B_weight(k, c) runs the queue, then the embedding's backward.
+// Rank (i, j) sends its [N/q, h/q] block to rank (i, j) of the other stage over Grid::pipe(), tagged by micro-batch,
+// virtual stage and direction: sends are non-blocking (waited at the step's end), and the receive of the next
+// operation that needs one is posted before the current operation computes, so a transfer overlaps the compute
+// before it. Consecutive virtual stages on one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the
 // embedding's are exchanged between the two end stages and summed the same way on both, then every gradient is
 // averaged over the replicas. Losses and gradients are bitwise those of layers/gpt.hpp's Gpt2D::train_step with the
 // same micro-batches (docs/pipeline.md).
 //
-// Not yet: split backwards (ZB-H1's B_input / B_weight; make_schedule's zb is refused here), device grids (the device
-// communicators match messages by order, not by tag), recomputation policies other than the default, and AdamW over
-// the stages.
+// Not yet: device grids (the device communicators match messages by order, not by tag), recomputation policies other
+// than the default.
 #pragma once
 
 #include <cstdint>
@@ -31,14 +33,15 @@
 #include "optimus/layers/lm_head.hpp"
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
+#include "optimus/pipeline/simulator.hpp"
 
 namespace optimus::pipeline {
 
 template <class T>
 class Gpt2D {
  public:
-  // Throws optimus::Error unless grid.pp() is the schedule's S, the schedule validates and has whole backwards, and
-  // S*v divides config.layers; the config is checked as layers/gpt.hpp checks it.
+  // Throws optimus::Error unless grid.pp() is the schedule's S, the schedule validates, and S*v divides
+  // config.layers; the config is checked as layers/gpt.hpp checks it.
   Gpt2D(const Grid& grid, const GptConfig& config, Schedule schedule);
   ~Gpt2D();
   Gpt2D(const Gpt2D&) = delete;
@@ -56,12 +59,18 @@ class Gpt2D {
   std::map<std::string, GlobalMatrix> gather(bool gradients);
   void zero_grad();
 
+  // When each of this stage's operations ran in the last train_step, in seconds since the step began: from the
+  // moment its input had arrived (a receive's wait is idle time, not the operation's) to the moment its output was
+  // handed on. [i] is the i-th operation of schedule().ops[stage].
+  const std::vector<Interval>& last_step_times() const { return times_; }
+
   const Schedule& schedule() const { return schedule_; }
   const Grid& grid() const { return grid_; }
 
  private:
   struct Chunk;
   struct Saved;
+  class Step;
 
   Grid grid_;
   GptConfig config_;
@@ -71,6 +80,7 @@ class Gpt2D {
   std::unique_ptr<LayerNorm2D<T>> ln_f_;         // on the stage of u = U-1
   std::unique_ptr<LmHead2D<T>> head_;
   std::unique_ptr<DistMatrix<T>> head_wte_grad_;  // the head's part of wte's gradient over a step
+  std::vector<Interval> times_;                   // [i]: the last step's operation i
 };
 
 extern template class Gpt2D<float>;

@@ -27,11 +27,14 @@ class Attention1D {
 
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   Group group_;
   std::int64_t hidden_, heads_;
   DropoutSpec dropout_;
@@ -48,10 +51,13 @@ class MLP1D {
   MLP1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t ffn);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   ColumnParallelLinear<T> c_fc_;
   RowParallelLinear<T> c_proj_;
 };
@@ -64,11 +70,14 @@ class TransformerBlock1D {
   TransformerBlock1D(const Group& group, const GptConfig& config, std::int64_t layer);
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void set_recompute(Recompute policy) { recompute_ = policy; }
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   GptConfig config_;
   std::int64_t layer_;
   LayerNorm2D<T> ln_1_;  // on the group's one-rank grid: a plain, replicated LayerNorm

@@ -6,6 +6,7 @@
 //   RowParallelLinear: W split by rows (rank r: [in/p, out]), b [out] replicated.
 //     forward : x [N, in/p] -> partial x W, one all-reduce of [N, out] (Megatron's g operator), + b.
 //     backward: dx [N, in/p] = dy W^T, no communication; db identical on every rank.
+// Both split their backward as Linear2D does (weight_gradients.hpp): dx now, dW and db queued.
 #pragma once
 
 #include <optional>
@@ -19,6 +20,7 @@
 #include "optimus/layers/megatron/group.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus::megatron {
 
@@ -34,10 +36,12 @@ class ColumnParallelLinear {
   // y = gelu(x W + b) and GELU's input pre = x W + b, both [N, out/p] (pre counted as activations in training).
   GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   void multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
 
   Group group_;
@@ -54,10 +58,12 @@ class RowParallelLinear {
   RowParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
  private:
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   Group group_;
   std::string name_;
   std::int64_t in_, out_;
