@@ -55,7 +55,7 @@ std::vector<cli::Spec> device_bench(bool gpt) {
 }  // namespace
 
 std::vector<std::string> commands() {
-  return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint"};
+  return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint", "pipeline"};
 }
 
 // The command's own options (options_of adds --timeout).
@@ -98,6 +98,17 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                     cli::choices("gemm", {"f32", "bf16"}, "GEMM maths, rows each"),
                     cli::positive_real("budget-gib", 1e6, "memory per rank for the largest batch"),
                     cli::choice("measure", {"on", "off"}, "measure the tracker beside the formula"), json()}});
+  }
+  if (command == "pipeline") {
+    return joined({{cli::integer("pp", 1, 1 << 10, "pipeline stages S"), cli::integer("q", 1, 64, "grid side"),
+                    cli::integer("m", 1, 1 << 12, "micro-batches per step"),
+                    cli::choices("schedules", {"gpipe", "1f1b", "interleaved", "wave", "zb"},
+                                 "schedules, a row each (default all)"),
+                    cli::integer("chunks", 2, 64, "chunks per stage of interleaved and wave (default 2)")},
+                   block_shape(true),
+                   {cli::integer("vocab", 1, 1 << 24, "vocabulary"), cli::choice("dtype", {"f32", "f64"}, "layer type")},
+                   timing(), {cli::output_file("trace", "a Chrome trace of every schedule's step, a row per rank"),
+                              json()}});
   }
   if (command == "checkpoint") {
     return {cli::integer("h", 1, kSide, "hidden size"), cli::integer("layers", 1, 1 << 12, "transformer blocks"),

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     if (command == "gpt") return optimus::bench::run_gpt_bench(ctx.world(), argc, argv);
     if (command == "activations") return optimus::bench::run_activations(ctx.world(), argc, argv);
     if (command == "checkpoint") return optimus::bench::run_checkpoint_bench(ctx.world(), argc, argv);
+    if (command == "pipeline") return optimus::bench::run_pipeline_bench(ctx.world(), argc, argv);
     const std::string usage =
         "usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] [--dtype f64,f32] [--m M] [--k K] [--warmup W]"
         " [--iters I] [--scalapack auto|on|off] [--trace FILE] [--json FILE]"
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
         " [--budget-gib G] [--measure on|off] [--json FILE]"
         " | optimus-bench checkpoint [--h H] [--layers L] [--heads A] [--vocab V] [--seq S] [--dir DIR] [--iters I]"
         " [--json FILE]"
+        " | optimus-bench pipeline [--pp S] [--q Q] [--m M] [--schedules gpipe,1f1b,interleaved,wave,zb] [--chunks V]"
+        " [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L] [--vocab V] [--dtype f32|f64] [--warmup W]"
+        " [--iters I] [--trace FILE] [--json FILE]"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
     if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
     OPTIMUS_FAIL("unknown command '", command, "'; ", usage);

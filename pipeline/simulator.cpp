@@ -121,6 +121,14 @@ double cost_of(const Costs& costs, Work work) {
 
 Simulation simulate(const Schedule& s, const Costs& costs) {
   check_structure(s);
+  return simulate(s, std::vector<Costs>(static_cast<std::size_t>(s.virtual_stages()), costs));
+}
+
+Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stage) {
+  check_structure(s);
+  OPTIMUS_CHECK(static_cast<int>(by_virtual_stage.size()) == s.virtual_stages(), "pipeline simulation of ",
+                name_of(s.kind), ": costs for ", by_virtual_stage.size(), " virtual stages, not ",
+                s.virtual_stages());
   Finishes finished(s);
   Simulation sim;
   sim.times.resize(static_cast<std::size_t>(s.stages));
@@ -139,6 +147,7 @@ Simulation simulate(const Schedule& s, const Costs& costs) {
       for (; next[st] < ops.size(); ++next[st]) {
         const Op& op = ops[next[st]];
         const int u = s.virtual_stage(stage, op.chunk);
+        const Costs& costs = by_virtual_stage[static_cast<std::size_t>(u)];
         const std::vector<Dependency> deps = dependencies(s, op, u);
         double start = free_at[st];
         bool ready = true;

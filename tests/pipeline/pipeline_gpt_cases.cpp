@@ -11,6 +11,7 @@
 #include "../layers/layer_cases.hpp"
 #include "optimus/layers/gpt.hpp"
 #include "optimus/pipeline/gpt.hpp"
+#include "optimus/pipeline/memory.hpp"
 #include "test_world.hpp"
 
 namespace optimus::test {
@@ -65,7 +66,17 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
   const auto tokens = random_tokens(batch * s.seq, s.vocab, 11 + grid.dp_index());
   const auto targets = random_tokens(batch * s.seq, s.vocab, 23 + grid.dp_index());
   model.zero_grad();
+  const std::uint64_t held_before = grid.memory().current(MemoryKind::activations);
+  grid.memory().reset_peaks();
   const double loss = model.train_step(tokens, targets, batch, 3);
+  // The stage's peak of activation bytes is memory.hpp's prediction, exactly.
+  const auto predicted = pp::peak_activation_bytes(
+      schedule, pp::gpt_chunk_bytes(schedule, config_for(c.q, c.layers, 0.1),
+                                    {.sequences = batch / c.micro_batches, .seq = s.seq, .q = c.q,
+                                     .element_bytes = sizeof(T), .saved_bytes = sizeof(T)}));
+  CHECK(grid.memory().peak(MemoryKind::activations) - held_before ==
+        static_cast<std::uint64_t>(predicted[static_cast<std::size_t>(grid.stage())]));
+  CHECK(grid.memory().current(MemoryKind::activations) == held_before);
   const auto grads = model.gather(true);
   CHECK(std::memcmp(&loss, &expected.loss, sizeof loss) == 0);
   if (grid.dp_index() != 0 || grid.grid().rank() != 0) return 0;

@@ -43,6 +43,9 @@ struct Simulation {
 
 // Throws optimus::Error (as validate() does) for a schedule that would wait forever.
 Simulation simulate(const Schedule& schedule, const Costs& costs);
+// The same with each virtual stage's own costs ([U]; a message costs the receiving operation's p2p), as measured by
+// optimus-bench pipeline: the end stages' chunks also run the embedding, or ln_f and the head.
+Simulation simulate(const Schedule& schedule, const std::vector<Costs>& by_virtual_stage);
 
 // The cost of `op` under `costs`.
 double cost_of(const Costs& costs, Work work);

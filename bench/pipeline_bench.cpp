@@ -1,0 +1,383 @@
+// optimus-bench pipeline: each pipeline schedule run on real ranks (world = dp x pp x q^2, pipeline::Gpt2D), beside
+// what the schedule simulator and the memory and traffic formulas predict for it:
+//   step_ms      the step's time, the maximum over ranks (median over --iters steps);
+//   bubble       measured from the operations' timeline of that step: 1 - (time the stages computed) / (S * span),
+//                span = the end of the last operation (each rank's clock starts when the step starts, after a barrier;
+//                an operation's time starts once its input has arrived);
+//   predicted    the simulator's bubble with the costs measured in that step: each virtual stage's mean F, B (B_input,
+//                B_weight) time, and a message's time measured by a ping-pong of one block between stages 0 and 1;
+//   act_B        the peak of activation bytes per rank of each stage (memory tracker), and memory.hpp's prediction;
+//   p2p_B        bytes each stage's ranks send over the pipeline (traffic counters: blocks, and wte's gradient
+//                between the end stages), and the prediction: the simulator's messages x one [N/q, h/q] block;
+//   #wrong       stages whose activation or p2p bytes differ from the prediction (must be 0).
+// Then the schedules ranked by measured and by predicted bubble, and each schedule's measured timeline drawn as
+// text (pipeline::chart). --trace FILE writes the timelines as a Chrome trace (chrome://tracing, Perfetto): one row per
+// rank, the schedules one after another.
+//
+//   mpirun -np 2 optimus-bench pipeline [--pp 2] [--q 1] [--m 8] [--schedules gpipe,1f1b,interleaved,wave,zb]
+//                                      [--chunks 2] [--b B] [--s 64] [--h 256] [--heads 4] [--ffn 4h] [--layers L]
+//                                      [--vocab 512] [--dtype f32|f64] [--warmup 1] [--iters 5] [--trace FILE]
+//                                      [--json FILE]
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "commands.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
+#include "optimus/core/rng.hpp"
+#include "optimus/pipeline/gpt.hpp"
+#include "optimus/pipeline/memory.hpp"
+#include "optimus/pipeline/simulator.hpp"
+#include "report.hpp"
+
+namespace optimus::bench {
+namespace {
+
+namespace pp = optimus::pipeline;
+
+struct Setup {
+  int stages, q, micro_batches, chunks;
+  std::int64_t batch, seq, layers;
+  GptConfig config;
+  int warmup, iters;
+};
+
+// One schedule's measurements on this rank, and the gathered timeline (every rank's operations).
+struct Measured {
+  double step_seconds = 0;
+  std::vector<pp::Interval> times;              // [rank * ops + i]: every rank's operations in the median step
+  std::int64_t activation_bytes = 0;            // this rank's peak
+  std::int64_t sent = 0, received = 0;          // this rank's pipeline bytes
+};
+
+std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  CounterRng rng(seed, 0);
+  std::vector<int> ids(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    ids[static_cast<std::size_t>(i)] =
+        static_cast<int>(rng.uniform(static_cast<std::uint64_t>(i), 0) * static_cast<double>(vocab));
+  }
+  return ids;
+}
+
+// Seconds for one block to go from stage 0 to stage 1 (half the median of 20 round trips; 0 with one stage).
+template <class T>
+double message_seconds(Communicator& world, const Grid& grid, std::int64_t elements) {
+  if (grid.pp() < 2) return 0;
+  std::vector<T> block(static_cast<std::size_t>(elements));
+  std::vector<double> trips;
+  for (int i = 0; i < 21; ++i) {
+    world.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (grid.stage() == 0) {
+      grid.pipe().send(block.data(), block.size(), dtype_of<T>, 1, 0);
+      grid.pipe().recv(block.data(), block.size(), dtype_of<T>, 1, 0);
+    } else if (grid.stage() == 1) {
+      grid.pipe().recv(block.data(), block.size(), dtype_of<T>, 0, 0);
+      grid.pipe().send(block.data(), block.size(), dtype_of<T>, 0, 0);
+    }
+    if (i > 0) trips.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(trips.begin(), trips.end());
+  return world.all_reduce(trips[trips.size() / 2] / 2, ReduceOp::max);
+}
+
+template <class T>
+Measured run_schedule(Communicator& world, const Grid& grid, const Setup& setup, const pp::Schedule& schedule) {
+  pp::Gpt2D<T> model(grid, setup.config, schedule);
+  const std::int64_t n = setup.batch * setup.seq;
+  const auto tokens = random_ids(n, setup.config.vocab, 11 + static_cast<std::uint64_t>(grid.dp_index()));
+  const auto targets = random_ids(n, setup.config.vocab, 23 + static_cast<std::uint64_t>(grid.dp_index()));
+  struct Run {
+    double seconds;
+    std::vector<pp::Interval> times;
+    std::int64_t activations, sent, received;
+  };
+  std::vector<Run> runs;
+  for (int it = 0; it < setup.warmup + setup.iters; ++it) {
+    model.zero_grad();
+    const std::uint64_t held = grid.memory().current(MemoryKind::activations);
+    grid.memory().reset_peaks();
+    grid.pipe().reset_stats();
+    world.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    model.train_step(tokens, targets, setup.batch, static_cast<std::uint64_t>(it));
+    const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const CommStats& stats = grid.pipe().stats();
+    if (it < setup.warmup) continue;
+    runs.push_back(Run{.seconds = world.all_reduce(local, ReduceOp::max),
+                       .times = model.last_step_times(),
+                       .activations = static_cast<std::int64_t>(grid.memory().peak(MemoryKind::activations) - held),
+                       .sent = static_cast<std::int64_t>(stats[CallKind::send].bytes_sent),
+                       .received = static_cast<std::int64_t>(stats[CallKind::recv].bytes_received)});
+  }
+  // The median step (every rank has the same maxima, so picks the same step).
+  std::vector<std::size_t> order(runs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return runs[a].seconds < runs[b].seconds; });
+  const Run& median = runs[order[order.size() / 2]];
+  Measured out{.step_seconds = median.seconds, .times = {}, .activation_bytes = median.activations,
+               .sent = median.sent, .received = median.received};
+  // Every stage runs as many operations (F and one or two backward kinds per chunk and micro-batch).
+  const std::size_t ops = median.times.size();
+  std::vector<double> mine(2 * ops), all(2 * ops * static_cast<std::size_t>(world.size()));
+  for (std::size_t i = 0; i < ops; ++i) {
+    mine[2 * i] = median.times[i].start;
+    mine[2 * i + 1] = median.times[i].end;
+  }
+  world.all_gather(mine.data(), all.data(), mine.size(), DType::f64);
+  for (std::size_t i = 0; i < all.size(); i += 2) out.times.push_back(pp::Interval{.start = all[i], .end = all[i + 1]});
+  return out;
+}
+
+// The measured timeline as the simulator's result (stage s: the first rank of stage s in replica 0).
+pp::Simulation timeline_of(const pp::Schedule& s, const Grid& grid, const Measured& m) {
+  const std::size_t ops = s.ops[0].size();
+  const int per_stage = grid.q() * grid.q();
+  pp::Simulation t;
+  double busy = 0;
+  for (int stage = 0; stage < s.stages; ++stage) {
+    const auto first = static_cast<std::size_t>(stage * per_stage) * ops;
+    t.times.emplace_back(m.times.begin() + static_cast<std::ptrdiff_t>(first),
+                         m.times.begin() + static_cast<std::ptrdiff_t>(first + ops));
+    for (const pp::Interval& i : t.times.back()) {
+      t.makespan = std::max(t.makespan, i.end);
+      busy += i.end - i.start;
+    }
+  }
+  t.bubble = 1.0 - busy / (s.stages * t.makespan);
+  return t;
+}
+
+// Each virtual stage's mean F, B, B_input and B_weight seconds in the measured timeline.
+std::vector<pp::Costs> measured_costs(const pp::Schedule& s, const pp::Simulation& timeline, double p2p) {
+  const auto u_count = static_cast<std::size_t>(s.virtual_stages());
+  std::vector<std::array<double, 4>> sum(u_count, std::array<double, 4>{}), count = sum;
+  for (int stage = 0; stage < s.stages; ++stage) {
+    const auto& ops = s.ops[static_cast<std::size_t>(stage)];
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const auto u = static_cast<std::size_t>(s.virtual_stage(stage, ops[i].chunk));
+      const auto w = static_cast<std::size_t>(ops[i].work);
+      const pp::Interval& t = timeline.times[static_cast<std::size_t>(stage)][i];
+      sum[u][w] += t.end - t.start;
+      count[u][w] += 1;
+    }
+  }
+  const auto mean = [&](std::size_t u, pp::Work w) {
+    const auto k = static_cast<std::size_t>(w);
+    return count[u][k] > 0 ? sum[u][k] / count[u][k] : 0.0;
+  };
+  std::vector<pp::Costs> costs;
+  for (std::size_t u = 0; u < u_count; ++u) {
+    costs.push_back(pp::Costs{.forward = mean(u, pp::Work::forward), .backward = mean(u, pp::Work::backward),
+                              .backward_input = mean(u, pp::Work::backward_input),
+                              .backward_weight = mean(u, pp::Work::backward_weight), .p2p = p2p});
+  }
+  return costs;
+}
+
+// Bytes each stage's ranks send and receive over the pipeline: the simulator's messages of one block each, and on
+// the end stages (when they differ) their part of wte or of its gradient.
+std::pair<std::int64_t, std::int64_t> predicted_p2p(const pp::Schedule& s, const pp::Simulation& sim, int stage,
+                                                    std::int64_t block_bytes, std::int64_t wte_bytes) {
+  const auto st = static_cast<std::size_t>(stage);
+  std::int64_t sent = sim.sends[st] * block_bytes, received = sim.receives[st] * block_bytes;
+  const int first = s.stage_of(0), last = s.stage_of(s.virtual_stages() - 1);
+  if (first != last && (stage == first || stage == last)) {
+    sent += wte_bytes;
+    received += wte_bytes;
+  }
+  return {sent, received};
+}
+
+std::string joined(const std::vector<std::int64_t>& values) {
+  std::string out;
+  for (std::int64_t v : values) {
+    if (!out.empty()) out += '/';
+    out += std::to_string(v);
+  }
+  return out;
+}
+
+// Writes the schedules' timelines (every rank's operations) as one Chrome trace, each schedule after the previous
+// one; written to a temporary file, then renamed into place.
+void write_trace(const std::string& path, int world_size, const Grid& grid, const std::vector<pp::Schedule>& schedules,
+                 const std::vector<Measured>& runs) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    OPTIMUS_CHECK(out.good(), "pipeline: cannot write the trace '", partial, "'");
+    out << "{\"traceEvents\": [\n";
+    bool first = true;
+    double offset_us = 0;
+    const int per_stage = grid.q() * grid.q();
+    for (std::size_t k = 0; k < schedules.size(); ++k) {
+      const pp::Schedule& s = schedules[k];
+      const std::size_t ops = s.ops[0].size();
+      double end_us = 0;
+      for (int r = 0; r < world_size; ++r) {
+        const int stage = (r / per_stage) % s.stages;
+        const auto& list = s.ops[static_cast<std::size_t>(stage)];
+        if (k == 0) {
+          out << (first ? "" : ",\n") << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << r
+              << ", \"args\": {\"name\": \"rank " << r << " (stage " << stage << ")\"}}";
+          first = false;
+        }
+        for (std::size_t i = 0; i < ops; ++i) {
+          const pp::Interval& t = runs[k].times[static_cast<std::size_t>(r) * ops + i];
+          const pp::Work w = list[i].work;
+          const char* color = w == pp::Work::forward ? "good" : w == pp::Work::backward_weight ? "terrible" : "bad";
+          out << ",\n{\"name\": \"" << pp::describe(s, list[i]) << "\", \"cat\": \"" << pp::name_of(s.kind)
+              << "\", \"ph\": \"X\", \"pid\": " << r << ", \"tid\": 0, \"ts\": " << offset_us + 1e6 * t.start
+              << ", \"dur\": " << 1e6 * (t.end - t.start) << ", \"cname\": \"" << color << "\"}";
+          end_us = std::max(end_us, 1e6 * t.end);
+        }
+      }
+      out << ",\n{\"name\": \"" << pp::name_of(s.kind) << "\", \"ph\": \"i\", \"s\": \"g\", \"pid\": 0, \"tid\": 0, "
+          << "\"ts\": " << offset_us << "}";
+      offset_us += end_us * 1.1;
+    }
+    out << "\n], \"displayTimeUnit\": \"ms\"}\n";
+    OPTIMUS_CHECK(out.good(), "pipeline: writing the trace '", partial, "' failed");
+  }
+  std::filesystem::rename(partial, path);
+}
+
+template <class T>
+int run(Communicator& world, const cli::Options& o, Setup setup) {
+  const Grid grid = Grid::create(world, setup.q, setup.stages);
+  const std::vector<std::string> names = o.list("schedules", "gpipe,1f1b,interleaved,wave,zb");
+  const std::int64_t rows = setup.batch / setup.micro_batches * setup.seq;  // tokens per micro-batch
+  const std::int64_t block_elements = rows / setup.q * (setup.config.hidden / setup.q);
+  const std::int64_t block_bytes = block_elements * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t wte_bytes = setup.config.stored_vocab(setup.q) / setup.q * (setup.config.hidden / setup.q) *
+                                 static_cast<std::int64_t>(sizeof(T));
+  const double p2p = message_seconds<T>(world, grid, block_elements);
+
+  Report report({{"schedule", 11}, {"v", 2}, {"step_ms", 9}, {"bubble", 7}, {"predicted", 9}, {"diff", 6},
+                 {"act_B", 22}, {"act_predicted_B", 22}, {"p2p_B", 22}, {"p2p_predicted_B", 22}, {"#wrong", 6}});
+  report.header(format("optimus-bench pipeline: world %d = dp %d x pp %d x q %d x q %d, m = %d micro-batches of "
+                       "%lld sequences, s=%lld h=%lld heads=%lld ffn=%lld layers=%lld vocab=%lld, %s",
+                       world.size(), grid.dp(), setup.stages, setup.q, setup.q, setup.micro_batches,
+                       static_cast<long long>(setup.batch / setup.micro_batches), static_cast<long long>(setup.seq),
+                       static_cast<long long>(setup.config.hidden), static_cast<long long>(setup.config.heads),
+                       static_cast<long long>(setup.config.ffn), static_cast<long long>(setup.layers),
+                       static_cast<long long>(setup.config.vocab), sizeof(T) == 8 ? "f64" : "f32"));
+  report.header(format("bubble: measured from the median step's timeline; predicted: the simulator with that step's "
+                       "costs per virtual stage and a message of %.1f us (ping-pong of one %lld-byte block)",
+                       1e6 * p2p, static_cast<long long>(block_bytes)));
+  report.header("act_B, p2p_B: per stage (stage 0/stage 1/...), bytes per rank; #wrong: stages off the prediction");
+  if (world.rank() == 0) report.print_header(stdout);
+
+  std::vector<pp::Schedule> schedules;
+  std::vector<Measured> runs;
+  std::vector<std::pair<double, std::string>> measured_rank, predicted_rank;
+  std::vector<std::string> charts;
+  std::int64_t wrong_total = 0;
+  for (const std::string& name : names) {
+    const pp::Kind kind = pp::parse_kind(name);
+    const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
+    const pp::Schedule s = pp::make_schedule(
+        {.kind = kind, .stages = setup.stages, .micro_batches = setup.micro_batches, .chunks = chunks});
+    const Measured m = run_schedule<T>(world, grid, setup, s);
+    const pp::Simulation timeline = timeline_of(s, grid, m);
+    const pp::Simulation predicted = pp::simulate(s, measured_costs(s, timeline, p2p));
+    const pp::Simulation unit = pp::simulate(s, pp::Costs{});
+
+    // Bytes: this rank's against the prediction for its stage; every stage's figures gathered from replica 0's
+    // first rank of the stage.
+    const std::vector<std::int64_t> act_predicted = pp::peak_activation_bytes(
+        s, pp::gpt_chunk_bytes(s, setup.config,
+                               {.sequences = setup.batch / setup.micro_batches, .seq = setup.seq, .q = setup.q,
+                                .element_bytes = sizeof(T), .saved_bytes = sizeof(T)}));
+    const auto [sent_predicted, received_predicted] = predicted_p2p(s, unit, grid.stage(), block_bytes, wte_bytes);
+    const bool wrong = m.activation_bytes != act_predicted[static_cast<std::size_t>(grid.stage())] ||
+                       m.sent != sent_predicted || m.received != received_predicted;
+    std::vector<double> mine{static_cast<double>(m.activation_bytes), static_cast<double>(m.sent),
+                             wrong ? 1.0 : 0.0};
+    std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
+    world.all_gather(mine.data(), all.data(), mine.size(), DType::f64);
+    std::vector<std::int64_t> act, sent, sent_pred;
+    std::int64_t wrong_stages = 0;
+    for (int stage = 0; stage < setup.stages; ++stage) {
+      const std::size_t r = static_cast<std::size_t>(stage * setup.q * setup.q);
+      act.push_back(static_cast<std::int64_t>(all[3 * r]));
+      sent.push_back(static_cast<std::int64_t>(all[3 * r + 1]));
+      sent_pred.push_back(predicted_p2p(s, unit, stage, block_bytes, wte_bytes).first);
+    }
+    for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) wrong_stages += all[3 * r + 2] > 0 ? 1 : 0;
+    wrong_total += wrong_stages;
+
+    report.row({name, std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds), format("%.3f", timeline.bubble),
+                format("%.3f", predicted.bubble), format("%+.3f", timeline.bubble - predicted.bubble), joined(act),
+                joined(act_predicted), joined(sent), joined(sent_pred), std::to_string(wrong_stages)});
+    if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
+    measured_rank.emplace_back(timeline.bubble, name);
+    predicted_rank.emplace_back(predicted.bubble, name);
+    charts.push_back(format("%s, measured (one character = %.2f ms):", name.c_str(), 1e3 * timeline.makespan / 40));
+    for (const std::string& row : pp::chart(s, timeline, timeline.makespan / 40)) charts.push_back("  " + row);
+    schedules.push_back(s);
+    runs.push_back(m);
+  }
+  const auto ranking = [](std::vector<std::pair<double, std::string>> r) {
+    std::stable_sort(r.begin(), r.end());
+    std::string out;
+    for (const auto& [bubble, name] : r) {
+      if (!out.empty()) out += " < ";
+      out += name;
+    }
+    return out;
+  };
+  const std::string by_measured = ranking(measured_rank), by_predicted = ranking(predicted_rank);
+  report.footer("ranked by measured bubble:  " + by_measured);
+  report.footer("ranked by predicted bubble: " + by_predicted + (by_measured == by_predicted ? " (the same)" : " (differs)"));
+  report.footer(format("#wrong: %lld", static_cast<long long>(wrong_total)));
+  for (const std::string& line : charts) report.footer(line);
+  if (world.rank() == 0) report.print_footer(stdout);
+  if (o.has("trace")) {
+    if (world.rank() == 0) write_trace(o.text("trace", ""), world.size(), grid, schedules, runs);
+    world.barrier();
+  }
+  if (o.has("json") && world.rank() == 0) report.write_json(o.text("json", ""), "pipeline");
+  return wrong_total == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int run_pipeline_bench(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2, options_of("pipeline"));
+  world.set_timeout(o.timeout());
+  Setup setup{};
+  setup.stages = static_cast<int>(o.integer("pp", 2));
+  setup.q = static_cast<int>(o.integer("q", 1));
+  setup.micro_batches = static_cast<int>(o.integer("m", 8));
+  setup.chunks = static_cast<int>(o.integer("chunks", 2));
+  setup.batch = o.integer("b", static_cast<std::int64_t>(setup.micro_batches) * setup.q);
+  setup.seq = o.integer("s", 64);
+  setup.layers = o.integer("layers", 2 * static_cast<std::int64_t>(setup.stages) * setup.chunks);
+  setup.warmup = static_cast<int>(o.integer("warmup", 1));
+  setup.iters = static_cast<int>(o.integer("iters", 5));
+  setup.config.hidden = o.integer("h", 256);
+  setup.config.heads = o.integer("heads", 4);
+  setup.config.ffn = o.integer("ffn", 4 * setup.config.hidden);
+  setup.config.vocab = o.integer("vocab", 512);
+  setup.config.max_seq = setup.seq;
+  setup.config.layers = setup.layers;
+  setup.config.dropout = 0.1;
+  Grid::check_world_size(world.size(), setup.q, setup.stages);
+  OPTIMUS_CHECK(setup.batch % setup.micro_batches == 0 && (setup.batch / setup.micro_batches) % setup.q == 0,
+                "pipeline: --b ", setup.batch, " sequences must split into --m ", setup.micro_batches,
+                " micro-batches of a multiple of q = ", setup.q, " sequences");
+  cpu::set_gemm_threads(1);
+  return o.text("dtype", "f32") == "f64" ? run<double>(world, o, setup) : run<float>(world, o, setup);
+}
+
+}  // namespace optimus::bench
