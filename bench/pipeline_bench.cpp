@@ -1,11 +1,12 @@
 // optimus-bench pipeline: each pipeline schedule run on real ranks (world = dp x pp x q^2, pipeline::Gpt2D), beside
 // what the schedule simulator and the memory and traffic formulas predict for it:
 //   step_ms      the step's time, the maximum over ranks (median over --iters steps);
-//   bubble       measured from the operations' timeline of that step: 1 - (time the stages computed) / (S * span),
+//   bubble       measured from each timed step's timeline of operations, 1 - (time the stages computed) / (S * span),
 //                span = the end of the last operation (each rank's clock starts when the step starts, after a barrier;
-//                an operation's time starts once its input has arrived);
-//   predicted    the simulator's bubble with the costs measured in that step: each virtual stage's mean F, B (B_input,
-//                B_weight) time, and a message's time measured by a ping-pong of one block between stages 0 and 1;
+//                an operation's time starts once its input has arrived); the mean over the steps;
+//   predicted    the simulator's bubble with the costs measured in the same step (each virtual stage's mean F, B,
+//                B_input, B_weight time, and a message's time from a ping-pong of one block between stages 0 and 1);
+//                the mean over the steps;
 //   act_B        the peak of activation bytes per rank of each stage (memory tracker), and memory.hpp's prediction;
 //   p2p_B        bytes each stage's ranks send over the pipeline (traffic counters: blocks, and wte's gradient
 //                between the end stages), and the prediction: the simulator's messages x one [N/q, h/q] block;
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -52,10 +54,11 @@ struct Setup {
 
 // One schedule's measurements on this rank, and the gathered timeline (every rank's operations).
 struct Measured {
-  double step_seconds = 0;
-  std::vector<pp::Interval> times;              // [rank * ops + i]: every rank's operations in the median step
-  std::int64_t activation_bytes = 0;            // this rank's peak
-  std::int64_t sent = 0, received = 0;          // this rank's pipeline bytes
+  double step_seconds = 0;                      // the median step's, the maximum over ranks
+  std::vector<std::vector<pp::Interval>> steps;  // [step][rank * ops + i]: every rank's operations, each timed step
+  std::size_t median = 0;                       // the median step's index in steps
+  std::int64_t activation_bytes = 0;            // this rank's peak in the median step
+  std::int64_t sent = 0, received = 0;          // this rank's pipeline bytes in the median step
 };
 
 std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
@@ -124,30 +127,33 @@ Measured run_schedule(Communicator& world, const Grid& grid, const Setup& setup,
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return runs[a].seconds < runs[b].seconds; });
   const Run& median = runs[order[order.size() / 2]];
-  Measured out{.step_seconds = median.seconds, .times = {}, .activation_bytes = median.activations,
-               .sent = median.sent, .received = median.received};
+  Measured out{.step_seconds = median.seconds, .steps = {}, .median = order[order.size() / 2],
+               .activation_bytes = median.activations, .sent = median.sent, .received = median.received};
   // Every stage runs as many operations (F and one or two backward kinds per chunk and micro-batch).
-  const std::size_t ops = median.times.size();
-  std::vector<double> mine(2 * ops), all(2 * ops * static_cast<std::size_t>(world.size()));
-  for (std::size_t i = 0; i < ops; ++i) {
-    mine[2 * i] = median.times[i].start;
-    mine[2 * i + 1] = median.times[i].end;
+  for (const Run& run : runs) {
+    const std::size_t ops = run.times.size();
+    std::vector<double> mine(2 * ops), all(2 * ops * static_cast<std::size_t>(world.size()));
+    for (std::size_t i = 0; i < ops; ++i) {
+      mine[2 * i] = run.times[i].start;
+      mine[2 * i + 1] = run.times[i].end;
+    }
+    world.all_gather(mine.data(), all.data(), mine.size(), DType::f64);
+    std::vector<pp::Interval>& step = out.steps.emplace_back();
+    for (std::size_t i = 0; i < all.size(); i += 2) step.push_back(pp::Interval{.start = all[i], .end = all[i + 1]});
   }
-  world.all_gather(mine.data(), all.data(), mine.size(), DType::f64);
-  for (std::size_t i = 0; i < all.size(); i += 2) out.times.push_back(pp::Interval{.start = all[i], .end = all[i + 1]});
   return out;
 }
 
 // The measured timeline as the simulator's result (stage s: the first rank of stage s in replica 0).
-pp::Simulation timeline_of(const pp::Schedule& s, const Grid& grid, const Measured& m) {
+pp::Simulation timeline_of(const pp::Schedule& s, const Grid& grid, const std::vector<pp::Interval>& times) {
   const std::size_t ops = s.ops[0].size();
   const int per_stage = grid.q() * grid.q();
   pp::Simulation t;
   double busy = 0;
   for (int stage = 0; stage < s.stages; ++stage) {
     const auto first = static_cast<std::size_t>(stage * per_stage) * ops;
-    t.times.emplace_back(m.times.begin() + static_cast<std::ptrdiff_t>(first),
-                         m.times.begin() + static_cast<std::ptrdiff_t>(first + ops));
+    t.times.emplace_back(times.begin() + static_cast<std::ptrdiff_t>(first),
+                         times.begin() + static_cast<std::ptrdiff_t>(first + ops));
     for (const pp::Interval& i : t.times.back()) {
       t.makespan = std::max(t.makespan, i.end);
       busy += i.end - i.start;
@@ -232,7 +238,7 @@ void write_trace(const std::string& path, int world_size, const Grid& grid, cons
           first = false;
         }
         for (std::size_t i = 0; i < ops; ++i) {
-          const pp::Interval& t = runs[k].times[static_cast<std::size_t>(r) * ops + i];
+          const pp::Interval& t = runs[k].steps[runs[k].median][static_cast<std::size_t>(r) * ops + i];
           const pp::Work w = list[i].work;
           const char* color = w == pp::Work::forward ? "good" : w == pp::Work::backward_weight ? "terrible" : "bad";
           out << ",\n{\"name\": \"" << pp::describe(s, list[i]) << "\", \"cat\": \"" << pp::name_of(s.kind)
@@ -262,7 +268,7 @@ int run(Communicator& world, const cli::Options& o, Setup setup) {
                                  static_cast<std::int64_t>(sizeof(T));
   const double p2p = message_seconds<T>(world, grid, block_elements);
 
-  Report report({{"schedule", 11}, {"v", 2}, {"step_ms", 9}, {"bubble", 7}, {"predicted", 9}, {"diff", 6},
+  Report report({{"schedule", 11}, {"v", 2}, {"step_ms", 9}, {"bubble", 7}, {"+-", 6}, {"predicted", 9}, {"diff", 6},
                  {"act_B", 22}, {"act_predicted_B", 22}, {"p2p_B", 22}, {"p2p_predicted_B", 22}, {"#wrong", 6}});
   report.header(format("optimus-bench pipeline: world %d = dp %d x pp %d x q %d x q %d, m = %d micro-batches of "
                        "%lld sequences, s=%lld h=%lld heads=%lld ffn=%lld layers=%lld vocab=%lld, %s",
@@ -271,8 +277,8 @@ int run(Communicator& world, const cli::Options& o, Setup setup) {
                        static_cast<long long>(setup.config.hidden), static_cast<long long>(setup.config.heads),
                        static_cast<long long>(setup.config.ffn), static_cast<long long>(setup.layers),
                        static_cast<long long>(setup.config.vocab), sizeof(T) == 8 ? "f64" : "f32"));
-  report.header(format("bubble: measured from the median step's timeline; predicted: the simulator with that step's "
-                       "costs per virtual stage and a message of %.1f us (ping-pong of one %lld-byte block)",
+  report.header(format("bubble: measured from each step's timeline; predicted: the simulator with that step's "
+                       "costs per virtual stage (means over the steps) and a message of %.1f us (ping-pong of one %lld-byte block)",
                        1e6 * p2p, static_cast<long long>(block_bytes)));
   report.header("act_B, p2p_B: per stage (stage 0/stage 1/...), bytes per rank; #wrong: stages off the prediction");
   if (world.rank() == 0) report.print_header(stdout);
@@ -288,8 +294,17 @@ int run(Communicator& world, const cli::Options& o, Setup setup) {
     const pp::Schedule s = pp::make_schedule(
         {.kind = kind, .stages = setup.stages, .micro_batches = setup.micro_batches, .chunks = chunks});
     const Measured m = run_schedule<T>(world, grid, setup, s);
-    const pp::Simulation timeline = timeline_of(s, grid, m);
-    const pp::Simulation predicted = pp::simulate(s, measured_costs(s, timeline, p2p));
+    // Bubbles: measured and predicted for each timed step, then their means.
+    double bubble = 0, bubble_predicted = 0, squares = 0;
+    for (const std::vector<pp::Interval>& step : m.steps) {
+      const pp::Simulation measured = timeline_of(s, grid, step);
+      bubble += measured.bubble / static_cast<double>(m.steps.size());
+      squares += measured.bubble * measured.bubble / static_cast<double>(m.steps.size());
+      bubble_predicted +=
+          pp::simulate(s, measured_costs(s, measured, p2p)).bubble / static_cast<double>(m.steps.size());
+    }
+    const double spread = std::sqrt(std::max(0.0, squares - bubble * bubble));  // over the steps
+    const pp::Simulation timeline = timeline_of(s, grid, m.steps[m.median]);
     const pp::Simulation unit = pp::simulate(s, pp::Costs{});
 
     // Bytes: this rank's against the prediction for its stage; every stage's figures gathered from replica 0's
@@ -316,13 +331,13 @@ int run(Communicator& world, const cli::Options& o, Setup setup) {
     for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) wrong_stages += all[3 * r + 2] > 0 ? 1 : 0;
     wrong_total += wrong_stages;
 
-    report.row({name, std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds), format("%.3f", timeline.bubble),
-                format("%.3f", predicted.bubble), format("%+.3f", timeline.bubble - predicted.bubble), joined(act),
+    report.row({name, std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds), format("%.3f", bubble),
+                format("%.3f", spread), format("%.3f", bubble_predicted), format("%+.3f", bubble - bubble_predicted), joined(act),
                 joined(act_predicted), joined(sent), joined(sent_pred), std::to_string(wrong_stages)});
     if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
-    measured_rank.emplace_back(timeline.bubble, name);
-    predicted_rank.emplace_back(predicted.bubble, name);
-    charts.push_back(format("%s, measured (one character = %.2f ms):", name.c_str(), 1e3 * timeline.makespan / 40));
+    measured_rank.emplace_back(bubble, name);
+    predicted_rank.emplace_back(bubble_predicted, name);
+    charts.push_back(format("%s, the median step (one character = %.2f ms):", name.c_str(), 1e3 * timeline.makespan / 40));
     for (const std::string& row : pp::chart(s, timeline, timeline.makespan / 40)) charts.push_back("  " + row);
     schedules.push_back(s);
     runs.push_back(m);
