@@ -239,3 +239,23 @@ TEST_CASE("messages between stages: two per micro-batch and boundary between sta
   // ZB-H1: B_weight waits only for its own stage's B_input: the same messages as 1F1B.
   CHECK(pp::simulate(make(Kind::zero_bubble, 4, 8), pp::Costs{}).sends == one.sends);
 }
+
+TEST_CASE("costs per virtual stage: 1F1B, S = 2, m = 1, a heavier second stage and a message time, by hand") {
+  const pp::Schedule s = pp::make_schedule({.kind = pp::Kind::one_f_one_b, .stages = 2, .micro_batches = 1, .chunks = 1});
+  // u = 0: F 1, B 2; u = 1: F 3, B 4. Stage 0 F [0, 1]; stage 1 F [1, 4], B [4, 8]; stage 0 B [8, 10].
+  std::vector<pp::Costs> costs{pp::Costs{.forward = 1, .backward = 2}, pp::Costs{.forward = 3, .backward = 4}};
+  pp::Simulation sim = pp::simulate(s, costs);
+  CHECK(sim.makespan == 10);
+  CHECK(sim.bubble == doctest::Approx(0.5));
+  CHECK(sim.times[1][1].start == 4);
+  // A message of 0.5 delays each receiving operation: stage 1 F [1.5, 4.5], B [4.5, 8.5]; stage 0 B [9, 11].
+  for (pp::Costs& c : costs) c.p2p = 0.5;
+  sim = pp::simulate(s, costs);
+  CHECK(sim.makespan == 11);
+  CHECK(sim.bubble == doctest::Approx(1.0 - 10.0 / 22.0));
+  // The same costs everywhere give the one-costs simulation.
+  const pp::Schedule wave = pp::make_schedule({.kind = pp::Kind::wave, .stages = 4, .micro_batches = 8, .chunks = 2});
+  CHECK(pp::simulate(wave, std::vector<pp::Costs>(8, pp::Costs{})).makespan == pp::simulate(wave, pp::Costs{}).makespan);
+  CHECK(optimus::test::error_of([&] { pp::simulate(wave, costs); }) ==
+        "pipeline simulation of wave: costs for 2 virtual stages, not 8");
+}
