@@ -21,7 +21,7 @@ std::vector<cli::Spec> summa_2x2_options() {
 
 std::vector<cli::Spec> train_gpt_options() {
   std::vector<cli::Spec> specs = {
-      cli::integer("q", 1, 64, "grid side (default 2); ranks / q^2 data-parallel replicas"),
+      cli::integer("q", 1, 64, "grid side (default 2); ranks / (pp q^2) data-parallel replicas"),
       cli::integer("layers", 1, 1 << 12, "transformer blocks (default 2)"),
       cli::integer("hidden", 1, kSide, "hidden size (default 128)"),
       cli::integer("heads", 1, 1 << 16, "attention heads (default 4)"),
@@ -38,6 +38,9 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::choice("gemm", {"f32", "bf16"}, "GEMM math (bf16: mixed precision)"),
       cli::integer("in-process", 1, 64, "run this many ranks as threads of this process"),
       cli::integer("micro-batches", 1, 1 << 20, "micro-batches per step (default 1)"),
+      cli::integer("pp", 1, 64, "pipeline stages (default 1); ranks = dp x pp x q^2"),
+      cli::choice("schedule", {"gpipe", "1f1b", "interleaved", "wave", "zb"}, "pipeline schedule (default 1f1b; --pp > 1)"),
+      cli::integer("chunks", 1, 64, "model chunks per stage (interleaved, wave; default 2)"),
       cli::choice("recompute", {"none", "selective", "full"}, "activation recomputation (default none)"),
       cli::output_directory("save", "save checkpoints under this directory, step_N each"),
       cli::integer("save-every", 1, kSteps, "steps between saves (default: at the end)"),

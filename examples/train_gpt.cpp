@@ -7,6 +7,7 @@
 //                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--gemm f32|bf16] [--in-process N]
 //                            [--micro-batches M] [--recompute none|selective|full]
+//                            [--pp S] [--schedule gpipe|1f1b|interleaved|wave|zb] [--chunks V]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
 //                            [--init FILE] [--export FILE.safetensors|FILE.bin] [--data FILE[,VALID_FILE]]
 //                            [--skip-nonfinite] [--check-finite] [--timeout SECONDS]
@@ -29,6 +30,11 @@
 // gradients (the same step as one batch, less activation memory). --recompute: what each block saves for backward
 // (optimus/layers/recompute.hpp): everything (none), all but the attention probabilities (selective), or only its
 // input (full); the losses are those of none.
+// --pp S: a pipeline of S stages, each a q x q grid (ranks = dp x S x q^2; optimus/pipeline/gpt.hpp), running
+// --schedule (default 1f1b) on the --micro-batches with --chunks model chunks per stage (interleaved and wave; default
+// 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches (AdamW's norm is summed in the whole
+// model's order), and the reference check runs through the same schedule on S*V blocks. Not yet with a pipeline:
+// --device sim|cuda, --recompute, --gemm bf16, --save, --resume, --init, --export (each refused, naming it).
 // --save DIR --save-every N: a checkpoint of the model and AdamW every N steps and at the end, each its own directory
 // DIR/step_S (optimus/checkpoint/checkpoint.hpp: atomic, checksummed, loadable on any layout); --keep K keeps the
 // newest K. --resume PATH: a checkpoint, or a save directory for its newest; the run continues from its step on any
@@ -46,11 +52,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <optimus/optimus.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -58,142 +64,19 @@
 #include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "example_options.hpp"
+#include "gpt_data.hpp"
+#include "reference_check.hpp"
+#include "sampling.hpp"
 
 namespace {
 
 using optimus::GlobalMatrix;
 
-// A sequence of token ids: the text's (in memory), or a range of a token file's (memory-mapped).
-struct Tokens {
-  std::vector<int> owned;
-  const optimus::checkpoint::TokenFile* file = nullptr;
-  std::size_t begin = 0, count = 0;
-
-  std::size_t size() const { return file != nullptr ? count : owned.size(); }
-  int operator[](std::size_t k) const { return file != nullptr ? (*file)[begin + k] : owned[k]; }
-};
-
-// What the model trains on: the text as ids over its own sorted character set (the model pads the vocabulary for
-// the grid), its last 10% held out; or token files (--data), the validation file or else the train file's last 10%
-// held out.
-struct Corpus {
-  std::string chars;  // id -> character (the text); empty for token data
-  Tokens train, valid;
-  std::int64_t vocab = 0;
-  double unigram_entropy = 0;  // nats per token: the text's whole, or the training file's
-  std::unique_ptr<optimus::checkpoint::TokenFile> train_file, valid_file;
-};
-
-// Nats per token of the unigram distribution of `counts`.
-double entropy(const std::vector<std::int64_t>& counts) {
-  std::int64_t total = 0;
-  for (std::int64_t n : counts) total += n;
-  double h = 0;
-  for (std::int64_t n : counts) {
-    if (n == 0) continue;
-    const double p = static_cast<double>(n) / static_cast<double>(total);
-    h -= p * std::log(p);
-  }
-  return h;
-}
-
-// --data FILE[,VALID_FILE]: GPT-2 token ids (vocabulary 50257 unless --init says otherwise).
-Corpus load_data(const std::string& spec) {
-  Corpus c;
-  const auto comma = spec.find(',');
-  c.train_file = std::make_unique<optimus::checkpoint::TokenFile>(spec.substr(0, comma));
-  std::vector<std::int64_t> counts(65536, 0);
-  for (std::size_t k = 0; k < c.train_file->size(); ++k) ++counts[static_cast<std::size_t>((*c.train_file)[k])];
-  c.unigram_entropy = entropy(counts);
-  const std::size_t n = c.train_file->size();
-  if (comma != std::string::npos) {
-    c.valid_file = std::make_unique<optimus::checkpoint::TokenFile>(spec.substr(comma + 1));
-    c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = n};
-    c.valid = Tokens{.owned = {}, .file = c.valid_file.get(), .begin = 0, .count = c.valid_file->size()};
-  } else {
-    const std::size_t split = n * 9 / 10;
-    c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = split};
-    c.valid = Tokens{.owned = {}, .file = c.train_file.get(), .begin = split, .count = n - split};
-  }
-  c.vocab = 50257;  // GPT-2's tokenizer
-  for (const auto* file : {c.train_file.get(), c.valid_file.get()}) {
-    if (file == nullptr) continue;
-    OPTIMUS_CHECK(file->max_token() < c.vocab, "token file '", file->path(), "' holds id ", file->max_token(),
-                  ", outside GPT-2's vocabulary of ", c.vocab);
-  }
-  return c;
-}
-
-Corpus load_corpus(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  OPTIMUS_CHECK(in.good(), "train_gpt: cannot read the text '", path, "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  OPTIMUS_CHECK(text.size() > 1000, "train_gpt: the text '", path, "' has only ", text.size(), " bytes");
-  Corpus c;
-  std::vector<std::int64_t> count(256, 0);
-  c.train.owned.reserve(text.size());
-  for (unsigned char ch : text) ++count[ch];
-  int lookup[256];
-  for (int ch = 0; ch < 256; ++ch) {
-    lookup[ch] = static_cast<int>(c.chars.size());
-    if (count[static_cast<std::size_t>(ch)] > 0) c.chars.push_back(static_cast<char>(ch));
-  }
-  const std::size_t split = text.size() * 9 / 10;
-  for (std::size_t e = 0; e < text.size(); ++e) {
-    (e < split ? c.train : c.valid).owned.push_back(lookup[static_cast<unsigned char>(text[e])]);
-  }
-  c.vocab = static_cast<std::int64_t>(c.chars.size());
-  c.unigram_entropy = 0;
-  for (std::int64_t n : count) {
-    if (n == 0) continue;
-    const double p = static_cast<double>(n) / static_cast<double>(text.size());
-    c.unigram_entropy -= p * std::log(p);
-  }
-  return c;
-}
-
-// Batch `step` of replica `replica`: b windows of s+1 characters of `ids` at counter-based random offsets.
-void draw_batch(const Tokens& ids, std::int64_t b, std::int64_t s, std::uint64_t seed, std::uint64_t step,
-                int replica, int replicas, std::vector<int>& tokens, std::vector<int>& targets) {
-  const optimus::CounterRng rng(seed, 1u << 20);
-  tokens.resize(static_cast<std::size_t>(b * s));
-  targets.resize(tokens.size());
-  const auto span = static_cast<double>(ids.size() - static_cast<std::size_t>(s) - 1);
-  for (std::int64_t k = 0; k < b; ++k) {
-    const auto window = static_cast<std::uint64_t>((replica + static_cast<std::int64_t>(step) * replicas) * b + k);
-    const auto start = static_cast<std::size_t>(rng.uniform(window, 0) * span);
-    for (std::int64_t t = 0; t < s; ++t) {
-      tokens[static_cast<std::size_t>(k * s + t)] = ids[start + static_cast<std::size_t>(t)];
-      targets[static_cast<std::size_t>(k * s + t)] = ids[start + static_cast<std::size_t>(t) + 1];
-    }
-  }
-}
-
-// One fp64 training step of the 2D model against the reference: the largest relative error (norm-wise per
-// tensor) over the loss and every parameter gradient.
-// tokens, targets: this replica's batch of `batch` sequences; all_tokens, all_targets: every replica's (the global batch).
-double reference_check(const optimus::Grid& grid, const optimus::GptConfig& config, const std::vector<int>& tokens,
-                       const std::vector<int>& targets, const std::vector<int>& all_tokens,
-                       const std::vector<int>& all_targets, std::int64_t batch, int world_rank) {
-  optimus::Gpt2D<double> model(grid, config);
-  const double loss = model.train_step(tokens, targets, batch, 1, 1);
-  const std::map<std::string, GlobalMatrix> grads = model.gather(true);
-  double worst = 0;
-  if (world_rank == 0) {
-    const auto ref = optimus::reference::gpt_forward_backward(config, optimus::reference::gpt_init(config), all_tokens,
-                                                              all_targets, batch * grid.dp(), 1);
-    worst = std::abs(loss - ref.loss) / std::abs(ref.loss);
-    for (const auto& [name, g] : grads) {
-      worst = std::max(worst, optimus::reference::compare_relative(g, ref.grads.at(name), 0).rel_error);
-    }
-  }
-  return grid.grid().all_reduce(worst, optimus::ReduceOp::max);
-}
-
-std::string memory_line(const optimus::Grid& grid) {
+// Collective over `world`: this run's memory by kind, the maximum over ranks.
+std::string memory_line(optimus::Communicator& world, const optimus::Grid& grid) {
   const optimus::MemoryTracker& m = grid.memory();
   auto mib = [&](std::uint64_t bytes) {
-    return grid.grid().all_reduce(static_cast<double>(bytes), optimus::ReduceOp::max) / (1 << 20);
+    return world.all_reduce(static_cast<double>(bytes), optimus::ReduceOp::max) / (1 << 20);
   };
   std::ostringstream os;
   os.precision(3);
@@ -202,54 +85,6 @@ std::string memory_line(const optimus::Grid& grid) {
      << mib(m.current(optimus::MemoryKind::optimizer)) << ", peak activations saved for backward "
      << mib(m.peak(optimus::MemoryKind::activations)) << ", peak total " << mib(m.peak_total());
   return os.str();
-}
-
-// Generates `count` characters after `prompt`, sampling at temperature 0.8.
-std::string generate(optimus::Gpt2D<float>& model, const Corpus& c, const std::string& prompt, int count,
-                     std::uint64_t seed) {
-  const int q = model.grid().q();
-  std::vector<int> context;
-  std::string out;
-  if (c.chars.empty()) {  // token data: the held-out tokens' first four as the prompt, ids printed
-    for (std::size_t k = 0; k < 4; ++k) {
-      context.push_back(c.valid[k]);
-      if (k > 0) out += ' ';
-      out += std::to_string(c.valid[k]);
-    }
-  } else {
-    for (char ch : prompt) {  // the prompt's characters that the text has
-      const auto pos = c.chars.find(ch);
-      if (pos != std::string::npos) {
-        context.push_back(static_cast<int>(pos));
-        out += ch;
-      }
-    }
-    if (context.empty()) {  // none: the held-out text's first character
-      context.push_back(c.valid[0]);
-      out += c.chars[static_cast<std::size_t>(c.valid[0])];
-    }
-  }
-  const optimus::CounterRng rng(seed, 7);
-  const auto max_seq = static_cast<std::size_t>(model.config().max_seq);
-  for (int n = 0; n < count; ++n) {
-    const std::size_t s = std::min(context.size(), max_seq);
-    std::vector<int> window(context.end() - static_cast<std::ptrdiff_t>(s), context.end());
-    std::vector<int> tokens;
-    for (int copy = 0; copy < q; ++copy) tokens.insert(tokens.end(), window.begin(), window.end());  // q | batch
-    const GlobalMatrix logits = model.logits(tokens, q).to_global().cast<double>();
-    const auto vocab = static_cast<Eigen::Index>(c.vocab);  // the data's ids (the model may have more)
-    const Eigen::RowVectorXd row = logits.row(static_cast<Eigen::Index>(s) - 1).head(vocab) / 0.8;
-    OPTIMUS_CHECK(row.allFinite(), "sampling: the model's logits for character ", n + 1,
-                  " are not finite (NaN or inf parameters?); nothing to sample from");
-    const Eigen::RowVectorXd p = (row.array() - row.maxCoeff()).exp();
-    double u = rng.uniform(static_cast<std::uint64_t>(n), 0) * p.sum();
-    int next = 0;
-    while (next + 1 < p.size() && (u -= p(next)) > 0) ++next;
-    context.push_back(next);
-    if (c.chars.empty()) out.append(" ").append(std::to_string(next));
-    else out.push_back(c.chars[static_cast<std::size_t>(next)]);
-  }
-  return out;
 }
 
 // This rank's GPU: its rank on the node (Open MPI, Slurm or MPICH tell it; else its world rank) modulo the
@@ -356,13 +191,139 @@ void adopt_shape(const optimus::cli::Options& o, const optimus::GptConfig& file,
   config.max_seq = file.max_seq;
 }
 
+// What the training loop drives: the model (whole on the grid, or this rank's pipeline stage), its AdamW, and how it
+// is saved. Each function is collective over the model's ranks.
+struct Trainee {
+  // zero_grad, then forward and backward of the replica's batch: the batch's mean loss, the same on every rank.
+  std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step)> train_step;
+  std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets)> evaluate;
+  optimus::examples::NextLogits next_logits;
+  optimus::AdamW<float>* optimizer = nullptr;
+  std::function<void(int step)> save;  // empty without --save
+};
+
+// What the run is: its options, read once.
+struct Setup {
+  int q = 2, pp = 1;
+  optimus::GptConfig config;
+  std::int64_t batch = 16, micro_batches = 1;
+  int steps = 1200, every = 50;
+  double lr = 3e-3;
+  std::optional<optimus::pipeline::ScheduleRequest> pipeline;  // --pp > 1
+};
+
+// The next id's logits from the whole model's logits of q copies of the window (q divides the batch), on every rank.
+Eigen::RowVectorXd last_row(const GlobalMatrix& logits, std::size_t window) {
+  return logits.row(static_cast<Eigen::Index>(window) - 1);
+}
+std::vector<int> copies(const std::vector<int>& window, int q) {
+  std::vector<int> tokens;
+  for (int copy = 0; copy < q; ++copy) tokens.insert(tokens.end(), window.begin(), window.end());
+  return tokens;
+}
+
+// Trains from first_step to setup.steps, printing every setup.every steps; returns the last interval's mean loss (NaN
+// if every step of it was skipped) and counts the skipped steps.
+// root: whether this rank prints.
+double train_loop(const Trainee& t, const Setup& setup, const optimus::examples::Corpus& corpus, const optimus::Grid& grid,
+                  bool root, int first_step, bool skip_nonfinite, int& skipped_steps) {
+  std::vector<int> tokens, targets;
+  double interval_loss = 0, last_loss = 0;
+  int interval_steps = 0;  // trained since the last print (a resumed run may start mid-interval)
+  const std::int64_t seq = setup.config.max_seq;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int step = first_step; step <= setup.steps; ++step) {
+    const int warmup = std::max(1, setup.steps / 20);
+    const double progress = static_cast<double>(step) / setup.steps;
+    t.optimizer->set_learning_rate(step <= warmup ? setup.lr * step / warmup
+                                                  : setup.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
+    optimus::examples::draw_batch(corpus.train, setup.batch, seq, setup.config.seed, static_cast<std::uint64_t>(step),
+                                  grid.dp_index(), grid.dp(), tokens, targets);
+    const double loss = t.train_step(tokens, targets, static_cast<std::uint64_t>(step));
+    OPTIMUS_CHECK(std::isfinite(loss) || skip_nonfinite, "step ", step, ": the training loss is ", loss,
+                  "; stopping (--skip-nonfinite skips such steps)");
+    const double norm = std::isfinite(loss) ? t.optimizer->step() : loss;  // AdamW stops or skips a non-finite norm
+    if (std::isfinite(norm)) {
+      interval_loss += loss;
+      ++interval_steps;
+    } else {
+      ++skipped_steps;
+      if (root) {
+        std::printf("step %5d  skipped: the %s is %g (parameters and AdamW unchanged)\n", step,
+                    std::isfinite(loss) ? "gradient norm" : "loss", norm);
+      }
+    }
+    if (step % setup.every == 0 || step == setup.steps) {
+      const int n = std::max(interval_steps, 1);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      last_loss = interval_steps > 0 ? interval_loss / n : std::numeric_limits<double>::quiet_NaN();
+      if (root && interval_steps == 0) {
+        std::printf("step %5d  no loss: every step since the last print was skipped\n", step);
+      } else if (root) {
+        std::printf("step %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", step, last_loss,
+                    static_cast<double>(n * setup.batch * seq * grid.dp()) / seconds, 1e3 * seconds / n);
+      }
+      if (root) std::fflush(stdout);
+      interval_loss = 0;
+      interval_steps = 0;
+      t0 = std::chrono::steady_clock::now();
+    }
+    if (t.save) {
+      const auto before = std::chrono::steady_clock::now();
+      t.save(step);
+      t0 += std::chrono::steady_clock::now() - before;  // ms/step counts training, not saving
+    }
+  }
+  return last_loss;
+}
+
+// --pp S > 1: what a pipeline run cannot do yet, refused before any work.
+void check_pipeline_options(const optimus::cli::Options& o, const Placement& where, int pp) {
+  for (const char* option : {"save", "resume", "init", "export"}) {
+    OPTIMUS_CHECK(!o.has(option), "--", option, " with --pp ", pp,
+                  ": checkpoints and GPT-2 files of a pipeline's stages are not supported yet (train with --pp 1)");
+  }
+  OPTIMUS_CHECK(where.choice.kind == optimus::Device::cpu, "--device ", name_of(where.choice.kind), " with --pp ", pp,
+                ": pipeline stages on a device are not supported yet (pipeline/gpt.hpp)");
+  OPTIMUS_CHECK(o.text("recompute", "none") == "none", "--recompute ", o.text("recompute", "none"), " with --pp ", pp,
+                ": recomputation inside pipeline stages is not supported yet");
+  OPTIMUS_CHECK(o.text("gemm", "f32") == "f32", "--gemm ", o.text("gemm", "f32"), " with --pp ", pp,
+                ": mixed precision inside pipeline stages is not supported yet");
+}
+
+// --pp, --schedule, --chunks and --micro-batches as a schedule request (--pp 1: none); --schedule and --chunks need
+// --pp > 1.
+std::optional<optimus::pipeline::ScheduleRequest> schedule_request(const optimus::cli::Options& o, int pp,
+                                                                   std::int64_t micro_batches) {
+  if (pp == 1) {
+    OPTIMUS_CHECK(!o.has("schedule") && !o.has("chunks"), "--schedule and --chunks need --pp > 1");
+    return std::nullopt;
+  }
+  const optimus::pipeline::Kind kind = optimus::pipeline::parse_kind(o.text("schedule", "1f1b"));
+  const bool chunked = kind == optimus::pipeline::Kind::interleaved || kind == optimus::pipeline::Kind::wave;
+  return optimus::pipeline::ScheduleRequest{.kind = kind, .stages = pp,
+                                            .micro_batches = static_cast<int>(micro_batches),
+                                            .chunks = static_cast<int>(o.integer("chunks", chunked ? 2 : 1))};
+}
+
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
+  namespace ex = optimus::examples;
   world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
-  const int q = static_cast<int>(o.integer("q", 2));
+  Setup setup;
+  setup.q = static_cast<int>(o.integer("q", 2));
+  setup.pp = static_cast<int>(o.integer("pp", 1));
+  setup.micro_batches = o.integer("micro-batches", 1);
+  setup.pipeline = schedule_request(o, setup.pp, setup.micro_batches);
+  if (setup.pipeline) check_pipeline_options(o, where, setup.pp);
+  const int q = setup.q;
+  OPTIMUS_CHECK(world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
+                "for pp = ", setup.pp, " and q = ", q, " (a multiple of ", setup.pp * q * q, " ranks)");
+  const std::optional<optimus::pipeline::Schedule> schedule =
+      setup.pipeline ? std::optional(optimus::pipeline::make_schedule(*setup.pipeline)) : std::nullopt;
   const std::string gemm = o.text("gemm", "f32");
   const auto math = gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
-  optimus::Grid host_grid = optimus::Grid::create(world, q);  // the reference check's (f64) grid
+  optimus::Grid host_grid = optimus::Grid::create(world, q, setup.pp);  // also the reference check's (f64) grid
   std::unique_ptr<optimus::DeviceRuntime> own_device;
   std::optional<optimus::RankDevice> rank_device;
   std::optional<optimus::Grid> device_grid;
@@ -377,10 +338,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   grid.set_check_finite(o.has("check-finite"));
   const bool root = world.rank() == 0;
   OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
-  const Corpus corpus = o.has("data") ? load_data(o.text("data", ""))
-                                      : load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
+  const ex::Corpus corpus = o.has("data") ? ex::load_data(o.text("data", ""))
+                                          : ex::load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
 
-  optimus::GptConfig config;
+  optimus::GptConfig& config = setup.config;
   config.vocab = corpus.vocab;
   config.layers = o.integer("layers", 2);
   config.hidden = o.integer("hidden", 128);
@@ -389,12 +350,11 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   config.max_seq = o.integer("seq", 64);
   config.dropout = o.real("dropout", 0.1);
   config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
-  std::int64_t batch = o.integer("batch", 16);
-  int steps = static_cast<int>(o.integer("steps", 1200));
-  const int every = static_cast<int>(o.integer("every", 50));
-  const std::int64_t micro_batches = o.integer("micro-batches", 1);
+  setup.batch = o.integer("batch", 16);
+  setup.steps = static_cast<int>(o.integer("steps", 1200));
+  setup.every = static_cast<int>(o.integer("every", 50));
+  setup.lr = o.real("lr", 3e-3);
   const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));
-  double lr = o.real("lr", 3e-3);
   const Saving saving = saving_options(o);
   std::optional<std::filesystem::path> resume;
   optimus::checkpoint::Info resumed;
@@ -409,16 +369,23 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   if (o.has("resume")) {
     resume = optimus::checkpoint::resolve(o.text("resume", ""));
     resumed = optimus::checkpoint::inspect(*resume);
-    adopt_checkpoint(o, resumed, host_grid.dp(), config, batch, steps, lr);
+    adopt_checkpoint(o, resumed, host_grid.dp(), config, setup.batch, setup.steps, setup.lr);
+  }
+  if (schedule) {
+    optimus::pipeline::check_layers(config.layers, schedule->stages, schedule->chunks);
+    OPTIMUS_CHECK(setup.batch % (setup.micro_batches * q) == 0, "--batch ", setup.batch, " in ",
+                  setup.micro_batches, " micro-batches of whole sequences divisible by q = ", q,
+                  " (the batch must be a multiple of ", setup.micro_batches * q, ")");
   }
   const std::int64_t seq = config.max_seq;  // final: --seq, --init's or the checkpoint's
-  for (const Tokens* t : {&corpus.train, &corpus.valid}) {
+  const std::int64_t batch = setup.batch;
+  for (const ex::Tokens* t : {&corpus.train, &corpus.valid}) {
     OPTIMUS_CHECK(t->size() > static_cast<std::size_t>(seq) + 1, "the ", t == &corpus.train ? "training" : "held-out",
                   " tokens (", t->size(), ") are fewer than one sequence of ", seq, " plus its target");
   }
   if (root) {
-    std::printf("Optimus: %s GPT on a %dx%d grid x dp %d (%d ranks), %s, %s, GEMMs %s\n",
-                corpus.chars.empty() ? "token-level" : "character-level", q, q, grid.dp(), world.size(),
+    std::printf("Optimus: %s GPT on a %dx%d grid x pp %d x dp %d (%d ranks), %s, %s, GEMMs %s\n",
+                corpus.chars.empty() ? "token-level" : "character-level", q, q, setup.pp, grid.dp(), world.size(),
                 grid.row().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(), gemm.c_str());
     if (corpus.chars.empty()) {
       std::printf("  data: %s (%s), %zu tokens for training, %zu held out in %s, vocabulary %lld, unigram entropy "
@@ -437,23 +404,30 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                 static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
                 static_cast<long long>(config.heads), static_cast<long long>(config.ffn),
                 static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
-                static_cast<long long>(batch), grid.dp(), static_cast<long long>(micro_batches),
+                static_cast<long long>(batch), grid.dp(), static_cast<long long>(setup.micro_batches),
                 optimus::name_of(recompute));
+    if (schedule) {
+      std::printf("  pipeline: %d stages, schedule %s, %d chunks per stage (%lld blocks each), %d micro-batches\n",
+                  schedule->stages, std::string(optimus::pipeline::name_of(schedule->kind)).c_str(), schedule->chunks,
+                  static_cast<long long>(config.layers / schedule->virtual_stages()), schedule->micro_batches);
+    }
   }
 
   std::vector<int> tokens, targets, all_tokens, all_targets;
   // The reference (on rank 0) computes the step on the global batch: every replica's sequences, in replica order.
   for (int r = 0; r < grid.dp(); ++r) {
-    draw_batch(corpus.train, batch, seq, config.seed, 0, r, grid.dp(), tokens, targets);
+    ex::draw_batch(corpus.train, batch, seq, config.seed, 0, r, grid.dp(), tokens, targets);
     all_tokens.insert(all_tokens.end(), tokens.begin(), tokens.end());
     all_targets.insert(all_targets.end(), targets.begin(), targets.end());
   }
-  draw_batch(corpus.train, batch, seq, config.seed, 0, grid.dp_index(), grid.dp(), tokens, targets);
+  ex::draw_batch(corpus.train, batch, seq, config.seed, 0, grid.dp_index(), grid.dp(), tokens, targets);
   {
-    optimus::GptConfig check = config;
-    check.layers = std::min<std::int64_t>(config.layers, 2);
-    const double err = reference_check(host_grid, check, tokens, targets, all_tokens, all_targets, batch,
-                                       world.rank());
+    optimus::GptConfig check = config;  // a small model of the same shape: every stage's chunks one block each
+    check.layers = schedule ? schedule->virtual_stages() : std::min<std::int64_t>(config.layers, 2);
+    const ex::CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
+                           .batch = batch};
+    const double err = schedule ? ex::reference_check(world, host_grid, check, b, *schedule)
+                                : ex::reference_check(world, host_grid, check, b, 1);
     if (root) {
       std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
                   err < 1e-10 ? "ok" : "FAILED");
@@ -462,113 +436,119 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
   }
 
-  optimus::Gpt2D<float> model(grid, config);
-  model.set_recompute(recompute);
-  optimus::AdamW<float> optimizer(grid, model.parameters(),
-                                  optimus::AdamWConfig{.lr = lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                                                       .weight_decay = 0.1, .max_grad_norm = 1.0});
-  if (o.has("init")) {
-    if (init_llmc) optimus::checkpoint::import_llmc(o.text("init", ""), model);
-    else optimus::checkpoint::import_hf(o.text("init", ""), model);
-    if (root) std::printf("  initialized from %s (%s)\n", o.text("init", "").c_str(), init_llmc ? "llm.c" : "safetensors");
-  }
+  const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                                  .max_grad_norm = 1.0};
+  std::unique_ptr<optimus::Gpt2D<float>> whole;                // --pp 1
+  std::unique_ptr<optimus::pipeline::Gpt2D<float>> staged;     // --pp > 1
+  std::unique_ptr<optimus::AdamW<float>> optimizer;
+  Trainee trainee;
   int first_step = 1;
-  if (resume) {
-    optimus::checkpoint::IoStats io;
-    first_step = static_cast<int>(optimus::checkpoint::load(*resume, model, &optimizer, &io).step) + 1;
-    if (root) {
-      std::printf("  resumed from %s at step %d (read %.1f MB per rank in %.3f s)\n", resume->string().c_str(),
-                  first_step - 1, static_cast<double>(io.bytes_read) / 1e6, io.seconds);
+  if (schedule) {
+    staged = std::make_unique<optimus::pipeline::Gpt2D<float>>(grid, config, *schedule);
+    optimizer = std::make_unique<optimus::AdamW<float>>(grid, staged->parameters(), staged->norm_order(), adam);
+    optimus::pipeline::Gpt2D<float>& model = *staged;
+    trainee.train_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
+      model.zero_grad();
+      return model.train_step(tok, tgt, batch, step);
+    };
+    trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
+      return model.evaluate(tok, tgt, batch);
+    };
+    const std::int64_t stored_vocab = config.stored_vocab(q);  // the logits' columns
+    trainee.next_logits = [&model, q, stored_vocab](const std::vector<int>& window) {
+      // Computed on the head's stage, then sent along each (i, j)'s pipeline so that every rank samples the same id.
+      const int head = model.schedule().stage_of(model.schedule().virtual_stages() - 1);
+      const std::optional<optimus::DistMatrix<float>> logits = model.logits(copies(window, q), q);
+      Eigen::RowVectorXd row = logits ? last_row(logits->to_global().cast<double>(), window.size())
+                                      : Eigen::RowVectorXd(stored_vocab);
+      model.grid().pipe().broadcast(std::span<double>(row.data(), static_cast<std::size_t>(row.size())), head);
+      return row;
+    };
+  } else {
+    whole = std::make_unique<optimus::Gpt2D<float>>(grid, config);
+    optimus::Gpt2D<float>& model = *whole;
+    model.set_recompute(recompute);
+    optimizer = std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam);
+    if (o.has("init")) {
+      if (init_llmc) optimus::checkpoint::import_llmc(o.text("init", ""), model);
+      else optimus::checkpoint::import_hf(o.text("init", ""), model);
+      if (root) std::printf("  initialized from %s (%s)\n", o.text("init", "").c_str(), init_llmc ? "llm.c" : "safetensors");
     }
-  }
-  const optimus::checkpoint::TrainingState run_state{
-      .step = 0, .extra = {{"steps", std::to_string(steps)}, {"lr", format_exact(lr)}, {"global_batch", std::to_string(batch * grid.dp())},
-                           {o.has("data") ? "data" : "text",
-                            o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}};
-  const auto save = [&](int step) {
-    optimus::checkpoint::TrainingState state = run_state;
-    state.step = static_cast<std::uint64_t>(step);
-    const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
-    const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &optimizer, state);
-    optimus::all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
-      if (root && saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep, dir);
-    });
-    if (root) {
-      std::printf("  saved %s (%.1f MB per rank in %.3f s)\n", dir.string().c_str(),
-                  static_cast<double>(io.bytes_written) / 1e6, io.seconds);
-      std::fflush(stdout);
-    }
-  };
-  const bool skip_nonfinite = o.has("skip-nonfinite");
-  if (skip_nonfinite) optimizer.set_nonfinite(optimus::NonFinite::skip);
-  double interval_loss = 0, last_loss = 0;
-  int interval_steps = 0;  // trained since the last print (a resumed run may start mid-interval)
-  int skipped_steps = 0;   // in all (--skip-nonfinite)
-  auto t0 = std::chrono::steady_clock::now();
-  for (int step = first_step; step <= steps; ++step) {
-    const int warmup = std::max(1, steps / 20);
-    const double progress = static_cast<double>(step) / steps;
-    optimizer.set_learning_rate(step <= warmup ? lr * step / warmup
-                                               : lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
-    draw_batch(corpus.train, batch, seq, config.seed, static_cast<std::uint64_t>(step), grid.dp_index(), grid.dp(),
-               tokens, targets);
-    model.zero_grad();
-    const double loss = model.train_step(tokens, targets, batch, static_cast<std::uint64_t>(step), micro_batches);
-    OPTIMUS_CHECK(std::isfinite(loss) || skip_nonfinite, "step ", step, ": the training loss is ", loss,
-                  "; stopping (--skip-nonfinite skips such steps)");
-    const double norm = std::isfinite(loss) ? optimizer.step() : loss;  // AdamW stops or skips a non-finite norm
-    if (std::isfinite(norm)) {
-      interval_loss += loss;
-      ++interval_steps;
-    } else {
-      ++skipped_steps;
+    if (resume) {
+      optimus::checkpoint::IoStats io;
+      first_step = static_cast<int>(optimus::checkpoint::load(*resume, model, optimizer.get(), &io).step) + 1;
       if (root) {
-        std::printf("step %5d  skipped: the %s is %g (parameters and AdamW unchanged)\n", step,
-                    std::isfinite(loss) ? "gradient norm" : "loss", norm);
+        std::printf("  resumed from %s at step %d (read %.1f MB per rank in %.3f s)\n", resume->string().c_str(),
+                    first_step - 1, static_cast<double>(io.bytes_read) / 1e6, io.seconds);
       }
     }
-    if (step % every == 0 || step == steps) {
-      const int n = std::max(interval_steps, 1);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      last_loss = interval_steps > 0 ? interval_loss / n : std::numeric_limits<double>::quiet_NaN();
-      if (root && interval_steps == 0) {
-        std::printf("step %5d  no loss: every step since the last print was skipped\n", step);
-      } else if (root) {
-        std::printf("step %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", step, last_loss,
-                    static_cast<double>(n * batch * seq * grid.dp()) / seconds, 1e3 * seconds / n);
-      }
-      if (root) std::fflush(stdout);
-      interval_loss = 0;
-      interval_steps = 0;
-      t0 = std::chrono::steady_clock::now();
-    }
-    if (!saving.dir.empty() && (step % saving.every == 0 || step == steps)) {
-      const auto before = std::chrono::steady_clock::now();
-      save(step);
-      t0 += std::chrono::steady_clock::now() - before;  // ms/step counts training, not saving
+    const std::int64_t micro_batches = setup.micro_batches;
+    trainee.train_step = [&model, batch, micro_batches](const std::vector<int>& tok, const std::vector<int>& tgt,
+                                                        std::uint64_t step) {
+      model.zero_grad();
+      return model.train_step(tok, tgt, batch, step, micro_batches);
+    };
+    trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
+      return model.evaluate(tok, tgt, batch);
+    };
+    trainee.next_logits = [&model, q](const std::vector<int>& window) {
+      return last_row(model.logits(copies(window, q), q).to_global().cast<double>(), window.size());
+    };
+    if (!saving.dir.empty()) {
+      const optimus::checkpoint::TrainingState run_state{
+          .step = 0,
+          .extra = {{"steps", std::to_string(setup.steps)},
+                    {"lr", format_exact(setup.lr)},
+                    {"global_batch", std::to_string(batch * grid.dp())},
+                    {o.has("data") ? "data" : "text",
+                     o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}};
+      optimus::AdamW<float>& adamw = *optimizer;
+      const int steps = setup.steps;
+      trainee.save = [&model, &adamw, &grid, saving, run_state, steps, root](int step) {
+        if (step % saving.every != 0 && step != steps) return;
+        optimus::checkpoint::TrainingState state = run_state;
+        state.step = static_cast<std::uint64_t>(step);
+        const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
+        const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &adamw, state);
+        optimus::all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+          if (root && saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep, dir);
+        });
+        if (root) {
+          std::printf("  saved %s (%.1f MB per rank in %.3f s)\n", dir.string().c_str(),
+                      static_cast<double>(io.bytes_written) / 1e6, io.seconds);
+          std::fflush(stdout);
+        }
+      };
     }
   }
+  trainee.optimizer = optimizer.get();
+  const bool skip_nonfinite = o.has("skip-nonfinite");
+  if (skip_nonfinite) optimizer->set_nonfinite(optimus::NonFinite::skip);
+  int skipped_steps = 0;
+  const double last_loss = train_loop(trainee, setup, corpus, grid, root, first_step, skip_nonfinite, skipped_steps);
+  const int steps = setup.steps;
   const int trained_steps = steps - first_step + 1 - skipped_steps;
   OPTIMUS_CHECK(skipped_steps == 0 || trained_steps > 0, "every one of the ", skipped_steps,
                 " steps was skipped (a NaN or inf loss or gradient norm): nothing was trained");
   if (o.has("export")) {
     const std::string file = o.text("export", "");
     const bool llmc = file.ends_with(".bin");
-    if (llmc) optimus::checkpoint::export_llmc(file, model);
-    else optimus::checkpoint::export_hf(file, model);
+    if (llmc) optimus::checkpoint::export_llmc(file, *whole);
+    else optimus::checkpoint::export_hf(file, *whole);
     if (root) std::printf("  exported %s (%s)\n", file.c_str(), llmc ? "llm.c" : "Hugging Face GPT-2 safetensors");
   }
   double valid_loss = 0;
   const int valid_batches = 8;
   for (int k = 0; k < valid_batches; ++k) {
-    draw_batch(corpus.valid, batch, seq, config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(), grid.dp(),
-               tokens, targets);
-    valid_loss += model.evaluate(tokens, targets, batch) / valid_batches;
+    ex::draw_batch(corpus.valid, batch, seq, config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(),
+                   grid.dp(), tokens, targets);
+    valid_loss += trainee.evaluate(tokens, targets) / valid_batches;
   }
-  const std::string mem = memory_line(grid);
-  const double peak_saved = grid.grid().all_reduce(
+  const std::string mem = memory_line(world, grid);
+  const double peak_saved = world.all_reduce(
       static_cast<double>(grid.memory().peak(optimus::MemoryKind::activations)), optimus::ReduceOp::max);
-  const std::string sample = generate(model, corpus, "The ", static_cast<int>(o.integer("sample", 240)), config.seed);
+  const std::string sample = ex::generate(trainee.next_logits, seq, corpus, "The ",
+                                          static_cast<int>(o.integer("sample", 240)), config.seed);
   if (root) {
     std::printf("  %s\n", mem.c_str());
     std::printf("  peak of activations saved for backward: %.0f bytes per rank (max over ranks)\n", peak_saved);

@@ -1,6 +1,7 @@
 // AdamW over a model's local shards, with the global gradient norm counted once per element.
 #include "optimus/layers/adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "optimus/core/error.hpp"
@@ -11,6 +12,25 @@ namespace optimus {
 template <class T>
 AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config)
     : AdamW(grid, grid.grid(), std::move(params), config) {}
+
+template <class T>
+AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config)
+    : AdamW(grid, grid.grid(), std::move(params), config) {
+  OPTIMUS_CHECK(order.across != nullptr && order.slot.size() == params_.size(), "AdamW: a pipeline stage's norm order "
+                "has ", order.slot.size(), " slots for ", params_.size(), " parameters",
+                order.across == nullptr ? " and no pipeline communicator" : "");
+  std::vector<bool> taken(static_cast<std::size_t>(std::max(order.slots, 0)), false);
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    const int s = order.slot[k];
+    if (s == -1) continue;
+    OPTIMUS_CHECK(s >= 0 && s < order.slots && !taken[static_cast<std::size_t>(s)], "AdamW: parameter '",
+                  params_[k].name, "' has norm slot ", s, ", ",
+                  s >= 0 && s < order.slots ? "taken by another parameter" : "outside [0, slots)",
+                  " (slots: ", order.slots, ")");
+    taken[static_cast<std::size_t>(s)] = true;
+  }
+  order_ = std::move(order);
+}
 
 template <class T>
 AdamW<T>::AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config)
@@ -39,13 +59,29 @@ void AdamW<T>::set_learning_rate(double lr) {
 }
 
 template <class T>
-double AdamW<T>::step() {
+double AdamW<T>::sum_of_squares() {
   double sq = 0;
-  for (const ParameterRef<T>& p : params_) {
-    const bool counted_here = p.layout.kind != ShardLayout::Kind::replicated || norm_->rank() == 0;
-    if (counted_here) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), local_.queue());
+  if (!order_) {
+    for (const ParameterRef<T>& p : params_) {
+      const bool counted_here = p.layout.kind != ShardLayout::Kind::replicated || norm_->rank() == 0;
+      if (counted_here) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), local_.queue());
+    }
+    return norm_->all_reduce(sq, ReduceOp::sum);
   }
-  const double norm = std::sqrt(norm_->all_reduce(sq, ReduceOp::sum));
+  std::vector<double> slots(static_cast<std::size_t>(order_->slots), 0.0);
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    if (order_->slot[k] < 0) continue;
+    slots[static_cast<std::size_t>(order_->slot[k])] =
+        ops::sum_squares<T>(params_[k].grad, norm_scratch_.view(), local_.queue());
+  }
+  order_->across->all_reduce(slots.data(), slots.data(), slots.size(), DType::f64, ReduceOp::sum);
+  for (double s : slots) sq += s;  // 0 + s0 + s1 + ...: the whole model's order
+  return norm_->all_reduce(sq, ReduceOp::sum);
+}
+
+template <class T>
+double AdamW<T>::step() {
+  const double norm = std::sqrt(sum_of_squares());
   if (!std::isfinite(norm)) {  // the same on every rank: nothing is updated
     OPTIMUS_CHECK(nonfinite_ == NonFinite::skip, "AdamW step ", t_ + 1, ": the global gradient norm is ", norm,
                   " (a gradient holds a NaN or an inf); parameters and moments are unchanged");

@@ -2,6 +2,7 @@
 // passed between stages over the pipeline communicator.
 #include "optimus/pipeline/gpt.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -96,6 +97,36 @@ std::vector<ParameterRef<T>> Gpt2D<T>::parameters() {
   }
   if (ln_f_) ln_f_->parameters(out);
   return out;
+}
+
+template <class T>
+NormOrder Gpt2D<T>::norm_order() {
+  // The whole model's order: wte, wpe, block 0's tensors, ..., block L-1's, ln_f's.
+  const bool first = schedule_.stage_of(0) == grid_.stage();
+  std::vector<ParameterRef<T>> block;
+  chunks_.front().blocks.front()->parameters(block);
+  const auto per_block = static_cast<int>(block.size());
+  NormOrder order{.slot = {}, .slots = 0, .across = &grid_.pipe()};
+  if (embedding_) {
+    order.slot.push_back(first ? 0 : -1);  // wte: counted where the embedding is
+    if (first) order.slot.push_back(1);     // wpe
+  }
+  for (const Chunk& chunk : chunks_) {
+    for (int b = 0; b < per_block * static_cast<int>(chunk.range.count); ++b) {
+      order.slot.push_back(2 + static_cast<int>(chunk.range.first) * per_block + b);
+    }
+  }
+  if (ln_f_) {
+    std::vector<ParameterRef<T>> ln;
+    ln_f_->parameters(ln);
+    for (std::size_t k = 0; k < ln.size(); ++k) {
+      order.slot.push_back(2 + static_cast<int>(config_.layers) * per_block + static_cast<int>(k));
+    }
+  }
+  int ends = 0;
+  for (int s : order.slot) ends = std::max(ends, s + 1);
+  order.slots = static_cast<int>(grid_.pipe().all_reduce(static_cast<double>(ends), ReduceOp::max));
+  return order;
 }
 
 template <class T>
@@ -329,6 +360,64 @@ double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<in
   }
   const double total = grid_.pipe().all_reduce(loss, ReduceOp::sum);  // only u = U-1's stage has a part
   return grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
+}
+
+template <class T>
+std::optional<DistMatrix<T>> Gpt2D<T>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  OPTIMUS_CHECK(batch >= 1 && n % batch == 0 && batch % grid_.q() == 0, "pipeline::Gpt2D: ", n, " tokens as ", batch,
+                " sequences: the sequences must be whole and their number divisible by q = ", grid_.q());
+  const Pass pass = Pass::inference();
+  const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
+  const auto count = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
+  std::optional<DistMatrix<T>> x;
+  // Virtual stages in order: each stage waits only on a lower u, so the blocking sends and receives cannot deadlock.
+  for (int u = 0; u <= last; ++u) {
+    if (schedule_.stage_of(u) != stage) continue;
+    if (u == 0) {
+      EmbeddingContext none;
+      x = embedding_->forward(tokens, batch, pass, none);
+    } else if (schedule_.stage_of(u - 1) != stage) {
+      x.emplace(grid_, n, config_.hidden, MemoryKind::workspace);
+      grid_.pipe().recv(x->local().data(), count(*x), dtype_of<T>, schedule_.stage_of(u - 1),
+                        tag_of(schedule_, u, 0, false));
+    }
+    for (auto& block : chunks_[static_cast<std::size_t>(schedule_.chunk_of(u))].blocks) {
+      BlockContext<T> none;
+      x = block->forward(*x, n / batch, pass, none);
+    }
+    if (u == last) {
+      LayerNormContext<T> none;
+      return ln_f_->forward(*x, pass, none);
+    }
+    if (schedule_.stage_of(u + 1) != stage) {
+      grid_.pipe().send(x->local().data(), count(*x), dtype_of<T>, schedule_.stage_of(u + 1),
+                        tag_of(schedule_, u + 1, 0, false));
+      x.reset();
+    }
+  }
+  return std::nullopt;
+}
+
+template <class T>
+double Gpt2D<T>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
+  OPTIMUS_CHECK(targets.size() == tokens.size(), "pipeline::Gpt2D::evaluate: ", tokens.size(), " tokens but ",
+                targets.size(), " targets");
+  double loss = 0;
+  if (const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch)) {
+    LmHeadContext<T> none;
+    loss = head_->forward(*y, embedding_->wte(), targets, static_cast<std::int64_t>(tokens.size()), Pass::inference(),
+                          none);
+  }
+  const double total = grid_.pipe().all_reduce(loss, ReduceOp::sum);  // only the head's stage has it
+  return grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
+}
+
+template <class T>
+std::optional<DistMatrix<T>> Gpt2D<T>::logits(const std::vector<int>& tokens, std::int64_t batch) {
+  const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
+  if (!y) return std::nullopt;
+  return head_->logits(*y, embedding_->wte());
 }
 
 template class Gpt2D<float>;

@@ -1,6 +1,7 @@
 # cmake -P script: runs FIRST and SECOND (each a ;-list) and passes only if both exit 0 and print the same training
 # record: the reference check's verdict, every "step N loss X" and the final training and held-out losses. The
-# simulated device promises the CPU's arithmetic, so a run on it must print what the CPU run prints.
+# simulated device promises the CPU's arithmetic, so a run on it must print what the CPU run prints. With -DCHECKED=ON
+# only the reference check's verdict is compared, not its error (the runs check differently cut models: pipelines).
 function(record command out)
   execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -8,6 +9,9 @@ function(record command out)
   endif()
   string(REGEX MATCHALL "step +[0-9]+ +loss [0-9.]+|final training loss [0-9.]+ nats/char, held-out loss [0-9.]+|max relative error [0-9.e+-]+ ok"
          lines "${text}")
+  if(CHECKED)
+    string(REGEX REPLACE "max relative error [0-9.e+-]+ ok" "reference check ok" lines "${lines}")
+  endif()
   list(LENGTH lines n)
   if(n LESS 3)
     message(FATAL_ERROR "no training record (${n} lines) in the output of ${command}:\n${text}")

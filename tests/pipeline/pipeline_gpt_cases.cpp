@@ -6,9 +6,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "../layers/layer_cases.hpp"
+#include "optimus/layers/adamw.hpp"
 #include "optimus/layers/gpt.hpp"
 #include "optimus/pipeline/gpt.hpp"
 #include "optimus/pipeline/memory.hpp"
@@ -19,9 +21,15 @@ namespace {
 
 namespace pp = optimus::pipeline;
 
+// One step: the loss and gradients; then AdamW's step (the norm, the parameters after it), and the updated model's
+// evaluation of the same batch (its loss and logits).
 struct Result {
   double loss = 0;
   std::map<std::string, GlobalMatrix> grads;  // every parameter's gradient, full
+  double norm = 0;
+  std::map<std::string, GlobalMatrix> updated;  // every parameter after AdamW's step, full
+  double evaluated = 0;
+  GlobalMatrix logits;  // [b*s, padded vocab]
 };
 
 // pp = 1 on dp x q x q in-process ranks: one train_step of m micro-batches; the gradients gathered on replica 0.
@@ -39,10 +47,15 @@ Result whole(int dp, int q, std::int64_t layers, int m) {
     model.zero_grad();
     const double loss = model.train_step(tokens, targets, batch, 3, m);
     auto grads = model.gather(true);
+    AdamW<T> optimizer(grid, model.parameters(), AdamWConfig{});
+    const double norm = optimizer.step();
+    auto updated = model.gather(false);
+    const double evaluated = model.evaluate(tokens, targets, batch);
+    GlobalMatrix logits = model.logits(tokens, batch).to_global().template cast<double>();
     if (world.rank() == 0) {
       std::lock_guard lock(mu);
-      out.loss = loss;
-      out.grads = std::move(grads);
+      out = Result{.loss = loss, .grads = std::move(grads), .norm = norm, .updated = std::move(updated),
+                   .evaluated = evaluated, .logits = std::move(logits)};
     }
   });
   return out;
@@ -79,12 +92,24 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
   CHECK(grid.memory().current(MemoryKind::activations) == held_before);
   const auto grads = model.gather(true);
   CHECK(std::memcmp(&loss, &expected.loss, sizeof loss) == 0);
+  // AdamW across the stages: the whole model's norm (wte counted once), the same update.
+  AdamW<T> optimizer(grid, model.parameters(), model.norm_order(), AdamWConfig{});
+  const double norm = optimizer.step();
+  CHECK(std::memcmp(&norm, &expected.norm, sizeof norm) == 0);
+  const auto updated = model.gather(false);
+  const double evaluated = model.evaluate(tokens, targets, batch);
+  CHECK(std::memcmp(&evaluated, &expected.evaluated, sizeof evaluated) == 0);
+  const std::optional<DistMatrix<T>> logits = model.logits(tokens, batch);
+  CHECK(logits.has_value() == (grid.stage() == schedule.stage_of(schedule.virtual_stages() - 1)));
+  const GlobalMatrix full_logits = logits ? GlobalMatrix(logits->to_global().template cast<double>()) : GlobalMatrix();
   if (grid.dp_index() != 0 || grid.grid().rank() != 0) return 0;
+  if (logits) CHECK(same_bits(full_logits, expected.logits));
   int compared = 0;
   for (const auto& [name, g] : grads) {
     CAPTURE(name);
     REQUIRE(expected.grads.count(name) == 1);
     CHECK(same_bits(g, expected.grads.at(name)));
+    CHECK(same_bits(updated.at(name), expected.updated.at(name)));
     compared += name == "wte" && grid.stage() != schedule.stage_of(0) ? 0 : 1;  // wte counted on its first stage
   }
   return compared;

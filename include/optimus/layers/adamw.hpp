@@ -7,12 +7,17 @@
 // gradient, by all p ranks: only group rank 0 adds them in. Each rank then updates what it holds; replicated tensors
 // get the same update on every rank and stay equal. Moments are counted as optimizer memory where the parameters live.
 //
+// A pipeline stage (pipeline::Gpt2D) holds part of a model, and the norm is the whole model's: NormOrder says where each
+// of the stage's partial sums goes in the whole model's parameter list, so that the stages' sums are added in that
+// order and the norm is bitwise the one the whole model on one stage computes (below).
+//
 // A non-finite gradient norm (a NaN or an inf in any gradient, on any rank: the norm is all-reduced) never reaches the
 // parameters: step() throws, on every rank, an optimus::Error naming the step and the norm, or, under
 // NonFinite::skip, returns the norm having changed nothing (parameters, moments and the step count stay as they were).
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "optimus/core/gpt_config.hpp"
@@ -24,11 +29,25 @@ namespace optimus {
 // What AdamW::step does with a non-finite gradient norm.
 enum class NonFinite { stop, skip };
 
+// How a pipeline stage's share of the norm joins the others'. slot[k] is parameter k's place in the whole model's
+// parameter list (layers/gpt.hpp's Gpt2D::parameters() order), or -1 for a copy that another stage counts (the tied
+// wte on the head's stage). Each rank puts its partial sums of squares in their slots of a vector of `slots` zeros,
+// all-reduces it over `across` (grid.pipe(): each slot is filled by one stage, so the sum is exact), adds the slots in
+// order and all-reduces that over the grid: the additions of the whole model on one stage, in the same order.
+struct NormOrder {
+  std::vector<int> slot;  // [parameters]: in [0, slots), or -1
+  int slots = 0;
+  Communicator* across = nullptr;  // the pipeline communicator; must outlive the optimizer
+};
+
 template <class T>
 class AdamW {
  public:
   // The parameters of a model on `grid` (Gpt2D::parameters()).
   AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config);
+  // The parameters of one pipeline stage's part of a model on `grid` (pipeline::Gpt2D::parameters() and norm_order());
+  // throws optimus::Error unless order has one slot per parameter, each -1 or in [0, slots), none repeated.
+  AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config);
   // The parameters of a model on a 1D group (megatron::Gpt1D::parameters()); the group's communicator must outlive
   // the optimizer.
   AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config);
@@ -54,7 +73,11 @@ class AdamW {
   AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config);
 
   Grid local_;
+  // The sum of squares of every gradient element of the model, counted once (before the square root).
+  double sum_of_squares();
+
   Communicator* norm_;  // local_.grid() (kept alive by local_), or a 1D group's communicator
+  std::optional<NormOrder> order_;  // a pipeline stage's
   std::vector<ParameterRef<T>> params_;
   AdamWConfig config_;
   std::vector<Tensor<T>> m_, v_;

@@ -24,9 +24,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "optimus/layers/adamw.hpp"
 #include "optimus/layers/block.hpp"
 #include "optimus/layers/embedding.hpp"
 #include "optimus/layers/layernorm.hpp"
@@ -53,8 +55,19 @@ class Gpt2D {
   double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                     std::uint64_t step);
 
+  // Collective over the pipeline (every stage, and the replicas): the batch's mean cross-entropy without dropout,
+  // saving nothing, on every rank. The whole batch (b*s ids) goes through the virtual stages in order, u = 0 .. U-1, as
+  // one block: bitwise layers/gpt.hpp's Gpt2D::evaluate.
+  double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch);
+  // Collective over the replica's pipeline: logits [b*s, padded vocab] without dropout on the stage that holds the head
+  // (schedule().stage_of(U-1)), nothing on the others.
+  std::optional<DistMatrix<T>> logits(const std::vector<int>& tokens, std::int64_t batch);
+
   // This stage's parameters, by GPT-2 name (wte on both end stages, wpe with the embedding).
   std::vector<ParameterRef<T>> parameters();
+  // Where each of parameters() sits in the whole model's parameter list, for AdamW's norm (layers/adamw.hpp):
+  // wte on the head's stage is -1 when the embedding's stage also holds it.
+  NormOrder norm_order();
   // Collective over the stage's grid: this stage's parameters (or gradients) as full GPT-2 tensors.
   std::map<std::string, GlobalMatrix> gather(bool gradients);
   void zero_grad();
@@ -71,6 +84,10 @@ class Gpt2D {
   struct Chunk;
   struct Saved;
   class Step;
+
+  // The inference forward of the whole batch through this stage's virtual stages, receiving from and sending to the
+  // neighbouring stages: ln_f's output [b*s, h] on the head's stage, nothing elsewhere.
+  std::optional<DistMatrix<T>> forward_to_head(const std::vector<int>& tokens, std::int64_t batch);
 
   Grid grid_;
   GptConfig config_;

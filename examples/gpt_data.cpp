@@ -1,0 +1,96 @@
+// train_gpt's data (gpt_data.hpp).
+#include "gpt_data.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/rng.hpp"
+
+namespace optimus::examples {
+namespace {
+
+// Nats per token of the unigram distribution of `counts`.
+double entropy(const std::vector<std::int64_t>& counts) {
+  std::int64_t total = 0;
+  for (std::int64_t n : counts) total += n;
+  double h = 0;
+  for (std::int64_t n : counts) {
+    if (n == 0) continue;
+    const double p = static_cast<double>(n) / static_cast<double>(total);
+    h -= p * std::log(p);
+  }
+  return h;
+}
+
+}  // namespace
+
+// --data FILE[,VALID_FILE]: GPT-2 token ids (vocabulary 50257 unless --init says otherwise).
+Corpus load_data(const std::string& spec) {
+  Corpus c;
+  const auto comma = spec.find(',');
+  c.train_file = std::make_unique<checkpoint::TokenFile>(spec.substr(0, comma));
+  std::vector<std::int64_t> counts(65536, 0);
+  for (std::size_t k = 0; k < c.train_file->size(); ++k) ++counts[static_cast<std::size_t>((*c.train_file)[k])];
+  c.unigram_entropy = entropy(counts);
+  const std::size_t n = c.train_file->size();
+  if (comma != std::string::npos) {
+    c.valid_file = std::make_unique<checkpoint::TokenFile>(spec.substr(comma + 1));
+    c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = n};
+    c.valid = Tokens{.owned = {}, .file = c.valid_file.get(), .begin = 0, .count = c.valid_file->size()};
+  } else {
+    const std::size_t split = n * 9 / 10;
+    c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = split};
+    c.valid = Tokens{.owned = {}, .file = c.train_file.get(), .begin = split, .count = n - split};
+  }
+  c.vocab = 50257;  // GPT-2's tokenizer
+  for (const auto* file : {c.train_file.get(), c.valid_file.get()}) {
+    if (file == nullptr) continue;
+    OPTIMUS_CHECK(file->max_token() < c.vocab, "token file '", file->path(), "' holds id ", file->max_token(),
+                  ", outside GPT-2's vocabulary of ", c.vocab);
+  }
+  return c;
+}
+
+Corpus load_corpus(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  OPTIMUS_CHECK(in.good(), "train_gpt: cannot read the text '", path, "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  OPTIMUS_CHECK(text.size() > 1000, "train_gpt: the text '", path, "' has only ", text.size(), " bytes");
+  Corpus c;
+  std::vector<std::int64_t> count(256, 0);
+  c.train.owned.reserve(text.size());
+  for (unsigned char ch : text) ++count[ch];
+  int lookup[256];
+  for (int ch = 0; ch < 256; ++ch) {
+    lookup[ch] = static_cast<int>(c.chars.size());
+    if (count[static_cast<std::size_t>(ch)] > 0) c.chars.push_back(static_cast<char>(ch));
+  }
+  const std::size_t split = text.size() * 9 / 10;
+  for (std::size_t e = 0; e < text.size(); ++e) {
+    (e < split ? c.train : c.valid).owned.push_back(lookup[static_cast<unsigned char>(text[e])]);
+  }
+  c.vocab = static_cast<std::int64_t>(c.chars.size());
+  c.unigram_entropy = entropy(count);
+  return c;
+}
+
+// Batch `step` of replica `replica`: b windows of s+1 characters of `ids` at counter-based random offsets.
+void draw_batch(const Tokens& ids, std::int64_t b, std::int64_t s, std::uint64_t seed, std::uint64_t step,
+                int replica, int replicas, std::vector<int>& tokens, std::vector<int>& targets) {
+  const CounterRng rng(seed, 1u << 20);
+  tokens.resize(static_cast<std::size_t>(b * s));
+  targets.resize(tokens.size());
+  const auto span = static_cast<double>(ids.size() - static_cast<std::size_t>(s) - 1);
+  for (std::int64_t k = 0; k < b; ++k) {
+    const auto window = static_cast<std::uint64_t>((replica + static_cast<std::int64_t>(step) * replicas) * b + k);
+    const auto start = static_cast<std::size_t>(rng.uniform(window, 0) * span);
+    for (std::int64_t t = 0; t < s; ++t) {
+      tokens[static_cast<std::size_t>(k * s + t)] = ids[start + static_cast<std::size_t>(t)];
+      targets[static_cast<std::size_t>(k * s + t)] = ids[start + static_cast<std::size_t>(t) + 1];
+    }
+  }
+}
+
+}  // namespace optimus::examples

@@ -1,0 +1,34 @@
+// train_gpt's first step, checked: one fp64 training step of the model as train_gpt lays it out (whole on the grid, or
+// cut into pipeline stages) against the plain reference (optimus/reference/gpt.hpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "optimus/core/gpt_config.hpp"
+#include "optimus/grid/grid.hpp"
+#include "optimus/pipeline/schedule.hpp"
+
+namespace optimus::examples {
+
+// A step's batch: this replica's `batch` sequences, and every replica's in replica order (the global batch, which the
+// reference trains on).
+struct CheckBatch {
+  const std::vector<int>& tokens;
+  const std::vector<int>& targets;
+  const std::vector<int>& all_tokens;
+  const std::vector<int>& all_targets;
+  std::int64_t batch = 0;
+};
+
+// Collective over `world` (every rank of `grid`): the largest relative error, norm-wise per tensor, over the loss and
+// every parameter gradient of one step of `config`'s model (micro_batches of them) against the reference, the same on
+// every rank.
+double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
+                       std::int64_t micro_batches);
+// The same through the pipeline `schedule` on grid (grid.pp() = schedule.stages): each stage's gradients are compared
+// on its grid rank 0 of replica 0.
+double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
+                       const pipeline::Schedule& schedule);
+
+}  // namespace optimus::examples
