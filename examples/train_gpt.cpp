@@ -64,6 +64,7 @@
 #include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "example_options.hpp"
+#include "checkpoint_options.hpp"
 #include "gpt_data.hpp"
 #include "reference_check.hpp"
 #include "sampling.hpp"
@@ -71,6 +72,7 @@
 namespace {
 
 using optimus::GlobalMatrix;
+using optimus::examples::Saving;
 
 // Collective over `world`: this run's memory by kind, the maximum over ranks.
 std::string memory_line(optimus::Communicator& world, const optimus::Grid& grid) {
@@ -112,83 +114,6 @@ struct Placement {
 // The device of `world`'s rank (the node-local GPU), or of its in-process ranks.
 std::unique_ptr<optimus::DeviceRuntime> open_device(const Placement& where, const optimus::Communicator& world) {
   return optimus::open_device(where.choice, where.choice.kind == optimus::Device::cuda ? local_gpu(world) : 0);
-}
-
-// --save DIR --save-every N --keep K.
-struct Saving {
-  std::filesystem::path dir;  // empty: no saves
-  int every = 0, keep = 0;    // keep 0: all
-};
-
-Saving saving_options(const optimus::cli::Options& o) {
-  Saving s;
-  OPTIMUS_CHECK(o.has("save") || (!o.has("save-every") && !o.has("keep")), "--save-every and --keep need --save DIR");
-  if (!o.has("save")) return s;
-  s.dir = o.text("save", "");
-  s.every = static_cast<int>(o.integer("save-every", 1 << 30));
-  s.keep = static_cast<int>(o.integer("keep", 0));
-  std::filesystem::create_directories(s.dir);
-  return s;
-}
-
-// A double as text that reads back to the same bits.
-std::string format_exact(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
-// --resume: the checkpoint's model shape and seed, and the run's --steps, --lr and --batch unless given again; a
-// shape option given with another value than the checkpoint's is refused.
-void adopt_checkpoint(const optimus::cli::Options& o, const optimus::checkpoint::Info& info, int dp,
-                      optimus::GptConfig& config, std::int64_t& batch, int& steps, double& lr) {
-  const auto same = [&](const char* option, std::int64_t there) {
-    OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
-                  " differs from the checkpoint's ", there);
-  };
-  same("layers", info.config.layers);
-  same("hidden", info.config.hidden);
-  same("heads", info.config.heads);
-  same("ffn", info.config.ffn);
-  same("seq", info.config.max_seq);
-  same("seed", static_cast<std::int64_t>(info.config.seed));
-  OPTIMUS_CHECK(info.config.vocab == config.vocab, "the checkpoint's vocabulary has ", info.config.vocab,
-                " ids but the training data gives ", config.vocab, " (train on the data it was saved from)");
-  config = info.config;
-  const auto& extra = info.state.extra;
-  if (!o.has("steps") && extra.count("steps")) steps = std::stoi(extra.at("steps"));
-  if (!o.has("lr") && extra.count("lr")) lr = std::stod(extra.at("lr"));
-  if (!o.has("batch") && extra.count("global_batch")) {
-    const std::int64_t global = std::stoll(extra.at("global_batch"));
-    OPTIMUS_CHECK(global % dp == 0, "the checkpoint's run took ", global, " sequences a step, which dp = ", dp,
-                  " replicas cannot share");
-    batch = global / dp;  // the same sequences each step, shared by this run's replicas
-  }
-  OPTIMUS_CHECK(static_cast<std::uint64_t>(steps) > info.state.step, "--steps ", steps,
-                " leaves nothing to train after the checkpoint's step ", info.state.step);
-}
-
-// --init FILE: the model's shape is the file's; the text's ids must be among its vocabulary, and shape options given
-// must agree.
-void adopt_shape(const optimus::cli::Options& o, const optimus::GptConfig& file, const std::string& path,
-                 optimus::GptConfig& config) {
-  const auto same = [&](const char* option, std::int64_t there) {
-    OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
-                  " differs from ", path, "'s ", there);
-  };
-  same("layers", file.layers);
-  same("hidden", file.hidden);
-  same("heads", file.heads);
-  same("ffn", file.ffn);
-  same("seq", file.max_seq);
-  OPTIMUS_CHECK(file.vocab >= config.vocab, path, " has a vocabulary of ", file.vocab, ", fewer than the text's ",
-                config.vocab, " ids");
-  config.vocab = file.vocab;
-  config.layers = file.layers;
-  config.hidden = file.hidden;
-  config.heads = file.heads;
-  config.ffn = file.ffn;
-  config.max_seq = file.max_seq;
 }
 
 // What the training loop drives: the model (whole on the grid, or this rank's pipeline stage), its AdamW, and how it
@@ -355,7 +280,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   setup.every = static_cast<int>(o.integer("every", 50));
   setup.lr = o.real("lr", 3e-3);
   const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));
-  const Saving saving = saving_options(o);
+  const Saving saving = optimus::examples::saving_options(o);
   std::optional<std::filesystem::path> resume;
   optimus::checkpoint::Info resumed;
   OPTIMUS_CHECK(!(o.has("init") && o.has("resume")), "--init and --resume exclude each other (a checkpoint holds the "
@@ -363,13 +288,13 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   const bool init_llmc = o.has("init") && optimus::checkpoint::is_llmc_checkpoint(o.text("init", ""));
   if (o.has("init")) {
     const std::string file = o.text("init", "");
-    adopt_shape(o, init_llmc ? optimus::checkpoint::llmc_config(file) : optimus::checkpoint::hf_config(file), file,
+    optimus::examples::adopt_shape(o, init_llmc ? optimus::checkpoint::llmc_config(file) : optimus::checkpoint::hf_config(file), file,
                 config);
   }
   if (o.has("resume")) {
     resume = optimus::checkpoint::resolve(o.text("resume", ""));
     resumed = optimus::checkpoint::inspect(*resume);
-    adopt_checkpoint(o, resumed, host_grid.dp(), config, setup.batch, setup.steps, setup.lr);
+    optimus::examples::adopt_checkpoint(o, resumed, host_grid.dp(), config, setup.batch, setup.steps, setup.lr);
   }
   if (schedule) {
     optimus::pipeline::check_layers(config.layers, schedule->stages, schedule->chunks);
@@ -498,7 +423,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       const optimus::checkpoint::TrainingState run_state{
           .step = 0,
           .extra = {{"steps", std::to_string(setup.steps)},
-                    {"lr", format_exact(setup.lr)},
+                    {"lr", optimus::examples::format_exact(setup.lr)},
                     {"global_batch", std::to_string(batch * grid.dp())},
                     {o.has("data") ? "data" : "text",
                      o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}};

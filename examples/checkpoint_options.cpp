@@ -1,0 +1,76 @@
+// train_gpt's checkpoint options (checkpoint_options.hpp).
+#include "checkpoint_options.hpp"
+
+#include <cstdio>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus::examples {
+
+Saving saving_options(const cli::Options& o) {
+  Saving s;
+  OPTIMUS_CHECK(o.has("save") || (!o.has("save-every") && !o.has("keep")), "--save-every and --keep need --save DIR");
+  if (!o.has("save")) return s;
+  s.dir = o.text("save", "");
+  s.every = static_cast<int>(o.integer("save-every", 1 << 30));
+  s.keep = static_cast<int>(o.integer("keep", 0));
+  std::filesystem::create_directories(s.dir);
+  return s;
+}
+
+std::string format_exact(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp,
+                      GptConfig& config, std::int64_t& batch, int& steps, double& lr) {
+  const auto same = [&](const char* option, std::int64_t there) {
+    OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
+                  " differs from the checkpoint's ", there);
+  };
+  same("layers", info.config.layers);
+  same("hidden", info.config.hidden);
+  same("heads", info.config.heads);
+  same("ffn", info.config.ffn);
+  same("seq", info.config.max_seq);
+  same("seed", static_cast<std::int64_t>(info.config.seed));
+  OPTIMUS_CHECK(info.config.vocab == config.vocab, "the checkpoint's vocabulary has ", info.config.vocab,
+                " ids but the training data gives ", config.vocab, " (train on the data it was saved from)");
+  config = info.config;
+  const auto& extra = info.state.extra;
+  if (!o.has("steps") && extra.count("steps")) steps = std::stoi(extra.at("steps"));
+  if (!o.has("lr") && extra.count("lr")) lr = std::stod(extra.at("lr"));
+  if (!o.has("batch") && extra.count("global_batch")) {
+    const std::int64_t global = std::stoll(extra.at("global_batch"));
+    OPTIMUS_CHECK(global % dp == 0, "the checkpoint's run took ", global, " sequences a step, which dp = ", dp,
+                  " replicas cannot share");
+    batch = global / dp;  // the same sequences each step, shared by this run's replicas
+  }
+  OPTIMUS_CHECK(static_cast<std::uint64_t>(steps) > info.state.step, "--steps ", steps,
+                " leaves nothing to train after the checkpoint's step ", info.state.step);
+}
+
+void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path,
+                 GptConfig& config) {
+  const auto same = [&](const char* option, std::int64_t there) {
+    OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
+                  " differs from ", path, "'s ", there);
+  };
+  same("layers", file.layers);
+  same("hidden", file.hidden);
+  same("heads", file.heads);
+  same("ffn", file.ffn);
+  same("seq", file.max_seq);
+  OPTIMUS_CHECK(file.vocab >= config.vocab, path, " has a vocabulary of ", file.vocab, ", fewer than the text's ",
+                config.vocab, " ids");
+  config.vocab = file.vocab;
+  config.layers = file.layers;
+  config.hidden = file.hidden;
+  config.heads = file.heads;
+  config.ffn = file.ffn;
+  config.max_seq = file.max_seq;
+}
+
+}  // namespace optimus::examples

@@ -1,0 +1,36 @@
+// train_gpt's checkpoint options: --save, --save-every and --keep, and the run a checkpoint (--resume) or a GPT-2 file
+// (--init) imposes on the options.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "optimus/checkpoint/checkpoint.hpp"
+#include "optimus/core/cli.hpp"
+#include "optimus/core/gpt_config.hpp"
+
+namespace optimus::examples {
+
+// --save DIR --save-every N --keep K.
+struct Saving {
+  std::filesystem::path dir;  // empty: no saves
+  int every = 0, keep = 0;    // keep 0: all
+};
+
+// Reads them (--save-every and --keep need --save) and creates DIR.
+Saving saving_options(const cli::Options& o);
+
+// A double as text that reads back to the same bits.
+std::string format_exact(double value);
+
+// --resume: the checkpoint's model shape and seed, and the run's --steps, --lr and --batch unless given again; a
+// shape option given with another value than the checkpoint's is refused.
+void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp, GptConfig& config,
+                      std::int64_t& batch, int& steps, double& lr);
+
+// --init FILE: the model's shape is the file's; the text's ids must be among its vocabulary, and shape options given
+// must agree.
+void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, GptConfig& config);
+
+}  // namespace optimus::examples
