@@ -1,6 +1,10 @@
 // The GPT through a pipeline, in-process: every schedule's loss and every gradient bitwise those of pp = 1
-// (layers/gpt.hpp's Gpt2D::train_step) with the same micro-batches, dropout on, f64 and f32; and its refusals.
+// (layers/gpt.hpp's Gpt2D::train_step) with the same micro-batches, dropout on, f64 and f32; and its refusals and
+// AdamW's refusals of a norm order that does not fit.
 #include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
 
 #include "../layers/layer_cases.hpp"
 #include "optimus/pipeline/gpt.hpp"
@@ -46,5 +50,35 @@ TEST_CASE("a pipeline GPT refuses a grid of other stages and layers that do not 
           "pipeline::Gpt2D: the grid has 2 stages (Grid::create(world, q, pp)) but the schedule 1f1b has 4");
     CHECK(optimus::test::error_on_every_rank(world, [&] { make(pp::Kind::wave, 2, 2, 6); }) ==
           "pipeline: 6 layers do not divide among 2 stages x 2 chunks (4 pieces of equal, non-zero size)");
+  });
+}
+
+// The order is each rank's own (its stage's parameters), so each rank checks its own and names its own values.
+TEST_CASE("AdamW refuses a pipeline stage's norm order that does not fit its parameters") {
+  optimus::test::run_in_process(2, [](optimus::Communicator& world) {
+    const optimus::Grid grid = optimus::Grid::create(world, 1, 2);
+    pp::Gpt2D<double> model(grid, optimus::test::config_for(1, 2, 0.0),
+                            pp::make_schedule({.kind = pp::Kind::one_f_one_b, .stages = 2, .micro_batches = 2,
+                                               .chunks = 1}));
+    const auto adam = [&](optimus::NormOrder order) {
+      optimus::AdamW<double> optimizer(grid, model.parameters(), std::move(order), optimus::AdamWConfig{});
+    };
+    const optimus::NormOrder good = model.norm_order();
+    CHECK(optimus::test::error_of([&] { adam(good); }) == "accepted");
+    // Stage 0: wte, wpe and block 0's 12 tensors (slots 0 .. 13); stage 1: wte (-1), block 1's and ln_f's.
+    CHECK(good.slots == 2 + 2 * 12 + 2);
+    optimus::NormOrder short_order = good;
+    short_order.slot.pop_back();
+    CHECK(optimus::test::error_of([&] { adam(short_order); }).starts_with(
+        "AdamW: a pipeline stage's norm order has " + std::to_string(good.slot.size() - 1) + " slots for " +
+        std::to_string(good.slot.size()) + " parameters"));
+    optimus::NormOrder repeated = good;
+    repeated.slot.back() = repeated.slot.front() == -1 ? repeated.slot[1] : repeated.slot.front();
+    CHECK(optimus::test::error_of([&] { adam(repeated); }).find("taken by another parameter") !=
+          std::string::npos);
+    optimus::NormOrder outside = good;
+    outside.slot.back() = good.slots;
+    CHECK(optimus::test::error_of([&] { adam(outside); }).find("outside [0, slots)") !=
+          std::string::npos);
   });
 }

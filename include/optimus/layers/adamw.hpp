@@ -72,10 +72,10 @@ class AdamW {
   // local: where the shards live (their memory, queue); norm: the ranks whose partial sums make the global norm.
   AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config);
 
-  Grid local_;
   // The sum of squares of every gradient element of the model, counted once (before the square root).
   double sum_of_squares();
 
+  Grid local_;
   Communicator* norm_;  // local_.grid() (kept alive by local_), or a 1D group's communicator
   std::optional<NormOrder> order_;  // a pipeline stage's
   std::vector<ParameterRef<T>> params_;
