@@ -16,6 +16,18 @@ AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConf
 template <class T>
 AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config)
     : AdamW(grid, grid.grid(), std::move(params), config) {
+  use_order(std::move(order));
+}
+
+template <class T>
+AdamW<T>::AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, NormOrder order,
+                AdamWConfig config)
+    : AdamW(group.local(), group.tp(), std::move(params), config) {
+  use_order(std::move(order));
+}
+
+template <class T>
+void AdamW<T>::use_order(NormOrder order) {
   OPTIMUS_CHECK(order.across != nullptr && order.slot.size() == params_.size(), "AdamW: a pipeline stage's norm order "
                 "has ", order.slot.size(), " slots for ", params_.size(), " parameters",
                 order.across == nullptr ? " and no pipeline communicator" : "");
@@ -30,6 +42,11 @@ AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, NormOrder
     taken[static_cast<std::size_t>(s)] = true;
   }
   order_ = std::move(order);
+}
+
+template <class T>
+bool AdamW<T>::counted_here(const ParameterRef<T>& p) const {
+  return p.layout.kind != ShardLayout::Kind::replicated || norm_->rank() == 0;
 }
 
 template <class T>
@@ -63,14 +80,13 @@ double AdamW<T>::sum_of_squares() {
   double sq = 0;
   if (!order_) {
     for (const ParameterRef<T>& p : params_) {
-      const bool counted_here = p.layout.kind != ShardLayout::Kind::replicated || norm_->rank() == 0;
-      if (counted_here) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), local_.queue());
+      if (counted_here(p)) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), local_.queue());
     }
     return norm_->all_reduce(sq, ReduceOp::sum);
   }
   std::vector<double> slots(static_cast<std::size_t>(order_->slots), 0.0);
   for (std::size_t k = 0; k < params_.size(); ++k) {
-    if (order_->slot[k] < 0) continue;
+    if (order_->slot[k] < 0 || !counted_here(params_[k])) continue;
     slots[static_cast<std::size_t>(order_->slot[k])] =
         ops::sum_squares<T>(params_[k].grad, norm_scratch_.view(), local_.queue());
   }

@@ -1,5 +1,5 @@
-// pipeline::Gpt2D (gpt.hpp): a stage's chunks of the GPT, run through the schedule's operations, with the blocks
-// passed between stages over the pipeline communicator.
+// pipeline::Gpt2D and Gpt1D (gpt.hpp): a stage's chunks of the GPT, run through the schedule's operations, with the
+// blocks passed between stages over the pipeline communicator.
 #include "optimus/pipeline/gpt.hpp"
 
 #include <algorithm>
@@ -14,16 +14,16 @@
 
 namespace optimus::pipeline {
 
-template <class T>
-struct Gpt2D<T>::Chunk {
+template <class F>
+struct Gpt<F>::Chunk {
   int virtual_stage = 0;
   LayerRange range;
-  std::vector<std::unique_ptr<TransformerBlock2D<T>>> blocks;
+  std::vector<std::unique_ptr<typename F::Block>> blocks;
 };
 
 // What one micro-batch's forward on one chunk keeps for its backward.
-template <class T>
-struct Gpt2D<T>::Saved {
+template <class F>
+struct Gpt<F>::Saved {
   EmbeddingContext embedding;             // u = 0
   std::vector<BlockContext<T>> blocks;    // the chunk's blocks
   LayerNormContext<T> ln_f;               // u = U-1
@@ -40,49 +40,51 @@ int tag_of(const Schedule& s, int u, int k, bool gradient) { return (u * s.micro
 int wte_tag(const Schedule& s) { return 2 * s.virtual_stages() * s.micro_batches; }
 constexpr int kMaxTag = 32767;  // the least upper bound MPI promises
 
-const Schedule& checked(const Schedule& s, const Grid& grid, const GptConfig& config) {
-  OPTIMUS_CHECK(grid.pp() == s.stages, "pipeline::Gpt2D: the grid has ", grid.pp(),
+template <class F>
+const Schedule& checked(const Schedule& s, const typename F::Place& place, const GptConfig& config) {
+  const Grid& grid = F::grid(place);
+  OPTIMUS_CHECK(grid.pp() == s.stages, F::name, ": the grid has ", grid.pp(),
                 " stages (Grid::create(world, q, pp)) but the schedule ", name_of(s.kind), " has ", s.stages);
-  OPTIMUS_CHECK(grid.device() == nullptr, "pipeline::Gpt2D: grids on a device are not supported yet");
+  OPTIMUS_CHECK(grid.device() == nullptr, F::name, ": grids on a device are not supported yet");
   validate(s);
-  validate_for_grid(config, grid.q());
+  F::validate(config, place);
   check_layers(config.layers, s.stages, s.chunks);
-  OPTIMUS_CHECK(wte_tag(s) <= kMaxTag, "pipeline::Gpt2D: ", s.micro_batches, " micro-batches on ", s.virtual_stages(),
+  OPTIMUS_CHECK(wte_tag(s) <= kMaxTag, F::name, ": ", s.micro_batches, " micro-batches on ", s.virtual_stages(),
                 " virtual stages need more message tags than MPI promises (", kMaxTag, ")");
   return s;
 }
 
 }  // namespace
 
-template <class T>
-Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config, Schedule schedule)
-    : grid_(grid), config_(config), schedule_(checked(schedule, grid, config)) {
+template <class F>
+Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule)
+    : place_(place), grid_(F::grid(place)), config_(config), schedule_(checked<F>(schedule, place, config)) {
   const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
   for (int c = 0; c < schedule_.chunks; ++c) {
     Chunk chunk;
     chunk.virtual_stage = schedule_.virtual_stage(stage, c);
     chunk.range = layers_of(schedule_, config_.layers, chunk.virtual_stage);
     for (std::int64_t l = chunk.range.first; l < chunk.range.first + chunk.range.count; ++l) {
-      chunk.blocks.push_back(std::make_unique<TransformerBlock2D<T>>(grid_, config_, l));
+      chunk.blocks.push_back(std::make_unique<typename F::Block>(place_, config_, l));
     }
     chunks_.push_back(std::move(chunk));
   }
   const bool has_head = schedule_.stage_of(last) == stage;
-  if (schedule_.stage_of(0) == stage || has_head) embedding_ = std::make_unique<Embedding2D<T>>(grid_, config_);
+  if (schedule_.stage_of(0) == stage || has_head) embedding_ = std::make_unique<typename F::Embedding>(place_, config_);
   if (has_head) {
     ln_f_ = std::make_unique<LayerNorm2D<T>>(grid_, "ln_f", config_.hidden);
-    head_ = std::make_unique<LmHead2D<T>>(grid_, config_.vocab);
+    head_ = std::make_unique<typename F::Head>(place_, config_.vocab);
     head_wte_grad_ =
         std::make_unique<DistMatrix<T>>(grid_, embedding_->wte().rows(), config_.hidden, MemoryKind::gradients);
   }
   for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_.device());
 }
 
-template <class T>
-Gpt2D<T>::~Gpt2D() = default;
+template <class F>
+Gpt<F>::~Gpt() = default;
 
-template <class T>
-std::vector<ParameterRef<T>> Gpt2D<T>::parameters() {
+template <class F>
+auto Gpt<F>::parameters() -> std::vector<ParameterRef<T>> {
   std::vector<ParameterRef<T>> out;
   if (embedding_) {
     std::vector<ParameterRef<T>> both;
@@ -95,12 +97,16 @@ std::vector<ParameterRef<T>> Gpt2D<T>::parameters() {
   for (Chunk& chunk : chunks_) {
     for (auto& block : chunk.blocks) block->parameters(out);
   }
-  if (ln_f_) ln_f_->parameters(out);
+  if (ln_f_) {
+    const std::size_t from = out.size();
+    ln_f_->parameters(out);
+    F::mark_replicated(out, from, place_);
+  }
   return out;
 }
 
-template <class T>
-NormOrder Gpt2D<T>::norm_order() {
+template <class F>
+NormOrder Gpt<F>::norm_order() {
   // The whole model's order: wte, wpe, block 0's tensors, ..., block L-1's, ln_f's.
   const bool first = schedule_.stage_of(0) == grid_.stage();
   std::vector<ParameterRef<T>> block;
@@ -129,13 +135,13 @@ NormOrder Gpt2D<T>::norm_order() {
   return order;
 }
 
-template <class T>
-std::map<std::string, GlobalMatrix> Gpt2D<T>::gather(bool gradients) {
-  return gather_named(grid_.grid(), parameters(), gradients, grid_.device());
+template <class F>
+std::map<std::string, GlobalMatrix> Gpt<F>::gather(bool gradients) {
+  return gather_named(F::holders(place_), parameters(), gradients, grid_.device());
 }
 
-template <class T>
-void Gpt2D<T>::zero_grad() {
+template <class F>
+void Gpt<F>::zero_grad() {
   if (embedding_) embedding_->zero_grad();
   for (Chunk& chunk : chunks_) {
     for (auto& block : chunk.blocks) block->zero_grad();
@@ -146,21 +152,21 @@ void Gpt2D<T>::zero_grad() {
 
 // One train_step's run of this stage's operations: the contexts in flight, the blocks handed between this stage's
 // virtual stages, and the messages in flight.
-template <class T>
-class Gpt2D<T>::Step {
+template <class F>
+class Gpt<F>::Step {
  public:
-  Step(Gpt2D& model, const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+  Step(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
        std::uint64_t step)
       : m_(model), tokens_(tokens), targets_(targets), batch_(batch), step_(step) {
     const int m = m_.schedule_.micro_batches;
     const auto n = static_cast<std::int64_t>(tokens.size());
     OPTIMUS_CHECK(batch >= 1 && batch % m == 0 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n,
-                  "pipeline::Gpt2D::train_step: ", n, " tokens and ", targets.size(), " targets as ", batch,
+                  F::name, "::train_step: ", n, " tokens and ", targets.size(), " targets as ", batch,
                   " sequences in ", m, " micro-batches: the micro-batches must divide the batch into whole sequences");
     micro_ = batch / m;
     seq_ = n / batch;
     rows_ = micro_ * seq_;
-    OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, "pipeline::Gpt2D::train_step: a micro-batch of ", micro_,
+    OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, F::name, "::train_step: a micro-batch of ", micro_,
                   " sequences is not divisible by q = ", m_.grid_.q());
   }
 
@@ -178,7 +184,7 @@ class Gpt2D<T>::Step {
       times[i].end = since();
     }
     for (Request& r : sends_) r.wait();
-    OPTIMUS_CHECK(handed_.empty() && saved_.empty() && posted_.empty(), "pipeline::Gpt2D: stage ", m_.grid_.stage(),
+    OPTIMUS_CHECK(handed_.empty() && saved_.empty() && posted_.empty(), F::name, ": stage ", m_.grid_.stage(),
                   " ended its step with ", handed_.size(), " blocks handed over, ", posted_.size(),
                   " receives and ", saved_.size(), " contexts not consumed");
     return loss_;
@@ -237,7 +243,7 @@ class Gpt2D<T>::Step {
     }
     auto it = handed_.find(*key);
     const auto& [u, k, gradient] = *key;
-    OPTIMUS_CHECK(it != handed_.end(), "pipeline::Gpt2D: virtual stage ", u, " has no ",
+    OPTIMUS_CHECK(it != handed_.end(), F::name, ": virtual stage ", u, " has no ",
                   gradient ? "gradient" : "activation", " of micro-batch ", k, " from its neighbour");
     DistMatrix<T> block = std::move(it->second);
     handed_.erase(it);
@@ -268,7 +274,7 @@ class Gpt2D<T>::Step {
       for (std::size_t b = 0; b < chunk.blocks.size(); ++b) x = chunk.blocks[b]->forward(x, seq_, pass, s.blocks[b]);
       if (u == last()) {
         const DistMatrix<T> y = m_.ln_f_->forward(x, pass, s.ln_f);
-        loss_ += m_.head_->forward(y, m_.embedding_->wte(), slice(targets_, k),
+        loss_ += F::head_forward(*m_.head_, *m_.embedding_, y, slice(targets_, k),
                                    static_cast<std::int64_t>(tokens_.size()), pass, s.head);
       } else {
         deliver(std::move(x), u + 1, k, false);
@@ -307,7 +313,7 @@ class Gpt2D<T>::Step {
     return m_.ln_f_->backward(std::move(s.ln_f), dx, *later);
   }
 
-  Gpt2D& m_;
+  Gpt& m_;
   const std::vector<int>& tokens_;
   const std::vector<int>& targets_;
   std::int64_t batch_;
@@ -321,8 +327,8 @@ class Gpt2D<T>::Step {
   std::vector<DistMatrix<T>> sent_;              // the blocks being sent, alive until their sends complete
 };
 
-template <class T>
-double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+template <class F>
+double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                             std::uint64_t step) {
   const double loss = Step(*this, tokens, targets, batch, step).run(times_);
   const auto numel = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
@@ -362,10 +368,10 @@ double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<in
   return grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
 }
 
-template <class T>
-std::optional<DistMatrix<T>> Gpt2D<T>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch) {
+template <class F>
+auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch) -> std::optional<DistMatrix<T>> {
   const auto n = static_cast<std::int64_t>(tokens.size());
-  OPTIMUS_CHECK(batch >= 1 && n % batch == 0 && batch % grid_.q() == 0, "pipeline::Gpt2D: ", n, " tokens as ", batch,
+  OPTIMUS_CHECK(batch >= 1 && n % batch == 0 && batch % grid_.q() == 0, F::name, ": ", n, " tokens as ", batch,
                 " sequences: the sequences must be whole and their number divisible by q = ", grid_.q());
   const Pass pass = Pass::inference();
   const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
@@ -399,28 +405,32 @@ std::optional<DistMatrix<T>> Gpt2D<T>::forward_to_head(const std::vector<int>& t
   return std::nullopt;
 }
 
-template <class T>
-double Gpt2D<T>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
-  OPTIMUS_CHECK(targets.size() == tokens.size(), "pipeline::Gpt2D::evaluate: ", tokens.size(), " tokens but ",
+template <class F>
+double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
+  OPTIMUS_CHECK(targets.size() == tokens.size(), F::name, "::evaluate: ", tokens.size(), " tokens but ",
                 targets.size(), " targets");
   double loss = 0;
   if (const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch)) {
     LmHeadContext<T> none;
-    loss = head_->forward(*y, embedding_->wte(), targets, static_cast<std::int64_t>(tokens.size()), Pass::inference(),
-                          none);
+    loss = F::head_forward(*head_, *embedding_, *y, targets, static_cast<std::int64_t>(tokens.size()),
+                           Pass::inference(), none);
   }
   const double total = grid_.pipe().all_reduce(loss, ReduceOp::sum);  // only the head's stage has it
   return grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
 }
 
-template <class T>
-std::optional<DistMatrix<T>> Gpt2D<T>::logits(const std::vector<int>& tokens, std::int64_t batch) {
+template <class F>
+auto Gpt<F>::logits(const std::vector<int>& tokens, std::int64_t batch) -> std::optional<DistMatrix<T>>
+  requires std::same_as<F, TwoD<T>>
+{
   const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
   if (!y) return std::nullopt;
   return head_->logits(*y, embedding_->wte());
 }
 
-template class Gpt2D<float>;
-template class Gpt2D<double>;
+template class Gpt<TwoD<float>>;
+template class Gpt<TwoD<double>>;
+template class Gpt<OneD<float>>;
+template class Gpt<OneD<double>>;
 
 }  // namespace optimus::pipeline

@@ -5,26 +5,20 @@
 
 #include "../gpt_logic.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
 
 namespace optimus::megatron {
-namespace {
-
-const GptConfig& checked(const GptConfig& c, const Group& group) {
-  const int p = group.size();
+void validate_for_group(const GptConfig& c, int p) {
   validate(c);
   OPTIMUS_CHECK(c.heads % p == 0, "GptConfig: heads = ", c.heads, " is not divisible by p = ", p);
   OPTIMUS_CHECK(c.ffn % p == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by p = ", p);
-  return c;
 }
 
-// LayerNorm on the one-rank grid holds everything: in the group it is replicated.
-template <class T>
-void as_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const Group& group) {
-  for (std::size_t k = from; k < params.size(); ++k) {
-    ShardLayout& l = params[k].layout;
-    l = ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = l.cols,
-                    .qkv_hidden = 0, .parts = group.size(), .part = group.rank(), .padding_rows = 0};
-  }
+namespace {
+
+const GptConfig& checked(const GptConfig& c, const Group& group) {
+  validate_for_group(c, group.size());
+  return c;
 }
 
 }  // namespace
@@ -35,7 +29,8 @@ Gpt1D<T>::Gpt1D(const Group& group, const GptConfig& config)
       config_(checked(config, group)),
       embedding_(group, config),
       ln_f_(group.local(), "ln_f", config.hidden),
-      head_(group, config.vocab) {
+      head_(group, config.vocab),
+      head_wte_grad_(group.local(), embedding_.wte().rows(), config.hidden, MemoryKind::gradients) {
   for (std::int64_t l = 0; l < config.layers; ++l) {
     blocks_.push_back(std::make_unique<TransformerBlock1D<T>>(group, config, l));
   }
@@ -60,7 +55,7 @@ double Gpt1D<T>::train_step(const std::vector<int>& tokens, const std::vector<in
         const Pass pass{.step = step, .training = true, .first_sequence = k * micro};
         Context saved;
         loss += run(tok, tgt, micro, mean_over, pass, saved);  // each micro-batch's part of the whole batch's mean
-        backward(std::move(saved));
+        run_backward(std::move(saved), k + 1 == micro_batches);
       });
   return loss;
 }
@@ -82,13 +77,25 @@ double Gpt1D<T>::run(const std::vector<int>& tokens, const std::vector<int>& tar
 
 template <class T>
 void Gpt1D<T>::backward(Context saved) {
+  run_backward(std::move(saved), true);
+}
+
+// As Gpt2D: the head's part of wte's gradient accumulates apart and joins the embedding's at the step's end (E + H),
+// so that a pipeline, which holds the two parts on different stages, forms it with the same additions.
+template <class T>
+void Gpt1D<T>::run_backward(Context saved, bool last_micro_batch) {
   saved.mark.check(group_.local(), "gpt");
-  const DistMatrix<T> dhead = head_.backward(std::move(saved.head), embedding_.wte(), embedding_.wte_grad());
+  const DistMatrix<T> dhead = head_.backward(std::move(saved.head), embedding_.wte(), head_wte_grad_);
   detail::check_finite(dhead, "lm_head backward input gradient");
   DistMatrix<T> dx = ln_f_.backward(std::move(saved.ln_f), dhead);
   detail::check_finite(dx, "ln_f backward input gradient");
   for (std::size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(std::move(saved.blocks[l]), dx);
   embedding_.backward(std::move(saved.embedding), dx);
+  if (last_micro_batch) {
+    const Grid& local = group_.local();
+    ops::axpby<T>(T(1), std::as_const(head_wte_grad_).local(), T(1), embedding_.wte_grad().local(), local.queue());
+    ops::fill<T>(head_wte_grad_.local(), T(0), local.queue());
+  }
 }
 
 template <class T>
@@ -108,7 +115,7 @@ std::vector<ParameterRef<T>> Gpt1D<T>::parameters() {
   for (auto& block : blocks_) block->parameters(out);
   const std::size_t ln_f = out.size();
   ln_f_.parameters(out);
-  as_replicated(out, ln_f, group_);
+  mark_replicated(out, ln_f, group_);  // ln_f on the one-rank grid: every rank holds it
   return out;
 }
 
@@ -127,6 +134,7 @@ void Gpt1D<T>::zero_grad() {
   embedding_.zero_grad();
   for (auto& block : blocks_) block->zero_grad();
   ln_f_.zero_grad();
+  ops::fill<T>(head_wte_grad_.local(), T(0), group_.local().queue());
 }
 
 template class Gpt1D<float>;

@@ -62,6 +62,18 @@ std::unique_ptr<Communicator> prepared_self(Communicator& tp) {
 
 Group::Group(Communicator& tp) : tp_(&tp), self_(prepared_self(tp)), local_(Grid::create(*self_, 1)) {}
 
+Group::Group(std::shared_ptr<Communicator> tp, std::shared_ptr<Communicator> pipe, int stages)
+    : tp_(tp.get()), owned_tp_(std::move(tp)), self_(std::move(pipe)), local_(Grid::create(*self_, 1, stages)) {}
+
+Group Group::pipeline_stage(Communicator& world, int stages) {
+  OPTIMUS_CHECK(stages >= 1 && world.size() % stages == 0, "megatron::Group::pipeline_stage: ", world.size(),
+                " ranks are not ", stages, " stages of equal groups");
+  const int p = world.size() / stages, stage = world.rank() / p, rank = world.rank() % p;
+  std::shared_ptr<Communicator> tp = world.split(stage, rank);
+  std::shared_ptr<Communicator> pipe = world.split(rank, stage);
+  return Group(std::move(tp), std::move(pipe), stages);
+}
+
 void Group::place_on(DeviceMemory* device, const ops::Queue& queue) const {
   const Device where = device_of(device);
   OPTIMUS_CHECK(tp_->takes_buffers_on(where), "megatron::Group::place_on: the tensor-parallel communicator (",

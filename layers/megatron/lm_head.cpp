@@ -61,16 +61,48 @@ double LmHead1D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, st
   return loss / static_cast<double>(mean_over);
 }
 
+namespace {
+
+// dwte_r += dlogits_r^T x (this rank's rows; no communication).
 template <class T>
-DistMatrix<T> LmHead1D<T>::backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
+void add_wte_gradient(const Grid& local, const SavedActivation<T>& dlogits, const SavedActivation<T>& x,
+                      DistMatrix<T>& dwte) {
+  Tensor<T> widened_dlogits, widened_x;
+  ops::gemm<T>(Trans::yes, Trans::no, T(1), dlogits.values(widened_dlogits), x.values(widened_x), T(1), dwte.local(),
+               local.queue());
+}
+
+}  // namespace
+
+template <class T>
+DistMatrix<T> LmHead1D<T>::input_gradient(const Context& saved, const DistMatrix<T>& wte) {
   const Grid& local = group_.local();
   saved.mark.check(local, "cross-entropy");
-  Tensor<T> widened_dlogits, widened_x;
-  const TensorView<const T> dlogits = saved.dlogits->values(widened_dlogits), x = saved.x->values(widened_x);
+  Tensor<T> widened_dlogits;
   DistMatrix<T> dx(local, saved.dlogits->rows(), wte.cols());
-  ops::gemm<T>(Trans::no, Trans::no, T(1), dlogits, wte.local(), T(0), dx.local(), local.queue());
+  ops::gemm<T>(Trans::no, Trans::no, T(1), saved.dlogits->values(widened_dlogits), wte.local(), T(0), dx.local(),
+               local.queue());
   all_reduce_sum(group_, dx);
-  ops::gemm<T>(Trans::yes, Trans::no, T(1), dlogits, x, T(1), dwte.local(), local.queue());
+  return dx;
+}
+
+template <class T>
+DistMatrix<T> LmHead1D<T>::backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
+  DistMatrix<T> dx = input_gradient(saved, wte);
+  add_wte_gradient(group_.local(), *saved.dlogits, *saved.x, dwte);
+  return dx;
+}
+
+template <class T>
+DistMatrix<T> LmHead1D<T>::backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte,
+                                    WeightGradients& later) {
+  DistMatrix<T> dx = input_gradient(saved, wte);
+  struct Held {
+    SavedActivation<T> dlogits, x;
+  };
+  const Grid& local = group_.local();
+  later.defer(Held{.dlogits = std::move(*saved.dlogits), .x = std::move(*saved.x)},
+              [&local, &dwte](Held& held) { add_wte_gradient(local, held.dlogits, held.x, dwte); });
   return dx;
 }
 

@@ -8,10 +8,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "../layers/layer_cases.hpp"
 #include "optimus/layers/adamw.hpp"
 #include "optimus/layers/gpt.hpp"
+#include "optimus/layers/megatron/gpt.hpp"
 #include "optimus/pipeline/gpt.hpp"
 #include "optimus/pipeline/memory.hpp"
 #include "test_world.hpp"
@@ -32,6 +34,19 @@ struct Result {
   GlobalMatrix logits;  // [b*s, padded vocab]
 };
 
+// A whole model's step (its loss given), then its gradients, AdamW's step on `where` (the model's Grid or Group), the
+// updated parameters and the updated model's evaluation of the same batch.
+template <class T, class Model, class Where>
+Result after_step(Model& model, const Where& where, double loss, const std::vector<int>& tokens,
+                  const std::vector<int>& targets, std::int64_t batch) {
+  Result r{.loss = loss, .grads = model.gather(true), .norm = 0, .updated = {}, .evaluated = 0, .logits = {}};
+  AdamW<T> optimizer(where, model.parameters(), AdamWConfig{});
+  r.norm = optimizer.step();
+  r.updated = model.gather(false);
+  r.evaluated = model.evaluate(tokens, targets, batch);
+  return r;
+}
+
 // pp = 1 on dp x q x q in-process ranks: one train_step of m micro-batches; the gradients gathered on replica 0.
 template <class T>
 Result whole(int dp, int q, std::int64_t layers, int m) {
@@ -45,17 +60,11 @@ Result whole(int dp, int q, std::int64_t layers, int m) {
     const auto tokens = random_tokens(batch * s.seq, s.vocab, 11 + grid.dp_index());
     const auto targets = random_tokens(batch * s.seq, s.vocab, 23 + grid.dp_index());
     model.zero_grad();
-    const double loss = model.train_step(tokens, targets, batch, 3, m);
-    auto grads = model.gather(true);
-    AdamW<T> optimizer(grid, model.parameters(), AdamWConfig{});
-    const double norm = optimizer.step();
-    auto updated = model.gather(false);
-    const double evaluated = model.evaluate(tokens, targets, batch);
-    GlobalMatrix logits = model.logits(tokens, batch).to_global().template cast<double>();
+    Result r = after_step<T>(model, grid, model.train_step(tokens, targets, batch, 3, m), tokens, targets, batch);
+    r.logits = model.logits(tokens, batch).to_global().template cast<double>();
     if (world.rank() == 0) {
       std::lock_guard lock(mu);
-      out = Result{.loss = loss, .grads = std::move(grads), .norm = norm, .updated = std::move(updated),
-                   .evaluated = evaluated, .logits = std::move(logits)};
+      out = std::move(r);
     }
   });
   return out;
@@ -64,6 +73,33 @@ Result whole(int dp, int q, std::int64_t layers, int m) {
 bool same_bits(const GlobalMatrix& a, const GlobalMatrix& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() &&
          std::memcmp(a.data(), b.data(), sizeof(double) * static_cast<std::size_t>(a.size())) == 0;
+}
+
+// After a pipeline's step (its loss given): the loss, AdamW across the stages (norm_order) and the updated model's
+// evaluation, compared with the whole model's bit for bit on every rank; the stage's gradients and updated parameters
+// on the ranks that `compare`. Returns how many of the whole model's tensors this rank compared (wte on its first
+// stage only).
+template <class T, class Model>
+int compare_after_step(Model& model, double loss, const std::vector<int>& tokens, const std::vector<int>& targets,
+                       std::int64_t batch, const Result& expected, bool compare) {
+  CHECK(std::memcmp(&loss, &expected.loss, sizeof loss) == 0);
+  const auto grads = model.gather(true);
+  AdamW<T> optimizer(model.place(), model.parameters(), model.norm_order(), AdamWConfig{});
+  const double norm = optimizer.step();
+  CHECK(std::memcmp(&norm, &expected.norm, sizeof norm) == 0);
+  const auto updated = model.gather(false);
+  const double evaluated = model.evaluate(tokens, targets, batch);
+  CHECK(std::memcmp(&evaluated, &expected.evaluated, sizeof evaluated) == 0);
+  if (!compare) return 0;
+  int compared = 0;
+  for (const auto& [name, g] : grads) {
+    CAPTURE(name);
+    REQUIRE(expected.grads.count(name) == 1);
+    CHECK(same_bits(g, expected.grads.at(name)));
+    CHECK(same_bits(updated.at(name), expected.updated.at(name)));
+    compared += name == "wte" && model.grid().stage() != model.schedule().stage_of(0) ? 0 : 1;
+  }
+  return compared;
 }
 
 // The same step through the pipeline on `world`; this rank's loss and, on grid rank 0 of replica 0, its stage's
@@ -90,34 +126,60 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
   CHECK(grid.memory().peak(MemoryKind::activations) - held_before ==
         static_cast<std::uint64_t>(predicted[static_cast<std::size_t>(grid.stage())]));
   CHECK(grid.memory().current(MemoryKind::activations) == held_before);
-  const auto grads = model.gather(true);
-  CHECK(std::memcmp(&loss, &expected.loss, sizeof loss) == 0);
-  // AdamW across the stages: the whole model's norm (wte counted once), the same update.
-  AdamW<T> optimizer(grid, model.parameters(), model.norm_order(), AdamWConfig{});
-  const double norm = optimizer.step();
-  CHECK(std::memcmp(&norm, &expected.norm, sizeof norm) == 0);
-  const auto updated = model.gather(false);
-  const double evaluated = model.evaluate(tokens, targets, batch);
-  CHECK(std::memcmp(&evaluated, &expected.evaluated, sizeof evaluated) == 0);
+  const int compared = compare_after_step<T>(model, loss, tokens, targets, batch, expected,
+                                             grid.dp_index() == 0 && grid.grid().rank() == 0);
   const std::optional<DistMatrix<T>> logits = model.logits(tokens, batch);
   CHECK(logits.has_value() == (grid.stage() == schedule.stage_of(schedule.virtual_stages() - 1)));
   const GlobalMatrix full_logits = logits ? GlobalMatrix(logits->to_global().template cast<double>()) : GlobalMatrix();
-  if (grid.dp_index() != 0 || grid.grid().rank() != 0) return 0;
-  if (logits) CHECK(same_bits(full_logits, expected.logits));
-  int compared = 0;
-  for (const auto& [name, g] : grads) {
-    CAPTURE(name);
-    REQUIRE(expected.grads.count(name) == 1);
-    CHECK(same_bits(g, expected.grads.at(name)));
-    CHECK(same_bits(updated.at(name), expected.updated.at(name)));
-    compared += name == "wte" && grid.stage() != schedule.stage_of(0) ? 0 : 1;  // wte counted on its first stage
-  }
+  if (logits && grid.dp_index() == 0 && grid.grid().rank() == 0) CHECK(same_bits(full_logits, expected.logits));
   return compared;
 }
 
+// pp = 1's 1D model on p in-process ranks, as whole() does for the 2D one (its logits not kept).
 template <class T>
-void check_type(Communicator& world, const PipelineCase& c, const Result& expected) {
-  const int compared = check_on<T>(world, c, expected);
+Result whole_1d(int p, std::int64_t layers, int m) {
+  Result out;
+  std::mutex mu;
+  run_in_process(p, [&](Communicator& world) {
+    const megatron::Group group(world);
+    megatron::Gpt1D<T> model(group, config_for(2, layers, 0.1));
+    const LayerShapes s = shapes_for(2);
+    const std::int64_t batch = 2 * m;
+    const auto tokens = random_tokens(batch * s.seq, s.vocab, 11);
+    const auto targets = random_tokens(batch * s.seq, s.vocab, 23);
+    model.zero_grad();
+    Result r = after_step<T>(model, group, model.train_step(tokens, targets, batch, 3, m), tokens, targets, batch);
+    if (world.rank() == 0) {
+      std::lock_guard lock(mu);
+      out = std::move(r);
+    }
+  });
+  return out;
+}
+
+// The 1D pipeline's step, AdamW and evaluation against whole_1d's, on group rank 0 of each stage.
+template <class T>
+int check_1d_on(Communicator& world, const Pipeline1DCase& c, const Result& expected) {
+  const megatron::Group group = megatron::Group::pipeline_stage(world, c.stages);
+  const pp::Schedule schedule =
+      pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = c.micro_batches, .chunks = c.chunks});
+  pp::Gpt1D<T> model(group, config_for(2, c.layers, 0.1), schedule);
+  const LayerShapes s = shapes_for(2);
+  const std::int64_t batch = 2 * c.micro_batches;
+  const auto tokens = random_tokens(batch * s.seq, s.vocab, 11);
+  const auto targets = random_tokens(batch * s.seq, s.vocab, 23);
+  model.zero_grad();
+  const std::uint64_t held_before = model.grid().memory().current(MemoryKind::activations);
+  const double loss = model.train_step(tokens, targets, batch, 3);
+  CHECK(model.grid().memory().current(MemoryKind::activations) == held_before);
+  return compare_after_step<T>(model, loss, tokens, targets, batch, expected, group.rank() == 0);
+}
+
+template <class T, class Case>
+void check_type(Communicator& world, const Case& c, const Result& expected) {
+  int compared = 0;
+  if constexpr (std::is_same_v<Case, PipelineCase>) compared = check_on<T>(world, c, expected);
+  else compared = check_1d_on<T>(world, c, expected);
   // Every tensor of pp = 1 was compared on some stage (wte on both end stages, counted once).
   CHECK(world.all_reduce(static_cast<double>(compared), ReduceOp::sum) == static_cast<double>(expected.grads.size()));
 }
@@ -142,6 +204,27 @@ void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const Pipeli
   CAPTURE(c.chunks);
   CAPTURE(c.micro_batches);
   REQUIRE(world.size() == c.dp * c.stages * c.q * c.q);
+  check_type<double>(world, c, expected.f64);
+  check_type<float>(world, c, expected.f32);
+}
+
+}  // namespace optimus::test
+
+namespace optimus::test {
+
+std::shared_ptr<const PipelineReference> pipeline_reference(const Pipeline1DCase& c) {
+  return std::make_shared<const PipelineReference>(
+      PipelineReference{.f64 = whole_1d<double>(c.p, c.layers, c.micro_batches),
+                        .f32 = whole_1d<float>(c.p, c.layers, c.micro_batches)});
+}
+
+void check_pipeline_gpt(Communicator& world, const Pipeline1DCase& c, const PipelineReference& expected) {
+  CAPTURE(pp::name_of(c.kind));
+  CAPTURE(c.stages);
+  CAPTURE(c.p);
+  CAPTURE(c.chunks);
+  CAPTURE(c.micro_batches);
+  REQUIRE(world.size() == c.stages * c.p);
   check_type<double>(world, c, expected.f64);
   check_type<float>(world, c, expected.f32);
 }

@@ -20,11 +20,25 @@ struct PipelineCase {
   int micro_batches;
 };
 
-// pp = 1's loss and gradients for the case, f64 and f32, computed in-process on dp*q*q threads.
+// The 1D (Megatron) baseline through a pipeline: `stages` stages, each a group of p ranks (world stages*p), against the
+// whole megatron::Gpt1D on p ranks with the same micro-batches (2 sequences each).
+struct Pipeline1DCase {
+  int stages = 2, p = 1;
+  pipeline::Kind kind = pipeline::Kind::one_f_one_b;
+  int chunks = 1;
+  std::int64_t layers = 2;
+  int micro_batches = 4;
+};
+
+// pp = 1's loss and gradients for the case, f64 and f32, computed in-process on dp*q*q threads (1D: p threads).
 struct PipelineReference;
 std::shared_ptr<const PipelineReference> pipeline_reference(const PipelineCase& c);
 
 // On `world` of dp*stages*q*q ranks, f64 and f32, against `expected`.
 void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const PipelineReference& expected);
+
+std::shared_ptr<const PipelineReference> pipeline_reference(const Pipeline1DCase& c);
+// The same comparisons (but the logits and the memory prediction, which are the 2D model's) on stages*p ranks.
+void check_pipeline_gpt(Communicator& world, const Pipeline1DCase& c, const PipelineReference& expected);
 
 }  // namespace optimus::test

@@ -34,6 +34,22 @@ TEST_CASE("every schedule gives pp = 1's loss and gradients bit for bit (in-proc
   }
 }
 
+TEST_CASE("the 1D baseline through every schedule gives its pp = 1 loss, gradients, AdamW step and evaluation bit for bit") {
+  using optimus::test::Pipeline1DCase;
+  for (const Pipeline1DCase& c :
+       {Pipeline1DCase{.stages = 2, .p = 1, .kind = pp::Kind::gpipe, .chunks = 1, .layers = 2, .micro_batches = 4},
+        Pipeline1DCase{.stages = 2, .p = 2, .kind = pp::Kind::one_f_one_b, .chunks = 1, .layers = 2, .micro_batches = 4},
+        Pipeline1DCase{.stages = 2, .p = 2, .kind = pp::Kind::interleaved, .chunks = 2, .layers = 4, .micro_batches = 4},
+        Pipeline1DCase{.stages = 2, .p = 3, .kind = pp::Kind::wave, .chunks = 2, .layers = 4, .micro_batches = 4},
+        Pipeline1DCase{.stages = 4, .p = 1, .kind = pp::Kind::zero_bubble, .chunks = 1, .layers = 4, .micro_batches = 8},
+        Pipeline1DCase{.stages = 2, .p = 2, .kind = pp::Kind::zero_bubble, .chunks = 1, .layers = 2, .micro_batches = 4}}) {
+    const auto expected = optimus::test::pipeline_reference(c);
+    optimus::test::run_in_process(c.stages * c.p, [&](optimus::Communicator& world) {
+      optimus::test::check_pipeline_gpt(world, c, *expected);
+    });
+  }
+}
+
 TEST_CASE("a pipeline GPT refuses a grid of other stages and layers that do not divide") {
   optimus::test::run_in_process(2, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 1, 2);

@@ -51,6 +51,8 @@ class AdamW {
   // The parameters of a model on a 1D group (megatron::Gpt1D::parameters()); the group's communicator must outlive
   // the optimizer.
   AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config);
+  // One 1D pipeline stage's (pipeline::Gpt1D): as above, replicated tensors counted on group rank 0 only.
+  AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config);
 
   // One step (t counts from 1); returns the global gradient norm before clipping (see NonFinite).
   double step();
@@ -71,6 +73,10 @@ class AdamW {
  private:
   // local: where the shards live (their memory, queue); norm: the ranks whose partial sums make the global norm.
   AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config);
+  // Checks `order` against the parameters and keeps it.
+  void use_order(NormOrder order);
+  // Whether this rank adds parameter p's squares to the norm: a replicated tensor is added by group rank 0 only.
+  bool counted_here(const ParameterRef<T>& p) const;
 
   // The sum of squares of every gradient element of the model, counted once (before the square root).
   double sum_of_squares();

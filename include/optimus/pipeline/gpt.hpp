@@ -1,4 +1,5 @@
-// optimus::pipeline::Gpt2D: the GPT-2 of layers/gpt.hpp cut among the stages of a pipeline (partition.hpp) and
+// optimus::pipeline::Gpt2D (and the 1D baseline's Gpt1D, the same runtime on other layers, family.hpp): the GPT-2 of
+// layers/gpt.hpp cut among the stages of a pipeline (partition.hpp) and
 // trained through a schedule (schedule.hpp), on a grid made by Grid::create(world, q, pp) with pp = the schedule's S.
 //
 // Each stage builds only its chunks' blocks; the stage of virtual stage 0 the embedding, the stage of virtual stage
@@ -21,6 +22,7 @@
 // than the default.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,25 +31,28 @@
 #include <vector>
 
 #include "optimus/layers/adamw.hpp"
-#include "optimus/layers/block.hpp"
-#include "optimus/layers/embedding.hpp"
 #include "optimus/layers/layernorm.hpp"
-#include "optimus/layers/lm_head.hpp"
+#include "optimus/pipeline/family.hpp"
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
 #include "optimus/pipeline/simulator.hpp"
 
 namespace optimus::pipeline {
 
-template <class T>
-class Gpt2D {
+// Family: TwoD<T> (Gpt2D<T>, below) or OneD<T> (Gpt1D<T>), family.hpp.
+template <class Family>
+class Gpt {
  public:
-  // Throws optimus::Error unless grid.pp() is the schedule's S, the schedule validates, and S*v divides
-  // config.layers; the config is checked as layers/gpt.hpp checks it.
-  Gpt2D(const Grid& grid, const GptConfig& config, Schedule schedule);
-  ~Gpt2D();
-  Gpt2D(const Gpt2D&) = delete;
-  Gpt2D& operator=(const Gpt2D&) = delete;
+  using T = typename Family::Value;
+  using Place = typename Family::Place;
+
+  // place: a Grid made by Grid::create(world, q, pp) (2D), or megatron::Group::pipeline_stage(world, pp) (1D).
+  // Throws optimus::Error unless the place has the schedule's S stages, the schedule validates, and S*v divides
+  // config.layers; the config is checked as layers/gpt.hpp (2D) or layers/megatron/gpt.hpp (1D) checks it.
+  Gpt(const Place& place, const GptConfig& config, Schedule schedule);
+  ~Gpt();
+  Gpt(const Gpt&) = delete;
+  Gpt& operator=(const Gpt&) = delete;
 
   // The replica's batch (b*s ids, row-major [b, s]) in the schedule's m micro-batches; returns the whole batch's mean
   // cross-entropy on every rank (averaged over replicas). Gradients accumulate (zero_grad first) and are averaged over
@@ -57,18 +62,20 @@ class Gpt2D {
 
   // Collective over the pipeline (every stage, and the replicas): the batch's mean cross-entropy without dropout,
   // saving nothing, on every rank. The whole batch (b*s ids) goes through the virtual stages in order, u = 0 .. U-1, as
-  // one block: bitwise layers/gpt.hpp's Gpt2D::evaluate.
+  // one block: bitwise the whole model's evaluate.
   double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch);
-  // Collective over the replica's pipeline: logits [b*s, padded vocab] without dropout on the stage that holds the head
-  // (schedule().stage_of(U-1)), nothing on the others.
-  std::optional<DistMatrix<T>> logits(const std::vector<int>& tokens, std::int64_t batch);
+  // 2D only. Collective over the replica's pipeline: logits [b*s, padded vocab] without dropout on the stage that holds
+  // the head (schedule().stage_of(U-1)), nothing on the others.
+  std::optional<DistMatrix<T>> logits(const std::vector<int>& tokens, std::int64_t batch)
+    requires std::same_as<Family, TwoD<T>>;
 
   // This stage's parameters, by GPT-2 name (wte on both end stages, wpe with the embedding).
   std::vector<ParameterRef<T>> parameters();
   // Where each of parameters() sits in the whole model's parameter list, for AdamW's norm (layers/adamw.hpp):
-  // wte on the head's stage is -1 when the embedding's stage also holds it.
+  // wte on the head's stage is -1 when the embedding's stage also holds it. Collective over the pipeline.
   NormOrder norm_order();
-  // Collective over the stage's grid: this stage's parameters (or gradients) as full GPT-2 tensors.
+  // Collective over the ranks that hold the stage's tensors: this stage's parameters (or gradients) as full GPT-2
+  // tensors.
   std::map<std::string, GlobalMatrix> gather(bool gradients);
   void zero_grad();
 
@@ -78,6 +85,8 @@ class Gpt2D {
   const std::vector<Interval>& last_step_times() const { return times_; }
 
   const Schedule& schedule() const { return schedule_; }
+  const Place& place() const { return place_; }
+  // Where the activations live: the stage's grid (2D) or the group's q = 1 grid (1D); stage(), pipe(), memory().
   const Grid& grid() const { return grid_; }
 
  private:
@@ -89,18 +98,30 @@ class Gpt2D {
   // neighbouring stages: ln_f's output [b*s, h] on the head's stage, nothing elsewhere.
   std::optional<DistMatrix<T>> forward_to_head(const std::vector<int>& tokens, std::int64_t batch);
 
+  Place place_;
   Grid grid_;
   GptConfig config_;
   Schedule schedule_;
-  std::vector<Chunk> chunks_;                    // [v]: this stage's chunks
-  std::unique_ptr<Embedding2D<T>> embedding_;    // on the stages of u = 0 and u = U-1 (for wte)
-  std::unique_ptr<LayerNorm2D<T>> ln_f_;         // on the stage of u = U-1
-  std::unique_ptr<LmHead2D<T>> head_;
+  std::vector<Chunk> chunks_;                                  // [v]: this stage's chunks
+  std::unique_ptr<typename Family::Embedding> embedding_;      // on the stages of u = 0 and u = U-1 (for wte)
+  std::unique_ptr<LayerNorm2D<T>> ln_f_;                       // on the stage of u = U-1
+  std::unique_ptr<typename Family::Head> head_;
   std::unique_ptr<DistMatrix<T>> head_wte_grad_;  // the head's part of wte's gradient over a step
   std::vector<Interval> times_;                   // [i]: the last step's operation i
 };
 
-extern template class Gpt2D<float>;
-extern template class Gpt2D<double>;
+// The GPT of layers/gpt.hpp on a dp x pp x q x q world.
+template <class T>
+using Gpt2D = Gpt<TwoD<T>>;
+// The 1D baseline's GPT (layers/megatron/gpt.hpp) on a pp x p world: each stage a tensor-parallel group of p ranks
+// whose activations [N, h] are replicated, so each rank sends the whole [N/m, h] block of a micro-batch (2D: N/(mq),
+// h/q). No replicas (dp = 1), as the 1D baseline has none.
+template <class T>
+using Gpt1D = Gpt<OneD<T>>;
+
+extern template class Gpt<TwoD<float>>;
+extern template class Gpt<TwoD<double>>;
+extern template class Gpt<OneD<float>>;
+extern template class Gpt<OneD<double>>;
 
 }  // namespace optimus::pipeline

@@ -25,6 +25,10 @@
 
 namespace optimus::megatron {
 
+// validate(config), then what a group of p ranks needs (Gpt1D's rules, whole or cut into pipeline stages): p divides
+// heads and ffn; optimus::Error otherwise.
+void validate_for_group(const GptConfig& config, int p);
+
 template <class T>
 class Gpt1D {
  public:
@@ -59,6 +63,8 @@ class Gpt1D {
  private:
   double run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
              std::int64_t mean_over, const Pass& pass, Context& saved);
+  // backward; wte's gradient completed (the head's part added) after the last micro-batch.
+  void run_backward(Context saved, bool last_micro_batch);
 
   Group group_;
   GptConfig config_;
@@ -66,6 +72,7 @@ class Gpt1D {
   std::vector<std::unique_ptr<TransformerBlock1D<T>>> blocks_;
   LayerNorm2D<T> ln_f_;  // on the group's one-rank grid: replicated
   LmHead1D<T> head_;
+  DistMatrix<T> head_wte_grad_;  // the head's part of wte's gradient [V/p, h] over a step
 };
 
 extern template class Gpt1D<float>;

@@ -7,10 +7,13 @@
 // cheap handle: copies (and the layers built on it) share it.
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/grid.hpp"
+#include "optimus/layers/parameter.hpp"
 
 namespace optimus::megatron {
 
@@ -18,6 +21,11 @@ class Group {
  public:
   // Collective over `tp`: the tensor-parallel group (e.g. the world). `tp` must outlive the Group and its layers.
   explicit Group(Communicator& tp);
+  // Collective over `world` of stages * p ranks: this rank's group in a pipeline of `stages` 1D stages. World rank r is
+  // rank r % p of stage r / p; local() is then a q = 1 grid with pp = stages whose stage() is this rank's and whose
+  // pipe() joins the ranks of the same group rank, one per stage (the pipeline of optimus/pipeline/gpt.hpp's Gpt1D).
+  // Throws optimus::Error on every rank unless `stages` divides the world.
+  static Group pipeline_stage(Communicator& world, int stages);
 
   Communicator& tp() const { return *tp_; }
   int size() const { return tp_->size(); }
@@ -31,13 +39,27 @@ class Group {
   void set_gemm_math(ops::GemmMath math) const { local_.set_gemm_math(math); }
 
  private:
+  Group(std::shared_ptr<Communicator> tp, std::shared_ptr<Communicator> pipe, int stages);
+
   Communicator* tp_;
-  std::shared_ptr<Communicator> self_;  // the one-rank communicator under local_
+  std::shared_ptr<Communicator> owned_tp_;  // pipeline_stage's split of the world; null otherwise
+  std::shared_ptr<Communicator> self_;      // the communicator under local_: this rank alone, or the pipeline's ranks
   Grid local_;
 };
 
 // In place: m's local block summed over the group's ranks (one all-reduce of its elements; Megatron's f and g).
 template <class T>
 void all_reduce_sum(const Group& group, DistMatrix<T>& m);
+
+// params[from ..] as tensors every rank of the group holds whole (a LayerNorm on the group's one-rank grid): their
+// layouts become ShardLayout::Kind::replicated, so that gathering reads them from one rank and AdamW counts them once.
+template <class T>
+void mark_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const Group& group) {
+  for (std::size_t k = from; k < params.size(); ++k) {
+    ShardLayout& l = params[k].layout;
+    l = ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = l.cols,
+                    .qkv_hidden = 0, .parts = group.size(), .part = group.rank(), .padding_rows = 0};
+  }
+}
 
 }  // namespace optimus::megatron

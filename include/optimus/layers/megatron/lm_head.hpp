@@ -14,6 +14,7 @@
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/megatron/group.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus::megatron {
 
@@ -30,9 +31,14 @@ class LmHead1D {
                  std::int64_t mean_over, const Pass& pass, Context& saved);
   // Returns dx (replicated) and accumulates into dwte (this rank's rows).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte);
+  // The same, split (layers/weight_gradients.hpp): dx now; dwte += dlogits_r^T x queued in `later` with the saved x
+  // and dlogits (dwte must outlive the queued work).
+  DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte, WeightGradients& later);
 
  private:
   void mask_padding(DistMatrix<T>& logits, std::int64_t v0);
+  // dx = dlogits_r wte_r, all-reduced over the group.
+  DistMatrix<T> input_gradient(const Context& saved, const DistMatrix<T>& wte);
 
   Group group_;
   std::int64_t vocab_;

@@ -1,0 +1,67 @@
+// The two layer families a pipeline runs (gpt.hpp's Gpt<Family>): the 2D layers on each stage's q x q grid, and the
+// 1D (Megatron) baseline's on each stage's tensor-parallel group. A family names its layers, what they are built on
+// (Place: a Grid made by Grid::create(world, q, pp), or a Group made by megatron::Group::pipeline_stage), the grid its
+// activations live on (which also gives the stage, its pipe() to the other stages and the replicas), the ranks that
+// hold a stage's tensors, and the calls in which the two differ.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "optimus/layers/block.hpp"
+#include "optimus/layers/embedding.hpp"
+#include "optimus/layers/lm_head.hpp"
+#include "optimus/layers/megatron/block.hpp"
+#include "optimus/layers/megatron/embedding.hpp"
+#include "optimus/layers/megatron/gpt.hpp"
+#include "optimus/layers/megatron/lm_head.hpp"
+
+namespace optimus::pipeline {
+
+template <class T>
+struct TwoD {
+  using Value = T;
+  using Place = Grid;
+  using Embedding = Embedding2D<T>;
+  using Block = TransformerBlock2D<T>;
+  using Head = LmHead2D<T>;
+  static constexpr const char* name = "pipeline::Gpt2D";
+
+  static const Grid& grid(const Grid& place) { return place; }
+  static Communicator& holders(const Grid& place) { return place.grid(); }
+  static void validate(const GptConfig& config, const Grid& place) { validate_for_grid(config, place.q()); }
+  static void mark_replicated(std::vector<ParameterRef<T>>&, std::size_t, const Grid&) {}  // 2D tensors are split
+  static double head_forward(Head& head, const Embedding& embedding, const DistMatrix<T>& y,
+                             const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass,
+                             LmHeadContext<T>& saved) {
+    return head.forward(y, embedding.wte(), targets, mean_over, pass, saved);
+  }
+};
+
+template <class T>
+struct OneD {
+  using Value = T;
+  using Place = megatron::Group;
+  using Embedding = megatron::Embedding1D<T>;
+  using Block = megatron::TransformerBlock1D<T>;
+  using Head = megatron::LmHead1D<T>;
+  static constexpr const char* name = "pipeline::Gpt1D";
+
+  // The group's q = 1 grid: activations [N, h] replicated on the group's ranks; stage() and pipe() the pipeline's.
+  static const Grid& grid(const megatron::Group& place) { return place.local(); }
+  static Communicator& holders(const megatron::Group& place) { return place.tp(); }
+  static void validate(const GptConfig& config, const megatron::Group& place) {
+    megatron::validate_for_group(config, place.size());
+  }
+  // ln_f on the one-rank grid: every rank of the group holds it whole.
+  static void mark_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const megatron::Group& place) {
+    megatron::mark_replicated(params, from, place);
+  }
+  static double head_forward(Head& head, const Embedding& embedding, const DistMatrix<T>& y,
+                             const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass,
+                             LmHeadContext<T>& saved) {
+    return head.forward(y, embedding.wte(), embedding.first_id(), targets, mean_over, pass, saved);
+  }
+};
+
+}  // namespace optimus::pipeline
