@@ -101,6 +101,7 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
   }
   if (command == "pipeline") {
     return joined({{cli::integer("pp", 1, 1 << 10, "pipeline stages S"), cli::integer("q", 1, 64, "grid side"),
+                    cli::choice("layout", {"2d", "1d"}, "stages of q x q grids (2d) or of world/pp 1D ranks (1d)"),
                     cli::integer("m", 1, 1 << 12, "micro-batches per step"),
                     cli::choices("schedules", {"gpipe", "1f1b", "interleaved", "wave", "zb"},
                                  "schedules, a row each (default all)"),

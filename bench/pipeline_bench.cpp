@@ -1,5 +1,6 @@
-// optimus-bench pipeline: each pipeline schedule run on real ranks (world = dp x pp x q^2, pipeline::Gpt2D), beside
-// what the schedule simulator and the memory and traffic formulas predict for it:
+// optimus-bench pipeline: each pipeline schedule run on real ranks (world = dp x pp x q^2, pipeline::Gpt2D; with
+// --layout 1d, world = pp x p, the 1D baseline's pipeline::Gpt1D on groups of p ranks), beside what the schedule
+// simulator and the memory and traffic formulas predict for it:
 //   step_ms      the step's time, the maximum over ranks (median over --iters steps);
 //   bubble       measured from each timed step's timeline of operations, 1 - (time the stages computed) / (S * span),
 //                span = the end of the last operation (each rank's clock starts when the step starts, after a barrier;
@@ -7,15 +8,17 @@
 //   predicted    the simulator's bubble with the costs measured in the same step (each virtual stage's mean F, B,
 //                B_input, B_weight time, and a message's time from a ping-pong of one block between stages 0 and 1);
 //                the mean over the steps;
-//   act_B        the peak of activation bytes per rank of each stage (memory tracker), and memory.hpp's prediction;
+//   act_B        the peak of activation bytes per rank of each stage (memory tracker), and memory.hpp's prediction
+//                (2D only: "-" for 1D);
 //   p2p_B        bytes each stage's ranks send over the pipeline (traffic counters: blocks, and wte's gradient
-//                between the end stages), and the prediction: the simulator's messages x one [N/q, h/q] block;
+//                between the end stages), and the prediction: the simulator's messages x one block per rank,
+//                [N/q, h/q] in 2D, the whole replicated [N, h] in 1D (N: a micro-batch's tokens);
 //   #wrong       stages whose activation or p2p bytes differ from the prediction (must be 0).
 // Then the schedules ranked by measured and by predicted bubble, and each schedule's measured timeline drawn as
 // text (pipeline::chart). --trace FILE writes the timelines as a Chrome trace (chrome://tracing, Perfetto): one row per
 // rank, the schedules one after another.
 //
-//   mpirun -np 2 optimus-bench pipeline [--pp 2] [--q 1] [--m 8] [--schedules gpipe,1f1b,interleaved,wave,zb]
+//   mpirun -np 2 optimus-bench pipeline [--pp 2] [--q 1 | --layout 1d] [--m 8] [--schedules gpipe,1f1b,interleaved,wave,zb]
 //                                      [--chunks 2] [--b B] [--s 64] [--h 256] [--heads 4] [--ffn 4h] [--layers L]
 //                                      [--vocab 512] [--dtype f32|f64] [--warmup 1] [--iters 5] [--trace FILE]
 //                                      [--json FILE]
@@ -46,7 +49,10 @@ namespace {
 namespace pp = optimus::pipeline;
 
 struct Setup {
-  int stages, q, micro_batches, chunks;
+  bool one_d;     // --layout 1d
+  int stages, q;  // q: the grid side (2D), or 1 (1D: a stage's activations are on each rank whole)
+  int per_stage;  // ranks per stage in a replica: q*q (2D) or p (1D)
+  int micro_batches, chunks;
   std::int64_t batch, seq, layers;
   GptConfig config;
   int warmup, iters;
@@ -93,9 +99,11 @@ double message_seconds(Communicator& world, const Grid& grid, std::int64_t eleme
   return world.all_reduce(trips[trips.size() / 2] / 2, ReduceOp::max);
 }
 
-template <class T>
-Measured run_schedule(Communicator& world, const Grid& grid, const Setup& setup, const pp::Schedule& schedule) {
-  pp::Gpt2D<T> model(grid, setup.config, schedule);
+template <class Family>
+Measured run_schedule(Communicator& world, const typename Family::Place& place, const Setup& setup,
+                      const pp::Schedule& schedule) {
+  pp::Gpt<Family> model(place, setup.config, schedule);
+  const Grid& grid = model.grid();
   const std::int64_t n = setup.batch * setup.seq;
   const auto tokens = random_ids(n, setup.config.vocab, 11 + static_cast<std::uint64_t>(grid.dp_index()));
   const auto targets = random_ids(n, setup.config.vocab, 23 + static_cast<std::uint64_t>(grid.dp_index()));
@@ -145,9 +153,8 @@ Measured run_schedule(Communicator& world, const Grid& grid, const Setup& setup,
 }
 
 // The measured timeline as the simulator's result (stage s: the first rank of stage s in replica 0).
-pp::Simulation timeline_of(const pp::Schedule& s, const Grid& grid, const std::vector<pp::Interval>& times) {
+pp::Simulation timeline_of(const pp::Schedule& s, int per_stage, const std::vector<pp::Interval>& times) {
   const std::size_t ops = s.ops[0].size();
-  const int per_stage = grid.q() * grid.q();
   pp::Simulation t;
   double busy = 0;
   for (int stage = 0; stage < s.stages; ++stage) {
@@ -215,7 +222,7 @@ std::string joined(const std::vector<std::int64_t>& values) {
 
 // Writes the schedules' timelines (every rank's operations) as one Chrome trace, each schedule after the previous
 // one; written to a temporary file, then renamed into place.
-void write_trace(const std::string& path, int world_size, const Grid& grid, const std::vector<pp::Schedule>& schedules,
+void write_trace(const std::string& path, int world_size, int per_stage, const std::vector<pp::Schedule>& schedules,
                  const std::vector<Measured>& runs) {
   const std::string partial = path + ".partial";
   {
@@ -224,7 +231,6 @@ void write_trace(const std::string& path, int world_size, const Grid& grid, cons
     out << "{\"traceEvents\": [\n";
     bool first = true;
     double offset_us = 0;
-    const int per_stage = grid.q() * grid.q();
     for (std::size_t k = 0; k < schedules.size(); ++k) {
       const pp::Schedule& s = schedules[k];
       const std::size_t ops = s.ops[0].size();
@@ -257,22 +263,28 @@ void write_trace(const std::string& path, int world_size, const Grid& grid, cons
   std::filesystem::rename(partial, path);
 }
 
-template <class T>
-int run(Communicator& world, const cli::Options& o, Setup setup) {
-  const Grid grid = Grid::create(world, setup.q, setup.stages);
+// Family: pp::TwoD<T> or pp::OneD<T>; place: the Grid or the Group its stages are built on.
+template <class Family>
+int run(Communicator& world, const cli::Options& o, const Setup& setup, const typename Family::Place& place) {
+  using T = typename Family::Value;
+  const Grid& grid = Family::grid(place);
   const std::vector<std::string> names = o.list("schedules", "gpipe,1f1b,interleaved,wave,zb");
   const std::int64_t rows = setup.batch / setup.micro_batches * setup.seq;  // tokens per micro-batch
   const std::int64_t block_elements = rows / setup.q * (setup.config.hidden / setup.q);
   const std::int64_t block_bytes = block_elements * static_cast<std::int64_t>(sizeof(T));
-  const std::int64_t wte_bytes = setup.config.stored_vocab(setup.q) / setup.q * (setup.config.hidden / setup.q) *
+  // wte's rows per rank: V/q of a q x q grid's blocks (h/q columns), or V/p of the 1D vocab-parallel slices (all h).
+  const int parts = setup.one_d ? setup.per_stage : setup.q;
+  const std::int64_t wte_bytes = setup.config.stored_vocab(parts) / parts * (setup.config.hidden / setup.q) *
                                  static_cast<std::int64_t>(sizeof(T));
   const double p2p = message_seconds<T>(world, grid, block_elements);
 
   Report report({{"schedule", 11}, {"v", 2}, {"step_ms", 9}, {"bubble", 7}, {"+-", 6}, {"predicted", 9}, {"diff", 6},
                  {"act_B", 22}, {"act_predicted_B", 22}, {"p2p_B", 22}, {"p2p_predicted_B", 22}, {"#wrong", 6}});
-  report.header(format("optimus-bench pipeline: world %d = dp %d x pp %d x q %d x q %d, m = %d micro-batches of "
+  const std::string layout = setup.one_d ? format("pp %d x p %d (1D stages)", setup.stages, setup.per_stage)
+                                         : format("dp %d x pp %d x q %d x q %d", grid.dp(), setup.stages, setup.q, setup.q);
+  report.header(format("optimus-bench pipeline: world %d = %s, m = %d micro-batches of "
                        "%lld sequences, s=%lld h=%lld heads=%lld ffn=%lld layers=%lld vocab=%lld, %s",
-                       world.size(), grid.dp(), setup.stages, setup.q, setup.q, setup.micro_batches,
+                       world.size(), layout.c_str(), setup.micro_batches,
                        static_cast<long long>(setup.batch / setup.micro_batches), static_cast<long long>(setup.seq),
                        static_cast<long long>(setup.config.hidden), static_cast<long long>(setup.config.heads),
                        static_cast<long long>(setup.config.ffn), static_cast<long long>(setup.layers),
@@ -293,28 +305,31 @@ int run(Communicator& world, const cli::Options& o, Setup setup) {
     const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
     const pp::Schedule s = pp::make_schedule(
         {.kind = kind, .stages = setup.stages, .micro_batches = setup.micro_batches, .chunks = chunks});
-    const Measured m = run_schedule<T>(world, grid, setup, s);
+    const Measured m = run_schedule<Family>(world, place, setup, s);
     // Bubbles: measured and predicted for each timed step, then their means.
     double bubble = 0, bubble_predicted = 0, squares = 0;
     for (const std::vector<pp::Interval>& step : m.steps) {
-      const pp::Simulation measured = timeline_of(s, grid, step);
+      const pp::Simulation measured = timeline_of(s, setup.per_stage, step);
       bubble += measured.bubble / static_cast<double>(m.steps.size());
       squares += measured.bubble * measured.bubble / static_cast<double>(m.steps.size());
       bubble_predicted +=
           pp::simulate(s, measured_costs(s, measured, p2p)).bubble / static_cast<double>(m.steps.size());
     }
     const double spread = std::sqrt(std::max(0.0, squares - bubble * bubble));  // over the steps
-    const pp::Simulation timeline = timeline_of(s, grid, m.steps[m.median]);
+    const pp::Simulation timeline = timeline_of(s, setup.per_stage, m.steps[m.median]);
     const pp::Simulation unit = pp::simulate(s, pp::Costs{});
 
     // Bytes: this rank's against the prediction for its stage; every stage's figures gathered from replica 0's
     // first rank of the stage.
-    const std::vector<std::int64_t> act_predicted = pp::peak_activation_bytes(
-        s, pp::gpt_chunk_bytes(s, setup.config,
-                               {.sequences = setup.batch / setup.micro_batches, .seq = setup.seq, .q = setup.q,
-                                .element_bytes = sizeof(T), .saved_bytes = sizeof(T)}));
+    // memory.hpp models the 2D chunks; the 1D ones' activation bytes are reported, not predicted.
+    const std::vector<std::int64_t> act_predicted =
+        setup.one_d ? std::vector<std::int64_t>{}
+                    : pp::peak_activation_bytes(
+                          s, pp::gpt_chunk_bytes(s, setup.config,
+                                                 {.sequences = setup.batch / setup.micro_batches, .seq = setup.seq,
+                                                  .q = setup.q, .element_bytes = sizeof(T), .saved_bytes = sizeof(T)}));
     const auto [sent_predicted, received_predicted] = predicted_p2p(s, unit, grid.stage(), block_bytes, wte_bytes);
-    const bool wrong = m.activation_bytes != act_predicted[static_cast<std::size_t>(grid.stage())] ||
+    const bool wrong = (!setup.one_d && m.activation_bytes != act_predicted[static_cast<std::size_t>(grid.stage())]) ||
                        m.sent != sent_predicted || m.received != received_predicted;
     std::vector<double> mine{static_cast<double>(m.activation_bytes), static_cast<double>(m.sent),
                              wrong ? 1.0 : 0.0};
@@ -323,7 +338,7 @@ int run(Communicator& world, const cli::Options& o, Setup setup) {
     std::vector<std::int64_t> act, sent, sent_pred;
     std::int64_t wrong_stages = 0;
     for (int stage = 0; stage < setup.stages; ++stage) {
-      const std::size_t r = static_cast<std::size_t>(stage * setup.q * setup.q);
+      const std::size_t r = static_cast<std::size_t>(stage * setup.per_stage);
       act.push_back(static_cast<std::int64_t>(all[3 * r]));
       sent.push_back(static_cast<std::int64_t>(all[3 * r + 1]));
       sent_pred.push_back(predicted_p2p(s, unit, stage, block_bytes, wte_bytes).first);
@@ -333,7 +348,7 @@ int run(Communicator& world, const cli::Options& o, Setup setup) {
 
     report.row({name, std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds), format("%.3f", bubble),
                 format("%.3f", spread), format("%.3f", bubble_predicted), format("%+.3f", bubble - bubble_predicted), joined(act),
-                joined(act_predicted), joined(sent), joined(sent_pred), std::to_string(wrong_stages)});
+                setup.one_d ? "-" : joined(act_predicted), joined(sent), joined(sent_pred), std::to_string(wrong_stages)});
     if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
     measured_rank.emplace_back(bubble, name);
     predicted_rank.emplace_back(bubble_predicted, name);
@@ -358,7 +373,7 @@ int run(Communicator& world, const cli::Options& o, Setup setup) {
   for (const std::string& line : charts) report.footer(line);
   if (world.rank() == 0) report.print_footer(stdout);
   if (o.has("trace")) {
-    if (world.rank() == 0) write_trace(o.text("trace", ""), world.size(), grid, schedules, runs);
+    if (world.rank() == 0) write_trace(o.text("trace", ""), world.size(), setup.per_stage, schedules, runs);
     world.barrier();
   }
   if (o.has("json") && world.rank() == 0) report.write_json(o.text("json", ""), "pipeline");
@@ -371,8 +386,14 @@ int run_pipeline_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("pipeline"));
   world.set_timeout(o.timeout());
   Setup setup{};
+  setup.one_d = o.text("layout", "2d") == "1d";
+  OPTIMUS_CHECK(!(setup.one_d && o.has("q")), "pipeline: --q is the 2D grid's side; --layout 1d takes world / pp ranks "
+                "per stage");
   setup.stages = static_cast<int>(o.integer("pp", 2));
-  setup.q = static_cast<int>(o.integer("q", 1));
+  OPTIMUS_CHECK(!setup.one_d || world.size() % setup.stages == 0, "pipeline: world size ", world.size(),
+                " is not pp x p for pp = ", setup.stages);
+  setup.q = setup.one_d ? 1 : static_cast<int>(o.integer("q", 1));
+  setup.per_stage = setup.one_d ? world.size() / setup.stages : setup.q * setup.q;
   setup.micro_batches = static_cast<int>(o.integer("m", 8));
   setup.chunks = static_cast<int>(o.integer("chunks", 2));
   setup.batch = o.integer("b", static_cast<std::int64_t>(setup.micro_batches) * setup.q);
@@ -387,12 +408,18 @@ int run_pipeline_bench(Communicator& world, int argc, char** argv) {
   setup.config.max_seq = setup.seq;
   setup.config.layers = setup.layers;
   setup.config.dropout = 0.1;
-  Grid::check_world_size(world.size(), setup.q, setup.stages);
+  if (!setup.one_d) Grid::check_world_size(world.size(), setup.q, setup.stages);
   OPTIMUS_CHECK(setup.batch % setup.micro_batches == 0 && (setup.batch / setup.micro_batches) % setup.q == 0,
                 "pipeline: --b ", setup.batch, " sequences must split into --m ", setup.micro_batches,
                 " micro-batches of a multiple of q = ", setup.q, " sequences");
   cpu::set_gemm_threads(1);
-  return o.text("dtype", "f32") == "f64" ? run<double>(world, o, setup) : run<float>(world, o, setup);
+  const bool f64 = o.text("dtype", "f32") == "f64";
+  if (setup.one_d) {
+    const megatron::Group group = megatron::Group::pipeline_stage(world, setup.stages);
+    return f64 ? run<pp::OneD<double>>(world, o, setup, group) : run<pp::OneD<float>>(world, o, setup, group);
+  }
+  const Grid grid = Grid::create(world, setup.q, setup.stages);
+  return f64 ? run<pp::TwoD<double>>(world, o, setup, grid) : run<pp::TwoD<float>>(world, o, setup, grid);
 }
 
 }  // namespace optimus::bench
