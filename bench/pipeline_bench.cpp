@@ -14,14 +14,15 @@
 //                between the end stages), and the prediction: the simulator's messages x one block per rank,
 //                [N/q, h/q] in 2D, the whole replicated [N, h] in 1D (N: a micro-batch's tokens);
 //   #wrong       stages whose activation or p2p bytes differ from the prediction (must be 0).
-// Then the schedules ranked by measured and by predicted bubble, and each schedule's measured timeline drawn as
-// text (pipeline::chart). --trace FILE writes the timelines as a Chrome trace (chrome://tracing, Perfetto): one row per
-// rank, the schedules one after another.
+// Then the schedules ranked by measured and by predicted bubble, how many pairs of schedules the measurement tells
+// apart (mean bubbles more than two standard errors of their difference apart) and how many of those the prediction
+// orders the same way, and each schedule's measured timeline drawn as text (pipeline::chart). --trace FILE writes the
+// timelines as a Chrome trace (chrome://tracing, Perfetto): one row per rank, the schedules one after another.
 //
-//   mpirun -np 2 optimus-bench pipeline [--pp 2] [--q 1 | --layout 1d] [--m 8] [--schedules gpipe,1f1b,interleaved,wave,zb]
-//                                      [--chunks 2] [--b B] [--s 64] [--h 256] [--heads 4] [--ffn 4h] [--layers L]
-//                                      [--vocab 512] [--dtype f32|f64] [--warmup 1] [--iters 5] [--trace FILE]
-//                                      [--json FILE]
+//   mpirun -np 2 optimus-bench pipeline [--pp 2] [--q 1 | --layout 1d] [--m 8]
+//                                      [--schedules gpipe,1f1b,interleaved,wave,zb] [--chunks 2] [--b B] [--s 64]
+//                                      [--h 256] [--heads 4] [--ffn 4h] [--layers L] [--vocab 512] [--dtype f32|f64]
+//                                      [--warmup 1] [--iters 5] [--trace FILE] [--json FILE]
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -298,6 +299,7 @@ int run(Communicator& world, const cli::Options& o, const Setup& setup, const ty
   std::vector<pp::Schedule> schedules;
   std::vector<Measured> runs;
   std::vector<std::pair<double, std::string>> measured_rank, predicted_rank;
+  std::vector<double> standard_errors;  // [schedule]: of the measured mean bubble, spread / sqrt(steps)
   std::vector<std::string> charts;
   std::int64_t wrong_total = 0;
   for (const std::string& name : names) {
@@ -352,6 +354,7 @@ int run(Communicator& world, const cli::Options& o, const Setup& setup, const ty
     if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
     measured_rank.emplace_back(bubble, name);
     predicted_rank.emplace_back(bubble_predicted, name);
+    standard_errors.push_back(spread / std::sqrt(static_cast<double>(m.steps.size())));
     charts.push_back(format("%s, the median step (one character = %.2f ms):", name.c_str(), 1e3 * timeline.makespan / 40));
     for (const std::string& row : pp::chart(s, timeline, timeline.makespan / 40)) charts.push_back("  " + row);
     schedules.push_back(s);
@@ -369,6 +372,21 @@ int run(Communicator& world, const cli::Options& o, const Setup& setup, const ty
   const std::string by_measured = ranking(measured_rank), by_predicted = ranking(predicted_rank);
   report.footer("ranked by measured bubble:  " + by_measured);
   report.footer("ranked by predicted bubble: " + by_predicted + (by_measured == by_predicted ? " (the same)" : " (differs)"));
+  // Two schedules whose measured bubbles differ by less than twice the standard error of the difference are not told
+  // apart by the measurement; the prediction should order every pair that the measurement does tell apart.
+  int separated = 0, agreeing = 0;
+  for (std::size_t a = 0; a < measured_rank.size(); ++a) {
+    for (std::size_t b = a + 1; b < measured_rank.size(); ++b) {
+      const double measured = measured_rank[a].first - measured_rank[b].first;
+      const double error = std::hypot(standard_errors[a], standard_errors[b]);
+      if (std::abs(measured) <= 2 * error) continue;
+      ++separated;
+      agreeing += (measured > 0) == (predicted_rank[a].first - predicted_rank[b].first > 0) ? 1 : 0;
+    }
+  }
+  report.footer(format("pairs of schedules the measurement tells apart (bubbles more than 2 standard errors apart): "
+                       "%d of %zu; ordered the same way by the prediction: %d", separated,
+                       measured_rank.size() * (measured_rank.size() - 1) / 2, agreeing));
   report.footer(format("#wrong: %lld", static_cast<long long>(wrong_total)));
   for (const std::string& line : charts) report.footer(line);
   if (world.rank() == 0) report.print_footer(stdout);

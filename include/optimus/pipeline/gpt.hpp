@@ -1,6 +1,7 @@
-// optimus::pipeline::Gpt2D (and the 1D baseline's Gpt1D, the same runtime on other layers, family.hpp): the GPT-2 of
-// layers/gpt.hpp cut among the stages of a pipeline (partition.hpp) and
-// trained through a schedule (schedule.hpp), on a grid made by Grid::create(world, q, pp) with pp = the schedule's S.
+// optimus::pipeline::Gpt2D: the GPT-2 of layers/gpt.hpp cut among the stages of a pipeline (partition.hpp) and trained
+// through a schedule (schedule.hpp), on a grid made by Grid::create(world, q, pp) with pp = the schedule's S; and
+// pipeline::Gpt1D, the 1D baseline's GPT (layers/megatron/gpt.hpp) through the same runtime on the groups of
+// megatron::Group::pipeline_stage(world, pp) (family.hpp says how the two layer families differ).
 //
 // Each stage builds only its chunks' blocks; the stage of virtual stage 0 the embedding, the stage of virtual stage
 // U-1 ln_f and the LM head, and both of them wte. train_step runs the stage's operations in the schedule's order:
@@ -10,13 +11,14 @@
 //            backward in reverse; then the embedding's backward (u = 0) or dx sent to u-1's stage.
 //   Split (ZB-H1): B_input(k, c) is B with every weight gradient queued (layers/weight_gradients.hpp) and the
 //            embedding's backward left for later; B_weight(k, c) runs the queue, then the embedding's backward.
-// Rank (i, j) sends its [N/q, h/q] block to rank (i, j) of the other stage over Grid::pipe(), tagged by micro-batch,
-// virtual stage and direction: sends are non-blocking (waited at the step's end), and the receive of the next
-// operation that needs one is posted before the current operation computes, so a transfer overlaps the compute
-// before it. Consecutive virtual stages on one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the
+// Each rank sends its block of a micro-batch's activation (2D: [N/q, h/q]; 1D: the whole replicated [N, h]) to the
+// rank of the same place in the other stage over grid().pipe(), tagged by micro-batch, virtual stage and direction:
+// sends are non-blocking (waited at the step's end), and the receive of the next operation that needs one is posted
+// before the current operation computes, so a transfer overlaps the compute before it. Consecutive virtual stages on
+// one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the
 // embedding's are exchanged between the two end stages and summed the same way on both, then every gradient is
-// averaged over the replicas. Losses and gradients are bitwise those of layers/gpt.hpp's Gpt2D::train_step with the
-// same micro-batches (docs/pipeline.md).
+// averaged over the replicas. Losses and gradients are bitwise those of the whole model's train_step with the same
+// micro-batches (docs/pipeline.md).
 //
 // Not yet: device grids (the device communicators match messages by order, not by tag), recomputation policies other
 // than the default.
