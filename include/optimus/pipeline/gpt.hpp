@@ -24,7 +24,6 @@
 // than the default.
 #pragma once
 
-#include <concepts>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -66,10 +65,10 @@ class Gpt {
   // saving nothing, on every rank. The whole batch (b*s ids) goes through the virtual stages in order, u = 0 .. U-1, as
   // one block: bitwise the whole model's evaluate.
   double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch);
-  // 2D only. Collective over the replica's pipeline: logits [b*s, padded vocab] without dropout on the stage that holds
-  // the head (schedule().stage_of(U-1)), nothing on the others.
-  std::optional<DistMatrix<T>> logits(const std::vector<int>& tokens, std::int64_t batch)
-    requires std::same_as<Family, TwoD<T>>;
+  // Collective over the replica's pipeline: logits [b*s, padded vocab] without dropout on the stage that holds the head
+  // (schedule().stage_of(U-1)), nothing on the others. 2D only: Gpt1D throws optimus::Error (its head has no logits
+  // call; each rank would hold a vocabulary slice).
+  std::optional<DistMatrix<T>> logits(const std::vector<int>& tokens, std::int64_t batch);
 
   // This stage's parameters, by GPT-2 name (wte on both end stages, wpe with the embedding).
   std::vector<ParameterRef<T>> parameters();
