@@ -76,17 +76,18 @@ template <class T>
 std::vector<detail::Shard> shards_of(const std::vector<ParameterRef<T>>& params, AdamW<T>* optimizer,
                                      DeviceMemory* device, bool saving, bool first_copy) {
   std::vector<detail::Shard> shards;
-  const auto add = [&](const std::string& key, const ParameterRef<T>& p, T* data) {
+  // `data` is on `device`, or in host memory (offloaded moments) when its view says so.
+  const auto add = [&](const std::string& key, const ParameterRef<T>& p, const TensorView<T>& data) {
     if (saving && !first_copy && p.layout.kind == ShardLayout::Kind::replicated) return;
-    shards.push_back({.key = key, .shape = p.shape, .layout = p.layout, .dtype = dtype_of<T>, .data = data,
-                      .device = device});
+    shards.push_back({.key = key, .shape = p.shape, .layout = p.layout, .dtype = dtype_of<T>, .data = data.data(),
+                      .device = data.device() == Device::cpu ? nullptr : device});
   };
-  for (const ParameterRef<T>& p : params) add("model/" + p.name, p, p.value.data());
+  for (const ParameterRef<T>& p : params) add("model/" + p.name, p, p.value);
   if (optimizer != nullptr) {
     const std::vector<ParameterRef<T>>& given = optimizer->parameters();
     for (std::size_t k = 0; k < given.size(); ++k) {
-      add("adam.m/" + given[k].name, given[k], optimizer->first_moment(k).data());
-      add("adam.v/" + given[k].name, given[k], optimizer->second_moment(k).data());
+      add("adam.m/" + given[k].name, given[k], optimizer->first_moment(k));
+      add("adam.v/" + given[k].name, given[k], optimizer->second_moment(k));
     }
   }
   return shards;

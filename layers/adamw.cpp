@@ -11,18 +11,22 @@ namespace optimus {
 
 template <class T>
 AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config)
-    : AdamW(grid, grid.grid(), std::move(params), config) {}
+    : AdamW(grid, grid.grid(), std::move(params), config, std::nullopt) {}
+
+template <class T>
+AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config, OptimizerOffload offload)
+    : AdamW(grid, grid.grid(), std::move(params), config, offload) {}
 
 template <class T>
 AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config)
-    : AdamW(grid, grid.grid(), std::move(params), config) {
+    : AdamW(grid, grid.grid(), std::move(params), config, std::nullopt) {
   use_order(std::move(order));
 }
 
 template <class T>
 AdamW<T>::AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, NormOrder order,
                 AdamWConfig config)
-    : AdamW(group.local(), group.tp(), std::move(params), config) {
+    : AdamW(group.local(), group.tp(), std::move(params), config, std::nullopt) {
   use_order(std::move(order));
 }
 
@@ -51,20 +55,35 @@ bool AdamW<T>::counted_here(const ParameterRef<T>& p) const {
 
 template <class T>
 AdamW<T>::AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config)
-    : AdamW(group.local(), group.tp(), std::move(params), config) {}
+    : AdamW(group.local(), group.tp(), std::move(params), config, std::nullopt) {}
 
 template <class T>
-AdamW<T>::AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config)
+AdamW<T>::AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config,
+                std::optional<OptimizerOffload> offload)
     : local_(local),
       norm_(&norm),
       params_(std::move(params)),
       config_(config),
       norm_scratch_(Shape{ops::sum_squares_scratch()}, local.tag(MemoryKind::workspace), Init::none) {
   validate(config_);
+  if (offload) {
+    offload_ = std::make_unique<OffloadedMoments<T>>(local_, params_, *offload);
+    return;
+  }
   for (const ParameterRef<T>& p : params_) {
     m_.emplace_back(p.value.shape(), local.tag(MemoryKind::optimizer));
     v_.emplace_back(p.value.shape(), local.tag(MemoryKind::optimizer));
   }
+}
+
+template <class T>
+TensorView<T> AdamW<T>::first_moment(std::size_t k) {
+  return offload_ ? offload_->first_moment(k) : m_.at(k).view();
+}
+
+template <class T>
+TensorView<T> AdamW<T>::second_moment(std::size_t k) {
+  return offload_ ? offload_->second_moment(k) : v_.at(k).view();
 }
 
 template <class T>
@@ -105,13 +124,26 @@ double AdamW<T>::step() {
     return norm;
   }
   ++t_;
-  AdamWStep s{config_.lr, config_.beta1, config_.beta2, config_.eps, 0.0, 1.0,
-              1.0 - std::pow(config_.beta1, t_), 1.0 - std::pow(config_.beta2, t_)};
-  s.clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm : 1.0;
+  const AdamWStep s{.lr = config_.lr,
+                    .beta1 = config_.beta1,
+                    .beta2 = config_.beta2,
+                    .eps = config_.eps,
+                    .weight_decay = 0.0,
+                    .clip = config_.max_grad_norm > 0 && norm > config_.max_grad_norm ? config_.max_grad_norm / norm
+                                                                                      : 1.0,
+                    .c1 = 1.0 - std::pow(config_.beta1, t_),
+                    .c2 = 1.0 - std::pow(config_.beta2, t_)};
+  std::vector<AdamWStep> steps(params_.size(), s);
+  for (std::size_t k = 0; k < params_.size(); ++k) {  // matrices decay; biases and gains do not
+    steps[k].weight_decay = params_[k].shape.size() == 2 ? config_.weight_decay : 0.0;
+  }
+  if (offload_) {
+    offload_->update(params_, steps);
+    return norm;
+  }
   for (std::size_t k = 0; k < params_.size(); ++k) {
     const ParameterRef<T>& p = params_[k];
-    s.weight_decay = p.shape.size() == 2 ? config_.weight_decay : 0.0;  // matrices decay; biases and gains do not
-    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), s, local_.queue());
+    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), steps[k], local_.queue());
   }
   return norm;
 }

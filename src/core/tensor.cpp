@@ -70,7 +70,7 @@ Tensor<T>::Tensor(Shape shape, MemoryTag tag, Init init)
   }
   if (tag_.tracker) {
     counted_ = this->bytes();
-    tag_.tracker->allocate(tag_.kind, counted_);
+    tag_.tracker->allocate(tag_.kind, place_of(tag_), counted_);
   }
 }
 
@@ -97,7 +97,7 @@ Tensor<T>& Tensor<T>::operator=(Tensor&& other) noexcept {
 
 template <class T>
 void Tensor<T>::reset() noexcept {
-  if (tag_.tracker && counted_) tag_.tracker->release(tag_.kind, counted_);
+  if (tag_.tracker && counted_) tag_.tracker->release(tag_.kind, place_of(tag_), counted_);
   counted_ = 0;
   data_.reset();
   shape_ = Shape{0};

@@ -83,6 +83,7 @@ void* Runtime::allocate(std::size_t bytes) noexcept {
   }
   blocks_[address(real)] = size;
   in_use_ += size;
+  peak_in_use_ = std::max(peak_in_use_, in_use_);
   if (options_.poison) std::memset(real, 0xff, size);  // fresh: uninitialised reads give NaN
   return reinterpret_cast<void*>(address(real) | tag_);
 }
@@ -238,6 +239,11 @@ Traffic Runtime::traffic() const {
 std::size_t Runtime::bytes_in_use() const {
   std::shared_lock lock(memory_mu_);
   return in_use_;
+}
+
+std::size_t Runtime::peak_bytes_in_use() const {
+  std::shared_lock lock(memory_mu_);
+  return peak_in_use_;
 }
 
 std::exception_ptr Runtime::failure() const {

@@ -31,3 +31,23 @@ TEST_CASE("tensors are counted by kind, current and peak, through moves and rese
   Tensor<float> untracked(Shape{5});
   CHECK(m.current_total() == 0);
 }
+
+TEST_CASE("bytes are counted by place: device and host separately, and together") {
+  MemoryTracker m;
+  m.allocate(MemoryKind::optimizer, optimus::MemoryPlace::host, 100);
+  m.allocate(MemoryKind::optimizer, optimus::MemoryPlace::device, 30);
+  m.allocate(MemoryKind::parameters, optimus::MemoryPlace::device, 7);
+  CHECK(m.current(MemoryKind::optimizer) == 130);
+  CHECK(m.current(MemoryKind::optimizer, optimus::MemoryPlace::host) == 100);
+  CHECK(m.current_total(optimus::MemoryPlace::device) == 37);
+  m.release(MemoryKind::optimizer, optimus::MemoryPlace::host, 100);
+  m.allocate(MemoryKind::optimizer, optimus::MemoryPlace::device, 50);  // device 87, host 0; together 87
+  CHECK(m.peak(MemoryKind::optimizer, optimus::MemoryPlace::host) == 100);
+  CHECK(m.peak(MemoryKind::optimizer, optimus::MemoryPlace::device) == 80);
+  CHECK(m.peak(MemoryKind::optimizer) == 130);  // both places at once, not the sum of each place's peak (180)
+  CHECK(m.peak_total(optimus::MemoryPlace::device) == 87);
+  CHECK(m.peak_total() == 137);
+  m.reset_peaks();
+  CHECK(m.peak_total(optimus::MemoryPlace::host) == 0);
+  CHECK(m.peak(MemoryKind::optimizer) == 80);
+}

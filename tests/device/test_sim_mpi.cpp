@@ -8,6 +8,7 @@
 #include "../grid/overlap_cases.hpp"
 #include "../layers/layer_cases.hpp"
 #include "device_cases.hpp"
+#include "offload_cases.hpp"
 #include "optimus/comm/device_communicator.hpp"
 #include "optimus/sim/runtime.hpp"
 #include "test_world.hpp"
@@ -69,5 +70,29 @@ TEST_CASE("dp = 2 replicas of q = 2 on simulated devices: bucketed gradient redu
     optimus::test::check_f32_training_on(grid);
     Grid host = Grid::create(optimus::test::world(), 2);
     optimus::test::check_step_like_host(grid, host, true);
+  });
+}
+
+TEST_CASE("optimizer offload on one simulated device per process, each with a capacity") {
+  const int q = square_q();
+  if (q != 2) return;  // np 4
+  optimus::test::check_optimizer_offload([q](std::size_t capacity, const optimus::test::GridCase& fn) {
+    optimus::sim::Runtime device(optimus::sim::Options{.capacity = capacity, .delays = {.max_microseconds = 50, .seed = 2}});
+    {
+      RankDevice rank(device, optimus::ops::GemmMath::f32);
+      Grid grid = optimus::distributed_grid(rank, optimus::test::world(), q);
+      fn(optimus::test::world(), rank, grid);
+    }
+    // This process's device is idle (its grid is gone); the totals are over every process's device.
+    optimus::Communicator& world = optimus::test::world();
+    const optimus::sim::Traffic t = device.traffic();
+    const auto sum = [&](std::uint64_t v) {
+      return static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(v), optimus::ReduceOp::sum));
+    };
+    return optimus::test::SimTotals{
+        .traffic = {.host_to_device = sum(t.host_to_device), .device_to_host = sum(t.device_to_host),
+                    .device_to_device = sum(t.device_to_device)},
+        .peak_bytes = static_cast<std::uint64_t>(
+            world.all_reduce(static_cast<double>(device.peak_bytes_in_use()), optimus::ReduceOp::max))};
   });
 }

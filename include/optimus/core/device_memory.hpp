@@ -28,6 +28,11 @@ class DeviceMemory {
 // Where memory from `memory` lives: its device, or the host when `memory` is null (host memory).
 inline Device device_of(const DeviceMemory* memory) { return memory != nullptr ? memory->device() : Device::cpu; }
 
+// Where a tensor of `tag` is counted: the host for host memory (pageable or page-locked), the device otherwise.
+inline MemoryPlace place_of(const MemoryTag& tag) {
+  return device_of(tag.device) == Device::cpu ? MemoryPlace::host : MemoryPlace::device;
+}
+
 // Copies `bytes` through `device` (any direction), or with memcpy when `device` is null (host memory).
 void copy_bytes(DeviceMemory* device, void* dst, const void* src, std::size_t bytes);
 

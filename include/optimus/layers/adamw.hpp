@@ -17,11 +17,13 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/layers/megatron/group.hpp"
+#include "optimus/layers/optimizer_offload.hpp"
 #include "optimus/layers/parameter.hpp"
 
 namespace optimus {
@@ -45,6 +47,10 @@ class AdamW {
  public:
   // The parameters of a model on `grid` (Gpt2D::parameters()).
   AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config);
+  // The same with the moments offloaded (optimizer_offload.hpp): made in page-locked host memory — the device never
+  // holds them — and streamed through the device at each step; the results are bitwise those without offload. Refused
+  // for a grid on the host.
+  AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config, OptimizerOffload offload);
   // The parameters of one pipeline stage's part of a model on `grid` (pipeline::Gpt2D::parameters() and norm_order());
   // throws optimus::Error unless order has one slot per parameter, each -1 or in [0, slots), none repeated.
   AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config);
@@ -59,20 +65,23 @@ class AdamW {
   // For schedules: the learning rate of the following steps (positive and finite, or optimus::Error).
   void set_learning_rate(double lr);
   void set_nonfinite(NonFinite policy) { nonfinite_ = policy; }
+  // The offloaded moments and what they moved; null without offload.
+  const OffloadedMoments<T>* offloaded() const { return offload_.get(); }
   int skipped_steps() const { return skipped_; }
 
   // Checkpoints: the parameters as given, the moments m and v of parameter k ([local shape] like its value, where
-  // the parameters live), and the steps taken (the bias corrections follow it).
+  // the parameters live, or in host memory when offloaded: the views say which), and the steps taken (the bias corrections follow it).
   const std::vector<ParameterRef<T>>& parameters() const { return params_; }
   const AdamWConfig& config() const { return config_; }
-  TensorView<T> first_moment(std::size_t k) { return m_.at(k).view(); }
-  TensorView<T> second_moment(std::size_t k) { return v_.at(k).view(); }
+  TensorView<T> first_moment(std::size_t k);
+  TensorView<T> second_moment(std::size_t k);
   int steps_taken() const { return t_; }
   void set_steps_taken(int t);
 
  private:
   // local: where the shards live (their memory, queue); norm: the ranks whose partial sums make the global norm.
-  AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config);
+  AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config,
+        std::optional<OptimizerOffload> offload);
   // Checks `order` against the parameters and keeps it.
   void use_order(NormOrder order);
   // Whether this rank adds parameter p's squares to the norm: a replicated tensor is added by group rank 0 only.
@@ -86,7 +95,8 @@ class AdamW {
   std::optional<NormOrder> order_;  // a pipeline stage's
   std::vector<ParameterRef<T>> params_;
   AdamWConfig config_;
-  std::vector<Tensor<T>> m_, v_;
+  std::vector<Tensor<T>> m_, v_;  // where the parameters live; empty when offloaded
+  std::unique_ptr<OffloadedMoments<T>> offload_;
   Tensor<double> norm_scratch_;  // ops::sum_squares' partials, where the gradients live
   int t_ = 0;
   NonFinite nonfinite_ = NonFinite::stop;

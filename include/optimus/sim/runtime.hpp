@@ -158,6 +158,8 @@ class Runtime final : public DeviceRuntime {
 
   Traffic traffic() const;
   std::size_t bytes_in_use() const;
+  // The most device memory allocated at once so far (what a capacity must hold).
+  std::size_t peak_bytes_in_use() const;
   const Options& options() const { return options_; }
   // The first failure of device work (a race, a bad copy), rethrown by every later synchronisation; null if none.
   std::exception_ptr failure() const;
@@ -182,6 +184,7 @@ class Runtime final : public DeviceRuntime {
   std::map<std::uintptr_t, std::size_t> blocks_;  // live allocations: real address -> bytes
   std::map<std::uintptr_t, std::size_t> pinned_;  // page-locked host blocks
   std::size_t in_use_ = 0;
+  std::size_t peak_in_use_ = 0;
   std::atomic<std::uint64_t> h2d_{0}, d2h_{0}, d2d_{0};
   std::atomic<int> next_stream_{0};
   mutable std::mutex streams_mu_;
