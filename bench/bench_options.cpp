@@ -55,7 +55,7 @@ std::vector<cli::Spec> device_bench(bool gpt) {
 }  // namespace
 
 std::vector<std::string> commands() {
-  return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint", "pipeline"};
+  return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint", "pipeline", "offload"};
 }
 
 // The command's own options (options_of adds --timeout).
@@ -110,6 +110,16 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                    {cli::integer("vocab", 1, 1 << 24, "vocabulary"), cli::choice("dtype", {"f32", "f64"}, "layer type")},
                    timing(), {cli::output_file("trace", "a Chrome trace of every schedule's step, a row per rank"),
                               json()}});
+  }
+  if (command == "offload") {
+    return joined({device_options(), {cli::integers("q", 1, 64, "grid sides, rows each (default 1,2)")},
+                   block_shape(true),
+                   {cli::integer("vocab", 1, 1 << 24, "vocabulary (default 8192)"),
+                    cli::integer("chunk", 1, std::int64_t{1} << 40, "elements per offloaded chunk (default 262144)")},
+                   timing(),
+                   {cli::choice("largest", {"on", "off"}, "search the most blocks that fit --device-memory"),
+                    cli::integer("max-layers", 1, 1 << 12, "the most blocks --largest tries (default 64)"),
+                    cli::output_file("trace", "PREFIX: Chrome traces PREFIX-device.json, PREFIX-host.json"), json()}});
   }
   if (command == "checkpoint") {
     return {cli::integer("h", 1, kSide, "hidden size"), cli::integer("layers", 1, 1 << 12, "transformer blocks"),

@@ -15,5 +15,6 @@ int run_gpt_bench(Communicator& world, int argc, char** argv);
 int run_activations(Communicator& world, int argc, char** argv);
 int run_checkpoint_bench(Communicator& world, int argc, char** argv);
 int run_pipeline_bench(Communicator& world, int argc, char** argv);
+int run_offload_bench(Communicator& world, int argc, char** argv);
 
 }  // namespace optimus::bench

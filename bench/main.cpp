@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     if (command == "activations") return optimus::bench::run_activations(ctx.world(), argc, argv);
     if (command == "checkpoint") return optimus::bench::run_checkpoint_bench(ctx.world(), argc, argv);
     if (command == "pipeline") return optimus::bench::run_pipeline_bench(ctx.world(), argc, argv);
+    if (command == "offload") return optimus::bench::run_offload_bench(ctx.world(), argc, argv);
     const std::string usage =
         "usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] [--dtype f64,f32] [--m M] [--k K] [--warmup W]"
         " [--iters I] [--scalapack auto|on|off] [--trace FILE] [--json FILE]"
@@ -39,6 +40,9 @@ int main(int argc, char** argv) {
         " | optimus-bench pipeline [--pp S] [--q Q] [--m M] [--schedules gpipe,1f1b,interleaved,wave,zb] [--chunks V]"
         " [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L] [--vocab V] [--dtype f32|f64] [--warmup W]"
         " [--iters I] [--trace FILE] [--json FILE]"
+        " | optimus-bench offload [--device sim|cuda] [--device-bandwidth GB/s] [--device-memory SIZE] [--q 1,2]"
+        " [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L] [--vocab V] [--chunk N] [--largest on|off]"
+        " [--max-layers L] [--trace PREFIX] [--json FILE]"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
     if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
     OPTIMUS_FAIL("unknown command '", command, "'; ", usage);

@@ -1,15 +1,16 @@
-# optimus_add_test(NAME SOURCES src... [RANKS n...] [LIBS lib...] [LABELS label...])
+# optimus_add_test(NAME SOURCES src... [RANKS n...] [LIBS lib...] [LABELS label...] [ARGS arg...])
 #
 # Builds one doctest executable (with the MPI-aware main) and registers it with ctest once per rank
 # count, as `mpiexec -np N` (oversubscribed, root allowed), never through test discovery. Tests run with
-# more than 9 ranks carry the label `long`. Without RANKS (or without MPI) the test runs once, directly.
+# more than 9 ranks carry the label `long`. Without RANKS (or without MPI) the test runs once, directly. ARGS go to the
+# executable (e.g. a doctest filter).
 include_guard(GLOBAL)
 
 set(OPTIMUS_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root --bind-to none
     CACHE STRING "Flags for mpiexec in tests (ranks share the 2 cores of CI machines)")
 
 function(optimus_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;RANKS;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;RANKS;LIBS;LABELS;ARGS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE optimus_test_support optimus::optimus ${ARG_LIBS})
   optimus_target_defaults(${name})
@@ -19,7 +20,7 @@ function(optimus_add_test name)
     set(timeout 1200)  # ASan/UBSan runs the same suites several times slower
   endif()
   if(NOT ARG_RANKS OR NOT OPTIMUS_WITH_MPI)
-    add_test(NAME ${name} COMMAND ${name})
+    add_test(NAME ${name} COMMAND ${name} ${ARG_ARGS})
     set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${env}" TIMEOUT ${timeout})
     return()
   endif()
@@ -33,7 +34,7 @@ function(optimus_add_test name)
     endif()
     add_test(NAME ${name}_np${np}
              COMMAND ${MPIEXEC_EXECUTABLE} ${OPTIMUS_MPIEXEC_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${np}
-                     $<TARGET_FILE:${name}>)
+                     $<TARGET_FILE:${name}> ${ARG_ARGS})
     set_tests_properties(${name}_np${np} PROPERTIES LABELS "${labels}" PROCESSORS 2 ENVIRONMENT "${env}" TIMEOUT ${timeout})
   endforeach()
 endfunction()

@@ -42,6 +42,10 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::choice("schedule", {"gpipe", "1f1b", "interleaved", "wave", "zb"}, "pipeline schedule (default 1f1b; --pp > 1)"),
       cli::integer("chunks", 1, 64, "model chunks per stage (interleaved, wave; default 2)"),
       cli::choice("recompute", {"none", "selective", "full"}, "activation recomputation (default none)"),
+      cli::choice("offload", {"none", "optimizer", "spill", "spill+activations"},
+                  "what lives in host memory (default none; needs a device): AdamW's moments, also the blocks' "
+                  "parameters and gradients, also their saved activations"),
+      cli::choice("offload-update", {"device", "host"}, "where offloaded AdamW updates (default: faster here)"),
       cli::output_directory("save", "save checkpoints under this directory, step_N each"),
       cli::integer("save-every", 1, kSteps, "steps between saves (default: at the end)"),
       cli::integer("keep", 0, 1 << 20, "keep the newest K checkpoints (default 0: all)"),

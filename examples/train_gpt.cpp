@@ -5,7 +5,9 @@
 //   mpirun -np 4 ./train_gpt [--q 2] [--layers 2] [--hidden 128] [--heads 4] [--ffn 512] [--seq 64]
 //                            [--batch 16] [--steps 1200] [--lr 3e-3] [--dropout 0.1] [--seed 1234] [--every 50]
 //                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
-//                            [--device cpu|sim|cuda] [--device-memory SIZE] [--gemm f32|bf16] [--in-process N]
+//                            [--device cpu|sim|cuda] [--device-memory SIZE] [--device-bandwidth GB/s]
+//                            [--gemm f32|bf16] [--in-process N] [--offload none|optimizer|spill|spill+activations]
+//                            [--offload-update device|host]
 //                            [--micro-batches M] [--recompute none|selective|full]
 //                            [--pp S] [--schedule gpipe|1f1b|interleaved|wave|zb] [--chunks V]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
@@ -26,6 +28,14 @@
 // --in-process N: N ranks as threads of this one process (no mpirun) — with --device sim or cuda all sharing one
 // device, as a whole grid on one GPU (RankDevice::grid).
 // --gemm bf16: mixed precision (GEMMs on bf16 operands, f32 master weights and optimizer state).
+// --offload (optimus/layers/offload.hpp; needs --device sim or cuda; the losses are the same bit for bit in every mode):
+// optimizer: AdamW's moments live in page-locked host memory and each step streams them through the device chunk by
+// chunk (layers/optimizer_offload.hpp): the device holds 8 bytes per parameter instead of 16. spill: also the
+// transformer blocks' parameters and gradients, which move through two device slots while the model computes
+// (layers/spill.hpp): the device holds two blocks' instead of all. spill+activations: also the activations the blocks
+// save for backward. --offload-update device|host: where the offloaded AdamW update runs (default: the faster on this
+// device, docs/offload.md). --device-bandwidth GB/s throttles the simulated device's host<->device copies. The memory
+// line gives each kind's bytes on the device and on the host.
 // --micro-batches M: each step runs forward and backward on M micro-batches of batch/M sequences, accumulating the
 // gradients (the same step as one batch, less activation memory). --recompute: what each block saves for backward
 // (optimus/layers/recompute.hpp): everything (none), all but the attention probabilities (selective), or only its
@@ -74,19 +84,26 @@ namespace {
 using optimus::GlobalMatrix;
 using optimus::examples::Saving;
 
-// Collective over `world`: this run's memory by kind, the maximum over ranks.
+// Collective over `world`: this run's memory by kind and place (device, host), the maximum over ranks.
 std::string memory_line(optimus::Communicator& world, const optimus::Grid& grid) {
+  using optimus::MemoryKind;
+  using optimus::MemoryPlace;
   const optimus::MemoryTracker& m = grid.memory();
   auto mib = [&](std::uint64_t bytes) {
     return world.all_reduce(static_cast<double>(bytes), optimus::ReduceOp::max) / (1 << 20);
   };
-  std::ostringstream os;
-  os.precision(3);
-  os << "memory per rank (max over ranks, MiB): parameters " << mib(m.current(optimus::MemoryKind::parameters))
-     << ", gradients " << mib(m.current(optimus::MemoryKind::gradients)) << ", optimizer "
-     << mib(m.current(optimus::MemoryKind::optimizer)) << ", peak activations saved for backward "
-     << mib(m.peak(optimus::MemoryKind::activations)) << ", peak total " << mib(m.peak_total());
-  return os.str();
+  const auto place = [&](MemoryPlace where) {
+    std::ostringstream os;
+    os.precision(3);
+    os << name_of(where) << ": parameters " << mib(m.current(MemoryKind::parameters, where)) << ", gradients "
+       << mib(m.current(MemoryKind::gradients, where)) << ", optimizer " << mib(m.current(MemoryKind::optimizer, where))
+       << ", peak activations saved for backward " << mib(m.peak(MemoryKind::activations, where)) << ", peak total "
+       << mib(m.peak_total(where));
+    return os.str();
+  };
+  const std::string device = place(MemoryPlace::device), host = place(MemoryPlace::host);  // collective: both
+  return "memory per rank (max over ranks, MiB): " +
+         (grid.device() == nullptr ? host : device + "\n    " + host);
 }
 
 // This rank's GPU: its rank on the node (Open MPI, Slurm or MPICH tell it; else its world rank) modulo the
@@ -231,6 +248,29 @@ std::optional<optimus::pipeline::ScheduleRequest> schedule_request(const optimus
                                             .chunks = static_cast<int>(o.integer("chunks", chunked ? 2 : 1))};
 }
 
+// --offload and --offload-update: what lives in host memory (on a device only), and AdamW's offloaded update, the way
+// given or the way that measured faster on this kind of device (none: no optimizer offload).
+struct OffloadChoice {
+  optimus::Offload mode;
+  std::optional<optimus::OptimizerOffload> optimizer;
+};
+OffloadChoice offload_choice(const optimus::cli::Options& o, optimus::Device device, int pp) {
+  const optimus::Offload mode = optimus::parse_offload(o.text("offload", "none"));
+  if (mode == optimus::Offload::none) {
+    OPTIMUS_CHECK(!o.has("offload-update"), "--offload-update needs --offload optimizer, spill or spill+activations");
+    return {.mode = mode, .optimizer = std::nullopt};
+  }
+  OPTIMUS_CHECK(device != optimus::Device::cpu, "--offload ", optimus::name_of(mode), " moves state between a device "
+                "and the host: it needs --device sim or cuda (on the CPU everything is in host memory already)");
+  OPTIMUS_CHECK(pp == 1, "--offload ", optimus::name_of(mode), " with --pp ", pp,
+                ": offloading a pipeline's stages is not supported yet");
+  const optimus::OffloadUpdate update =
+      o.has("offload-update") ? optimus::parse_offload_update(o.text("offload-update", ""))
+                              : optimus::preferred_offload_update(device);
+  return {.mode = mode,
+          .optimizer = optimus::OptimizerOffload{.update = update, .chunk_elements = std::int64_t{1} << 20}};
+}
+
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
   namespace ex = optimus::examples;
@@ -240,6 +280,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   setup.pp = static_cast<int>(o.integer("pp", 1));
   setup.micro_batches = o.integer("micro-batches", 1);
   setup.pipeline = schedule_request(o, setup.pp, setup.micro_batches);
+  const OffloadChoice offload = offload_choice(o, where.choice.kind, setup.pp);
   if (setup.pipeline) check_pipeline_options(o, where, setup.pp);
   const int q = setup.q;
   OPTIMUS_CHECK(world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
@@ -331,6 +372,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                 static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
                 static_cast<long long>(batch), grid.dp(), static_cast<long long>(setup.micro_batches),
                 optimus::name_of(recompute));
+    if (offload.optimizer) {
+      std::printf("  offload: %s (AdamW's offloaded update on the %s)\n", optimus::name_of(offload.mode),
+                  offload.optimizer->update == optimus::OffloadUpdate::device ? "device" : "host");
+    }
     if (schedule) {
       std::printf("  pipeline: %d stages, schedule %s, %d chunks per stage (%lld blocks each), %d micro-batches\n",
                   schedule->stages, std::string(optimus::pipeline::name_of(schedule->kind)).c_str(), schedule->chunks,
@@ -390,10 +435,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       return row;
     };
   } else {
-    whole = std::make_unique<optimus::Gpt2D<float>>(grid, config);
+    whole = std::make_unique<optimus::Gpt2D<float>>(grid, config, optimus::spill_of(offload.mode));
     optimus::Gpt2D<float>& model = *whole;
     model.set_recompute(recompute);
-    optimizer = std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam);
+    optimizer = offload.optimizer
+                    ? std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam, *offload.optimizer)
+                    : std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam);
     if (o.has("init")) {
       if (init_llmc) optimus::checkpoint::import_llmc(o.text("init", ""), model);
       else optimus::checkpoint::import_hf(o.text("init", ""), model);

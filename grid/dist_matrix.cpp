@@ -22,6 +22,11 @@ DistMatrix<T>::DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols
                            grid.tag(kind))) {}
 
 template <class T>
+DistMatrix<T>::DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryTag tag)
+    : DistMatrix(grid, rows, cols,
+                 Tensor<T>(Shape{block_size(rows, grid.q(), "rows"), block_size(cols, grid.q(), "cols")}, tag)) {}
+
+template <class T>
 void DistMatrix<T>::load_local(const Matrix& block) {
   OPTIMUS_CHECK(block.rows() == local_rows() && block.cols() == local_cols(), "DistMatrix::load_local: block is ",
                 block.rows(), "x", block.cols(), ", the local block is ", local_rows(), "x", local_cols());

@@ -64,26 +64,52 @@ AdamW<T>::AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<
       norm_(&norm),
       params_(std::move(params)),
       config_(config),
-      norm_scratch_(Shape{ops::sum_squares_scratch()}, local.tag(MemoryKind::workspace), Init::none) {
+      offload_slot_(params_.size(), -1),
+      norm_scratch_(Shape{ops::sum_squares_scratch()}, local.tag(MemoryKind::workspace), Init::none),
+      host_scratch_(Shape{ops::sum_squares_scratch()}, MemoryTag{}, Init::none) {
   validate(config_);
-  if (offload) {
-    offload_ = std::make_unique<OffloadedMoments<T>>(local_, params_, *offload);
-    return;
+  const MemoryTag host{.tracker = &local.memory(), .kind = MemoryKind::optimizer, .device = nullptr};
+  std::vector<ParameterRef<T>> on_device;
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    const ParameterRef<T>& p = params_[k];
+    const bool in_host_memory = p.value.device() == Device::cpu;
+    if (offload && !in_host_memory) {
+      offload_slot_[k] = static_cast<int>(offloaded_.size());
+      offloaded_.push_back(k);
+      on_device.push_back(p);
+      m_.emplace_back();
+      v_.emplace_back();
+      continue;
+    }
+    const MemoryTag tag = in_host_memory ? host : local.tag(MemoryKind::optimizer);
+    m_.emplace_back(p.value.shape(), tag);
+    v_.emplace_back(p.value.shape(), tag);
   }
-  for (const ParameterRef<T>& p : params_) {
-    m_.emplace_back(p.value.shape(), local.tag(MemoryKind::optimizer));
-    v_.emplace_back(p.value.shape(), local.tag(MemoryKind::optimizer));
-  }
+  if (offload) offload_ = std::make_unique<OffloadedMoments<T>>(local_, on_device, *offload);
 }
 
 template <class T>
 TensorView<T> AdamW<T>::first_moment(std::size_t k) {
-  return offload_ ? offload_->first_moment(k) : m_.at(k).view();
+  const int slot = offload_slot_.at(k);
+  return slot >= 0 ? offload_->first_moment(static_cast<std::size_t>(slot)) : m_[k].view();
 }
 
 template <class T>
 TensorView<T> AdamW<T>::second_moment(std::size_t k) {
-  return offload_ ? offload_->second_moment(k) : v_.at(k).view();
+  const int slot = offload_slot_.at(k);
+  return slot >= 0 ? offload_->second_moment(static_cast<std::size_t>(slot)) : v_[k].view();
+}
+
+template <class T>
+ops::Queue AdamW<T>::queue_of(const ParameterRef<T>& p) const {
+  return p.value.device() == Device::cpu ? ops::Queue{} : local_.queue();
+}
+
+template <class T>
+double AdamW<T>::squares_of(std::size_t k) {
+  const ParameterRef<T>& p = params_[k];
+  const bool host = p.grad.device() == Device::cpu;
+  return ops::sum_squares<T>(p.grad, (host ? host_scratch_ : norm_scratch_).view(), queue_of(p));
 }
 
 template <class T>
@@ -98,16 +124,15 @@ template <class T>
 double AdamW<T>::sum_of_squares() {
   double sq = 0;
   if (!order_) {
-    for (const ParameterRef<T>& p : params_) {
-      if (counted_here(p)) sq += ops::sum_squares<T>(p.grad, norm_scratch_.view(), local_.queue());
+    for (std::size_t k = 0; k < params_.size(); ++k) {
+      if (counted_here(params_[k])) sq += squares_of(k);
     }
     return norm_->all_reduce(sq, ReduceOp::sum);
   }
   std::vector<double> slots(static_cast<std::size_t>(order_->slots), 0.0);
   for (std::size_t k = 0; k < params_.size(); ++k) {
     if (order_->slot[k] < 0 || !counted_here(params_[k])) continue;
-    slots[static_cast<std::size_t>(order_->slot[k])] =
-        ops::sum_squares<T>(params_[k].grad, norm_scratch_.view(), local_.queue());
+    slots[static_cast<std::size_t>(order_->slot[k])] = squares_of(k);
   }
   order_->across->all_reduce(slots.data(), slots.data(), slots.size(), DType::f64, ReduceOp::sum);
   for (double s : slots) sq += s;  // 0 + s0 + s1 + ...: the whole model's order
@@ -138,12 +163,18 @@ double AdamW<T>::step() {
     steps[k].weight_decay = params_[k].shape.size() == 2 ? config_.weight_decay : 0.0;
   }
   if (offload_) {
-    offload_->update(params_, steps);
-    return norm;
+    std::vector<ParameterRef<T>> params;
+    std::vector<AdamWStep> offloaded_steps;
+    for (std::size_t k : offloaded_) {
+      params.push_back(params_[k]);
+      offloaded_steps.push_back(steps[k]);
+    }
+    offload_->update(params, offloaded_steps);
   }
   for (std::size_t k = 0; k < params_.size(); ++k) {
+    if (offload_slot_[k] >= 0) continue;
     const ParameterRef<T>& p = params_[k];
-    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), steps[k], local_.queue());
+    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), steps[k], queue_of(p));
   }
   return norm;
 }

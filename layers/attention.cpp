@@ -12,12 +12,17 @@ namespace optimus {
 template <class T>
 Attention2D<T>::Attention2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t heads,
                             DropoutSpec dropout)
+    : Attention2D(grid, ParameterTags::of(grid), name, hidden, heads, dropout) {}
+
+template <class T>
+Attention2D<T>::Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+                            std::int64_t heads, DropoutSpec dropout)
     : grid_(grid),
       hidden_(hidden),
       heads_(heads),
       dropout_(dropout),
-      c_attn_(grid, name + ".c_attn", hidden, 3 * hidden, hidden),
-      c_proj_(grid, name + ".c_proj", hidden, hidden) {
+      c_attn_(grid, tags, name + ".c_attn", hidden, 3 * hidden, hidden),
+      c_proj_(grid, tags, name + ".c_proj", hidden, hidden, 0) {
   OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
   OPTIMUS_CHECK(heads % grid.q() == 0, name, ": heads = ", heads, " is not divisible by q = ", grid.q());
 }
@@ -73,6 +78,12 @@ template <class T>
 void Attention2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   c_attn_.parameters(out);
   c_proj_.parameters(out);
+}
+
+template <class T>
+void Attention2D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  c_attn_.parameter_storage(out);
+  c_proj_.parameter_storage(out);
 }
 
 template <class T>

@@ -10,12 +10,18 @@ std::string prefix(std::int64_t layer) { return "h." + std::to_string(layer) + "
 
 template <class T>
 TransformerBlock2D<T>::TransformerBlock2D(const Grid& grid, const GptConfig& config, std::int64_t layer)
+    : TransformerBlock2D(grid, ParameterTags::of(grid), config, layer) {}
+
+template <class T>
+TransformerBlock2D<T>::TransformerBlock2D(const Grid& grid, const ParameterTags& tags, const GptConfig& config,
+                                          std::int64_t layer)
     : config_(config),
       layer_(layer),
-      ln_1_(grid, prefix(layer) + "ln_1", config.hidden),
-      attn_(grid, prefix(layer) + "attn", config.hidden, config.heads, DropoutSpec{config.dropout, config.seed, layer}),
-      ln_2_(grid, prefix(layer) + "ln_2", config.hidden),
-      mlp_(grid, prefix(layer) + "mlp", config.hidden, config.ffn) {}
+      ln_1_(grid, tags, prefix(layer) + "ln_1", config.hidden),
+      attn_(grid, tags, prefix(layer) + "attn", config.hidden, config.heads,
+            DropoutSpec{config.dropout, config.seed, layer}),
+      ln_2_(grid, tags, prefix(layer) + "ln_2", config.hidden),
+      mlp_(grid, tags, prefix(layer) + "mlp", config.hidden, config.ffn) {}
 
 template <class T>
 DistMatrix<T> TransformerBlock2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass,
@@ -46,6 +52,14 @@ void TransformerBlock2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   attn_.parameters(out);
   ln_2_.parameters(out);
   mlp_.parameters(out);
+}
+
+template <class T>
+void TransformerBlock2D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  ln_1_.parameter_storage(out);
+  attn_.parameter_storage(out);
+  ln_2_.parameter_storage(out);
+  mlp_.parameter_storage(out);
 }
 
 template <class T>

@@ -53,4 +53,9 @@ std::int64_t block_saved_bytes(const BlockActivations& s, Recompute policy) {
   return 0;
 }
 
+std::int64_t head_saved_bytes(const BlockActivations& s, std::int64_t stored_vocab) {
+  const std::int64_t n = s.batch * s.seq, qq = static_cast<std::int64_t>(s.q) * s.q;
+  return s.saved_bytes * n * (2 * s.hidden + stored_vocab) / qq + s.element_bytes * n / s.q;
+}
+
 }  // namespace optimus

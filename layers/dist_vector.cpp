@@ -9,11 +9,14 @@ namespace optimus {
 
 template <class T>
 DistVector<T>::DistVector(const Grid& grid, std::int64_t n, MemoryKind kind, const char* what)
-    : grid_(grid), n_(n) {
+    : DistVector(grid, n, grid.tag(kind), what) {}
+
+template <class T>
+DistVector<T>::DistVector(const Grid& grid, std::int64_t n, MemoryTag tag, const char* what) : grid_(grid), n_(n) {
   const std::int64_t qq = static_cast<std::int64_t>(grid.q()) * grid.q();
   OPTIMUS_CHECK(n % qq == 0, what, ": a vector of ", n, " elements cannot be split in q*q = ", qq,
                 " pieces (q = ", grid.q(), ")");
-  local_ = Tensor<T>(Shape{n / qq}, grid.tag(kind));
+  local_ = Tensor<T>(Shape{n / qq}, tag);
 }
 
 template <class T>

@@ -1,6 +1,7 @@
 // Gpt2D: the model assembled from the 2D layers; parameters by GPT-2 name.
 #include "optimus/layers/gpt.hpp"
 
+#include <utility>
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
@@ -14,33 +15,79 @@ const GptConfig& checked(const GptConfig& c, const Grid& grid) {
   return c;
 }
 
+// One public call of a spilled model: done() ends it (every copy finished, the blocks home); leaving by an error
+// brings the blocks home without throwing again.
+template <class T>
+class SpillCall {
+ public:
+  explicit SpillCall(BlockSpill<T>* spill) : spill_(spill) {}
+  SpillCall(const SpillCall&) = delete;
+  SpillCall& operator=(const SpillCall&) = delete;
+  ~SpillCall() {
+    if (spill_ != nullptr) spill_->finish(true);
+  }
+  void done() {
+    if (spill_ != nullptr) std::exchange(spill_, nullptr)->finish(false);
+  }
+
+ private:
+  BlockSpill<T>* spill_;
+};
+
+// The forward's visits of the blocks (gpt_logic.hpp's forward_to_head) for a spilled model: residency, and the
+// training forward's contexts for activation offload.
+template <class T>
+struct SpillVisit {
+  BlockSpill<T>* spill;
+  bool training;
+  void begin(std::vector<BlockContext<T>>& contexts) {
+    if (spill != nullptr) spill->begin(BlockSpill<T>::Direction::forward, training ? &contexts : nullptr);
+  }
+  void enter(std::size_t l) {
+    if (spill != nullptr) spill->enter(l);
+  }
+  void leave(std::size_t l) {
+    if (spill != nullptr) spill->leave(l);
+  }
+};
+
 }  // namespace
 
 template <class T>
-Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config)
+Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config) : Gpt2D(grid, config, Spill::none) {}
+
+template <class T>
+Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config, Spill spill)
     : grid_(grid),
       config_(checked(config, grid)),
+      spill_(spill == Spill::none ? nullptr : std::make_unique<BlockSpill<T>>(grid, spill)),
       embedding_(grid, config),
       ln_f_(grid, "ln_f", config.hidden),
       head_(grid, config.vocab),
       head_wte_grad_(grid, embedding_.wte().rows(), config.hidden, MemoryKind::gradients) {
+  const ParameterTags blocks = spill_ ? spill_->home() : ParameterTags::of(grid);
   for (std::int64_t l = 0; l < config.layers; ++l) {
-    blocks_.push_back(std::make_unique<TransformerBlock2D<T>>(grid, config, l));
+    blocks_.push_back(std::make_unique<TransformerBlock2D<T>>(grid, blocks, config, l));
   }
+  if (spill_) spill_->attach(blocks_);
   for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_.device());
 }
 
 template <class T>
 double Gpt2D<T>::forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                          std::uint64_t step, Context& saved) {
+  SpillCall<T> call(spill_.get());
   const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch};
   const double loss = run(tokens, targets, batch, static_cast<std::int64_t>(tokens.size()), pass, saved);
+  call.done();
   return grid_.dp_comm().all_reduce(loss, ReduceOp::sum) / grid_.dp();
 }
 
 template <class T>
 void Gpt2D<T>::backward(Context saved) {
+  SpillCall<T> call(spill_.get());
   run_backward(std::move(saved), true);
+  call.done();
 }
 
 template <class T>
@@ -48,6 +95,7 @@ double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<in
                             std::uint64_t step, std::int64_t micro_batches) {
   const int q = grid_.q();
   const auto mean_over = static_cast<std::int64_t>(tokens.size());
+  SpillCall<T> call(spill_.get());
   double loss = 0;
   detail::for_each_micro_batch(
       "train_step", tokens, targets, batch, micro_batches,
@@ -59,21 +107,25 @@ double Gpt2D<T>::train_step(const std::vector<int>& tokens, const std::vector<in
         loss += run(tok, tgt, micro, mean_over, pass, saved);  // each micro-batch's part of the whole batch's mean
         run_backward(std::move(saved), k + 1 == micro_batches);
       });
+  call.done();
   return grid_.dp_comm().all_reduce(loss, ReduceOp::sum) / grid_.dp();
 }
 
 template <class T>
 double Gpt2D<T>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
+  SpillCall<T> call(spill_.get());
   Context none;
   const double loss =
       run(tokens, targets, batch, static_cast<std::int64_t>(tokens.size()), Pass::inference(), none);
+  call.done();
   return grid_.dp_comm().all_reduce(loss, ReduceOp::sum) / grid_.dp();
 }
 
 template <class T>
 double Gpt2D<T>::run(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                      std::int64_t mean_over, const Pass& pass, Context& saved) {
-  const DistMatrix<T> x = detail::forward_to_head(embedding_, blocks_, ln_f_, tokens, batch, pass, saved);
+  const DistMatrix<T> x = detail::forward_to_head(embedding_, blocks_, ln_f_, tokens, batch, pass, saved,
+                                                  SpillVisit<T>{.spill = spill_.get(), .training = pass.training});
   const double loss = head_.forward(x, embedding_.wte(), targets, mean_over, pass, saved.head);
   if (pass.training) saved.mark = ContextMark(grid_);
   return loss;
@@ -105,11 +157,29 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
   std::vector<ParameterRef<T>> bucket;
   ln_f_.parameters(bucket);
   reduce(bucket);
+  // A spilled block's gradients are reduced (and scaled) while it is resident, before they go home.
+  const auto reduce_resident = [&](const std::vector<ParameterRef<T>>& resident) {
+    if (grid_.dp() == 1 || !reduce_over_replicas) return;
+    std::vector<Request> now;
+    for (const ParameterRef<T>& p : resident) {
+      now.push_back(grid_.dp_comm().iall_reduce(p.grad.data(), p.grad.data(), static_cast<std::size_t>(p.grad.numel()),
+                                                dtype_of<T>, ReduceOp::sum));
+    }
+    for (Request& r : now) r.wait();
+    for (const ParameterRef<T>& p : resident) scale_gradient(p, T(1) / static_cast<T>(grid_.dp()), grid_.queue());
+  };
+  if (spill_) spill_->begin(BlockSpill<T>::Direction::backward, &saved.blocks);
   for (std::size_t l = blocks_.size(); l-- > 0;) {
+    if (spill_) spill_->enter(l);
     dx = blocks_[l]->backward(std::move(saved.blocks[l]), dx);
     bucket.clear();
     blocks_[l]->parameters(bucket);
-    reduce(bucket);
+    if (spill_) {
+      reduce_resident(bucket);
+      spill_->leave(l);
+    } else {
+      reduce(bucket);
+    }
   }
   embedding_.backward(std::move(saved.embedding), dx);
   if (reduce_over_replicas) {  // the step's end: wte's gradient = the embedding's part + the head's part
@@ -126,9 +196,15 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
 
 template <class T>
 DistMatrix<T> Gpt2D<T>::logits(const std::vector<int>& tokens, std::int64_t batch) {
+  SpillCall<T> call(spill_.get());
   const Pass pass = Pass::inference();
   Context none;  // inference fills nothing
-  return head_.logits(detail::forward_to_head(embedding_, blocks_, ln_f_, tokens, batch, pass, none), embedding_.wte());
+  DistMatrix<T> logits =
+      head_.logits(detail::forward_to_head(embedding_, blocks_, ln_f_, tokens, batch, pass, none,
+                                           SpillVisit<T>{.spill = spill_.get(), .training = false}),
+                   embedding_.wte());
+  call.done();
+  return logits;
 }
 
 template <class T>
@@ -165,6 +241,7 @@ void Gpt2D<T>::zero_grad() {
   embedding_.zero_grad();
   ops::fill<T>(head_wte_grad_.local(), T(0), grid_.queue());
   for (auto& block : blocks_) block->zero_grad();
+  if (spill_) spill_->gradients_zeroed();
   ln_f_.zero_grad();
 }
 

@@ -31,17 +31,32 @@ void for_each_micro_batch(const char* who, const std::vector<int>& tokens, const
   }
 }
 
+// What forward_to_head tells about the blocks it runs: begin(contexts) once the blocks' contexts exist, enter(l)
+// before block l, leave(l) after it (a spilled model's residency, layers/spill.hpp). This one does nothing.
+struct NoBlockVisit {
+  template <class Contexts>
+  void begin(Contexts&) {}
+  void enter(std::size_t) {}
+  void leave(std::size_t) {}
+};
+
 // A training or inference forward up to ln_f's output [b*s, h]: the embedding, every block, ln_f, each filling its
 // part of `saved` (emptied first). tokens: b*s ids, row-major [b, s].
-template <class T, class Embedding, class Block, class LayerNorm>
+template <class T, class Embedding, class Block, class LayerNorm, class Visit = NoBlockVisit>
 auto forward_to_head(Embedding& embedding, std::vector<std::unique_ptr<Block>>& blocks, LayerNorm& ln_f,
-                     const std::vector<int>& tokens, std::int64_t batch, const Pass& pass, GptContext<T>& saved) {
+                     const std::vector<int>& tokens, std::int64_t batch, const Pass& pass, GptContext<T>& saved,
+                     Visit&& visit = NoBlockVisit{}) {
   saved = GptContext<T>{};
   saved.blocks.resize(blocks.size());
+  visit.begin(saved.blocks);
   auto x = embedding.forward(tokens, batch, pass, saved.embedding);
   check_finite(x, "embedding forward output");
   const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
-  for (std::size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward(x, seq, pass, saved.blocks[l]);
+  for (std::size_t l = 0; l < blocks.size(); ++l) {
+    visit.enter(l);
+    x = blocks[l]->forward(x, seq, pass, saved.blocks[l]);
+    visit.leave(l);
+  }
   auto y = ln_f.forward(x, pass, saved.ln_f);
   check_finite(y, "ln_f forward output");
   return y;

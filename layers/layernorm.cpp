@@ -11,13 +11,17 @@ namespace optimus {
 
 template <class T>
 LayerNorm2D<T>::LayerNorm2D(const Grid& grid, std::string name, std::int64_t hidden)
+    : LayerNorm2D(grid, ParameterTags::of(grid), std::move(name), hidden) {}
+
+template <class T>
+LayerNorm2D<T>::LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t hidden)
     : grid_(grid),
       name_(std::move(name)),
       hidden_(hidden),
-      gamma_(grid, hidden, MemoryKind::parameters, name_.c_str()),
-      beta_(grid, hidden, MemoryKind::parameters, name_.c_str()),
-      dgamma_(grid, hidden, MemoryKind::gradients, name_.c_str()),
-      dbeta_(grid, hidden, MemoryKind::gradients, name_.c_str()) {}
+      gamma_(grid, hidden, tags.values, name_.c_str()),
+      beta_(grid, hidden, tags.values, name_.c_str()),
+      dgamma_(grid, hidden, tags.grads, name_.c_str()),
+      dbeta_(grid, hidden, tags.grads, name_.c_str()) {}
 
 template <class T>
 DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
@@ -118,6 +122,12 @@ void LayerNorm2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const ShardLayout layout{ShardLayout::Kind::vector, q, i, j, 1, hidden_, 0};
   out.push_back({name_ + ".weight", {hidden_}, layout, gamma_.local(), dgamma_.local()});
   out.push_back({name_ + ".bias", {hidden_}, layout, beta_.local(), dbeta_.local()});
+}
+
+template <class T>
+void LayerNorm2D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  out.push_back({.value = &gamma_.storage(), .grad = &dgamma_.storage()});
+  out.push_back({.value = &beta_.storage(), .grad = &dbeta_.storage()});
 }
 
 template <class T>

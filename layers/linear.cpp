@@ -11,15 +11,20 @@ namespace optimus {
 
 template <class T>
 Linear2D<T>::Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden)
+    : Linear2D(grid, ParameterTags::of(grid), std::move(name), in, out, qkv_hidden) {}
+
+template <class T>
+Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
+                      std::int64_t qkv_hidden)
     : grid_(grid),
       name_(std::move(name)),
       in_(in),
       out_(out),
       qkv_hidden_(qkv_hidden),
-      w_(grid, in, out, MemoryKind::parameters),
-      dw_(grid, in, out, MemoryKind::gradients),
-      b_(grid, out, MemoryKind::parameters, name_.c_str()),
-      db_(grid, out, MemoryKind::gradients, name_.c_str()) {}
+      w_(grid, in, out, tags.values),
+      dw_(grid, in, out, tags.grads),
+      b_(grid, out, tags.values, name_.c_str()),
+      db_(grid, out, tags.grads, name_.c_str()) {}
 
 // y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given: the bias (and GELU) are the epilogue of the
 // product's last GEMM.
@@ -104,6 +109,12 @@ void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
                  ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, qkv_hidden_}, w_.local(), dw_.local()});
   out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, qkv_hidden_},
                  b_.local(), db_.local()});
+}
+
+template <class T>
+void Linear2D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  out.push_back({.value = &w_.storage(), .grad = &dw_.storage()});
+  out.push_back({.value = &b_.storage(), .grad = &db_.storage()});
 }
 
 template <class T>

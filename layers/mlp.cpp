@@ -7,7 +7,12 @@ namespace optimus {
 
 template <class T>
 MLP2D<T>::MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t ffn)
-    : c_fc_(grid, name + ".c_fc", hidden, ffn), c_proj_(grid, name + ".c_proj", ffn, hidden) {}
+    : MLP2D(grid, ParameterTags::of(grid), name, hidden, ffn) {}
+
+template <class T>
+MLP2D<T>::MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+                std::int64_t ffn)
+    : c_fc_(grid, tags, name + ".c_fc", hidden, ffn, 0), c_proj_(grid, tags, name + ".c_proj", ffn, hidden, 0) {}
 
 template <class T>
 DistMatrix<T> MLP2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
@@ -33,6 +38,12 @@ template <class T>
 void MLP2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   c_fc_.parameters(out);
   c_proj_.parameters(out);
+}
+
+template <class T>
+void MLP2D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  c_fc_.parameter_storage(out);
+  c_proj_.parameter_storage(out);
 }
 
 template <class T>

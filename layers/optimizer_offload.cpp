@@ -9,6 +9,18 @@
 
 namespace optimus {
 
+OffloadUpdate parse_offload_update(const std::string& text) {
+  OPTIMUS_CHECK(text == "device" || text == "host", "an offloaded update runs on the 'device' or the 'host', not '",
+                text, "'");
+  return text == "device" ? OffloadUpdate::device : OffloadUpdate::host;
+}
+
+OffloadUpdate preferred_offload_update(Device device) {
+  // A GPU updates at memory bandwidth and runs the kernel the run without offload runs; the simulated device's kernels
+  // are the host's, so there the host way saves the moments' round trip (docs/offload.md, "Which way").
+  return device == Device::sim ? OffloadUpdate::host : OffloadUpdate::device;
+}
+
 TransferBytes offload_step_transfers(OffloadUpdate update, std::int64_t parameters, std::size_t word) {
   const auto words = static_cast<std::uint64_t>(parameters) * word;
   return update == OffloadUpdate::device ? TransferBytes{.host_to_device = 2 * words, .device_to_host = 2 * words}
@@ -35,31 +47,45 @@ DeviceRuntime& runtime_of(const Grid& grid) {
 template <class T>
 OffloadedMoments<T>::OffloadedMoments(const Grid& grid, const std::vector<ParameterRef<T>>& params,
                                       OptimizerOffload how)
-    : grid_(grid), how_(how), runtime_(&runtime_of(grid)), pinned_(*runtime_) {
+    : grid_(grid), how_(how), runtime_(&runtime_of(grid)), pinned_(*runtime_), copies_(*runtime_) {
   OPTIMUS_CHECK(how.chunk_elements > 0, "optimizer offload: chunk_elements must be positive, got ",
                 how.chunk_elements);
+  std::int64_t total = 0;
+  for (const ParameterRef<T>& p : params) {
+    OPTIMUS_CHECK(p.value.device() != Device::cpu && p.value.is_contiguous() && p.grad.is_contiguous(),
+                  "optimizer offload: parameter '", p.name, "' is not a contiguous shard on the grid's device");
+    shapes_.push_back(p.value.shape());
+    offsets_.push_back(total);
+    total += p.value.numel();
+  }
   const MemoryTag host{.tracker = &grid.memory(), .kind = MemoryKind::optimizer, .device = &pinned_};
-  std::int64_t largest = 0;
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    m_.emplace_back(params[k].value.shape(), host);
-    v_.emplace_back(params[k].value.shape(), host);
-    const std::int64_t n = params[k].value.numel();
-    for (std::int64_t offset = 0; offset < n; offset += how.chunk_elements) {
-      chunks_.push_back({.param = k, .offset = offset, .count = std::min(how.chunk_elements, n - offset)});
-      largest = std::max(largest, chunks_.back().count);
+  m_ = Tensor<T>(Shape{total}, host);
+  v_ = Tensor<T>(Shape{total}, host);
+  // Chunks of the flat moments, each with the pieces of the parameters it covers.
+  std::size_t k = 0;
+  for (std::int64_t start = 0; start < total; start += how.chunk_elements) {
+    Chunk chunk{.start = start, .count = std::min(how.chunk_elements, total - start), .pieces = {}};
+    for (std::int64_t at = 0; at < chunk.count;) {
+      while (offsets_[k] + shapes_[k].numel() <= start + at) ++k;  // the parameter holding flat element start + at
+      const std::int64_t offset = start + at - offsets_[k];
+      const std::int64_t count = std::min(shapes_[k].numel() - offset, chunk.count - at);
+      chunk.pieces.push_back({.param = k, .offset = offset, .count = count, .at = at});
+      at += count;
     }
+    chunks_.push_back(std::move(chunk));
   }
   // The device way's buffers hold m and v on the device; the host way's hold w and g in page-locked host memory.
   const MemoryTag buffers = how.update == OffloadUpdate::device ? grid.tag(MemoryKind::optimizer) : host;
-  for (int b = 0; b < 2; ++b) {
-    buffer_a_[b] = Tensor<T>(Shape{largest}, buffers, Init::none);
-    buffer_b_[b] = Tensor<T>(Shape{largest}, buffers, Init::none);
+  const std::int64_t elements = std::min(how.chunk_elements, total);
+  for (int b = 0; b < kBuffers; ++b) {
+    if (elements > 0) {
+      buffer_a_[b] = Tensor<T>(Shape{elements}, buffers, Init::none);
+      buffer_b_[b] = Tensor<T>(Shape{elements}, buffers, Init::none);
+    }
     loaded_[b] = runtime_->create_event();
     updated_[b] = runtime_->create_event();
     freed_[b] = runtime_->create_event();
   }
-  up_ = runtime_->create_stream();
-  down_ = runtime_->create_stream();
   start_ = runtime_->create_event();
   done_ = runtime_->create_event();
 }
@@ -68,16 +94,9 @@ template <class T>
 OffloadedMoments<T>::~OffloadedMoments() = default;
 
 template <class T>
-void OffloadedMoments<T>::copy(void* dst, const void* src, std::int64_t count, DeviceStream& stream, bool up) {
-  const auto bytes = static_cast<std::size_t>(count) * sizeof(T);
-  runtime_->copy_async(dst, src, bytes, stream);
-  (up ? moved_.host_to_device : moved_.device_to_host) += bytes;
-}
-
-template <class T>
 void OffloadedMoments<T>::update(const std::vector<ParameterRef<T>>& params, const std::vector<AdamWStep>& steps) {
-  OPTIMUS_CHECK(params.size() == m_.size() && steps.size() == m_.size(), "optimizer offload: ", params.size(),
-                " parameters and ", steps.size(), " steps for ", m_.size(), " offloaded moments");
+  OPTIMUS_CHECK(params.size() == shapes_.size() && steps.size() == shapes_.size(), "optimizer offload: ",
+                params.size(), " parameters and ", steps.size(), " steps for ", shapes_.size(), " offloaded moments");
   if (how_.update == OffloadUpdate::device) {
     update_on_device(params, steps);
   } else {
@@ -85,65 +104,76 @@ void OffloadedMoments<T>::update(const std::vector<ParameterRef<T>>& params, con
   }
 }
 
+// Chunk c: upload (up stream) -> update (compute stream) -> download (down stream), in buffer c mod 3.
 template <class T>
 void OffloadedMoments<T>::update_on_device(const std::vector<ParameterRef<T>>& params,
                                            const std::vector<AdamWStep>& steps) {
   DeviceStream& compute = *grid_.queue().stream;
   const auto load = [&](std::size_t c) {
-    const Chunk& k = chunks_[c];
-    const std::size_t b = c % 2;
-    freed_[b]->wait_on(*up_);  // chunk c-2 has left buffer b
-    copy(buffer_a_[b].data(), m_[k.param].data() + k.offset, k.count, *up_, true);
-    copy(buffer_b_[b].data(), v_[k.param].data() + k.offset, k.count, *up_, true);
-    loaded_[b]->record(*up_);
+    const Chunk& chunk = chunks_[c];
+    const std::size_t b = c % kBuffers;
+    freed_[b]->wait_on(copies_.up());  // chunk c-3 has left buffer b
+    copies_.upload(buffer_a_[b].data(), m_.data() + chunk.start, bytes(chunk.count));
+    copies_.upload(buffer_b_[b].data(), v_.data() + chunk.start, bytes(chunk.count));
+    loaded_[b]->record(copies_.up());
   };
   if (!chunks_.empty()) load(0);
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     if (c + 1 < chunks_.size()) load(c + 1);  // moves while chunk c updates
-    const Chunk& k = chunks_[c];
-    const std::size_t b = c % 2;
-    const ParameterRef<T>& p = params[k.param];
+    const Chunk& chunk = chunks_[c];
+    const std::size_t b = c % kBuffers;
     loaded_[b]->wait_on(compute);
-    ops::adamw_update<T>(slice(p.value, k.offset, k.count), slice(TensorView<const T>(p.grad), k.offset, k.count),
-                         slice(buffer_a_[b].view(), 0, k.count), slice(buffer_b_[b].view(), 0, k.count),
-                         steps[k.param], grid_.queue());
+    for (const Piece& piece : chunk.pieces) {
+      const ParameterRef<T>& p = params[piece.param];
+      ops::adamw_update<T>(slice(p.value, piece.offset, piece.count),
+                           slice(TensorView<const T>(p.grad), piece.offset, piece.count),
+                           slice(buffer_a_[b].view(), piece.at, piece.count),
+                           slice(buffer_b_[b].view(), piece.at, piece.count), steps[piece.param], grid_.queue());
+    }
     updated_[b]->record(compute);
-    updated_[b]->wait_on(*down_);
-    copy(m_[k.param].data() + k.offset, buffer_a_[b].data(), k.count, *down_, false);
-    copy(v_[k.param].data() + k.offset, buffer_b_[b].data(), k.count, *down_, false);
-    freed_[b]->record(*down_);
+    updated_[b]->wait_on(copies_.down());
+    copies_.download(m_.data() + chunk.start, buffer_a_[b].data(), bytes(chunk.count));
+    copies_.download(v_.data() + chunk.start, buffer_b_[b].data(), bytes(chunk.count));
+    freed_[b]->record(copies_.down());
   }
-  down_->synchronize();  // the host moments are written (and the buffers free) when step() returns
+  copies_.down().synchronize();  // the host moments are written (and the buffers free) when step() returns
 }
 
+// Chunk c: download w, g (down stream) -> the host's update -> upload w (up stream), in buffer c mod 3.
 template <class T>
 void OffloadedMoments<T>::update_on_host(const std::vector<ParameterRef<T>>& params,
                                          const std::vector<AdamWStep>& steps) {
   DeviceStream& compute = *grid_.queue().stream;
   start_->record(compute);  // the gradients are final
-  start_->wait_on(*down_);
+  start_->wait_on(copies_.down());
   const auto fetch = [&](std::size_t c) {
-    const Chunk& k = chunks_[c];
-    const std::size_t b = c % 2;
-    const ParameterRef<T>& p = params[k.param];
-    freed_[b]->wait_on(*down_);  // chunk c-2's weights have gone up from buffer b
-    copy(buffer_a_[b].data(), p.value.data() + k.offset, k.count, *down_, false);
-    copy(buffer_b_[b].data(), p.grad.data() + k.offset, k.count, *down_, false);
-    loaded_[b]->record(*down_);
+    const std::size_t b = c % kBuffers;
+    freed_[b]->wait_on(copies_.down());  // chunk c-3's weights have gone up from buffer b
+    for (const Piece& piece : chunks_[c].pieces) {
+      const ParameterRef<T>& p = params[piece.param];
+      copies_.download(buffer_a_[b].data() + piece.at, p.value.data() + piece.offset, bytes(piece.count));
+      copies_.download(buffer_b_[b].data() + piece.at, p.grad.data() + piece.offset, bytes(piece.count));
+    }
+    loaded_[b]->record(copies_.down());
   };
   if (!chunks_.empty()) fetch(0);
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     if (c + 1 < chunks_.size()) fetch(c + 1);  // moves while the host updates chunk c
-    const Chunk& k = chunks_[c];
-    const std::size_t b = c % 2;
+    const Chunk& chunk = chunks_[c];
+    const std::size_t b = c % kBuffers;
     loaded_[b]->synchronize();
-    ops::adamw_update<T>(slice(buffer_a_[b].view(), 0, k.count), slice(TensorView<const T>(buffer_b_[b].view()), 0, k.count),
-                         slice(m_[k.param].view(), k.offset, k.count), slice(v_[k.param].view(), k.offset, k.count),
-                         steps[k.param], ops::Queue{});
-    copy(params[k.param].value.data() + k.offset, buffer_a_[b].data(), k.count, *up_, true);
-    freed_[b]->record(*up_);
+    for (const Piece& piece : chunk.pieces) {
+      const std::int64_t flat = chunk.start + piece.at;
+      ops::adamw_update<T>(slice(buffer_a_[b].view(), piece.at, piece.count),
+                           slice(TensorView<const T>(buffer_b_[b].view()), piece.at, piece.count),
+                           slice(m_.view(), flat, piece.count), slice(v_.view(), flat, piece.count),
+                           steps[piece.param], ops::Queue{});
+      copies_.upload(params[piece.param].value.data() + piece.offset, buffer_a_[b].data() + piece.at,
+                     bytes(piece.count));
+    }
+    freed_[b]->record(copies_.up());
   }
-  done_->record(*up_);  // the next forward reads the updated weights
+  done_->record(copies_.up());  // the next forward reads the updated weights
   done_->wait_on(compute);
 }
 

@@ -43,13 +43,14 @@ std::vector<ChunkBytes> gpt_chunk_bytes(const Schedule& s, const GptConfig& conf
                              .heads = config.heads, .ffn = config.ffn, .q = q, .element_bytes = t,
                              .saved_bytes = e};
   const std::int64_t block_weight = 5 * block + e * rows * (config.ffn / q);
-  const std::int64_t head_weight = 2 * block + e * rows * (config.stored_vocab(q) / q);  // ln_f's xhat, x, dlogits
+  const std::int64_t head_saved = head_saved_bytes(one, config.stored_vocab(q));
+  const std::int64_t head_weight = head_saved - t * rows;  // ln_f's xhat, x, dlogits (not ln_f's 1/std)
   std::vector<ChunkBytes> out;
   for (int u = 0; u < s.virtual_stages(); ++u) {
     const std::int64_t blocks = layers_of(s, config.layers, u).count;
     ChunkBytes b{.saved = blocks * block_saved_bytes(one, Recompute::none), .weight = blocks * block_weight};
     if (u == s.virtual_stages() - 1) {
-      b.saved += head_weight + t * rows;  // and ln_f's 1/std
+      b.saved += head_saved;
       b.weight += head_weight;
     }
     out.push_back(b);

@@ -3,15 +3,38 @@
 #include "optimus/sim/runtime.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string_view>
+#include <thread>
 
 #include "optimus/core/error.hpp"
 
 namespace optimus::sim {
 namespace {
+
+// A copy between host and device as a copy engine of `bandwidth` bytes per second runs it: the copy's stream is busy
+// for bytes / bandwidth from the object's construction to its destruction, however fast the memcpy in between was
+// (unlimited bandwidth: no wait).
+class CopyEngine {
+ public:
+  CopyEngine(double bandwidth, std::size_t bytes)
+      : until_(std::chrono::steady_clock::now() +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                   std::chrono::duration<double>(std::isfinite(bandwidth) ? static_cast<double>(bytes) / bandwidth
+                                                                          : 0.0))) {}
+  CopyEngine(const CopyEngine&) = delete;
+  CopyEngine& operator=(const CopyEngine&) = delete;
+  ~CopyEngine() { std::this_thread::sleep_until(until_); }
+
+ private:
+  std::chrono::steady_clock::time_point until_;
+};
 
 // A device address is host storage's address with bit 55 set and the ordinal in bits 50-54. No host access can
 // reach it: on x86-64 (4-level paging) it is non-canonical; on AArch64, whose top-byte-ignore leaves only bits 56-63
@@ -55,6 +78,8 @@ Runtime::Runtime(const Options& options)
                 " is outside 0..31");
   OPTIMUS_CHECK(options.delays.max_microseconds >= 0, "sim device delays of ", options.delays.max_microseconds,
                 " microseconds: must not be negative");
+  OPTIMUS_CHECK(options.copy_bandwidth > 0, "sim device copy bandwidth of ", options.copy_bandwidth,
+                " bytes per second: must be positive (infinite: unthrottled)");
 }
 
 Runtime::~Runtime() {
@@ -187,6 +212,7 @@ void Runtime::copy_async(void* dst, const void* src, std::size_t bytes, DeviceSt
     void* d = translate(dst, bytes, "copy_async (host to device), dst");
     if (from == MemoryType::pinned) {  // read when the copy runs
       s.launch("copy host to device", {write}, [this, d, src, bytes] {
+        const CopyEngine engine(options_.copy_bandwidth, bytes);
         std::memcpy(d, src, bytes);
         h2d_ += bytes;
       });
@@ -194,6 +220,7 @@ void Runtime::copy_async(void* dst, const void* src, std::size_t bytes, DeviceSt
       auto taken = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(src),
                                                             static_cast<const std::byte*>(src) + bytes);
       s.launch("copy host to device", {write}, [this, d, taken] {
+        const CopyEngine engine(options_.copy_bandwidth, taken->size());
         std::memcpy(d, taken->data(), taken->size());
         h2d_ += taken->size();
       });
@@ -201,6 +228,7 @@ void Runtime::copy_async(void* dst, const void* src, std::size_t bytes, DeviceSt
   } else if (from == MemoryType::device) {
     const void* s_ = translate(src, bytes, "copy_async (device to host), src");
     s.launch("copy device to host", {read}, [this, dst, s_, bytes] {
+      const CopyEngine engine(options_.copy_bandwidth, bytes);
       std::memcpy(dst, s_, bytes);
       d2h_ += bytes;
     });
@@ -239,6 +267,56 @@ Traffic Runtime::traffic() const {
 std::size_t Runtime::bytes_in_use() const {
   std::shared_lock lock(memory_mu_);
   return in_use_;
+}
+
+void Runtime::set_tracing(bool on) {
+  std::lock_guard lock(trace_mu_);
+  if (on) {
+    spans_.clear();
+    trace_origin_ = std::chrono::steady_clock::now();
+  }
+  tracing_ = on;
+}
+
+void Runtime::record_span(int stream, const char* name, std::chrono::steady_clock::time_point start,
+                          std::chrono::steady_clock::time_point end) {
+  if (!tracing_.load()) return;
+  std::lock_guard lock(trace_mu_);
+  const auto us = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - trace_origin_).count();
+  };
+  spans_.push_back({.stream = stream, .name = name, .start_us = us(start), .end_us = us(end)});
+}
+
+std::vector<Runtime::Span> Runtime::trace() const {
+  std::lock_guard lock(trace_mu_);
+  return spans_;
+}
+
+void Runtime::write_chrome_trace(const std::string& path, const std::map<int, std::string>& stream_names) const {
+  const std::vector<Span> spans = trace();
+  std::ofstream out(path);
+  OPTIMUS_CHECK(out.good(), "cannot write the trace '", path, "'");
+  out << "{\"traceEvents\": [\n";
+  std::set<int> streams;
+  for (const Span& s : spans) streams.insert(s.stream);
+  bool first = true;
+  for (int stream : streams) {  // row names
+    const auto named = stream_names.find(stream);
+    out << (first ? "" : ",\n") << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": " << stream
+        << ", \"args\": {\"name\": \""
+        << (named != stream_names.end() ? named->second : "stream " + std::to_string(stream)) << "\"}}";
+    first = false;
+  }
+  for (const Span& s : spans) {
+    const bool copy = std::string_view(s.name).starts_with("copy");
+    out << (first ? "" : ",\n") << "{\"name\": \"" << s.name << "\", \"cat\": \"" << (copy ? "copy" : "compute")
+        << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << s.stream << ", \"ts\": " << s.start_us
+        << ", \"dur\": " << (s.end_us - s.start_us) << "}";
+    first = false;
+  }
+  out << "\n], \"displayTimeUnit\": \"ms\"}\n";
+  OPTIMUS_CHECK(out.good(), "writing the trace '", path, "' failed");
 }
 
 std::size_t Runtime::peak_bytes_in_use() const {

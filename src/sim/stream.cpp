@@ -82,7 +82,9 @@ void Stream::run(Task& task) {
       std::uniform_int_distribution<int> us(0, max_us);
       std::this_thread::sleep_for(std::chrono::microseconds(us(queue_->delays)));
     }
+    const auto start = std::chrono::steady_clock::now();
     task.work();
+    device_->record_span(id_, task.name, start, std::chrono::steady_clock::now());
   } catch (...) {
     device_->fail(std::current_exception());
   }

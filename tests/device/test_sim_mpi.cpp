@@ -73,10 +73,11 @@ TEST_CASE("dp = 2 replicas of q = 2 on simulated devices: bucketed gradient redu
   });
 }
 
-TEST_CASE("optimizer offload on one simulated device per process, each with a capacity") {
-  const int q = square_q();
-  if (q != 2) return;  // np 4
-  optimus::test::check_optimizer_offload([q](std::size_t capacity, const optimus::test::GridCase& fn) {
+namespace {
+
+// A launch on one simulated device per process, each of `capacity` bytes, the grid over the simulated NCCL.
+optimus::test::SimLaunch device_per_process(int q) {
+  return [q](std::size_t capacity, const optimus::test::GridCase& fn) {
     optimus::sim::Runtime device(optimus::sim::Options{.capacity = capacity, .delays = {.max_microseconds = 50, .seed = 2}});
     {
       RankDevice rank(device, optimus::ops::GemmMath::f32);
@@ -93,6 +94,21 @@ TEST_CASE("optimizer offload on one simulated device per process, each with a ca
         .traffic = {.host_to_device = sum(t.host_to_device), .device_to_host = sum(t.device_to_host),
                     .device_to_device = sum(t.device_to_device)},
         .peak_bytes = static_cast<std::uint64_t>(
-            world.all_reduce(static_cast<double>(device.peak_bytes_in_use()), optimus::ReduceOp::max))};
-  });
+            world.all_reduce(static_cast<double>(device.peak_bytes_in_use()), optimus::ReduceOp::max)),
+        .ranks_per_device = 1};
+  };
+}
+
+}  // namespace
+
+TEST_CASE("optimizer offload on one simulated device per process, each with a capacity") {
+  if (square_q() == 2) optimus::test::check_optimizer_offload(device_per_process(2));  // np 4
+}
+
+TEST_CASE("model spilling on one simulated device per process") {
+  if (square_q() == 2) optimus::test::check_model_spill(device_per_process(2));  // np 4
+}
+
+TEST_CASE("a GPT whose parameters exceed each process's simulated device trains spilled") {
+  if (square_q() == 2) optimus::test::check_spill_capacity(device_per_process(2));  // np 4
 }

@@ -2,11 +2,13 @@
 // allocate_pinned (cudaHostAlloc on a GPU). Its tensors are host tensors — their views say Device::cpu and host code
 // reads and writes them directly — that the device's copy engines read and write asynchronously, without a staging
 // copy: where offloaded state (optimizer moments, spilled blocks) lives in host memory. A tracker counts them as host
-// bytes (MemoryPlace::host).
+// bytes (MemoryPlace::host). PinnedMemoryPool is the same with a cache, for tensors made and dropped at every step
+// (offloaded activations): a steady step then allocates no page-locked memory after its first.
 #pragma once
 
 #include <cstddef>
 
+#include "optimus/core/caching_allocator.hpp"
 #include "optimus/core/device_memory.hpp"
 #include "optimus/core/device_runtime.hpp"
 
@@ -29,6 +31,25 @@ class PinnedHostMemory final : public DeviceMemory {
 
  private:
   DeviceRuntime* device_;
+};
+
+class PinnedMemoryPool final : public DeviceMemory {
+ public:
+  // `device` must outlive the pool; the pool must outlive its tensors. Not thread-safe: one per rank.
+  explicit PinnedMemoryPool(DeviceRuntime& device);
+
+  Device device() const override { return Device::cpu; }
+  void* allocate(std::size_t bytes) override { return cache_.allocate(bytes); }
+  // Keeps the block for reuse at once: whoever hands it out again orders its copies after those still reading or
+  // writing it (the spill does, through the compute stream's order).
+  void release(void* p) noexcept override { cache_.release(p); }
+  void zero(void* p, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+
+  const CachingAllocator::Stats& stats() const { return cache_.stats(); }
+
+ private:
+  CachingAllocator cache_;
 };
 
 }  // namespace optimus

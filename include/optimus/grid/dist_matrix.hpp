@@ -28,6 +28,9 @@ class DistMatrix {
   // A zero matrix of global shape rows x cols on `grid`; its local block is counted by the grid's
   // MemoryTracker as `kind` and lives where the grid places its matrices (Grid::place_on).
   DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind = MemoryKind::workspace);
+  // The same with the local block counted and placed as `tag` says instead of as the grid places its matrices (a
+  // spilled block's parameters live in page-locked host memory: layers/spill.hpp).
+  DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryTag tag);
 
   // Every rank passes the same full matrix; each keeps its own block. No communication.
   template <class Derived>
@@ -54,6 +57,9 @@ class DistMatrix {
   void release() { local_.reset(); }
   // Moves the local block out (with its memory count); the same caveat as release().
   Tensor<T> take_local() { return std::move(local_); }
+  // The local block's tensor itself, for moving it between memories by exchanging it with a tensor of the same shape
+  // elsewhere (a spilled block, layers/spill.hpp): the matrix then computes with wherever that tensor lives.
+  Tensor<T>& storage() { return local_; }
   DistMatrix(DistMatrix&&) noexcept = default;
   DistMatrix& operator=(DistMatrix&&) noexcept = default;
   DistMatrix(const DistMatrix&) = delete;

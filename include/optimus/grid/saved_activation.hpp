@@ -40,6 +40,10 @@ class SavedActivation {
   // The block's values in T: block() itself, or the bf16 copy widened into `scratch` (allocated here as the grid's
   // workspace; keep it alive while the view is used).
   TensorView<const T> values(Tensor<T>& scratch) const;
+  // The tensors that hold the block (one of them empty), to move it between memories by exchanging them with tensors
+  // of the same shape elsewhere (activation offload, layers/spill.hpp); the block must be back before it is read.
+  Tensor<T>& storage() { return block_; }
+  Tensor<bf16>& bf16_storage() { return bf16_block_; }
 
  private:
   void keep(TensorView<const T> local, MemoryKind kind);  // copies (or casts) `local` into the kept block

@@ -6,6 +6,8 @@
 // group, the tensors a ShardLayout calls replicated (LayerNorm, row-parallel biases, wpe) are held, with the same
 // gradient, by all p ranks: only group rank 0 adds them in. Each rank then updates what it holds; replicated tensors
 // get the same update on every rank and stay equal. Moments are counted as optimizer memory where the parameters live.
+// A parameter may live in host memory while the grid is on a device (a spilled block's, layers/spill.hpp): its moments
+// are then host memory too, and its norm and update run on the host, with the same per-element arithmetic.
 //
 // A pipeline stage (pipeline::Gpt2D) holds part of a model, and the norm is the whole model's: NormOrder says where each
 // of the stage's partial sums goes in the whole model's parameter list, so that the stages' sums are added in that
@@ -49,7 +51,7 @@ class AdamW {
   AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config);
   // The same with the moments offloaded (optimizer_offload.hpp): made in page-locked host memory — the device never
   // holds them — and streamed through the device at each step; the results are bitwise those without offload. Refused
-  // for a grid on the host.
+  // for a grid on the host. Parameters already in host memory (spilled blocks) keep host moments, updated on the host.
   AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config, OptimizerOffload offload);
   // The parameters of one pipeline stage's part of a model on `grid` (pipeline::Gpt2D::parameters() and norm_order());
   // throws optimus::Error unless order has one slot per parameter, each -1 or in [0, slots), none repeated.
@@ -65,7 +67,7 @@ class AdamW {
   // For schedules: the learning rate of the following steps (positive and finite, or optimus::Error).
   void set_learning_rate(double lr);
   void set_nonfinite(NonFinite policy) { nonfinite_ = policy; }
-  // The offloaded moments and what they moved; null without offload.
+  // The offloaded moments (of the parameters on the device) and what they moved; null without offload.
   const OffloadedMoments<T>* offloaded() const { return offload_.get(); }
   int skipped_steps() const { return skipped_; }
 
@@ -89,15 +91,22 @@ class AdamW {
 
   // The sum of squares of every gradient element of the model, counted once (before the square root).
   double sum_of_squares();
+  // Parameter k's sum of squares, where its gradient lives.
+  double squares_of(std::size_t k);
+  // Where parameter k's local work runs: the grid's queue, or the host for a parameter in host memory.
+  ops::Queue queue_of(const ParameterRef<T>& p) const;
 
   Grid local_;
   Communicator* norm_;  // local_.grid() (kept alive by local_), or a 1D group's communicator
   std::optional<NormOrder> order_;  // a pipeline stage's
   std::vector<ParameterRef<T>> params_;
   AdamWConfig config_;
-  std::vector<Tensor<T>> m_, v_;  // where the parameters live; empty when offloaded
+  std::vector<Tensor<T>> m_, v_;  // [params]: where each parameter lives; empty for an offloaded one
   std::unique_ptr<OffloadedMoments<T>> offload_;
-  Tensor<double> norm_scratch_;  // ops::sum_squares' partials, where the gradients live
+  std::vector<std::size_t> offloaded_;  // the offloaded parameters' indices, in order
+  std::vector<int> offload_slot_;       // [params]: the index among offloaded_, or -1
+  Tensor<double> norm_scratch_;  // ops::sum_squares' partials, where the grid's gradients live
+  Tensor<double> host_scratch_;  // the same on the host (parameters in host memory)
   int t_ = 0;
   NonFinite nonfinite_ = NonFinite::stop;
   int skipped_ = 0;

@@ -22,6 +22,9 @@ class Attention2D {
  public:
   // name: e.g. "h.0.attn". Throws if q does not divide heads, or heads does not divide hidden.
   Attention2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t heads, DropoutSpec dropout);
+  // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
+  Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+              std::int64_t heads, DropoutSpec dropout);
 
   using Context = AttentionContext<T>;
 
@@ -35,6 +38,8 @@ class Attention2D {
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
 
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:

@@ -16,6 +16,8 @@ template <class T>
 class TransformerBlock2D {
  public:
   TransformerBlock2D(const Grid& grid, const GptConfig& config, std::int64_t layer);
+  // The same with its parameters and gradients where `tags` say (ParameterTags: a spilled block's are in host memory).
+  TransformerBlock2D(const Grid& grid, const ParameterTags& tags, const GptConfig& config, std::int64_t layer);
 
   using Context = BlockContext<T>;
 
@@ -30,6 +32,8 @@ class TransformerBlock2D {
   Recompute recompute() const { return recompute_; }
 
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:

@@ -102,6 +102,34 @@ struct BlockContext {
   std::optional<DistMatrix<T>> input;  // full recomputation only
 };
 
+// Calls f(tensor) for every non-empty tensor a block's context holds (a Tensor<T>& or a Tensor<bf16>&), in a fixed
+// order: what moves when a context is offloaded to host memory and back (layers/spill.hpp).
+template <class T, class F>
+void for_each_saved_tensor(BlockContext<T>& c, F&& f) {
+  const auto tensor = [&](auto& t) {
+    if (t.numel() > 0) f(t);
+  };
+  const auto saved = [&](std::optional<SavedActivation<T>>& s) {
+    if (!s) return;
+    tensor(s->storage());
+    tensor(s->bf16_storage());
+  };
+  const auto linear = [&](LinearContext<T>& l) { saved(l.x); };
+  for (LayerNormContext<T>* ln : {&c.ln_1, &c.ln_2}) {
+    saved(ln->xhat);
+    tensor(ln->rstd);
+  }
+  linear(c.attn.c_attn);
+  linear(c.attn.c_proj);
+  saved(c.attn.qkv);
+  tensor(c.attn.probs);
+  tensor(c.attn.probs_bf16);
+  linear(c.mlp.c_fc);
+  linear(c.mlp.c_proj);
+  saved(c.mlp.pre);
+  if (c.input) tensor(c.input->storage());
+}
+
 // The token embedding: the token ids (every rank holds the replica's b*s ids) and the pass.
 struct EmbeddingContext {
   ContextMark mark;

@@ -15,10 +15,14 @@ class DistVector {
  public:
   // Throws if q*q does not divide n, naming n and q.
   DistVector(const Grid& grid, std::int64_t n, MemoryKind kind, const char* what);
+  // The same, counted and placed as `tag` says instead of as the grid places its matrices (layers/spill.hpp).
+  DistVector(const Grid& grid, std::int64_t n, MemoryTag tag, const char* what);
 
   std::int64_t size() const { return n_; }
   std::int64_t local_size() const { return local_.numel(); }
   std::int64_t offset() const;  // global index of this rank's first element
+  // The piece's tensor itself [n/q^2], to exchange with one of the same shape elsewhere (DistMatrix::storage).
+  Tensor<T>& storage() { return local_; }
 
   // This rank's piece as [1, n/q^2], on the device it lives on.
   TensorView<T> local() { return TensorView<T>(local_.data(), Shape{1, local_size()}, local_.device()); }

@@ -9,6 +9,11 @@
 // replicas during the last micro-batch's backward: loss and gradients are those of the whole batch. Each block
 // saves what its recomputation policy says (set_recompute; none by default).
 //
+// Spilling (Gpt2D(grid, config, Spill), layers/spill.hpp): the blocks' parameters and gradients live in page-locked
+// host memory and move through two device slots while the model computes (and, with Spill::parameters_and_activations,
+// the blocks' saved activations go to host memory between forward and backward); the results are bitwise those without
+// spilling. parameters() then names the blocks' host memory (an optimizer updates them there: layers/adamw.hpp).
+//
 // Requirements, checked at construction with errors naming the values: q divides heads, vocab and max_seq;
 // q*q divides hidden and ffn (biases and LayerNorm parameters are split q*q ways); heads divides hidden.
 // forward() checks that q divides the batch, the sequence fits max_seq and every token id is in range.
@@ -23,6 +28,7 @@
 #include "optimus/layers/block.hpp"
 #include "optimus/layers/embedding.hpp"
 #include "optimus/layers/lm_head.hpp"
+#include "optimus/layers/spill.hpp"
 
 namespace optimus {
 
@@ -31,6 +37,9 @@ class Gpt2D {
  public:
   // Parameters start from the shared initialization rule (the same model for every q).
   Gpt2D(const Grid& grid, const GptConfig& config);
+  // The same with the blocks spilled to host memory as `spill` says (Spill::none: as above); spilling needs a grid on a
+  // device.
+  Gpt2D(const Grid& grid, const GptConfig& config, Spill spill);
 
   using Context = GptContext<T>;
 
@@ -65,6 +74,8 @@ class Gpt2D {
 
   const GptConfig& config() const { return config_; }
   const Grid& grid() const { return grid_; }
+  // The spill and what it moved; null unless spilled.
+  const BlockSpill<T>* spill() const { return spill_.get(); }
 
  private:
   // This replica's mean over mean_over tokens (not reduced over replicas) of the pass's batch.
@@ -75,6 +86,7 @@ class Gpt2D {
 
   Grid grid_;
   GptConfig config_;
+  std::unique_ptr<BlockSpill<T>> spill_;  // before the blocks: their home memory outlives them
   Embedding2D<T> embedding_;
   std::vector<std::unique_ptr<TransformerBlock2D<T>>> blocks_;
   LayerNorm2D<T> ln_f_;

@@ -25,6 +25,8 @@ template <class T>
 class LayerNorm2D {
  public:
   LayerNorm2D(const Grid& grid, std::string name, std::int64_t hidden);
+  // The same with gamma, beta and their gradients where `tags` say (ParameterTags).
+  LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t hidden);
 
   using Context = LayerNormContext<T>;
 
@@ -35,6 +37,8 @@ class LayerNorm2D {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:

@@ -29,6 +29,9 @@ class Linear2D {
  public:
   // qkv_hidden > 0 stores the columns grouped by attention heads (see ShardLayout); then out = 3 * qkv_hidden.
   Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden = 0);
+  // The same with W, b and their gradients where `tags` say (ParameterTags).
+  Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
+           std::int64_t qkv_hidden);
 
   using Context = LinearContext<T>;
 
@@ -42,6 +45,8 @@ class Linear2D {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
   std::int64_t in() const { return in_; }

@@ -11,6 +11,8 @@ template <class T>
 class MLP2D {
  public:
   MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t ffn);
+  // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
+  MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn);
 
   using Context = MlpContext<T>;
 
@@ -21,6 +23,8 @@ class MLP2D {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:

@@ -49,6 +49,23 @@ struct ShardLayout {
   ShardLayout on_rank(int rank) const;
 };
 
+// Where a layer keeps its parameters and their gradients, and how the grid's tracker counts them: as the grid places its
+// matrices (of(grid)), or in other memory — a spilled block's page-locked host memory (layers/spill.hpp).
+struct ParameterTags {
+  MemoryTag values, grads;
+  static ParameterTags of(const Grid& grid) {
+    return {.values = grid.tag(MemoryKind::parameters), .grads = grid.tag(MemoryKind::gradients)};
+  }
+};
+
+// The tensors behind a parameter's value and gradient (a layer's parameter_storage lists them in parameters() order), so
+// that a spilled block moves between memories by exchanging them with tensors of the same shapes (layers/spill.hpp).
+template <class T>
+struct ParameterStorage {
+  Tensor<T>* value;
+  Tensor<T>* grad;
+};
+
 template <class T>
 struct ParameterRef {
   std::string name;

@@ -43,5 +43,8 @@ struct BlockActivations {
 
 // Bytes of activations one block's context holds per rank under `policy` (the formulas above).
 std::int64_t block_saved_bytes(const BlockActivations& shape, Recompute policy);
+// Bytes of activations ln_f's and the LM head's contexts hold per rank, for a stored vocabulary of V rows
+// (GptConfig::stored_vocab): ln_f's xhat e*N*h/q^2 and 1/std t*N/q, the head's input e*N*h/q^2 and dlogits e*N*V/q^2.
+std::int64_t head_saved_bytes(const BlockActivations& shape, std::int64_t stored_vocab);
 
 }  // namespace optimus

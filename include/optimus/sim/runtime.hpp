@@ -22,6 +22,9 @@
 //   bytes the other touches is a race: the device then fails (like a GPU fault, it is sticky: every later
 //   synchronisation throws optimus::Error naming both pieces of work).
 //
+//   Copy bandwidth. Options::copy_bandwidth makes every copy between host and device take at least bytes / bandwidth
+//   on its stream, as a copy engine of that speed would (device-to-device copies are not throttled).
+//
 //   Capacity and traffic. Options::capacity limits the device memory (unlimited by default): beyond it raw
 //   allocations fail and a DeviceAllocator reports the request and what is free, as on a GPU. traffic() counts the
 //   bytes copied host to device, device to host and device to device, exactly.
@@ -31,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -58,6 +62,10 @@ struct Options {
   } delays = {};
   bool poison = true;        // fill fresh and released blocks with 0xFF
   bool detect_races = true;  // check the device bytes of work running at once on different streams
+  // Bytes per second of each copy between host and device: a copy holds its stream for bytes / copy_bandwidth (a copy
+  // engine of that speed per stream), so that overlapping transfers with compute is measured, not assumed. Infinite:
+  // as fast as memcpy.
+  double copy_bandwidth = std::numeric_limits<double>::infinity();
 };
 
 // Bytes moved by copies (exact).
@@ -157,6 +165,19 @@ class Runtime final : public DeviceRuntime {
   TensorView<T> host_view(const TensorView<T>& v, const char* what) const;
 
   Traffic traffic() const;
+  // A record of the device's work, for a timeline: each piece of work (kernels, copies, collectives; not event
+  // bookkeeping) that ran on a stream while tracing was on, with its start and end in microseconds since tracing began.
+  struct Span {
+    int stream;
+    const char* name;  // "copy host to device", "adamw_update", ...
+    double start_us, end_us;
+  };
+  // Starts (clearing what was recorded) or stops recording.
+  void set_tracing(bool on);
+  std::vector<Span> trace() const;
+  // The trace as a Chrome trace (chrome://tracing, Perfetto): one row per stream, named by `stream_names` where it has
+  // the stream's id (e.g. "rank 0 compute"), "stream N" otherwise; copies in their own category.
+  void write_chrome_trace(const std::string& path, const std::map<int, std::string>& stream_names) const;
   std::size_t bytes_in_use() const;
   // The most device memory allocated at once so far (what a capacity must hold).
   std::size_t peak_bytes_in_use() const;
@@ -168,6 +189,9 @@ class Runtime final : public DeviceRuntime {
   friend class Stream;
   friend class Event;
   struct Running;
+  // Records a span of work on `stream` that ran over [start, end) (while tracing).
+  void record_span(int stream, const char* name, std::chrono::steady_clock::time_point start,
+                   std::chrono::steady_clock::time_point end);
   void fail(std::exception_ptr error) noexcept;
   void throw_if_failed() const;
   void synchronize_all() noexcept;
@@ -186,6 +210,10 @@ class Runtime final : public DeviceRuntime {
   std::size_t in_use_ = 0;
   std::size_t peak_in_use_ = 0;
   std::atomic<std::uint64_t> h2d_{0}, d2h_{0}, d2d_{0};
+  std::atomic<bool> tracing_{false};
+  mutable std::mutex trace_mu_;
+  std::chrono::steady_clock::time_point trace_origin_;
+  std::vector<Span> spans_;
   std::atomic<int> next_stream_{0};
   mutable std::mutex streams_mu_;
   std::set<Stream*> streams_;

@@ -1,0 +1,181 @@
+// The offload suites' training run (offload_run.hpp).
+#include "offload_run.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+#include "../layers/layer_cases.hpp"
+
+namespace optimus::test {
+namespace {
+
+// The in-process ranks sharing a device meet here between steps without communicating (a communicator's barrier would
+// copy through the device). A rank that fails abandons the point, and the others stop waiting (throwing).
+class QuietPoint {
+ public:
+  explicit QuietPoint(int ranks) : ranks_(ranks) {}
+  void meet() {
+    std::unique_lock lock(mu_);
+    const std::uint64_t generation = generation_;
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    const bool met = cv_.wait_for(lock, std::chrono::minutes(5), [&] { return generation_ != generation || abandoned_; });
+    OPTIMUS_CHECK(met && !abandoned_, "the offload test's quiet point: another rank failed or did not come");
+  }
+  void abandon() {
+    const std::lock_guard lock(mu_);
+    abandoned_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int ranks_, arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  bool abandoned_ = false;
+};
+
+sim::Traffic traffic_of(RankDevice& rank) {
+  auto* device = dynamic_cast<sim::Runtime*>(&rank.runtime());
+  REQUIRE(device != nullptr);
+  return device->traffic();
+}
+
+}  // namespace
+
+OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::size_t capacity) {
+  std::mutex mu;
+  QuietPoint quiet(sim(SIZE_MAX, [](Communicator&, RankDevice&, Grid&) {}).ranks_per_device);
+  std::map<int, OffloadRun> by_rank;  // the ranks of this process (all of them in-process, one under MPI)
+  double copies[3] = {0, 0, 0};       // the steps' copies summed over ranks (each rank counts its device)
+  const auto train_rank = [&](Communicator& world, RankDevice& rank, Grid& grid) {
+    const GptConfig& config = s.config;
+    const std::int64_t seq = config.max_seq;
+    const std::vector<int> tokens = random_tokens(s.batch * seq, config.vocab, 5);
+    const std::vector<int> targets = random_tokens(s.batch * seq, config.vocab, 6);
+    Gpt2D<float> model(grid, config, s.spill);
+    model.set_recompute(s.recompute);
+    AdamW<float> adamw = s.offload ? AdamW<float>(grid, model.parameters(), AdamWConfig{}, *s.offload)
+                                   : AdamW<float>(grid, model.parameters(), AdamWConfig{});
+    grid.memory().reset_peaks();
+    OffloadRun mine;
+    std::uint64_t allocations = 0, pinned = 0;
+    const auto pinned_allocations = [&] {
+      return model.spill() != nullptr ? model.spill()->activation_memory().stats().raw_allocations : 0;
+    };
+    // The devices' copies during the steps (not the gradients' gather): each rank reads its device when the ranks
+    // that share it are between steps (a host barrier: a communicator's would copy too).
+    const auto idle_traffic = [&] {
+      rank.stream().synchronize();
+      quiet.meet();
+      const sim::Traffic t = traffic_of(rank);
+      quiet.meet();
+      return t;
+    };
+    sim::Traffic during{};
+    for (int step = 1; step <= s.steps; ++step) {
+      const sim::Traffic before = idle_traffic();
+      model.zero_grad();
+      mine.losses.push_back(
+          model.train_step(tokens, targets, s.batch, static_cast<std::uint64_t>(step), s.micro_batches));
+      adamw.step();
+      const sim::Traffic after = idle_traffic();
+      during.host_to_device += after.host_to_device - before.host_to_device;
+      during.device_to_host += after.device_to_host - before.device_to_host;
+      during.device_to_device += after.device_to_device - before.device_to_device;
+      if (step == 1) {
+        allocations = rank.raw_allocations().memory;
+        pinned = pinned_allocations();
+        mine.first_gradients = model.gather(true);  // (AdamW leaves them as they were)
+      }
+    }
+    const double h2d = world.all_reduce(static_cast<double>(during.host_to_device), ReduceOp::sum);
+    const double d2h = world.all_reduce(static_cast<double>(during.device_to_host), ReduceOp::sum);
+    const double d2d = world.all_reduce(static_cast<double>(during.device_to_device), ReduceOp::sum);
+    mine.steady = rank.raw_allocations().memory == allocations && pinned_allocations() == pinned;
+    mine.memory = grid.memory();
+    if (adamw.offloaded() != nullptr) mine.moved = adamw.offloaded()->transfers();
+    if (model.spill() != nullptr) mine.spilled = model.spill()->transfers();
+    mine.parameters = model.gather(false);
+    for (const ParameterRef<float>& p : model.parameters()) {
+      mine.local_parameters += p.value.numel();
+      if (p.value.device() != Device::cpu) mine.device_parameters += p.value.numel();
+      if (p.name.starts_with("h.0.")) {
+        mine.block_parameters += p.value.numel();
+        ++mine.block_tensors;
+      }
+      if (p.name == "wte") mine.wte = p.value.numel();
+    }
+    mine.ranks = world.size();
+    const std::lock_guard lock(mu);
+    if (by_rank.empty()) {
+      copies[0] = h2d;
+      copies[1] = d2h;
+      copies[2] = d2d;
+    }
+    by_rank[world.rank()] = std::move(mine);
+  };
+  const SimTotals totals = sim(capacity, [&](Communicator& world, RankDevice& rank, Grid& grid) {
+    try {
+      train_rank(world, rank, grid);
+    } catch (...) {
+      quiet.abandon();
+      throw;
+    }
+  });
+  OffloadRun out = std::move(by_rank.begin()->second);  // this process's first rank's
+  const auto per_device = [&](double v) {
+    return static_cast<std::uint64_t>(v) / static_cast<std::uint64_t>(totals.ranks_per_device);
+  };
+  out.step_traffic = {.host_to_device = per_device(copies[0]), .device_to_host = per_device(copies[1]),
+                      .device_to_device = per_device(copies[2])};
+  out.device_bytes = totals.peak_bytes;
+  return out;
+}
+
+void check_same_training(const OffloadRun& got, const OffloadRun& expected) {
+  REQUIRE(got.losses.size() == expected.losses.size());
+  for (std::size_t s = 0; s < got.losses.size(); ++s) {
+    CAPTURE(s);
+    CAPTURE(got.losses[s]);
+    CAPTURE(expected.losses[s]);
+    CHECK(std::memcmp(&got.losses[s], &expected.losses[s], sizeof(double)) == 0);
+  }
+  REQUIRE(got.parameters.size() == expected.parameters.size());
+  for (const auto& [name, m] : expected.first_gradients) {
+    CAPTURE(name);
+    const GlobalMatrix& g = got.first_gradients.at(name);
+    const double largest_difference = (g - m).cwiseAbs().maxCoeff();
+    CAPTURE(largest_difference);
+    const bool same_gradient = (g.array() == m.array()).all();
+    CHECK(same_gradient);
+  }
+  for (const auto& [name, m] : expected.parameters) {
+    CAPTURE(name);
+    const GlobalMatrix& g = got.parameters.at(name);
+    REQUIRE(g.rows() == m.rows());
+    REQUIRE(g.cols() == m.cols());
+    const double largest_difference = (g - m).cwiseAbs().maxCoeff();
+    CAPTURE(largest_difference);
+    const bool same = (g.array() == m.array()).all();
+    CHECK(same);
+  }
+}
+
+int launch_q(const SimLaunch& sim) {
+  std::atomic<int> q{0};
+  sim(SIZE_MAX, [&](Communicator&, RankDevice&, Grid& grid) { q = grid.q(); });
+  return q;
+}
+
+}  // namespace optimus::test

@@ -1,0 +1,179 @@
+// Model spilling on simulated devices (offload_cases.hpp): bitwise training, exact memory and copies, a capacity that
+// only a spilled model fits.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "offload_cases.hpp"
+#include "offload_run.hpp"
+#include "optimus/layers/offload.hpp"
+
+namespace optimus::test {
+namespace {
+
+constexpr int kSteps = 5;
+constexpr std::int64_t kChunk = 3000;  // elements of an offloaded optimizer chunk
+
+// Blocks dominate: a small vocabulary, wide blocks, a few short sequences.
+GptConfig spill_config(std::int64_t layers, std::int64_t hidden) {
+  return GptConfig{.vocab = 64, .max_seq = 4, .layers = layers, .hidden = hidden, .heads = 4, .ffn = 4 * hidden,
+                   .dropout = 0.1, .seed = 91};
+}
+
+struct SpillCase {
+  const char* name;
+  Spill spill;
+  Recompute recompute;
+  std::int64_t micro_batches;
+  std::optional<OffloadUpdate> update;  // optimizer offload too, this way
+};
+
+OffloadSetup setup_of(const SpillCase& c, int q, std::int64_t layers, std::int64_t hidden) {
+  std::optional<OptimizerOffload> offload;
+  if (c.update) offload = OptimizerOffload{.update = *c.update, .chunk_elements = kChunk};
+  return OffloadSetup{.config = spill_config(layers, hidden), .batch = 2 * q, .micro_batches = c.micro_batches,
+                      .recompute = c.recompute, .spill = c.spill, .offload = offload, .steps = kSteps};
+}
+
+// The shape of one micro-batch's block on one rank (recompute.hpp's formulas).
+BlockActivations block_shape(const OffloadSetup& s, int q) {
+  return BlockActivations{.batch = s.batch / s.micro_batches, .seq = s.config.max_seq, .hidden = s.config.hidden,
+                          .heads = s.config.heads, .ffn = s.config.ffn, .q = q, .element_bytes = sizeof(float),
+                          .saved_bytes = sizeof(float)};
+}
+
+ModelShards shards_of(const OffloadRun& run, const OffloadSetup& s) {
+  return ModelShards{.blocks = s.config.layers, .block_parameters = run.block_parameters,
+                     .other_parameters = run.local_parameters - s.config.layers * run.block_parameters,
+                     .wte = run.wte, .word = sizeof(float)};
+}
+
+// Peak bytes by kind and place against the formulas (offload.hpp, spill.hpp), on the reporting rank.
+void check_memory(const OffloadRun& run, const OffloadSetup& s, int q) {
+  const MemoryTracker& m = run.memory;
+  const StateFootprint f = state_footprint(s.spill, s.offload, shards_of(run, s));
+  CHECK(m.peak(MemoryKind::parameters, MemoryPlace::device) == f.device.parameters);
+  CHECK(m.peak(MemoryKind::gradients, MemoryPlace::device) == f.device.gradients);
+  CHECK(m.peak(MemoryKind::optimizer, MemoryPlace::device) == f.device.optimizer);
+  CHECK(m.peak(MemoryKind::parameters, MemoryPlace::host) == f.host.parameters);
+  CHECK(m.peak(MemoryKind::gradients, MemoryPlace::host) == f.host.gradients);
+  CHECK(m.peak(MemoryKind::optimizer, MemoryPlace::host) == f.host.optimizer);
+  // The devices' parameters are the unspilled model's less all but two blocks'.
+  const std::uint64_t l = static_cast<std::uint64_t>(s.config.layers);
+  if (s.spill != Spill::none) {
+    CHECK(f.device.parameters + (l - std::min<std::uint64_t>(l, 2)) * run.block_parameters * sizeof(float) ==
+          static_cast<std::uint64_t>(run.local_parameters) * sizeof(float));
+  }
+  // Saved activations.
+  const BlockActivations shape = block_shape(s, q);
+  const std::int64_t saved = block_saved_bytes(shape, s.recompute);
+  const std::int64_t transient = s.recompute == Recompute::full ? block_saved_bytes(shape, Recompute::none) : 0;
+  const std::int64_t tail = head_saved_bytes(shape, s.config.stored_vocab(q));
+  const bool activations = s.spill == Spill::parameters_and_activations;
+  CHECK(m.peak(MemoryKind::activations, MemoryPlace::device) ==
+        static_cast<std::uint64_t>(spill_activation_peak(s.config.layers, saved, transient, tail, activations)));
+  CHECK(m.peak(MemoryKind::activations, MemoryPlace::host) ==
+        (activations ? (l - 1) * static_cast<std::uint64_t>(saved) : 0));
+}
+
+// The spill's and the optimizer's copies against their formulas; with `plain` (the same micro-batches and
+// recomputation), the devices' counters against the plain run's.
+void check_transfers(const OffloadRun& run, const OffloadRun* plain, const OffloadSetup& s, int q) {
+  const bool activations = s.spill == Spill::parameters_and_activations;
+  const std::int64_t saved = activations ? block_saved_bytes(block_shape(s, q), s.recompute) : 0;
+  const TransferBytes step =
+      spill_step_transfers(s.config.layers, run.block_parameters, sizeof(float), s.micro_batches, saved);
+  CHECK(run.spilled.host_to_device == kSteps * step.host_to_device);
+  CHECK(run.spilled.device_to_host == kSteps * step.device_to_host);
+  TransferBytes optimizer;
+  if (s.offload) optimizer = offload_step_transfers(s.offload->update, run.device_parameters, sizeof(float));
+  CHECK(run.moved.host_to_device == kSteps * optimizer.host_to_device);
+  CHECK(run.moved.device_to_host == kSteps * optimizer.device_to_host);
+  // Together: the step's formula (offload.hpp).
+  TransferBytes both = step;
+  both += optimizer;
+  CHECK(both == step_transfers(s.spill, s.offload, shards_of(run, s), s.micro_batches, saved));
+  if (plain == nullptr) return;
+  // The devices' counters, all ranks: the plain run's copies, less the 8-byte partial norms the device no longer sends
+  // for the spilled blocks' gradients (the host sums them), plus the spill's and the optimizer's copies.
+  const auto ranks = static_cast<std::uint64_t>(run.ranks);
+  const std::uint64_t norms = kSteps * 8 * static_cast<std::uint64_t>(s.config.layers * run.block_tensors);
+  CHECK(run.step_traffic.host_to_device ==
+        plain->step_traffic.host_to_device + ranks * kSteps * (step.host_to_device + optimizer.host_to_device));
+  CHECK(run.step_traffic.device_to_host + ranks * norms ==
+        plain->step_traffic.device_to_host + ranks * kSteps * (step.device_to_host + optimizer.device_to_host));
+  CHECK(run.step_traffic.device_to_device == plain->step_traffic.device_to_device);
+}
+
+}  // namespace
+
+void check_model_spill(const SimLaunch& sim) {
+  const int q = launch_q(sim);
+  const std::int64_t layers = 4;
+  const SpillCase plain_case{.name = "plain", .spill = Spill::none, .recompute = Recompute::none, .micro_batches = 2,
+                             .update = std::nullopt};
+  const OffloadSetup plain_setup = setup_of(plain_case, q, layers, 64);
+  const OffloadRun plain = train_offloaded(sim, plain_setup, SIZE_MAX);
+  check_memory(plain, plain_setup, q);  // the in-memory formulas, for reference
+  const SpillCase cases[] = {
+      {.name = "parameters", .spill = Spill::parameters, .recompute = Recompute::none, .micro_batches = 2,
+       .update = std::nullopt},
+      {.name = "parameters, optimizer (device way)", .spill = Spill::parameters, .recompute = Recompute::none,
+       .micro_batches = 2, .update = OffloadUpdate::device},
+      {.name = "parameters and activations, optimizer (host way)", .spill = Spill::parameters_and_activations,
+       .recompute = Recompute::none, .micro_batches = 2, .update = OffloadUpdate::host},
+      {.name = "parameters and activations, full recomputation", .spill = Spill::parameters_and_activations,
+       .recompute = Recompute::full, .micro_batches = 2, .update = OffloadUpdate::device},
+  };
+  for (const SpillCase& c : cases) {
+    CAPTURE(c.name);
+    const OffloadSetup s = setup_of(c, q, layers, 64);
+    const OffloadRun run = train_offloaded(sim, s, SIZE_MAX);
+    CHECK(run.steady);  // no raw allocation after the first step
+    check_same_training(run, plain);  // recomputation gives the plain run's bits too
+    check_memory(run, s, q);
+    const bool comparable = c.micro_batches == plain_setup.micro_batches && c.recompute == plain_setup.recompute;
+    check_transfers(run, comparable ? &plain : nullptr, s, q);  // (full recomputation copies its saved inputs too)
+  }
+  // Refused on the host.
+  sim(SIZE_MAX, [&](Communicator& world, RankDevice&, Grid& grid) {
+    Grid host = Grid::create(world, grid.q());
+    CHECK_THROWS_WITH_AS(Gpt2D<float>(host, spill_config(2, 64), Spill::parameters),
+                         doctest::Contains("this grid's matrices live on the host"), optimus::Error);
+  });
+}
+
+void check_spill_capacity(const SimLaunch& sim) {
+  const int q = launch_q(sim);
+  // Sixteen blocks of h = 256: two blocks' parameters and gradients, the activations, the workspaces (each rank's GEMM
+  // workspace is 1 MiB on the simulated device) and, ranks sharing a device, their exchanges' staging area hold less
+  // than the parameters alone.
+  const std::int64_t layers = 16, hidden = 256;
+  const SpillCase plain_case{.name = "plain", .spill = Spill::none, .recompute = Recompute::none, .micro_batches = 1,
+                             .update = std::nullopt};
+  const SpillCase spilled_case{.name = "spilled", .spill = Spill::parameters_and_activations,
+                               .recompute = Recompute::none, .micro_batches = 1, .update = OffloadUpdate::host};
+  const SpillCase optimizer_case{.name = "optimizer offload", .spill = Spill::none, .recompute = Recompute::none,
+                                 .micro_batches = 1, .update = OffloadUpdate::host};
+  const OffloadRun plain = train_offloaded(sim, setup_of(plain_case, q, layers, hidden), SIZE_MAX);
+  const OffloadRun spilled = train_offloaded(sim, setup_of(spilled_case, q, layers, hidden), SIZE_MAX);
+  check_same_training(spilled, plain);
+  // The parameters alone on one device: every rank it serves holds its shard of them.
+  const int ranks_per_device = sim(SIZE_MAX, [](Communicator&, RankDevice&, Grid&) {}).ranks_per_device;
+  const std::uint64_t parameters =
+      static_cast<std::uint64_t>(ranks_per_device) * static_cast<std::uint64_t>(plain.local_parameters) * sizeof(float);
+  CAPTURE(parameters);
+  CAPTURE(spilled.device_bytes);
+  REQUIRE(spilled.device_bytes < parameters);
+  const std::size_t capacity = spilled.device_bytes + (parameters - spilled.device_bytes) / 2;
+  const std::string full = "bytes free of " + std::to_string(capacity);
+  CHECK_THROWS_WITH_AS(train_offloaded(sim, setup_of(plain_case, q, layers, hidden), capacity),
+                       doctest::Contains(full.c_str()), optimus::Error);
+  CHECK_THROWS_WITH_AS(train_offloaded(sim, setup_of(optimizer_case, q, layers, hidden), capacity),
+                       doctest::Contains(full.c_str()), optimus::Error);
+  check_same_training(train_offloaded(sim, setup_of(spilled_case, q, layers, hidden), capacity), plain);
+}
+
+}  // namespace optimus::test
