@@ -517,13 +517,17 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     valid_loss += trainee.evaluate(tokens, targets) / valid_batches;
   }
   const std::string mem = memory_line(world, grid);
+  // Where the model computes: the device's memory (offloaded activations wait in host memory), or the host's.
+  const optimus::MemoryPlace computes = grid.device() != nullptr ? optimus::MemoryPlace::device
+                                                                 : optimus::MemoryPlace::host;
   const double peak_saved = world.all_reduce(
-      static_cast<double>(grid.memory().peak(optimus::MemoryKind::activations)), optimus::ReduceOp::max);
+      static_cast<double>(grid.memory().peak(optimus::MemoryKind::activations, computes)), optimus::ReduceOp::max);
   const std::string sample = ex::generate(trainee.next_logits, seq, corpus, "The ",
                                           static_cast<int>(o.integer("sample", 240)), config.seed);
   if (root) {
     std::printf("  %s\n", mem.c_str());
-    std::printf("  peak of activations saved for backward: %.0f bytes per rank (max over ranks)\n", peak_saved);
+    std::printf("  peak of activations saved for backward: %.0f bytes per rank in %s memory (max over ranks)\n",
+                peak_saved, std::string(name_of(computes)).c_str());
     if (first_step > steps) {
       std::printf("no step left to train: the checkpoint is at step %d of %d; held-out loss %.4f\n", first_step - 1,
                   steps, valid_loss);

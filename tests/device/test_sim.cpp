@@ -14,6 +14,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -314,6 +317,62 @@ TEST_CASE("a device's capacity: out of memory names the request and what is free
                        doctest::Contains("sim device 0 has 32768 bytes free of 65536"), optimus::Error);
   Tensor<float> rest(Shape{8 << 10}, on(memory));  // what is free still works
   CHECK(device.bytes_in_use() == 64 << 10);
+}
+
+TEST_CASE("a copy engine of a given bandwidth holds each host<->device copy's stream for bytes / bandwidth; the trace") {
+  CHECK_THROWS_WITH_AS(sim::Runtime(sim::Options{.copy_bandwidth = 0}),
+                       doctest::Contains("copy bandwidth of 0 bytes per second: must be positive"), optimus::Error);
+  const double bandwidth = 1e9;  // bytes per second
+  sim::Runtime device(sim::Options{.copy_bandwidth = bandwidth});
+  auto up = device.create_stream();
+  auto down = device.create_stream();
+  const std::size_t bytes = std::size_t{2} << 20;
+  void* d = device.allocate(bytes);
+  void* e = device.allocate(bytes);
+  void* pinned = device.allocate_pinned(bytes);
+  std::memset(pinned, 7, bytes);
+  device.set_tracing(true);
+  device.copy_async(d, pinned, bytes, *up);    // host to device, throttled
+  device.copy_async(e, d, bytes, *up);         // device to device: not throttled
+  auto copied = device.create_event();
+  copied->record(*up);
+  copied->wait_on(*down);
+  device.copy_async(pinned, e, bytes, *down);  // device to host
+  up->synchronize();
+  down->synchronize();
+  device.set_tracing(false);
+  const std::vector<sim::Runtime::Span> spans = device.trace();
+  const double floor_us = static_cast<double>(bytes) / bandwidth * 1e6;
+  int h2d = 0, d2h = 0;
+  for (const sim::Runtime::Span& s : spans) {
+    CAPTURE(s.name);
+    CHECK(s.end_us >= s.start_us);
+    if (std::string(s.name) == "copy host to device") {
+      ++h2d;
+      CHECK(s.stream == static_cast<sim::Stream&>(*up).id());
+      CHECK(s.end_us - s.start_us >= floor_us);  // a sleep never ends early: bytes / bandwidth at the least
+    }
+    if (std::string(s.name) == "copy device to host") {
+      ++d2h;
+      CHECK(s.stream == static_cast<sim::Stream&>(*down).id());
+      CHECK(s.end_us - s.start_us >= floor_us);
+    }
+  }
+  CHECK(h2d == 1);
+  CHECK(d2h == 1);
+  CHECK(static_cast<unsigned char*>(pinned)[bytes - 1] == 7);  // the round trip kept the bytes
+  // The Chrome trace: a row per stream, named as given, the copies in their own category.
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "optimus_sim_trace.json";
+  device.write_chrome_trace(path.string(), {{static_cast<sim::Stream&>(*up).id(), "up"}});
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("\"name\": \"up\"") != std::string::npos);
+  CHECK(text.find("\"stream " + std::to_string(static_cast<sim::Stream&>(*down).id()) + "\"") != std::string::npos);
+  CHECK(text.find("\"cat\": \"copy\"") != std::string::npos);
+  std::filesystem::remove(path);
+  device.release(d);
+  device.release(e);
+  device.release_pinned(pinned);
 }
 
 TEST_CASE("the simulated cuBLASLt checks what cuBLASLt checks") {
