@@ -112,14 +112,18 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                               json()}});
   }
   if (command == "offload") {
-    return joined({device_options(), {cli::integers("q", 1, 64, "grid sides, rows each (default 1,2)")},
-                   block_shape(true),
-                   {cli::integer("vocab", 1, 1 << 24, "vocabulary (default 8192)"),
-                    cli::integer("chunk", 1, std::int64_t{1} << 40, "elements per offloaded chunk (default 262144)")},
-                   timing(),
-                   {cli::choice("largest", {"on", "off"}, "search the most blocks that fit --device-memory"),
-                    cli::integer("max-layers", 1, 1 << 12, "the most blocks --largest tries (default 64)"),
-                    cli::output_file("trace", "PREFIX: Chrome traces PREFIX-device.json, PREFIX-host.json"), json()}});
+    return joined(
+        {device_options(), {cli::integers("q", 1, 64, "grid sides, rows each (default 1)")}, block_shape(true),
+         {cli::integer("vocab", 1, 1 << 24, "vocabulary (default 8192)"),
+          cli::choices("offload", {"none", "optimizer", "spill", "spill+activations"}, "modes, a row each (default all)"),
+          cli::choice("offload-update", {"device", "host"}, "where the offloaded AdamW updates (default: faster here)"),
+          cli::integer("chunk", 1, std::int64_t{1} << 40, "elements per offloaded optimizer chunk (default 1048576)"),
+          cli::positive_reals("sweep", 1e6, "GB/s: spill rows at these copy bandwidths too (--device sim)")},
+         timing(),
+         {cli::choice("largest", {"on", "off"}, "the most blocks that train in --device-memory, per mode"),
+          cli::integer("max-layers", 1, 1 << 12, "the most blocks --largest tries (default 64)"),
+          cli::output_file("trace", "PREFIX: each mode's last forward + backward as PREFIX-MODE.json (--device sim)"),
+          json()}});
   }
   if (command == "checkpoint") {
     return {cli::integer("h", 1, kSide, "hidden size"), cli::integer("layers", 1, 1 << 12, "transformer blocks"),

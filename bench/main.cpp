@@ -41,8 +41,10 @@ int main(int argc, char** argv) {
         " [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L] [--vocab V] [--dtype f32|f64] [--warmup W]"
         " [--iters I] [--trace FILE] [--json FILE]"
         " | optimus-bench offload [--device sim|cuda] [--device-bandwidth GB/s] [--device-memory SIZE] [--q 1,2]"
-        " [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L] [--vocab V] [--chunk N] [--largest on|off]"
-        " [--max-layers L] [--trace PREFIX] [--json FILE]"
+        " [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L] [--vocab V]"
+        " [--offload none,optimizer,spill,spill+activations] [--offload-update device|host] [--chunk N]"
+        " [--sweep GB/s,...] [--warmup W] [--iters I] [--largest on|off] [--max-layers L] [--trace PREFIX]"
+        " [--json FILE]"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
     if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
     OPTIMUS_FAIL("unknown command '", command, "'; ", usage);

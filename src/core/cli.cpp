@@ -96,6 +96,9 @@ void check_value(const Spec& s, const std::string& value) {
       for (const std::string& item : checked_list(s, value)) checked_integer(s, item);
       return;
     case Kind::real: checked_real(s, value); return;
+    case Kind::reals:
+      for (const std::string& item : checked_list(s, value)) checked_real(s, item);
+      return;
     case Kind::choice: check_choice(s, value); return;
     case Kind::choices:
       for (const std::string& item : checked_list(s, value)) check_choice(s, item);
@@ -157,6 +160,11 @@ Spec positive_real(std::string name, double max, std::string help) {
   s.min_open = true;
   return s;
 }
+Spec positive_reals(std::string name, double max, std::string help) {
+  Spec s = positive_real(std::move(name), max, std::move(help));
+  s.kind = Kind::reals;
+  return s;
+}
 Spec choice(std::string name, std::vector<std::string> choices, std::string help) {
   return of_kind(std::move(name), Kind::choice, std::move(choices), std::move(help));
 }
@@ -191,6 +199,7 @@ std::string describe(const Spec& s) {
     case Kind::integer: out << "integer in [" << s.min << ", " << s.max << "]"; break;
     case Kind::integers: out << "integers in [" << s.min << ", " << s.max << "], comma-separated"; break;
     case Kind::real: out << "number in " << real_range(s); break;
+    case Kind::reals: out << "numbers in " << real_range(s) << ", comma-separated"; break;
     case Kind::choice: out << "one of " << joined(s.choices, ", "); break;
     case Kind::choices: out << "comma-separated, each one of " << joined(s.choices, ", "); break;
     case Kind::text: out << "text"; break;
@@ -288,6 +297,14 @@ std::vector<std::string> Options::list(const std::string& name, const std::strin
   OPTIMUS_CHECK(s.kind == Kind::choices || s.kind == Kind::input_path, "option --", name, " is declared as ",
                 describe(s), ", not read as a list");
   return checked_list(s, text(name, fallback));
+}
+
+std::vector<double> Options::reals(const std::string& name, const std::string& fallback) const {
+  const Spec& s = spec(name);
+  OPTIMUS_CHECK(s.kind == Kind::reals, "option --", name, " is declared as ", describe(s), ", not read as numbers");
+  std::vector<double> values;
+  for (const std::string& item : checked_list(s, text(name, fallback))) values.push_back(checked_real(s, item));
+  return values;
 }
 
 std::vector<std::int64_t> Options::integers(const std::string& name, const std::string& fallback) const {

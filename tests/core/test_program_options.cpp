@@ -43,7 +43,8 @@ std::string past_range(const cli::Spec& s) {
     case cli::Kind::integer:
     case cli::Kind::integers:
       return s.max == std::numeric_limits<std::int64_t>::max() ? "9223372036854775808" : std::to_string(s.max + 1);
-    case cli::Kind::real: return std::to_string(s.real_max * 2 + 1);
+    case cli::Kind::real:
+    case cli::Kind::reals: return std::to_string(s.real_max * 2 + 1);
     case cli::Kind::choice:
     case cli::Kind::choices: return "none-of-these";
     case cli::Kind::text: return "";
@@ -66,7 +67,8 @@ bool valid(const cli::Spec& s, const std::string& value) {
       const long long v = std::stoll(value);
       return v >= s.min && v <= s.max;
     }
-    case cli::Kind::real: {
+    case cli::Kind::real:
+    case cli::Kind::reals: {  // (one item: the values tried have no comma)
       char* end = nullptr;
       errno = 0;
       const double v = std::strtod(value.c_str(), &end);

@@ -136,6 +136,15 @@ void check_model_spill(const SimLaunch& sim) {
     check_memory(run, s, q);
     const bool comparable = c.micro_batches == plain_setup.micro_batches && c.recompute == plain_setup.recompute;
     check_transfers(run, comparable ? &plain : nullptr, s, q);  // (full recomputation copies its saved inputs too)
+    if (comparable && c.spill == Spill::parameters) {
+      // The state on the device is constant through a step and the activations and workspace are the plain run's:
+      // the device's peak total moves by exactly the state's change.
+      const auto state = [&](const OffloadRun& r, const OffloadSetup& setup) {
+        return state_footprint(setup.spill, setup.offload, shards_of(r, setup)).device.total();
+      };
+      CHECK(run.memory.peak_total(MemoryPlace::device) + state(plain, plain_setup) ==
+            plain.memory.peak_total(MemoryPlace::device) + state(run, s));
+    }
   }
   // Refused on the host.
   sim(SIZE_MAX, [&](Communicator& world, RankDevice&, Grid& grid) {

@@ -39,7 +39,8 @@ class HelpRequested : public std::exception {
 
 // What an option takes.
 //   integer, integers: a 64-bit integer in [min, max] (integers: a comma-separated list of them)
-//   real             : a finite number in [real_min, real_max] ((real_min, real_max] when min_open)
+//   real, reals      : a finite number in [real_min, real_max] ((real_min, real_max] when min_open; reals: a
+//                      comma-separated list of them)
 //   choice, choices  : one of `choices` (choices: a comma-separated list of them)
 //   text             : any non-empty text
 //   bytes            : a size with a unit (Options::bytes)
@@ -47,7 +48,9 @@ class HelpRequested : public std::exception {
 //   output_directory : a directory to write into (it may exist), whose parent exists
 //   input_path       : a file or directory that exists (or a comma-separated list of them)
 //   flag             : no value: given or not (`--skip-nonfinite`)
-enum class Kind { integer, integers, real, choice, choices, text, bytes, output_file, output_directory, input_path, flag };
+enum class Kind {
+  integer, integers, real, reals, choice, choices, text, bytes, output_file, output_directory, input_path, flag
+};
 
 struct Spec {
   std::string name;  // without "--"
@@ -62,7 +65,8 @@ struct Spec {
 Spec integer(std::string name, std::int64_t min, std::int64_t max, std::string help);
 Spec integers(std::string name, std::int64_t min, std::int64_t max, std::string help);
 Spec real(std::string name, double min, double max, std::string help);
-Spec positive_real(std::string name, double max, std::string help);  // (0, max]
+Spec positive_real(std::string name, double max, std::string help);   // (0, max]
+Spec positive_reals(std::string name, double max, std::string help);  // each in (0, max]
 Spec choice(std::string name, std::vector<std::string> choices, std::string help);
 Spec choices(std::string name, std::vector<std::string> choices, std::string help);
 Spec text(std::string name, std::string help);
@@ -88,6 +92,7 @@ class Options {
   std::int64_t integer(const std::string& name, std::int64_t fallback) const;
   std::vector<std::string> list(const std::string& name, const std::string& fallback) const;  // comma-separated
   std::vector<std::int64_t> integers(const std::string& name, const std::string& fallback) const;
+  std::vector<double> reals(const std::string& name, const std::string& fallback) const;
   double real(const std::string& name, double fallback) const;
   // A size in bytes with a unit — B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000) — such as
   // "512MiB" or "1.5GiB" (whole bytes); `fallback` when the option is not given. A number without a unit, an unknown

@@ -78,6 +78,7 @@ class OffloadedMoments {
   const OptimizerOffload& how() const { return how_; }
   // What update() has moved so far (exact).
   TransferBytes transfers() const { return copies_.moved(); }
+  const CopyStreams& copies() const { return copies_; }
 
  private:
   static constexpr int kBuffers = 3;

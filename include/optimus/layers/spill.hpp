@@ -94,8 +94,9 @@ class BlockSpill {
 
   Spill what() const { return what_; }
   std::size_t slots() const { return slots_.size(); }
-  // What the copies moved so far (exact; the formulas above).
+  // What the copies moved so far (exact; the formulas above), and the streams they ran on (for a timeline).
   TransferBytes transfers() const { return copies_.moved(); }
+  const CopyStreams& copies() const { return copies_; }
   // The page-locked memory of offloaded activations (its raw allocations stop after the first step).
   const PinnedMemoryPool& activation_memory() const { return activation_memory_; }
 
