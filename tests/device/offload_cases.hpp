@@ -38,6 +38,10 @@ void check_optimizer_offload(const SimLaunch& sim);
 // no raw allocation after the first step. Refusals: a grid on the host.
 void check_model_spill(const SimLaunch& sim);
 
+// A checkpoint of a spilled model whose optimizer is offloaded (every parameter and moment in host memory but the
+// embedding's) loads into a plain model and plain AdamW, which train on to the uninterrupted spilled run's bits.
+void check_spill_checkpoint(const SimLaunch& sim);
+
 // A GPT whose parameters alone exceed the devices' capacity: the plain run and optimizer offload fail with the
 // device's out-of-memory error; spilled, it trains to the bits of the plain run on unlimited devices.
 void check_spill_capacity(const SimLaunch& sim);

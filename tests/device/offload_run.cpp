@@ -63,6 +63,7 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
     const std::int64_t seq = config.max_seq;
     const std::vector<int> tokens = random_tokens(s.batch * seq, config.vocab, 5);
     const std::vector<int> targets = random_tokens(s.batch * seq, config.vocab, 6);
+    grid.set_gemm_math(s.math);
     Gpt2D<float> model(grid, config, s.spill);
     model.set_recompute(s.recompute);
     AdamW<float> adamw = s.offload ? AdamW<float>(grid, model.parameters(), AdamWConfig{}, *s.offload)
@@ -107,6 +108,8 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
     if (adamw.offloaded() != nullptr) mine.moved = adamw.offloaded()->transfers();
     if (model.spill() != nullptr) mine.spilled = model.spill()->transfers();
     mine.parameters = model.gather(false);
+    mine.evaluation = model.evaluate(tokens, targets, s.batch);
+    mine.logits = model.logits(tokens, s.batch).to_global().cast<double>();
     for (const ParameterRef<float>& p : model.parameters()) {
       mine.local_parameters += p.value.numel();
       if (p.value.device() != Device::cpu) mine.device_parameters += p.value.numel();
@@ -152,6 +155,9 @@ void check_same_training(const OffloadRun& got, const OffloadRun& expected) {
     CHECK(std::memcmp(&got.losses[s], &expected.losses[s], sizeof(double)) == 0);
   }
   REQUIRE(got.parameters.size() == expected.parameters.size());
+  CHECK(std::memcmp(&got.evaluation, &expected.evaluation, sizeof(double)) == 0);  // inference through the slots too
+  const bool same_logits = got.logits.rows() == expected.logits.rows() && (got.logits.array() == expected.logits.array()).all();
+  CHECK(same_logits);
   for (const auto& [name, m] : expected.first_gradients) {
     CAPTURE(name);
     const GlobalMatrix& g = got.first_gradients.at(name);

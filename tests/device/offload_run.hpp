@@ -21,12 +21,15 @@ struct OffloadSetup {
   Spill spill = Spill::none;
   std::optional<OptimizerOffload> offload;
   int steps = 5;
+  ops::GemmMath math = ops::GemmMath::f32;  // the grid's (bf16: activations saved in bf16)
 };
 
 struct OffloadRun {
   std::vector<double> losses;
   std::map<std::string, GlobalMatrix> parameters;
   std::map<std::string, GlobalMatrix> first_gradients;  // after the first step's backward
+  double evaluation = 0;                                 // the trained model's evaluate() of the batch
+  GlobalMatrix logits;                                   // and its logits() of it
   // On the reporting rank (this process's first): local elements of all parameters, of those on the device (not a
   // spilled block's), of one block, of wte.
   std::int64_t local_parameters = 0, device_parameters = 0, block_parameters = 0, wte = 0;

@@ -3,11 +3,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "../layers/layer_cases.hpp"
 #include "offload_cases.hpp"
 #include "offload_run.hpp"
+#include "optimus/checkpoint/checkpoint.hpp"
 #include "optimus/layers/offload.hpp"
 
 namespace optimus::test {
@@ -28,20 +33,22 @@ struct SpillCase {
   Recompute recompute;
   std::int64_t micro_batches;
   std::optional<OffloadUpdate> update;  // optimizer offload too, this way
+  ops::GemmMath math = ops::GemmMath::f32;
 };
 
 OffloadSetup setup_of(const SpillCase& c, int q, std::int64_t layers, std::int64_t hidden) {
   std::optional<OptimizerOffload> offload;
   if (c.update) offload = OptimizerOffload{.update = *c.update, .chunk_elements = kChunk};
   return OffloadSetup{.config = spill_config(layers, hidden), .batch = 2 * q, .micro_batches = c.micro_batches,
-                      .recompute = c.recompute, .spill = c.spill, .offload = offload, .steps = kSteps};
+                      .recompute = c.recompute, .spill = c.spill, .offload = offload, .steps = kSteps,
+                      .math = c.math};
 }
 
 // The shape of one micro-batch's block on one rank (recompute.hpp's formulas).
 BlockActivations block_shape(const OffloadSetup& s, int q) {
   return BlockActivations{.batch = s.batch / s.micro_batches, .seq = s.config.max_seq, .hidden = s.config.hidden,
                           .heads = s.config.heads, .ffn = s.config.ffn, .q = q, .element_bytes = sizeof(float),
-                          .saved_bytes = sizeof(float)};
+                          .saved_bytes = s.math == ops::GemmMath::bf16 ? 2 : static_cast<std::int64_t>(sizeof(float))};
 }
 
 ModelShards shards_of(const OffloadRun& run, const OffloadSetup& s) {
@@ -66,7 +73,8 @@ void check_memory(const OffloadRun& run, const OffloadSetup& s, int q) {
     CHECK(f.device.parameters + (l - std::min<std::uint64_t>(l, 2)) * run.block_parameters * sizeof(float) ==
           static_cast<std::uint64_t>(run.local_parameters) * sizeof(float));
   }
-  // Saved activations.
+  // Saved activations (f32: the formulas; bf16 adds transient f32 tensors, checked against the plain run's below).
+  if (s.math != ops::GemmMath::f32) return;
   const BlockActivations shape = block_shape(s, q);
   const std::int64_t saved = block_saved_bytes(shape, s.recompute);
   const std::int64_t transient = s.recompute == Recompute::full ? block_saved_bytes(shape, Recompute::none) : 0;
@@ -146,11 +154,94 @@ void check_model_spill(const SimLaunch& sim) {
             plain.memory.peak_total(MemoryPlace::device) + state(run, s));
     }
   }
+  // Mixed precision: the contexts that go to host memory and back hold bf16 tensors.
+  SpillCase bf16_plain = plain_case;
+  bf16_plain.math = ops::GemmMath::bf16;
+  const SpillCase bf16_spilled{.name = "parameters and activations, bf16 GEMMs", .spill = Spill::parameters_and_activations,
+                               .recompute = Recompute::none, .micro_batches = 2, .update = OffloadUpdate::host,
+                               .math = ops::GemmMath::bf16};
+  const OffloadSetup bf16_plain_setup = setup_of(bf16_plain, q, layers, 64);
+  const OffloadRun bf16_reference = train_offloaded(sim, bf16_plain_setup, SIZE_MAX);
+  check_memory(bf16_reference, bf16_plain_setup, q);
+  {
+    CAPTURE(bf16_spilled.name);
+    const OffloadSetup s = setup_of(bf16_spilled, q, layers, 64);
+    const OffloadRun run = train_offloaded(sim, s, SIZE_MAX);
+    CHECK(run.steady);
+    check_same_training(run, bf16_reference);
+    check_memory(run, s, q);
+    check_transfers(run, &bf16_reference, s, q);
+    // Under bf16 the MLP's forward holds GELU's f32 input beside its bf16 copy (X below) and the head holds f32 tensors
+    // beside its saved bf16 ones: the blocks' phase peaks at 2B + X, the head's at the plain run's peak less the L - 1
+    // offloaded blocks' contexts.
+    const BlockActivations shape = block_shape(s, q);
+    const std::uint64_t b = static_cast<std::uint64_t>(block_saved_bytes(shape, Recompute::none));
+    const std::uint64_t x = sizeof(float) * static_cast<std::uint64_t>(shape.batch * shape.seq * shape.ffn / (q * q));
+    const std::uint64_t l = static_cast<std::uint64_t>(layers);
+    const std::uint64_t plain_peak = bf16_reference.memory.peak(MemoryKind::activations, MemoryPlace::device);
+    REQUIRE(plain_peak >= l * b + x);  // the plain run peaks in the head's phase
+    CHECK(run.memory.peak(MemoryKind::activations, MemoryPlace::device) == std::max(2 * b + x, plain_peak - (l - 1) * b));
+    CHECK(run.memory.peak(MemoryKind::activations, MemoryPlace::host) == (l - 1) * b);
+  }
   // Refused on the host.
   sim(SIZE_MAX, [&](Communicator& world, RankDevice&, Grid& grid) {
     Grid host = Grid::create(world, grid.q());
     CHECK_THROWS_WITH_AS(Gpt2D<float>(host, spill_config(2, 64), Spill::parameters),
                          doctest::Contains("this grid's matrices live on the host"), optimus::Error);
+  });
+}
+
+void check_spill_checkpoint(const SimLaunch& sim) {
+  const int q = launch_q(sim);
+  const GptConfig config = spill_config(4, 64);
+  const std::int64_t batch = 2 * q;
+  const std::vector<int> tokens = random_tokens(batch * config.max_seq, config.vocab, 15);
+  const std::vector<int> targets = random_tokens(batch * config.max_seq, config.vocab, 16);
+  // One path for every process (MPI: a device per process, one file system).
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("optimus_spill_checkpoint_q" + std::to_string(q));
+  std::mutex mu;
+  std::map<std::string, GlobalMatrix> uninterrupted, resumed;
+  const auto steps = [&](Gpt2D<float>& model, AdamW<float>& adamw, std::uint64_t first, std::uint64_t last) {
+    for (std::uint64_t step = first; step <= last; ++step) {
+      model.zero_grad();
+      model.train_step(tokens, targets, batch, step, 1);
+      adamw.step();
+    }
+  };
+  sim(SIZE_MAX, [&](Communicator& world, RankDevice&, Grid& grid) {
+    if (world.rank() == 0) {
+      std::filesystem::remove_all(dir);
+      std::filesystem::create_directories(dir);
+    }
+    world.barrier();
+    Gpt2D<float> model(grid, config, Spill::parameters_and_activations);
+    AdamW<float> adamw(grid, model.parameters(), AdamWConfig{},
+                       OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = kChunk});
+    steps(model, adamw, 1, 2);
+    checkpoint::save(dir / "step_2", model, &adamw, {.step = 2, .extra = {}});
+    steps(model, adamw, 3, 4);
+    auto gathered = model.gather(false);
+    const std::lock_guard lock(mu);
+    uninterrupted = std::move(gathered);
+  });
+  sim(SIZE_MAX, [&](Communicator&, RankDevice&, Grid& grid) {
+    Gpt2D<float> model(grid, config);
+    AdamW<float> adamw(grid, model.parameters(), AdamWConfig{});
+    CHECK(checkpoint::load(dir / "step_2", model, &adamw, nullptr).step == 2);
+    steps(model, adamw, 3, 4);
+    auto gathered = model.gather(false);
+    const std::lock_guard lock(mu);
+    resumed = std::move(gathered);
+  });
+  REQUIRE(resumed.size() == uninterrupted.size());
+  for (const auto& [name, m] : uninterrupted) {
+    CAPTURE(name);
+    const bool same = (resumed.at(name).array() == m.array()).all();
+    CHECK(same);
+  }
+  sim(SIZE_MAX, [&](Communicator& world, RankDevice&, Grid&) {
+    if (world.rank() == 0) std::filesystem::remove_all(dir);
   });
 }
 

@@ -42,6 +42,11 @@ TEST_CASE("model spilling with two data-parallel replicas (q = 1) sharing one de
   optimus::test::check_model_spill(shared_device(1, 2));
 }
 
+TEST_CASE("a spilled, offloaded model's checkpoint resumes in a plain model: q = 1 and 2 on one device") {
+  optimus::test::check_spill_checkpoint(shared_device(1, 1));
+  optimus::test::check_spill_checkpoint(shared_device(2, 1));
+}
+
 TEST_CASE("a GPT whose parameters exceed the device trains spilled: q = 1") {
   optimus::test::check_spill_capacity(shared_device(1, 1));
 }

@@ -109,6 +109,10 @@ TEST_CASE("model spilling on one simulated device per process") {
   if (square_q() == 2) optimus::test::check_model_spill(device_per_process(2));  // np 4
 }
 
+TEST_CASE("a spilled, offloaded model's checkpoint resumes in a plain model (a device per process)") {
+  if (square_q() == 2) optimus::test::check_spill_checkpoint(device_per_process(2));  // np 4
+}
+
 TEST_CASE("a GPT whose parameters exceed each process's simulated device trains spilled") {
   if (square_q() == 2) optimus::test::check_spill_capacity(device_per_process(2));  // np 4
 }
