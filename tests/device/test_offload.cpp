@@ -34,11 +34,11 @@ TEST_CASE("optimizer offload on one simulated device shared by a q = 2 grid") {
 
 TEST_CASE("model spilling on one simulated device: q = 1") { optimus::test::check_model_spill(shared_device(1, 1)); }
 
-TEST_CASE("model spilling on one simulated device shared by a q = 2 grid") {
+TEST_CASE("model spilling on grids: q = 2 on one simulated device") {
   optimus::test::check_model_spill(shared_device(2, 1));
 }
 
-TEST_CASE("model spilling with two data-parallel replicas (q = 1) sharing one device") {
+TEST_CASE("model spilling on grids: two data-parallel replicas (q = 1) sharing one device") {
   optimus::test::check_model_spill(shared_device(1, 2));
 }
 
