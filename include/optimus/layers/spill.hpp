@@ -35,7 +35,8 @@
 // bytes (values and gradients) instead of L blocks' 2*t*P; the blocks' activations peak at
 //   max(2B + X, B + tail)   (L >= 2; X: the transient context of full recomputation, block_saved_bytes(none), else 0;
 //                            tail: ln_f's and the head's contexts)
-// instead of L*B + max(X, tail).
+// instead of L*B + max(X, tail). (With T = float and bf16 GEMMs, GELU's f32 input beside its bf16 copy adds
+// 4*N*ffn/q^2 to X, and the head's f32 tensors beside its saved bf16 ones add to the tail.)
 //
 // The grid must be on a device (a grid on the host is refused: everything is host memory there already).
 #pragma once
