@@ -1,4 +1,4 @@
-// The offload modes by name (offload.hpp).
+// The offload modes by name, and what each holds where and copies per step (offload.hpp).
 #include "optimus/layers/offload.hpp"
 
 #include <algorithm>
