@@ -133,8 +133,13 @@ DistMatrix<T> ColumnParallelLinear<T>::backward_split(Context saved, const DistM
   saved.mark.check(group_.local(), name_);
   DistMatrix<T> dx(group_.local(), dy.rows(), in_);
   ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_.local().queue());
-  all_reduce_sum(group_, dx);
+  // Megatron's asynchronous all-reduce: dx's reduction runs while the weight gradient multiplies (it does not read
+  // dx), as the 2D Linear's dX reduction overlaps its dW; blocking with the grid's overlap off. Bitwise the same.
+  Request reduce = group_.tp().iall_reduce(dx.local().data(), dx.local().data(),
+                                           static_cast<std::size_t>(dx.local().numel()), dtype_of<T>, ReduceOp::sum);
+  if (!group_.local().overlap()) reduce.wait();
   weight_grads(group_.local(), *saved.x, dy, dw_, db_, later);
+  reduce.wait();
   return dx;
 }
 

@@ -116,6 +116,14 @@ void check_contexts_1d(optimus::Communicator& world) {
     CHECK(again.grads == one.grads);
   }
   block.set_recompute(optimus::Recompute::none);
+  // Blocking: the column-parallel backward waits for dx's all-reduce before dW (Megatron's asynchronous all-reduce
+  // otherwise overlaps them): the same bits.
+  group.local().set_overlap(false);
+  const Result blocking = run(1, {0});
+  group.local().set_overlap(true);
+  CHECK(blocking.y[0] == one.y[0]);
+  CHECK(blocking.dx[0] == one.dx[0]);
+  CHECK(blocking.grads == one.grads);
   // 2 contexts backward in reverse order, 4 in forward order, 4 out of order.
   const Result two = run(2, {1, 0}), forward = run(4, {0, 1, 2, 3}), four = run(4, {2, 0, 3, 1});
   CHECK(two.y[0] == one.y[0]);

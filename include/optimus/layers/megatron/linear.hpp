@@ -2,7 +2,8 @@
 //   ColumnParallelLinear: W [in, out] split by columns (rank r: [in, out/p]), b likewise.
 //     forward : x [N, in] replicated -> y [N, out/p], no communication; the bias (and GELU in forward_gelu) is
 //               the GEMM's epilogue.
-//     backward: dx = dy W^T is partial on each rank -> one all-reduce of [N, in] (Megatron's f operator).
+//     backward: dx = dy W^T is partial on each rank -> one all-reduce of [N, in] (Megatron's f operator), in flight
+//               while dW = x^T dy multiplies (Megatron's asynchronous all-reduce; blocking with the grid's overlap off).
 //   RowParallelLinear: W split by rows (rank r: [in/p, out]), b [out] replicated.
 //     forward : x [N, in/p] -> partial x W, one all-reduce of [N, out] (Megatron's g operator), + b.
 //     backward: dx [N, in/p] = dy W^T, no communication; db identical on every rank.
