@@ -23,17 +23,13 @@
 #include "optimus/checkpoint/checkpoint.hpp"
 #include "optimus/core/error.hpp"
 #include "report.hpp"
+#include "timing.hpp"
 
 namespace optimus::bench {
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Runs `command` through the shell on every rank at once; the slowest rank's seconds.

@@ -55,6 +55,7 @@ std::string bandwidth_text(double bytes_per_s) {
 }
 
 struct Checked {
+  StateFootprint footprint;  // the formula's
   bool state, moved, counters;
 };
 
@@ -79,13 +80,13 @@ Checked check_row(const OffloadSetup& s, Offload mode, const OffloadMeasured& m,
                                  m.traffic.device_to_host + r * norms ==
                                      plain.traffic.device_to_host + r * expected.device_to_host &&
                                  m.traffic.device_to_device == plain.traffic.device_to_device);
-  return {.state = state, .moved = moved, .counters = counters};
+  return {.footprint = f, .state = state, .moved = moved, .counters = counters};
 }
 
 void add_row(Report& report, const OffloadSetup& s, int q, Offload mode, const OffloadMeasured& m,
              const OffloadMeasured& plain, const Checked& c, bool sim) {
   const double p = static_cast<double>(local_parameters(m.shards));
-  const StateFootprint f = state_footprint(spill_of(mode), optimizer_of(s, mode), m.shards);
+  const StateFootprint& f = c.footprint;
   const double state = static_cast<double>(m.memory.peak(MemoryKind::parameters, MemoryPlace::device) +
                                            m.memory.peak(MemoryKind::gradients, MemoryPlace::device) +
                                            m.memory.peak(MemoryKind::optimizer, MemoryPlace::device));

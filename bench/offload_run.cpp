@@ -13,6 +13,7 @@
 #include "optimus/device/rank_device.hpp"
 #include "optimus/layers/gpt.hpp"
 #include "report.hpp"
+#include "timing.hpp"
 
 namespace optimus::bench {
 namespace {
@@ -21,25 +22,23 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 sim::Runtime* simulated(DeviceRuntime& device) { return dynamic_cast<sim::Runtime*>(&device); }
 
 int stream_id(const DeviceStream& stream) { return static_cast<const sim::Stream&>(stream).id(); }
 
-// The model's local shards as the formulas take them (offload.hpp).
-ModelShards shards_of(Gpt2D<float>& model) {
-  ModelShards m{.blocks = model.config().layers, .block_parameters = 0, .other_parameters = 0, .wte = 0,
-                .word = sizeof(float)};
+// The model's local shards as the formulas take them (offload.hpp), and its parameter tensors per block, into `out`.
+void count_shards(Gpt2D<float>& model, OffloadMeasured& out) {
+  out.shards = ModelShards{.blocks = model.config().layers, .block_parameters = 0, .other_parameters = 0, .wte = 0,
+                           .word = sizeof(float)};
+  out.block_tensors = 0;
   for (const ParameterRef<float>& p : model.parameters()) {
-    if (p.name.starts_with("h.0.")) m.block_parameters += p.value.numel();
-    if (!p.name.starts_with("h.")) m.other_parameters += p.value.numel();
-    if (p.name == "wte") m.wte = p.value.numel();
+    if (p.name.starts_with("h.0.")) {
+      out.shards.block_parameters += p.value.numel();
+      ++out.block_tensors;
+    }
+    if (!p.name.starts_with("h.")) out.shards.other_parameters += p.value.numel();
+    if (p.name == "wte") out.shards.wte = p.value.numel();
   }
-  return m;
 }
 
 // The share of the time of the copies on the `copy` streams that spans on the `compute` streams overlapped: for each
@@ -168,8 +167,7 @@ OffloadMeasured run_offload(const OffloadSetup& s, int q, Offload mode) {
       out.update_s = median(updates);
       out.forward_s = median(forwards);
       out.backward_s = median(backwards);
-      out.shards = shards_of(model);
-      for (const ParameterRef<float>& p : model.parameters()) out.block_tensors += p.name.starts_with("h.0.") ? 1 : 0;
+      count_shards(model, out);
       out.memory = grid.memory();
       const BlockActivations one{.batch = s.batch, .seq = s.config.max_seq, .hidden = s.config.hidden,
                                  .heads = s.config.heads, .ffn = s.config.ffn, .q = q,

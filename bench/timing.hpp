@@ -10,6 +10,13 @@
 
 namespace optimus::bench {
 
+// The median of `v` (its upper middle element for an even count; 0 when empty).
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 template <class Fn>
 double time_max_over_ranks(Communicator& comm, int warmup, int iters, Fn&& fn) {
   std::vector<double> seconds;
@@ -21,8 +28,7 @@ double time_max_over_ranks(Communicator& comm, int warmup, int iters, Fn&& fn) {
     const double slowest = comm.all_reduce(local, ReduceOp::max);
     if (it >= warmup) seconds.push_back(slowest);
   }
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  return median(std::move(seconds));
 }
 
 // Peak resident memory of this process in bytes (getrusage), the maximum over the ranks of `comm`.

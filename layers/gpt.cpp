@@ -157,6 +157,7 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
   std::vector<ParameterRef<T>> bucket;
   ln_f_.parameters(bucket);
   reduce(bucket);
+  const T scale = T(1) / static_cast<T>(grid_.dp());  // the average over replicas after their sum
   // A spilled block's gradients are reduced (and scaled) while it is resident, before they go home.
   const auto reduce_resident = [&](const std::vector<ParameterRef<T>>& resident) {
     if (grid_.dp() == 1 || !reduce_over_replicas) return;
@@ -166,7 +167,7 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
                                                 dtype_of<T>, ReduceOp::sum));
     }
     for (Request& r : now) r.wait();
-    for (const ParameterRef<T>& p : resident) scale_gradient(p, T(1) / static_cast<T>(grid_.dp()), grid_.queue());
+    for (const ParameterRef<T>& p : resident) scale_gradient(p, scale, grid_.queue());
   };
   if (spill_) spill_->begin(BlockSpill<T>::Direction::backward, &saved.blocks);
   for (std::size_t l = blocks_.size(); l-- > 0;) {
@@ -190,7 +191,6 @@ void Gpt2D<T>::run_backward(Context saved, bool reduce_over_replicas) {
   embedding_.parameters(bucket);
   reduce(bucket);
   for (Request& r : pending) r.wait();
-  const T scale = T(1) / static_cast<T>(grid_.dp());
   for (const ParameterRef<T>& p : reduced) scale_gradient(p, scale, grid_.queue());
 }
 
