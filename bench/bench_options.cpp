@@ -55,7 +55,8 @@ std::vector<cli::Spec> device_bench(bool gpt) {
 }  // namespace
 
 std::vector<std::string> commands() {
-  return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint", "pipeline", "offload"};
+  return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint", "pipeline", "offload",
+          "plan"};
 }
 
 // The command's own options (options_of adds --timeout).
@@ -124,6 +125,18 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
           cli::integer("max-layers", 1, 1 << 12, "the most blocks --largest tries (default 64)"),
           cli::output_file("trace", "PREFIX: each mode's last forward + backward as PREFIX-MODE.json (--device sim)"),
           json()}});
+  }
+  if (command == "plan") {
+    return joined({{cli::input_path("calibration", "optimus-bench calibrate's JSON (default: measured first, here)"),
+                    cli::integer("cores", 1, 1 << 16, "ranks that compute at once (default: this machine's cores)"),
+                    cli::integer("in-process", 1, 256, "run this many ranks as threads (default: the MPI world)"),
+                    cli::bytes("memory", "memory per rank the plans may fill (default 1GiB)"),
+                    cli::integer("batch", 1, kBatch, "global batch in sequences (default 16)"),
+                    cli::integer("vocab", 1, 1 << 24, "vocabulary (default 512)"),
+                    cli::choice("layout", {"2d", "1d"}, "only 2D or only 1D layouts (default both)"),
+                    cli::integer("max-micro-batches", 1, 1 << 12, "largest micro-batch count planned (default 4)"),
+                    cli::integer("limit", 1, 1 << 12, "the most plans run, evenly spread over the ranking (default 40)")},
+                   block_shape(false), timing(), {json()}});
   }
   if (command == "checkpoint") {
     return {cli::integer("h", 1, kSide, "hidden size"), cli::integer("layers", 1, 1 << 12, "transformer blocks"),

@@ -16,5 +16,6 @@ int run_activations(Communicator& world, int argc, char** argv);
 int run_checkpoint_bench(Communicator& world, int argc, char** argv);
 int run_pipeline_bench(Communicator& world, int argc, char** argv);
 int run_offload_bench(Communicator& world, int argc, char** argv);
+int run_plan_bench(Communicator& world, int argc, char** argv);
 
 }  // namespace optimus::bench

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     if (command == "checkpoint") return optimus::bench::run_checkpoint_bench(ctx.world(), argc, argv);
     if (command == "pipeline") return optimus::bench::run_pipeline_bench(ctx.world(), argc, argv);
     if (command == "offload") return optimus::bench::run_offload_bench(ctx.world(), argc, argv);
+    if (command == "plan") return optimus::bench::run_plan_bench(ctx.world(), argc, argv);
     const std::string usage =
         "usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] [--dtype f64,f32] [--m M] [--k K] [--warmup W]"
         " [--iters I] [--scalapack auto|on|off] [--trace FILE] [--json FILE]"
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
         " [--offload none,optimizer,spill,spill+activations] [--offload-update device|host] [--chunk N]"
         " [--sweep GB/s,...] [--warmup W] [--iters I] [--largest on|off] [--max-layers L] [--trace PREFIX]"
         " [--json FILE]"
+        " | optimus-bench plan [--in-process N] [--calibration FILE] [--cores C] [--memory SIZE] [--batch B] [--s S]"
+        " [--h H] [--heads A] [--ffn F] [--layers L] [--vocab V] [--layout 2d|1d] [--max-micro-batches M] [--limit K]"
+        " [--warmup W] [--iters I] [--json FILE]"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
     if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
     OPTIMUS_FAIL("unknown command '", command, "'; ", usage);

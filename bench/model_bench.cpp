@@ -1,5 +1,6 @@
 // optimus-bench calibrate: measures this machine's broadcast and all-reduce cost (alpha: seconds per message,
-// beta: seconds per byte counted by the traffic convention) and the local GEMM rate, and writes them as JSON.
+// beta: seconds per byte counted by the traffic convention), the local GEMM rate and the element-wise rate (GELU and an
+// axpby, elements per second), and writes them as JSON (optimus-plan --calibration reads it).
 // optimus-bench model: an alpha-beta model of one training step of transformer blocks, 1D vs 2D, for p ranks
 // on a cluster with NVLink inside nodes of `node` GPUs and InfiniBand between them (or with the calibration
 // of this machine), from the exact traffic formulas of traffic_model.hpp.
@@ -12,69 +13,21 @@
 #include "bench_options.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/plan/calibrate.hpp"
 #include "report.hpp"
 #include "timing.hpp"
 #include "traffic_model.hpp"
 
 namespace optimus::bench {
-namespace {
-
-struct Fit {
-  double alpha = 0, beta = 0;  // t = alpha + beta * bytes
-};
-
-// Least squares over (bytes, seconds).
-Fit fit(const std::vector<double>& bytes, const std::vector<double>& seconds) {
-  const auto n = static_cast<double>(bytes.size());
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (std::size_t k = 0; k < bytes.size(); ++k) {
-    sx += bytes[k];
-    sy += seconds[k];
-    sxx += bytes[k] * bytes[k];
-    sxy += bytes[k] * seconds[k];
-  }
-  Fit f;
-  f.beta = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-  f.alpha = std::max(0.0, (sy - f.beta * sx) / n);
-  return f;
-}
-
-}  // namespace
 
 int run_calibrate(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("calibrate"));
   world.set_timeout(o.timeout());  // --timeout: the watchdog
-  const int iters = static_cast<int>(o.integer("iters", 5));
   OPTIMUS_CHECK(world.size() >= 2, "calibrate needs at least 2 ranks to measure communication, got ", world.size());
-  cpu::set_gemm_threads(1);
-  const std::vector<std::size_t> counts = {1u << 10, 1u << 13, 1u << 16, 1u << 19};  // floats
-  std::vector<double> b_bytes, b_time, a_bytes, a_time;
-  const auto p = static_cast<double>(world.size());
-  for (std::size_t count : counts) {
-    std::vector<float> buf(count, 1.0f);
-    b_time.push_back(time_max_over_ranks(world, 1, iters, [&] { world.broadcast(buf.data(), count, DType::f32, 0); }));
-    b_bytes.push_back(static_cast<double>(count * 4));
-    a_time.push_back(time_max_over_ranks(world, 1, iters, [&] {
-      world.all_reduce(buf.data(), buf.data(), count, DType::f32, ReduceOp::sum);
-    }));
-    a_bytes.push_back(2.0 * (p - 1) / p * static_cast<double>(count * 4));
-  }
-  const Fit bcast = fit(b_bytes, b_time), allreduce = fit(a_bytes, a_time);
-  const std::int64_t n = 1024;
-  Tensor<float> x(Shape{n, n}), y(Shape{n, n}), z(Shape{n, n});
-  const double gemm_s = time_max_over_ranks(world, 1, iters, [&] {
-    cpu::gemm<float>(cpu::Trans::no, cpu::Trans::no, 1.0f, x.view(), y.view(), 0.0f, z.view());
-  });
-  const double gflops = 2.0 * n * n * n / gemm_s / 1e9;
+  const std::string json = plan::to_json(plan::calibrate(world, static_cast<int>(o.integer("iters", 5))));
   if (world.rank() == 0) {
-    const std::string json = format(
-        "{\n  \"ranks\": %d,\n  \"backend\": \"%s\",\n  \"broadcast_alpha_s\": %.4g,\n  \"broadcast_beta_s_per_byte\": %.4g,\n"
-        "  \"allreduce_alpha_s\": %.4g,\n  \"allreduce_beta_s_per_byte\": %.4g,\n  \"gemm_gflops_per_rank\": %.4g\n}\n",
-        world.size(), world.backend().c_str(), bcast.alpha, bcast.beta, allreduce.alpha, allreduce.beta, gflops);
     std::printf("%s", json.c_str());
-    if (o.has("json")) {
-      std::ofstream(o.text("json", "")) << json;
-    }
+    if (o.has("json")) std::ofstream(o.text("json", "")) << json;
   }
   return 0;
 }

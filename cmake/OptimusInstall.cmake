@@ -3,7 +3,7 @@ include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS optimus_core optimus_grid optimus_device optimus_layers optimus_checkpoint optimus_pipeline optimus_reference optimus
+install(TARGETS optimus_core optimus_grid optimus_device optimus_layers optimus_checkpoint optimus_pipeline optimus_plan optimus_reference optimus
         EXPORT optimus-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -42,6 +42,9 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::choice("schedule", {"gpipe", "1f1b", "interleaved", "wave", "zb"}, "pipeline schedule (default 1f1b; --pp > 1)"),
       cli::integer("chunks", 1, 64, "model chunks per stage (interleaved, wave; default 2)"),
       cli::choice("recompute", {"none", "selective", "full"}, "activation recomputation (default none)"),
+      cli::choice("plan", {"auto"}, "the planner's fastest layout for this machine (--batch: the global batch)"),
+      cli::input_path("calibration", "--plan auto: optimus-bench calibrate's JSON instead of measuring now"),
+      cli::integer("cores", 1, 1 << 16, "--plan auto --calibration: ranks that compute at once (default: cores)"),
       cli::choice("offload", {"none", "optimizer", "spill", "spill+activations"},
                   "what lives in host memory (default none; needs a device): AdamW's moments, also the blocks' "
                   "parameters and gradients, also their saved activations"),
@@ -59,6 +62,39 @@ std::vector<cli::Spec> train_gpt_options() {
   };
   for (cli::Spec& s : device_options()) specs.push_back(std::move(s));
   return specs;
+}
+
+std::vector<cli::Spec> optimus_plan_options() {
+  return {
+      cli::integer("gpus", 1, 1 << 20, "GPUs (or ranks) in the job"),
+      cli::integer("gpus-per-node", 1, 1 << 10, "GPUs per node (default 8; with --calibration: all)"),
+      cli::bytes("device-memory", "memory per GPU the plan may fill (default 80GiB)"),
+      cli::bytes("host-memory", "host memory per GPU for offload (default the preset's, or --device-memory)"),
+      cli::input_path("calibration", "the JSON optimus-bench calibrate wrote: this machine's rates (CPU ranks)"),
+      cli::integer("cores", 1, 1 << 20, "ranks that compute at once (with --calibration; default --gpus)"),
+      cli::positive_real("nvlink-gbs", 1e6, "intra-node bandwidth per GPU, GB/s (default 450)"),
+      cli::positive_real("ib-gbs", 1e6, "inter-node bandwidth per GPU, GB/s (default 50)"),
+      cli::positive_real("tflops", 1e6, "achieved GEMM TFLOP/s per GPU (default 600)"),
+      cli::real("overlap", 0, 1, "fraction of 2D's SUMMA traffic hidden behind GEMMs (default 0.5; calibration 0)"),
+      cli::integer("hidden", 1, kSide, "hidden size"),
+      cli::integer("heads", 1, 1 << 16, "attention heads"),
+      cli::integer("layers", 1, 1 << 12, "transformer blocks"),
+      cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4 hidden)"),
+      cli::integer("vocab", 1, 1 << 24, "vocabulary (default 50257)"),
+      cli::integer("seq", 1, kSide, "tokens per sequence"),
+      cli::integer("batch", 1, 1 << 24, "global batch in sequences per step (default --gpus)"),
+      cli::real("dropout", 0, 0.99, "dropout probability (default 0.1)"),
+      cli::choice("precision", {"f32", "mixed", "bf16", "f64"},
+                  "f32; mixed (f32 values, bf16 GEMMs and saved activations); bf16 (2-byte values); f64 (default "
+                  "bf16 for a GPU cluster, f32 with --calibration)"),
+      cli::choice("layout", {"2d", "1d"}, "only 2D or only 1D tensor parallelism (default both)"),
+      cli::flag("runnable", "only plans Optimus runs today"),
+      cli::integer("dp", 1, 1 << 20, "only layouts of this many data-parallel replicas"),
+      cli::integer("pp", 1, 1 << 12, "only layouts of this many pipeline stages"),
+      cli::integer("max-micro-batches", 1, 1 << 16, "largest micro-batch count tried (default 64)"),
+      cli::integer("top", 1, 1 << 20, "plans printed (default 10)"),
+      cli::output_file("json", "write the result (every feasible plan) as JSON"),
+  };
 }
 
 }  // namespace optimus::examples

@@ -1,4 +1,4 @@
-// The option tables of the example programs (optimus/core/cli.hpp). The programs parse with them, and
+// The option tables of the example programs (summa_2x2, train_gpt, optimus-plan) (optimus/core/cli.hpp). The programs parse with them, and
 // tests/core/test_program_options.cpp tries bad values on every entry.
 #pragma once
 
@@ -10,5 +10,6 @@ namespace optimus::examples {
 
 std::vector<cli::Spec> summa_2x2_options();
 std::vector<cli::Spec> train_gpt_options();
+std::vector<cli::Spec> optimus_plan_options();
 
 }  // namespace optimus::examples

@@ -74,6 +74,7 @@
 #include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "example_options.hpp"
+#include "auto_plan.hpp"
 #include "checkpoint_options.hpp"
 #include "gpt_data.hpp"
 #include "reference_check.hpp"
@@ -276,11 +277,50 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   namespace ex = optimus::examples;
   world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
   Setup setup;
-  setup.q = static_cast<int>(o.integer("q", 2));
-  setup.pp = static_cast<int>(o.integer("pp", 1));
-  setup.micro_batches = o.integer("micro-batches", 1);
-  setup.pipeline = schedule_request(o, setup.pp, setup.micro_batches);
-  const OffloadChoice offload = offload_choice(o, where.choice.kind, setup.pp);
+  OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
+  const ex::Corpus corpus = o.has("data") ? ex::load_data(o.text("data", ""))
+                                          : ex::load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
+  optimus::GptConfig& config = setup.config;
+  config.vocab = corpus.vocab;
+  config.layers = o.integer("layers", 2);
+  config.hidden = o.integer("hidden", 128);
+  config.heads = o.integer("heads", 4);
+  config.ffn = o.integer("ffn", 4 * config.hidden);
+  config.max_seq = o.integer("seq", 64);
+  config.dropout = o.real("dropout", 0.1);
+  config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
+  setup.batch = o.integer("batch", 16);
+  // --plan auto: the layout, the micro-batches, each block's recomputation and the offload are the plan's, and
+  // --batch is the whole step's batch, which the plan's replicas share.
+  OPTIMUS_CHECK(o.has("plan") || (!o.has("calibration") && !o.has("cores")), "--calibration and --cores need --plan auto");
+  const std::optional<optimus::plan::Plan> planned =
+      o.has("plan") ? std::optional(ex::auto_plan(world, o, where.choice, config, setup.batch, where.in_process))
+                    : std::nullopt;
+  const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));  // every block's
+  if (planned) {
+    const optimus::plan::Layout& l = planned->layout;
+    setup.q = l.q();
+    setup.pp = l.pp;
+    setup.micro_batches = l.micro_batches;
+    setup.batch /= l.dp;
+    if (l.pp > 1) {
+      setup.pipeline = optimus::pipeline::ScheduleRequest{.kind = l.schedule, .stages = l.pp,
+                                                          .micro_batches = l.micro_batches, .chunks = l.chunks};
+    }
+  } else {
+    setup.q = static_cast<int>(o.integer("q", 2));
+    setup.pp = static_cast<int>(o.integer("pp", 1));
+    setup.micro_batches = o.integer("micro-batches", 1);
+    setup.pipeline = schedule_request(o, setup.pp, setup.micro_batches);
+  }
+  const OffloadChoice offload =
+      planned ? OffloadChoice{.mode = planned->layout.offload,
+                              .optimizer = optimus::offloads_optimizer(planned->layout.offload)
+                                               ? std::optional(optimus::OptimizerOffload{
+                                                     .update = optimus::preferred_offload_update(where.choice.kind),
+                                                     .chunk_elements = std::int64_t{1} << 20})
+                                               : std::nullopt}
+              : offload_choice(o, where.choice.kind, setup.pp);
   if (setup.pipeline) check_pipeline_options(o, where, setup.pp);
   const int q = setup.q;
   OPTIMUS_CHECK(world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
@@ -303,24 +343,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   grid.set_gemm_math(math);
   grid.set_check_finite(o.has("check-finite"));
   const bool root = world.rank() == 0;
-  OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
-  const ex::Corpus corpus = o.has("data") ? ex::load_data(o.text("data", ""))
-                                          : ex::load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
-
-  optimus::GptConfig& config = setup.config;
-  config.vocab = corpus.vocab;
-  config.layers = o.integer("layers", 2);
-  config.hidden = o.integer("hidden", 128);
-  config.heads = o.integer("heads", 4);
-  config.ffn = o.integer("ffn", 4 * config.hidden);
-  config.max_seq = o.integer("seq", 64);
-  config.dropout = o.real("dropout", 0.1);
-  config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
-  setup.batch = o.integer("batch", 16);
   setup.steps = static_cast<int>(o.integer("steps", 1200));
   setup.every = static_cast<int>(o.integer("every", 50));
   setup.lr = o.real("lr", 3e-3);
-  const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));
   const Saving saving = optimus::examples::saving_options(o);
   std::optional<std::filesystem::path> resume;
   optimus::checkpoint::Info resumed;
@@ -371,7 +396,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                 static_cast<long long>(config.heads), static_cast<long long>(config.ffn),
                 static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
                 static_cast<long long>(batch), grid.dp(), static_cast<long long>(setup.micro_batches),
-                optimus::name_of(recompute));
+                planned ? optimus::plan::describe_recompute(planned->layout.recompute).c_str()
+                        : optimus::name_of(recompute));
     if (offload.optimizer) {
       std::printf("  offload: %s (AdamW's offloaded update on the %s)\n", optimus::name_of(offload.mode),
                   offload.optimizer->update == optimus::OffloadUpdate::device ? "device" : "host");
@@ -438,6 +464,11 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     whole = std::make_unique<optimus::Gpt2D<float>>(grid, config, optimus::spill_of(offload.mode));
     optimus::Gpt2D<float>& model = *whole;
     model.set_recompute(recompute);
+    if (planned) {  // the plan's policy per block
+      for (std::size_t k = 0; k < planned->layout.recompute.size(); ++k) {
+        model.set_recompute(static_cast<std::int64_t>(k), planned->layout.recompute[k]);
+      }
+    }
     optimizer = offload.optimizer
                     ? std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam, *offload.optimizer)
                     : std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam);

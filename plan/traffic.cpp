@@ -1,22 +1,27 @@
-// The communication and activation-memory formulas of traffic_model.hpp.
-#include "traffic_model.hpp"
+// The communication and activation-memory formulas of traffic.hpp.
+#include "optimus/plan/traffic.hpp"
 
-namespace optimus::bench {
+namespace optimus::plan {
 namespace {
 
 std::uint64_t all_reduce_bytes(std::uint64_t bytes, std::uint64_t p) { return 2 * (p - 1) * bytes / p; }
 
+}  // namespace
+
 // One Linear2D, forward and backward: three SUMMA products and the bias's gather and reduce-scatter. A rank
 // receives (q-1)/q^2 of each moving matrix: X [n, in] and W [in, out] as operands of AB, W as the operand and dX as
 // the reduced product of ABT, X as the operand and dW as the reduced product of ATB.
-std::uint64_t linear_2d(std::int64_t n, std::int64_t in, std::int64_t out, std::uint64_t q, std::size_t elem,
-                        std::size_t operand) {
+
+std::uint64_t linear_2d_bytes(std::int64_t n, std::int64_t in, std::int64_t out, std::uint64_t q, std::size_t elem,
+                              std::size_t operand) {
   const auto share = [&](std::int64_t count) { return (q - 1) * static_cast<std::uint64_t>(count) / (q * q); };
   const std::uint64_t x = share(n * in), w = share(in * out);
   const std::uint64_t summa = (x + w) * operand + (w * operand + x * elem) + (x * operand + w * elem);
   const std::uint64_t bias = 2 * (q - 1) * static_cast<std::uint64_t>(out) / (q * q) * elem;
   return summa + bias;
 }
+
+namespace {
 
 // One LayerNorm2D, forward and backward.
 std::uint64_t layernorm_2d(std::int64_t n, std::int64_t h, std::uint64_t q, std::size_t elem) {
@@ -39,8 +44,8 @@ std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, s
   const auto qq = static_cast<std::uint64_t>(q);
   const std::int64_t n = s.tokens(), h = s.hidden;
   const std::size_t op = operand == 0 ? elem : operand;
-  const std::uint64_t block = linear_2d(n, h, 3 * h, qq, elem, op) + linear_2d(n, h, h, qq, elem, op) +
-                              linear_2d(n, h, s.ffn, qq, elem, op) + linear_2d(n, s.ffn, h, qq, elem, op) +
+  const std::uint64_t block = linear_2d_bytes(n, h, 3 * h, qq, elem, op) + linear_2d_bytes(n, h, h, qq, elem, op) +
+                              linear_2d_bytes(n, h, s.ffn, qq, elem, op) + linear_2d_bytes(n, s.ffn, h, qq, elem, op) +
                               2 * layernorm_2d(n, h, qq, elem);
   return static_cast<std::uint64_t>(layers) * block;
 }
@@ -60,4 +65,4 @@ double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t ele
   return saved * static_cast<double>(kept == 0 ? elem : kept) + 2.0 * n / q * static_cast<double>(elem);
 }
 
-}  // namespace optimus::bench
+}  // namespace optimus::plan

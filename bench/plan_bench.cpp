@@ -1,0 +1,185 @@
+// optimus-bench plan: the planner (optimus/plan/planner.hpp) checked against this machine. It plans a small GPT for
+// the world's ranks (CPU ranks at the calibration's rates, --cores of them computing at once), runs every feasible
+// plan that Optimus runs (up to --limit, spread evenly over the ranking, the planner's pick always) for --iters timed
+// steps after --warmup, and prints, per plan:
+//   pred_ms, meas_ms   the predicted and the measured step (the median over the steps of the slowest rank; forward,
+//                      backward and AdamW);
+//   mem_MiB            the measured peak per rank of parameters/gradients/optimizer/activations (the largest stage);
+//   #wrong             ranks x kinds whose peak differs from the memory model's for the rank's stage (must be 0);
+// then the Spearman rank correlation of predicted and measured step times and how far the planner's pick is from the
+// fastest plan measured.
+//
+//   optimus-bench plan --in-process 16 [--calibration FILE] [--cores 2] [--h 64] [--heads 4] [--layers 4] [--s 32]
+//                      [--batch 16] [--vocab 512] [--layout 2d|1d] [--max-micro-batches 4] [--limit 40]
+//                      [--memory 1GiB] [--warmup 1] [--iters 3] [--json FILE]
+//   mpirun -np 4 optimus-bench plan --calibration FILE [--cores 2] ...
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "commands.hpp"
+#include "optimus/comm/in_process.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/plan/calibrate.hpp"
+#include "optimus/plan/plan_report.hpp"
+#include "optimus/plan/run.hpp"
+#include "report.hpp"
+
+namespace optimus::bench {
+namespace {
+
+// Ranks 1..n of `v` (ties share their mean rank).
+std::vector<double> ranks_of(const std::vector<double>& v) {
+  std::vector<std::size_t> order(v.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j < order.size() && v[order[j]] == v[order[i]]) ++j;
+    for (std::size_t k = i; k < j; ++k) r[order[k]] = (static_cast<double>(i + j) + 1) / 2;
+    i = j;
+  }
+  return r;
+}
+
+// Spearman's rho: Pearson's correlation of the ranks.
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  const std::vector<double> ra = ranks_of(a), rb = ranks_of(b);
+  const double n = static_cast<double>(a.size());
+  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / n, mb = std::accumulate(rb.begin(), rb.end(), 0.0) / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (std::size_t i = 0; i < ra.size(); ++i) {
+    sab += (ra[i] - ma) * (rb[i] - mb);
+    saa += (ra[i] - ma) * (ra[i] - ma);
+    sbb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0.0;
+}
+
+std::string mib4(const plan::KindBytes& b) {
+  const auto m = [](std::uint64_t x) { return static_cast<double>(x) / (1 << 20); };
+  return format("%.3f/%.3f/%.3f/%.3f", m(b.parameters), m(b.gradients), m(b.optimizer), m(b.activations));
+}
+
+int bench(Communicator& world, const cli::Options& o, const plan::Cluster& cluster) {
+  plan::Request r;
+  r.cluster = cluster;
+  GptConfig& c = r.workload.config;
+  c.hidden = o.integer("h", 64);
+  c.heads = o.integer("heads", 4);
+  c.layers = o.integer("layers", 4);
+  c.ffn = o.integer("ffn", 4 * c.hidden);
+  c.vocab = o.integer("vocab", 512);
+  c.max_seq = o.integer("s", 32);
+  c.dropout = 0.1;
+  r.workload.seq = c.max_seq;
+  r.workload.global_batch = o.integer("batch", 16);
+  r.workload.element_bytes = r.workload.saved_bytes = 4;
+  r.runnable_only = true;
+  r.max_micro_batches = static_cast<int>(o.integer("max-micro-batches", 4));
+  if (o.has("layout")) r.only = o.text("layout", "") == "2d" ? plan::TensorParallel::two_d : plan::TensorParallel::one_d;
+  const plan::Result result = plan::plan(r);
+  const bool root = world.rank() == 0;
+  if (root) {
+    for (const std::string& line : plan::assumptions(r)) std::printf("%s\n", line.c_str());
+  }
+  OPTIMUS_CHECK(!result.plans.empty(), "plan: ", result.infeasible);
+  // The plans run: all, or --limit spread evenly over the ranking (the first always).
+  const auto limit = static_cast<std::size_t>(o.integer("limit", 40));
+  std::vector<std::size_t> chosen;
+  const std::size_t n = result.plans.size();
+  for (std::size_t i = 0; i < std::min(limit, n); ++i) {
+    const std::size_t k = limit >= n ? i : i * (n - 1) / (limit - 1 == 0 ? 1 : limit - 1);
+    if (chosen.empty() || chosen.back() != k) chosen.push_back(k);
+  }
+  Report report({{"rank", 4}, {"plan", 58}, {"pred_ms", 9}, {"meas_ms", 9}, {"meas/pred", 9},
+                 {"mem_MiB p/g/o/a", 30}, {"#wrong", 6}});
+  report.header(format("optimus-bench plan: world %d, %lld feasible plans Optimus runs, %zu run (--limit %zu), "
+                       "%d warm-up and %d timed steps each",
+                       world.size(), static_cast<long long>(n), chosen.size(), limit,
+                       static_cast<int>(o.integer("warmup", 1)), static_cast<int>(o.integer("iters", 3))));
+  if (root) report.print_header(stdout);
+  std::vector<double> predicted, measured;
+  std::int64_t wrong_total = 0;
+  for (std::size_t k : chosen) {
+    const plan::Plan& p = result.plans[k];
+    const plan::Measured m = plan::run_plan(world, p.layout, r.workload, static_cast<int>(o.integer("warmup", 1)),
+                                            static_cast<int>(o.integer("iters", 3)));
+    const std::vector<plan::MemoryPrediction> stages = plan::predict_memory_by_stage(p.layout, r.workload);
+    const plan::KindBytes& want = stages[static_cast<std::size_t>(m.stage)].device;
+    std::int64_t wrong = 0;
+    for (MemoryKind kind : {MemoryKind::parameters, MemoryKind::gradients, MemoryKind::optimizer, MemoryKind::activations}) {
+      wrong += m.device.of(kind) != want.of(kind) ? 1 : 0;
+    }
+    wrong = static_cast<std::int64_t>(world.all_reduce(static_cast<double>(wrong), ReduceOp::sum));
+    wrong_total += wrong;
+    // The largest stage's peaks (the rank with the most bytes of the four kinds).
+    const double mine = static_cast<double>(m.device.parameters + m.device.gradients + m.device.optimizer + m.device.activations);
+    const double most = world.all_reduce(mine, ReduceOp::max);
+    const int holder = static_cast<int>(world.all_reduce(mine == most ? static_cast<double>(world.rank()) : 1e9, ReduceOp::min));
+    std::vector<double> kinds = {static_cast<double>(m.device.parameters), static_cast<double>(m.device.gradients),
+                                 static_cast<double>(m.device.optimizer), static_cast<double>(m.device.activations)};
+    world.broadcast(kinds.data(), kinds.size(), DType::f64, holder);
+    const plan::KindBytes shown{.parameters = static_cast<std::uint64_t>(kinds[0]),
+                                .gradients = static_cast<std::uint64_t>(kinds[1]),
+                                .optimizer = static_cast<std::uint64_t>(kinds[2]),
+                                .activations = static_cast<std::uint64_t>(kinds[3])};
+    predicted.push_back(p.time.seconds);
+    measured.push_back(m.step_seconds);
+    report.row({format("%zu", k + 1), plan::describe(p.layout), format("%.2f", 1e3 * p.time.seconds),
+                format("%.2f", 1e3 * m.step_seconds), format("%.2f", m.step_seconds / p.time.seconds), mib4(shown),
+                format("%lld", static_cast<long long>(wrong))});
+    if (root) report.print_row(stdout, report.rows() - 1);
+  }
+  const double rho = spearman(predicted, measured);
+  const double best = *std::min_element(measured.begin(), measured.end());
+  const double pick = measured[0] / best;
+  if (root) {
+    std::printf("# Spearman rank correlation of predicted and measured step times over %zu plans: %.3f (acceptance: >= 0.8)\n",
+                measured.size(), rho);
+    std::printf("# the planner's pick (rank 1) measured %.2f ms, the fastest measured %.2f ms: %.1f%% slower "
+                "(acceptance: within 10%%)\n", 1e3 * measured[0], 1e3 * best, 100 * (pick - 1));
+    std::printf("# memory: %lld ranks x kinds off the model (must be 0)\n", static_cast<long long>(wrong_total));
+    if (o.has("json")) report.write_json(o.text("json", ""), "plan");
+  }
+  return wrong_total == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int run_plan_bench(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2, options_of("plan"));
+  world.set_timeout(o.timeout());
+  const int ranks = o.has("in-process") ? static_cast<int>(o.integer("in-process", 1)) : world.size();
+  const int cores = static_cast<int>(o.integer("cores", std::max(1u, std::thread::hardware_concurrency())));
+  const std::uint64_t memory = o.bytes("memory", std::uint64_t{1} << 30);
+  plan::Cluster cluster;
+  if (o.has("calibration")) {
+    cluster = plan::read_calibration(o.text("calibration", ""), ranks, cores, memory);
+  } else {
+    // Measured first, one in-process rank per core.
+    OPTIMUS_CHECK(o.has("in-process") || world.size() == 1,
+                  "plan under mpiexec needs --calibration (mpiexec -np CORES optimus-bench calibrate --json FILE)");
+    plan::Calibration measured;
+    run_in_process(std::max(cores, 2), [&](Communicator& w) {
+      const plan::Calibration c = plan::calibrate(w, 5);
+      if (w.rank() == 0) measured = c;
+    });
+    cluster = plan::cluster_of(measured, ranks, cores, memory, "measured in-process first");
+  }
+  if (!o.has("in-process")) return bench(world, o, cluster);
+  int status = 0;
+  run_in_process(ranks, [&](Communicator& w) {
+    w.set_timeout(o.timeout());
+    const int s = bench(w, o, cluster);
+    if (w.rank() == 0) status = s;
+  });
+  return status;
+}
+
+}  // namespace optimus::bench

@@ -1,0 +1,112 @@
+// optimus-plan: the fastest layouts of a GPT on a cluster that fit its memory (optimus/plan/planner.hpp,
+// docs/planner.md), printed as a table with the models' assumptions, and as JSON with --json.
+//
+//   optimus-plan --gpus 64 --gpus-per-node 8 --device-memory 80GiB --hidden 8192 --heads 64 --layers 48 --seq 2048
+//                [--batch B] [--vocab V] [--ffn F] [--precision f32|mixed|bf16|f64] [--layout 2d|1d] [--runnable]
+//                [--nvlink-gbs 450] [--ib-gbs 50] [--tflops 600] [--overlap 0.5] [--host-memory SIZE]
+//                [--calibration FILE [--cores C]] [--dp N] [--pp S] [--max-micro-batches 64] [--top 10] [--json FILE]
+//
+// Without --calibration the cluster is H100 SXM nodes (plan::h100_cluster) with the given overrides; with it, CPU ranks
+// at the rates optimus-bench calibrate measured on this machine, --cores of them computing at once. Exits 1 with one
+// line when nothing fits (naming the least memory per rank, or the GPU counts, that would work), 2 on a bad option.
+#include <cstdio>
+#include <fstream>
+#include <optimus/optimus.hpp>
+#include <optional>
+
+#include "example_options.hpp"
+#include "optimus/core/cli.hpp"
+#include "optimus/plan/plan_report.hpp"
+
+namespace {
+
+namespace plan = optimus::plan;
+namespace cli = optimus::cli;
+
+plan::Request request_of(const cli::Options& o) {
+  plan::Request r;
+  const int gpus = static_cast<int>(o.integer("gpus", 0));
+  OPTIMUS_CHECK(o.has("gpus") && o.has("hidden") && o.has("heads") && o.has("layers") && o.has("seq"),
+                "optimus-plan needs --gpus, --hidden, --heads, --layers and --seq");
+  const std::uint64_t memory = o.bytes("device-memory", std::uint64_t{80} << 30);
+  if (o.has("calibration")) {
+    r.cluster = plan::read_calibration(o.text("calibration", ""), gpus, static_cast<int>(o.integer("cores", gpus)),
+                                       memory);
+    r.cluster.gpus_per_node = static_cast<int>(o.integer("gpus-per-node", gpus));
+    r.cluster.host_memory = o.bytes("host-memory", memory);
+    r.cluster.overlap = o.real("overlap", 0);
+  } else {
+    OPTIMUS_CHECK(!o.has("cores"), "--cores needs --calibration (a GPU cluster computes on every GPU)");
+    r.cluster = plan::h100_cluster(gpus, static_cast<int>(o.integer("gpus-per-node", 8)), memory);
+    r.cluster.host_memory = o.bytes("host-memory", r.cluster.host_memory);
+    r.cluster.intra.bandwidth = o.real("nvlink-gbs", 450) * 1e9;
+    r.cluster.inter.bandwidth = o.real("ib-gbs", 50) * 1e9;
+    r.cluster.gemm_flops = o.real("tflops", 600) * 1e12;
+    r.cluster.overlap = o.real("overlap", 0.5);
+  }
+  optimus::GptConfig& c = r.workload.config;
+  c.hidden = o.integer("hidden", 0);
+  c.heads = o.integer("heads", 0);
+  c.layers = o.integer("layers", 0);
+  c.ffn = o.integer("ffn", 4 * c.hidden);
+  c.vocab = o.integer("vocab", 50257);
+  c.max_seq = o.integer("seq", 0);
+  c.dropout = o.real("dropout", 0.1);
+  r.workload.seq = c.max_seq;
+  r.workload.global_batch = o.integer("batch", gpus);
+  const std::string precision = o.text("precision", o.has("calibration") ? "f32" : "bf16");
+  r.workload.element_bytes = precision == "f64" ? 8 : precision == "bf16" ? 2 : 4;
+  r.workload.saved_bytes = precision == "mixed" ? 2 : r.workload.element_bytes;
+  if (o.has("layout")) {
+    r.only = o.text("layout", "") == "2d" ? plan::TensorParallel::two_d : plan::TensorParallel::one_d;
+  }
+  r.runnable_only = o.has("runnable");
+  if (o.has("dp")) r.dp = static_cast<int>(o.integer("dp", 1));
+  if (o.has("pp")) r.pp = static_cast<int>(o.integer("pp", 1));
+  r.max_micro_batches = static_cast<int>(o.integer("max-micro-batches", 64));
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const cli::Options o(argc, argv, 1, optimus::examples::optimus_plan_options());
+    const plan::Request request = request_of(o);
+    const plan::Result result = plan::plan(request);
+    for (const std::string& line : plan::assumptions(request)) std::printf("%s\n", line.c_str());
+    std::printf("# %lld layouts; %lld rejected as their model states exceed the device, %lld as no recomputation "
+                "fits; %lld offload variants not tried (the layout fits without); %lld not run by Optimus yet%s\n",
+                static_cast<long long>(result.enumerated), static_cast<long long>(result.pruned_states),
+                static_cast<long long>(result.pruned_memory), static_cast<long long>(result.pruned_offload),
+                static_cast<long long>(result.not_runnable), request.runnable_only ? " (--runnable)" : "");
+    if (o.has("json")) {
+      const std::string path = o.text("json", "");
+      std::ofstream(path + ".partial") << plan::to_json(request, result);
+      std::rename((path + ".partial").c_str(), path.c_str());
+    }
+    if (result.plans.empty()) {
+      std::fprintf(stderr, "optimus-plan: %s\n", result.infeasible.c_str());
+      return 1;
+    }
+    for (const std::string& line : plan::table(result, static_cast<std::size_t>(o.integer("top", 10)))) {
+      std::printf("%s\n", line.c_str());
+    }
+    // The best of each tensor layout, side by side.
+    for (plan::TensorParallel kind : {plan::TensorParallel::two_d, plan::TensorParallel::one_d}) {
+      for (const plan::Plan& p : result.plans) {
+        if (p.layout.tensor != kind) continue;
+        std::printf("# best %s: %s, %.3f ms per step%s%s\n", plan::name_of(kind), plan::describe(p.layout).c_str(),
+                    1e3 * p.time.seconds, p.runnable.empty() ? "" : " (not runnable yet: ", p.runnable.empty() ? "" : (p.runnable + ")").c_str());
+        break;
+      }
+    }
+    return 0;
+  } catch (const cli::HelpRequested& help) {
+    std::printf("%s\n", help.what());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "optimus-plan: %s\n", e.what());
+    return 2;
+  }
+}

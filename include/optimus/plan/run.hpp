@@ -1,0 +1,28 @@
+// Running a plan on real ranks (optimus-bench plan, which checks the planner against measurements): the layout's GPT
+// built as Optimus builds it — layers/gpt.hpp's Gpt2D for 2D with pp = 1 (replicas, micro-batches, recomputation per
+// block), pipeline/gpt.hpp's Gpt2D or Gpt1D for pipelines, layers/megatron/gpt.hpp's Gpt1D for 1D with pp = 1 — on
+// CPU ranks in f32 (T = float), AdamW after every step, a few steps of random tokens.
+#pragma once
+
+#include <cstdint>
+
+#include "optimus/comm/communicator.hpp"
+#include "optimus/plan/layout.hpp"
+#include "optimus/plan/memory_model.hpp"
+
+namespace optimus::plan {
+
+struct Measured {
+  double step_seconds = 0;  // the median over the timed steps of the slowest rank's step (forward, backward, AdamW)
+  KindBytes device, host;   // this rank's peaks by kind over the whole run (its memory tracker); on CPU ranks
+                            // `device` is the rank's own memory (the plan's device memory) and `host` is empty
+  int stage = 0;            // this rank's pipeline stage
+  double loss = 0;          // the last step's loss
+};
+
+// Collective over `world` (world.size() == layout.ranks()): `warmup` untimed steps, then `steps` timed ones. The
+// workload must be f32 (element and saved bytes 4) and the layout runnable on CPU ranks (layout.hpp's runnable);
+// optimus::Error otherwise.
+Measured run_plan(Communicator& world, const Layout& layout, const Workload& workload, int warmup, int steps);
+
+}  // namespace optimus::plan

@@ -1,0 +1,123 @@
+// Measuring this machine's rates (calibrate.hpp).
+#include "optimus/plan/calibrate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
+#include "optimus/core/ops.hpp"
+#include "optimus/core/tensor.hpp"
+
+namespace optimus::plan {
+namespace {
+
+struct Fit {
+  double alpha = 0, beta = 0;  // t = alpha + beta * bytes
+};
+
+// Least squares over (bytes, seconds).
+Fit fit(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  const auto n = static_cast<double>(bytes.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t k = 0; k < bytes.size(); ++k) {
+    sx += bytes[k];
+    sy += seconds[k];
+    sxx += bytes[k] * bytes[k];
+    sxy += bytes[k] * seconds[k];
+  }
+  Fit f;
+  f.beta = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  f.alpha = std::max(0.0, (sy - f.beta * sx) / n);
+  return f;
+}
+
+// The median over `iters` (after one warm-up) of the slowest rank's seconds.
+template <class Fn>
+double seconds_of(Communicator& world, int iters, Fn&& fn) {
+  std::vector<double> seconds;
+  for (int it = 0; it <= iters; ++it) {
+    world.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double slowest = world.all_reduce(local, ReduceOp::max);
+    if (it > 0) seconds.push_back(slowest);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+}  // namespace
+
+Calibration calibrate(Communicator& world, int iters) {
+  OPTIMUS_CHECK(iters >= 1, "calibrate: ", iters, " repetitions");
+  cpu::set_gemm_threads(1);
+  Calibration out{.ranks = world.size(), .backend = world.backend()};
+  if (world.size() >= 2) {
+    const std::vector<std::size_t> counts = {1u << 10, 1u << 13, 1u << 16, 1u << 19};  // floats
+    std::vector<double> b_bytes, b_time, a_bytes, a_time;
+    const auto p = static_cast<double>(world.size());
+    for (std::size_t count : counts) {
+      std::vector<float> buf(count, 1.0f);
+      b_time.push_back(seconds_of(world, iters, [&] { world.broadcast(buf.data(), count, DType::f32, 0); }));
+      b_bytes.push_back(static_cast<double>(count * 4));
+      a_time.push_back(seconds_of(world, iters, [&] {
+        world.all_reduce(buf.data(), buf.data(), count, DType::f32, ReduceOp::sum);
+      }));
+      a_bytes.push_back(2.0 * (p - 1) / p * static_cast<double>(count * 4));
+    }
+    const Fit bcast = fit(b_bytes, b_time), allreduce = fit(a_bytes, a_time);
+    out.broadcast_alpha = bcast.alpha;
+    out.broadcast_beta = bcast.beta;
+    out.allreduce_alpha = allreduce.alpha;
+    out.allreduce_beta = allreduce.beta;
+  }
+  const std::int64_t n = 1024;
+  Tensor<float> x(Shape{n, n}), y(Shape{n, n}), z(Shape{n, n});
+  const double gemm_s = seconds_of(world, iters, [&] {
+    cpu::gemm<float>(cpu::Trans::no, cpu::Trans::no, 1.0f, x.view(), y.view(), 0.0f, z.view());
+  });
+  out.gemm_gflops = 2.0 * n * n * n / gemm_s / 1e9;
+  const double elements = static_cast<double>(n * n);
+  out.gelu_per_s = elements / seconds_of(world, iters, [&] { cpu::gelu_forward<float>(x.view(), z.view()); });
+  out.axpby_per_s = elements / seconds_of(world, iters, [&] { cpu::axpby<float>(1.0f, z.view(), 0.5f, y.view()); });
+  Tensor<float> m(Shape{n, n}), v(Shape{n, n});
+  const AdamWStep step{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 1, .c1 = 0.1,
+                       .c2 = 0.05};
+  out.adamw_per_s = elements / seconds_of(world, iters, [&] {
+    ops::adamw_update<float>(x.view(), TensorView<const float>(y.view()), m.view(), v.view(), step, ops::Queue{});
+  });
+  return out;
+}
+
+std::string to_json(const Calibration& c) {
+  char text[1024];
+  std::snprintf(text, sizeof text,
+                "{\n  \"ranks\": %d,\n  \"backend\": \"%s\",\n  \"broadcast_alpha_s\": %.4g,\n"
+                "  \"broadcast_beta_s_per_byte\": %.4g,\n  \"allreduce_alpha_s\": %.4g,\n"
+                "  \"allreduce_beta_s_per_byte\": %.4g,\n  \"gemm_gflops_per_rank\": %.4g,\n"
+                "  \"gelu_elements_per_s\": %.4g,\n  \"axpby_elements_per_s\": %.4g,\n"
+                "  \"adamw_parameters_per_s\": %.4g\n}\n",
+                c.ranks, c.backend.c_str(), c.broadcast_alpha, c.broadcast_beta, c.allreduce_alpha, c.allreduce_beta,
+                c.gemm_gflops, c.gelu_per_s, c.axpby_per_s, c.adamw_per_s);
+  return text;
+}
+
+Cluster cluster_of(const Calibration& c, int gpus, int cores, std::uint64_t memory_per_rank, const std::string& source) {
+  OPTIMUS_CHECK(c.broadcast_beta > 0 && c.gemm_gflops > 0 && c.gelu_per_s > 0 && c.axpby_per_s > 0 && c.adamw_per_s > 0,
+                "calibration ", source, ": broadcast beta ", c.broadcast_beta, " s/B, GEMM ", c.gemm_gflops,
+                " GFLOP/s, GELU ", c.gelu_per_s, ", axpby ", c.axpby_per_s, " and AdamW ", c.adamw_per_s,
+                " per second must be positive (communication: measure with at least 2 ranks)");
+  const Link measured{.bandwidth = 1.0 / c.broadcast_beta, .latency = c.broadcast_alpha};
+  return Cluster{.gpus = gpus, .gpus_per_node = gpus, .device_memory = memory_per_rank, .host_memory = memory_per_rank,
+                 .has_device = false, .intra = measured, .inter = measured, .gemm_flops = c.gemm_gflops * 1e9,
+                 .element_rate = c.gelu_per_s, .stream_rate = c.axpby_per_s, .optimizer_rate = c.adamw_per_s,
+                 .host_link = 0, .overlap = 0, .cores = cores,
+                 .source = source + " (" + std::to_string(c.ranks) + " ranks measured; " + std::to_string(gpus) +
+                           " ranks on " + std::to_string(cores) + " cores)"};
+}
+
+}  // namespace optimus::plan

@@ -1,0 +1,187 @@
+// The memory model (memory_model.hpp): the formulas of the layers' trackers, by stage.
+#include "optimus/plan/memory_model.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "optimus/core/error.hpp"
+#include "optimus/layers/spill.hpp"
+#include "optimus/pipeline/memory.hpp"
+#include "optimus/pipeline/partition.hpp"
+
+namespace optimus::plan {
+namespace {
+
+using u64 = std::uint64_t;
+
+bool two_d(const Layout& l) { return l.tensor == TensorParallel::two_d; }
+
+// The vocabulary as the layout stores it.
+std::int64_t stored_vocab(const Layout& l, const GptConfig& c) { return c.stored_vocab(two_d(l) ? l.q() : l.tp); }
+
+// Local elements of wte, of wpe and of ln_f on one rank.
+struct Others {
+  std::int64_t wte = 0, wpe = 0, ln_f = 0;
+};
+Others others(const Layout& l, const GptConfig& c) {
+  const std::int64_t h = c.hidden, v = stored_vocab(l, c);
+  if (two_d(l)) return {.wte = v * h / l.tp, .wpe = c.max_seq * h / l.tp, .ln_f = 2 * h / l.tp};
+  return {.wte = v / l.tp * h, .wpe = c.max_seq * h, .ln_f = 2 * h};
+}
+
+// The micro-batch's sequences per replica.
+std::int64_t micro_sequences(const Layout& l, const Workload& w) { return w.global_batch / l.dp / l.micro_batches; }
+
+BlockActivations shape_of(const Layout& l, const Workload& w) {
+  return BlockActivations{.batch = micro_sequences(l, w), .seq = w.seq, .hidden = w.config.hidden,
+                          .heads = w.config.heads, .ffn = w.config.ffn, .q = l.q(),
+                          .element_bytes = w.element_bytes, .saved_bytes = w.saved_bytes};
+}
+
+// ln_f's and the head's saved bytes per rank for one micro-batch.
+std::int64_t head_bytes(const Layout& l, const Workload& w) {
+  const BlockActivations s = shape_of(l, w);
+  if (two_d(l)) return head_saved_bytes(s, stored_vocab(l, w.config));
+  const std::int64_t n = s.batch * s.seq, h = s.hidden, e = s.saved_bytes;
+  // ln_f's xhat and 1/std, the head's input (all replicated) and dlogits [N, V/t].
+  return e * n * h + s.element_bytes * n + e * n * h + e * n * (stored_vocab(l, w.config) / l.tp);
+}
+
+// The workspace estimate: the larger of the MLP's SUMMA working set and the head's logits and probabilities.
+std::int64_t workspace_estimate(const Layout& l, const Workload& w) {
+  const std::int64_t n = micro_sequences(l, w) * w.seq, t = w.element_bytes;
+  const std::int64_t v = stored_vocab(l, w.config), h = w.config.hidden, f = w.config.ffn;
+  if (two_d(l)) return t * std::max(3 * n * f / l.tp, 2 * n * v / l.tp);
+  return t * std::max(3 * n * f / l.tp + 2 * n * h, 2 * n * v / l.tp);
+}
+
+// The states of `parameters` local elements of which `blocks` blocks of `per_block`, `wte` elements of wte (its head
+// gradient apart), under the layout's offload mode.
+StateFootprint states(const Layout& l, const Workload& w, std::int64_t blocks, std::int64_t per_block,
+                      std::int64_t other, std::int64_t head_wte) {
+  const ModelShards shards{.blocks = blocks, .block_parameters = per_block, .other_parameters = other,
+                           .wte = head_wte, .word = static_cast<std::size_t>(w.element_bytes)};
+  std::optional<OptimizerOffload> optimizer;
+  if (offloads_optimizer(l.offload)) {
+    optimizer = OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = OptimizerOffload{}.chunk_elements};
+  }
+  return state_footprint(spill_of(l.offload), optimizer, shards);
+}
+
+KindBytes with_states(const StateBytes& s) {
+  return KindBytes{.parameters = s.parameters, .gradients = s.gradients, .optimizer = s.optimizer};
+}
+
+}  // namespace
+
+std::uint64_t KindBytes::of(MemoryKind kind) const {
+  switch (kind) {
+    case MemoryKind::parameters: return parameters;
+    case MemoryKind::gradients: return gradients;
+    case MemoryKind::optimizer: return optimizer;
+    case MemoryKind::activations: return activations;
+    case MemoryKind::workspace: return workspace;
+  }
+  return 0;
+}
+
+std::int64_t block_parameters(const Layout& l, const GptConfig& c) {
+  const std::int64_t h = c.hidden, f = c.ffn;
+  if (two_d(l)) return (4 * h * h + 2 * h * f + 9 * h + f) / l.tp;
+  return (4 * h * h + 2 * h * f + 3 * h + f) / l.tp + 6 * h;
+}
+
+std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recompute policy) {
+  const BlockActivations s = shape_of(l, w);
+  if (two_d(l)) return block_saved_bytes(s, policy);
+  const std::int64_t n = s.batch * s.seq, h = s.hidden, e = s.saved_bytes, t = s.element_bytes, p = l.tp;
+  switch (policy) {
+    case Recompute::none: return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p) + s.batch * (s.heads / p) * s.seq * s.seq) + t * 2 * n;
+    case Recompute::selective: return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p)) + t * 2 * n;
+    case Recompute::full: return t * n * h;
+  }
+  return 0;
+}
+
+std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Workload& w) {
+  OPTIMUS_CHECK(shape_error(l, w).empty(), "memory model: ", shape_error(l, w));
+  const GptConfig& c = w.config;
+  const Others o = others(l, c);
+  const std::int64_t per_block = block_parameters(l, c);
+  std::vector<MemoryPrediction> out;
+  if (l.pp == 1) {
+    // Blocks L, the embedding (wte, wpe) and ln_f, wte's head gradient apart (layers/gpt.hpp).
+    const StateFootprint f = states(l, w, c.layers, per_block, o.wte + o.wpe + o.ln_f, o.wte);
+    MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = 0};
+    std::int64_t saved = 0, transient = 0;
+    std::int64_t peak_backward = 0;  // the most held while a full block recomputes: blocks 0..l and its context
+    for (std::int64_t k = 0; k < c.layers; ++k) {
+      const Recompute policy = l.recompute.empty() ? Recompute::none : l.recompute[static_cast<std::size_t>(k)];
+      saved += block_activation_bytes(l, w, policy);
+      if (policy == Recompute::full) {
+        transient = block_activation_bytes(l, w, Recompute::none);
+        peak_backward = std::max(peak_backward, saved + transient);
+      }
+    }
+    const std::int64_t tail = head_bytes(l, w);
+    std::int64_t device_activations = std::max(saved + tail, peak_backward);
+    if (l.offload == Offload::spill_activations) {
+      // spill.hpp: every block's context but the last goes to the host (uniform blocks).
+      const std::int64_t block = c.layers > 0 ? saved / c.layers : 0;
+      device_activations = spill_activation_peak(c.layers, block, transient, tail, true);
+      m.host.activations = static_cast<u64>(std::max<std::int64_t>(c.layers - 1, 0) * block);
+    }
+    m.device.activations = static_cast<u64>(device_activations);
+    m.device.workspace = static_cast<u64>(workspace_estimate(l, w));
+    out.push_back(m);
+    return out;
+  }
+  const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
+      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+  // Activation bytes per virtual stage: blocks of `none` (pipelines keep everything), the head's on u = U-1.
+  std::vector<pipeline::ChunkBytes> chunks;
+  const std::int64_t block_none = block_activation_bytes(l, w, Recompute::none);
+  if (two_d(l)) {
+    chunks = pipeline::gpt_chunk_bytes(schedule, c, pipeline::MicroBatchShape{
+        .sequences = micro_sequences(l, w), .seq = w.seq, .q = l.q(), .element_bytes = w.element_bytes,
+        .saved_bytes = w.saved_bytes});
+  } else {
+    // What queued weight gradients read (split schedules): ln_1's and ln_2's xhat and the inputs of c_attn and c_fc
+    // (replicated [N, h]), of attn.c_proj ([N, h/t]) and mlp.c_proj ([N, ffn/t]); on u = U-1 ln_f's xhat, the head's
+    // input and dlogits (all of the head's but ln_f's 1/std).
+    const std::int64_t n = micro_sequences(l, w) * w.seq, e = w.saved_bytes;
+    const std::int64_t block_weight = e * n * (4 * c.hidden + c.hidden / l.tp + c.ffn / l.tp);
+    const std::int64_t head = head_bytes(l, w), head_weight = head - w.element_bytes * n;
+    for (int u = 0; u < schedule.virtual_stages(); ++u) {
+      const std::int64_t blocks = pipeline::layers_of(schedule, c.layers, u).count;
+      const bool last = u == schedule.virtual_stages() - 1;
+      chunks.push_back({.saved = blocks * block_none + (last ? head : 0),
+                        .weight = blocks * block_weight + (last ? head_weight : 0)});
+    }
+  }
+  const std::vector<std::int64_t> peaks = pipeline::peak_activation_bytes(schedule, chunks);
+  const int first = schedule.stage_of(0), last = schedule.stage_of(schedule.virtual_stages() - 1);
+  for (int s = 0; s < l.pp; ++s) {
+    std::int64_t blocks = 0;
+    for (int k = 0; k < l.chunks; ++k) blocks += pipeline::layers_of(schedule, c.layers, schedule.virtual_stage(s, k)).count;
+    const bool embedding = s == first || s == last, head = s == last;
+    const std::int64_t other = (embedding ? o.wte + o.wpe : 0) + (head ? o.ln_f : 0);
+    const StateFootprint f = states(l, w, blocks, per_block, other, head ? o.wte : 0);
+    MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = s};
+    // The head's stage holds the embedding for wte, but wpe is not among its parameters: AdamW keeps no moments of it.
+    if (head && s != first) m.device.optimizer -= static_cast<u64>(2 * w.element_bytes * o.wpe);
+    m.device.activations = static_cast<u64>(peaks[static_cast<std::size_t>(s)]);
+    m.device.workspace = static_cast<u64>(workspace_estimate(l, w));
+    out.push_back(m);
+  }
+  return out;
+}
+
+MemoryPrediction predict_memory(const Layout& l, const Workload& w) {
+  const std::vector<MemoryPrediction> all = predict_memory_by_stage(l, w);
+  return *std::max_element(all.begin(), all.end(), [](const MemoryPrediction& a, const MemoryPrediction& b) {
+    return a.device.total() < b.device.total();
+  });
+}
+
+}  // namespace optimus::plan

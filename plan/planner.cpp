@@ -1,0 +1,310 @@
+// The planner (planner.hpp): enumeration, Galvatron's pruning and per-block recomputation, ranking.
+#include "optimus/plan/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "optimus/core/error.hpp"
+#include "optimus/pipeline/simulator.hpp"
+#include "optimus/plan/recompute_dp.hpp"
+
+namespace optimus::plan {
+namespace {
+
+constexpr Recompute kPolicies[] = {Recompute::none, Recompute::selective, Recompute::full};
+
+std::string gib(double bytes) {
+  std::ostringstream os;
+  os.precision(bytes >= 1024.0 * 1024 * 1024 ? 4 : 3);
+  if (bytes >= 1024.0 * 1024 * 1024) os << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  else os << bytes / (1024.0 * 1024) << " MiB";
+  return os.str();
+}
+
+// Every layout of `gpus` ranks that satisfies the shapes, without recomputation; offload none (and, with a device, the
+// other modes after it).
+std::vector<Layout> enumerate_layouts(const Request& r, int gpus) {
+  const Workload& w = r.workload;
+  std::vector<Layout> out;
+  std::vector<Offload> offloads = {Offload::none};
+  if (r.cluster.has_device) offloads = all_offload_modes();
+  for (TensorParallel kind : {TensorParallel::two_d, TensorParallel::one_d}) {
+    if (r.only && *r.only != kind) continue;
+    for (int tp = 1; tp <= gpus; ++tp) {
+      if (gpus % tp != 0) continue;
+      if (kind == TensorParallel::two_d) {
+        const int q = static_cast<int>(std::lround(std::sqrt(static_cast<double>(tp))));
+        if (q * q != tp) continue;
+      } else if (tp == 1) {
+        continue;  // 1D with t = 1 is 2D with q = 1
+      }
+      for (int pp = 1; pp <= gpus / tp; ++pp) {
+        if ((gpus / tp) % pp != 0 || pp > w.config.layers) continue;
+        const int dp = gpus / tp / pp;
+        if ((r.dp && *r.dp != dp) || (r.pp && *r.pp != pp)) continue;
+        std::vector<std::pair<pipeline::Kind, int>> schedules = {{pipeline::Kind::one_f_one_b, 1}};
+        if (pp > 1) {
+          schedules = {{pipeline::Kind::gpipe, 1}, {pipeline::Kind::one_f_one_b, 1}, {pipeline::Kind::zero_bubble, 1}};
+          for (int v = 2; v <= r.max_chunks; v *= 2) {
+            schedules.emplace_back(pipeline::Kind::interleaved, v);
+            schedules.emplace_back(pipeline::Kind::wave, v);
+          }
+        }
+        if (w.global_batch % dp != 0) continue;
+        const std::int64_t replica = w.global_batch / dp;
+        for (const auto& [kind_s, v] : schedules) {
+          for (std::int64_t m = 1; m <= std::min<std::int64_t>(replica, r.max_micro_batches); ++m) {
+            if (replica % m != 0) continue;
+            for (Offload o : offloads) {
+              Layout l{.tensor = kind, .tp = tp, .dp = dp, .pp = pp, .schedule = kind_s, .chunks = v,
+                       .micro_batches = static_cast<int>(m), .offload = o,
+                       .recompute = std::vector<Recompute>(static_cast<std::size_t>(w.config.layers), Recompute::none)};
+              if (shape_error(l, w).empty()) out.push_back(std::move(l));
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+enum class Outcome { fits, states, activations };
+
+struct Evaluated {
+  Outcome outcome = Outcome::fits;
+  std::optional<Plan> plan;
+  std::uint64_t least_memory = 0;  // the device bytes with every block fully recomputed
+};
+
+std::uint64_t device_need(const Layout& l, const Workload& w) { return predict_memory(l, w).device.total(); }
+
+Evaluated evaluate_layout(Layout l, const Request& r) {
+  const Workload& w = r.workload;
+  const Cluster& c = r.cluster;
+  const auto layers = static_cast<std::size_t>(w.config.layers);
+  Evaluated out;
+  l.recompute.assign(layers, Recompute::full);
+  out.least_memory = device_need(l, w);
+  l.recompute.assign(layers, Recompute::none);
+  const std::vector<MemoryPrediction> stages = predict_memory_by_stage(l, w);
+  for (const MemoryPrediction& s : stages) {
+    const std::uint64_t states = s.device.parameters + s.device.gradients + s.device.optimizer + s.device.workspace;
+    if (states > c.device_memory || s.host.total() > c.host_memory) {
+      out.outcome = Outcome::states;
+      return out;
+    }
+  }
+  const bool recompute_allowed = !(r.runnable_only && l.pp > 1);
+  const auto fits = [&](const MemoryPrediction& m) {
+    return m.device.total() <= c.device_memory && m.host.total() <= c.host_memory;
+  };
+  const bool plain = fits(predict_memory(l, w));  // no recomputation: the programme would choose it
+  if (!plain && (!recompute_allowed || out.least_memory > c.device_memory)) {
+    out.outcome = Outcome::activations;
+    return out;
+  }
+  // Galvatron's programme per stage: blocks hold their saved bytes times the micro-batches in flight.
+  const BlockSeconds block = block_seconds(l, w, c);
+  std::vector<int> in_flight(static_cast<std::size_t>(l.pp), 1);
+  pipeline::Schedule schedule;
+  if (l.pp > 1) {
+    schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
+        .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+    const pipeline::Simulation sim = pipeline::simulate(schedule, pipeline::Costs{});
+    for (int s = 0; s < l.pp; ++s) in_flight[static_cast<std::size_t>(s)] = sim.peak_live[static_cast<std::size_t>(s)];
+  }
+  const std::int64_t none = block_activation_bytes(l, w, Recompute::none);
+  const std::int64_t per_layer_step = l.micro_batches;
+  for (int s = 0; s < l.pp && !plain; ++s) {
+    const MemoryPrediction& m = stages[static_cast<std::size_t>(s)];
+    const std::int64_t blocks_here = w.config.layers / l.pp;
+    // The stage's non-block activations: its peak with no recomputation less its blocks' share.
+    const std::int64_t flight = in_flight[static_cast<std::size_t>(s)];
+    const std::int64_t blocks_none = (l.pp == 1 ? 1 : flight) * blocks_here * none;
+    const std::int64_t rest = std::max<std::int64_t>(static_cast<std::int64_t>(m.device.activations) - blocks_none, 0);
+    const std::int64_t budget = static_cast<std::int64_t>(c.device_memory) -
+                                static_cast<std::int64_t>(m.device.parameters + m.device.gradients + m.device.optimizer +
+                                                          m.device.workspace) -
+                                std::max(rest, recompute_allowed ? none : 0);
+    std::vector<std::vector<StrategyCost>> options;
+    for (std::int64_t k = 0; k < blocks_here; ++k) {
+      std::vector<StrategyCost>& o = options.emplace_back();
+      for (Recompute p : kPolicies) {
+        if (!recompute_allowed && p != Recompute::none) continue;
+        const std::int64_t held = l.offload == Offload::spill_activations && l.pp == 1
+                                      ? (k + 1 == blocks_here ? 1 : 0) * block_activation_bytes(l, w, p)
+                                      : flight * block_activation_bytes(l, w, p);
+        o.push_back({.memory = held,
+                     .seconds = static_cast<double>(per_layer_step) * (block.forward + block.backward[static_cast<int>(p)])});
+      }
+    }
+    const std::int64_t unit = std::max<std::int64_t>(1, budget / 256);
+    const DpChoice choice = choose_strategies(options, budget, unit, [](int, int, int) { return 0.0; });
+    if (!choice.feasible) {
+      out.outcome = Outcome::activations;
+      return out;
+    }
+    for (std::int64_t k = 0; k < blocks_here; ++k) {
+      const int index = choice.strategy[static_cast<std::size_t>(k)];
+      l.recompute[static_cast<std::size_t>(s * blocks_here + k)] = recompute_allowed ? kPolicies[index] : Recompute::none;
+    }
+  }
+  // The programme reserved conservatively; the exact formulas decide.
+  const MemoryPrediction exact = predict_memory(l, w);
+  if (exact.device.total() > c.device_memory || exact.host.total() > c.host_memory) {
+    out.outcome = Outcome::activations;
+    return out;
+  }
+  Plan p{.layout = l, .memory = exact, .time = predict_step(l, w, c), .recompute_seconds = 0,
+         .runnable = runnable(l, c.has_device), .why = {}};
+  for (std::size_t k = 0; k < layers; ++k) {
+    p.recompute_seconds += l.micro_batches * (block.backward[static_cast<int>(l.recompute[k])] - block.backward[0]);
+  }
+  if (l.pp > 1) p.recompute_seconds /= l.pp;
+  out.plan = std::move(p);
+  return out;
+}
+
+// The largest difference between a plan and the best one, as a reason.
+std::string reason(const Plan& p, const Plan& best) {
+  std::ostringstream os;
+  const double ratio = p.time.seconds / best.time.seconds - 1;
+  os.precision(2);
+  os << std::fixed << '+' << 100 * ratio << "%: ";
+  const auto compute = [](const Plan& x) {
+    return x.time.pipeline * (1 - x.time.bubble) - x.time.tensor_comm - x.recompute_seconds;
+  };
+  struct Part {
+    const char* name;
+    double delta;
+  };
+  const Part parts[] = {
+      {"bubble", p.time.pipeline * p.time.bubble - best.time.pipeline * best.time.bubble},
+      {"tensor-parallel communication", p.time.tensor_comm - best.time.tensor_comm},
+      {"recomputation", p.recompute_seconds - best.recompute_seconds},
+      {"compute per rank", compute(p) - compute(best)},
+      {"data-parallel all-reduce", p.time.data_parallel - best.time.data_parallel},
+      {"optimizer", p.time.optimizer - best.time.optimizer},
+      {"offload copies", p.time.offload - best.time.offload},
+      {"work shared among the cores", (p.time.work - p.time.critical) - (best.time.work - best.time.critical)},
+  };
+  const Part* top = &parts[0];
+  for (const Part& part : parts) {
+    if (part.delta > top->delta) top = &part;
+  }
+  os.precision(3);
+  os << "more " << top->name << " (+" << 1e3 * top->delta << " ms)";
+  return os.str();
+}
+
+// Whether some recomputation of `l` fits at all: its states, and its activations with every block recomputed.
+bool fits_at_all(Layout l, const Request& r) {
+  l.recompute.assign(static_cast<std::size_t>(r.workload.config.layers), Recompute::full);
+  const MemoryPrediction m = predict_memory(l, r.workload);
+  return m.device.total() <= r.cluster.device_memory && m.host.total() <= r.cluster.host_memory;
+}
+
+std::string fewest_gpus_message(const Request& r) {
+  const int g = r.cluster.gpus;
+  for (int more = g + 1; more <= 4 * g; ++more) {
+    Request bigger = r;
+    bigger.cluster.gpus = more;
+    for (const Layout& l : enumerate_layouts(bigger, more)) {
+      if (fits_at_all(l, bigger)) return std::to_string(more) + " GPUs would fit (" + describe(l) + ", recomputing)";
+    }
+  }
+  return "no count up to " + std::to_string(4 * g) + " GPUs fits either";
+}
+
+}  // namespace
+
+std::optional<Plan> evaluate(const Layout& layout, const Request& request) {
+  if (!shape_error(layout, request.workload).empty()) return std::nullopt;
+  return evaluate_layout(layout, request).plan;
+}
+
+Result plan(const Request& r) {
+  validate(r.cluster);
+  validate(r.workload.config);
+  const Workload& w = r.workload;
+  OPTIMUS_CHECK(w.global_batch >= 1 && w.seq >= 1 && w.seq <= w.config.max_seq && w.element_bytes >= 1 &&
+                    w.saved_bytes >= 1 && r.max_micro_batches >= 1 && r.max_chunks >= 1,
+                "plan: global batch ", w.global_batch, ", sequence ", w.seq, " (max_seq ", w.config.max_seq,
+                "), element bytes ", w.element_bytes, ", saved bytes ", w.saved_bytes, ", max micro-batches ",
+                r.max_micro_batches, " and max chunks ", r.max_chunks, " must be positive (sequence <= max_seq)");
+  Result out;
+  const std::vector<Layout> layouts = enumerate_layouts(r, r.cluster.gpus);
+  out.enumerated = static_cast<std::int64_t>(layouts.size());
+  std::uint64_t least = UINT64_MAX;
+  std::string least_layout;
+  // Offload modes follow their layout's none (enumerate_layouts' order): tried only when none needs memory.
+  bool none_fits_plainly = false;
+  for (const Layout& l : layouts) {
+    if (l.offload == Offload::none) {
+      none_fits_plainly = false;
+    } else if (none_fits_plainly) {
+      ++out.pruned_offload;
+      continue;
+    }
+    if (r.runnable_only && !runnable(l, r.cluster.has_device).empty()) {
+      ++out.not_runnable;
+      continue;
+    }
+    const Evaluated e = evaluate_layout(l, r);
+    if (e.least_memory < least) {
+      least = e.least_memory;
+      least_layout = describe(l);
+    }
+    if (e.outcome == Outcome::states) ++out.pruned_states;
+    if (e.outcome == Outcome::activations) ++out.pruned_memory;
+    if (!e.plan) continue;
+    if (l.offload == Offload::none) {
+      none_fits_plainly = std::all_of(e.plan->layout.recompute.begin(), e.plan->layout.recompute.end(),
+                                      [](Recompute p) { return p == Recompute::none; });
+    }
+    out.plans.push_back(*e.plan);
+  }
+  std::stable_sort(out.plans.begin(), out.plans.end(),
+                   [](const Plan& a, const Plan& b) { return a.time.seconds < b.time.seconds; });
+  for (std::size_t i = 0; i < out.plans.size(); ++i) {
+    out.plans[i].why = i == 0 ? "fastest" : reason(out.plans[i], out.plans[0]);
+  }
+  if (!out.plans.empty()) return out;
+  std::ostringstream os;
+  if (layouts.empty()) {
+    os << "no layout of " << r.cluster.gpus << " GPUs satisfies the model's shapes (batch " << w.global_batch
+       << ", heads " << w.config.heads << ", hidden " << w.config.hidden << ", ffn " << w.config.ffn << ", layers "
+       << w.config.layers << ")";
+    int below = 0, above = 0;
+    for (int g = r.cluster.gpus - 1; g >= 1 && below == 0; --g) {
+      if (!enumerate_layouts(r, g).empty()) below = g;
+    }
+    for (int g = r.cluster.gpus + 1; g <= 4 * r.cluster.gpus && above == 0; ++g) {
+      if (!enumerate_layouts(r, g).empty()) above = g;
+    }
+    os << "; the nearest GPU counts that admit one: ";
+    if (below > 0) os << below;
+    if (below > 0 && above > 0) os << " and ";
+    if (above > 0) os << above;
+    if (below == 0 && above == 0) os << "none up to " << 4 * r.cluster.gpus;
+  } else if (r.runnable_only && out.not_runnable == out.enumerated) {
+    os << "Optimus cannot yet run any of the " << out.enumerated << " layouts on this cluster";
+  } else {
+    os << "nothing fits in " << gib(static_cast<double>(r.cluster.device_memory)) << " of device memory per rank: the least any of the "
+       << out.enumerated << " layouts of " << r.cluster.gpus << " GPUs needs is " << gib(static_cast<double>(least))
+       << " (" << least_layout << ", every block recomputed); " << fewest_gpus_message(r);
+  }
+  out.infeasible = os.str();
+  return out;
+}
+
+std::optional<Plan> best_runnable(const Result& result) {
+  for (const Plan& p : result.plans) {
+    if (p.runnable.empty()) return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace optimus::plan

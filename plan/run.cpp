@@ -1,0 +1,125 @@
+// Running a plan (run.hpp).
+#include "optimus/plan/run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/rng.hpp"
+#include "optimus/layers/adamw.hpp"
+#include "optimus/layers/gpt.hpp"
+#include "optimus/layers/megatron/gpt.hpp"
+#include "optimus/pipeline/gpt.hpp"
+
+namespace optimus::plan {
+namespace {
+
+std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  CounterRng rng(seed, 0);
+  std::vector<int> ids(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    ids[static_cast<std::size_t>(i)] =
+        static_cast<int>(rng.uniform(static_cast<std::uint64_t>(i), 0) * static_cast<double>(vocab));
+  }
+  return ids;
+}
+
+KindBytes peaks(const MemoryTracker& m, MemoryPlace place) {
+  return KindBytes{.parameters = m.peak(MemoryKind::parameters, place), .gradients = m.peak(MemoryKind::gradients, place),
+                   .optimizer = m.peak(MemoryKind::optimizer, place), .activations = m.peak(MemoryKind::activations, place),
+                   .workspace = m.peak(MemoryKind::workspace, place)};
+}
+
+// Times `step` (one training step on this rank's batch, then AdamW) and reads the tracker of `grid`.
+Measured measure(Communicator& world, const Grid& grid, int warmup, int steps, const std::function<double(std::uint64_t)>& step) {
+  std::vector<double> seconds;
+  Measured out;
+  for (int it = 0; it < warmup + steps; ++it) {
+    world.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    out.loss = step(static_cast<std::uint64_t>(it));
+    const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double slowest = world.all_reduce(local, ReduceOp::max);
+    if (it >= warmup) seconds.push_back(slowest);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  out.step_seconds = seconds[seconds.size() / 2];
+  // CPU ranks: the rank's memory plays the device's part (the plan's device memory), nothing is offloaded.
+  const bool device = grid.device() != nullptr;
+  out.device = peaks(grid.memory(), device ? MemoryPlace::device : MemoryPlace::host);
+  out.host = device ? peaks(grid.memory(), MemoryPlace::host) : KindBytes{};
+  out.stage = grid.stage();
+  return out;
+}
+
+AdamWConfig adamw_config() { return AdamWConfig{.lr = 1e-3}; }
+
+}  // namespace
+
+Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int warmup, int steps) {
+  OPTIMUS_CHECK(world.size() == l.ranks(), "run plan: ", describe(l), " needs ", l.ranks(), " ranks, the world has ",
+                world.size());
+  OPTIMUS_CHECK(runnable(l, false).empty(), "run plan: ", describe(l), ": ", runnable(l, false));
+  OPTIMUS_CHECK(shape_error(l, w).empty(), "run plan: ", describe(l), ": ", shape_error(l, w));
+  OPTIMUS_CHECK(w.element_bytes == 4 && w.saved_bytes == 4, "run plan: runs f32 (element and saved bytes 4), got ",
+                w.element_bytes, " and ", w.saved_bytes);
+  OPTIMUS_CHECK(warmup >= 0 && steps >= 1, "run plan: ", warmup, " warm-up and ", steps, " timed steps");
+  const std::int64_t replica = w.global_batch / l.dp;  // sequences per replica
+  const auto replica_of = [&](const Grid& grid) { return static_cast<std::uint64_t>(grid.dp_index()); };
+  if (l.tensor == TensorParallel::two_d && l.pp == 1) {
+    const Grid grid = Grid::create(world, l.q());
+    Gpt2D<float> model(grid, w.config);
+    for (std::size_t k = 0; k < l.recompute.size(); ++k) model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
+    AdamW<float> adamw(grid, model.parameters(), adamw_config());
+    const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of(grid));
+    const auto targets = random_ids(replica * w.seq, w.config.vocab, 23 + replica_of(grid));
+    return measure(world, grid, warmup, steps, [&](std::uint64_t step) {
+      model.zero_grad();
+      const double loss = model.train_step(tokens, targets, replica, step, l.micro_batches);
+      adamw.step();
+      return loss;
+    });
+  }
+  const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
+      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+  if (l.tensor == TensorParallel::two_d) {
+    const Grid grid = Grid::create(world, l.q(), l.pp);
+    pipeline::Gpt2D<float> model(grid, w.config, schedule);
+    AdamW<float> adamw(grid, model.parameters(), model.norm_order(), adamw_config());
+    const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of(grid));
+    const auto targets = random_ids(replica * w.seq, w.config.vocab, 23 + replica_of(grid));
+    return measure(world, grid, warmup, steps, [&](std::uint64_t step) {
+      model.zero_grad();
+      const double loss = model.train_step(tokens, targets, replica, step);
+      adamw.step();
+      return loss;
+    });
+  }
+  const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11);
+  const auto targets = random_ids(replica * w.seq, w.config.vocab, 23);
+  if (l.pp == 1) {
+    const megatron::Group group(world);
+    megatron::Gpt1D<float> model(group, w.config);
+    for (std::size_t k = 0; k < l.recompute.size(); ++k) model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
+    AdamW<float> adamw(group, model.parameters(), adamw_config());
+    return measure(world, group.local(), warmup, steps, [&](std::uint64_t step) {
+      model.zero_grad();
+      const double loss = model.train_step(tokens, targets, replica, step, l.micro_batches);
+      adamw.step();
+      return loss;
+    });
+  }
+  const megatron::Group group = megatron::Group::pipeline_stage(world, l.pp);
+  pipeline::Gpt1D<float> model(group, w.config, schedule);
+  AdamW<float> adamw(group, model.parameters(), model.norm_order(), adamw_config());
+  return measure(world, group.local(), warmup, steps, [&](std::uint64_t step) {
+    model.zero_grad();
+    const double loss = model.train_step(tokens, targets, replica, step);
+    adamw.step();
+    return loss;
+  });
+}
+
+}  // namespace optimus::plan

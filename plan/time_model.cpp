@@ -1,0 +1,262 @@
+// The time model (time_model.hpp): a block's seconds from flops, element-wise work and traffic; a step from the
+// pipeline simulator, the replicas' all-reduce, AdamW and offload's copies.
+#include "optimus/plan/time_model.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "optimus/core/error.hpp"
+#include "optimus/layers/offload.hpp"
+#include "optimus/layers/spill.hpp"
+#include "optimus/plan/memory_model.hpp"
+#include "optimus/plan/traffic.hpp"
+#include "optimus/pipeline/partition.hpp"
+#include "optimus/pipeline/simulator.hpp"
+
+namespace optimus::plan {
+namespace {
+
+bool two_d(const Layout& l) { return l.tensor == TensorParallel::two_d; }
+
+const Link& link(const Cluster& c, bool inside) { return inside ? c.intra : c.inter; }
+
+// A ring all-reduce of `bytes` over `p` ranks: its seconds and the bytes each rank receives.
+struct Ring {
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+};
+Ring ring_all_reduce(double bytes, int p, const Link& over) {
+  if (p < 2) return {};
+  const double moved = 2.0 * (p - 1) / p * bytes;
+  return {.seconds = moved / over.bandwidth + 2.0 * (p - 1) * over.latency, .bytes = static_cast<std::uint64_t>(moved)};
+}
+
+// One block's parts on one micro-batch, per rank.
+struct BlockParts {
+  double forward_compute = 0, forward_comm = 0;    // comm: exposed
+  double backward_compute = 0, backward_comm = 0;
+  double comm_busy = 0;                            // every communication second: ranks sharing cores are busy
+                                                   // copying the bytes and switching at every message
+  double selective_extra = 0;                      // the attention core again
+  std::uint64_t intra = 0, inter = 0;              // bytes received, forward and backward
+};
+
+struct Shape {
+  double n, s, h, f, a, b, v, t, e, dropout;
+};
+
+Shape shape_of(const Layout& l, const Workload& w) {
+  const GptConfig& c = w.config;
+  const double b = static_cast<double>(w.global_batch / l.dp / l.micro_batches);
+  return {.n = b * static_cast<double>(w.seq), .s = static_cast<double>(w.seq), .h = static_cast<double>(c.hidden),
+          .f = static_cast<double>(c.ffn), .a = static_cast<double>(c.heads), .b = b,
+          .v = static_cast<double>(c.stored_vocab(two_d(l) ? l.q() : l.tp)),
+          .t = static_cast<double>(w.element_bytes), .e = static_cast<double>(w.saved_bytes),
+          .dropout = c.dropout > 0 ? 1.0 : 0.0};
+}
+
+BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
+  const Shape x = shape_of(l, w);
+  const double tp = l.tp, gemm = 2 * x.n * (4 * x.h * x.h + 2 * x.h * x.f) + 4 * x.n * x.s * x.h;
+  // Element-wise seconds: [N, h] work that 1D keeps whole on every rank (LayerNorms, residual adds, the row-parallel
+  // biases; the residual dropouts), and the split work (the column-parallel biases; GELU; softmax and attention
+  // dropout on the b a s^2 scores).
+  const double scores = x.b * x.a * x.s * x.s;
+  const double replicated = x.n * x.h * (10 / c.stream_rate + 2 * x.dropout / c.element_rate);
+  const double split = x.n * (3 * x.h + x.f) / c.stream_rate + x.n * x.f / c.element_rate +
+                       scores * (2 / c.stream_rate + (1 + x.dropout) / c.element_rate);
+  const double elementwise = two_d(l) ? (replicated + split) / tp : replicated + split / tp;
+  BlockParts p;
+  p.forward_compute = gemm / tp / c.gemm_flops + elementwise;
+  p.backward_compute = 2 * p.forward_compute;
+  p.selective_extra = 4 * x.n * x.s * x.h / tp / c.gemm_flops +
+                      scores * (2 / c.stream_rate + (1 + x.dropout) / c.element_rate) / tp;
+  if (two_d(l)) {
+    const int q = l.q();
+    if (q > 1) {
+      const BlockShape s{static_cast<std::int64_t>(x.b), w.seq, w.config.hidden, w.config.heads, w.config.ffn};
+      const auto elem = static_cast<std::size_t>(w.element_bytes);
+      const double total = static_cast<double>(predicted_bytes_2d(s, q, elem, 1, static_cast<std::size_t>(w.saved_bytes)));
+      const double qq = q;
+      const double weights = 3.0 * (qq - 1) / (qq * qq) * (4 * x.h * x.h + 2 * x.h * x.f) * x.t;
+      const double rows = total - weights;
+      const bool rows_in = q <= c.gpus_per_node, columns_in = q * q <= c.gpus_per_node;
+      const double seconds = rows / link(c, rows_in).bandwidth + weights / link(c, columns_in).bandwidth +
+                             34.0 * (q - 1) * link(c, columns_in).latency;
+      p.comm_busy = seconds;
+      p.forward_comm = (1 - c.overlap) * seconds / 3;
+      p.backward_comm = (1 - c.overlap) * seconds * 2 / 3;
+      (rows_in ? p.intra : p.inter) += static_cast<std::uint64_t>(rows);
+      (columns_in ? p.intra : p.inter) += static_cast<std::uint64_t>(weights);
+    }
+  } else if (l.tp > 1) {
+    const bool in = l.tp <= c.gpus_per_node;
+    const Ring ar = ring_all_reduce(x.n * x.h * x.t, l.tp, link(c, in));
+    p.forward_comm = 2 * ar.seconds;
+    const double dw_attn = 2 * x.n * x.h * 3 * x.h / tp / c.gemm_flops, dw_fc = 2 * x.n * x.h * x.f / tp / c.gemm_flops;
+    p.backward_comm = std::max(0.0, ar.seconds - dw_attn) + std::max(0.0, ar.seconds - dw_fc);
+    p.comm_busy = 4 * ar.seconds;
+    (in ? p.intra : p.inter) += 4 * ar.bytes;
+  }
+  return p;
+}
+
+// The embedding's and the head's seconds on one micro-batch (forward, backward), their busy communication and bytes.
+struct EndParts {
+  double embedding_forward = 0, embedding_backward = 0, head_forward = 0, head_backward = 0, comm_busy = 0;
+  std::uint64_t intra = 0, inter = 0;
+};
+
+EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
+  const Shape x = shape_of(l, w);
+  const double tp = l.tp, gemm = 2 * x.n * x.h * x.v / tp / c.gemm_flops;
+  const double logits = x.n * x.v / tp;
+  const double rows = two_d(l) ? x.n * x.h / tp : x.n * x.h;  // ln_f's and the embedding's elements per rank
+  EndParts p;
+  p.embedding_forward = rows * (2 / c.stream_rate + x.dropout / c.element_rate);
+  p.embedding_backward = rows * 2 / c.stream_rate;
+  p.head_forward = gemm + logits * (2 / c.stream_rate + 1 / c.element_rate) + 3 * rows / c.stream_rate;
+  p.head_backward = 2 * gemm + logits * 2 / c.stream_rate + 6 * rows / c.stream_rate;
+  if (two_d(l) && l.q() > 1) {
+    const int q = l.q();
+    const bool in = q * q <= c.gpus_per_node;
+    const auto bytes = static_cast<double>(linear_2d_bytes(static_cast<std::int64_t>(x.n), w.config.hidden,
+                                                           static_cast<std::int64_t>(x.v), static_cast<std::uint64_t>(q),
+                                                           static_cast<std::size_t>(w.element_bytes),
+                                                           static_cast<std::size_t>(w.saved_bytes)));
+    const double seconds = bytes / link(c, in).bandwidth + 6.0 * (q - 1) * link(c, in).latency;
+    p.head_forward += (1 - c.overlap) * seconds / 3;
+    p.head_backward += (1 - c.overlap) * seconds * 2 / 3;
+    p.comm_busy = seconds;
+    (in ? p.intra : p.inter) += static_cast<std::uint64_t>(bytes);
+  } else if (!two_d(l) && l.tp > 1) {
+    const bool in = l.tp <= c.gpus_per_node;
+    const Ring embedding = ring_all_reduce(x.n * x.h * x.t, l.tp, link(c, in));
+    const Ring head = ring_all_reduce(4 * x.n * x.t, l.tp, link(c, in));  // max, sum of exp and target, dx
+    p.embedding_forward += embedding.seconds;
+    p.head_forward += head.seconds;
+    p.head_backward += ring_all_reduce(x.n * x.h * x.t, l.tp, link(c, in)).seconds;
+    p.comm_busy = 2 * embedding.seconds + head.seconds;
+    (in ? p.intra : p.inter) += 2 * embedding.bytes + head.bytes;
+  }
+  return p;
+}
+
+double backward_of(const BlockParts& p, Recompute policy) {
+  const double base = p.backward_compute + p.backward_comm;
+  switch (policy) {
+    case Recompute::none: return base;
+    case Recompute::selective: return base + p.selective_extra;
+    case Recompute::full: return base + p.forward_compute + p.forward_comm;
+  }
+  return base;
+}
+
+}  // namespace
+
+BlockSeconds block_seconds(const Layout& l, const Workload& w, const Cluster& c) {
+  const BlockParts p = block_parts(l, w, c);
+  BlockSeconds out;
+  out.forward = p.forward_compute + p.forward_comm;
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+    out.backward[static_cast<int>(r)] = backward_of(p, r);
+  }
+  return out;
+}
+
+StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c) {
+  OPTIMUS_CHECK(shape_error(l, w).empty(), "time model: ", shape_error(l, w));
+  const GptConfig& config = w.config;
+  const BlockParts block = block_parts(l, w, c);
+  const EndParts ends = end_parts(l, w, c);
+  const auto policy = [&](std::int64_t layer) {
+    return l.recompute.empty() ? Recompute::none : l.recompute[static_cast<std::size_t>(layer)];
+  };
+  const double m = l.micro_batches;
+  StepPrediction out;
+  double busy_comm = 0;  // per rank and step, the stage with the most blocks
+  std::int64_t most_blocks = 0;
+  if (l.pp == 1) {
+    double forward = ends.embedding_forward + ends.head_forward, backward = ends.embedding_backward + ends.head_backward;
+    for (std::int64_t k = 0; k < config.layers; ++k) {
+      forward += block.forward_compute + block.forward_comm;
+      backward += backward_of(block, policy(k));
+    }
+    out.pipeline = m * (forward + backward);
+    most_blocks = config.layers;
+  } else {
+    const pipeline::Schedule s = pipeline::make_schedule(pipeline::ScheduleRequest{
+        .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+    const Shape x = shape_of(l, w);
+    const double message = (two_d(l) ? x.n * x.h / l.tp : x.n * x.h) * x.t;
+    const bool in = l.pp * l.tp <= c.gpus_per_node;
+    const double p2p = message / link(c, in).bandwidth + link(c, in).latency;
+    std::vector<pipeline::Costs> costs;
+    for (int u = 0; u < s.virtual_stages(); ++u) {
+      const pipeline::LayerRange r = pipeline::layers_of(s, config.layers, u);
+      pipeline::Costs cost{.forward = 0, .backward = 0, .backward_input = 0, .backward_weight = 0, .p2p = p2p};
+      for (std::int64_t k = r.first; k < r.first + r.count; ++k) {
+        cost.forward += block.forward_compute + block.forward_comm;
+        cost.backward += backward_of(block, policy(k));
+      }
+      if (u == 0) {
+        cost.forward += ends.embedding_forward;
+        cost.backward += ends.embedding_backward;
+      }
+      if (u == s.virtual_stages() - 1) {
+        cost.forward += ends.head_forward;
+        cost.backward += ends.head_backward;
+      }
+      cost.backward_input = cost.backward / 2;
+      cost.backward_weight = cost.backward / 2;
+      costs.push_back(cost);
+    }
+    const pipeline::Simulation sim = pipeline::simulate(s, costs);
+    out.pipeline = sim.makespan;
+    out.bubble = sim.bubble;
+    most_blocks = config.layers / l.pp;
+    const auto sends = static_cast<std::uint64_t>(*std::max_element(sim.receives.begin(), sim.receives.end()));
+    (in ? out.traffic.intra : out.traffic.inter) += sends * static_cast<std::uint64_t>(message);
+    busy_comm += static_cast<double>(sends) * p2p;
+  }
+  out.tensor_comm = m * static_cast<double>(most_blocks) * (block.forward_comm + block.backward_comm);
+  busy_comm += m * (static_cast<double>(most_blocks) * block.comm_busy + ends.comm_busy);
+  const auto mb = static_cast<std::uint64_t>(m);
+  out.traffic.intra += mb * (static_cast<std::uint64_t>(most_blocks) * block.intra + ends.intra);
+  out.traffic.inter += mb * (static_cast<std::uint64_t>(most_blocks) * block.inter + ends.inter);
+
+  // The largest stage's local parameters: the replicas' all-reduce and AdamW.
+  const std::vector<MemoryPrediction> stages = predict_memory_by_stage(l, w);
+  std::uint64_t states = 0;
+  for (const MemoryPrediction& p : stages) states = std::max(states, p.device.parameters + p.host.parameters);
+  const double parameters = static_cast<double>(states) / static_cast<double>(w.element_bytes);
+  const bool replicas_in = l.ranks() <= c.gpus_per_node;
+  const Ring dp = ring_all_reduce(parameters * static_cast<double>(w.element_bytes), l.dp, link(c, replicas_in));
+  out.data_parallel = dp.seconds;
+  (replicas_in ? out.traffic.intra : out.traffic.inter) += dp.bytes;
+  out.optimizer = parameters / c.optimizer_rate;
+  if (l.offload != Offload::none) {
+    const std::int64_t per_block = block_parameters(l, config);
+    const auto total = static_cast<std::int64_t>(parameters);
+    const ModelShards shards{.blocks = config.layers, .block_parameters = per_block,
+                             .other_parameters = total - config.layers * per_block, .wte = 0,
+                             .word = static_cast<std::size_t>(w.element_bytes)};
+    const std::int64_t saved = l.offload == Offload::spill_activations ? block_activation_bytes(l, w, policy(0)) : 0;
+    const Spill spill = spill_of(l.offload);
+    const TransferBytes all = step_transfers(spill, OptimizerOffload{}, shards, l.micro_batches, saved);
+    const TransferBytes spilled =
+        spill == Spill::none ? TransferBytes{}
+                             : spill_step_transfers(config.layers, per_block, shards.word, l.micro_batches, saved);
+    const auto bytes = [](const TransferBytes& t) { return static_cast<double>(t.host_to_device + t.device_to_host); };
+    // The moments' copies follow the update; the blocks' hide behind the compute up to its length.
+    out.offload = (bytes(all) - bytes(spilled)) / c.host_link + std::max(0.0, bytes(spilled) / c.host_link - out.pipeline);
+    out.traffic.host = all.host_to_device + all.device_to_host;
+  }
+  out.critical = out.pipeline + out.data_parallel + out.optimizer + out.offload;
+  const double busy = out.pipeline * (1 - out.bubble) + busy_comm - out.tensor_comm + dp.seconds + out.optimizer;
+  out.work = busy * l.ranks() / c.cores;
+  out.seconds = std::max(out.critical, out.work);
+  return out;
+}
+
+}  // namespace optimus::plan

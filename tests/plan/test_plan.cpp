@@ -1,0 +1,244 @@
+// The planner (optimus/plan): Galvatron's programme against brute force, the enumeration's rules and memory budget,
+// the recomputation it chooses under pressure, infeasible requests, the calibration file's errors and the JSON.
+// (memory_model_cases.cpp: the memory model against the trackers of real runs.)
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "optimus/core/error.hpp"
+#include "optimus/core/rng.hpp"
+#include "optimus/plan/plan_report.hpp"
+#include "optimus/plan/planner.hpp"
+#include "optimus/plan/recompute_dp.hpp"
+
+namespace {
+
+using optimus::Recompute;
+namespace plan = optimus::plan;
+
+// Every assignment of strategies, the least time within the budget (memory summed exactly in bytes).
+double brute_force(const std::vector<std::vector<plan::StrategyCost>>& options, std::int64_t budget,
+                   const std::function<double(int, int, int)>& transition) {
+  const std::size_t layers = options.size(), strategies = options[0].size();
+  std::size_t count = 1;
+  for (std::size_t i = 0; i < layers; ++i) count *= strategies;
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t code = 0; code < count; ++code) {
+    std::size_t rest = code;
+    std::int64_t memory = 0;
+    double seconds = 0;
+    int previous = -1;
+    for (std::size_t i = 0; i < layers; ++i) {
+      const int s = static_cast<int>(rest % strategies);
+      rest /= strategies;
+      memory += options[i][static_cast<std::size_t>(s)].memory;
+      seconds += options[i][static_cast<std::size_t>(s)].seconds;
+      if (previous >= 0) seconds += transition(static_cast<int>(i), previous, s);
+      previous = s;
+    }
+    if (memory <= budget) best = std::min(best, seconds);
+  }
+  return best;
+}
+
+plan::Request small_request(int gpus, std::uint64_t memory) {
+  plan::Request r;
+  r.cluster = plan::Cluster{.gpus = gpus, .gpus_per_node = gpus, .device_memory = memory, .host_memory = memory,
+                            .has_device = false, .intra = {.bandwidth = 10e9, .latency = 5e-6},
+                            .inter = {.bandwidth = 10e9, .latency = 5e-6}, .gemm_flops = 50e9, .element_rate = 1e9,
+                            .stream_rate = 2e9, .optimizer_rate = 3e8,
+                            .host_link = 0, .overlap = 0, .cores = gpus, .source = "test"};
+  optimus::GptConfig& c = r.workload.config;
+  c.vocab = 500;
+  c.hidden = 64;
+  c.heads = 4;
+  c.ffn = 256;
+  c.layers = 4;
+  c.max_seq = 32;
+  c.dropout = 0.1;
+  r.workload.global_batch = 16;
+  r.workload.seq = 32;
+  r.workload.element_bytes = r.workload.saved_bytes = 4;
+  r.max_micro_batches = 4;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("Galvatron's programme finds brute force's least time within the budget, and its choice fits") {
+  optimus::CounterRng rng(7, 0);
+  std::uint64_t draw = 0;
+  const auto uniform = [&] { return rng.uniform(draw++, 0); };
+  for (int trial = 0; trial < 60; ++trial) {
+    const int layers = 1 + trial % 6, strategies = 1 + trial % 3;
+    std::vector<std::vector<plan::StrategyCost>> options(static_cast<std::size_t>(layers));
+    std::int64_t most = 0;
+    for (auto& o : options) {
+      for (int s = 0; s < strategies; ++s) {
+        // Unit 1: memory in whole bytes, so the programme is exact and must equal brute force.
+        o.push_back({.memory = static_cast<std::int64_t>(uniform() * 100), .seconds = 1 + uniform() * 10});
+        most += o.back().memory;
+      }
+    }
+    const std::int64_t budget = static_cast<std::int64_t>(uniform() * static_cast<double>(most) / strategies);
+    const auto transition = [&](int layer, int from, int to) { return from == to ? 0.0 : 0.1 * layer; };
+    const plan::DpChoice dp = plan::choose_strategies(options, budget, 1, transition);
+    const double expected = brute_force(options, budget, transition);
+    INFO("trial " << trial << ": " << layers << " layers, " << strategies << " strategies, budget " << budget);
+    REQUIRE(dp.feasible == (expected != std::numeric_limits<double>::infinity()));
+    if (!dp.feasible) continue;
+    CHECK(dp.seconds == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(dp.memory <= budget);
+    double seconds = 0;
+    std::int64_t memory = 0;
+    for (int i = 0; i < layers; ++i) {
+      const int s = dp.strategy[static_cast<std::size_t>(i)];
+      seconds += options[static_cast<std::size_t>(i)][static_cast<std::size_t>(s)].seconds;
+      memory += options[static_cast<std::size_t>(i)][static_cast<std::size_t>(s)].memory;
+      if (i > 0) seconds += transition(i, dp.strategy[static_cast<std::size_t>(i - 1)], s);
+    }
+    CHECK(seconds == doctest::Approx(dp.seconds).epsilon(1e-12));
+    CHECK(memory == dp.memory);
+  }
+  // Coarser units round each block's memory up: never over the budget.
+  const std::vector<std::vector<plan::StrategyCost>> two = {{{.memory = 60, .seconds = 1}, {.memory = 10, .seconds = 2}},
+                                                           {{.memory = 60, .seconds = 1}, {.memory = 10, .seconds = 2}}};
+  const auto free = [](int, int, int) { return 0.0; };
+  CHECK(plan::choose_strategies(two, 120, 1, free).seconds == 2);  // both cheap ones fit exactly
+  CHECK(plan::choose_strategies(two, 119, 1, free).seconds == 3);
+  CHECK(plan::choose_strategies(two, 120, 50, free).seconds == 4);  // 60 B round up to 2 units of 50, 10 B to 1
+  CHECK_FALSE(plan::choose_strategies(two, 19, 1, free).feasible);
+  CHECK_THROWS_AS(plan::choose_strategies(two, 100, 0, free), optimus::Error);
+}
+
+TEST_CASE("the planner: every plan has the job's ranks, fits the shapes and the memory, fastest first") {
+  const plan::Request r = small_request(8, std::uint64_t{1} << 30);
+  const plan::Result result = plan::plan(r);
+  REQUIRE(result.plans.size() > 12);
+  CHECK(result.infeasible.empty());
+  for (std::size_t i = 0; i < result.plans.size(); ++i) {
+    const plan::Plan& p = result.plans[i];
+    INFO(plan::describe(p.layout));
+    CHECK(p.layout.ranks() == 8);
+    CHECK(plan::shape_error(p.layout, r.workload).empty());
+    CHECK(p.memory.device.total() <= r.cluster.device_memory);
+    CHECK(p.time.seconds > 0);
+    if (i > 0) CHECK(p.time.seconds >= result.plans[i - 1].time.seconds);
+    CHECK_FALSE(p.why.empty());
+    // CPU ranks: nothing offloads; the 1D baseline has no replicas to run.
+    CHECK(p.layout.offload == optimus::Offload::none);
+    CHECK(p.runnable == plan::runnable(p.layout, false));
+  }
+  // Both tensor layouts and pipelines are in the space.
+  bool one_d = false, piped = false;
+  for (const plan::Plan& p : result.plans) {
+    one_d = one_d || p.layout.tensor == plan::TensorParallel::one_d;
+    piped = piped || p.layout.pp > 1;
+  }
+  CHECK(one_d);
+  CHECK(piped);
+  REQUIRE(plan::best_runnable(result).has_value());
+  CHECK(plan::best_runnable(result)->runnable.empty());
+}
+
+TEST_CASE("under memory pressure the planner recomputes the fewest blocks that make a layout fit") {
+  // dp = 1, pp = 1, q = 2, one micro-batch: its memory without recomputation and with every block recomputed.
+  plan::Request r = small_request(4, std::uint64_t{1} << 30);
+  r.only = plan::TensorParallel::two_d;
+  plan::Layout l{.tensor = plan::TensorParallel::two_d, .tp = 4, .dp = 1, .pp = 1,
+                 .schedule = optimus::pipeline::Kind::one_f_one_b, .chunks = 1, .micro_batches = 1,
+                 .offload = optimus::Offload::none, .recompute = std::vector<Recompute>(4, Recompute::none)};
+  const std::uint64_t plain = plan::predict_memory(l, r.workload).device.total();
+  l.recompute.assign(4, Recompute::full);
+  const std::uint64_t least = plan::predict_memory(l, r.workload).device.total();
+  REQUIRE(least < plain);
+  r.cluster.device_memory = (plain + least) / 2;
+  const std::optional<plan::Plan> p = plan::evaluate(
+      plan::Layout{.tensor = plan::TensorParallel::two_d, .tp = 4, .dp = 1, .pp = 1,
+                   .schedule = optimus::pipeline::Kind::one_f_one_b, .chunks = 1, .micro_batches = 1,
+                   .offload = optimus::Offload::none, .recompute = std::vector<Recompute>(4, Recompute::none)},
+      r);
+  REQUIRE(p.has_value());
+  CHECK(p->memory.device.total() <= r.cluster.device_memory);
+  int recomputed = 0;
+  for (Recompute x : p->layout.recompute) recomputed += x != Recompute::none ? 1 : 0;
+  CHECK(recomputed >= 1);
+  CHECK(recomputed <= 4);
+  CHECK(p->recompute_seconds > 0);
+  // With memory to spare, none.
+  r.cluster.device_memory = plain;
+  const std::optional<plan::Plan> roomy = plan::evaluate(p->layout, r);
+  REQUIRE(roomy.has_value());
+  for (Recompute x : roomy->layout.recompute) CHECK(x == Recompute::none);
+  // Below the least: nothing.
+  r.cluster.device_memory = least - 1;
+  CHECK_FALSE(plan::evaluate(p->layout, r).has_value());
+}
+
+TEST_CASE("infeasible requests name the least memory, or the GPU counts, that would work") {
+  plan::Request r = small_request(4, 4096);
+  const plan::Result none_fit = plan::plan(r);
+  CHECK(none_fit.plans.empty());
+  CHECK(none_fit.infeasible.find("nothing fits in") != std::string::npos);
+  CHECK(none_fit.infeasible.find("the least any of the") != std::string::npos);
+  CHECK(none_fit.pruned_states + none_fit.pruned_memory > 0);
+  // More GPUs shard the states: 1 MiB per rank fits on some larger count, which the message names.
+  r.cluster.device_memory = std::uint64_t{3} << 19;
+  r.workload.config.layers = 16;
+  const plan::Result tight = plan::plan(r);
+  if (tight.plans.empty()) CHECK(tight.infeasible.find("GPUs would fit") != std::string::npos);
+  // 7 GPUs: no dp x pp x tp of 7 suits a batch of 16, 4 heads and 4 blocks (nor does 6: pp = 3 does not divide 4
+  // blocks, dp = 3 or 6 not the batch, t = 3 or 6 not the heads).
+  plan::Request seven = small_request(7, std::uint64_t{1} << 30);
+  const plan::Result odd = plan::plan(seven);
+  CHECK(odd.enumerated == 0);
+  CHECK(odd.infeasible.find("no layout of 7 GPUs") != std::string::npos);
+  CHECK(odd.infeasible.find("nearest GPU counts that admit one: 4 and 8") != std::string::npos);
+}
+
+TEST_CASE("bad requests and calibration files are errors naming the value") {
+  plan::Request r = small_request(4, std::uint64_t{1} << 30);
+  r.cluster.gemm_flops = 0;
+  CHECK_THROWS_WITH_AS(plan::plan(r), doctest::Contains("GEMM rate 0"), optimus::Error);
+  r = small_request(4, std::uint64_t{1} << 30);
+  r.cluster.overlap = 1.5;
+  CHECK_THROWS_WITH_AS(plan::plan(r), doctest::Contains("overlap 1.5"), optimus::Error);
+  r = small_request(4, std::uint64_t{1} << 30);
+  r.workload.global_batch = 0;
+  CHECK_THROWS_WITH_AS(plan::plan(r), doctest::Contains("global batch 0"), optimus::Error);
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "optimus_test_plan";
+  std::filesystem::create_directories(dir);
+  const std::string missing = (dir / "missing.json").string(), broken = (dir / "broken.json").string();
+  std::ofstream(missing) << "{\"ranks\": 2, \"broadcast_alpha_s\": 1e-5, \"broadcast_beta_s_per_byte\": 1e-10,"
+                            " \"allreduce_alpha_s\": 1e-5, \"allreduce_beta_s_per_byte\": 1e-10,"
+                            " \"gemm_gflops_per_rank\": 50, \"gelu_elements_per_s\": 1e8,"
+                            " \"axpby_elements_per_s\": 1e9}";
+  std::ofstream(broken) << "{\"ranks\": 2,";
+  CHECK_THROWS_WITH_AS(plan::read_calibration(missing, 4, 2, 1 << 30), doctest::Contains("adamw_parameters_per_s"),
+                       optimus::Error);
+  CHECK_THROWS_WITH_AS(plan::read_calibration(broken, 4, 2, 1 << 30), doctest::Contains("is not JSON"), optimus::Error);
+  CHECK_THROWS_WITH_AS(plan::read_calibration((dir / "nope.json").string(), 4, 2, 1 << 30),
+                       doctest::Contains("cannot read"), optimus::Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the JSON holds every plan with its layout, memory by kind and time") {
+  const plan::Request r = small_request(4, std::uint64_t{1} << 30);
+  const plan::Result result = plan::plan(r);
+  const nlohmann::json j = nlohmann::json::parse(plan::to_json(r, result));
+  REQUIRE(j["plans"].size() == result.plans.size());
+  CHECK(j["enumerated"].get<std::int64_t>() == result.enumerated);
+  const plan::Plan& first = result.plans[0];
+  CHECK(j["plans"][0]["layout"].get<std::string>() == plan::describe(first.layout));
+  CHECK(j["plans"][0]["step_seconds"].get<double>() == first.time.seconds);
+  CHECK(j["plans"][0]["device_bytes"]["activations"].get<std::uint64_t>() == first.memory.device.activations);
+  CHECK(j["plans"][0]["recompute"].size() == 4);
+  CHECK(plan::table(result, 3).size() == 4);  // the header and three rows
+}
