@@ -162,15 +162,23 @@ int run_plan_bench(Communicator& world, int argc, char** argv) {
   if (o.has("calibration")) {
     cluster = plan::read_calibration(o.text("calibration", ""), ranks, cores, memory);
   } else {
-    // Measured first, one in-process rank per core.
+    // Measured first: the rates with one in-process rank per core; a message's latency with the plans' ranks, which
+    // wait for one another's turn on the cores (a broadcast's alpha over `ranks` is p - 1 messages: its share of one).
     OPTIMUS_CHECK(o.has("in-process") || world.size() == 1,
                   "plan under mpiexec needs --calibration (mpiexec -np CORES optimus-bench calibrate --json FILE)");
-    plan::Calibration measured;
+    plan::Calibration measured, crowded;
     run_in_process(std::max(cores, 2), [&](Communicator& w) {
       const plan::Calibration c = plan::calibrate(w, 5);
       if (w.rank() == 0) measured = c;
     });
+    run_in_process(std::max(ranks, 2), [&](Communicator& w) {
+      const plan::Calibration c = plan::calibrate(w, 5);
+      if (w.rank() == 0) crowded = c;
+    });
     cluster = plan::cluster_of(measured, ranks, cores, memory, "measured in-process first");
+    cluster.intra.latency = cluster.inter.latency =
+        std::max(measured.broadcast_alpha, crowded.broadcast_alpha / std::max(ranks - 1, 1));
+    cluster.source += format("; latency %.1f us per message measured with %d ranks", 1e6 * cluster.intra.latency, ranks);
   }
   if (!o.has("in-process")) return bench(world, o, cluster);
   int status = 0;

@@ -56,6 +56,8 @@ std::vector<Layout> enumerate_layouts(const Request& r, int gpus) {
         for (const auto& [kind_s, v] : schedules) {
           for (std::int64_t m = 1; m <= std::min<std::int64_t>(replica, r.max_micro_batches); ++m) {
             if (replica % m != 0) continue;
+            // One micro-batch: GPipe and ZB-H1 run 1F1B's operations (pruned as duplicates).
+            if (pp > 1 && m == 1 && kind_s != pipeline::Kind::one_f_one_b && v == 1) continue;
             for (Offload o : offloads) {
               Layout l{.tensor = kind, .tp = tp, .dp = dp, .pp = pp, .schedule = kind_s, .chunks = v,
                        .micro_batches = static_cast<int>(m), .offload = o,
@@ -254,8 +256,10 @@ Result plan(const Request& r) {
     }
     const Evaluated e = evaluate_layout(l, r);
     if (e.least_memory < least) {
+      Layout recomputed = l;
+      recomputed.recompute.assign(recomputed.recompute.size(), Recompute::full);
       least = e.least_memory;
-      least_layout = describe(l);
+      least_layout = describe(recomputed);
     }
     if (e.outcome == Outcome::states) ++out.pruned_states;
     if (e.outcome == Outcome::activations) ++out.pruned_memory;
@@ -294,7 +298,7 @@ Result plan(const Request& r) {
   } else {
     os << "nothing fits in " << gib(static_cast<double>(r.cluster.device_memory)) << " of device memory per rank: the least any of the "
        << out.enumerated << " layouts of " << r.cluster.gpus << " GPUs needs is " << gib(static_cast<double>(least))
-       << " (" << least_layout << ", every block recomputed); " << fewest_gpus_message(r);
+       << " (" << least_layout << "); " << fewest_gpus_message(r);
   }
   out.infeasible = os.str();
   return out;

@@ -23,20 +23,22 @@ const Link& link(const Cluster& c, bool inside) { return inside ? c.intra : c.in
 // A ring all-reduce of `bytes` over `p` ranks: its seconds and the bytes each rank receives.
 struct Ring {
   double seconds = 0;
+  double copying = 0;  // of those, moving the bytes (the latencies are waiting, not work)
   std::uint64_t bytes = 0;
 };
 Ring ring_all_reduce(double bytes, int p, const Link& over) {
   if (p < 2) return {};
   const double moved = 2.0 * (p - 1) / p * bytes;
-  return {.seconds = moved / over.bandwidth + 2.0 * (p - 1) * over.latency, .bytes = static_cast<std::uint64_t>(moved)};
+  return {.seconds = moved / over.bandwidth + 2.0 * (p - 1) * over.latency, .copying = moved / over.bandwidth,
+          .bytes = static_cast<std::uint64_t>(moved)};
 }
 
 // One block's parts on one micro-batch, per rank.
 struct BlockParts {
   double forward_compute = 0, forward_comm = 0;    // comm: exposed
   double backward_compute = 0, backward_comm = 0;
-  double comm_busy = 0;                            // every communication second: ranks sharing cores are busy
-                                                   // copying the bytes and switching at every message
+  double comm_busy = 0;                            // seconds of copying the bytes: ranks sharing cores are busy
+                                                   // copying; while they wait out a latency, others compute
   double selective_extra = 0;                      // the attention core again
   std::uint64_t intra = 0, inter = 0;              // bytes received, forward and backward
 };
@@ -81,9 +83,9 @@ BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
       const double weights = 3.0 * (qq - 1) / (qq * qq) * (4 * x.h * x.h + 2 * x.h * x.f) * x.t;
       const double rows = total - weights;
       const bool rows_in = q <= c.gpus_per_node, columns_in = q * q <= c.gpus_per_node;
-      const double seconds = rows / link(c, rows_in).bandwidth + weights / link(c, columns_in).bandwidth +
-                             34.0 * (q - 1) * link(c, columns_in).latency;
-      p.comm_busy = seconds;
+      const double copying = rows / link(c, rows_in).bandwidth + weights / link(c, columns_in).bandwidth;
+      const double seconds = copying + 34.0 * (q - 1) * link(c, columns_in).latency;
+      p.comm_busy = copying;
       p.forward_comm = (1 - c.overlap) * seconds / 3;
       p.backward_comm = (1 - c.overlap) * seconds * 2 / 3;
       (rows_in ? p.intra : p.inter) += static_cast<std::uint64_t>(rows);
@@ -95,7 +97,7 @@ BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
     p.forward_comm = 2 * ar.seconds;
     const double dw_attn = 2 * x.n * x.h * 3 * x.h / tp / c.gemm_flops, dw_fc = 2 * x.n * x.h * x.f / tp / c.gemm_flops;
     p.backward_comm = std::max(0.0, ar.seconds - dw_attn) + std::max(0.0, ar.seconds - dw_fc);
-    p.comm_busy = 4 * ar.seconds;
+    p.comm_busy = 4 * ar.copying;
     (in ? p.intra : p.inter) += 4 * ar.bytes;
   }
   return p;
@@ -127,7 +129,7 @@ EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
     const double seconds = bytes / link(c, in).bandwidth + 6.0 * (q - 1) * link(c, in).latency;
     p.head_forward += (1 - c.overlap) * seconds / 3;
     p.head_backward += (1 - c.overlap) * seconds * 2 / 3;
-    p.comm_busy = seconds;
+    p.comm_busy = bytes / link(c, in).bandwidth;
     (in ? p.intra : p.inter) += static_cast<std::uint64_t>(bytes);
   } else if (!two_d(l) && l.tp > 1) {
     const bool in = l.tp <= c.gpus_per_node;
@@ -136,7 +138,7 @@ EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
     p.embedding_forward += embedding.seconds;
     p.head_forward += head.seconds;
     p.head_backward += ring_all_reduce(x.n * x.h * x.t, l.tp, link(c, in)).seconds;
-    p.comm_busy = 2 * embedding.seconds + head.seconds;
+    p.comm_busy = 2 * embedding.copying + head.copying;
     (in ? p.intra : p.inter) += 2 * embedding.bytes + head.bytes;
   }
   return p;
@@ -217,7 +219,7 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
     most_blocks = config.layers / l.pp;
     const auto sends = static_cast<std::uint64_t>(*std::max_element(sim.receives.begin(), sim.receives.end()));
     (in ? out.traffic.intra : out.traffic.inter) += sends * static_cast<std::uint64_t>(message);
-    busy_comm += static_cast<double>(sends) * p2p;
+    busy_comm += static_cast<double>(sends) * message / link(c, in).bandwidth;
   }
   out.tensor_comm = m * static_cast<double>(most_blocks) * (block.forward_comm + block.backward_comm);
   busy_comm += m * (static_cast<double>(most_blocks) * block.comm_busy + ends.comm_busy);
@@ -253,7 +255,8 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
     out.traffic.host = all.host_to_device + all.device_to_host;
   }
   out.critical = out.pipeline + out.data_parallel + out.optimizer + out.offload;
-  const double busy = out.pipeline * (1 - out.bubble) + busy_comm - out.tensor_comm + dp.seconds + out.optimizer;
+  // Busy: the compute in the pipeline (its time less the bubble and the exposed communication) and every copy.
+  const double busy = out.pipeline * (1 - out.bubble) - out.tensor_comm + busy_comm + dp.copying + out.optimizer;
   out.work = busy * l.ranks() / c.cores;
   out.seconds = std::max(out.critical, out.work);
   return out;

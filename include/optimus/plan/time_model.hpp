@@ -27,7 +27,8 @@
 // AdamW (the local parameters at the optimizer rate), and offload's copies over the host link (optimizer: after
 // the update's chunks, not hidden; spill: hidden behind the blocks' compute up to its length).
 // Ranks sharing cores (Cluster::cores < gpus) cannot all compute at once: the step takes at least the busy time of all
-// ranks divided by the cores (`work`); the prediction is the larger of the two.
+// ranks — compute and copying bytes; a latency is waiting, when another rank computes — divided by the cores
+// (`work`); the prediction is the larger of the two.
 //
 // Links: a 2D grid's rows are inside a node when q <= gpus_per_node, its columns when q^2 <= gpus_per_node; a 1D
 // group is inside a node when t <= gpus_per_node; the pipeline's neighbours when pp*tp <= gpus_per_node, the replicas
