@@ -138,25 +138,31 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
   }
   const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
       .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
-  // Activation bytes per virtual stage: blocks of `none` (pipelines keep everything), the head's on u = U-1.
+  // Activation bytes per virtual stage: its blocks' contexts under their policies, the head's on u = U-1. What
+  // queued weight gradients read until B_weight (split schedules), per block: 2D pipeline/memory.hpp's
+  // e N (5h + ffn)/q^2; 1D ln_1's and ln_2's xhat and the inputs of c_attn and c_fc (replicated [N, h]), of
+  // attn.c_proj ([N, h/t]) and mlp.c_proj ([N, ffn/t]); on u = U-1 ln_f's xhat, the head's input and dlogits (all of
+  // the head's but ln_f's 1/std). Without recomputation (what pipelines run today) these are the trackers' figures;
+  // with it (a prediction: pipelines do not recompute yet) the same weight bytes are assumed.
+  const bool plain = std::all_of(l.recompute.begin(), l.recompute.end(), [](Recompute r) { return r == Recompute::none; });
   std::vector<pipeline::ChunkBytes> chunks;
-  const std::int64_t block_none = block_activation_bytes(l, w, Recompute::none);
-  if (two_d(l)) {
+  if (two_d(l) && plain) {
     chunks = pipeline::gpt_chunk_bytes(schedule, c, pipeline::MicroBatchShape{
         .sequences = micro_sequences(l, w), .seq = w.seq, .q = l.q(), .element_bytes = w.element_bytes,
         .saved_bytes = w.saved_bytes});
   } else {
-    // What queued weight gradients read (split schedules): ln_1's and ln_2's xhat and the inputs of c_attn and c_fc
-    // (replicated [N, h]), of attn.c_proj ([N, h/t]) and mlp.c_proj ([N, ffn/t]); on u = U-1 ln_f's xhat, the head's
-    // input and dlogits (all of the head's but ln_f's 1/std).
     const std::int64_t n = micro_sequences(l, w) * w.seq, e = w.saved_bytes;
-    const std::int64_t block_weight = e * n * (4 * c.hidden + c.hidden / l.tp + c.ffn / l.tp);
-    const std::int64_t head = head_bytes(l, w), head_weight = head - w.element_bytes * n;
+    const std::int64_t block_weight = two_d(l) ? e * (n / l.q()) * ((5 * c.hidden + c.ffn) / l.q())
+                                               : e * n * (4 * c.hidden + c.hidden / l.tp + c.ffn / l.tp);
+    const std::int64_t head = head_bytes(l, w), head_weight = head - w.element_bytes * n / l.q();
     for (int u = 0; u < schedule.virtual_stages(); ++u) {
-      const std::int64_t blocks = pipeline::layers_of(schedule, c.layers, u).count;
+      const pipeline::LayerRange range = pipeline::layers_of(schedule, c.layers, u);
       const bool last = u == schedule.virtual_stages() - 1;
-      chunks.push_back({.saved = blocks * block_none + (last ? head : 0),
-                        .weight = blocks * block_weight + (last ? head_weight : 0)});
+      std::int64_t saved = last ? head : 0;
+      for (std::int64_t k = range.first; k < range.first + range.count; ++k) {
+        saved += block_activation_bytes(l, w, l.recompute.empty() ? Recompute::none : l.recompute[static_cast<std::size_t>(k)]);
+      }
+      chunks.push_back({.saved = saved, .weight = range.count * block_weight + (last ? head_weight : 0)});
     }
   }
   const std::vector<std::int64_t> peaks = pipeline::peak_activation_bytes(schedule, chunks);

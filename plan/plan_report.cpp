@@ -76,6 +76,12 @@ std::vector<std::string> table(const Result& result, std::size_t rows) {
                   p.why.c_str(), p.runnable.empty() ? "" : "; not runnable yet: ", p.runnable.c_str());
     out.push_back(line);
   }
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, result.rejected.size()); ++i) {
+    out.push_back("# rejected: " + describe(result.rejected[i].layout) + ": " + result.rejected[i].why);
+  }
+  if (result.rejected.size() > 3) {
+    out.push_back("# ... and " + std::to_string(result.rejected.size() - 3) + " more rejected (every one in the JSON)");
+  }
   return out;
 }
 
@@ -121,6 +127,9 @@ std::string to_json(const Request& r, const Result& result) {
                      {"runnable", p.runnable.empty()}, {"missing", p.runnable}, {"why", p.why}});
   }
   j["plans"] = plans;
+  nlohmann::ordered_json rejected = nlohmann::ordered_json::array();
+  for (const Rejected& x : result.rejected) rejected.push_back({{"layout", describe(x.layout)}, {"why", x.why}});
+  j["rejected"] = rejected;
   return j.dump(2) + "\n";
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "optimus/core/error.hpp"
+#include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/simulator.hpp"
 #include "optimus/plan/recompute_dp.hpp"
 
@@ -121,7 +122,15 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
   const std::int64_t per_layer_step = l.micro_batches;
   for (int s = 0; s < l.pp && !plain; ++s) {
     const MemoryPrediction& m = stages[static_cast<std::size_t>(s)];
-    const std::int64_t blocks_here = w.config.layers / l.pp;
+    // The stage's blocks: its chunks' layers (not contiguous with interleaved or wave chunks).
+    std::vector<std::int64_t> mine;
+    for (int chunk = 0; chunk < l.chunks; ++chunk) {
+      const pipeline::LayerRange range = l.pp == 1 ? pipeline::LayerRange{.first = 0, .count = w.config.layers}
+                                                   : pipeline::layers_of(schedule, w.config.layers,
+                                                                         schedule.virtual_stage(s, chunk));
+      for (std::int64_t k = range.first; k < range.first + range.count; ++k) mine.push_back(k);
+    }
+    const auto blocks_here = static_cast<std::int64_t>(mine.size());
     // The stage's non-block activations: its peak with no recomputation less its blocks' share.
     const std::int64_t flight = in_flight[static_cast<std::size_t>(s)];
     const std::int64_t blocks_none = (l.pp == 1 ? 1 : flight) * blocks_here * none;
@@ -150,7 +159,8 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
     }
     for (std::int64_t k = 0; k < blocks_here; ++k) {
       const int index = choice.strategy[static_cast<std::size_t>(k)];
-      l.recompute[static_cast<std::size_t>(s * blocks_here + k)] = recompute_allowed ? kPolicies[index] : Recompute::none;
+      l.recompute[static_cast<std::size_t>(mine[static_cast<std::size_t>(k)])] =
+          recompute_allowed ? kPolicies[index] : Recompute::none;
     }
   }
   // The programme reserved conservatively; the exact formulas decide.
@@ -190,7 +200,8 @@ std::string reason(const Plan& p, const Plan& best) {
       {"data-parallel all-reduce", p.time.data_parallel - best.time.data_parallel},
       {"optimizer", p.time.optimizer - best.time.optimizer},
       {"offload copies", p.time.offload - best.time.offload},
-      {"work shared among the cores", (p.time.work - p.time.critical) - (best.time.work - best.time.critical)},
+      {"work shared among the cores",
+       std::max(0.0, p.time.work - p.time.critical) - std::max(0.0, best.time.work - best.time.critical)},
   };
   const Part* top = &parts[0];
   for (const Part& part : parts) {
@@ -261,8 +272,16 @@ Result plan(const Request& r) {
       least = e.least_memory;
       least_layout = describe(recomputed);
     }
-    if (e.outcome == Outcome::states) ++out.pruned_states;
-    if (e.outcome == Outcome::activations) ++out.pruned_memory;
+    if (e.outcome == Outcome::states) {
+      ++out.pruned_states;
+      out.rejected.push_back({.layout = l, .why = "model states exceed the device's " +
+                                                  gib(static_cast<double>(r.cluster.device_memory))});
+    }
+    if (e.outcome == Outcome::activations) {
+      ++out.pruned_memory;
+      out.rejected.push_back({.layout = l, .why = "no recomputation fits: it needs at least " +
+                                                  gib(static_cast<double>(e.least_memory)) + " per rank"});
+    }
     if (!e.plan) continue;
     if (l.offload == Offload::none) {
       none_fits_plainly = std::all_of(e.plan->layout.recompute.begin(), e.plan->layout.recompute.end(),

@@ -188,6 +188,11 @@ TEST_CASE("infeasible requests name the least memory, or the GPU counts, that wo
   CHECK(none_fit.infeasible.find("nothing fits in") != std::string::npos);
   CHECK(none_fit.infeasible.find("the least any of the") != std::string::npos);
   CHECK(none_fit.pruned_states + none_fit.pruned_memory > 0);
+  REQUIRE(static_cast<std::int64_t>(none_fit.rejected.size()) == none_fit.pruned_states + none_fit.pruned_memory);
+  for (const plan::Rejected& x : none_fit.rejected) {
+    CHECK((x.why.find("model states exceed the device's 0.00391 MiB") == 0 ||
+           x.why.find("no recomputation fits: it needs at least ") == 0));
+  }
   // More GPUs shard the states: 1 MiB per rank fits on some larger count, which the message names.
   r.cluster.device_memory = std::uint64_t{3} << 19;
   r.workload.config.layers = 16;
@@ -240,5 +245,40 @@ TEST_CASE("the JSON holds every plan with its layout, memory by kind and time") 
   CHECK(j["plans"][0]["step_seconds"].get<double>() == first.time.seconds);
   CHECK(j["plans"][0]["device_bytes"]["activations"].get<std::uint64_t>() == first.memory.device.activations);
   CHECK(j["plans"][0]["recompute"].size() == 4);
-  CHECK(plan::table(result, 3).size() == 4);  // the header and three rows
+  CHECK(plan::table(result, 3).size() == 4 + std::min<std::size_t>(result.rejected.size(), 3) +
+                                             (result.rejected.size() > 3 ? 1 : 0));  // header, rows, rejections
+  CHECK(j["rejected"].size() == result.rejected.size());
+}
+
+TEST_CASE("pipelines: recomputation shrinks each stage's predicted activations, and the planner uses it only where allowed") {
+  plan::Request r = small_request(4, std::uint64_t{1} << 30);
+  for (const auto kind : {optimus::pipeline::Kind::one_f_one_b, optimus::pipeline::Kind::interleaved}) {
+    plan::Layout l{.tensor = plan::TensorParallel::two_d, .tp = 1, .dp = 2, .pp = 2, .schedule = kind,
+                   .chunks = kind == optimus::pipeline::Kind::interleaved ? 2 : 1, .micro_batches = 4,
+                   .offload = optimus::Offload::none, .recompute = std::vector<Recompute>(4, Recompute::none)};
+    INFO(plan::describe(l));
+    const auto plain = plan::predict_memory_by_stage(l, r.workload);
+    l.recompute.assign(4, Recompute::full);
+    const auto full = plan::predict_memory_by_stage(l, r.workload);
+    for (std::size_t s = 0; s < plain.size(); ++s) {
+      CHECK(full[s].device.activations < plain[s].device.activations);
+      CHECK(full[s].device.parameters == plain[s].device.parameters);
+    }
+    CHECK_FALSE(plan::runnable(l, false).empty());  // pipelines do not recompute yet
+    // Between the two: the planner recomputes some blocks, unless it may only choose what runs.
+    l.recompute.assign(4, Recompute::none);
+    r.cluster.device_memory = (plan::predict_memory(l, r.workload).device.total() +
+                               [&] {
+                                 plan::Layout f = l;
+                                 f.recompute.assign(4, Recompute::full);
+                                 return plan::predict_memory(f, r.workload).device.total();
+                               }()) / 2;
+    r.runnable_only = false;
+    const std::optional<plan::Plan> p = plan::evaluate(l, r);
+    REQUIRE(p.has_value());
+    CHECK(p->memory.device.total() <= r.cluster.device_memory);
+    CHECK_FALSE(p->runnable.empty());
+    r.runnable_only = true;
+    CHECK_FALSE(plan::evaluate(l, r).has_value());
+  }
 }

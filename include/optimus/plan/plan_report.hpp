@@ -12,7 +12,7 @@ namespace optimus::plan {
 
 // '#' lines: the workload, the cluster and every assumption of the models.
 std::vector<std::string> assumptions(const Request& request);
-// The header row and one row per plan (the first `rows` plans).
+// The header row, one row per plan (the first `rows` plans), and the first rejected layouts with their reasons.
 std::vector<std::string> table(const Result& result, std::size_t rows);
 // The request, the counts and every plan, as JSON text.
 std::string to_json(const Request& request, const Result& result);

@@ -47,8 +47,14 @@ struct Plan {
   std::string why;          // why it ranks where it does (filled by plan())
 };
 
+struct Rejected {
+  Layout layout;
+  std::string why;
+};
+
 struct Result {
   std::vector<Plan> plans;          // the feasible ones, fastest first
+  std::vector<Rejected> rejected;   // the layouts memory rules out, and why
   std::int64_t enumerated = 0;      // layouts that satisfy the shapes
   std::int64_t pruned_states = 0;   // rejected: model states exceed the device
   std::int64_t pruned_memory = 0;   // rejected: no recomputation fits the activations
