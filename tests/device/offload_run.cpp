@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <mutex>
 
 #include "../layers/layer_cases.hpp"
@@ -15,7 +16,8 @@ namespace optimus::test {
 namespace {
 
 // The in-process ranks sharing a device meet here between steps without communicating (a communicator's barrier would
-// copy through the device). A rank that fails abandons the point, and the others stop waiting (throwing).
+// copy through the device). A rank that fails abandons the point with its error, and the others stop waiting,
+// throwing that same error (so that whichever rank the harness reports, it reports the original failure).
 class QuietPoint {
  public:
   explicit QuietPoint(int ranks) : ranks_(ranks) {}
@@ -28,12 +30,13 @@ class QuietPoint {
       cv_.notify_all();
       return;
     }
-    const bool met = cv_.wait_for(lock, std::chrono::minutes(5), [&] { return generation_ != generation || abandoned_; });
-    OPTIMUS_CHECK(met && !abandoned_, "the offload test's quiet point: another rank failed or did not come");
+    const bool met = cv_.wait_for(lock, std::chrono::minutes(5), [&] { return generation_ != generation || failure_; });
+    if (failure_) std::rethrow_exception(failure_);
+    OPTIMUS_CHECK(met, "the offload test's quiet point: another rank did not come in 5 minutes");
   }
-  void abandon() {
+  void abandon(std::exception_ptr failure) {
     const std::lock_guard lock(mu_);
-    abandoned_ = true;
+    if (!failure_) failure_ = std::move(failure);
     cv_.notify_all();
   }
 
@@ -42,7 +45,7 @@ class QuietPoint {
   std::condition_variable cv_;
   int ranks_, arrived_ = 0;
   std::uint64_t generation_ = 0;
-  bool abandoned_ = false;
+  std::exception_ptr failure_;  // the first failure
 };
 
 sim::Traffic traffic_of(RankDevice& rank) {
@@ -132,7 +135,7 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
     try {
       train_rank(world, rank, grid);
     } catch (...) {
-      quiet.abandon();
+      quiet.abandon(std::current_exception());
       throw;
     }
   });
