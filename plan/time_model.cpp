@@ -217,9 +217,10 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
     out.pipeline = sim.makespan;
     out.bubble = sim.bubble;
     most_blocks = config.layers / l.pp;
-    const auto sends = static_cast<std::uint64_t>(*std::max_element(sim.receives.begin(), sim.receives.end()));
-    (in ? out.traffic.intra : out.traffic.inter) += sends * static_cast<std::uint64_t>(message);
-    busy_comm += static_cast<double>(sends) * message / link(c, in).bandwidth;
+    // The busiest stage's received blocks (bytes per rank, as every traffic figure here).
+    const auto received = static_cast<std::uint64_t>(*std::max_element(sim.receives.begin(), sim.receives.end()));
+    (in ? out.traffic.intra : out.traffic.inter) += received * static_cast<std::uint64_t>(message);
+    busy_comm += static_cast<double>(received) * message / link(c, in).bandwidth;
   }
   out.tensor_comm = m * static_cast<double>(most_blocks) * (block.forward_comm + block.backward_comm);
   busy_comm += m * (static_cast<double>(most_blocks) * block.comm_busy + ends.comm_busy);
