@@ -10,6 +10,7 @@
 //                            [--offload-update device|host]
 //                            [--micro-batches M] [--recompute none|selective|full]
 //                            [--pp S] [--schedule gpipe|1f1b|interleaved|wave|zb] [--chunks V]
+//                            [--plan auto [--calibration FILE [--cores C]]]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
 //                            [--init FILE] [--export FILE.safetensors|FILE.bin] [--data FILE[,VALID_FILE]]
 //                            [--skip-nonfinite] [--check-finite] [--timeout SECONDS]
@@ -45,6 +46,10 @@
 // 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches (AdamW's norm is summed in the whole
 // model's order), and the reference check runs through the same schedule on S*V blocks. Not yet with a pipeline:
 // --device sim|cuda, --recompute, --gemm bf16, --save, --resume, --init, --export (each refused, naming it).
+// --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
+// --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
+// which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
+// (optimus-bench calibrate's JSON, with --cores ranks computing at once). The plans' table is printed before training.
 // --save DIR --save-every N: a checkpoint of the model and AdamW every N steps and at the end, each its own directory
 // DIR/step_S (optimus/checkpoint/checkpoint.hpp: atomic, checksummed, loadable on any layout); --keep K keeps the
 // newest K. --resume PATH: a checkpoint, or a save directory for its newest; the run continues from its step on any
