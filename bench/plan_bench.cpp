@@ -82,7 +82,8 @@ int bench(Communicator& world, const cli::Options& o, const plan::Cluster& clust
   r.workload.element_bytes = r.workload.saved_bytes = 4;
   r.runnable_only = true;
   r.max_micro_batches = static_cast<int>(o.integer("max-micro-batches", 4));
-  if (o.has("layout")) r.only = o.text("layout", "") == "2d" ? plan::TensorParallel::two_d : plan::TensorParallel::one_d;
+  if (o.has("layout"))
+    r.only = o.text("layout", "") == "2d" ? plan::TensorParallel::two_d : plan::TensorParallel::one_d;
   const plan::Result result = plan::plan(r);
   const bool root = world.rank() == 0;
   if (root) {
@@ -97,12 +98,18 @@ int bench(Communicator& world, const cli::Options& o, const plan::Cluster& clust
     const std::size_t k = limit >= n ? i : i * (n - 1) / (limit - 1 == 0 ? 1 : limit - 1);
     if (chosen.empty() || chosen.back() != k) chosen.push_back(k);
   }
-  Report report({{"rank", 4}, {"plan", 58}, {"pred_ms", 9}, {"meas_ms", 9}, {"meas/pred", 9},
-                 {"mem_MiB p/g/o/a", 30}, {"#wrong", 6}});
-  report.header(format("optimus-bench plan: world %d, %lld feasible plans Optimus runs, %zu run (--limit %zu), "
-                       "%d warm-up and %d timed steps each",
-                       world.size(), static_cast<long long>(n), chosen.size(), limit,
-                       static_cast<int>(o.integer("warmup", 1)), static_cast<int>(o.integer("iters", 3))));
+  Report report({{"rank", 4},
+                 {"plan", 58},
+                 {"pred_ms", 9},
+                 {"meas_ms", 9},
+                 {"meas/pred", 9},
+                 {"mem_MiB p/g/o/a", 30},
+                 {"#wrong", 6}});
+  report.header(
+      format("optimus-bench plan: world %d, %lld feasible plans Optimus runs, %zu run (--limit %zu), "
+             "%d warm-up and %d timed steps each",
+             world.size(), static_cast<long long>(n), chosen.size(), limit, static_cast<int>(o.integer("warmup", 1)),
+             static_cast<int>(o.integer("iters", 3))));
   if (root) report.print_header(stdout);
   std::vector<double> predicted, measured;
   std::int64_t wrong_total = 0;
@@ -113,15 +120,18 @@ int bench(Communicator& world, const cli::Options& o, const plan::Cluster& clust
     const std::vector<plan::MemoryPrediction> stages = plan::predict_memory_by_stage(p.layout, r.workload);
     const plan::KindBytes& want = stages[static_cast<std::size_t>(m.stage)].device;
     std::int64_t wrong = 0;
-    for (MemoryKind kind : {MemoryKind::parameters, MemoryKind::gradients, MemoryKind::optimizer, MemoryKind::activations}) {
+    for (MemoryKind kind :
+         {MemoryKind::parameters, MemoryKind::gradients, MemoryKind::optimizer, MemoryKind::activations}) {
       wrong += m.device.of(kind) != want.of(kind) ? 1 : 0;
     }
     wrong = static_cast<std::int64_t>(world.all_reduce(static_cast<double>(wrong), ReduceOp::sum));
     wrong_total += wrong;
     // The largest stage's peaks (the rank with the most bytes of the four kinds).
-    const double mine = static_cast<double>(m.device.parameters + m.device.gradients + m.device.optimizer + m.device.activations);
+    const double mine =
+        static_cast<double>(m.device.parameters + m.device.gradients + m.device.optimizer + m.device.activations);
     const double most = world.all_reduce(mine, ReduceOp::max);
-    const int holder = static_cast<int>(world.all_reduce(mine == most ? static_cast<double>(world.rank()) : 1e9, ReduceOp::min));
+    const int holder =
+        static_cast<int>(world.all_reduce(mine == most ? static_cast<double>(world.rank()) : 1e9, ReduceOp::min));
     std::vector<double> kinds = {static_cast<double>(m.device.parameters), static_cast<double>(m.device.gradients),
                                  static_cast<double>(m.device.optimizer), static_cast<double>(m.device.activations)};
     world.broadcast(kinds.data(), kinds.size(), DType::f64, holder);
@@ -140,10 +150,13 @@ int bench(Communicator& world, const cli::Options& o, const plan::Cluster& clust
   const double best = *std::min_element(measured.begin(), measured.end());
   const double pick = measured[0] / best;
   if (root) {
-    std::printf("# Spearman rank correlation of predicted and measured step times over %zu plans: %.3f (acceptance: >= 0.8)\n",
-                measured.size(), rho);
-    std::printf("# the planner's pick (rank 1) measured %.2f ms, the fastest measured %.2f ms: %.1f%% slower "
-                "(acceptance: within 10%%)\n", 1e3 * measured[0], 1e3 * best, 100 * (pick - 1));
+    std::printf(
+        "# Spearman rank correlation of predicted and measured step times over %zu plans: %.3f (acceptance: >= 0.8)\n",
+        measured.size(), rho);
+    std::printf(
+        "# the planner's pick (rank 1) measured %.2f ms, the fastest measured %.2f ms: %.1f%% slower "
+        "(acceptance: within 10%%)\n",
+        1e3 * measured[0], 1e3 * best, 100 * (pick - 1));
     std::printf("# memory: %lld ranks x kinds off the model (must be 0)\n", static_cast<long long>(wrong_total));
     if (o.has("json")) report.write_json(o.text("json", ""), "plan");
   }
@@ -178,7 +191,8 @@ int run_plan_bench(Communicator& world, int argc, char** argv) {
     cluster = plan::cluster_of(measured, ranks, cores, memory, "measured in-process first");
     cluster.intra.latency = cluster.inter.latency =
         std::max(measured.broadcast_alpha, crowded.broadcast_alpha / std::max(ranks - 1, 1));
-    cluster.source += format("; latency %.1f us per message measured with %d ranks", 1e6 * cluster.intra.latency, ranks);
+    cluster.source +=
+        format("; latency %.1f us per message measured with %d ranks", 1e6 * cluster.intra.latency, ranks);
   }
   if (!o.has("in-process")) return bench(world, o, cluster);
   int status = 0;

@@ -15,13 +15,16 @@ namespace optimus::examples {
 
 plan::Plan auto_plan(Communicator& world, const cli::Options& o, const DeviceChoice& device, const GptConfig& config,
                      std::int64_t global_batch, bool in_process) {
-  for (const char* option : {"q", "pp", "schedule", "chunks", "micro-batches", "recompute", "offload", "offload-update"}) {
+  for (const char* option :
+       {"q", "pp", "schedule", "chunks", "micro-batches", "recompute", "offload", "offload-update"}) {
     OPTIMUS_CHECK(!o.has(option), "--", option, " with --plan auto: the plan chooses it");
   }
   for (const char* option : {"init", "resume"}) {
-    OPTIMUS_CHECK(!o.has(option), "--", option, " with --plan auto: the plan is made for the options' model, not a file's");
+    OPTIMUS_CHECK(!o.has(option), "--", option,
+                  " with --plan auto: the plan is made for the options' model, not a file's");
   }
-  OPTIMUS_CHECK(device.kind != Device::cuda, "--plan auto with --device cuda: give the GPU cluster to optimus-plan and "
+  OPTIMUS_CHECK(device.kind != Device::cuda,
+                "--plan auto with --device cuda: give the GPU cluster to optimus-plan and "
                 "its layout to train_gpt (this machine's calibration measures CPU ranks)");
   const int ranks = world.size();
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
@@ -46,8 +49,8 @@ plan::Plan auto_plan(Communicator& world, const cli::Options& o, const DeviceCho
   }
   r.cluster.has_device = device.kind == Device::sim;
   if (r.cluster.has_device) r.cluster.host_link = std::isfinite(device.sim_bandwidth) ? device.sim_bandwidth : 10e9;
-  r.workload = plan::Workload{.config = config, .global_batch = global_batch, .seq = config.max_seq,
-                              .element_bytes = 4, .saved_bytes = 4};
+  r.workload = plan::Workload{
+      .config = config, .global_batch = global_batch, .seq = config.max_seq, .element_bytes = 4, .saved_bytes = 4};
   r.only = plan::TensorParallel::two_d;
   r.runnable_only = true;
   r.max_micro_batches = 16;

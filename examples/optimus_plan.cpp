@@ -30,8 +30,8 @@ plan::Request request_of(const cli::Options& o) {
                 "optimus-plan needs --gpus, --hidden, --heads, --layers and --seq");
   const std::uint64_t memory = o.bytes("device-memory", std::uint64_t{80} << 30);
   if (o.has("calibration")) {
-    r.cluster = plan::read_calibration(o.text("calibration", ""), gpus, static_cast<int>(o.integer("cores", gpus)),
-                                       memory);
+    r.cluster =
+        plan::read_calibration(o.text("calibration", ""), gpus, static_cast<int>(o.integer("cores", gpus)), memory);
     r.cluster.gpus_per_node = static_cast<int>(o.integer("gpus-per-node", gpus));
     r.cluster.host_memory = o.bytes("host-memory", memory);
     r.cluster.overlap = o.real("overlap", 0);
@@ -75,11 +75,12 @@ int main(int argc, char** argv) {
     const plan::Request request = request_of(o);
     const plan::Result result = plan::plan(request);
     for (const std::string& line : plan::assumptions(request)) std::printf("%s\n", line.c_str());
-    std::printf("# %lld layouts; %lld rejected as their model states exceed the device, %lld as no recomputation "
-                "fits; %lld offload variants not tried (the layout fits without); %lld not run by Optimus yet%s\n",
-                static_cast<long long>(result.enumerated), static_cast<long long>(result.pruned_states),
-                static_cast<long long>(result.pruned_memory), static_cast<long long>(result.pruned_offload),
-                static_cast<long long>(result.not_runnable), request.runnable_only ? " (--runnable)" : "");
+    std::printf(
+        "# %lld layouts; %lld rejected as their model states exceed the device, %lld as no recomputation "
+        "fits; %lld offload variants not tried (the layout fits without); %lld not run by Optimus yet%s\n",
+        static_cast<long long>(result.enumerated), static_cast<long long>(result.pruned_states),
+        static_cast<long long>(result.pruned_memory), static_cast<long long>(result.pruned_offload),
+        static_cast<long long>(result.not_runnable), request.runnable_only ? " (--runnable)" : "");
     if (o.has("json")) {
       const std::string path = o.text("json", "");
       std::ofstream(path + ".partial") << plan::to_json(request, result);
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
       for (const plan::Plan& p : result.plans) {
         if (p.layout.tensor != kind) continue;
         std::printf("# best %s: %s, %.3f ms per step%s%s\n", plan::name_of(kind), plan::describe(p.layout).c_str(),
-                    1e3 * p.time.seconds, p.runnable.empty() ? "" : " (not runnable yet: ", p.runnable.empty() ? "" : (p.runnable + ")").c_str());
+                    1e3 * p.time.seconds, p.runnable.empty() ? "" : " (not runnable yet: ",
+                    p.runnable.empty() ? "" : (p.runnable + ")").c_str());
         break;
       }
     }

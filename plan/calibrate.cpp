@@ -64,9 +64,8 @@ Calibration calibrate(Communicator& world, int iters) {
       std::vector<float> buf(count, 1.0f);
       b_time.push_back(seconds_of(world, iters, [&] { world.broadcast(buf.data(), count, DType::f32, 0); }));
       b_bytes.push_back(static_cast<double>(count * 4));
-      a_time.push_back(seconds_of(world, iters, [&] {
-        world.all_reduce(buf.data(), buf.data(), count, DType::f32, ReduceOp::sum);
-      }));
+      a_time.push_back(seconds_of(world, iters,
+                                  [&] { world.all_reduce(buf.data(), buf.data(), count, DType::f32, ReduceOp::sum); }));
       a_bytes.push_back(2.0 * (p - 1) / p * static_cast<double>(count * 4));
     }
     const Fit bcast = fit(b_bytes, b_time), allreduce = fit(a_bytes, a_time);
@@ -85,11 +84,12 @@ Calibration calibrate(Communicator& world, int iters) {
   out.gelu_per_s = elements / seconds_of(world, iters, [&] { cpu::gelu_forward<float>(x.view(), z.view()); });
   out.axpby_per_s = elements / seconds_of(world, iters, [&] { cpu::axpby<float>(1.0f, z.view(), 0.5f, y.view()); });
   Tensor<float> m(Shape{n, n}), v(Shape{n, n});
-  const AdamWStep step{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 1, .c1 = 0.1,
-                       .c2 = 0.05};
-  out.adamw_per_s = elements / seconds_of(world, iters, [&] {
-    ops::adamw_update<float>(x.view(), TensorView<const float>(y.view()), m.view(), v.view(), step, ops::Queue{});
-  });
+  const AdamWStep step{
+      .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 1, .c1 = 0.1, .c2 = 0.05};
+  out.adamw_per_s =
+      elements / seconds_of(world, iters, [&] {
+        ops::adamw_update<float>(x.view(), TensorView<const float>(y.view()), m.view(), v.view(), step, ops::Queue{});
+      });
   return out;
 }
 
@@ -106,16 +106,27 @@ std::string to_json(const Calibration& c) {
   return text;
 }
 
-Cluster cluster_of(const Calibration& c, int gpus, int cores, std::uint64_t memory_per_rank, const std::string& source) {
+Cluster cluster_of(const Calibration& c, int gpus, int cores, std::uint64_t memory_per_rank,
+                   const std::string& source) {
   OPTIMUS_CHECK(c.broadcast_beta > 0 && c.gemm_gflops > 0 && c.gelu_per_s > 0 && c.axpby_per_s > 0 && c.adamw_per_s > 0,
                 "calibration ", source, ": broadcast beta ", c.broadcast_beta, " s/B, GEMM ", c.gemm_gflops,
                 " GFLOP/s, GELU ", c.gelu_per_s, ", axpby ", c.axpby_per_s, " and AdamW ", c.adamw_per_s,
                 " per second must be positive (communication: measure with at least 2 ranks)");
   const Link measured{.bandwidth = 1.0 / c.broadcast_beta, .latency = c.broadcast_alpha};
-  return Cluster{.gpus = gpus, .gpus_per_node = gpus, .device_memory = memory_per_rank, .host_memory = memory_per_rank,
-                 .has_device = false, .intra = measured, .inter = measured, .gemm_flops = c.gemm_gflops * 1e9,
-                 .element_rate = c.gelu_per_s, .stream_rate = c.axpby_per_s, .optimizer_rate = c.adamw_per_s,
-                 .host_link = 0, .overlap = 0, .cores = cores,
+  return Cluster{.gpus = gpus,
+                 .gpus_per_node = gpus,
+                 .device_memory = memory_per_rank,
+                 .host_memory = memory_per_rank,
+                 .has_device = false,
+                 .intra = measured,
+                 .inter = measured,
+                 .gemm_flops = c.gemm_gflops * 1e9,
+                 .element_rate = c.gelu_per_s,
+                 .stream_rate = c.axpby_per_s,
+                 .optimizer_rate = c.adamw_per_s,
+                 .host_link = 0,
+                 .overlap = 0,
+                 .cores = cores,
                  .source = source + " (" + std::to_string(c.ranks) + " ranks measured; " + std::to_string(gpus) +
                            " ranks on " + std::to_string(cores) + " cores)"};
 }

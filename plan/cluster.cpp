@@ -11,16 +11,26 @@
 namespace optimus::plan {
 
 Cluster h100_cluster(int gpus, int gpus_per_node, std::uint64_t device_memory) {
-  return Cluster{.gpus = gpus, .gpus_per_node = gpus_per_node, .device_memory = device_memory,
-                 .host_memory = std::uint64_t{2} * 1000 * 1000 * 1000 * 1000 / static_cast<std::uint64_t>(std::max(gpus_per_node, 1)),
+  return Cluster{.gpus = gpus,
+                 .gpus_per_node = gpus_per_node,
+                 .device_memory = device_memory,
+                 .host_memory = std::uint64_t{2} * 1000 * 1000 * 1000 * 1000 /
+                                static_cast<std::uint64_t>(std::max(gpus_per_node, 1)),
                  .has_device = true,
-                 .intra = Link{.bandwidth = 450e9, .latency = 5e-6}, .inter = Link{.bandwidth = 50e9, .latency = 10e-6},
-                 .gemm_flops = 600e12, .element_rate = 3.35e12 / 4, .stream_rate = 3.35e12 / 4,
-                 .optimizer_rate = 3.35e12 / 28, .host_link = 50e9, .overlap = 0.5, .cores = gpus,
-                 .source = "H100 SXM preset: NVLink 4 450 GB/s per GPU inside nodes, InfiniBand NDR 50 GB/s per GPU "
-                           "between them, 600 TFLOP/s bf16 GEMMs achieved, element-wise work at 3.35 TB/s "
-                           "(0.84e12 2-byte elements read and written per second; AdamW 0.12e12 parameters/s: 28 bytes "
-                           "each), PCIe 5 50 GB/s, half of 2D's SUMMA traffic hidden behind its GEMMs"};
+                 .intra = Link{.bandwidth = 450e9, .latency = 5e-6},
+                 .inter = Link{.bandwidth = 50e9, .latency = 10e-6},
+                 .gemm_flops = 600e12,
+                 .element_rate = 3.35e12 / 4,
+                 .stream_rate = 3.35e12 / 4,
+                 .optimizer_rate = 3.35e12 / 28,
+                 .host_link = 50e9,
+                 .overlap = 0.5,
+                 .cores = gpus,
+                 .source =
+                     "H100 SXM preset: NVLink 4 450 GB/s per GPU inside nodes, InfiniBand NDR 50 GB/s per GPU "
+                     "between them, 600 TFLOP/s bf16 GEMMs achieved, element-wise work at 3.35 TB/s "
+                     "(0.84e12 2-byte elements read and written per second; AdamW 0.12e12 parameters/s: 28 bytes "
+                     "each), PCIe 5 50 GB/s, half of 2D's SUMMA traffic hidden behind its GEMMs"};
 }
 
 Cluster read_calibration(const std::string& path, int gpus, int cores, std::uint64_t memory_per_rank) {
@@ -40,7 +50,8 @@ Cluster read_calibration(const std::string& path, int gpus, int cores, std::uint
                   " is not a finite, non-negative number");
     return v;
   };
-  const Calibration c{.ranks = static_cast<int>(number("ranks")), .backend = "",
+  const Calibration c{.ranks = static_cast<int>(number("ranks")),
+                      .backend = "",
                       .broadcast_alpha = number("broadcast_alpha_s"),
                       .broadcast_beta = number("broadcast_beta_s_per_byte"),
                       .allreduce_alpha = number("allreduce_alpha_s"),
@@ -64,9 +75,9 @@ void validate(const Cluster& c) {
                 " flop/s, element rates ", c.element_rate, " and ", c.stream_rate, " /s and optimizer rate ",
                 c.optimizer_rate, " /s must be positive");
   OPTIMUS_CHECK(!c.has_device || rate(c.host_link), "cluster: a device needs a host link, got ", c.host_link, " B/s");
-  OPTIMUS_CHECK(std::isfinite(c.intra.latency) && c.intra.latency >= 0 && std::isfinite(c.inter.latency) &&
-                    c.inter.latency >= 0,
-                "cluster: latencies ", c.intra.latency, " and ", c.inter.latency, " s must be non-negative");
+  OPTIMUS_CHECK(
+      std::isfinite(c.intra.latency) && c.intra.latency >= 0 && std::isfinite(c.inter.latency) && c.inter.latency >= 0,
+      "cluster: latencies ", c.intra.latency, " and ", c.inter.latency, " s must be non-negative");
   OPTIMUS_CHECK(c.overlap >= 0 && c.overlap <= 1, "cluster: overlap ", c.overlap, " is not in [0, 1]");
 }
 

@@ -36,7 +36,8 @@ std::string describe(const Layout& l) {
     os << ' ' << pipeline::name_of(l.schedule);
     if (l.chunks > 1) os << " v=" << l.chunks;
   }
-  os << " m=" << l.micro_batches << " offload=" << name_of(l.offload) << " recompute=" << describe_recompute(l.recompute);
+  os << " m=" << l.micro_batches << " offload=" << name_of(l.offload)
+     << " recompute=" << describe_recompute(l.recompute);
   return os.str();
 }
 

@@ -33,9 +33,14 @@ Others others(const Layout& l, const GptConfig& c) {
 std::int64_t micro_sequences(const Layout& l, const Workload& w) { return w.global_batch / l.dp / l.micro_batches; }
 
 BlockActivations shape_of(const Layout& l, const Workload& w) {
-  return BlockActivations{.batch = micro_sequences(l, w), .seq = w.seq, .hidden = w.config.hidden,
-                          .heads = w.config.heads, .ffn = w.config.ffn, .q = l.q(),
-                          .element_bytes = w.element_bytes, .saved_bytes = w.saved_bytes};
+  return BlockActivations{.batch = micro_sequences(l, w),
+                          .seq = w.seq,
+                          .hidden = w.config.hidden,
+                          .heads = w.config.heads,
+                          .ffn = w.config.ffn,
+                          .q = l.q(),
+                          .element_bytes = w.element_bytes,
+                          .saved_bytes = w.saved_bytes};
 }
 
 // ln_f's and the head's saved bytes per rank for one micro-batch.
@@ -59,8 +64,11 @@ std::int64_t workspace_estimate(const Layout& l, const Workload& w) {
 // gradient apart), under the layout's offload mode.
 StateFootprint states(const Layout& l, const Workload& w, std::int64_t blocks, std::int64_t per_block,
                       std::int64_t other, std::int64_t head_wte) {
-  const ModelShards shards{.blocks = blocks, .block_parameters = per_block, .other_parameters = other,
-                           .wte = head_wte, .word = static_cast<std::size_t>(w.element_bytes)};
+  const ModelShards shards{.blocks = blocks,
+                           .block_parameters = per_block,
+                           .other_parameters = other,
+                           .wte = head_wte,
+                           .word = static_cast<std::size_t>(w.element_bytes)};
   std::optional<OptimizerOffload> optimizer;
   if (offloads_optimizer(l.offload)) {
     optimizer = OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = OptimizerOffload{}.chunk_elements};
@@ -76,11 +84,16 @@ KindBytes with_states(const StateBytes& s) {
 
 std::uint64_t KindBytes::of(MemoryKind kind) const {
   switch (kind) {
-    case MemoryKind::parameters: return parameters;
-    case MemoryKind::gradients: return gradients;
-    case MemoryKind::optimizer: return optimizer;
-    case MemoryKind::activations: return activations;
-    case MemoryKind::workspace: return workspace;
+    case MemoryKind::parameters:
+      return parameters;
+    case MemoryKind::gradients:
+      return gradients;
+    case MemoryKind::optimizer:
+      return optimizer;
+    case MemoryKind::activations:
+      return activations;
+    case MemoryKind::workspace:
+      return workspace;
   }
   return 0;
 }
@@ -96,9 +109,13 @@ std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recomput
   if (two_d(l)) return block_saved_bytes(s, policy);
   const std::int64_t n = s.batch * s.seq, h = s.hidden, e = s.saved_bytes, t = s.element_bytes, p = l.tp;
   switch (policy) {
-    case Recompute::none: return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p) + s.batch * (s.heads / p) * s.seq * s.seq) + t * 2 * n;
-    case Recompute::selective: return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p)) + t * 2 * n;
-    case Recompute::full: return t * n * h;
+    case Recompute::none:
+      return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p) + s.batch * (s.heads / p) * s.seq * s.seq) +
+             t * 2 * n;
+    case Recompute::selective:
+      return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p)) + t * 2 * n;
+    case Recompute::full:
+      return t * n * h;
   }
   return 0;
 }
@@ -144,12 +161,16 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
   // attn.c_proj ([N, h/t]) and mlp.c_proj ([N, ffn/t]); on u = U-1 ln_f's xhat, the head's input and dlogits (all of
   // the head's but ln_f's 1/std). Without recomputation (what pipelines run today) these are the trackers' figures;
   // with it (a prediction: pipelines do not recompute yet) the same weight bytes are assumed.
-  const bool plain = std::all_of(l.recompute.begin(), l.recompute.end(), [](Recompute r) { return r == Recompute::none; });
+  const bool plain =
+      std::all_of(l.recompute.begin(), l.recompute.end(), [](Recompute r) { return r == Recompute::none; });
   std::vector<pipeline::ChunkBytes> chunks;
   if (two_d(l) && plain) {
-    chunks = pipeline::gpt_chunk_bytes(schedule, c, pipeline::MicroBatchShape{
-        .sequences = micro_sequences(l, w), .seq = w.seq, .q = l.q(), .element_bytes = w.element_bytes,
-        .saved_bytes = w.saved_bytes});
+    chunks = pipeline::gpt_chunk_bytes(schedule, c,
+                                       pipeline::MicroBatchShape{.sequences = micro_sequences(l, w),
+                                                                 .seq = w.seq,
+                                                                 .q = l.q(),
+                                                                 .element_bytes = w.element_bytes,
+                                                                 .saved_bytes = w.saved_bytes});
   } else {
     const std::int64_t n = micro_sequences(l, w) * w.seq, e = w.saved_bytes;
     const std::int64_t block_weight = two_d(l) ? e * (n / l.q()) * ((5 * c.hidden + c.ffn) / l.q())
@@ -160,7 +181,8 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
       const bool last = u == schedule.virtual_stages() - 1;
       std::int64_t saved = last ? head : 0;
       for (std::int64_t k = range.first; k < range.first + range.count; ++k) {
-        saved += block_activation_bytes(l, w, l.recompute.empty() ? Recompute::none : l.recompute[static_cast<std::size_t>(k)]);
+        const Recompute policy = l.recompute.empty() ? Recompute::none : l.recompute[static_cast<std::size_t>(k)];
+        saved += block_activation_bytes(l, w, policy);
       }
       chunks.push_back({.saved = saved, .weight = range.count * block_weight + (last ? head_weight : 0)});
     }
@@ -169,7 +191,9 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
   const int first = schedule.stage_of(0), last = schedule.stage_of(schedule.virtual_stages() - 1);
   for (int s = 0; s < l.pp; ++s) {
     std::int64_t blocks = 0;
-    for (int k = 0; k < l.chunks; ++k) blocks += pipeline::layers_of(schedule, c.layers, schedule.virtual_stage(s, k)).count;
+    for (int k = 0; k < l.chunks; ++k) {
+      blocks += pipeline::layers_of(schedule, c.layers, schedule.virtual_stage(s, k)).count;
+    }
     const bool embedding = s == first || s == last, head = s == last;
     const std::int64_t other = (embedding ? o.wte + o.wpe : 0) + (head ? o.ln_f : 0);
     const StateFootprint f = states(l, w, blocks, per_block, other, head ? o.wte : 0);

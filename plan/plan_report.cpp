@@ -18,8 +18,11 @@ std::string gib(std::uint64_t bytes) { return fmt("%.3f", static_cast<double>(by
 std::string mib(std::uint64_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1024.0 * 1024)); }
 
 nlohmann::json kinds(const KindBytes& b) {
-  return {{"parameters", b.parameters}, {"gradients", b.gradients}, {"optimizer", b.optimizer},
-          {"activations", b.activations}, {"workspace_estimate", b.workspace}};
+  return {{"parameters", b.parameters},
+          {"gradients", b.gradients},
+          {"optimizer", b.optimizer},
+          {"activations", b.activations},
+          {"workspace_estimate", b.workspace}};
 }
 
 }  // namespace
@@ -40,20 +43,23 @@ std::vector<std::string> assumptions(const Request& r) {
   os.str("");
   os.precision(4);
   os << "# rates per rank: GEMM " << c.gemm_flops / 1e12 << " TFLOP/s, element-wise " << c.element_rate / 1e9
-     << " G elements/s (transcendental) and " << c.stream_rate / 1e9 << " (streaming), AdamW "
-     << c.optimizer_rate / 1e9 << " G parameters/s, intra-node " << c.intra.bandwidth / 1e9 << " GB/s + " << c.intra.latency * 1e6
+     << " G elements/s (transcendental) and " << c.stream_rate / 1e9 << " (streaming), AdamW " << c.optimizer_rate / 1e9
+     << " G parameters/s, intra-node " << c.intra.bandwidth / 1e9 << " GB/s + " << c.intra.latency * 1e6
      << " us per message, inter-node " << c.inter.bandwidth / 1e9 << " GB/s + " << c.inter.latency * 1e6
      << " us, host link " << c.host_link / 1e9 << " GB/s; " << c.cores << " ranks compute at once";
   out.push_back(os.str());
-  out.push_back("# memory: memory_model.hpp (the trackers' formulas; workspace an estimate); time: time_model.hpp "
-                "(GEMM flops / rate + element-wise work / rate + alpha-beta traffic, " +
-                fmt("%.0f", 100 * c.overlap) +
-                "% of 2D's SUMMA traffic hidden, 1D's backward all-reduces behind their weight-gradient GEMMs; "
-                "pipelines by the schedule simulator; replicas' all-reduce and AdamW after the pipeline)");
-  out.push_back("# recomputation per block: Galvatron's dynamic programme under the memory left; offload tried only "
-                "where the layout needs memory; 'runs' names what Optimus lacks to run a plan, '-' when it runs it");
-  out.push_back("# columns: step_ms predicted; dev_MiB = params/grads/optimizer/activations/workspace on the device "
-                "(stage with the most); host_MiB the same on the host; intra_MB/inter_MB received per rank per step");
+  out.push_back(
+      "# memory: memory_model.hpp (the trackers' formulas; workspace an estimate); time: time_model.hpp "
+      "(GEMM flops / rate + element-wise work / rate + alpha-beta traffic, " +
+      fmt("%.0f", 100 * c.overlap) +
+      "% of 2D's SUMMA traffic hidden, 1D's backward all-reduces behind their weight-gradient GEMMs; "
+      "pipelines by the schedule simulator; replicas' all-reduce and AdamW after the pipeline)");
+  out.push_back(
+      "# recomputation per block: Galvatron's dynamic programme under the memory left; offload tried only "
+      "where the layout needs memory; 'runs' names what Optimus lacks to run a plan, '-' when it runs it");
+  out.push_back(
+      "# columns: step_ms predicted; dev_MiB = params/grads/optimizer/activations/workspace on the device "
+      "(stage with the most); host_MiB the same on the host; intra_MB/inter_MB received per rank per step");
   return out;
 }
 
@@ -69,7 +75,8 @@ std::vector<std::string> table(const Result& result, std::size_t rows) {
     const KindBytes& h = p.memory.host;
     const std::string dev = mib(d.parameters) + "/" + mib(d.gradients) + "/" + mib(d.optimizer) + "/" +
                             mib(d.activations) + "/" + mib(d.workspace);
-    const std::string host = mib(h.parameters) + "/" + mib(h.gradients) + "/" + mib(h.optimizer) + "/" + mib(h.activations);
+    const std::string host =
+        mib(h.parameters) + "/" + mib(h.gradients) + "/" + mib(h.optimizer) + "/" + mib(h.activations);
     std::snprintf(line, sizeof line, "%-4zu %-62s %9.3f %6.3f %-40s %-32s %9.1f %9.1f  %s%s%s", i + 1,
                   describe(p.layout).c_str(), 1e3 * p.time.seconds, p.time.bubble, dev.c_str(), host.c_str(),
                   static_cast<double>(p.time.traffic.intra) / 1e6, static_cast<double>(p.time.traffic.inter) / 1e6,
@@ -88,18 +95,29 @@ std::vector<std::string> table(const Result& result, std::size_t rows) {
 std::string to_json(const Request& r, const Result& result) {
   nlohmann::ordered_json j;
   const Workload& w = r.workload;
-  j["workload"] = {{"hidden", w.config.hidden}, {"heads", w.config.heads}, {"layers", w.config.layers},
-                   {"ffn", w.config.ffn}, {"vocab", w.config.vocab}, {"max_seq", w.config.max_seq},
-                   {"global_batch", w.global_batch}, {"seq", w.seq}, {"element_bytes", w.element_bytes},
-                   {"saved_bytes", w.saved_bytes}};
+  j["workload"] = {{"hidden", w.config.hidden},        {"heads", w.config.heads},
+                   {"layers", w.config.layers},        {"ffn", w.config.ffn},
+                   {"vocab", w.config.vocab},          {"max_seq", w.config.max_seq},
+                   {"global_batch", w.global_batch},   {"seq", w.seq},
+                   {"element_bytes", w.element_bytes}, {"saved_bytes", w.saved_bytes}};
   const Cluster& c = r.cluster;
-  j["cluster"] = {{"gpus", c.gpus}, {"gpus_per_node", c.gpus_per_node}, {"device_memory", c.device_memory},
-                  {"host_memory", c.host_memory}, {"has_device", c.has_device},
-                  {"intra_bandwidth", c.intra.bandwidth}, {"intra_latency", c.intra.latency},
-                  {"inter_bandwidth", c.inter.bandwidth}, {"inter_latency", c.inter.latency},
-                  {"gemm_flops", c.gemm_flops}, {"element_rate", c.element_rate}, {"stream_rate", c.stream_rate},
-                  {"optimizer_rate", c.optimizer_rate}, {"host_link", c.host_link},
-                  {"overlap", c.overlap}, {"cores", c.cores}, {"source", c.source}};
+  j["cluster"] = {{"gpus", c.gpus},
+                  {"gpus_per_node", c.gpus_per_node},
+                  {"device_memory", c.device_memory},
+                  {"host_memory", c.host_memory},
+                  {"has_device", c.has_device},
+                  {"intra_bandwidth", c.intra.bandwidth},
+                  {"intra_latency", c.intra.latency},
+                  {"inter_bandwidth", c.inter.bandwidth},
+                  {"inter_latency", c.inter.latency},
+                  {"gemm_flops", c.gemm_flops},
+                  {"element_rate", c.element_rate},
+                  {"stream_rate", c.stream_rate},
+                  {"optimizer_rate", c.optimizer_rate},
+                  {"host_link", c.host_link},
+                  {"overlap", c.overlap},
+                  {"cores", c.cores},
+                  {"source", c.source}};
   j["enumerated"] = result.enumerated;
   j["pruned_states"] = result.pruned_states;
   j["pruned_memory"] = result.pruned_memory;
@@ -112,19 +130,35 @@ std::string to_json(const Request& r, const Result& result) {
     nlohmann::ordered_json recompute = nlohmann::ordered_json::array();
     for (Recompute x : l.recompute) recompute.push_back(name_of(x));
     plans.push_back({{"layout", describe(l)},
-                     {"tensor", name_of(l.tensor)}, {"tp", l.tp}, {"q", l.q()}, {"dp", l.dp}, {"pp", l.pp},
-                     {"schedule", std::string(pipeline::name_of(l.schedule))}, {"chunks", l.chunks},
-                     {"micro_batches", l.micro_batches}, {"offload", name_of(l.offload)}, {"recompute", recompute},
-                     {"step_seconds", p.time.seconds}, {"critical_seconds", p.time.critical},
-                     {"work_seconds", p.time.work}, {"pipeline_seconds", p.time.pipeline}, {"bubble", p.time.bubble},
-                     {"tensor_comm_seconds", p.time.tensor_comm}, {"data_parallel_seconds", p.time.data_parallel},
-                     {"optimizer_seconds", p.time.optimizer}, {"offload_seconds", p.time.offload},
+                     {"tensor", name_of(l.tensor)},
+                     {"tp", l.tp},
+                     {"q", l.q()},
+                     {"dp", l.dp},
+                     {"pp", l.pp},
+                     {"schedule", std::string(pipeline::name_of(l.schedule))},
+                     {"chunks", l.chunks},
+                     {"micro_batches", l.micro_batches},
+                     {"offload", name_of(l.offload)},
+                     {"recompute", recompute},
+                     {"step_seconds", p.time.seconds},
+                     {"critical_seconds", p.time.critical},
+                     {"work_seconds", p.time.work},
+                     {"pipeline_seconds", p.time.pipeline},
+                     {"bubble", p.time.bubble},
+                     {"tensor_comm_seconds", p.time.tensor_comm},
+                     {"data_parallel_seconds", p.time.data_parallel},
+                     {"optimizer_seconds", p.time.optimizer},
+                     {"offload_seconds", p.time.offload},
                      {"recompute_seconds", p.recompute_seconds},
-                     {"device_bytes", kinds(p.memory.device)}, {"host_bytes", kinds(p.memory.host)},
+                     {"device_bytes", kinds(p.memory.device)},
+                     {"host_bytes", kinds(p.memory.host)},
                      {"peak_stage", p.memory.stage},
-                     {"intra_bytes", p.time.traffic.intra}, {"inter_bytes", p.time.traffic.inter},
+                     {"intra_bytes", p.time.traffic.intra},
+                     {"inter_bytes", p.time.traffic.inter},
                      {"host_copy_bytes", p.time.traffic.host},
-                     {"runnable", p.runnable.empty()}, {"missing", p.runnable}, {"why", p.why}});
+                     {"runnable", p.runnable.empty()},
+                     {"missing", p.runnable},
+                     {"why", p.why}});
   }
   j["plans"] = plans;
   nlohmann::ordered_json rejected = nlohmann::ordered_json::array();

@@ -18,8 +18,10 @@ constexpr Recompute kPolicies[] = {Recompute::none, Recompute::selective, Recomp
 std::string gib(double bytes) {
   std::ostringstream os;
   os.precision(bytes >= 1024.0 * 1024 * 1024 ? 4 : 3);
-  if (bytes >= 1024.0 * 1024 * 1024) os << bytes / (1024.0 * 1024 * 1024) << " GiB";
-  else os << bytes / (1024.0 * 1024) << " MiB";
+  if (bytes >= 1024.0 * 1024 * 1024)
+    os << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  else
+    os << bytes / (1024.0 * 1024) << " MiB";
   return os.str();
 }
 
@@ -60,8 +62,14 @@ std::vector<Layout> enumerate_layouts(const Request& r, int gpus) {
             // One micro-batch: GPipe and ZB-H1 run 1F1B's operations (pruned as duplicates).
             if (pp > 1 && m == 1 && kind_s != pipeline::Kind::one_f_one_b && v == 1) continue;
             for (Offload o : offloads) {
-              Layout l{.tensor = kind, .tp = tp, .dp = dp, .pp = pp, .schedule = kind_s, .chunks = v,
-                       .micro_batches = static_cast<int>(m), .offload = o,
+              Layout l{.tensor = kind,
+                       .tp = tp,
+                       .dp = dp,
+                       .pp = pp,
+                       .schedule = kind_s,
+                       .chunks = v,
+                       .micro_batches = static_cast<int>(m),
+                       .offload = o,
                        .recompute = std::vector<Recompute>(static_cast<std::size_t>(w.config.layers), Recompute::none)};
               if (shape_error(l, w).empty()) out.push_back(std::move(l));
             }
@@ -125,9 +133,9 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
     // The stage's blocks: its chunks' layers (not contiguous with interleaved or wave chunks).
     std::vector<std::int64_t> mine;
     for (int chunk = 0; chunk < l.chunks; ++chunk) {
-      const pipeline::LayerRange range = l.pp == 1 ? pipeline::LayerRange{.first = 0, .count = w.config.layers}
-                                                   : pipeline::layers_of(schedule, w.config.layers,
-                                                                         schedule.virtual_stage(s, chunk));
+      const pipeline::LayerRange range =
+          l.pp == 1 ? pipeline::LayerRange{.first = 0, .count = w.config.layers}
+                    : pipeline::layers_of(schedule, w.config.layers, schedule.virtual_stage(s, chunk));
       for (std::int64_t k = range.first; k < range.first + range.count; ++k) mine.push_back(k);
     }
     const auto blocks_here = static_cast<std::int64_t>(mine.size());
@@ -135,10 +143,10 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
     const std::int64_t flight = in_flight[static_cast<std::size_t>(s)];
     const std::int64_t blocks_none = (l.pp == 1 ? 1 : flight) * blocks_here * none;
     const std::int64_t rest = std::max<std::int64_t>(static_cast<std::int64_t>(m.device.activations) - blocks_none, 0);
-    const std::int64_t budget = static_cast<std::int64_t>(c.device_memory) -
-                                static_cast<std::int64_t>(m.device.parameters + m.device.gradients + m.device.optimizer +
-                                                          m.device.workspace) -
-                                std::max(rest, recompute_allowed ? none : 0);
+    const auto states =
+        static_cast<std::int64_t>(m.device.parameters + m.device.gradients + m.device.optimizer + m.device.workspace);
+    const std::int64_t budget =
+        static_cast<std::int64_t>(c.device_memory) - states - std::max(rest, recompute_allowed ? none : 0);
     std::vector<std::vector<StrategyCost>> options;
     for (std::int64_t k = 0; k < blocks_here; ++k) {
       std::vector<StrategyCost>& o = options.emplace_back();
@@ -147,8 +155,9 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
         const std::int64_t held = l.offload == Offload::spill_activations && l.pp == 1
                                       ? (k + 1 == blocks_here ? 1 : 0) * block_activation_bytes(l, w, p)
                                       : flight * block_activation_bytes(l, w, p);
-        o.push_back({.memory = held,
-                     .seconds = static_cast<double>(per_layer_step) * (block.forward + block.backward[static_cast<int>(p)])});
+        o.push_back(
+            {.memory = held,
+             .seconds = static_cast<double>(per_layer_step) * (block.forward + block.backward[static_cast<int>(p)])});
       }
     }
     const std::int64_t unit = std::max<std::int64_t>(1, budget / 256);
@@ -169,8 +178,12 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
     out.outcome = Outcome::activations;
     return out;
   }
-  Plan p{.layout = l, .memory = exact, .time = predict_step(l, w, c), .recompute_seconds = 0,
-         .runnable = runnable(l, c.has_device), .why = {}};
+  Plan p{.layout = l,
+         .memory = exact,
+         .time = predict_step(l, w, c),
+         .recompute_seconds = 0,
+         .runnable = runnable(l, c.has_device),
+         .why = {}};
   for (std::size_t k = 0; k < layers; ++k) {
     p.recompute_seconds += l.micro_batches * (block.backward[static_cast<int>(l.recompute[k])] - block.backward[0]);
   }
@@ -274,13 +287,15 @@ Result plan(const Request& r) {
     }
     if (e.outcome == Outcome::states) {
       ++out.pruned_states;
-      out.rejected.push_back({.layout = l, .why = "model states exceed the device's " +
-                                                  gib(static_cast<double>(r.cluster.device_memory))});
+      out.rejected.push_back(
+          {.layout = l,
+           .why = "model states exceed the device's " + gib(static_cast<double>(r.cluster.device_memory))});
     }
     if (e.outcome == Outcome::activations) {
       ++out.pruned_memory;
-      out.rejected.push_back({.layout = l, .why = "no recomputation fits: it needs at least " +
-                                                  gib(static_cast<double>(e.least_memory)) + " per rank"});
+      out.rejected.push_back({.layout = l,
+                              .why = "no recomputation fits: it needs at least " +
+                                     gib(static_cast<double>(e.least_memory)) + " per rank"});
     }
     if (!e.plan) continue;
     if (l.offload == Offload::none) {
@@ -315,9 +330,10 @@ Result plan(const Request& r) {
   } else if (r.runnable_only && out.not_runnable == out.enumerated) {
     os << "Optimus cannot yet run any of the " << out.enumerated << " layouts on this cluster";
   } else {
-    os << "nothing fits in " << gib(static_cast<double>(r.cluster.device_memory)) << " of device memory per rank: the least any of the "
-       << out.enumerated << " layouts of " << r.cluster.gpus << " GPUs needs is " << gib(static_cast<double>(least))
-       << " (" << least_layout << "); " << fewest_gpus_message(r);
+    os << "nothing fits in " << gib(static_cast<double>(r.cluster.device_memory))
+       << " of device memory per rank: the least any of the " << out.enumerated << " layouts of " << r.cluster.gpus
+       << " GPUs needs is " << gib(static_cast<double>(least)) << " (" << least_layout << "); "
+       << fewest_gpus_message(r);
   }
   out.infeasible = os.str();
   return out;

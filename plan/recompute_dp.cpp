@@ -19,10 +19,10 @@ DpChoice choose_strategies(const std::vector<std::vector<StrategyCost>>& options
   const auto units = static_cast<std::size_t>(budget / unit);
   constexpr double kNever = std::numeric_limits<double>::infinity();
   // f[i][v][s]: the least time of blocks 0..i within v units with block i under s; from[i][v][s]: block i-1's s'.
-  std::vector<std::vector<std::vector<double>>> f(layers,
-                                                  std::vector<std::vector<double>>(units + 1, std::vector<double>(strategies, kNever)));
-  std::vector<std::vector<std::vector<int>>> from(layers,
-                                                  std::vector<std::vector<int>>(units + 1, std::vector<int>(strategies, -1)));
+  std::vector<std::vector<std::vector<double>>> f(
+      layers, std::vector<std::vector<double>>(units + 1, std::vector<double>(strategies, kNever)));
+  std::vector<std::vector<std::vector<int>>> from(
+      layers, std::vector<std::vector<int>>(units + 1, std::vector<int>(strategies, -1)));
   const auto need = [&](std::size_t i, std::size_t s) {
     const std::int64_t m = options[i][s].memory;
     OPTIMUS_CHECK(m >= 0, "recomputation programme: block ", i, " strategy ", s, " holds ", m, " bytes");

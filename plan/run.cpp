@@ -27,13 +27,16 @@ std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t se
 }
 
 KindBytes peaks(const MemoryTracker& m, MemoryPlace place) {
-  return KindBytes{.parameters = m.peak(MemoryKind::parameters, place), .gradients = m.peak(MemoryKind::gradients, place),
-                   .optimizer = m.peak(MemoryKind::optimizer, place), .activations = m.peak(MemoryKind::activations, place),
+  return KindBytes{.parameters = m.peak(MemoryKind::parameters, place),
+                   .gradients = m.peak(MemoryKind::gradients, place),
+                   .optimizer = m.peak(MemoryKind::optimizer, place),
+                   .activations = m.peak(MemoryKind::activations, place),
                    .workspace = m.peak(MemoryKind::workspace, place)};
 }
 
 // Times `step` (one training step on this rank's batch, then AdamW) and reads the tracker of `grid`.
-Measured measure(Communicator& world, const Grid& grid, int warmup, int steps, const std::function<double(std::uint64_t)>& step) {
+Measured measure(Communicator& world, const Grid& grid, int warmup, int steps,
+                 const std::function<double(std::uint64_t)>& step) {
   std::vector<double> seconds;
   Measured out;
   for (int it = 0; it < warmup + steps; ++it) {
@@ -71,7 +74,8 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
   if (l.tensor == TensorParallel::two_d && l.pp == 1) {
     const Grid grid = Grid::create(world, l.q());
     Gpt2D<float> model(grid, w.config);
-    for (std::size_t k = 0; k < l.recompute.size(); ++k) model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
+    for (std::size_t k = 0; k < l.recompute.size(); ++k)
+      model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
     AdamW<float> adamw(grid, model.parameters(), adamw_config());
     const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of(grid));
     const auto targets = random_ids(replica * w.seq, w.config.vocab, 23 + replica_of(grid));
@@ -102,7 +106,8 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
   if (l.pp == 1) {
     const megatron::Group group(world);
     megatron::Gpt1D<float> model(group, w.config);
-    for (std::size_t k = 0; k < l.recompute.size(); ++k) model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
+    for (std::size_t k = 0; k < l.recompute.size(); ++k)
+      model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
     AdamW<float> adamw(group, model.parameters(), adamw_config());
     return measure(world, group.local(), warmup, steps, [&](std::uint64_t step) {
       model.zero_grad();

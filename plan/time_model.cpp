@@ -29,18 +29,19 @@ struct Ring {
 Ring ring_all_reduce(double bytes, int p, const Link& over) {
   if (p < 2) return {};
   const double moved = 2.0 * (p - 1) / p * bytes;
-  return {.seconds = moved / over.bandwidth + 2.0 * (p - 1) * over.latency, .copying = moved / over.bandwidth,
+  return {.seconds = moved / over.bandwidth + 2.0 * (p - 1) * over.latency,
+          .copying = moved / over.bandwidth,
           .bytes = static_cast<std::uint64_t>(moved)};
 }
 
 // One block's parts on one micro-batch, per rank.
 struct BlockParts {
-  double forward_compute = 0, forward_comm = 0;    // comm: exposed
+  double forward_compute = 0, forward_comm = 0;  // comm: exposed
   double backward_compute = 0, backward_comm = 0;
-  double comm_busy = 0;                            // seconds of copying the bytes: ranks sharing cores are busy
-                                                   // copying; while they wait out a latency, others compute
-  double selective_extra = 0;                      // the attention core again
-  std::uint64_t intra = 0, inter = 0;              // bytes received, forward and backward
+  double comm_busy = 0;                // seconds of copying the bytes: ranks sharing cores are busy
+                                       // copying; while they wait out a latency, others compute
+  double selective_extra = 0;          // the attention core again
+  std::uint64_t intra = 0, inter = 0;  // bytes received, forward and backward
 };
 
 struct Shape {
@@ -50,10 +51,15 @@ struct Shape {
 Shape shape_of(const Layout& l, const Workload& w) {
   const GptConfig& c = w.config;
   const double b = static_cast<double>(w.global_batch / l.dp / l.micro_batches);
-  return {.n = b * static_cast<double>(w.seq), .s = static_cast<double>(w.seq), .h = static_cast<double>(c.hidden),
-          .f = static_cast<double>(c.ffn), .a = static_cast<double>(c.heads), .b = b,
+  return {.n = b * static_cast<double>(w.seq),
+          .s = static_cast<double>(w.seq),
+          .h = static_cast<double>(c.hidden),
+          .f = static_cast<double>(c.ffn),
+          .a = static_cast<double>(c.heads),
+          .b = b,
           .v = static_cast<double>(c.stored_vocab(two_d(l) ? l.q() : l.tp)),
-          .t = static_cast<double>(w.element_bytes), .e = static_cast<double>(w.saved_bytes),
+          .t = static_cast<double>(w.element_bytes),
+          .e = static_cast<double>(w.saved_bytes),
           .dropout = c.dropout > 0 ? 1.0 : 0.0};
 }
 
@@ -71,14 +77,15 @@ BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
   BlockParts p;
   p.forward_compute = gemm / tp / c.gemm_flops + elementwise;
   p.backward_compute = 2 * p.forward_compute;
-  p.selective_extra = 4 * x.n * x.s * x.h / tp / c.gemm_flops +
-                      scores * (2 / c.stream_rate + (1 + x.dropout) / c.element_rate) / tp;
+  p.selective_extra =
+      4 * x.n * x.s * x.h / tp / c.gemm_flops + scores * (2 / c.stream_rate + (1 + x.dropout) / c.element_rate) / tp;
   if (two_d(l)) {
     const int q = l.q();
     if (q > 1) {
       const BlockShape s{static_cast<std::int64_t>(x.b), w.seq, w.config.hidden, w.config.heads, w.config.ffn};
       const auto elem = static_cast<std::size_t>(w.element_bytes);
-      const double total = static_cast<double>(predicted_bytes_2d(s, q, elem, 1, static_cast<std::size_t>(w.saved_bytes)));
+      const double total =
+          static_cast<double>(predicted_bytes_2d(s, q, elem, 1, static_cast<std::size_t>(w.saved_bytes)));
       const double qq = q;
       const double weights = 3.0 * (qq - 1) / (qq * qq) * (4 * x.h * x.h + 2 * x.h * x.f) * x.t;
       const double rows = total - weights;
@@ -122,10 +129,9 @@ EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
   if (two_d(l) && l.q() > 1) {
     const int q = l.q();
     const bool in = q * q <= c.gpus_per_node;
-    const auto bytes = static_cast<double>(linear_2d_bytes(static_cast<std::int64_t>(x.n), w.config.hidden,
-                                                           static_cast<std::int64_t>(x.v), static_cast<std::uint64_t>(q),
-                                                           static_cast<std::size_t>(w.element_bytes),
-                                                           static_cast<std::size_t>(w.saved_bytes)));
+    const auto bytes = static_cast<double>(linear_2d_bytes(
+        static_cast<std::int64_t>(x.n), w.config.hidden, static_cast<std::int64_t>(x.v), static_cast<std::uint64_t>(q),
+        static_cast<std::size_t>(w.element_bytes), static_cast<std::size_t>(w.saved_bytes)));
     const double seconds = bytes / link(c, in).bandwidth + 6.0 * (q - 1) * link(c, in).latency;
     p.head_forward += (1 - c.overlap) * seconds / 3;
     p.head_backward += (1 - c.overlap) * seconds * 2 / 3;
@@ -147,9 +153,12 @@ EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
 double backward_of(const BlockParts& p, Recompute policy) {
   const double base = p.backward_compute + p.backward_comm;
   switch (policy) {
-    case Recompute::none: return base;
-    case Recompute::selective: return base + p.selective_extra;
-    case Recompute::full: return base + p.forward_compute + p.forward_comm;
+    case Recompute::none:
+      return base;
+    case Recompute::selective:
+      return base + p.selective_extra;
+    case Recompute::full:
+      return base + p.forward_compute + p.forward_comm;
   }
   return base;
 }
@@ -179,7 +188,8 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
   double busy_comm = 0;  // per rank and step, the stage with the most blocks
   std::int64_t most_blocks = 0;
   if (l.pp == 1) {
-    double forward = ends.embedding_forward + ends.head_forward, backward = ends.embedding_backward + ends.head_backward;
+    double forward = ends.embedding_forward + ends.head_forward,
+           backward = ends.embedding_backward + ends.head_backward;
     for (std::int64_t k = 0; k < config.layers; ++k) {
       forward += block.forward_compute + block.forward_comm;
       backward += backward_of(block, policy(k));
@@ -241,8 +251,10 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
   if (l.offload != Offload::none) {
     const std::int64_t per_block = block_parameters(l, config);
     const auto total = static_cast<std::int64_t>(parameters);
-    const ModelShards shards{.blocks = config.layers, .block_parameters = per_block,
-                             .other_parameters = total - config.layers * per_block, .wte = 0,
+    const ModelShards shards{.blocks = config.layers,
+                             .block_parameters = per_block,
+                             .other_parameters = total - config.layers * per_block,
+                             .wte = 0,
                              .word = static_cast<std::size_t>(w.element_bytes)};
     const std::int64_t saved = l.offload == Offload::spill_activations ? block_activation_bytes(l, w, policy(0)) : 0;
     const Spill spill = spill_of(l.offload);
@@ -252,7 +264,8 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
                              : spill_step_transfers(config.layers, per_block, shards.word, l.micro_batches, saved);
     const auto bytes = [](const TransferBytes& t) { return static_cast<double>(t.host_to_device + t.device_to_host); };
     // The moments' copies follow the update; the blocks' hide behind the compute up to its length.
-    out.offload = (bytes(all) - bytes(spilled)) / c.host_link + std::max(0.0, bytes(spilled) / c.host_link - out.pipeline);
+    out.offload =
+        (bytes(all) - bytes(spilled)) / c.host_link + std::max(0.0, bytes(spilled) / c.host_link - out.pipeline);
     out.traffic.host = all.host_to_device + all.device_to_host;
   }
   out.critical = out.pipeline + out.data_parallel + out.optimizer + out.offload;

@@ -74,20 +74,23 @@ void check_optimizer_offload(const SimLaunch& sim) {
     offloaded_bytes = std::max(offloaded_bytes, run.device_bytes);
   }
   // A capacity between what the offloaded runs and the plain run hold: the plain run is out of memory, the offloaded
-  // ones train to the same bits.
-  CAPTURE(plain.device_bytes);
-  CAPTURE(offloaded_bytes);
-  REQUIRE(offloaded_bytes < plain.device_bytes);
-  const std::size_t capacity = offloaded_bytes + (plain.device_bytes - offloaded_bytes) / 2;
-  // The device's out-of-memory error, from the allocation that did not fit (a tensor, or a collective's staging).
-  const std::string full = "bytes free of " + std::to_string(capacity);
-  CHECK_THROWS_WITH_AS(train_offloaded(sim, offload_setup(q, std::nullopt), capacity), doctest::Contains(full.c_str()),
-                       optimus::Error);
-  for (OffloadUpdate update : {OffloadUpdate::device, OffloadUpdate::host}) {
-    CAPTURE(update == OffloadUpdate::device ? "device" : "host");
-    check_same_training(
-        train_offloaded(sim, offload_setup(q, OptimizerOffload{.update = update, .chunk_elements = kChunk}), capacity),
-        plain);
+  // ones train to the same bits. Only where each device serves one rank: ranks sharing a device overlap their
+  // transient allocations differently from run to run, so that its peak varies by about as much as the moments save
+  // in this small model (the MPI suite runs this check for q = 2, one device per process).
+  if (sim(SIZE_MAX, [](Communicator&, RankDevice&, Grid&) {}).ranks_per_device == 1) {
+    CAPTURE(plain.device_bytes);
+    CAPTURE(offloaded_bytes);
+    REQUIRE(offloaded_bytes < plain.device_bytes);
+    const std::size_t capacity = offloaded_bytes + (plain.device_bytes - offloaded_bytes) / 2;
+    // The device's out-of-memory error, from the allocation that did not fit (a tensor, or a collective's staging).
+    const std::string full = "bytes free of " + std::to_string(capacity);
+    CHECK_THROWS_WITH_AS(train_offloaded(sim, offload_setup(q, std::nullopt), capacity),
+                         doctest::Contains(full.c_str()), optimus::Error);
+    for (OffloadUpdate update : {OffloadUpdate::device, OffloadUpdate::host}) {
+      CAPTURE(update == OffloadUpdate::device ? "device" : "host");
+      const OptimizerOffload how{.update = update, .chunk_elements = kChunk};
+      check_same_training(train_offloaded(sim, offload_setup(q, how), capacity), plain);
+    }
   }
   // Refusals.
   sim(SIZE_MAX, [&](Communicator& world, RankDevice&, Grid& grid) {

@@ -49,11 +49,21 @@ double brute_force(const std::vector<std::vector<plan::StrategyCost>>& options, 
 
 plan::Request small_request(int gpus, std::uint64_t memory) {
   plan::Request r;
-  r.cluster = plan::Cluster{.gpus = gpus, .gpus_per_node = gpus, .device_memory = memory, .host_memory = memory,
-                            .has_device = false, .intra = {.bandwidth = 10e9, .latency = 5e-6},
-                            .inter = {.bandwidth = 10e9, .latency = 5e-6}, .gemm_flops = 50e9, .element_rate = 1e9,
-                            .stream_rate = 2e9, .optimizer_rate = 3e8,
-                            .host_link = 0, .overlap = 0, .cores = gpus, .source = "test"};
+  r.cluster = plan::Cluster{.gpus = gpus,
+                            .gpus_per_node = gpus,
+                            .device_memory = memory,
+                            .host_memory = memory,
+                            .has_device = false,
+                            .intra = {.bandwidth = 10e9, .latency = 5e-6},
+                            .inter = {.bandwidth = 10e9, .latency = 5e-6},
+                            .gemm_flops = 50e9,
+                            .element_rate = 1e9,
+                            .stream_rate = 2e9,
+                            .optimizer_rate = 3e8,
+                            .host_link = 0,
+                            .overlap = 0,
+                            .cores = gpus,
+                            .source = "test"};
   optimus::GptConfig& c = r.workload.config;
   c.vocab = 500;
   c.hidden = 64;
@@ -107,8 +117,9 @@ TEST_CASE("Galvatron's programme finds brute force's least time within the budge
     CHECK(memory == dp.memory);
   }
   // Coarser units round each block's memory up: never over the budget.
-  const std::vector<std::vector<plan::StrategyCost>> two = {{{.memory = 60, .seconds = 1}, {.memory = 10, .seconds = 2}},
-                                                           {{.memory = 60, .seconds = 1}, {.memory = 10, .seconds = 2}}};
+  const std::vector<std::vector<plan::StrategyCost>> two = {
+      {{.memory = 60, .seconds = 1}, {.memory = 10, .seconds = 2}},
+      {{.memory = 60, .seconds = 1}, {.memory = 10, .seconds = 2}}};
   const auto free = [](int, int, int) { return 0.0; };
   CHECK(plan::choose_strategies(two, 120, 1, free).seconds == 2);  // both cheap ones fit exactly
   CHECK(plan::choose_strategies(two, 119, 1, free).seconds == 3);
@@ -151,19 +162,31 @@ TEST_CASE("under memory pressure the planner recomputes the fewest blocks that m
   // dp = 1, pp = 1, q = 2, one micro-batch: its memory without recomputation and with every block recomputed.
   plan::Request r = small_request(4, std::uint64_t{1} << 30);
   r.only = plan::TensorParallel::two_d;
-  plan::Layout l{.tensor = plan::TensorParallel::two_d, .tp = 4, .dp = 1, .pp = 1,
-                 .schedule = optimus::pipeline::Kind::one_f_one_b, .chunks = 1, .micro_batches = 1,
-                 .offload = optimus::Offload::none, .recompute = std::vector<Recompute>(4, Recompute::none)};
+  plan::Layout l{.tensor = plan::TensorParallel::two_d,
+                 .tp = 4,
+                 .dp = 1,
+                 .pp = 1,
+                 .schedule = optimus::pipeline::Kind::one_f_one_b,
+                 .chunks = 1,
+                 .micro_batches = 1,
+                 .offload = optimus::Offload::none,
+                 .recompute = std::vector<Recompute>(4, Recompute::none)};
   const std::uint64_t plain = plan::predict_memory(l, r.workload).device.total();
   l.recompute.assign(4, Recompute::full);
   const std::uint64_t least = plan::predict_memory(l, r.workload).device.total();
   REQUIRE(least < plain);
   r.cluster.device_memory = (plain + least) / 2;
-  const std::optional<plan::Plan> p = plan::evaluate(
-      plan::Layout{.tensor = plan::TensorParallel::two_d, .tp = 4, .dp = 1, .pp = 1,
-                   .schedule = optimus::pipeline::Kind::one_f_one_b, .chunks = 1, .micro_batches = 1,
-                   .offload = optimus::Offload::none, .recompute = std::vector<Recompute>(4, Recompute::none)},
-      r);
+  const std::optional<plan::Plan> p =
+      plan::evaluate(plan::Layout{.tensor = plan::TensorParallel::two_d,
+                                  .tp = 4,
+                                  .dp = 1,
+                                  .pp = 1,
+                                  .schedule = optimus::pipeline::Kind::one_f_one_b,
+                                  .chunks = 1,
+                                  .micro_batches = 1,
+                                  .offload = optimus::Offload::none,
+                                  .recompute = std::vector<Recompute>(4, Recompute::none)},
+                     r);
   REQUIRE(p.has_value());
   CHECK(p->memory.device.total() <= r.cluster.device_memory);
   int recomputed = 0;
@@ -250,12 +273,19 @@ TEST_CASE("the JSON holds every plan with its layout, memory by kind and time") 
   CHECK(j["rejected"].size() == result.rejected.size());
 }
 
-TEST_CASE("pipelines: recomputation shrinks each stage's predicted activations, and the planner uses it only where allowed") {
+TEST_CASE(
+    "pipelines: recomputation shrinks each stage's predicted activations, and the planner uses it only where allowed") {
   plan::Request r = small_request(4, std::uint64_t{1} << 30);
   for (const auto kind : {optimus::pipeline::Kind::one_f_one_b, optimus::pipeline::Kind::interleaved}) {
-    plan::Layout l{.tensor = plan::TensorParallel::two_d, .tp = 1, .dp = 2, .pp = 2, .schedule = kind,
-                   .chunks = kind == optimus::pipeline::Kind::interleaved ? 2 : 1, .micro_batches = 4,
-                   .offload = optimus::Offload::none, .recompute = std::vector<Recompute>(4, Recompute::none)};
+    plan::Layout l{.tensor = plan::TensorParallel::two_d,
+                   .tp = 1,
+                   .dp = 2,
+                   .pp = 2,
+                   .schedule = kind,
+                   .chunks = kind == optimus::pipeline::Kind::interleaved ? 2 : 1,
+                   .micro_batches = 4,
+                   .offload = optimus::Offload::none,
+                   .recompute = std::vector<Recompute>(4, Recompute::none)};
     INFO(plan::describe(l));
     const auto plain = plan::predict_memory_by_stage(l, r.workload);
     l.recompute.assign(4, Recompute::full);
@@ -272,7 +302,8 @@ TEST_CASE("pipelines: recomputation shrinks each stage's predicted activations, 
                                  plan::Layout f = l;
                                  f.recompute.assign(4, Recompute::full);
                                  return plan::predict_memory(f, r.workload).device.total();
-                               }()) / 2;
+                               }()) /
+                              2;
     r.runnable_only = false;
     const std::optional<plan::Plan> p = plan::evaluate(l, r);
     REQUIRE(p.has_value());

@@ -18,9 +18,9 @@ struct Calibration {
   std::string backend;
   double broadcast_alpha = 0, broadcast_beta = 0;  // seconds, seconds per byte
   double allreduce_alpha = 0, allreduce_beta = 0;
-  double gemm_gflops = 0;                          // per rank
-  double gelu_per_s = 0, axpby_per_s = 0;          // elements per second per rank
-  double adamw_per_s = 0;                          // parameters per second per rank
+  double gemm_gflops = 0;                  // per rank
+  double gelu_per_s = 0, axpby_per_s = 0;  // elements per second per rank
+  double adamw_per_s = 0;                  // parameters per second per rank
 };
 
 // Collective over `world`. With one rank nothing is communicated: the links are left at 0.

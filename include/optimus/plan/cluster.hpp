@@ -25,21 +25,21 @@ struct Link {
 };
 
 struct Cluster {
-  int gpus = 0;                       // ranks in the job
-  int gpus_per_node = 0;              // ranks sharing a node (the fast link)
-  std::uint64_t device_memory = 0;    // bytes per rank that the plan may fill (the accelerator's, or the rank's RAM)
-  std::uint64_t host_memory = 0;      // bytes of host memory per rank (offload's page-locked memory)
-  bool has_device = false;            // accelerators (offload modes apply) or CPU ranks
-  Link intra, inter;                  // inside a node, between nodes
-  double gemm_flops = 0;              // achieved GEMM rate per rank (flop/s)
-  double element_rate = 0;            // element-wise work with a transcendental or a random number per element (GELU,
-                                      // softmax's exp, dropout's Philox), elements/s per rank
-  double stream_rate = 0;             // streaming element-wise work (LayerNorm's passes, adds, biases), elements/s
-  double optimizer_rate = 0;          // AdamW's update, parameters/s per rank
-  double host_link = 0;               // host <-> device copies per rank (bytes/s); 0 without a device
-  double overlap = 0;                 // the fraction of 2D's SUMMA traffic hidden behind its GEMMs (0..1)
-  int cores = 0;                      // ranks that compute at once (gpus, unless oversubscribed)
-  std::string source;                 // where the figures come from, printed in the plan's header
+  int gpus = 0;                     // ranks in the job
+  int gpus_per_node = 0;            // ranks sharing a node (the fast link)
+  std::uint64_t device_memory = 0;  // bytes per rank that the plan may fill (the accelerator's, or the rank's RAM)
+  std::uint64_t host_memory = 0;    // bytes of host memory per rank (offload's page-locked memory)
+  bool has_device = false;          // accelerators (offload modes apply) or CPU ranks
+  Link intra, inter;                // inside a node, between nodes
+  double gemm_flops = 0;            // achieved GEMM rate per rank (flop/s)
+  double element_rate = 0;          // element-wise work with a transcendental or a random number per element (GELU,
+                                    // softmax's exp, dropout's Philox), elements/s per rank
+  double stream_rate = 0;           // streaming element-wise work (LayerNorm's passes, adds, biases), elements/s
+  double optimizer_rate = 0;        // AdamW's update, parameters/s per rank
+  double host_link = 0;             // host <-> device copies per rank (bytes/s); 0 without a device
+  double overlap = 0;               // the fraction of 2D's SUMMA traffic hidden behind its GEMMs (0..1)
+  int cores = 0;                    // ranks that compute at once (gpus, unless oversubscribed)
+  std::string source;               // where the figures come from, printed in the plan's header
 };
 
 // NVIDIA H100 SXM nodes of `gpus_per_node`: 80 GB each (`device_memory` usable), NVLink 4 at 450 GB/s per GPU and

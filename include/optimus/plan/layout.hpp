@@ -25,26 +25,26 @@ const char* name_of(TensorParallel kind);  // "2D", "1D"
 
 struct Layout {
   TensorParallel tensor = TensorParallel::two_d;
-  int tp = 1;                 // ranks per stage: q*q (2D) or t (1D)
-  int dp = 1;                 // data-parallel replicas
-  int pp = 1;                 // pipeline stages
+  int tp = 1;                                             // ranks per stage: q*q (2D) or t (1D)
+  int dp = 1;                                             // data-parallel replicas
+  int pp = 1;                                             // pipeline stages
   pipeline::Kind schedule = pipeline::Kind::one_f_one_b;  // pp > 1
-  int chunks = 1;             // model chunks per stage (interleaved, wave)
-  int micro_batches = 1;      // per replica and step
+  int chunks = 1;                                         // model chunks per stage (interleaved, wave)
+  int micro_batches = 1;                                  // per replica and step
   Offload offload = Offload::none;
   std::vector<Recompute> recompute;  // [layers]: each block's policy
 
-  int q() const;              // the grid side (2D); 1 for 1D
+  int q() const;  // the grid side (2D); 1 for 1D
   int ranks() const { return dp * pp * tp; }
 };
 
 // What the run trains: the model, the global batch (sequences per step over all replicas) and the precision.
 struct Workload {
   GptConfig config;
-  std::int64_t global_batch = 0;  // sequences per step
-  std::int64_t seq = 0;           // tokens per sequence (<= config.max_seq)
-  std::int64_t element_bytes = 4; // t: bytes of a parameter and of an activation element (4: f32, 8: f64)
-  std::int64_t saved_bytes = 4;   // e: bytes of a saved activation element (2 under bf16 GEMMs with f32 values)
+  std::int64_t global_batch = 0;   // sequences per step
+  std::int64_t seq = 0;            // tokens per sequence (<= config.max_seq)
+  std::int64_t element_bytes = 4;  // t: bytes of a parameter and of an activation element (4: f32, 8: f64)
+  std::int64_t saved_bytes = 4;    // e: bytes of a saved activation element (2 under bf16 GEMMs with f32 values)
 };
 
 // "2D q=2 dp=2 pp=2 1f1b m=4 offload=none recompute=none*2" — one line naming every choice.

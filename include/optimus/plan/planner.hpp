@@ -31,11 +31,11 @@ namespace optimus::plan {
 struct Request {
   Workload workload;
   Cluster cluster;
-  std::optional<TensorParallel> only;   // restrict to 2D or to 1D layouts
-  std::optional<int> dp, pp;            // fix the replicas or the stages (e.g. dp = pp = 1: tensor parallelism alone)
-  bool runnable_only = false;           // only what Optimus runs on the cluster's kind of rank (layout.hpp)
+  std::optional<TensorParallel> only;  // restrict to 2D or to 1D layouts
+  std::optional<int> dp, pp;           // fix the replicas or the stages (e.g. dp = pp = 1: tensor parallelism alone)
+  bool runnable_only = false;          // only what Optimus runs on the cluster's kind of rank (layout.hpp)
   int max_micro_batches = 64;
-  int max_chunks = 4;                   // interleaved and wave: v in 2 .. max_chunks
+  int max_chunks = 4;  // interleaved and wave: v in 2 .. max_chunks
 };
 
 struct Plan {
@@ -43,8 +43,8 @@ struct Plan {
   MemoryPrediction memory;  // the stage with the most device memory
   StepPrediction time;
   double recompute_seconds = 0;  // of time.pipeline: the recomputation's share
-  std::string runnable;     // empty, or what Optimus lacks to run it (layout.hpp's runnable)
-  std::string why;          // why it ranks where it does (filled by plan())
+  std::string runnable;          // empty, or what Optimus lacks to run it (layout.hpp's runnable)
+  std::string why;               // why it ranks where it does (filled by plan())
 };
 
 struct Rejected {

@@ -23,9 +23,9 @@ struct StrategyCost {
 
 struct DpChoice {
   bool feasible = false;
-  double seconds = 0;          // sum of c_i and R_i along the choice
-  std::int64_t memory = 0;     // bytes, exactly (the sum of m_i of the choice)
-  std::vector<int> strategy;   // [L]: each block's strategy index
+  double seconds = 0;         // sum of c_i and R_i along the choice
+  std::int64_t memory = 0;    // bytes, exactly (the sum of m_i of the choice)
+  std::vector<int> strategy;  // [L]: each block's strategy index
 };
 
 // options[i][s]: block i's cost under strategy s (every block the same number of strategies). Throws optimus::Error

@@ -55,15 +55,15 @@ struct Traffic {
 };
 
 struct StepPrediction {
-  double seconds = 0;        // the prediction: max(critical path, work)
-  double critical = 0;       // pipeline + data_parallel + optimizer + offload
-  double pipeline = 0;       // forward and backward of all micro-batches, bubble included
-  double bubble = 0;         // the pipeline's idle fraction
-  double tensor_comm = 0;    // exposed tensor-parallel communication inside `pipeline` (per rank, summed)
+  double seconds = 0;      // the prediction: max(critical path, work)
+  double critical = 0;     // pipeline + data_parallel + optimizer + offload
+  double pipeline = 0;     // forward and backward of all micro-batches, bubble included
+  double bubble = 0;       // the pipeline's idle fraction
+  double tensor_comm = 0;  // exposed tensor-parallel communication inside `pipeline` (per rank, summed)
   double data_parallel = 0;
   double optimizer = 0;
-  double offload = 0;        // exposed copies
-  double work = 0;           // busy seconds of all ranks / cores
+  double offload = 0;  // exposed copies
+  double work = 0;     // busy seconds of all ranks / cores
   Traffic traffic;
 };
 
