@@ -38,16 +38,17 @@
 #include "commands.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
-#include "optimus/core/rng.hpp"
 #include "optimus/pipeline/gpt.hpp"
 #include "optimus/pipeline/memory.hpp"
 #include "optimus/pipeline/simulator.hpp"
+#include "optimus/plan/run.hpp"
 #include "report.hpp"
 
 namespace optimus::bench {
 namespace {
 
 namespace pp = optimus::pipeline;
+using plan::random_ids;
 
 struct Setup {
   bool one_d;     // --layout 1d
@@ -67,16 +68,6 @@ struct Measured {
   std::int64_t activation_bytes = 0;            // this rank's peak in the median step
   std::int64_t sent = 0, received = 0;          // this rank's pipeline bytes in the median step
 };
-
-std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
-  CounterRng rng(seed, 0);
-  std::vector<int> ids(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    ids[static_cast<std::size_t>(i)] =
-        static_cast<int>(rng.uniform(static_cast<std::uint64_t>(i), 0) * static_cast<double>(vocab));
-  }
-  return ids;
-}
 
 // Seconds for one block to go from stage 0 to stage 1 (half the median of 20 round trips; 0 with one stage).
 template <class T>

@@ -111,7 +111,8 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
   const auto fits = [&](const MemoryPrediction& m) {
     return m.device.total() <= c.device_memory && m.host.total() <= c.host_memory;
   };
-  const bool plain = fits(predict_memory(l, w));  // no recomputation: the programme would choose it
+  // No recomputation (the stages above): the programme would choose it.
+  const bool plain = std::all_of(stages.begin(), stages.end(), fits);
   if (!plain && (!recompute_allowed || out.least_memory > c.device_memory)) {
     out.outcome = Outcome::activations;
     return out;

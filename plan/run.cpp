@@ -16,16 +16,6 @@
 namespace optimus::plan {
 namespace {
 
-std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
-  CounterRng rng(seed, 0);
-  std::vector<int> ids(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    ids[static_cast<std::size_t>(i)] =
-        static_cast<int>(rng.uniform(static_cast<std::uint64_t>(i), 0) * static_cast<double>(vocab));
-  }
-  return ids;
-}
-
 KindBytes peaks(const MemoryTracker& m, MemoryPlace place) {
   return KindBytes{.parameters = m.peak(MemoryKind::parameters, place),
                    .gradients = m.peak(MemoryKind::gradients, place),
@@ -60,6 +50,16 @@ Measured measure(Communicator& world, const Grid& grid, int warmup, int steps,
 AdamWConfig adamw_config() { return AdamWConfig{.lr = 1e-3}; }
 
 }  // namespace
+
+std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  CounterRng rng(seed, 0);
+  std::vector<int> ids(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    ids[static_cast<std::size_t>(i)] =
+        static_cast<int>(rng.uniform(static_cast<std::uint64_t>(i), 0) * static_cast<double>(vocab));
+  }
+  return ids;
+}
 
 Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int warmup, int steps) {
   OPTIMUS_CHECK(world.size() == l.ranks(), "run plan: ", describe(l), " needs ", l.ranks(), " ranks, the world has ",

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/plan/layout.hpp"
@@ -19,6 +20,10 @@ struct Measured {
   int stage = 0;            // this rank's pipeline stage
   double loss = 0;          // the last step's loss
 };
+
+// n token ids in [0, vocab), element i drawn by CounterRng(seed, 0) at (i, 0): the same ids on any layout (the runs'
+// batches here and optimus-bench pipeline's).
+std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed);
 
 // Collective over `world` (world.size() == layout.ranks()): `warmup` untimed steps, then `steps` timed ones. The
 // workload must be f32 (element and saved bytes 4) and the layout runnable on CPU ranks (layout.hpp's runnable);
