@@ -46,10 +46,27 @@ StepResult train_two_steps(Grid& grid) {
   return r;
 }
 
-bool close(const GlobalMatrix& got, const GlobalMatrix& expected, double tol) {
+// Checks that `got` is within `tol` (norm-wise relative) of `expected`, printing the comparison when not.
+void check_close(const Eigen::Ref<const GlobalMatrix>& got, const Eigen::Ref<const GlobalMatrix>& expected, double tol) {
   const auto cmp = reference::compare_relative(got, expected, tol);
   CAPTURE(cmp);
-  return cmp.ok();
+  CHECK(cmp.ok());
+}
+
+// c_attn.bias, [1, 3h] in GPT-2's order [query | key | value], after `steps` AdamW steps on two devices whose sums round
+// differently. The key bias does not change the output: q·b_k adds the same amount to every score of a row, which the
+// softmax ignores, so its gradient is rounding noise, different on each device, and AdamW normalises that noise into
+// steps whose sign is the noise's (seen on an H100 against the host): each moves a parameter by about lr at most
+// (1.1 lr with beta2 = 0.95), so the two devices' key biases differ by under 3 lr per step. The query and value thirds
+// are compared as every parameter; the key third only to within that bound.
+void check_attention_bias_close(const GlobalMatrix& got, const GlobalMatrix& expected, double tol, int steps,
+                                double lr) {
+  const Eigen::Index h = expected.cols() / 3;
+  check_close(got.leftCols(h), expected.leftCols(h), tol);
+  check_close(got.rightCols(h), expected.rightCols(h), tol);
+  const double key_drift = (got.middleCols(h, h) - expected.middleCols(h, h)).cwiseAbs().maxCoeff();
+  CAPTURE(key_drift);
+  CHECK(key_drift <= 3 * steps * lr);
 }
 
 }  // namespace
@@ -87,8 +104,11 @@ void check_step_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
       CAPTURE(name);
       if (bitwise) {
         CHECK(device.parameters.at(name) == m);
+      } else if (name.ends_with("attn.c_attn.bias")) {
+        check_attention_bias_close(device.parameters.at(name), m, tol, static_cast<int>(host.losses.size()),
+                                   AdamWConfig{}.lr);
       } else {
-        CHECK(close(device.parameters.at(name), m, tol));
+        check_close(device.parameters.at(name), m, tol);
       }
     }
   }
@@ -118,7 +138,7 @@ void check_products_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
       if (bitwise) {
         CHECK(results[0][p] == results[1][p]);
       } else {
-        CHECK(close(results[0][p], results[1][p], math == ops::GemmMath::bf16 ? 1e-3 : 1e-5));
+        check_close(results[0][p], results[1][p], math == ops::GemmMath::bf16 ? 1e-3 : 1e-5);
       }
     }
   }

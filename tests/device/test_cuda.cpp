@@ -119,7 +119,7 @@ TEST_CASE("cuBLASLt: bf16 in and out, and the fused bias + GELU epilogue, agains
          .epilogue = {.kind = optimus::GemmCall::Epilogue::Kind::bias_gelu, .bias = bias.data(), .pre = pre.data(),
                       .ld_pre = n}},
         rank.stream());
-    MESSAGE("bias + GELU epilogue fused by cuBLASLt (f32): ", fused ? "yes" : "no");
+    MESSAGE("bias + GELU epilogue fused by cuBLASLt (f32): " << std::string(fused ? "yes" : "no"));
     if (fused) {
       const Matrix pre_expected = optimus::reference::linear_forward(x, w, bias_row);
       CHECK(optimus::reference::compare_relative(downloaded(pre), pre_expected, 1e-4).ok());
