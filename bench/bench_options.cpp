@@ -47,7 +47,9 @@ std::vector<cli::Spec> device_bench(bool gpt) {
   std::vector<cli::Spec> specs = joined(
       {device_options(), {cli::integers("q", 1, 64, "grid sides, a row each (default 1,2)")}, block_shape(true),
        {cli::choices("gemm", {"f32", "tf32", "bf16"}, "GEMM maths, a row each (tf32 needs an accelerator)")},
-       timing(), {check(), cli::integer("peak-n", 1, 1 << 16, "side of the GEMM that measures the peak"), json()}});
+       timing(), {check(), cli::integer("peak-n", 1, 1 << 16, "side of the GEMM that measures the peak"), json(),
+                  cli::real("dropout", 0.0, 0.99, "dropout probability of the attention and residual dropouts "
+                            "(and the embedding's, gpt), as in training (default 0)")}});
   if (gpt) specs.push_back(cli::integer("vocab", 1, 1 << 24, "vocabulary"));
   return specs;
 }

@@ -36,7 +36,7 @@ double block_flops(const BlockShape& shape, std::int64_t layers) {
 }
 
 std::pair<reference::Matrix, reference::Matrix> reference_blocks(const BlockShape& shape, std::int64_t layers,
-                                                                 const reference::Matrix& x,
+                                                                 double dropout, const reference::Matrix& x,
                                                                  const reference::Matrix& dy) {
   const GptConfig g = block_config(shape, layers);
   const reference::Parameters p = reference::gpt_init(g);
@@ -45,13 +45,13 @@ std::pair<reference::Matrix, reference::Matrix> reference_blocks(const BlockShap
   std::vector<reference::BlockCache> caches(w.size());
   reference::Matrix y = x;
   for (std::size_t l = 0; l < w.size(); ++l) {
-    y = reference::block_forward(y, w[l], shape.batch, shape.heads, {0.0, g.seed, 1, static_cast<std::int64_t>(l)},
+    y = reference::block_forward(y, w[l], shape.batch, shape.heads, {dropout, g.seed, 1, static_cast<std::int64_t>(l)},
                                  caches[l]);
   }
   reference::Matrix d = dy;
   for (std::size_t l = w.size(); l-- > 0;) {
     d = reference::block_backward(caches[l], w[l], shape.batch, shape.heads,
-                                  {0.0, g.seed, 1, static_cast<std::int64_t>(l)}, d)
+                                  {dropout, g.seed, 1, static_cast<std::int64_t>(l)}, d)
             .dx;
   }
   return {y, d};

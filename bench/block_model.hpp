@@ -24,7 +24,7 @@ double block_flops(const BlockShape& shape, std::int64_t layers);
 
 // The reference stack (fp64): output and input gradient of the blocks for input x and output gradient dy.
 std::pair<reference::Matrix, reference::Matrix> reference_blocks(const BlockShape& shape, std::int64_t layers,
-                                                                 const reference::Matrix& x,
+                                                                 double dropout, const reference::Matrix& x,
                                                                  const reference::Matrix& dy);
 
 }  // namespace optimus::bench

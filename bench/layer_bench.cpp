@@ -41,11 +41,19 @@ struct Settings {
   Device device;
   bool check;
   ops::GemmMath math;
+  double dropout;  // --dropout: the blocks' (and the GPT's embedding) dropout probability, training step 1
   int warmup, iters;
 };
 
-GptConfig gpt_config(const Settings& s) {
+// The blocks' configuration with the bench's dropout.
+GptConfig blocks_config(const Settings& s) {
   GptConfig config = block_config(s.shape, s.layers);
+  config.dropout = s.dropout;
+  return config;
+}
+
+GptConfig gpt_config(const Settings& s) {
+  GptConfig config = blocks_config(s);
   config.vocab = s.vocab;
   return config;
 }
@@ -73,7 +81,7 @@ class BlocksWork final : public Work {
   BlocksWork(const Grid& grid, const Settings& s)
       : s_(s), x_(grid, s.shape.tokens(), s.shape.hidden), dy_(grid, s.shape.tokens(), s.shape.hidden),
         out_(grid, s.shape.tokens(), s.shape.hidden), din_(grid, s.shape.tokens(), s.shape.hidden) {
-    const GptConfig config = block_config(s.shape, s.layers);
+    const GptConfig config = blocks_config(s);
     for (std::int64_t l = 0; l < s.layers; ++l) {
       blocks_.push_back(std::make_unique<TransformerBlock2D<float>>(grid, config, l));
       std::vector<ParameterRef<float>> refs;
@@ -95,7 +103,7 @@ class BlocksWork final : public Work {
   }
   std::int64_t wrong(double tol) override {
     const auto [y_ref, dx_ref] =
-        reference_blocks(s_.shape, s_.layers, x_.to_global().cast<double>(), dy_.to_global().cast<double>());
+        reference_blocks(s_.shape, s_.layers, s_.dropout, x_.to_global().cast<double>(), dy_.to_global().cast<double>());
     const reference::Matrix y = out_.to_global().cast<double>(), dx = din_.to_global().cast<double>();
     return reference::compare_relative(y, y_ref, tol).wrong + reference::compare_relative(dx, dx_ref, tol).wrong;
   }
@@ -282,6 +290,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                              : math == "tf32" ? ops::GemmMath::tf32
                                               : ops::GemmMath::f32);
   }
+  s.dropout = o.real("dropout", 0.0);
   s.warmup = static_cast<int>(o.integer("warmup", 1));
   s.iters = static_cast<int>(o.integer("iters", 3));
   const std::string check = o.text("check", "auto");
@@ -298,10 +307,11 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                  {"peak_MiB/rank", 13}, {"allocs/step", 11}, {"staging_allocs", 14}, {"copied_KiB/step", 15},
                  {"#wrong", 6}});
   report.header(gpt ? format("optimus-bench gpt: a GPT (%lld blocks, vocabulary %lld, LM head tied to wte) forward + "
-                             "backward on grids in this process (%s)",
-                             (long long)s.layers, (long long)s.vocab, device.c_str())
-                    : format("optimus-bench layer: %lld block(s) forward + backward on grids in this process (%s)",
-                             (long long)s.layers, device.c_str()));
+                             "backward on grids in this process (%s), dropout %g",
+                             (long long)s.layers, (long long)s.vocab, device.c_str(), s.dropout)
+                    : format("optimus-bench layer: %lld block(s) forward + backward on grids in this process (%s), "
+                             "dropout %g",
+                             (long long)s.layers, device.c_str(), s.dropout));
   report.header("step: median over iters of the slowest rank; TFLOP/s: model FLOPs (3 x forward, attention in full) "
                 "per second over the whole grid; gemm_ms: the step's GEMMs at q = 1 shapes, each timed alone "
                 "(%gemm of step_ms; the rest is element-wise work, softmax, casts and communication); peak: " +

@@ -8,8 +8,10 @@
 #include "optimus/comm/context.hpp"
 #include "optimus/core/cli.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/host_allocator.hpp"
 
 int main(int argc, char** argv) {
+  optimus::retain_freed_host_memory();  // steps reuse the last step's pages (host_allocator.hpp)
   optimus::Context ctx(argc, argv);
   try {
     const std::string command = argc > 1 ? argv[1] : "";

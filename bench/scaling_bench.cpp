@@ -98,7 +98,7 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
   m.parameters = world.all_reduce(m.parameters, ReduceOp::max);
   m.peak = world.all_reduce(m.peak, ReduceOp::max);
   if (c.check) {
-    const auto [y_ref, dx_ref] = reference_blocks(c.shape, c.layers, xg, dyg);
+    const auto [y_ref, dx_ref] = reference_blocks(c.shape, c.layers, 0.0, xg, dyg);
     const double tol = sizeof(T) == 8 ? 1e-10 : c.math == ops::GemmMath::bf16 ? 2e-2 : 1e-4;
     const reference::Matrix y = out.to_global().template cast<double>();
     const reference::Matrix dx = din.to_global().template cast<double>();

@@ -76,6 +76,7 @@
 #include <string>
 
 #include "optimus/core/cli.hpp"
+#include "optimus/core/host_allocator.hpp"
 #include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "example_options.hpp"
@@ -584,6 +585,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
 }  // namespace
 
 int main(int argc, char** argv) {
+  optimus::retain_freed_host_memory();  // each step reuses the last step's pages (host_allocator.hpp)
   optimus::Context ctx(argc, argv);
   try {
     const optimus::cli::Options o(argc, argv, 1, optimus::examples::train_gpt_options());

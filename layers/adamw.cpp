@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
@@ -120,6 +122,22 @@ void AdamW<T>::set_learning_rate(double lr) {
   config_ = next;
 }
 
+namespace {
+
+// The sum over `comm`'s ranks of their `value`s, added in rank order on every rank. A collective's own sum may add
+// in an order that depends on the communicator (MPI's algorithms, say), and sums of squares are not always exact: a
+// gradient whose squares span more than 53 bits makes the order show in the norm's last bit, and schedules that
+// promise the whole model's bits (pipelines) then differ from it.
+double sum_in_rank_order(Communicator& comm, double value) {
+  std::vector<double> values(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(std::span<const double>(&value, 1), std::span<double>(values));
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum;
+}
+
+}  // namespace
+
 template <class T>
 double AdamW<T>::sum_of_squares() {
   double sq = 0;
@@ -127,7 +145,7 @@ double AdamW<T>::sum_of_squares() {
     for (std::size_t k = 0; k < params_.size(); ++k) {
       if (counted_here(params_[k])) sq += squares_of(k);
     }
-    return norm_->all_reduce(sq, ReduceOp::sum);
+    return sum_in_rank_order(*norm_, sq);
   }
   std::vector<double> slots(static_cast<std::size_t>(order_->slots), 0.0);
   for (std::size_t k = 0; k < params_.size(); ++k) {
@@ -136,7 +154,7 @@ double AdamW<T>::sum_of_squares() {
   }
   order_->across->all_reduce(slots.data(), slots.data(), slots.size(), DType::f64, ReduceOp::sum);
   for (double s : slots) sq += s;  // 0 + s0 + s1 + ...: the whole model's order
-  return norm_->all_reduce(sq, ReduceOp::sum);
+  return sum_in_rank_order(*norm_, sq);
 }
 
 template <class T>

@@ -1,7 +1,7 @@
 // Reference Linear, LayerNorm, GELU and dropout.
 #include <cmath>
 
-#include "optimus/core/rng.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/reference/layers.hpp"
 
 namespace optimus::reference {
@@ -67,10 +67,11 @@ Matrix gelu_backward(const Matrix& x, const Matrix& dy) {
 Matrix dropout_mask(std::int64_t rows, std::int64_t cols, double p, std::uint64_t seed, std::uint64_t stream) {
   Matrix mask = Matrix::Ones(rows, cols);
   if (p <= 0.0) return mask;
-  const CounterRng rng(seed, stream);
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t c = 0; c < cols; ++c) {
-      mask(r, c) = rng.uniform(static_cast<std::uint64_t>(r), static_cast<std::uint64_t>(c)) >= p ? 1.0 / (1.0 - p) : 0.0;
+      mask(r, c) = math::dropout_keeps(p, seed, stream, static_cast<std::uint64_t>(r), static_cast<std::uint64_t>(c))
+                       ? 1.0 / (1.0 - p)
+                       : 0.0;
     }
   }
   return mask;

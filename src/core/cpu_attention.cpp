@@ -3,11 +3,50 @@
 
 #include "cpu_kernels.hpp"
 #include "eigen_views.hpp"
+#include "vector_clones.hpp"
 
 namespace optimus::cpu {
 namespace {
 
 using detail::ConstRows;
+
+constexpr std::int64_t kPerDraw = math::kDropoutColumnsPerDraw;
+
+// Dropout of the whole draws (groups of four columns) first_group .. first_group + groups - 1 of global row `row`,
+// whose columns start at x: one Philox call per four elements, in integers (the loop vectorises).
+template <class T>
+OPTIMUS_VECTOR_CLONES void dropout_groups(T* x, std::int64_t groups, std::uint64_t threshold, T scale,
+                                          std::uint64_t seed, std::uint64_t stream, std::uint64_t row,
+                                          std::uint64_t first_group) {
+  for (std::int64_t g = 0; g < groups; ++g) {
+    std::uint32_t words[kPerDraw];
+    math::dropout_words(seed, stream, row, first_group + static_cast<std::uint64_t>(g), words);
+    for (std::int64_t lane = 0; lane < kPerDraw; ++lane) {
+      x[g * kPerDraw + lane] = math::dropout(x[g * kPerDraw + lane], words[lane] >= threshold, scale);
+    }
+  }
+}
+
+// Dropout of n elements of global row `row` from global column col0, `step` elements apart: element by element
+// (math::dropout_keeps) up to the first whole draw and after the last, whole draws between when contiguous.
+template <class T>
+void dropout_row(T* x, std::int64_t n, std::int64_t step, double p, T scale, std::uint64_t seed, std::uint64_t stream,
+                 std::uint64_t row, std::uint64_t col0) {
+  const auto one = [&](std::int64_t c) {
+    x[c * step] = math::dropout(x[c * step], math::dropout_keeps(p, seed, stream, row, col0 + static_cast<std::uint64_t>(c)),
+                                scale);
+  };
+  std::int64_t c = 0;
+  if (step != 1) {
+    for (; c < n; ++c) one(c);
+    return;
+  }
+  for (; c < n && (col0 + static_cast<std::uint64_t>(c)) % kPerDraw != 0; ++c) one(c);
+  const std::int64_t groups = (n - c) / kPerDraw;
+  dropout_groups(x + c, groups, math::dropout_threshold(p), scale, seed, stream, row,
+                 (col0 + static_cast<std::uint64_t>(c)) / kPerDraw);
+  for (c += groups * kPerDraw; c < n; ++c) one(c);
+}
 
 }  // namespace
 
@@ -15,12 +54,10 @@ template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
              std::uint64_t stream) {
   const T scale = static_cast<T>(1.0 / (1.0 - p));
+  const std::int64_t cols = x.size(1);
   for (std::int64_t r = 0; r < x.size(0); ++r) {
-    for (std::int64_t c = 0; c < x.size(1); ++c) {
-      const bool keep = math::dropout_keeps(p, seed, stream, row0 + static_cast<std::uint64_t>(r),
-                                            col0 + static_cast<std::uint64_t>(c));
-      x(r, c) = math::dropout(x(r, c), keep, scale);
-    }
+    dropout_row(&x(r, 0), cols, cols <= 1 ? 1 : x.stride(1), p, scale, seed, stream, row0 + static_cast<std::uint64_t>(r),
+                col0);
   }
 }
 

@@ -7,9 +7,20 @@
 
 #include "gemm_backend.hpp"
 #include "optimus/core/element_math.hpp"
+#include "vector_clones.hpp"
 
 namespace optimus::cpu {
 namespace {
+
+// GELU and its backward over n contiguous elements (math::gelu has no branch or call in f32: the loops vectorise).
+template <class T>
+OPTIMUS_VECTOR_CLONES void gelu_row(const T* x, T* y, std::int64_t n) {
+  for (std::int64_t e = 0; e < n; ++e) y[e] = math::gelu(x[e]);
+}
+template <class T>
+OPTIMUS_VECTOR_CLONES void gelu_backward_row(const T* x, const T* dy, T* dx, std::int64_t n) {
+  for (std::int64_t e = 0; e < n; ++e) dx[e] = dy[e] * math::gelu_derivative(x[e]);
+}
 
 template <class T>
 using RowMajor = Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -113,7 +124,11 @@ void column_sums(TensorView<const T> x, TensorView<T> out) {
 template <class T>
 void gelu_forward(TensorView<const T> x, TensorView<T> y) {
   OPTIMUS_CHECK(x.shape() == y.shape(), "gelu_forward shapes differ: x ", x.shape(), ", y ", y.shape());
-  as_eigen(y, "y") = as_eigen(x, "x").unaryExpr([](T v) { return math::gelu(v); });
+  auto X = as_eigen(x, "x");
+  auto Y = as_eigen(y, "y");
+  for (Eigen::Index r = 0; r < X.rows(); ++r) {
+    gelu_row(X.data() + r * X.outerStride(), Y.data() + r * Y.outerStride(), X.cols());
+  }
 }
 
 template <class T>
@@ -124,7 +139,8 @@ void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> 
   auto DY = as_eigen(dy, "dy");
   auto DX = as_eigen(dx, "dx");
   for (Eigen::Index r = 0; r < X.rows(); ++r) {
-    for (Eigen::Index c = 0; c < X.cols(); ++c) DX(r, c) = DY(r, c) * math::gelu_derivative(X(r, c));
+    gelu_backward_row(X.data() + r * X.outerStride(), DY.data() + r * DY.outerStride(),
+                      DX.data() + r * DX.outerStride(), X.cols());
   }
 }
 

@@ -40,8 +40,9 @@ inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
 }
 
 // Dropout masks are counter-based like initialization: element (row, col) of `site` in block `layer` at
-// training step `step` is kept iff CounterRng(seed, dropout_stream(step, layer, site)).uniform(row, col) >= p,
-// and kept values are scaled by 1 / (1 - p). Rows and columns are global indices, so masks do not depend on q.
+// training step `step` is kept iff math::dropout_keeps(p, seed, dropout_stream(step, layer, site), row, col) (Philox at
+// (col / 4, row, stream), word col mod 4, against ceil(p 2^32); element_math.hpp), and kept values are scaled by
+// 1 / (1 - p). Rows and columns are global indices, so masks do not depend on q.
 enum class DropoutSite : std::uint32_t { embedding = 0, attention_probs = 1, attention_residual = 2, mlp_residual = 3 };
 
 constexpr std::uint64_t dropout_stream(std::uint64_t step, std::uint64_t layer, DropoutSite site) {
