@@ -154,7 +154,23 @@ struct RankResult {
   double staging = 0;      // raw allocations of the rank's in-process staging area in the timed steps
   double copied = -1;      // bytes copied host <-> device by the whole grid in the timed steps (simulated device)
   std::int64_t wrong = -1;
+  // Where this rank's timed steps went, as fractions of its own mean step (the CPU only: its operations are timed
+  // where they run): GEMMs, element-wise work, the causal softmax, waiting for SUMMA's transfers, and the rest
+  // (copies, allocation, collectives outside SUMMA, waiting for other ranks).
+  struct Breakdown {
+    double gemm = 0, elementwise = 0, softmax = 0, comm_wait = 0, other = 0;
+  };
+  std::optional<Breakdown> breakdown;
 };
+
+// The breakdown of `timeline`'s spans over `seconds` (the timed steps' wall time on this rank).
+RankResult::Breakdown breakdown_of(const Timeline& timeline, double seconds) {
+  const auto share = [&](SpanKind kind) { return timeline.total_us(kind) * 1e-6 / seconds; };
+  RankResult::Breakdown b{.gemm = share(SpanKind::gemm), .elementwise = share(SpanKind::elementwise),
+                          .softmax = share(SpanKind::softmax), .comm_wait = share(SpanKind::comm_wait), .other = 0};
+  b.other = 1.0 - b.gemm - b.elementwise - b.softmax - b.comm_wait;
+  return b;
+}
 
 // Bytes copied between host and device so far, on the simulated device; -1 elsewhere (not counted).
 double host_device_bytes(DeviceRuntime* device) {
@@ -202,7 +218,14 @@ RankResult run_rank(Communicator& world, int q, const Settings& s, DeviceRuntime
   };
   const double copied_before = copied();
   RankResult r;
+  Timeline timeline;  // the CPU's operations by kind, and SUMMA's waits
+  if (device == nullptr) grid.set_timeline(&timeline);
+  const auto started = std::chrono::steady_clock::now();
   r.seconds = time_max_over_ranks(*timing, 0, s.iters, step);
+  if (device == nullptr) {
+    grid.set_timeline(nullptr);
+    r.breakdown = breakdown_of(timeline, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
   if (copied_before >= 0) r.copied = copied() - copied_before;
   r.allocations = raw_allocations() - before;
   r.staging = staging_allocations() - staging_before;
@@ -305,7 +328,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                  {"gemm", 5}, {"step_ms", 10}, {"gemm_ms", 9}, {"%gemm", 6}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12},
                  {"%peak", 6},
                  {"peak_MiB/rank", 13}, {"allocs/step", 11}, {"staging_allocs", 14}, {"copied_KiB/step", 15},
-                 {"#wrong", 6}});
+                 {"#wrong", 6}, {"t_gemm%", 7}, {"t_elem%", 7}, {"t_softmax%", 10}, {"t_wait%", 7}, {"t_other%", 8}});
   report.header(gpt ? format("optimus-bench gpt: a GPT (%lld blocks, vocabulary %lld, LM head tied to wte) forward + "
                              "backward on grids in this process (%s), dropout %g",
                              (long long)s.layers, (long long)s.vocab, device.c_str(), s.dropout)
@@ -322,7 +345,11 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                 "until it holds the most contributions alive at once, which depends on how far ranks run ahead; "
                 "reported, not required to be 0); copied_KiB/step: bytes copied host <-> device by the whole grid "
                 "(the loss and the token ids; counted exactly on the simulated device); #wrong: elements "
-                "(and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference");
+                "(and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference; t_*: where the timed "
+                "steps went on the CPU, mean over ranks of each rank's share of its own step: its GEMMs, element-wise "
+                "operations (LayerNorm, GELU, dropout, casts, biases, the embedding and loss), the causal softmax, "
+                "waiting for SUMMA's transfers, and the rest (copies, allocation, other collectives, waiting for "
+                "other ranks)");
   bool ok = true;
   const std::vector<std::int64_t> qs = o.integers("q", "1,2");
   for (const auto& [math, gemm_math] : maths) {
@@ -343,6 +370,21 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
         if (s.check) wrong = std::max(wrong, r.wrong);  // every rank compares the same global results
       }
       const double seconds = results[0].seconds, rate = flops / seconds;
+      // The ranks' mean breakdown (the CPU only).
+      std::vector<std::string> breakdown(5, "n/a");
+      if (results[0].breakdown) {
+        RankResult::Breakdown mean;
+        for (const RankResult& r : results) {
+          mean.gemm += r.breakdown->gemm / static_cast<double>(results.size());
+          mean.elementwise += r.breakdown->elementwise / static_cast<double>(results.size());
+          mean.softmax += r.breakdown->softmax / static_cast<double>(results.size());
+          mean.comm_wait += r.breakdown->comm_wait / static_cast<double>(results.size());
+          mean.other += r.breakdown->other / static_cast<double>(results.size());
+        }
+        breakdown = {format("%.1f", 100 * mean.gemm), format("%.1f", 100 * mean.elementwise),
+                     format("%.1f", 100 * mean.softmax), format("%.1f", 100 * mean.comm_wait),
+                     format("%.1f", 100 * mean.other)};
+      }
       ok = ok && wrong <= 0 && (s.device == Device::cpu || allocations == 0);
       report.row({device, format("%lld", (long long)q), format("%lld", (long long)s.shape.batch),
                   format("%lld", (long long)s.shape.seq), format("%lld", (long long)s.shape.hidden),
@@ -354,7 +396,8 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                   format("%.1f", 100.0 * rate / peak), format("%.1f", peak_bytes / (1 << 20)),
                   format("%.0f", allocations / s.iters), format("%.0f", staging),
                   results[0].copied < 0 ? "n/a" : format("%.2f", results[0].copied / s.iters / 1024),
-                  wrong < 0 ? "n/a" : format("%lld", (long long)wrong)});
+                  wrong < 0 ? "n/a" : format("%lld", (long long)wrong), breakdown[0], breakdown[1], breakdown[2],
+                  breakdown[3], breakdown[4]});
     }
   }
   const char* verdict = !ok        ? "FAILED: a row is wrong or allocates"

@@ -27,6 +27,13 @@ DistMatrix<T>::DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols
                  Tensor<T>(Shape{block_size(rows, grid.q(), "rows"), block_size(cols, grid.q(), "cols")}, tag)) {}
 
 template <class T>
+DistMatrix<T> DistMatrix<T>::uninitialized(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind) {
+  return DistMatrix(grid, rows, cols,
+                    Tensor<T>(Shape{block_size(rows, grid.q(), "rows"), block_size(cols, grid.q(), "cols")},
+                              grid.tag(kind), Init::none));
+}
+
+template <class T>
 void DistMatrix<T>::load_local(const Matrix& block) {
   OPTIMUS_CHECK(block.rows() == local_rows() && block.cols() == local_cols(), "DistMatrix::load_local: block is ",
                 block.rows(), "x", block.cols(), ", the local block is ", local_rows(), "x", local_cols());

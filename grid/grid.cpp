@@ -68,7 +68,10 @@ void Grid::set_overlap(bool overlap) const { state().settings.overlap = overlap;
 bool Grid::overlap() const { return state().settings.overlap; }
 void Grid::set_check_finite(bool check) const { state().settings.check_finite = check; }
 bool Grid::check_finite() const { return state().settings.check_finite; }
-void Grid::set_timeline(Timeline* timeline) const { state().settings.timeline = timeline; }
+void Grid::set_timeline(Timeline* timeline) const {
+  state().settings.timeline = timeline;
+  state().settings.queue.timeline = timeline;  // the grid's operations on the CPU record into it too
+}
 Timeline* Grid::timeline() const { return state().settings.timeline; }
 void Grid::set_gemm_math(ops::GemmMath math) const { state().settings.queue.math = math; }
 ops::GemmMath Grid::gemm_math() const { return state().settings.queue.math; }

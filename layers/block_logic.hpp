@@ -98,7 +98,8 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, Attentio
   const Grid& grid = dy.grid();
   saved.mark.check(grid, "attention");
   const DistMatrix<T> dmerged = backward_of(c_proj, std::move(saved.c_proj), dy, later);
-  DistMatrix<T> dqkv(grid, dy.rows(), saved.qkv->cols());
+  // dq, dk and dv: every element written by the core's products (beta = 0).
+  DistMatrix<T> dqkv = DistMatrix<T>::uninitialized(grid, dy.rows(), saved.qkv->cols(), MemoryKind::workspace);
   Tensor<T> widened;  // qkv in T when kept in bf16
   const TensorView<const T> qkv = saved.qkv->values(widened);
   if (!saved.probs_kept) {  // selective recomputation: the core's forward again, without probabilities x V

@@ -41,9 +41,10 @@ DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, 
   grid_.row().all_reduce(std::span<T>(sq_dev.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
 
   const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
-  DistMatrix<T> xhat(x.grid(), x.rows(), x.cols(), kept);
-  Tensor<T> rstd(Shape{rows}, grid_.tag(kept));
-  DistMatrix<T> y(x.grid(), x.rows(), x.cols());
+  // Every element written by layernorm_normalize.
+  DistMatrix<T> xhat = DistMatrix<T>::uninitialized(x.grid(), x.rows(), x.cols(), kept);
+  Tensor<T> rstd(Shape{rows}, grid_.tag(kept), Init::none);
+  DistMatrix<T> y = DistMatrix<T>::uninitialized(x.grid(), x.rows(), x.cols(), MemoryKind::workspace);
   ops::layernorm_normalize<T>(x.local(), row_sum.view(), sq_dev.view(), gamma.view(), beta.view(), hidden_,
                               xhat.local(), rstd.view(), y.local(), grid_.queue());
   saved = Context{};
@@ -87,7 +88,7 @@ DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>&
   Partials p = partials(dy, xhat, std::as_const(gamma).view());
   if (later == nullptr) accumulate(p);
   grid_.row().all_reduce(std::span<T>(p.sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
-  DistMatrix<T> dx(dy.grid(), dy.rows(), dy.cols());
+  DistMatrix<T> dx = DistMatrix<T>::uninitialized(dy.grid(), dy.rows(), dy.cols(), MemoryKind::workspace);
   ops::layernorm_backward_dx<T>(dy.local(), xhat, std::as_const(gamma).view(), std::as_const(saved.rstd).view(),
                                 std::as_const(p.sums).view(), hidden_, dx.local(), grid_.queue());
   if (later != nullptr) {

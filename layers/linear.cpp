@@ -47,7 +47,7 @@ void Linear2D<T>::multiply(const DistMatrix<T>& x, const Pass& pass, Context& sa
 
 template <class T>
 DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
-  DistMatrix<T> y(x.grid(), x.rows(), out_);
+  DistMatrix<T> y = DistMatrix<T>::uninitialized(x.grid(), x.rows(), out_, MemoryKind::workspace);  // beta = 0
   multiply(x, pass, saved, y, nullptr);
   return y;
 }
@@ -64,7 +64,7 @@ DistMatrix<T> Linear2D<T>::backward_checked(const Context& saved, const DistMatr
   saved.mark.check(grid_, name_);
   OPTIMUS_CHECK(dy.cols() == out_ && dy.rows() == saved.x->rows(), name_, ": output gradient is ", dy.rows(), "x",
                 dy.cols(), ", expected ", saved.x->rows(), "x", out_);
-  return DistMatrix<T>(dy.grid(), dy.rows(), in_);
+  return DistMatrix<T>::uninitialized(dy.grid(), dy.rows(), in_, MemoryKind::workspace);  // dy w^T with beta = 0
 }
 
 template <class T>

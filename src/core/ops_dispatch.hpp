@@ -7,12 +7,14 @@
 
 #include <initializer_list>
 #include <sstream>
+#include <string_view>
 #include <type_traits>
 
 #include "accelerator_kernels.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
+#include "optimus/core/timeline.hpp"
 
 namespace optimus::ops::detail {
 
@@ -70,13 +72,25 @@ inline const AcceleratorKernels& kernels_for(Device where) {
   return where == Device::sim ? sim_kernels() : cuda_kernels();
 }
 
+// How a timeline counts operation `op`: gemm and gemm_batched as GEMMs, the causal softmax as softmax, the rest as
+// element-wise work.
+inline SpanKind span_kind_of(const char* op) {
+  const std::string_view name(op);
+  if (name.starts_with("gemm")) return SpanKind::gemm;
+  if (name.find("softmax") != std::string_view::npos) return SpanKind::softmax;
+  return SpanKind::elementwise;
+}
+
 // Runs on_cpu() on the host, or on_accelerator(kernels) with the kernels of the operands' accelerator after the
 // checks above; accelerators run f32 (F64: f64 too — the reductions). Returns what they return.
 template <class T, bool F64 = false, class OnCpu, class OnAccelerator>
 decltype(auto) dispatch(const char* op, std::initializer_list<Operand> operands, const Queue& queue, OnCpu&& on_cpu,
                         OnAccelerator&& on_accelerator) {
   const Device where = common_device(op, operands);
-  if (where == Device::cpu) return on_cpu();
+  if (where == Device::cpu) {
+    const Timeline::Operation timed(queue.timeline, queue.timeline != nullptr ? span_kind_of(op) : SpanKind::elementwise);
+    return on_cpu();
+  }
   if constexpr (!std::is_same_v<T, float> && !(F64 && std::is_same_v<T, double>)) {
     OPTIMUS_FAIL(op, ": operands on ", name_of(where), " must be f32: the accelerators' kernels take f32 (f64 runs on "
                  "the CPU)");

@@ -7,6 +7,17 @@
 
 namespace optimus {
 
+const char* name_of(SpanKind kind) {
+  switch (kind) {
+    case SpanKind::compute: return "summa gemm";
+    case SpanKind::comm_wait: return "wait for communication";
+    case SpanKind::gemm: return "gemm";
+    case SpanKind::elementwise: return "element-wise";
+    case SpanKind::softmax: return "softmax";
+  }
+  return "?";
+}
+
 void Timeline::record(SpanKind kind, Clock::time_point start) {
   const auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - origin_).count(); };
   spans_.push_back({kind, us(start), us(Clock::now())});
@@ -30,7 +41,7 @@ void Timeline::write_chrome_trace(Communicator& comm, const std::string& path) c
   const auto width = static_cast<std::size_t>(most) * 3;
   std::vector<double> packed(width, 0.0), all(width * static_cast<std::size_t>(comm.size()));
   for (std::size_t k = 0; k < spans_.size(); ++k) {
-    packed[3 * k] = spans_[k].kind == SpanKind::compute ? 0 : 1;
+    packed[3 * k] = static_cast<double>(static_cast<int>(spans_[k].kind));
     packed[3 * k + 1] = spans_[k].start_us;
     packed[3 * k + 2] = spans_[k].end_us;
   }
@@ -43,10 +54,11 @@ void Timeline::write_chrome_trace(Communicator& comm, const std::string& path) c
   for (int r = 0; r < comm.size(); ++r) {
     for (std::size_t k = 0; k < static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]); ++k) {
       const double* s = all.data() + static_cast<std::size_t>(r) * width + 3 * k;
-      const bool compute = s[0] == 0;
-      out << (first ? "" : ",\n") << "{\"name\": \"" << (compute ? "gemm" : "wait for communication")
-          << "\", \"cat\": \"" << (compute ? "compute" : "comm") << "\", \"ph\": \"X\", \"pid\": " << r
-          << ", \"tid\": " << (compute ? 0 : 1) << ", \"ts\": " << s[1] << ", \"dur\": " << (s[2] - s[1]) << "}";
+      const int kind = static_cast<int>(s[0]);
+      const bool waits = static_cast<SpanKind>(kind) == SpanKind::comm_wait;
+      out << (first ? "" : ",\n") << "{\"name\": \"" << name_of(static_cast<SpanKind>(kind)) << "\", \"cat\": \""
+          << (waits ? "comm" : "compute") << "\", \"ph\": \"X\", \"pid\": " << r << ", \"tid\": " << kind
+          << ", \"ts\": " << s[1] << ", \"dur\": " << (s[2] - s[1]) << "}";
       first = false;
     }
   }

@@ -21,6 +21,7 @@
 namespace optimus {
 class DeviceStream;  // optimus/core/device_runtime.hpp
 class GemmEngine;    // optimus/core/gemm_engine.hpp
+class Timeline;      // optimus/core/timeline.hpp
 }  // namespace optimus
 
 namespace optimus::ops {
@@ -39,6 +40,7 @@ struct Queue {
   GemmEngine* gemm = nullptr;
   GemmMath math = GemmMath::f32;
   MemoryTag scratch = {};
+  Timeline* timeline = nullptr;  // records each operation run on the CPU, by kind (timeline.hpp), if set
 };
 
 // C = alpha op(A) op(B) + beta C; op(A): [m, k], op(B): [k, n], C: [m, n] (optimus/core/kernels.hpp's gemm).

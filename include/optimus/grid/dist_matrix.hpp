@@ -32,6 +32,10 @@ class DistMatrix {
   // spilled block's parameters live in page-locked host memory: layers/spill.hpp).
   DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryTag tag);
 
+  // A matrix like DistMatrix(grid, rows, cols, kind) whose elements are unspecified until written: for the output of an
+  // operation that writes every element (a product with beta = 0, LayerNorm's y), sparing a pass that zeroes it.
+  static DistMatrix uninitialized(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind);
+
   // Every rank passes the same full matrix; each keeps its own block. No communication.
   template <class Derived>
   static DistMatrix from_global(const Grid& grid, const Eigen::MatrixBase<Derived>& full) {

@@ -83,8 +83,9 @@ class Grid {
   // the tensor, the pass and the first rank (and element) where it appears (layers/finite_check.hpp).
   void set_check_finite(bool check) const;
   bool check_finite() const;
-  // Records SUMMA's GEMMs (compute) and waits for communication (exposed communication) into `timeline`
-  // (nullptr: nothing is recorded). The timeline must outlive its use.
+  // Records SUMMA's GEMMs (compute) and waits for communication (exposed communication) into `timeline`, and
+  // through queue() every operation the grid's layers run on the CPU, by kind (nullptr: nothing is recorded). The
+  // timeline must outlive its use.
   void set_timeline(Timeline* timeline) const;
   Timeline* timeline() const;
   // Places the matrices and layer workspaces made on this grid in `device` (null: host memory), with their local work

@@ -15,11 +15,12 @@ struct GeluOutput {
   DistMatrix<T> y;
   DistMatrix<T> pre;
 
-  // Both [rows, cols] on `grid` (a Grid or a matrix's grid state); pre counted as activations in training.
-  template <class OnGrid>
-  static GeluOutput allocate(const OnGrid& grid, std::int64_t rows, std::int64_t cols, const Pass& pass) {
-    return {DistMatrix<T>(grid, rows, cols),
-            DistMatrix<T>(grid, rows, cols, pass.training ? MemoryKind::activations : MemoryKind::workspace)};
+  // Both [rows, cols] on `grid`, unwritten (the product and its epilogue write every element); pre counted as
+  // activations in training.
+  static GeluOutput allocate(const Grid& grid, std::int64_t rows, std::int64_t cols, const Pass& pass) {
+    return {DistMatrix<T>::uninitialized(grid, rows, cols, MemoryKind::workspace),
+            DistMatrix<T>::uninitialized(grid, rows, cols,
+                                         pass.training ? MemoryKind::activations : MemoryKind::workspace)};
   }
 };
 
