@@ -27,20 +27,15 @@ OPTIMUS_VECTOR_CLONES void dropout_groups(T* x, std::int64_t groups, std::uint64
   }
 }
 
-// Dropout of n elements of global row `row` from global column col0, `step` elements apart: element by element
-// (math::dropout_keeps) up to the first whole draw and after the last, whole draws between when contiguous.
+// Dropout of n contiguous elements of global row `row` from global column col0: element by element
+// (math::dropout_keeps) up to the first whole draw and after the last, whole draws between.
 template <class T>
-void dropout_row(T* x, std::int64_t n, std::int64_t step, double p, T scale, std::uint64_t seed, std::uint64_t stream,
-                 std::uint64_t row, std::uint64_t col0) {
+void dropout_row(T* x, std::int64_t n, double p, T scale, std::uint64_t seed, std::uint64_t stream, std::uint64_t row,
+                 std::uint64_t col0) {
   const auto one = [&](std::int64_t c) {
-    x[c * step] = math::dropout(x[c * step], math::dropout_keeps(p, seed, stream, row, col0 + static_cast<std::uint64_t>(c)),
-                                scale);
+    x[c] = math::dropout(x[c], math::dropout_keeps(p, seed, stream, row, col0 + static_cast<std::uint64_t>(c)), scale);
   };
   std::int64_t c = 0;
-  if (step != 1) {
-    for (; c < n; ++c) one(c);
-    return;
-  }
   for (; c < n && (col0 + static_cast<std::uint64_t>(c)) % kPerDraw != 0; ++c) one(c);
   const std::int64_t groups = (n - c) / kPerDraw;
   dropout_groups(x + c, groups, math::dropout_threshold(p), scale, seed, stream, row,
@@ -54,10 +49,8 @@ template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
              std::uint64_t stream) {
   const T scale = static_cast<T>(1.0 / (1.0 - p));
-  const std::int64_t cols = x.size(1);
-  for (std::int64_t r = 0; r < x.size(0); ++r) {
-    dropout_row(&x(r, 0), cols, cols <= 1 ? 1 : x.stride(1), p, scale, seed, stream, row0 + static_cast<std::uint64_t>(r),
-                col0);
+  for (std::int64_t r = 0; r < x.size(0); ++r) {  // rows contiguous (ops::dropout checks)
+    dropout_row(&x(r, 0), x.size(1), p, scale, seed, stream, row0 + static_cast<std::uint64_t>(r), col0);
   }
 }
 

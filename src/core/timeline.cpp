@@ -18,9 +18,11 @@ const char* name_of(SpanKind kind) {
   return "?";
 }
 
-void Timeline::record(SpanKind kind, Clock::time_point start) {
+void Timeline::record(SpanKind kind, Clock::time_point start) { record(kind, start, Clock::now()); }
+
+void Timeline::record(SpanKind kind, Clock::time_point start, Clock::time_point end) {
   const auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - origin_).count(); };
-  spans_.push_back({kind, us(start), us(Clock::now())});
+  spans_.push_back({kind, us(start), us(end)});
 }
 
 double Timeline::total_us(SpanKind kind) const {

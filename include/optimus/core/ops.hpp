@@ -126,7 +126,7 @@ template <class T>
 void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, const Queue& queue);
 
 // Dropout of a block whose element (r, c) is element (row0 + r, col0 + c) of the global activation:
-// x = CounterRng(seed, stream).uniform(row0 + r, col0 + c) >= p ? x / (1 - p) : 0 (optimus/layers/dropout.hpp); a
+// x = math::dropout_keeps(p, seed, stream, row0 + r, col0 + c) ? x / (1 - p) : 0 (element_math.hpp); a
 // dropped element is 0 even if it was inf or NaN. Rows contiguous; p in [0, 1).
 template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,

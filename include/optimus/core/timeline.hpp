@@ -31,8 +31,9 @@ class Timeline {
 
   Timeline() : origin_(Clock::now()) {}
 
-  // Records [start, now) as a span of `kind`.
+  // Records [start, now), or [start, end), as a span of `kind`.
   void record(SpanKind kind, Clock::time_point start);
+  void record(SpanKind kind, Clock::time_point start, Clock::time_point end);
   void clear() { spans_.clear(); }
 
   const std::vector<Span>& spans() const { return spans_; }
@@ -41,27 +42,34 @@ class Timeline {
   // Collective over `comm`: rank 0 writes every rank's spans as a Chrome trace (pid = rank, one thread per kind).
   void write_chrome_trace(Communicator& comm, const std::string& path) const;
 
-  // RAII for one operation: records a span of `kind` when it goes out of scope, unless another operation's span is
-  // open (an operation that runs others — a bf16 GEMM casting its operands — counts as itself alone). No-op with a
-  // null timeline.
+  // RAII for one operation: records its time as spans of `kind`, exclusive of the operations it runs inside itself
+  // (a GEMM's bias and GELU epilogue on the CPU is element-wise time, not the GEMM's): when an inner operation
+  // starts, the outer one's span so far is recorded, and it resumes when the inner one ends. Spans never overlap.
+  // No-op with a null timeline.
   class Operation {
    public:
-    Operation(Timeline* t, SpanKind kind)
-        : t_(t != nullptr && !t->in_operation_ ? t : nullptr), kind_(kind), start_(Clock::now()) {
-      if (t_ != nullptr) t_->in_operation_ = true;
+    Operation(Timeline* t, SpanKind kind) : t_(t), kind_(kind) {
+      if (t_ == nullptr) return;
+      start_ = Clock::now();
+      outer_ = t_->open_;
+      if (outer_ != nullptr) t_->record(outer_->kind_, outer_->start_, start_);  // the outer one's piece so far
+      t_->open_ = this;
     }
     Operation(const Operation&) = delete;
     Operation& operator=(const Operation&) = delete;
     ~Operation() {
       if (t_ == nullptr) return;
-      t_->in_operation_ = false;
-      t_->record(kind_, start_);
+      const Clock::time_point end = Clock::now();
+      t_->record(kind_, start_, end);
+      t_->open_ = outer_;
+      if (outer_ != nullptr) outer_->start_ = end;  // the outer one resumes
     }
 
    private:
     Timeline* t_;
     SpanKind kind_;
-    Clock::time_point start_;
+    Clock::time_point start_{};
+    Operation* outer_ = nullptr;
   };
 
   // RAII: records the span when it goes out of scope (no-op with a null timeline).
@@ -83,7 +91,7 @@ class Timeline {
  private:
   Clock::time_point origin_;
   std::vector<Span> spans_;
-  bool in_operation_ = false;
+  Operation* open_ = nullptr;  // the innermost operation running, if any
 };
 
 }  // namespace optimus

@@ -1,5 +1,6 @@
 // Dropout with partition-independent masks (gpt_config.hpp): element (r, c) of a global [N, h] activation
-// is kept iff CounterRng(seed, stream).uniform(r, c) >= p, and kept values are scaled by 1 / (1 - p).
+// is kept iff math::dropout_keeps(p, seed, stream, r, c) (one Philox call per four columns; element_math.hpp), and
+// kept values are scaled by 1 / (1 - p).
 // The same call applies the mask in forward and to the gradient in backward, so no mask is stored.
 // Rows are numbered through the global batch (dp replicas and micro-batches: Pass::first_sequence), so that every
 // split of the batch draws the masks of the whole batch.
