@@ -1,6 +1,7 @@
 // Memory accounting: tensors count their bytes by kind from construction to destruction.
 #include <doctest/doctest.h>
 
+#include "optimus/core/host_allocator.hpp"
 #include "optimus/core/tensor.hpp"
 
 using optimus::MemoryKind;
@@ -50,4 +51,12 @@ TEST_CASE("bytes are counted by place: device and host separately, and together"
   m.reset_peaks();
   CHECK(m.peak_total(optimus::MemoryPlace::host) == 0);
   CHECK(m.peak(MemoryKind::optimizer) == 80);
+}
+
+TEST_CASE("retain_freed_host_memory sets glibc's malloc where the C library is glibc") {
+#if defined(__GLIBC__)
+  CHECK(optimus::retain_freed_host_memory());
+#else
+  CHECK_FALSE(optimus::retain_freed_host_memory());
+#endif
 }
