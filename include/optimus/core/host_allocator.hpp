@@ -8,7 +8,7 @@
 // steps). The threads' allocations then share one lock, which a step's few thousand tensors do not notice.
 //
 // Process-wide, so a program decides: call it first thing in main (optimus-bench and train_gpt do).
-// Returns false where it does nothing (a C library other than glibc).
+// Returns false where it does nothing (a C library other than glibc, or a sanitizer's allocator in its place).
 #pragma once
 
 namespace optimus {
