@@ -8,6 +8,7 @@
 // #wrong against the fp64 reference. Parameters, gradients, activations and optimizer state are f32; --gemm picks how
 // the GEMMs compute (f32, TF32, or bf16 operands with f32 accumulation).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -156,21 +157,23 @@ struct RankResult {
   double copied = -1;      // bytes copied host <-> device by the whole grid in the timed steps (simulated device)
   std::int64_t wrong = -1;
   // Where this rank's timed steps went, as fractions of its own mean step (the CPU only: its operations are timed
-  // where they run): GEMMs, element-wise work, the causal softmax, waiting for SUMMA's transfers, and the rest
-  // (copies, allocation, collectives outside SUMMA, waiting for other ranks).
-  struct Breakdown {
-    double gemm = 0, elementwise = 0, softmax = 0, comm_wait = 0, other = 0;
-  };
-  std::optional<Breakdown> breakdown;
+  // where they run): kBreakdownKinds in order, then the rest (copies, allocation, collectives outside SUMMA, waiting
+  // for other ranks). The t_* columns.
+  std::optional<std::array<double, 5>> breakdown;
 };
 
+// GEMMs, element-wise work, the causal softmax, waiting for SUMMA's transfers.
+constexpr SpanKind kBreakdownKinds[] = {SpanKind::gemm, SpanKind::elementwise, SpanKind::softmax, SpanKind::comm_wait};
+
 // The breakdown of `timeline`'s spans over `seconds` (the timed steps' wall time on this rank).
-RankResult::Breakdown breakdown_of(const Timeline& timeline, double seconds) {
-  const auto share = [&](SpanKind kind) { return timeline.total_us(kind) * 1e-6 / seconds; };
-  RankResult::Breakdown b{.gemm = share(SpanKind::gemm), .elementwise = share(SpanKind::elementwise),
-                          .softmax = share(SpanKind::softmax), .comm_wait = share(SpanKind::comm_wait), .other = 0};
-  b.other = 1.0 - b.gemm - b.elementwise - b.softmax - b.comm_wait;
-  return b;
+std::array<double, 5> breakdown_of(const Timeline& timeline, double seconds) {
+  std::array<double, 5> shares{};
+  shares.back() = 1.0;
+  for (std::size_t k = 0; k < std::size(kBreakdownKinds); ++k) {
+    shares[k] = timeline.total_us(kBreakdownKinds[k]) * 1e-6 / seconds;
+    shares.back() -= shares[k];
+  }
+  return shares;
 }
 
 // Bytes copied between host and device so far, on the simulated device; -1 elsewhere (not counted).
@@ -396,17 +399,11 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
       // The ranks' mean breakdown (the CPU only).
       std::vector<std::string> breakdown(5, "n/a");
       if (results[0].breakdown) {
-        RankResult::Breakdown mean;
-        for (const RankResult& r : results) {
-          mean.gemm += r.breakdown->gemm / static_cast<double>(results.size());
-          mean.elementwise += r.breakdown->elementwise / static_cast<double>(results.size());
-          mean.softmax += r.breakdown->softmax / static_cast<double>(results.size());
-          mean.comm_wait += r.breakdown->comm_wait / static_cast<double>(results.size());
-          mean.other += r.breakdown->other / static_cast<double>(results.size());
+        for (std::size_t k = 0; k < breakdown.size(); ++k) {
+          double mean = 0;
+          for (const RankResult& r : results) mean += (*r.breakdown)[k] / static_cast<double>(results.size());
+          breakdown[k] = format("%.1f", 100 * mean);
         }
-        breakdown = {format("%.1f", 100 * mean.gemm), format("%.1f", 100 * mean.elementwise),
-                     format("%.1f", 100 * mean.softmax), format("%.1f", 100 * mean.comm_wait),
-                     format("%.1f", 100 * mean.other)};
       }
       ok = ok && wrong <= 0 && (s.device == Device::cpu || allocations == 0);
       report.row({device, format("%lld", (long long)q), format("%lld", (long long)s.shape.batch),

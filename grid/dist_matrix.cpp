@@ -13,24 +13,24 @@ std::int64_t block_size(std::int64_t n, int q, const char* dimension) {
   return n / q;
 }
 
+// A rank's block of a rows x cols matrix on a q x q grid, or an error naming the dimension q does not divide.
+Shape block_shape(const Grid& grid, std::int64_t rows, std::int64_t cols) {
+  return Shape{block_size(rows, grid.q(), "rows"), block_size(cols, grid.q(), "cols")};
+}
+
 }  // namespace
 
 template <class T>
 DistMatrix<T>::DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind)
-    : DistMatrix(grid, rows, cols,
-                 Tensor<T>(Shape{block_size(rows, grid.q(), "rows"), block_size(cols, grid.q(), "cols")},
-                           grid.tag(kind))) {}
+    : DistMatrix(grid, rows, cols, Tensor<T>(block_shape(grid, rows, cols), grid.tag(kind))) {}
 
 template <class T>
 DistMatrix<T>::DistMatrix(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryTag tag)
-    : DistMatrix(grid, rows, cols,
-                 Tensor<T>(Shape{block_size(rows, grid.q(), "rows"), block_size(cols, grid.q(), "cols")}, tag)) {}
+    : DistMatrix(grid, rows, cols, Tensor<T>(block_shape(grid, rows, cols), tag)) {}
 
 template <class T>
 DistMatrix<T> DistMatrix<T>::uninitialized(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind) {
-  return DistMatrix(grid, rows, cols,
-                    Tensor<T>(Shape{block_size(rows, grid.q(), "rows"), block_size(cols, grid.q(), "cols")},
-                              grid.tag(kind), Init::none));
+  return DistMatrix(grid, rows, cols, Tensor<T>(block_shape(grid, rows, cols), grid.tag(kind), Init::none));
 }
 
 template <class T>

@@ -176,17 +176,8 @@ TEST_CASE("under memory pressure the planner recomputes the fewest blocks that m
   const std::uint64_t least = plan::predict_memory(l, r.workload).device.total();
   REQUIRE(least < plain);
   r.cluster.device_memory = (plain + least) / 2;
-  const std::optional<plan::Plan> p =
-      plan::evaluate(plan::Layout{.tensor = plan::TensorParallel::two_d,
-                                  .tp = 4,
-                                  .dp = 1,
-                                  .pp = 1,
-                                  .schedule = optimus::pipeline::Kind::one_f_one_b,
-                                  .chunks = 1,
-                                  .micro_batches = 1,
-                                  .offload = optimus::Offload::none,
-                                  .recompute = std::vector<Recompute>(4, Recompute::none)},
-                     r);
+  l.recompute.assign(4, Recompute::none);  // the planner chooses
+  const std::optional<plan::Plan> p = plan::evaluate(l, r);
   REQUIRE(p.has_value());
   CHECK(p->memory.device.total() <= r.cluster.device_memory);
   int recomputed = 0;

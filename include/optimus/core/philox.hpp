@@ -40,12 +40,10 @@ OPTIMUS_HOST_DEVICE inline void element_bits(std::uint64_t seed, std::uint64_t s
   rounds10(out, k);
 }
 
-// The top 53 bits of two words, and them as a double in [0, 1) (exact: the same value on host and device).
-OPTIMUS_HOST_DEVICE inline std::uint64_t unit_bits(std::uint32_t w0, std::uint32_t w1) {
-  return ((static_cast<std::uint64_t>(w0) << 32) | w1) >> 11;
-}
+// 53 bits from two words, as a double in [0, 1) (exact: the same value on host and device).
 OPTIMUS_HOST_DEVICE inline double to_unit(std::uint32_t w0, std::uint32_t w1) {
-  return static_cast<double>(unit_bits(w0, w1)) * (1.0 / 9007199254740992.0);  // 2^-53
+  const std::uint64_t x = ((static_cast<std::uint64_t>(w0) << 32) | w1) >> 11;
+  return static_cast<double>(x) * (1.0 / 9007199254740992.0);  // 2^-53
 }
 
 // Uniform in [0, 1) for element (row, col): CounterRng(seed, stream).uniform(row, col).

@@ -17,7 +17,6 @@ namespace optimus {
 // (LayerNorm, GELU, dropout, casts, adds and biases, the embedding, the loss, AdamW). On an accelerator operations are
 // asynchronous and are not recorded.
 enum class SpanKind { compute, comm_wait, gemm, elementwise, softmax };
-inline constexpr int kSpanKinds = 5;
 const char* name_of(SpanKind kind);
 
 class Timeline {
