@@ -137,7 +137,8 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                     cli::integer("vocab", 1, 1 << 24, "vocabulary (default 512)"),
                     cli::choice("layout", {"2d", "1d"}, "only 2D or only 1D layouts (default both)"),
                     cli::integer("max-micro-batches", 1, 1 << 12, "largest micro-batch count planned (default 4)"),
-                    cli::integer("limit", 1, 1 << 12, "the most plans run, evenly spread over the ranking (default 40)")},
+                    cli::integer("limit", 1, 1 << 12, "the most plans run, evenly spread over the ranking (default 40)"),
+                    cli::integer("rounds", 1, 100, "times every plan is measured, round by round (default 1)")},
                    block_shape(false), timing(), {json()}});
   }
   if (command == "checkpoint") {

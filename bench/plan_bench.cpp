@@ -1,23 +1,28 @@
 // optimus-bench plan: the planner (optimus/plan/planner.hpp) checked against this machine. It plans a small GPT for
 // the world's ranks (CPU ranks at the calibration's rates, --cores of them computing at once), runs every feasible
 // plan that Optimus runs (up to --limit, spread evenly over the ranking, the planner's pick always) for --iters timed
-// steps after --warmup, and prints, per plan:
+// steps after --warmup, in --rounds rounds over all the plans, and prints, per plan:
 //   pred_ms, meas_ms   the predicted and the measured step (the median over the steps of the slowest rank; forward,
-//                      backward and AdamW);
+//                      backward and AdamW; with rounds, the median of the rounds' figures);
+//   spread%            the slowest round over the fastest, less 1 (0 with one round);
 //   mem_MiB            the measured peak per rank of parameters/gradients/optimizer/activations (the largest stage);
 //   #wrong             ranks x kinds whose peak differs from the memory model's for the rank's stage (must be 0);
 // then the Spearman rank correlation of predicted and measured step times and how far the planner's pick is from the
-// fastest plan measured.
+// fastest plan measured. With two rounds or more it also prints the rank correlation of the rounds with one another:
+// the measurement's own reproducibility, the most that can be asked of a model ranking the same plans.
 //
 //   optimus-bench plan --in-process 16 [--calibration FILE] [--cores 2] [--h 64] [--heads 4] [--layers 4] [--s 32]
 //                      [--batch 16] [--vocab 512] [--layout 2d|1d] [--max-micro-batches 4] [--limit 40]
-//                      [--memory 1GiB] [--warmup 1] [--iters 3] [--json FILE]
+//                      [--memory 1GiB] [--warmup 1] [--iters 3] [--rounds 1] [--json FILE]
 //   mpirun -np 4 optimus-bench plan --calibration FILE [--cores 2] ...
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench_options.hpp"
@@ -28,6 +33,7 @@
 #include "optimus/plan/plan_report.hpp"
 #include "optimus/plan/run.hpp"
 #include "report.hpp"
+#include "timing.hpp"
 
 namespace optimus::bench {
 namespace {
@@ -64,6 +70,32 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 std::string mib4(const plan::KindBytes& b) {
   const auto m = [](std::uint64_t x) { return static_cast<double>(x) / (1 << 20); };
   return format("%.3f/%.3f/%.3f/%.3f", m(b.parameters), m(b.gradients), m(b.optimizer), m(b.activations));
+}
+
+// Collective: the measured peaks of the largest stage (the rank with the most bytes of the four kinds) as text, and the
+// ranks x kinds whose peak differs from the memory model's prediction for the rank's stage.
+std::pair<std::string, std::int64_t> check_memory(Communicator& world, const plan::Layout& layout,
+                                                  const plan::Workload& workload, const plan::Measured& m) {
+  const std::vector<plan::MemoryPrediction> stages = plan::predict_memory_by_stage(layout, workload);
+  const plan::KindBytes& want = stages[static_cast<std::size_t>(m.stage)].device;
+  std::int64_t wrong = 0;
+  for (MemoryKind kind : {MemoryKind::parameters, MemoryKind::gradients, MemoryKind::optimizer, MemoryKind::activations}) {
+    wrong += m.device.of(kind) != want.of(kind) ? 1 : 0;
+  }
+  wrong = static_cast<std::int64_t>(world.all_reduce(static_cast<double>(wrong), ReduceOp::sum));
+  const double mine =
+      static_cast<double>(m.device.parameters + m.device.gradients + m.device.optimizer + m.device.activations);
+  const double most = world.all_reduce(mine, ReduceOp::max);
+  const int holder =
+      static_cast<int>(world.all_reduce(mine == most ? static_cast<double>(world.rank()) : 1e9, ReduceOp::min));
+  std::vector<double> kinds = {static_cast<double>(m.device.parameters), static_cast<double>(m.device.gradients),
+                               static_cast<double>(m.device.optimizer), static_cast<double>(m.device.activations)};
+  world.broadcast(kinds.data(), kinds.size(), DType::f64, holder);
+  const plan::KindBytes shown{.parameters = static_cast<std::uint64_t>(kinds[0]),
+                              .gradients = static_cast<std::uint64_t>(kinds[1]),
+                              .optimizer = static_cast<std::uint64_t>(kinds[2]),
+                              .activations = static_cast<std::uint64_t>(kinds[3])};
+  return {mib4(shown), wrong};
 }
 
 int bench(Communicator& world, const cli::Options& o, const plan::Cluster& cluster) {
@@ -103,49 +135,46 @@ int bench(Communicator& world, const cli::Options& o, const plan::Cluster& clust
                  {"pred_ms", 9},
                  {"meas_ms", 9},
                  {"meas/pred", 9},
+                 {"spread%", 7},
                  {"mem_MiB p/g/o/a", 30},
                  {"#wrong", 6}});
   report.header(
       format("optimus-bench plan: world %d, %lld feasible plans Optimus runs, %zu run (--limit %zu), "
-             "%d warm-up and %d timed steps each",
+             "%d warm-up and %d timed steps each, in %d rounds",
              world.size(), static_cast<long long>(n), chosen.size(), limit, static_cast<int>(o.integer("warmup", 1)),
-             static_cast<int>(o.integer("iters", 3))));
+             static_cast<int>(o.integer("iters", 3)), static_cast<int>(o.integer("rounds", 1))));
   if (root) report.print_header(stdout);
-  std::vector<double> predicted, measured;
-  std::int64_t wrong_total = 0;
-  for (std::size_t k : chosen) {
-    const plan::Plan& p = result.plans[k];
-    const plan::Measured m = plan::run_plan(world, p.layout, r.workload, static_cast<int>(o.integer("warmup", 1)),
-                                            static_cast<int>(o.integer("iters", 3)));
-    const std::vector<plan::MemoryPrediction> stages = plan::predict_memory_by_stage(p.layout, r.workload);
-    const plan::KindBytes& want = stages[static_cast<std::size_t>(m.stage)].device;
-    std::int64_t wrong = 0;
-    for (MemoryKind kind :
-         {MemoryKind::parameters, MemoryKind::gradients, MemoryKind::optimizer, MemoryKind::activations}) {
-      wrong += m.device.of(kind) != want.of(kind) ? 1 : 0;
+  // Every plan is measured once per round, the rounds one after another over all plans, so that the machine's drift
+  // falls on every plan alike; a plan's time is the median of its rounds. The memory is checked in the first round.
+  const int warmup = static_cast<int>(o.integer("warmup", 1)), iters = static_cast<int>(o.integer("iters", 3));
+  const auto rounds = static_cast<std::size_t>(o.integer("rounds", 1));
+  std::vector<std::vector<double>> by_round(rounds);  // [round][plan]: seconds per step
+  std::vector<std::string> memory_shown(chosen.size());
+  std::vector<std::int64_t> wrong_of(chosen.size());
+  for (std::size_t round = 0; round < rounds; ++round) {
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      const plan::Plan& p = result.plans[chosen[i]];
+      const plan::Measured m = plan::run_plan(world, p.layout, r.workload, warmup, iters);
+      by_round[round].push_back(m.step_seconds);
+      if (round == 0) std::tie(memory_shown[i], wrong_of[i]) = check_memory(world, p.layout, r.workload, m);
     }
-    wrong = static_cast<std::int64_t>(world.all_reduce(static_cast<double>(wrong), ReduceOp::sum));
-    wrong_total += wrong;
-    // The largest stage's peaks (the rank with the most bytes of the four kinds).
-    const double mine =
-        static_cast<double>(m.device.parameters + m.device.gradients + m.device.optimizer + m.device.activations);
-    const double most = world.all_reduce(mine, ReduceOp::max);
-    const int holder =
-        static_cast<int>(world.all_reduce(mine == most ? static_cast<double>(world.rank()) : 1e9, ReduceOp::min));
-    std::vector<double> kinds = {static_cast<double>(m.device.parameters), static_cast<double>(m.device.gradients),
-                                 static_cast<double>(m.device.optimizer), static_cast<double>(m.device.activations)};
-    world.broadcast(kinds.data(), kinds.size(), DType::f64, holder);
-    const plan::KindBytes shown{.parameters = static_cast<std::uint64_t>(kinds[0]),
-                                .gradients = static_cast<std::uint64_t>(kinds[1]),
-                                .optimizer = static_cast<std::uint64_t>(kinds[2]),
-                                .activations = static_cast<std::uint64_t>(kinds[3])};
+  }
+  std::vector<double> predicted, measured;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const plan::Plan& p = result.plans[chosen[i]];
+    std::vector<double> times;
+    for (const std::vector<double>& round : by_round) times.push_back(round[i]);
     predicted.push_back(p.time.seconds);
-    measured.push_back(m.step_seconds);
-    report.row({format("%zu", k + 1), plan::describe(p.layout), format("%.2f", 1e3 * p.time.seconds),
-                format("%.2f", 1e3 * m.step_seconds), format("%.2f", m.step_seconds / p.time.seconds), mib4(shown),
-                format("%lld", static_cast<long long>(wrong))});
+    measured.push_back(median(times));
+    report.row({format("%zu", chosen[i] + 1), plan::describe(p.layout), format("%.2f", 1e3 * p.time.seconds),
+                format("%.2f", 1e3 * measured.back()), format("%.2f", measured.back() / p.time.seconds),
+                format("%.1f", 100 * (*std::max_element(times.begin(), times.end()) /
+                                          *std::min_element(times.begin(), times.end()) -
+                                      1)),
+                memory_shown[i], format("%lld", static_cast<long long>(wrong_of[i]))});
     if (root) report.print_row(stdout, report.rows() - 1);
   }
+  const std::int64_t wrong_total = std::accumulate(wrong_of.begin(), wrong_of.end(), std::int64_t{0});
   const double rho = spearman(predicted, measured);
   const double best = *std::min_element(measured.begin(), measured.end());
   const double pick = measured[0] / best;
@@ -153,6 +182,17 @@ int bench(Communicator& world, const cli::Options& o, const plan::Cluster& clust
     std::printf(
         "# Spearman rank correlation of predicted and measured step times over %zu plans: %.3f (acceptance: >= 0.8)\n",
         measured.size(), rho);
+    if (rounds > 1) {
+      // The measurement's own reproducibility: how well one round ranks the plans as another does. No model can be
+      // expected to rank the plans more consistently with a measurement than the measurement does with itself.
+      double sum = 0;
+      int pairs = 0;
+      for (std::size_t a = 0; a < rounds; ++a) {
+        for (std::size_t b = a + 1; b < rounds; ++b, ++pairs) sum += spearman(by_round[a], by_round[b]);
+      }
+      std::printf("# the measurement against itself: Spearman between rounds, mean over %d pairs of %zu rounds: %.3f\n",
+                  pairs, rounds, sum / pairs);
+    }
     std::printf(
         "# the planner's pick (rank 1) measured %.2f ms, the fastest measured %.2f ms: %.1f%% slower "
         "(acceptance: within 10%%)\n",
