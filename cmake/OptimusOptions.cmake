@@ -14,6 +14,7 @@ option(OPTIMUS_BUILD_TESTS "Build the doctest suites and register them with ctes
 option(OPTIMUS_BUILD_BENCH "Build optimus-bench" ON)
 option(OPTIMUS_BUILD_EXAMPLES "Build the README's example programs" ON)
 option(OPTIMUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(OPTIMUS_PCH "Precompile the standard library and Eigen headers every source includes (GCC; shorter builds)" ON)
 option(OPTIMUS_FUZZ "Build the libFuzzer targets of tests/fuzz (needs clang; instruments the library)" OFF)
 set(OPTIMUS_TEST_MAX_RANKS "16" CACHE STRING "Largest MPI rank count registered with ctest")
 

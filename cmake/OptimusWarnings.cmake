@@ -1,4 +1,4 @@
-# Warnings for every Optimus target.
+# Warnings and precompiled headers for every Optimus target.
 include_guard(GLOBAL)
 
 add_library(optimus_warnings INTERFACE)
@@ -7,8 +7,32 @@ target_compile_options(optimus_warnings INTERFACE
   # GCC 12 reports false positives inside its own AVX-512 intrinsics when inlining Eigen (GCC bug 105593).
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-maybe-uninitialized>)
 
+# Precompiled headers (GCC only: clang refuses a precompiled header built with other options, and the fuzz build's
+# targets differ in theirs): the standard library and Eigen headers nearly every source includes through the public
+# headers, parsed once per build instead of once per source. Libraries reuse optimus_core's, executables
+# optimus_pch_executable's (src/CMakeLists.txt): GCC refuses a header precompiled with -fPIC in a -fPIE compile.
+# A source compiled with options of its own (kernels_cpu.cpp's -fno-trapping-math) includes the headers as text.
+set(OPTIMUS_PRECOMPILED_HEADERS <algorithm> <array> <atomic> <chrono> <cmath> <cstddef> <cstdint> <cstring>
+    <functional> <map> <memory> <mutex> <optional> <span> <string> <string_view> <tuple> <utility> <vector>
+    <Eigen/Core>)
 
-# optimus_target_defaults(<target>): warnings on, private to the target.
-function(optimus_target_defaults target)
+# optimus_target_warnings(<target>): warnings on, private to the target.
+function(optimus_target_warnings target)
   target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:optimus_warnings>)
+endfunction()
+
+# optimus_target_defaults(<target>): warnings on, and the precompiled headers where OPTIMUS_PCH holds.
+function(optimus_target_defaults target)
+  optimus_target_warnings(${target})
+  if(NOT OPTIMUS_PCH OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    return()
+  endif()
+  get_target_property(type ${target} TYPE)
+  if(target STREQUAL "optimus_core" OR target STREQUAL "optimus_pch_executable")
+    target_precompile_headers(${target} PRIVATE ${OPTIMUS_PRECOMPILED_HEADERS})
+  elseif(type STREQUAL "EXECUTABLE")
+    target_precompile_headers(${target} REUSE_FROM optimus_pch_executable)
+  else()
+    target_precompile_headers(${target} REUSE_FROM optimus_core)
+  endif()
 endfunction()
