@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "block_model.hpp"
@@ -258,11 +259,10 @@ double seconds_per_gemm(RankDevice& rank, GemmPrecision precision, std::int64_t 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
-// The CPU GEMM backend's f32 rate with `ranks` in-process threads each multiplying its own n^3 product at once (the
-// cores shared as a grid's in-process ranks share them): ranks products over the slowest thread's time, the best of
-// three rounds after one product each to warm up.
+// The CPU GEMM backend's f32 rate with `ranks` in-process threads each multiplying its own n^3 product at once:
+// ranks products over the slowest thread's time, the best of five rounds after one product each to warm up.
 double concurrent_cpu_peak(int ranks, std::int64_t size) {
-  constexpr int kRounds = 3;
+  constexpr int kRounds = 5;
   double best = 0;  // seconds of the fastest round (its slowest thread)
   run_in_process(ranks, [&](Communicator& w) {
     Tensor<float> a(Shape{size, size}), b(Shape{size, size}), c(Shape{size, size});
@@ -360,8 +360,8 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   report.header("step: median over iters of the slowest rank; TFLOP/s: model FLOPs (3 x forward, attention in full) "
                 "per second over the whole grid; gemm_ms: the step's GEMMs at q = 1 shapes, each timed alone "
                 "(%gemm of step_ms; the rest is element-wise work, softmax, casts and communication); peak: " +
-                peak_what + ", measured now (CPU rows with q > 1: q^2 threads each multiplying at once, the cores "
-                "shared as the grid's ranks share them); peak_MiB: device memory in use (accelerator) or tensor bytes (CPU) per "
+                peak_what + ", measured now (CPU rows with q > 1: a thread per core multiplying at once, "
+                "min(q^2, cores) threads); peak_MiB: device memory in use (accelerator) or tensor bytes (CPU) per "
                 "rank; allocs/step: raw allocations of a rank's memory pool and page-locked buffers during the timed "
                 "steps (must be 0 on an accelerator); staging_allocs: raw allocations of the in-process staging area, "
                 "which the ranks sharing one device exchange through, in all the timed steps (it grows, doubling, "
@@ -379,9 +379,13 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
     s.math = gemm_math;
     const double gemm_seconds = step_gemm_seconds(s, accelerator.get());
     for (std::int64_t q : qs) {
-      const double row_peak = s.device == Device::cpu && q > 1
-                                  ? concurrent_cpu_peak(static_cast<int>(q * q), o.integer("peak-n", 1024))
-                                  : peak;
+      // CPU rows with q > 1: the peak of the cores the grid's q^2 ranks share, one thread per core (q^2 threads
+      // where there are as many cores).
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      const double row_peak =
+          s.device == Device::cpu && q > 1
+              ? concurrent_cpu_peak(std::min(static_cast<int>(q * q), cores), o.integer("peak-n", 1024))
+              : peak;
       std::vector<RankResult> results(static_cast<std::size_t>(q * q));
       run_in_process(static_cast<int>(q * q), [&](Communicator& w) {
         w.set_timeout(o.timeout());

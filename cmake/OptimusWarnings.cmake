@@ -11,7 +11,8 @@ target_compile_options(optimus_warnings INTERFACE
 # targets differ in theirs): the standard library and Eigen headers nearly every source includes through the public
 # headers, parsed once per build instead of once per source. Libraries reuse optimus_core's, executables
 # optimus_pch_executable's (src/CMakeLists.txt): GCC refuses a header precompiled with -fPIC in a -fPIE compile.
-# A source compiled with options of its own (kernels_cpu.cpp's -fno-trapping-math) includes the headers as text.
+# A source compiled with optimisation options of its own must skip them (SKIP_PRECOMPILE_HEADERS): GCC accepts the
+# header and drops the source's options (kernels_cpu.cpp's -fno-trapping-math, src/CMakeLists.txt).
 set(OPTIMUS_PRECOMPILED_HEADERS <algorithm> <array> <atomic> <chrono> <cmath> <cstddef> <cstdint> <cstring>
     <functional> <map> <memory> <mutex> <optional> <span> <string> <string_view> <tuple> <utility> <vector>
     <Eigen/Core>)
