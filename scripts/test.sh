@@ -43,7 +43,11 @@ while (($#)); do
   shift
 done
 
-optimus_build
+if ((fuzz)); then
+  optimus_build --target optimus_fuzz  # the fuzz targets and the libraries they link
+else
+  optimus_build
+fi
 if ((fuzz)); then
   cd "$build_dir"
   exec ctest --output-on-failure --timeout 600 -j "$jobs" -L fuzz "${ctest_args[@]}"  # the targets side by side
