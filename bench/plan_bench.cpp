@@ -98,7 +98,8 @@ std::pair<std::string, std::int64_t> check_memory(Communicator& world, const pla
   return {mib4(shown), wrong};
 }
 
-int bench(Communicator& world, const cli::Options& o, const plan::Cluster& cluster) {
+// The planner's request for the bench's GPT on `cluster`.
+plan::Request request_of(const cli::Options& o, const plan::Cluster& cluster) {
   plan::Request r;
   r.cluster = cluster;
   GptConfig& c = r.workload.config;
@@ -116,7 +117,11 @@ int bench(Communicator& world, const cli::Options& o, const plan::Cluster& clust
   r.max_micro_batches = static_cast<int>(o.integer("max-micro-batches", 4));
   if (o.has("layout"))
     r.only = o.text("layout", "") == "2d" ? plan::TensorParallel::two_d : plan::TensorParallel::one_d;
-  const plan::Result result = plan::plan(r);
+  return r;
+}
+
+// Collective over `world`: runs the plans of `result` (planned for `r`).
+int bench(Communicator& world, const cli::Options& o, const plan::Request& r, const plan::Result& result) {
   const bool root = world.rank() == 0;
   if (root) {
     for (const std::string& line : plan::assumptions(r)) std::printf("%s\n", line.c_str());
@@ -233,12 +238,21 @@ int run_plan_bench(Communicator& world, int argc, char** argv) {
         std::max(measured.broadcast_alpha, crowded.broadcast_alpha / std::max(ranks - 1, 1));
     cluster.source +=
         format("; latency %.1f us per message measured with %d ranks", 1e6 * cluster.intra.latency, ranks);
+    if (ranks > cores) {
+      // The ranks share the cores: each collective call costs the machine the crowded figure per participant.
+      cluster.call_seconds = crowded.call_seconds;
+      cluster.source += format("; %.2f us per collective call and participant, measured with %d ranks on %d cores",
+                               1e6 * cluster.call_seconds, ranks, cores);
+    }
   }
-  if (!o.has("in-process")) return bench(world, o, cluster);
+  // Planned once (with ranks sharing cores the planner runs each layout's step once to count its calls).
+  const plan::Request r = request_of(o, cluster);
+  const plan::Result result = plan::plan(r);
+  if (!o.has("in-process")) return bench(world, o, r, result);
   int status = 0;
   run_in_process(ranks, [&](Communicator& w) {
     w.set_timeout(o.timeout());
-    const int s = bench(w, o, cluster);
+    const int s = bench(w, o, r, result);
     if (w.rank() == 0) status = s;
   });
   return status;

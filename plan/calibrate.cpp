@@ -2,6 +2,7 @@
 #include "optimus/plan/calibrate.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -50,6 +51,27 @@ double seconds_of(Communicator& world, int iters, Fn&& fn) {
   return seconds[seconds.size() / 2];
 }
 
+// Every rank makes kCalls all-reduces of one double in a group of `size` ranks (the last group may be smaller), for
+// each size 2, 4, .. up to the world's: the slowest rank's time over the calls' participants, the median over sizes.
+double call_seconds(Communicator& world) {
+  constexpr int kCalls = 200;
+  std::vector<double> per_size;
+  for (int size = 2; size <= world.size(); size *= 2) {
+    const std::unique_ptr<Communicator> group = world.split(world.rank() / size, world.rank());
+    double x = 1;
+    group->all_reduce(&x, &x, 1, DType::f64, ReduceOp::sum);  // warm-up
+    world.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < kCalls; ++k) group->all_reduce(&x, &x, 1, DType::f64, ReduceOp::sum);
+    const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double slowest = world.all_reduce(local, ReduceOp::max);
+    const double participants = world.all_reduce(static_cast<double>(kCalls * group->size()), ReduceOp::sum);
+    per_size.push_back(slowest / participants);
+  }
+  std::sort(per_size.begin(), per_size.end());
+  return per_size[per_size.size() / 2];
+}
+
 }  // namespace
 
 Calibration calibrate(Communicator& world, int iters) {
@@ -73,6 +95,7 @@ Calibration calibrate(Communicator& world, int iters) {
     out.broadcast_beta = bcast.beta;
     out.allreduce_alpha = allreduce.alpha;
     out.allreduce_beta = allreduce.beta;
+    out.call_seconds = call_seconds(world);
   }
   const std::int64_t n = 1024;
   Tensor<float> x(Shape{n, n}), y(Shape{n, n}), z(Shape{n, n});

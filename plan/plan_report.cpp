@@ -53,7 +53,12 @@ std::vector<std::string> assumptions(const Request& r) {
       "(GEMM flops / rate + element-wise work / rate + alpha-beta traffic, " +
       fmt("%.0f", 100 * c.overlap) +
       "% of 2D's SUMMA traffic hidden, 1D's backward all-reduces behind their weight-gradient GEMMs; "
-      "pipelines by the schedule simulator; replicas' all-reduce and AdamW after the pipeline)");
+      "pipelines by the schedule simulator; replicas' all-reduce and AdamW after the pipeline" +
+      (c.call_seconds > 0 ? "; with ranks sharing cores, " + fmt("%.2f", 1e6 * c.call_seconds) +
+                                " us per collective call and participant, the calls counted by running each layout's "
+                                "step once"
+                          : std::string()) +
+      ")");
   out.push_back(
       "# recomputation per block: Galvatron's dynamic programme under the memory left; offload tried only "
       "where the layout needs memory; 'runs' names what Optimus lacks to run a plan, '-' when it runs it");
@@ -143,6 +148,7 @@ std::string to_json(const Request& r, const Result& result) {
                      {"step_seconds", p.time.seconds},
                      {"critical_seconds", p.time.critical},
                      {"work_seconds", p.time.work},
+                     {"calls_seconds", p.time.calls},
                      {"pipeline_seconds", p.time.pipeline},
                      {"bubble", p.time.bubble},
                      {"tensor_comm_seconds", p.time.tensor_comm},

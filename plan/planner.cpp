@@ -9,6 +9,7 @@
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/simulator.hpp"
 #include "optimus/plan/recompute_dp.hpp"
+#include "optimus/plan/run.hpp"
 
 namespace optimus::plan {
 namespace {
@@ -179,9 +180,12 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
     out.outcome = Outcome::activations;
     return out;
   }
+  // Ranks sharing cores: the calls' participants counted by running the layout's step once (plan/run.hpp).
+  const bool count_calls = c.call_seconds > 0 && !c.has_device && runnable(l, false).empty() &&
+                           w.element_bytes == 4 && w.saved_bytes == 4;
   Plan p{.layout = l,
          .memory = exact,
-         .time = predict_step(l, w, c),
+         .time = predict_step(l, w, c, count_calls ? count_call_participants(l, w) : 0.0),
          .recompute_seconds = 0,
          .runnable = runnable(l, c.has_device),
          .why = {}};

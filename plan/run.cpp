@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <numeric>
 #include <vector>
 
+#include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
 #include "optimus/layers/adamw.hpp"
@@ -26,10 +28,22 @@ KindBytes peaks(const MemoryTracker& m, MemoryPlace place) {
 
 // Times `step` (one training step on this rank's batch, then AdamW) and reads the tracker of `grid`.
 Measured measure(Communicator& world, const Grid& grid, int warmup, int steps,
-                 const std::function<double(std::uint64_t)>& step) {
+                 const std::function<double(std::uint64_t)>& step, Communicator* group) {
   std::vector<double> seconds;
   Measured out;
+  // The communicators the model's layers call: the grid's, and a 1D model's tensor-parallel group.
+  std::vector<Communicator*> comms = {&grid.row(), &grid.col(), &grid.grid(), &grid.dp_comm(), &grid.pipe()};
+  if (group != nullptr) comms.push_back(group);
+  const auto participants = [&] {
+    double sum = 0;
+    for (Communicator* c : comms) {
+      if (c->size() > 1) sum += static_cast<double>(c->stats().calls) * c->size();
+    }
+    return sum;
+  };
+  double before = 0;
   for (int it = 0; it < warmup + steps; ++it) {
+    if (it == warmup) before = participants();
     world.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     out.loss = step(static_cast<std::uint64_t>(it));
@@ -37,6 +51,7 @@ Measured measure(Communicator& world, const Grid& grid, int warmup, int steps,
     const double slowest = world.all_reduce(local, ReduceOp::max);
     if (it >= warmup) seconds.push_back(slowest);
   }
+  out.call_participants = (participants() - before) / steps;
   std::sort(seconds.begin(), seconds.end());
   out.step_seconds = seconds[seconds.size() / 2];
   // CPU ranks: the rank's memory plays the device's part (the plan's device memory), nothing is offloaded.
@@ -84,7 +99,7 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
       const double loss = model.train_step(tokens, targets, replica, step, l.micro_batches);
       adamw.step();
       return loss;
-    });
+    }, nullptr);
   }
   const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
       .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
@@ -99,7 +114,7 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
       const double loss = model.train_step(tokens, targets, replica, step);
       adamw.step();
       return loss;
-    });
+    }, nullptr);
   }
   const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11);
   const auto targets = random_ids(replica * w.seq, w.config.vocab, 23);
@@ -114,7 +129,7 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
       const double loss = model.train_step(tokens, targets, replica, step, l.micro_batches);
       adamw.step();
       return loss;
-    });
+    }, &group.tp());
   }
   const megatron::Group group = megatron::Group::pipeline_stage(world, l.pp);
   pipeline::Gpt1D<float> model(group, w.config, schedule);
@@ -124,7 +139,15 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
     const double loss = model.train_step(tokens, targets, replica, step);
     adamw.step();
     return loss;
+  }, &group.tp());
+}
+
+double count_call_participants(const Layout& layout, const Workload& workload) {
+  std::vector<double> each(static_cast<std::size_t>(layout.ranks()));
+  run_in_process(layout.ranks(), [&](Communicator& world) {
+    each[static_cast<std::size_t>(world.rank())] = run_plan(world, layout, workload, 0, 1).call_participants;
   });
+  return std::accumulate(each.begin(), each.end(), 0.0);
 }
 
 }  // namespace optimus::plan

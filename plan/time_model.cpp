@@ -175,7 +175,7 @@ BlockSeconds block_seconds(const Layout& l, const Workload& w, const Cluster& c)
   return out;
 }
 
-StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c) {
+StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c, double call_participants) {
   OPTIMUS_CHECK(shape_error(l, w).empty(), "time model: ", shape_error(l, w));
   const GptConfig& config = w.config;
   const BlockParts block = block_parts(l, w, c);
@@ -271,7 +271,8 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
   out.critical = out.pipeline + out.data_parallel + out.optimizer + out.offload;
   // Busy: the compute in the pipeline (its time less the bubble and the exposed communication) and every copy.
   const double busy = out.pipeline * (1 - out.bubble) - out.tensor_comm + busy_comm + dp.copying + out.optimizer;
-  out.work = busy * l.ranks() / c.cores;
+  out.calls = c.call_seconds * call_participants;
+  out.work = busy * l.ranks() / c.cores + out.calls;
   out.seconds = std::max(out.critical, out.work);
   return out;
 }

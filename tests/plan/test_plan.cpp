@@ -16,6 +16,7 @@
 #include "optimus/plan/plan_report.hpp"
 #include "optimus/plan/planner.hpp"
 #include "optimus/plan/recompute_dp.hpp"
+#include "optimus/plan/run.hpp"
 
 namespace {
 
@@ -303,4 +304,46 @@ TEST_CASE(
     r.runnable_only = true;
     CHECK_FALSE(plan::evaluate(l, r).has_value());
   }
+}
+
+TEST_CASE("collective calls: counted by running a layout's step, the same for every block, charged where ranks share "
+          "cores") {
+  plan::Request r = small_request(4, std::uint64_t{1} << 30);
+  const auto layout = [](int tp, int dp, int micro_batches, std::int64_t layers) {
+    return plan::Layout{.tensor = plan::TensorParallel::two_d,
+                        .tp = tp,
+                        .dp = dp,
+                        .pp = 1,
+                        .schedule = optimus::pipeline::Kind::gpipe,
+                        .chunks = 1,
+                        .micro_batches = micro_batches,
+                        .offload = optimus::Offload::none,
+                        .recompute = std::vector<Recompute>(static_cast<std::size_t>(layers), Recompute::none)};
+  };
+  const auto count = [&](const plan::Layout& l) {
+    plan::Workload w = r.workload;
+    w.config.layers = static_cast<std::int64_t>(l.recompute.size());
+    return plan::count_call_participants(l, w);
+  };
+  // One rank has no communicator of two ranks or more.
+  CHECK(count(layout(1, 1, 1, 2)) == 0);
+  // A q = 2 grid: every block adds the same calls; micro-batches add calls; so do replicas.
+  const double one = count(layout(4, 1, 1, 1)), two = count(layout(4, 1, 1, 2)), three = count(layout(4, 1, 1, 3));
+  CHECK(two > one);
+  CHECK(three - two == two - one);
+  CHECK(count(layout(4, 1, 2, 2)) > two);
+  CHECK(count(layout(1, 4, 1, 2)) > 0);
+
+  // Charged at call_seconds: the work grows by exactly call_seconds x the count, nothing else changes.
+  const plan::Layout l = layout(4, 1, 1, 4);
+  r.cluster.cores = 2;  // four ranks on two cores
+  const std::optional<plan::Plan> free = plan::evaluate(l, r);
+  r.cluster.call_seconds = 2e-6;
+  const std::optional<plan::Plan> charged = plan::evaluate(l, r);
+  REQUIRE(free.has_value());
+  REQUIRE(charged.has_value());
+  CHECK(free->time.calls == 0);
+  CHECK(charged->time.calls == doctest::Approx(2e-6 * count(l)).epsilon(1e-12));
+  CHECK(charged->time.work == doctest::Approx(free->time.work + charged->time.calls).epsilon(1e-12));
+  CHECK(charged->time.critical == free->time.critical);
 }

@@ -21,6 +21,10 @@ struct Calibration {
   double gemm_gflops = 0;                  // per rank
   double gelu_per_s = 0, axpby_per_s = 0;  // elements per second per rank
   double adamw_per_s = 0;                  // parameters per second per rank
+  double call_seconds = 0;  // the world's seconds per collective call and participant, every rank calling at once:
+                            // 200 all-reduces of one double in groups of 2, 4, .. ranks (the median over the sizes);
+                            // what the calls cost when ranks share cores (Cluster::call_seconds). Not in the JSON,
+                            // which is measured with one rank per core
 };
 
 // Collective over `world`. With one rank nothing is communicated: the links are left at 0.

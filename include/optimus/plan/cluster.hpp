@@ -39,6 +39,10 @@ struct Cluster {
   double host_link = 0;             // host <-> device copies per rank (bytes/s); 0 without a device
   double overlap = 0;               // the fraction of 2D's SUMMA traffic hidden behind its GEMMs (0..1)
   int cores = 0;                    // ranks that compute at once (gpus, unless oversubscribed)
+  double call_seconds = 0;          // with ranks sharing cores: the machine's seconds per collective call and
+                                    // participant (waking and switching threads), measured with the plan's ranks
+                                    // (call_seconds_crowded, calibrate.hpp); 0 where every rank has its own core, whose
+                                    // calls cost their links' latency
   std::string source;               // where the figures come from, printed in the plan's header
 };
 

@@ -19,6 +19,8 @@ struct Measured {
                             // `device` is the rank's own memory (the plan's device memory) and `host` is empty
   int stage = 0;            // this rank's pipeline stage
   double loss = 0;          // the last step's loss
+  double call_participants = 0;  // per timed step, over this rank's collective calls on communicators of two ranks
+                                 // or more (its grid's, or its 1D group's), the sum of their sizes (the counters)
 };
 
 // n token ids in [0, vocab), element i drawn by CounterRng(seed, 0) at (i, 0): the same ids on any layout (the runs'
@@ -29,5 +31,10 @@ std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t se
 // workload must be f32 (element and saved bytes 4) and the layout runnable on CPU ranks (layout.hpp's runnable);
 // optimus::Error otherwise.
 Measured run_plan(Communicator& world, const Layout& layout, const Workload& workload, int warmup, int steps);
+
+// The layout's collective calls in one step, each counted once per participant (the sum over all ranks of
+// Measured::call_participants): one step run on layout.ranks() in-process ranks, as run_plan runs it. The counts
+// depend on the layout and the model's layers, not on the sizes. The same requirements as run_plan.
+double count_call_participants(const Layout& layout, const Workload& workload);
 
 }  // namespace optimus::plan

@@ -63,13 +63,18 @@ struct StepPrediction {
   double data_parallel = 0;
   double optimizer = 0;
   double offload = 0;  // exposed copies
-  double work = 0;     // busy seconds of all ranks / cores
+  double work = 0;     // busy seconds of all ranks / cores, and the collective calls' cost (`calls`)
+  double calls = 0;    // with ranks sharing cores: Cluster::call_seconds x the calls' participants (the planner counts
+                       // them, plan/run.hpp); 0 otherwise
   Traffic traffic;
 };
 
 BlockSeconds block_seconds(const Layout& layout, const Workload& workload, const Cluster& cluster);
 
-// The step (the layout's recompute holds one policy per block).
-StepPrediction predict_step(const Layout& layout, const Workload& workload, const Cluster& cluster);
+// The step (the layout's recompute holds one policy per block). `call_participants`: the step's collective calls, each
+// counted once per participant, over all ranks (plan/run.hpp's count_call_participants), charged at
+// cluster.call_seconds; 0 where the cluster's call_seconds is 0.
+StepPrediction predict_step(const Layout& layout, const Workload& workload, const Cluster& cluster,
+                            double call_participants);
 
 }  // namespace optimus::plan
