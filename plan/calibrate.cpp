@@ -2,9 +2,9 @@
 #include "optimus/plan/calibrate.hpp"
 
 #include <algorithm>
-#include <memory>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "optimus/core/error.hpp"

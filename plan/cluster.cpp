@@ -79,6 +79,8 @@ void validate(const Cluster& c) {
       std::isfinite(c.intra.latency) && c.intra.latency >= 0 && std::isfinite(c.inter.latency) && c.inter.latency >= 0,
       "cluster: latencies ", c.intra.latency, " and ", c.inter.latency, " s must be non-negative");
   OPTIMUS_CHECK(c.overlap >= 0 && c.overlap <= 1, "cluster: overlap ", c.overlap, " is not in [0, 1]");
+  OPTIMUS_CHECK(std::isfinite(c.call_seconds) && c.call_seconds >= 0, "cluster: ", c.call_seconds,
+                " seconds per collective call and participant must be at least 0");
 }
 
 }  // namespace optimus::plan

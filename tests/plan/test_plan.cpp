@@ -230,6 +230,9 @@ TEST_CASE("bad requests and calibration files are errors naming the value") {
   r.cluster.overlap = 1.5;
   CHECK_THROWS_WITH_AS(plan::plan(r), doctest::Contains("overlap 1.5"), optimus::Error);
   r = small_request(4, std::uint64_t{1} << 30);
+  r.cluster.call_seconds = -1e-6;
+  CHECK_THROWS_WITH_AS(plan::plan(r), doctest::Contains("-1e-06 seconds per collective call"), optimus::Error);
+  r = small_request(4, std::uint64_t{1} << 30);
   r.workload.global_batch = 0;
   CHECK_THROWS_WITH_AS(plan::plan(r), doctest::Contains("global batch 0"), optimus::Error);
 

@@ -40,9 +40,11 @@ struct Cluster {
   double overlap = 0;               // the fraction of 2D's SUMMA traffic hidden behind its GEMMs (0..1)
   int cores = 0;                    // ranks that compute at once (gpus, unless oversubscribed)
   double call_seconds = 0;          // with ranks sharing cores: the machine's seconds per collective call and
-                                    // participant (waking and switching threads), measured with the plan's ranks
-                                    // (call_seconds_crowded, calibrate.hpp); 0 where every rank has its own core, whose
-                                    // calls cost their links' latency
+                                    // participant (waking and switching threads), Calibration::call_seconds measured
+                                    // with the plan's ranks (optimus-bench plan sets it); 0 where every rank has its
+                                    // own core, whose calls cost their links' latency. Where it is positive the planner
+                                    // runs each layout's step once on in-process ranks to count the calls (run.hpp):
+                                    // plan outside any in-process run
   std::string source;               // where the figures come from, printed in the plan's header
 };
 
@@ -58,7 +60,8 @@ Cluster h100_cluster(int gpus, int gpus_per_node, std::uint64_t device_memory);
 Cluster read_calibration(const std::string& path, int gpus, int cores, std::uint64_t memory_per_rank);
 
 // Throws optimus::Error naming the field and its value unless the cluster is usable: gpus, gpus_per_node, cores >= 1,
-// memory > 0, every rate and bandwidth > 0 (host_link: with a device), latencies >= 0, overlap in [0, 1].
+// memory > 0, every rate and bandwidth > 0 (host_link: with a device), latencies and call_seconds >= 0, overlap in
+// [0, 1].
 void validate(const Cluster& cluster);
 
 }  // namespace optimus::plan
