@@ -13,6 +13,10 @@ target_compile_options(optimus_warnings INTERFACE
 # optimus_pch_executable's (src/CMakeLists.txt): GCC refuses a header precompiled with -fPIC in a -fPIE compile.
 # A source compiled with optimisation options of its own must skip them (SKIP_PRECOMPILE_HEADERS): GCC accepts the
 # header and drops the source's options (kernels_cpu.cpp's -fno-trapping-math, src/CMakeLists.txt).
+set(OPTIMUS_USE_PCH OFF)
+if(OPTIMUS_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  set(OPTIMUS_USE_PCH ON)
+endif()
 set(OPTIMUS_PRECOMPILED_HEADERS <algorithm> <array> <atomic> <chrono> <cmath> <cstddef> <cstdint> <cstring>
     <functional> <map> <memory> <mutex> <optional> <span> <string> <string_view> <tuple> <utility> <vector>
     <Eigen/Core>)
@@ -22,10 +26,10 @@ function(optimus_target_warnings target)
   target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:optimus_warnings>)
 endfunction()
 
-# optimus_target_defaults(<target>): warnings on, and the precompiled headers where OPTIMUS_PCH holds.
+# optimus_target_defaults(<target>): warnings on, and the precompiled headers where OPTIMUS_USE_PCH holds.
 function(optimus_target_defaults target)
   optimus_target_warnings(${target})
-  if(NOT OPTIMUS_PCH OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  if(NOT OPTIMUS_USE_PCH)
     return()
   endif()
   get_target_property(type ${target} TYPE)

@@ -45,13 +45,10 @@ done
 
 if ((fuzz)); then
   optimus_build --target optimus_fuzz  # the fuzz targets and the libraries they link
-else
-  optimus_build
-fi
-if ((fuzz)); then
   cd "$build_dir"
   exec ctest --output-on-failure --timeout 600 -j "$jobs" -L fuzz "${ctest_args[@]}"  # the targets side by side
 fi
+optimus_build
 # Python test tools (the GPT-2 interop test's external reader and writer) in a venv of the build directory.
 venv="$build_dir/test-venv"
 if ! "$venv/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
