@@ -69,19 +69,21 @@ TensorView<S> panel(bool root, const Operand<S>& own, Tensor<S>& scratch) {
 
 // The local GEMM C = alpha op(A) op(B) + beta C in row tiles of C, calling poll() between tiles so that
 // non-blocking MPI operations progress while the GEMM runs (MPI progresses only inside MPI calls). Both
-// SUMMA modes use the same tiles, so their results stay bitwise identical. A GPU's GEMM is asynchronous and its
-// communication progresses on its own: one tile there; the simulated device tiles as the CPU does, since it runs the
-// CPU's GEMM and gives the CPU's bits. At q = 1 nothing is in flight (`communicating` false): one tile, the GEMM
-// backend's whole product (four tiles of a quarter of the rows ran about 10% slower on OpenBLAS at h = 512).
+// SUMMA modes use the same tiles, so their results stay bitwise identical. One tile, the GEMM backend's whole
+// product, wherever nothing needs polling (`polling` false): at q = 1 (nothing in flight), on in-process ranks (their
+// operations advance by themselves), on a GPU (its GEMM is asynchronous and NCCL progresses on its own). Tiles cost
+// OpenBLAS a packing of op(B) each: at q = 2, h = 512 on two cores four tiles spent 18% of the step packing
+// against 9% for one (bench/README.md). The simulated device tiles as the CPU does on the same launch
+// (Communicator::needs_progress_calls), since it runs the CPU's GEMM and gives the CPU's bits.
 // S: the operands' type (T, or bf16 with T = float: ops::gemm's mixed-precision overload).
 // `epilogue` (ops::Epilogue) is applied to each tile of C as its GEMM writes it.
 template <class T, class S, class Poll>
-void tiled_gemm(const ops::Queue& queue, bool communicating, Trans trans_a, Trans trans_b, T alpha,
+void tiled_gemm(const ops::Queue& queue, bool polling, Trans trans_a, Trans trans_b, T alpha,
                 TensorView<const S> a, TensorView<const S> b, T beta, TensorView<T> c, Poll&& poll,
                 const ops::Epilogue<T>& epilogue = {}) {
   constexpr std::int64_t kTiles = 4, kMinRows = 64;
   const std::int64_t rows = c.size(0);
-  const std::int64_t tiles = communicating && rows >= kTiles * kMinRows && c.device() != Device::cuda ? kTiles : 1;
+  const std::int64_t tiles = polling && rows >= kTiles * kMinRows && c.device() != Device::cuda ? kTiles : 1;
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::int64_t r0 = rows * t / tiles, r1 = rows * (t + 1) / tiles;
     const TensorView<const S> a_rows =
@@ -91,6 +93,9 @@ void tiled_gemm(const ops::Queue& queue, bool communicating, Trans trans_a, Tran
     if (t + 1 < tiles) poll();
   }
 }
+
+// Whether SUMMA's GEMMs poll the communication in flight (tiled_gemm).
+bool polls_while_computing(const Grid& g) { return g.q() > 1 && g.grid().needs_progress_calls(); }
 
 // Polls requests (MPI_Test) so that they progress; completed ones become empty.
 template <std::size_t N>
@@ -154,8 +159,8 @@ void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<
     }
     const auto [ap, bp] = panels(l);
     const Timeline::Scope compute(g.timeline(), SpanKind::compute);
-    tiled_gemm<T, S>(g.queue(), g.q() > 1, Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1), c.local(),
-                     [&] { poll_all<2>({&inflight[0], &inflight[1]}); },
+    tiled_gemm<T, S>(g.queue(), polls_while_computing(g), Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1),
+                     c.local(), [&] { poll_all<2>({&inflight[0], &inflight[1]}); },
                      l + 1 == g.q() ? epilogue : ops::Epilogue<T>{});  // the epilogue with the last GEMM
   }
 }
@@ -272,8 +277,8 @@ PendingProduct<T> summa_abt_with(T alpha, const SummaOperand<T>& a_matrix, const
   // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
   return summa_reduced<S, T>(g, b, g.col(), g.row(), alpha, beta, c,
                              [&](TensorView<const S> b_panel, TensorView<T> partial, auto&& poll) {
-                               tiled_gemm<T, S>(g.queue(), g.q() > 1, Trans::no, Trans::yes, T(1), a.block, b_panel, T(0),
-                                                partial, poll);
+                               tiled_gemm<T, S>(g.queue(), polls_while_computing(g), Trans::no, Trans::yes, T(1),
+                                                a.block, b_panel, T(0), partial, poll);
                              });
 }
 
@@ -285,8 +290,8 @@ PendingProduct<T> summa_atb_with(T alpha, const SummaOperand<T>& a_matrix, const
   // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
   return summa_reduced<S, T>(g, a, g.row(), g.col(), alpha, beta, c,
                              [&](TensorView<const S> a_panel, TensorView<T> partial, auto&& poll) {
-                               tiled_gemm<T, S>(g.queue(), g.q() > 1, Trans::yes, Trans::no, T(1), a_panel, b.block, T(0),
-                                                partial, poll);
+                               tiled_gemm<T, S>(g.queue(), polls_while_computing(g), Trans::yes, Trans::no, T(1),
+                                                a_panel, b.block, T(0), partial, poll);
                              });
 }
 

@@ -32,6 +32,7 @@ struct DeviceCommunicator::Core {
   DeviceStream* compute = nullptr;
   std::chrono::milliseconds timeout = kDefaultTimeout;
   std::vector<int> world_ranks;  // the bootstrap's (create()); empty after a split
+  bool progress_calls = false;   // the bootstrap's needs_progress_calls() (Communicator::needs_progress_calls)
   std::atomic<bool> aborted{false};
   void* barrier_word = nullptr;  // one device float for barrier()
   void* staging = nullptr;       // host-buffer operations run through it
@@ -192,6 +193,7 @@ std::unique_ptr<DeviceCollectives> collectives_for(Communicator& bootstrap, Devi
 std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& bootstrap, DeviceRuntime& device) {
   auto core = std::make_shared<Core>(device, collectives_for(bootstrap, device));
   core->world_ranks = bootstrap.world_ranks();
+  core->progress_calls = bootstrap.needs_progress_calls();
   const int rank = core->collectives->rank(), size = core->collectives->size();
   return std::unique_ptr<DeviceCommunicator>(new DeviceCommunicator(std::move(core), rank, size));
 }
@@ -212,6 +214,8 @@ std::string DeviceCommunicator::backend() const { return core_->collectives->bac
 bool DeviceCommunicator::takes_buffers_on(Device device) const {
   return device == Device::cpu || device == core_->device->device();
 }
+
+bool DeviceCommunicator::needs_progress_calls() const { return core_->progress_calls; }
 
 void DeviceCommunicator::set_compute_stream(DeviceStream* compute) {
   OPTIMUS_CHECK(compute == nullptr || &compute->runtime() == core_->device, "set_compute_stream: a stream of ",
@@ -353,6 +357,7 @@ std::unique_ptr<Communicator> DeviceCommunicator::do_split(int color, int key) {
   auto child = std::make_shared<Core>(*c.device, c.collectives->split(color, key));
   child->compute = c.compute;
   child->timeout = c.timeout;
+  child->progress_calls = c.progress_calls;
   const int rank = child->collectives->rank(), size = child->collectives->size();
   return std::unique_ptr<Communicator>(new DeviceCommunicator(std::move(child), rank, size));
 }

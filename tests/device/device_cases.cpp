@@ -118,7 +118,8 @@ void check_step_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
 
 void check_products_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
   const int q = on_device.q();
-  const std::int64_t m = 512 * q, k = 144 * q, n = 24 * q;  // 512 rows per rank: the CPU GEMM runs in row tiles
+  // 512 rows per rank: the CPU GEMM runs in row tiles where the launch needs progress calls (MPI; both grids alike)
+  const std::int64_t m = 512 * q, k = 144 * q, n = 24 * q;
   const reference::Matrix a = reference::random_matrix(m, k, 41), b = reference::random_matrix(k, n, 42);
   const reference::Matrix at = reference::random_matrix(k, m, 43), bt = reference::random_matrix(n, k, 44);
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {

@@ -10,6 +10,7 @@
 
 #include "../layers/layer_cases.hpp"
 #include "delaying_communicator.hpp"
+#include "polling_communicator.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/layers/gpt.hpp"
 #include "optimus/reference/gpt.hpp"
@@ -171,6 +172,28 @@ void check_timeline(Communicator& world, int q, const std::string& path) {
       ++events;
     }
     CHECK(events >= static_cast<std::size_t>(q * q * q));  // every rank's GEMMs at least
+  }
+}
+
+// The same world told to need progress calls (as MPI does) and not to (as in-process ranks do): the products poll
+// their requests between GEMM row tiles in the first case only, and are right in both (to rounding: row tiles may
+// round differently from one GEMM).
+void check_polling(Communicator& world, int q) {
+  for (bool needs_calls : {false, true}) {
+    CAPTURE(needs_calls);
+    PollingCommunicator counted(world, needs_calls);
+    Grid grid = Grid::create(counted, q);
+    REQUIRE(grid.grid().needs_progress_calls() == needs_calls);  // the grid's communicators answer as the world
+    const long before = counted.polls();
+    const std::int64_t m = 256 * q, k = 3 * q, n = 2 * q;  // 256 rows per rank: four row tiles of 64 if tiled
+    const reference::Matrix a = reference::random_matrix(m, k, 18), b = reference::random_matrix(k, n, 19);
+    const auto A = DistMatrix<double>::from_global(grid, a), B = DistMatrix<double>::from_global(grid, b);
+    CHECK(reference::compare_relative(summa_ab(A, B).to_global(), a * b, 1e-12).ok());
+    const auto BT = DistMatrix<double>::from_global(grid, reference::Matrix(b.transpose()));
+    CHECK(reference::compare_relative(summa_abt(A, BT).to_global(), a * b, 1e-12).ok());
+    const auto AT = DistMatrix<double>::from_global(grid, reference::Matrix(a.transpose()));
+    CHECK(reference::compare_relative(summa_atb(AT, B).to_global(), a * b, 1e-12).ok());
+    CHECK((counted.polls() > before) == needs_calls);
   }
 }
 

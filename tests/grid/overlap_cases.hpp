@@ -13,6 +13,8 @@ void check_overlap_bitwise(Communicator& world, int q);
 // Its f32 part (the products, PendingProduct's async forms, a GPT step) on `grid` as it is placed.
 void check_overlap_bitwise_on(Grid& grid);
 void check_random_delays(Communicator& world, int q);
+// SUMMA's GEMMs poll the transfers in flight (in row tiles) exactly where the communicator needs progress calls.
+void check_polling(Communicator& world, int q);
 // dp replicas reduce gradients bucket by bucket during backward: bitwise the same as reducing at once.
 void check_data_parallel_overlap(Communicator& world, int q);
 // The same in f32 on `grid` as it is placed (dp >= 2).

@@ -1,6 +1,7 @@
 // Grid, DistMatrix and SUMMA checks shared by the MPI and in-process suites.
 #include "summa_cases.hpp"
 
+#include "polling_communicator.hpp"
 #include "same_error.hpp"
 
 #include <doctest/doctest.h>
@@ -364,7 +365,8 @@ namespace {
 // and bf16 math, wherever the grid is placed; epilogues of the wrong shape are refused on every rank.
 void epilogue_case(Grid& grid) {
   const int q = grid.q();
-  // 256 rows per rank: the CPU GEMM runs in row tiles, each with its own slice of the epilogue.
+  // 256 rows per rank: where the communicator needs progress calls the CPU GEMM runs in row tiles, each with its own
+  // slice of the epilogue.
   const std::int64_t m = 256 * q, k = 3 * q, n = 4 * q;
   const ops::Queue& queue = grid.queue();
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
@@ -405,6 +407,11 @@ void epilogue_case(Grid& grid) {
 void check_summa_epilogue(Communicator& world, int q) {
   Grid grid = Grid::create(world, q);
   epilogue_case(grid);
+  // Told to need progress calls, as MPI does: the GEMMs in row tiles, in every launch.
+  PollingCommunicator polled(world, true);
+  Grid tiled = Grid::create(polled, q);
+  epilogue_case(tiled);
+  CHECK((q == 1 || polled.polls() > 0));
 }
 
 void check_summa_f32_on(Grid& grid) {

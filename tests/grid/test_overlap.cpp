@@ -30,6 +30,14 @@ TEST_CASE("random delays before communication: no deadlock, right answers (in-pr
   }
 }
 
+TEST_CASE("SUMMA's GEMMs poll the transfers in flight only where the communicator needs it (in-process q = 2, 3)") {
+  if (!in_process_launch()) return;
+  for (int q : {2, 3}) {
+    CAPTURE(q);
+    optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) { optimus::test::check_polling(w, q); });
+  }
+}
+
 TEST_CASE("bucketed data-parallel gradient reduction: overlapped equals blocking bitwise (dp = 2 x q = 2)") {
   if (!in_process_launch()) return;
   optimus::test::run_in_process(8, [](optimus::Communicator& w) { optimus::test::check_data_parallel_overlap(w, 2); });
@@ -47,4 +55,5 @@ TEST_CASE("the same under mpiexec at q = sqrt(world size)") {
   if (q * q != world.size() || q < 2) return;
   optimus::test::check_overlap_bitwise(world, q);
   optimus::test::check_random_delays(world, q);
+  optimus::test::check_polling(world, q);
 }

@@ -79,6 +79,12 @@ class Communicator {
   // Whether threads other than the one that created it may call it (a simulated device's streams call their
   // communicators' transports from their own threads). MPI allows it only under MPI_THREAD_MULTIPLE.
   virtual bool allows_any_thread() const { return true; }
+  // Whether non-blocking operations advance only while the process is inside this communicator's calls (MPI), so that
+  // work overlapping them should poll them (Request::test) as it goes: SUMMA then splits its local GEMMs into row tiles
+  // and polls between them. In-process operations advance by themselves (posting stages the data, waiting takes it).
+  // A device communicator answers as its bootstrap does, so that a simulated device makes the CPU's GEMM calls on the
+  // same launch and gives its bits (a GPU's GEMMs are never split).
+  virtual bool needs_progress_calls() const = 0;
 
   // buf: count elements at every rank; the root's values end up everywhere.
   Request ibroadcast(void* buf, std::size_t count, DType dtype, int root);
