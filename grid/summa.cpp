@@ -72,7 +72,7 @@ TensorView<S> panel(bool root, const Operand<S>& own, Tensor<S>& scratch) {
 // SUMMA modes use the same tiles, so their results stay bitwise identical. One tile, the GEMM backend's whole
 // product, wherever nothing needs polling (`polling` false): at q = 1 (nothing in flight), on in-process ranks (their
 // operations advance by themselves), on a GPU (its GEMM is asynchronous and NCCL progresses on its own). Tiles cost
-// OpenBLAS a packing of op(B) each: at q = 2, h = 512 on two cores four tiles spent 18% of the step packing
+// OpenBLAS a packing of op(B) each: at q = 2, h = 512 on two cores four tiles spent 18% of the CPU time packing
 // against 9% for one (bench/README.md). The simulated device tiles as the CPU does on the same launch
 // (Communicator::needs_progress_calls), since it runs the CPU's GEMM and gives the CPU's bits.
 // S: the operands' type (T, or bf16 with T = float: ops::gemm's mixed-precision overload).
