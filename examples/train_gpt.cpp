@@ -84,6 +84,7 @@
 #include "checkpoint_options.hpp"
 #include "gpt_data.hpp"
 #include "reference_check.hpp"
+#include "run_layout.hpp"
 #include "sampling.hpp"
 
 namespace {
@@ -226,58 +227,6 @@ double train_loop(const Trainee& t, const Setup& setup, const optimus::examples:
   return last_loss;
 }
 
-// --pp S > 1: what a pipeline run cannot do yet, refused before any work.
-void check_pipeline_options(const optimus::cli::Options& o, const Placement& where, int pp) {
-  for (const char* option : {"save", "resume", "init", "export"}) {
-    OPTIMUS_CHECK(!o.has(option), "--", option, " with --pp ", pp,
-                  ": checkpoints and GPT-2 files of a pipeline's stages are not supported yet (train with --pp 1)");
-  }
-  OPTIMUS_CHECK(where.choice.kind == optimus::Device::cpu, "--device ", name_of(where.choice.kind), " with --pp ", pp,
-                ": pipeline stages on a device are not supported yet (pipeline/gpt.hpp)");
-  OPTIMUS_CHECK(o.text("recompute", "none") == "none", "--recompute ", o.text("recompute", "none"), " with --pp ", pp,
-                ": recomputation inside pipeline stages is not supported yet");
-  OPTIMUS_CHECK(o.text("gemm", "f32") == "f32", "--gemm ", o.text("gemm", "f32"), " with --pp ", pp,
-                ": mixed precision inside pipeline stages is not supported yet");
-}
-
-// --pp, --schedule, --chunks and --micro-batches as a schedule request (--pp 1: none); --schedule and --chunks need
-// --pp > 1.
-std::optional<optimus::pipeline::ScheduleRequest> schedule_request(const optimus::cli::Options& o, int pp,
-                                                                   std::int64_t micro_batches) {
-  if (pp == 1) {
-    OPTIMUS_CHECK(!o.has("schedule") && !o.has("chunks"), "--schedule and --chunks need --pp > 1");
-    return std::nullopt;
-  }
-  const optimus::pipeline::Kind kind = optimus::pipeline::parse_kind(o.text("schedule", "1f1b"));
-  const bool chunked = kind == optimus::pipeline::Kind::interleaved || kind == optimus::pipeline::Kind::wave;
-  return optimus::pipeline::ScheduleRequest{.kind = kind, .stages = pp,
-                                            .micro_batches = static_cast<int>(micro_batches),
-                                            .chunks = static_cast<int>(o.integer("chunks", chunked ? 2 : 1))};
-}
-
-// --offload and --offload-update: what lives in host memory (on a device only), and AdamW's offloaded update, the way
-// given or the way that measured faster on this kind of device (none: no optimizer offload).
-struct OffloadChoice {
-  optimus::Offload mode;
-  std::optional<optimus::OptimizerOffload> optimizer;
-};
-OffloadChoice offload_choice(const optimus::cli::Options& o, optimus::Device device, int pp) {
-  const optimus::Offload mode = optimus::parse_offload(o.text("offload", "none"));
-  if (mode == optimus::Offload::none) {
-    OPTIMUS_CHECK(!o.has("offload-update"), "--offload-update needs --offload optimizer, spill or spill+activations");
-    return {.mode = mode, .optimizer = std::nullopt};
-  }
-  OPTIMUS_CHECK(device != optimus::Device::cpu, "--offload ", optimus::name_of(mode), " moves state between a device "
-                "and the host: it needs --device sim or cuda (on the CPU everything is in host memory already)");
-  OPTIMUS_CHECK(pp == 1, "--offload ", optimus::name_of(mode), " with --pp ", pp,
-                ": offloading a pipeline's stages is not supported yet");
-  const optimus::OffloadUpdate update =
-      o.has("offload-update") ? optimus::parse_offload_update(o.text("offload-update", ""))
-                              : optimus::preferred_offload_update(device);
-  return {.mode = mode,
-          .optimizer = optimus::OptimizerOffload{.update = update, .chunk_elements = std::int64_t{1} << 20}};
-}
-
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
   namespace ex = optimus::examples;
@@ -303,31 +252,15 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       o.has("plan") ? std::optional(ex::auto_plan(world, o, where.choice, config, setup.batch, where.in_process))
                     : std::nullopt;
   const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));  // every block's
-  if (planned) {
-    const optimus::plan::Layout& l = planned->layout;
-    setup.q = l.q();
-    setup.pp = l.pp;
-    setup.micro_batches = l.micro_batches;
-    setup.batch /= l.dp;
-    if (l.pp > 1) {
-      setup.pipeline = optimus::pipeline::ScheduleRequest{.kind = l.schedule, .stages = l.pp,
-                                                          .micro_batches = l.micro_batches, .chunks = l.chunks};
-    }
-  } else {
-    setup.q = static_cast<int>(o.integer("q", 2));
-    setup.pp = static_cast<int>(o.integer("pp", 1));
-    setup.micro_batches = o.integer("micro-batches", 1);
-    setup.pipeline = schedule_request(o, setup.pp, setup.micro_batches);
-  }
-  const OffloadChoice offload =
-      planned ? OffloadChoice{.mode = planned->layout.offload,
-                              .optimizer = optimus::offloads_optimizer(planned->layout.offload)
-                                               ? std::optional(optimus::OptimizerOffload{
-                                                     .update = optimus::preferred_offload_update(where.choice.kind),
-                                                     .chunk_elements = std::int64_t{1} << 20})
-                                               : std::nullopt}
-              : offload_choice(o, where.choice.kind, setup.pp);
-  if (setup.pipeline) check_pipeline_options(o, where, setup.pp);
+  const ex::RunLayout layout =
+      planned ? ex::layout_of(*planned, where.choice.kind) : ex::layout_of(o, where.choice.kind);
+  setup.q = layout.q;
+  setup.pp = layout.pp;
+  setup.micro_batches = layout.micro_batches;
+  setup.pipeline = layout.pipeline;
+  if (planned) setup.batch /= planned->layout.dp;
+  const ex::OffloadChoice& offload = layout.offload;
+  if (setup.pipeline) ex::check_pipeline_options(o, where.choice.kind, setup.pp);
   const int q = setup.q;
   OPTIMUS_CHECK(world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
                 "for pp = ", setup.pp, " and q = ", q, " (a multiple of ", setup.pp * q * q, " ranks)");

@@ -1,0 +1,83 @@
+// A train_gpt run's layout from the plan or from the options (run_layout.hpp).
+#include "run_layout.hpp"
+
+#include "optimus/core/error.hpp"
+
+namespace optimus::examples {
+namespace {
+
+constexpr std::int64_t kOffloadChunkElements = std::int64_t{1} << 20;  // AdamW's offloaded update streams 1 Mi at once
+
+// --pp, --schedule, --chunks and --micro-batches as a schedule request (--pp 1: none).
+std::optional<pipeline::ScheduleRequest> schedule_request(const cli::Options& o, int pp, std::int64_t micro_batches) {
+  if (pp == 1) {
+    OPTIMUS_CHECK(!o.has("schedule") && !o.has("chunks"), "--schedule and --chunks need --pp > 1");
+    return std::nullopt;
+  }
+  const pipeline::Kind kind = pipeline::parse_kind(o.text("schedule", "1f1b"));
+  const bool chunked = kind == pipeline::Kind::interleaved || kind == pipeline::Kind::wave;
+  return pipeline::ScheduleRequest{.kind = kind, .stages = pp, .micro_batches = static_cast<int>(micro_batches),
+                                   .chunks = static_cast<int>(o.integer("chunks", chunked ? 2 : 1))};
+}
+
+// --offload and --offload-update: the way given, or the way that measured faster on this kind of device.
+OffloadChoice offload_choice(const cli::Options& o, Device device, int pp) {
+  const Offload mode = parse_offload(o.text("offload", "none"));
+  if (mode == Offload::none) {
+    OPTIMUS_CHECK(!o.has("offload-update"), "--offload-update needs --offload optimizer, spill or spill+activations");
+    return {.mode = mode, .optimizer = std::nullopt};
+  }
+  OPTIMUS_CHECK(device != Device::cpu, "--offload ", name_of(mode), " moves state between a device and the host: it "
+                "needs --device sim or cuda (on the CPU everything is in host memory already)");
+  OPTIMUS_CHECK(pp == 1, "--offload ", name_of(mode), " with --pp ", pp,
+                ": offloading a pipeline's stages is not supported yet");
+  const OffloadUpdate update = o.has("offload-update") ? parse_offload_update(o.text("offload-update", ""))
+                                                       : preferred_offload_update(device);
+  return {.mode = mode, .optimizer = OptimizerOffload{.update = update, .chunk_elements = kOffloadChunkElements}};
+}
+
+}  // namespace
+
+RunLayout layout_of(const plan::Plan& plan, Device device) {
+  const plan::Layout& l = plan.layout;
+  std::optional<pipeline::ScheduleRequest> schedule;
+  if (l.pp > 1) {
+    schedule = pipeline::ScheduleRequest{.kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches,
+                                         .chunks = l.chunks};
+  }
+  return {.q = l.q(),
+          .pp = l.pp,
+          .micro_batches = l.micro_batches,
+          .pipeline = schedule,
+          .offload = {.mode = l.offload,
+                      .optimizer = offloads_optimizer(l.offload)
+                                       ? std::optional(OptimizerOffload{.update = preferred_offload_update(device),
+                                                                        .chunk_elements = kOffloadChunkElements})
+                                       : std::nullopt}};
+}
+
+RunLayout layout_of(const cli::Options& o, Device device) {
+  const int pp = static_cast<int>(o.integer("pp", 1));
+  const std::int64_t micro_batches = o.integer("micro-batches", 1);
+  std::optional<pipeline::ScheduleRequest> schedule = schedule_request(o, pp, micro_batches);
+  return {.q = static_cast<int>(o.integer("q", 2)),
+          .pp = pp,
+          .micro_batches = micro_batches,
+          .pipeline = schedule,
+          .offload = offload_choice(o, device, pp)};
+}
+
+void check_pipeline_options(const cli::Options& o, Device device, int pp) {
+  for (const char* option : {"save", "resume", "init", "export"}) {
+    OPTIMUS_CHECK(!o.has(option), "--", option, " with --pp ", pp,
+                  ": checkpoints and GPT-2 files of a pipeline's stages are not supported yet (train with --pp 1)");
+  }
+  OPTIMUS_CHECK(device == Device::cpu, "--device ", name_of(device), " with --pp ", pp,
+                ": pipeline stages on a device are not supported yet (pipeline/gpt.hpp)");
+  OPTIMUS_CHECK(o.text("recompute", "none") == "none", "--recompute ", o.text("recompute", "none"), " with --pp ", pp,
+                ": recomputation inside pipeline stages is not supported yet");
+  OPTIMUS_CHECK(o.text("gemm", "f32") == "f32", "--gemm ", o.text("gemm", "f32"), " with --pp ", pp,
+                ": mixed precision inside pipeline stages is not supported yet");
+}
+
+}  // namespace optimus::examples

@@ -1,0 +1,41 @@
+// How a train_gpt run is laid out: the grid side, the pipeline, the micro-batches and what is offloaded — the
+// planner's choice (--plan auto) or the options' (--q, --pp, --schedule, --chunks, --micro-batches, --offload,
+// --offload-update), each option checked against the others before any work starts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "optimus/core/cli.hpp"
+#include "optimus/core/device.hpp"
+#include "optimus/layers/offload.hpp"
+#include "optimus/layers/optimizer_offload.hpp"
+#include "optimus/pipeline/schedule.hpp"
+#include "optimus/plan/planner.hpp"
+
+namespace optimus::examples {
+
+// What lives in host memory (on a device only), and AdamW's offloaded update (none: no optimizer offload).
+struct OffloadChoice {
+  Offload mode;
+  std::optional<OptimizerOffload> optimizer;
+};
+
+struct RunLayout {
+  int q;
+  int pp;
+  std::int64_t micro_batches;
+  std::optional<pipeline::ScheduleRequest> pipeline;  // pp > 1
+  OffloadChoice offload;
+};
+
+// --plan auto: the plan's layout; AdamW's offloaded update (where the plan offloads it) the faster on `device`.
+RunLayout layout_of(const plan::Plan& plan, Device device);
+// The options' layout: --schedule and --chunks need --pp > 1; --offload needs a device and --pp 1;
+// --offload-update needs --offload (default: the faster update on `device`, docs/offload.md).
+RunLayout layout_of(const cli::Options& options, Device device);
+
+// --pp S > 1: what a pipeline run cannot do yet, refused before any work.
+void check_pipeline_options(const cli::Options& options, Device device, int pp);
+
+}  // namespace optimus::examples
