@@ -181,8 +181,7 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
     return out;
   }
   // Ranks sharing cores: the calls' participants counted by running the layout's step once (plan/run.hpp).
-  const bool count_calls = c.call_seconds > 0 && !c.has_device && runnable(l, false).empty() &&
-                           w.element_bytes == 4 && w.saved_bytes == 4;
+  const bool count_calls = c.call_seconds > 0 && !c.has_device && runs_on_cpu(l, w);
   Plan p{.layout = l,
          .memory = exact,
          .time = predict_step(l, w, c, count_calls ? count_call_participants(l, w) : 0.0),

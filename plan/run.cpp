@@ -76,6 +76,10 @@ std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t se
   return ids;
 }
 
+bool runs_on_cpu(const Layout& l, const Workload& w) {
+  return runnable(l, false).empty() && shape_error(l, w).empty() && w.element_bytes == 4 && w.saved_bytes == 4;
+}
+
 Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int warmup, int steps) {
   OPTIMUS_CHECK(world.size() == l.ranks(), "run plan: ", describe(l), " needs ", l.ranks(), " ranks, the world has ",
                 world.size());

@@ -27,9 +27,12 @@ struct Measured {
 // batches here and optimus-bench pipeline's).
 std::vector<int> random_ids(std::int64_t n, std::int64_t vocab, std::uint64_t seed);
 
+// Whether run_plan runs `layout` with `workload`: the layout runnable on CPU ranks (layout.hpp's runnable), a shape it
+// divides (shape_error) and an f32 workload (element and saved bytes 4).
+bool runs_on_cpu(const Layout& layout, const Workload& workload);
+
 // Collective over `world` (world.size() == layout.ranks()): `warmup` untimed steps, then `steps` timed ones. The
-// workload must be f32 (element and saved bytes 4) and the layout runnable on CPU ranks (layout.hpp's runnable);
-// optimus::Error otherwise.
+// layout and workload must be ones runs_on_cpu accepts; optimus::Error naming what is wrong otherwise.
 Measured run_plan(Communicator& world, const Layout& layout, const Workload& workload, int warmup, int steps);
 
 // The layout's collective calls in one step, each counted once per participant (the sum over all ranks of
