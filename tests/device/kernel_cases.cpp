@@ -162,6 +162,37 @@ void dropout_and_reductions(RankDevice& rank, const ops::Queue& q, const Expect&
   ops::to_f32(half.in_host(), back.on_host(), host);
   ops::to_f32(half.in_device(), back.on_device(), q);
   expect.same("to_f32", back, true);
+  // Contiguous casts of 4n + 3 values: the GPU converts four at a time, then the last three one by one.
+  Both<float> run(random_values(23, 14, 100.0), Shape{1, 23}, rank);
+  Both<bf16> run_half(std::vector<bf16>(23), Shape{1, 23}, rank);
+  ops::to_bf16(run.in_host(), run_half.on_host(), host);
+  ops::to_bf16(run.in_device(), run_half.on_device(), q);
+  expect.same("to_bf16 (contiguous)", run_half, true);
+  ops::to_f32(run_half.in_host(), run.on_host(), host);
+  ops::to_f32(run_half.in_device(), run.on_device(), q);
+  expect.same("to_f32 (contiguous)", run, true);
+}
+
+// Column reductions over many rows and a partial tile of columns (a GPU sums them in row lanes and column tiles).
+void tall_column_sums(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+  const ops::Queue host{};
+  const std::int64_t rows = 300, cols = 19;
+  const Shape m{rows, cols};
+  const Both<float> x(random_values(rows * cols, 15, 2.0), m, rank), dy(random_values(rows * cols, 16), m, rank);
+  const Both<float> gamma(random_values(cols, 17), Shape{1, cols}, rank);
+  Both<float> sums(std::vector<float>(cols), Shape{1, cols}, rank);
+  ops::column_sums<float>(x.in_host(), sums.on_host(), host);
+  ops::column_sums<float>(x.in_device(), sums.on_device(), q);
+  expect.same("column_sums (300 rows)", sums);
+  Both<float> dgamma(std::vector<float>(cols), Shape{1, cols}, rank), dbeta(dgamma.host, Shape{1, cols}, rank);
+  Both<float> partial(std::vector<float>(2 * rows), Shape{2 * rows}, rank);
+  ops::layernorm_backward_partials<float>(dy.in_host(), x.in_host(), gamma.in_host(), dgamma.on_host(), dbeta.on_host(),
+                                          partial.on_host(), host);
+  ops::layernorm_backward_partials<float>(dy.in_device(), x.in_device(), gamma.in_device(), dgamma.on_device(),
+                                          dbeta.on_device(), partial.on_device(), q);
+  expect.same("layernorm_backward_partials (300 rows): dgamma", dgamma);
+  expect.same("layernorm_backward_partials (300 rows): dbeta", dbeta);
+  expect.same("layernorm_backward_partials (300 rows): sums", partial);
 }
 
 void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
@@ -373,6 +404,7 @@ void check_kernels(RankDevice& rank) {
   element_wise(rank, q, expect);
   dropout_and_reductions(rank, q, expect);
   rows_and_layernorm(rank, q, expect);
+  tall_column_sums(rank, q, expect);
   softmax_embedding_loss(rank, q, expect);
   optimizer(rank, q, expect);
   gemms(rank, expect);
