@@ -1,5 +1,7 @@
 // Vocabulary-parallel embedding lookup/scatter and cross-entropy on local blocks (see layer_kernels.hpp).
-// Scatter-adds loop over tokens in order inside one thread per column: deterministic, and the CPU's order.
+// Scatter-adds loop over tokens in order for each element: deterministic, and the CPU's order.
+#include <algorithm>
+
 #include "block_reduce.cuh"
 #include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
@@ -10,33 +12,43 @@ namespace {
 
 using detail::kThreads;
 
+// Kernels over a [rows, cols] matrix take rows over blockIdx.y and columns over blockIdx.x and the threads
+// (rows_by_columns), so that no element divides its index by the width (a 64-bit division, dozens of instructions).
+__device__ std::int64_t first_column() { return blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; }
+__device__ std::int64_t column_stride() { return static_cast<std::int64_t>(gridDim.x) * kThreads; }
+
 __global__ void lookup_kernel(const float* wte, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
                               std::int64_t width, float* partial) {
-  const std::int64_t total = n * width;
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
-    const std::int64_t t = e / width, c = e % width, id = tokens[t];
-    partial[e] = id >= v0 && id < v0 + vn ? wte[(id - v0) * width + c] : 0.0f;
+  for (std::int64_t t = blockIdx.y; t < n; t += gridDim.y) {
+    const std::int64_t id = tokens[t];
+    const bool inside = id >= v0 && id < v0 + vn;
+    for (std::int64_t c = first_column(); c < width; c += column_stride()) {
+      partial[t * width + c] = inside ? wte[(id - v0) * width + c] : 0.0f;
+    }
   }
 }
 
 __global__ void add_positions_kernel(const float* wpe, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
                                      std::int64_t width, float* x) {
-  const std::int64_t total = rows * width;
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
-    const std::int64_t r = e / width, c = e % width;
-    x[e] += wpe[((row_offset + r) % seq) * width + c];
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float* position = wpe + ((row_offset + r) % seq) * width;
+    for (std::int64_t c = first_column(); c < width; c += column_stride()) x[r * width + c] += position[c];
   }
 }
 
+// dwte[id - v0, c] += grad[t, c] for the tokens t in order. A thread owns a column c and the vocabulary rows
+// v = id - v0 with v % kScatterBuckets == blockIdx.y: it reads every token id but adds only its rows', each row's
+// tokens in order (the CPU's order, so the same bits), and the GPU gets kScatterBuckets times the threads of one
+// per column (which left most of it idle, each thread adding a whole batch of rows in turn).
+constexpr int kScatterBuckets = 64;
+
 __global__ void scatter_add_kernel(const float* grad, const int* tokens, std::int64_t n, std::int64_t v0,
                                    std::int64_t vn, std::int64_t width, float* dwte) {
-  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  const std::int64_t c = first_column();
   if (c >= width) return;
   for (std::int64_t t = 0; t < n; ++t) {
-    const std::int64_t id = tokens[t];
-    if (id >= v0 && id < v0 + vn) dwte[(id - v0) * width + c] += grad[t * width + c];
+    const std::int64_t v = tokens[t] - v0;
+    if (v >= 0 && v < vn && v % kScatterBuckets == blockIdx.y) dwte[v * width + c] += grad[t * width + c];
   }
 }
 
@@ -46,8 +58,8 @@ __global__ void position_grad_kernel(const float* dx, std::int64_t row_offset, s
   if (e >= max_seq * width) return;
   const std::int64_t pos = e / width, c = e % width;
   float acc = 0.0f;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    if ((row_offset + r) % seq == pos) acc += dx[r * width + c];
+  if (pos < seq) {  // the rows r with (row_offset + r) % seq == pos, in order (not a division for every row)
+    for (std::int64_t r = ((pos - row_offset) % seq + seq) % seq; r < rows; r += seq) acc += dx[r * width + c];
   }
   partial[e] = acc;
 }
@@ -78,36 +90,42 @@ __global__ void finish_kernel(float* probs, const float* max, const float* sums,
 
 __global__ void ce_backward_kernel(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
                                    std::int64_t rows, std::int64_t vn, float tokens) {
-  const std::int64_t total = rows * vn;
-  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < total;
-       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
-    const std::int64_t r = e / vn, c = e % vn;
-    probs[e] = math::cross_entropy_grad(probs[e], targets[row_offset + r] == v0 + c, tokens);
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const std::int64_t target = targets[row_offset + r];
+    for (std::int64_t c = first_column(); c < vn; c += column_stride()) {
+      probs[r * vn + c] = math::cross_entropy_grad(probs[r * vn + c], target == v0 + c, tokens);
+    }
   }
 }
 
 unsigned blocks_of(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// The grid of a [rows, cols] kernel (see first_column).
+dim3 rows_by_columns(std::int64_t rows, std::int64_t cols) {
+  return dim3(std::min(detail::blocks_for(cols), 1024u), static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
+}
 
 }  // namespace
 
 void embedding_lookup(const float* wte, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
                       std::int64_t width, float* partial, cudaStream_t stream) {
   if (n * width == 0) return;
-  lookup_kernel<<<detail::blocks_for(n * width), kThreads, 0, stream>>>(wte, tokens, n, v0, vn, width, partial);
+  lookup_kernel<<<rows_by_columns(n, width), kThreads, 0, stream>>>(wte, tokens, n, v0, vn, width, partial);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
 void add_positions(const float* wpe, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
                    std::int64_t width, float* x, cudaStream_t stream) {
   if (rows * width == 0) return;
-  add_positions_kernel<<<detail::blocks_for(rows * width), kThreads, 0, stream>>>(wpe, row_offset, seq, rows, width, x);
+  add_positions_kernel<<<rows_by_columns(rows, width), kThreads, 0, stream>>>(wpe, row_offset, seq, rows, width, x);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
 void embedding_scatter_add(const float* grad, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
                            std::int64_t width, float* dwte, cudaStream_t stream) {
   if (n * width == 0) return;
-  scatter_add_kernel<<<blocks_of(width), kThreads, 0, stream>>>(grad, tokens, n, v0, vn, width, dwte);
+  scatter_add_kernel<<<dim3(blocks_of(width), kScatterBuckets), kThreads, 0, stream>>>(grad, tokens, n, v0, vn, width,
+                                                                                      dwte);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
@@ -136,7 +154,7 @@ void cross_entropy_finish(float* probs, const float* max, const float* sums, std
 void cross_entropy_backward(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
                             std::int64_t rows, std::int64_t vn, std::int64_t n_tokens, cudaStream_t stream) {
   if (rows * vn == 0) return;
-  ce_backward_kernel<<<detail::blocks_for(rows * vn), kThreads, 0, stream>>>(probs, targets, row_offset, v0, rows, vn,
+  ce_backward_kernel<<<rows_by_columns(rows, vn), kThreads, 0, stream>>>(probs, targets, row_offset, v0, rows, vn,
                                                                               static_cast<float>(n_tokens));
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }

@@ -173,8 +173,9 @@ void dropout_and_reductions(RankDevice& rank, const ops::Queue& q, const Expect&
   expect.same("to_f32 (contiguous)", run, true);
 }
 
-// Column reductions over many rows and a partial tile of columns (a GPU sums them in row lanes and column tiles).
-void tall_column_sums(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+// Reductions over many rows: column sums over a partial tile of columns (a GPU sums them in row lanes and column
+// tiles), and an embedding scatter-add of 300 tokens into 150 vocabulary rows (a GPU splits the rows among 64 buckets).
+void many_rows(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   const ops::Queue host{};
   const std::int64_t rows = 300, cols = 19;
   const Shape m{rows, cols};
@@ -193,6 +194,15 @@ void tall_column_sums(RankDevice& rank, const ops::Queue& q, const Expect& expec
   expect.same("layernorm_backward_partials (300 rows): dgamma", dgamma);
   expect.same("layernorm_backward_partials (300 rows): dbeta", dbeta);
   expect.same("layernorm_backward_partials (300 rows): sums", partial);
+  const std::int64_t v0 = 10, vn = 150, width = 3;
+  std::vector<int> ids(rows);
+  for (std::int64_t t = 0; t < rows; ++t) ids[t] = static_cast<int>((t * 37 + t * t) % (vn + 20));  // some outside
+  const Both<int> tokens(ids, Shape{rows}, rank);
+  Both<float> dwte(random_values(vn * width, 18), Shape{vn, width}, rank);
+  const Both<float> grad(random_values(rows * width, 20), Shape{rows, width}, rank);
+  ops::embedding_scatter_add<float>(grad.in_host(), tokens.in_host(), v0, dwte.on_host(), host);
+  ops::embedding_scatter_add<float>(grad.in_device(), tokens.in_device(), v0, dwte.on_device(), q);
+  expect.same("embedding_scatter_add (300 tokens, 150 rows)", dwte, true);
 }
 
 void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
@@ -275,8 +285,9 @@ void softmax_embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect&
   ops::embedding_scatter_add<float>(grad.in_host(), tokens.in_host(), v0, dwte.on_host(), host);
   ops::embedding_scatter_add<float>(grad.in_device(), tokens.in_device(), v0, dwte.on_device(), q);
   expect.same("embedding_scatter_add", dwte);
-  ops::position_grad<float>(grad.in_host().block(0, 0, rows, width), row_offset, 4, positions.on_host(), host);
-  ops::position_grad<float>(grad.in_device().block(0, 0, rows, width), row_offset, 4, positions.on_device(), q);
+  // All n = 8 rows: two rows per position of a sequence of 4, positions 4 and 5 of max_seq = 6 unused (zero).
+  ops::position_grad<float>(grad.in_host(), row_offset, 4, positions.on_host(), host);
+  ops::position_grad<float>(grad.in_device(), row_offset, 4, positions.on_device(), q);
   expect.same("position_grad", positions);
 
   // Cross-entropy of logits [4, 6] of the slice [6, 12), targets of rows 1..4 of a batch of 10.
@@ -404,7 +415,7 @@ void check_kernels(RankDevice& rank) {
   element_wise(rank, q, expect);
   dropout_and_reductions(rank, q, expect);
   rows_and_layernorm(rank, q, expect);
-  tall_column_sums(rank, q, expect);
+  many_rows(rank, q, expect);
   softmax_embedding_loss(rank, q, expect);
   optimizer(rank, q, expect);
   gemms(rank, expect);
