@@ -227,6 +227,97 @@ double train_loop(const Trainee& t, const Setup& setup, const optimus::examples:
   return last_loss;
 }
 
+// Checks one training step of a small model of config's shape (every stage's chunks one block each under a
+// pipeline, else min(layers, 2) blocks) on the host grid against the fp64 reference on rank 0, with step 0's
+// global batch (every replica's sequences, in replica order); prints the error on rank 0 and throws past 1e-10.
+void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, const optimus::GptConfig& config,
+                      const optimus::pipeline::Schedule* schedule, const optimus::examples::Tokens& train,
+                      std::int64_t batch) {
+  namespace ex = optimus::examples;
+  const std::int64_t seq = config.max_seq;
+  std::vector<int> tokens, targets, all_tokens, all_targets;
+  for (int r = 0; r < host_grid.dp(); ++r) {
+    ex::draw_batch(train, batch, seq, config.seed, 0, r, host_grid.dp(), tokens, targets);
+    all_tokens.insert(all_tokens.end(), tokens.begin(), tokens.end());
+    all_targets.insert(all_targets.end(), targets.begin(), targets.end());
+  }
+  ex::draw_batch(train, batch, seq, config.seed, 0, host_grid.dp_index(), host_grid.dp(), tokens, targets);
+  optimus::GptConfig check = config;
+  check.layers = schedule ? schedule->virtual_stages() : std::min<std::int64_t>(config.layers, 2);
+  const ex::CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
+                         .batch = batch};
+  const double err = schedule ? ex::reference_check(world, host_grid, check, b, *schedule)
+                              : ex::reference_check(world, host_grid, check, b, 1);
+  if (world.rank() == 0) {
+    std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
+                err < 1e-10 ? "ok" : "FAILED");
+  }
+  OPTIMUS_CHECK(err < 1e-10, "train_gpt: the 2D model disagrees with the reference (relative error ", err, ")");
+  host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
+}
+
+// The training loop's view of a pipelined model (this rank's stage): its step, evaluation and next-token logits.
+Trainee pipeline_trainee(optimus::pipeline::Gpt2D<float>& model, std::int64_t batch, int q, std::int64_t stored_vocab) {
+  Trainee trainee;
+  trainee.train_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
+    model.zero_grad();
+    return model.train_step(tok, tgt, batch, step);
+  };
+  trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
+    return model.evaluate(tok, tgt, batch);
+  };
+  trainee.next_logits = [&model, q, stored_vocab](const std::vector<int>& window) {
+    // Computed on the head's stage, then sent along each (i, j)'s pipeline so that every rank samples the same id.
+    const int head = model.schedule().stage_of(model.schedule().virtual_stages() - 1);
+    const std::optional<optimus::DistMatrix<float>> logits = model.logits(copies(window, q), q);
+    Eigen::RowVectorXd row = logits ? last_row(logits->to_global().cast<double>(), window.size())
+                                    : Eigen::RowVectorXd(stored_vocab);
+    model.grid().pipe().broadcast(std::span<double>(row.data(), static_cast<std::size_t>(row.size())), head);
+    return row;
+  };
+  return trainee;
+}
+
+// The same for a model whole on the grid, with `micro_batches` per step.
+Trainee whole_trainee(optimus::Gpt2D<float>& model, std::int64_t batch, std::int64_t micro_batches, int q) {
+  Trainee trainee;
+  trainee.train_step = [&model, batch, micro_batches](const std::vector<int>& tok, const std::vector<int>& tgt,
+                                                      std::uint64_t step) {
+    model.zero_grad();
+    return model.train_step(tok, tgt, batch, step, micro_batches);
+  };
+  trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
+    return model.evaluate(tok, tgt, batch);
+  };
+  trainee.next_logits = [&model, q](const std::vector<int>& window) {
+    return last_row(model.logits(copies(window, q), q).to_global().cast<double>(), window.size());
+  };
+  return trainee;
+}
+
+// --save: saves `model` and `adamw` with `run_state` at every saving.every-th step and the last (of `steps`) to their
+// step directory, keeping the newest saving.keep. root: whether this rank prunes and prints.
+std::function<void(int step)> checkpoint_saver(optimus::Gpt2D<float>& model, optimus::AdamW<float>& adamw,
+                                               const optimus::Grid& grid, const Saving& saving,
+                                               const optimus::checkpoint::TrainingState& run_state, int steps,
+                                               bool root) {
+  return [&model, &adamw, &grid, saving, run_state, steps, root](int step) {
+    if (step % saving.every != 0 && step != steps) return;
+    optimus::checkpoint::TrainingState state = run_state;
+    state.step = static_cast<std::uint64_t>(step);
+    const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
+    const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &adamw, state);
+    optimus::all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+      if (root && saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep, dir);
+    });
+    if (root) {
+      std::printf("  saved %s (%.1f MB per rank in %.3f s)\n", dir.string().c_str(),
+                  static_cast<double>(io.bytes_written) / 1e6, io.seconds);
+      std::fflush(stdout);
+    }
+  };
+}
+
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
   namespace ex = optimus::examples;
@@ -348,28 +439,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     }
   }
 
-  std::vector<int> tokens, targets, all_tokens, all_targets;
-  // The reference (on rank 0) computes the step on the global batch: every replica's sequences, in replica order.
-  for (int r = 0; r < grid.dp(); ++r) {
-    ex::draw_batch(corpus.train, batch, seq, config.seed, 0, r, grid.dp(), tokens, targets);
-    all_tokens.insert(all_tokens.end(), tokens.begin(), tokens.end());
-    all_targets.insert(all_targets.end(), targets.begin(), targets.end());
-  }
-  ex::draw_batch(corpus.train, batch, seq, config.seed, 0, grid.dp_index(), grid.dp(), tokens, targets);
-  {
-    optimus::GptConfig check = config;  // a small model of the same shape: every stage's chunks one block each
-    check.layers = schedule ? schedule->virtual_stages() : std::min<std::int64_t>(config.layers, 2);
-    const ex::CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
-                           .batch = batch};
-    const double err = schedule ? ex::reference_check(world, host_grid, check, b, *schedule)
-                                : ex::reference_check(world, host_grid, check, b, 1);
-    if (root) {
-      std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
-                  err < 1e-10 ? "ok" : "FAILED");
-    }
-    OPTIMUS_CHECK(err < 1e-10, "train_gpt: the 2D model disagrees with the reference (relative error ", err, ")");
-    host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
-  }
+  check_first_step(world, host_grid, config, schedule ? &*schedule : nullptr, corpus.train, batch);
 
   const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                                   .max_grad_norm = 1.0};
@@ -381,24 +451,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   if (schedule) {
     staged = std::make_unique<optimus::pipeline::Gpt2D<float>>(grid, config, *schedule);
     optimizer = std::make_unique<optimus::AdamW<float>>(grid, staged->parameters(), staged->norm_order(), adam);
-    optimus::pipeline::Gpt2D<float>& model = *staged;
-    trainee.train_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
-      model.zero_grad();
-      return model.train_step(tok, tgt, batch, step);
-    };
-    trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
-      return model.evaluate(tok, tgt, batch);
-    };
-    const std::int64_t stored_vocab = config.stored_vocab(q);  // the logits' columns
-    trainee.next_logits = [&model, q, stored_vocab](const std::vector<int>& window) {
-      // Computed on the head's stage, then sent along each (i, j)'s pipeline so that every rank samples the same id.
-      const int head = model.schedule().stage_of(model.schedule().virtual_stages() - 1);
-      const std::optional<optimus::DistMatrix<float>> logits = model.logits(copies(window, q), q);
-      Eigen::RowVectorXd row = logits ? last_row(logits->to_global().cast<double>(), window.size())
-                                      : Eigen::RowVectorXd(stored_vocab);
-      model.grid().pipe().broadcast(std::span<double>(row.data(), static_cast<std::size_t>(row.size())), head);
-      return row;
-    };
+    trainee = pipeline_trainee(*staged, batch, q, config.stored_vocab(q));
   } else {
     whole = std::make_unique<optimus::Gpt2D<float>>(grid, config, optimus::spill_of(offload.mode));
     optimus::Gpt2D<float>& model = *whole;
@@ -424,18 +477,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                     first_step - 1, static_cast<double>(io.bytes_read) / 1e6, io.seconds);
       }
     }
-    const std::int64_t micro_batches = setup.micro_batches;
-    trainee.train_step = [&model, batch, micro_batches](const std::vector<int>& tok, const std::vector<int>& tgt,
-                                                        std::uint64_t step) {
-      model.zero_grad();
-      return model.train_step(tok, tgt, batch, step, micro_batches);
-    };
-    trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
-      return model.evaluate(tok, tgt, batch);
-    };
-    trainee.next_logits = [&model, q](const std::vector<int>& window) {
-      return last_row(model.logits(copies(window, q), q).to_global().cast<double>(), window.size());
-    };
+    trainee = whole_trainee(model, batch, setup.micro_batches, q);
     if (!saving.dir.empty()) {
       const optimus::checkpoint::TrainingState run_state{
           .step = 0,
@@ -444,23 +486,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                     {"global_batch", std::to_string(batch * grid.dp())},
                     {o.has("data") ? "data" : "text",
                      o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}};
-      optimus::AdamW<float>& adamw = *optimizer;
-      const int steps = setup.steps;
-      trainee.save = [&model, &adamw, &grid, saving, run_state, steps, root](int step) {
-        if (step % saving.every != 0 && step != steps) return;
-        optimus::checkpoint::TrainingState state = run_state;
-        state.step = static_cast<std::uint64_t>(step);
-        const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
-        const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &adamw, state);
-        optimus::all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
-          if (root && saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep, dir);
-        });
-        if (root) {
-          std::printf("  saved %s (%.1f MB per rank in %.3f s)\n", dir.string().c_str(),
-                      static_cast<double>(io.bytes_written) / 1e6, io.seconds);
-          std::fflush(stdout);
-        }
-      };
+      trainee.save = checkpoint_saver(model, *optimizer, grid, saving, run_state, setup.steps, root);
     }
   }
   trainee.optimizer = optimizer.get();
@@ -479,6 +505,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     else optimus::checkpoint::export_hf(file, *whole);
     if (root) std::printf("  exported %s (%s)\n", file.c_str(), llmc ? "llm.c" : "Hugging Face GPT-2 safetensors");
   }
+  std::vector<int> tokens, targets;
   double valid_loss = 0;
   const int valid_batches = 8;
   for (int k = 0; k < valid_batches; ++k) {
