@@ -2,6 +2,7 @@
 // tree over a fixed thread count, so the same inputs give the same bits on every run).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace optimus::cuda::detail {
@@ -12,6 +13,19 @@ inline unsigned blocks_for(std::int64_t n) {
   const std::int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 65535 ? (b > 0 ? b : 1) : 65535);
 }
+
+// Kernels over a [rows, cols] matrix take rows from blockIdx.y (strided by gridDim.y) and columns from blockIdx.x and
+// the threads (first_column, column_stride), so that no element divides its index by the width (a 64-bit division,
+// dozens of instructions). The grid covers the columns (up to 1024 blocks) and as many rows as keep it near 32768
+// blocks, each block then looping over rows: a block per row of a [8192, 50304] matrix left the loss gradient at
+// 1.3 TB/s on an H100.
+inline dim3 rows_by_columns(std::int64_t rows, std::int64_t cols) {
+  const unsigned x = std::min(blocks_for(cols), 1024u);
+  const std::int64_t y = std::min<std::int64_t>({rows, 65535, std::max<std::int64_t>(1, 32768 / x)});
+  return dim3(x, static_cast<unsigned>(std::max<std::int64_t>(y, 1)));
+}
+__device__ inline std::int64_t first_column() { return blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; }
+__device__ inline std::int64_t column_stride() { return static_cast<std::int64_t>(gridDim.x) * kThreads; }
 
 // Sum of `value` over the block's kThreads threads; every thread gets the result. `shared`: kThreads
 // elements of shared memory, free again on return.

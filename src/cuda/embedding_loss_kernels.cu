@@ -1,7 +1,5 @@
 // Vocabulary-parallel embedding lookup/scatter and cross-entropy on local blocks (see layer_kernels.hpp).
 // Scatter-adds loop over tokens in order for each element: deterministic, and the CPU's order.
-#include <algorithm>
-
 #include "block_reduce.cuh"
 #include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
@@ -10,12 +8,10 @@
 namespace optimus::cuda {
 namespace {
 
+using detail::column_stride;
+using detail::first_column;
 using detail::kThreads;
-
-// Kernels over a [rows, cols] matrix take rows over blockIdx.y and columns over blockIdx.x and the threads
-// (rows_by_columns), so that no element divides its index by the width (a 64-bit division, dozens of instructions).
-__device__ std::int64_t first_column() { return blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; }
-__device__ std::int64_t column_stride() { return static_cast<std::int64_t>(gridDim.x) * kThreads; }
+using detail::rows_by_columns;
 
 __global__ void lookup_kernel(const float* wte, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
                               std::int64_t width, float* partial) {
@@ -84,7 +80,9 @@ __global__ void exp_sums_kernel(float* logits, const float* max, const int* targ
 
 __global__ void finish_kernel(float* probs, const float* max, const float* sums, std::int64_t vn, double* row_loss) {
   const std::int64_t r = blockIdx.x;
-  for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) probs[r * vn + c] = math::normalized(probs[r * vn + c], sums[2 * r]);
+  for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) {
+    probs[r * vn + c] = math::normalized(probs[r * vn + c], sums[2 * r]);
+  }
   if (threadIdx.x == 0) row_loss[r] = math::cross_entropy_loss(sums[2 * r], max[r], sums[2 * r + 1]);
 }
 
@@ -99,11 +97,6 @@ __global__ void ce_backward_kernel(float* probs, const int* targets, std::int64_
 }
 
 unsigned blocks_of(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
-
-// The grid of a [rows, cols] kernel (see first_column).
-dim3 rows_by_columns(std::int64_t rows, std::int64_t cols) {
-  return dim3(std::min(detail::blocks_for(cols), 1024u), static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
-}
 
 }  // namespace
 

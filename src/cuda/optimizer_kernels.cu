@@ -1,5 +1,4 @@
 // bf16 casts, the gradient norm and AdamW with fp32 master weights (see layer_kernels.hpp).
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -36,13 +35,11 @@ __global__ void to_bf16_x4_kernel(const float4* x, uint2* y, std::int64_t n4) {
   }
 }
 
-// y[r, c] = x[r * ldx + c]: a matrix with strided rows into a contiguous bf16 copy. Rows over blockIdx.y, columns over
-// blockIdx.x and the threads (no division per element).
+// y[r, c] = x[r * ldx + c]: a matrix with strided rows into a contiguous bf16 copy (detail::rows_by_columns' grid).
 __global__ void to_bf16_rows_kernel(const float* x, std::int64_t ldx, std::uint16_t* y, std::int64_t rows,
                                     std::int64_t cols) {
   for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; c < cols;
-         c += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    for (std::int64_t c = detail::first_column(); c < cols; c += detail::column_stride()) {
       y[r * cols + c] = bf16_of(x[r * ldx + c]);
     }
   }
@@ -132,9 +129,8 @@ void to_bf16_rows(const float* x, std::int64_t ldx, bf16* y, std::int64_t rows, 
     to_bf16(x, y, rows * cols, stream);
     return;
   }
-  const dim3 blocks(std::min(detail::blocks_for(cols), 1024u),  // column chunks
-                    static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));  // rows, strided beyond 65535
-  to_bf16_rows_kernel<<<blocks, kThreads, 0, stream>>>(x, ldx, reinterpret_cast<std::uint16_t*>(y), rows, cols);
+  to_bf16_rows_kernel<<<detail::rows_by_columns(rows, cols), kThreads, 0, stream>>>(
+      x, ldx, reinterpret_cast<std::uint16_t*>(y), rows, cols);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
