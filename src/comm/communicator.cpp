@@ -242,4 +242,10 @@ void Communicator::peers_gone(const CallLabel& call, const std::vector<int>& mis
                missing.size() == 1 ? " has" : " have", " returned without joining it");
 }
 
+std::string Communicator::withdrawn_message(const CallLabel& call, int lender) const {
+  return detail::concat(call_text(call, *this), " can never complete: ", ranks_text({lender}, world_ranks()),
+                        " withdrew the buffer it lent to it before this rank read it (its own wait failed or was "
+                        "abandoned)");
+}
+
 }  // namespace optimus

@@ -1,6 +1,10 @@
 // In-process communicator: ranks are threads; every collective is a numbered "slot" in state shared by
 // the group. Posting copies the rank's contribution into the slot (so the caller's buffer is free at
 // once); waiting blocks until the contributions it needs are there, then computes this rank's result.
+// Broadcasts and reduces on host memory lend instead (the root's broadcast buffer, every reduce contribution): the slot
+// points at the caller's buffer, the ranks that need it read it in place, and the lender's request completes once they
+// have — MPI's rule for a non-blocking operation's buffers, and no copy on either side. A lender whose wait fails, or
+// whose request is abandoned, withdraws: it waits for reads in progress, and later readers fail naming it.
 // Blocking and non-blocking calls take the same path (a blocking call waits on its request at once).
 // Reductions always add contributions in rank order, so every rank gets bit-identical results.
 // The group's lock guards only the slots' bookkeeping: a rank takes (shared pointers to) the contributions it needs
@@ -29,15 +33,22 @@ namespace {
 
 // A contribution in the staging area (host or device memory, as the rank's InProcessStaging allocates it).
 struct Staged {
-  std::shared_ptr<std::byte> data;  // null when empty
+  std::shared_ptr<std::byte> data;  // null when empty; owns nothing when lent
   std::size_t size = 0;
+  bool lent = false;                // the posting rank's own buffer (InProcessCommunicator::lent)
 };
 
-// Thrown in ranks woken because another rank failed; never the error reported to the caller.
-class PeerFailed : public Error {
+// An error another rank caused: run_in_process reports it only if no rank failed by itself.
+class Induced : public Error {
+ public:
+  explicit Induced(const std::string& message) : Error(message, __FILE__, __LINE__) {}
+};
+
+// Thrown in ranks woken because another rank failed; never the error reported to the caller (that rank's is).
+class PeerFailed : public Induced {
  public:
   explicit PeerFailed(int rank)
-      : Error(detail::concat("in-process rank ", rank, " stopped because another rank failed"), __FILE__, __LINE__) {}
+      : Induced(detail::concat("in-process rank ", rank, " stopped because another rank failed")) {}
 };
 
 struct WorldState {
@@ -47,10 +58,13 @@ struct WorldState {
 };
 
 struct Slot {
-  std::vector<Staged> data;     // contribution of each rank
+  std::vector<Staged> data;     // contribution of each rank (staged, or lent: the rank's own buffer)
   std::vector<char> posted;     // whether rank r has posted
+  std::vector<char> finished;   // whether rank r has finished reading the contributions it needed (lenders wait)
   int n_posted = 0;
   int n_done = 0;
+  int reading = 0;              // ranks reading contributions now, outside the lock
+  int withdrawn_by = -1;        // a lender that withdrew its buffer; such a slot is never erased (see done)
 };
 
 struct GroupState {
@@ -80,6 +94,7 @@ struct GroupState {
     if (s.data.empty()) {
       s.data.resize(static_cast<std::size_t>(size));
       s.posted.assign(static_cast<std::size_t>(size), 0);
+      s.finished.assign(static_cast<std::size_t>(size), 0);
     }
     return s;
   }
@@ -92,6 +107,8 @@ struct GroupState {
     cv.notify_all();
   }
 
+  // Rank is done with slot `seq`; the last one erases it. (A lender that withdrew is never done: its slot stays for
+  // the readers that come later to find it withdrawn.)
   void done(std::uint64_t seq) {
     auto it = slots.find(seq);
     if (++it->second.n_done == size) slots.erase(it);
@@ -117,15 +134,27 @@ class HostStaging final : public InProcessStaging {
 using Delivery = std::function<void()>;
 using Take = std::function<Delivery()>;
 
+// A lender's way out, run under the group's lock when its request ends without completing (its wait failed, or the
+// request was abandoned): readers must not touch the buffer any more.
+using Withdraw = std::function<void(std::unique_lock<std::mutex>&)>;
+
 // A pending operation on a group: ready() (under the lock) says whether it can complete; take() then delivery().
 // missing() (under the lock) names the group ranks it still waits for: if one of them has returned from its function
-// the wait fails at once, and past the communicator's timeout the watchdog names them.
+// the wait fails at once, and past the communicator's timeout the watchdog names them. A request that lends its
+// caller's buffer has a withdraw(), run if it is destroyed before take() (it then no longer owns the buffer).
 class SlotRequest final : public RequestImpl {
  public:
   SlotRequest(std::shared_ptr<GroupState> g, const Communicator& comm, std::function<bool()> ready,
-              std::function<std::vector<int>()> missing, Take take)
+              std::function<std::vector<int>()> missing, Take take, Withdraw withdraw)
       : g_(std::move(g)), comm_(&comm), call_(comm.posting()), ready_(std::move(ready)), missing_(std::move(missing)),
-        take_(std::move(take)) {}
+        take_(std::move(take)), withdraw_(std::move(withdraw)) {}
+  SlotRequest(const SlotRequest&) = delete;
+  SlotRequest& operator=(const SlotRequest&) = delete;
+  ~SlotRequest() override {
+    if (taken_ || !withdraw_) return;
+    std::unique_lock lock(g_->mu);
+    withdraw_(lock);
+  }
 
   void wait() override {
     Delivery deliver;
@@ -141,6 +170,7 @@ class SlotRequest final : public RequestImpl {
         g_->cv.wait_for(lock, std::chrono::milliseconds(20));
       }
       deliver = take_();
+      taken_ = true;
     }
     if (deliver) deliver();
   }
@@ -153,6 +183,7 @@ class SlotRequest final : public RequestImpl {
         return false;
       }
       deliver = take_();
+      taken_ = true;
     }
     if (deliver) deliver();
     return true;
@@ -172,6 +203,8 @@ class SlotRequest final : public RequestImpl {
   std::function<bool()> ready_;
   std::function<std::vector<int>()> missing_;
   Take take_;
+  Withdraw withdraw_;   // empty unless the request lends its caller's buffer
+  bool taken_ = false;  // take() ran: complete, or delivering
 };
 
 class InProcessCommunicator final : public Communicator {
@@ -194,36 +227,48 @@ class InProcessCommunicator final : public Communicator {
     if (size() == 1) return {};  // the buffer already holds the root's data
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
-    Staged mine = rank() == root ? stage(buf, n) : Staged{};  // copied before the group is locked
-    std::unique_lock lock(g_->mu);
     if (rank() == root) {
+      const bool lend = lends(n);
+      Staged mine = lend ? lent(buf, n) : stage(buf, n);  // copied before the group is locked
+      std::unique_lock lock(g_->mu);
       g_->post(seq, rank(), std::move(mine));
+      if (lend) return lender(seq, everyone_but(root));
       g_->done(seq);
       return {};
     }
+    std::unique_lock lock(g_->mu);
     g_->slot(seq);
     return pending([this, seq, root] { return g_->slots.at(seq).posted[static_cast<std::size_t>(root)] != 0; },
                    [root] { return std::vector<int>{root}; },
-                   [this, seq, root, buf, n]() -> Delivery {
-                     Staged from_root = g_->slots.at(seq).data[static_cast<std::size_t>(root)];
-                     g_->done(seq);
-                     return [this, buf, from_root, n] { deliver(buf, from_root, n); };
+                   [this, seq, root, buf, n, call = posting()]() -> Delivery {
+                     std::vector<Staged> from_root{g_->slots.at(seq).data[static_cast<std::size_t>(root)]};
+                     return reading(seq, call, [this, buf, from_root, n]() mutable {
+                       unalias(from_root, buf, n);
+                       deliver(buf, from_root[0], n);
+                     });
                    });
   }
 
   Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
                       Sync) override {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
+    const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
-    Staged mine = stage(send, count * size_of(dtype));
+    // The root reads its own contribution in place too, unless its result overwrites it.
+    const bool lend = lends(n) && !(rank() == root && overlap(send, recv, n));
+    Staged mine = lend ? lent(send, n) : stage(send, n);
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), std::move(mine));
     if (rank() != root) {
+      if (lend) return lender(seq, {root});
       g_->done(seq);
       return {};
     }
-    return pending(all_posted(seq), not_posted(seq), [this, seq, recv, count, dtype, op]() -> Delivery {
-      return [this, all = contributions(seq), recv, count, dtype, op] { reduce_to(all, 0, count, dtype, op, recv); };
+    return pending(all_posted(seq), not_posted(seq), [this, seq, recv, count, dtype, op, call = posting()]() -> Delivery {
+      return reading(seq, call, [this, all = g_->slots.at(seq).data, recv, count, dtype, op]() mutable {
+        unalias(all, recv, count * size_of(dtype));
+        reduce_to(all, 0, count, dtype, op, recv);
+      });
     });
   }
 
@@ -338,9 +383,86 @@ class InProcessCommunicator final : public Communicator {
     return {};
   }
 
+  // Whether a contribution of n bytes is lent rather than staged: when the ranks' buffers are host memory (the staging
+  // area's too), which every rank's thread may read.
+  bool lends(std::size_t n) const { return n > 0 && staging_->device() == Device::cpu; }
+  // The caller's buffer as a contribution: not owned, read in place until the lender's request completes.
+  static Staged lent(const void* p, std::size_t n) {
+    return Staged{.data = std::shared_ptr<std::byte>(std::shared_ptr<std::byte>(),
+                                                     static_cast<std::byte*>(const_cast<void*>(p))),
+                  .size = n,
+                  .lent = true};
+  }
+  static bool overlap(const void* a, const void* b, std::size_t n) {
+    const auto* x = static_cast<const std::byte*>(a);
+    const auto* y = static_cast<const std::byte*>(b);
+    return x < y + n && y < x + n;
+  }
+  // Contributions that share memory with the result about to be written (ranks of one process may pass the same
+  // buffer) are staged first, so the result is computed from the values posted.
+  void unalias(std::vector<Staged>& contributions, const void* out, std::size_t n) const {
+    for (Staged& c : contributions) {
+      if (c.lent && overlap(c.data.get(), out, n)) c = stage(c.data.get(), c.size);
+    }
+  }
+  std::vector<int> everyone_but(int rank) const {
+    std::vector<int> out;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank) out.push_back(r);
+    }
+    return out;
+  }
+
+  // Under the group's lock, after posting a lent contribution to slot `seq`: the request that completes once every
+  // rank of `readers` has finished reading it. Ended early, it withdraws the buffer: reads in progress finish first.
+  Request lender(std::uint64_t seq, std::vector<int> readers) {
+    auto unread = [this, seq, readers] {
+      std::vector<int> out;
+      const Slot& s = g_->slots.at(seq);
+      for (int r : readers) {
+        if (s.finished[static_cast<std::size_t>(r)] == 0) out.push_back(r);
+      }
+      return out;
+    };
+    return Request(std::make_unique<SlotRequest>(
+        g_, *this, [unread] { return unread().empty(); }, unread,
+        [this, seq]() -> Delivery {
+          g_->done(seq);
+          return {};
+        },
+        [this, seq](std::unique_lock<std::mutex>& lock) {
+          Slot& s = g_->slots.at(seq);
+          s.withdrawn_by = rank();
+          g_->cv.wait(lock, [&s] { return s.reading == 0; });
+        }));
+  }
+
+  // Under the group's lock, taking from slot `seq`: the delivery that runs `read` (which may read lent buffers), then
+  // tells the lenders this rank has finished and is done with the slot. Fails if a lender has withdrawn.
+  Delivery reading(std::uint64_t seq, const CallLabel& call, std::function<void()> read) {
+    Slot& s = g_->slots.at(seq);
+    if (s.withdrawn_by >= 0) throw Induced(withdrawn_message(call, s.withdrawn_by));
+    ++s.reading;
+    return [this, seq, read = std::move(read)] {
+      struct Finish {
+        const InProcessCommunicator* comm;
+        std::uint64_t seq;
+        ~Finish() {
+          std::unique_lock lock(comm->g_->mu);
+          Slot& s = comm->g_->slots.at(seq);
+          --s.reading;
+          s.finished[static_cast<std::size_t>(comm->rank())] = 1;
+          comm->g_->done(seq);
+          comm->g_->cv.notify_all();
+        }
+      } finish{this, seq};  // also when `read` throws
+      read();
+    };
+  }
+
   // The caller's buffer -> a contribution in the staging area, and a staged contribution -> the caller's buffer.
   Staged stage(const void* p, std::size_t n) const {
-    Staged staged{n > 0 ? staging_->allocate(n) : nullptr, n};
+    Staged staged{.data = n > 0 ? staging_->allocate(n) : nullptr, .size = n};
     if (n > 0) staging_->copy(staged.data.get(), p, n);
     return staged;
   }
@@ -348,7 +470,7 @@ class InProcessCommunicator final : public Communicator {
     if (n > 0) staging_->copy(dst, src.data.get(), n);
   }
   static Staged host_staged(const void* p, std::size_t n) {
-    Staged staged{HostStaging().allocate(n), n};
+    Staged staged{.data = HostStaging().allocate(n), .size = n};
     std::memcpy(staged.data.get(), p, n);
     return staged;
   }
@@ -389,7 +511,8 @@ class InProcessCommunicator final : public Communicator {
   }
 
   Request pending(std::function<bool()> ready, std::function<std::vector<int>()> missing, Take take) {
-    return Request(std::make_unique<SlotRequest>(g_, *this, std::move(ready), std::move(missing), std::move(take)));
+    return Request(
+        std::make_unique<SlotRequest>(g_, *this, std::move(ready), std::move(missing), std::move(take), Withdraw{}));
   }
 
   std::shared_ptr<GroupState> g_;
@@ -426,9 +549,10 @@ void run_in_process(int size, const std::function<void(Communicator& world)>& fn
         InProcessCommunicator comm(group, r, host_staging());
         fn(comm);
         world->returned[ri].store(true);  // a wait on this rank can no longer complete
-      } catch (const PeerFailed&) {
+      } catch (const Induced&) {
         errors[ri] = std::current_exception();
         induced[ri] = 1;
+        world->aborted.store(true);  // (already, unless a lender withdrew without failing)
       } catch (...) {
         errors[ri] = std::current_exception();
         world->aborted.store(true);

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 #include <memory>
+#include <vector>
 
 #include "collective_cases.hpp"
 #include "delaying_communicator.hpp"
@@ -171,4 +172,65 @@ TEST_CASE("the watchdog names an operation that a stopped rank has not joined, a
           w.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);  // both join: no alarm
           w.barrier();
         }).empty());
+}
+
+TEST_CASE("host broadcasts and reduces lend the caller's buffer: nothing is staged, and the lender waits for readers") {
+  std::atomic<long> live{0};
+  optimus::run_in_process(3, [&](Communicator& w) {
+    auto staging = std::make_shared<CountingStaging>(live);
+    optimus::set_in_process_staging(w, staging);
+    double x[4] = {w.rank() + 1.0, 10.0 * w.rank(), -1.0, 0.5};
+    double sum[4] = {0, 0, 0, 0};
+    w.reduce(x, sum, 4, optimus::DType::f64, optimus::ReduceOp::sum, 1);
+    if (w.rank() == 1) CHECK(sum[0] == 6.0);
+    if (w.rank() == 1) CHECK(sum[1] == 30.0);
+    if (w.rank() == 1) CHECK(sum[3] == 1.5);
+    // The root's own contribution is read in place too: one copy (the first contribution) and two reductions.
+    CHECK(staging->allocations == 0);
+    CHECK(staging->copied == (w.rank() == 1 ? 32 : 0));
+    CHECK(staging->reduced == (w.rank() == 1 ? 8 : 0));
+
+    // The root's request completes once both receivers have read its buffer, not before.
+    double b[3] = {7, 8, 9};
+    if (w.rank() != 2) b[0] = b[1] = b[2] = 0;
+    optimus::Request r = w.ibroadcast(b, 3, optimus::DType::f64, 2);
+    if (w.rank() == 2) CHECK_FALSE(r.test());
+    w.barrier();  // the receivers wait after it
+    r.wait();
+    CHECK(b[1] == 8.0);
+    CHECK(staging->allocations == 0);  // the barrier's empty contributions are not allocated
+  });
+  CHECK(live.load() == 0);
+}
+
+TEST_CASE("a reduce over ranks that pass one shared buffer sums the values posted") {
+  std::vector<double> shared = {1.0, 2.0};  // every rank's send, and the root's recv
+  optimus::run_in_process(3, [&](Communicator& w) {
+    w.reduce(shared.data(), shared.data(), 2, optimus::DType::f64, optimus::ReduceOp::sum, 0);
+  });
+  CHECK(shared[0] == 3.0);  // read in place while the root wrote it, it would have been 4
+  CHECK(shared[1] == 6.0);
+}
+
+TEST_CASE("a lender whose request ends early withdraws its buffer: the readers fail naming it, no stale read") {
+  CHECK(failure_of(3, [](optimus::Communicator& w) {
+          std::vector<double> b(5, w.rank() == 0 ? 1.0 : 0.0);
+          optimus::Request r = w.ibroadcast(b.data(), b.size(), optimus::DType::f64, 0);
+          if (w.rank() == 0) {
+            r.abandon();  // the buffer is about to go
+            b.assign(5, -1.0);
+          }
+          w.barrier();
+          r.wait();
+        }) == "broadcast #1 on the in-process communicator of 3 ranks (world ranks 0, 1, 2), at its rank * can never "
+              "complete: rank 0 (world rank 0) withdrew the buffer it lent to it before this rank read it (its own wait "
+              "failed or was abandoned)");
+  // A reduce's contributor whose watchdog expires (the root is late) withdraws too.
+  CHECK(failure_of(2, [](optimus::Communicator& w) {
+          w.set_timeout(std::chrono::milliseconds(100));
+          double x = 1, y = 0;
+          if (w.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+          w.reduce(&x, &y, 1, optimus::DType::f64, optimus::ReduceOp::sum, 0);
+        }) == "watchdog: reduce #1 on the in-process communicator of 2 ranks (world ranks 0, 1), at its rank * did not "
+              "complete within 0.1 s; not joined by rank 0 (world rank 0)");
 }

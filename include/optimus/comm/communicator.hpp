@@ -148,6 +148,10 @@ class Communicator {
   [[noreturn]] void watchdog_expired(const CallLabel& call, const std::optional<std::vector<int>>& missing) const;
   // The error of a wait that can never complete: `call` waits on `missing` ranks (of this communicator) that are gone.
   [[noreturn]] void peers_gone(const CallLabel& call, const std::vector<int>& missing) const;
+  // The message of a wait that needs a buffer `lender` (a rank of this communicator) lent to `call` and has withdrawn,
+  // its own wait having failed or its request having been abandoned. (A backend throws it as an error another rank
+  // caused, which run_in_process reports only when no rank failed by itself.)
+  std::string withdrawn_message(const CallLabel& call, int lender) const;
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }

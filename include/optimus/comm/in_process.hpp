@@ -1,7 +1,10 @@
 // The in-process backend: a world of `size` ranks as threads of one process, exchanging data through
 // shared memory. It is how unit tests run a grid without mpirun and how a whole q x q grid runs on one GPU
-// (with set_in_process_staging). Collectives stage each contribution in shared buffers when posted, so
-// non-blocking operations on different communicators may be waited on in any order, as with MPI.
+// (with set_in_process_staging). Collectives stage each contribution in shared buffers when posted — broadcasts and
+// reduces on host memory lend the caller's buffer instead, which the ranks that need it read in place, and the lender's
+// request completes once they have (no copy on the way in; MPI's rule for non-blocking buffers) — so a posted
+// operation needs nothing more of its rank, and non-blocking operations on different communicators may be waited on
+// in any order, as with MPI.
 #pragma once
 
 #include <cstddef>
