@@ -97,11 +97,32 @@ void tiled_gemm(const ops::Queue& queue, bool polling, Trans trans_a, Trans tran
 // Whether SUMMA's GEMMs poll the communication in flight (tiled_gemm).
 bool polls_while_computing(const Grid& g) { return g.q() > 1 && g.grid().needs_progress_calls(); }
 
-// Polls requests (MPI_Test) so that they progress; completed ones become empty.
+// The panel broadcasts of one SUMMA step as views (Communicator::ibroadcast_view).
 template <std::size_t N>
-void poll_all(std::array<Request*, N> requests) {
-  for (Request* r : requests) {
-    if (r != nullptr) r->test();
+struct PanelViews {
+  std::array<BroadcastView, N> view;
+
+  void wait() {
+    for (BroadcastView& v : view) v.wait();
+  }
+  // Panel k, shaped like this rank's block of its matrix (every block of an operand has one shape).
+  template <class S>
+  TensorView<const S> values(std::size_t k, const TensorView<const S>& like) const {
+    return TensorView<const S>(static_cast<const S*>(view[k].data()), like.shape(), like.device());
+  }
+  void release() {
+    for (BroadcastView& v : view) v.release();
+  }
+  void reclaim() {
+    for (BroadcastView& v : view) v.reclaim();
+  }
+};
+
+// Polls every view still in flight (MPI_Test) so that it progresses.
+template <std::size_t N>
+void poll_views(std::vector<PanelViews<N>>& views) {
+  for (PanelViews<N>& step : views) {
+    for (BroadcastView& v : step.view) v.test();
   }
 }
 
@@ -137,32 +158,47 @@ void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<
     return std::pair{panel(g.col_index() == l, a, a_scratch[static_cast<std::size_t>(l % buffers)]),
                      panel(g.row_index() == l, b, b_scratch[static_cast<std::size_t>(l % buffers)])};
   };
-  auto post = [&](int l) {
-    const auto [ap, bp] = panels(l);
-    return std::array<Request, 2>{g.row().ibroadcast(ap.data(), count_of(ap), dtype_of<S>, l),
-                                  g.col().ibroadcast(bp.data(), count_of(bp), dtype_of<S>, l)};
-  };
-  std::array<Request, 2> inflight;
-  if (g.overlap()) inflight = post(0);
-  for (int l = 0; l < g.q(); ++l) {
-    if (g.overlap()) {
-      {
-        const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
-        for (Request& r : inflight) r.wait();
-      }
-      if (l + 1 < g.q()) inflight = post(l + 1);
-    } else {
-      const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
-      const auto [ap, bp] = panels(l);
-      g.row().broadcast(ap.data(), count_of(ap), dtype_of<S>, l);
-      g.col().broadcast(bp.data(), count_of(bp), dtype_of<S>, l);
-    }
-    const auto [ap, bp] = panels(l);
+  auto multiply = [&](int l, TensorView<const S> ap, TensorView<const S> bp, auto&& poll) {
     const Timeline::Scope compute(g.timeline(), SpanKind::compute);
     tiled_gemm<T, S>(g.queue(), polls_while_computing(g), Trans::no, Trans::no, alpha, ap, bp, l == 0 ? beta : T(1),
-                     c.local(), [&] { poll_all<2>({&inflight[0], &inflight[1]}); },
-                     l + 1 == g.q() ? epilogue : ops::Epilogue<T>{});  // the epilogue with the last GEMM
+                     c.local(), poll, l + 1 == g.q() ? epilogue : ops::Epilogue<T>{});  // the epilogue with the last GEMM
+  };
+  if (!g.overlap()) {
+    for (int l = 0; l < g.q(); ++l) {
+      const auto [ap, bp] = panels(l);
+      {
+        const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
+        g.row().broadcast(ap.data(), count_of(ap), dtype_of<S>, l);
+        g.col().broadcast(bp.data(), count_of(bp), dtype_of<S>, l);
+      }
+      multiply(l, ap, bp, [] {});
+    }
+    return;
   }
+  // Overlapped: step l + 1's panels are posted before step l multiplies. Each panel is a view (Communicator::
+  // ibroadcast_view): a receiver multiplies the root's block where the backend lets it read it in place (in-process on
+  // host memory), its scratch buffer otherwise, and releases it after its GEMM. A root's block is its operand's, alive
+  // and unchanged to the end: it reclaims it there.
+  std::vector<PanelViews<2>> views(static_cast<std::size_t>(g.q()));
+  auto post = [&](int l) {
+    const auto [ap, bp] = panels(l);
+    views[static_cast<std::size_t>(l)] =
+        PanelViews<2>{.view = {g.row().ibroadcast_view(ap.data(), count_of(ap), dtype_of<S>, l),
+                               g.col().ibroadcast_view(bp.data(), count_of(bp), dtype_of<S>, l)}};
+  };
+  post(0);
+  for (int l = 0; l < g.q(); ++l) {
+    PanelViews<2>& now = views[static_cast<std::size_t>(l)];
+    {
+      const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
+      now.wait();
+    }
+    if (l + 1 < g.q()) post(l + 1);
+    multiply(l, now.values<S>(0, a.block), now.values<S>(1, b.block), [&] { poll_views(views); });
+    now.release();
+  }
+  const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
+  for (PanelViews<2>& v : views) v.reclaim();
 }
 
 template <class T>
@@ -197,37 +233,48 @@ PendingProduct<T> summa_reduced(const Grid& g, const Operand<S>& mover, Communic
   auto panel_of = [&](int l) {
     return panel(my_bcast_coordinate == l, mover, scratch[static_cast<std::size_t>(l % buffers)]);
   };
+  // Overlapped, the panels are views as in summa_ab_with: read in place where the backend can, released after the
+  // GEMM; this rank's own panel is reclaimed at the end, before its block (perhaps a bf16 copy) may go.
+  std::vector<PanelViews<1>> views(static_cast<std::size_t>(g.overlap() ? g.q() : 0));
   auto post_panel = [&](int l) {
     const TensorView<S> p = panel_of(l);
-    return bcast.ibroadcast(p.data(), count_of(p), dtype_of<S>, l);
+    views[static_cast<std::size_t>(l)] = PanelViews<1>{.view = {bcast.ibroadcast_view(p.data(), count_of(p), dtype_of<S>, l)}};
   };
   std::vector<Request> reductions(static_cast<std::size_t>(buffers));
-  Request inflight;
-  if (g.overlap()) inflight = post_panel(0);
+  if (g.overlap()) post_panel(0);
   for (int l = 0; l < g.q(); ++l) {
-    const TensorView<S> p = panel_of(l);
+    TensorView<const S> p = panel_of(l);
     Request& previous = reductions[static_cast<std::size_t>(l % buffers)];
     {
       const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
       if (g.overlap()) {
-        inflight.wait();
+        views[static_cast<std::size_t>(l)].wait();
+        p = views[static_cast<std::size_t>(l)].template values<S>(0, mover.block);
       } else {
-        bcast.broadcast(p.data(), count_of(p), dtype_of<S>, l);
+        bcast.broadcast(const_cast<S*>(p.data()), count_of(p), dtype_of<S>, l);
       }
       previous.wait();  // its partial buffer is free again
     }
-    if (g.overlap() && l + 1 < g.q()) inflight = post_panel(l + 1);
+    if (g.overlap() && l + 1 < g.q()) post_panel(l + 1);
     Tensor<T>& part = partial[static_cast<std::size_t>(l % buffers)];
     {
       const Timeline::Scope compute(g.timeline(), SpanKind::compute);
       Request& other = reductions[static_cast<std::size_t>((l + 1) % buffers)];
-      product(TensorView<const S>(p), part.view(), [&] { poll_all<2>({&inflight, buffers > 1 ? &other : nullptr}); });
+      product(p, part.view(), [&] {
+        poll_views(views);
+        if (buffers > 1) other.test();
+      });
     }
+    if (g.overlap()) views[static_cast<std::size_t>(l)].release();
     previous = reduce.ireduce(part.data(), sum.data(), count_of(part.view()), dtype_of<T>, ReduceOp::sum, l);
     if (!g.overlap()) {
       const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
       previous.wait();
     }
+  }
+  {
+    const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
+    for (PanelViews<1>& v : views) v.reclaim();
   }
   // The partial buffers may still be being sent: they live as long as the pending reductions.
   return PendingProduct<T>(g, alpha, beta, c, std::move(sum), std::move(partial), std::move(reductions));

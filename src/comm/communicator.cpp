@@ -51,6 +51,42 @@ bool Request::test() {
   return true;
 }
 
+BroadcastView& BroadcastView::operator=(BroadcastView&& other) noexcept {
+  if (this != &other) {
+    BroadcastView finished(std::move(*this));  // waits for, releases and reclaims what this view held
+    request_ = std::move(other.request_);
+    lease_ = std::move(other.lease_);
+    root_ = other.root_;
+  }
+  return *this;
+}
+
+BroadcastView::~BroadcastView() {
+  { Request pending = std::move(request_); }  // waits (and logs, never throws, if that fails)
+  release();
+  if (lease_ != nullptr) {
+    Request returned = std::move(lease_->returned);  // the same
+  }
+}
+
+const void* BroadcastView::data() const {
+  OPTIMUS_CHECK(lease_ != nullptr && (root_ || !request_.pending()),
+                "BroadcastView::data: the view is empty, or the broadcast has not completed at this receiver (wait "
+                "first)");
+  return lease_->data;
+}
+
+void BroadcastView::release() noexcept {
+  if (lease_ == nullptr || !lease_->release) return;
+  std::function<void()> release = std::move(lease_->release);
+  lease_->release = nullptr;
+  release();
+}
+
+void BroadcastView::reclaim() {
+  if (lease_ != nullptr) lease_->returned.wait();
+}
+
 Communicator::Communicator(int rank, int size) : rank_(rank), size_(size) {
   OPTIMUS_CHECK(size >= 1 && rank >= 0 && rank < size, "invalid communicator rank ", rank, " of size ", size);
 }
@@ -68,12 +104,29 @@ namespace {
 std::uint64_t bytes_of(std::size_t count, DType dtype) { return static_cast<std::uint64_t>(count) * size_of(dtype); }
 }  // namespace
 
-Request Communicator::start_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
+void Communicator::count_broadcast(std::size_t count, DType dtype, int root) {
   check_peer(root, "broadcast root");
   const std::uint64_t n = size_ > 1 ? bytes_of(count, dtype) : 0;
   label(CallKind::broadcast);
   stats_.add(CallKind::broadcast, rank_ == root ? n : 0, rank_ == root ? 0 : n);
+}
+
+Request Communicator::start_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
+  count_broadcast(count, dtype, root);
   return post_broadcast(buf, count, dtype, root, sync);
+}
+
+BroadcastView Communicator::ibroadcast_view(void* buf, std::size_t count, DType dtype, int root) {
+  count_broadcast(count, dtype, root);
+  auto lease = std::make_shared<BroadcastView::Lease>();
+  Request request = post_broadcast_view(buf, count, dtype, root, lease);
+  return BroadcastView(std::move(request), std::move(lease), rank_ == root);
+}
+
+Request Communicator::post_broadcast_view(void* buf, std::size_t count, DType dtype, int root,
+                                          const std::shared_ptr<BroadcastView::Lease>& lease) {
+  lease->data = buf;
+  return post_broadcast(buf, count, dtype, root, Sync::nonblocking);
 }
 
 Request Communicator::start_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,

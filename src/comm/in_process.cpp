@@ -107,6 +107,16 @@ struct GroupState {
     cv.notify_all();
   }
 
+  // Rank has finished reading slot `seq`'s contributions (start_reading), and is done with it. Locks.
+  void finished_reading(std::uint64_t seq, int rank) {
+    std::unique_lock lock(mu);
+    Slot& s = slots.at(seq);
+    --s.reading;
+    s.finished[static_cast<std::size_t>(rank)] = 1;
+    done(seq);
+    cv.notify_all();
+  }
+
   // Rank is done with slot `seq`; the last one erases it. (A lender that withdrew is never done: its slot stays for
   // the readers that come later to find it withdrawn.)
   void done(std::uint64_t seq) {
@@ -236,17 +246,24 @@ class InProcessCommunicator final : public Communicator {
       g_->done(seq);
       return {};
     }
+    return receive_broadcast(seq, root, buf, n, nullptr);
+  }
+
+  // A broadcast whose receivers read a lent root buffer in place until they release their view (no copy at all).
+  Request post_broadcast_view(void* buf, std::size_t count, DType dtype, int root,
+                              const std::shared_ptr<BroadcastView::Lease>& lease) override {
+    lease->data = buf;
+    const std::size_t n = count * size_of(dtype);
+    if (size() == 1 || rank() != root) {
+      return size() == 1 ? Request() : receive_broadcast(next_seq_++, root, buf, n, lease);
+    }
+    if (!lends(n)) return post_broadcast(buf, count, dtype, root, Sync::nonblocking);
+    // The root's own work may read its buffer at once; the receivers give it back by releasing their views.
+    const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
-    g_->slot(seq);
-    return pending([this, seq, root] { return g_->slots.at(seq).posted[static_cast<std::size_t>(root)] != 0; },
-                   [root] { return std::vector<int>{root}; },
-                   [this, seq, root, buf, n, call = posting()]() -> Delivery {
-                     std::vector<Staged> from_root{g_->slots.at(seq).data[static_cast<std::size_t>(root)]};
-                     return reading(seq, call, [this, buf, from_root, n]() mutable {
-                       unalias(from_root, buf, n);
-                       deliver(buf, from_root[0], n);
-                     });
-                   });
+    g_->post(seq, rank(), lent(buf, n));
+    lease->returned = lender(seq, everyone_but(root));
+    return {};
   }
 
   Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
@@ -383,6 +400,30 @@ class InProcessCommunicator final : public Communicator {
     return {};
   }
 
+  // A receiver's part of broadcast `seq` (n bytes): the root's values copied into buf — or, with a view's `lease`
+  // and a lent root buffer, read in place until the view is released.
+  Request receive_broadcast(std::uint64_t seq, int root, void* buf, std::size_t n,
+                            std::shared_ptr<BroadcastView::Lease> lease) {
+    std::unique_lock lock(g_->mu);
+    g_->slot(seq);
+    return pending([this, seq, root] { return g_->slots.at(seq).posted[static_cast<std::size_t>(root)] != 0; },
+                   [root] { return std::vector<int>{root}; },
+                   [this, seq, root, buf, n, lease, call = posting()]() -> Delivery {
+                     const Staged from_root = g_->slots.at(seq).data[static_cast<std::size_t>(root)];
+                     if (lease != nullptr && from_root.lent) {
+                       start_reading(seq, call);  // until the view is released
+                       lease->data = from_root.data.get();
+                       lease->release = [g = g_, seq, me = rank()] { g->finished_reading(seq, me); };
+                       return {};
+                     }
+                     return reading(seq, call, [this, buf, from_root, n]() {
+                       std::vector<Staged> values{from_root};
+                       unalias(values, buf, n);
+                       deliver(buf, values[0], n);
+                     });
+                   });
+  }
+
   // Whether a contribution of n bytes is lent rather than staged: when the ranks' buffers are host memory (the staging
   // area's too), which every rank's thread may read.
   bool lends(std::size_t n) const { return n > 0 && staging_->device() == Device::cpu; }
@@ -437,25 +478,23 @@ class InProcessCommunicator final : public Communicator {
         }));
   }
 
-  // Under the group's lock, taking from slot `seq`: the delivery that runs `read` (which may read lent buffers), then
-  // tells the lenders this rank has finished and is done with the slot. Fails if a lender has withdrawn.
-  Delivery reading(std::uint64_t seq, const CallLabel& call, std::function<void()> read) {
+  // Under the group's lock, taking from slot `seq`: this rank starts reading its contributions (some may be lent: their
+  // lenders wait until it has finished, GroupState::finished_reading). Fails if a lender has withdrawn.
+  void start_reading(std::uint64_t seq, const CallLabel& call) {
     Slot& s = g_->slots.at(seq);
     if (s.withdrawn_by >= 0) throw Induced(withdrawn_message(call, s.withdrawn_by));
     ++s.reading;
-    return [this, seq, read = std::move(read)] {
+  }
+  // The same, returning the delivery that runs `read` and then finishes reading (also when `read` throws).
+  Delivery reading(std::uint64_t seq, const CallLabel& call, std::function<void()> read) {
+    start_reading(seq, call);
+    return [g = g_, seq, me = rank(), read = std::move(read)] {
       struct Finish {
-        const InProcessCommunicator* comm;
+        GroupState& g;
         std::uint64_t seq;
-        ~Finish() {
-          std::unique_lock lock(comm->g_->mu);
-          Slot& s = comm->g_->slots.at(seq);
-          --s.reading;
-          s.finished[static_cast<std::size_t>(comm->rank())] = 1;
-          comm->g_->done(seq);
-          comm->g_->cv.notify_all();
-        }
-      } finish{this, seq};  // also when `read` throws
+        int me;
+        ~Finish() { g.finished_reading(seq, me); }
+      } finish{*g, seq, me};
       read();
     };
   }

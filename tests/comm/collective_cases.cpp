@@ -23,6 +23,21 @@ void check_collectives(Communicator& comm) {
     comm.broadcast(buf.data(), n, DType::f64, root);
     for (std::size_t e = 0; e < n; ++e) CHECK(buf[e] == value(root, e));
 
+    // The same through a view: the root's values wherever the backend puts them. In-process with host staging, a
+    // receiver reads the root's own buffer, in place; elsewhere its own buffer, written.
+    std::vector<double> lent(n), mine(n, -1.0);
+    for (std::size_t e = 0; e < n; ++e) lent[e] = value(root, e) + 0.5;
+    void* const receive = me == root ? lent.data() : mine.data();
+    BroadcastView view = comm.ibroadcast_view(receive, n, DType::f64, root);
+    view.wait();
+    const auto* seen = static_cast<const double*>(view.data());
+    for (std::size_t e = 0; e < n; ++e) CHECK(seen[e] == value(root, e) + 0.5);
+    const bool host_staging = !comm.takes_buffers_on(Device::sim) && !comm.takes_buffers_on(Device::cuda);
+    const bool in_place = comm.backend() == "in-process" && host_staging && p > 1;
+    CHECK((seen == receive) == (me == root || !in_place));
+    CHECK((mine[0] == -1.0) == (me == root || in_place));  // the receive buffer is written only when copied into
+    view.release();
+
     std::vector<double> send(n), recv(n, -1.0);
     for (std::size_t e = 0; e < n; ++e) send[e] = value(me, e);
     comm.reduce(send.data(), recv.data(), n, DType::f64, ReduceOp::sum, root);
@@ -102,6 +117,17 @@ void check_counters(Communicator& comm) {
   CHECK(s.bytes_received == s[CallKind::broadcast].bytes_received + s[CallKind::reduce].bytes_received +
                                 s[CallKind::all_reduce].bytes_received + s[CallKind::all_gather].bytes_received +
                                 s[CallKind::reduce_scatter].bytes_received);
+  // A view is counted as the broadcast it is.
+  std::vector<double> v(3, 1.0);
+  const int last = comm.size() - 1;
+  BroadcastView view = comm.ibroadcast_view(v.data(), v.size(), DType::f64, last);
+  view.wait();
+  view.release();
+  const std::uint64_t vb = 3 * sizeof(double);
+  const bool view_root = comm.rank() == last;
+  CHECK(comm.stats()[CallKind::broadcast].calls == 2);
+  CHECK(comm.stats()[CallKind::broadcast].bytes_received == (root ? 0 : b) + (view_root ? 0 : vb));
+  CHECK(comm.stats()[CallKind::broadcast].bytes_sent == (root ? b * many : 0) + (view_root ? vb * many : 0));
   comm.reset_stats();
   CHECK(comm.stats().calls == 0);
 }

@@ -234,3 +234,25 @@ TEST_CASE("a lender whose request ends early withdraws its buffer: the readers f
         }) == "watchdog: reduce #1 on the in-process communicator of 2 ranks (world ranks 0, 1), at its rank * did not "
               "complete within 0.1 s; not joined by rank 0 (world rank 0)");
 }
+
+TEST_CASE("a broadcast view reads the root's buffer in place; the root reclaims it once every receiver released") {
+  std::atomic<int> released{0};
+  optimus::run_in_process(3, [&](Communicator& w) {
+    std::vector<float> block(6, w.rank() == 1 ? 2.5f : 0.0f);
+    optimus::BroadcastView view = w.ibroadcast_view(block.data(), block.size(), optimus::DType::f32, 1);
+    if (w.rank() == 1) {
+      CHECK(view.data() == block.data());  // at once, at the root
+      view.wait();                         // its own work may read it: at once too
+      view.reclaim();                      // returns after both receivers released
+      CHECK(released.load() == 2);
+    } else {
+      CHECK_THROWS_WITH_AS(view.data(), doctest::Contains("wait first"), optimus::Error);
+      view.wait();
+      CHECK(static_cast<const float*>(view.data())[5] == 2.5f);
+      CHECK(block[0] == 0.0f);  // nothing was copied
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // (makes an early reclaim likely to be seen)
+      ++released;
+      view.release();
+    }
+  });
+}

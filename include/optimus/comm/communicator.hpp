@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -64,6 +65,45 @@ class Request {
   std::unique_ptr<RequestImpl> impl_;
 };
 
+// Where a rank reads the values of a broadcast started with Communicator::ibroadcast_view. After wait(), data() is the
+// receive buffer — or, where the backend shares memory with the root (in-process ranks on host memory), the root's own
+// buffer, read in place instead of copied. A receiver reads there until release() (or the view's destruction). The
+// root's data() is its own buffer: after wait() its own work may read it, and reclaim() waits until every receiver has
+// released it (at once where the values were copied), after which the root may change it. Move-only; destroying a
+// view waits for it, releases and reclaims (logging, never throwing, a failure).
+class BroadcastView {
+ public:
+  // Filled in by the backend: at the root when posted, at a receiver when its wait completes.
+  struct Lease {
+    const void* data = nullptr;
+    std::function<void()> release;  // a receiver's, when it reads in place
+    Request returned;               // the root's, when receivers read in place: complete once they have all released
+  };
+
+  BroadcastView() = default;
+  BroadcastView(Request request, std::shared_ptr<Lease> lease, bool root)
+      : request_(std::move(request)), lease_(std::move(lease)), root_(root) {}
+  BroadcastView(BroadcastView&&) noexcept = default;
+  BroadcastView& operator=(BroadcastView&& other) noexcept;
+  BroadcastView(const BroadcastView&) = delete;
+  BroadcastView& operator=(const BroadcastView&) = delete;
+  ~BroadcastView();
+
+  void wait() { request_.wait(); }
+  bool test() { return request_.test(); }
+  // The values: valid after wait() (at the root, at once) until release().
+  const void* data() const;
+  // A receiver is done reading. Idempotent; nothing at the root.
+  void release() noexcept;
+  // At the root: waits until every receiver has released its buffer. Nothing elsewhere.
+  void reclaim();
+
+ private:
+  Request request_;
+  std::shared_ptr<Lease> lease_;
+  bool root_ = false;
+};
+
 class Communicator {
  public:
   Communicator(const Communicator&) = delete;
@@ -99,6 +139,9 @@ class Communicator {
   Request isend(const void* buf, std::size_t count, DType dtype, int dest, int tag);
   Request irecv(void* buf, std::size_t count, DType dtype, int source, int tag);
   Request ibarrier();
+  // A broadcast of count elements from buf at the root, whose receivers read the values through the view: in place at
+  // the root where the backend can (see BroadcastView), otherwise copied into their buf. Counted as a broadcast.
+  BroadcastView ibroadcast_view(void* buf, std::size_t count, DType dtype, int root);
 
   void broadcast(void* buf, std::size_t count, DType dtype, int root);
   void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root);
@@ -171,6 +214,9 @@ class Communicator {
   virtual Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) = 0;
   virtual Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) = 0;
   virtual Request post_barrier(Sync sync) = 0;
+  // ibroadcast_view's backend half: fills `lease` (see BroadcastView::Lease). By default a broadcast into buf.
+  virtual Request post_broadcast_view(void* buf, std::size_t count, DType dtype, int root,
+                                      const std::shared_ptr<BroadcastView::Lease>& lease);
   virtual std::unique_ptr<Communicator> do_split(int color, int key) = 0;
   // The backend's part of set_timeout (collective), after timeout() changed; nothing by default.
   virtual void timeout_changed() {}
@@ -187,6 +233,7 @@ class Communicator {
   Request start_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync);
   Request start_barrier(Sync sync);
   void check_peer(int peer, const char* what) const;
+  void count_broadcast(std::size_t count, DType dtype, int root);  // checks, labels and counts a broadcast
   void check_reducible(DType dtype, const char* what) const;
   void label(CallKind kind);  // posting_ for the call about to be posted
 
