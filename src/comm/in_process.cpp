@@ -136,6 +136,9 @@ class HostStaging final : public InProcessStaging {
   void reduce(void* acc, const void* x, std::size_t count, DType dtype, ReduceOp op) override {
     detail::reduce_staged(acc, x, count, dtype, op, Device::cpu, ops::Queue{});
   }
+  void combine(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op) override {
+    detail::combine_host(out, a, b, count, dtype, op);
+  }
 };
 
 // What completes an operation: run with the group's lock held, it takes what the result needs from the slot (shared
@@ -527,8 +530,8 @@ class InProcessCommunicator final : public Communicator {
                  void* out) const {
     if (count == 0) return;
     const std::size_t width = size_of(dtype);
-    staging_->copy(out, all[0].data.get() + offset * width, count * width);
-    for (std::size_t r = 1; r < all.size(); ++r) {
+    staging_->combine(out, all[0].data.get() + offset * width, all[1].data.get() + offset * width, count, dtype, op);
+    for (std::size_t r = 2; r < all.size(); ++r) {
       staging_->reduce(out, all[r].data.get() + offset * width, count, dtype, op);
     }
   }
@@ -560,6 +563,11 @@ class InProcessCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+void InProcessStaging::combine(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op) {
+  copy(out, a, count * size_of(dtype));
+  reduce(out, b, count, dtype, op);
+}
 
 std::shared_ptr<InProcessStaging> host_staging() { return std::make_shared<HostStaging>(); }
 

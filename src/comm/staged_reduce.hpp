@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "optimus/comm/communicator.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/core/ops.hpp"
 
 namespace optimus::detail {
@@ -21,6 +22,31 @@ inline void reduce_staged(void* acc, const void* x, std::size_t count, DType dty
   } else {
     ops::reduce_into<double>(TensorView<double>(static_cast<double*>(acc), shape, where),
                              TensorView<const double>(static_cast<const double*>(x), shape, where), op, queue);
+  }
+}
+
+// out[e] = a[e] op b[e] for `count` elements of f32 or f64 in host memory, in one pass: the bits of copying a into out
+// and reduce_staged(out, b) (math::combine, as the CPU's reduce_into).
+inline void combine_host(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op) {
+  const auto run = [&]<class T>() {
+    T* o = static_cast<T*>(out);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    const auto each = [&]<math::Combine C>() {  // one loop per operation, so that it vectorises
+      for (std::size_t e = 0; e < count; ++e) o[e] = math::combine(x[e], y[e], C);
+    };
+    if (op == ReduceOp::sum) {
+      each.template operator()<math::Combine::sum>();
+    } else if (op == ReduceOp::max) {
+      each.template operator()<math::Combine::max>();
+    } else {
+      each.template operator()<math::Combine::min>();
+    }
+  };
+  if (dtype == DType::f32) {
+    run.template operator()<float>();
+  } else {
+    run.template operator()<double>();
   }
 }
 

@@ -40,6 +40,9 @@ class InProcessStaging {
   // acc[e] = acc[e] op x[e] for `count` elements of f32 or f64 (acc: this rank's buffer, x: a staging buffer);
   // complete when it returns.
   virtual void reduce(void* acc, const void* x, std::size_t count, DType dtype, ReduceOp op) = 0;
+  // out[e] = a[e] op b[e] (out: this rank's buffer; a, b: contributions), the bits of copy(out, a) then
+  // reduce(out, b), which is what it does unless a staging area does it in one pass (the host's does).
+  virtual void combine(void* out, const void* a, const void* b, std::size_t count, DType dtype, ReduceOp op);
 };
 
 // Host memory: what every in-process communicator uses unless told otherwise.

@@ -12,7 +12,8 @@
 // Worked example, AB on q = 2: rank (0,1) receives A[0,0] from (0,0) and B[0,1] from (1,1) at l = 0,
 // keeps its own A[0,1] and receives B[1,1] from (1,1)... at l = 1, and sums the two products.
 // With grid.overlap() (the default) the panels of step l+1 are broadcast (double-buffered) and step l's partial
-// product reduced while the next GEMM runs; without it every step waits for its communication. Both give
+// product reduced while the next GEMM runs; the panels are BroadcastViews, so in-process ranks on host memory multiply
+// the root's block where it lies instead of a copy. Without it every step waits for its communication. Both give
 // bitwise-identical results: the same GEMMs in the same order, the same reductions.
 // Each rank receives (q-1)/q^2 of the two moving matrices (A and B for AB; B and C for ABT; A and C for
 // ATB), which tests assert against the communicators' counters.
