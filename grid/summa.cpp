@@ -238,12 +238,14 @@ PendingProduct<T> summa_reduced(const Grid& g, const Operand<S>& mover, Communic
   std::vector<PanelViews<1>> views(static_cast<std::size_t>(g.overlap() ? g.q() : 0));
   auto post_panel = [&](int l) {
     const TensorView<S> p = panel_of(l);
-    views[static_cast<std::size_t>(l)] = PanelViews<1>{.view = {bcast.ibroadcast_view(p.data(), count_of(p), dtype_of<S>, l)}};
+    views[static_cast<std::size_t>(l)] =
+        PanelViews<1>{.view = {bcast.ibroadcast_view(p.data(), count_of(p), dtype_of<S>, l)}};
   };
   std::vector<Request> reductions(static_cast<std::size_t>(buffers));
   if (g.overlap()) post_panel(0);
   for (int l = 0; l < g.q(); ++l) {
-    TensorView<const S> p = panel_of(l);
+    const TensorView<S> mine = panel_of(l);  // the root's block, or this rank's scratch buffer
+    TensorView<const S> p(mine);              // what the GEMM multiplies
     Request& previous = reductions[static_cast<std::size_t>(l % buffers)];
     {
       const Timeline::Scope wait(g.timeline(), SpanKind::comm_wait);
@@ -251,7 +253,7 @@ PendingProduct<T> summa_reduced(const Grid& g, const Operand<S>& mover, Communic
         views[static_cast<std::size_t>(l)].wait();
         p = views[static_cast<std::size_t>(l)].template values<S>(0, mover.block);
       } else {
-        bcast.broadcast(const_cast<S*>(p.data()), count_of(p), dtype_of<S>, l);
+        bcast.broadcast(mine.data(), count_of(mine), dtype_of<S>, l);
       }
       previous.wait();  // its partial buffer is free again
     }
