@@ -21,6 +21,7 @@
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/core/processor.hpp"
 #include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "optimus/layers/block.hpp"
@@ -259,11 +260,18 @@ double seconds_per_gemm(RankDevice& rank, GemmPrecision precision, std::int64_t 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
+// A GEMM rate measured now, beside the processor's theoretical rate for the cores the measurement used: cores x the
+// clock each ran at (measured right after its products, under the same load) x f32 FLOPs per cycle (processor.hpp).
+struct Peak {
+  double measured = 0;  // FLOP/s
+  double hardware = 0;  // FLOP/s; 0 where not known (a GPU, not x86-64)
+};
+
 // The CPU GEMM backend's f32 rate with `ranks` in-process threads each multiplying its own n^3 product at once:
 // ranks products over the slowest thread's time, the best of five rounds after one product each to warm up.
-double concurrent_cpu_peak(int ranks, std::int64_t size) {
+Peak concurrent_cpu_peak(int ranks, std::int64_t size) {
   constexpr int kRounds = 5;
-  double best = 0;  // seconds of the fastest round (its slowest thread)
+  double best = 0, clocks = 0;  // seconds of the fastest round (its slowest thread); the threads' clocks, summed
   run_in_process(ranks, [&](Communicator& w) {
     Tensor<float> a(Shape{size, size}), b(Shape{size, size}), c(Shape{size, size});
     auto once = [&] { cpu::gemm<float>(Trans::no, Trans::no, 1.0f, a.view(), b.view(), 0.0f, c.view()); };
@@ -277,22 +285,30 @@ double concurrent_cpu_peak(int ranks, std::int64_t size) {
           w.all_reduce(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ReduceOp::max);
       fastest = round == 0 ? slowest : std::min(fastest, slowest);
     }
-    if (w.rank() == 0) best = fastest;
+    const double clock = w.all_reduce(cpu::measure_clock_hz(), ReduceOp::sum);
+    if (w.rank() == 0) {
+      best = fastest;
+      clocks = clock;
+    }
   });
-  return static_cast<double>(ranks) * 2.0 * static_cast<double>(size * size * size) / best;
+  return {.measured = static_cast<double>(ranks) * 2.0 * static_cast<double>(size * size * size) / best,
+          .hardware = clocks * cpu::vector_units(cpu::this_processor()).f32_flops_per_cycle()};
 }
 
-// The GEMM peak of this machine as this run measures it, in FLOP/s, and what it is: bf16 n^3 through the GEMM engine
-// on a GPU, f32 n^3 through it on the simulated device (the CPU GEMM behind it), the CPU GEMM backend's f32 n^3 on the
-// CPU.
-std::pair<double, std::string> gemm_peak(DeviceRuntime* device, std::int64_t size) {
+// The GEMM peak of this machine as this run measures it, and what it is: bf16 n^3 through the GEMM engine on a GPU,
+// f32 n^3 through it on the simulated device (the CPU GEMM behind it, on this thread's core), the CPU GEMM backend's
+// f32 n^3 on the CPU.
+std::pair<Peak, std::string> gemm_peak(DeviceRuntime* device, std::int64_t size) {
   const double flops = 2.0 * static_cast<double>(size * size * size);
   if (device != nullptr) {
     RankDevice rank(*device, ops::GemmMath::f32);
     const bool bf16 = device->device() == Device::cuda;
     const double seconds = bf16 ? seconds_per_gemm<optimus::bf16>(rank, GemmPrecision::bf16, size)
                                 : seconds_per_gemm<float>(rank, GemmPrecision::f32, size);
-    return {flops / seconds, format("%s %s %lld^3", device->name().c_str(), bf16 ? "bf16" : "f32", (long long)size)};
+    const double hardware =
+        bf16 ? 0 : cpu::measure_clock_hz() * cpu::vector_units(cpu::this_processor()).f32_flops_per_cycle();
+    return {{.measured = flops / seconds, .hardware = hardware},
+            format("%s %s %lld^3", device->name().c_str(), bf16 ? "bf16" : "f32", (long long)size)};
   }
   return {concurrent_cpu_peak(1, size), format("%s f32 %lld^3", cpu::gemm_backend().c_str(), (long long)size)};
 }
@@ -348,7 +364,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
 
   Report report({{"device", 6}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 6}, {"layers", 6},
                  {"gemm", 5}, {"step_ms", 10}, {"gemm_ms", 9}, {"%gemm", 6}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12},
-                 {"%peak", 6},
+                 {"%peak", 6}, {"hw_TFLOP/s", 10}, {"peak%hw", 7},
                  {"peak_MiB/rank", 13}, {"allocs/step", 11}, {"staging_allocs", 14}, {"copied_KiB/step", 15},
                  {"#wrong", 6}, {"t_gemm%", 7}, {"t_elem%", 7}, {"t_softmax%", 10}, {"t_wait%", 7}, {"t_other%", 8}});
   report.header(gpt ? format("optimus-bench gpt: a GPT (%lld blocks, vocabulary %lld, LM head tied to wte) forward + "
@@ -361,7 +377,11 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                 "per second over the whole grid; gemm_ms: the step's GEMMs at q = 1 shapes, each timed alone "
                 "(%gemm of step_ms; the rest is element-wise work, softmax, casts and communication); peak: " +
                 peak_what + ", measured now (CPU rows with q > 1: a thread per core multiplying at once, "
-                "min(q^2, cores) threads); peak_MiB: device memory in use (accelerator) or tensor bytes (CPU) per "
+                "min(q^2, cores) threads); hw: the processor's theoretical f32 peak for the cores that peak used "
+                "(cores x the clock each ran at, measured right after its products, x " +
+                format("%.0f", cpu::vector_units(cpu::this_processor()).f32_flops_per_cycle()) +
+                " FLOPs per cycle: " + cpu::vector_units(cpu::this_processor()).basis +
+                "), peak%hw the GEMM kernel's share of it (n/a on a GPU); peak_MiB: device memory in use (accelerator) or tensor bytes (CPU) per "
                 "rank; allocs/step: raw allocations of a rank's memory pool and page-locked buffers during the timed "
                 "steps (must be 0 on an accelerator); staging_allocs: raw allocations of the in-process staging area, "
                 "which the ranks sharing one device exchange through, in all the timed steps (it grows, doubling, "
@@ -387,13 +407,16 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
       const auto cores_peak = [&] {
         return concurrent_cpu_peak(std::min(static_cast<int>(q * q), cores), o.integer("peak-n", 1024));
       };
-      double row_peak = shared_cores ? cores_peak() : peak;
+      Peak row_peak = shared_cores ? cores_peak() : peak;
       std::vector<RankResult> results(static_cast<std::size_t>(q * q));
       run_in_process(static_cast<int>(q * q), [&](Communicator& w) {
         w.set_timeout(o.timeout());
         results[static_cast<std::size_t>(w.rank())] = run_rank(w, static_cast<int>(q), s, accelerator.get());
       });
-      if (shared_cores) row_peak = std::max(row_peak, cores_peak());
+      if (shared_cores) {
+        const Peak after = cores_peak();
+        if (after.measured > row_peak.measured) row_peak = after;
+      }
       double peak_bytes = 0, allocations = 0, staging = 0;
       std::int64_t wrong = s.check ? 0 : -1;
       for (const RankResult& r : results) {
@@ -419,8 +442,10 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                   format("%lld", (long long)s.layers), math,
                   format("%.3f", seconds * 1e3), format("%.3f", gemm_seconds * 1e3),
                   format("%.1f", 100.0 * gemm_seconds / seconds), format("%.4f", rate / 1e12),
-                  format("%.3f", row_peak / 1e12),
-                  format("%.1f", 100.0 * rate / row_peak), format("%.1f", peak_bytes / (1 << 20)),
+                  format("%.3f", row_peak.measured / 1e12), format("%.1f", 100.0 * rate / row_peak.measured),
+                  row_peak.hardware > 0 ? format("%.3f", row_peak.hardware / 1e12) : "n/a",
+                  row_peak.hardware > 0 ? format("%.1f", 100.0 * row_peak.measured / row_peak.hardware) : "n/a",
+                  format("%.1f", peak_bytes / (1 << 20)),
                   format("%.0f", allocations / s.iters), format("%.0f", staging),
                   results[0].copied < 0 ? "n/a" : format("%.2f", results[0].copied / s.iters / 1024),
                   wrong < 0 ? "n/a" : format("%lld", (long long)wrong), breakdown[0], breakdown[1], breakdown[2],

@@ -1,10 +1,14 @@
 // Fixed-width and JSON rendering of benchmark rows.
 #include "report.hpp"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <utility>
 
+#include "optimus/core/blas_kernel.hpp"
 #include "optimus/core/error.hpp"
 
 namespace optimus::bench {
@@ -36,40 +40,69 @@ void Report::print_footer(std::FILE* out) const {
   for (const std::string& f : footers_) std::fprintf(out, "# %s\n", f.c_str());
 }
 
+Report::Report(std::vector<Column> columns) : columns_(std::move(columns)) {
+  const cpu::Processor processor = cpu::this_processor();
+  headers_ = {cpu::describe(processor), cpu::describe(cpu::blas_kernel(), processor)};
+}
+
 namespace {
-bool is_number(const std::string& s) {
-  if (s.empty()) return false;
+
+// A value that parses whole as a number is written as one (an integer when it has no fraction or exponent).
+nlohmann::ordered_json value_of(const std::string& s) {
+  if (s.empty()) return s;
   char* end = nullptr;
-  std::strtod(s.c_str(), &end);
-  return end == s.c_str() + s.size();
+  const long long integer = std::strtoll(s.c_str(), &end, 10);
+  if (end == s.c_str() + s.size()) return integer;
+  const double real = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() + s.size() && std::isfinite(real)) return real;
+  return s;
 }
-std::string quoted(const std::string& s) {
-  std::string q = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') q += '\\';
-    q += ch;
+
+// The processor and the GEMM kernel, as the header's first two lines say them.
+nlohmann::ordered_json machine() {
+  const cpu::Processor p = cpu::this_processor();
+  const cpu::BlasKernel k = cpu::blas_kernel();
+  const cpu::CpuFeatures& f = p.features;
+  nlohmann::ordered_json features = nlohmann::ordered_json::array();
+  for (const auto& [has, name] : {std::pair{f.sse3, "SSE3"}, std::pair{f.avx, "AVX"}, std::pair{f.fma, "FMA"},
+                                  std::pair{f.avx2, "AVX2"}, std::pair{f.avx512, "AVX-512"},
+                                  std::pair{f.avx512_bf16, "AVX512_BF16"}, std::pair{f.amx, "AMX"}}) {
+    if (has) features.push_back(name);
   }
-  return q + "\"";
+  const cpu::VectorUnits units = cpu::vector_units(p);
+  return {{"processor", p.brand},
+          {"vendor", p.vendor},
+          {"family", p.family},
+          {"model", p.model},
+          {"cores", p.cores},
+          {"features", features},
+          {"simd", cpu::name_of(p.simd())},
+          {"f32_flops_per_cycle_per_core", units.f32_flops_per_cycle()},
+          {"vector_units", units.basis},
+          {"blas", k.library},
+          {"blas_config", k.config},
+          {"kernel", k.kernel},
+          {"kernel_simd", cpu::name_of(k.simd)},
+          {"kernel_chosen_by", k.chosen_by},
+          {"kernel_fit", cpu::name_of(cpu::fit_of(k.simd, p))}};
 }
+
 }  // namespace
 
 void Report::write_json(const std::string& path, const std::string& benchmark) const {
+  nlohmann::ordered_json doc{{"benchmark", benchmark}, {"machine", machine()}, {"header", headers_}};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const std::vector<std::string>& values : rows_) {
+    nlohmann::ordered_json row = nlohmann::ordered_json::object();
+    for (std::size_t c = 0; c < columns_.size(); ++c) row[columns_[c].name] = value_of(values[c]);
+    rows.push_back(std::move(row));
+  }
+  doc["rows"] = std::move(rows);
+  doc["footer"] = footers_;
   std::ofstream out(path);
   OPTIMUS_CHECK(out.good(), "cannot write JSON to '", path, "'");
-  out << "{\n  \"benchmark\": " << quoted(benchmark) << ",\n  \"header\": [";
-  for (std::size_t h = 0; h < headers_.size(); ++h) out << (h ? ", " : "") << quoted(headers_[h]);
-  out << "],\n  \"rows\": [\n";
-  for (std::size_t r = 0; r < rows_.size(); ++r) {
-    out << "    {";
-    for (std::size_t c = 0; c < columns_.size(); ++c) {
-      const std::string& v = rows_[r][c];
-      out << (c ? ", " : "") << quoted(columns_[c].name) << ": " << (is_number(v) ? v : quoted(v));
-    }
-    out << (r + 1 < rows_.size() ? "},\n" : "}\n");
-  }
-  out << "  ],\n  \"footer\": [";
-  for (std::size_t f = 0; f < footers_.size(); ++f) out << (f ? ", " : "") << quoted(footers_[f]);
-  out << "]\n}\n";
+  out << doc.dump(2) << "\n";
+  OPTIMUS_CHECK(out.good(), "could not write all of the JSON to '", path, "'");
 }
 
 }  // namespace optimus::bench

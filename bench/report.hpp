@@ -14,9 +14,11 @@ struct Column {
   int width;
 };
 
+// Every report's header starts with the processor and the CPU GEMM's kernel (blas_kernel.hpp), and its JSON holds them
+// as the object "machine".
 class Report {
  public:
-  explicit Report(std::vector<Column> columns) : columns_(std::move(columns)) {}
+  explicit Report(std::vector<Column> columns);
 
   void header(const std::string& line) { headers_.push_back(line); }
   void footer(const std::string& line) { footers_.push_back(line); }

@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
     const cli::Options o(argc, argv, 1, optimus::examples::optimus_plan_options());
     const plan::Request request = request_of(o);
     const plan::Result result = plan::plan(request);
+    const optimus::cpu::Processor processor = optimus::cpu::this_processor();
+    std::printf("# %s\n# %s\n", optimus::cpu::describe(processor).c_str(),
+                optimus::cpu::describe(optimus::cpu::blas_kernel(), processor).c_str());
     for (const std::string& line : plan::assumptions(request)) std::printf("%s\n", line.c_str());
     std::printf(
         "# %lld layouts; %lld rejected as their model states exceed the device, %lld as no recomputation "

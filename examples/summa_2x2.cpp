@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
       std::printf("Optimus SUMMA C = A*B on a %dx%d grid (%d ranks): A %lldx%lld, B %lldx%lld, f64\n", o.q, o.q,
                   ctx.world().size(), static_cast<long long>(o.m), static_cast<long long>(o.k),
                   static_cast<long long>(o.k), static_cast<long long>(o.n));
+      const optimus::cpu::Processor processor = optimus::cpu::this_processor();
+      std::printf("  %s\n  %s\n", optimus::cpu::describe(processor).c_str(),
+                  optimus::cpu::describe(optimus::cpu::blas_kernel(), processor).c_str());
       std::printf("  bytes received per rank: %llu (formula (q-1)/q^2 * (mk + kn) * 8 = %llu) %s\n",
                   static_cast<unsigned long long>(received), static_cast<unsigned long long>(formula),
                   received == formula ? "equal" : "DIFFERENT");

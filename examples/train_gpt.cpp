@@ -408,6 +408,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     std::printf("Optimus: %s GPT on a %dx%d grid x pp %d x dp %d (%d ranks), %s, %s, GEMMs %s\n",
                 corpus.chars.empty() ? "token-level" : "character-level", q, q, setup.pp, grid.dp(), world.size(),
                 grid.row().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(), gemm.c_str());
+    const optimus::cpu::Processor processor = optimus::cpu::this_processor();
+    std::printf("  %s\n  %s\n", optimus::cpu::describe(processor).c_str(),
+                optimus::cpu::describe(optimus::cpu::blas_kernel(), processor).c_str());
     if (corpus.chars.empty()) {
       std::printf("  data: %s (%s), %zu tokens for training, %zu held out in %s, vocabulary %lld, unigram entropy "
                   "%.3f nats/token\n",

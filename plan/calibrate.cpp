@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "optimus/core/blas_kernel.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/core/ops.hpp"
@@ -103,6 +105,11 @@ Calibration calibrate(Communicator& world, int iters) {
     cpu::gemm<float>(cpu::Trans::no, cpu::Trans::no, 1.0f, x.view(), y.view(), 0.0f, z.view());
   });
   out.gemm_gflops = 2.0 * n * n * n / gemm_s / 1e9;
+  const cpu::Processor processor = cpu::this_processor();
+  out.clock_hz = world.all_reduce(cpu::measure_clock_hz(), ReduceOp::sum) / world.size();
+  out.hardware_gflops = out.clock_hz * cpu::vector_units(processor).f32_flops_per_cycle() / 1e9;
+  out.processor = cpu::describe(processor);
+  out.gemm_kernel = cpu::describe(cpu::blas_kernel(), processor);
   const double elements = static_cast<double>(n * n);
   out.gelu_per_s = elements / seconds_of(world, iters, [&] { cpu::gelu_forward<float>(x.view(), z.view()); });
   out.axpby_per_s = elements / seconds_of(world, iters, [&] { cpu::axpby<float>(1.0f, z.view(), 0.5f, y.view()); });
@@ -117,16 +124,23 @@ Calibration calibrate(Communicator& world, int iters) {
 }
 
 std::string to_json(const Calibration& c) {
-  char text[1024];
-  std::snprintf(text, sizeof text,
-                "{\n  \"ranks\": %d,\n  \"backend\": \"%s\",\n  \"broadcast_alpha_s\": %.4g,\n"
-                "  \"broadcast_beta_s_per_byte\": %.4g,\n  \"allreduce_alpha_s\": %.4g,\n"
-                "  \"allreduce_beta_s_per_byte\": %.4g,\n  \"gemm_gflops_per_rank\": %.4g,\n"
-                "  \"gelu_elements_per_s\": %.4g,\n  \"axpby_elements_per_s\": %.4g,\n"
-                "  \"adamw_parameters_per_s\": %.4g\n}\n",
-                c.ranks, c.backend.c_str(), c.broadcast_alpha, c.broadcast_beta, c.allreduce_alpha, c.allreduce_beta,
-                c.gemm_gflops, c.gelu_per_s, c.axpby_per_s, c.adamw_per_s);
-  return text;
+  const nlohmann::ordered_json doc{{"ranks", c.ranks},
+                                   {"backend", c.backend},
+                                   {"broadcast_alpha_s", c.broadcast_alpha},
+                                   {"broadcast_beta_s_per_byte", c.broadcast_beta},
+                                   {"allreduce_alpha_s", c.allreduce_alpha},
+                                   {"allreduce_beta_s_per_byte", c.allreduce_beta},
+                                   {"gemm_gflops_per_rank", c.gemm_gflops},
+                                   {"hardware_gflops_per_rank", c.hardware_gflops},
+                                   {"gemm_share_of_hardware", c.hardware_gflops > 0 ? c.gemm_gflops / c.hardware_gflops
+                                                                                    : 0.0},
+                                   {"clock_ghz", c.clock_hz / 1e9},
+                                   {"processor", c.processor},
+                                   {"gemm_kernel", c.gemm_kernel},
+                                   {"gelu_elements_per_s", c.gelu_per_s},
+                                   {"axpby_elements_per_s", c.axpby_per_s},
+                                   {"adamw_parameters_per_s", c.adamw_per_s}};
+  return doc.dump(2) + "\n";
 }
 
 Cluster cluster_of(const Calibration& c, int gpus, int cores, std::uint64_t memory_per_rank,

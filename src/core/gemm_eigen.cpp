@@ -1,8 +1,11 @@
-// CPU GEMM on Eigen's own product kernels (one thread: Optimus builds Eigen without OpenMP).
+// CPU GEMM on Eigen's own product kernels (one thread: Optimus builds Eigen without OpenMP). Its kernel is the
+// build's: the vector instructions Eigen was compiled for (OPTIMUS_ARCH's -march), judged, never changed.
 #include <Eigen/Core>
 #include <string>
 
 #include "gemm_backend.hpp"
+#include "optimus/core/blas_kernel.hpp"
+#include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 
 namespace optimus::cpu {
@@ -39,10 +42,44 @@ template void gemm_rowmajor<double>(bool, bool, std::int64_t, std::int64_t, std:
 
 }  // namespace detail
 
-std::string gemm_backend() {
-  return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
-         std::to_string(EIGEN_MINOR_VERSION) + " (1 thread)";
+namespace {
+
+std::string eigen_version() {
+  return std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION);
 }
+
+// The widest packets this build of Eigen uses.
+SimdLevel eigen_simd() {
+#if defined(EIGEN_VECTORIZE_AVX512)
+  return SimdLevel::avx512;
+#elif defined(EIGEN_VECTORIZE_AVX2) && defined(EIGEN_VECTORIZE_FMA)
+  return SimdLevel::avx2;
+#elif defined(EIGEN_VECTORIZE_AVX)
+  return SimdLevel::avx;
+#elif defined(EIGEN_VECTORIZE_SSE2)
+  return SimdLevel::sse;
+#else
+  return SimdLevel::unknown;
+#endif
+}
+
+}  // namespace
+
+BlasKernel blas_kernel() {
+  const SimdLevel simd = eigen_simd();
+  return {.library = "Eigen " + eigen_version(), .kernel = std::string(name_of(simd)) + " packets", .simd = simd,
+          .chosen_by = "this build's (OPTIMUS_ARCH sets -march; or use OpenBLAS, libopenblas-dev)",
+          .config = "Eigen " + eigen_version() + " (" + std::string(Eigen::SimdInstructionSetsInUse()) + ")",
+          .changeable = false};
+}
+
+BlasKernel use_blas_kernel(const std::string& kernel) {
+  OPTIMUS_FAIL("use_blas_kernel(", kernel, "): the Eigen backend's kernel is fixed when Optimus is compiled (",
+               blas_kernel().kernel, "; OPTIMUS_ARCH sets -march)");
+}
+
+std::string gemm_backend() { return "Eigen " + eigen_version() + " (1 thread)"; }
 
 void set_gemm_threads(int /*threads*/) {}
 

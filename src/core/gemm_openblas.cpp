@@ -1,14 +1,20 @@
 // CPU GEMM on OpenBLAS's cblas interface. OpenBLAS sizes its thread pool from OPENBLAS_NUM_THREADS;
 // Optimus runs one rank per core, so the scripts and tests set it to 1 and gemm_backend() reports it.
+//
+// Its kernel: judged, and replaced when older than the processor, as the program loads (blas_kernel.hpp).
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <climits>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gemm_backend.hpp"
+#include "optimus/core/blas_kernel.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 
@@ -43,20 +49,176 @@ void gemm_rowmajor<double>(bool ta, bool tb, std::int64_t m, std::int64_t n, std
 
 }  // namespace detail
 
+namespace {
+
+// OpenBLAS 0.3's BUFFER_SIZE on x86-64 (32 << 22 bytes) plus its alignment page, with room to spare.
+constexpr std::size_t kBufferBytes = (std::size_t{32} << 22) + (std::size_t{1} << 20);
+
+// Whether malloc can give OpenBLAS the working buffer it takes at its first blocked GEMM (where it would retry forever).
+bool buffer_available() {
+  void* probe = std::malloc(kBufferBytes);
+  std::free(probe);
+  return probe != nullptr;
+}
+
+// OpenBLAS's own kernel choice (driver/others/dynamic.c), exported by its DYNAMIC_ARCH libraries, in no header:
+// forget() drops the kernel in use, choose() picks one as at load — OPENBLAS_CORETYPE's if set, else by CPUID — and
+// initialises its parameters. Both null where the library was built for one target.
+struct DynamicArch {
+  void (*forget)() = nullptr;
+  void (*choose)() = nullptr;
+  bool available() const { return forget != nullptr && choose != nullptr; }
+};
+
+DynamicArch dynamic_arch() {
+  return {.forget = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit")),
+          .choose = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"))};
+}
+
+// "0.3.21" from "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...".
+std::string version_of(const std::string& config) {
+  std::istringstream words(config);
+  std::string name, version;
+  words >> name >> version;
+  return version;
+}
+
+// Has OpenBLAS choose its kernel again as if it had loaded with OPENBLAS_CORETYPE=core, and returns the one it chose
+// (its own choice where it does not know the name). The environment is left as it was. Only while no other thread
+// multiplies or reads the environment: at load (one thread), or as use_blas_kernel's caller promises.
+std::string load_core(const DynamicArch& arch, const std::string& core) {
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  const std::optional<std::string> before = set ? std::optional<std::string>(set) : std::nullopt;
+  setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  arch.forget();
+  arch.choose();
+  if (before) {
+    setenv("OPENBLAS_CORETYPE", before->c_str(), 1);
+  } else {
+    unsetenv("OPENBLAS_CORETYPE");
+  }
+  return openblas_get_corename();
+}
+
+// The kernel as OpenBLAS loaded it, then Optimus's decision carried out (blas_kernel.hpp).
+BlasKernel choose_at_load() {
+  const std::string config = openblas_get_config(), version = version_of(config);
+  const std::string loaded = openblas_get_corename();
+  const DynamicArch arch = dynamic_arch();
+  BlasKernel k{.library = "OpenBLAS " + version, .kernel = loaded, .simd = openblas::simd_of(loaded),
+               .chosen_by = "", .config = config, .changeable = arch.available()};
+  const Processor processor = this_processor();
+  if (const char* user = std::getenv("OPENBLAS_CORETYPE")) {
+    k.chosen_by = "OPENBLAS_CORETYPE=" + std::string(user) + " (set by the user" +
+                  (openblas::simd_of(user) == SimdLevel::unknown && loaded != user
+                       ? "; OpenBLAS does not know that name and chose " + loaded + ")"
+                       : ")");
+    const std::string better = openblas::core_for(processor, version);
+    if (fit_of(k.simd, processor) == KernelFit::older && !better.empty()) {
+      k.chosen_by += ", unset it for Optimus's choice, " + better;
+    }
+    return k;
+  }
+  const openblas::Decision decision = openblas::decide(loaded, false, processor, version);
+  k.chosen_by = decision.why;
+  if (decision.core.empty()) return k;
+  if (!arch.available()) {
+    k.chosen_by += "; this OpenBLAS cannot change kernels once loaded: start with OPENBLAS_CORETYPE=" + decision.core;
+    return k;
+  }
+  if (!buffer_available()) {
+    k.chosen_by += "; not replaced: the memory to check " + decision.core + " with is not available";
+    return k;
+  }
+  const std::string now = load_core(arch, decision.core);
+  const std::string wrong = check_gemm_products();
+  if (now != decision.core || !wrong.empty()) {
+    load_core(arch, loaded);
+    k.chosen_by += "; kept: " + (now != decision.core ? "OpenBLAS has no " + decision.core + " kernel (it chose " + now + ")"
+                                                      : decision.core + " computed a wrong product here: " + wrong);
+    return k;
+  }
+  k.kernel = now;
+  k.simd = openblas::simd_of(now);
+  return k;
+}
+
+// The kernel OpenBLAS runs when main() starts; never throws (before main nothing may).
+BlasKernel initial_kernel() {
+  try {
+    return choose_at_load();
+  } catch (const std::exception& e) {  // an allocation in the check
+    return BlasKernel{.library = "OpenBLAS", .kernel = openblas_get_corename(), .simd = SimdLevel::unknown,
+                      .chosen_by = std::string("not judged: ") + e.what(), .config = openblas_get_config(),
+                      .changeable = false};
+  }
+}
+
+// The kernel in use: chosen once per process, changed only by use_blas_kernel (OpenBLAS's kernel is per process too).
+struct KernelRecord {
+  std::mutex mutex;
+  BlasKernel kernel;
+};
+
+KernelRecord& record() {
+  static KernelRecord r{.mutex = {}, .kernel = initial_kernel()};
+  return r;
+}
+
+// Runs as the program loads: after OpenBLAS's own initialiser (a library this code depends on, so initialised first)
+// and before main(), while the process has one thread, so that changing the environment for OpenBLAS races nothing.
+[[gnu::constructor]] void choose_kernel_at_load() { record(); }
+
+}  // namespace
+
+BlasKernel blas_kernel() {
+  KernelRecord& r = record();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  return r.kernel;
+}
+
+BlasKernel use_blas_kernel(const std::string& kernel) {
+  KernelRecord& r = record();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  const DynamicArch arch = dynamic_arch();
+  OPTIMUS_CHECK(arch.available(), "use_blas_kernel(", kernel, "): ", r.kernel.library,
+                " cannot change its kernel in a running process (built for one target: ", r.kernel.kernel, ")");
+  const Processor processor = this_processor();
+  const SimdLevel simd = openblas::simd_of(kernel);
+  OPTIMUS_CHECK(simd != SimdLevel::unknown, "use_blas_kernel: '", kernel, "' is not one of OpenBLAS's x86-64 kernels");
+  OPTIMUS_CHECK(simd <= processor.simd(), "use_blas_kernel(", kernel, "): its ", name_of(simd),
+                " instructions do not run on this processor (", processor.describe(), ")");
+  OPTIMUS_CHECK(buffer_available(), "use_blas_kernel(", kernel, "): out of memory for OpenBLAS's working buffer (",
+                kBufferBytes, " bytes)");
+  const std::string before = r.kernel.kernel;
+  const std::string now = load_core(arch, kernel);
+  if (now != openblas::canonical_name(kernel)) {
+    load_core(arch, before);
+    OPTIMUS_FAIL("use_blas_kernel: ", r.kernel.library, " has no kernel '", kernel, "' for this processor (it chose ",
+                 now, "); ", before, " stays");
+  }
+  const std::string wrong = check_gemm_products();
+  if (!wrong.empty()) {
+    load_core(arch, before);
+    OPTIMUS_FAIL("use_blas_kernel: ", now, " computed a wrong product: ", wrong, "; ", before, " stays");
+  }
+  r.kernel.kernel = now;
+  r.kernel.simd = simd;
+  r.kernel.chosen_by = "use_blas_kernel(" + kernel + ")";
+  r.kernel.config = openblas_get_config();
+  return r.kernel;
+}
+
 std::string gemm_backend() {
   return std::string(openblas_get_config()) + " (" + std::to_string(openblas_get_num_threads()) +
          " thread" + (openblas_get_num_threads() == 1 ? ")" : "s)");
 }
 
 void prepare_gemm() {
-  // OpenBLAS 0.3's BUFFER_SIZE on x86-64 (32 << 22 bytes) plus its alignment page, with room to spare.
-  static constexpr std::size_t kBufferBytes = (std::size_t{32} << 22) + (std::size_t{1} << 20);
   static std::once_flag prepared;  // OpenBLAS's buffer is per process, like this flag
   std::call_once(prepared, [] {
-    void* probe = std::malloc(kBufferBytes);
-    OPTIMUS_CHECK(probe != nullptr, "out of memory: OpenBLAS needs a working buffer of about ", kBufferBytes,
+    OPTIMUS_CHECK(buffer_available(), "out of memory: OpenBLAS needs a working buffer of about ", kBufferBytes,
                   " bytes per thread and malloc could not provide it (an address-space limit, ulimit -v?)");
-    std::free(probe);
     // A product large enough to take the buffer (smaller ones may use OpenBLAS's small-matrix kernels instead).
     constexpr int n = 256;
     const std::vector<double> a(static_cast<std::size_t>(n) * n, 1.0);

@@ -1,6 +1,6 @@
 // This machine's rates, measured (optimus-bench calibrate writes them as JSON; train_gpt --plan auto measures them
 // itself): a broadcast's and an all-reduce's cost as alpha + beta * bytes (least squares over 4 KiB .. 2 MiB, the
-// traffic convention's bytes), a 1024^3 f32 GEMM's rate, and over 1024^2 elements the rates of GELU (a
+// traffic convention's bytes), a 1024^3 f32 GEMM's rate beside the processor's theoretical one and its kernel, and over 1024^2 elements the rates of GELU (a
 // transcendental per element), of an axpby (streaming) and of AdamW's update (parameters per second), each the median
 // over `iters` of the maximum over ranks, every rank working at once on one GEMM thread.
 #pragma once
@@ -19,6 +19,9 @@ struct Calibration {
   double broadcast_alpha = 0, broadcast_beta = 0;  // seconds, seconds per byte
   double allreduce_alpha = 0, allreduce_beta = 0;
   double gemm_gflops = 0;                  // per rank
+  double clock_hz = 0;                     // the ranks' mean clock, measured right after their GEMMs
+  double hardware_gflops = 0;              // per rank: that clock x f32 FLOPs per cycle (optimus/core/processor.hpp)
+  std::string processor{}, gemm_kernel{};  // the header lines of optimus/core/blas_kernel.hpp's describe
   double gelu_per_s = 0, axpby_per_s = 0;  // elements per second per rank
   double adamw_per_s = 0;                  // parameters per second per rank
   double call_seconds = 0;  // the world's seconds per collective call and participant, every rank calling at once:
