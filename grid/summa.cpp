@@ -148,7 +148,13 @@ void summa_ab_with(T alpha, const SummaOperand<T>& a_matrix, const SummaOperand<
                    const ops::Epilogue<T>& epilogue) {
   const Grid& g = *a_matrix.grid;
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
-  const int buffers = g.overlap() && g.q() > 1 ? 2 : 1;
+  if (g.q() == 1) {  // nothing moves: the one GEMM, with no scratch panels
+    const Timeline::Scope compute(g.timeline(), SpanKind::compute);
+    tiled_gemm<T, S>(g.queue(), false, Trans::no, Trans::no, alpha, a.block, b.block, beta, c.local(), [] {},
+                     epilogue);
+    return;
+  }
+  const int buffers = g.overlap() ? 2 : 1;
   std::vector<Tensor<S>> a_scratch, b_scratch;  // A[i,l]: [m/q, k/q], B[l,j]: [k/q, n/q]
   for (int k = 0; k < buffers; ++k) {
     a_scratch.emplace_back(a.block.shape(), scratch_tag(g), Init::none);
@@ -215,13 +221,20 @@ void summa_ab(T alpha, OperandIn<T> a, OperandIn<T> b, T beta, DistMatrix<T>& c)
 
 // The reduce-based products (ABT, ATB): step l broadcasts a panel of `mover` along `bcast` (from the rank
 // whose coordinate there is l), multiplies it into a partial product, and reduces the partial along `reduce`
-// to the rank whose coordinate there is l. `product(panel, partial)` computes the partial product. Returns with
-// the last reductions in flight (overlapped) or done (blocking); PendingProduct::finish() writes C.
+// to the rank whose coordinate there is l. `product(panel, alpha, beta, out, poll)` computes out = alpha times the
+// panel's product + beta out. Returns with the last reductions in flight (overlapped) or done (blocking);
+// PendingProduct::finish() writes C. At q = 1 there is nothing to move: the one GEMM writes C with alpha and beta,
+// and the product returns finished (no partial buffer, no copy into the reduced sum, no axpby).
 // The panels are of type S (see Operand); the partial products and their reductions stay in T.
 template <class S, class T, class Product>
 PendingProduct<T> summa_reduced(const Grid& g, const Operand<S>& mover, Communicator& bcast,
                                 Communicator& reduce, T alpha, T beta, DistMatrix<T>& c, Product&& product) {
-  const int buffers = g.overlap() && g.q() > 1 ? 2 : 1;
+  if (g.q() == 1) {  // nothing moves: the one GEMM writes C, with no scratch panel or partial product
+    const Timeline::Scope compute(g.timeline(), SpanKind::compute);
+    product(mover.block, alpha, beta, c.local(), [] {});
+    return PendingProduct<T>(g);
+  }
+  const int buffers = g.overlap() ? 2 : 1;
   std::vector<Tensor<S>> scratch;
   std::vector<Tensor<T>> partial;
   for (int k = 0; k < buffers; ++k) {
@@ -262,7 +275,7 @@ PendingProduct<T> summa_reduced(const Grid& g, const Operand<S>& mover, Communic
     {
       const Timeline::Scope compute(g.timeline(), SpanKind::compute);
       Request& other = reductions[static_cast<std::size_t>((l + 1) % buffers)];
-      product(p, part.view(), [&] {
+      product(p, T(1), T(0), part.view(), [&] {
         poll_views(views);
         if (buffers > 1) other.test();
       });
@@ -283,6 +296,9 @@ PendingProduct<T> summa_reduced(const Grid& g, const Operand<S>& mover, Communic
 }
 
 template <class T>
+PendingProduct<T>::PendingProduct(const Grid& grid) : grid_(grid), alpha_(0), beta_(0), c_(nullptr) {}
+
+template <class T>
 PendingProduct<T>::PendingProduct(const Grid& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
                                   std::vector<Tensor<T>> sent, std::vector<Request> reductions)
     : grid_(grid),
@@ -295,7 +311,7 @@ PendingProduct<T>::PendingProduct(const Grid& grid, T alpha, T beta, DistMatrix<
 
 template <class T>
 void PendingProduct<T>::finish() {
-  OPTIMUS_CHECK(c_ != nullptr, "PendingProduct::finish called twice");
+  if (c_ == nullptr) return;  // finished already (or at q = 1, born finished)
   {
     const Timeline::Scope wait(grid_.timeline(), SpanKind::comm_wait);
     for (Request& r : reductions_) r.wait();
@@ -325,9 +341,9 @@ PendingProduct<T> summa_abt_with(T alpha, const SummaOperand<T>& a_matrix, const
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   // B[l,j]: [n/q, k/q] along column j; T = A[i,j] B[l,j]^T: [m/q, n/q] reduced along row i to C[i,l].
   return summa_reduced<S, T>(g, b, g.col(), g.row(), alpha, beta, c,
-                             [&](TensorView<const S> b_panel, TensorView<T> partial, auto&& poll) {
-                               tiled_gemm<T, S>(g.queue(), polls_while_computing(g), Trans::no, Trans::yes, T(1),
-                                                a.block, b_panel, T(0), partial, poll);
+                             [&](TensorView<const S> b_panel, T scale, T keep, TensorView<T> out, auto&& poll) {
+                               tiled_gemm<T, S>(g.queue(), polls_while_computing(g), Trans::no, Trans::yes, scale,
+                                                a.block, b_panel, keep, out, poll);
                              });
 }
 
@@ -338,9 +354,9 @@ PendingProduct<T> summa_atb_with(T alpha, const SummaOperand<T>& a_matrix, const
   const Operand<S> a = operand<S>(g, a_matrix), b = operand<S>(g, b_matrix);
   // A[i,l]: [k/q, m/q] along row i; T = A[i,l]^T B[i,j]: [m/q, n/q] reduced along column j to C[l,j].
   return summa_reduced<S, T>(g, a, g.row(), g.col(), alpha, beta, c,
-                             [&](TensorView<const S> a_panel, TensorView<T> partial, auto&& poll) {
-                               tiled_gemm<T, S>(g.queue(), polls_while_computing(g), Trans::yes, Trans::no, T(1),
-                                                a_panel, b.block, T(0), partial, poll);
+                             [&](TensorView<const S> a_panel, T scale, T keep, TensorView<T> out, auto&& poll) {
+                               tiled_gemm<T, S>(g.queue(), polls_while_computing(g), Trans::yes, Trans::no, scale,
+                                                a_panel, b.block, keep, out, poll);
                              });
 }
 

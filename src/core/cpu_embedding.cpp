@@ -1,6 +1,7 @@
 // CPU backend: vocabulary-parallel embedding and cross-entropy (cpu_kernels.hpp).
 #include "cpu_kernels.hpp"
 #include "eigen_views.hpp"
+#include "vector_clones.hpp"
 
 namespace optimus::cpu {
 namespace {
@@ -11,6 +12,12 @@ using detail::Rows;
 using detail::rows_of;
 
 bool in_slice(std::int64_t id, std::int64_t v0, std::int64_t vn) { return id >= v0 && id < v0 + vn; }
+
+// x[c] = exp(x[c] - max) over n contiguous logits (the loop vectorises: math::softmax_exp has no call in f32).
+template <class T>
+OPTIMUS_VECTOR_CLONES void exps_in_place(T* x, T max, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) x[c] = math::softmax_exp(x[c], T(1), max);
+}
 
 }  // namespace
 
@@ -66,12 +73,8 @@ void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, Tenso
     T* row = logits.data() + r * vn;
     const std::int64_t target = targets.data()[row_offset + r];
     sums.data()[2 * r + 1] = in_slice(target, v0, vn) ? row[target - v0] : T(0);
-    T sum = 0;
-    for (std::int64_t c = 0; c < vn; ++c) {
-      row[c] = math::softmax_exp(row[c], T(1), max.data()[r]);
-      sum += row[c];
-    }
-    sums.data()[2 * r] = sum;
+    exps_in_place(row, max.data()[r], vn);
+    sums.data()[2 * r] = lane_sum(row, vn);
   }
 }
 

@@ -21,6 +21,14 @@ void to_f32(TensorView<const bf16> x, TensorView<float> y);
 template <class T>
 void combine(T* acc, const T* x, std::int64_t n, math::Combine op);
 
+// The sum of n contiguous values in kSumLanes lanes: lane l adds x[l], x[l + 16], ... in order, the last values
+// (n mod 16) going to lanes 0, 1, ..., then the lanes combine pairwise (lane l with l + 8, then + 4, + 2, + 1). One
+// order at any vector width (each lane's additions stay in order when GCC vectorises the lanes), and sixteen
+// independent sums instead of one chain whose every addition waits for the last (cpu_sums.cpp).
+constexpr std::int64_t kSumLanes = 16;
+template <class T>
+T lane_sum(const T* x, std::int64_t n);
+
 // ---- rows and LayerNorm ----------------------------------------------------------------------------------
 template <class T>
 void row_sums(TensorView<const T> x, TensorView<T> out);

@@ -22,6 +22,12 @@ OPTIMUS_VECTOR_CLONES void gelu_backward_row(const T* x, const T* dy, T* dx, std
   for (std::int64_t e = 0; e < n; ++e) dx[e] = dy[e] * math::gelu_derivative(x[e]);
 }
 
+// acc[e] += x[e] over n contiguous elements.
+template <class T>
+OPTIMUS_VECTOR_CLONES void add_row(const T* x, T* acc, std::int64_t n) {
+  for (std::int64_t e = 0; e < n; ++e) acc[e] += x[e];
+}
+
 template <class T>
 using RowMajor = Eigen::Matrix<std::remove_const_t<T>, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -118,7 +124,14 @@ template <class T>
 void column_sums(TensorView<const T> x, TensorView<T> out) {
   const auto X = as_eigen(x, "x");
   OPTIMUS_CHECK(out.numel() == X.cols(), "column_sums: out has ", out.numel(), " elements, x is ", x.shape());
-  as_eigen(out, "out").row(0) = X.colwise().sum();
+  auto O = as_eigen(out, "out");
+  // Each column summed over the rows in order, a row at a time, so that the loop runs along contiguous columns.
+  if (X.rows() == 0) {
+    O.setZero();
+    return;
+  }
+  O.row(0) = X.row(0);
+  for (Eigen::Index r = 1; r < X.rows(); ++r) add_row(X.data() + r * X.outerStride(), O.data(), X.cols());
 }
 
 template <class T>

@@ -186,15 +186,25 @@ TEST_CASE("the kernel chosen follows the processor's widest instructions") {
   CHECK(openblas::decide("Prescott", false, intel(0xcf, kAmx), "0.3.21").core == "Cooperlake");  // Emerald Rapids
   CHECK(openblas::decide("Prescott", false, intel(0x55, kAvx512), "0.3.21").core == "SkylakeX");
   CHECK(openblas::decide("Nehalem", false, intel(0x2a, kAvx), "0.3.21").core == "Sandybridge");
-  CHECK(openblas::decide("Sandybridge", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core == "Cooperlake");
+  CHECK(openblas::decide("Sandybridge", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core == "Haswell");
+  CHECK(openblas::decide("Prescott", false, amd(0x1a, 0x02, kAvx512Bf16), "0.3.21").core == "Cooperlake");  // Zen 5
+}
+
+TEST_CASE("an AVX-512 kernel on 256-bit FMA units (Zen 4) gives way to the AVX2 kernel, which multiplies f32 faster") {
+  const openblas::Decision d = openblas::decide("Cooperlake", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21");
+  CHECK(d.core == "Haswell");
+  CHECK(contains(d.why, "splits into 256-bit halves"));
+  CHECK(openblas::decide("SkylakeX", false, amd(0x19, 0x11, kAvx512), "0.3.21").core == "Haswell");
+  CHECK(openblas::decide("Cooperlake", false, intel(0xcf, kAmx), "0.3.21").core.empty());  // 512-bit units: kept
+  CHECK(openblas::decide("Cooperlake", false, amd(0x1a, 0x02, kAvx512Bf16), "0.3.21").core.empty());  // Zen 5
 }
 
 TEST_CASE("a fitting kernel, the user's choice and a processor with nothing better are kept") {
   const openblas::Decision own = openblas::decide("Haswell", false, intel(0x3c, kAvx2), "0.3.21");
   CHECK(own.core.empty());
   CHECK(own.why == "OpenBLAS's own choice");
-  CHECK(openblas::decide("Cooperlake", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core.empty());
   CHECK(openblas::decide("Zen", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core.empty());  // fits Zen 4's units
+  CHECK(openblas::decide("Haswell", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core.empty());
   const openblas::Decision user = openblas::decide("Prescott", true, intel(0xcf, kAmx), "0.3.21");
   CHECK(user.core.empty());
   CHECK(contains(user.why, "OPENBLAS_CORETYPE is set"));

@@ -1,5 +1,6 @@
-// The CPU's element-wise arithmetic where it was rewritten for speed (issue 18): the f32 tanh behind GELU against
-// tanh in f64, dropout's grouped draws against the per-element definition, and the timeline's record of operations.
+// The CPU's element-wise arithmetic where it was rewritten for speed (issues 18 and 33): the f32 tanh behind GELU
+// against tanh in f64, the f32 exp behind the softmaxes against exp in f64, dropout's grouped draws against the
+// per-element definition, and the timeline's record of operations.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -43,6 +44,26 @@ TEST_CASE("f32 tanh: within 1.2e-7 of tanh in f64 on [-12, 12], exactly +-1 beyo
   CHECK(math::tanh_of(0.0f) == 0.0f);
   CHECK(std::isnan(math::gelu(std::numeric_limits<float>::quiet_NaN())));  // NaN still propagates through GELU
   CHECK(math::gelu(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+}
+
+TEST_CASE("f32 exp of a softmax's terms: within 1.2e-7 relatively of exp in f64 on [-87, 0], 0 below, NaN kept") {
+  double worst = 0;
+  for (int i = -8'700'000; i <= 0; i += 3) {  // a 3e-5 grid
+    const float v = static_cast<float>(i) * 1e-5f;
+    const double want = std::exp(static_cast<double>(v));
+    worst = std::max(worst, std::abs(static_cast<double>(math::exp_nonpositive(v)) - want) / want);
+  }
+  CAPTURE(worst);
+  CHECK(worst <= 1.2e-7);  // expf: 6.0e-8
+  CHECK(worst > 0);  // not expf itself
+  CHECK(math::exp_nonpositive(0.0f) == 1.0f);
+  CHECK(math::exp_nonpositive(-88.5f) == 0.0f);
+  CHECK(math::exp_nonpositive(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(std::isnan(math::exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(math::exp_nonpositive(-1.5) == std::exp(-1.5));  // f64: exp itself
+  // A softmax of scores whose largest is far above the rest: the rest vanish, the largest is 1.
+  CHECK(math::softmax_exp(-100.0f, 1.0f, 0.0f) == 0.0f);
+  CHECK(math::softmax_exp(3.0f, 2.0f, 6.0f) == 1.0f);
 }
 
 TEST_CASE("dropout on the CPU: every alignment gives the per-element masks, at the rate 1 - p") {

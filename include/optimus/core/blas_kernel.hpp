@@ -7,9 +7,11 @@
 //
 //   * OPENBLAS_CORETYPE set (even empty): the user's choice stands, and is only judged.
 //   * otherwise, if the loaded kernel is older than the processor (its vector instructions narrower than the ones its
-//     FMA units need to run at full rate, processor.hpp's VectorUnits::full_rate) or known to compute wrong products
-//     in this OpenBLAS version, Optimus asks OpenBLAS for the kernel of the processor's widest instructions
-//     (openblas::core_for: Cooperlake, SkylakeX, Haswell or Zen, Sandybridge) through OpenBLAS's own entry points —
+//     FMA units need to run at full rate, processor.hpp's VectorUnits::full_rate), known to compute wrong products
+//     in this OpenBLAS version, or an AVX-512 kernel on units half as wide (Zen 4, where OpenBLAS's AVX2 kernel
+//     multiplies f32 6% faster, measured), Optimus asks OpenBLAS for the kernel of the processor's widest
+//     instructions at full rate (openblas::core_for: Cooperlake, SkylakeX, Haswell or Zen, Sandybridge; Haswell on
+//     Zen 4) through OpenBLAS's own entry points —
 //     the same code path OPENBLAS_CORETYPE takes at load — then multiplies a set of small integer matrices with it
 //     (every product exact, so a wrong kernel shows; check_gemm_products) and goes back to OpenBLAS's kernel if any
 //     product is wrong. The environment is left as it was.
@@ -60,9 +62,9 @@ BlasKernel blas_kernel();
 // restored).
 BlasKernel use_blas_kernel(const std::string& kernel);
 
-// Multiplies small integer matrices, f32 and f64, all four transpositions, shapes from 1 x 1 x 1 through ones that
-// take the blocked path, alpha 1 / beta 0 and alpha 0.5 / beta 2, and compares each element with a plain loop: the
-// products are exact, so any difference is a wrong kernel. Returns "" or the first wrong product, named.
+// Multiplies small integer matrices, f32 and f64, all four transpositions, shapes from 1 x 1 x 1 to 72 x 64 x 56,
+// alpha 1 / beta 0 and alpha 0.5 / beta 2, and compares each element with a plain loop: the products are exact, so
+// any difference is a wrong kernel. Returns "" or the first wrong product, named.
 std::string check_gemm_products();
 
 // The two lines every Optimus program prints in its header:
@@ -84,8 +86,9 @@ std::string canonical_name(std::string_view core);
 std::string known_wrong(std::string_view version, std::string_view core);
 
 // The core for the processor's widest vector instructions that `version` is not known to get wrong: Cooperlake with
-// AVX512_BF16, SkylakeX with AVX-512, Haswell (Zen on AMD and Hygon) with AVX2 and FMA, Sandybridge with AVX; "" when
-// none is better than what OpenBLAS chose itself (SSE only, or not x86-64).
+// AVX512_BF16, SkylakeX with AVX-512, Haswell (Zen on AMD and Hygon) with AVX2 and FMA, Sandybridge with AVX — and
+// Haswell where AVX-512 runs on 256-bit units (Zen 4); "" when none is better than what OpenBLAS chose itself (SSE
+// only, or not x86-64).
 std::string core_for(const Processor& processor, std::string_view version);
 
 // What to do with the kernel OpenBLAS `version` loaded: `core` empty keeps it, else the core to use instead; `why`

@@ -16,12 +16,10 @@
 namespace optimus::math {
 
 OPTIMUS_HOST_DEVICE inline double tanh_of(double v) { return tanh(v); }
-OPTIMUS_HOST_DEVICE inline float exp_of(float v) { return expf(v); }
-OPTIMUS_HOST_DEVICE inline double exp_of(double v) { return exp(v); }
 OPTIMUS_HOST_DEVICE inline float sqrt_of(float v) { return sqrtf(v); }
 OPTIMUS_HOST_DEVICE inline double sqrt_of(double v) { return sqrt(v); }
 
-// 2^k as a float for an integer 0 <= k <= 127: the exponent field set, the mantissa zero.
+// 2^k as a float for an integer -126 <= k <= 127: the exponent field set, the mantissa zero; k = -127: 0.
 OPTIMUS_HOST_DEVICE inline float power_of_two(std::int32_t k) {
   const std::int32_t bits = (k + 127) << 23;
 #ifdef __CUDA_ARCH__
@@ -33,18 +31,12 @@ OPTIMUS_HOST_DEVICE inline float power_of_two(std::int32_t k) {
 #endif
 }
 
-// tanh in f32 without a branch or a library call, so that the CPU's loops vectorise (glibc's tanhf, one call per
-// element, was the largest non-GEMM cost of a block step) and the GPU runs the same arithmetic:
-//   tanh |v| = 1 - 2 / (e^y + 1),  y = 2 min(|v|, 10)      (tanh 10 is 1 in f32, as the formula gives there)
-//   e^y = 2^k e^r,  k = round(y / ln 2),  r = y - k ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts, Cody and Waite),
-//   e^r by its Taylor polynomial to r^7 (truncation below 6e-9 relatively),
-// and the sign of v put back. Its absolute error is at most 1.2e-7 (glibc's tanhf: 1.0e-7; measured on a 1e-5 grid of
-// [-12, 12] against tanh in f64); near 0 the relative error grows, which GELU, the only user, does not see (it adds
-// tanh to 1): GELU's and its derivative's errors are those of glibc's tanhf's (1.2e-7 of max(|GELU|, 1), 5.6e-7).
-OPTIMUS_HOST_DEVICE inline float tanh_of(float v) {
-  const float a = fabsf(v);
-  const float y = 2.0f * (a < 10.0f ? a : 10.0f);  // a select once the loop is vectorised (-fno-trapping-math)
-  const std::int32_t k = static_cast<std::int32_t>(y * 1.44269504f + 0.5f);  // y >= 0: truncation rounds
+// e^y in f32 for k, the integer nearest y / ln 2 (the caller rounds: it knows y's sign), with -127 <= k <= 127:
+//   e^y = 2^k e^r,  r = y - k ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts, Cody and Waite),
+//   e^r by its Taylor polynomial to r^7 (truncation below 6e-9 relatively);
+// k = -127 gives 0 (2^k's bits are then zero). No branch and no library call, so that the CPU's loops vectorise and
+// the GPU runs the same arithmetic.
+OPTIMUS_HOST_DEVICE inline float exp_from(float y, std::int32_t k) {
   const float kf = static_cast<float>(k);
   const float r = (y - kf * 0.693145752f) - kf * 1.42860677e-6f;
   float p = 1.0f / 5040.0f;
@@ -55,9 +47,35 @@ OPTIMUS_HOST_DEVICE inline float tanh_of(float v) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const float t = 1.0f - 2.0f / (p * power_of_two(k) + 1.0f);
+  return p * power_of_two(k);
+}
+
+// tanh in f32 (glibc's tanhf, one call per element, was the largest non-GEMM cost of a block step):
+//   tanh |v| = 1 - 2 / (e^y + 1),  y = 2 min(|v|, 10)      (tanh 10 is 1 in f32, as the formula gives there),
+// e^y by exp_from, and the sign of v put back. Its absolute error is at most 1.2e-7 (glibc's tanhf: 1.0e-7; measured on
+// a 1e-5 grid of [-12, 12] against tanh in f64); near 0 the relative error grows, which GELU, the only user, does not
+// see (it adds tanh to 1): GELU's and its derivative's errors are those of glibc's tanhf's (1.2e-7 of max(|GELU|, 1),
+// 5.6e-7).
+OPTIMUS_HOST_DEVICE inline float tanh_of(float v) {
+  const float a = fabsf(v);
+  const float y = 2.0f * (a < 10.0f ? a : 10.0f);  // a select once the loop is vectorised (-fno-trapping-math)
+  const std::int32_t k = static_cast<std::int32_t>(y * 1.44269504f + 0.5f);  // y >= 0: truncation rounds
+  const float t = 1.0f - 2.0f / (exp_from(y, k) + 1.0f);
   return copysignf(t, v);
 }
+
+// e^v for v <= 0 — a softmax's term, its score minus its row's largest — in f32 by exp_from (expf, one library call
+// per element, was a softmax's largest cost on the CPU). Below about -87.3 the result is 0 (expf's is below 2^-126
+// there: nothing beside the row's largest term, which is 1); a NaN stays a NaN. Relative error at most 1.1e-7
+// against exp in f64 (measured on a 1e-5 grid of [-87, 0]; expf's: 6.0e-8). k comes from truncf: converted
+// directly, GCC leaves the loop unvectorised for AVX2. In f64, exp itself.
+OPTIMUS_HOST_DEVICE inline float exp_nonpositive(float v) {
+  const float y = v > -88.0f ? v : -88.0f;  // a NaN becomes -88 here and is put back below
+  const std::int32_t k = static_cast<std::int32_t>(truncf(y * 1.44269504f - 0.5f));  // y <= 0: rounds; >= -127
+  const float e = exp_from(y, k);
+  return v == v ? e : v;
+}
+OPTIMUS_HOST_DEVICE inline double exp_nonpositive(double v) { return exp(v); }
 
 // ---- element-wise -----------------------------------------------------------------------------------------
 // alpha x + beta y, where beta = 0 ignores y (a NaN in y does not propagate: y is being overwritten).
@@ -141,7 +159,7 @@ OPTIMUS_HOST_DEVICE inline T layernorm_dx(T dy, T gamma, T xhat, T rstd, T mean_
 // The unnormalized probability exp(scale s - max), max the row's largest scaled score; then e / sum.
 template <class T>
 OPTIMUS_HOST_DEVICE inline T softmax_exp(T score, T scale, T max) {
-  return exp_of(scale * score - max);
+  return exp_nonpositive(scale * score - max);
 }
 template <class T>
 OPTIMUS_HOST_DEVICE inline T normalized(T e, T sum) {

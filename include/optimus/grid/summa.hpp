@@ -27,7 +27,8 @@
 //
 // summa_abt_async / summa_atb_async run every GEMM but return with the last step's reduction still in flight, so
 // that the caller can compute something else meanwhile (Linear2D's backward computes dW while dX's reduction
-// runs). C is written by PendingProduct::finish(); the results are bitwise those of the blocking forms.
+// runs). C is written by PendingProduct::finish() — at q = 1, where nothing is reduced, by the call itself, which
+// returns the product finished; the results are bitwise those of the blocking forms.
 #pragma once
 
 #include <cstdint>
@@ -65,12 +66,15 @@ template <class T>
 using OperandIn = const std::type_identity_t<SummaOperand<T>>&;
 
 // A reduce-based product (ABT or ATB) whose reductions may still be in flight. finish() waits for them and sets
-// C = alpha * (reduced sum) + beta * C. Until then C is unchanged and the operands and C must stay alive.
+// C = alpha * (reduced sum) + beta * C (and does nothing once finished). Until then C is unchanged and the operands
+// and C must stay alive. At q = 1 the product is finished when it is returned: C holds it.
 // Move-only; destroying an unfinished product finishes it (every rank posted the same reductions, so the wait
 // completes) but swallows errors: call finish().
 template <class T>
 class PendingProduct {
  public:
+  // A product with nothing left to do (q = 1: C written at once).
+  explicit PendingProduct(const Grid& grid);
   // sent: the buffers the reductions send from, kept alive until they complete.
   PendingProduct(const Grid& grid, T alpha, T beta, DistMatrix<T>& c, Tensor<T> sum,
                  std::vector<Tensor<T>> sent, std::vector<Request> reductions);

@@ -1,0 +1,24 @@
+// CPU backend: the lane sum (cpu_kernels.hpp).
+#include "cpu_kernels.hpp"
+#include "vector_clones.hpp"
+
+namespace optimus::cpu {
+
+template <class T>
+OPTIMUS_VECTOR_CLONES T lane_sum(const T* x, std::int64_t n) {
+  T lanes[kSumLanes] = {};
+  std::int64_t e = 0;
+  for (; e + kSumLanes <= n; e += kSumLanes) {
+    for (std::int64_t l = 0; l < kSumLanes; ++l) lanes[l] += x[e + l];
+  }
+  for (std::int64_t l = 0; e + l < n; ++l) lanes[l] += x[e + l];
+  for (std::int64_t half = kSumLanes / 2; half >= 1; half /= 2) {
+    for (std::int64_t l = 0; l < half; ++l) lanes[l] += lanes[l + half];
+  }
+  return lanes[0];
+}
+
+template float lane_sum<float>(const float*, std::int64_t);
+template double lane_sum<double>(const double*, std::int64_t);
+
+}  // namespace optimus::cpu
