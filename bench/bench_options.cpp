@@ -58,7 +58,7 @@ std::vector<cli::Spec> device_bench(bool gpt) {
 
 std::vector<std::string> commands() {
   return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint", "pipeline", "offload",
-          "plan"};
+          "plan", "blas"};
 }
 
 // The command's own options (options_of adds --timeout).
@@ -82,6 +82,14 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                     cli::output_file("trace", "a Chrome trace"), json()}});
   }
   if (command == "calibrate") return {json(), cli::integer("iters", 1, kIters, "repetitions of each measurement")};
+  if (command == "blas") {
+    return {cli::integer("n", 1, 1 << 14, "side of the products (default 1024)"),
+            cli::integers("threads", 1, 1 << 10, "threads multiplying at once, a row each (default 1,2)"),
+            cli::choices("kernels", {"Prescott", "Sandybridge", "Haswell", "Zen", "SkylakeX", "Cooperlake"},
+                         "OpenBLAS kernels, in turn (default: every one this processor runs)"),
+            cli::integer("sweeps", 1, 100, "sweeps over the kernels, each row its best (default 3)"),
+            json()};
+  }
   if (command == "model") {
     return joined({{cli::input_path("calibration", "the JSON optimus-bench calibrate wrote")}, block_shape(true),
                    {cli::integers("ps", 1, 1 << 20, "GPU counts, a row each"),

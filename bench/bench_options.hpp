@@ -9,7 +9,7 @@
 
 namespace optimus::bench {
 
-// summa, scaling, calibrate, model, layer, gpt, activations, checkpoint.
+// summa, scaling, calibrate, model, layer, gpt, activations, checkpoint, pipeline, offload, plan, blas.
 std::vector<std::string> commands();
 // The table of `command` (one of commands(), or optimus::Error).
 std::vector<cli::Spec> options_of(const std::string& command);

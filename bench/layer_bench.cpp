@@ -18,6 +18,7 @@
 #include "block_model.hpp"
 #include "commands.hpp"
 #include "bench_options.hpp"
+#include "cpu_peak.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
@@ -260,41 +261,6 @@ double seconds_per_gemm(RankDevice& rank, GemmPrecision precision, std::int64_t 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
-// A GEMM rate measured now, beside the processor's theoretical rate for the cores the measurement used: cores x the
-// clock each ran at (measured right after its products, under the same load) x f32 FLOPs per cycle (processor.hpp).
-struct Peak {
-  double measured = 0;  // FLOP/s
-  double hardware = 0;  // FLOP/s; 0 where not known (a GPU, not x86-64)
-};
-
-// The CPU GEMM backend's f32 rate with `ranks` in-process threads each multiplying its own n^3 product at once:
-// ranks products over the slowest thread's time, the best of five rounds after one product each to warm up.
-Peak concurrent_cpu_peak(int ranks, std::int64_t size) {
-  constexpr int kRounds = 5;
-  double best = 0, clocks = 0;  // seconds of the fastest round (its slowest thread); the threads' clocks, summed
-  run_in_process(ranks, [&](Communicator& w) {
-    Tensor<float> a(Shape{size, size}), b(Shape{size, size}), c(Shape{size, size});
-    auto once = [&] { cpu::gemm<float>(Trans::no, Trans::no, 1.0f, a.view(), b.view(), 0.0f, c.view()); };
-    once();
-    double fastest = 0;
-    for (int round = 0; round < kRounds; ++round) {
-      w.barrier();
-      const auto t0 = std::chrono::steady_clock::now();
-      once();
-      const double slowest =
-          w.all_reduce(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ReduceOp::max);
-      fastest = round == 0 ? slowest : std::min(fastest, slowest);
-    }
-    const double clock = w.all_reduce(cpu::measure_clock_hz(), ReduceOp::sum);
-    if (w.rank() == 0) {
-      best = fastest;
-      clocks = clock;
-    }
-  });
-  return {.measured = static_cast<double>(ranks) * 2.0 * static_cast<double>(size * size * size) / best,
-          .hardware = clocks * cpu::vector_units(cpu::this_processor()).f32_flops_per_cycle()};
-}
-
 // The GEMM peak of this machine as this run measures it, and what it is: bf16 n^3 through the GEMM engine on a GPU,
 // f32 n^3 through it on the simulated device (the CPU GEMM behind it, on this thread's core), the CPU GEMM backend's
 // f32 n^3 on the CPU.
@@ -310,7 +276,7 @@ std::pair<Peak, std::string> gemm_peak(DeviceRuntime* device, std::int64_t size)
     return {{.measured = flops / seconds, .hardware = hardware},
             format("%s %s %lld^3", device->name().c_str(), bf16 ? "bf16" : "f32", (long long)size)};
   }
-  return {concurrent_cpu_peak(1, size), format("%s f32 %lld^3", cpu::gemm_backend().c_str(), (long long)size)};
+  return {concurrent_cpu_peak<float>(1, size), format("%s f32 %lld^3", cpu::gemm_backend().c_str(), (long long)size)};
 }
 
 // Seconds per step of the step's GEMMs at q = 1, each timed alone on the bench's device (step_gemms.hpp).
@@ -405,7 +371,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       const bool shared_cores = s.device == Device::cpu && q > 1;
       const auto cores_peak = [&] {
-        return concurrent_cpu_peak(std::min(static_cast<int>(q * q), cores), o.integer("peak-n", 1024));
+        return concurrent_cpu_peak<float>(std::min(static_cast<int>(q * q), cores), o.integer("peak-n", 1024));
       };
       Peak row_peak = shared_cores ? cores_peak() : peak;
       std::vector<RankResult> results(static_cast<std::size_t>(q * q));
