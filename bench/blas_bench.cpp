@@ -87,9 +87,7 @@ int run_blas_bench(Communicator& world, int argc, char** argv) {
   }
   report.footer(ok ? "every kernel computed the check products right; the loaded kernel is in use again"
                    : "FAILED: a kernel computed a check product wrong");
-  report.print_header(stdout);
-  for (std::size_t r = 0; r < report.rows(); ++r) report.print_row(stdout, r);
-  report.print_footer(stdout);
+  report.print(stdout);
   if (o.has("json")) report.write_json(o.text("json", ""), "blas");
   return ok ? 0 : 1;
 }

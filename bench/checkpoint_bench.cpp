@@ -100,9 +100,7 @@ int run_checkpoint_bench(Communicator& world, int argc, char** argv) {
   add("write", written, median(save_s), median(dd_write_s));
   add("read", read, median(load_s), median(dd_read_s));
   if (world.rank() == 0) {
-    report.print_header(stdout);
-    for (std::size_t r = 0; r < report.rows(); ++r) report.print_row(stdout, r);
-    report.print_footer(stdout);
+    report.print(stdout);
     if (o.has("json")) report.write_json(o.text("json", ""), "checkpoint");
   }
   return 0;

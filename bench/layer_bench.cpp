@@ -423,9 +423,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                                   : "rows NOT checked against the reference (--check off, or auto at this size); "
                                     "allocation-free where required";
   report.footer(verdict);
-  report.print_header(stdout);
-  for (std::size_t r = 0; r < report.rows(); ++r) report.print_row(stdout, r);
-  report.print_footer(stdout);
+  report.print(stdout);
   if (o.has("json")) report.write_json(o.text("json", ""), command);
   return ok ? 0 : 1;
 }

@@ -133,8 +133,7 @@ int run_model(Communicator& world, int argc, char** argv) {
                 format("%.2f", one.total / two.total)});
   }
   if (world.rank() == 0) {
-    report.print_header(stdout);
-    for (std::size_t r = 0; r < report.rows(); ++r) report.print_row(stdout, r);
+    report.print(stdout);
     if (o.has("json")) report.write_json(o.text("json", ""), "model");
   }
   return 0;

@@ -305,9 +305,7 @@ int run_offload_bench(Communicator& world, int argc, char** argv) {
   }
   report.footer(ok ? "every row's device bytes and copies equal the formulas"
                    : "FAILED: a row differs from its formula (MISMATCH)");
-  report.print_header(stdout);
-  for (std::size_t r = 0; r < report.rows(); ++r) report.print_row(stdout, r);
-  report.print_footer(stdout);
+  report.print(stdout);
   if (o.has("json")) report.write_json(o.text("json", ""), "offload");
   return ok ? 0 : 1;
 }

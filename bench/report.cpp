@@ -22,6 +22,12 @@ std::string format(const char* fmt, ...) {
   return buffer;
 }
 
+void Report::print(std::FILE* out) const {
+  print_header(out);
+  for (std::size_t r = 0; r < rows_.size(); ++r) print_row(out, r);
+  print_footer(out);
+}
+
 void Report::print_header(std::FILE* out) const {
   for (const std::string& h : headers_) std::fprintf(out, "# %s\n", h.c_str());
   std::fprintf(out, "#");

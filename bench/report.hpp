@@ -25,6 +25,8 @@ class Report {
   // Values in column order, already formatted; numbers are written to JSON unquoted when they parse.
   void row(std::vector<std::string> values) { rows_.push_back(std::move(values)); }
 
+  // The header, every row and the footer.
+  void print(std::FILE* out) const;
   void print_header(std::FILE* out) const;
   void print_row(std::FILE* out, std::size_t r) const;
   void print_footer(std::FILE* out) const;

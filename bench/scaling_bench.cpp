@@ -198,9 +198,7 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
                        m.bytes == predicted ? "yes" : "NO", m.activations == predicted_act ? "yes" : "NO",
                        budget / (1u << 30)));
   if (world.rank() == 0) {
-    report.print_header(stdout);
-    report.print_row(stdout, 0);
-    report.print_footer(stdout);
+    report.print(stdout);
     if (o.has("json")) report.write_json(o.text("json", ""), "scaling");
   }
   return ok ? 0 : 1;
