@@ -192,8 +192,7 @@ std::string core_for(const Processor& processor, std::string_view version) {
   return "";
 }
 
-Decision decide(std::string_view loaded, bool user_set, const Processor& processor, std::string_view version) {
-  if (user_set) return {.core = "", .why = "OPENBLAS_CORETYPE is set: the user's choice stands"};
+Decision decide(std::string_view loaded, const Processor& processor, std::string_view version) {
   const std::string wrong = known_wrong(version, loaded);
   const SimdLevel simd = simd_of(loaded);
   const bool older = fit_of(simd, processor) == KernelFit::older;

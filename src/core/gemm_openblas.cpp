@@ -54,7 +54,7 @@ namespace {
 // OpenBLAS 0.3's BUFFER_SIZE on x86-64 (32 << 22 bytes) plus its alignment page, with room to spare.
 constexpr std::size_t kBufferBytes = (std::size_t{32} << 22) + (std::size_t{1} << 20);
 
-// Whether malloc can give OpenBLAS the working buffer it takes at its first blocked GEMM (where it would retry forever).
+// Whether malloc can give OpenBLAS the working buffer it takes at its first blocked GEMM (it would retry forever).
 bool buffer_available() {
   void* probe = std::malloc(kBufferBytes);
   std::free(probe);
@@ -119,7 +119,7 @@ BlasKernel choose_at_load() {
     }
     return k;
   }
-  const openblas::Decision decision = openblas::decide(loaded, false, processor, version);
+  const openblas::Decision decision = openblas::decide(loaded, processor, version);
   k.chosen_by = decision.why;
   if (decision.core.empty()) return k;
   if (!arch.available()) {
@@ -134,8 +134,9 @@ BlasKernel choose_at_load() {
   const std::string wrong = check_gemm_products();
   if (now != decision.core || !wrong.empty()) {
     load_core(arch, loaded);
-    k.chosen_by += "; kept: " + (now != decision.core ? "OpenBLAS has no " + decision.core + " kernel (it chose " + now + ")"
-                                                      : decision.core + " computed a wrong product here: " + wrong);
+    k.chosen_by += "; kept: " + (now != decision.core
+                                     ? "OpenBLAS has no " + decision.core + " kernel (it chose " + now + ")"
+                                     : decision.core + " computed a wrong product here: " + wrong);
     return k;
   }
   k.kernel = now;

@@ -181,7 +181,7 @@ VectorUnits vector_units(const Processor& p) {
             .basis = "Intel Xeon with AVX-512: 2 x 512-bit FMA per core (assumed: some Bronze and Silver have 1)"};
   }
   if (f.avx2 && f.fma) {
-    if (is_amd(p) && p.family == 0x17 && p.model < 0x30) {
+    if (is_amd(p) && ((p.family == 0x17 && p.model < 0x30) || p.family == 0x18)) {  // 0x18: Hygon's Zen
       return {.fma_units = 2, .datapath_bits = 128, .fma = true, .full_rate = SimdLevel::avx2,
               .basis = "Zen, Zen+: 2 x 128-bit FMA per core, AVX instructions in two halves"};
     }

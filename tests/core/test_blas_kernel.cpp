@@ -169,7 +169,7 @@ TEST_CASE("a kernel is older than the processor when its instructions cannot rea
 
 TEST_CASE("a generic kernel on an AVX2 machine is reported and replaced") {
   const Processor haswell = intel(0x3c, kAvx2);
-  const openblas::Decision d = openblas::decide("Prescott", false, haswell, "0.3.21");
+  const openblas::Decision d = openblas::decide("Prescott", haswell, "0.3.21");
   CHECK(d.core == "Haswell");
   CHECK(d.why == "chosen by Optimus: OpenBLAS chose Prescott (SSE), older than this processor");
   const BlasKernel loaded{.library = "OpenBLAS 0.3.21", .kernel = "Prescott", .simd = SimdLevel::sse,
@@ -179,38 +179,36 @@ TEST_CASE("a generic kernel on an AVX2 machine is reported and replaced") {
                 "(AVX2 or wider runs its FMA units at full rate: AVX2 with FMA: 2 x 256-bit FMA per core (Haswell and "
                 "later, Zen 2, Zen 3)): the GEMMs leave part of its arithmetic idle");
   // The same on AMD's AVX2 processors takes OpenBLAS's Zen kernel.
-  CHECK(openblas::decide("Prescott", false, amd(0x17, 0x31, kAvx2), "0.3.21").core == "Zen");
+  CHECK(openblas::decide("Prescott", amd(0x17, 0x31, kAvx2), "0.3.21").core == "Zen");
 }
 
 TEST_CASE("the kernel chosen follows the processor's widest instructions") {
-  CHECK(openblas::decide("Prescott", false, intel(0xcf, kAmx), "0.3.21").core == "Cooperlake");  // Emerald Rapids
-  CHECK(openblas::decide("Prescott", false, intel(0x55, kAvx512), "0.3.21").core == "SkylakeX");
-  CHECK(openblas::decide("Nehalem", false, intel(0x2a, kAvx), "0.3.21").core == "Sandybridge");
-  CHECK(openblas::decide("Sandybridge", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core == "Haswell");
-  CHECK(openblas::decide("Prescott", false, amd(0x1a, 0x02, kAvx512Bf16), "0.3.21").core == "Cooperlake");  // Zen 5
+  CHECK(openblas::decide("Prescott", intel(0xcf, kAmx), "0.3.21").core == "Cooperlake");  // Emerald Rapids
+  CHECK(openblas::decide("Prescott", intel(0x55, kAvx512), "0.3.21").core == "SkylakeX");
+  CHECK(openblas::decide("Nehalem", intel(0x2a, kAvx), "0.3.21").core == "Sandybridge");
+  CHECK(openblas::decide("Sandybridge", amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core == "Haswell");
+  CHECK(openblas::decide("Prescott", amd(0x1a, 0x02, kAvx512Bf16), "0.3.21").core == "Cooperlake");  // Zen 5
 }
 
 TEST_CASE("an AVX-512 kernel on 256-bit FMA units (Zen 4) gives way to the AVX2 kernel, which multiplies f32 faster") {
-  const openblas::Decision d = openblas::decide("Cooperlake", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21");
+  const openblas::Decision d = openblas::decide("Cooperlake", amd(0x19, 0x11, kAvx512Bf16), "0.3.21");
   CHECK(d.core == "Haswell");
   CHECK(contains(d.why, "splits into 256-bit halves"));
-  CHECK(openblas::decide("SkylakeX", false, amd(0x19, 0x11, kAvx512), "0.3.21").core == "Haswell");
-  CHECK(openblas::decide("Cooperlake", false, intel(0xcf, kAmx), "0.3.21").core.empty());  // 512-bit units: kept
-  CHECK(openblas::decide("Cooperlake", false, amd(0x1a, 0x02, kAvx512Bf16), "0.3.21").core.empty());  // Zen 5
+  CHECK(openblas::decide("SkylakeX", amd(0x19, 0x11, kAvx512), "0.3.21").core == "Haswell");
+  CHECK(openblas::decide("Cooperlake", intel(0xcf, kAmx), "0.3.21").core.empty());  // 512-bit units: kept
+  CHECK(openblas::decide("Cooperlake", amd(0x1a, 0x02, kAvx512Bf16), "0.3.21").core.empty());  // Zen 5
 }
 
-TEST_CASE("a fitting kernel, the user's choice and a processor with nothing better are kept") {
-  const openblas::Decision own = openblas::decide("Haswell", false, intel(0x3c, kAvx2), "0.3.21");
+// (The user's OPENBLAS_CORETYPE stands: example_train_gpt_user_kernel.)
+TEST_CASE("a fitting kernel, and a processor with nothing better, are kept") {
+  const openblas::Decision own = openblas::decide("Haswell", intel(0x3c, kAvx2), "0.3.21");
   CHECK(own.core.empty());
   CHECK(own.why == "OpenBLAS's own choice");
-  CHECK(openblas::decide("Zen", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core.empty());  // fits Zen 4's units
-  CHECK(openblas::decide("Haswell", false, amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core.empty());
-  const openblas::Decision user = openblas::decide("Prescott", true, intel(0xcf, kAmx), "0.3.21");
-  CHECK(user.core.empty());
-  CHECK(contains(user.why, "OPENBLAS_CORETYPE is set"));
-  CHECK(openblas::decide("Prescott", false, intel(0x1a, kSse), "0.3.21").core.empty());
-  CHECK(openblas::decide("Prescott", false, Processor{}, "0.3.21").core.empty());
-  const openblas::Decision unknown = openblas::decide("Prescott", false, Processor{}, "0.3.21");
+  CHECK(openblas::decide("Zen", amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core.empty());  // fits Zen 4's units
+  CHECK(openblas::decide("Haswell", amd(0x19, 0x11, kAvx512Bf16), "0.3.21").core.empty());
+  CHECK(openblas::decide("Prescott", intel(0x1a, kSse), "0.3.21").core.empty());
+  CHECK(openblas::decide("Prescott", Processor{}, "0.3.21").core.empty());
+  const openblas::Decision unknown = openblas::decide("Prescott", Processor{}, "0.3.21");
   CHECK(unknown.why == "OpenBLAS's own choice");  // not x86-64: nothing to judge against
 }
 
@@ -221,10 +219,10 @@ TEST_CASE("a kernel known to compute wrong products is never chosen, and replace
   CHECK(openblas::known_wrong("0.3.21", "SkylakeX").empty());
   CHECK(openblas::known_wrong("0.3.14", "Haswell").empty());
   CHECK(openblas::core_for(intel(0xcf, kAmx), "0.3.14") == "Haswell");
-  const openblas::Decision d = openblas::decide("SkylakeX", false, intel(0x55, kAvx512), "0.3.14");
+  const openblas::Decision d = openblas::decide("SkylakeX", intel(0x55, kAvx512), "0.3.14");
   CHECK(d.core == "Haswell");
   CHECK(contains(d.why, "known wrong"));
-  CHECK(openblas::decide("SkylakeX", false, intel(0x55, kAvx512), "0.3.21").core.empty());
+  CHECK(openblas::decide("SkylakeX", intel(0x55, kAvx512), "0.3.21").core.empty());
 }
 
 TEST_CASE("the kernel in use is recorded, and fits this processor unless the user chose it") {

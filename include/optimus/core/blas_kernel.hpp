@@ -91,13 +91,14 @@ std::string known_wrong(std::string_view version, std::string_view core);
 // only, or not x86-64).
 std::string core_for(const Processor& processor, std::string_view version);
 
-// What to do with the kernel OpenBLAS `version` loaded: `core` empty keeps it, else the core to use instead; `why`
-// says which and why in a phrase the header prints.
+// What to do with the kernel OpenBLAS `version` loaded by itself (OPENBLAS_CORETYPE unset: with it set, the user's
+// kernel stands): `core` empty keeps it, else the core to use instead; `why` says which and why in a phrase the header
+// prints.
 struct Decision {
   std::string core;
   std::string why;
 };
-Decision decide(std::string_view loaded, bool user_set, const Processor& processor, std::string_view version);
+Decision decide(std::string_view loaded, const Processor& processor, std::string_view version);
 
 }  // namespace openblas
 }  // namespace optimus::cpu
