@@ -129,7 +129,6 @@ def plot(out, rows):
             for r in model["rows"]:
                 f.write(f"{r['p']} {r['1D_step_ms']} {r['2D_step_ms']}\n")
         png = os.path.join(out, name + ".png")
-        title = model["header"][1].replace("'", "") if len(model["header"]) > 1 else name
         script = (f"set terminal png size 900,480; set output '{png}'; set logscale x 2; set xlabel 'ranks p'; "
                   f"set ylabel 'modelled step time (ms)'; set title '{name}: 1D vs 2D' noenhanced; set key left top; "
                   f"plot '{dat}' using 1:2 with linespoints title '1D', '{dat}' using 1:3 with linespoints title '2D'")

@@ -58,7 +58,7 @@ struct VectorUnits {
   int datapath_bits = 0;   // width of each: a 512-bit instruction on 256-bit units takes two of them
   bool fma = false;        // fused: a unit does a multiply and an add per lane per cycle either way
   SimdLevel full_rate = SimdLevel::unknown;  // the narrowest instructions that reach that rate
-  std::string basis;       // which row of the table, e.g. "Zen 4: 2 x 256-bit FMA (AVX-512 in two halves)"
+  std::string basis;       // which row of the table, e.g. "Zen 4: 2 x 256-bit FMA per core, AVX-512 instructions in ..."
 
   // f32 FLOPs per cycle per core (f64: half): units x lanes x 2.
   double f32_flops_per_cycle() const { return static_cast<double>(fma_units) * datapath_bits / 32.0 * 2.0; }
@@ -66,7 +66,7 @@ struct VectorUnits {
 VectorUnits vector_units(const Processor& processor);
 
 // The clock of the calling thread's core, in Hz, measured now: a chain of dependent integer additions retires one per
-// cycle on every x86-64 core, so additions per second is cycles per second (the best of three runs of ~20 ms). Turbo
+// cycle on every x86-64 core, so additions per second is cycles per second (the best of three runs of ~5 ms). Turbo
 // and a busy machine show in it, as they do in a GEMM measured at the same time. 0 off x86-64.
 double measure_clock_hz();
 
