@@ -2,7 +2,8 @@
 // (or those --kernels names), switched to in this process (optimus/core/blas_kernel.hpp's use_blas_kernel, which
 // checks its products first), f32 and f64 n^3 products on 1, 2, ... threads at once (--threads), beside the
 // processor's theoretical rate for those cores (cpu_peak.hpp), each row the best of --sweeps sweeps over the kernels.
-// The kernel the program chose when it loaded is marked, and is the one in use again at the end. The Eigen backend has one kernel: one row per thread count.
+// The kernel the program chose when it loaded is marked, and is the one in use again at the end. The Eigen backend
+// has one kernel: one row per thread count.
 #include <string>
 #include <vector>
 
@@ -21,9 +22,7 @@ namespace {
 std::vector<std::string> runnable_kernels(const cpu::Processor& p) {
   std::vector<std::string> kernels;
   for (const char* k : {"Prescott", "Sandybridge", "Haswell", "Zen", "SkylakeX", "Cooperlake"}) {
-    if (cpu::openblas::simd_of(k) > p.simd()) continue;
-    if (std::string(k) == "Cooperlake" && !p.features.avx512_bf16) continue;
-    kernels.emplace_back(k);
+    if (cpu::openblas::runs_on(k, p)) kernels.emplace_back(k);
   }
   return kernels;
 }
@@ -47,8 +46,9 @@ int run_blas_bench(Communicator& world, int argc, char** argv) {
   report.header(format("optimus-bench blas: f32 and f64 %lld^3 products through the CPU GEMM on T threads at once, "
                        "each kernel of %s in turn",
                        static_cast<long long>(n), chosen.library.c_str()));
-  report.header("GF/s: T products over the slowest thread's time, the best of five rounds and of the sweeps; hw: T cores x the clock "
-                "each ran at (measured right after) x f32 FLOPs per cycle (f64: half); loaded: * the kernel chosen "
+  report.header("GF/s: T products over the slowest thread's time, the best of five rounds and of the sweeps; hw: T "
+                "cores x the clock each ran at (measured right after) x f32 FLOPs per cycle (f64: half); loaded: * "
+                "the kernel chosen "
                 "when the program loaded; #wrong: 1 if the kernel's check products (exact small integers) differ");
   // Each sweep measures every kernel in turn; a row keeps its best sweep (a virtual machine's cores are now and then
   // taken away for a while: sweeps apart in time do not all meet it).

@@ -12,6 +12,11 @@
 namespace optimus::bench {
 
 template <class T>
+double theoretical_flops(double clock_hz) {
+  return clock_hz * cpu::vector_units(cpu::this_processor()).f32_flops_per_cycle() * (sizeof(T) == 4 ? 1.0 : 0.5);
+}
+
+template <class T>
 Peak concurrent_cpu_peak(int threads, std::int64_t n) {
   constexpr int kRounds = 5;
   double best = 0, clocks = 0;  // seconds of the fastest round (its slowest thread); the threads' clocks, summed
@@ -34,11 +39,12 @@ Peak concurrent_cpu_peak(int threads, std::int64_t n) {
       clocks = clock;
     }
   });
-  const double per_cycle = cpu::vector_units(cpu::this_processor()).f32_flops_per_cycle() * (sizeof(T) == 4 ? 1 : 0.5);
   return {.measured = static_cast<double>(threads) * 2.0 * static_cast<double>(n * n * n) / best,
-          .hardware = clocks * per_cycle};
+          .hardware = theoretical_flops<T>(clocks)};
 }
 
+template double theoretical_flops<float>(double);
+template double theoretical_flops<double>(double);
 template Peak concurrent_cpu_peak<float>(int, std::int64_t);
 template Peak concurrent_cpu_peak<double>(int, std::int64_t);
 

@@ -12,6 +12,11 @@ struct Peak {
   double hardware = 0;  // FLOP/s; 0 where not known (a GPU, not x86-64)
 };
 
+// The processor's theoretical rate in T (float or double) at `clock_hz` cycles per second (summed over the cores):
+// the clock x f32 FLOPs per cycle of its vector units (f64: half); 0 where they are not known.
+template <class T>
+double theoretical_flops(double clock_hz);
+
 // `threads` in-process threads each multiplying its own n^3 product of T (float or double) through the CPU GEMM
 // backend at once: threads products over the slowest thread's time, the best of five rounds after one product each
 // to warm up.

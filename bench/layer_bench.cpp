@@ -271,8 +271,7 @@ std::pair<Peak, std::string> gemm_peak(DeviceRuntime* device, std::int64_t size)
     const bool bf16 = device->device() == Device::cuda;
     const double seconds = bf16 ? seconds_per_gemm<optimus::bf16>(rank, GemmPrecision::bf16, size)
                                 : seconds_per_gemm<float>(rank, GemmPrecision::f32, size);
-    const double hardware =
-        bf16 ? 0 : cpu::measure_clock_hz() * cpu::vector_units(cpu::this_processor()).f32_flops_per_cycle();
+    const double hardware = bf16 ? 0 : theoretical_flops<float>(cpu::measure_clock_hz());
     return {{.measured = flops / seconds, .hardware = hardware},
             format("%s %s %lld^3", device->name().c_str(), bf16 ? "bf16" : "f32", (long long)size)};
   }
@@ -327,6 +326,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   const auto [peak, peak_what] =
       gemm_peak(accelerator.get(), o.integer("peak-n", s.device == Device::cuda ? 8192 : 1024));
   const double flops = step_flops(s);
+  const cpu::VectorUnits units = cpu::vector_units(cpu::this_processor());
 
   Report report({{"device", 6}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 6}, {"layers", 6},
                  {"gemm", 5}, {"step_ms", 10}, {"gemm_ms", 9}, {"%gemm", 6}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12},
@@ -345,10 +345,9 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                 peak_what + ", measured now (CPU rows with q > 1: a thread per core multiplying at once, "
                 "min(q^2, cores) threads); hw: the processor's theoretical f32 peak for the cores that peak used "
                 "(cores x the clock each ran at, measured right after its products, x " +
-                format("%.0f", cpu::vector_units(cpu::this_processor()).f32_flops_per_cycle()) +
-                " FLOPs per cycle: " + cpu::vector_units(cpu::this_processor()).basis +
-                "), peak%hw the GEMM kernel's share of it (n/a on a GPU); peak_MiB: device memory in use (accelerator) or tensor bytes (CPU) per "
-                "rank; allocs/step: raw allocations of a rank's memory pool and page-locked buffers during the timed "
+                format("%.0f", units.f32_flops_per_cycle()) + " FLOPs per cycle: " + units.basis +
+                "), peak%hw the GEMM kernel's share of it (n/a on a GPU); peak_MiB: device memory in use (accelerator) "
+                "or tensor bytes (CPU) per rank; allocs/step: raw allocations of a rank's memory pool and page-locked buffers during the timed "
                 "steps (must be 0 on an accelerator); staging_allocs: raw allocations of the in-process staging area, "
                 "which the ranks sharing one device exchange through, in all the timed steps (it grows, doubling, "
                 "until it holds the most contributions alive at once, which depends on how far ranks run ahead; "

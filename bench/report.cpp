@@ -68,13 +68,8 @@ nlohmann::ordered_json value_of(const std::string& s) {
 nlohmann::ordered_json machine() {
   const cpu::Processor p = cpu::this_processor();
   const cpu::BlasKernel k = cpu::blas_kernel();
-  const cpu::CpuFeatures& f = p.features;
   nlohmann::ordered_json features = nlohmann::ordered_json::array();
-  for (const auto& [has, name] : {std::pair{f.sse3, "SSE3"}, std::pair{f.avx, "AVX"}, std::pair{f.fma, "FMA"},
-                                  std::pair{f.avx2, "AVX2"}, std::pair{f.avx512, "AVX-512"},
-                                  std::pair{f.avx512_bf16, "AVX512_BF16"}, std::pair{f.amx, "AMX"}}) {
-    if (has) features.push_back(name);
-  }
+  for (std::string_view name : p.feature_names()) features.push_back(name);
   const cpu::VectorUnits units = cpu::vector_units(p);
   return {{"processor", p.brand},
           {"vendor", p.vendor},

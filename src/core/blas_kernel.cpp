@@ -161,6 +161,15 @@ SimdLevel simd_of(std::string_view core) {
   return c ? c->simd : SimdLevel::unknown;
 }
 
+bool runs_on(std::string_view core, const Processor& processor) {
+  const Core* c = find(core);
+  if (c == nullptr || c->simd > processor.simd()) return false;
+  const CpuFeatures& f = processor.features;
+  if (c->name == "SapphireRapids") return f.avx512_bf16 && f.amx;
+  if (c->name == "Cooperlake") return f.avx512_bf16;
+  return true;
+}
+
 std::string canonical_name(std::string_view core) {
   const Core* c = find(core);
   return c ? std::string(c->name) : std::string();
@@ -179,12 +188,11 @@ std::string known_wrong(std::string_view version, std::string_view core) {
 
 std::string core_for(const Processor& processor, std::string_view version) {
   const CpuFeatures& f = processor.features;
-  const bool amd = processor.vendor == "AuthenticAMD" || processor.vendor == "HygonGenuine";
   std::vector<std::string> candidates;  // widest first
   if (half_width_units(processor)) candidates.emplace_back("Haswell");
   if (f.avx512 && f.avx512_bf16) candidates.emplace_back("Cooperlake");
   if (f.avx512) candidates.emplace_back("SkylakeX");
-  if (f.avx2 && f.fma) candidates.emplace_back(amd ? "Zen" : "Haswell");
+  if (f.avx2 && f.fma) candidates.emplace_back(processor.amd() ? "Zen" : "Haswell");
   if (f.avx) candidates.emplace_back("Sandybridge");
   for (const std::string& core : candidates) {
     if (known_wrong(version, core).empty()) return core;

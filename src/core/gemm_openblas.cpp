@@ -187,7 +187,7 @@ BlasKernel use_blas_kernel(const std::string& kernel) {
   const Processor processor = this_processor();
   const SimdLevel simd = openblas::simd_of(kernel);
   OPTIMUS_CHECK(simd != SimdLevel::unknown, "use_blas_kernel: '", kernel, "' is not one of OpenBLAS's x86-64 kernels");
-  OPTIMUS_CHECK(simd <= processor.simd(), "use_blas_kernel(", kernel, "): its ", name_of(simd),
+  OPTIMUS_CHECK(openblas::runs_on(kernel, processor), "use_blas_kernel(", kernel, "): its ", name_of(simd),
                 " instructions do not run on this processor (", processor.describe(), ")");
   OPTIMUS_CHECK(buffer_available(), "use_blas_kernel(", kernel, "): out of memory for OpenBLAS's working buffer (",
                 kBufferBytes, " bytes)");

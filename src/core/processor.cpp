@@ -111,8 +111,6 @@ int physical_cores() {
   return std::max(1, static_cast<int>(cores.size()));
 }
 
-bool is_amd(const Processor& p) { return p.vendor == "AuthenticAMD" || p.vendor == "HygonGenuine"; }
-
 }  // namespace
 
 std::string_view name_of(SimdLevel level) {
@@ -143,14 +141,20 @@ std::string Processor::describe() const {
                 static_cast<unsigned>(model));
   std::string line = (brand.empty() ? std::string("x86-64") : brand) + " (" + id + "), " + std::to_string(cores) +
                      (cores == 1 ? " core" : " cores") + " for this process,";
-  const std::pair<bool, const char*> named[] = {{features.sse3, "SSE3"},     {features.avx, "AVX"},
-                                                {features.fma, "FMA"},       {features.avx2, "AVX2"},
-                                                {features.avx512, "AVX-512"}, {features.avx512_bf16, "AVX512_BF16"},
-                                                {features.amx, "AMX"}};
-  for (const auto& [has, name] : named) {
-    if (has) line += std::string(" ") + name;
-  }
+  for (std::string_view name : feature_names()) line.append(" ").append(name);
   return line;
+}
+
+std::vector<std::string_view> Processor::feature_names() const {
+  const std::pair<bool, std::string_view> named[] = {{features.sse3, "SSE3"},     {features.avx, "AVX"},
+                                                     {features.fma, "FMA"},       {features.avx2, "AVX2"},
+                                                     {features.avx512, "AVX-512"},
+                                                     {features.avx512_bf16, "AVX512_BF16"}, {features.amx, "AMX"}};
+  std::vector<std::string_view> names;
+  for (const auto& [has, name] : named) {
+    if (has) names.push_back(name);
+  }
+  return names;
 }
 
 Processor this_processor() {
@@ -163,11 +167,11 @@ Processor this_processor() {
 VectorUnits vector_units(const Processor& p) {
   const CpuFeatures& f = p.features;
   if (f.avx512) {
-    if (is_amd(p) && p.family == 0x19) {
+    if (p.amd() && p.family == 0x19) {
       return {.fma_units = 2, .datapath_bits = 256, .fma = true, .full_rate = SimdLevel::avx2,
               .basis = "Zen 4: 2 x 256-bit FMA per core, AVX-512 instructions in two halves"};
     }
-    if (is_amd(p)) {
+    if (p.amd()) {
       return {.fma_units = 2, .datapath_bits = 512, .fma = true, .full_rate = SimdLevel::avx512,
               .basis = "Zen 5: 2 x 512-bit FMA per core"};
     }
@@ -181,7 +185,7 @@ VectorUnits vector_units(const Processor& p) {
             .basis = "Intel Xeon with AVX-512: 2 x 512-bit FMA per core (assumed: some Bronze and Silver have 1)"};
   }
   if (f.avx2 && f.fma) {
-    if (is_amd(p) && ((p.family == 0x17 && p.model < 0x30) || p.family == 0x18)) {  // 0x18: Hygon's Zen
+    if (p.amd() && ((p.family == 0x17 && p.model < 0x30) || p.family == 0x18)) {  // 0x18: Hygon's Zen
       return {.fma_units = 2, .datapath_bits = 128, .fma = true, .full_rate = SimdLevel::avx2,
               .basis = "Zen, Zen+: 2 x 128-bit FMA per core, AVX instructions in two halves"};
     }

@@ -151,6 +151,14 @@ TEST_CASE("OpenBLAS's core names and their vector instructions") {
   CHECK(openblas::simd_of("NeoverseN1") == SimdLevel::unknown);
   CHECK(openblas::canonical_name("skylakex") == "SkylakeX");
   CHECK(openblas::canonical_name("Power10").empty());
+  CHECK(openblas::runs_on("SkylakeX", intel(0x55, kAvx512)));
+  CHECK_FALSE(openblas::runs_on("Cooperlake", intel(0x55, kAvx512)));  // needs AVX512_BF16
+  CHECK(openblas::runs_on("Cooperlake", amd(0x19, 0x11, kAvx512Bf16)));
+  CHECK_FALSE(openblas::runs_on("SapphireRapids", amd(0x19, 0x11, kAvx512Bf16)));  // needs AMX
+  CHECK(openblas::runs_on("SapphireRapids", intel(0xcf, kAmx)));
+  CHECK_FALSE(openblas::runs_on("SkylakeX", intel(0x3c, kAvx2)));
+  CHECK(openblas::runs_on("Prescott", intel(0x3c, kAvx2)));
+  CHECK_FALSE(openblas::runs_on("Power10", intel(0xcf, kAmx)));
 }
 
 TEST_CASE("a kernel is older than the processor when its instructions cannot reach the FMA units' full rate") {
@@ -248,8 +256,7 @@ TEST_CASE("every OpenBLAS kernel this processor runs computes the products right
   const Processor p = optimus::cpu::this_processor();
   int tried = 0;
   for (const char* core : {"Prescott", "Nehalem", "Sandybridge", "Haswell", "Zen", "SkylakeX", "Cooperlake"}) {
-    if (openblas::simd_of(core) > p.simd()) continue;
-    if (std::string(core) == "Cooperlake" && !p.features.avx512_bf16) continue;
+    if (!openblas::runs_on(core, p)) continue;
     CAPTURE(core);
     const BlasKernel now = optimus::cpu::use_blas_kernel(core);
     CHECK(now.kernel == core);

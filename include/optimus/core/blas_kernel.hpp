@@ -79,6 +79,9 @@ namespace openblas {
 // The vector instructions of an OpenBLAS core (Prescott: SSE, Sandybridge: AVX, Haswell and Zen: AVX2, SkylakeX and
 // Cooperlake: AVX-512, ...; case-insensitive); unknown for names not in the table.
 SimdLevel simd_of(std::string_view core);
+// Whether this processor runs `core`'s instructions: its vector instructions, and AVX512_BF16 for Cooperlake and
+// SapphireRapids (AMX too for SapphireRapids); false for names not in the table.
+bool runs_on(std::string_view core, const Processor& processor);
 // The table's spelling of a core name given in any case ("haswell": "Haswell"); "" for names not in the table.
 std::string canonical_name(std::string_view core);
 

@@ -15,6 +15,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace optimus::cpu {
 
@@ -45,6 +46,10 @@ struct Processor {
 
   // The widest vector instructions it runs.
   SimdLevel simd() const;
+  // AMD's, or Hygon's (AMD's Zen under licence).
+  bool amd() const { return vendor == "AuthenticAMD" || vendor == "HygonGenuine"; }
+  // The features it has, by name: "SSE3", "AVX", "FMA", "AVX2", "AVX-512", "AVX512_BF16", "AMX".
+  std::vector<std::string_view> feature_names() const;
   // "AMD EPYC (AuthenticAMD family 0x19 model 0x11), 2 cores for this process, SSE3 AVX FMA AVX2 AVX-512 AVX512_BF16".
   std::string describe() const;
 };
