@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Everything a lent GPU machine (one GPU, 16 cores) is for, in one prepared run that writes one results file:
+# the GPU tests, the GPU benches at the shapes of docs/devices.md, one multi-process run on the GPU, the CPU
+# measurements that need a core per rank (scaling at p = 1, 4, 16, calibration, the planner at 4 ranks, the
+# pipeline at pp = 4) and compute-sanitizer on the kernel cases.
+#
+#   scripts/lent_machine.sh pack                  here, before the machine is asked for: build, then write
+#                                                 .lent/bundle.tar.xz (the programs, the shared libraries they and
+#                                                 Open MPI need that the machine's image lacks, Open MPI's runtime)
+#   scripts/lent_machine.sh run [--out DIR] [--budget SECONDS] [--sections "a b ..."]
+#                                                 there: unpack and run the sections in order, each stopped when the
+#                                                 budget (default 540 s) runs out; DIR defaults to $OUT
+#
+# The device call: `bash scripts/lent_machine.sh run` with carry [".lent"] and timeout_s 600. The machine's image
+# has CUDA (cuBLASLt, NCCL) but no MPI, OpenBLAS or ScaLAPACK: the bundle brings Debian's, and Open MPI's files go
+# to the paths it was built for, never over a file already there.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/common.sh"
+lent_dir="$root_dir/.lent"
+programs=(bench/optimus-bench examples/train_gpt tests/test_cuda)
+sections_all="facts gpu_tests gpu_bench gpu_mpi cpu_scaling cpu_calibrate cpu_pipeline cpu_plan sanitize"
+
+# Libraries the machine brings itself (its C library, compiler runtime, CUDA): never carried.
+system_library='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
+openmpi_packages=(openmpi-bin openmpi-common libopenmpi3 libpmix2)
+
+pack() {
+  optimus_build --target "${programs[@]##*/}"
+  local stage="$lent_dir/stage"
+  rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
+  local p
+  for p in "${programs[@]}"; do cp "$build_dir/$p" "$stage/bin/"; done
+  # Open MPI's runtime at its own paths (components, help texts, mpirun): a list of files, links kept.
+  dpkg -L "${openmpi_packages[@]}" | while read -r f; do [[ -f "$f" || -L "$f" ]] && echo "${f#/}"; done \
+    | sort -u >"$stage/openmpi.list"
+  tar -C / -cf "$stage/openmpi.tar" -T "$stage/openmpi.list"
+  # Every shared library the programs, mpirun and Open MPI's components load, less the machine's own.
+  local objects=("$stage"/bin/* /usr/bin/orterun /usr/bin/orted
+                 /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so)
+  ldd "${objects[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u \
+    | grep -Ev "$system_library" | while read -r name path; do cp -L "$path" "$stage/lib/$name"; done
+  tar -C "$stage" -cJf "$lent_dir/bundle.tar.xz" bin lib openmpi.tar
+  rm -rf "$stage"
+  echo "lent_machine.sh: $(du -h "$lent_dir/bundle.tar.xz" | cut -f1) in $lent_dir/bundle.tar.xz ($(git -C "$root_dir" \
+    rev-parse --short HEAD)); carry .lent"
+}
+
+# --- run: on the lent machine -------------------------------------------------------------------------------------
+
+out="${OUT:-$root_dir/lent-results}"
+budget=540
+sections="$sections_all"
+results=""
+bin=""
+
+# Unpack the bundle; Open MPI's files where it looks for them (none replaced); the CUDA libraries wherever the
+# image keeps them.
+unpack() {
+  local where="$lent_dir/unpacked"
+  rm -rf "$where" && mkdir -p "$where"
+  tar -C "$where" -xJf "$lent_dir/bundle.tar.xz"
+  tar -C / --skip-old-files -xf "$where/openmpi.tar"
+  bin="$where/bin"
+  ln -s bin "$where/bench"  # where scaling.sh looks for optimus-bench under OPTIMUS_BUILD_DIR
+  local cuda_dirs
+  cuda_dirs="$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt -name 'libcublasLt.so.13' -o -name 'libnccl.so.2' \
+    2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)"
+  export LD_LIBRARY_PATH="$where/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PATH="$bin:/usr/local/cuda/bin:$PATH"
+}
+
+# section NAME SECONDS COMMAND...: run COMMAND for at most SECONDS (less if the budget is nearly spent), its
+# command line, output and exit status appended to the results file.
+section() {
+  local name="$1" limit="$2"; shift 2
+  local left=$((budget - SECONDS))
+  ((limit > left)) && limit=$left
+  {
+    echo
+    echo "### $name: \`$*\`"
+    echo '```'
+  } >>"$results"
+  if ((limit < 5)); then
+    echo "not run: the budget is spent" >>"$results"
+  else
+    local start=$SECONDS
+    timeout --kill-after=5 "$limit" bash -c "$*" >>"$results" 2>&1
+    local rc=$?
+    echo "[exit $rc$( ((rc == 124)) && echo ", stopped after $limit s"), $((SECONDS - start)) s]" >>"$results"
+  fi
+  echo '```' >>"$results"
+}
+
+# mpirun_core P ARGS...: P ranks, one per core, bound (one per hardware thread where P exceeds the cores).
+mpirun_core() {
+  local cores binding=(--map-by core --bind-to core)
+  cores="$(lscpu -p=core,socket | grep -v '^#' | sort -u | wc -l)"
+  (($1 > cores)) && binding=(--use-hwthread-cpus --map-by hwthread --bind-to hwthread)
+  mpirun --allow-run-as-root -np "$1" "${binding[@]}" -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS \
+    -x LD_LIBRARY_PATH "${@:2}"
+}
+
+facts() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\))' && free -g | head -2
+  mpirun --version | head -1
+  "$bin/optimus-bench" blas --threads "$(lscpu -p=core,socket | grep -vc '^#')" --sweeps 1
+}
+
+gpu_tests() {
+  "$bin/test_cuda" || return
+  "$bin/optimus-bench" layer --device cuda --q 1,2 --b 2 --s 8 --h 16 --heads 2 --peak-n 1024 | tail -4
+  "$bin/optimus-bench" gpt --device cuda --q 1,2 --b 2 --s 8 --h 16 --heads 2 --vocab 32 --gemm bf16 --peak-n 1024 \
+    | tail -4
+  # One step of every GEMM math against the fp64 reference at a larger shape, dropout on.
+  "$bin/optimus-bench" layer --device cuda --q 1,2 --b 4 --s 64 --h 256 --heads 8 --dropout 0.1 | tail -8
+}
+
+# docs/devices.md's shapes and issue 36's acceptance lines, with the cuBLASLt bf16 peak beside them.
+gpu_bench() {
+  "$bin/optimus-bench" layer --device cuda --gemm bf16 --b 8 --s 1024 --h 2048 --heads 16 --layers 2 --q 1 --check off
+  "$bin/optimus-bench" layer --device cuda --gemm bf16 --b 4 --s 2048 --h 4096 --heads 32 --layers 1 --q 1 --check off
+  "$bin/optimus-bench" gpt --device cuda --gemm bf16 --b 8 --s 1024 --h 1024 --heads 16 --layers 4 --vocab 50304 \
+    --q 1 --check off
+}
+
+# Processes with a GPU each, on the one GPU: one process (NCCL), then four (which communicator runs, or the error).
+gpu_mpi() {
+  local shape=(--hidden 128 --heads 4 --layers 2 --seq 64 --batch 8 --steps 20 --every 10 --sample 0 --timeout 30)
+  mpirun_core 1 "$bin/train_gpt" --device cuda --q 1 "${shape[@]}"
+  mpirun_core 4 "$bin/train_gpt" --device cuda --q 2 "${shape[@]}"
+}
+
+cpu_scaling() {
+  local target
+  for target in 0.5 0.7; do
+    ISO_TARGET=$target OPTIMUS_BUILD_DIR="$lent_dir/unpacked" "$root_dir/bench/scaling.sh" --ps "1 4 16" \
+      --modes "strong weak iso" --tiny64 off --out "$out/scaling-e$target" --launcher "mpirun_core_launcher" || return
+  done
+}
+
+cpu_calibrate() {
+  local p
+  for p in 4 16; do mpirun_core "$p" "$bin/optimus-bench" calibrate --json "$out/calibration-p$p.json"; done
+}
+
+# The planner against measured steps at 4 ranks on 4 cores (docs/planner.md's 4-rank row), and at 16.
+cpu_plan() {
+  "$bin/optimus-bench" plan --in-process 4 --cores 4 --h 128 --heads 4 --layers 4 --s 64 --batch 16 --vocab 512 \
+    --warmup 1 --iters 10 --rounds 3
+  mpirun_core 16 "$bin/optimus-bench" plan --calibration "$out/calibration-p16.json" --h 64 --heads 4 --layers 4 \
+    --s 32 --batch 16 --vocab 512 --warmup 1 --iters 10 --rounds 3
+}
+
+# Measured bubbles beside the simulator's at pp = 4, one rank per core.
+cpu_pipeline() {
+  mpirun_core 4 "$bin/optimus-bench" pipeline --pp 4 --q 1 --m 8 --b 8 --s 64 --h 256 --heads 8 --layers 8 \
+    --vocab 512 --warmup 2 --iters 15
+}
+
+sanitize() {
+  local tool
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$bin/test_cuda" --test-case='kernels on the GPU*' | tail -5
+  done
+}
+
+run() {
+  while (($#)); do
+    case "$1" in
+      --out) out="$2"; shift ;;
+      --budget) budget="$2"; shift ;;
+      --sections) sections="$2"; shift ;;
+      *) echo "lent_machine.sh: unknown option '$1'" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  [[ -f "$lent_dir/bundle.tar.xz" ]] || { echo "lent_machine.sh: no $lent_dir/bundle.tar.xz: run 'pack' here first" >&2
+                                          exit 2; }
+  mkdir -p "$out"
+  results="$out/results.md"
+  echo "# Lent machine run, $(date -u +%FT%TZ), commit $(git -C "$root_dir" rev-parse --short HEAD 2>/dev/null)" \
+    >"$results"
+  unpack
+  # scaling.sh appends "-n P" and the program to its launcher: this one binds a rank per core.
+  printf '#!/usr/bin/env bash\n[[ "$1" == -n ]] && shift\nmpirun_core "$@"\n' >"$bin/mpirun_core_launcher"
+  chmod +x "$bin/mpirun_core_launcher"
+  export bin out root_dir lent_dir
+  export -f mpirun_core $sections_all
+  local name
+  for name in $sections; do
+    case " $sections_all " in
+      *" $name "*) section "$name" "$(section_seconds "$name")" "$name" ;;
+      *) echo "lent_machine.sh: unknown section '$name' (sections: $sections_all)" >&2; exit 2 ;;
+    esac
+  done
+  (cd "$out" && tar -czf scaling.tar.gz scaling-e* calibration-p*.json 2>/dev/null && rm -rf scaling-e*)
+  echo "lent_machine.sh: $results ($SECONDS s)"
+}
+
+section_seconds() {  # the most each section may take (s)
+  case "$1" in
+    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 90 ;; gpu_mpi) echo 60 ;; cpu_scaling) echo 150 ;;
+    cpu_calibrate) echo 30 ;; cpu_plan) echo 150 ;; cpu_pipeline) echo 60 ;; sanitize) echo 120 ;;
+  esac
+}
+
+case "${1:-}" in
+  pack) pack ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: scripts/lent_machine.sh pack | run [--out DIR] [--budget SECONDS] [--sections \"...\"]" >&2; exit 2 ;;
+esac
