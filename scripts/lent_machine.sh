@@ -12,8 +12,8 @@
 #                                                 budget (default 540 s) runs out; DIR defaults to $OUT
 #
 # The device call: `bash scripts/lent_machine.sh run` with carry [".lent"] and timeout_s 600. The machine's image
-# has CUDA (cuBLASLt, NCCL) but no MPI, OpenBLAS or ScaLAPACK: the bundle brings Debian's, and Open MPI's files go
-# to the paths it was built for, never over a file already there (but PMIx: see unpack).
+# has CUDA (cuBLASLt, NCCL) but no mpirun, OpenBLAS or ScaLAPACK: the bundle brings Debian's, and Open MPI's files go
+# to the paths it was built for (see unpack).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/common.sh"
@@ -60,10 +60,11 @@ unpack() {
   local where="$lent_dir/unpacked"
   rm -rf "$where" && mkdir -p "$where"
   tar -C "$where" -xJf "$lent_dir/bundle.tar.xz"
-  # The image's own PMIx (the same paths as Debian's, another version) would be loaded by Debian's Open MPI, which
-  # then fails at its first call: Debian's PMIx replaces it on this throwaway machine.
-  rm -rf /usr/lib/x86_64-linux-gnu/pmix2
-  tar -C / --skip-old-files -xf "$where/openmpi.tar"
+  # The image has Open MPI's libraries and components (not mpirun) and a PMIx of other versions at the same paths:
+  # mixed with Debian's they fail at the first call (an ext3x component asking PMIx 5 for PMIx_Info_create). On
+  # this throwaway machine Debian's replace them whole.
+  rm -rf /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2
+  tar -C / --overwrite -xf "$where/openmpi.tar"
   bin="$where/bin"
   ln -s bin "$where/bench"  # where scaling.sh looks for optimus-bench under OPTIMUS_BUILD_DIR
   local cuda_dirs
