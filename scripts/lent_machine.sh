@@ -40,10 +40,11 @@ pack() {
                  /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so)
   ldd "${objects[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u \
     | grep -Ev "$system_library" | while read -r name path; do cp -L "$path" "$stage/lib/$name"; done
-  tar -C "$stage" -cJf "$lent_dir/bundle.tar.xz" bin lib openmpi.tar
+  git -C "$root_dir" describe --always --dirty >"$stage/commit"
+  tar -C "$stage" -cJf "$lent_dir/bundle.tar.xz" bin lib openmpi.tar commit
+  echo "lent_machine.sh: $(du -h "$lent_dir/bundle.tar.xz" | cut -f1) in $lent_dir/bundle.tar.xz (commit $(cat \
+    "$stage/commit")); carry .lent"
   rm -rf "$stage"
-  echo "lent_machine.sh: $(du -h "$lent_dir/bundle.tar.xz" | cut -f1) in $lent_dir/bundle.tar.xz ($(git -C "$root_dir" \
-    rev-parse --short HEAD)); carry .lent"
 }
 
 # --- run: on the lent machine -------------------------------------------------------------------------------------
@@ -184,9 +185,8 @@ run() {
                                           exit 2; }
   mkdir -p "$out"
   results="$out/results.md"
-  echo "# Lent machine run, $(date -u +%FT%TZ), commit $(git -C "$root_dir" rev-parse --short HEAD 2>/dev/null)" \
-    >"$results"
   unpack
+  echo "# Lent machine run, $(date -u +%FT%TZ), programs built at commit $(cat "$lent_dir/unpacked/commit")" >"$results"
   # scaling.sh appends "-n P" and the program to its launcher: this one binds a rank per core.
   printf '#!/usr/bin/env bash\n[[ "$1" == -n ]] && shift\nmpirun_core "$@"\n' >"$bin/mpirun_core_launcher"
   chmod +x "$bin/mpirun_core_launcher"
