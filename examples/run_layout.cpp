@@ -74,10 +74,6 @@ void check_pipeline_options(const cli::Options& o, Device device, int pp) {
   }
   OPTIMUS_CHECK(device == Device::cpu, "--device ", name_of(device), " with --pp ", pp,
                 ": pipeline stages on a device are not supported yet (pipeline/gpt.hpp)");
-  OPTIMUS_CHECK(o.text("recompute", "none") == "none", "--recompute ", o.text("recompute", "none"), " with --pp ", pp,
-                ": recomputation inside pipeline stages is not supported yet");
-  OPTIMUS_CHECK(o.text("gemm", "f32") == "f32", "--gemm ", o.text("gemm", "f32"), " with --pp ", pp,
-                ": mixed precision inside pipeline stages is not supported yet");
 }
 
 }  // namespace optimus::examples

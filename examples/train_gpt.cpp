@@ -43,9 +43,9 @@
 // input (full); the losses are those of none.
 // --pp S: a pipeline of S stages, each a q x q grid (ranks = dp x S x q^2; optimus/pipeline/gpt.hpp), running
 // --schedule (default 1f1b) on the --micro-batches with --chunks model chunks per stage (interleaved and wave; default
-// 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches (AdamW's norm is summed in the whole
-// model's order), and the reference check runs through the same schedule on S*V blocks. Not yet with a pipeline:
-// --device sim|cuda, --recompute, --gemm bf16, --save, --resume, --init, --export (each refused, naming it).
+// 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches, --recompute and --gemm (AdamW's norm is
+// summed in the whole model's order), and the reference check runs through the same schedule on S*V blocks. Not yet
+// with a pipeline: --device sim|cuda, --offload, --save, --resume, --init, --export (each refused, naming it).
 // --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
 // --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
 // which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
@@ -453,6 +453,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   int first_step = 1;
   if (schedule) {
     staged = std::make_unique<optimus::pipeline::Gpt2D<float>>(grid, config, *schedule);
+    staged->set_recompute(recompute);
+    if (planned) {  // the plan's policy per block (each stage sets its own)
+      for (std::size_t k = 0; k < planned->layout.recompute.size(); ++k) {
+        staged->set_recompute(static_cast<std::int64_t>(k), planned->layout.recompute[k]);
+      }
+    }
     optimizer = std::make_unique<optimus::AdamW<float>>(grid, staged->parameters(), staged->norm_order(), adam);
     trainee = pipeline_trainee(*staged, batch, q, config.stored_vocab(q));
   } else {

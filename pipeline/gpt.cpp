@@ -151,6 +151,23 @@ void Gpt<F>::zero_grad() {
   if (head_wte_grad_) ops::fill<T>(head_wte_grad_->local(), T(0), grid_.queue());
 }
 
+template <class F>
+void Gpt<F>::set_recompute(std::int64_t layer, Recompute policy) {
+  OPTIMUS_CHECK(layer >= 0 && layer < config_.layers, F::name, "::set_recompute: layer ", layer,
+                " is not one of the model's ", config_.layers, " blocks");
+  for (Chunk& chunk : chunks_) {
+    const std::int64_t index = layer - chunk.range.first;
+    if (index >= 0 && index < chunk.range.count) chunk.blocks[static_cast<std::size_t>(index)]->set_recompute(policy);
+  }
+}
+
+template <class F>
+void Gpt<F>::set_recompute(Recompute policy) {
+  for (Chunk& chunk : chunks_) {
+    for (auto& block : chunk.blocks) block->set_recompute(policy);
+  }
+}
+
 // One train_step's run of this stage's operations: the contexts in flight, the blocks handed between this stage's
 // virtual stages, and the messages in flight.
 template <class F>

@@ -8,16 +8,22 @@
 #include <memory>
 
 #include "optimus/comm/communicator.hpp"
+#include "optimus/core/ops.hpp"
+#include "optimus/layers/recompute.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::test {
 
+// The pipeline's blocks save under `recompute` and its GEMMs run in `math` (f32 values only; f64 ignores it); pp = 1
+// runs the same math without recomputation, which changes no bit.
 struct PipelineCase {
   int dp, stages, q;
   pipeline::Kind kind;
   int chunks;
   std::int64_t layers;
   int micro_batches;
+  Recompute recompute = Recompute::none;
+  ops::GemmMath math = ops::GemmMath::f32;
 };
 
 // The 1D (Megatron) baseline through a pipeline: `stages` stages, each a group of p ranks (world stages*p), against the
@@ -28,6 +34,7 @@ struct Pipeline1DCase {
   int chunks = 1;
   std::int64_t layers = 2;
   int micro_batches = 4;
+  Recompute recompute = Recompute::none;  // the pipeline's blocks'; pp = 1 saves everything
 };
 
 // pp = 1's loss and gradients for the case, f64 and f32, computed in-process on dp*q*q threads (1D: p threads).

@@ -50,6 +50,33 @@ TEST_CASE("the 1D baseline through every schedule gives its pp = 1 loss, gradien
   }
 }
 
+TEST_CASE("recomputation and bf16 GEMMs inside the stages: pp = 1's bits without recomputation, in the same math") {
+  using optimus::Recompute;
+  using optimus::ops::GemmMath;
+  for (const PipelineCase& c :
+       {PipelineCase{1, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::selective, GemmMath::f32},
+        PipelineCase{1, 2, 2, pp::Kind::zero_bubble, 1, 2, 4, Recompute::full, GemmMath::f32},
+        PipelineCase{1, 2, 1, pp::Kind::interleaved, 2, 4, 4, Recompute::full, GemmMath::bf16},
+        PipelineCase{2, 2, 1, pp::Kind::wave, 2, 4, 4, Recompute::selective, GemmMath::bf16},
+        PipelineCase{1, 2, 2, pp::Kind::gpipe, 1, 2, 4, Recompute::none, GemmMath::bf16}}) {
+    const auto expected = optimus::test::pipeline_reference(c);
+    optimus::test::run_in_process(c.dp * c.stages * c.q * c.q, [&](optimus::Communicator& world) {
+      optimus::test::check_pipeline_gpt(world, c, *expected);
+    });
+  }
+  using optimus::test::Pipeline1DCase;
+  for (const Pipeline1DCase& c :
+       {Pipeline1DCase{.stages = 2, .p = 2, .kind = pp::Kind::zero_bubble, .chunks = 1, .layers = 2,
+                       .micro_batches = 4, .recompute = Recompute::full},
+        Pipeline1DCase{.stages = 2, .p = 1, .kind = pp::Kind::interleaved, .chunks = 2, .layers = 4,
+                       .micro_batches = 4, .recompute = Recompute::selective}}) {
+    const auto expected = optimus::test::pipeline_reference(c);
+    optimus::test::run_in_process(c.stages * c.p, [&](optimus::Communicator& world) {
+      optimus::test::check_pipeline_gpt(world, c, *expected);
+    });
+  }
+}
+
 TEST_CASE("a pipeline GPT refuses a grid of other stages and layers that do not divide") {
   optimus::test::run_in_process(2, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 1, 2);

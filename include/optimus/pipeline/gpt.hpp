@@ -20,8 +20,9 @@
 // averaged over the replicas. Losses and gradients are bitwise those of the whole model's train_step with the same
 // micro-batches (docs/pipeline.md).
 //
-// Not yet: device grids (the device communicators match messages by order, not by tag), recomputation policies other
-// than the default.
+// Each block saves what its recomputation policy says (set_recompute; none by default), and the stage's GEMMs run in the
+// stage grid's math (Grid::set_gemm_math): with the same policies and math, losses and gradients are still bitwise the
+// whole model's. Not yet: device grids (the device communicators match messages by order, not by tag).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@
 
 #include "optimus/layers/adamw.hpp"
 #include "optimus/layers/layernorm.hpp"
+#include "optimus/layers/recompute.hpp"
 #include "optimus/pipeline/family.hpp"
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
@@ -79,6 +81,10 @@ class Gpt {
   // tensors.
   std::map<std::string, GlobalMatrix> gather(bool gradients);
   void zero_grad();
+  // What block `layer` (of the whole model's 0 .. layers-1; a no-op where another stage holds it) or every block of
+  // this stage saves in training forwards from now on (recompute.hpp). Throws unless 0 <= layer < config().layers.
+  void set_recompute(std::int64_t layer, Recompute policy);
+  void set_recompute(Recompute policy);
 
   // When each of this stage's operations ran in the last train_step, in seconds since the step began: from the
   // moment its input had arrived (a receive's wait is idle time, not the operation's) to the moment its output was
