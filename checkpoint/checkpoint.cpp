@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 #include <regex>
+#include <set>
+#include <type_traits>
 
 #include "checkpoint/shards.hpp"
 #include "optimus/comm/all_or_throw.hpp"
@@ -72,13 +74,17 @@ json adamw_json(const AdamWConfig& c) {
 
 // Every tensor of a model (and optimizer) as this rank's shard. With `saving`, a tensor replicated over a 1D group is
 // this rank's to write only on group rank 0 (`first_copy`); a load reads every tensor this rank holds.
+// The shards of `params` and the optimizer's moments; when saving, without the replicated tensors' other copies
+// (first_copy: this rank writes them) and the tensors named in `elsewhere` (another stage writes them).
 template <class T>
 std::vector<detail::Shard> shards_of(const std::vector<ParameterRef<T>>& params, AdamW<T>* optimizer,
-                                     DeviceMemory* device, bool saving, bool first_copy) {
+                                     DeviceMemory* device, bool saving, bool first_copy,
+                                     const std::set<std::string>& elsewhere) {
   std::vector<detail::Shard> shards;
   // `data` is on `device`, or in host memory (offloaded moments) when its view says so.
   const auto add = [&](const std::string& key, const ParameterRef<T>& p, const TensorView<T>& data) {
     if (saving && !first_copy && p.layout.kind == ShardLayout::Kind::replicated) return;
+    if (saving && elsewhere.count(p.name) != 0) return;
     shards.push_back({.key = key, .shape = p.shape, .layout = p.layout, .dtype = dtype_of<T>, .data = data.data(),
                       .device = data.device() == Device::cpu ? nullptr : device});
   };
@@ -93,13 +99,17 @@ std::vector<detail::Shard> shards_of(const std::vector<ParameterRef<T>>& params,
   return shards;
 }
 
-// Where a model's state lives: `holders` hold one copy of it between them (a q x q grid, a 1D group) and write it
-// (rank_NNNNN is the rank there) if `writer` (replica 0); `everyone` are all the ranks taking part; `layout` is what
-// metadata.json records of it.
+// Where a model's state lives: `holders` hold one copy of a stage between them (a q x q grid, a 1D group) and write it
+// (rank_NNNNN is file_rank) if `writer` (replica 0); `stages` joins the holders of a pipeline's stages (null: one
+// stage); the leader writes metadata.json; `everyone` are all the ranks taking part; `elsewhere` names the tensors this
+// rank holds but another stage writes; `layout` is what metadata.json records.
 struct Placement {
   Communicator* holders;
+  Communicator* stages;
   std::vector<Communicator*> everyone;
-  bool writer;
+  bool writer, leader;
+  int file_rank;
+  std::set<std::string> elsewhere;
   DeviceMemory* device;
   json layout;
 };
@@ -107,9 +117,14 @@ struct Placement {
 template <class T>
 Placement placement_of(Gpt2D<T>& model) {
   const Grid& grid = model.grid();
+  const bool writer = grid.dp_index() == 0;
   return {.holders = &grid.grid(),
+          .stages = nullptr,
           .everyone = {&grid.grid(), &grid.dp_comm()},
-          .writer = grid.dp_index() == 0,
+          .writer = writer,
+          .leader = writer && grid.grid().rank() == 0,
+          .file_rank = grid.grid().rank(),
+          .elsewhere = {},
           .device = grid.device(),
           .layout = {{"kind", "2d"}, {"q", grid.q()}, {"dp", grid.dp()}}};
 }
@@ -118,26 +133,37 @@ template <class T>
 Placement placement_of(megatron::Gpt1D<T>& model) {
   const megatron::Group& group = model.group();
   return {.holders = &group.tp(),
+          .stages = nullptr,
           .everyone = {&group.tp()},
           .writer = true,
+          .leader = group.rank() == 0,
+          .file_rank = group.rank(),
+          .elsewhere = {},
           .device = group.local().device(),
           .layout = {{"kind", "1d"}, {"p", group.size()}}};
 }
 
-// The gathered descriptions of every writing rank: padded to one length and all-gathered over the grid.
-std::vector<json> gather_json(Communicator& comm, const json& mine) {
-  const std::string text = mine.dump();
-  const double longest = comm.all_reduce(static_cast<double>(text.size()), ReduceOp::max);
-  std::vector<std::uint8_t> padded(static_cast<std::size_t>(longest), ' ');
-  std::copy(text.begin(), text.end(), padded.begin());
-  std::vector<std::uint8_t> all(padded.size() * static_cast<std::size_t>(comm.size()));
-  comm.all_gather(padded.data(), all.data(), padded.size(), DType::u8);
-  std::vector<json> out;
-  for (int r = 0; r < comm.size(); ++r) {
-    const auto* begin = all.data() + static_cast<std::size_t>(r) * padded.size();
-    out.push_back(json::parse(begin, begin + padded.size()));
-  }
-  return out;
+template <class F>
+Placement placement_of(pipeline::Gpt<F>& model) {
+  const Grid& grid = model.grid();
+  const pipeline::Schedule& schedule = model.schedule();
+  Communicator& holders = F::holders(model.place());
+  const bool writer = grid.dp_index() == 0, first = grid.stage() == schedule.stage_of(0);
+  json layout = std::is_same_v<F, pipeline::TwoD<typename F::Value>>
+                    ? json{{"kind", "2d"}, {"q", grid.q()}, {"dp", grid.dp()}}
+                    : json{{"kind", "1d"}, {"p", holders.size()}};
+  layout["pp"] = schedule.stages;
+  layout["schedule"] = std::string(pipeline::name_of(schedule.kind));
+  layout["chunks"] = schedule.chunks;
+  return {.holders = &holders,
+          .stages = &grid.pipe(),
+          .everyone = {&holders, &grid.dp_comm(), &grid.pipe()},
+          .writer = writer,
+          .leader = writer && first && holders.rank() == 0,
+          .file_rank = grid.stage() * holders.size() + holders.rank(),
+          .elsewhere = first ? std::set<std::string>{} : std::set<std::string>{"wte"},
+          .device = grid.device(),
+          .layout = layout};
 }
 
 // Makes `partial` the checkpoint `dir` in one atomic step and durable: a rename, or where `dir` exists an exchange
@@ -171,7 +197,7 @@ IoStats save_model(const fs::path& target, Model& model, AdamW<T>* optimizer, co
                    const StageHook& hook) {
   const Placement where = placement_of(model);
   const fs::path dir = normal(target), partial = partial_of(dir);
-  const bool writer = where.writer, leader = writer && where.holders->rank() == 0;
+  const bool writer = where.writer, leader = where.leader;
   const std::vector<Communicator*>& everyone = where.everyone;
   const auto started = std::chrono::steady_clock::now();
   IoStats stats;
@@ -184,16 +210,21 @@ IoStats save_model(const fs::path& target, Model& model, AdamW<T>* optimizer, co
   });
   json mine;
   const std::vector<detail::Shard> shards =
-      shards_of(model.parameters(), optimizer, where.device, true, where.holders->rank() == 0);
+      shards_of(model.parameters(), optimizer, where.device, true, where.holders->rank() == 0, where.elsewhere);
   all_or_throw(everyone, [&] {
     if (!writer) return;
     char name[64];
-    std::snprintf(name, sizeof name, "rank_%05d.safetensors", where.holders->rank());
+    std::snprintf(name, sizeof name, "rank_%05d.safetensors", where.file_rank);
     mine = detail::write_shards(partial / name, shards, stats);
   });
   if (hook) hook("files written");
   std::vector<json> described;
-  if (writer) described = gather_json(*where.holders, mine);
+  if (writer) described = detail::gather_json(*where.holders, mine);
+  if (writer && where.stages != nullptr) {  // every stage's files, stage by stage
+    std::vector<json> all;
+    for (const json& stage : detail::gather_json(*where.stages, json(described))) all.insert(all.end(), stage.begin(), stage.end());
+    described = std::move(all);
+  }
   all_or_throw(everyone, [&] {
     if (!leader) return;
     json body = {{"format", "optimus-checkpoint"},
@@ -266,6 +297,7 @@ Info inspect(const fs::path& target) {
               .q = body.at("layout").value("q", 0),
               .dp = body.at("layout").value("dp", 1),
               .p = body.at("layout").value("p", 0),
+              .pp = body.at("layout").value("pp", 1),
               .bytes = body.at("bytes")};
     if (info.has_optimizer) {
       const json& a = body.at("adamw");
@@ -316,8 +348,8 @@ TrainingState load_model(const fs::path& target, Model& model, AdamW<T>* optimiz
     check_same_model(dir, info.config, model.config());
     OPTIMUS_CHECK(optimizer == nullptr || info.has_optimizer, "checkpoint '", dir.string(),
                   "' holds no optimizer state (saved without one)");
-    detail::read_shards(dir, detail::read_metadata(dir), shards_of(model.parameters(), optimizer, where.device,
-                                                                   false, true), mine);
+    detail::read_shards(dir, detail::read_metadata(dir),
+                        shards_of(model.parameters(), optimizer, where.device, false, true, {}), mine);
     if (optimizer != nullptr) optimizer->set_steps_taken(info.adamw_steps);
   });
   mine.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -334,6 +366,17 @@ TrainingState load(const fs::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, Io
 
 template <class T>
 TrainingState load(const fs::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer, IoStats* stats) {
+  return load_model(dir, model, optimizer, stats);
+}
+
+template <class F>
+IoStats save(const fs::path& dir, pipeline::Gpt<F>& model, AdamW<typename F::Value>* optimizer,
+             const TrainingState& state, const StageHook& hook) {
+  return save_model(dir, model, optimizer, state, hook);
+}
+
+template <class F>
+TrainingState load(const fs::path& dir, pipeline::Gpt<F>& model, AdamW<typename F::Value>* optimizer, IoStats* stats) {
   return load_model(dir, model, optimizer, stats);
 }
 
@@ -385,6 +428,15 @@ OPTIMUS_INSTANTIATE(Gpt2D, float)
 OPTIMUS_INSTANTIATE(Gpt2D, double)
 OPTIMUS_INSTANTIATE(megatron::Gpt1D, float)
 OPTIMUS_INSTANTIATE(megatron::Gpt1D, double)
+#undef OPTIMUS_INSTANTIATE
+#define OPTIMUS_INSTANTIATE(Family, T)                                                                        \
+  template IoStats save(const fs::path&, pipeline::Gpt<Family<T>>&, AdamW<T>*, const TrainingState&,         \
+                        const StageHook&);                                                                   \
+  template TrainingState load(const fs::path&, pipeline::Gpt<Family<T>>&, AdamW<T>*, IoStats*);
+OPTIMUS_INSTANTIATE(pipeline::TwoD, float)
+OPTIMUS_INSTANTIATE(pipeline::TwoD, double)
+OPTIMUS_INSTANTIATE(pipeline::OneD, float)
+OPTIMUS_INSTANTIATE(pipeline::OneD, double)
 #undef OPTIMUS_INSTANTIATE
 
 }  // namespace optimus::checkpoint

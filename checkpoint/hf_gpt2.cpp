@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "checkpoint/model_tensors.hpp"
 #include "optimus/checkpoint/safetensors.hpp"
 #include "optimus/comm/all_or_throw.hpp"
 #include "optimus/core/error.hpp"
@@ -121,11 +122,12 @@ GptConfig hf_config(const std::string& path) {
   return c;
 }
 
+namespace {
+
 template <class T>
-void import_hf(const std::string& path, Gpt2D<T>& model) {
-  const Grid& grid = model.grid();
-  all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
-    const GptConfig there = hf_config(path), here = model.config();
+void import_into(const std::string& path, const detail::ModelTensors<T>& model) {
+  all_or_throw(model.everyone, [&] {
+    const GptConfig there = hf_config(path), &here = *model.config;
     OPTIMUS_CHECK(there.vocab == here.vocab && there.max_seq == here.max_seq && there.layers == here.layers &&
                       there.hidden == here.hidden && there.ffn == here.ffn && there.heads == here.heads,
                   "'", path, "' holds a GPT-2 of vocab ", there.vocab, ", context ", there.max_seq, ", ", there.layers,
@@ -134,50 +136,73 @@ void import_hf(const std::string& path, Gpt2D<T>& model) {
                   here.heads);
     const safetensors::Reader file(path);
     const auto tensors = tensors_of(file);
-    for (const ParameterRef<T>& p : model.parameters()) {
+    for (const ParameterRef<T>& p : model.held) {
       const safetensors::Entry& e = need(tensors, hf_name(p.name), path);
       OPTIMUS_CHECK(e.info.shape == p.shape, "'", path, "': '", e.info.name, "' has another shape than the model's");
-      load_parameter(p, read_matrix(file, e), grid.device());
+      load_parameter(p, read_matrix(file, e), model.device);
     }
   });
 }
 
 template <class T>
-void export_hf(const std::string& path, Gpt2D<T>& model) {
-  const Grid& grid = model.grid();
-  const bool writer = grid.dp_index() == 0 && grid.grid().rank() == 0;
+void export_from(const std::string& path, const detail::ModelTensors<T>& model) {
   const std::string partial = path + ".partial";
   std::optional<safetensors::Writer> file;
-  DeferredFailure outcome(writer);
-  const std::vector<ParameterRef<T>> params = model.parameters();
+  DeferredFailure outcome(model.writer);
   outcome.attempt([&] {
     std::vector<safetensors::TensorInfo> infos;
-    for (const ParameterRef<T>& p : params) infos.push_back({.name = hf_name(p.name), .dtype = "F32", .shape = p.shape});
+    for (const detail::NamedShape& t : model.order) {
+      infos.push_back({.name = hf_name(t.name), .dtype = "F32", .shape = t.shape});
+    }
     file.emplace(partial, infos,
                  std::map<std::string, std::string>{{"format", "pt"},
-                                                    {"n_head", std::to_string(model.config().heads)},
+                                                    {"n_head", std::to_string(model.config->heads)},
                                                     {"producer", "optimus"}});
   });
-  if (grid.dp_index() == 0) {
-    for (const ParameterRef<T>& p : params) {
-      const GlobalMatrix m = gather_parameter(grid.grid(), p, false, grid.device());  // one tensor at a time
-      outcome.attempt([&] {
-        std::vector<float> values(static_cast<std::size_t>(m.size()));
-        for (Eigen::Index k = 0; k < m.size(); ++k) values[static_cast<std::size_t>(k)] = static_cast<float>(m(k / m.cols(), k % m.cols()));
-        file->append(values.data(), values.size() * sizeof(float));
-      });
-    }
+  for (std::size_t k = 0; k < model.order.size(); ++k) {
+    const GlobalMatrix m = model.fetch(k);  // one tensor at a time
+    outcome.attempt([&] {
+      std::vector<float> values(static_cast<std::size_t>(m.size()));
+      for (Eigen::Index i = 0; i < m.size(); ++i) values[static_cast<std::size_t>(i)] = static_cast<float>(m(i / m.cols(), i % m.cols()));
+      file->append(values.data(), values.size() * sizeof(float));
+    });
   }
   outcome.attempt([&] {
     file->finish();
     std::filesystem::rename(partial, path);
   });
-  outcome.agree({&grid.grid(), &grid.dp_comm()});
+  outcome.agree(model.everyone);
+}
+
+}  // namespace
+
+template <class T>
+void import_hf(const std::string& path, Gpt2D<T>& model) {
+  import_into(path, detail::tensors_of(model));
+}
+
+template <class T>
+void import_hf(const std::string& path, pipeline::Gpt2D<T>& model) {
+  import_into(path, detail::tensors_of(model));
+}
+
+template <class T>
+void export_hf(const std::string& path, Gpt2D<T>& model) {
+  export_from(path, detail::tensors_of(model));
+}
+
+template <class T>
+void export_hf(const std::string& path, pipeline::Gpt2D<T>& model) {
+  export_from(path, detail::tensors_of(model));
 }
 
 template void import_hf<float>(const std::string&, Gpt2D<float>&);
 template void import_hf<double>(const std::string&, Gpt2D<double>&);
+template void import_hf<float>(const std::string&, pipeline::Gpt2D<float>&);
+template void import_hf<double>(const std::string&, pipeline::Gpt2D<double>&);
 template void export_hf<float>(const std::string&, Gpt2D<float>&);
 template void export_hf<double>(const std::string&, Gpt2D<double>&);
+template void export_hf<float>(const std::string&, pipeline::Gpt2D<float>&);
+template void export_hf<double>(const std::string&, pipeline::Gpt2D<double>&);
 
 }  // namespace optimus::checkpoint

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 
+#include "checkpoint/model_tensors.hpp"
 #include "optimus/comm/all_or_throw.hpp"
 #include "optimus/core/error.hpp"
 
@@ -95,25 +96,30 @@ bool is_llmc_checkpoint(const std::string& path) {
 
 GptConfig llmc_config(const std::string& path) { return read_header(path).config; }
 
+namespace {
+
 template <class T>
-void import_llmc(const std::string& path, Gpt2D<T>& model) {
-  const Grid& grid = model.grid();
-  all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+void import_into(const std::string& path, const detail::ModelTensors<T>& model) {
+  all_or_throw(model.everyone, [&] {
     const Header header = read_header(path);
-    const GptConfig &there = header.config, &here = model.config();
+    const GptConfig &there = header.config, &here = *model.config;
     OPTIMUS_CHECK(there.vocab == here.vocab && there.max_seq == here.max_seq && there.layers == here.layers &&
                       there.hidden == here.hidden && there.ffn == here.ffn && there.heads == here.heads,
                   "'", path, "' holds a GPT-2 of vocab ", there.vocab, ", context ", there.max_seq, ", ", there.layers,
                   " layers, hidden ", there.hidden, "; the model has ", here.vocab, ", ", here.max_seq, ", ",
                   here.layers, ", ", here.hidden, " (heads ", there.heads, " there, ", here.heads, " here; ffn ",
                   here.ffn, ", llm.c's is 4h)");
-    std::map<std::string, ParameterRef<T>> params;
-    for (const ParameterRef<T>& p : model.parameters()) params.emplace(p.name, p);
+    std::map<std::string, ParameterRef<T>> params;  // what this rank holds (a pipeline stage: its tensors only)
+    for (const ParameterRef<T>& p : model.held) params.emplace(p.name, p);
     std::ifstream in(path, std::ios::binary);
     std::uint64_t offset = header_bytes;
     const std::size_t e = header.version == 3 ? 4 : 2;
     for (const Slice& s : layout(there, header.padded_vocab)) {
       std::vector<char> bytes(static_cast<std::size_t>(s.rows * s.cols) * e);
+      if (params.count(s.name) == 0) {  // another stage's
+        offset += bytes.size();
+        continue;
+      }
       in.seekg(static_cast<std::streamoff>(offset));
       in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
       OPTIMUS_CHECK(in.good(), "cannot read '", path, "' at byte ", offset, " (", s.name, ")");
@@ -136,18 +142,16 @@ void import_llmc(const std::string& path, Gpt2D<T>& model) {
           (s.transposed ? m(c, r) : m(r, c)) = v;
         }
       }
-      load_parameter(params.at(s.name), m, grid.device());
+      load_parameter(params.at(s.name), m, model.device);
     }
   });
 }
 
 template <class T>
-void export_llmc(const std::string& path, Gpt2D<T>& model) {
-  const Grid& grid = model.grid();
-  const bool writer = grid.dp_index() == 0 && grid.grid().rank() == 0;
+void export_from(const std::string& path, const detail::ModelTensors<T>& model) {
   const std::string partial = path + ".partial";
-  const GptConfig& c = model.config();
-  DeferredFailure outcome(writer);
+  const GptConfig& c = *model.config;
+  DeferredFailure outcome(model.writer);
   OPTIMUS_CHECK(c.ffn == 4 * c.hidden, "export_llmc: llm.c's MLP is 4h wide; the model's ffn is ", c.ffn, " for h = ",
                 c.hidden);
   const std::int64_t padded = (c.vocab + 127) / 128 * 128;  // llm.c pads its vocabulary to a multiple of 128
@@ -170,22 +174,20 @@ void export_llmc(const std::string& path, Gpt2D<T>& model) {
     for (std::size_t k = 0; k < 8; ++k) h[k] = static_cast<std::int32_t>(fields[k]);
     write(h, sizeof h);
   });
-  std::map<std::string, ParameterRef<T>> params;
-  for (const ParameterRef<T>& p : model.parameters()) params.emplace(p.name, p);
-  if (grid.dp_index() == 0) {
-    for (const Slice& s : layout(c, padded)) {
-      const GlobalMatrix m = gather_parameter(grid.grid(), params.at(s.name), false, grid.device());
-      outcome.attempt([&] {
-        std::vector<float> values(static_cast<std::size_t>(s.rows * s.cols), 0.0f);  // wte's padding rows stay 0
-        const std::int64_t rows = s.name == "wte" ? c.vocab : s.rows;
-        for (std::int64_t r = 0; r < rows; ++r) {
-          for (std::int64_t col = 0; col < s.cols; ++col) {
-            values[static_cast<std::size_t>(r * s.cols + col)] = static_cast<float>(s.transposed ? m(col, r) : m(r, col));
-          }
+  std::map<std::string, std::size_t> index;  // the whole model's tensors by name
+  for (std::size_t k = 0; k < model.order.size(); ++k) index.emplace(model.order[k].name, k);
+  for (const Slice& s : layout(c, padded)) {
+    const GlobalMatrix m = model.fetch(index.at(s.name));  // one tensor at a time
+    outcome.attempt([&] {
+      std::vector<float> values(static_cast<std::size_t>(s.rows * s.cols), 0.0f);  // wte's padding rows stay 0
+      const std::int64_t rows = s.name == "wte" ? c.vocab : s.rows;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t col = 0; col < s.cols; ++col) {
+          values[static_cast<std::size_t>(r * s.cols + col)] = static_cast<float>(s.transposed ? m(col, r) : m(r, col));
         }
-        write(values.data(), values.size() * sizeof(float));
-      });
-    }
+      }
+      write(values.data(), values.size() * sizeof(float));
+    });
   }
   outcome.attempt([&] {
     const bool synced = ::fsync(fd) == 0;
@@ -193,12 +195,38 @@ void export_llmc(const std::string& path, Gpt2D<T>& model) {
     std::filesystem::rename(partial, path);
   });
   if (fd >= 0) ::close(fd);
-  outcome.agree({&grid.grid(), &grid.dp_comm()});
+  outcome.agree(model.everyone);
+}
+
+}  // namespace
+
+template <class T>
+void import_llmc(const std::string& path, Gpt2D<T>& model) {
+  import_into(path, detail::tensors_of(model));
+}
+
+template <class T>
+void import_llmc(const std::string& path, pipeline::Gpt2D<T>& model) {
+  import_into(path, detail::tensors_of(model));
+}
+
+template <class T>
+void export_llmc(const std::string& path, Gpt2D<T>& model) {
+  export_from(path, detail::tensors_of(model));
+}
+
+template <class T>
+void export_llmc(const std::string& path, pipeline::Gpt2D<T>& model) {
+  export_from(path, detail::tensors_of(model));
 }
 
 template void import_llmc<float>(const std::string&, Gpt2D<float>&);
 template void import_llmc<double>(const std::string&, Gpt2D<double>&);
 template void export_llmc<float>(const std::string&, Gpt2D<float>&);
 template void export_llmc<double>(const std::string&, Gpt2D<double>&);
+template void import_llmc<float>(const std::string&, pipeline::Gpt2D<float>&);
+template void import_llmc<double>(const std::string&, pipeline::Gpt2D<double>&);
+template void export_llmc<float>(const std::string&, pipeline::Gpt2D<float>&);
+template void export_llmc<double>(const std::string&, pipeline::Gpt2D<double>&);
 
 }  // namespace optimus::checkpoint

@@ -300,4 +300,19 @@ void read_shards(const fs::path& dir, const nlohmann::json& body, const std::vec
   }
 }
 
+std::vector<nlohmann::json> gather_json(Communicator& comm, const nlohmann::json& mine) {
+  const std::string text = mine.dump();
+  const double longest = comm.all_reduce(static_cast<double>(text.size()), ReduceOp::max);
+  std::vector<std::uint8_t> padded(static_cast<std::size_t>(longest), ' ');
+  std::copy(text.begin(), text.end(), padded.begin());
+  std::vector<std::uint8_t> all(padded.size() * static_cast<std::size_t>(comm.size()));
+  comm.all_gather(padded.data(), all.data(), padded.size(), DType::u8);
+  std::vector<nlohmann::json> out;
+  for (int r = 0; r < comm.size(); ++r) {
+    const auto* begin = all.data() + static_cast<std::size_t>(r) * padded.size();
+    out.push_back(nlohmann::json::parse(begin, begin + padded.size()));
+  }
+  return out;
+}
+
 }  // namespace optimus::checkpoint::detail

@@ -47,6 +47,9 @@ std::string safetensors_dtype(DType dtype);
 // metadata.json: {"file": {...}, "tensors": {key: [rectangle, ...]}}.
 nlohmann::json write_shards(const std::filesystem::path& file, const std::vector<Shard>& shards, IoStats& stats);
 
+// Every rank's `mine` on every rank of `comm`, in rank order (padded to one length and all-gathered).
+std::vector<nlohmann::json> gather_json(Communicator& comm, const nlohmann::json& mine);
+
 // metadata.json: the body and its checksum; read() verifies both and throws naming the file.
 void write_metadata(const std::filesystem::path& file, const nlohmann::json& body);
 nlohmann::json read_metadata(const std::filesystem::path& dir);

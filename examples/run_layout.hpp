@@ -36,6 +36,6 @@ RunLayout layout_of(const plan::Plan& plan, Device device);
 RunLayout layout_of(const cli::Options& options, Device device);
 
 // --pp S > 1: what a pipeline run cannot do yet, refused before any work.
-void check_pipeline_options(const cli::Options& options, Device device, int pp);
+void check_pipeline_options(Device device, int pp);
 
 }  // namespace optimus::examples

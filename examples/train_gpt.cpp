@@ -44,8 +44,9 @@
 // --pp S: a pipeline of S stages, each a q x q grid (ranks = dp x S x q^2; optimus/pipeline/gpt.hpp), running
 // --schedule (default 1f1b) on the --micro-batches with --chunks model chunks per stage (interleaved and wave; default
 // 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches, --recompute and --gemm (AdamW's norm is
-// summed in the whole model's order), and the reference check runs through the same schedule on S*V blocks. Not yet
-// with a pipeline: --device sim|cuda, --offload, --save, --resume, --init, --export (each refused, naming it).
+// summed in the whole model's order), and the reference check runs through the same schedule on S*V blocks; --save,
+// --resume, --init and --export work as without a pipeline (a checkpoint saved by any layout resumes on any other).
+// Not yet with a pipeline: --device sim|cuda, --offload (each refused, naming it).
 // --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
 // --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
 // which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
@@ -295,10 +296,12 @@ Trainee whole_trainee(optimus::Gpt2D<float>& model, std::int64_t batch, std::int
   return trainee;
 }
 
-// --save: saves `model` and `adamw` with `run_state` at every saving.every-th step and the last (of `steps`) to their
-// step directory, keeping the newest saving.keep. root: whether this rank prunes and prints.
-std::function<void(int step)> checkpoint_saver(optimus::Gpt2D<float>& model, optimus::AdamW<float>& adamw,
-                                               const optimus::Grid& grid, const Saving& saving,
+// --save: saves `model` (the whole model, or this rank's pipeline stage) and `adamw` with `run_state` at every
+// saving.every-th step and the last (of `steps`) to their step directory, keeping the newest saving.keep. root: whether
+// this rank prunes and prints.
+template <class Model>
+std::function<void(int step)> checkpoint_saver(Model& model, optimus::AdamW<float>& adamw, const optimus::Grid& grid,
+                                               const Saving& saving,
                                                const optimus::checkpoint::TrainingState& run_state, int steps,
                                                bool root) {
   return [&model, &adamw, &grid, saving, run_state, steps, root](int step) {
@@ -307,7 +310,7 @@ std::function<void(int step)> checkpoint_saver(optimus::Gpt2D<float>& model, opt
     state.step = static_cast<std::uint64_t>(step);
     const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
     const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &adamw, state);
-    optimus::all_or_throw({&grid.grid(), &grid.dp_comm()}, [&] {
+    optimus::all_or_throw({&grid.grid(), &grid.dp_comm(), &grid.pipe()}, [&] {
       if (root && saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep, dir);
     });
     if (root) {
@@ -316,6 +319,40 @@ std::function<void(int step)> checkpoint_saver(optimus::Gpt2D<float>& model, opt
       std::fflush(stdout);
     }
   };
+}
+
+// What restores and saves a run: --init's file, --resume's checkpoint, --save's directory and the run's state.
+struct Persistence {
+  std::optional<std::string> init;  // --init
+  bool init_llmc = false;           // --init names an llm.c checkpoint
+  std::optional<std::filesystem::path> resume;
+  Saving saving;                    // saving.dir empty: no --save
+  optimus::checkpoint::TrainingState run_state;
+};
+
+// --init or --resume into `model` (the whole model or this rank's stage) and `optimizer`, and --save's saver; returns
+// the first step to train.
+template <class Model>
+int restore(Model& model, optimus::AdamW<float>& optimizer, const Persistence& p, const Setup& setup,
+            const optimus::Grid& grid, bool root, Trainee& trainee) {
+  int first_step = 1;
+  if (p.init) {
+    if (p.init_llmc) optimus::checkpoint::import_llmc(*p.init, model);
+    else optimus::checkpoint::import_hf(*p.init, model);
+    if (root) std::printf("  initialized from %s (%s)\n", p.init->c_str(), p.init_llmc ? "llm.c" : "safetensors");
+  }
+  if (p.resume) {
+    optimus::checkpoint::IoStats io;
+    first_step = static_cast<int>(optimus::checkpoint::load(*p.resume, model, &optimizer, &io).step) + 1;
+    if (root) {
+      std::printf("  resumed from %s at step %d (read %.1f MB per rank in %.3f s)\n", p.resume->string().c_str(),
+                  first_step - 1, static_cast<double>(io.bytes_read) / 1e6, io.seconds);
+    }
+  }
+  if (!p.saving.dir.empty()) {
+    trainee.save = checkpoint_saver(model, optimizer, grid, p.saving, p.run_state, setup.steps, root);
+  }
+  return first_step;
 }
 
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
@@ -351,7 +388,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   setup.pipeline = layout.pipeline;
   if (planned) setup.batch /= planned->layout.dp;
   const ex::OffloadChoice& offload = layout.offload;
-  if (setup.pipeline) ex::check_pipeline_options(o, where.choice.kind, setup.pp);
+  if (setup.pipeline) ex::check_pipeline_options(where.choice.kind, setup.pp);
   const int q = setup.q;
   OPTIMUS_CHECK(world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
                 "for pp = ", setup.pp, " and q = ", q, " (a multiple of ", setup.pp * q * q, " ranks)");
@@ -450,6 +487,17 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   std::unique_ptr<optimus::pipeline::Gpt2D<float>> staged;     // --pp > 1
   std::unique_ptr<optimus::AdamW<float>> optimizer;
   Trainee trainee;
+  const Persistence persistence{
+      .init = o.has("init") ? std::optional(o.text("init", "")) : std::nullopt,
+      .init_llmc = init_llmc,
+      .resume = resume,
+      .saving = saving,
+      .run_state = {.step = 0,
+                    .extra = {{"steps", std::to_string(setup.steps)},
+                              {"lr", optimus::examples::format_exact(setup.lr)},
+                              {"global_batch", std::to_string(batch * grid.dp())},
+                              {o.has("data") ? "data" : "text",
+                               o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}}};
   int first_step = 1;
   if (schedule) {
     staged = std::make_unique<optimus::pipeline::Gpt2D<float>>(grid, config, *schedule);
@@ -461,6 +509,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     }
     optimizer = std::make_unique<optimus::AdamW<float>>(grid, staged->parameters(), staged->norm_order(), adam);
     trainee = pipeline_trainee(*staged, batch, q, config.stored_vocab(q));
+    first_step = restore(*staged, *optimizer, persistence, setup, grid, root, trainee);
   } else {
     whole = std::make_unique<optimus::Gpt2D<float>>(grid, config, optimus::spill_of(offload.mode));
     optimus::Gpt2D<float>& model = *whole;
@@ -473,30 +522,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     optimizer = offload.optimizer
                     ? std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam, *offload.optimizer)
                     : std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam);
-    if (o.has("init")) {
-      if (init_llmc) optimus::checkpoint::import_llmc(o.text("init", ""), model);
-      else optimus::checkpoint::import_hf(o.text("init", ""), model);
-      if (root) std::printf("  initialized from %s (%s)\n", o.text("init", "").c_str(), init_llmc ? "llm.c" : "safetensors");
-    }
-    if (resume) {
-      optimus::checkpoint::IoStats io;
-      first_step = static_cast<int>(optimus::checkpoint::load(*resume, model, optimizer.get(), &io).step) + 1;
-      if (root) {
-        std::printf("  resumed from %s at step %d (read %.1f MB per rank in %.3f s)\n", resume->string().c_str(),
-                    first_step - 1, static_cast<double>(io.bytes_read) / 1e6, io.seconds);
-      }
-    }
     trainee = whole_trainee(model, batch, setup.micro_batches, q);
-    if (!saving.dir.empty()) {
-      const optimus::checkpoint::TrainingState run_state{
-          .step = 0,
-          .extra = {{"steps", std::to_string(setup.steps)},
-                    {"lr", optimus::examples::format_exact(setup.lr)},
-                    {"global_batch", std::to_string(batch * grid.dp())},
-                    {o.has("data") ? "data" : "text",
-                     o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}};
-      trainee.save = checkpoint_saver(model, *optimizer, grid, saving, run_state, setup.steps, root);
-    }
+    first_step = restore(model, *optimizer, persistence, setup, grid, root, trainee);
   }
   trainee.optimizer = optimizer.get();
   const bool skip_nonfinite = o.has("skip-nonfinite");
@@ -510,8 +537,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   if (o.has("export")) {
     const std::string file = o.text("export", "");
     const bool llmc = file.ends_with(".bin");
-    if (llmc) optimus::checkpoint::export_llmc(file, *whole);
-    else optimus::checkpoint::export_hf(file, *whole);
+    if (llmc && whole) optimus::checkpoint::export_llmc(file, *whole);
+    else if (llmc) optimus::checkpoint::export_llmc(file, *staged);
+    else if (whole) optimus::checkpoint::export_hf(file, *whole);
+    else optimus::checkpoint::export_hf(file, *staged);
     if (root) std::printf("  exported %s (%s)\n", file.c_str(), llmc ? "llm.c" : "Hugging Face GPT-2 safetensors");
   }
   std::vector<int> tokens, targets;

@@ -1,10 +1,12 @@
-// Distributed checkpoints of a Gpt2D and its AdamW (in the manner of PyTorch DCP and Megatron-Core's
+// Distributed checkpoints of a GPT (Gpt2D, megatron::Gpt1D, a pipeline's stages) and its AdamW (in the manner of PyTorch DCP and Megatron-Core's
 // dist_checkpointing): every rank writes its own shards in parallel, and any layout loads them back.
 //
 // A checkpoint is a directory:
 //
 //   step_10/
-//     rank_00000.safetensors ...   one per rank of replica 0 that holds state: its shards of every parameter and
+//     rank_00000.safetensors ...   one per rank of replica 0 that holds state (a pipeline's numbered stage by stage:
+//                                  stage s's rank r of its grid or group is s * ranks per stage + r): its shards of
+//                                  every parameter (wte once, from the embedding's stage) and
 //                                  of AdamW's m and v, each stored as the rectangles of the global GPT-2 tensor it
 //                                  covers (c_attn's head-grouped columns are three rectangles per rank)
 //     metadata.json                the commit marker: the model's config, the step, AdamW's settings and steps,
@@ -19,7 +21,7 @@
 // removes and which resolve() never picks. (Where the file system has no RENAME_EXCHANGE, replacing a checkpoint of
 // the same name removes it first: only that re-save has a window.) All ranks must see the same file system (as DCP).
 //
-// load() works on any layout — another q, another dp — and reads only what each rank needs: for each of its
+// load() works on any layout — another q, another dp, another pipeline (pp, schedule, chunks), 1D or 2D — and reads only what each rank needs: for each of its
 // rectangles, the intersecting saved rectangles' rows, in whole 1 MiB chunks, each verified against its checksum
 // before use. A checkpoint that is missing, half-written (no metadata.json), of another model shape, damaged (a
 // flipped byte, a truncated or deleted file) is refused with an optimus::Error naming the directory or the file,
@@ -39,6 +41,7 @@
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/layers/gpt.hpp"
 #include "optimus/layers/megatron/gpt.hpp"
+#include "optimus/pipeline/gpt.hpp"
 
 namespace optimus::checkpoint {
 
@@ -57,8 +60,9 @@ struct Info {
   int adamw_steps = 0;
   bool has_optimizer = false;
   std::string dtype;  // "F32" or "F64"
-  std::string layout;  // the layout it was saved from: "2d" (q x q grids, dp replicas) or "1d" (one group of p ranks)
+  std::string layout;  // the layout it was saved from: "2d" (q x q grids, dp replicas) or "1d" (groups of p ranks)
   int q = 0, dp = 1, p = 0;
+  int pp = 1;  // pipeline stages
   std::uint64_t bytes = 0;  // of all its tensor data
 };
 
@@ -81,6 +85,12 @@ template <class T>
 IoStats save(const std::filesystem::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer,
              const TrainingState& state, const StageHook& hook = nullptr);
 
+// The same from a pipeline's stages (collective over the whole pipeline and its replicas): each stage writes its own
+// tensors, wte only from the embedding's stage.
+template <class Family>
+IoStats save(const std::filesystem::path& dir, pipeline::Gpt<Family>& model, AdamW<typename Family::Value>* optimizer,
+             const TrainingState& state, const StageHook& hook = nullptr);
+
 // Collective: loads `dir` into a model of the same config (any q, dp) and, when given, the optimizer (the
 // checkpoint must hold its state). Saved f32 loads into f64 exactly; f64 into f32 rounds.
 template <class T>
@@ -88,6 +98,11 @@ TrainingState load(const std::filesystem::path& dir, Gpt2D<T>& model, AdamW<T>* 
 // The same into the 1D baseline's model on its group of p ranks: a 2D checkpoint loads here, and a 1D one on a grid.
 template <class T>
 TrainingState load(const std::filesystem::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer, IoStats* stats);
+
+// Into a pipeline's stages: each stage reads the tensors it holds (wte on both end stages).
+template <class Family>
+TrainingState load(const std::filesystem::path& dir, pipeline::Gpt<Family>& model,
+                   AdamW<typename Family::Value>* optimizer, IoStats* stats);
 
 // One process, no collective: the checkpoint's description, with its metadata verified.
 Info inspect(const std::filesystem::path& dir);

@@ -1,4 +1,4 @@
-// A consolidated GPT-2 in Hugging Face's safetensors layout, in and out of a Gpt2D (any grid).
+// A consolidated GPT-2 in Hugging Face's safetensors layout, in and out of a Gpt2D (any grid) or a pipeline's stages.
 //
 // Names and shapes are transformers' GPT2Model state dict: wte.weight [vocab, h], wpe.weight [max_seq, h],
 // h.N.ln_1.weight [h], h.N.ln_1.bias, h.N.attn.c_attn.weight [h, 3h] (Conv1D: [in, out], columns [Q | K | V]),
@@ -8,8 +8,9 @@
 // (attn.bias, attn.masked_bias) and a tied lm_head.weight, and refuses any other name. The file holds no head count:
 // __metadata__["n_head"] where present (Optimus writes it), else GPT-2's head size of 64.
 //
-// export_hf streams: replica 0 gathers one tensor at a time (a collective over its grid) and rank 0 appends it to
-// the file, so no rank ever holds more than one tensor of the model; the file appears by rename once complete and
+// export_hf streams: replica 0 gathers one tensor at a time (a collective over its grid; in a pipeline, over the grid of
+// the stage that holds it, which sends it to the first stage) and rank 0 appends it to the file, so no rank ever holds
+// more than one tensor of the model (the file's order is the whole model's, whatever the layout); the file appears by rename once complete and
 // fsynced. import_hf reads on every rank, one tensor at a time, only what the model needs. Both are collective and
 // fail the same way on every rank (optimus::Error naming the file and the tensor).
 #pragma once
@@ -18,6 +19,7 @@
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/layers/gpt.hpp"
+#include "optimus/pipeline/gpt.hpp"
 
 namespace optimus::checkpoint {
 
@@ -29,5 +31,11 @@ void import_hf(const std::string& path, Gpt2D<T>& model);
 
 template <class T>
 void export_hf(const std::string& path, Gpt2D<T>& model);
+
+// The same for a pipeline's stages (collective over the whole pipeline): each stage imports the tensors it holds.
+template <class T>
+void import_hf(const std::string& path, pipeline::Gpt2D<T>& model);
+template <class T>
+void export_hf(const std::string& path, pipeline::Gpt2D<T>& model);
 
 }  // namespace optimus::checkpoint

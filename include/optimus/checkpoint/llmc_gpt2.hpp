@@ -1,4 +1,5 @@
-// llm.c's GPT-2 checkpoint (gpt2_124M.bin and the files train_gpt2.c writes), in and out of a Gpt2D (any grid).
+// llm.c's GPT-2 checkpoint (gpt2_124M.bin and the files train_gpt2.c writes), in and out of a Gpt2D (any grid) or a
+// pipeline's stages.
 //
 //   header: 256 int32 — magic 20240326, version (3: fp32; 5: bf16, read only), max_seq, vocab, layers, heads,
 //           channels h, padded vocab Vp
@@ -17,6 +18,7 @@
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/layers/gpt.hpp"
+#include "optimus/pipeline/gpt.hpp"
 
 namespace optimus::checkpoint {
 
@@ -30,5 +32,11 @@ void import_llmc(const std::string& path, Gpt2D<T>& model);
 
 template <class T>
 void export_llmc(const std::string& path, Gpt2D<T>& model);
+
+// The same for a pipeline's stages (collective over the whole pipeline), as hf_gpt2.hpp does.
+template <class T>
+void import_llmc(const std::string& path, pipeline::Gpt2D<T>& model);
+template <class T>
+void export_llmc(const std::string& path, pipeline::Gpt2D<T>& model);
 
 }  // namespace optimus::checkpoint

@@ -91,6 +91,7 @@ class Gpt {
   // handed on. [i] is the i-th operation of schedule().ops[stage].
   const std::vector<Interval>& last_step_times() const { return times_; }
 
+  const GptConfig& config() const { return config_; }
   const Schedule& schedule() const { return schedule_; }
   const Place& place() const { return place_; }
   // Where the activations live: the stage's grid (2D) or the group's q = 1 grid (1D); stage(), pipe(), memory().

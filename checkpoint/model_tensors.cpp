@@ -1,0 +1,111 @@
+// The GPT-2 files' view of a model (model_tensors.hpp).
+#include "checkpoint/model_tensors.hpp"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "checkpoint/shards.hpp"
+#include "optimus/core/error.hpp"
+
+namespace optimus::checkpoint::detail {
+
+template <class T>
+ModelTensors<T> tensors_of(Gpt2D<T>& model) {
+  const Grid& grid = model.grid();
+  ModelTensors<T> out{.config = &model.config(),
+                      .held = model.parameters(),
+                      .device = grid.device(),
+                      .order = {},
+                      .writer = grid.dp_index() == 0 && grid.grid().rank() == 0,
+                      .everyone = {&grid.grid(), &grid.dp_comm()},
+                      .fetch = nullptr};
+  for (const ParameterRef<T>& p : out.held) out.order.push_back({.name = p.name, .shape = p.shape});
+  out.fetch = [params = out.held, grid](std::size_t k) {
+    return grid.dp_index() == 0 ? gather_parameter(grid.grid(), params[k], false, grid.device()) : GlobalMatrix();
+  };
+  return out;
+}
+
+namespace {
+
+// Where a tensor of the whole model goes in its order: the embedding's, each block's in the block's order, ln_f's.
+std::tuple<int, std::int64_t> section_of(const std::string& name) {
+  if (name == "wte") return {0, 0};
+  if (name == "wpe") return {1, 0};
+  if (name.starts_with("h.")) return {2, std::stoll(name.substr(2, name.find('.', 2) - 2))};
+  return {3, 0};
+}
+
+}  // namespace
+
+template <class T>
+ModelTensors<T> tensors_of(pipeline::Gpt<pipeline::TwoD<T>>& model) {
+  const Grid& grid = model.grid();
+  ModelTensors<T> out{.config = &model.config(),
+                      .held = model.parameters(),
+                      .device = grid.device(),
+                      .order = {},
+                      .writer = grid.dp_index() == 0 && grid.grid().rank() == 0 && grid.stage() == 0,
+                      .everyone = {&grid.grid(), &grid.dp_comm(), &grid.pipe()},
+                      .fetch = nullptr};
+  // Every stage's tensors in its own order, all-gathered over the pipeline; a tensor's owner is the first stage that
+  // holds it (wte: the embedding's, stage 0).
+  nlohmann::json mine = nlohmann::json::array();
+  for (const ParameterRef<T>& p : out.held) mine.push_back({{"name", p.name}, {"shape", p.shape}});
+  struct Entry {
+    NamedShape tensor;
+    int owner;
+    std::size_t position;  // in its owner's list: a block's tensors keep their order
+  };
+  std::map<std::string, Entry> entries;
+  const std::vector<nlohmann::json> stages = gather_json(grid.pipe(), mine);
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    for (std::size_t k = 0; k < stages[s].size(); ++k) {
+      const std::string name = stages[s][k].at("name");
+      entries.try_emplace(name, Entry{.tensor = {.name = name, .shape = stages[s][k].at("shape")},
+                                      .owner = static_cast<int>(s), .position = k});
+    }
+  }
+  std::vector<Entry> sorted;
+  for (auto& [name, e] : entries) sorted.push_back(std::move(e));
+  std::sort(sorted.begin(), sorted.end(), [](const Entry& a, const Entry& b) {
+    return std::tuple(section_of(a.tensor.name), a.position) < std::tuple(section_of(b.tensor.name), b.position);
+  });
+  std::vector<int> owners;
+  for (const Entry& e : sorted) {
+    out.order.push_back(e.tensor);
+    owners.push_back(e.owner);
+  }
+  out.fetch = [held = out.held, order = out.order, owners, grid](std::size_t k) {
+    if (grid.dp_index() != 0) return GlobalMatrix();
+    const int owner = owners[k], tag = static_cast<int>(k);
+    GlobalMatrix m;
+    if (grid.stage() == owner) {
+      const auto p = std::find_if(held.begin(), held.end(), [&](const ParameterRef<T>& r) {
+        return r.name == order[k].name;
+      });
+      m = gather_parameter(grid.grid(), *p, false, grid.device());
+      if (owner != 0 && grid.grid().rank() == 0) {
+        const double dims[2] = {static_cast<double>(m.rows()), static_cast<double>(m.cols())};
+        grid.pipe().send(dims, 2, DType::f64, 0, tag);
+        grid.pipe().send(m.data(), static_cast<std::size_t>(m.size()), DType::f64, 0, tag);
+      }
+    } else if (grid.stage() == 0 && grid.grid().rank() == 0) {
+      double dims[2] = {0, 0};
+      grid.pipe().recv(dims, 2, DType::f64, owner, tag);
+      m.resize(static_cast<Eigen::Index>(dims[0]), static_cast<Eigen::Index>(dims[1]));
+      grid.pipe().recv(m.data(), static_cast<std::size_t>(m.size()), DType::f64, owner, tag);
+    }
+    return grid.stage() == 0 && grid.grid().rank() == 0 ? m : GlobalMatrix();
+  };
+  return out;
+}
+
+template ModelTensors<float> tensors_of(Gpt2D<float>&);
+template ModelTensors<double> tensors_of(Gpt2D<double>&);
+template ModelTensors<float> tensors_of(pipeline::Gpt<pipeline::TwoD<float>>&);
+template ModelTensors<double> tensors_of(pipeline::Gpt<pipeline::TwoD<double>>&);
+
+}  // namespace optimus::checkpoint::detail

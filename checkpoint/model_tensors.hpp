@@ -1,0 +1,41 @@
+// Internal to the checkpoint module: what the consolidated GPT-2 files (hf_gpt2, llmc_gpt2) read into and write from —
+// the whole model on its grid, or a pipeline's stages — as one view: the parameters this rank holds, the whole model's
+// tensors in its order, and a fetch that brings any of them whole to the one rank that writes files.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "optimus/layers/gpt.hpp"
+#include "optimus/pipeline/gpt.hpp"
+
+namespace optimus::checkpoint::detail {
+
+// One tensor of the whole model: its GPT-2 name and global shape as the model names it.
+struct NamedShape {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+
+template <class T>
+struct ModelTensors {
+  const GptConfig* config;
+  std::vector<ParameterRef<T>> held;  // this rank's: the whole model's, or its stage's
+  DeviceMemory* device;               // where `held` lives (null: host memory)
+  std::vector<NamedShape> order;      // the whole model's tensors: wte, wpe, block 0's, ..., ln_f's
+  bool writer;                        // the one rank that writes a file (replica 0's first rank)
+  std::vector<Communicator*> everyone;
+  // Collective over every rank of the model: the tensor order[k] in full on the writer (empty elsewhere).
+  std::function<GlobalMatrix(std::size_t k)> fetch;
+};
+
+template <class T>
+ModelTensors<T> tensors_of(Gpt2D<T>& model);
+// A pipeline's stages: each holds its own tensors; fetch gathers one on the stage that holds it (wte: the embedding's
+// stage) and sends it to the writer on the first stage.
+template <class T>
+ModelTensors<T> tensors_of(pipeline::Gpt<pipeline::TwoD<T>>& model);
+
+}  // namespace optimus::checkpoint::detail

@@ -1,0 +1,15 @@
+# cmake -P script: runs FIRST and SECOND (each a ;-list), which export the model they trained to FIRST_FILE and
+# SECOND_FILE; passes only if both exit 0 and the two files are the same bytes (two layouts of one arithmetic).
+foreach(run FIRST SECOND)
+  file(REMOVE "${${run}_FILE}")
+  execute_process(COMMAND ${${run}} RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "exit ${rc}: ${${run}}\n${text}${err}")
+  endif()
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${FIRST_FILE}" "${SECOND_FILE}" RESULT_VARIABLE differ)
+if(differ)
+  message(FATAL_ERROR "'${FIRST_FILE}' and '${SECOND_FILE}' differ")
+endif()
+file(SIZE "${FIRST_FILE}" bytes)
+message(STATUS "the same ${bytes} bytes")
