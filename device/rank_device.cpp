@@ -27,10 +27,12 @@ ops::Queue RankDevice::queue() {
       .stream = stream_.get(), .gemm = gemm_.get(), .math = math_, .scratch = MemoryTag{.device = &memory_}};
 }
 
-Grid RankDevice::grid(Communicator& world, int q) {
+Grid RankDevice::grid(Communicator& world, int q) { return grid(world, q, 1); }
+
+Grid RankDevice::grid(Communicator& world, int q, int pp) {
   staging_ = std::make_shared<DeviceStaging>(memory_);
   set_in_process_staging(world, staging_);
-  Grid g = Grid::create(world, q);
+  Grid g = Grid::create(world, q, pp);
   g.place_on(&memory_, queue());
   return g;
 }
@@ -42,12 +44,16 @@ RankDevice::Allocations RankDevice::raw_allocations() const {
 }
 
 Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, std::chrono::milliseconds timeout) {
-  Grid::check_world_size(bootstrap.size(), q);  // before any device communicator starts
+  return distributed_grid(rank, bootstrap, q, 1, timeout);
+}
+
+Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, int pp, std::chrono::milliseconds timeout) {
+  Grid::check_world_size(bootstrap.size(), q, pp);  // before any device communicator starts
   const std::unique_ptr<DeviceCommunicator> world = DeviceCommunicator::create(bootstrap, rank.runtime());
   world->set_compute_stream(&rank.stream());
   world->set_timeout(timeout);
   // The grid's communicators are splits of `world` (they inherit its compute stream and timeout) and outlive it.
-  Grid grid = Grid::create(*world, q);
+  Grid grid = Grid::create(*world, q, pp);
   grid.place_on(&rank.memory(), rank.queue());
   return grid;
 }

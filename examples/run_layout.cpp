@@ -67,9 +67,4 @@ RunLayout layout_of(const cli::Options& o, Device device) {
           .offload = offload_choice(o, device, pp)};
 }
 
-void check_pipeline_options(Device device, int pp) {
-  OPTIMUS_CHECK(device == Device::cpu, "--device ", name_of(device), " with --pp ", pp,
-                ": pipeline stages on a device are not supported yet (pipeline/gpt.hpp)");
-}
-
 }  // namespace optimus::examples

@@ -35,7 +35,4 @@ RunLayout layout_of(const plan::Plan& plan, Device device);
 // --offload-update needs --offload (default: the faster update on `device`, docs/offload.md).
 RunLayout layout_of(const cli::Options& options, Device device);
 
-// --pp S > 1: what a pipeline run cannot do yet, refused before any work.
-void check_pipeline_options(Device device, int pp);
-
 }  // namespace optimus::examples

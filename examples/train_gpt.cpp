@@ -46,7 +46,8 @@
 // 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches, --recompute and --gemm (AdamW's norm is
 // summed in the whole model's order), and the reference check runs through the same schedule on S*V blocks; --save,
 // --resume, --init and --export work as without a pipeline (a checkpoint saved by any layout resumes on any other).
-// Not yet with a pipeline: --device sim|cuda, --offload (each refused, naming it).
+// Stages compute on --device sim|cuda too (their messages on the device communicators). Not yet with a pipeline:
+// --offload (refused, naming it).
 // --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
 // --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
 // which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
@@ -388,7 +389,6 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   setup.pipeline = layout.pipeline;
   if (planned) setup.batch /= planned->layout.dp;
   const ex::OffloadChoice& offload = layout.offload;
-  if (setup.pipeline) ex::check_pipeline_options(where.choice.kind, setup.pp);
   const int q = setup.q;
   OPTIMUS_CHECK(world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
                 "for pp = ", setup.pp, " and q = ", q, " (a multiple of ", setup.pp * q * q, " ranks)");
@@ -403,8 +403,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   if (where.choice.kind != optimus::Device::cpu) {
     if (!where.in_process) own_device = open_device(where, world);
     rank_device.emplace(where.in_process ? *where.shared : *own_device, math);
-    device_grid.emplace(where.in_process ? rank_device->grid(world, q)
-                                         : optimus::distributed_grid(*rank_device, world, q));
+    device_grid.emplace(where.in_process ? rank_device->grid(world, q, setup.pp)
+                                         : optimus::distributed_grid(*rank_device, world, q, setup.pp,
+                                                                     optimus::DeviceCommunicator::kDefaultTimeout));
   }
   optimus::Grid& grid = device_grid ? *device_grid : host_grid;
   grid.set_gemm_math(math);

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -46,7 +48,6 @@ const Schedule& checked(const Schedule& s, const typename F::Place& place, const
   const Grid& grid = F::grid(place);
   OPTIMUS_CHECK(grid.pp() == s.stages, F::name, ": the grid has ", grid.pp(),
                 " stages (Grid::create(world, q, pp)) but the schedule ", name_of(s.kind), " has ", s.stages);
-  OPTIMUS_CHECK(grid.device() == nullptr, F::name, ": grids on a device are not supported yet");
   validate(s);
   F::validate(config, place);
   check_layers(config.layers, s.stages, s.chunks);
@@ -79,6 +80,28 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule)
         std::make_unique<DistMatrix<T>>(grid_, embedding_->wte().rows(), config_.hidden, MemoryKind::gradients);
   }
   for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_.device());
+  if (!grid_.pipe().matches_tags()) {
+    // Every ordered pair of stages that exchange blocks (neighbouring virtual stages on different stages, both ways;
+    // the end stages' wte exchange), in one order on every rank: each split is collective over the pipe.
+    std::set<std::pair<int, int>> pairs;
+    for (int u = 1; u <= last; ++u) {
+      const int a = schedule_.stage_of(u - 1), b = schedule_.stage_of(u);
+      if (a != b) pairs.insert({{a, b}, {b, a}});
+    }
+    const int first_stage = schedule_.stage_of(0), last_stage = schedule_.stage_of(last);
+    if (first_stage != last_stage) pairs.insert({{first_stage, last_stage}, {last_stage, first_stage}});
+    for (const auto& [from, to] : pairs) {
+      const bool member = stage == from || stage == to;
+      std::unique_ptr<Communicator> c = grid_.pipe().split(member ? 0 : 1 + stage, stage == from ? 0 : 1);
+      if (member) channels_.emplace(std::pair{from, to}, std::move(c));
+    }
+  }
+}
+
+template <class F>
+auto Gpt<F>::route(int from, int to) const -> Route {
+  if (channels_.empty()) return {.comm = &grid_.pipe(), .from_rank = from, .to_rank = to};
+  return {.comm = channels_.at({from, to}).get(), .from_rank = 0, .to_rank = 1};
 }
 
 template <class F>
@@ -186,6 +209,7 @@ class Gpt<F>::Step {
     rows_ = micro_ * seq_;
     OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, F::name, "::train_step: a micro-batch of ", micro_,
                   " sequences is not divisible by q = ", m_.grid_.q());
+    if (!m_.channels_.empty()) expect_in_send_order();
   }
 
   // Runs the stage's operations; returns this stage's part of the batch's mean loss (all of it on u = U-1's stage).
@@ -202,9 +226,11 @@ class Gpt<F>::Step {
       times[i].end = since();
     }
     for (Request& r : sends_) r.wait();
-    OPTIMUS_CHECK(handed_.empty() && saved_.empty() && posted_.empty(), F::name, ": stage ", m_.grid_.stage(),
-                  " ended its step with ", handed_.size(), " blocks handed over, ", posted_.size(),
-                  " receives and ", saved_.size(), " contexts not consumed");
+    std::size_t expected = 0;
+    for (const auto& [from, keys] : expected_) expected += keys.size();
+    OPTIMUS_CHECK(handed_.empty() && saved_.empty() && posted_.empty() && expected == 0, F::name, ": stage ",
+                  m_.grid_.stage(), " ended its step with ", handed_.size(), " blocks handed over, ", posted_.size(),
+                  " receives, ", expected, " expected blocks and ", saved_.size(), " contexts not consumed");
     return loss_;
   }
 
@@ -236,15 +262,49 @@ class Gpt<F>::Step {
     return m_.schedule_.stage_of(gradient ? u + 1 : u - 1);
   }
 
-  // Posts the receive of op's input if it comes from another stage and is not posted yet.
+  // Where messages match by order (channels), the blocks each other stage sends here, in the order it sends them:
+  // its operations' deliveries to this stage.
+  void expect_in_send_order() {
+    const Schedule& s = m_.schedule_;
+    const int me = m_.grid_.stage();
+    for (int from = 0; from < s.stages; ++from) {
+      if (from == me) continue;
+      for (const Op& op : s.ops[static_cast<std::size_t>(from)]) {
+        const int u = s.virtual_stage(from, op.chunk);
+        if (op.work == Work::forward && u != last() && s.stage_of(u + 1) == me) {
+          expected_[from].push_back(Key{u + 1, op.micro_batch, false});
+        } else if ((op.work == Work::backward || op.work == Work::backward_input) && u != 0 && s.stage_of(u - 1) == me) {
+          expected_[from].push_back(Key{u - 1, op.micro_batch, true});
+        }
+      }
+    }
+  }
+
+  // Posts the receive of op's input if it comes from another stage and is not posted yet — where messages match by
+  // order, after the receives of every block its sender sends before it.
   void post_receive(const Op& op) {
     const std::optional<Key> key = input_key(op);
     if (!key || source_stage(*key) == m_.grid_.stage() || posted_.count(*key) != 0) return;
-    const auto& [u, k, gradient] = *key;
+    const int from = source_stage(*key);
+    if (m_.channels_.empty()) {
+      post_one(*key, from);
+      return;
+    }
+    std::deque<Key>& queue = expected_[from];
+    while (posted_.count(*key) == 0) {
+      OPTIMUS_CHECK(!queue.empty(), F::name, ": stage ", m_.grid_.stage(), " expects no more blocks from stage ", from);
+      post_one(queue.front(), from);
+      queue.pop_front();
+    }
+  }
+
+  void post_one(const Key& key, int from) {
+    const auto& [u, k, gradient] = key;
     DistMatrix<T> block(m_.grid_, rows_, m_.config_.hidden, MemoryKind::workspace);
-    Request request = m_.grid_.pipe().irecv(block.local().data(), numel(block), dtype_of<T>, source_stage(*key),
-                                            tag_of(m_.schedule_, u, k, gradient));
-    posted_.emplace(*key, Posted{.block = std::move(block), .request = std::move(request)});
+    const Route in = m_.route(from, m_.grid_.stage());
+    Request request = in.comm->irecv(block.local().data(), numel(block), dtype_of<T>, in.from_rank,
+                                     tag_of(m_.schedule_, u, k, gradient));
+    posted_.emplace(key, Posted{.block = std::move(block), .request = std::move(request)});
   }
 
   // op's input from a neighbour, waited for (a receive) or taken over (a block handed on this stage).
@@ -275,8 +335,10 @@ class Gpt<F>::Step {
       handed_.emplace(Key{u, k, gradient}, std::move(x));
       return;
     }
-    sends_.push_back(
-        m_.grid_.pipe().isend(x.local().data(), numel(x), dtype_of<T>, to, tag_of(m_.schedule_, u, k, gradient)));
+    const Route route = m_.route(m_.grid_.stage(), to);
+    sends_.push_back(route.comm->isend(x.local().data(), numel(x), dtype_of<T>, route.to_rank,
+                                       tag_of(m_.schedule_, u, k, gradient)));
+    sends_.back().test();  // posted now: a device send waits for its receive without holding back other channels
     sent_.push_back(std::move(x));
   }
 
@@ -341,6 +403,7 @@ class Gpt<F>::Step {
   std::map<std::pair<int, int>, Saved> saved_;   // (k, c)
   std::map<Key, DistMatrix<T>> handed_;          // blocks kept on this stage
   std::map<Key, Posted> posted_;                 // receives in flight
+  std::map<int, std::deque<Key>> expected_;      // channels: each stage's blocks for this stage not yet posted
   std::vector<Request> sends_;
   std::vector<DistMatrix<T>> sent_;              // the blocks being sent, alive until their sends complete
 };
@@ -360,15 +423,19 @@ double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>
       ops::axpby<T>(T(1), std::as_const(*head_wte_grad_).local(), T(1), wte_grad.local(), grid_.queue());
     } else if (stage == first_stage) {
       DistMatrix<T> head_part(grid_, wte_grad.rows(), wte_grad.cols(), MemoryKind::workspace);
-      Request sent_e = grid_.pipe().isend(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, last_stage,
-                                          wte_tag(schedule_));
-      grid_.pipe().recv(head_part.local().data(), numel(head_part), dtype_of<T>, last_stage, wte_tag(schedule_));
+      const Route out = route(first_stage, last_stage), in = route(last_stage, first_stage);
+      Request sent_e = out.comm->isend(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, out.to_rank,
+                                       wte_tag(schedule_));
+      sent_e.test();
+      in.comm->recv(head_part.local().data(), numel(head_part), dtype_of<T>, in.from_rank, wte_tag(schedule_));
       sent_e.wait();
       ops::axpby<T>(T(1), std::as_const(head_part).local(), T(1), wte_grad.local(), grid_.queue());
     } else {
-      Request sent_h = grid_.pipe().isend(head_wte_grad_->local().data(), numel(*head_wte_grad_), dtype_of<T>,
-                                          first_stage, wte_tag(schedule_));
-      grid_.pipe().recv(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, first_stage, wte_tag(schedule_));
+      const Route out = route(last_stage, first_stage), in = route(first_stage, last_stage);
+      Request sent_h = out.comm->isend(head_wte_grad_->local().data(), numel(*head_wte_grad_), dtype_of<T>,
+                                       out.to_rank, wte_tag(schedule_));
+      sent_h.test();
+      in.comm->recv(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, in.from_rank, wte_tag(schedule_));
       sent_h.wait();
       ops::axpby<T>(T(1), std::as_const(*head_wte_grad_).local(), T(1), wte_grad.local(), grid_.queue());
     }
@@ -403,8 +470,8 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch)
       x = embedding_->forward(tokens, batch, pass, none);
     } else if (schedule_.stage_of(u - 1) != stage) {
       x.emplace(grid_, n, config_.hidden, MemoryKind::workspace);
-      grid_.pipe().recv(x->local().data(), count(*x), dtype_of<T>, schedule_.stage_of(u - 1),
-                        tag_of(schedule_, u, 0, false));
+      const Route in = route(schedule_.stage_of(u - 1), stage);
+      in.comm->recv(x->local().data(), count(*x), dtype_of<T>, in.from_rank, tag_of(schedule_, u, 0, false));
     }
     for (auto& block : chunks_[static_cast<std::size_t>(schedule_.chunk_of(u))].blocks) {
       BlockContext<T> none;
@@ -415,8 +482,8 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch)
       return ln_f_->forward(*x, pass, none);
     }
     if (schedule_.stage_of(u + 1) != stage) {
-      grid_.pipe().send(x->local().data(), count(*x), dtype_of<T>, schedule_.stage_of(u + 1),
-                        tag_of(schedule_, u + 1, 0, false));
+      const Route out = route(stage, schedule_.stage_of(u + 1));
+      out.comm->send(x->local().data(), count(*x), dtype_of<T>, out.to_rank, tag_of(schedule_, u + 1, 0, false));
       x.reset();
     }
   }

@@ -15,7 +15,9 @@
 namespace optimus::test {
 
 // The pipeline's blocks save under `recompute` and its GEMMs run in `math` (f32 values only; f64 ignores it); pp = 1
-// runs the same math without recomputation, which changes no bit.
+// runs the same math without recomputation, which changes no bit, on the CPU. With `on_sim`, each rank of the pipeline
+// computes on its own simulated device (distributed_grid: its messages between stages on the device communicators,
+// which match by order, not tag) with random delays: the simulated device promises the CPU's bits.
 struct PipelineCase {
   int dp, stages, q;
   pipeline::Kind kind;
@@ -24,6 +26,7 @@ struct PipelineCase {
   int micro_batches;
   Recompute recompute = Recompute::none;
   ops::GemmMath math = ops::GemmMath::f32;
+  bool on_sim = false;
 };
 
 // The 1D (Megatron) baseline through a pipeline: `stages` stages, each a group of p ranks (world stages*p), against the

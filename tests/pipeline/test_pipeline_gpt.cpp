@@ -77,6 +77,23 @@ TEST_CASE("recomputation and bf16 GEMMs inside the stages: pp = 1's bits without
   }
 }
 
+TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits under every schedule") {
+  using optimus::Recompute;
+  using optimus::ops::GemmMath;
+  for (const PipelineCase& c :
+       {PipelineCase{1, 2, 1, pp::Kind::gpipe, 1, 2, 4, Recompute::none, GemmMath::f32, true},
+        PipelineCase{1, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::none, GemmMath::f32, true},
+        PipelineCase{1, 2, 2, pp::Kind::interleaved, 2, 4, 4, Recompute::selective, GemmMath::bf16, true},
+        PipelineCase{1, 4, 1, pp::Kind::wave, 2, 8, 8, Recompute::none, GemmMath::f32, true},
+        PipelineCase{1, 4, 1, pp::Kind::zero_bubble, 1, 4, 8, Recompute::full, GemmMath::f32, true},
+        PipelineCase{2, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::none, GemmMath::bf16, true}}) {
+    const auto expected = optimus::test::pipeline_reference(c);
+    optimus::test::run_in_process(c.dp * c.stages * c.q * c.q, [&](optimus::Communicator& world) {
+      optimus::test::check_pipeline_gpt(world, c, *expected);
+    });
+  }
+}
+
 TEST_CASE("a pipeline GPT refuses a grid of other stages and layers that do not divide") {
   optimus::test::run_in_process(2, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 1, 2);

@@ -16,6 +16,7 @@ class ForwardingCommunicator : public Communicator {
  public:
   bool takes_buffers_on(Device device) const override { return inner_->takes_buffers_on(device); }
   bool needs_progress_calls() const override { return inner_->needs_progress_calls(); }
+  bool matches_tags() const override { return inner_->matches_tags(); }
   std::vector<int> world_ranks() const override { return inner_->world_ranks(); }
 
  protected:

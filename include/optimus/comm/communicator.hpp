@@ -125,6 +125,10 @@ class Communicator {
   // A device communicator answers as its bootstrap does, so that a simulated device makes the CPU's GEMM calls on the
   // same launch and gives its bits (a GPU's GEMMs are never split).
   virtual bool needs_progress_calls() const = 0;
+  // Whether a receive matches the send of its tag (MPI, in-process), or the next send between the two ranks, whatever
+  // its tag (a device communicator: NCCL has no tags). Where it does not, a rank's sends to a peer and the peer's
+  // receives from it must come in the same order, and a send may hold back the messages after it until it is received.
+  virtual bool matches_tags() const { return true; }
 
   // buf: count elements at every rank; the root's values end up everywhere.
   Request ibroadcast(void* buf, std::size_t count, DType dtype, int root);

@@ -45,6 +45,7 @@ class DeviceCommunicator final : public Communicator {
   std::string backend() const override;
   bool takes_buffers_on(Device device) const override;
   bool needs_progress_calls() const override;  // the bootstrap's answer (see Communicator)
+  bool matches_tags() const override { return false; }
   // The bootstrap's world ranks for a communicator made by create(); empty (unknown) for one split from it.
   std::vector<int> world_ranks() const override;
   // Every later operation (here and in communicators split from this one) first waits for `compute`'s work.

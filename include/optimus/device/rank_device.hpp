@@ -2,12 +2,14 @@
 // compute stream, its memory (a caching pool with pinned staging: optimus/core/device_memory_pool.hpp), its GEMM
 // engine (cuBLASLt, or the simulated one) and how its f32 GEMMs compute; and the two ways to build a grid on it:
 //
-//   RankDevice::grid(world, q)            an in-process world whose ranks (threads) share one device — a whole grid
+//   RankDevice::grid(world, q[, pp])      an in-process world whose ranks (threads) share one device — a whole grid
 //                                         on one GPU, since NCCL refuses two ranks on one device —, their exchanges
 //                                         staged on the device (optimus/comm/device_staging.hpp);
-//   distributed_grid(rank, bootstrap, q)  one rank per device (processes under MPI, or threads), the grid's
+//   distributed_grid(rank, bootstrap, q[, pp])
+//                                         one rank per device (processes under MPI, or threads), the grid's
 //                                         communicators device communicators (NCCL on GPUs, the simulated collectives
 //                                         on sim: optimus/comm/device_communicator.hpp) bootstrapped over `bootstrap`.
+// With pp, the world is dp x pp x q^2 ranks: a pipeline's stages, as Grid::create(world, q, pp) lays them out.
 //
 //   optimus::sim::Runtime device(optimus::sim::Options{});   // or: auto gpu = optimus::open_cuda_device(0);
 //   optimus::run_in_process(q * q, [&](optimus::Communicator& world) {
@@ -47,6 +49,8 @@ class RankDevice {
   // Makes `world` (in-process) stage its exchanges on this device, then a grid on it placed on this device.
   // Collective over `world`.
   Grid grid(Communicator& world, int q);
+  // The same for a pipeline of pp stages (Grid::create(world, q, pp)).
+  Grid grid(Communicator& world, int q, int pp);
 
   DeviceRuntime& runtime() const { return *device_; }
   DeviceStream& stream() const { return *stream_; }
@@ -75,5 +79,7 @@ class RankDevice {
 // communicators ordered after `rank`'s stream and aborting an operation that runs longer than `timeout`.
 Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q,
                       std::chrono::milliseconds timeout = DeviceCommunicator::kDefaultTimeout);
+// The same for a pipeline of pp stages (a world of dp*pp*q*q ranks, Grid::create(world, q, pp)).
+Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, int pp, std::chrono::milliseconds timeout);
 
 }  // namespace optimus

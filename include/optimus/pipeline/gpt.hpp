@@ -14,7 +14,10 @@
 // Each rank sends its block of a micro-batch's activation (2D: [N/q, h/q]; 1D: the whole replicated [N, h]) to the
 // rank of the same place in the other stage over grid().pipe(), tagged by micro-batch, virtual stage and direction:
 // sends are non-blocking (waited at the step's end), and the receive of the next operation that needs one is posted
-// before the current operation computes, so a transfer overlaps the compute before it. Consecutive virtual stages on
+// before the current operation computes, so a transfer overlaps the compute before it. Where the pipe matches messages
+// by order, not tag (device communicators: NCCL has no tags), each ordered pair of stages that exchange messages gets
+// its own communicator (a channel, split from the pipe): one direction's sends then hold back only each other, and
+// every schedule sends a channel's messages in the order its receiver needs them (tests/pipeline checks this). Consecutive virtual stages on
 // one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the
 // embedding's are exchanged between the two end stages and summed the same way on both, then every gradient is
 // averaged over the replicas. Losses and gradients are bitwise those of the whole model's train_step with the same
@@ -22,7 +25,8 @@
 //
 // Each block saves what its recomputation policy says (set_recompute; none by default), and the stage's GEMMs run in the
 // stage grid's math (Grid::set_gemm_math): with the same policies and math, losses and gradients are still bitwise the
-// whole model's. Not yet: device grids (the device communicators match messages by order, not by tag).
+// whole model's. Stages compute where their grid lives: on the CPU, or on devices (the grid made by RankDevice::grid or
+// distributed_grid with pp stages).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optimus/layers/adamw.hpp"
@@ -116,6 +121,15 @@ class Gpt {
   std::unique_ptr<typename Family::Head> head_;
   std::unique_ptr<DistMatrix<T>> head_wte_grad_;  // the head's part of wte's gradient over a step
   std::vector<Interval> times_;                   // [i]: the last step's operation i
+  // (from, to) stages -> the channel of their messages where the pipe does not match tags; empty where it does.
+  std::map<std::pair<int, int>, std::unique_ptr<Communicator>> channels_;
+
+  // Where messages from stage `from` to stage `to` travel, and the two stages' ranks there.
+  struct Route {
+    Communicator* comm;
+    int from_rank, to_rank;
+  };
+  Route route(int from, int to) const;
 };
 
 // The GPT of layers/gpt.hpp on a dp x pp x q x q world.
