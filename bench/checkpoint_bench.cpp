@@ -61,7 +61,7 @@ int run_checkpoint_bench(Communicator& world, int argc, char** argv) {
 
   const Grid grid = Grid::create(world, q);
   Gpt2D<float> model(grid, config);
-  AdamW<float> optimizer(grid, model.parameters(), AdamWConfig{});
+  AdamW<float> optimizer(grid, model.parameters(), {.config = AdamWConfig{}});
   std::vector<double> save_s, load_s, dd_write_s, dd_read_s;
   checkpoint::IoStats saved, loaded;
   const std::filesystem::path target = dir / "step_0";

@@ -89,8 +89,7 @@ OffloadMeasured run_offload(const OffloadSetup& s, int q, Offload mode) {
     const std::optional<OptimizerOffload> optimizer =
         offloads_optimizer(mode) ? std::optional(OptimizerOffload{.update = s.update, .chunk_elements = s.chunk})
                                  : std::nullopt;
-    AdamW<float> adamw = optimizer ? AdamW<float>(grid, model.parameters(), AdamWConfig{}, *optimizer)
-                                   : AdamW<float>(grid, model.parameters(), AdamWConfig{});
+    AdamW<float> adamw(grid, model.parameters(), {.config = AdamWConfig{}, .offload = optimizer, .norm_order = {}});
     std::vector<int> tokens, targets;
     for (std::int64_t t = 0; t < s.batch * s.config.max_seq; ++t) {
       tokens.push_back(static_cast<int>((7 * t + 3) % s.config.vocab));

@@ -29,8 +29,8 @@ OffloadChoice offload_choice(const cli::Options& o, Device device, int pp) {
   }
   OPTIMUS_CHECK(device != Device::cpu, "--offload ", name_of(mode), " moves state between a device and the host: it "
                 "needs --device sim or cuda (on the CPU everything is in host memory already)");
-  OPTIMUS_CHECK(pp == 1, "--offload ", name_of(mode), " with --pp ", pp,
-                ": offloading a pipeline's stages is not supported yet");
+  OPTIMUS_CHECK(pp == 1 || mode == Offload::optimizer, "--offload ", name_of(mode), " with --pp ", pp,
+                ": spilling a pipeline's stages is not supported yet (--offload optimizer is)");
   const OffloadUpdate update = o.has("offload-update") ? parse_offload_update(o.text("offload-update", ""))
                                                        : preferred_offload_update(device);
   return {.mode = mode, .optimizer = OptimizerOffload{.update = update, .chunk_elements = kOffloadChunkElements}};

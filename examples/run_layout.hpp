@@ -31,7 +31,7 @@ struct RunLayout {
 
 // --plan auto: the plan's layout; AdamW's offloaded update (where the plan offloads it) the faster on `device`.
 RunLayout layout_of(const plan::Plan& plan, Device device);
-// The options' layout: --schedule and --chunks need --pp > 1; --offload needs a device and --pp 1;
+// The options' layout: --schedule and --chunks need --pp > 1; --offload needs a device, and its spill modes --pp 1;
 // --offload-update needs --offload (default: the faster update on `device`, docs/offload.md).
 RunLayout layout_of(const cli::Options& options, Device device);
 

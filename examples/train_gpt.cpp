@@ -46,8 +46,8 @@
 // 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches, --recompute and --gemm (AdamW's norm is
 // summed in the whole model's order), and the reference check runs through the same schedule on S*V blocks; --save,
 // --resume, --init and --export work as without a pipeline (a checkpoint saved by any layout resumes on any other).
-// Stages compute on --device sim|cuda too (their messages on the device communicators). Not yet with a pipeline:
-// --offload (refused, naming it).
+// Stages compute on --device sim|cuda too (their messages on the device communicators), with --offload optimizer.
+// Not yet with a pipeline: --offload spill and spill+activations (refused, naming it).
 // --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
 // --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
 // which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
@@ -508,7 +508,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
         staged->set_recompute(static_cast<std::int64_t>(k), planned->layout.recompute[k]);
       }
     }
-    optimizer = std::make_unique<optimus::AdamW<float>>(grid, staged->parameters(), staged->norm_order(), adam);
+    optimizer = std::make_unique<optimus::AdamW<float>>(
+        grid, staged->parameters(),
+        optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = staged->norm_order()});
     trainee = pipeline_trainee(*staged, batch, q, config.stored_vocab(q));
     first_step = restore(*staged, *optimizer, persistence, setup, grid, root, trainee);
   } else {
@@ -520,9 +522,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
         model.set_recompute(static_cast<std::int64_t>(k), planned->layout.recompute[k]);
       }
     }
-    optimizer = offload.optimizer
-                    ? std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam, *offload.optimizer)
-                    : std::make_unique<optimus::AdamW<float>>(grid, model.parameters(), adam);
+    optimizer = std::make_unique<optimus::AdamW<float>>(
+        grid, model.parameters(), optimus::AdamWOptions{.config = adam, .offload = offload.optimizer});
     trainee = whole_trainee(model, batch, setup.micro_batches, q);
     first_step = restore(model, *optimizer, persistence, setup, grid, root, trainee);
   }

@@ -11,26 +11,9 @@
 
 namespace optimus {
 
-template <class T>
-AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config)
-    : AdamW(grid, grid.grid(), std::move(params), config, std::nullopt) {}
+OptimizerPlace::OptimizerPlace(const Grid& grid) : local_(grid), norm_(&grid.grid()) {}
 
-template <class T>
-AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config, OptimizerOffload offload)
-    : AdamW(grid, grid.grid(), std::move(params), config, offload) {}
-
-template <class T>
-AdamW<T>::AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config)
-    : AdamW(grid, grid.grid(), std::move(params), config, std::nullopt) {
-  use_order(std::move(order));
-}
-
-template <class T>
-AdamW<T>::AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, NormOrder order,
-                AdamWConfig config)
-    : AdamW(group.local(), group.tp(), std::move(params), config, std::nullopt) {
-  use_order(std::move(order));
-}
+OptimizerPlace::OptimizerPlace(const megatron::Group& group) : local_(group.local()), norm_(&group.tp()) {}
 
 template <class T>
 void AdamW<T>::use_order(NormOrder order) {
@@ -56,21 +39,18 @@ bool AdamW<T>::counted_here(const ParameterRef<T>& p) const {
 }
 
 template <class T>
-AdamW<T>::AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config)
-    : AdamW(group.local(), group.tp(), std::move(params), config, std::nullopt) {}
-
-template <class T>
-AdamW<T>::AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config,
-                std::optional<OptimizerOffload> offload)
-    : local_(local),
-      norm_(&norm),
+AdamW<T>::AdamW(OptimizerPlace place, std::vector<ParameterRef<T>> params, AdamWOptions options)
+    : local_(place.local()),
+      norm_(&place.norm()),
       params_(std::move(params)),
-      config_(config),
+      config_(options.config),
       offload_slot_(params_.size(), -1),
-      norm_scratch_(Shape{ops::sum_squares_scratch()}, local.tag(MemoryKind::workspace), Init::none),
+      norm_scratch_(Shape{ops::sum_squares_scratch()}, local_.tag(MemoryKind::workspace), Init::none),
       host_scratch_(Shape{ops::sum_squares_scratch()}, MemoryTag{}, Init::none) {
   validate(config_);
-  const MemoryTag host{.tracker = &local.memory(), .kind = MemoryKind::optimizer, .device = nullptr};
+  if (options.norm_order) use_order(*std::move(options.norm_order));
+  const std::optional<OptimizerOffload>& offload = options.offload;
+  const MemoryTag host{.tracker = &local_.memory(), .kind = MemoryKind::optimizer, .device = nullptr};
   std::vector<ParameterRef<T>> on_device;
   for (std::size_t k = 0; k < params_.size(); ++k) {
     const ParameterRef<T>& p = params_[k];
@@ -83,7 +63,7 @@ AdamW<T>::AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<
       v_.emplace_back();
       continue;
     }
-    const MemoryTag tag = in_host_memory ? host : local.tag(MemoryKind::optimizer);
+    const MemoryTag tag = in_host_memory ? host : local_.tag(MemoryKind::optimizer);
     m_.emplace_back(p.value.shape(), tag);
     v_.emplace_back(p.value.shape(), tag);
   }

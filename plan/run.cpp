@@ -95,7 +95,7 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
     Gpt2D<float> model(grid, w.config);
     for (std::size_t k = 0; k < l.recompute.size(); ++k)
       model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
-    AdamW<float> adamw(grid, model.parameters(), adamw_config());
+    AdamW<float> adamw(grid, model.parameters(), {.config = adamw_config()});
     const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of(grid));
     const auto targets = random_ids(replica * w.seq, w.config.vocab, 23 + replica_of(grid));
     return measure(world, grid, warmup, steps, [&](std::uint64_t step) {
@@ -110,7 +110,7 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
   if (l.tensor == TensorParallel::two_d) {
     const Grid grid = Grid::create(world, l.q(), l.pp);
     pipeline::Gpt2D<float> model(grid, w.config, schedule);
-    AdamW<float> adamw(grid, model.parameters(), model.norm_order(), adamw_config());
+    AdamW<float> adamw(grid, model.parameters(), {.config = adamw_config(), .norm_order = model.norm_order()});
     const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of(grid));
     const auto targets = random_ids(replica * w.seq, w.config.vocab, 23 + replica_of(grid));
     return measure(world, grid, warmup, steps, [&](std::uint64_t step) {
@@ -127,7 +127,7 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
     megatron::Gpt1D<float> model(group, w.config);
     for (std::size_t k = 0; k < l.recompute.size(); ++k)
       model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
-    AdamW<float> adamw(group, model.parameters(), adamw_config());
+    AdamW<float> adamw(group, model.parameters(), {.config = adamw_config()});
     return measure(world, group.local(), warmup, steps, [&](std::uint64_t step) {
       model.zero_grad();
       const double loss = model.train_step(tokens, targets, replica, step, l.micro_batches);
@@ -137,7 +137,7 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
   }
   const megatron::Group group = megatron::Group::pipeline_stage(world, l.pp);
   pipeline::Gpt1D<float> model(group, w.config, schedule);
-  AdamW<float> adamw(group, model.parameters(), model.norm_order(), adamw_config());
+  AdamW<float> adamw(group, model.parameters(), {.config = adamw_config(), .norm_order = model.norm_order()});
   return measure(world, group.local(), warmup, steps, [&](std::uint64_t step) {
     model.zero_grad();
     const double loss = model.train_step(tokens, targets, replica, step);

@@ -23,7 +23,7 @@ struct Run {
       : grid(optimus::Grid::create(world, 2)),
         model(grid, optimus::GptConfig{.vocab = 40, .padded_vocab = 0, .max_seq = 8, .layers = 2, .hidden = 32,
                                        .heads = 4, .ffn = 64, .dropout = 0.1, .seed = 9}),
-        optimizer(grid, model.parameters(), optimus::AdamWConfig{}) {}
+        optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{}}) {}
 
   void step(std::uint64_t step) {
     std::vector<int> tokens(4 * 8), targets(4 * 8);

@@ -35,7 +35,7 @@ struct Trainer {
   Trainer(optimus::Communicator& world, int q)
       : grid(optimus::Grid::create(world, q)),
         model(grid, small_config()),
-        optimizer(grid, model.parameters(), optimus::AdamWConfig{.lr = 3e-3}) {}
+        optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}}) {}
 
   double step(std::uint64_t step) {
     std::vector<int> tokens, targets;
@@ -57,7 +57,9 @@ struct Trainer1D {
   optimus::AdamW<float> optimizer;
 
   explicit Trainer1D(optimus::Communicator& world)
-      : group(world), model(group, small_config()), optimizer(group, model.parameters(), optimus::AdamWConfig{.lr = 3e-3}) {}
+      : group(world),
+        model(group, small_config()),
+        optimizer(group, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}}) {}
 
   double step(std::uint64_t step) {
     std::vector<int> tokens, targets;

@@ -58,15 +58,18 @@ class Trainee {
       const pp::Schedule s = pp::make_schedule(
           {.kind = l.kind, .stages = l.stages, .micro_batches = kMicroBatches, .chunks = l.chunks});
       one_d_ = std::make_unique<pp::Gpt1D<float>>(*group_, four_blocks(), s);
-      optimizer_ = std::make_unique<optimus::AdamW<float>>(*group_, one_d_->parameters(), one_d_->norm_order(), adam);
+      optimizer_ = std::make_unique<optimus::AdamW<float>>(
+          *group_, one_d_->parameters(), optimus::AdamWOptions{.config = adam, .norm_order = one_d_->norm_order()});
     } else if (l.stages == 1) {
       whole_ = std::make_unique<optimus::Gpt2D<float>>(grid_, four_blocks());
-      optimizer_ = std::make_unique<optimus::AdamW<float>>(grid_, whole_->parameters(), adam);
+      optimizer_ =
+          std::make_unique<optimus::AdamW<float>>(grid_, whole_->parameters(), optimus::AdamWOptions{.config = adam});
     } else {
       const pp::Schedule s = pp::make_schedule(
           {.kind = l.kind, .stages = l.stages, .micro_batches = kMicroBatches, .chunks = l.chunks});
       staged_ = std::make_unique<pp::Gpt2D<float>>(grid_, four_blocks(), s);
-      optimizer_ = std::make_unique<optimus::AdamW<float>>(grid_, staged_->parameters(), staged_->norm_order(), adam);
+      optimizer_ = std::make_unique<optimus::AdamW<float>>(
+          grid_, staged_->parameters(), optimus::AdamWOptions{.config = adam, .norm_order = staged_->norm_order()});
     }
   }
 

@@ -35,7 +35,7 @@ StepResult train_two_steps(Grid& grid) {
   const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 81);
   const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 82);
   Gpt2D<float> model(grid, config);
-  AdamW<float> adamw(grid, model.parameters(), AdamWConfig{});
+  AdamW<float> adamw(grid, model.parameters(), {.config = AdamWConfig{}});
   StepResult r;
   for (std::uint64_t step = 1; step <= 2; ++step) {
     model.zero_grad();
@@ -157,7 +157,7 @@ void check_steady_state(RankDevice& rank, Grid& grid) {
   const LayerShapes s = shapes_for(q);
   const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 91);
   Gpt2D<float> model(grid, config);
-  AdamW<float> adamw(grid, model.parameters(), AdamWConfig{});
+  AdamW<float> adamw(grid, model.parameters(), {.config = AdamWConfig{}});
   auto step = [&](std::uint64_t t) {
     const DistMatrix<float> ab = summa_ab(a, b), abt = summa_abt(a, bt), atb = summa_atb(at, b);
     model.zero_grad();

@@ -27,7 +27,7 @@ OneDRun train_1d(const megatron::Group& group, const std::filesystem::path& save
   const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 81);
   const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 82);
   megatron::Gpt1D<float> model(group, config);
-  AdamW<float> adamw(group, model.parameters(), AdamWConfig{});
+  AdamW<float> adamw(group, model.parameters(), {.config = AdamWConfig{}});
   OneDRun r;
   for (std::uint64_t step = 1; step <= 2; ++step) {
     model.zero_grad();

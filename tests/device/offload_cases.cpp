@@ -95,12 +95,14 @@ void check_optimizer_offload(const SimLaunch& sim) {
   // Refusals.
   sim(SIZE_MAX, [&](Communicator& world, RankDevice&, Grid& grid) {
     Gpt2D<float> model(grid, offload_config());
-    CHECK_THROWS_WITH_AS(AdamW<float>(grid, model.parameters(), AdamWConfig{},
-                                      OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = 0}),
+    CHECK_THROWS_WITH_AS(AdamW<float>(grid, model.parameters(),
+                                      {.config = AdamWConfig{},
+                                       .offload = OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = 0}}),
                          doctest::Contains("chunk_elements must be positive, got 0"), optimus::Error);
     Grid host = Grid::create(world, grid.q());
     Gpt2D<float> on_host(host, offload_config());
-    CHECK_THROWS_WITH_AS(AdamW<float>(host, on_host.parameters(), AdamWConfig{}, OptimizerOffload{}),
+    CHECK_THROWS_WITH_AS(AdamW<float>(host, on_host.parameters(),
+                                      {.config = AdamWConfig{}, .offload = OptimizerOffload{}}),
                          doctest::Contains("matrices live on the host"), optimus::Error);
   });
 }

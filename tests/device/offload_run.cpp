@@ -69,8 +69,7 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
     grid.set_gemm_math(s.math);
     Gpt2D<float> model(grid, config, s.spill);
     model.set_recompute(s.recompute);
-    AdamW<float> adamw = s.offload ? AdamW<float>(grid, model.parameters(), AdamWConfig{}, *s.offload)
-                                   : AdamW<float>(grid, model.parameters(), AdamWConfig{});
+    AdamW<float> adamw(grid, model.parameters(), {.config = AdamWConfig{}, .offload = s.offload, .norm_order = {}});
     grid.memory().reset_peaks();
     OffloadRun mine;
     std::uint64_t allocations = 0, pinned = 0;

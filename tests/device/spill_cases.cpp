@@ -216,8 +216,9 @@ void check_spill_checkpoint(const SimLaunch& sim) {
     }
     world.barrier();
     Gpt2D<float> model(grid, config, Spill::parameters_and_activations);
-    AdamW<float> adamw(grid, model.parameters(), AdamWConfig{},
-                       OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = kChunk});
+    AdamW<float> adamw(grid, model.parameters(),
+                       {.config = AdamWConfig{},
+                        .offload = OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = kChunk}});
     steps(model, adamw, 1, 2);
     checkpoint::save(dir / "step_2", model, &adamw, {.step = 2, .extra = {}});
     steps(model, adamw, 3, 4);
@@ -227,7 +228,7 @@ void check_spill_checkpoint(const SimLaunch& sim) {
   });
   sim(SIZE_MAX, [&](Communicator&, RankDevice&, Grid& grid) {
     Gpt2D<float> model(grid, config);
-    AdamW<float> adamw(grid, model.parameters(), AdamWConfig{});
+    AdamW<float> adamw(grid, model.parameters(), {.config = AdamWConfig{}});
     CHECK(checkpoint::load(dir / "step_2", model, &adamw, nullptr).step == 2);
     steps(model, adamw, 3, 4);
     auto gathered = model.gather(false);

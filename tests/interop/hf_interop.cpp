@@ -74,7 +74,7 @@ int run(const std::string& mode, const std::string& file, const std::string& exp
       const optimus::GptConfig config{.vocab = 50, .padded_vocab = 0, .max_seq = 8, .layers = 2, .hidden = 32,
                                       .heads = 4, .ffn = 48, .dropout = 0.0, .seed = 3};
       optimus::Gpt2D<float> model(grid, config);
-      optimus::AdamW<float> optimizer(grid, model.parameters(), optimus::AdamWConfig{});
+      optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{}});
       std::vector<int> tokens(2 * 8), targets(2 * 8);
       for (std::size_t k = 0; k < tokens.size(); ++k) {
         tokens[k] = static_cast<int>((7 * k + 1) % 50);

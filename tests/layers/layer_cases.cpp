@@ -463,7 +463,7 @@ double training_case(const Grid& grid, int dp) {
   };
   const AdamWConfig adam{3e-3, 0.9, 0.95, 1e-8, 0.1, 1.0};
   Gpt2D<T> model(grid, config);
-  AdamW<T> optimizer(grid, model.parameters(), adam);
+  AdamW<T> optimizer(grid, model.parameters(), {.config = adam});
   reference::Parameters p = reference::gpt_init(config), m, v;
   double loss = 0;
   for (int step = 1; step <= 6; ++step) {

@@ -97,7 +97,7 @@ void gpt_1d_training(Communicator& world) {
   const AdamWConfig adam{.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                          .max_grad_norm = 1.0};
   megatron::Gpt1D<double> model(group, config);
-  AdamW<double> optimizer(group, model.parameters(), adam);
+  AdamW<double> optimizer(group, model.parameters(), {.config = adam});
   reference::Parameters p = reference::gpt_init(config), m, v;
   for (int step = 1; step <= 3; ++step) {
     CAPTURE(step);

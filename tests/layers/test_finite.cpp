@@ -60,7 +60,7 @@ TEST_CASE("a NaN or inf gradient on one rank stops AdamW naming the step, or is 
   optimus::test::run_in_process(4, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 2);
     optimus::Gpt2D<double> model(grid, optimus::test::config_for(2, 1, 0.0));
-    optimus::AdamW<double> adam(grid, model.parameters(), optimus::AdamWConfig{});
+    optimus::AdamW<double> adam(grid, model.parameters(), {.config = optimus::AdamWConfig{}});
     CHECK(optimus::test::error_on_every_rank(world, [&] { adam.set_learning_rate(nan_value); }) ==
           "AdamWConfig: lr = nan must be positive and finite");
     const optimus::test::LayerShapes s = optimus::test::shapes_for(2);

@@ -211,7 +211,7 @@ TEST_CASE("GPT-2's vocabulary of 50257 on a 2x2 grid: the reference's loss and g
                                     .heads = 2, .ffn = 16, .dropout = 0.1, .seed = 5};
     CHECK(config.stored_vocab(2) == 50432);  // 50257 rounded up to a multiple of 128 * q
     optimus::Gpt2D<double> model(grid, config);
-    optimus::AdamW<double> optimizer(grid, model.parameters(), optimus::AdamWConfig{});
+    optimus::AdamW<double> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{}});
     const std::vector<int> tokens = optimus::test::random_tokens(2 * 4, config.vocab, 11);
     const std::vector<int> targets = optimus::test::random_tokens(2 * 4, config.vocab, 12);
     const double loss = model.train_step(tokens, targets, 2, 1, 1);

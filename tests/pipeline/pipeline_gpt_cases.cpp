@@ -42,7 +42,7 @@ template <class T, class Model, class Where>
 Result after_step(Model& model, const Where& where, double loss, const std::vector<int>& tokens,
                   const std::vector<int>& targets, std::int64_t batch) {
   Result r{.loss = loss, .grads = model.gather(true), .norm = 0, .updated = {}, .evaluated = 0, .logits = {}};
-  AdamW<T> optimizer(where, model.parameters(), AdamWConfig{});
+  AdamW<T> optimizer(where, model.parameters(), {.config = AdamWConfig{}});
   r.norm = optimizer.step();
   r.updated = model.gather(false);
   r.evaluated = model.evaluate(tokens, targets, batch);
@@ -80,14 +80,17 @@ bool same_bits(const GlobalMatrix& a, const GlobalMatrix& b) {
 
 // After a pipeline's step (its loss given): the loss, AdamW across the stages (norm_order) and the updated model's
 // evaluation, compared with the whole model's bit for bit on every rank; the stage's gradients and updated parameters
-// on the ranks that `compare`. Returns how many of the whole model's tensors this rank compared (wte on its first
-// stage only).
+// on the ranks that `compare`. AdamW's moments are offloaded where `offload` says (a device's stages). Returns how many
+// of the whole model's tensors this rank compared (wte on its first stage only).
 template <class T, class Model>
 int compare_after_step(Model& model, double loss, const std::vector<int>& tokens, const std::vector<int>& targets,
-                       std::int64_t batch, const Result& expected, bool compare) {
+                       std::int64_t batch, const Result& expected, bool compare,
+                       const std::optional<OptimizerOffload>& offload) {
   CHECK(std::memcmp(&loss, &expected.loss, sizeof loss) == 0);
   const auto grads = model.gather(true);
-  AdamW<T> optimizer(model.place(), model.parameters(), model.norm_order(), AdamWConfig{});
+  AdamW<T> optimizer(model.place(), model.parameters(),
+                     {.config = AdamWConfig{}, .offload = offload, .norm_order = model.norm_order()});
+  CHECK((optimizer.offloaded() != nullptr) == offload.has_value());
   const double norm = optimizer.step();
   CHECK(std::memcmp(&norm, &expected.norm, sizeof norm) == 0);
   const auto updated = model.gather(false);
@@ -143,8 +146,11 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
           static_cast<std::uint64_t>(predicted[static_cast<std::size_t>(grid.stage())]));
   }
   CHECK(grid.memory().current(MemoryKind::activations) == held_before);
+  const std::optional<OptimizerOffload> offload =
+      c.offload_optimizer ? std::optional(OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = 100})
+                          : std::nullopt;  // chunks of 100 elements: parameters span them
   const int compared = compare_after_step<T>(model, loss, tokens, targets, batch, expected,
-                                             grid.dp_index() == 0 && grid.grid().rank() == 0);
+                                             grid.dp_index() == 0 && grid.grid().rank() == 0, offload);
   const std::optional<DistMatrix<T>> logits = model.logits(tokens, batch);
   CHECK(logits.has_value() == (grid.stage() == schedule.stage_of(schedule.virtual_stages() - 1)));
   const GlobalMatrix full_logits = logits ? GlobalMatrix(logits->to_global().template cast<double>()) : GlobalMatrix();
@@ -190,7 +196,7 @@ int check_1d_on(Communicator& world, const Pipeline1DCase& c, const Result& expe
   const std::uint64_t held_before = model.grid().memory().current(MemoryKind::activations);
   const double loss = model.train_step(tokens, targets, batch, 3);
   CHECK(model.grid().memory().current(MemoryKind::activations) == held_before);
-  return compare_after_step<T>(model, loss, tokens, targets, batch, expected, group.rank() == 0);
+  return compare_after_step<T>(model, loss, tokens, targets, batch, expected, group.rank() == 0, std::nullopt);
 }
 
 template <class T, class Case>
@@ -224,6 +230,7 @@ void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const Pipeli
   CAPTURE(std::string(name_of(c.recompute)));
   CAPTURE(static_cast<int>(c.math));
   CAPTURE(c.on_sim);
+  CAPTURE(c.offload_optimizer);
   REQUIRE(world.size() == c.dp * c.stages * c.q * c.q);
   if (!c.on_sim) check_type<double>(world, c, expected.f64);  // devices compute in f32 only
   check_type<float>(world, c, expected.f32);

@@ -17,7 +17,8 @@ namespace optimus::test {
 // The pipeline's blocks save under `recompute` and its GEMMs run in `math` (f32 values only; f64 ignores it); pp = 1
 // runs the same math without recomputation, which changes no bit, on the CPU. With `on_sim`, each rank of the pipeline
 // computes on its own simulated device (distributed_grid: its messages between stages on the device communicators,
-// which match by order, not tag) with random delays: the simulated device promises the CPU's bits.
+// which match by order, not tag) with random delays: the simulated device promises the CPU's bits; there AdamW's
+// moments may be offloaded (`offload_optimizer`), which promises the same bits again.
 struct PipelineCase {
   int dp, stages, q;
   pipeline::Kind kind;
@@ -27,6 +28,7 @@ struct PipelineCase {
   Recompute recompute = Recompute::none;
   ops::GemmMath math = ops::GemmMath::f32;
   bool on_sim = false;
+  bool offload_optimizer = false;  // on_sim only
 };
 
 // The 1D (Megatron) baseline through a pipeline: `stages` stages, each a group of p ranks (world stages*p), against the

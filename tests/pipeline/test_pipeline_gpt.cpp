@@ -77,7 +77,7 @@ TEST_CASE("recomputation and bf16 GEMMs inside the stages: pp = 1's bits without
   }
 }
 
-TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits under every schedule") {
+TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits under every schedule, moments offloaded or not") {
   using optimus::Recompute;
   using optimus::ops::GemmMath;
   for (const PipelineCase& c :
@@ -86,7 +86,9 @@ TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits und
         PipelineCase{1, 2, 2, pp::Kind::interleaved, 2, 4, 4, Recompute::selective, GemmMath::bf16, true},
         PipelineCase{1, 4, 1, pp::Kind::wave, 2, 8, 8, Recompute::none, GemmMath::f32, true},
         PipelineCase{1, 4, 1, pp::Kind::zero_bubble, 1, 4, 8, Recompute::full, GemmMath::f32, true},
-        PipelineCase{2, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::none, GemmMath::bf16, true}}) {
+        PipelineCase{2, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::none, GemmMath::bf16, true},
+        PipelineCase{1, 2, 2, pp::Kind::zero_bubble, 1, 2, 4, Recompute::none, GemmMath::f32, true, true},
+        PipelineCase{2, 2, 1, pp::Kind::wave, 2, 4, 4, Recompute::selective, GemmMath::f32, true, true}}) {
     const auto expected = optimus::test::pipeline_reference(c);
     optimus::test::run_in_process(c.dp * c.stages * c.q * c.q, [&](optimus::Communicator& world) {
       optimus::test::check_pipeline_gpt(world, c, *expected);
@@ -121,7 +123,8 @@ TEST_CASE("AdamW refuses a pipeline stage's norm order that does not fit its par
                             pp::make_schedule({.kind = pp::Kind::one_f_one_b, .stages = 2, .micro_batches = 2,
                                                .chunks = 1}));
     const auto adam = [&](optimus::NormOrder order) {
-      optimus::AdamW<double> optimizer(grid, model.parameters(), std::move(order), optimus::AdamWConfig{});
+      optimus::AdamW<double> optimizer(grid, model.parameters(),
+                                       {.config = optimus::AdamWConfig{}, .norm_order = std::move(order)});
     };
     const optimus::NormOrder good = model.norm_order();
     CHECK(optimus::test::error_of([&] { adam(good); }) == "accepted");

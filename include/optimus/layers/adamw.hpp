@@ -44,23 +44,39 @@ struct NormOrder {
   Communicator* across = nullptr;  // the pipeline communicator; must outlive the optimizer
 };
 
+// Where an optimizer's parameters live and whose partial sums of squares make the global norm: a model's grid (every
+// element held by one rank of it), or a 1D group (replicated tensors counted on group rank 0 only; the group's
+// communicator must outlive the optimizer). Made from either implicitly, so that AdamW(grid, ...) and
+// AdamW(group, ...) name the place the model lives.
+class OptimizerPlace {
+ public:
+  OptimizerPlace(const Grid& grid);              // NOLINT(google-explicit-constructor)
+  OptimizerPlace(const megatron::Group& group);  // NOLINT(google-explicit-constructor)
+  const Grid& local() const { return local_; }   // where the shards live (their memory and queue)
+  Communicator& norm() const { return *norm_; }  // the ranks whose partial sums make the norm
+
+ private:
+  Grid local_;
+  Communicator* norm_;  // local_.grid() (kept alive by local_), or a 1D group's communicator
+};
+
+// Everything an AdamW is configured with besides its place and parameters.
+struct AdamWOptions {
+  AdamWConfig config;  // lr, betas, eps, weight decay, clipping
+  // The moments offloaded (optimizer_offload.hpp): made in page-locked host memory — the device never holds them —
+  // and streamed through the device at each step; the results are bitwise those without offload. Refused for a grid
+  // on the host. Parameters already in host memory (spilled blocks) keep host moments, updated on the host.
+  std::optional<OptimizerOffload> offload = std::nullopt;
+  // One pipeline stage's part of a model (pipeline::Gpt::norm_order()): where each parameter's partial sum goes in the
+  // whole model's norm. Checked: one slot per parameter, each -1 or in [0, slots), none repeated.
+  std::optional<NormOrder> norm_order = std::nullopt;
+};
+
 template <class T>
 class AdamW {
  public:
-  // The parameters of a model on `grid` (Gpt2D::parameters()).
-  AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config);
-  // The same with the moments offloaded (optimizer_offload.hpp): made in page-locked host memory — the device never
-  // holds them — and streamed through the device at each step; the results are bitwise those without offload. Refused
-  // for a grid on the host. Parameters already in host memory (spilled blocks) keep host moments, updated on the host.
-  AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, AdamWConfig config, OptimizerOffload offload);
-  // The parameters of one pipeline stage's part of a model on `grid` (pipeline::Gpt2D::parameters() and norm_order());
-  // throws optimus::Error unless order has one slot per parameter, each -1 or in [0, slots), none repeated.
-  AdamW(const Grid& grid, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config);
-  // The parameters of a model on a 1D group (megatron::Gpt1D::parameters()); the group's communicator must outlive
-  // the optimizer.
-  AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, AdamWConfig config);
-  // One 1D pipeline stage's (pipeline::Gpt1D): as above, replicated tensors counted on group rank 0 only.
-  AdamW(const megatron::Group& group, std::vector<ParameterRef<T>> params, NormOrder order, AdamWConfig config);
+  // The parameters of a model (Gpt2D::parameters(), megatron::Gpt1D::parameters(), a pipeline stage's) at `place`.
+  AdamW(OptimizerPlace place, std::vector<ParameterRef<T>> params, AdamWOptions options);
 
   // One step (t counts from 1); returns the global gradient norm before clipping (see NonFinite).
   double step();
@@ -81,9 +97,6 @@ class AdamW {
   void set_steps_taken(int t);
 
  private:
-  // local: where the shards live (their memory, queue); norm: the ranks whose partial sums make the global norm.
-  AdamW(const Grid& local, Communicator& norm, std::vector<ParameterRef<T>> params, AdamWConfig config,
-        std::optional<OptimizerOffload> offload);
   // Checks `order` against the parameters and keeps it.
   void use_order(NormOrder order);
   // Whether this rank adds parameter p's squares to the norm: a replicated tensor is added by group rank 0 only.
@@ -97,7 +110,7 @@ class AdamW {
   ops::Queue queue_of(const ParameterRef<T>& p) const;
 
   Grid local_;
-  Communicator* norm_;  // local_.grid() (kept alive by local_), or a 1D group's communicator
+  Communicator* norm_;  // OptimizerPlace::norm()
   std::optional<NormOrder> order_;  // a pipeline stage's
   std::vector<ParameterRef<T>> params_;
   AdamWConfig config_;
