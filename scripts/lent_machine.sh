@@ -19,7 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/common.sh"
 lent_dir="$root_dir/.lent"
 programs=(bench/optimus-bench examples/train_gpt tests/test_cuda)
-sections_all="facts gpu_tests gpu_bench gpu_mpi cpu_scaling cpu_calibrate cpu_pipeline cpu_plan sanitize"
+sections_all="facts gpu_tests gpu_bench gpu_pipeline gpu_mpi cpu_scaling cpu_calibrate cpu_pipeline cpu_plan sanitize"
 
 # Libraries the machine brings itself (its C library, compiler runtime, CUDA): never carried.
 system_library='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
@@ -130,6 +130,17 @@ gpu_bench() {
     --q 1 --check off
 }
 
+# A pipeline's stages on the GPU (8 in-process ranks sharing it: 2 stages of 2 x 2 grids), with bf16 GEMMs,
+# recomputation and AdamW's moments offloaded: the same record as the CPU's run of the same options in f32 math.
+gpu_pipeline() {
+  local shape=(--layers 4 --hidden 64 --heads 4 --seq 32 --batch 8 --micro-batches 4 --steps 20 --every 5 --sample 0
+               --in-process 8 --pp 2 --schedule interleaved)
+  "$bin/train_gpt" "${shape[@]}" --device cpu | grep -E 'reference|^step|final'
+  "$bin/train_gpt" "${shape[@]}" --device cuda | grep -E 'Optimus|reference|^step|final'
+  "$bin/train_gpt" "${shape[@]}" --device cuda --gemm bf16 --recompute selective --offload optimizer \
+    | grep -E 'Optimus|reference|^step|final|offload'
+}
+
 # Processes with a GPU each, on the one GPU: one process (NCCL), then four (which communicator runs, or the error).
 gpu_mpi() {
   local shape=(--hidden 128 --heads 4 --layers 2 --seq 64 --batch 8 --steps 20 --every 10 --sample 0 --timeout 30)
@@ -205,7 +216,8 @@ run() {
 
 section_seconds() {  # the most each section may take (s)
   case "$1" in
-    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 90 ;; gpu_mpi) echo 60 ;; cpu_scaling) echo 150 ;;
+    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 90 ;; gpu_pipeline) echo 60 ;; gpu_mpi) echo 60 ;;
+    cpu_scaling) echo 150 ;;
     cpu_calibrate) echo 30 ;; cpu_plan) echo 150 ;; cpu_pipeline) echo 60 ;; sanitize) echo 120 ;;
   esac
 }
