@@ -205,8 +205,8 @@ void import_llmc(const std::string& path, Gpt2D<T>& model) {
   import_into(path, detail::tensors_of(model));
 }
 
-template <class T>
-void import_llmc(const std::string& path, pipeline::Gpt2D<T>& model) {
+template <class F>
+void import_llmc(const std::string& path, pipeline::Gpt<F>& model) {
   import_into(path, detail::tensors_of(model));
 }
 
@@ -215,8 +215,8 @@ void export_llmc(const std::string& path, Gpt2D<T>& model) {
   export_from(path, detail::tensors_of(model));
 }
 
-template <class T>
-void export_llmc(const std::string& path, pipeline::Gpt2D<T>& model) {
+template <class F>
+void export_llmc(const std::string& path, pipeline::Gpt<F>& model) {
   export_from(path, detail::tensors_of(model));
 }
 
@@ -224,9 +224,13 @@ template void import_llmc<float>(const std::string&, Gpt2D<float>&);
 template void import_llmc<double>(const std::string&, Gpt2D<double>&);
 template void export_llmc<float>(const std::string&, Gpt2D<float>&);
 template void export_llmc<double>(const std::string&, Gpt2D<double>&);
-template void import_llmc<float>(const std::string&, pipeline::Gpt2D<float>&);
-template void import_llmc<double>(const std::string&, pipeline::Gpt2D<double>&);
-template void export_llmc<float>(const std::string&, pipeline::Gpt2D<float>&);
-template void export_llmc<double>(const std::string&, pipeline::Gpt2D<double>&);
+template void import_llmc(const std::string&, pipeline::Gpt<pipeline::TwoD<float>>&);
+template void import_llmc(const std::string&, pipeline::Gpt<pipeline::OneD<float>>&);
+template void import_llmc(const std::string&, pipeline::Gpt<pipeline::TwoD<double>>&);
+template void import_llmc(const std::string&, pipeline::Gpt<pipeline::OneD<double>>&);
+template void export_llmc(const std::string&, pipeline::Gpt<pipeline::TwoD<float>>&);
+template void export_llmc(const std::string&, pipeline::Gpt<pipeline::OneD<float>>&);
+template void export_llmc(const std::string&, pipeline::Gpt<pipeline::TwoD<double>>&);
+template void export_llmc(const std::string&, pipeline::Gpt<pipeline::OneD<double>>&);
 
 }  // namespace optimus::checkpoint

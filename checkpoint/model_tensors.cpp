@@ -40,15 +40,17 @@ std::tuple<int, std::int64_t> section_of(const std::string& name) {
 
 }  // namespace
 
-template <class T>
-ModelTensors<T> tensors_of(pipeline::Gpt<pipeline::TwoD<T>>& model) {
+template <class F>
+ModelTensors<typename F::Value> tensors_of(pipeline::Gpt<F>& model) {
+  using T = typename F::Value;
   const Grid& grid = model.grid();
+  Communicator& holders = F::holders(model.place());
   ModelTensors<T> out{.config = &model.config(),
                       .held = model.parameters(),
                       .device = grid.device(),
                       .order = {},
-                      .writer = grid.dp_index() == 0 && grid.grid().rank() == 0 && grid.stage() == 0,
-                      .everyone = {&grid.grid(), &grid.dp_comm(), &grid.pipe()},
+                      .writer = grid.dp_index() == 0 && holders.rank() == 0 && grid.stage() == 0,
+                      .everyone = {&holders, &grid.dp_comm(), &grid.pipe()},
                       .fetch = nullptr};
   // Every stage's tensors in its own order, all-gathered over the pipeline; a tensor's owner is the first stage that
   // holds it (wte: the embedding's, stage 0).
@@ -78,7 +80,7 @@ ModelTensors<T> tensors_of(pipeline::Gpt<pipeline::TwoD<T>>& model) {
     out.order.push_back(e.tensor);
     owners.push_back(e.owner);
   }
-  out.fetch = [held = out.held, order = out.order, owners, grid](std::size_t k) {
+  out.fetch = [held = out.held, order = out.order, owners, grid, &holders](std::size_t k) {
     if (grid.dp_index() != 0) return GlobalMatrix();
     const int owner = owners[k], tag = static_cast<int>(k);
     GlobalMatrix m;
@@ -86,19 +88,19 @@ ModelTensors<T> tensors_of(pipeline::Gpt<pipeline::TwoD<T>>& model) {
       const auto p = std::find_if(held.begin(), held.end(), [&](const ParameterRef<T>& r) {
         return r.name == order[k].name;
       });
-      m = gather_parameter(grid.grid(), *p, false, grid.device());
-      if (owner != 0 && grid.grid().rank() == 0) {
+      m = gather_parameter(holders, *p, false, grid.device());
+      if (owner != 0 && holders.rank() == 0) {
         const double dims[2] = {static_cast<double>(m.rows()), static_cast<double>(m.cols())};
         grid.pipe().send(dims, 2, DType::f64, 0, tag);
         grid.pipe().send(m.data(), static_cast<std::size_t>(m.size()), DType::f64, 0, tag);
       }
-    } else if (grid.stage() == 0 && grid.grid().rank() == 0) {
+    } else if (grid.stage() == 0 && holders.rank() == 0) {
       double dims[2] = {0, 0};
       grid.pipe().recv(dims, 2, DType::f64, owner, tag);
       m.resize(static_cast<Eigen::Index>(dims[0]), static_cast<Eigen::Index>(dims[1]));
       grid.pipe().recv(m.data(), static_cast<std::size_t>(m.size()), DType::f64, owner, tag);
     }
-    return grid.stage() == 0 && grid.grid().rank() == 0 ? m : GlobalMatrix();
+    return grid.stage() == 0 && holders.rank() == 0 ? m : GlobalMatrix();
   };
   return out;
 }
@@ -107,5 +109,7 @@ template ModelTensors<float> tensors_of(Gpt2D<float>&);
 template ModelTensors<double> tensors_of(Gpt2D<double>&);
 template ModelTensors<float> tensors_of(pipeline::Gpt<pipeline::TwoD<float>>&);
 template ModelTensors<double> tensors_of(pipeline::Gpt<pipeline::TwoD<double>>&);
+template ModelTensors<float> tensors_of(pipeline::Gpt<pipeline::OneD<float>>&);
+template ModelTensors<double> tensors_of(pipeline::Gpt<pipeline::OneD<double>>&);
 
 }  // namespace optimus::checkpoint::detail

@@ -49,4 +49,13 @@ double reference_check(Communicator& world, const Grid& grid, const GptConfig& c
   return worst_error(world, grid.dp_index() == 0 && grid.grid().rank() == 0, config, b, grid.dp(), loss, grads);
 }
 
+double reference_check(Communicator& world, const megatron::Group& group, const GptConfig& config,
+                       const CheckBatch& b, const pipeline::Schedule& schedule) {
+  pipeline::Gpt1D<double> model(group, config, schedule);
+  model.zero_grad();
+  const double loss = model.train_step(b.tokens, b.targets, b.batch, 1);
+  const std::map<std::string, GlobalMatrix> grads = model.gather(true);
+  return worst_error(world, group.rank() == 0, config, b, 1, loss, grads);
+}
+
 }  // namespace optimus::examples

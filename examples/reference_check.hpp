@@ -7,6 +7,7 @@
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/grid/grid.hpp"
+#include "optimus/layers/megatron/group.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::examples {
@@ -30,5 +31,9 @@ double reference_check(Communicator& world, const Grid& grid, const GptConfig& c
 // on its grid rank 0 of replica 0.
 double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule);
+// The 1D baseline through `schedule` (one stage or more) on `group` (megatron::Group::pipeline_stage): each stage's
+// gradients are compared on its group rank 0.
+double reference_check(Communicator& world, const megatron::Group& group, const GptConfig& config,
+                       const CheckBatch& b, const pipeline::Schedule& schedule);
 
 }  // namespace optimus::examples

@@ -45,7 +45,9 @@ RunLayout layout_of(const plan::Plan& plan, Device device) {
     schedule = pipeline::ScheduleRequest{.kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches,
                                          .chunks = l.chunks};
   }
-  return {.q = l.q(),
+  return {.one_d = false,
+          .q = l.q(),
+          .p = 0,
           .pp = l.pp,
           .micro_batches = l.micro_batches,
           .pipeline = schedule,
@@ -56,11 +58,26 @@ RunLayout layout_of(const plan::Plan& plan, Device device) {
                                        : std::nullopt}};
 }
 
-RunLayout layout_of(const cli::Options& o, Device device) {
+RunLayout layout_of(const cli::Options& o, Device device, int world) {
   const int pp = static_cast<int>(o.integer("pp", 1));
   const std::int64_t micro_batches = o.integer("micro-batches", 1);
   std::optional<pipeline::ScheduleRequest> schedule = schedule_request(o, pp, micro_batches);
-  return {.q = static_cast<int>(o.integer("q", 2)),
+  const bool one_d = o.text("layout", "2d") == "1d";
+  int p = 0;
+  if (one_d) {
+    OPTIMUS_CHECK(!o.has("q"), "--q is the 2D grid's side; --layout 1d takes --p (ranks per tensor-parallel group)");
+    OPTIMUS_CHECK(device == Device::cpu, "--layout 1d with --device ", name_of(device),
+                  ": the 1D baseline has no device path yet");
+    OPTIMUS_CHECK(world % pp == 0, world, " ranks do not divide into --pp ", pp, " stages");
+    p = static_cast<int>(o.integer("p", world / pp));
+    OPTIMUS_CHECK(pp * p == world, "--layout 1d: ", world, " ranks are not pp x p = ", pp, " x ", p,
+                  " (the 1D baseline has no data-parallel replicas yet)");
+  } else {
+    OPTIMUS_CHECK(!o.has("p"), "--p is the 1D baseline's group size; it needs --layout 1d");
+  }
+  return {.one_d = one_d,
+          .q = one_d ? 1 : static_cast<int>(o.integer("q", 2)),
+          .p = p,
           .pp = pp,
           .micro_batches = micro_batches,
           .pipeline = schedule,

@@ -22,7 +22,9 @@ struct OffloadChoice {
 };
 
 struct RunLayout {
+  bool one_d;  // --layout 1d: the 1D baseline's groups of p ranks (q unused)
   int q;
+  int p;       // one_d: ranks per group
   int pp;
   std::int64_t micro_batches;
   std::optional<pipeline::ScheduleRequest> pipeline;  // pp > 1
@@ -31,8 +33,9 @@ struct RunLayout {
 
 // --plan auto: the plan's layout; AdamW's offloaded update (where the plan offloads it) the faster on `device`.
 RunLayout layout_of(const plan::Plan& plan, Device device);
-// The options' layout: --schedule and --chunks need --pp > 1; --offload needs a device, and its spill modes --pp 1;
-// --offload-update needs --offload (default: the faster update on `device`, docs/offload.md).
-RunLayout layout_of(const cli::Options& options, Device device);
+// The options' layout on `world` ranks: --schedule and --chunks need --pp > 1; --offload needs a device, and its spill
+// modes --pp 1; --offload-update needs --offload (default: the faster update on `device`, docs/offload.md); --layout 1d
+// takes --p (default world / pp) and neither --q, a device, nor data-parallel replicas (world = pp x p).
+RunLayout layout_of(const cli::Options& options, Device device, int world);
 
 }  // namespace optimus::examples

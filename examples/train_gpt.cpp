@@ -2,7 +2,7 @@
 // text every Debian machine has. It first checks one training step's loss and gradients against the fp64
 // reference, then trains in fp32 with AdamW, printing progress and memory, and ends with a generated sample.
 //
-//   mpirun -np 4 ./train_gpt [--q 2] [--layers 2] [--hidden 128] [--heads 4] [--ffn 512] [--seq 64]
+//   mpirun -np 4 ./train_gpt [--q 2 | --layout 1d [--p P]] [--layers 2] [--hidden 128] [--heads 4] [--ffn 512] [--seq 64]
 //                            [--batch 16] [--steps 1200] [--lr 3e-3] [--dropout 0.1] [--seed 1234] [--every 50]
 //                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--device-bandwidth GB/s]
@@ -48,6 +48,9 @@
 // --resume, --init and --export work as without a pipeline (a checkpoint saved by any layout resumes on any other).
 // Stages compute on --device sim|cuda too (their messages on the device communicators), with --offload optimizer.
 // Not yet with a pipeline: --offload spill and spill+activations (refused, naming it).
+// --layout 1d: the 1D (Megatron) baseline instead of q x q grids, on pp stages of --p ranks each (default: ranks / pp;
+// no data-parallel replicas, no device path yet), through the same pipeline runtime (one stage at --pp 1); every option
+// above but --q, --device and spilling works with it, and its checkpoints and GPT-2 files load into any 2D layout.
 // --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
 // --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
 // which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
@@ -230,11 +233,12 @@ double train_loop(const Trainee& t, const Setup& setup, const optimus::examples:
 }
 
 // Checks one training step of a small model of config's shape (every stage's chunks one block each under a
-// pipeline, else min(layers, 2) blocks) on the host grid against the fp64 reference on rank 0, with step 0's
-// global batch (every replica's sequences, in replica order); prints the error on rank 0 and throws past 1e-10.
-void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, const optimus::GptConfig& config,
-                      const optimus::pipeline::Schedule* schedule, const optimus::examples::Tokens& train,
-                      std::int64_t batch) {
+// pipeline, else min(layers, 2) blocks) on the host grid (the 1D baseline: on `group`) against the fp64 reference on
+// rank 0, with step 0's global batch (every replica's sequences, in replica order); prints the error on rank 0 and
+// throws past 1e-10.
+void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, const optimus::megatron::Group* group,
+                      const optimus::GptConfig& config, const optimus::pipeline::Schedule* schedule,
+                      const optimus::examples::Tokens& train, std::int64_t batch) {
   namespace ex = optimus::examples;
   const std::int64_t seq = config.max_seq;
   std::vector<int> tokens, targets, all_tokens, all_targets;
@@ -248,18 +252,22 @@ void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, co
   check.layers = schedule ? schedule->virtual_stages() : std::min<std::int64_t>(config.layers, 2);
   const ex::CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
                          .batch = batch};
-  const double err = schedule ? ex::reference_check(world, host_grid, check, b, *schedule)
-                              : ex::reference_check(world, host_grid, check, b, 1);
+  const double err = group      ? ex::reference_check(world, *group, check, b, *schedule)
+                     : schedule ? ex::reference_check(world, host_grid, check, b, *schedule)
+                                : ex::reference_check(world, host_grid, check, b, 1);
   if (world.rank() == 0) {
     std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
                 err < 1e-10 ? "ok" : "FAILED");
   }
-  OPTIMUS_CHECK(err < 1e-10, "train_gpt: the 2D model disagrees with the reference (relative error ", err, ")");
+  OPTIMUS_CHECK(err < 1e-10, "train_gpt: the ", group ? "1D" : "2D", " model disagrees with the reference (relative error ",
+                err, ")");
   host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
 }
 
-// The training loop's view of a pipelined model (this rank's stage): its step, evaluation and next-token logits.
-Trainee pipeline_trainee(optimus::pipeline::Gpt2D<float>& model, std::int64_t batch, int q, std::int64_t stored_vocab) {
+// The training loop's view of a pipelined model (this rank's stage, 2D or 1D): its step, evaluation and next-token
+// logits.
+template <class Family>
+Trainee pipeline_trainee(optimus::pipeline::Gpt<Family>& model, std::int64_t batch) {
   Trainee trainee;
   trainee.train_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
     model.zero_grad();
@@ -268,12 +276,16 @@ Trainee pipeline_trainee(optimus::pipeline::Gpt2D<float>& model, std::int64_t ba
   trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
     return model.evaluate(tok, tgt, batch);
   };
-  trainee.next_logits = [&model, q, stored_vocab](const std::vector<int>& window) {
-    // Computed on the head's stage, then sent along each (i, j)'s pipeline so that every rank samples the same id.
-    const int head = model.schedule().stage_of(model.schedule().virtual_stages() - 1);
+  trainee.next_logits = [&model](const std::vector<int>& window) {
+    // Computed on the head's stage, then sent along each rank's pipeline (its length first) so that every rank samples
+    // the same id.
+    const int q = model.grid().q(), head = model.schedule().stage_of(model.schedule().virtual_stages() - 1);
     const std::optional<optimus::DistMatrix<float>> logits = model.logits(copies(window, q), q);
     Eigen::RowVectorXd row = logits ? last_row(logits->to_global().cast<double>(), window.size())
-                                    : Eigen::RowVectorXd(stored_vocab);
+                                    : Eigen::RowVectorXd();
+    double length = static_cast<double>(row.size());
+    model.grid().pipe().broadcast(std::span<double>(&length, 1), head);
+    row.conservativeResize(static_cast<Eigen::Index>(length));
     model.grid().pipe().broadcast(std::span<double>(row.data(), static_cast<std::size_t>(row.size())), head);
     return row;
   };
@@ -301,17 +313,17 @@ Trainee whole_trainee(optimus::Gpt2D<float>& model, std::int64_t batch, std::int
 // saving.every-th step and the last (of `steps`) to their step directory, keeping the newest saving.keep. root: whether
 // this rank prunes and prints.
 template <class Model>
-std::function<void(int step)> checkpoint_saver(Model& model, optimus::AdamW<float>& adamw, const optimus::Grid& grid,
-                                               const Saving& saving,
+std::function<void(int step)> checkpoint_saver(Model& model, optimus::AdamW<float>& adamw,
+                                               optimus::Communicator& world, const Saving& saving,
                                                const optimus::checkpoint::TrainingState& run_state, int steps,
                                                bool root) {
-  return [&model, &adamw, &grid, saving, run_state, steps, root](int step) {
+  return [&model, &adamw, &world, saving, run_state, steps, root](int step) {
     if (step % saving.every != 0 && step != steps) return;
     optimus::checkpoint::TrainingState state = run_state;
     state.step = static_cast<std::uint64_t>(step);
     const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
     const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &adamw, state);
-    optimus::all_or_throw({&grid.grid(), &grid.dp_comm(), &grid.pipe()}, [&] {
+    optimus::all_or_throw({&world}, [&] {
       if (root && saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep, dir);
     });
     if (root) {
@@ -335,7 +347,8 @@ struct Persistence {
 // the first step to train.
 template <class Model>
 int restore(Model& model, optimus::AdamW<float>& optimizer, const Persistence& p, const Setup& setup,
-            const optimus::Grid& grid, bool root, Trainee& trainee) {
+            optimus::Communicator& world, Trainee& trainee) {
+  const bool root = world.rank() == 0;
   int first_step = 1;
   if (p.init) {
     if (p.init_llmc) optimus::checkpoint::import_llmc(*p.init, model);
@@ -351,7 +364,7 @@ int restore(Model& model, optimus::AdamW<float>& optimizer, const Persistence& p
     }
   }
   if (!p.saving.dir.empty()) {
-    trainee.save = checkpoint_saver(model, optimizer, grid, p.saving, p.run_state, setup.steps, root);
+    trainee.save = checkpoint_saver(model, optimizer, world, p.saving, p.run_state, setup.steps, root);
   }
   return first_step;
 }
@@ -377,26 +390,38 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   // --plan auto: the layout, the micro-batches, each block's recomputation and the offload are the plan's, and
   // --batch is the whole step's batch, which the plan's replicas share.
   OPTIMUS_CHECK(o.has("plan") || (!o.has("calibration") && !o.has("cores")), "--calibration and --cores need --plan auto");
+  OPTIMUS_CHECK(!o.has("plan") || (!o.has("layout") && !o.has("p")), "--plan auto chooses the layout itself: it takes "
+                "neither --layout nor --p");
   const std::optional<optimus::plan::Plan> planned =
       o.has("plan") ? std::optional(ex::auto_plan(world, o, where.choice, config, setup.batch, where.in_process))
                     : std::nullopt;
   const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));  // every block's
   const ex::RunLayout layout =
-      planned ? ex::layout_of(*planned, where.choice.kind) : ex::layout_of(o, where.choice.kind);
+      planned ? ex::layout_of(*planned, where.choice.kind) : ex::layout_of(o, where.choice.kind, world.size());
+  const bool one_d = layout.one_d;
   setup.q = layout.q;
   setup.pp = layout.pp;
   setup.micro_batches = layout.micro_batches;
   setup.pipeline = layout.pipeline;
+  if (one_d && !setup.pipeline) {  // the 1D baseline always runs as a pipeline, of one stage at --pp 1
+    setup.pipeline = optimus::pipeline::ScheduleRequest{.kind = optimus::pipeline::Kind::one_f_one_b, .stages = 1,
+                                                        .micro_batches = static_cast<int>(setup.micro_batches),
+                                                        .chunks = 1};
+  }
   if (planned) setup.batch /= planned->layout.dp;
   const ex::OffloadChoice& offload = layout.offload;
   const int q = setup.q;
-  OPTIMUS_CHECK(world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
+  OPTIMUS_CHECK(one_d || world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
                 "for pp = ", setup.pp, " and q = ", q, " (a multiple of ", setup.pp * q * q, " ranks)");
   const std::optional<optimus::pipeline::Schedule> schedule =
       setup.pipeline ? std::optional(optimus::pipeline::make_schedule(*setup.pipeline)) : std::nullopt;
   const std::string gemm = o.text("gemm", "f32");
   const auto math = gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
-  optimus::Grid host_grid = optimus::Grid::create(world, q, setup.pp);  // also the reference check's (f64) grid
+  // The 1D baseline's groups, whose one-rank grids its activations live on; else the grid. Also the reference check's
+  // (f64) place.
+  std::optional<optimus::megatron::Group> group;
+  if (one_d) group.emplace(optimus::megatron::Group::pipeline_stage(world, setup.pp));
+  optimus::Grid host_grid = one_d ? group->local() : optimus::Grid::create(world, q, setup.pp);
   std::unique_ptr<optimus::DeviceRuntime> own_device;
   std::optional<optimus::RankDevice> rank_device;
   std::optional<optimus::Grid> device_grid;
@@ -443,9 +468,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                   " tokens (", t->size(), ") are fewer than one sequence of ", seq, " plus its target");
   }
   if (root) {
-    std::printf("Optimus: %s GPT on a %dx%d grid x pp %d x dp %d (%d ranks), %s, %s, GEMMs %s\n",
-                corpus.chars.empty() ? "token-level" : "character-level", q, q, setup.pp, grid.dp(), world.size(),
-                grid.row().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(), gemm.c_str());
+    const std::string where_it_runs = one_d ? "the 1D baseline's groups of " + std::to_string(layout.p) + " ranks"
+                                            : "a " + std::to_string(q) + "x" + std::to_string(q) + " grid";
+    std::printf("Optimus: %s GPT on %s x pp %d x dp %d (%d ranks), %s, %s, GEMMs %s\n",
+                corpus.chars.empty() ? "token-level" : "character-level", where_it_runs.c_str(), setup.pp, grid.dp(),
+                world.size(), grid.pipe().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(),
+                gemm.c_str());
     const optimus::cpu::Processor processor = optimus::cpu::this_processor();
     std::printf("  %s\n  %s\n", optimus::cpu::describe(processor).c_str(),
                 optimus::cpu::describe(optimus::cpu::blas_kernel(), processor).c_str());
@@ -473,19 +501,21 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       std::printf("  offload: %s (AdamW's offloaded update on the %s)\n", optimus::name_of(offload.mode),
                   offload.optimizer->update == optimus::OffloadUpdate::device ? "device" : "host");
     }
-    if (schedule) {
+    if (schedule && schedule->stages > 1) {
       std::printf("  pipeline: %d stages, schedule %s, %d chunks per stage (%lld blocks each), %d micro-batches\n",
                   schedule->stages, std::string(optimus::pipeline::name_of(schedule->kind)).c_str(), schedule->chunks,
                   static_cast<long long>(config.layers / schedule->virtual_stages()), schedule->micro_batches);
     }
   }
 
-  check_first_step(world, host_grid, config, schedule ? &*schedule : nullptr, corpus.train, batch);
+  check_first_step(world, host_grid, group ? &*group : nullptr, config, schedule ? &*schedule : nullptr, corpus.train,
+                   batch);
 
   const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                                   .max_grad_norm = 1.0};
   std::unique_ptr<optimus::Gpt2D<float>> whole;                // --pp 1
   std::unique_ptr<optimus::pipeline::Gpt2D<float>> staged;     // --pp > 1
+  std::unique_ptr<optimus::pipeline::Gpt1D<float>> one_d_staged;  // --layout 1d (any --pp)
   std::unique_ptr<optimus::AdamW<float>> optimizer;
   Trainee trainee;
   const Persistence persistence{
@@ -500,7 +530,15 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                               {o.has("data") ? "data" : "text",
                                o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}}};
   int first_step = 1;
-  if (schedule) {
+  if (one_d) {
+    one_d_staged = std::make_unique<optimus::pipeline::Gpt1D<float>>(*group, config, *schedule);
+    one_d_staged->set_recompute(recompute);
+    optimizer = std::make_unique<optimus::AdamW<float>>(
+        *group, one_d_staged->parameters(),
+        optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = one_d_staged->norm_order()});
+    trainee = pipeline_trainee(*one_d_staged, batch);
+    first_step = restore(*one_d_staged, *optimizer, persistence, setup, world, trainee);
+  } else if (schedule) {
     staged = std::make_unique<optimus::pipeline::Gpt2D<float>>(grid, config, *schedule);
     staged->set_recompute(recompute);
     if (planned) {  // the plan's policy per block (each stage sets its own)
@@ -511,8 +549,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     optimizer = std::make_unique<optimus::AdamW<float>>(
         grid, staged->parameters(),
         optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = staged->norm_order()});
-    trainee = pipeline_trainee(*staged, batch, q, config.stored_vocab(q));
-    first_step = restore(*staged, *optimizer, persistence, setup, grid, root, trainee);
+    trainee = pipeline_trainee(*staged, batch);
+    first_step = restore(*staged, *optimizer, persistence, setup, world, trainee);
   } else {
     whole = std::make_unique<optimus::Gpt2D<float>>(grid, config, optimus::spill_of(offload.mode));
     optimus::Gpt2D<float>& model = *whole;
@@ -525,7 +563,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     optimizer = std::make_unique<optimus::AdamW<float>>(
         grid, model.parameters(), optimus::AdamWOptions{.config = adam, .offload = offload.optimizer});
     trainee = whole_trainee(model, batch, setup.micro_batches, q);
-    first_step = restore(model, *optimizer, persistence, setup, grid, root, trainee);
+    first_step = restore(model, *optimizer, persistence, setup, world, trainee);
   }
   trainee.optimizer = optimizer.get();
   const bool skip_nonfinite = o.has("skip-nonfinite");
@@ -539,10 +577,13 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   if (o.has("export")) {
     const std::string file = o.text("export", "");
     const bool llmc = file.ends_with(".bin");
-    if (llmc && whole) optimus::checkpoint::export_llmc(file, *whole);
-    else if (llmc) optimus::checkpoint::export_llmc(file, *staged);
-    else if (whole) optimus::checkpoint::export_hf(file, *whole);
-    else optimus::checkpoint::export_hf(file, *staged);
+    const auto write = [&](auto& model) {
+      if (llmc) optimus::checkpoint::export_llmc(file, model);
+      else optimus::checkpoint::export_hf(file, model);
+    };
+    if (whole) write(*whole);
+    else if (staged) write(*staged);
+    else write(*one_d_staged);
     if (root) std::printf("  exported %s (%s)\n", file.c_str(), llmc ? "llm.c" : "Hugging Face GPT-2 safetensors");
   }
   std::vector<int> tokens, targets;

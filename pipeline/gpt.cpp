@@ -9,7 +9,6 @@
 #include <optional>
 #include <set>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 
 #include "optimus/core/error.hpp"
@@ -506,14 +505,9 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
 
 template <class F>
 auto Gpt<F>::logits(const std::vector<int>& tokens, std::int64_t batch) -> std::optional<DistMatrix<T>> {
-  if constexpr (std::is_same_v<F, TwoD<T>>) {
-    const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
-    if (!y) return std::nullopt;
-    return head_->logits(*y, embedding_->wte());
-  } else {
-    OPTIMUS_CHECK(false, F::name, "::logits: not provided for the 1D baseline (its LM head has no logits call)");
-    return std::nullopt;
-  }
+  const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
+  if (!y) return std::nullopt;
+  return F::head_logits(*head_, *embedding_, *y);
 }
 
 template class Gpt<TwoD<float>>;

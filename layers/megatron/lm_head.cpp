@@ -26,6 +26,26 @@ void LmHead1D<T>::mask_padding(DistMatrix<T>& logits, std::int64_t v0) {
 }
 
 template <class T>
+DistMatrix<T> LmHead1D<T>::logits(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0) {
+  const Grid& local = group_.local();
+  const std::int64_t n = x.rows(), slice = wte.rows(), p = group_.size();
+  DistMatrix<T> mine(local, n, slice, MemoryKind::workspace);  // [N, V/p]
+  ops::gemm<T>(Trans::no, Trans::yes, T(1), x.local(), wte.local(), T(0), mine.local(), local.queue());
+  mask_padding(mine, v0);
+  // The ranks' slices in rank order, [p][N, V/p], then side by side: [N, p * V/p].
+  const auto count = static_cast<std::size_t>(n * slice);
+  std::vector<T> all(count * static_cast<std::size_t>(p));
+  const typename DistMatrix<T>::Matrix own = mine.local_to_host();
+  group_.tp().all_gather(std::span<const T>(own.data(), count), std::span<T>(all));
+  typename DistMatrix<T>::Matrix whole(n, p * slice);
+  for (std::int64_t r = 0; r < p; ++r) {
+    whole.block(0, r * slice, n, slice) = Eigen::Map<const typename DistMatrix<T>::Matrix>(
+        all.data() + static_cast<std::size_t>(r) * count, n, slice);
+  }
+  return DistMatrix<T>::from_global(local, whole);
+}
+
+template <class T>
 double LmHead1D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0,
                             const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass, Context& saved) {
   const std::int64_t n = x.rows();

@@ -33,9 +33,9 @@ template <class T>
 void export_hf(const std::string& path, Gpt2D<T>& model);
 
 // The same for a pipeline's stages (collective over the whole pipeline): each stage imports the tensors it holds.
-template <class T>
-void import_hf(const std::string& path, pipeline::Gpt2D<T>& model);
-template <class T>
-void export_hf(const std::string& path, pipeline::Gpt2D<T>& model);
+template <class Family>
+void import_hf(const std::string& path, pipeline::Gpt<Family>& model);
+template <class Family>
+void export_hf(const std::string& path, pipeline::Gpt<Family>& model);
 
 }  // namespace optimus::checkpoint

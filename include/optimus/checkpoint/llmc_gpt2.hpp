@@ -34,9 +34,9 @@ template <class T>
 void export_llmc(const std::string& path, Gpt2D<T>& model);
 
 // The same for a pipeline's stages (collective over the whole pipeline), as hf_gpt2.hpp does.
-template <class T>
-void import_llmc(const std::string& path, pipeline::Gpt2D<T>& model);
-template <class T>
-void export_llmc(const std::string& path, pipeline::Gpt2D<T>& model);
+template <class Family>
+void import_llmc(const std::string& path, pipeline::Gpt<Family>& model);
+template <class Family>
+void export_llmc(const std::string& path, pipeline::Gpt<Family>& model);
 
 }  // namespace optimus::checkpoint

@@ -36,6 +36,9 @@ struct TwoD {
                              LmHeadContext<T>& saved) {
     return head.forward(y, embedding.wte(), targets, mean_over, pass, saved);
   }
+  static DistMatrix<T> head_logits(Head& head, const Embedding& embedding, const DistMatrix<T>& y) {
+    return head.logits(y, embedding.wte());
+  }
 };
 
 template <class T>
@@ -61,6 +64,10 @@ struct OneD {
                              const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass,
                              LmHeadContext<T>& saved) {
     return head.forward(y, embedding.wte(), embedding.first_id(), targets, mean_over, pass, saved);
+  }
+  // The whole [N, V] logits on every rank of the group.
+  static DistMatrix<T> head_logits(Head& head, const Embedding& embedding, const DistMatrix<T>& y) {
+    return head.logits(y, embedding.wte(), embedding.first_id());
   }
 };
 

@@ -73,8 +73,7 @@ class Gpt {
   // one block: bitwise the whole model's evaluate.
   double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch);
   // Collective over the replica's pipeline: logits [b*s, padded vocab] without dropout on the stage that holds the head
-  // (schedule().stage_of(U-1)), nothing on the others. 2D only: Gpt1D throws optimus::Error (its head has no logits
-  // call; each rank would hold a vocabulary slice).
+  // (schedule().stage_of(U-1)), nothing on the others (1D: whole on every rank of the head's group).
   std::optional<DistMatrix<T>> logits(const std::vector<int>& tokens, std::int64_t batch);
 
   // This stage's parameters, by GPT-2 name (wte on both end stages, wpe with the embedding).
