@@ -195,7 +195,7 @@ run() {
   [[ -f "$lent_dir/bundle.tar.xz" ]] || { echo "lent_machine.sh: no $lent_dir/bundle.tar.xz: run 'pack' here first" >&2
                                           exit 2; }
   mkdir -p "$out"
-  results="$out/results.md"
+  results="$out/results.txt"  # markdown
   unpack
   echo "# Lent machine run, $(date -u +%FT%TZ), programs built at commit $(cat "$lent_dir/unpacked/commit")" >"$results"
   # scaling.sh appends "-n P" and the program to its launcher: this one binds a rank per core.
