@@ -55,7 +55,8 @@ double reference_check(Communicator& world, const megatron::Group& group, const 
   model.zero_grad();
   const double loss = model.train_step(b.tokens, b.targets, b.batch, 1);
   const std::map<std::string, GlobalMatrix> grads = model.gather(true);
-  return worst_error(world, group.rank() == 0, config, b, 1, loss, grads);
+  const Grid& grid = group.local();
+  return worst_error(world, grid.dp_index() == 0 && group.rank() == 0, config, b, grid.dp(), loss, grads);
 }
 
 }  // namespace optimus::examples

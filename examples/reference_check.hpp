@@ -32,7 +32,7 @@ double reference_check(Communicator& world, const Grid& grid, const GptConfig& c
 double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule);
 // The 1D baseline through `schedule` (one stage or more) on `group` (megatron::Group::pipeline_stage): each stage's
-// gradients are compared on its group rank 0.
+// gradients are compared on its group rank 0 of replica 0.
 double reference_check(Communicator& world, const megatron::Group& group, const GptConfig& config,
                        const CheckBatch& b, const pipeline::Schedule& schedule);
 

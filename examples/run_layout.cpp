@@ -70,8 +70,8 @@ RunLayout layout_of(const cli::Options& o, Device device, int world) {
                   ": the 1D baseline has no device path yet");
     OPTIMUS_CHECK(world % pp == 0, world, " ranks do not divide into --pp ", pp, " stages");
     p = static_cast<int>(o.integer("p", world / pp));
-    OPTIMUS_CHECK(pp * p == world, "--layout 1d: ", world, " ranks are not pp x p = ", pp, " x ", p,
-                  " (the 1D baseline has no data-parallel replicas yet)");
+    OPTIMUS_CHECK(world % (pp * p) == 0, "--layout 1d: ", world, " ranks are not dp x pp x p for pp = ", pp,
+                  " and p = ", p, " (a multiple of ", pp * p, " ranks)");
   } else {
     OPTIMUS_CHECK(!o.has("p"), "--p is the 1D baseline's group size; it needs --layout 1d");
   }

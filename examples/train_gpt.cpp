@@ -48,9 +48,9 @@
 // --resume, --init and --export work as without a pipeline (a checkpoint saved by any layout resumes on any other).
 // Stages compute on --device sim|cuda too (their messages on the device communicators), with --offload optimizer.
 // Not yet with a pipeline: --offload spill and spill+activations (refused, naming it).
-// --layout 1d: the 1D (Megatron) baseline instead of q x q grids, on pp stages of --p ranks each (default: ranks / pp;
-// no data-parallel replicas, no device path yet), through the same pipeline runtime (one stage at --pp 1); every option
-// above but --q, --device and spilling works with it, and its checkpoints and GPT-2 files load into any 2D layout.
+// --layout 1d: the 1D (Megatron) baseline instead of q x q grids, on dp x pp groups of --p ranks each (default: ranks /
+// pp, dp 1; no device path yet), through the same pipeline runtime (one stage at --pp 1); every option above but --q,
+// --device and --offload works with it, and its checkpoints and GPT-2 files load into any 2D layout.
 // --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
 // --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
 // which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
@@ -420,7 +420,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   // The 1D baseline's groups, whose one-rank grids its activations live on; else the grid. Also the reference check's
   // (f64) place.
   std::optional<optimus::megatron::Group> group;
-  if (one_d) group.emplace(optimus::megatron::Group::pipeline_stage(world, setup.pp));
+  if (one_d) {
+    group.emplace(optimus::megatron::Group::pipeline_stage(world, setup.pp, world.size() / (setup.pp * layout.p)));
+  }
   optimus::Grid host_grid = one_d ? group->local() : optimus::Grid::create(world, q, setup.pp);
   std::unique_ptr<optimus::DeviceRuntime> own_device;
   std::optional<optimus::RankDevice> rank_device;

@@ -65,12 +65,17 @@ Group::Group(Communicator& tp) : tp_(&tp), self_(prepared_self(tp)), local_(Grid
 Group::Group(std::shared_ptr<Communicator> tp, std::shared_ptr<Communicator> pipe, int stages)
     : tp_(tp.get()), owned_tp_(std::move(tp)), self_(std::move(pipe)), local_(Grid::create(*self_, 1, stages)) {}
 
-Group Group::pipeline_stage(Communicator& world, int stages) {
-  OPTIMUS_CHECK(stages >= 1 && world.size() % stages == 0, "megatron::Group::pipeline_stage: ", world.size(),
-                " ranks are not ", stages, " stages of equal groups");
-  const int p = world.size() / stages, stage = world.rank() / p, rank = world.rank() % p;
-  std::shared_ptr<Communicator> tp = world.split(stage, rank);
-  std::shared_ptr<Communicator> pipe = world.split(rank, stage);
+Group Group::pipeline_stage(Communicator& world, int stages) { return pipeline_stage(world, stages, 1); }
+
+Group Group::pipeline_stage(Communicator& world, int stages, int replicas) {
+  OPTIMUS_CHECK(stages >= 1 && replicas >= 1 && world.size() % (stages * replicas) == 0,
+                "megatron::Group::pipeline_stage: ", world.size(), " ranks are not ", replicas, " replicas of ", stages,
+                " stages of equal groups");
+  const int p = world.size() / (stages * replicas), r = world.rank();
+  const int place = r / p;  // replica * stages + stage: the order Grid::create reads the one-rank grid's ranks in
+  const int rank = r % p;
+  std::shared_ptr<Communicator> tp = world.split(place, rank);
+  std::shared_ptr<Communicator> pipe = world.split(rank, place);
   return Group(std::move(tp), std::move(pipe), stages);
 }
 

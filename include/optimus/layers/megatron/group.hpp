@@ -26,6 +26,11 @@ class Group {
   // pipe() joins the ranks of the same group rank, one per stage (the pipeline of optimus/pipeline/gpt.hpp's Gpt1D).
   // Throws optimus::Error on every rank unless `stages` divides the world.
   static Group pipeline_stage(Communicator& world, int stages);
+  // The same with data-parallel replicas: `world` is replicas * stages * p ranks, rank r of replica r / (stages * p),
+  // stage (r / p) % stages, group rank r % p (as Grid::create lays out 2D ranks); local() is a q = 1 grid with those
+  // stages and replicas, whose dp_comm() joins the ranks of the same stage and group rank. Throws optimus::Error on
+  // every rank unless replicas * stages divides the world.
+  static Group pipeline_stage(Communicator& world, int stages, int replicas);
 
   Communicator& tp() const { return *tp_; }
   int size() const { return tp_->size(); }
