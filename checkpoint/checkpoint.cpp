@@ -222,7 +222,9 @@ IoStats save_model(const fs::path& target, Model& model, AdamW<T>* optimizer, co
   if (writer) described = detail::gather_json(*where.holders, mine);
   if (writer && where.stages != nullptr) {  // every stage's files, stage by stage
     std::vector<json> all;
-    for (const json& stage : detail::gather_json(*where.stages, json(described))) all.insert(all.end(), stage.begin(), stage.end());
+    for (const json& stage : detail::gather_json(*where.stages, json(described))) {
+      all.insert(all.end(), stage.begin(), stage.end());
+    }
     described = std::move(all);
   }
   all_or_throw(everyone, [&] {

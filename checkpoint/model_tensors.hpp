@@ -33,8 +33,8 @@ struct ModelTensors {
 
 template <class T>
 ModelTensors<T> tensors_of(Gpt2D<T>& model);
-// A pipeline's stages (2D grids or 1D groups): each holds its own tensors; fetch gathers one over the ranks of the stage
-// that holds it (wte: the embedding's stage) and sends it to the writer on the first stage.
+// A pipeline's stages (2D grids or 1D groups): each holds its own tensors; fetch gathers one over the ranks of the
+// stage that holds it (wte: the embedding's stage) and sends it to the writer on the first stage.
 template <class F>
 ModelTensors<typename F::Value> tensors_of(pipeline::Gpt<F>& model);
 

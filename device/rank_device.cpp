@@ -29,9 +29,13 @@ ops::Queue RankDevice::queue() {
 
 Grid RankDevice::grid(Communicator& world, int q) { return grid(world, q, 1); }
 
-Grid RankDevice::grid(Communicator& world, int q, int pp) {
+void RankDevice::stage_on_device(Communicator& world) {
   staging_ = std::make_shared<DeviceStaging>(memory_);
   set_in_process_staging(world, staging_);
+}
+
+Grid RankDevice::grid(Communicator& world, int q, int pp) {
+  stage_on_device(world);
   Grid g = Grid::create(world, q, pp);
   g.place_on(&memory_, queue());
   return g;
@@ -47,11 +51,17 @@ Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, std::chr
   return distributed_grid(rank, bootstrap, q, 1, timeout);
 }
 
-Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, int pp, std::chrono::milliseconds timeout) {
-  Grid::check_world_size(bootstrap.size(), q, pp);  // before any device communicator starts
-  const std::unique_ptr<DeviceCommunicator> world = DeviceCommunicator::create(bootstrap, rank.runtime());
+std::unique_ptr<DeviceCommunicator> device_world(RankDevice& rank, Communicator& bootstrap,
+                                                 std::chrono::milliseconds timeout) {
+  std::unique_ptr<DeviceCommunicator> world = DeviceCommunicator::create(bootstrap, rank.runtime());
   world->set_compute_stream(&rank.stream());
   world->set_timeout(timeout);
+  return world;
+}
+
+Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, int pp, std::chrono::milliseconds timeout) {
+  Grid::check_world_size(bootstrap.size(), q, pp);  // before any device communicator starts
+  const std::unique_ptr<DeviceCommunicator> world = device_world(rank, bootstrap, timeout);
   // The grid's communicators are splits of `world` (they inherit its compute stream and timeout) and outlive it.
   Grid grid = Grid::create(*world, q, pp);
   grid.place_on(&rank.memory(), rank.queue());

@@ -66,8 +66,9 @@ RunLayout layout_of(const cli::Options& o, Device device, int world) {
   int p = 0;
   if (one_d) {
     OPTIMUS_CHECK(!o.has("q"), "--q is the 2D grid's side; --layout 1d takes --p (ranks per tensor-parallel group)");
-    OPTIMUS_CHECK(device == Device::cpu, "--layout 1d with --device ", name_of(device),
-                  ": the 1D baseline has no device path yet");
+    const std::string offload = o.text("offload", "none");
+    OPTIMUS_CHECK(offload != "spill" && offload != "spill+activations", "--layout 1d with --offload ", offload,
+                  ": spilling the 1D baseline's blocks is not supported yet (--offload optimizer is)");
     OPTIMUS_CHECK(world % pp == 0, world, " ranks do not divide into --pp ", pp, " stages");
     p = static_cast<int>(o.integer("p", world / pp));
     OPTIMUS_CHECK(world % (pp * p) == 0, "--layout 1d: ", world, " ranks are not dp x pp x p for pp = ", pp,

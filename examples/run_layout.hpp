@@ -35,7 +35,7 @@ struct RunLayout {
 RunLayout layout_of(const plan::Plan& plan, Device device);
 // The options' layout on `world` ranks: --schedule and --chunks need --pp > 1; --offload needs a device, and its spill
 // modes --pp 1; --offload-update needs --offload (default: the faster update on `device`, docs/offload.md); --layout 1d
-// takes --p (default world / pp: no replicas; world = dp x pp x p) and neither --q nor a device.
+// takes --p (default world / pp: no replicas; world = dp x pp x p), not --q, and does not spill.
 RunLayout layout_of(const cli::Options& options, Device device, int world);
 
 }  // namespace optimus::examples

@@ -2,7 +2,8 @@
 // text every Debian machine has. It first checks one training step's loss and gradients against the fp64
 // reference, then trains in fp32 with AdamW, printing progress and memory, and ends with a generated sample.
 //
-//   mpirun -np 4 ./train_gpt [--q 2 | --layout 1d [--p P]] [--layers 2] [--hidden 128] [--heads 4] [--ffn 512] [--seq 64]
+//   mpirun -np 4 ./train_gpt [--q 2 | --layout 1d [--p P]] [--layers 2] [--hidden 128] [--heads 4] [--ffn 512]
+//                            [--seq 64]
 //                            [--batch 16] [--steps 1200] [--lr 3e-3] [--dropout 0.1] [--seed 1234] [--every 50]
 //                            [--text /usr/share/common-licenses/GPL-3] [--sample 240]
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--device-bandwidth GB/s]
@@ -49,8 +50,8 @@
 // Stages compute on --device sim|cuda too (their messages on the device communicators), with --offload optimizer.
 // Not yet with a pipeline: --offload spill and spill+activations (refused, naming it).
 // --layout 1d: the 1D (Megatron) baseline instead of q x q grids, on dp x pp groups of --p ranks each (default: ranks /
-// pp, dp 1; no device path yet), through the same pipeline runtime (one stage at --pp 1); every option above but --q,
-// --device and --offload works with it, and its checkpoints and GPT-2 files load into any 2D layout.
+// pp, dp 1), through the same pipeline runtime (one stage at --pp 1); every option above but --q and spilling works
+// with it, and its checkpoints and GPT-2 files load into any 2D layout.
 // --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
 // --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
 // which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
@@ -259,8 +260,8 @@ void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, co
     std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
                 err < 1e-10 ? "ok" : "FAILED");
   }
-  OPTIMUS_CHECK(err < 1e-10, "train_gpt: the ", group ? "1D" : "2D", " model disagrees with the reference (relative error ",
-                err, ")");
+  OPTIMUS_CHECK(err < 1e-10, "train_gpt: the ", group ? "1D" : "2D",
+                " model disagrees with the reference (relative error ", err, ")");
   host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
 }
 
@@ -427,14 +428,27 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   std::unique_ptr<optimus::DeviceRuntime> own_device;
   std::optional<optimus::RankDevice> rank_device;
   std::optional<optimus::Grid> device_grid;
+  std::optional<optimus::megatron::Group> device_group;  // the 1D baseline on devices
   if (where.choice.kind != optimus::Device::cpu) {
     if (!where.in_process) own_device = open_device(where, world);
     rank_device.emplace(where.in_process ? *where.shared : *own_device, math);
-    device_grid.emplace(where.in_process ? rank_device->grid(world, q, setup.pp)
-                                         : optimus::distributed_grid(*rank_device, world, q, setup.pp,
-                                                                     optimus::DeviceCommunicator::kDefaultTimeout));
+    const auto timeout = optimus::DeviceCommunicator::kDefaultTimeout;
+    if (one_d && where.in_process) {
+      rank_device->stage_on_device(world);
+      device_group.emplace(optimus::megatron::Group::pipeline_stage(world, setup.pp, group->local().dp()));
+    } else if (one_d) {
+      const std::unique_ptr<optimus::DeviceCommunicator> on_devices =
+          optimus::device_world(*rank_device, world, timeout);
+      device_group.emplace(optimus::megatron::Group::pipeline_stage(*on_devices, setup.pp, group->local().dp()));
+    } else {
+      device_grid.emplace(where.in_process ? rank_device->grid(world, q, setup.pp)
+                                           : optimus::distributed_grid(*rank_device, world, q, setup.pp, timeout));
+    }
+    if (device_group) device_group->place_on(&rank_device->memory(), rank_device->queue());
   }
-  optimus::Grid& grid = device_grid ? *device_grid : host_grid;
+  // Where the model trains: its grid, or for the 1D baseline its groups' one-rank grids.
+  const optimus::megatron::Group* training_group = device_group ? &*device_group : group ? &*group : nullptr;
+  const optimus::Grid& grid = device_grid ? *device_grid : training_group ? training_group->local() : host_grid;
   grid.set_gemm_math(math);
   grid.set_check_finite(o.has("check-finite"));
   const bool root = world.rank() == 0;
@@ -533,10 +547,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                                o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}}};
   int first_step = 1;
   if (one_d) {
-    one_d_staged = std::make_unique<optimus::pipeline::Gpt1D<float>>(*group, config, *schedule);
+    one_d_staged = std::make_unique<optimus::pipeline::Gpt1D<float>>(*training_group, config, *schedule);
     one_d_staged->set_recompute(recompute);
     optimizer = std::make_unique<optimus::AdamW<float>>(
-        *group, one_d_staged->parameters(),
+        *training_group, one_d_staged->parameters(),
         optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = one_d_staged->norm_order()});
     trainee = pipeline_trainee(*one_d_staged, batch);
     first_step = restore(*one_d_staged, *optimizer, persistence, setup, world, trainee);

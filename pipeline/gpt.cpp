@@ -272,7 +272,8 @@ class Gpt<F>::Step {
         const int u = s.virtual_stage(from, op.chunk);
         if (op.work == Work::forward && u != last() && s.stage_of(u + 1) == me) {
           expected_[from].push_back(Key{u + 1, op.micro_batch, false});
-        } else if ((op.work == Work::backward || op.work == Work::backward_input) && u != 0 && s.stage_of(u - 1) == me) {
+        } else if ((op.work == Work::backward || op.work == Work::backward_input) && u != 0 &&
+                   s.stage_of(u - 1) == me) {
           expected_[from].push_back(Key{u - 1, op.micro_batch, true});
         }
       }

@@ -1,14 +1,15 @@
-// Distributed checkpoints of a GPT (Gpt2D, megatron::Gpt1D, a pipeline's stages) and its AdamW (in the manner of PyTorch DCP and Megatron-Core's
-// dist_checkpointing): every rank writes its own shards in parallel, and any layout loads them back.
+// Distributed checkpoints of a GPT (Gpt2D, megatron::Gpt1D, a pipeline's stages) and its AdamW (in the manner of
+// PyTorch DCP and Megatron-Core's dist_checkpointing): every rank writes its own shards in parallel, and any layout
+// loads them back.
 //
 // A checkpoint is a directory:
 //
 //   step_10/
 //     rank_00000.safetensors ...   one per rank of replica 0 that holds state (a pipeline's numbered stage by stage:
 //                                  stage s's rank r of its grid or group is s * ranks per stage + r): its shards of
-//                                  every parameter (wte once, from the embedding's stage) and
-//                                  of AdamW's m and v, each stored as the rectangles of the global GPT-2 tensor it
-//                                  covers (c_attn's head-grouped columns are three rectangles per rank)
+//                                  every parameter (wte once, from the embedding's stage) and of AdamW's m and v,
+//                                  each stored as the rectangles of the global GPT-2 tensor it covers (c_attn's
+//                                  head-grouped columns are three rectangles per rank)
 //     metadata.json                the commit marker: the model's config, the step, AdamW's settings and steps,
 //                                  the saved layout, each file's size and header checksum, and for every tensor its
 //                                  global shape and rectangles: which file, where, and an XXH3-64 checksum per 1 MiB
@@ -21,11 +22,11 @@
 // removes and which resolve() never picks. (Where the file system has no RENAME_EXCHANGE, replacing a checkpoint of
 // the same name removes it first: only that re-save has a window.) All ranks must see the same file system (as DCP).
 //
-// load() works on any layout — another q, another dp, another pipeline (pp, schedule, chunks), 1D or 2D — and reads only what each rank needs: for each of its
-// rectangles, the intersecting saved rectangles' rows, in whole 1 MiB chunks, each verified against its checksum
-// before use. A checkpoint that is missing, half-written (no metadata.json), of another model shape, damaged (a
-// flipped byte, a truncated or deleted file) is refused with an optimus::Error naming the directory or the file,
-// the same on every rank.
+// load() works on any layout — another q, another dp, another pipeline (pp, schedule, chunks), 1D or 2D — and reads
+// only what each rank needs: for each of its rectangles, the intersecting saved rectangles' rows, in whole 1 MiB
+// chunks, each verified against its checksum before use. A checkpoint that is missing, half-written (no metadata.json),
+// of another model shape, damaged (a flipped byte, a truncated or deleted file) is refused with an optimus::Error
+// naming the directory or the file, the same on every rank.
 //
 // Libraries: nlohmann-json for metadata.json and the safetensors headers, xxHash (XXH3-64) for the checksums.
 #pragma once

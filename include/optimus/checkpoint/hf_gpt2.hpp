@@ -8,11 +8,11 @@
 // (attn.bias, attn.masked_bias) and a tied lm_head.weight, and refuses any other name. The file holds no head count:
 // __metadata__["n_head"] where present (Optimus writes it), else GPT-2's head size of 64.
 //
-// export_hf streams: replica 0 gathers one tensor at a time (a collective over its grid; in a pipeline, over the grid of
-// the stage that holds it, which sends it to the first stage) and rank 0 appends it to the file, so no rank ever holds
-// more than one tensor of the model (the file's order is the whole model's, whatever the layout); the file appears by rename once complete and
-// fsynced. import_hf reads on every rank, one tensor at a time, only what the model needs. Both are collective and
-// fail the same way on every rank (optimus::Error naming the file and the tensor).
+// export_hf streams: replica 0 gathers one tensor at a time (a collective over its grid; in a pipeline, over the grid
+// of the stage that holds it, which sends it to the first stage) and rank 0 appends it to the file, so no rank ever
+// holds more than one tensor of the model (the file's order is the whole model's, whatever the layout); the file
+// appears by rename once complete and fsynced. import_hf reads on every rank, one tensor at a time, only what the model
+// needs. Both are collective and fail the same way on every rank (optimus::Error naming the file and the tensor).
 #pragma once
 
 #include <string>

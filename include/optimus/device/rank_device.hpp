@@ -51,6 +51,9 @@ class RankDevice {
   Grid grid(Communicator& world, int q);
   // The same for a pipeline of pp stages (Grid::create(world, q, pp)).
   Grid grid(Communicator& world, int q, int pp);
+  // Makes `world` (in-process) and the communicators split from it stage their exchanges on this device, for what
+  // builds its own communicators from it (the 1D baseline's groups: megatron::Group, then Group::place_on).
+  void stage_on_device(Communicator& world);
 
   DeviceRuntime& runtime() const { return *device_; }
   DeviceStream& stream() const { return *stream_; }
@@ -81,5 +84,10 @@ Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q,
                       std::chrono::milliseconds timeout = DeviceCommunicator::kDefaultTimeout);
 // The same for a pipeline of pp stages (a world of dp*pp*q*q ranks, Grid::create(world, q, pp)).
 Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, int pp, std::chrono::milliseconds timeout);
+// The world of device communicators those grids are split from, for what lays out its own (the 1D baseline's groups):
+// collective over `bootstrap`, ordered after `rank`'s stream, aborting an operation that runs longer than `timeout`.
+// Communicators split from it outlive it.
+std::unique_ptr<DeviceCommunicator> device_world(RankDevice& rank, Communicator& bootstrap,
+                                                 std::chrono::milliseconds timeout);
 
 }  // namespace optimus

@@ -11,22 +11,22 @@
 //            backward in reverse; then the embedding's backward (u = 0) or dx sent to u-1's stage.
 //   Split (ZB-H1): B_input(k, c) is B with every weight gradient queued (layers/weight_gradients.hpp) and the
 //            embedding's backward left for later; B_weight(k, c) runs the queue, then the embedding's backward.
-// Each rank sends its block of a micro-batch's activation (2D: [N/q, h/q]; 1D: the whole replicated [N, h]) to the
-// rank of the same place in the other stage over grid().pipe(), tagged by micro-batch, virtual stage and direction:
-// sends are non-blocking (waited at the step's end), and the receive of the next operation that needs one is posted
-// before the current operation computes, so a transfer overlaps the compute before it. Where the pipe matches messages
-// by order, not tag (device communicators: NCCL has no tags), each ordered pair of stages that exchange messages gets
-// its own communicator (a channel, split from the pipe): one direction's sends then hold back only each other, and
-// every schedule sends a channel's messages in the order its receiver needs them (tests/pipeline checks this). Consecutive virtual stages on
-// one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the
-// embedding's are exchanged between the two end stages and summed the same way on both, then every gradient is
-// averaged over the replicas. Losses and gradients are bitwise those of the whole model's train_step with the same
-// micro-batches (docs/pipeline.md).
+// Each rank sends its block of a micro-batch's activation (2D: [N/q, h/q]; 1D: the whole replicated [N, h]) to the rank
+// of the same place in the other stage over grid().pipe(), tagged by micro-batch, virtual stage and direction: sends
+// are non-blocking (waited at the step's end), and the receive of the next operation that needs one is posted before
+// the current operation computes, so a transfer overlaps the compute before it. Where the pipe matches messages by
+// order, not tag (device communicators: NCCL has no tags), each ordered pair of stages that exchange messages gets its
+// own communicator (a channel, split from the pipe): one direction's sends then hold back only each other; and a stage
+// posts its receives from a channel in the order the sender sends (computed from the schedule), whatever order it needs
+// the blocks in (the wave needs some in another). Consecutive virtual stages on one stage hand the block over without a
+// message. At the step's end the head's part of wte's gradient and the embedding's are exchanged between the two end
+// stages and summed the same way on both, then every gradient is averaged over the replicas. Losses and gradients are
+// bitwise those of the whole model's train_step with the same micro-batches (docs/pipeline.md).
 //
-// Each block saves what its recomputation policy says (set_recompute; none by default), and the stage's GEMMs run in the
-// stage grid's math (Grid::set_gemm_math): with the same policies and math, losses and gradients are still bitwise the
-// whole model's. Stages compute where their grid lives: on the CPU, or on devices (the grid made by RankDevice::grid or
-// distributed_grid with pp stages).
+// Each block saves what its recomputation policy says (set_recompute; none by default), and the stage's GEMMs run in
+// the stage grid's math (Grid::set_gemm_math): with the same policies and math, losses and gradients are still bitwise
+// the whole model's. Stages compute where their grid lives: on the CPU, or on devices (the grid made by
+// RankDevice::grid or distributed_grid with pp stages).
 #pragma once
 
 #include <cstdint>

@@ -29,8 +29,8 @@ class LmHead1D {
   // wte: this rank's rows [V/p, h] of the token embedding, whose first row is id v0. targets: the N ids of the pass.
   double forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0, const std::vector<int>& targets,
                  std::int64_t mean_over, const Pass& pass, Context& saved);
-  // Inference: every rank gets the whole logits [N, p*V/p] (x wte_r^T per rank, all-gathered over the group; padding ids
-  // -inf), on the group's one-rank grid.
+  // Inference: every rank gets the whole logits [N, p*V/p] (x wte_r^T per rank, all-gathered over the group; padding
+  // ids -inf), on the group's one-rank grid.
   DistMatrix<T> logits(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0);
   // Returns dx (replicated) and accumulates into dwte (this rank's rows).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte);
