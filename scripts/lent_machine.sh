@@ -139,6 +139,10 @@ gpu_pipeline() {
   "$bin/train_gpt" "${shape[@]}" --device cuda | grep -E 'Optimus|reference|^step|final'
   "$bin/train_gpt" "${shape[@]}" --device cuda --gemm bf16 --recompute selective --offload optimizer \
     | grep -E 'Optimus|reference|^step|final|offload'
+  # The 1D baseline's 2 stages of p = 2 on the GPU (4 in-process ranks) beside its CPU run.
+  local one_d=("${shape[@]:0:18}" --in-process 4 --layout 1d --pp 2 --schedule interleaved)
+  "$bin/train_gpt" "${one_d[@]}" --device cpu | grep -E 'Optimus|reference|^step|final'
+  "$bin/train_gpt" "${one_d[@]}" --device cuda | grep -E 'Optimus|reference|^step|final'
 }
 
 # Processes with a GPU each, on the one GPU: one process (NCCL), then four (which communicator runs, or the error).
