@@ -6,7 +6,6 @@
 #include <map>
 #include <string>
 
-#include "optimus/layers/gpt.hpp"
 #include "optimus/pipeline/gpt.hpp"
 #include "optimus/reference/compare.hpp"
 #include "optimus/reference/gpt.hpp"
@@ -31,14 +30,6 @@ double worst_error(Communicator& world, bool compares, const GptConfig& config, 
 }
 
 }  // namespace
-
-double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
-                       std::int64_t micro_batches) {
-  Gpt2D<double> model(grid, config);
-  const double loss = model.train_step(b.tokens, b.targets, b.batch, 1, micro_batches);
-  const std::map<std::string, GlobalMatrix> grads = model.gather(true);
-  return worst_error(world, world.rank() == 0, config, b, grid.dp(), loss, grads);
-}
 
 double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule) {

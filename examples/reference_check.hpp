@@ -1,5 +1,5 @@
-// train_gpt's first step, checked: one fp64 training step of the model as train_gpt lays it out (whole on the grid, or
-// cut into pipeline stages) against the plain reference (optimus/reference/gpt.hpp).
+// train_gpt's first step, checked: one fp64 training step of the model as train_gpt lays it out (a pipeline of one
+// stage or more) against the plain reference (optimus/reference/gpt.hpp).
 #pragma once
 
 #include <cstdint>
@@ -23,12 +23,9 @@ struct CheckBatch {
 };
 
 // Collective over `world` (every rank of `grid`): the largest relative error, norm-wise per tensor, over the loss and
-// every parameter gradient of one step of `config`'s model (micro_batches of them) against the reference, the same on
-// every rank.
-double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
-                       std::int64_t micro_batches);
-// The same through the pipeline `schedule` on grid (grid.pp() = schedule.stages): each stage's gradients are compared
-// on its grid rank 0 of replica 0.
+// every parameter gradient of one step of `config`'s model through the pipeline `schedule` (grid.pp() =
+// schedule.stages) against the reference, the same on every rank; each stage's gradients are compared on its grid
+// rank 0 of replica 0.
 double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule);
 // The 1D baseline through `schedule` (one stage or more) on `group` (megatron::Group::pipeline_stage): each stage's

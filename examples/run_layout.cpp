@@ -21,7 +21,7 @@ std::optional<pipeline::ScheduleRequest> schedule_request(const cli::Options& o,
 }
 
 // --offload and --offload-update: the way given, or the way that measured faster on this kind of device.
-OffloadChoice offload_choice(const cli::Options& o, Device device, int pp) {
+OffloadChoice offload_choice(const cli::Options& o, Device device) {
   const Offload mode = parse_offload(o.text("offload", "none"));
   if (mode == Offload::none) {
     OPTIMUS_CHECK(!o.has("offload-update"), "--offload-update needs --offload optimizer, spill or spill+activations");
@@ -29,8 +29,6 @@ OffloadChoice offload_choice(const cli::Options& o, Device device, int pp) {
   }
   OPTIMUS_CHECK(device != Device::cpu, "--offload ", name_of(mode), " moves state between a device and the host: it "
                 "needs --device sim or cuda (on the CPU everything is in host memory already)");
-  OPTIMUS_CHECK(pp == 1 || mode == Offload::optimizer, "--offload ", name_of(mode), " with --pp ", pp,
-                ": spilling a pipeline's stages is not supported yet (--offload optimizer is)");
   const OffloadUpdate update = o.has("offload-update") ? parse_offload_update(o.text("offload-update", ""))
                                                        : preferred_offload_update(device);
   return {.mode = mode, .optimizer = OptimizerOffload{.update = update, .chunk_elements = kOffloadChunkElements}};
@@ -66,9 +64,6 @@ RunLayout layout_of(const cli::Options& o, Device device, int world) {
   int p = 0;
   if (one_d) {
     OPTIMUS_CHECK(!o.has("q"), "--q is the 2D grid's side; --layout 1d takes --p (ranks per tensor-parallel group)");
-    const std::string offload = o.text("offload", "none");
-    OPTIMUS_CHECK(offload != "spill" && offload != "spill+activations", "--layout 1d with --offload ", offload,
-                  ": spilling the 1D baseline's blocks is not supported yet (--offload optimizer is)");
     OPTIMUS_CHECK(world % pp == 0, world, " ranks do not divide into --pp ", pp, " stages");
     p = static_cast<int>(o.integer("p", world / pp));
     OPTIMUS_CHECK(world % (pp * p) == 0, "--layout 1d: ", world, " ranks are not dp x pp x p for pp = ", pp,
@@ -76,13 +71,17 @@ RunLayout layout_of(const cli::Options& o, Device device, int world) {
   } else {
     OPTIMUS_CHECK(!o.has("p"), "--p is the 1D baseline's group size; it needs --layout 1d");
   }
+  const OffloadChoice offload = offload_choice(o, device);
+  OPTIMUS_CHECK(!schedule || schedule->kind != pipeline::Kind::zero_bubble || spill_of(offload.mode) == Spill::none,
+                "--offload ", name_of(offload.mode), " with --schedule zb: spilling blocks with the zb schedule is not "
+                "supported yet (its split backward computes weight gradients after their block has left the device)");
   return {.one_d = one_d,
           .q = one_d ? 1 : static_cast<int>(o.integer("q", 2)),
           .p = p,
           .pp = pp,
           .micro_batches = micro_batches,
           .pipeline = schedule,
-          .offload = offload_choice(o, device, pp)};
+          .offload = offload};
 }
 
 }  // namespace optimus::examples

@@ -47,11 +47,11 @@
 // 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches, --recompute and --gemm (AdamW's norm is
 // summed in the whole model's order), and the reference check runs through the same schedule on S*V blocks; --save,
 // --resume, --init and --export work as without a pipeline (a checkpoint saved by any layout resumes on any other).
-// Stages compute on --device sim|cuda too (their messages on the device communicators), with --offload optimizer.
-// Not yet with a pipeline: --offload spill and spill+activations (refused, naming it).
+// Stages compute on --device sim|cuda too (their messages on the device communicators), with every --offload (each
+// stage spills its own blocks; not yet under --schedule zb, refused naming it). --pp 1 is a pipeline of one stage.
 // --layout 1d: the 1D (Megatron) baseline instead of q x q grids, on dp x pp groups of --p ranks each (default: ranks /
-// pp, dp 1), through the same pipeline runtime (one stage at --pp 1); every option above but --q and spilling works
-// with it, and its checkpoints and GPT-2 files load into any 2D layout.
+// pp, dp 1), through the same pipeline runtime; every option above but --q works with it, and its checkpoints and
+// GPT-2 files load into any 2D layout.
 // --plan auto: the planner's fastest layout for these ranks (examples/auto_plan.hpp, docs/planner.md) sets --q, --pp,
 // --schedule, --chunks, --micro-batches, each block's recomputation and --offload, and --batch is the whole step's batch,
 // which the plan's replicas share; the rates are measured first by every rank at once, or read from --calibration
@@ -238,7 +238,7 @@ double train_loop(const Trainee& t, const Setup& setup, const optimus::examples:
 // rank 0, with step 0's global batch (every replica's sequences, in replica order); prints the error on rank 0 and
 // throws past 1e-10.
 void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, const optimus::megatron::Group* group,
-                      const optimus::GptConfig& config, const optimus::pipeline::Schedule* schedule,
+                      const optimus::GptConfig& config, const optimus::pipeline::Schedule& schedule,
                       const optimus::examples::Tokens& train, std::int64_t batch) {
   namespace ex = optimus::examples;
   const std::int64_t seq = config.max_seq;
@@ -250,12 +250,11 @@ void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, co
   }
   ex::draw_batch(train, batch, seq, config.seed, 0, host_grid.dp_index(), host_grid.dp(), tokens, targets);
   optimus::GptConfig check = config;
-  check.layers = schedule ? schedule->virtual_stages() : std::min<std::int64_t>(config.layers, 2);
+  check.layers = schedule.stages > 1 ? schedule.virtual_stages() : std::min<std::int64_t>(config.layers, 2);
   const ex::CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
                          .batch = batch};
-  const double err = group      ? ex::reference_check(world, *group, check, b, *schedule)
-                     : schedule ? ex::reference_check(world, host_grid, check, b, *schedule)
-                                : ex::reference_check(world, host_grid, check, b, 1);
+  const double err = group ? ex::reference_check(world, *group, check, b, schedule)
+                           : ex::reference_check(world, host_grid, check, b, schedule);
   if (world.rank() == 0) {
     std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
                 err < 1e-10 ? "ok" : "FAILED");
@@ -289,23 +288,6 @@ Trainee pipeline_trainee(optimus::pipeline::Gpt<Family>& model, std::int64_t bat
     row.conservativeResize(static_cast<Eigen::Index>(length));
     model.grid().pipe().broadcast(std::span<double>(row.data(), static_cast<std::size_t>(row.size())), head);
     return row;
-  };
-  return trainee;
-}
-
-// The same for a model whole on the grid, with `micro_batches` per step.
-Trainee whole_trainee(optimus::Gpt2D<float>& model, std::int64_t batch, std::int64_t micro_batches, int q) {
-  Trainee trainee;
-  trainee.train_step = [&model, batch, micro_batches](const std::vector<int>& tok, const std::vector<int>& tgt,
-                                                      std::uint64_t step) {
-    model.zero_grad();
-    return model.train_step(tok, tgt, batch, step, micro_batches);
-  };
-  trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
-    return model.evaluate(tok, tgt, batch);
-  };
-  trainee.next_logits = [&model, q](const std::vector<int>& window) {
-    return last_row(model.logits(copies(window, q), q).to_global().cast<double>(), window.size());
   };
   return trainee;
 }
@@ -404,7 +386,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   setup.pp = layout.pp;
   setup.micro_batches = layout.micro_batches;
   setup.pipeline = layout.pipeline;
-  if (one_d && !setup.pipeline) {  // the 1D baseline always runs as a pipeline, of one stage at --pp 1
+  if (!setup.pipeline) {  // the model always runs as a pipeline, of one stage at --pp 1
     setup.pipeline = optimus::pipeline::ScheduleRequest{.kind = optimus::pipeline::Kind::one_f_one_b, .stages = 1,
                                                         .micro_batches = static_cast<int>(setup.micro_batches),
                                                         .chunks = 1};
@@ -524,14 +506,13 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     }
   }
 
-  check_first_step(world, host_grid, group ? &*group : nullptr, config, schedule ? &*schedule : nullptr, corpus.train,
+  check_first_step(world, host_grid, group ? &*group : nullptr, config, *schedule, corpus.train,
                    batch);
 
   const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                                   .max_grad_norm = 1.0};
-  std::unique_ptr<optimus::Gpt2D<float>> whole;                // --pp 1
-  std::unique_ptr<optimus::pipeline::Gpt2D<float>> staged;     // --pp > 1
-  std::unique_ptr<optimus::pipeline::Gpt1D<float>> one_d_staged;  // --layout 1d (any --pp)
+  std::unique_ptr<optimus::pipeline::Gpt2D<float>> staged;        // --layout 2d: this rank's stage
+  std::unique_ptr<optimus::pipeline::Gpt1D<float>> one_d_staged;  // --layout 1d
   std::unique_ptr<optimus::AdamW<float>> optimizer;
   Trainee trainee;
   const Persistence persistence{
@@ -546,40 +527,27 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                               {o.has("data") ? "data" : "text",
                                o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}}};
   int first_step = 1;
-  if (one_d) {
-    one_d_staged = std::make_unique<optimus::pipeline::Gpt1D<float>>(*training_group, config, *schedule);
-    one_d_staged->set_recompute(recompute);
-    optimizer = std::make_unique<optimus::AdamW<float>>(
-        *training_group, one_d_staged->parameters(),
-        optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = one_d_staged->norm_order()});
-    trainee = pipeline_trainee(*one_d_staged, batch);
-    first_step = restore(*one_d_staged, *optimizer, persistence, setup, world, trainee);
-  } else if (schedule) {
-    staged = std::make_unique<optimus::pipeline::Gpt2D<float>>(grid, config, *schedule);
-    staged->set_recompute(recompute);
+  const optimus::Spill spill = optimus::spill_of(offload.mode);
+  // Builds this rank's stage of the model on `place`, its AdamW, and what trains and restores it.
+  const auto build = [&](auto& model, const auto& place) {
+    model->set_recompute(recompute);
     if (planned) {  // the plan's policy per block (each stage sets its own)
       for (std::size_t k = 0; k < planned->layout.recompute.size(); ++k) {
-        staged->set_recompute(static_cast<std::int64_t>(k), planned->layout.recompute[k]);
+        model->set_recompute(static_cast<std::int64_t>(k), planned->layout.recompute[k]);
       }
     }
     optimizer = std::make_unique<optimus::AdamW<float>>(
-        grid, staged->parameters(),
-        optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = staged->norm_order()});
-    trainee = pipeline_trainee(*staged, batch);
-    first_step = restore(*staged, *optimizer, persistence, setup, world, trainee);
+        place, model->parameters(),
+        optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = model->norm_order()});
+    trainee = pipeline_trainee(*model, batch);
+    first_step = restore(*model, *optimizer, persistence, setup, world, trainee);
+  };
+  if (one_d) {
+    one_d_staged = std::make_unique<optimus::pipeline::Gpt1D<float>>(*training_group, config, *schedule, spill);
+    build(one_d_staged, *training_group);
   } else {
-    whole = std::make_unique<optimus::Gpt2D<float>>(grid, config, optimus::spill_of(offload.mode));
-    optimus::Gpt2D<float>& model = *whole;
-    model.set_recompute(recompute);
-    if (planned) {  // the plan's policy per block
-      for (std::size_t k = 0; k < planned->layout.recompute.size(); ++k) {
-        model.set_recompute(static_cast<std::int64_t>(k), planned->layout.recompute[k]);
-      }
-    }
-    optimizer = std::make_unique<optimus::AdamW<float>>(
-        grid, model.parameters(), optimus::AdamWOptions{.config = adam, .offload = offload.optimizer});
-    trainee = whole_trainee(model, batch, setup.micro_batches, q);
-    first_step = restore(model, *optimizer, persistence, setup, world, trainee);
+    staged = std::make_unique<optimus::pipeline::Gpt2D<float>>(grid, config, *schedule, spill);
+    build(staged, grid);
   }
   trainee.optimizer = optimizer.get();
   const bool skip_nonfinite = o.has("skip-nonfinite");
@@ -597,8 +565,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       if (llmc) optimus::checkpoint::export_llmc(file, model);
       else optimus::checkpoint::export_hf(file, model);
     };
-    if (whole) write(*whole);
-    else if (staged) write(*staged);
+    if (staged) write(*staged);
     else write(*one_d_staged);
     if (root) std::printf("  exported %s (%s)\n", file.c_str(), llmc ? "llm.c" : "Hugging Face GPT-2 safetensors");
   }

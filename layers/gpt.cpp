@@ -69,7 +69,11 @@ Gpt2D<T>::Gpt2D(const Grid& grid, const GptConfig& config, Spill spill)
   for (std::int64_t l = 0; l < config.layers; ++l) {
     blocks_.push_back(std::make_unique<TransformerBlock2D<T>>(grid, blocks, config, l));
   }
-  if (spill_) spill_->attach(blocks_);
+  if (spill_) {
+    std::vector<std::vector<ParameterStorage<T>>> storage(blocks_.size());
+    for (std::size_t l = 0; l < blocks_.size(); ++l) blocks_[l]->parameter_storage(storage[l]);
+    spill_->attach(std::move(storage));
+  }
   for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_.device());
 }
 

@@ -79,21 +79,22 @@ ParameterTags BlockSpill<T>::home() {
 }
 
 template <class T>
-void BlockSpill<T>::attach(std::vector<std::unique_ptr<TransformerBlock2D<T>>>& blocks) {
+void BlockSpill<T>::attach(std::vector<std::vector<ParameterStorage<T>>> blocks) {
   OPTIMUS_CHECK(storage_.empty(), "BlockSpill::attach: blocks are attached already");
-  for (auto& block : blocks) {
-    storage_.emplace_back();
-    block->parameter_storage(storage_.back());
-    const std::vector<ParameterStorage<T>>& first = storage_.front();
-    const std::vector<ParameterStorage<T>>& s = storage_.back();
+  OPTIMUS_CHECK(!blocks.empty(), "BlockSpill::attach: no blocks to spill");
+  storage_ = std::move(blocks);
+  const std::vector<ParameterStorage<T>>& first = storage_.front();
+  for (std::size_t l = 0; l < storage_.size(); ++l) {
+    const std::vector<ParameterStorage<T>>& s = storage_[l];
+    OPTIMUS_CHECK(s.size() == first.size(), "BlockSpill::attach: block ", l, " has ", s.size(),
+                  " parameters, block 0 ", first.size());
     for (std::size_t k = 0; k < s.size(); ++k) {
-      OPTIMUS_CHECK(s.size() == first.size() && s[k].value->device_memory() == &home_ &&
-                        s[k].grad->device_memory() == &home_ && s[k].value->shape() == first[k].value->shape(),
-                    "BlockSpill::attach: block ", storage_.size() - 1,
-                    " is not built at home (BlockSpill::home) or not of block 0's shape");
+      OPTIMUS_CHECK(s[k].value->device_memory() == &home_ && s[k].grad->device_memory() == &home_ &&
+                        s[k].value->shape() == first[k].value->shape(),
+                    "BlockSpill::attach: block ", l, " is not built at home (BlockSpill::home) or not of block 0's shape");
     }
   }
-  const std::size_t n = blocks.size();
+  const std::size_t n = storage_.size();
   grads_zero_.assign(n, false);
   prefetched_.assign(n, false);
   parked_.resize(n);

@@ -13,6 +13,7 @@
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
+#include "../layers/finite_check.hpp"
 
 namespace optimus::pipeline {
 
@@ -20,6 +21,7 @@ template <class F>
 struct Gpt<F>::Chunk {
   int virtual_stage = 0;
   LayerRange range;
+  std::unique_ptr<BlockSpill<T>> spill;  // before the blocks: their home memory outlives them
   std::vector<std::unique_ptr<typename F::Block>> blocks;
 };
 
@@ -43,7 +45,7 @@ int wte_tag(const Schedule& s) { return 2 * s.virtual_stages() * s.micro_batches
 constexpr int kMaxTag = 32767;  // the least upper bound MPI promises
 
 template <class F>
-const Schedule& checked(const Schedule& s, const typename F::Place& place, const GptConfig& config) {
+const Schedule& checked(const Schedule& s, const typename F::Place& place, const GptConfig& config, Spill spill) {
   const Grid& grid = F::grid(place);
   OPTIMUS_CHECK(grid.pp() == s.stages, F::name, ": the grid has ", grid.pp(),
                 " stages (Grid::create(world, q, pp)) but the schedule ", name_of(s.kind), " has ", s.stages);
@@ -52,21 +54,68 @@ const Schedule& checked(const Schedule& s, const typename F::Place& place, const
   check_layers(config.layers, s.stages, s.chunks);
   OPTIMUS_CHECK(wte_tag(s) <= kMaxTag, F::name, ": ", s.micro_batches, " micro-batches on ", s.virtual_stages(),
                 " virtual stages need more message tags than MPI promises (", kMaxTag, ")");
+  OPTIMUS_CHECK(spill == Spill::none || !s.split_backward, F::name, ": spilling blocks with the ", name_of(s.kind),
+                " schedule is not supported yet: its split backward computes weight gradients after their block has "
+                "left the device");
   return s;
+}
+
+// One public call of a model whose chunks spill: done() ends it (every copy finished, the blocks home); leaving by an
+// error brings the blocks home without throwing again.
+template <class T>
+class SpillCall {
+ public:
+  explicit SpillCall(std::vector<BlockSpill<T>*> spills) : spills_(std::move(spills)) {}
+  SpillCall(const SpillCall&) = delete;
+  SpillCall& operator=(const SpillCall&) = delete;
+  ~SpillCall() {
+    for (BlockSpill<T>* s : spills_) s->finish(true);
+  }
+  void done() {
+    for (BlockSpill<T>* s : std::exchange(spills_, {})) s->finish(false);
+  }
+
+ private:
+  std::vector<BlockSpill<T>*> spills_;
+};
+
+// Runs `work(b)` for the blocks b of a chunk in a pass's order (forward: 0, 1, ...; backward: the reverse), each inside
+// its spill's residency when the chunk spills; `contexts` as BlockSpill::begin takes them.
+template <class T, class Work>
+void each_block(BlockSpill<T>* spill, std::size_t count, bool backward, std::vector<BlockContext<T>>* contexts,
+                Work&& work) {
+  using Direction = typename BlockSpill<T>::Direction;
+  if (spill != nullptr) spill->begin(backward ? Direction::backward : Direction::forward, contexts);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t b = backward ? count - 1 - i : i;
+    if (spill != nullptr) spill->enter(b);
+    work(b);
+    if (spill != nullptr) spill->leave(b);
+  }
 }
 
 }  // namespace
 
 template <class F>
-Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule)
-    : place_(place), grid_(F::grid(place)), config_(config), schedule_(checked<F>(schedule, place, config)) {
+Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule) : Gpt(place, config, schedule, Spill::none) {}
+
+template <class F>
+Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spill spill)
+    : place_(place), grid_(F::grid(place)), config_(config), schedule_(checked<F>(schedule, place, config, spill)) {
   const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
   for (int c = 0; c < schedule_.chunks; ++c) {
     Chunk chunk;
     chunk.virtual_stage = schedule_.virtual_stage(stage, c);
     chunk.range = layers_of(schedule_, config_.layers, chunk.virtual_stage);
+    if (spill != Spill::none) chunk.spill = std::make_unique<BlockSpill<T>>(grid_, spill);
+    const ParameterTags tags = chunk.spill ? chunk.spill->home() : ParameterTags::of(grid_);
     for (std::int64_t l = chunk.range.first; l < chunk.range.first + chunk.range.count; ++l) {
-      chunk.blocks.push_back(std::make_unique<typename F::Block>(place_, config_, l));
+      chunk.blocks.push_back(std::make_unique<typename F::Block>(place_, tags, config_, l));
+    }
+    if (chunk.spill) {
+      std::vector<std::vector<ParameterStorage<T>>> storage(chunk.blocks.size());
+      for (std::size_t b = 0; b < chunk.blocks.size(); ++b) chunk.blocks[b]->parameter_storage(storage[b]);
+      chunk.spill->attach(std::move(storage));
     }
     chunks_.push_back(std::move(chunk));
   }
@@ -107,23 +156,49 @@ template <class F>
 Gpt<F>::~Gpt() = default;
 
 template <class F>
+void Gpt<F>::embedding_parameters(std::vector<ParameterRef<T>>& out) {
+  if (!embedding_) return;
+  std::vector<ParameterRef<T>> both;
+  embedding_->parameters(both);
+  const bool first = schedule_.stage_of(0) == grid_.stage();
+  for (ParameterRef<T>& p : both) {
+    if (first || p.name == "wte") out.push_back(std::move(p));  // the head's stage holds wte only
+  }
+}
+
+template <class F>
+void Gpt<F>::ln_f_parameters(std::vector<ParameterRef<T>>& out) {
+  if (!ln_f_) return;
+  const std::size_t from = out.size();
+  ln_f_->parameters(out);
+  F::mark_replicated(out, from, place_);
+}
+
+template <class F>
 auto Gpt<F>::parameters() -> std::vector<ParameterRef<T>> {
   std::vector<ParameterRef<T>> out;
-  if (embedding_) {
-    std::vector<ParameterRef<T>> both;
-    embedding_->parameters(both);
-    const bool first = schedule_.stage_of(0) == grid_.stage();
-    for (ParameterRef<T>& p : both) {
-      if (first || p.name == "wte") out.push_back(std::move(p));  // the head's stage holds wte only
-    }
-  }
+  embedding_parameters(out);
   for (Chunk& chunk : chunks_) {
     for (auto& block : chunk.blocks) block->parameters(out);
   }
-  if (ln_f_) {
-    const std::size_t from = out.size();
-    ln_f_->parameters(out);
-    F::mark_replicated(out, from, place_);
+  ln_f_parameters(out);
+  return out;
+}
+
+template <class F>
+auto Gpt<F>::spills() const -> std::vector<const BlockSpill<T>*> {
+  std::vector<const BlockSpill<T>*> out;
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.spill) out.push_back(chunk.spill.get());
+  }
+  return out;
+}
+
+template <class F>
+auto Gpt<F>::spilling() -> std::vector<BlockSpill<T>*> {
+  std::vector<BlockSpill<T>*> out;
+  for (Chunk& chunk : chunks_) {
+    if (chunk.spill) out.push_back(chunk.spill.get());
   }
   return out;
 }
@@ -168,6 +243,7 @@ void Gpt<F>::zero_grad() {
   if (embedding_) embedding_->zero_grad();
   for (Chunk& chunk : chunks_) {
     for (auto& block : chunk.blocks) block->zero_grad();
+    if (chunk.spill) chunk.spill->gradients_zeroed();
   }
   if (ln_f_) ln_f_->zero_grad();
   if (head_wte_grad_) ops::fill<T>(head_wte_grad_->local(), T(0), grid_.queue());
@@ -209,6 +285,14 @@ class Gpt<F>::Step {
     OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, F::name, "::train_step: a micro-batch of ", micro_,
                   " sequences is not divisible by q = ", m_.grid_.q());
     if (!m_.channels_.empty()) expect_in_send_order();
+    // The operation after which each chunk's gradients are whole: its last B, or its last B_weight (split).
+    const std::vector<Op>& ops = m_.schedule_.ops[static_cast<std::size_t>(m_.grid_.stage())];
+    last_gradient_op_.assign(m_.chunks_.size(), ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].work == Work::backward || ops[i].work == Work::backward_weight) {
+        last_gradient_op_[static_cast<std::size_t>(ops[i].chunk)] = i;
+      }
+    }
   }
 
   // Runs the stage's operations; returns this stage's part of the batch's mean loss (all of it on u = U-1's stage).
@@ -221,7 +305,7 @@ class Gpt<F>::Step {
       std::optional<DistMatrix<T>> input = take_input(ops[i]);
       if (i + 1 < ops.size()) post_receive(ops[i + 1]);  // in flight while ops[i] computes
       times[i].start = since();
-      execute(ops[i], std::move(input));
+      execute(ops[i], std::move(input), last_gradient_op_[static_cast<std::size_t>(ops[i].chunk)] == i);
       times[i].end = since();
     }
     for (Request& r : sends_) r.wait();
@@ -231,6 +315,19 @@ class Gpt<F>::Step {
                   m_.grid_.stage(), " ended its step with ", handed_.size(), " blocks handed over, ", posted_.size(),
                   " receives, ", expected, " expected blocks and ", saved_.size(), " contexts not consumed");
     return loss_;
+  }
+
+  // After run: the parameters outside the blocks summed over the replicas too (the blocks' are in flight or done),
+  // every reduction waited, and every gradient divided by dp. Nothing without replicas.
+  void finish_replica_sums() {
+    if (m_.grid_.dp() == 1) return;
+    std::vector<ParameterRef<T>> edges;
+    m_.embedding_parameters(edges);
+    m_.ln_f_parameters(edges);
+    sum_over_replicas(edges);
+    for (Request& r : pending_) r.wait();
+    const T factor = T(1) / static_cast<T>(m_.grid_.dp());
+    for (const ParameterRef<T>& p : summed_) scale_gradient(p, factor, m_.grid_.queue());
   }
 
  private:
@@ -342,22 +439,58 @@ class Gpt<F>::Step {
     sent_.push_back(std::move(x));
   }
 
-  void execute(const Op& op, std::optional<DistMatrix<T>> input) {
+  // Sums the gradients of `params` over the replicas: in flight (waited at once with the grid's overlap off), divided
+  // by dp in finish_replica_sums.
+  void sum_over_replicas(const std::vector<ParameterRef<T>>& params) {
+    for (const ParameterRef<T>& p : params) {
+      pending_.push_back(m_.grid_.dp_comm().iall_reduce(p.grad.data(), p.grad.data(),
+                                                        static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
+                                                        ReduceOp::sum));
+      if (!m_.grid_.overlap()) pending_.back().wait();
+      summed_.push_back(p);
+    }
+  }
+
+  // A spilled block's gradients while it is resident: summed over the replicas and divided by dp before they go home.
+  void average_resident(const std::vector<ParameterRef<T>>& params) {
+    std::vector<Request> now;
+    for (const ParameterRef<T>& p : params) {
+      now.push_back(m_.grid_.dp_comm().iall_reduce(p.grad.data(), p.grad.data(),
+                                                   static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
+                                                   ReduceOp::sum));
+    }
+    for (Request& r : now) r.wait();
+    const T factor = T(1) / static_cast<T>(m_.grid_.dp());
+    for (const ParameterRef<T>& p : params) scale_gradient(p, factor, m_.grid_.queue());
+  }
+
+  // `last_gradients`: this is the step's last operation on the chunk's gradients, which are then summed over replicas.
+  void execute(const Op& op, std::optional<DistMatrix<T>> input, bool last_gradients) {
     const int k = op.micro_batch, u = virtual_stage(op);
     Chunk& chunk = m_.chunks_[static_cast<std::size_t>(op.chunk)];
+    BlockSpill<T>* spill = chunk.spill.get();
     Saved& s = saved_[{k, op.chunk}];
+    const bool replicas = last_gradients && m_.grid_.dp() > 1;
     if (op.work == Work::forward) {
       const Pass pass{.step = step_, .training = true,
                       .first_sequence = m_.grid_.dp_index() * batch_ + k * micro_};
-      DistMatrix<T> x = u == 0 ? m_.embedding_->forward(slice(tokens_, k), micro_, pass, s.embedding) : *std::move(input);
+      std::optional<DistMatrix<T>> x;
+      if (u == 0) {
+        x = m_.embedding_->forward(slice(tokens_, k), micro_, pass, s.embedding);
+        detail::check_finite(*x, "embedding forward output");
+      } else {
+        x = std::move(input);
+      }
       s.blocks.resize(chunk.blocks.size());
-      for (std::size_t b = 0; b < chunk.blocks.size(); ++b) x = chunk.blocks[b]->forward(x, seq_, pass, s.blocks[b]);
+      each_block(spill, chunk.blocks.size(), false, &s.blocks,
+                 [&](std::size_t b) { x = chunk.blocks[b]->forward(*x, seq_, pass, s.blocks[b]); });
       if (u == last()) {
-        const DistMatrix<T> y = m_.ln_f_->forward(x, pass, s.ln_f);
+        const DistMatrix<T> y = m_.ln_f_->forward(*x, pass, s.ln_f);
+        detail::check_finite(y, "ln_f forward output");
         loss_ += F::head_forward(*m_.head_, *m_.embedding_, y, slice(targets_, k),
                                    static_cast<std::int64_t>(tokens_.size()), pass, s.head);
       } else {
-        deliver(std::move(x), u + 1, k, false);
+        deliver(*std::move(x), u + 1, k, false);
       }
       return;
     }
@@ -365,14 +498,27 @@ class Gpt<F>::Step {
       s.weights.run();
       if (u == 0) m_.embedding_->backward(std::move(s.embedding), *s.embedding_dy);
       saved_.erase({k, op.chunk});
+      if (replicas) {
+        std::vector<ParameterRef<T>> blocks;
+        for (auto& block : chunk.blocks) block->parameters(blocks);
+        sum_over_replicas(blocks);
+      }
       return;
     }
     WeightGradients* later = op.work == Work::backward_input ? &s.weights : nullptr;
     DistMatrix<T> dy = u == last() ? head_backward(s, later) : *std::move(input);
-    for (std::size_t b = chunk.blocks.size(); b-- > 0;) {
+    each_block(spill, chunk.blocks.size(), true, &s.blocks, [&](std::size_t b) {
       dy = later ? chunk.blocks[b]->backward(std::move(s.blocks[b]), dy, *later)
                  : chunk.blocks[b]->backward(std::move(s.blocks[b]), dy);
-    }
+      if (!replicas || later) return;  // (a split backward's weight gradients come with B_weight)
+      std::vector<ParameterRef<T>> block;
+      chunk.blocks[b]->parameters(block);
+      if (spill) {
+        average_resident(block);
+      } else {
+        sum_over_replicas(block);
+      }
+    });
     if (u != 0) {
       deliver(std::move(dy), u - 1, k, true);
     } else if (later) {
@@ -386,11 +532,13 @@ class Gpt<F>::Step {
   // The loss's gradient through the head and ln_f: dy [N, h] for the last block.
   DistMatrix<T> head_backward(Saved& s, WeightGradients* later) {
     const DistMatrix<T>& wte = m_.embedding_->wte();
-    if (later == nullptr) {
-      return m_.ln_f_->backward(std::move(s.ln_f), m_.head_->backward(std::move(s.head), wte, *m_.head_wte_grad_));
-    }
-    const DistMatrix<T> dx = m_.head_->backward(std::move(s.head), wte, *m_.head_wte_grad_, *later);
-    return m_.ln_f_->backward(std::move(s.ln_f), dx, *later);
+    const DistMatrix<T> dx = later == nullptr ? m_.head_->backward(std::move(s.head), wte, *m_.head_wte_grad_)
+                                              : m_.head_->backward(std::move(s.head), wte, *m_.head_wte_grad_, *later);
+    detail::check_finite(dx, "lm_head backward input gradient");
+    DistMatrix<T> dy = later == nullptr ? m_.ln_f_->backward(std::move(s.ln_f), dx)
+                                        : m_.ln_f_->backward(std::move(s.ln_f), dx, *later);
+    detail::check_finite(dy, "ln_f backward input gradient");
+    return dy;
   }
 
   Gpt& m_;
@@ -406,12 +554,18 @@ class Gpt<F>::Step {
   std::map<int, std::deque<Key>> expected_;      // channels: each stage's blocks for this stage not yet posted
   std::vector<Request> sends_;
   std::vector<DistMatrix<T>> sent_;              // the blocks being sent, alive until their sends complete
+  std::vector<std::size_t> last_gradient_op_;    // [c]: the index of the chunk's last B or B_weight
+  std::vector<Request> pending_;                 // sums over the replicas in flight
+  std::vector<ParameterRef<T>> summed_;          // ... and their parameters, divided by dp at the end
 };
 
 template <class F>
 double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                             std::uint64_t step) {
-  const double loss = Step(*this, tokens, targets, batch, step).run(times_);
+  SpillCall<T> call(spilling());
+  Step run(*this, tokens, targets, batch, step);
+  const double loss = run.run(times_);
+  call.done();
   const auto numel = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
   const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
   // wte's gradient: the embedding's part E (on u = 0's stage) plus the head's H (on u = U-1's), formed as E + H with
@@ -441,14 +595,7 @@ double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>
     }
     if (head_wte_grad_) ops::fill<T>(head_wte_grad_->local(), T(0), grid_.queue());
   }
-  if (grid_.dp() > 1) {  // averaged over replicas, as Gpt2D does
-    const T factor = T(1) / static_cast<T>(grid_.dp());
-    for (const ParameterRef<T>& p : parameters()) {
-      grid_.dp_comm().all_reduce(p.grad.data(), p.grad.data(), static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
-                                 ReduceOp::sum);
-      scale_gradient(p, factor, grid_.queue());
-    }
-  }
+  run.finish_replica_sums();
   const double total = grid_.pipe().all_reduce(loss, ReduceOp::sum);  // only u = U-1's stage has a part
   return grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
 }
@@ -468,18 +615,22 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch)
     if (u == 0) {
       EmbeddingContext none;
       x = embedding_->forward(tokens, batch, pass, none);
+      detail::check_finite(*x, "embedding forward output");
     } else if (schedule_.stage_of(u - 1) != stage) {
       x.emplace(grid_, n, config_.hidden, MemoryKind::workspace);
       const Route in = route(schedule_.stage_of(u - 1), stage);
       in.comm->recv(x->local().data(), count(*x), dtype_of<T>, in.from_rank, tag_of(schedule_, u, 0, false));
     }
-    for (auto& block : chunks_[static_cast<std::size_t>(schedule_.chunk_of(u))].blocks) {
+    Chunk& chunk = chunks_[static_cast<std::size_t>(schedule_.chunk_of(u))];
+    each_block<T>(chunk.spill.get(), chunk.blocks.size(), false, nullptr, [&](std::size_t b) {
       BlockContext<T> none;
-      x = block->forward(*x, n / batch, pass, none);
-    }
+      x = chunk.blocks[b]->forward(*x, n / batch, pass, none);
+    });
     if (u == last) {
       LayerNormContext<T> none;
-      return ln_f_->forward(*x, pass, none);
+      DistMatrix<T> y = ln_f_->forward(*x, pass, none);
+      detail::check_finite(y, "ln_f forward output");
+      return y;
     }
     if (schedule_.stage_of(u + 1) != stage) {
       const Route out = route(stage, schedule_.stage_of(u + 1));
@@ -495,7 +646,10 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
   OPTIMUS_CHECK(targets.size() == tokens.size(), F::name, "::evaluate: ", tokens.size(), " tokens but ",
                 targets.size(), " targets");
   double loss = 0;
-  if (const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch)) {
+  SpillCall<T> call(spilling());
+  const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
+  call.done();
+  if (y) {
     LmHeadContext<T> none;
     loss = F::head_forward(*head_, *embedding_, *y, targets, static_cast<std::int64_t>(tokens.size()),
                            Pass::inference(), none);
@@ -506,7 +660,9 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
 
 template <class F>
 auto Gpt<F>::logits(const std::vector<int>& tokens, std::int64_t batch) -> std::optional<DistMatrix<T>> {
+  SpillCall<T> call(spilling());
   const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
+  call.done();
   if (!y) return std::nullopt;
   return F::head_logits(*head_, *embedding_, *y);
 }

@@ -30,14 +30,14 @@ detail::AttentionGeometry geometry(const Group& group, std::int64_t hidden, std:
 }  // namespace
 
 template <class T>
-Attention1D<T>::Attention1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t heads,
-                            DropoutSpec dropout)
+Attention1D<T>::Attention1D(const Group& group, const ParameterTags& tags, const std::string& name,
+                            std::int64_t hidden, std::int64_t heads, DropoutSpec dropout)
     : group_(group),
       hidden_(hidden),
       heads_(heads),
       dropout_(dropout),
-      c_attn_(group, name + ".c_attn", hidden, 3 * hidden, hidden),
-      c_proj_(group, name + ".c_proj", hidden, hidden) {
+      c_attn_(group, tags, name + ".c_attn", hidden, 3 * hidden, hidden),
+      c_proj_(group, tags, name + ".c_proj", hidden, hidden) {
   OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
   OPTIMUS_CHECK(heads % group.size() == 0, name, ": heads = ", heads, " is not divisible by p = ", group.size());
 }
@@ -74,14 +74,21 @@ void Attention1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 }
 
 template <class T>
+void Attention1D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  c_attn_.parameter_storage(out);
+  c_proj_.parameter_storage(out);
+}
+
+template <class T>
 void Attention1D<T>::zero_grad() {
   c_attn_.zero_grad();
   c_proj_.zero_grad();
 }
 
 template <class T>
-MLP1D<T>::MLP1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t ffn)
-    : c_fc_(group, name + ".c_fc", hidden, ffn), c_proj_(group, name + ".c_proj", ffn, hidden) {}
+MLP1D<T>::MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+                std::int64_t ffn)
+    : c_fc_(group, tags, name + ".c_fc", hidden, ffn, 0), c_proj_(group, tags, name + ".c_proj", ffn, hidden) {}
 
 template <class T>
 DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
@@ -110,6 +117,12 @@ void MLP1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
 }
 
 template <class T>
+void MLP1D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  c_fc_.parameter_storage(out);
+  c_proj_.parameter_storage(out);
+}
+
+template <class T>
 void MLP1D<T>::zero_grad() {
   c_fc_.zero_grad();
   c_proj_.zero_grad();
@@ -121,13 +134,18 @@ std::string prefix(std::int64_t layer) { return "h." + std::to_string(layer) + "
 
 template <class T>
 TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const GptConfig& config, std::int64_t layer)
+    : TransformerBlock1D(group, ParameterTags::of(group.local()), config, layer) {}
+
+template <class T>
+TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const ParameterTags& tags, const GptConfig& config,
+                                          std::int64_t layer)
     : config_(config),
       layer_(layer),
-      ln_1_(group.local(), prefix(layer) + "ln_1", config.hidden),
-      attn_(group, prefix(layer) + "attn", config.hidden, config.heads,
+      ln_1_(group.local(), tags, prefix(layer) + "ln_1", config.hidden),
+      attn_(group, tags, prefix(layer) + "attn", config.hidden, config.heads,
             DropoutSpec{config.dropout, config.seed, layer}),
-      ln_2_(group.local(), prefix(layer) + "ln_2", config.hidden),
-      mlp_(group, prefix(layer) + "mlp", config.hidden, config.ffn) {}
+      ln_2_(group.local(), tags, prefix(layer) + "ln_2", config.hidden),
+      mlp_(group, tags, prefix(layer) + "mlp", config.hidden, config.ffn) {}
 
 template <class T>
 DistMatrix<T> TransformerBlock1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass,
@@ -167,6 +185,14 @@ void TransformerBlock1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
     }
     out.push_back(p);
   }
+}
+
+template <class T>
+void TransformerBlock1D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  ln_1_.parameter_storage(out);
+  attn_.parameter_storage(out);
+  ln_2_.parameter_storage(out);
+  mlp_.parameter_storage(out);
 }
 
 template <class T>

@@ -93,17 +93,17 @@ void all_reduce_sum(const Group& group, DistMatrix<T>& m) {
 }
 
 template <class T>
-ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, std::string name, std::int64_t in,
-                                              std::int64_t out, std::int64_t qkv_hidden)
+ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, const ParameterTags& tags, std::string name,
+                                              std::int64_t in, std::int64_t out, std::int64_t qkv_hidden)
     : group_(group),
       name_(std::move(name)),
       in_(in),
       out_(out),
       qkv_hidden_(qkv_hidden),
-      w_(group.local(), in, split(out, group.size(), name_, "out"), MemoryKind::parameters),
-      dw_(group.local(), in, out / group.size(), MemoryKind::gradients),
-      b_(group.local(), 1, out / group.size(), MemoryKind::parameters),
-      db_(group.local(), 1, out / group.size(), MemoryKind::gradients) {}
+      w_(group.local(), in, split(out, group.size(), name_, "out"), tags.values),
+      dw_(group.local(), in, out / group.size(), tags.grads),
+      b_(group.local(), 1, out / group.size(), tags.values),
+      db_(group.local(), 1, out / group.size(), tags.grads) {}
 
 // y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given (the GEMM's epilogue).
 template <class T>
@@ -169,20 +169,27 @@ void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
 }
 
 template <class T>
+void ColumnParallelLinear<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  out.push_back({.value = &w_.storage(), .grad = &dw_.storage()});
+  out.push_back({.value = &b_.storage(), .grad = &db_.storage()});
+}
+
+template <class T>
 void ColumnParallelLinear<T>::zero_grad() {
   zero(group_.local(), dw_, db_);
 }
 
 template <class T>
-RowParallelLinear<T>::RowParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out)
+RowParallelLinear<T>::RowParallelLinear(const Group& group, const ParameterTags& tags, std::string name,
+                                        std::int64_t in, std::int64_t out)
     : group_(group),
       name_(std::move(name)),
       in_(in),
       out_(out),
-      w_(group.local(), split(in, group.size(), name_, "in"), out, MemoryKind::parameters),
-      dw_(group.local(), in / group.size(), out, MemoryKind::gradients),
-      b_(group.local(), 1, out, MemoryKind::parameters),
-      db_(group.local(), 1, out, MemoryKind::gradients) {}
+      w_(group.local(), split(in, group.size(), name_, "in"), out, tags.values),
+      dw_(group.local(), in / group.size(), out, tags.grads),
+      b_(group.local(), 1, out, tags.values),
+      db_(group.local(), 1, out, tags.grads) {}
 
 template <class T>
 DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
@@ -227,6 +234,12 @@ void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
                       .qkv_hidden = 0, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
   out.push_back({name_ + ".bias", {out_}, b, b_.local(), db_.local()});
+}
+
+template <class T>
+void RowParallelLinear<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  out.push_back({.value = &w_.storage(), .grad = &dw_.storage()});
+  out.push_back({.value = &b_.storage(), .grad = &db_.storage()});
 }
 
 template <class T>

@@ -124,7 +124,8 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
   grid.set_gemm_math(c.math);
   const pp::Schedule schedule =
       pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = c.micro_batches, .chunks = c.chunks});
-  pp::Gpt2D<T> model(grid, config_for(c.q, c.layers, 0.1), schedule);
+  pp::Gpt2D<T> model(grid, config_for(c.q, c.layers, 0.1), schedule, c.spill);
+  CHECK(model.spills().size() == (c.spill == Spill::none ? 0U : static_cast<std::size_t>(c.chunks)));
   model.set_recompute(c.recompute);
   const LayerShapes s = shapes_for(c.q);
   const std::int64_t batch = static_cast<std::int64_t>(c.micro_batches) * c.q;
@@ -137,7 +138,8 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
   // The stage's peak of activation bytes is memory.hpp's prediction, exactly, for blocks that save everything in T.
   // Not modelled yet: under recomputation a block's backward recomputes what it did not save; under bf16 GEMMs a stage
   // held 180 bytes per micro-batch more than the formula (GPipe, q = 2, m = 4: 10720 against 10000 at the peak).
-  if (c.recompute == Recompute::none && c.math == ops::GemmMath::f32) {
+  // (Spilled activations wait in host memory: the device holds fewer.)
+  if (c.recompute == Recompute::none && c.math == ops::GemmMath::f32 && c.spill != Spill::parameters_and_activations) {
     const auto predicted = pp::peak_activation_bytes(
         schedule, pp::gpt_chunk_bytes(schedule, config_for(c.q, c.layers, 0.1),
                                       {.sequences = batch / c.micro_batches, .seq = s.seq, .q = c.q,
@@ -231,6 +233,7 @@ void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const Pipeli
   CAPTURE(static_cast<int>(c.math));
   CAPTURE(c.on_sim);
   CAPTURE(c.offload_optimizer);
+  CAPTURE(static_cast<int>(c.spill));
   REQUIRE(world.size() == c.dp * c.stages * c.q * c.q);
   if (!c.on_sim) check_type<double>(world, c, expected.f64);  // devices compute in f32 only
   check_type<float>(world, c, expected.f32);

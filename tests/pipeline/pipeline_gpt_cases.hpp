@@ -10,6 +10,7 @@
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/recompute.hpp"
+#include "optimus/layers/spill.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::test {
@@ -18,7 +19,8 @@ namespace optimus::test {
 // runs the same math without recomputation, which changes no bit, on the CPU. With `on_sim`, each rank of the pipeline
 // computes on its own simulated device (distributed_grid: its messages between stages on the device communicators,
 // which match by order, not tag) with random delays: the simulated device promises the CPU's bits; there AdamW's
-// moments may be offloaded (`offload_optimizer`), which promises the same bits again.
+// moments may be offloaded (`offload_optimizer`) and each stage's blocks spilled (`spill`: every chunk through its own
+// two slots), which promise the same bits again.
 struct PipelineCase {
   int dp, stages, q;
   pipeline::Kind kind;
@@ -29,6 +31,7 @@ struct PipelineCase {
   ops::GemmMath math = ops::GemmMath::f32;
   bool on_sim = false;
   bool offload_optimizer = false;  // on_sim only
+  Spill spill = Spill::none;       // on_sim only
 };
 
 // The 1D (Megatron) baseline through a pipeline: `stages` stages, each a group of p ranks (world stages*p), against the

@@ -1,7 +1,8 @@
 // Model spilling (HYDRA's, with double buffering): a GPT's transformer blocks keep their parameters and gradients in
 // page-locked host memory, and the device holds at most two blocks' worth at once, in two slots. Optionally the
 // activations the blocks save for backward go to host memory too (asynchronous activation offload). Gpt2D drives it
-// (Gpt2D(grid, config, Spill)); docs/offload.md has the formulas and the measurements.
+// (Gpt2D(grid, config, Spill)), and pipeline::Gpt for each chunk of a stage (a pass: one F or B operation over the
+// chunk's blocks); docs/offload.md has the formulas and the measurements.
 //
 // Residency. Block l runs in slot l mod 2 (one slot for a one-block model). Before block l computes, its values are
 // uploaded into its slot (forward and backward; also its gradients before backward, or the slot's gradients zeroed
@@ -48,7 +49,8 @@
 
 #include "optimus/core/copy_streams.hpp"
 #include "optimus/core/pinned_memory.hpp"
-#include "optimus/layers/block.hpp"
+#include "optimus/layers/context.hpp"
+#include "optimus/layers/parameter.hpp"
 
 namespace optimus {
 
@@ -77,8 +79,9 @@ class BlockSpill {
 
   // Where the blocks are built: page-locked host memory, counted by the grid's tracker as host bytes.
   ParameterTags home();
-  // Takes the blocks (built at home(), all of one shape) and makes the device slots.
-  void attach(std::vector<std::unique_ptr<TransformerBlock2D<T>>>& blocks);
+  // Takes the blocks' tensors ([blocks][parameters], each block's parameter_storage; built at home(), all of one shape)
+  // and makes the device slots. Any block that lists its storage spills: the 2D one or the 1D baseline's.
+  void attach(std::vector<std::vector<ParameterStorage<T>>> blocks);
 
   // One pass over the blocks: forward (0, 1, ..., L-1; `contexts` the training forward's, null for inference) or
   // backward (L-1, ..., 0, consuming `contexts`). enter(l) before block l's work is queued, leave(l) after it.

@@ -27,6 +27,19 @@
 // the stage grid's math (Grid::set_gemm_math): with the same policies and math, losses and gradients are still bitwise
 // the whole model's. Stages compute where their grid lives: on the CPU, or on devices (the grid made by
 // RankDevice::grid or distributed_grid with pp stages).
+//
+// Spilling (Gpt(place, config, schedule, Spill), layers/spill.hpp): each stage spills its own blocks, each chunk's
+// through its own two device slots (a stage of v chunks holds up to 2v blocks' parameters on the device); with
+// Spill::parameters_and_activations the contexts of every block but a chunk's last go to host memory between a
+// micro-batch's F and B. Every public call ends with the blocks home, so an optimizer updates their host memory between
+// calls. Losses and gradients are bitwise those without spilling. The split backward (zb) is refused with a spill: its
+// weight gradients run after their block has left the device.
+//
+// Replicas (dp > 1): each block's gradients are summed over the replicas as soon as the stage's last backward of it
+// has finished them, in flight while the blocks before it compute (waited at once with Grid::overlap off; a spilled
+// block's while it is resident), the embedding's and ln_f's at the step's end, after wte's two parts are summed; then
+// every gradient is divided by dp. Grid::check_finite checks the embedding's and ln_f's outputs and the head's and
+// ln_f's input gradients (the blocks check their own).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +53,7 @@
 #include "optimus/layers/adamw.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/recompute.hpp"
+#include "optimus/layers/spill.hpp"
 #include "optimus/pipeline/family.hpp"
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
@@ -58,6 +72,9 @@ class Gpt {
   // Throws optimus::Error unless the place has the schedule's S stages, the schedule validates, and S*v divides
   // config.layers; the config is checked as layers/gpt.hpp (2D) or layers/megatron/gpt.hpp (1D) checks it.
   Gpt(const Place& place, const GptConfig& config, Schedule schedule);
+  // The same with each stage's blocks spilled as `spill` says (Spill::none: as above); spilling needs the place on a
+  // device and a schedule without the split backward.
+  Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spill spill);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -97,6 +114,8 @@ class Gpt {
 
   const GptConfig& config() const { return config_; }
   const Schedule& schedule() const { return schedule_; }
+  // Each chunk's spill and what it moved, in chunk order; empty unless spilled.
+  std::vector<const BlockSpill<T>*> spills() const;
   const Place& place() const { return place_; }
   // Where the activations live: the stage's grid (2D) or the group's q = 1 grid (1D); stage(), pipe(), memory().
   const Grid& grid() const { return grid_; }
@@ -109,6 +128,12 @@ class Gpt {
   // The inference forward of the whole batch through this stage's virtual stages, receiving from and sending to the
   // neighbouring stages: ln_f's output [b*s, h] on the head's stage, nothing elsewhere.
   std::optional<DistMatrix<T>> forward_to_head(const std::vector<int>& tokens, std::int64_t batch);
+  // This stage's parameters outside the blocks: the embedding's (wte alone on the head's stage when another holds
+  // the embedding), and ln_f's.
+  void embedding_parameters(std::vector<ParameterRef<T>>& out);
+  void ln_f_parameters(std::vector<ParameterRef<T>>& out);
+  // The chunks' spills, to end a call with (none unless spilled).
+  std::vector<BlockSpill<T>*> spilling();
 
   Place place_;
   Grid grid_;

@@ -21,8 +21,9 @@ namespace optimus::megatron {
 template <class T>
 class Attention1D {
  public:
-  Attention1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t heads,
-              DropoutSpec dropout);
+  // Its linears' parameters and gradients live where `tags` say (ParameterTags).
+  Attention1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+              std::int64_t heads, DropoutSpec dropout);
   using Context = AttentionContext<T>;  // qkv [N, 3h/p] and probs [b*(a/p)*s, s]
 
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
@@ -31,6 +32,8 @@ class Attention1D {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:
@@ -48,12 +51,15 @@ class MLP1D {
  public:
   using Context = MlpContext<T>;  // pre [N, ffn/p]
 
-  MLP1D(const Group& group, const std::string& name, std::int64_t hidden, std::int64_t ffn);
+  // Its linears' parameters and gradients live where `tags` say (ParameterTags).
+  MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:
@@ -68,12 +74,16 @@ class TransformerBlock1D {
   using Context = BlockContext<T>;
 
   TransformerBlock1D(const Group& group, const GptConfig& config, std::int64_t layer);
+  // The same with its parameters and gradients where `tags` say (ParameterTags: a spilled block's are in host memory).
+  TransformerBlock1D(const Group& group, const ParameterTags& tags, const GptConfig& config, std::int64_t layer);
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void set_recompute(Recompute policy) { recompute_ = policy; }
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:

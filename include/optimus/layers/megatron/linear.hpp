@@ -28,9 +28,10 @@ namespace optimus::megatron {
 template <class T>
 class ColumnParallelLinear {
  public:
-  // qkv_hidden > 0 groups the columns by attention heads, rank r holding [Q_r | K_r | V_r] (out = 3 h).
-  ColumnParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out,
-                       std::int64_t qkv_hidden = 0);
+  // qkv_hidden > 0 groups the columns by attention heads, rank r holding [Q_r | K_r | V_r] (out = 3 h); 0 does not.
+  // W, b and their gradients live where `tags` say (ParameterTags: a spilled block's in host memory).
+  ColumnParallelLinear(const Group& group, const ParameterTags& tags, std::string name, std::int64_t in,
+                       std::int64_t out, std::int64_t qkv_hidden);
   using Context = LinearContext<T>;
 
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
@@ -39,6 +40,8 @@ class ColumnParallelLinear {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:
@@ -56,11 +59,14 @@ class RowParallelLinear {
  public:
   using Context = LinearContext<T>;
 
-  RowParallelLinear(const Group& group, std::string name, std::int64_t in, std::int64_t out);
+  // W, b and their gradients live where `tags` say (as ColumnParallelLinear's).
+  RowParallelLinear(const Group& group, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);
+  // The tensors behind parameters(), in its order (ParameterStorage).
+  void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:
