@@ -11,7 +11,7 @@
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/device/rank_device.hpp"
-#include "optimus/layers/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "report.hpp"
 #include "timing.hpp"
 
@@ -85,7 +85,8 @@ OffloadMeasured run_offload(const OffloadSetup& s, int q, Offload mode) {
     const std::unique_ptr<Communicator> timing = world.split(0, world.rank());
     RankDevice rank(*device, ops::GemmMath::f32);
     Grid grid = rank.grid(world, q);
-    Gpt2D<float> model(grid, s.config, spill_of(mode));
+    Gpt2D<float> model(grid, s.config, pipeline::one_stage(1), spill_of(mode));
+    const BlockSpill<float>* spill = model.spills().empty() ? nullptr : model.spills().front();
     const std::optional<OptimizerOffload> optimizer =
         offloads_optimizer(mode) ? std::optional(OptimizerOffload{.update = s.update, .chunk_elements = s.chunk})
                                  : std::nullopt;
@@ -96,7 +97,7 @@ OffloadMeasured run_offload(const OffloadSetup& s, int q, Offload mode) {
       targets.push_back(static_cast<int>((5 * t + 1) % s.config.vocab));
     }
     const auto moved = [&] {
-      TransferBytes m = model.spill() != nullptr ? model.spill()->transfers() : TransferBytes{};
+      TransferBytes m = spill != nullptr ? spill->transfers() : TransferBytes{};
       if (adamw.offloaded() != nullptr) m += adamw.offloaded()->transfers();
       return m;
     };
@@ -131,7 +132,7 @@ OffloadMeasured run_offload(const OffloadSetup& s, int q, Offload mode) {
         forwarded = Clock::now();
         model.backward(std::move(saved));
       } else {
-        model.train_step(tokens, targets, s.batch, ++step, 1);
+        model.train_step(tokens, targets, s.batch, ++step);
       }
       rank.stream().synchronize();
       const Clock::time_point t1 = Clock::now();
@@ -178,8 +179,8 @@ OffloadMeasured run_offload(const OffloadSetup& s, int q, Offload mode) {
       const int r = world.rank();
       compute.push_back(stream_id(rank.stream()));
       names[stream_id(rank.stream())] = format("rank %d compute", r);
-      if (model.spill() != nullptr) {
-        const int up = stream_id(model.spill()->copies().up()), down = stream_id(model.spill()->copies().down());
+      if (spill != nullptr) {
+        const int up = stream_id(spill->copies().up()), down = stream_id(spill->copies().down());
         names[up] = format("rank %d spill: host to device", r);
         names[down] = format("rank %d spill: device to host", r);
         spill_copies.push_back(up);

@@ -1,5 +1,5 @@
-// optimus-bench pipeline: each pipeline schedule run on real ranks (world = dp x pp x q^2, pipeline::Gpt2D; with
-// --layout 1d, world = pp x p, the 1D baseline's pipeline::Gpt1D on groups of p ranks), beside what the schedule
+// optimus-bench pipeline: each pipeline schedule run on real ranks (world = dp x pp x q^2, Gpt2D; with
+// --layout 1d, world = pp x p, the 1D baseline's Gpt1D on groups of p ranks), beside what the schedule
 // simulator and the memory and traffic formulas predict for it:
 //   step_ms      the step's time, the maximum over ranks (median over --iters steps);
 //   bubble       measured from each timed step's timeline of operations, 1 - (time the stages computed) / (S * span),
@@ -38,7 +38,7 @@
 #include "commands.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "optimus/pipeline/memory.hpp"
 #include "optimus/pipeline/simulator.hpp"
 #include "optimus/plan/run.hpp"
@@ -94,7 +94,7 @@ double message_seconds(Communicator& world, const Grid& grid, std::int64_t eleme
 template <class Family>
 Measured run_schedule(Communicator& world, const typename Family::Place& place, const Setup& setup,
                       const pp::Schedule& schedule) {
-  pp::Gpt<Family> model(place, setup.config, schedule);
+  optimus::Gpt<Family> model(place, setup.config, schedule);
   const Grid& grid = model.grid();
   const std::int64_t n = setup.batch * setup.seq;
   const auto tokens = random_ids(n, setup.config.vocab, 11 + static_cast<std::uint64_t>(grid.dp_index()));
@@ -255,7 +255,7 @@ void write_trace(const std::string& path, int world_size, int per_stage, const s
   std::filesystem::rename(partial, path);
 }
 
-// Family: pp::TwoD<T> or pp::OneD<T>; place: the Grid or the Group its stages are built on.
+// Family: optimus::TwoD<T> or optimus::OneD<T>; place: the Grid or the Group its stages are built on.
 template <class Family>
 int run(Communicator& world, const cli::Options& o, const Setup& setup, const typename Family::Place& place) {
   using T = typename Family::Value;
@@ -425,10 +425,10 @@ int run_pipeline_bench(Communicator& world, int argc, char** argv) {
   const bool f64 = o.text("dtype", "f32") == "f64";
   if (setup.one_d) {
     const megatron::Group group = megatron::Group::pipeline_stage(world, setup.stages);
-    return f64 ? run<pp::OneD<double>>(world, o, setup, group) : run<pp::OneD<float>>(world, o, setup, group);
+    return f64 ? run<optimus::OneD<double>>(world, o, setup, group) : run<optimus::OneD<float>>(world, o, setup, group);
   }
   const Grid grid = Grid::create(world, setup.q, setup.stages);
-  return f64 ? run<pp::TwoD<double>>(world, o, setup, grid) : run<pp::TwoD<float>>(world, o, setup, grid);
+  return f64 ? run<optimus::TwoD<double>>(world, o, setup, grid) : run<optimus::TwoD<float>>(world, o, setup, grid);
 }
 
 }  // namespace optimus::bench

@@ -1,4 +1,4 @@
-// Gpt2D and AdamW checkpoints: which tensors, who writes, the commit protocol, and save directories.
+// GPT and AdamW checkpoints: which tensors, who writes, the commit protocol, and save directories.
 #include "optimus/checkpoint/checkpoint.hpp"
 
 #include <fcntl.h>
@@ -114,42 +114,13 @@ struct Placement {
   json layout;
 };
 
-template <class T>
-Placement placement_of(Gpt2D<T>& model) {
-  const Grid& grid = model.grid();
-  const bool writer = grid.dp_index() == 0;
-  return {.holders = &grid.grid(),
-          .stages = nullptr,
-          .everyone = {&grid.grid(), &grid.dp_comm()},
-          .writer = writer,
-          .leader = writer && grid.grid().rank() == 0,
-          .file_rank = grid.grid().rank(),
-          .elsewhere = {},
-          .device = grid.device(),
-          .layout = {{"kind", "2d"}, {"q", grid.q()}, {"dp", grid.dp()}}};
-}
-
-template <class T>
-Placement placement_of(megatron::Gpt1D<T>& model) {
-  const megatron::Group& group = model.group();
-  return {.holders = &group.tp(),
-          .stages = nullptr,
-          .everyone = {&group.tp()},
-          .writer = true,
-          .leader = group.rank() == 0,
-          .file_rank = group.rank(),
-          .elsewhere = {},
-          .device = group.local().device(),
-          .layout = {{"kind", "1d"}, {"p", group.size()}}};
-}
-
 template <class F>
-Placement placement_of(pipeline::Gpt<F>& model) {
+Placement placement_of(Gpt<F>& model) {
   const Grid& grid = model.grid();
   const pipeline::Schedule& schedule = model.schedule();
   Communicator& holders = F::holders(model.place());
   const bool writer = grid.dp_index() == 0, first = grid.stage() == schedule.stage_of(0);
-  json layout = std::is_same_v<F, pipeline::TwoD<typename F::Value>>
+  json layout = std::is_same_v<F, TwoD<typename F::Value>>
                     ? json{{"kind", "2d"}, {"q", grid.q()}, {"dp", grid.dp()}}
                     : json{{"kind", "1d"}, {"p", holders.size()}};
   layout["pp"] = schedule.stages;
@@ -269,18 +240,6 @@ IoStats save_model(const fs::path& target, Model& model, AdamW<T>* optimizer, co
 
 }  // namespace
 
-template <class T>
-IoStats save(const fs::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
-             const StageHook& hook) {
-  return save_model(dir, model, optimizer, state, hook);
-}
-
-template <class T>
-IoStats save(const fs::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
-             const StageHook& hook) {
-  return save_model(dir, model, optimizer, state, hook);
-}
-
 Info inspect(const fs::path& target) {
   const fs::path dir = normal(target);
   const json body = detail::read_metadata(dir);
@@ -361,24 +320,14 @@ TrainingState load_model(const fs::path& target, Model& model, AdamW<T>* optimiz
 
 }  // namespace
 
-template <class T>
-TrainingState load(const fs::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, IoStats* stats) {
-  return load_model(dir, model, optimizer, stats);
-}
-
-template <class T>
-TrainingState load(const fs::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer, IoStats* stats) {
-  return load_model(dir, model, optimizer, stats);
-}
-
 template <class F>
-IoStats save(const fs::path& dir, pipeline::Gpt<F>& model, AdamW<typename F::Value>* optimizer,
+IoStats save(const fs::path& dir, Gpt<F>& model, AdamW<typename F::Value>* optimizer,
              const TrainingState& state, const StageHook& hook) {
   return save_model(dir, model, optimizer, state, hook);
 }
 
 template <class F>
-TrainingState load(const fs::path& dir, pipeline::Gpt<F>& model, AdamW<typename F::Value>* optimizer, IoStats* stats) {
+TrainingState load(const fs::path& dir, Gpt<F>& model, AdamW<typename F::Value>* optimizer, IoStats* stats) {
   return load_model(dir, model, optimizer, stats);
 }
 
@@ -423,22 +372,14 @@ void keep_newest(const fs::path& save_dir, int keep, const fs::path& spare) {
   }
 }
 
-#define OPTIMUS_INSTANTIATE(Model, T)                                                                        \
-  template IoStats save<T>(const fs::path&, Model<T>&, AdamW<T>*, const TrainingState&, const StageHook&); \
-  template TrainingState load<T>(const fs::path&, Model<T>&, AdamW<T>*, IoStats*);
-OPTIMUS_INSTANTIATE(Gpt2D, float)
-OPTIMUS_INSTANTIATE(Gpt2D, double)
-OPTIMUS_INSTANTIATE(megatron::Gpt1D, float)
-OPTIMUS_INSTANTIATE(megatron::Gpt1D, double)
-#undef OPTIMUS_INSTANTIATE
 #define OPTIMUS_INSTANTIATE(Family, T)                                                                        \
-  template IoStats save(const fs::path&, pipeline::Gpt<Family<T>>&, AdamW<T>*, const TrainingState&,         \
+  template IoStats save(const fs::path&, Gpt<Family<T>>&, AdamW<T>*, const TrainingState&,         \
                         const StageHook&);                                                                   \
-  template TrainingState load(const fs::path&, pipeline::Gpt<Family<T>>&, AdamW<T>*, IoStats*);
-OPTIMUS_INSTANTIATE(pipeline::TwoD, float)
-OPTIMUS_INSTANTIATE(pipeline::TwoD, double)
-OPTIMUS_INSTANTIATE(pipeline::OneD, float)
-OPTIMUS_INSTANTIATE(pipeline::OneD, double)
+  template TrainingState load(const fs::path&, Gpt<Family<T>>&, AdamW<T>*, IoStats*);
+OPTIMUS_INSTANTIATE(TwoD, float)
+OPTIMUS_INSTANTIATE(TwoD, double)
+OPTIMUS_INSTANTIATE(OneD, float)
+OPTIMUS_INSTANTIATE(OneD, double)
 #undef OPTIMUS_INSTANTIATE
 
 }  // namespace optimus::checkpoint

@@ -200,37 +200,23 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
 
 }  // namespace
 
-template <class T>
-void import_llmc(const std::string& path, Gpt2D<T>& model) {
+template <class F>
+void import_llmc(const std::string& path, Gpt<F>& model) {
   import_into(path, detail::tensors_of(model));
 }
 
 template <class F>
-void import_llmc(const std::string& path, pipeline::Gpt<F>& model) {
-  import_into(path, detail::tensors_of(model));
-}
-
-template <class T>
-void export_llmc(const std::string& path, Gpt2D<T>& model) {
+void export_llmc(const std::string& path, Gpt<F>& model) {
   export_from(path, detail::tensors_of(model));
 }
 
-template <class F>
-void export_llmc(const std::string& path, pipeline::Gpt<F>& model) {
-  export_from(path, detail::tensors_of(model));
-}
-
-template void import_llmc<float>(const std::string&, Gpt2D<float>&);
-template void import_llmc<double>(const std::string&, Gpt2D<double>&);
-template void export_llmc<float>(const std::string&, Gpt2D<float>&);
-template void export_llmc<double>(const std::string&, Gpt2D<double>&);
-template void import_llmc(const std::string&, pipeline::Gpt<pipeline::TwoD<float>>&);
-template void import_llmc(const std::string&, pipeline::Gpt<pipeline::OneD<float>>&);
-template void import_llmc(const std::string&, pipeline::Gpt<pipeline::TwoD<double>>&);
-template void import_llmc(const std::string&, pipeline::Gpt<pipeline::OneD<double>>&);
-template void export_llmc(const std::string&, pipeline::Gpt<pipeline::TwoD<float>>&);
-template void export_llmc(const std::string&, pipeline::Gpt<pipeline::OneD<float>>&);
-template void export_llmc(const std::string&, pipeline::Gpt<pipeline::TwoD<double>>&);
-template void export_llmc(const std::string&, pipeline::Gpt<pipeline::OneD<double>>&);
+template void import_llmc(const std::string&, Gpt<TwoD<float>>&);
+template void import_llmc(const std::string&, Gpt<OneD<float>>&);
+template void import_llmc(const std::string&, Gpt<TwoD<double>>&);
+template void import_llmc(const std::string&, Gpt<OneD<double>>&);
+template void export_llmc(const std::string&, Gpt<TwoD<float>>&);
+template void export_llmc(const std::string&, Gpt<OneD<float>>&);
+template void export_llmc(const std::string&, Gpt<TwoD<double>>&);
+template void export_llmc(const std::string&, Gpt<OneD<double>>&);
 
 }  // namespace optimus::checkpoint

@@ -11,23 +11,6 @@
 
 namespace optimus::checkpoint::detail {
 
-template <class T>
-ModelTensors<T> tensors_of(Gpt2D<T>& model) {
-  const Grid& grid = model.grid();
-  ModelTensors<T> out{.config = &model.config(),
-                      .held = model.parameters(),
-                      .device = grid.device(),
-                      .order = {},
-                      .writer = grid.dp_index() == 0 && grid.grid().rank() == 0,
-                      .everyone = {&grid.grid(), &grid.dp_comm()},
-                      .fetch = nullptr};
-  for (const ParameterRef<T>& p : out.held) out.order.push_back({.name = p.name, .shape = p.shape});
-  out.fetch = [params = out.held, grid](std::size_t k) {
-    return grid.dp_index() == 0 ? gather_parameter(grid.grid(), params[k], false, grid.device()) : GlobalMatrix();
-  };
-  return out;
-}
-
 namespace {
 
 // Where a tensor of the whole model goes in its order: the embedding's, each block's in the block's order, ln_f's.
@@ -41,7 +24,7 @@ std::tuple<int, std::int64_t> section_of(const std::string& name) {
 }  // namespace
 
 template <class F>
-ModelTensors<typename F::Value> tensors_of(pipeline::Gpt<F>& model) {
+ModelTensors<typename F::Value> tensors_of(Gpt<F>& model) {
   using T = typename F::Value;
   const Grid& grid = model.grid();
   Communicator& holders = F::holders(model.place());
@@ -105,11 +88,9 @@ ModelTensors<typename F::Value> tensors_of(pipeline::Gpt<F>& model) {
   return out;
 }
 
-template ModelTensors<float> tensors_of(Gpt2D<float>&);
-template ModelTensors<double> tensors_of(Gpt2D<double>&);
-template ModelTensors<float> tensors_of(pipeline::Gpt<pipeline::TwoD<float>>&);
-template ModelTensors<double> tensors_of(pipeline::Gpt<pipeline::TwoD<double>>&);
-template ModelTensors<float> tensors_of(pipeline::Gpt<pipeline::OneD<float>>&);
-template ModelTensors<double> tensors_of(pipeline::Gpt<pipeline::OneD<double>>&);
+template ModelTensors<float> tensors_of(Gpt<TwoD<float>>&);
+template ModelTensors<double> tensors_of(Gpt<TwoD<double>>&);
+template ModelTensors<float> tensors_of(Gpt<OneD<float>>&);
+template ModelTensors<double> tensors_of(Gpt<OneD<double>>&);
 
 }  // namespace optimus::checkpoint::detail

@@ -1,6 +1,6 @@
 // Internal to the checkpoint module: what the consolidated GPT-2 files (hf_gpt2, llmc_gpt2) read into and write from —
-// the whole model on its grid, or a pipeline's stages — as one view: the parameters this rank holds, the whole model's
-// tensors in its order, and a fetch that brings any of them whole to the one rank that writes files.
+// a model's stages on any layout — as one view: the parameters this rank holds, the whole model's tensors in its order,
+// and a fetch that brings any of them whole to the one rank that writes files.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "optimus/layers/gpt.hpp"
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint::detail {
 
@@ -31,11 +30,9 @@ struct ModelTensors {
   std::function<GlobalMatrix(std::size_t k)> fetch;
 };
 
-template <class T>
-ModelTensors<T> tensors_of(Gpt2D<T>& model);
-// A pipeline's stages (2D grids or 1D groups): each holds its own tensors; fetch gathers one over the ranks of the
-// stage that holds it (wte: the embedding's stage) and sends it to the writer on the first stage.
+// The model's stages (2D grids or 1D groups; one or more): each holds its own tensors; fetch gathers one over the
+// ranks of the stage that holds it (wte: the embedding's stage) and sends it to the writer on the first stage.
 template <class F>
-ModelTensors<typename F::Value> tensors_of(pipeline::Gpt<F>& model);
+ModelTensors<typename F::Value> tensors_of(Gpt<F>& model);
 
 }  // namespace optimus::checkpoint::detail

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "optimus/reference/compare.hpp"
 #include "optimus/reference/gpt.hpp"
 
@@ -33,7 +33,7 @@ double worst_error(Communicator& world, bool compares, const GptConfig& config, 
 
 double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule) {
-  pipeline::Gpt2D<double> model(grid, config, schedule);
+  Gpt2D<double> model(grid, config, schedule);
   model.zero_grad();
   const double loss = model.train_step(b.tokens, b.targets, b.batch, 1);
   const std::map<std::string, GlobalMatrix> grads = model.gather(true);
@@ -42,7 +42,7 @@ double reference_check(Communicator& world, const Grid& grid, const GptConfig& c
 
 double reference_check(Communicator& world, const megatron::Group& group, const GptConfig& config,
                        const CheckBatch& b, const pipeline::Schedule& schedule) {
-  pipeline::Gpt1D<double> model(group, config, schedule);
+  Gpt1D<double> model(group, config, schedule);
   model.zero_grad();
   const double loss = model.train_step(b.tokens, b.targets, b.batch, 1);
   const std::map<std::string, GlobalMatrix> grads = model.gather(true);

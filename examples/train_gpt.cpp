@@ -42,7 +42,7 @@
 // gradients (the same step as one batch, less activation memory). --recompute: what each block saves for backward
 // (optimus/layers/recompute.hpp): everything (none), all but the attention probabilities (selective), or only its
 // input (full); the losses are those of none.
-// --pp S: a pipeline of S stages, each a q x q grid (ranks = dp x S x q^2; optimus/pipeline/gpt.hpp), running
+// --pp S: a pipeline of S stages, each a q x q grid (ranks = dp x S x q^2; optimus/model/gpt.hpp), running
 // --schedule (default 1f1b) on the --micro-batches with --chunks model chunks per stage (interleaved and wave; default
 // 2). Every schedule trains bitwise as --pp 1 does with the same micro-batches, --recompute and --gemm (AdamW's norm is
 // summed in the whole model's order), and the reference check runs through the same schedule on S*V blocks; --save,
@@ -267,7 +267,7 @@ void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, co
 // The training loop's view of a pipelined model (this rank's stage, 2D or 1D): its step, evaluation and next-token
 // logits.
 template <class Family>
-Trainee pipeline_trainee(optimus::pipeline::Gpt<Family>& model, std::int64_t batch) {
+Trainee pipeline_trainee(optimus::Gpt<Family>& model, std::int64_t batch) {
   Trainee trainee;
   trainee.train_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
     model.zero_grad();
@@ -511,8 +511,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
 
   const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                                   .max_grad_norm = 1.0};
-  std::unique_ptr<optimus::pipeline::Gpt2D<float>> staged;        // --layout 2d: this rank's stage
-  std::unique_ptr<optimus::pipeline::Gpt1D<float>> one_d_staged;  // --layout 1d
+  std::unique_ptr<optimus::Gpt2D<float>> staged;        // --layout 2d: this rank's stage
+  std::unique_ptr<optimus::Gpt1D<float>> one_d_staged;  // --layout 1d
   std::unique_ptr<optimus::AdamW<float>> optimizer;
   Trainee trainee;
   const Persistence persistence{
@@ -543,10 +543,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     first_step = restore(*model, *optimizer, persistence, setup, world, trainee);
   };
   if (one_d) {
-    one_d_staged = std::make_unique<optimus::pipeline::Gpt1D<float>>(*training_group, config, *schedule, spill);
+    one_d_staged = std::make_unique<optimus::Gpt1D<float>>(*training_group, config, *schedule, spill);
     build(one_d_staged, *training_group);
   } else {
-    staged = std::make_unique<optimus::pipeline::Gpt2D<float>>(grid, config, *schedule, spill);
+    staged = std::make_unique<optimus::Gpt2D<float>>(grid, config, *schedule, spill);
     build(staged, grid);
   }
   trainee.optimizer = optimizer.get();

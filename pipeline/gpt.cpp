@@ -1,83 +1,38 @@
-// pipeline::Gpt2D and Gpt1D (gpt.hpp): a stage's chunks of the GPT, run through the schedule's operations, with the
-// blocks passed between stages over the pipeline communicator.
-#include "optimus/pipeline/gpt.hpp"
+// Gpt<Family> (model/gpt.hpp): a stage's chunks of the GPT — construction, parameters, one chunk's forward and
+// backward, the one-stage forward and backward, and inference through the stages. gpt_step.cpp runs a training step's
+// schedule.
+#include "optimus/model/gpt.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <deque>
 #include <map>
 #include <optional>
 #include <set>
-#include <tuple>
 #include <utility>
 
+#include "gpt_parts.hpp"
+#include "message_tags.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 #include "../layers/finite_check.hpp"
 
-namespace optimus::pipeline {
-
-template <class F>
-struct Gpt<F>::Chunk {
-  int virtual_stage = 0;
-  LayerRange range;
-  std::unique_ptr<BlockSpill<T>> spill;  // before the blocks: their home memory outlives them
-  std::vector<std::unique_ptr<typename F::Block>> blocks;
-};
-
-// What one micro-batch's forward on one chunk keeps for its backward.
-template <class F>
-struct Gpt<F>::Saved {
-  EmbeddingContext embedding;             // u = 0
-  std::vector<BlockContext<T>> blocks;    // the chunk's blocks
-  LayerNormContext<T> ln_f;               // u = U-1
-  LmHeadContext<T> head;                  // u = U-1
-  WeightGradients weights;                // split backward: B_input's queued weight gradients
-  std::optional<DistMatrix<T>> embedding_dy;  // split backward, u = 0: the embedding's output gradient
-};
-
+namespace optimus {
 namespace {
 
-// One tag per message of a step: the receiving virtual stage u, the micro-batch k and the direction; after them, the
-// end of step's exchange of wte's gradient parts.
-int tag_of(const Schedule& s, int u, int k, bool gradient) { return (u * s.micro_batches + k) * 2 + (gradient ? 1 : 0); }
-int wte_tag(const Schedule& s) { return 2 * s.virtual_stages() * s.micro_batches; }
-constexpr int kMaxTag = 32767;  // the least upper bound MPI promises
-
 template <class F>
-const Schedule& checked(const Schedule& s, const typename F::Place& place, const GptConfig& config, Spill spill) {
+const pipeline::Schedule& checked(const pipeline::Schedule& s, const typename F::Place& place, const GptConfig& config,
+                                  Spill spill) {
   const Grid& grid = F::grid(place);
   OPTIMUS_CHECK(grid.pp() == s.stages, F::name, ": the grid has ", grid.pp(),
                 " stages (Grid::create(world, q, pp)) but the schedule ", name_of(s.kind), " has ", s.stages);
   validate(s);
   F::validate(config, place);
-  check_layers(config.layers, s.stages, s.chunks);
-  OPTIMUS_CHECK(wte_tag(s) <= kMaxTag, F::name, ": ", s.micro_batches, " micro-batches on ", s.virtual_stages(),
-                " virtual stages need more message tags than MPI promises (", kMaxTag, ")");
+  pipeline::check_layers(config.layers, s.stages, s.chunks);
+  pipeline::check_message_tags(F::name, s);
   OPTIMUS_CHECK(spill == Spill::none || !s.split_backward, F::name, ": spilling blocks with the ", name_of(s.kind),
                 " schedule is not supported yet: its split backward computes weight gradients after their block has "
                 "left the device");
   return s;
 }
-
-// One public call of a model whose chunks spill: done() ends it (every copy finished, the blocks home); leaving by an
-// error brings the blocks home without throwing again.
-template <class T>
-class SpillCall {
- public:
-  explicit SpillCall(std::vector<BlockSpill<T>*> spills) : spills_(std::move(spills)) {}
-  SpillCall(const SpillCall&) = delete;
-  SpillCall& operator=(const SpillCall&) = delete;
-  ~SpillCall() {
-    for (BlockSpill<T>* s : spills_) s->finish(true);
-  }
-  void done() {
-    for (BlockSpill<T>* s : std::exchange(spills_, {})) s->finish(false);
-  }
-
- private:
-  std::vector<BlockSpill<T>*> spills_;
-};
 
 // Runs `work(b)` for the blocks b of a chunk in a pass's order (forward: 0, 1, ...; backward: the reverse), each inside
 // its spill's residency when the chunk spills; `contexts` as BlockSpill::begin takes them.
@@ -95,6 +50,9 @@ void each_block(BlockSpill<T>* spill, std::size_t count, bool backward, std::vec
 }
 
 }  // namespace
+
+template <class F>
+Gpt<F>::Gpt(const Place& place, const GptConfig& config) : Gpt(place, config, pipeline::one_stage(1), Spill::none) {}
 
 template <class F>
 Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule) : Gpt(place, config, schedule, Spill::none) {}
@@ -239,6 +197,32 @@ std::map<std::string, GlobalMatrix> Gpt<F>::gather(bool gradients) {
 }
 
 template <class F>
+void Gpt<F>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
+  const std::vector<ParameterRef<T>> mine = parameters();
+  // The whole model's names: wte, wpe, ln_f's, and h.<l>.<what a block names> for every layer l.
+  std::set<std::string> block_names;
+  std::vector<ParameterRef<T>> first;
+  chunks_.front().blocks.front()->parameters(first);
+  const std::string prefix = "h." + std::to_string(chunks_.front().range.first) + ".";
+  for (const ParameterRef<T>& p : first) block_names.insert(p.name.substr(prefix.size()));
+  const auto in_model = [&](const std::string& name) {
+    if (name == "wte" || name == "wpe" || name == "ln_f.weight" || name == "ln_f.bias") return true;
+    const std::size_t dot = name.find('.', 2);
+    if (!name.starts_with("h.") || dot == std::string::npos) return false;
+    const std::string layer = name.substr(2, dot - 2);
+    return !layer.empty() && std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+           layer.size() < 10 && std::stoll(layer) < config_.layers && block_names.count(name.substr(dot + 1)) == 1;
+  };
+  std::map<std::string, GlobalMatrix> here;
+  for (const auto& [name, tensor] : tensors) {
+    const bool held = std::any_of(mine.begin(), mine.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
+    OPTIMUS_CHECK(held || in_model(name), "load_global: unknown parameter '", name, "'");
+    if (held) here.emplace(name, tensor);
+  }
+  load_named(mine, here, grid_.device());
+}
+
+template <class F>
 void Gpt<F>::zero_grad() {
   if (embedding_) embedding_->zero_grad();
   for (Chunk& chunk : chunks_) {
@@ -266,338 +250,109 @@ void Gpt<F>::set_recompute(Recompute policy) {
   }
 }
 
-// One train_step's run of this stage's operations: the contexts in flight, the blocks handed between this stage's
-// virtual stages, and the messages in flight.
+
 template <class F>
-class Gpt<F>::Step {
- public:
-  Step(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-       std::uint64_t step)
-      : m_(model), tokens_(tokens), targets_(targets), batch_(batch), step_(step) {
-    const int m = m_.schedule_.micro_batches;
-    const auto n = static_cast<std::int64_t>(tokens.size());
-    OPTIMUS_CHECK(batch >= 1 && batch % m == 0 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n,
-                  F::name, "::train_step: ", n, " tokens and ", targets.size(), " targets as ", batch,
-                  " sequences in ", m, " micro-batches: the micro-batches must divide the batch into whole sequences");
-    micro_ = batch / m;
-    seq_ = n / batch;
-    rows_ = micro_ * seq_;
-    OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, F::name, "::train_step: a micro-batch of ", micro_,
-                  " sequences is not divisible by q = ", m_.grid_.q());
-    if (!m_.channels_.empty()) expect_in_send_order();
-    // The operation after which each chunk's gradients are whole: its last B, or its last B_weight (split).
-    const std::vector<Op>& ops = m_.schedule_.ops[static_cast<std::size_t>(m_.grid_.stage())];
-    last_gradient_op_.assign(m_.chunks_.size(), ops.size());
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].work == Work::backward || ops[i].work == Work::backward_weight) {
-        last_gradient_op_[static_cast<std::size_t>(ops[i].chunk)] = i;
-      }
-    }
+double Gpt<F>::forward_chunk(Chunk& chunk, Context& saved, const Pass& pass, const std::vector<int>& tokens,
+                             const std::vector<int>& targets, std::int64_t batch, std::int64_t mean_over,
+                             std::optional<DistMatrix<T>>& x) {
+  const int u = chunk.virtual_stage, last = schedule_.virtual_stages() - 1;
+  if (u == 0) {
+    x = embedding_->forward(tokens, batch, pass, saved.embedding);
+    detail::check_finite(*x, "embedding forward output");
   }
+  const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
+  saved.blocks.resize(chunk.blocks.size());
+  each_block(chunk.spill.get(), chunk.blocks.size(), false, &saved.blocks,
+             [&](std::size_t b) { x = chunk.blocks[b]->forward(*x, seq, pass, saved.blocks[b]); });
+  if (u != last) return 0;
+  const DistMatrix<T> y = ln_f_->forward(*x, pass, saved.ln_f);
+  x.reset();
+  detail::check_finite(y, "ln_f forward output");
+  return F::head_forward(*head_, *embedding_, y, targets, mean_over, pass, saved.head);
+}
 
-  // Runs the stage's operations; returns this stage's part of the batch's mean loss (all of it on u = U-1's stage).
-  double run(std::vector<Interval>& times) {
-    const std::vector<Op>& ops = m_.schedule_.ops[static_cast<std::size_t>(m_.grid_.stage())];
-    times.assign(ops.size(), Interval{});
-    const auto begin = Clock::now();
-    const auto since = [&begin] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      std::optional<DistMatrix<T>> input = take_input(ops[i]);
-      if (i + 1 < ops.size()) post_receive(ops[i + 1]);  // in flight while ops[i] computes
-      times[i].start = since();
-      execute(ops[i], std::move(input), last_gradient_op_[static_cast<std::size_t>(ops[i].chunk)] == i);
-      times[i].end = since();
-    }
-    for (Request& r : sends_) r.wait();
-    std::size_t expected = 0;
-    for (const auto& [from, keys] : expected_) expected += keys.size();
-    OPTIMUS_CHECK(handed_.empty() && saved_.empty() && posted_.empty() && expected == 0, F::name, ": stage ",
-                  m_.grid_.stage(), " ended its step with ", handed_.size(), " blocks handed over, ", posted_.size(),
-                  " receives, ", expected, " expected blocks and ", saved_.size(), " contexts not consumed");
-    return loss_;
-  }
-
-  // After run: the parameters outside the blocks summed over the replicas too (the blocks' are in flight or done),
-  // every reduction waited, and every gradient divided by dp. Nothing without replicas.
-  void finish_replica_sums() {
-    if (m_.grid_.dp() == 1) return;
-    std::vector<ParameterRef<T>> edges;
-    m_.embedding_parameters(edges);
-    m_.ln_f_parameters(edges);
-    sum_over_replicas(edges);
-    for (Request& r : pending_) r.wait();
-    const T factor = T(1) / static_cast<T>(m_.grid_.dp());
-    for (const ParameterRef<T>& p : summed_) scale_gradient(p, factor, m_.grid_.queue());
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  using Key = std::tuple<int, int, bool>;  // (receiving virtual stage u, micro-batch k, gradient?)
-  struct Posted {
-    DistMatrix<T> block;
-    Request request;  // declared after the block: destroyed (waited) first
-  };
-
-  int last() const { return m_.schedule_.virtual_stages() - 1; }
-  int virtual_stage(const Op& op) const { return m_.chunks_[static_cast<std::size_t>(op.chunk)].virtual_stage; }
-  std::size_t numel(const DistMatrix<T>& x) const { return static_cast<std::size_t>(x.local().numel()); }
-  std::vector<int> slice(const std::vector<int>& ids, int k) const {
-    return std::vector<int>(ids.begin() + k * rows_, ids.begin() + (k + 1) * rows_);
-  }
-
-  // The block op needs from a neighbouring virtual stage, if any: its input activation (F, from u-1) or its
-  // output's gradient (B, B_input, from u+1).
-  std::optional<Key> input_key(const Op& op) const {
-    const int u = virtual_stage(op);
-    if (op.work == Work::forward) return u == 0 ? std::nullopt : std::optional<Key>(Key{u, op.micro_batch, false});
-    if (op.work == Work::backward_weight || u == last()) return std::nullopt;
-    return Key{u, op.micro_batch, true};
-  }
-  int source_stage(const Key& key) const {
-    const auto& [u, k, gradient] = key;
-    return m_.schedule_.stage_of(gradient ? u + 1 : u - 1);
-  }
-
-  // Where messages match by order (channels), the blocks each other stage sends here, in the order it sends them:
-  // its operations' deliveries to this stage.
-  void expect_in_send_order() {
-    const Schedule& s = m_.schedule_;
-    const int me = m_.grid_.stage();
-    for (int from = 0; from < s.stages; ++from) {
-      if (from == me) continue;
-      for (const Op& op : s.ops[static_cast<std::size_t>(from)]) {
-        const int u = s.virtual_stage(from, op.chunk);
-        if (op.work == Work::forward && u != last() && s.stage_of(u + 1) == me) {
-          expected_[from].push_back(Key{u + 1, op.micro_batch, false});
-        } else if ((op.work == Work::backward || op.work == Work::backward_input) && u != 0 &&
-                   s.stage_of(u - 1) == me) {
-          expected_[from].push_back(Key{u - 1, op.micro_batch, true});
-        }
-      }
-    }
-  }
-
-  // Posts the receive of op's input if it comes from another stage and is not posted yet — where messages match by
-  // order, after the receives of every block its sender sends before it.
-  void post_receive(const Op& op) {
-    const std::optional<Key> key = input_key(op);
-    if (!key || source_stage(*key) == m_.grid_.stage() || posted_.count(*key) != 0) return;
-    const int from = source_stage(*key);
-    if (m_.channels_.empty()) {
-      post_one(*key, from);
-      return;
-    }
-    std::deque<Key>& queue = expected_[from];
-    while (posted_.count(*key) == 0) {
-      OPTIMUS_CHECK(!queue.empty(), F::name, ": stage ", m_.grid_.stage(), " expects no more blocks from stage ", from);
-      post_one(queue.front(), from);
-      queue.pop_front();
-    }
-  }
-
-  void post_one(const Key& key, int from) {
-    const auto& [u, k, gradient] = key;
-    DistMatrix<T> block(m_.grid_, rows_, m_.config_.hidden, MemoryKind::workspace);
-    const Route in = m_.route(from, m_.grid_.stage());
-    Request request = in.comm->irecv(block.local().data(), numel(block), dtype_of<T>, in.from_rank,
-                                     tag_of(m_.schedule_, u, k, gradient));
-    posted_.emplace(key, Posted{.block = std::move(block), .request = std::move(request)});
-  }
-
-  // op's input from a neighbour, waited for (a receive) or taken over (a block handed on this stage).
-  std::optional<DistMatrix<T>> take_input(const Op& op) {
-    const std::optional<Key> key = input_key(op);
-    if (!key) return std::nullopt;
-    if (source_stage(*key) != m_.grid_.stage()) {
-      post_receive(op);
-      auto it = posted_.find(*key);
-      it->second.request.wait();
-      DistMatrix<T> block = std::move(it->second.block);
-      posted_.erase(it);
-      return block;
-    }
-    auto it = handed_.find(*key);
-    const auto& [u, k, gradient] = *key;
-    OPTIMUS_CHECK(it != handed_.end(), F::name, ": virtual stage ", u, " has no ",
-                  gradient ? "gradient" : "activation", " of micro-batch ", k, " from its neighbour");
-    DistMatrix<T> block = std::move(it->second);
-    handed_.erase(it);
-    return block;
-  }
-
-  // Hands block x to virtual stage u (its activation or its gradient): kept if u is on this stage, else sent.
-  void deliver(DistMatrix<T> x, int u, int k, bool gradient) {
-    const int to = m_.schedule_.stage_of(u);
-    if (to == m_.grid_.stage()) {
-      handed_.emplace(Key{u, k, gradient}, std::move(x));
-      return;
-    }
-    const Route route = m_.route(m_.grid_.stage(), to);
-    sends_.push_back(route.comm->isend(x.local().data(), numel(x), dtype_of<T>, route.to_rank,
-                                       tag_of(m_.schedule_, u, k, gradient)));
-    sends_.back().test();  // posted now: a device send waits for its receive without holding back other channels
-    sent_.push_back(std::move(x));
-  }
-
-  // Sums the gradients of `params` over the replicas: in flight (waited at once with the grid's overlap off), divided
-  // by dp in finish_replica_sums.
-  void sum_over_replicas(const std::vector<ParameterRef<T>>& params) {
-    for (const ParameterRef<T>& p : params) {
-      pending_.push_back(m_.grid_.dp_comm().iall_reduce(p.grad.data(), p.grad.data(),
-                                                        static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
-                                                        ReduceOp::sum));
-      if (!m_.grid_.overlap()) pending_.back().wait();
-      summed_.push_back(p);
-    }
-  }
-
-  // A spilled block's gradients while it is resident: summed over the replicas and divided by dp before they go home.
-  void average_resident(const std::vector<ParameterRef<T>>& params) {
-    std::vector<Request> now;
-    for (const ParameterRef<T>& p : params) {
-      now.push_back(m_.grid_.dp_comm().iall_reduce(p.grad.data(), p.grad.data(),
-                                                   static_cast<std::size_t>(p.grad.numel()), dtype_of<T>,
-                                                   ReduceOp::sum));
-    }
-    for (Request& r : now) r.wait();
-    const T factor = T(1) / static_cast<T>(m_.grid_.dp());
-    for (const ParameterRef<T>& p : params) scale_gradient(p, factor, m_.grid_.queue());
-  }
-
-  // `last_gradients`: this is the step's last operation on the chunk's gradients, which are then summed over replicas.
-  void execute(const Op& op, std::optional<DistMatrix<T>> input, bool last_gradients) {
-    const int k = op.micro_batch, u = virtual_stage(op);
-    Chunk& chunk = m_.chunks_[static_cast<std::size_t>(op.chunk)];
-    BlockSpill<T>* spill = chunk.spill.get();
-    Saved& s = saved_[{k, op.chunk}];
-    const bool replicas = last_gradients && m_.grid_.dp() > 1;
-    if (op.work == Work::forward) {
-      const Pass pass{.step = step_, .training = true,
-                      .first_sequence = m_.grid_.dp_index() * batch_ + k * micro_};
-      std::optional<DistMatrix<T>> x;
-      if (u == 0) {
-        x = m_.embedding_->forward(slice(tokens_, k), micro_, pass, s.embedding);
-        detail::check_finite(*x, "embedding forward output");
-      } else {
-        x = std::move(input);
-      }
-      s.blocks.resize(chunk.blocks.size());
-      each_block(spill, chunk.blocks.size(), false, &s.blocks,
-                 [&](std::size_t b) { x = chunk.blocks[b]->forward(*x, seq_, pass, s.blocks[b]); });
-      if (u == last()) {
-        const DistMatrix<T> y = m_.ln_f_->forward(*x, pass, s.ln_f);
-        detail::check_finite(y, "ln_f forward output");
-        loss_ += F::head_forward(*m_.head_, *m_.embedding_, y, slice(targets_, k),
-                                   static_cast<std::int64_t>(tokens_.size()), pass, s.head);
-      } else {
-        deliver(*std::move(x), u + 1, k, false);
-      }
-      return;
-    }
-    if (op.work == Work::backward_weight) {  // the queued weight gradients, then the embedding's
-      s.weights.run();
-      if (u == 0) m_.embedding_->backward(std::move(s.embedding), *s.embedding_dy);
-      saved_.erase({k, op.chunk});
-      if (replicas) {
-        std::vector<ParameterRef<T>> blocks;
-        for (auto& block : chunk.blocks) block->parameters(blocks);
-        sum_over_replicas(blocks);
-      }
-      return;
-    }
-    WeightGradients* later = op.work == Work::backward_input ? &s.weights : nullptr;
-    DistMatrix<T> dy = u == last() ? head_backward(s, later) : *std::move(input);
-    each_block(spill, chunk.blocks.size(), true, &s.blocks, [&](std::size_t b) {
-      dy = later ? chunk.blocks[b]->backward(std::move(s.blocks[b]), dy, *later)
-                 : chunk.blocks[b]->backward(std::move(s.blocks[b]), dy);
-      if (!replicas || later) return;  // (a split backward's weight gradients come with B_weight)
-      std::vector<ParameterRef<T>> block;
-      chunk.blocks[b]->parameters(block);
-      if (spill) {
-        average_resident(block);
-      } else {
-        sum_over_replicas(block);
-      }
-    });
-    if (u != 0) {
-      deliver(std::move(dy), u - 1, k, true);
-    } else if (later) {
-      s.embedding_dy.emplace(std::move(dy));
-    } else {
-      m_.embedding_->backward(std::move(s.embedding), dy);
-    }
-    if (!later) saved_.erase({k, op.chunk});
-  }
-
-  // The loss's gradient through the head and ln_f: dy [N, h] for the last block.
-  DistMatrix<T> head_backward(Saved& s, WeightGradients* later) {
-    const DistMatrix<T>& wte = m_.embedding_->wte();
-    const DistMatrix<T> dx = later == nullptr ? m_.head_->backward(std::move(s.head), wte, *m_.head_wte_grad_)
-                                              : m_.head_->backward(std::move(s.head), wte, *m_.head_wte_grad_, *later);
+template <class F>
+auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, WeightGradients* later, std::optional<DistMatrix<T>> dy,
+                            ReplicaSums* sums) -> std::optional<DistMatrix<T>> {
+  const int u = chunk.virtual_stage, last = schedule_.virtual_stages() - 1;
+  if (u == last) {  // the loss's gradient through the head and ln_f
+    const DistMatrix<T>& wte = embedding_->wte();
+    const DistMatrix<T> dx = later == nullptr ? head_->backward(std::move(saved.head), wte, *head_wte_grad_)
+                                              : head_->backward(std::move(saved.head), wte, *head_wte_grad_, *later);
     detail::check_finite(dx, "lm_head backward input gradient");
-    DistMatrix<T> dy = later == nullptr ? m_.ln_f_->backward(std::move(s.ln_f), dx)
-                                        : m_.ln_f_->backward(std::move(s.ln_f), dx, *later);
-    detail::check_finite(dy, "ln_f backward input gradient");
-    return dy;
+    dy = later == nullptr ? ln_f_->backward(std::move(saved.ln_f), dx) : ln_f_->backward(std::move(saved.ln_f), dx, *later);
+    detail::check_finite(*dy, "ln_f backward input gradient");
   }
-
-  Gpt& m_;
-  const std::vector<int>& tokens_;
-  const std::vector<int>& targets_;
-  std::int64_t batch_;
-  std::uint64_t step_;
-  std::int64_t micro_ = 0, seq_ = 0, rows_ = 0;  // sequences per micro-batch, tokens per sequence, rows per block
-  double loss_ = 0;
-  std::map<std::pair<int, int>, Saved> saved_;   // (k, c)
-  std::map<Key, DistMatrix<T>> handed_;          // blocks kept on this stage
-  std::map<Key, Posted> posted_;                 // receives in flight
-  std::map<int, std::deque<Key>> expected_;      // channels: each stage's blocks for this stage not yet posted
-  std::vector<Request> sends_;
-  std::vector<DistMatrix<T>> sent_;              // the blocks being sent, alive until their sends complete
-  std::vector<std::size_t> last_gradient_op_;    // [c]: the index of the chunk's last B or B_weight
-  std::vector<Request> pending_;                 // sums over the replicas in flight
-  std::vector<ParameterRef<T>> summed_;          // ... and their parameters, divided by dp at the end
-};
+  BlockSpill<T>* spill = chunk.spill.get();
+  each_block(spill, chunk.blocks.size(), true, &saved.blocks, [&](std::size_t b) {
+    dy = later ? chunk.blocks[b]->backward(std::move(saved.blocks[b]), *dy, *later)
+               : chunk.blocks[b]->backward(std::move(saved.blocks[b]), *dy);
+    if (sums == nullptr || later) return;  // (a split backward's weight gradients come with B_weight)
+    std::vector<ParameterRef<T>> block;
+    chunk.blocks[b]->parameters(block);
+    if (spill) {
+      sums->average_now(block);
+    } else {
+      sums->post(block);
+    }
+  });
+  if (u != 0 || later) return dy;
+  embedding_->backward(std::move(saved.embedding), *dy);
+  return std::nullopt;
+}
 
 template <class F>
-double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-                            std::uint64_t step) {
-  SpillCall<T> call(spilling());
-  Step run(*this, tokens, targets, batch, step);
-  const double loss = run.run(times_);
+void Gpt<F>::add_head_wte_grad() {
+  ops::axpby<T>(T(1), std::as_const(*head_wte_grad_).local(), T(1), embedding_->wte_grad().local(), grid_.queue());
+  ops::fill<T>(head_wte_grad_->local(), T(0), grid_.queue());
+}
+
+template <class F>
+double Gpt<F>::mean_over_model(double part) const {
+  const double total = schedule_.stages == 1 ? part : grid_.pipe().all_reduce(part, ReduceOp::sum);
+  return grid_.dp() == 1 ? total : grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
+}
+
+template <class F>
+void Gpt<F>::check_whole(const char* call) const {
+  OPTIMUS_CHECK(schedule_.virtual_stages() == 1, F::name, "::", call, ": the model is cut into ",
+                schedule_.virtual_stages(), " virtual stages; forward and backward take a model of one stage apart "
+                "(train_step runs a pipeline)");
+}
+
+template <class F>
+double Gpt<F>::forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                       std::uint64_t step, Context& saved) {
+  check_whole("forward");
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  OPTIMUS_CHECK(batch >= 1 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n, F::name,
+                "::forward: ", n, " tokens and ", targets.size(), " targets are not ", batch, " whole sequences");
+  detail::SpillCall<T> call(spilling());
+  const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch};
+  saved = Context{};
+  std::optional<DistMatrix<T>> x;
+  const double loss = forward_chunk(chunks_.front(), saved, pass, tokens, targets, batch, n, x);
+  saved.mark = ContextMark(grid_);
   call.done();
-  const auto numel = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
-  const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
-  // wte's gradient: the embedding's part E (on u = 0's stage) plus the head's H (on u = U-1's), formed as E + H with
-  // the same operation on both stages.
-  const int first_stage = schedule_.stage_of(0), last_stage = schedule_.stage_of(last);
-  if (stage == first_stage || stage == last_stage) {
-    DistMatrix<T>& wte_grad = embedding_->wte_grad();
-    if (first_stage == last_stage) {
-      ops::axpby<T>(T(1), std::as_const(*head_wte_grad_).local(), T(1), wte_grad.local(), grid_.queue());
-    } else if (stage == first_stage) {
-      DistMatrix<T> head_part(grid_, wte_grad.rows(), wte_grad.cols(), MemoryKind::workspace);
-      const Route out = route(first_stage, last_stage), in = route(last_stage, first_stage);
-      Request sent_e = out.comm->isend(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, out.to_rank,
-                                       wte_tag(schedule_));
-      sent_e.test();
-      in.comm->recv(head_part.local().data(), numel(head_part), dtype_of<T>, in.from_rank, wte_tag(schedule_));
-      sent_e.wait();
-      ops::axpby<T>(T(1), std::as_const(head_part).local(), T(1), wte_grad.local(), grid_.queue());
-    } else {
-      const Route out = route(last_stage, first_stage), in = route(first_stage, last_stage);
-      Request sent_h = out.comm->isend(head_wte_grad_->local().data(), numel(*head_wte_grad_), dtype_of<T>,
-                                       out.to_rank, wte_tag(schedule_));
-      sent_h.test();
-      in.comm->recv(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, in.from_rank, wte_tag(schedule_));
-      sent_h.wait();
-      ops::axpby<T>(T(1), std::as_const(*head_wte_grad_).local(), T(1), wte_grad.local(), grid_.queue());
-    }
-    if (head_wte_grad_) ops::fill<T>(head_wte_grad_->local(), T(0), grid_.queue());
+  return mean_over_model(loss);
+}
+
+template <class F>
+void Gpt<F>::backward(Context saved) {
+  check_whole("backward");
+  saved.mark.check(grid_, "gpt");
+  detail::SpillCall<T> call(spilling());
+  const bool replicas = grid_.dp() > 1;
+  ReplicaSums sums(grid_);
+  backward_chunk(chunks_.front(), saved, nullptr, std::nullopt, replicas ? &sums : nullptr);
+  add_head_wte_grad();
+  if (replicas) {
+    std::vector<ParameterRef<T>> edges;
+    embedding_parameters(edges);
+    ln_f_parameters(edges);
+    sums.finish(edges);
   }
-  run.finish_replica_sums();
-  const double total = grid_.pipe().all_reduce(loss, ReduceOp::sum);  // only u = U-1's stage has a part
-  return grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
+  call.done();
 }
 
 template <class F>
@@ -619,7 +374,7 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch)
     } else if (schedule_.stage_of(u - 1) != stage) {
       x.emplace(grid_, n, config_.hidden, MemoryKind::workspace);
       const Route in = route(schedule_.stage_of(u - 1), stage);
-      in.comm->recv(x->local().data(), count(*x), dtype_of<T>, in.from_rank, tag_of(schedule_, u, 0, false));
+      in.comm->recv(x->local().data(), count(*x), dtype_of<T>, in.from_rank, pipeline::tag_of(schedule_, u, 0, false));
     }
     Chunk& chunk = chunks_[static_cast<std::size_t>(schedule_.chunk_of(u))];
     each_block<T>(chunk.spill.get(), chunk.blocks.size(), false, nullptr, [&](std::size_t b) {
@@ -634,7 +389,7 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch)
     }
     if (schedule_.stage_of(u + 1) != stage) {
       const Route out = route(stage, schedule_.stage_of(u + 1));
-      out.comm->send(x->local().data(), count(*x), dtype_of<T>, out.to_rank, tag_of(schedule_, u + 1, 0, false));
+      out.comm->send(x->local().data(), count(*x), dtype_of<T>, out.to_rank, pipeline::tag_of(schedule_, u + 1, 0, false));
       x.reset();
     }
   }
@@ -646,7 +401,7 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
   OPTIMUS_CHECK(targets.size() == tokens.size(), F::name, "::evaluate: ", tokens.size(), " tokens but ",
                 targets.size(), " targets");
   double loss = 0;
-  SpillCall<T> call(spilling());
+  detail::SpillCall<T> call(spilling());
   const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
   call.done();
   if (y) {
@@ -654,22 +409,22 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
     loss = F::head_forward(*head_, *embedding_, *y, targets, static_cast<std::int64_t>(tokens.size()),
                            Pass::inference(), none);
   }
-  const double total = grid_.pipe().all_reduce(loss, ReduceOp::sum);  // only the head's stage has it
-  return grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
+  return mean_over_model(loss);  // only the head's stage has a part
 }
 
 template <class F>
 auto Gpt<F>::logits(const std::vector<int>& tokens, std::int64_t batch) -> std::optional<DistMatrix<T>> {
-  SpillCall<T> call(spilling());
+  detail::SpillCall<T> call(spilling());
   const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
   call.done();
   if (!y) return std::nullopt;
   return F::head_logits(*head_, *embedding_, *y);
 }
 
+
 template class Gpt<TwoD<float>>;
 template class Gpt<TwoD<double>>;
 template class Gpt<OneD<float>>;
 template class Gpt<OneD<double>>;
 
-}  // namespace optimus::pipeline
+}  // namespace optimus

@@ -141,6 +141,10 @@ Schedule make_schedule(const ScheduleRequest& r) {
   return s;
 }
 
+Schedule one_stage(int micro_batches) {
+  return make_schedule({.kind = Kind::one_f_one_b, .stages = 1, .micro_batches = micro_batches, .chunks = 1});
+}
+
 std::string describe(const Schedule& schedule, const Op& op) {
   static constexpr std::array<const char*, 4> kLetters = {"F", "B", "b", "w"};
   std::string text = kLetters[static_cast<std::size_t>(op.work)];

@@ -11,9 +11,9 @@
 #include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
 #include "optimus/layers/adamw.hpp"
-#include "optimus/layers/gpt.hpp"
-#include "optimus/layers/megatron/gpt.hpp"
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
+#include "optimus/model/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 
 namespace optimus::plan {
 namespace {
@@ -89,61 +89,33 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
                 w.element_bytes, " and ", w.saved_bytes);
   OPTIMUS_CHECK(warmup >= 0 && steps >= 1, "run plan: ", warmup, " warm-up and ", steps, " timed steps");
   const std::int64_t replica = w.global_batch / l.dp;  // sequences per replica
-  const auto replica_of = [&](const Grid& grid) { return static_cast<std::uint64_t>(grid.dp_index()); };
-  if (l.tensor == TensorParallel::two_d && l.pp == 1) {
-    const Grid grid = Grid::create(world, l.q());
-    Gpt2D<float> model(grid, w.config);
-    for (std::size_t k = 0; k < l.recompute.size(); ++k)
-      model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
-    AdamW<float> adamw(grid, model.parameters(), {.config = adamw_config()});
-    const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of(grid));
-    const auto targets = random_ids(replica * w.seq, w.config.vocab, 23 + replica_of(grid));
-    return measure(world, grid, warmup, steps, [&](std::uint64_t step) {
-      model.zero_grad();
-      const double loss = model.train_step(tokens, targets, replica, step, l.micro_batches);
-      adamw.step();
-      return loss;
-    }, nullptr);
-  }
   const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
-      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
-  if (l.tensor == TensorParallel::two_d) {
-    const Grid grid = Grid::create(world, l.q(), l.pp);
-    pipeline::Gpt2D<float> model(grid, w.config, schedule);
-    AdamW<float> adamw(grid, model.parameters(), {.config = adamw_config(), .norm_order = model.norm_order()});
-    const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of(grid));
-    const auto targets = random_ids(replica * w.seq, w.config.vocab, 23 + replica_of(grid));
+      .kind = l.pp == 1 ? pipeline::Kind::one_f_one_b : l.schedule, .stages = l.pp, .micro_batches = l.micro_batches,
+      .chunks = l.pp == 1 ? 1 : l.chunks});
+  // The model on `place` (its grid: the activations' and the replicas'); `tp` the 1D group's communicator.
+  const auto run = [&](auto& model, const auto& place, const Grid& grid, Communicator* tp) {
+    for (std::size_t k = 0; k < l.recompute.size(); ++k) {
+      model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
+    }
+    AdamW<float> adamw(place, model.parameters(), {.config = adamw_config(), .norm_order = model.norm_order()});
+    const auto replica_of = static_cast<std::uint64_t>(grid.dp_index());
+    const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of);
+    const auto targets = random_ids(replica * w.seq, w.config.vocab, 23 + replica_of);
     return measure(world, grid, warmup, steps, [&](std::uint64_t step) {
       model.zero_grad();
       const double loss = model.train_step(tokens, targets, replica, step);
       adamw.step();
       return loss;
-    }, nullptr);
-  }
-  const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11);
-  const auto targets = random_ids(replica * w.seq, w.config.vocab, 23);
-  if (l.pp == 1) {
-    const megatron::Group group(world);
-    megatron::Gpt1D<float> model(group, w.config);
-    for (std::size_t k = 0; k < l.recompute.size(); ++k)
-      model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
-    AdamW<float> adamw(group, model.parameters(), {.config = adamw_config()});
-    return measure(world, group.local(), warmup, steps, [&](std::uint64_t step) {
-      model.zero_grad();
-      const double loss = model.train_step(tokens, targets, replica, step, l.micro_batches);
-      adamw.step();
-      return loss;
-    }, &group.tp());
+    }, tp);
+  };
+  if (l.tensor == TensorParallel::two_d) {
+    const Grid grid = Grid::create(world, l.q(), l.pp);
+    Gpt2D<float> model(grid, w.config, schedule);
+    return run(model, grid, grid, nullptr);
   }
   const megatron::Group group = megatron::Group::pipeline_stage(world, l.pp);
-  pipeline::Gpt1D<float> model(group, w.config, schedule);
-  AdamW<float> adamw(group, model.parameters(), {.config = adamw_config(), .norm_order = model.norm_order()});
-  return measure(world, group.local(), warmup, steps, [&](std::uint64_t step) {
-    model.zero_grad();
-    const double loss = model.train_step(tokens, targets, replica, step);
-    adamw.step();
-    return loss;
-  }, &group.tp());
+  Gpt1D<float> model(group, w.config, schedule);
+  return run(model, group, group.local(), &group.tp());
 }
 
 double count_call_participants(const Layout& layout, const Workload& workload) {

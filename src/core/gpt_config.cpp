@@ -16,6 +16,13 @@ std::uint64_t parameter_stream(std::string_view name) {
   return hash;
 }
 
+void validate_for_group(const GptConfig& c, int p) {
+  validate(c);
+  OPTIMUS_CHECK(p >= 1, "GptConfig: the group size p = ", p, " must be positive");
+  OPTIMUS_CHECK(c.heads % p == 0, "GptConfig: heads = ", c.heads, " is not divisible by p = ", p);
+  OPTIMUS_CHECK(c.ffn % p == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by p = ", p);
+}
+
 void validate_for_grid(const GptConfig& c, int grid_side) {
   validate(c);
   const std::int64_t q = grid_side, qq = q * q;

@@ -32,7 +32,7 @@ struct Run {
       targets[k] = static_cast<int>((k * 3 + step) % 40);
     }
     model.zero_grad();
-    model.train_step(tokens, targets, 4, step, 1);
+    model.train_step(tokens, targets, 4, step);
     optimizer.step();
   }
 };

@@ -41,7 +41,7 @@ struct Trainer {
     std::vector<int> tokens, targets;
     batch_of(step, grid.dp_index(), grid.dp(), tokens, targets);
     model.zero_grad();
-    const double loss = model.train_step(tokens, targets, global_batch / grid.dp(), step, 1);
+    const double loss = model.train_step(tokens, targets, global_batch / grid.dp(), step);
     optimizer.step();
     return loss;
   }
@@ -53,7 +53,7 @@ struct Trainer {
 // The 1D baseline on all of `world` (one group of p ranks), trained on the same global batches.
 struct Trainer1D {
   optimus::megatron::Group group;
-  optimus::megatron::Gpt1D<float> model;
+  optimus::Gpt1D<float> model;
   optimus::AdamW<float> optimizer;
 
   explicit Trainer1D(optimus::Communicator& world)
@@ -65,7 +65,7 @@ struct Trainer1D {
     std::vector<int> tokens, targets;
     batch_of(step, 0, 1, tokens, targets);
     model.zero_grad();
-    const double loss = model.train_step(tokens, targets, global_batch, step, 1);
+    const double loss = model.train_step(tokens, targets, global_batch, step);
     optimizer.step();
     return loss;
   }

@@ -40,7 +40,7 @@ struct Run {
 // (or, one_d, of the 1D baseline's groups of p = q ranks).
 struct Layout {
   int q = 1;
-  int stages = 1;  // 1: the whole model (Gpt2D)
+  int stages = 1;  // 1: the whole model on one stage
   pp::Kind kind = pp::Kind::one_f_one_b;
   int chunks = 1;
   bool one_d = false;
@@ -57,17 +57,13 @@ class Trainee {
       group_.emplace(optimus::megatron::Group::pipeline_stage(world, l.stages));
       const pp::Schedule s = pp::make_schedule(
           {.kind = l.kind, .stages = l.stages, .micro_batches = kMicroBatches, .chunks = l.chunks});
-      one_d_ = std::make_unique<pp::Gpt1D<float>>(*group_, four_blocks(), s);
+      one_d_ = std::make_unique<optimus::Gpt1D<float>>(*group_, four_blocks(), s);
       optimizer_ = std::make_unique<optimus::AdamW<float>>(
           *group_, one_d_->parameters(), optimus::AdamWOptions{.config = adam, .norm_order = one_d_->norm_order()});
-    } else if (l.stages == 1) {
-      whole_ = std::make_unique<optimus::Gpt2D<float>>(grid_, four_blocks());
-      optimizer_ =
-          std::make_unique<optimus::AdamW<float>>(grid_, whole_->parameters(), optimus::AdamWOptions{.config = adam});
     } else {
       const pp::Schedule s = pp::make_schedule(
           {.kind = l.kind, .stages = l.stages, .micro_batches = kMicroBatches, .chunks = l.chunks});
-      staged_ = std::make_unique<pp::Gpt2D<float>>(grid_, four_blocks(), s);
+      staged_ = std::make_unique<optimus::Gpt2D<float>>(grid_, four_blocks(), s);
       optimizer_ = std::make_unique<optimus::AdamW<float>>(
           grid_, staged_->parameters(), optimus::AdamWOptions{.config = adam, .norm_order = staged_->norm_order()});
     }
@@ -80,9 +76,6 @@ class Trainee {
     if (one_d_) {
       one_d_->zero_grad();
       loss = one_d_->train_step(tokens, targets, optimus::test::global_batch, step);
-    } else if (whole_) {
-      whole_->zero_grad();
-      loss = whole_->train_step(tokens, targets, optimus::test::global_batch, step, kMicroBatches);
     } else {
       staged_->zero_grad();
       loss = staged_->train_step(tokens, targets, optimus::test::global_batch, step);
@@ -94,21 +87,18 @@ class Trainee {
   void save(const fs::path& dir, std::uint64_t step) {
     const optimus::checkpoint::TrainingState state{.step = step, .extra = {}};
     if (one_d_) optimus::checkpoint::save(dir, *one_d_, optimizer_.get(), state);
-    else if (whole_) optimus::checkpoint::save(dir, *whole_, optimizer_.get(), state);
     else optimus::checkpoint::save(dir, *staged_, optimizer_.get(), state);
   }
   std::uint64_t load(const fs::path& dir) {
     if (one_d_) return optimus::checkpoint::load(dir, *one_d_, optimizer_.get(), nullptr).step;
-    return whole_ ? optimus::checkpoint::load(dir, *whole_, optimizer_.get(), nullptr).step
-                  : optimus::checkpoint::load(dir, *staged_, optimizer_.get(), nullptr).step;
+    return optimus::checkpoint::load(dir, *staged_, optimizer_.get(), nullptr).step;
   }
 
   // This stage's state gathered over its grid or group (collective), added to `into` on its rank 0.
   void gather_into(std::map<std::string, GlobalMatrix>& into, std::mutex& lock) {
     optimus::Communicator& holders = group_ ? group_->tp() : grid_.grid();
-    auto mine = one_d_  ? optimus::test::gather_state(*one_d_, *optimizer_, holders, nullptr)
-                : whole_ ? optimus::test::gather_state(*whole_, *optimizer_, holders, grid_.device())
-                         : optimus::test::gather_state(*staged_, *optimizer_, holders, grid_.device());
+    auto mine = one_d_ ? optimus::test::gather_state(*one_d_, *optimizer_, holders, nullptr)
+                       : optimus::test::gather_state(*staged_, *optimizer_, holders, grid_.device());
     if (holders.rank() != 0) return;
     std::lock_guard guard(lock);
     for (auto& [name, value] : mine) into[name] = std::move(value);  // wte from either end stage: the same bits
@@ -117,9 +107,8 @@ class Trainee {
  private:
   optimus::Grid grid_;  // unused by the 1D layout, whose stages are group_'s
   std::optional<optimus::megatron::Group> group_;
-  std::unique_ptr<pp::Gpt1D<float>> one_d_;
-  std::unique_ptr<optimus::Gpt2D<float>> whole_;
-  std::unique_ptr<pp::Gpt2D<float>> staged_;
+  std::unique_ptr<optimus::Gpt1D<float>> one_d_;
+  std::unique_ptr<optimus::Gpt2D<float>> staged_;
   std::unique_ptr<optimus::AdamW<float>> optimizer_;
 };
 

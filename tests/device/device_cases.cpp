@@ -15,7 +15,7 @@
 #include "../layers/layer_cases.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/reference/matmul.hpp"
-#include "optimus/layers/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "optimus/reference/compare.hpp"
 #include "same_error.hpp"
 
@@ -39,7 +39,7 @@ StepResult train_two_steps(Grid& grid) {
   StepResult r;
   for (std::uint64_t step = 1; step <= 2; ++step) {
     model.zero_grad();
-    r.losses.push_back(model.train_step(tokens, targets, s.batch, step, 1));
+    r.losses.push_back(model.train_step(tokens, targets, s.batch, step));
     r.norms.push_back(adamw.step());
   }
   r.parameters = model.gather(false);
@@ -161,7 +161,7 @@ void check_steady_state(RankDevice& rank, Grid& grid) {
   auto step = [&](std::uint64_t t) {
     const DistMatrix<float> ab = summa_ab(a, b), abt = summa_abt(a, bt), atb = summa_atb(at, b);
     model.zero_grad();
-    model.train_step(tokens, tokens, s.batch, t, 1);
+    model.train_step(tokens, tokens, s.batch, t);
     adamw.step();
     rank.stream().synchronize();
   };

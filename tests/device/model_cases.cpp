@@ -26,12 +26,12 @@ OneDRun train_1d(const megatron::Group& group, const std::filesystem::path& save
   const LayerShapes s = shapes_for(2);
   const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 81);
   const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 82);
-  megatron::Gpt1D<float> model(group, config);
+  Gpt1D<float> model(group, config, pipeline::one_stage(2));
   AdamW<float> adamw(group, model.parameters(), {.config = AdamWConfig{}});
   OneDRun r;
   for (std::uint64_t step = 1; step <= 2; ++step) {
     model.zero_grad();
-    r.losses.push_back(model.train_step(tokens, targets, s.batch, step, 2));
+    r.losses.push_back(model.train_step(tokens, targets, s.batch, step));
     r.norms.push_back(adamw.step());
   }
   r.parameters = model.gather(false);
@@ -63,7 +63,7 @@ void check_models_and_checkpoints_on(Communicator& world, RankDevice& rank, Grid
   const GptConfig config = config_for(2, 2, 0.1);
   Gpt2D<float> two_d_device(grid, config);
   CHECK(loaded(two_d_device, dir / "one_d") == device.parameters);
-  megatron::Gpt1D<float> one_d_host(on_host, config);
+  Gpt1D<float> one_d_host(on_host, config);
   CHECK(loaded(one_d_host, dir / "one_d") == device.parameters);
   checkpoint::save(dir / "two_d", two_d_device, static_cast<AdamW<float>*>(nullptr), {.step = 2, .extra = {}});
   Grid host_grid = Grid::create(world, grid.q());

@@ -67,14 +67,15 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
     const std::vector<int> tokens = random_tokens(s.batch * seq, config.vocab, 5);
     const std::vector<int> targets = random_tokens(s.batch * seq, config.vocab, 6);
     grid.set_gemm_math(s.math);
-    Gpt2D<float> model(grid, config, s.spill);
+    Gpt2D<float> model(grid, config, pipeline::one_stage(static_cast<int>(s.micro_batches)), s.spill);
+    const BlockSpill<float>* spill = model.spills().empty() ? nullptr : model.spills().front();
     model.set_recompute(s.recompute);
     AdamW<float> adamw(grid, model.parameters(), {.config = AdamWConfig{}, .offload = s.offload, .norm_order = {}});
     grid.memory().reset_peaks();
     OffloadRun mine;
     std::uint64_t allocations = 0, pinned = 0;
     const auto pinned_allocations = [&] {
-      return model.spill() != nullptr ? model.spill()->activation_memory().stats().raw_allocations : 0;
+      return spill != nullptr ? spill->activation_memory().stats().raw_allocations : 0;
     };
     // The devices' copies during the steps (not the gradients' gather): each rank reads its device when the ranks
     // that share it are between steps (a host barrier: a communicator's would copy too).
@@ -90,7 +91,7 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
       const sim::Traffic before = idle_traffic();
       model.zero_grad();
       mine.losses.push_back(
-          model.train_step(tokens, targets, s.batch, static_cast<std::uint64_t>(step), s.micro_batches));
+          model.train_step(tokens, targets, s.batch, static_cast<std::uint64_t>(step)));
       adamw.step();
       const sim::Traffic after = idle_traffic();
       during.host_to_device += after.host_to_device - before.host_to_device;
@@ -108,10 +109,10 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
     mine.steady = rank.raw_allocations().memory == allocations && pinned_allocations() == pinned;
     mine.memory = grid.memory();
     if (adamw.offloaded() != nullptr) mine.moved = adamw.offloaded()->transfers();
-    if (model.spill() != nullptr) mine.spilled = model.spill()->transfers();
+    if (spill != nullptr) mine.spilled = spill->transfers();
     mine.parameters = model.gather(false);
     mine.evaluation = model.evaluate(tokens, targets, s.batch);
-    mine.logits = model.logits(tokens, s.batch).to_global().cast<double>();
+    mine.logits = model.logits(tokens, s.batch)->to_global().cast<double>();
     for (const ParameterRef<float>& p : model.parameters()) {
       mine.local_parameters += p.value.numel();
       if (p.value.device() != Device::cpu) mine.device_parameters += p.value.numel();

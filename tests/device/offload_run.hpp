@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "offload_cases.hpp"
-#include "optimus/layers/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 
 namespace optimus::test {
 

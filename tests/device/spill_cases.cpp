@@ -186,7 +186,7 @@ void check_model_spill(const SimLaunch& sim) {
   // Refused on the host.
   sim(SIZE_MAX, [&](Communicator& world, RankDevice&, Grid& grid) {
     Grid host = Grid::create(world, grid.q());
-    CHECK_THROWS_WITH_AS(Gpt2D<float>(host, spill_config(2, 64), Spill::parameters),
+    CHECK_THROWS_WITH_AS(Gpt2D<float>(host, spill_config(2, 64), pipeline::one_stage(1), Spill::parameters),
                          doctest::Contains("this grid's matrices live on the host"), optimus::Error);
   });
 }
@@ -205,7 +205,7 @@ void check_spill_checkpoint(const SimLaunch& sim) {
   const auto steps = [&](Gpt2D<float>& model, AdamW<float>& adamw, std::uint64_t first, std::uint64_t last) {
     for (std::uint64_t step = first; step <= last; ++step) {
       model.zero_grad();
-      model.train_step(tokens, targets, batch, step, 1);
+      model.train_step(tokens, targets, batch, step);
       adamw.step();
     }
   };
@@ -215,7 +215,7 @@ void check_spill_checkpoint(const SimLaunch& sim) {
       std::filesystem::create_directories(dir);
     }
     world.barrier();
-    Gpt2D<float> model(grid, config, Spill::parameters_and_activations);
+    Gpt2D<float> model(grid, config, pipeline::one_stage(1), Spill::parameters_and_activations);
     AdamW<float> adamw(grid, model.parameters(),
                        {.config = AdamWConfig{},
                         .offload = OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = kChunk}});

@@ -12,7 +12,7 @@
 #include "delaying_communicator.hpp"
 #include "polling_communicator.hpp"
 #include "optimus/grid/summa.hpp"
-#include "optimus/layers/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "optimus/reference/matmul.hpp"
 
@@ -96,7 +96,7 @@ void gpt_step_bitwise(Grid& grid) {
   for (bool overlap : {true, false}) {
     grid.set_overlap(overlap);
     Gpt2D<float> model(grid, config);
-    losses.push_back(model.train_step(tokens, targets, s.batch, 1, 1));
+    losses.push_back(model.train_step(tokens, targets, s.batch, 1));
     grads.push_back(model.gather(true));
   }
   CHECK(std::memcmp(&losses[0], &losses[1], sizeof(double)) == 0);
@@ -122,7 +122,7 @@ void data_parallel_overlap_case(Grid& grid) {
   for (bool overlap : {true, false}) {
     grid.set_overlap(overlap);
     Gpt2D<T> model(grid, config);
-    model.train_step(tokens, targets, s.batch, 1, 1);
+    model.train_step(tokens, targets, s.batch, 1);
     grads.push_back(model.gather(true));
   }
   for (const auto& [name, g] : grads[0]) {
@@ -224,7 +224,7 @@ void check_random_delays(Communicator& world, int q) {
   const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 71);
   const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 72);
   Gpt2D<double> model(grid, config);
-  const double loss = model.train_step(tokens, targets, s.batch, 2, 1);
+  const double loss = model.train_step(tokens, targets, s.batch, 2);
   const auto ref = reference::gpt_forward_backward(config, reference::gpt_init(config), tokens, targets, s.batch, 2);
   CHECK(std::abs(loss - ref.loss) <= 1e-10 * ref.loss);
   for (const auto& [name, g] : model.gather(true)) {

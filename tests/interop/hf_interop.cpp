@@ -80,7 +80,7 @@ int run(const std::string& mode, const std::string& file, const std::string& exp
         tokens[k] = static_cast<int>((7 * k + 1) % 50);
         targets[k] = static_cast<int>((3 * k + 2) % 50);
       }
-      model.train_step(tokens, targets, 2, 1, 1);
+      model.train_step(tokens, targets, 2, 1);
       optimizer.step();
       optimus::checkpoint::export_hf(file, model);
       const Tensors gathered = model.gather(false);

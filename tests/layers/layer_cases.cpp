@@ -10,7 +10,7 @@
 
 #include <cmath>
 
-#include "optimus/layers/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "optimus/reference/matmul.hpp"
 
@@ -344,7 +344,7 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const InFl
       .expected_grads = [&](int c) { return ref(c).grads; },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
-  const Matrix stored_logits = global(model.logits(tokens(0), s.batch));  // [N, stored vocabulary]
+  const Matrix stored_logits = global(*model.logits(tokens(0), s.batch));  // [N, stored vocabulary]
   REQUIRE(stored_logits.cols() == config.stored_vocab(grid.q()));
   CHECK((stored_logits.rightCols(stored_logits.cols() - config.vocab).array() ==
          -std::numeric_limits<double>::infinity()).all());  // padding ids: no probability
@@ -572,18 +572,19 @@ void check_layer_errors(Communicator& world, int q) {
     CHECK(with([&](GptConfig& c) { c.padded_vocab = s.vocab - q; }).find("no smaller than vocab") != std::string::npos);
     CHECK(with([&](GptConfig& c) { c.ffn = s.ffn + q; }).find("ffn = " + std::to_string(s.ffn + q)) != std::string::npos);
     const std::vector<int> odd(static_cast<std::size_t>((s.batch + 1) * s.seq), 1);
-    CHECK(message([&] { model.train_step(odd, odd, s.batch + 1, 1, 1); }).find("batch = " + std::to_string(s.batch + 1)) !=
-          std::string::npos);
+    CHECK(message([&] { model.train_step(odd, odd, s.batch + 1, 1); }) ==
+          "Gpt2D::train_step: a micro-batch of " + std::to_string(s.batch + 1) + " sequences is not divisible by q = " +
+              std::to_string(q));
   }
   const std::vector<int> too_long(static_cast<std::size_t>(s.batch * (s.max_seq + 1)), 1);
-  CHECK(message([&] { model.train_step(too_long, too_long, s.batch, 1, 1); }).find("exceeds the position table") !=
+  CHECK(message([&] { model.train_step(too_long, too_long, s.batch, 1); }).find("exceeds the position table") !=
         std::string::npos);
   std::vector<int> bad_token = tokens;
   bad_token[3] = static_cast<int>(s.vocab);
-  CHECK(message([&] { model.train_step(bad_token, tokens, s.batch, 1, 1); }) ==
+  CHECK(message([&] { model.train_step(bad_token, tokens, s.batch, 1); }) ==
         "embedding: token id " + std::to_string(s.vocab) + " at position 3 is outside the vocabulary [0, " +
             std::to_string(s.vocab) + ")");
-  CHECK(message([&] { model.train_step(tokens, bad_token, s.batch, 1, 1); }).find("target id") != std::string::npos);
+  CHECK(message([&] { model.train_step(tokens, bad_token, s.batch, 1); }).find("target id") != std::string::npos);
   CHECK(message([&] { model.load_global({{"h.0.attn.c_proj.weight", GlobalMatrix::Zero(s.hidden, s.hidden + 1)}}); })
             .find("is " + std::to_string(s.hidden) + "x" + std::to_string(s.hidden)) != std::string::npos);
   CHECK(message([&] { model.load_global({{"h.7.attn.bias", GlobalMatrix::Zero(1, 1)}}); }) ==

@@ -1,4 +1,4 @@
-// The 1D baseline's GPT (megatron::Gpt1D) against the reference: initialization, loss and every gradient with 1, 2 and
+// The 1D baseline's GPT (Gpt1D) against the reference: initialization, loss and every gradient with 1, 2 and
 // 4 contexts in flight, Megatron's all-reduces counted, micro-batches against the whole batch, and AdamW steps with the
 // replicated tensors counted once in the gradient norm and kept equal on every rank.
 #include "megatron_gpt_cases.hpp"
@@ -10,7 +10,7 @@
 #include "in_flight.hpp"
 #include "layer_cases.hpp"
 #include "optimus/layers/adamw.hpp"
-#include "optimus/layers/megatron/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 
 namespace optimus::test {
 namespace {
@@ -29,7 +29,7 @@ void gpt_1d_contexts(Communicator& world, const InFlight& f) {
   megatron::Group group(world);
   const LayerShapes s = shapes_for(2);
   const GptConfig config = config_for(2, 2, 0.1);
-  megatron::Gpt1D<T> model(group, config);
+  Gpt1D<T> model(group, config);
   const reference::Parameters p = rounded_init<T>(config);
   for (const auto& [name, m] : model.gather(false)) {  // the shared initialization rule, padding stripped
     CAPTURE(name);
@@ -45,7 +45,7 @@ void gpt_1d_contexts(Communicator& world, const InFlight& f) {
   const std::vector<ParameterRef<T>> refs = model.parameters();
   std::vector<std::string> names;
   for (const ParameterRef<T>& r : refs) names.push_back(r.name);
-  LayerRun<typename megatron::Gpt1D<T>::Context> run{
+  LayerRun<typename Gpt1D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
         return Matrix::Constant(1, 1, model.forward(tokens(c), targets(c), s.batch, step(c), saved));
       },
@@ -69,10 +69,10 @@ void gpt_1d_traffic(Communicator& world) {
   megatron::Group group(world);
   const LayerShapes s = shapes_for(2);
   const GptConfig config = config_for(2, 2, 0.0);
-  megatron::Gpt1D<double> model(group, config);
+  Gpt1D<double> model(group, config);
   const std::int64_t n = s.batch * s.seq;
   world.reset_stats();
-  typename megatron::Gpt1D<double>::Context saved;
+  typename Gpt1D<double>::Context saved;
   model.forward(random_tokens(n, config.vocab, 5), random_tokens(n, config.vocab, 6), s.batch, 1, saved);
   const CommStats forward = world.stats();
   model.backward(std::move(saved));
@@ -96,7 +96,8 @@ void gpt_1d_training(Communicator& world) {
   const std::vector<int> tokens = random_tokens(n, config.vocab, 11), targets = random_tokens(n, config.vocab, 12);
   const AdamWConfig adam{.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                          .max_grad_norm = 1.0};
-  megatron::Gpt1D<double> model(group, config);
+  // The same model in 1, 2 and 3 micro-batches; AdamW steps the last, whose parameters the others then load.
+  Gpt1D<double> one(group, config), two(group, config, pipeline::one_stage(2)), model(group, config, pipeline::one_stage(3));
   AdamW<double> optimizer(group, model.parameters(), {.config = adam});
   reference::Parameters p = reference::gpt_init(config), m, v;
   for (int step = 1; step <= 3; ++step) {
@@ -107,10 +108,11 @@ void gpt_1d_training(Communicator& world) {
     double whole_loss = 0;
     for (std::int64_t micro : {1, 2, 3}) {
       CAPTURE(micro);
-      model.zero_grad();
-      const double loss = model.train_step(tokens, targets, s.batch, static_cast<std::uint64_t>(step), micro);
+      Gpt1D<double>& by = micro == 1 ? one : micro == 2 ? two : model;
+      by.zero_grad();
+      const double loss = by.train_step(tokens, targets, s.batch, static_cast<std::uint64_t>(step));
       CHECK(std::abs(loss - r.loss) <= 1e-10 * r.loss);
-      const std::map<std::string, Matrix> grads = model.gather(true);
+      const std::map<std::string, Matrix> grads = by.gather(true);
       if (micro == 1) {
         whole = grads;
         whole_loss = loss;
@@ -129,6 +131,9 @@ void gpt_1d_training(Communicator& world) {
     const double norm = optimizer.step();  // on the last (3 micro-batch) gradients
     const double ref_norm = reference::adamw_step(adam, step, p, r.grads, m, v);
     CHECK(std::abs(norm - ref_norm) <= 1e-10 * ref_norm);
+    const std::map<std::string, GlobalMatrix> updated = model.gather(false);
+    one.load_global(updated);
+    two.load_global(updated);
   }
   for (const auto& [name, value] : model.gather(false)) {
     CAPTURE(name);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "layer_cases.hpp"
-#include "optimus/layers/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "optimus/reference/compare.hpp"
 
 namespace optimus::test {
@@ -30,12 +30,12 @@ ReplicaBatch replica_batch(const Grid& grid, const GptConfig& config, std::int64
   return b;
 }
 
-// One step's loss and every gradient (gathered) of `model` on `b` in `m` micro-batches.
+// One step's loss and every gradient (gathered) of `model` on `b` in its schedule's micro-batches.
 template <class T>
 std::pair<double, std::map<std::string, GlobalMatrix>> step_of(Gpt2D<T>& model, const ReplicaBatch& b,
-                                                               std::int64_t batch, std::int64_t m) {
+                                                               std::int64_t batch) {
   model.zero_grad();
-  const double loss = model.train_step(b.tokens, b.targets, batch, 7, m);
+  const double loss = model.train_step(b.tokens, b.targets, batch, 7);
   return {loss, model.gather(true)};
 }
 
@@ -46,8 +46,8 @@ void micro_batch_case(const Grid& grid, double tol) {
   const GptConfig config = config_for(q, 2, 0.1);
   const std::int64_t batch = 8 * q;  // m = 8 micro-batches of q sequences
   const ReplicaBatch b = replica_batch(grid, config, batch, s.seq, 61);
-  Gpt2D<T> model(grid, config);
-  const auto [whole_loss, whole] = step_of(model, b, batch, 1);
+  Gpt2D<T> one(grid, config);
+  const auto [whole_loss, whole] = step_of(one, b, batch);
   if (sizeof(T) == 8) {  // the whole batch against the reference (dp replicas: on the global batch)
     reference::Parameters p = reference::gpt_init(config);
     const reference::GptResult r =
@@ -55,9 +55,10 @@ void micro_batch_case(const Grid& grid, double tol) {
     CHECK(std::abs(whole_loss - r.loss) <= 1e-10 * r.loss);
     for (const auto& [name, g] : whole) CHECK(reference::compare_relative(g, r.grads.at(name), 1e-10).ok());
   }
-  for (std::int64_t m : {2, 4, 8}) {
+  for (int m : {2, 4, 8}) {
     CAPTURE(m);
-    const auto [loss, grads] = step_of(model, b, batch, m);
+    Gpt2D<T> model(grid, config, pipeline::one_stage(m));
+    const auto [loss, grads] = step_of(model, b, batch);
     CHECK(std::abs(loss - whole_loss) <= tol * whole_loss);
     for (const auto& [name, g] : whole) {
       CAPTURE(name);
@@ -79,15 +80,15 @@ void recompute_bitwise_case(const Grid& grid) {
   const GptConfig config = config_for(q, 2, 0.1);
   const std::int64_t batch = 2 * q;
   const ReplicaBatch b = replica_batch(grid, config, batch, s.seq, 71);
-  Gpt2D<T> model(grid, config);
-  for (std::int64_t m : {1, 2}) {
+  for (int m : {1, 2}) {
     CAPTURE(m);
+    Gpt2D<T> model(grid, config, pipeline::one_stage(m));
     model.set_recompute(Recompute::none);
-    const auto [none_loss, none] = step_of(model, b, batch, m);
+    const auto [none_loss, none] = step_of(model, b, batch);
     for (Recompute policy : {Recompute::selective, Recompute::full}) {
       CAPTURE(std::string(name_of(policy)));
       model.set_recompute(policy);
-      const auto [loss, grads] = step_of(model, b, batch, m);
+      const auto [loss, grads] = step_of(model, b, batch);
       CHECK(same_bits(loss, none_loss));
       for (const auto& [name, g] : none) {
         CAPTURE(name);
@@ -96,13 +97,14 @@ void recompute_bitwise_case(const Grid& grid) {
     }
   }
   // Mixed layers: the planner's per-block choice.
+  Gpt2D<T> model(grid, config);
   model.set_recompute(0, Recompute::full);
   model.set_recompute(1, Recompute::selective);
   model.set_recompute(Recompute::none);
-  const auto [none_loss, none] = step_of(model, b, batch, 1);
+  const auto [none_loss, none] = step_of(model, b, batch);
   model.set_recompute(0, Recompute::full);
   model.set_recompute(1, Recompute::selective);
-  const auto [loss, grads] = step_of(model, b, batch, 1);
+  const auto [loss, grads] = step_of(model, b, batch);
   CHECK(same_bits(loss, none_loss));
   for (const auto& [name, g] : none) CHECK(grads.at(name) == g);
 }

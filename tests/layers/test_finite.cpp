@@ -10,7 +10,7 @@
 #include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
-#include "optimus/layers/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "same_error.hpp"
 
 namespace {
@@ -67,7 +67,7 @@ TEST_CASE("a NaN or inf gradient on one rank stops AdamW naming the step, or is 
     const auto tokens = optimus::test::random_tokens(s.batch * s.seq, 30, 3);
     const auto train = [&] {
       model.zero_grad();
-      model.train_step(tokens, tokens, s.batch, 1, 1);
+      model.train_step(tokens, tokens, s.batch, 1);
     };
     train();
     adam.step();  // one good step

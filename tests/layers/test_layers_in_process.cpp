@@ -11,7 +11,7 @@
 #include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/layers/block.hpp"
-#include "optimus/layers/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "optimus/layers/lm_head.hpp"
 #include "optimus/reference/gpt.hpp"
 
@@ -59,7 +59,7 @@ TEST_CASE("a Grid is a handle: moved or destroyed, its layers and matrices keep 
                          optimus::Error);
     original.reset();  // the Grid the model was built from is gone: the model keeps its own handle
     const std::vector<int> tokens = optimus::test::random_tokens(s.batch * s.seq, config.vocab, 3);
-    const double loss = model.train_step(tokens, tokens, s.batch, 1, 1);
+    const double loss = model.train_step(tokens, tokens, s.batch, 1);
     const auto ref = optimus::reference::gpt_forward_backward(config, optimus::reference::gpt_init(config), tokens,
                                                               tokens, s.batch, 1);
     CHECK(std::abs(loss - ref.loss) <= 1e-10 * ref.loss);
@@ -214,7 +214,7 @@ TEST_CASE("GPT-2's vocabulary of 50257 on a 2x2 grid: the reference's loss and g
     optimus::AdamW<double> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{}});
     const std::vector<int> tokens = optimus::test::random_tokens(2 * 4, config.vocab, 11);
     const std::vector<int> targets = optimus::test::random_tokens(2 * 4, config.vocab, 12);
-    const double loss = model.train_step(tokens, targets, 2, 1, 1);
+    const double loss = model.train_step(tokens, targets, 2, 1);
     const auto ref = optimus::reference::gpt_forward_backward(config, optimus::reference::gpt_init(config), tokens,
                                                               targets, 2, 1);
     CHECK(std::abs(loss - ref.loss) <= 1e-10 * std::abs(ref.loss));

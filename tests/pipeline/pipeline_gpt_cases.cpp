@@ -12,9 +12,9 @@
 
 #include "../layers/layer_cases.hpp"
 #include "optimus/layers/adamw.hpp"
-#include "optimus/layers/gpt.hpp"
-#include "optimus/layers/megatron/gpt.hpp"
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
+#include "optimus/model/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "optimus/pipeline/memory.hpp"
 #include "optimus/sim/runtime.hpp"
@@ -57,14 +57,14 @@ Result whole(int dp, int q, std::int64_t layers, int m, ops::GemmMath math) {
   run_in_process(dp * q * q, [&](Communicator& world) {
     const Grid grid = Grid::create(world, q);
     grid.set_gemm_math(math);
-    Gpt2D<T> model(grid, config_for(q, layers, 0.1));
+    Gpt2D<T> model(grid, config_for(q, layers, 0.1), pipeline::one_stage(m));
     const LayerShapes s = shapes_for(q);
     const std::int64_t batch = m * q;
     const auto tokens = random_tokens(batch * s.seq, s.vocab, 11 + grid.dp_index());
     const auto targets = random_tokens(batch * s.seq, s.vocab, 23 + grid.dp_index());
     model.zero_grad();
-    Result r = after_step<T>(model, grid, model.train_step(tokens, targets, batch, 3, m), tokens, targets, batch);
-    r.logits = model.logits(tokens, batch).to_global().template cast<double>();
+    Result r = after_step<T>(model, grid, model.train_step(tokens, targets, batch, 3), tokens, targets, batch);
+    r.logits = model.logits(tokens, batch)->to_global().template cast<double>();
     if (world.rank() == 0) {
       std::lock_guard lock(mu);
       out = std::move(r);
@@ -124,7 +124,7 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
   grid.set_gemm_math(c.math);
   const pp::Schedule schedule =
       pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = c.micro_batches, .chunks = c.chunks});
-  pp::Gpt2D<T> model(grid, config_for(c.q, c.layers, 0.1), schedule, c.spill);
+  optimus::Gpt2D<T> model(grid, config_for(c.q, c.layers, 0.1), schedule, c.spill);
   CHECK(model.spills().size() == (c.spill == Spill::none ? 0U : static_cast<std::size_t>(c.chunks)));
   model.set_recompute(c.recompute);
   const LayerShapes s = shapes_for(c.q);
@@ -167,13 +167,13 @@ Result whole_1d(int p, std::int64_t layers, int m) {
   std::mutex mu;
   run_in_process(p, [&](Communicator& world) {
     const megatron::Group group(world);
-    megatron::Gpt1D<T> model(group, config_for(2, layers, 0.1));
+    Gpt1D<T> model(group, config_for(2, layers, 0.1), pipeline::one_stage(m));
     const LayerShapes s = shapes_for(2);
     const std::int64_t batch = 2 * m;
     const auto tokens = random_tokens(batch * s.seq, s.vocab, 11);
     const auto targets = random_tokens(batch * s.seq, s.vocab, 23);
     model.zero_grad();
-    Result r = after_step<T>(model, group, model.train_step(tokens, targets, batch, 3, m), tokens, targets, batch);
+    Result r = after_step<T>(model, group, model.train_step(tokens, targets, batch, 3), tokens, targets, batch);
     if (world.rank() == 0) {
       std::lock_guard lock(mu);
       out = std::move(r);
@@ -188,7 +188,7 @@ int check_1d_on(Communicator& world, const Pipeline1DCase& c, const Result& expe
   const megatron::Group group = megatron::Group::pipeline_stage(world, c.stages);
   const pp::Schedule schedule =
       pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = c.micro_batches, .chunks = c.chunks});
-  pp::Gpt1D<T> model(group, config_for(2, c.layers, 0.1), schedule);
+  optimus::Gpt1D<T> model(group, config_for(2, c.layers, 0.1), schedule);
   model.set_recompute(c.recompute);
   const LayerShapes s = shapes_for(2);
   const std::int64_t batch = 2 * c.micro_batches;

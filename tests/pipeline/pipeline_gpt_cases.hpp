@@ -35,7 +35,7 @@ struct PipelineCase {
 };
 
 // The 1D (Megatron) baseline through a pipeline: `stages` stages, each a group of p ranks (world stages*p), against the
-// whole megatron::Gpt1D on p ranks with the same micro-batches (2 sequences each).
+// whole Gpt1D on p ranks with the same micro-batches (2 sequences each).
 struct Pipeline1DCase {
   int stages = 2, p = 1;
   pipeline::Kind kind = pipeline::Kind::one_f_one_b;

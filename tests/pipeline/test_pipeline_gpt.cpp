@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "../layers/layer_cases.hpp"
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 #include "pipeline_gpt_cases.hpp"
 #include "same_error.hpp"
 #include "test_world.hpp"
@@ -112,23 +112,23 @@ TEST_CASE("a pipeline GPT refuses a grid of other stages, layers that do not div
     const auto make = [&](pp::Kind kind, int stages, int chunks, std::int64_t layers) {
       auto c = config;
       c.layers = layers;
-      pp::Gpt2D<double> model(
+      optimus::Gpt2D<double> model(
           grid, c, pp::make_schedule({.kind = kind, .stages = stages, .micro_batches = 4, .chunks = chunks}));
     };
     CHECK(optimus::test::error_on_every_rank(world, [&] { make(pp::Kind::one_f_one_b, 2, 1, 3); }) ==
           "pipeline: 3 layers do not divide among 2 stages x 1 chunks (2 pieces of equal, non-zero size)");
     CHECK(optimus::test::error_on_every_rank(world, [&] { make(pp::Kind::one_f_one_b, 4, 1, 4); }) ==
-          "pipeline::Gpt2D: the grid has 2 stages (Grid::create(world, q, pp)) but the schedule 1f1b has 4");
+          "Gpt2D: the grid has 2 stages (Grid::create(world, q, pp)) but the schedule 1f1b has 4");
     CHECK(optimus::test::error_on_every_rank(world, [&] { make(pp::Kind::wave, 2, 2, 6); }) ==
           "pipeline: 6 layers do not divide among 2 stages x 2 chunks (4 pieces of equal, non-zero size)");
     const auto spilled = [&](pp::Kind kind) {
       auto c = config;
       c.layers = 2;
-      pp::Gpt2D<double> model(grid, c, pp::make_schedule({.kind = kind, .stages = 2, .micro_batches = 4, .chunks = 1}),
+      optimus::Gpt2D<double> model(grid, c, pp::make_schedule({.kind = kind, .stages = 2, .micro_batches = 4, .chunks = 1}),
                               optimus::Spill::parameters);
     };
     CHECK(optimus::test::error_on_every_rank(world, [&] { spilled(pp::Kind::zero_bubble); }) ==
-          "pipeline::Gpt2D: spilling blocks with the zb schedule is not supported yet: its split backward computes "
+          "Gpt2D: spilling blocks with the zb schedule is not supported yet: its split backward computes "
           "weight gradients after their block has left the device");
     CHECK(optimus::test::error_on_every_rank(world, [&] { spilled(pp::Kind::one_f_one_b); }).starts_with(
         "model spilling moves blocks between a device and the host, but this grid's matrices live on the host"));
@@ -139,7 +139,7 @@ TEST_CASE("a pipeline GPT refuses a grid of other stages, layers that do not div
 TEST_CASE("AdamW refuses a pipeline stage's norm order that does not fit its parameters") {
   optimus::test::run_in_process(2, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 1, 2);
-    pp::Gpt2D<double> model(grid, optimus::test::config_for(1, 2, 0.0),
+    optimus::Gpt2D<double> model(grid, optimus::test::config_for(1, 2, 0.0),
                             pp::make_schedule({.kind = pp::Kind::one_f_one_b, .stages = 2, .micro_batches = 2,
                                                .chunks = 1}));
     const auto adam = [&](optimus::NormOrder order) {

@@ -1,4 +1,4 @@
-// Distributed checkpoints of a GPT (Gpt2D, megatron::Gpt1D, a pipeline's stages) and its AdamW (in the manner of
+// Distributed checkpoints of a GPT (model/gpt.hpp, any layout) and its AdamW (in the manner of
 // PyTorch DCP and Megatron-Core's dist_checkpointing): every rank writes its own shards in parallel, and any layout
 // loads them back.
 //
@@ -40,9 +40,9 @@
 #include <string_view>
 
 #include "optimus/core/gpt_config.hpp"
-#include "optimus/layers/gpt.hpp"
-#include "optimus/layers/megatron/gpt.hpp"
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
+#include "optimus/model/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint {
 
@@ -77,32 +77,18 @@ struct IoStats {
 // process there to prove that a save interrupted at that point loses nothing.
 using StageHook = std::function<void(std::string_view stage)>;
 
-// Collective over the model's grid and replicas (or its 1D group): writes `dir` (its parent must exist). The optimizer
-// may be null (parameters only). From a 1D group, tensors replicated over it are written once, by group rank 0.
-template <class T>
-IoStats save(const std::filesystem::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, const TrainingState& state,
-             const StageHook& hook = nullptr);
-template <class T>
-IoStats save(const std::filesystem::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer,
+// Collective over the model's ranks (every stage, and the replicas): writes `dir` (its parent must exist). The
+// optimizer may be null (parameters only). Each stage writes its own tensors, wte only from the embedding's stage; from
+// a 1D group, tensors replicated over it are written once, by group rank 0.
+template <class Family>
+IoStats save(const std::filesystem::path& dir, Gpt<Family>& model, AdamW<typename Family::Value>* optimizer,
              const TrainingState& state, const StageHook& hook = nullptr);
 
-// The same from a pipeline's stages (collective over the whole pipeline and its replicas): each stage writes its own
-// tensors, wte only from the embedding's stage.
+// Collective: loads `dir` into a model of the same config on any layout (2D or 1D, any q or p, pp, chunks and dp) and,
+// when given, the optimizer (the checkpoint must hold its state). Each stage reads the tensors it holds (wte on both
+// end stages). Saved f32 loads into f64 exactly; f64 into f32 rounds.
 template <class Family>
-IoStats save(const std::filesystem::path& dir, pipeline::Gpt<Family>& model, AdamW<typename Family::Value>* optimizer,
-             const TrainingState& state, const StageHook& hook = nullptr);
-
-// Collective: loads `dir` into a model of the same config (any q, dp) and, when given, the optimizer (the
-// checkpoint must hold its state). Saved f32 loads into f64 exactly; f64 into f32 rounds.
-template <class T>
-TrainingState load(const std::filesystem::path& dir, Gpt2D<T>& model, AdamW<T>* optimizer, IoStats* stats);
-// The same into the 1D baseline's model on its group of p ranks: a 2D checkpoint loads here, and a 1D one on a grid.
-template <class T>
-TrainingState load(const std::filesystem::path& dir, megatron::Gpt1D<T>& model, AdamW<T>* optimizer, IoStats* stats);
-
-// Into a pipeline's stages: each stage reads the tensors it holds (wte on both end stages).
-template <class Family>
-TrainingState load(const std::filesystem::path& dir, pipeline::Gpt<Family>& model,
+TrainingState load(const std::filesystem::path& dir, Gpt<Family>& model,
                    AdamW<typename Family::Value>* optimizer, IoStats* stats);
 
 // One process, no collective: the checkpoint's description, with its metadata verified.

@@ -1,4 +1,4 @@
-// A consolidated GPT-2 in Hugging Face's safetensors layout, in and out of a Gpt2D (any grid) or a pipeline's stages.
+// A consolidated GPT-2 in Hugging Face's safetensors layout, in and out of a GPT (model/gpt.hpp) on any layout.
 //
 // Names and shapes are transformers' GPT2Model state dict: wte.weight [vocab, h], wpe.weight [max_seq, h],
 // h.N.ln_1.weight [h], h.N.ln_1.bias, h.N.attn.c_attn.weight [h, 3h] (Conv1D: [in, out], columns [Q | K | V]),
@@ -18,24 +18,17 @@
 #include <string>
 
 #include "optimus/core/gpt_config.hpp"
-#include "optimus/layers/gpt.hpp"
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint {
 
 // The model shape a GPT-2 safetensors file holds (dropout 0 and seed 0: not in the file). One process.
 GptConfig hf_config(const std::string& path);
 
-template <class T>
-void import_hf(const std::string& path, Gpt2D<T>& model);
-
-template <class T>
-void export_hf(const std::string& path, Gpt2D<T>& model);
-
-// The same for a pipeline's stages (collective over the whole pipeline): each stage imports the tensors it holds.
+// Collective over the whole model (every stage, and the replicas), any layout: each stage imports the tensors it holds.
 template <class Family>
-void import_hf(const std::string& path, pipeline::Gpt<Family>& model);
+void import_hf(const std::string& path, Gpt<Family>& model);
 template <class Family>
-void export_hf(const std::string& path, pipeline::Gpt<Family>& model);
+void export_hf(const std::string& path, Gpt<Family>& model);
 
 }  // namespace optimus::checkpoint

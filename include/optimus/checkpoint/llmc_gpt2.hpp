@@ -1,5 +1,5 @@
-// llm.c's GPT-2 checkpoint (gpt2_124M.bin and the files train_gpt2.c writes), in and out of a Gpt2D (any grid) or a
-// pipeline's stages.
+// llm.c's GPT-2 checkpoint (gpt2_124M.bin and the files train_gpt2.c writes), in and out of a GPT (model/gpt.hpp) on
+// any layout.
 //
 //   header: 256 int32 — magic 20240326, version (3: fp32; 5: bf16, read only), max_seq, vocab, layers, heads,
 //           channels h, padded vocab Vp
@@ -17,8 +17,7 @@
 #include <string>
 
 #include "optimus/core/gpt_config.hpp"
-#include "optimus/layers/gpt.hpp"
-#include "optimus/pipeline/gpt.hpp"
+#include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint {
 
@@ -27,16 +26,10 @@ bool is_llmc_checkpoint(const std::string& path);
 // The model shape the file holds (dropout 0, seed 0). One process.
 GptConfig llmc_config(const std::string& path);
 
-template <class T>
-void import_llmc(const std::string& path, Gpt2D<T>& model);
-
-template <class T>
-void export_llmc(const std::string& path, Gpt2D<T>& model);
-
-// The same for a pipeline's stages (collective over the whole pipeline), as hf_gpt2.hpp does.
+// Collective over the whole model (every stage, and the replicas), any layout, as hf_gpt2.hpp's.
 template <class Family>
-void import_llmc(const std::string& path, pipeline::Gpt<Family>& model);
+void import_llmc(const std::string& path, Gpt<Family>& model);
 template <class Family>
-void export_llmc(const std::string& path, pipeline::Gpt<Family>& model);
+void export_llmc(const std::string& path, Gpt<Family>& model);
 
 }  // namespace optimus::checkpoint

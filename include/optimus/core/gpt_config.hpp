@@ -73,6 +73,9 @@ void validate(const AdamWConfig& config);
 // validate(config), then what a q x q grid needs (the 2D GPT's rules, whole or cut into pipeline stages): q divides
 // heads, max_seq and padded_vocab (when set, no smaller than vocab); q*q divides hidden and ffn.
 void validate_for_grid(const GptConfig& config, int q);
+// validate(config), then what the 1D baseline's tensor-parallel group of p ranks needs (whole or cut into pipeline
+// stages): p divides heads and ffn.
+void validate_for_group(const GptConfig& config, int p);
 
 // Initialization of GPT-2 parameters, shared by the 2D model and the reference: element (r, c) of the
 // tensor named `name` (GPT-2 layout; vectors have r = 0) is

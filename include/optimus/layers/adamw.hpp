@@ -9,7 +9,7 @@
 // A parameter may live in host memory while the grid is on a device (a spilled block's, layers/spill.hpp): its moments
 // are then host memory too, and its norm and update run on the host, with the same per-element arithmetic.
 //
-// A pipeline stage (pipeline::Gpt2D) holds part of a model, and the norm is the whole model's: NormOrder says where each
+// A pipeline stage (model/gpt.hpp) holds part of a model, and the norm is the whole model's: NormOrder says where each
 // of the stage's partial sums goes in the whole model's parameter list, so that the stages' sums are added in that
 // order and the norm is bitwise the one the whole model on one stage computes (below).
 //
@@ -34,7 +34,7 @@ namespace optimus {
 enum class NonFinite { stop, skip };
 
 // How a pipeline stage's share of the norm joins the others'. slot[k] is parameter k's place in the whole model's
-// parameter list (layers/gpt.hpp's Gpt2D::parameters() order), or -1 for a copy that another stage counts (the tied
+// parameter list (the one-stage model's parameters() order), or -1 for a copy that another stage counts (the tied
 // wte on the head's stage). Each rank puts its partial sums of squares in their slots of a vector of `slots` zeros,
 // all-reduces it over `across` (grid.pipe(): each slot is filled by one stage, so the sum is exact), adds the slots in
 // order and all-reduces that over the grid: the additions of the whole model on one stage, in the same order.
@@ -67,7 +67,7 @@ struct AdamWOptions {
   // and streamed through the device at each step; the results are bitwise those without offload. Refused for a grid
   // on the host. Parameters already in host memory (spilled blocks) keep host moments, updated on the host.
   std::optional<OptimizerOffload> offload = std::nullopt;
-  // One pipeline stage's part of a model (pipeline::Gpt::norm_order()): where each parameter's partial sum goes in the
+  // One pipeline stage's part of a model (Gpt::norm_order()): where each parameter's partial sum goes in the
   // whole model's norm. Checked: one slot per parameter, each -1 or in [0, slots), none repeated.
   std::optional<NormOrder> norm_order = std::nullopt;
 };
@@ -75,7 +75,7 @@ struct AdamWOptions {
 template <class T>
 class AdamW {
  public:
-  // The parameters of a model (Gpt2D::parameters(), megatron::Gpt1D::parameters(), a pipeline stage's) at `place`.
+  // The parameters of a model (Gpt::parameters(): the whole model's, or a pipeline stage's) at `place`.
   AdamW(OptimizerPlace place, std::vector<ParameterRef<T>> params, AdamWOptions options);
 
   // One step (t counts from 1); returns the global gradient norm before clipping (see NonFinite).

@@ -145,7 +145,8 @@ struct LmHeadContext {
   std::optional<SavedActivation<T>> x, dlogits;
 };
 
-// A whole GPT (Gpt2D, or the 1D baseline's Gpt1D): the embedding's, every block's, ln_f's and the LM head's contexts.
+// A GPT's micro-batch through one stage (model/gpt.hpp): the embedding's, every block's, ln_f's and the LM head's
+// contexts (on a pipeline's stage, those of the chunk's parts it holds).
 template <class T>
 struct GptContext {
   ContextMark mark;

@@ -35,7 +35,7 @@ const char* name_of(Offload mode);
 Offload parse_offload(const std::string& text);
 std::vector<Offload> all_offload_modes();
 
-// What the model spills in `mode` (Gpt2D(grid, config, Spill)).
+// What the model spills in `mode` (Gpt(place, config, schedule, Spill), model/gpt.hpp).
 Spill spill_of(Offload mode);
 // Whether AdamW's moments of the parameters on the device go to host memory in `mode` (AdamW's OptimizerOffload): in
 // every mode but none (a spilled block's moments are in host memory with its parameters anyway).

@@ -1,8 +1,8 @@
 // Model spilling (HYDRA's, with double buffering): a GPT's transformer blocks keep their parameters and gradients in
 // page-locked host memory, and the device holds at most two blocks' worth at once, in two slots. Optionally the
-// activations the blocks save for backward go to host memory too (asynchronous activation offload). Gpt2D drives it
-// (Gpt2D(grid, config, Spill)), and pipeline::Gpt for each chunk of a stage (a pass: one F or B operation over the
-// chunk's blocks); docs/offload.md has the formulas and the measurements.
+// activations the blocks save for backward go to host memory too (asynchronous activation offload). The GPT drives it
+// (Gpt(place, config, schedule, Spill), model/gpt.hpp) for each chunk of a stage, a pass being one F or B operation
+// over the chunk's blocks; docs/offload.md has the formulas and the measurements (for a model of one stage).
 //
 // Residency. Block l runs in slot l mod 2 (one slot for a one-block model). Before block l computes, its values are
 // uploaded into its slot (forward and backward; also its gradients before backward, or the slot's gradients zeroed
@@ -19,7 +19,7 @@
 //   down stream                          grads[l] -> host           grads[l-1] -> host
 //
 // A slot keeps the values it holds for the rest of the call (a train_step's micro-batches and its backward find the
-// blocks at the turn already there); every call of Gpt2D ends with all copies done and the slots forgotten, so the
+// blocks at the turn already there); every call of the model ends with all copies done and the slots forgotten, so the
 // optimizer may update the blocks' host memory between calls.
 //
 // Activations (Spill::parameters_and_activations). After block l's training forward (every block but the last), each
@@ -92,7 +92,7 @@ class BlockSpill {
   // The end of a call: every block back home (also after an error), every copy done, the slots forgotten. Never
   // throws when `unwinding` (an error is already on its way: a failure here is logged).
   void finish(bool unwinding);
-  // The blocks' gradients were zeroed at home (Gpt2D::zero_grad): the next backward zeroes its slot's instead of
+  // The blocks' gradients were zeroed at home (Gpt::zero_grad): the next backward zeroes its slot's instead of
   // uploading zeros.
   void gradients_zeroed();
 

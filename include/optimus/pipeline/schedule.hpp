@@ -71,6 +71,8 @@ struct ScheduleRequest {
 // The schedule of `request`'s kind (docs/pipeline.md shows each at S = 4). Throws optimus::Error naming the value
 // that the kind cannot take.
 Schedule make_schedule(const ScheduleRequest& request);
+// The whole model on one stage in `micro_batches` micro-batches: 1F1B at S = 1 (F(0) B(0) F(1) B(1) ...).
+Schedule one_stage(int micro_batches);
 
 // Throws optimus::Error naming the stage and the operation unless: every chunk of every stage runs F once for each
 // micro-batch and B once (or B_input and B_weight once), on chunks and micro-batches that exist; each chunk's F and

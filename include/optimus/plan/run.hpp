@@ -1,7 +1,7 @@
 // Running a plan on real ranks (optimus-bench plan, which checks the planner against measurements): the layout's GPT
-// built as Optimus builds it — layers/gpt.hpp's Gpt2D for 2D with pp = 1 (replicas, micro-batches, recomputation per
-// block), pipeline/gpt.hpp's Gpt2D or Gpt1D for pipelines, layers/megatron/gpt.hpp's Gpt1D for 1D with pp = 1 — on
-// CPU ranks in f32 (T = float), AdamW after every step, a few steps of random tokens.
+// built as train_gpt builds it — model/gpt.hpp's Gpt2D or Gpt1D with the layout's stages, schedule (one stage at
+// pp = 1), micro-batches, replicas and recomputation per block — on CPU ranks in f32 (T = float), AdamW after every
+// step, a few steps of random tokens.
 #pragma once
 
 #include <cstdint>

@@ -23,7 +23,7 @@ class Group {
   explicit Group(Communicator& tp);
   // Collective over `world` of stages * p ranks: this rank's group in a pipeline of `stages` 1D stages. World rank r is
   // rank r % p of stage r / p; local() is then a q = 1 grid with pp = stages whose stage() is this rank's and whose
-  // pipe() joins the ranks of the same group rank, one per stage (the pipeline of optimus/pipeline/gpt.hpp's Gpt1D).
+  // pipe() joins the ranks of the same group rank, one per stage (the pipeline of optimus/model/gpt.hpp's Gpt1D).
   // Throws optimus::Error on every rank unless `stages` divides the world.
   static Group pipeline_stage(Communicator& world, int stages);
   // The same with data-parallel replicas: `world` is replicas * stages * p ranks, rank r of replica r / (stages * p),

@@ -1,7 +1,11 @@
-// optimus::pipeline::Gpt2D: the GPT-2 of layers/gpt.hpp cut among the stages of a pipeline (partition.hpp) and trained
-// through a schedule (schedule.hpp), on a grid made by Grid::create(world, q, pp) with pp = the schedule's S; and
-// pipeline::Gpt1D, the 1D baseline's GPT (layers/megatron/gpt.hpp) through the same runtime on the groups of
-// megatron::Group::pipeline_stage(world, pp) (family.hpp says how the two layer families differ).
+// optimus::Gpt<Family>: the one GPT-2 of Optimus, on every layout. Family is TwoD<T> (Gpt2D<T>: the 2D layers on q x q
+// grids) or OneD<T> (Gpt1D<T>: the 1D Megatron baseline's layers on tensor-parallel groups of p ranks), family.hpp.
+// The model is a pipeline (pipeline/schedule.hpp) of S >= 1 stages, each holding its chunks' blocks: the whole model is
+// a pipeline of one stage (Gpt(place, config), or pipeline::one_stage(m) for m micro-batches). The place is a Grid made
+// by Grid::create(world, q, pp) (2D: dp x pp x q^2 ranks) or a Group made by megatron::Group::pipeline_stage(world, pp,
+// replicas) (1D: dp x pp x p ranks), with pp = the schedule's S; with dp > 1 each replica trains on its own batch and
+// gradients (and the loss) are averaged over the replicas, which equals one replica on the concatenated batch.
+// Parameters start from the shared initialization rule, the same model on every layout, and are named as GPT-2's.
 //
 // Each stage builds only its chunks' blocks; the stage of virtual stage 0 the embedding, the stage of virtual stage
 // U-1 ln_f and the LM head, and both of them wte. train_step runs the stage's operations in the schedule's order:
@@ -21,11 +25,11 @@
 // the blocks in (the wave needs some in another). Consecutive virtual stages on one stage hand the block over without a
 // message. At the step's end the head's part of wte's gradient and the embedding's are exchanged between the two end
 // stages and summed the same way on both, then every gradient is averaged over the replicas. Losses and gradients are
-// bitwise those of the whole model's train_step with the same micro-batches (docs/pipeline.md).
+// bitwise those of one stage's train_step with the same micro-batches (docs/pipeline.md).
 //
 // Each block saves what its recomputation policy says (set_recompute; none by default), and the stage's GEMMs run in
-// the stage grid's math (Grid::set_gemm_math): with the same policies and math, losses and gradients are still bitwise
-// the whole model's. Stages compute where their grid lives: on the CPU, or on devices (the grid made by
+// the stage grid's math (Grid::set_gemm_math): with the same policies and math, losses and gradients are bitwise those
+// of one stage. Stages compute where their grid lives: on the CPU, or on devices (the grid made by
 // RankDevice::grid or distributed_grid with pp stages).
 //
 // Spilling (Gpt(place, config, schedule, Spill), layers/spill.hpp): each stage spills its own blocks, each chunk's
@@ -54,12 +58,12 @@
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/recompute.hpp"
 #include "optimus/layers/spill.hpp"
-#include "optimus/pipeline/family.hpp"
+#include "optimus/model/family.hpp"
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
 #include "optimus/pipeline/simulator.hpp"
 
-namespace optimus::pipeline {
+namespace optimus {
 
 // Family: TwoD<T> (Gpt2D<T>, below) or OneD<T> (Gpt1D<T>), family.hpp.
 template <class Family>
@@ -67,11 +71,17 @@ class Gpt {
  public:
   using T = typename Family::Value;
   using Place = typename Family::Place;
+  using Schedule = pipeline::Schedule;
+  // What one micro-batch's forward through a one-stage model keeps for its backward.
+  using Context = GptContext<T>;
 
-  // place: a Grid made by Grid::create(world, q, pp) (2D), or megatron::Group::pipeline_stage(world, pp) (1D).
-  // Throws optimus::Error unless the place has the schedule's S stages, the schedule validates, and S*v divides
-  // config.layers; the config is checked as layers/gpt.hpp (2D) or layers/megatron/gpt.hpp (1D) checks it.
+  // place: a Grid made by Grid::create(world, q, pp) (2D), or megatron::Group::pipeline_stage(world, pp, replicas)
+  // (1D). Throws optimus::Error unless the place has the schedule's S stages, the schedule validates, and S*v divides
+  // config.layers; the config is checked by validate_for_grid (2D: q divides heads, vocab and max_seq; q*q hidden and
+  // ffn) or validate_for_group (1D: p divides heads and ffn).
   Gpt(const Place& place, const GptConfig& config, Schedule schedule);
+  // The whole model on a place of one stage, one micro-batch per step: Gpt(place, config, pipeline::one_stage(1)).
+  Gpt(const Place& place, const GptConfig& config);
   // The same with each stage's blocks spilled as `spill` says (Spill::none: as above); spilling needs the place on a
   // device and a schedule without the split backward.
   Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spill spill);
@@ -81,9 +91,16 @@ class Gpt {
 
   // The replica's batch (b*s ids, row-major [b, s]) in the schedule's m micro-batches; returns the whole batch's mean
   // cross-entropy on every rank (averaged over replicas). Gradients accumulate (zero_grad first) and are averaged over
-  // replicas.
+  // replicas. m must divide the batch, and q each micro-batch.
   double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                     std::uint64_t step);
+  // A model of one stage and one chunk (else optimus::Error) taken apart: forward fills `saved` with what backward
+  // needs and returns the batch's mean cross-entropy (averaged over replicas); backward accumulates every gradient,
+  // completes wte's (the head's part added) and averages them over the replicas, each call. Any number of contexts may
+  // be alive; train_step runs the same operations per micro-batch.
+  double forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                 std::uint64_t step, Context& saved);
+  void backward(Context saved);
 
   // Collective over the pipeline (every stage, and the replicas): the batch's mean cross-entropy without dropout,
   // saving nothing, on every rank. The whole batch (b*s ids) goes through the virtual stages in order, u = 0 .. U-1, as
@@ -101,6 +118,9 @@ class Gpt {
   // Collective over the ranks that hold the stage's tensors: this stage's parameters (or gradients) as full GPT-2
   // tensors.
   std::map<std::string, GlobalMatrix> gather(bool gradients);
+  // Full GPT-2 tensors by name (vectors as 1 x n or n x 1) into this stage's parameters; names another stage holds
+  // are skipped, names the model does not have and wrong shapes throw. Tensors not named keep their values.
+  void load_global(const std::map<std::string, GlobalMatrix>& tensors);
   void zero_grad();
   // What block `layer` (of the whole model's 0 .. layers-1; a no-op where another stage holds it) or every block of
   // this stage saves in training forwards from now on (recompute.hpp). Throws unless 0 <= layer < config().layers.
@@ -110,7 +130,7 @@ class Gpt {
   // When each of this stage's operations ran in the last train_step, in seconds since the step began: from the
   // moment its input had arrived (a receive's wait is idle time, not the operation's) to the moment its output was
   // handed on. [i] is the i-th operation of schedule().ops[stage].
-  const std::vector<Interval>& last_step_times() const { return times_; }
+  const std::vector<pipeline::Interval>& last_step_times() const { return times_; }
 
   const GptConfig& config() const { return config_; }
   const Schedule& schedule() const { return schedule_; }
@@ -124,6 +144,27 @@ class Gpt {
   struct Chunk;
   struct Saved;
   class Step;
+  class ReplicaSums;
+
+  // One micro-batch's F on `chunk`: the embedding (u = 0; else x is the input), its blocks, then ln_f and the head's
+  // loss, returned (u = U-1; else x holds the output for u + 1). tokens, targets: the micro-batch's, row-major [b, s];
+  // the loss is its part of a mean over mean_over tokens.
+  double forward_chunk(Chunk& chunk, Context& saved, const Pass& pass, const std::vector<int>& tokens,
+                       const std::vector<int>& targets, std::int64_t batch, std::int64_t mean_over,
+                       std::optional<DistMatrix<T>>& x);
+  // Its B (`later` null) or B_input (the weight gradients queued in later): dy is the output's gradient from u + 1
+  // (none on u = U-1, which starts from the loss). Returns the input's gradient for u - 1, or on u = 0 the embedding's
+  // output gradient when its backward waits for B_weight (nothing once the embedding's backward ran). With `sums`,
+  // each block's gradients are summed over the replicas as it finishes them.
+  std::optional<DistMatrix<T>> backward_chunk(Chunk& chunk, Context& saved, WeightGradients* later,
+                                              std::optional<DistMatrix<T>> dy, ReplicaSums* sums);
+  // wte's gradient on a stage holding both the embedding and the head: the head's part added, then zeroed.
+  void add_head_wte_grad();
+  // Throws unless the model is one stage of one chunk (forward and backward take the whole model apart).
+  void check_whole(const char* call) const;
+  // A loss part held by the head's stage: summed over the stages, then averaged over the replicas (no collective over
+  // one stage or one replica: on a device grid it would stage the host scalar through device memory).
+  double mean_over_model(double part) const;
 
   // The inference forward of the whole batch through this stage's virtual stages, receiving from and sending to the
   // neighbouring stages: ln_f's output [b*s, h] on the head's stage, nothing elsewhere.
@@ -144,7 +185,7 @@ class Gpt {
   std::unique_ptr<LayerNorm2D<T>> ln_f_;                       // on the stage of u = U-1
   std::unique_ptr<typename Family::Head> head_;
   std::unique_ptr<DistMatrix<T>> head_wte_grad_;  // the head's part of wte's gradient over a step
-  std::vector<Interval> times_;                   // [i]: the last step's operation i
+  std::vector<pipeline::Interval> times_;                   // [i]: the last step's operation i
   // (from, to) stages -> the channel of their messages where the pipe does not match tags; empty where it does.
   std::map<std::pair<int, int>, std::unique_ptr<Communicator>> channels_;
 
@@ -156,12 +197,12 @@ class Gpt {
   Route route(int from, int to) const;
 };
 
-// The GPT of layers/gpt.hpp on a dp x pp x q x q world.
+// The GPT on q x q grids, dp x pp x q^2 ranks.
 template <class T>
 using Gpt2D = Gpt<TwoD<T>>;
-// The 1D baseline's GPT (layers/megatron/gpt.hpp) on a pp x p world: each stage a tensor-parallel group of p ranks
-// whose activations [N, h] are replicated, so each rank sends the whole [N/m, h] block of a micro-batch (2D: N/(mq),
-// h/q). No replicas (dp = 1), as the 1D baseline has none.
+// The 1D baseline's GPT on dp x pp x p ranks: each stage a tensor-parallel group of p ranks whose activations [N, h] are
+// replicated (Megatron-LM's layout: two all-reduces of [N, h] per block forward and two backward), so each rank sends
+// the whole [N/m, h] block of a micro-batch to the next stage (2D: N/(mq), h/q).
 template <class T>
 using Gpt1D = Gpt<OneD<T>>;
 
@@ -170,4 +211,4 @@ extern template class Gpt<TwoD<double>>;
 extern template class Gpt<OneD<float>>;
 extern template class Gpt<OneD<double>>;
 
-}  // namespace optimus::pipeline
+}  // namespace optimus

@@ -1,8 +1,8 @@
-// The two layer families a pipeline runs (gpt.hpp's Gpt<Family>): the 2D layers on each stage's q x q grid, and the
-// 1D (Megatron) baseline's on each stage's tensor-parallel group. A family names its layers, what they are built on
-// (Place: a Grid made by Grid::create(world, q, pp), or a Group made by megatron::Group::pipeline_stage), the grid its
-// activations live on (which also gives the stage, its pipe() to the other stages and the replicas), the ranks that
-// hold a stage's tensors, and the calls in which the two differ.
+// The two layer families the GPT (model/gpt.hpp's Gpt<Family>) is built from: the 2D layers on each stage's q x q grid,
+// and the 1D (Megatron) baseline's on each stage's tensor-parallel group. A family names its layers, what they are
+// built on (Place: a Grid made by Grid::create(world, q, pp), or a Group made by megatron::Group::pipeline_stage), the
+// grid its activations live on (which also gives the stage, its pipe() to the other stages and the replicas), the ranks
+// that hold a stage's tensors, and the calls in which the two differ.
 #pragma once
 
 #include <cstddef>
@@ -13,10 +13,9 @@
 #include "optimus/layers/lm_head.hpp"
 #include "optimus/layers/megatron/block.hpp"
 #include "optimus/layers/megatron/embedding.hpp"
-#include "optimus/layers/megatron/gpt.hpp"
 #include "optimus/layers/megatron/lm_head.hpp"
 
-namespace optimus::pipeline {
+namespace optimus {
 
 template <class T>
 struct TwoD {
@@ -25,7 +24,7 @@ struct TwoD {
   using Embedding = Embedding2D<T>;
   using Block = TransformerBlock2D<T>;
   using Head = LmHead2D<T>;
-  static constexpr const char* name = "pipeline::Gpt2D";
+  static constexpr const char* name = "Gpt2D";
 
   static const Grid& grid(const Grid& place) { return place; }
   static Communicator& holders(const Grid& place) { return place.grid(); }
@@ -48,13 +47,13 @@ struct OneD {
   using Embedding = megatron::Embedding1D<T>;
   using Block = megatron::TransformerBlock1D<T>;
   using Head = megatron::LmHead1D<T>;
-  static constexpr const char* name = "pipeline::Gpt1D";
+  static constexpr const char* name = "Gpt1D";
 
   // The group's q = 1 grid: activations [N, h] replicated on the group's ranks; stage() and pipe() the pipeline's.
   static const Grid& grid(const megatron::Group& place) { return place.local(); }
   static Communicator& holders(const megatron::Group& place) { return place.tp(); }
   static void validate(const GptConfig& config, const megatron::Group& place) {
-    megatron::validate_for_group(config, place.size());
+    validate_for_group(config, place.size());
   }
   // ln_f on the one-rank grid: every rank of the group holds it whole.
   static void mark_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const megatron::Group& place) {
@@ -71,4 +70,4 @@ struct OneD {
   }
 };
 
-}  // namespace optimus::pipeline
+}  // namespace optimus
