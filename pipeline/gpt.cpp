@@ -214,10 +214,11 @@ void Gpt<F>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
            layer.size() < 10 && std::stoll(layer) < config_.layers && block_names.count(name.substr(dot + 1)) == 1;
   };
   std::map<std::string, GlobalMatrix> here;
-  for (const auto& [name, tensor] : tensors) {
+  for (const auto& entry : tensors) {
+    const std::string& name = entry.first;  // (a named string, not a structured binding: lambdas capture it everywhere)
     const bool held = std::any_of(mine.begin(), mine.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
     OPTIMUS_CHECK(held || in_model(name), "load_global: unknown parameter '", name, "'");
-    if (held) here.emplace(name, tensor);
+    if (held) here.emplace(name, entry.second);
   }
   load_named(mine, here, grid_.device());
 }
