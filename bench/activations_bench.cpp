@@ -45,8 +45,7 @@ double korthikanti(const Shape& s, Recompute policy, double t) {
 std::int64_t measured(const Shape& s, int q, ops::GemmMath math, std::int64_t batch, Recompute policy) {
   std::int64_t held = 0;
   run_in_process(q * q, [&](Communicator& world) {
-    const Grid grid = Grid::create(world, q);
-    grid.set_gemm_math(math);
+    const Grid grid = Grid::create(world, q).with({.gemm_math = math});
     GptConfig config;
     config.hidden = s.hidden;
     config.heads = s.heads;

@@ -195,14 +195,17 @@ RankResult run_rank(Communicator& world, int q, const Settings& s, DeviceRuntime
   const std::unique_ptr<Communicator> timing = world.split(0, world.rank());
   std::optional<RankDevice> rank;
   if (device != nullptr) rank.emplace(*device, s.math);
-  Grid grid = rank ? rank->grid(world, q) : Grid::create(world, q);
+  // On the CPU the timeline takes the CPU's operations by kind and SUMMA's waits (cleared after the warm-up).
+  Timeline timeline;
+  const Grid grid = (rank ? rank->grid(world, q) : Grid::create(world, q))
+                        .with({.overlap = true, .gemm_math = s.math, .check_finite = false,
+                               .timeline = device == nullptr ? &timeline : nullptr});
   auto synchronize = [&] {
     if (rank) rank->stream().synchronize();
   };
   // The rank's tensors and page-locked buffers (what a step allocates), and its in-process staging area.
   auto raw_allocations = [&] { return rank ? static_cast<double>(rank->raw_allocations().memory) : 0.0; };
   auto staging_allocations = [&] { return rank ? static_cast<double>(rank->raw_allocations().staging) : 0.0; };
-  grid.set_gemm_math(s.math);
   std::unique_ptr<Work> work;
   if (s.workload == Workload::gpt) {
     work = std::make_unique<GptWork>(grid, s);
@@ -214,6 +217,7 @@ RankResult run_rank(Communicator& world, int q, const Settings& s, DeviceRuntime
     synchronize();
   };
   for (int w = 0; w < s.warmup; ++w) step();
+  timeline.clear();
   grid.memory().reset_peaks();
   const double before = raw_allocations(), staging_before = staging_allocations();
   // The device's copy counters, read by every rank between two barriers: the timed steps' copies, nobody else's.
@@ -225,12 +229,9 @@ RankResult run_rank(Communicator& world, int q, const Settings& s, DeviceRuntime
   };
   const double copied_before = copied();
   RankResult r;
-  Timeline timeline;  // the CPU's operations by kind, and SUMMA's waits
-  if (device == nullptr) grid.set_timeline(&timeline);
   const auto started = std::chrono::steady_clock::now();
   r.seconds = time_max_over_ranks(*timing, 0, s.iters, step);
   if (device == nullptr) {
-    grid.set_timeline(nullptr);
     r.breakdown = breakdown_of(timeline, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
   if (copied_before >= 0) r.copied = copied() - copied_before;

@@ -23,25 +23,33 @@ struct OverlapTiming {
   double exposed_s = 0;      // SUMMA communication waits per run, the max over ranks, overlapped
 };
 
-// Times `fn` with grid.set_overlap(false) then (true), leaving overlap on. `trace`: a Chrome trace of the
-// overlapped runs of every rank, when not empty.
-template <class Fn>
-OverlapTiming time_blocking_and_overlapped(Grid& grid, int warmup, int iters, const std::string& trace, Fn&& fn) {
+// Times the work `make(handle)` returns (a callable that runs it once, on objects it built on `handle`), with a
+// handle of `grid` running SUMMA blocking, then with one overlapping it; both record into one timeline, and keep the
+// rest of grid's execution. `trace`: a Chrome trace of the overlapped runs of every rank, when not empty.
+template <class Make>
+OverlapTiming time_blocking_and_overlapped(const Grid& grid, int warmup, int iters, const std::string& trace,
+                                           Make&& make) {
   Communicator& comm = grid.grid();
   Timeline timeline;
-  grid.set_timeline(&timeline);
+  const auto handle = [&](bool overlap) {
+    Execution e = grid.execution();
+    e.overlap = overlap;
+    e.timeline = &timeline;
+    return grid.with(e);
+  };
   const double runs = warmup + iters;
   OverlapTiming t;
-  grid.set_overlap(false);
-  t.blocking_s = time_max_over_ranks(comm, warmup, iters, fn);
+  {
+    auto blocking = make(handle(false));
+    t.blocking_s = time_max_over_ranks(comm, warmup, iters, blocking);
+  }
   const double exposed_blocking = timeline.total_us(SpanKind::comm_wait) / runs;
   timeline.clear();
-  grid.set_overlap(true);
-  t.overlapped_s = time_max_over_ranks(comm, warmup, iters, fn);
+  auto overlapped = make(handle(true));
+  t.overlapped_s = time_max_over_ranks(comm, warmup, iters, overlapped);
   const double exposed = timeline.total_us(SpanKind::comm_wait) / runs;
   const double compute = timeline.total_us(SpanKind::compute) / runs;
   if (!trace.empty()) timeline.write_chrome_trace(comm, trace);
-  grid.set_timeline(nullptr);
   const double communication = comm.all_reduce(exposed_blocking, ReduceOp::sum);
   const double hidden = communication - comm.all_reduce(exposed, ReduceOp::sum);
   t.fraction = communication > 0 ? std::clamp(hidden / communication, 0.0, 1.0) : 0.0;

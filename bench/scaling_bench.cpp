@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "block_model.hpp"
@@ -45,52 +46,80 @@ struct Measured {
   std::optional<OverlapTiming> overlap;              // 2D: blocking vs overlapped SUMMA
 };
 
-// Runs the blocks of one layout. `Block` is TransformerBlock2D or TransformerBlock1D; `owner` the Grid or
-// Group they are built on; `comms` the communicators whose counters make up the traffic. With `overlap_grid`
-// (2D), the step is timed with blocking and with overlapped SUMMA.
-template <class T, class Block, class Owner>
-Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, const Grid& on,
-                    const std::vector<Communicator*>& comms, Grid* overlap_grid) {
-  const GptConfig g = block_config(c.shape, c.layers);
-  std::vector<std::unique_ptr<Block>> blocks;
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    blocks.push_back(std::make_unique<Block>(owner, g, l));
-    std::vector<ParameterRef<T>> refs;
-    blocks.back()->parameters(refs);
-    for (const ParameterRef<T>& r : refs) init_parameter(r, g, on.device());
+// The blocks of one layout on `owner` (the Grid or Group they are built on; `on` its grid), with the step's input
+// and output gradient; step(measure) runs forward and backward once, keeping the results.
+template <class T, class Block>
+struct Blocks {
+  template <class Owner>
+  Blocks(const Config& c, const Owner& owner, const Grid& on)
+      : seq(c.shape.seq),
+        x(DistMatrix<T>::from_global(on, reference::random_matrix(c.shape.tokens(), c.shape.hidden, 1))),
+        dy(DistMatrix<T>::from_global(on, reference::random_matrix(c.shape.tokens(), c.shape.hidden, 2))),
+        out(on, c.shape.tokens(), c.shape.hidden),
+        din(on, c.shape.tokens(), c.shape.hidden) {
+    const GptConfig g = block_config(c.shape, c.layers);
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+      blocks.push_back(std::make_unique<Block>(owner, g, l));
+      std::vector<ParameterRef<T>> refs;
+      blocks.back()->parameters(refs);
+      for (const ParameterRef<T>& r : refs) init_parameter(r, g, on.device());
+    }
   }
-  const std::int64_t n = c.shape.tokens(), h = c.shape.hidden;
-  const reference::Matrix xg = reference::random_matrix(n, h, 1), dyg = reference::random_matrix(n, h, 2);
-  const auto x = DistMatrix<T>::from_global(on, xg);
-  const auto dy = DistMatrix<T>::from_global(on, dyg);
-  MemoryTracker& memory = on.memory();
-  DistMatrix<T> out(on, n, h), din(on, n, h);
-  Measured m;
-  auto step = [&](bool measure) {
+  // Returns the bytes of activations held after the forward.
+  std::uint64_t step() {
     DistMatrix<T> a = x.clone();
     std::vector<typename Block::Context> saved(blocks.size());
     const Pass pass{.step = 1, .training = true, .first_sequence = 0};
-    for (std::size_t l = 0; l < blocks.size(); ++l) a = blocks[l]->forward(a, c.shape.seq, pass, saved[l]);
-    if (measure) m.activations = static_cast<double>(memory.current(MemoryKind::activations));
+    for (std::size_t l = 0; l < blocks.size(); ++l) a = blocks[l]->forward(a, seq, pass, saved[l]);
+    const std::uint64_t held = x.grid().memory().current(MemoryKind::activations);
     DistMatrix<T> d = dy.clone();
     for (std::size_t l = blocks.size(); l-- > 0;) d = blocks[l]->backward(std::move(saved[l]), d);
     out = std::move(a);
     din = std::move(d);
-  };
-  for (Communicator* comm : comms) comm->reset_stats();
-  memory.reset_peaks();
-  step(true);
-  for (Communicator* comm : comms) {
-    m.bytes += comm->stats().bytes_received;
-    m.messages += comm->stats().calls;
+    return held;
   }
-  m.peak = static_cast<double>(memory.peak_total());
-  m.parameters = static_cast<double>(memory.current(MemoryKind::parameters));
-  if (overlap_grid != nullptr) {
-    m.overlap = time_blocking_and_overlapped(*overlap_grid, c.warmup, c.iters, c.trace, [&] { step(false); });
-    m.seconds = m.overlap->overlapped_s;
-  } else {
-    m.seconds = time_max_over_ranks(world, c.warmup, c.iters, [&] { step(false); });
+
+  std::int64_t seq;
+  std::vector<std::unique_ptr<Block>> blocks;
+  DistMatrix<T> x, dy, out, din;
+};
+
+// Runs the blocks of one layout. `Block` is TransformerBlock2D or TransformerBlock1D; `owner` the Grid or
+// Group they are built on; `comms` the communicators whose counters make up the traffic. With `overlap` (2D), the
+// step is timed with blocking and with overlapped SUMMA (each on its own blocks, built on a handle of owner's grid).
+template <class T, class Block, class Owner>
+Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, const Grid& on,
+                    const std::vector<Communicator*>& comms, bool overlap) {
+  const std::int64_t n = c.shape.tokens(), h = c.shape.hidden;
+  const reference::Matrix xg = reference::random_matrix(n, h, 1), dyg = reference::random_matrix(n, h, 2);
+  MemoryTracker& memory = on.memory();
+  Measured m;
+  DistMatrix<T> out(on, n, h), din(on, n, h);
+  {
+    Blocks<T, Block> blocks(c, owner, on);
+    for (Communicator* comm : comms) comm->reset_stats();
+    memory.reset_peaks();
+    m.activations = static_cast<double>(blocks.step());
+    for (Communicator* comm : comms) {
+      m.bytes += comm->stats().bytes_received;
+      m.messages += comm->stats().calls;
+    }
+    m.peak = static_cast<double>(memory.peak_total());
+    m.parameters = static_cast<double>(memory.current(MemoryKind::parameters));
+    if (!overlap) {
+      m.seconds = time_max_over_ranks(world, c.warmup, c.iters, [&] { blocks.step(); });
+    }
+    out = std::move(blocks.out);
+    din = std::move(blocks.din);
+  }
+  if constexpr (std::is_same_v<Owner, Grid>) {
+    if (overlap) {
+      m.overlap = time_blocking_and_overlapped(on, c.warmup, c.iters, c.trace, [&](const Grid& handle) {
+        auto blocks = std::make_shared<Blocks<T, Block>>(c, handle, handle);
+        return [blocks] { blocks->step(); };
+      });
+      m.seconds = m.overlap->overlapped_s;
+    }
   }
   m.bytes = static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(m.bytes), ReduceOp::max));
   m.messages = static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(m.messages), ReduceOp::max));
@@ -115,13 +144,13 @@ Measured run(Communicator& world, const Config& c) {
   if (c.two_d) {
     const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
     OPTIMUS_CHECK(q * q == world.size(), "scaling --layout 2d needs a square number of ranks, got ", world.size());
-    Grid grid = Grid::create(world, q);
-    grid.set_gemm_math(c.math);
-    return run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()}, &grid);
+    const Grid grid = Grid::create(world, q).with({.overlap = true, .gemm_math = c.math, .check_finite = false,
+                                                   .timeline = nullptr});
+    return run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()}, true);
   }
-  megatron::Group group(world);
-  group.set_gemm_math(c.math);
-  return run_blocks<T, megatron::TransformerBlock1D<T>>(world, c, group, group.local(), {&group.tp()}, nullptr);
+  const megatron::Group group = megatron::Group(world).with({.overlap = true, .gemm_math = c.math,
+                                                              .check_finite = false, .timeline = nullptr});
+  return run_blocks<T, megatron::TransformerBlock1D<T>>(world, c, group, group.local(), {&group.tp()}, false);
 }
 
 }  // namespace

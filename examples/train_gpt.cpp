@@ -19,7 +19,7 @@
 // Every option is checked against its range before any work starts (--help lists them; example_options.cpp).
 // --skip-nonfinite: a step whose loss or gradient norm is NaN or inf is skipped (parameters and AdamW unchanged) and
 // reported, instead of stopping the run with a line naming the step; a run whose every step was skipped fails. --check-finite: every layer's output and input
-// gradient is checked, and the first NaN or inf stops the run naming the layer and tensor (Grid::set_check_finite;
+// gradient is checked, and the first NaN or inf stops the run naming the layer and tensor (Execution::check_finite;
 // slow: for finding where). --timeout SECONDS: the watchdog (Communicator::set_timeout): an operation that waits
 // longer stops the job with a line naming it and the ranks that have not joined.
 //
@@ -428,11 +428,14 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     }
     if (device_group) device_group->place_on(&rank_device->memory(), rank_device->queue());
   }
-  // Where the model trains: its grid, or for the 1D baseline its groups' one-rank grids.
-  const optimus::megatron::Group* training_group = device_group ? &*device_group : group ? &*group : nullptr;
-  const optimus::Grid& grid = device_grid ? *device_grid : training_group ? training_group->local() : host_grid;
-  grid.set_gemm_math(math);
-  grid.set_check_finite(o.has("check-finite"));
+  // Where the model trains, executing in --gemm's math with --check-finite's checks: its grid, or for the 1D baseline
+  // its groups' one-rank grids.
+  const optimus::Execution execution{.overlap = true, .gemm_math = math, .check_finite = o.has("check-finite"),
+                                     .timeline = nullptr};
+  std::optional<optimus::megatron::Group> training_group;
+  if (group) training_group.emplace((device_group ? *device_group : *group).with(execution));
+  const optimus::Grid grid = training_group ? training_group->local()
+                                            : (device_grid ? *device_grid : host_grid).with(execution);
   const bool root = world.rank() == 0;
   setup.steps = static_cast<int>(o.integer("steps", 1200));
   setup.every = static_cast<int>(o.integer("every", 50));

@@ -1,6 +1,6 @@
 // Grid::create: checks the world size, takes the CPU GEMM backend's working memory (agreed over the world), then
 // splits the world into row, column, grid, data-parallel and pipeline communicators. The state behind the handle: the
-// topology (fixed) and the execution settings.
+// topology (fixed) and the placement; each handle holds its own Execution.
 #include "optimus/grid/grid.hpp"
 
 #include "optimus/comm/all_or_throw.hpp"
@@ -24,11 +24,8 @@ struct Topology {
   std::unique_ptr<Communicator> row, col, grid, dp_comm, pipe;
 };
 
-// What may change between steps.
+// Where the grid's matrices live, set once by place_on.
 struct Settings {
-  bool overlap = true;             // SUMMA overlaps communication with computation
-  bool check_finite = false;       // layers check their outputs and input gradients for NaN and inf
-  Timeline* timeline = nullptr;    // where SUMMA records its GEMMs and waits, if anywhere
   DeviceMemory* device = nullptr;  // where matrices and workspaces live (null: host memory)
   ops::Queue queue;                // where their local work runs on the device
 };
@@ -64,19 +61,20 @@ MemoryTag Grid::tag(MemoryKind kind) const {
   return {.tracker = &s.memory, .kind = kind, .device = s.settings.device};
 }
 
-void Grid::set_overlap(bool overlap) const { state().settings.overlap = overlap; }
-bool Grid::overlap() const { return state().settings.overlap; }
-void Grid::set_check_finite(bool check) const { state().settings.check_finite = check; }
-bool Grid::check_finite() const { return state().settings.check_finite; }
-void Grid::set_timeline(Timeline* timeline) const {
-  state().settings.timeline = timeline;
-  state().settings.queue.timeline = timeline;  // the grid's operations on the CPU record into it too
+Grid Grid::with(const Execution& execution) const {
+  Grid out(state_);
+  state();  // an empty handle stays refused
+  out.execution_ = execution;
+  return out;
 }
-Timeline* Grid::timeline() const { return state().settings.timeline; }
-void Grid::set_gemm_math(ops::GemmMath math) const { state().settings.queue.math = math; }
-ops::GemmMath Grid::gemm_math() const { return state().settings.queue.math; }
+ops::GemmMath Grid::gemm_math() const { return execution_.gemm_math.value_or(state().settings.queue.math); }
 DeviceMemory* Grid::device() const { return state().settings.device; }
-const ops::Queue& Grid::queue() const { return state().settings.queue; }
+ops::Queue Grid::queue() const {
+  ops::Queue q = state().settings.queue;
+  q.math = gemm_math();
+  q.timeline = execution_.timeline;  // the grid's operations on the CPU record into it too
+  return q;
+}
 
 void Grid::check_world_size(int world_size, int q) { check_world_size(world_size, q, 1); }
 

@@ -47,8 +47,9 @@ struct Operand {
 template <class S, class T>
 Operand<S> operand(const Grid& g, const SummaOperand<T>& m) {
   if constexpr (std::is_same_v<S, T>) {
-    OPTIMUS_CHECK(!m.is_bf16, "summa: an operand was saved in bf16 (the grid's GEMM math was bf16) but the grid's "
-                              "GEMM math is no longer bf16; keep the GEMM math fixed from a forward pass to its backward");
+    OPTIMUS_CHECK(!m.is_bf16, "summa: an operand was saved in bf16 (on a grid handle computing in bf16) but this "
+                              "product does not compute in bf16 (its first operand's handle); save and use operands on "
+                              "handles that execute alike");
     return {Tensor<S>(), m.block};
   } else {
     if (m.is_bf16) return {Tensor<S>(), m.bf16_block};

@@ -19,9 +19,9 @@ const char* math_name(ops::GemmMath math) {
 void ContextMark::check(const Grid& grid, std::string_view layer) const {
   OPTIMUS_CHECK(filled_, layer, ": backward without a training forward's context (empty, or already consumed)");
   OPTIMUS_CHECK(grid.gemm_math() == math_ && grid.device() == device_, layer, ": the context was saved under ",
-                math_name(math_), " GEMM math in ", name_of(device_of(device_)), " memory, but the grid now has ",
+                math_name(math_), " GEMM math in ", name_of(device_of(device_)), " memory, but this layer's grid handle has ",
                 math_name(grid.gemm_math()), " in ", name_of(device_of(grid.device())),
-                " memory; change Grid settings between steps, not between a forward and its backward");
+                " memory; give a context back to the layer that saved it (or one on a handle that executes alike)");
 }
 
 const char* name_of(Recompute policy) {

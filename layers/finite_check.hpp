@@ -1,4 +1,4 @@
-// Internal to the layers: Grid::set_check_finite's check of one tensor.
+// Internal to the layers: Execution::check_finite's check of one tensor.
 #pragma once
 
 #include <cmath>

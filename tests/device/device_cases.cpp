@@ -28,7 +28,7 @@ struct StepResult {
   std::map<std::string, GlobalMatrix> parameters;
 };
 
-StepResult train_two_steps(Grid& grid) {
+StepResult train_two_steps(const Grid& grid) {
   const int q = grid.q();
   GptConfig config = config_for(q, 2, 0.1);
   const LayerShapes s = shapes_for(q);
@@ -71,24 +71,22 @@ void check_attention_bias_close(const GlobalMatrix& got, const GlobalMatrix& exp
 
 }  // namespace
 
-void check_device_grid(Grid& grid) {
+void check_device_grid(const Grid& grid) {
   check_summa_f32_on(grid);
   check_overlap_bitwise_on(grid);
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
     CAPTURE(math == ops::GemmMath::bf16);
-    grid.set_gemm_math(math);
-    check_f32_layers_on(grid);
-    check_f32_training_on(grid);
+    const Grid in_math = grid.with({.gemm_math = math});
+    check_f32_layers_on(in_math);
+    check_f32_training_on(in_math);
   }
-  grid.set_gemm_math(ops::GemmMath::f32);
 }
 
-void check_step_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
+void check_step_like_host(const Grid& on_device, const Grid& on_host, bool bitwise) {
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
     CAPTURE(math == ops::GemmMath::bf16);
-    on_device.set_gemm_math(math);
-    on_host.set_gemm_math(math);
-    const StepResult device = train_two_steps(on_device), host = train_two_steps(on_host);
+    const StepResult device = train_two_steps(on_device.with({.gemm_math = math})),
+                     host = train_two_steps(on_host.with({.gemm_math = math}));
     const double tol = math == ops::GemmMath::bf16 ? 1e-3 : 1e-4;
     for (std::size_t step = 0; step < host.losses.size(); ++step) {
       CAPTURE(step);
@@ -112,11 +110,9 @@ void check_step_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
       }
     }
   }
-  on_device.set_gemm_math(ops::GemmMath::f32);
-  on_host.set_gemm_math(ops::GemmMath::f32);
 }
 
-void check_products_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
+void check_products_like_host(const Grid& on_device, const Grid& on_host, bool bitwise) {
   const int q = on_device.q();
   // 512 rows per rank: the CPU GEMM runs in row tiles where the launch needs progress calls (MPI; both grids alike)
   const std::int64_t m = 512 * q, k = 144 * q, n = 24 * q;
@@ -126,13 +122,11 @@ void check_products_like_host(Grid& on_device, Grid& on_host, bool bitwise) {
     CAPTURE(math == ops::GemmMath::bf16);
     std::vector<reference::Matrix> results[2];
     for (int placed = 0; placed < 2; ++placed) {
-      Grid& grid = placed == 0 ? on_device : on_host;
-      grid.set_gemm_math(math);
+      const Grid grid = (placed == 0 ? on_device : on_host).with({.gemm_math = math});
       const auto A = DistMatrix<float>::from_global(grid, a), B = DistMatrix<float>::from_global(grid, b);
       const auto At = DistMatrix<float>::from_global(grid, at), Bt = DistMatrix<float>::from_global(grid, bt);
       results[placed] = {summa_ab(A, B).to_global().cast<double>(), summa_abt(A, Bt).to_global().cast<double>(),
                          summa_atb(At, B).to_global().cast<double>()};
-      grid.set_gemm_math(ops::GemmMath::f32);
     }
     for (std::size_t p = 0; p < 3; ++p) {
       CAPTURE(p);

@@ -61,12 +61,12 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
   QuietPoint quiet(sim(SIZE_MAX, [](Communicator&, RankDevice&, Grid&) {}).ranks_per_device);
   std::map<int, OffloadRun> by_rank;  // the ranks of this process (all of them in-process, one under MPI)
   double copies[3] = {0, 0, 0};       // the steps' copies summed over ranks (each rank counts its device)
-  const auto train_rank = [&](Communicator& world, RankDevice& rank, Grid& grid) {
+  const auto train_rank = [&](Communicator& world, RankDevice& rank, Grid& placed) {
     const GptConfig& config = s.config;
     const std::int64_t seq = config.max_seq;
     const std::vector<int> tokens = random_tokens(s.batch * seq, config.vocab, 5);
     const std::vector<int> targets = random_tokens(s.batch * seq, config.vocab, 6);
-    grid.set_gemm_math(s.math);
+    const Grid grid = placed.with({.gemm_math = s.math});
     Gpt2D<float> model(grid, config, pipeline::one_stage(static_cast<int>(s.micro_batches)), s.spill);
     const BlockSpill<float>* spill = model.spills().empty() ? nullptr : model.spills().front();
     model.set_recompute(s.recompute);

@@ -26,25 +26,42 @@ bool same_bits(const DistMatrix<T>& a, const DistMatrix<T>& b) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), sizeof(T) * static_cast<std::size_t>(x.size())) == 0;
 }
 
+// A handle of `grid` that runs SUMMA overlapped or blocking, the rest of its execution kept.
+Grid with_overlap(const Grid& grid, bool overlap) {
+  Execution e = grid.execution();
+  e.overlap = overlap;
+  return grid.with(e);
+}
+
+// The operands of the products below, the same values on a given handle (SUMMA runs as its first operand's handle
+// says).
+template <class T>
+struct Operands {
+  Operands(const Grid& g, std::int64_t m, std::int64_t k, std::int64_t n)
+      : a(g, m, k), b(g, k, n), bt(g, n, k), at(g, k, m), c0(g, m, n) {
+    a.fill_random(1);
+    b.fill_random(2);
+    bt.fill_random(3);
+    at.fill_random(4);
+    c0.fill_random(5);
+  }
+  DistMatrix<T> a, b, bt, at, c0;
+};
+
 // Every product in both modes; returns whether all local blocks agree bit for bit.
 template <class T>
-void products_bitwise(Grid& grid) {
+void products_bitwise(const Grid& grid) {
   const int q = grid.q();
   const std::int64_t m = 5 * q, k = 3 * q, n = 7 * q;
-  DistMatrix<T> a(grid, m, k), b(grid, k, n), bt(grid, n, k), at(grid, k, m), c0(grid, m, n);
-  a.fill_random(1);
-  b.fill_random(2);
-  bt.fill_random(3);
-  at.fill_random(4);
-  c0.fill_random(5);
+  const Operands<T> overlapped(with_overlap(grid, true), m, k, n), blocking_ops(with_overlap(grid, false), m, k, n);
   for (int product = 0; product < 3; ++product) {
-    DistMatrix<T> on = c0.clone(), off = c0.clone();
+    DistMatrix<T> on = overlapped.c0.clone(), off = blocking_ops.c0.clone();
     for (bool overlap : {true, false}) {
-      grid.set_overlap(overlap);
+      const Operands<T>& o = overlap ? overlapped : blocking_ops;
       DistMatrix<T>& c = overlap ? on : off;
-      if (product == 0) summa_ab(T(0.5), a, b, T(-1.5), c);
-      if (product == 1) summa_abt(T(0.5), a, bt, T(-1.5), c);
-      if (product == 2) summa_atb(T(0.5), at, b, T(-1.5), c);
+      if (product == 0) summa_ab(T(0.5), o.a, o.b, T(-1.5), c);
+      if (product == 1) summa_abt(T(0.5), o.a, o.bt, T(-1.5), c);
+      if (product == 2) summa_atb(T(0.5), o.at, o.b, T(-1.5), c);
     }
     CAPTURE(product);
     CHECK(same_bits(on, off));
@@ -52,21 +69,21 @@ void products_bitwise(Grid& grid) {
   // The async forms with other products run while their last reduction is in flight (as in Linear2D's
   // backward): C untouched until finish(), then bitwise the blocking result. At q = 1 nothing is reduced: C is
   // written by the call, which returns the product finished.
+  const Operands<T>& o = overlapped;
+  const Operands<T>& x = blocking_ops;
   for (bool abt : {true, false}) {
     CAPTURE(abt);
-    DistMatrix<T> blocking = c0.clone(), async = c0.clone(), between(grid, m, n), between_ref(grid, m, n);
-    grid.set_overlap(false);
-    if (abt) summa_abt(T(0.5), a, bt, T(-1.5), blocking);
-    if (!abt) summa_atb(T(0.5), at, b, T(-1.5), blocking);
-    summa_atb(T(1), at, b, T(0), between_ref);
-    grid.set_overlap(true);
+    DistMatrix<T> blocking = x.c0.clone(), async = o.c0.clone(), between(grid, m, n), between_ref(grid, m, n);
+    if (abt) summa_abt(T(0.5), x.a, x.bt, T(-1.5), blocking);
+    if (!abt) summa_atb(T(0.5), x.at, x.b, T(-1.5), blocking);
+    summa_atb(T(1), x.at, x.b, T(0), between_ref);
     PendingProduct<T> first =
-        abt ? summa_abt_async(T(0.5), a, bt, T(-1.5), async) : summa_atb_async(T(0.5), at, b, T(-1.5), async);
+        abt ? summa_abt_async(T(0.5), o.a, o.bt, T(-1.5), async) : summa_atb_async(T(0.5), o.at, o.b, T(-1.5), async);
     PendingProduct<T> pending = std::move(first);  // the reductions move over; `first` has nothing to finish
     CHECK(first.finished());
-    summa_atb(T(1), at, b, T(0), between);
+    summa_atb(T(1), o.at, o.b, T(0), between);
     if (grid.q() > 1) {
-      CHECK(same_bits(async, c0));
+      CHECK(same_bits(async, o.c0));
       CHECK_FALSE(pending.finished());
     } else {
       CHECK(pending.finished());
@@ -77,7 +94,6 @@ void products_bitwise(Grid& grid) {
     CHECK(same_bits(async, blocking));
     CHECK(same_bits(between, between_ref));
   }
-  grid.set_overlap(true);
 }
 
 }  // namespace
@@ -85,7 +101,7 @@ void products_bitwise(Grid& grid) {
 namespace {
 
 // A GPT training step with overlapped and blocking SUMMA: loss and every gradient, bit for bit.
-void gpt_step_bitwise(Grid& grid) {
+void gpt_step_bitwise(const Grid& grid) {
   const int q = grid.q();
   const GptConfig config = config_for(q, 2, 0.1);
   const LayerShapes s = shapes_for(q);
@@ -94,8 +110,7 @@ void gpt_step_bitwise(Grid& grid) {
   std::vector<double> losses;
   std::vector<std::map<std::string, GlobalMatrix>> grads;
   for (bool overlap : {true, false}) {
-    grid.set_overlap(overlap);
-    Gpt2D<float> model(grid, config);
+    Gpt2D<float> model(with_overlap(grid, overlap), config);
     losses.push_back(model.train_step(tokens, targets, s.batch, 1));
     grads.push_back(model.gather(true));
   }
@@ -104,12 +119,11 @@ void gpt_step_bitwise(Grid& grid) {
     CAPTURE(name);
     CHECK(g == grads[1].at(name));
   }
-  grid.set_overlap(true);
 }
 
 // dp replicas reduce gradients bucket by bucket during backward, or each at once: bitwise the same gradients.
 template <class T>
-void data_parallel_overlap_case(Grid& grid) {
+void data_parallel_overlap_case(const Grid& grid) {
   REQUIRE(grid.dp() >= 2);
   const int q = grid.q();
   const GptConfig config = config_for(q, 2, 0.1);
@@ -120,8 +134,7 @@ void data_parallel_overlap_case(Grid& grid) {
   const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 62 + 2 * replica);
   std::vector<std::map<std::string, GlobalMatrix>> grads;
   for (bool overlap : {true, false}) {
-    grid.set_overlap(overlap);
-    Gpt2D<T> model(grid, config);
+    Gpt2D<T> model(with_overlap(grid, overlap), config);
     model.train_step(tokens, targets, s.batch, 1);
     grads.push_back(model.gather(true));
   }
@@ -129,38 +142,35 @@ void data_parallel_overlap_case(Grid& grid) {
     CAPTURE(name);
     CHECK(g == grads[1].at(name));
   }
-  grid.set_overlap(true);
 }
 
 }  // namespace
 
 void check_overlap_bitwise(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
+  const Grid grid = Grid::create(world, q);
   products_bitwise<double>(grid);
   check_overlap_bitwise_on(grid);
 }
 
-void check_overlap_bitwise_on(Grid& grid) {
+void check_overlap_bitwise_on(const Grid& grid) {
   products_bitwise<float>(grid);
   gpt_step_bitwise(grid);
 }
 
 void check_data_parallel_overlap(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
+  const Grid grid = Grid::create(world, q);
   data_parallel_overlap_case<double>(grid);
 }
 
-void check_data_parallel_overlap_on(Grid& grid) { data_parallel_overlap_case<float>(grid); }
+void check_data_parallel_overlap_on(const Grid& grid) { data_parallel_overlap_case<float>(grid); }
 
 void check_timeline(Communicator& world, int q, const std::string& path) {
-  Grid grid = Grid::create(world, q);
   Timeline timeline;
-  grid.set_timeline(&timeline);
+  const Grid grid = Grid::create(world, q).with({.timeline = &timeline});
   DistMatrix<double> a(grid, 4 * q, 2 * q), b(grid, 2 * q, 3 * q);
   a.fill_random(1);
   b.fill_random(2);
   const DistMatrix<double> c = summa_ab(a, b);
-  grid.set_timeline(nullptr);
   std::size_t gemms = 0;
   for (const Timeline::Span& s : timeline.spans()) {
     CHECK(s.end_us >= s.start_us);
@@ -205,9 +215,9 @@ void check_polling(Communicator& world, int q) {
 
 void check_random_delays(Communicator& world, int q) {
   DelayingCommunicator slow(world, 1234u + static_cast<unsigned>(world.rank()) * 7919u, 300);
-  Grid grid = Grid::create(slow, q);
+  const Grid base = Grid::create(slow, q);
   for (bool overlap : {true, false}) {
-    grid.set_overlap(overlap);
+    const Grid grid = with_overlap(base, overlap);
     const std::int64_t m = 4 * q, k = 6 * q, n = 2 * q;
     const reference::Matrix a = reference::random_matrix(m, k, 8), b = reference::random_matrix(k, n, 9);
     const auto A = DistMatrix<double>::from_global(grid, a);
@@ -223,7 +233,7 @@ void check_random_delays(Communicator& world, int q) {
   const LayerShapes s = shapes_for(q);
   const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 71);
   const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 72);
-  Gpt2D<double> model(grid, config);
+  Gpt2D<double> model(base, config);  // overlapped
   const double loss = model.train_step(tokens, targets, s.batch, 2);
   const auto ref = reference::gpt_forward_backward(config, reference::gpt_init(config), tokens, targets, s.batch, 2);
   CHECK(std::abs(loss - ref.loss) <= 1e-10 * ref.loss);

@@ -237,9 +237,11 @@ void check_summa(Communicator& world, int q) {
 }
 
 void check_summa_bf16(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
-  grid.set_gemm_math(ops::GemmMath::bf16);
+  const Grid plain = Grid::create(world, q);
+  const Grid grid = plain.with({.gemm_math = ops::GemmMath::bf16});
   CHECK(grid.gemm_math() == ops::GemmMath::bf16);
+  CHECK(plain.gemm_math() == ops::GemmMath::f32);  // the handle it came from keeps its own
+  CHECK(grid.same(plain));
   for (Product p : {Product::ab, Product::abt, Product::atb}) {
     check_product<float>(grid, p, 1.0f, 0.0f, true);
     check_product<float>(grid, p, 0.5f, -2.0f, true);
@@ -252,8 +254,8 @@ namespace {
 // Products with SavedActivations equal those on the matrices bitwise and move the same bytes; the saved copies are
 // bf16 exactly when the grid's products take bf16 operands, and are counted as the kind they were saved as.
 template <class T>
-void check_saved_products(Grid& grid, ops::GemmMath math) {
-  grid.set_gemm_math(math);
+void check_saved_products(const Grid& base, ops::GemmMath math) {
+  const Grid grid = base.with({.gemm_math = math});
   const int q = grid.q();
   const bool in_bf16 = std::is_same_v<T, float> && math == ops::GemmMath::bf16;
   DistMatrix<T> A(grid, 5 * q, 3 * q), B(grid, 3 * q, 7 * q), Bt(grid, 7 * q, 3 * q), At(grid, 3 * q, 5 * q);
@@ -297,19 +299,18 @@ void check_saved_products(Grid& grid, ops::GemmMath math) {
     if (s) summa_atb(T(1), at, b, T(0), c);
     else summa_atb(T(1), At, B, T(0), c);
   });
-  grid.set_gemm_math(ops::GemmMath::f32);
 }
 
 }  // namespace
 
 void check_saved_operands(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
+  const Grid plain = Grid::create(world, q);
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
-    check_saved_products<float>(grid, math);
-    check_saved_products<double>(grid, math);
+    check_saved_products<float>(plain, math);
+    check_saved_products<double>(plain, math);
   }
   // bf16 copies are the bf16 roundings of the block.
-  grid.set_gemm_math(ops::GemmMath::bf16);
+  const Grid grid = plain.with({.gemm_math = ops::GemmMath::bf16});
   DistMatrix<float> X(grid, 2 * q, 3 * q);
   X.fill_random(25);
   const SavedActivation<float> x(X, MemoryKind::activations);
@@ -337,8 +338,7 @@ void check_saved_operands(Communicator& world, int q) {
   const SavedActivation<float> cast(std::move(given), MemoryKind::activations);
   CHECK(cast.is_bf16());
   CHECK(grid.memory().current(MemoryKind::activations) - before == static_cast<std::uint64_t>(6 * 2));
-  grid.set_gemm_math(ops::GemmMath::f32);
-  DistMatrix<float> adopted_matrix(grid, 2 * q, 3 * q, MemoryKind::activations), copied_matrix(grid, 2 * q, 3 * q);
+  DistMatrix<float> adopted_matrix(plain, 2 * q, 3 * q, MemoryKind::activations), copied_matrix(plain, 2 * q, 3 * q);
   adopted_matrix.fill_random(26);
   const float* adopted_data = adopted_matrix.local().data();
   const auto adopted_values = adopted_matrix.local_to_host();
@@ -351,26 +351,25 @@ void check_saved_operands(Communicator& world, int q) {
   CHECK(copied.block().data() != copied_data);
   CHECK(grid.memory().current(MemoryKind::activations) - before == static_cast<std::uint64_t>(6 * 2 + 2 * 6 * 4));
   CHECK(adopted_values == Eigen::Map<const DistMatrix<float>::Matrix>(adopted.block().data(), 2, 3));
-  // A copy saved in bf16 cannot serve a product whose grid no longer takes bf16 operands.
-  grid.set_gemm_math(ops::GemmMath::f32);
-  DistMatrix<float> Y(grid, 3 * q, q), Z(grid, 2 * q, q);
-  const std::string msg = error_on_every_rank(grid.grid(), [&] { summa_ab(1.0f, x, Y, 0.0f, Z); });
+  // A copy saved in bf16 cannot serve a product that does not take bf16 operands (its first operand on an f32 handle).
+  DistMatrix<float> Y(plain, q, 2 * q), Z(plain, q, 3 * q);
+  const std::string msg = error_on_every_rank(grid.grid(), [&] { summa_ab(1.0f, Y, x, 0.0f, Z); });
   CHECK(msg.find("saved in bf16") != std::string::npos);
-  CHECK(msg.find("no longer bf16") != std::string::npos);
+  CHECK(msg.find("does not compute in bf16") != std::string::npos);
 }
 
 namespace {
 
 // summa_ab with a bias / bias + GELU epilogue equals the plain product followed by those operations, bitwise, at f32
 // and bf16 math, wherever the grid is placed; epilogues of the wrong shape are refused on every rank.
-void epilogue_case(Grid& grid) {
-  const int q = grid.q();
+void epilogue_case(const Grid& base) {
+  const int q = base.q();
   // 256 rows per rank: where the communicator needs progress calls the CPU GEMM runs in row tiles, each with its own
   // slice of the epilogue.
   const std::int64_t m = 256 * q, k = 3 * q, n = 4 * q;
-  const ops::Queue& queue = grid.queue();
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
-    grid.set_gemm_math(math);
+    const Grid grid = base.with({.gemm_math = math});
+    const ops::Queue queue = grid.queue();
     DistMatrix<float> A(grid, m, k), B(grid, k, n), bias(grid, q, n);
     A.fill_random(31);
     B.fill_random(32);
@@ -399,13 +398,12 @@ void epilogue_case(Grid& grid) {
             summa_ab(1.0f, A, B, 0.0f, got, {.kind = Kind::bias_gelu, .bias = row.view(), .pre = short_pre});
           }).find("GELU's input (pre) has shape") != std::string::npos);
   }
-  grid.set_gemm_math(ops::GemmMath::f32);
 }
 
 }  // namespace
 
 void check_summa_epilogue(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
+  const Grid grid = Grid::create(world, q);
   epilogue_case(grid);
   // Told to need progress calls, as MPI does: the GEMMs in row tiles, in every launch.
   PollingCommunicator polled(world, true);
@@ -414,14 +412,13 @@ void check_summa_epilogue(Communicator& world, int q) {
   CHECK((q == 1 || polled.polls() > 0));
 }
 
-void check_summa_f32_on(Grid& grid) {
+void check_summa_f32_on(const Grid& grid) {
   for (Product p : {Product::ab, Product::abt, Product::atb}) {
     check_product<float>(grid, p, 1.0f, 0.0f);
     check_product<float>(grid, p, 0.5f, -2.0f);
   }
-  grid.set_gemm_math(ops::GemmMath::bf16);
-  for (Product p : {Product::ab, Product::abt, Product::atb}) check_product<float>(grid, p, 0.5f, -2.0f, true);
-  grid.set_gemm_math(ops::GemmMath::f32);
+  const Grid bf16 = grid.with({.gemm_math = ops::GemmMath::bf16});
+  for (Product p : {Product::ab, Product::abt, Product::atb}) check_product<float>(bf16, p, 0.5f, -2.0f, true);
   for (ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) check_saved_products<float>(grid, math);
   epilogue_case(grid);
 }

@@ -25,7 +25,7 @@ void check_saved_operands(Communicator& world, int q);
 void check_summa_epilogue(Communicator& world, int q);
 // The f32 checks above (products against Eigen with exact traffic, at f32 and bf16 math; saved operands; the
 // epilogue) on `grid` as it is placed: on a device grid they run its device path.
-void check_summa_f32_on(Grid& grid);
+void check_summa_f32_on(const Grid& grid);
 // Bad input: every rank throws the same optimus::Error naming the values.
 void check_bad_input(Communicator& world, int q);
 

@@ -73,17 +73,18 @@ TEST_CASE("in-process overlapped SUMMA AB multiplies the roots' panels in place:
     auto staging = std::make_shared<CopyCounting>();
     optimus::set_in_process_staging(w, staging);
     const optimus::Grid grid = optimus::Grid::create(w, 2);
-    optimus::DistMatrix<float> a(grid, 10, 6), b(grid, 6, 14), on(grid, 10, 14), off(grid, 10, 14);
-    a.fill_random(1);
-    b.fill_random(2);
+    optimus::DistMatrix<float> on(grid, 10, 14), off(grid, 10, 14);
     for (bool overlap : {true, false}) {
-      grid.set_overlap(overlap);
+      // The operands on a handle running SUMMA in the mode (SUMMA runs as its first operand's handle says).
+      const optimus::Grid mode = grid.with({.overlap = overlap});
+      optimus::DistMatrix<float> a(mode, 10, 6), b(mode, 6, 14);
+      a.fill_random(1);
+      b.fill_random(2);
       staging->copied = 0;
       optimus::summa_ab(1.0f, a, b, 0.0f, overlap ? on : off);
       // Blocking, each receiver copies the two panels of the step it does not own: A [5, 3] and B [3, 7] floats.
       CHECK(staging->copied == (overlap ? 0 : (5 * 3 + 3 * 7) * 4));
     }
-    grid.set_overlap(true);
     const auto x = on.local_to_host(), y = off.local_to_host();
     CHECK(std::memcmp(x.data(), y.data(), sizeof(float) * static_cast<std::size_t>(x.size())) == 0);
   });

@@ -515,8 +515,7 @@ void check_f32_training_on(const Grid& grid) {
 }
 
 void check_mixed_precision(Communicator& world, int q) {
-  Grid grid = Grid::create(world, q);
-  grid.set_gemm_math(ops::GemmMath::bf16);
+  const Grid grid = Grid::create(world, q).with({.gemm_math = ops::GemmMath::bf16});
   check_f32_layers_on(grid);
   gpt_case<double>(grid, shapes_for(q), 0.1, InFlight{});  // f64 layers ignore the GEMM math: still 1e-10
   training_case<float>(grid, grid.dp());  // f32 master weights and AdamW state, bf16 GEMMs

@@ -147,10 +147,9 @@ void check_recompute(Communicator& world, int q) {
   recompute_bitwise_case<float>(grid);
   recompute_bytes_case<double>(grid);
   recompute_bytes_case<float>(grid);
-  grid.set_gemm_math(ops::GemmMath::bf16);
-  recompute_bytes_case<float>(grid);  // saved in bf16, the input of full recomputation in f32
-  recompute_bitwise_case<float>(grid);
-  grid.set_gemm_math(ops::GemmMath::f32);
+  const Grid bf16 = grid.with({.gemm_math = ops::GemmMath::bf16});
+  recompute_bytes_case<float>(bf16);  // saved in bf16, the input of full recomputation in f32
+  recompute_bitwise_case<float>(bf16);
 }
 
 void check_recompute_and_micro_batches_on(const Grid& grid) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "layer_cases.hpp"
@@ -113,20 +114,23 @@ TEST_CASE("load_global refuses a tensor holding NaN or inf, naming it and the el
 TEST_CASE("check-finite names the first layer and tensor where an inf appears, on every rank; off, nothing is checked") {
   optimus::test::run_in_process(4, [](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 2);
-    optimus::Gpt2D<double> model(grid, optimus::test::config_for(2, 2, 0.0));
     const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
     const auto tokens = optimus::test::random_tokens(s.batch * s.seq, 30, 3);
-    for (const optimus::ParameterRef<double>& p : model.parameters()) {
-      if (p.name == "h.1.mlp.c_fc.weight" && world.rank() == 2) p.value.data()[0] = inf_value;  // one rank's shard
-    }
+    // The same model unchecked and checked (each on its own handle of the grid), one rank's shard of a weight inf.
+    const auto broken = [&](const optimus::Grid& on) {
+      auto model = std::make_unique<optimus::Gpt2D<double>>(on, optimus::test::config_for(2, 2, 0.0));
+      for (const optimus::ParameterRef<double>& p : model->parameters()) {
+        if (p.name == "h.1.mlp.c_fc.weight" && world.rank() == 2) p.value.data()[0] = inf_value;
+      }
+      return model;
+    };
     optimus::Gpt2D<double>::Context saved;
-    CHECK_FALSE(std::isfinite(model.forward(tokens, tokens, s.batch, 1, saved)));  // unchecked: NaN, no word where
-    grid.set_check_finite(true);
+    CHECK_FALSE(std::isfinite(broken(grid)->forward(tokens, tokens, s.batch, 1, saved)));  // NaN, no word where
+    const auto checked = broken(grid.with({.check_finite = true}));
     const std::string message =
-        optimus::test::error_on_every_rank(world, [&] { model.forward(tokens, tokens, s.batch, 1, saved); });
+        optimus::test::error_on_every_rank(world, [&] { checked->forward(tokens, tokens, s.batch, 1, saved); });
     CHECK(message.find("check-finite: h.1.mlp forward output holds ") == 0);
     CHECK(message.find(" of 30x36 (first on grid rank ") != std::string::npos);
-    grid.set_check_finite(false);
   });
 }
 
@@ -135,28 +139,28 @@ TEST_CASE("check-finite names the part whose input gradient is not finite, in ba
     const optimus::Grid grid = optimus::Grid::create(world, 2);
     const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
     const std::int64_t n = s.batch * s.seq;
-    optimus::TransformerBlock2D<double> block(grid, optimus::test::config_for(2, 1, 0.0), 0);
-    const auto x = optimus::DistMatrix<double>::from_global(grid, optimus::reference::random_matrix(n, s.hidden, 9));
     optimus::reference::Matrix dy_global = optimus::reference::random_matrix(n, s.hidden, 10);
     dy_global(n - 1, s.hidden - 1) = inf_value;  // the last row, in grid rank 3's block
-    const auto dy = optimus::DistMatrix<double>::from_global(grid, dy_global);
     const optimus::Pass pass{.step = 1, .training = true, .first_sequence = 0};
-    optimus::TransformerBlock2D<double>::Context unchecked;
-    block.forward(x, s.seq, pass, unchecked);
-    const auto dx = block.backward(std::move(unchecked), dy).to_global();
-    CHECK_FALSE(dx.allFinite());  // unchecked: the inf spreads, no word where
-    grid.set_check_finite(true);
-    optimus::TransformerBlock2D<double>::Context saved;
-    const auto forward = block.forward(x, s.seq, pass, saved);  // finite: passes the forward checks
-    CHECK(forward.to_global().allFinite());
-    const std::string message =
-        optimus::test::error_on_every_rank(world, [&] { block.backward(std::move(saved), dy); });
+    // The same block, its input and its output's gradient on a handle of the grid (`on`): unchecked, then checking.
+    const auto backward = [&](const optimus::Grid& on, optimus::TransformerBlock2D<double>& block) {
+      const auto x = optimus::DistMatrix<double>::from_global(on, optimus::reference::random_matrix(n, s.hidden, 9));
+      const auto dy = optimus::DistMatrix<double>::from_global(on, dy_global);
+      optimus::TransformerBlock2D<double>::Context saved;
+      const auto forward = block.forward(x, s.seq, pass, saved);  // finite: passes the forward checks
+      CHECK(forward.to_global().allFinite());
+      return block.backward(std::move(saved), dy).to_global();
+    };
+    optimus::TransformerBlock2D<double> block(grid, optimus::test::config_for(2, 1, 0.0), 0);
+    CHECK_FALSE(backward(grid, block).allFinite());  // unchecked: the inf spreads, no word where
+    const optimus::Grid checking = grid.with({.check_finite = true});
+    optimus::TransformerBlock2D<double> checked(checking, optimus::test::config_for(2, 1, 0.0), 0);
+    const std::string message = optimus::test::error_on_every_rank(world, [&] { backward(checking, checked); });
     CAPTURE(message);
     // The MLP's backward spreads the inf along its row (through ln_2), so the first non-finite element of the MLP's input
     // gradient is the row's first, in grid rank 2's block (grid row 1, column 0).
     CHECK(message.find("check-finite: h.0.mlp backward input gradient holds ") == 0);
     CHECK(message.find(" at [" + std::to_string(n - 1) + ", 0] of ") != std::string::npos);
     CHECK(message.find("(first on grid rank 2") != std::string::npos);
-    grid.set_check_finite(false);
   });
 }

@@ -92,13 +92,13 @@ TEST_CASE("contexts: backward refuses an empty or consumed context and one saved
         lin.backward(std::move(saved), dy),
         doctest::Contains("lin: backward without a training forward's context (empty, or already consumed)"),
         optimus::Error);
-    grid.set_gemm_math(optimus::ops::GemmMath::bf16);
-    CHECK_THROWS_WITH_AS(lin.backward(std::move(moved), dy),
-                         doctest::Contains("lin: the context was saved under f32 GEMM math in cpu memory, but the grid "
-                                           "now has bf16 in cpu memory; change Grid settings between steps, not "
-                                           "between a forward and its backward"),
+    // The same layer on a handle of the grid that computes in bf16: the f32 context is refused.
+    optimus::Linear2D<float> lin_bf16(grid.with({.gemm_math = optimus::ops::GemmMath::bf16}), "lin", 8, 12);
+    CHECK_THROWS_WITH_AS(lin_bf16.backward(std::move(moved), dy),
+                         doctest::Contains("lin: the context was saved under f32 GEMM math in cpu memory, but this "
+                                           "layer's grid handle has bf16 in cpu memory; give a context back to the "
+                                           "layer that saved it"),
                          optimus::Error);
-    grid.set_gemm_math(optimus::ops::GemmMath::f32);
     optimus::Linear2D<float>::Context inference;
     lin.forward(x, optimus::Pass::inference(), inference);
     CHECK_THROWS_AS(lin.backward(std::move(inference), dy), optimus::Error);  // inference saves nothing
@@ -161,19 +161,19 @@ TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
   for (int q : {1, 2}) {
     CAPTURE(q);
     optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) {
-      optimus::Grid grid = optimus::Grid::create(w, q);
+      const optimus::Grid grid = optimus::Grid::create(w, q);
       const optimus::GptConfig config = optimus::test::config_for(q, 1, 0.1);
       const optimus::test::LayerShapes s = optimus::test::shapes_for(q);
       const std::int64_t n = s.batch * s.seq;
-      optimus::TransformerBlock2D<float> block(grid, config, 0);
-      optimus::LmHead2D<float> head(grid, config.vocab);
-      optimus::DistMatrix<float> x(grid, n, s.hidden), wte(grid, config.vocab, s.hidden),
-          dwte(grid, config.vocab, s.hidden);
-      x.fill_random(1);
-      wte.fill_random(2);
       const std::vector<int> targets = optimus::test::random_tokens(n, config.vocab, 3);
       auto saved_by = [&](optimus::ops::GemmMath math) {
-        grid.set_gemm_math(math);
+        // The block, the head and their inputs on a handle computing in `math`.
+        const optimus::Grid on = grid.with({.gemm_math = math});
+        optimus::TransformerBlock2D<float> block(on, config, 0);
+        optimus::LmHead2D<float> head(on, config.vocab);
+        optimus::DistMatrix<float> x(on, n, s.hidden), wte(on, config.vocab, s.hidden), dwte(on, config.vocab, s.hidden);
+        x.fill_random(1);
+        wte.fill_random(2);
         const std::uint64_t before = grid.memory().current(optimus::MemoryKind::activations);
         const optimus::Pass pass{.step = 1, .training = true, .first_sequence = 0};
         optimus::TransformerBlock2D<float>::Context block_saved;

@@ -19,8 +19,7 @@ using optimus::reference::Matrix;
 template <class T>
 void check_block_1d(optimus::Communicator& world, double dropout,
                     optimus::ops::GemmMath math = optimus::ops::GemmMath::f32) {
-  optimus::megatron::Group group(world);
-  group.set_gemm_math(math);
+  const optimus::megatron::Group group = optimus::megatron::Group(world).with({.gemm_math = math});
   const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
   const optimus::GptConfig config = optimus::test::config_for(2, 1, dropout);
   optimus::megatron::TransformerBlock1D<T> block(group, config, 0);
@@ -88,8 +87,11 @@ void check_contexts_1d(optimus::Communicator& world) {
     std::vector<Matrix> y, dx;
     std::vector<Matrix> grads;
   };
-  // Forwards of `k` contexts, then their backwards in `order` (indices).
-  const auto run = [&](int k, const std::vector<int>& order) {
+  // Forwards of `k` contexts, then their backwards in `order` (indices), through `b` (block, or another with refs'
+  // parameters).
+  const auto run_on = [&](optimus::megatron::TransformerBlock1D<T>& b, const std::vector<optimus::ParameterRef<T>>& refs,
+                          int k, const std::vector<int>& order) {
+    optimus::megatron::TransformerBlock1D<T>& block = b;
     block.zero_grad();
     Result r;
     std::vector<typename optimus::megatron::TransformerBlock1D<T>::Context> saved(static_cast<std::size_t>(k));
@@ -106,6 +108,7 @@ void check_contexts_1d(optimus::Communicator& world) {
     for (const auto& ref : refs) r.grads.push_back(optimus::gather_parameter(world, ref, true, nullptr));
     return r;
   };
+  const auto run = [&](int k, const std::vector<int>& order) { return run_on(block, refs, k, order); };
   const Result one = run(1, {0});
   for (optimus::Recompute policy : {optimus::Recompute::none, optimus::Recompute::selective, optimus::Recompute::full}) {
     CAPTURE(std::string(optimus::name_of(policy)));
@@ -117,10 +120,12 @@ void check_contexts_1d(optimus::Communicator& world) {
   }
   block.set_recompute(optimus::Recompute::none);
   // Blocking: the column-parallel backward waits for dx's all-reduce before dW (Megatron's asynchronous all-reduce
-  // otherwise overlaps them): the same bits.
-  group.local().set_overlap(false);
-  const Result blocking = run(1, {0});
-  group.local().set_overlap(true);
+  // otherwise overlaps them): the same bits, from a block on a handle of the group that runs blocking.
+  optimus::megatron::TransformerBlock1D<T> blocking_block(group.with({.overlap = false}), config, 0);
+  std::vector<optimus::ParameterRef<T>> blocking_refs;
+  blocking_block.parameters(blocking_refs);
+  optimus::test::load_random(blocking_refs, 800, group.local().device());
+  const Result blocking = run_on(blocking_block, blocking_refs, 1, {0});
   CHECK(blocking.y[0] == one.y[0]);
   CHECK(blocking.dx[0] == one.dx[0]);
   CHECK(blocking.grads == one.grads);

@@ -55,8 +55,7 @@ Result whole(int dp, int q, std::int64_t layers, int m, ops::GemmMath math) {
   Result out;
   std::mutex mu;
   run_in_process(dp * q * q, [&](Communicator& world) {
-    const Grid grid = Grid::create(world, q);
-    grid.set_gemm_math(math);
+    const Grid grid = Grid::create(world, q).with({.gemm_math = math});
     Gpt2D<T> model(grid, config_for(q, layers, 0.1), pipeline::one_stage(m));
     const LayerShapes s = shapes_for(q);
     const std::int64_t batch = m * q;
@@ -119,9 +118,9 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
         sim::Options{.ordinal = world.rank(), .delays = {.max_microseconds = 50, .seed = 7u + world.rank()}});
     rank.emplace(*device, c.math);
   }
-  const Grid grid = c.on_sim ? distributed_grid(*rank, world, c.q, c.stages, std::chrono::seconds(20))
-                             : Grid::create(world, c.q, c.stages);
-  grid.set_gemm_math(c.math);
+  const Grid grid = (c.on_sim ? distributed_grid(*rank, world, c.q, c.stages, std::chrono::seconds(20))
+                              : Grid::create(world, c.q, c.stages))
+                        .with({.gemm_math = c.math});
   const pp::Schedule schedule =
       pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = c.micro_batches, .chunks = c.chunks});
   optimus::Gpt2D<T> model(grid, config_for(c.q, c.layers, 0.1), schedule, c.spill);

@@ -1,7 +1,8 @@
 // A per-rank timeline of what the program spends its time on, from the program's own steady-clock timers: SUMMA's
 // GEMMs and its exposed communication (time spent waiting for a transfer), and each operation of optimus/core/ops.hpp
-// run on the CPU by kind. Attach one to a Grid (Grid::set_timeline: SUMMA records into it, and the grid's queue
-// carries it to the operations); read the totals, or write a Chrome trace (chrome://tracing, Perfetto) of all ranks.
+// run on the CPU by kind. Name one in a grid handle's Execution (Grid::with: SUMMA records into it, and the handle's
+// queue carries it to the operations); read the totals, or write a Chrome trace (chrome://tracing, Perfetto) of all
+// ranks.
 #pragma once
 
 #include <chrono>

@@ -10,16 +10,18 @@
 // A Grid is a cheap handle (like an MPI communicator handle) to state it shares with every copy, and with every
 // matrix and layer built on it: the state lives as long as the last of them, so moving, copying or destroying the
 // Grid a model was built from never leaves the model dangling. A moved-from Grid is empty, and using it throws
-// optimus::Error. The state has two parts:
+// optimus::Error. The shared state:
 //   * the topology, fixed by create(): q, dp, pp, this rank's (i, j), replica and stage, and the communicators — row
 //     (the q ranks of its stage's grid with the same i, ranked by j), column (same j, ranked by i), grid (the q*q
 //     ranks of its replica's stage, ranked i*q + j), data-parallel (same stage and (i, j), ranked by replica) and
 //     pipeline (same replica and (i, j), ranked by stage: q*q pipelines side by side, so no block is gathered) — and
 //     this rank's MemoryTracker;
-//   * the execution settings, which may change between steps: SUMMA's overlap, the timeline, the GEMM math, and
-//     where matrices live (device, queue). Saved state records the settings it depends on (the device and the GEMM
-//     math), and backward refuses a context saved under other settings (layers/context.hpp); place_on refuses a
-//     grid that already holds matrices.
+//   * where matrices live (device, queue), set once by place_on, which refuses a grid that already holds matrices.
+// Each handle also holds its Execution (grid/execution.hpp: SUMMA's overlap, the GEMM math, the finite checks, the
+// timeline), a value fixed when the handle is made: create() gives the defaults, with() a handle of the same grid
+// executing otherwise, and copies keep their source's. Matrices, layers and models keep the handle they were made
+// with, so they execute as it says whatever other handles do. Saved state records what it depends on (the device and
+// the GEMM math), and backward refuses a context saved under others (layers/context.hpp).
 #pragma once
 
 #include <memory>
@@ -28,6 +30,7 @@
 #include "optimus/core/memory.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/core/timeline.hpp"
+#include "optimus/grid/execution.hpp"
 
 namespace optimus {
 
@@ -72,35 +75,24 @@ class Grid {
   // How tensors of `kind` made for this grid are counted and placed.
   MemoryTag tag(MemoryKind kind) const;
 
-  // The execution settings; every rank of the grid must use the same ones.
-  // SUMMA overlaps the next step's panel broadcasts and the previous step's reduction with the current step's GEMM
-  // (default), or runs them blocking, for debugging and measurement. Results are bitwise identical.
-  void set_overlap(bool overlap) const;
-  bool overlap() const;
-  // Opt-in debugging (off by default; it copies every checked tensor to the host and agrees over the grid): the
-  // layers built on this grid check each part's output in forward and its input gradient in backward, and the first
-  // that holds a NaN or an inf stops the step with the same optimus::Error on every rank of the grid, naming the layer,
-  // the tensor, the pass and the first rank (and element) where it appears (layers/finite_check.hpp).
-  void set_check_finite(bool check) const;
-  bool check_finite() const;
-  // Records SUMMA's GEMMs (compute) and waits for communication (exposed communication) into `timeline`, and
-  // through queue() every operation the grid's layers run on the CPU, by kind (nullptr: nothing is recorded). The
-  // timeline must outlive its use.
-  void set_timeline(Timeline* timeline) const;
-  Timeline* timeline() const;
+  // A handle of this grid whose work executes as `execution` says (every rank of the grid must use the same); this
+  // handle and its copies keep theirs.
+  Grid with(const Execution& execution) const;
+  const Execution& execution() const { return execution_; }
+  // This handle's execution, each setting resolved (grid/execution.hpp).
+  bool overlap() const { return execution_.overlap; }
+  bool check_finite() const { return execution_.check_finite; }
+  Timeline* timeline() const { return execution_.timeline; }
+  ops::GemmMath gemm_math() const;
   // Places the matrices and layer workspaces made on this grid in `device` (null: host memory), with their local work
   // ordered on `queue` (its stream and GEMM engine: RankDevice::queue()). Both must outlive their use. Refused, with
   // optimus::Error, once the grid holds matrices (place it before building on it), and when the grid's communicators
   // cannot move buffers there (Communicator::takes_buffers_on: an in-process world stages on the device only if
   // set_in_process_staging was called before Grid::create; RankDevice::grid does both).
   void place_on(DeviceMemory* device, const ops::Queue& queue) const;
-  // How the f32 products made on this grid compute (ops::GemmMath): with bf16 (mixed precision) SUMMA moves its
-  // panels in bf16 and every GEMM takes bf16 operands with f32 accumulation, while parameters, gradients,
-  // optimizer state and activations stay f32. The default is the math of the queue given to place_on (f32).
-  void set_gemm_math(ops::GemmMath math) const;
-  ops::GemmMath gemm_math() const;
   DeviceMemory* device() const;
-  const ops::Queue& queue() const;
+  // Where this handle's local work runs: the placed queue in this handle's GEMM math, recording into its timeline.
+  ops::Queue queue() const;
 
  private:
   struct State;
@@ -108,6 +100,7 @@ class Grid {
   State& state() const;  // throws if empty
 
   std::shared_ptr<State> state_;
+  Execution execution_;
 };
 
 }  // namespace optimus

@@ -1,6 +1,6 @@
 // optimus::SavedActivation<T>: a DistMatrix a layer keeps for its backward pass, at the precision of mixed precision.
 //
-// With T = float on a grid whose GEMM math is bf16 (Grid::set_gemm_math), the block is kept in bf16: half the bytes
+// With T = float on a grid whose GEMM math is bf16 (Execution::gemm_math), the block is kept in bf16: half the bytes
 // of f32. Otherwise (f64, or f32/tf32 math) it is kept as it is. Backward reads it in two ways:
 //   * as an operand of SUMMA products (summa.hpp takes a SavedActivation wherever it takes a DistMatrix): those
 //     products take bf16 operands anyway, so a GEMM input kept in bf16 gives bitwise the products of the f32

@@ -17,8 +17,9 @@
 // bitwise-identical results: the same GEMMs in the same order, the same reductions.
 // Each rank receives (q-1)/q^2 of the two moving matrices (A and B for AB; B and C for ABT; A and C for
 // ATB), which tests assert against the communicators' counters.
-// Mixed precision: on a grid with Grid::set_gemm_math(ops::GemmMath::bf16), f32 products cast each rank's blocks of
-// A and B to bf16 once, broadcast bf16 panels (half the bytes of those matrices) and multiply them with f32
+// A product executes as the grid handle of its first operand says (grid/execution.hpp: overlap, GEMM math, timeline).
+// Mixed precision: on a handle computing in bf16 (Grid::with, Execution::gemm_math), f32 products cast each rank's
+// blocks of A and B to bf16 once, broadcast bf16 panels (half the bytes of those matrices) and multiply them with f32
 // accumulation; partial products, their reductions and C stay f32. f64 products are unaffected.
 // An operand may be a SavedActivation: a copy a layer kept for its backward pass, in bf16 under bf16 math; the
 // products then use that copy instead of casting (the same values: results are bitwise the same).

@@ -4,8 +4,8 @@
 // An inference pass (Pass::training false) leaves the context empty. Contexts are move-only; a moved-from context is
 // empty, and backward refuses an empty one.
 //
-// Each context records the grid settings its saved tensors depend on (the device and the GEMM math); backward refuses
-// a context saved under other settings instead of reading it wrongly (change Grid settings between steps).
+// Each context records what its saved tensors depend on (the device and the GEMM math of the grid handle that saved
+// it, grid/execution.hpp); backward on a handle that differs refuses it instead of reading it wrongly.
 #pragma once
 
 #include <cstdint>

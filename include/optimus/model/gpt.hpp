@@ -27,9 +27,10 @@
 // stages and summed the same way on both, then every gradient is averaged over the replicas. Losses and gradients are
 // bitwise those of one stage's train_step with the same micro-batches (docs/pipeline.md).
 //
-// Each block saves what its recomputation policy says (set_recompute; none by default), and the stage's GEMMs run in
-// the stage grid's math (Grid::set_gemm_math): with the same policies and math, losses and gradients are bitwise those
-// of one stage. Stages compute where their grid lives: on the CPU, or on devices (the grid made by
+// Each block saves what its recomputation policy says (set_recompute; none by default), and the model executes as the
+// grid handle it is built on says (grid/execution.hpp: GEMM math, SUMMA's overlap, finite checks, timeline; its own,
+// whatever other handles of the grid do): with the same policies and math, losses and gradients are bitwise those of
+// one stage. Stages compute where their grid lives: on the CPU, or on devices (the grid made by
 // RankDevice::grid or distributed_grid with pp stages).
 //
 // Spilling (Gpt(place, config, schedule, Spill), layers/spill.hpp): each stage spills its own blocks, each chunk's

@@ -37,11 +37,15 @@ class Group {
   int rank() const { return tp_->rank(); }
   const Grid& local() const { return local_; }  // q = 1 grid of this rank alone
   MemoryTracker& memory() const { return local_.memory(); }
-  // Where the layers made on this group keep their tensors and run their local work, and how their f32 GEMMs
-  // compute (Grid::place_on, Grid::set_gemm_math on the local grid). `tp` must move buffers there
-  // (Communicator::takes_buffers_on), or optimus::Error names it.
+  // Where the layers made on this group keep their tensors and run their local work (Grid::place_on on the local
+  // grid). `tp` must move buffers there (Communicator::takes_buffers_on), or optimus::Error names it.
   void place_on(DeviceMemory* device, const ops::Queue& queue) const;
-  void set_gemm_math(ops::GemmMath math) const { local_.set_gemm_math(math); }
+  // A handle of this group whose local grid executes as `execution` says (Grid::with); this one keeps its own.
+  Group with(const Execution& execution) const {
+    Group out = *this;
+    out.local_ = local_.with(execution);
+    return out;
+  }
 
  private:
   Group(std::shared_ptr<Communicator> tp, std::shared_ptr<Communicator> pipe, int stages);
