@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -104,6 +105,36 @@ TEST_CASE("contexts: backward refuses an empty or consumed context and one saved
     CHECK_THROWS_AS(lin.backward(std::move(inference), dy), optimus::Error);  // inference saves nothing
     CHECK_THROWS_WITH_AS(grid.place_on(nullptr, grid.queue()), doctest::Contains("the grid already holds"),
                          optimus::Error);
+  });
+}
+
+// Execution is a value per grid handle (grid/execution.hpp): a bf16 model beside an f32 one on the same grid, steps
+// interleaved, each computes as its own handle says, and the f32 one gives the bits it gives alone.
+TEST_CASE("two models on one grid execute as their handles say: bf16 beside f32, the f32 one bitwise as alone") {
+  optimus::test::run_in_process(4, [](optimus::Communicator& w) {
+    const optimus::Grid grid = optimus::Grid::create(w, 2);
+    const optimus::GptConfig config = optimus::test::config_for(2, 2, 0.1);
+    const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
+    const auto tokens = optimus::test::random_tokens(s.batch * s.seq, config.vocab, 91);
+    const auto targets = optimus::test::random_tokens(s.batch * s.seq, config.vocab, 92);
+    const auto step = [&](optimus::Gpt2D<float>& model, std::uint64_t t) {
+      model.zero_grad();
+      return model.train_step(tokens, targets, s.batch, t);
+    };
+    std::vector<double> alone;
+    {
+      optimus::Gpt2D<float> f32(grid, config);
+      for (std::uint64_t t = 1; t <= 2; ++t) alone.push_back(step(f32, t));
+    }
+    optimus::Gpt2D<float> f32(grid, config);
+    optimus::Gpt2D<float> bf16(grid.with({.gemm_math = optimus::ops::GemmMath::bf16}), config);
+    CHECK(grid.gemm_math() == optimus::ops::GemmMath::f32);  // the handle bf16 came from is unchanged
+    for (std::uint64_t t = 1; t <= 2; ++t) {
+      const double low = step(bf16, t), full = step(f32, t);
+      CHECK(std::memcmp(&full, &alone[t - 1], sizeof full) == 0);
+      CHECK(low != full);  // bf16 operands really were used ...
+      CHECK(std::abs(low - full) <= 2e-2 * std::abs(full));  // ... within mixed precision's tolerance
+    }
   });
 }
 
