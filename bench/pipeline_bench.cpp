@@ -39,6 +39,7 @@
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/model/gpt.hpp"
+#include "optimus/plan/build.hpp"
 #include "optimus/pipeline/memory.hpp"
 #include "optimus/pipeline/simulator.hpp"
 #include "optimus/plan/run.hpp"
@@ -94,7 +95,13 @@ double message_seconds(Communicator& world, const Grid& grid, std::int64_t eleme
 template <class Family>
 Measured run_schedule(Communicator& world, const typename Family::Place& place, const Setup& setup,
                       const pp::Schedule& schedule) {
-  optimus::Gpt<Family> model(place, setup.config, schedule);
+  const Grid& stage = Family::grid(place);
+  const plan::Layout layout{.tensor = setup.one_d ? plan::TensorParallel::one_d : plan::TensorParallel::two_d,
+                            .tp = setup.one_d ? setup.per_stage : setup.q * setup.q, .dp = stage.dp(),
+                            .pp = schedule.stages, .schedule = schedule.kind, .chunks = schedule.chunks,
+                            .micro_batches = schedule.micro_batches, .offload = Offload::none, .recompute = {}};
+  const std::unique_ptr<optimus::Gpt<Family>> built = plan::build_gpt<Family>(place, setup.config, layout);
+  optimus::Gpt<Family>& model = *built;
   const Grid& grid = model.grid();
   const std::int64_t n = setup.batch * setup.seq;
   const auto tokens = random_ids(n, setup.config.vocab, 11 + static_cast<std::uint64_t>(grid.dp_index()));

@@ -71,17 +71,13 @@ RunLayout layout_of(const cli::Options& o, Device device, int world) {
   } else {
     OPTIMUS_CHECK(!o.has("p"), "--p is the 1D baseline's group size; it needs --layout 1d");
   }
-  const OffloadChoice offload = offload_choice(o, device);
-  OPTIMUS_CHECK(!schedule || schedule->kind != pipeline::Kind::zero_bubble || spill_of(offload.mode) == Spill::none,
-                "--offload ", name_of(offload.mode), " with --schedule zb: spilling blocks with the zb schedule is not "
-                "supported yet (its split backward computes weight gradients after their block has left the device)");
   return {.one_d = one_d,
           .q = one_d ? 1 : static_cast<int>(o.integer("q", 2)),
           .p = p,
           .pp = pp,
           .micro_batches = micro_batches,
           .pipeline = schedule,
-          .offload = offload};
+          .offload = offload_choice(o, device)};
 }
 
 }  // namespace optimus::examples

@@ -33,9 +33,9 @@ struct RunLayout {
 
 // --plan auto: the plan's layout; AdamW's offloaded update (where the plan offloads it) the faster on `device`.
 RunLayout layout_of(const plan::Plan& plan, Device device);
-// The options' layout on `world` ranks: --schedule and --chunks need --pp > 1; --offload needs a device, and its spill
-// modes --pp 1; --offload-update needs --offload (default: the faster update on `device`, docs/offload.md); --layout 1d
-// takes --p (default world / pp: no replicas; world = dp x pp x p), not --q, and does not spill.
+// The options' layout on `world` ranks: --schedule and --chunks need --pp > 1; --offload needs a device;
+// --offload-update needs --offload (default: the faster update on `device`, docs/offload.md); --layout 1d takes --p
+// (default world / pp: no replicas; world = dp x pp x p), not --q.
 RunLayout layout_of(const cli::Options& options, Device device, int world);
 
 }  // namespace optimus::examples

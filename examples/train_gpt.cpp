@@ -48,7 +48,7 @@
 // summed in the whole model's order), and the reference check runs through the same schedule on S*V blocks; --save,
 // --resume, --init and --export work as without a pipeline (a checkpoint saved by any layout resumes on any other).
 // Stages compute on --device sim|cuda too (their messages on the device communicators), with every --offload (each
-// stage spills its own blocks; not yet under --schedule zb, refused naming it). --pp 1 is a pipeline of one stage.
+// stage spills its own blocks). --pp 1 is a pipeline of one stage.
 // --layout 1d: the 1D (Megatron) baseline instead of q x q grids, on dp x pp groups of --p ranks each (default: ranks /
 // pp, dp 1), through the same pipeline runtime; every option above but --q works with it, and its checkpoints and
 // GPT-2 files load into any 2D layout.
@@ -85,6 +85,7 @@
 #include "optimus/core/host_allocator.hpp"
 #include "optimus/device/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
+#include "optimus/plan/build.hpp"
 #include "example_options.hpp"
 #include "auto_plan.hpp"
 #include "checkpoint_options.hpp"
@@ -530,15 +531,22 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                               {o.has("data") ? "data" : "text",
                                o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}}};
   int first_step = 1;
-  const optimus::Spill spill = optimus::spill_of(offload.mode);
-  // Builds this rank's stage of the model on `place`, its AdamW, and what trains and restores it.
+  // The layout the model is built from (optimus/plan/build.hpp): the plan's, or the options' with --recompute for every
+  // block.
+  optimus::plan::Layout model_layout = planned ? planned->layout : optimus::plan::Layout{};
+  if (!planned) {
+    model_layout.tensor = one_d ? optimus::plan::TensorParallel::one_d : optimus::plan::TensorParallel::two_d;
+    model_layout.tp = one_d ? layout.p : q * q;
+    model_layout.dp = grid.dp();
+    model_layout.pp = setup.pp;
+    model_layout.schedule = schedule->kind;
+    model_layout.chunks = schedule->chunks;
+    model_layout.micro_batches = static_cast<int>(setup.micro_batches);
+    model_layout.offload = offload.mode;
+    model_layout.recompute.assign(static_cast<std::size_t>(config.layers), recompute);
+  }
+  // This rank's stage of the model on `place`, its AdamW, and what trains and restores it.
   const auto build = [&](auto& model, const auto& place) {
-    model->set_recompute(recompute);
-    if (planned) {  // the plan's policy per block (each stage sets its own)
-      for (std::size_t k = 0; k < planned->layout.recompute.size(); ++k) {
-        model->set_recompute(static_cast<std::int64_t>(k), planned->layout.recompute[k]);
-      }
-    }
     optimizer = std::make_unique<optimus::AdamW<float>>(
         place, model->parameters(),
         optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = model->norm_order()});
@@ -546,10 +554,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     first_step = restore(*model, *optimizer, persistence, setup, world, trainee);
   };
   if (one_d) {
-    one_d_staged = std::make_unique<optimus::Gpt1D<float>>(*training_group, config, *schedule, spill);
+    one_d_staged = optimus::plan::build_gpt<optimus::OneD<float>>(*training_group, config, model_layout);
     build(one_d_staged, *training_group);
   } else {
-    staged = std::make_unique<optimus::Gpt2D<float>>(grid, config, *schedule, spill);
+    staged = optimus::plan::build_gpt<optimus::TwoD<float>>(grid, config, model_layout);
     build(staged, grid);
   }
   trainee.optimizer = optimizer.get();

@@ -19,8 +19,7 @@ namespace optimus {
 namespace {
 
 template <class F>
-const pipeline::Schedule& checked(const pipeline::Schedule& s, const typename F::Place& place, const GptConfig& config,
-                                  Spill spill) {
+const pipeline::Schedule& checked(const pipeline::Schedule& s, const typename F::Place& place, const GptConfig& config) {
   const Grid& grid = F::grid(place);
   OPTIMUS_CHECK(grid.pp() == s.stages, F::name, ": the grid has ", grid.pp(),
                 " stages (Grid::create(world, q, pp)) but the schedule ", name_of(s.kind), " has ", s.stages);
@@ -28,9 +27,6 @@ const pipeline::Schedule& checked(const pipeline::Schedule& s, const typename F:
   F::validate(config, place);
   pipeline::check_layers(config.layers, s.stages, s.chunks);
   pipeline::check_message_tags(F::name, s);
-  OPTIMUS_CHECK(spill == Spill::none || !s.split_backward, F::name, ": spilling blocks with the ", name_of(s.kind),
-                " schedule is not supported yet: its split backward computes weight gradients after their block has "
-                "left the device");
   return s;
 }
 
@@ -59,7 +55,7 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule) : Gp
 
 template <class F>
 Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spill spill)
-    : place_(place), grid_(F::grid(place)), config_(config), schedule_(checked<F>(schedule, place, config, spill)) {
+    : place_(place), grid_(F::grid(place)), config_(config), schedule_(checked<F>(schedule, place, config)) {
   const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
   for (int c = 0; c < schedule_.chunks; ++c) {
     Chunk chunk;
@@ -273,20 +269,22 @@ double Gpt<F>::forward_chunk(Chunk& chunk, Context& saved, const Pass& pass, con
 }
 
 template <class F>
-auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, WeightGradients* later, std::optional<DistMatrix<T>> dy,
+auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, SplitWeights* later, std::optional<DistMatrix<T>> dy,
                             ReplicaSums* sums) -> std::optional<DistMatrix<T>> {
   const int u = chunk.virtual_stage, last = schedule_.virtual_stages() - 1;
   if (u == last) {  // the loss's gradient through the head and ln_f
     const DistMatrix<T>& wte = embedding_->wte();
     const DistMatrix<T> dx = later == nullptr ? head_->backward(std::move(saved.head), wte, *head_wte_grad_)
-                                              : head_->backward(std::move(saved.head), wte, *head_wte_grad_, *later);
+                                              : head_->backward(std::move(saved.head), wte, *head_wte_grad_, later->edges);
     detail::check_finite(dx, "lm_head backward input gradient");
-    dy = later == nullptr ? ln_f_->backward(std::move(saved.ln_f), dx) : ln_f_->backward(std::move(saved.ln_f), dx, *later);
+    dy = later == nullptr ? ln_f_->backward(std::move(saved.ln_f), dx)
+                          : ln_f_->backward(std::move(saved.ln_f), dx, later->edges);
     detail::check_finite(*dy, "ln_f backward input gradient");
   }
+  if (later) later->blocks.resize(chunk.blocks.size());
   BlockSpill<T>* spill = chunk.spill.get();
   each_block(spill, chunk.blocks.size(), true, &saved.blocks, [&](std::size_t b) {
-    dy = later ? chunk.blocks[b]->backward(std::move(saved.blocks[b]), *dy, *later)
+    dy = later ? chunk.blocks[b]->backward(std::move(saved.blocks[b]), *dy, later->blocks[b])
                : chunk.blocks[b]->backward(std::move(saved.blocks[b]), *dy);
     if (sums == nullptr || later) return;  // (a split backward's weight gradients come with B_weight)
     std::vector<ParameterRef<T>> block;
@@ -300,6 +298,23 @@ auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, WeightGradients* later
   if (u != 0 || later) return dy;
   embedding_->backward(std::move(saved.embedding), *dy);
   return std::nullopt;
+}
+
+template <class F>
+void Gpt<F>::weight_chunk(Chunk& chunk, SplitWeights& weights, ReplicaSums* sums) {
+  weights.edges.run();  // the head's and ln_f's, queued first
+  BlockSpill<T>* spill = chunk.spill.get();
+  each_block<T>(spill, chunk.blocks.size(), true, nullptr, [&](std::size_t b) {
+    weights.blocks[b].run();
+    if (sums == nullptr) return;
+    std::vector<ParameterRef<T>> block;
+    chunk.blocks[b]->parameters(block);
+    if (spill) {
+      sums->average_now(block);
+    } else {
+      sums->post(block);
+    }
+  });
 }
 
 template <class F>

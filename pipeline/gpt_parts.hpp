@@ -24,7 +24,7 @@ struct Gpt<F>::Chunk {
 template <class F>
 struct Gpt<F>::Saved {
   Context context;                            // the embedding's (u = 0), the chunk's blocks', ln_f's and the head's (U-1)
-  WeightGradients weights;                    // split backward: B_input's queued weight gradients
+  SplitWeights weights;                       // split backward: B_input's queued weight gradients
   std::optional<DistMatrix<T>> embedding_dy;  // split backward, u = 0: the embedding's output gradient
 };
 

@@ -200,17 +200,12 @@ class Gpt<F>::Step {
       return;
     }
     if (op.work == pipeline::Work::backward_weight) {  // the queued weight gradients, then the embedding's
-      s.weights.run();
+      m_.weight_chunk(chunk, s.weights, sums);
       if (u == 0) m_.embedding_->backward(std::move(s.context.embedding), *s.embedding_dy);
       saved_.erase({k, op.chunk});
-      if (sums != nullptr) {
-        std::vector<ParameterRef<T>> blocks;
-        for (auto& block : chunk.blocks) block->parameters(blocks);
-        sums->post(blocks);
-      }
       return;
     }
-    WeightGradients* later = op.work == pipeline::Work::backward_input ? &s.weights : nullptr;
+    SplitWeights* later = op.work == pipeline::Work::backward_input ? &s.weights : nullptr;
     std::optional<DistMatrix<T>> dx = m_.backward_chunk(chunk, s.context, later, std::move(input), sums);
     if (u != 0) {
       deliver(*std::move(dx), u - 1, k, true);

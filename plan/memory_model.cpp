@@ -159,8 +159,8 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
   // queued weight gradients read until B_weight (split schedules), per block: 2D pipeline/memory.hpp's
   // e N (5h + ffn)/q^2; 1D ln_1's and ln_2's xhat and the inputs of c_attn and c_fc (replicated [N, h]), of
   // attn.c_proj ([N, h/t]) and mlp.c_proj ([N, ffn/t]); on u = U-1 ln_f's xhat, the head's input and dlogits (all of
-  // the head's but ln_f's 1/std). Without recomputation (what pipelines run today) these are the trackers' figures;
-  // with it (a prediction: pipelines do not recompute yet) the same weight bytes are assumed.
+  // the head's but ln_f's 1/std). Without recomputation these are the trackers' figures; with it the same weight bytes
+  // are assumed (a prediction the trackers have not checked).
   const bool plain =
       std::all_of(l.recompute.begin(), l.recompute.end(), [](Recompute r) { return r == Recompute::none; });
   std::vector<pipeline::ChunkBytes> chunks;

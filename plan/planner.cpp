@@ -108,7 +108,7 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
       return out;
     }
   }
-  const bool recompute_allowed = !(r.runnable_only && l.pp > 1);
+  const bool recompute_allowed = true;  // every layout recomputes, pipelines' stages too
   const auto fits = [&](const MemoryPrediction& m) {
     return m.device.total() <= c.device_memory && m.host.total() <= c.host_memory;
   };

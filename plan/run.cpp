@@ -12,8 +12,7 @@
 #include "optimus/core/rng.hpp"
 #include "optimus/layers/adamw.hpp"
 #include "optimus/model/gpt.hpp"
-#include "optimus/model/gpt.hpp"
-#include "optimus/model/gpt.hpp"
+#include "optimus/plan/build.hpp"
 
 namespace optimus::plan {
 namespace {
@@ -89,14 +88,8 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
                 w.element_bytes, " and ", w.saved_bytes);
   OPTIMUS_CHECK(warmup >= 0 && steps >= 1, "run plan: ", warmup, " warm-up and ", steps, " timed steps");
   const std::int64_t replica = w.global_batch / l.dp;  // sequences per replica
-  const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
-      .kind = l.pp == 1 ? pipeline::Kind::one_f_one_b : l.schedule, .stages = l.pp, .micro_batches = l.micro_batches,
-      .chunks = l.pp == 1 ? 1 : l.chunks});
-  // The model on `place` (its grid: the activations' and the replicas'); `tp` the 1D group's communicator.
+  // The layout's model on `place` (its grid: the activations' and the replicas'); `tp` the 1D group's communicator.
   const auto run = [&](auto& model, const auto& place, const Grid& grid, Communicator* tp) {
-    for (std::size_t k = 0; k < l.recompute.size(); ++k) {
-      model.set_recompute(static_cast<std::int64_t>(k), l.recompute[k]);
-    }
     AdamW<float> adamw(place, model.parameters(), {.config = adamw_config(), .norm_order = model.norm_order()});
     const auto replica_of = static_cast<std::uint64_t>(grid.dp_index());
     const auto tokens = random_ids(replica * w.seq, w.config.vocab, 11 + replica_of);
@@ -110,12 +103,10 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
   };
   if (l.tensor == TensorParallel::two_d) {
     const Grid grid = Grid::create(world, l.q(), l.pp);
-    Gpt2D<float> model(grid, w.config, schedule);
-    return run(model, grid, grid, nullptr);
+    return run(*build_gpt<TwoD<float>>(grid, w.config, l), grid, grid, nullptr);
   }
-  const megatron::Group group = megatron::Group::pipeline_stage(world, l.pp);
-  Gpt1D<float> model(group, w.config, schedule);
-  return run(model, group, group.local(), &group.tp());
+  const megatron::Group group = megatron::Group::pipeline_stage(world, l.pp, l.dp);
+  return run(*build_gpt<OneD<float>>(group, w.config, l), group, group.local(), &group.tp());
 }
 
 double count_call_participants(const Layout& layout, const Workload& workload) {

@@ -87,25 +87,24 @@ void check_contexts_1d(optimus::Communicator& world) {
     std::vector<Matrix> y, dx;
     std::vector<Matrix> grads;
   };
-  // Forwards of `k` contexts, then their backwards in `order` (indices), through `b` (block, or another with refs'
-  // parameters).
-  const auto run_on = [&](optimus::megatron::TransformerBlock1D<T>& b, const std::vector<optimus::ParameterRef<T>>& refs,
-                          int k, const std::vector<int>& order) {
-    optimus::megatron::TransformerBlock1D<T>& block = b;
-    block.zero_grad();
+  // Forwards of `k` contexts, then their backwards in `order` (indices), through `on` (block, or another block whose
+  // parameters are on_refs).
+  const auto run_on = [&](optimus::megatron::TransformerBlock1D<T>& on,
+                          const std::vector<optimus::ParameterRef<T>>& on_refs, int k, const std::vector<int>& order) {
+    on.zero_grad();
     Result r;
     std::vector<typename optimus::megatron::TransformerBlock1D<T>::Context> saved(static_cast<std::size_t>(k));
     for (int c = 0; c < k; ++c) {
-      r.y.push_back(block.forward(input(50 + c), s.seq, pass(c), saved[static_cast<std::size_t>(c)])
+      r.y.push_back(on.forward(input(50 + c), s.seq, pass(c), saved[static_cast<std::size_t>(c)])
                         .to_global()
                         .template cast<double>());
     }
     r.dx.resize(static_cast<std::size_t>(k));
     for (int c : order) {
       r.dx[static_cast<std::size_t>(c)] =
-          block.backward(std::move(saved[static_cast<std::size_t>(c)]), input(60 + c)).to_global().template cast<double>();
+          on.backward(std::move(saved[static_cast<std::size_t>(c)]), input(60 + c)).to_global().template cast<double>();
     }
-    for (const auto& ref : refs) r.grads.push_back(optimus::gather_parameter(world, ref, true, nullptr));
+    for (const auto& ref : on_refs) r.grads.push_back(optimus::gather_parameter(world, ref, true, nullptr));
     return r;
   };
   const auto run = [&](int k, const std::vector<int>& order) { return run_on(block, refs, k, order); };

@@ -13,8 +13,6 @@
 #include "../layers/layer_cases.hpp"
 #include "optimus/layers/adamw.hpp"
 #include "optimus/model/gpt.hpp"
-#include "optimus/model/gpt.hpp"
-#include "optimus/model/gpt.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "optimus/pipeline/memory.hpp"
 #include "optimus/sim/runtime.hpp"

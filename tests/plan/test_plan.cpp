@@ -268,8 +268,7 @@ TEST_CASE("the JSON holds every plan with its layout, memory by kind and time") 
   CHECK(j["rejected"].size() == result.rejected.size());
 }
 
-TEST_CASE(
-    "pipelines: recomputation shrinks each stage's predicted activations, and the planner uses it only where allowed") {
+TEST_CASE("pipelines: recomputation shrinks each stage's predicted activations, and the planner uses it, runnable") {
   plan::Request r = small_request(4, std::uint64_t{1} << 30);
   for (const auto kind : {optimus::pipeline::Kind::one_f_one_b, optimus::pipeline::Kind::interleaved}) {
     plan::Layout l{.tensor = plan::TensorParallel::two_d,
@@ -289,8 +288,8 @@ TEST_CASE(
       CHECK(full[s].device.activations < plain[s].device.activations);
       CHECK(full[s].device.parameters == plain[s].device.parameters);
     }
-    CHECK_FALSE(plan::runnable(l, false).empty());  // pipelines do not recompute yet
-    // Between the two: the planner recomputes some blocks, unless it may only choose what runs.
+    CHECK(plan::runnable(l, false).empty());  // pipelines' stages recompute (model/gpt.hpp)
+    // Between the two: the planner recomputes some blocks, and the plan is one Optimus runs.
     l.recompute.assign(4, Recompute::none);
     r.cluster.device_memory = (plan::predict_memory(l, r.workload).device.total() +
                                [&] {
@@ -299,14 +298,23 @@ TEST_CASE(
                                  return plan::predict_memory(f, r.workload).device.total();
                                }()) /
                               2;
-    r.runnable_only = false;
+    r.runnable_only = true;
     const std::optional<plan::Plan> p = plan::evaluate(l, r);
     REQUIRE(p.has_value());
     CHECK(p->memory.device.total() <= r.cluster.device_memory);
-    CHECK_FALSE(p->runnable.empty());
-    r.runnable_only = true;
-    CHECK_FALSE(plan::evaluate(l, r).has_value());
+    CHECK(p->runnable.empty());
+    bool recomputes = false;
+    for (Recompute policy : p->layout.recompute) recomputes = recomputes || policy != Recompute::none;
+    CHECK(recomputes);
   }
+  // What cannot run anywhere: offloading without a device; what the planner leaves out: a pipeline's offload.
+  plan::Layout offloaded{.tensor = plan::TensorParallel::one_d, .tp = 2, .dp = 2, .pp = 1,
+                         .schedule = optimus::pipeline::Kind::one_f_one_b, .chunks = 1, .micro_batches = 1,
+                         .offload = optimus::Offload::spill, .recompute = {}};
+  CHECK(plan::runnable(offloaded, false) == "offload needs a device");
+  CHECK(plan::runnable(offloaded, true).empty());
+  offloaded.pp = 2;
+  CHECK(plan::runnable(offloaded, true).find("does not count a pipeline's offload") != std::string::npos);
 }
 
 TEST_CASE("collective calls: counted by running a layout's step, the same for every block, charged where ranks share "

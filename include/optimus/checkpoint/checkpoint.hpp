@@ -41,8 +41,6 @@
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/model/gpt.hpp"
-#include "optimus/model/gpt.hpp"
-#include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint {
 

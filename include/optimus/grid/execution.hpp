@@ -19,7 +19,7 @@ struct Execution {
   // operands with f32 accumulation, and activations saved for backward are kept in bf16, while parameters, gradients,
   // optimizer state and the activations passed on stay f32. Unset: the math of the queue the grid was placed with
   // (Grid::place_on; f32 on the host).
-  std::optional<ops::GemmMath> gemm_math;
+  std::optional<ops::GemmMath> gemm_math = std::nullopt;
   // Opt-in debugging (it copies every checked tensor to the host and agrees over the grid): each layer part's output in
   // forward and input gradient in backward is checked, and the first that holds a NaN or an inf stops the step with the
   // same optimus::Error on every rank of the grid, naming the layer, the tensor, the pass and the first rank (and

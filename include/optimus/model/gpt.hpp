@@ -37,8 +37,9 @@
 // through its own two device slots (a stage of v chunks holds up to 2v blocks' parameters on the device); with
 // Spill::parameters_and_activations the contexts of every block but a chunk's last go to host memory between a
 // micro-batch's F and B. Every public call ends with the blocks home, so an optimizer updates their host memory between
-// calls. Losses and gradients are bitwise those without spilling. The split backward (zb) is refused with a spill: its
-// weight gradients run after their block has left the device.
+// calls. Under the split backward (zb) B_input queues each block's weight gradients apart, and B_weight brings each
+// block back to the device (values and gradients) to run them. Losses and gradients are bitwise those without
+// spilling.
 //
 // Replicas (dp > 1): each block's gradients are summed over the replicas as soon as the stage's last backward of it
 // has finished them, in flight while the blocks before it compute (waited at once with Grid::overlap off; a spilled
@@ -84,7 +85,7 @@ class Gpt {
   // The whole model on a place of one stage, one micro-batch per step: Gpt(place, config, pipeline::one_stage(1)).
   Gpt(const Place& place, const GptConfig& config);
   // The same with each stage's blocks spilled as `spill` says (Spill::none: as above); spilling needs the place on a
-  // device and a schedule without the split backward.
+  // device.
   Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spill spill);
   ~Gpt();
   Gpt(const Gpt&) = delete;
@@ -146,6 +147,12 @@ class Gpt {
   struct Saved;
   class Step;
   class ReplicaSums;
+  // B_input's queued weight gradients: the head's and ln_f's, then each block's apart ([b]), which B_weight runs in
+  // that order (a spilled block's while it is back on the device).
+  struct SplitWeights {
+    WeightGradients edges;
+    std::vector<WeightGradients> blocks;
+  };
 
   // One micro-batch's F on `chunk`: the embedding (u = 0; else x is the input), its blocks, then ln_f and the head's
   // loss, returned (u = U-1; else x holds the output for u + 1). tokens, targets: the micro-batch's, row-major [b, s];
@@ -157,8 +164,10 @@ class Gpt {
   // (none on u = U-1, which starts from the loss). Returns the input's gradient for u - 1, or on u = 0 the embedding's
   // output gradient when its backward waits for B_weight (nothing once the embedding's backward ran). With `sums`,
   // each block's gradients are summed over the replicas as it finishes them.
-  std::optional<DistMatrix<T>> backward_chunk(Chunk& chunk, Context& saved, WeightGradients* later,
+  std::optional<DistMatrix<T>> backward_chunk(Chunk& chunk, Context& saved, SplitWeights* later,
                                               std::optional<DistMatrix<T>> dy, ReplicaSums* sums);
+  // Its B_weight: the queued weight gradients run (each block's while resident); with `sums`, summed over replicas.
+  void weight_chunk(Chunk& chunk, SplitWeights& weights, ReplicaSums* sums);
   // wte's gradient on a stage holding both the embedding and the head: the head's part added, then zeroed.
   void add_head_wte_grad();
   // Throws unless the model is one stage of one chunk (forward and backward take the whole model apart).

@@ -1,0 +1,30 @@
+// The one builder of a GPT from a layout (layout.hpp): train_gpt, optimus-bench and the plan runner (run.hpp) all make
+// their model here, so that a layout means the same model wherever it is run.
+#pragma once
+
+#include <memory>
+
+#include "optimus/model/gpt.hpp"
+#include "optimus/plan/layout.hpp"
+
+namespace optimus::plan {
+
+// The layout's schedule: its kind on its stages, chunks and micro-batches; pp = 1: the whole model on one stage
+// (pipeline::one_stage).
+pipeline::Schedule schedule_of(const Layout& layout);
+
+// This rank's stage of the GPT `config`, laid out as `layout` says, on `place` (Family::Place: the grid of
+// Grid::create(world, q, pp), or the group of megatron::Group::pipeline_stage(world, pp, dp), placed where it computes
+// and executing as its handle says): the layout's schedule, its blocks spilled as layout.offload says, and each block's
+// recomputation (layout.recompute: one policy per block, or empty for none). Throws optimus::Error naming the values
+// unless the layout's tensor parallelism is the family's and its tp, dp and pp are the place's.
+template <class Family>
+std::unique_ptr<Gpt<Family>> build_gpt(const typename Family::Place& place, const GptConfig& config,
+                                       const Layout& layout);
+
+extern template std::unique_ptr<Gpt<TwoD<float>>> build_gpt(const Grid&, const GptConfig&, const Layout&);
+extern template std::unique_ptr<Gpt<TwoD<double>>> build_gpt(const Grid&, const GptConfig&, const Layout&);
+extern template std::unique_ptr<Gpt<OneD<float>>> build_gpt(const megatron::Group&, const GptConfig&, const Layout&);
+extern template std::unique_ptr<Gpt<OneD<double>>> build_gpt(const megatron::Group&, const GptConfig&, const Layout&);
+
+}  // namespace optimus::plan
