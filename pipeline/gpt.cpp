@@ -45,6 +45,19 @@ void each_block(BlockSpill<T>* spill, std::size_t count, bool backward, std::vec
   }
 }
 
+// A block's finished gradients summed over the replicas (Gpt::ReplicaSums): a spilled block's now, while it is resident
+// (averaged before they go home), the others' posted.
+template <class T, class Sums, class Block>
+void sum_block(Sums& sums, Block& block, bool spilled) {
+  std::vector<ParameterRef<T>> params;
+  block.parameters(params);
+  if (spilled) {
+    sums.average_now(params);
+  } else {
+    sums.post(params);
+  }
+}
+
 }  // namespace
 
 template <class F>
@@ -286,14 +299,7 @@ auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, SplitWeights* later, s
   each_block(spill, chunk.blocks.size(), true, &saved.blocks, [&](std::size_t b) {
     dy = later ? chunk.blocks[b]->backward(std::move(saved.blocks[b]), *dy, later->blocks[b])
                : chunk.blocks[b]->backward(std::move(saved.blocks[b]), *dy);
-    if (sums == nullptr || later) return;  // (a split backward's weight gradients come with B_weight)
-    std::vector<ParameterRef<T>> block;
-    chunk.blocks[b]->parameters(block);
-    if (spill) {
-      sums->average_now(block);
-    } else {
-      sums->post(block);
-    }
+    if (sums != nullptr && !later) sum_block<T>(*sums, *chunk.blocks[b], spill != nullptr);  // (split: B_weight's)
   });
   if (u != 0 || later) return dy;
   embedding_->backward(std::move(saved.embedding), *dy);
@@ -306,14 +312,7 @@ void Gpt<F>::weight_chunk(Chunk& chunk, SplitWeights& weights, ReplicaSums* sums
   BlockSpill<T>* spill = chunk.spill.get();
   each_block<T>(spill, chunk.blocks.size(), true, nullptr, [&](std::size_t b) {
     weights.blocks[b].run();
-    if (sums == nullptr) return;
-    std::vector<ParameterRef<T>> block;
-    chunk.blocks[b]->parameters(block);
-    if (spill) {
-      sums->average_now(block);
-    } else {
-      sums->post(block);
-    }
+    if (sums != nullptr) sum_block<T>(*sums, *chunk.blocks[b], spill != nullptr);
   });
 }
 
