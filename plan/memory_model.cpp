@@ -127,7 +127,7 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
   const std::int64_t per_block = block_parameters(l, c);
   std::vector<MemoryPrediction> out;
   if (l.pp == 1) {
-    // Blocks L, the embedding (wte, wpe) and ln_f, wte's head gradient apart (layers/gpt.hpp).
+    // Blocks L, the embedding (wte, wpe) and ln_f, wte's head gradient apart (model/gpt.hpp).
     const StateFootprint f = states(l, w, c.layers, per_block, o.wte + o.wpe + o.ln_f, o.wte);
     MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = 0};
     std::int64_t saved = 0, transient = 0;

@@ -32,7 +32,7 @@ void check_memory(const OffloadRun& run, const OffloadRun& plain, std::optional<
   const std::uint64_t buffers = 6 * static_cast<std::uint64_t>(std::min(kChunk, run.local_parameters)) * e;
   const MemoryTracker& m = run.memory;
   CHECK(m.peak(MemoryKind::parameters, MemoryPlace::device) == p);
-  // The LM head's part of wte's gradient is summed apart and added at the step's end (layers/gpt.hpp).
+  // The LM head's part of wte's gradient is summed apart and added at the step's end (model/gpt.hpp).
   CHECK(m.peak(MemoryKind::gradients, MemoryPlace::device) == p + static_cast<std::uint64_t>(run.wte) * e);
   CHECK(m.peak(MemoryKind::parameters, MemoryPlace::host) == 0);
   CHECK(m.peak(MemoryKind::gradients, MemoryPlace::host) == 0);

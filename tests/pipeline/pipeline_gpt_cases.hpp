@@ -1,5 +1,5 @@
 // The pipeline GPT's bitwise cases, run in-process (test_pipeline) and under mpiexec (test_pipeline_mpi): one step of
-// pp = 1's Gpt2D::train_step, then the same step through a schedule, the loss on every rank and every gradient of
+// pp = 1's train_step (the model on one stage), then the same step through a schedule, the loss on every rank and every gradient of
 // every stage compared bit for bit; then AdamW across the stages (the norm and the updated parameters) and the updated
 // model's evaluation and logits, bit for bit too.
 #pragma once

@@ -1,5 +1,5 @@
-// The GPT through a pipeline, in-process: every schedule's loss and every gradient bitwise those of pp = 1
-// (layers/gpt.hpp's Gpt2D::train_step) with the same micro-batches, dropout on, f64 and f32; and its refusals and
+// The GPT through a pipeline, in-process: every schedule's loss and every gradient bitwise those of pp = 1 (the model
+// on one stage) with the same micro-batches, dropout on, f64 and f32; and its refusals and
 // AdamW's refusals of a norm order that does not fit.
 #include <doctest/doctest.h>
 

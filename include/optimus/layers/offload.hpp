@@ -14,7 +14,7 @@
 //   optimizer         e*P, e*(P + W), 6e*min(c, P) (device way) or 0          0, 0, 2e*P (+ 6e*min(c, P): host way)
 //   spill, +act.      e*(P_d + s*P_b), e*(P_d + s*P_b + W), 6e*min(c, P_d)     e*L*P_b, e*L*P_b, 2e*L*P_b + 2e*P_d
 //                     (device way) or 0                                        (+ 6e*min(c, P_d): host way)
-// (W: the LM head's part of wte's gradient, summed apart until the step's end: layers/gpt.hpp.) Per step the copies are
+// (W: the LM head's part of wte's gradient, summed apart until the step's end: model/gpt.hpp.) Per step the copies are
 // optimizer_offload.hpp's for the parameters on the device (P, or P_d when the blocks spill) plus spill.hpp's.
 #pragma once
 

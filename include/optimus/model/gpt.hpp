@@ -42,10 +42,11 @@
 // spilling.
 //
 // Replicas (dp > 1): each block's gradients are summed over the replicas as soon as the stage's last backward of it
-// has finished them, in flight while the blocks before it compute (waited at once with Grid::overlap off; a spilled
-// block's while it is resident), the embedding's and ln_f's at the step's end, after wte's two parts are summed; then
-// every gradient is divided by dp. Grid::check_finite checks the embedding's and ln_f's outputs and the head's and
-// ln_f's input gradients (the blocks check their own).
+// has finished them, in flight while the blocks before it compute (waited at once with Execution::overlap off; a
+// spilled block's while it is resident), the embedding's and ln_f's at the step's end, after wte's two parts are summed;
+// then every gradient is divided by dp. Execution::check_finite checks the embedding's and ln_f's outputs and the
+// head's and ln_f's input gradients (the blocks check their own). plan::build_gpt (plan/build.hpp) builds the model a
+// layout describes.
 #pragma once
 
 #include <cstdint>

@@ -3,10 +3,8 @@
 //   dp x pp x {2D: a q x q grid | 1D: a tensor-parallel group of t} x schedule x chunks x micro-batches x offload
 // with one recomputation policy per transformer block. ranks = dp * pp * tp, tp = q^2 (2D) or t (1D).
 //
-// What Optimus runs today (runnable()): any 2D layout with pp = 1 (layers/gpt.hpp: replicas, micro-batches,
-// recomputation per block; offload modes on a device); pipelines of 2D or 1D stages on CPU ranks without
-// recomputation or offload (pipeline/gpt.hpp); the 1D baseline without replicas (dp = 1) or offload
-// (layers/megatron/gpt.hpp). The planner predicts the others too and says which piece is missing.
+// Optimus runs every layout (model/gpt.hpp, built by build.hpp's build_gpt); runnable() leaves out offloading without a
+// device (meaningless) and a pipeline's offload (the memory model does not count it yet), saying which.
 #pragma once
 
 #include <cstdint>
