@@ -5,7 +5,8 @@
 #   ./scripts/test.sh --sanitize    Debug + ASan/UBSan build in build-asan/ (the CUDA backend left out: no GPU runs
 #                                   it here, and the simulated device takes every device path), all tests
 #   ./scripts/test.sh --no-mpi      build without MPI in build-nompi/ (in-process backend only)
-#   ./scripts/test.sh --fuzz        clang + libFuzzer build in build-fuzz/: the parsers' fuzz targets, 100000 inputs each
+#   ./scripts/test.sh --fuzz        clang + libFuzzer build without MPI in build-fuzz/: the parsers' fuzz targets,
+#                                   100000 inputs each, and train_gpt (instrumented alike) for in-process runs
 #   ./scripts/test.sh -- ARGS       extra arguments for ctest (e.g. -- -L mpi, -- -LE long)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -27,7 +28,7 @@ while (($#)); do
     --fuzz)
       build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-fuzz}"
       OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER=clang++ -DOPTIMUS_FUZZ=ON -DOPTIMUS_WITH_CUDA=OFF \
-        -DOPTIMUS_WITH_MPI=OFF -DOPTIMUS_BUILD_TESTS=OFF -DOPTIMUS_BUILD_BENCH=OFF -DOPTIMUS_BUILD_EXAMPLES=OFF"
+        -DOPTIMUS_WITH_MPI=OFF -DOPTIMUS_BUILD_TESTS=OFF -DOPTIMUS_BUILD_BENCH=OFF -DOPTIMUS_BUILD_EXAMPLES=ON"
       export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
       export OPTIMUS_FUZZ=ON OPTIMUS_WITH_MPI=OFF
       fuzz=1
@@ -44,7 +45,7 @@ while (($#)); do
 done
 
 if ((fuzz)); then
-  optimus_build --target optimus_fuzz  # the fuzz targets and the libraries they link
+  optimus_build --target optimus_fuzz train_gpt  # the fuzz targets, train_gpt and the libraries they link
   cd "$build_dir"
   exec ctest --output-on-failure --timeout 600 -j "$jobs" -L fuzz "${ctest_args[@]}"  # the targets side by side
 fi

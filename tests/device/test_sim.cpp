@@ -471,13 +471,21 @@ TEST_CASE("DistVector's pieces live on the grid's device (its view used to say c
   });
 }
 
-TEST_CASE("device grids: every case at q = 1, 2, 3 on one shared device, f32 and bf16") {
-  for (int q = 1; q <= 3; ++q) {
-    CAPTURE(q);
-    optimus::test::on_shared_device(kSim, q, 1, ops::GemmMath::f32,
-                                    [](Communicator&, RankDevice&, Grid& grid) { optimus::test::check_device_grid(grid); });
-  }
+namespace {
+void device_grid_on_shared_device(int q) {
+  CAPTURE(q);
+  optimus::test::on_shared_device(kSim, q, 1, ops::GemmMath::f32,
+                                  [](Communicator&, RankDevice&, Grid& grid) { optimus::test::check_device_grid(grid); });
 }
+}  // namespace
+
+TEST_CASE("device grids: every case at q = 1, 2 on one shared device, f32 and bf16") {
+  device_grid_on_shared_device(1);
+  device_grid_on_shared_device(2);
+}
+
+// Its own CTest (test_sim_q3, labelled long): nine ranks on one device, the sanitizers' longest case.
+TEST_CASE("device grids: every case at q = 3 on one shared device, f32 and bf16") { device_grid_on_shared_device(3); }
 
 TEST_CASE("device grids with a device per rank over the simulated NCCL: every case at q = 1, 2 (delayed device)") {
   for (int q = 1; q <= 2; ++q) {
