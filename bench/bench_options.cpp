@@ -91,7 +91,7 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
             json()};
   }
   if (command == "model") {
-    return joined({{cli::input_path("calibration", "the JSON optimus-bench calibrate wrote")}, block_shape(true),
+    return joined({{cli::input_file("calibration", "the JSON optimus-bench calibrate wrote")}, block_shape(true),
                    {cli::integers("ps", 1, 1 << 20, "GPU counts, a row each"),
                     cli::integer("node", 1, 1024, "GPUs per node"),
                     cli::positive_real("nvlink-gbs", 1e6, "intra-node bandwidth, GB/s"),
@@ -137,7 +137,7 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
           json()}});
   }
   if (command == "plan") {
-    return joined({{cli::input_path("calibration", "optimus-bench calibrate's JSON (default: measured first, here)"),
+    return joined({{cli::input_file("calibration", "optimus-bench calibrate's JSON (default: measured first, here)"),
                     cli::integer("cores", 1, 1 << 16, "ranks that compute at once (default: this machine's cores)"),
                     cli::integer("in-process", 1, 256, "run this many ranks as threads (default: the MPI world)"),
                     cli::bytes("memory", "memory per rank the plans may fill (default 1GiB)"),

@@ -6,14 +6,15 @@
 // of this machine), from the exact traffic formulas of traffic_model.hpp.
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <vector>
 
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/plan/calibrate.hpp"
+#include "optimus/plan/cluster.hpp"
 #include "report.hpp"
 #include "timing.hpp"
 #include "traffic_model.hpp"
@@ -27,19 +28,12 @@ int run_calibrate(Communicator& world, int argc, char** argv) {
   const std::string json = plan::to_json(plan::calibrate(world, static_cast<int>(o.integer("iters", 5))));
   if (world.rank() == 0) {
     std::printf("%s", json.c_str());
-    if (o.has("json")) std::ofstream(o.text("json", "")) << json;
+    if (o.has("json")) optimus::write_file(o.text("json", ""), json);
   }
   return 0;
 }
 
 namespace {
-
-// A JSON number by key, from the small files calibrate writes.
-double json_number(const std::string& text, const std::string& key) {
-  const auto at = text.find("\"" + key + "\"");
-  OPTIMUS_CHECK(at != std::string::npos, "calibration file has no '", key, "'");
-  return std::stod(text.substr(text.find(':', at) + 1));
-}
 
 struct Links {
   double intra_bw, inter_bw;        // bytes per second per rank
@@ -101,13 +95,11 @@ int run_model(Communicator& world, int argc, char** argv) {
           o.real("ib-alpha-us", 10) * 1e-6, o.real("tflops", 400) * 1e12, static_cast<int>(o.integer("node", 8))};
   std::string source = "NVLink 4 (450 GB/s per GPU) inside nodes of 8, InfiniBand NDR (50 GB/s per GPU) between";
   if (o.has("calibration")) {
-    std::ifstream in(o.text("calibration", ""));
-    OPTIMUS_CHECK(in.good(), "cannot read the calibration '", o.text("calibration", ""), "'");
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const double beta = json_number(text, "broadcast_beta_s_per_byte");
-    l.intra_bw = l.inter_bw = 1.0 / beta;
-    l.intra_alpha = l.inter_alpha = json_number(text, "broadcast_alpha_s");
-    l.flops = json_number(text, "gemm_gflops_per_rank") * 1e9;
+    // Read and validated as optimus-plan reads it (its rates finite and positive); one link, alpha-beta.
+    const plan::Cluster measured = plan::read_calibration(o.text("calibration", ""), 1, 1, 1);
+    l.intra_bw = l.inter_bw = measured.intra.bandwidth;
+    l.intra_alpha = l.inter_alpha = measured.intra.latency;
+    l.flops = measured.gemm_flops;
     l.node = 1 << 30;
     source = "calibration " + o.text("calibration", "");
   }

@@ -221,6 +221,8 @@ int run_offload_bench(Communicator& world, int argc, char** argv) {
   OPTIMUS_CHECK(!o.has("trace") || sim, "--trace records the simulated device's streams: it needs --device sim");
   OPTIMUS_CHECK(o.text("largest", "off") == "off" || (sim && o.has("device-memory")), "--largest on searches within "
                 "the simulated device's capacity: it needs --device sim --device-memory SIZE");
+  OPTIMUS_CHECK(o.text("largest", "off") == "on" || !o.has("device-memory"), "--device-memory is the capacity "
+                "--largest on searches within; the rows run on an unlimited device (add --largest on)");
   OffloadSetup base{.choice = choice,
                     .config = config,
                     .batch = shape.batch,

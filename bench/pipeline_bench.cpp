@@ -29,7 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -37,6 +37,7 @@
 #include "bench_options.hpp"
 #include "commands.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/model/gpt.hpp"
 #include "optimus/plan/build.hpp"
@@ -220,13 +221,11 @@ std::string joined(const std::vector<std::int64_t>& values) {
 }
 
 // Writes the schedules' timelines (every rank's operations) as one Chrome trace, each schedule after the previous
-// one; written to a temporary file, then renamed into place.
+// one (output_file.hpp: written whole or not at all).
 void write_trace(const std::string& path, int world_size, int per_stage, const std::vector<pp::Schedule>& schedules,
                  const std::vector<Measured>& runs) {
-  const std::string partial = path + ".partial";
+  std::ostringstream out;
   {
-    std::ofstream out(partial);
-    OPTIMUS_CHECK(out.good(), "pipeline: cannot write the trace '", partial, "'");
     out << "{\"traceEvents\": [\n";
     bool first = true;
     double offset_us = 0;
@@ -257,9 +256,8 @@ void write_trace(const std::string& path, int world_size, int per_stage, const s
       offset_us += end_us * 1.1;
     }
     out << "\n], \"displayTimeUnit\": \"ms\"}\n";
-    OPTIMUS_CHECK(out.good(), "pipeline: writing the trace '", partial, "' failed");
   }
-  std::filesystem::rename(partial, path);
+  write_file(path, out.str());
 }
 
 // Family: optimus::TwoD<T> or optimus::OneD<T>; place: the Grid or the Group its stages are built on.

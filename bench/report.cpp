@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "optimus/core/blas_kernel.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus::bench {
 
@@ -100,10 +100,7 @@ void Report::write_json(const std::string& path, const std::string& benchmark) c
   }
   doc["rows"] = std::move(rows);
   doc["footer"] = footers_;
-  std::ofstream out(path);
-  OPTIMUS_CHECK(out.good(), "cannot write JSON to '", path, "'");
-  out << doc.dump(2) << "\n";
-  OPTIMUS_CHECK(out.good(), "could not write all of the JSON to '", path, "'");
+  write_file(path, doc.dump(2) + "\n");
 }
 
 }  // namespace optimus::bench

@@ -4,6 +4,7 @@
 // formula's prediction, activation and parameter memory per rank beside the formula's, and #wrong against the
 // fp64 reference (small shapes, --check on). 2D rows also time the step with blocking SUMMA and give the overlap
 // fraction and the split of the step into SUMMA GEMMs and exposed SUMMA communication.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -191,10 +192,12 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
       static_cast<double>(c.layers) * (c.two_d ? predicted_activation_bytes_2d(c.shape, q, elem, low)
                                                : predicted_activation_bytes_1d(c.shape, p, elem, low));
   const double flops = block_flops(c.shape, c.layers);
-  // Largest batch whose activations (linear in b) and parameters fit the per-rank budget.
+  // Largest batch whose activations (linear in b) and parameters fit the per-rank budget: 0 where the parameters alone
+  // fill it.
   const double budget = o.real("budget-gib", 80.0) * (1u << 30);
   const double per_sample = m.activations / static_cast<double>(c.shape.batch);
-  const double max_batch = per_sample > 0 ? std::floor((budget - m.parameters) / per_sample) : 0;
+  const double max_batch =
+      per_sample > 0 ? std::floor(std::max(0.0, budget - m.parameters) / per_sample) : 0;
 
   Report report({{"layout", 6}, {"p", 3}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 5},
                  {"layers", 6}, {"dtype", 5}, {"gemm", 4}, {"step_ms", 10}, {"blocking_ms", 11}, {"overlap", 7},

@@ -1,15 +1,13 @@
-// GPT and AdamW checkpoints: which tensors, who writes, the commit protocol, and save directories.
+// GPT and AdamW checkpoints: which tensors, who writes, and the commit protocol (save directories: save_directory.cpp).
 #include "optimus/checkpoint/checkpoint.hpp"
 
 #include <fcntl.h>
 #include <stdio.h>  // renameat2
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <regex>
 #include <set>
 #include <type_traits>
 
@@ -204,6 +202,7 @@ IoStats save_model(const fs::path& target, Model& model, AdamW<T>* optimizer, co
                  {"version", format_version},
                  {"config", config_json(model.config())},
                  {"step", state.step},
+                 {"run", state.run},
                  {"extra", state.extra},
                  {"dtype", detail::safetensors_dtype(dtype_of<T>)},
                  {"layout", where.layout},
@@ -249,7 +248,7 @@ Info inspect(const fs::path& target) {
     OPTIMUS_CHECK(body.at("version") == format_version, "format version ", body.at("version").dump(),
                   " (this build reads ", format_version, ")");
     Info info{.config = config_from(body.at("config")),
-              .state = {.step = body.at("step"), .extra = body.at("extra")},
+              .state = {.step = body.at("step"), .run = body.value("run", ""), .extra = body.at("extra")},
               .adamw = {},
               .adamw_steps = 0,
               .has_optimizer = body.contains("adamw"),
@@ -329,47 +328,6 @@ IoStats save(const fs::path& dir, Gpt<F>& model, AdamW<typename F::Value>* optim
 template <class F>
 TrainingState load(const fs::path& dir, Gpt<F>& model, AdamW<typename F::Value>* optimizer, IoStats* stats) {
   return load_model(dir, model, optimizer, stats);
-}
-
-fs::path step_directory(const fs::path& save_dir, std::uint64_t step) {
-  return save_dir / ("step_" + std::to_string(step));
-}
-
-namespace {
-
-// The complete checkpoints (with a metadata.json) of a save directory, oldest first.
-std::vector<std::pair<std::uint64_t, fs::path>> checkpoints_in(const fs::path& save_dir) {
-  std::vector<std::pair<std::uint64_t, fs::path>> found;
-  static const std::regex name("step_([0-9]{1,19})");
-  for (const fs::directory_entry& e : fs::directory_iterator(save_dir)) {
-    std::smatch m;
-    const std::string file = e.path().filename().string();
-    if (e.is_directory() && std::regex_match(file, m, name) && fs::exists(e.path() / "metadata.json")) {
-      found.emplace_back(std::stoull(m[1].str()), e.path());
-    }
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
-}  // namespace
-
-fs::path resolve(const fs::path& path) {
-  OPTIMUS_CHECK(fs::is_directory(path), "checkpoint '", path.string(), "' does not exist (no such directory)");
-  if (fs::exists(path / "metadata.json")) return path;
-  const auto found = checkpoints_in(path);
-  OPTIMUS_CHECK(!found.empty(), "'", path.string(), "' is neither a checkpoint (no metadata.json: a save that did not "
-                "finish?) nor a save directory with a complete step_N checkpoint");
-  return found.back().second;
-}
-
-void keep_newest(const fs::path& save_dir, int keep, const fs::path& spare) {
-  OPTIMUS_CHECK(keep >= 1, "keep_newest: keep must be >= 1, got ", keep);
-  const auto found = checkpoints_in(save_dir);
-  for (std::size_t k = 0; k + static_cast<std::size_t>(keep) < found.size(); ++k) {
-    if (!spare.empty() && fs::equivalent(found[k].second, spare)) continue;
-    fs::remove_all(found[k].second);
-  }
 }
 
 #define OPTIMUS_INSTANTIATE(Family, T)                                                                        \

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -14,6 +15,7 @@
 #include "optimus/checkpoint/safetensors.hpp"
 #include "optimus/comm/all_or_throw.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus::checkpoint {
 
@@ -76,6 +78,37 @@ GlobalMatrix read_matrix(const safetensors::Reader& file, const safetensors::Ent
   return m;
 }
 
+// A file may hold lm_head.weight beside wte.weight: Optimus ties the head to wte, so it must equal wte to the bit (an
+// untied head is refused, not dropped). Compared 1 MiB at a time where both are stored alike.
+void check_tied_head(const safetensors::Reader& file, const safetensors::Entry& wte) {
+  const safetensors::Entry* head = nullptr;
+  for (const safetensors::Entry& e : file.entries()) {
+    if (e.info.name == "lm_head.weight" || e.info.name == "transformer.lm_head.weight") head = &e;
+  }
+  if (head == nullptr) return;
+  const auto untied = [&](const std::string& where) {
+    OPTIMUS_FAIL("'", file.path(), "': ", head->info.name, " differs from ", wte.info.name, " (", where,
+                 "): an untied LM head, which Optimus (whose head is tied to wte) cannot load");
+  };
+  if (head->info.shape != wte.info.shape) untied("another shape");
+  if (head->info.dtype != wte.info.dtype) {
+    const GlobalMatrix a = read_matrix(file, *head), b = read_matrix(file, wte);
+    if (a != b) untied("other values");
+    return;
+  }
+  const std::uint64_t bytes = head->info.bytes(), piece = std::uint64_t{1} << 20;
+  std::vector<char> a(piece), b(piece);
+  for (std::uint64_t at = 0; at < bytes; at += piece) {
+    const std::uint64_t n = std::min(piece, bytes - at);
+    file.read(head->offset + at, n, a.data());
+    file.read(wte.offset + at, n, b.data());
+    const auto differ = std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first;
+    if (differ != a.begin() + static_cast<std::ptrdiff_t>(n)) {
+      untied("first at byte " + std::to_string(at + static_cast<std::uint64_t>(differ - a.begin())) + " of its data");
+    }
+  }
+}
+
 }  // namespace
 
 GptConfig hf_config(const std::string& path) {
@@ -119,6 +152,7 @@ GptConfig hf_config(const std::string& path) {
   for (const auto& [name, entry] : tensors) {
     OPTIMUS_CHECK(expected.count(name), "'", path, "' has a tensor '", entry->info.name, "' that GPT-2 does not");
   }
+  check_tied_head(file, need(tensors, "wte.weight", path));
   return c;
 }
 
@@ -150,6 +184,7 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
   std::optional<safetensors::Writer> file;
   DeferredFailure outcome(model.writer);
   outcome.attempt([&] {
+    check_replaceable(path, "export_hf");
     std::vector<safetensors::TensorInfo> infos;
     for (const detail::NamedShape& t : model.order) {
       infos.push_back({.name = hf_name(t.name), .dtype = "F32", .shape = t.shape});
@@ -169,6 +204,7 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
   }
   outcome.attempt([&] {
     file->finish();
+    check_replaceable(path, "export_hf");  // nothing else appeared there meanwhile
     std::filesystem::rename(partial, path);
   });
   outcome.agree(model.everyone);

@@ -13,6 +13,7 @@
 #include "checkpoint/model_tensors.hpp"
 #include "optimus/comm/all_or_throw.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus::checkpoint {
 
@@ -149,30 +150,18 @@ void import_into(const std::string& path, const detail::ModelTensors<T>& model) 
 
 template <class T>
 void export_from(const std::string& path, const detail::ModelTensors<T>& model) {
-  const std::string partial = path + ".partial";
   const GptConfig& c = *model.config;
   DeferredFailure outcome(model.writer);
   OPTIMUS_CHECK(c.ffn == 4 * c.hidden, "export_llmc: llm.c's MLP is 4h wide; the model's ffn is ", c.ffn, " for h = ",
                 c.hidden);
   const std::int64_t padded = (c.vocab + 127) / 128 * 128;  // llm.c pads its vocabulary to a multiple of 128
-  int fd = -1;
-  const auto write = [&](const void* data, std::size_t bytes) {
-    const char* p = static_cast<const char*>(data);
-    while (bytes > 0) {
-      const ssize_t n = ::write(fd, p, bytes);
-      if (n < 0 && errno == EINTR) continue;
-      OPTIMUS_CHECK(n > 0, "cannot write '", partial, "': ", std::strerror(errno));
-      p += n;
-      bytes -= static_cast<std::size_t>(n);
-    }
-  };
+  std::optional<OutputFile> file;  // on the writing rank
   outcome.attempt([&] {
-    fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    OPTIMUS_CHECK(fd >= 0, "cannot create '", partial, "': ", std::strerror(errno));
+    file.emplace(path);
     std::int32_t h[256] = {};
     const std::int64_t fields[] = {magic, 3, c.max_seq, c.vocab, c.layers, c.heads, c.hidden, padded};
     for (std::size_t k = 0; k < 8; ++k) h[k] = static_cast<std::int32_t>(fields[k]);
-    write(h, sizeof h);
+    file->append(h, sizeof h);
   });
   std::map<std::string, std::size_t> index;  // the whole model's tensors by name
   for (std::size_t k = 0; k < model.order.size(); ++k) index.emplace(model.order[k].name, k);
@@ -186,15 +175,10 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
           values[static_cast<std::size_t>(r * s.cols + col)] = static_cast<float>(s.transposed ? m(col, r) : m(r, col));
         }
       }
-      write(values.data(), values.size() * sizeof(float));
+      file->append(values.data(), values.size() * sizeof(float));
     });
   }
-  outcome.attempt([&] {
-    const bool synced = ::fsync(fd) == 0;
-    OPTIMUS_CHECK(::close(std::exchange(fd, -1)) == 0 && synced, "cannot fsync '", partial, "'");
-    std::filesystem::rename(partial, path);
-  });
-  if (fd >= 0) ::close(fd);
+  outcome.attempt([&] { file->commit(); });
   outcome.agree(model.everyone);
 }
 

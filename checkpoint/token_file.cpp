@@ -1,90 +1,105 @@
-// Token files: llm.c's header or raw uint16, memory-mapped.
+// Token files: llm.c's header or raw uint16, read with pread where used (token_file.hpp).
 #include "optimus/checkpoint/token_file.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <utility>
+#include <vector>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus::checkpoint {
 
 namespace {
 constexpr std::int32_t llmc_magic = 20240520;
 constexpr std::size_t llmc_header = 256 * sizeof(std::int32_t);
+
+// `bytes` bytes at `offset` of `fd`, all of them, or false (end of file first); throws on a read error.
+bool read_exactly(int fd, std::size_t offset, std::size_t bytes, void* out, const std::string& path) {
+  auto* p = static_cast<char*>(out);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    OPTIMUS_CHECK(n >= 0, "cannot read token file '", path, "': ", std::strerror(errno));
+    if (n == 0) return false;
+    p += n;
+    offset += static_cast<std::size_t>(n);
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
 }  // namespace
 
-TokenFile::TokenFile(std::string path) : path_(std::move(path)) {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  OPTIMUS_CHECK(fd >= 0, "cannot open token file '", path_, "': ", std::strerror(errno));
-  struct stat st {};
-  const bool stated = ::fstat(fd, &st) == 0;
-  map_bytes_ = stated ? static_cast<std::size_t>(st.st_size) : 0;
-  if (stated && map_bytes_ > 0) {
-    map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map_ == MAP_FAILED) map_ = nullptr;
-  }
-  ::close(fd);
-  OPTIMUS_CHECK(stated && map_bytes_ > 0, "token file '", path_, "' is empty or cannot be read");
-  OPTIMUS_CHECK(map_ != nullptr, "cannot map token file '", path_, "': ", std::strerror(errno));
+std::string_view name_of(TokenFormat format) { return format == TokenFormat::llmc ? "llm.c" : "raw uint16"; }
+
+TokenFile::TokenFile(std::string path, TokenFormat format) : path_(std::move(path)), format_(format) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
+  OPTIMUS_CHECK(fd_ >= 0, "cannot open token file '", path_, "': ", std::strerror(errno));
   try {
-    parse();
+    struct stat st {};
+    OPTIMUS_CHECK(::fstat(fd_, &st) == 0, "cannot read token file '", path_, "': ", std::strerror(errno));
+    OPTIMUS_CHECK(S_ISREG(st.st_mode), "token file '", path_, "' is not a regular file");
+    const auto bytes = static_cast<std::size_t>(st.st_size);
+    OPTIMUS_CHECK(bytes > 0, "token file '", path_, "' is empty");
+    if (format_ == TokenFormat::raw_uint16) {
+      OPTIMUS_CHECK(bytes % 2 == 0, "token file '", path_, "' is not raw uint16 tokens: it has an odd number of bytes, ",
+                    bytes);
+      count_ = bytes / 2;
+      return;
+    }
+    std::int32_t header[3] = {0, 0, 0};
+    const bool whole = bytes >= llmc_header && read_exactly(fd_, 0, sizeof header, header, path_);
+    OPTIMUS_CHECK(whole && header[0] == llmc_magic, "token file '", path_, "' is not an llm.c token file: ",
+                  whole ? "it starts with " + std::to_string(header[0]) : "it is shorter than llm.c's header",
+                  ", not the magic ", llmc_magic, " (a damaged llm.c file, or nanoGPT's raw uint16 tokens: those "
+                  "are read as raw when told so)");
+    OPTIMUS_CHECK(header[1] == 1, "token file '", path_, "': llm.c version ", header[1], " (version 1 is read)");
+    OPTIMUS_CHECK(header[2] > 0 && bytes == llmc_header + 2 * static_cast<std::size_t>(header[2]), "token file '",
+                  path_, "': its header says ", header[2], " tokens but it holds ", bytes - llmc_header,
+                  " bytes of them (truncated?)");
+    offset_ = llmc_header;
+    count_ = static_cast<std::size_t>(header[2]);
   } catch (...) {
-    ::munmap(std::exchange(map_, nullptr), map_bytes_);  // a constructor that throws runs no destructor
+    ::close(fd_);  // a constructor that throws runs no destructor
     throw;
   }
 }
 
-void TokenFile::parse() {
-  const auto* bytes = static_cast<const char*>(map_);
-  std::int32_t header[3] = {0, 0, 0};
-  if (map_bytes_ >= sizeof header) std::memcpy(header, bytes, sizeof header);
-  llmc_ = header[0] == llmc_magic;
-  if (llmc_) {
-    OPTIMUS_CHECK(map_bytes_ >= llmc_header, "token file '", path_, "' has llm.c's magic but no whole header");
-    OPTIMUS_CHECK(header[1] == 1, "token file '", path_, "': llm.c version ", header[1], " (version 1 is read)");
-    count_ = static_cast<std::size_t>(header[2]);
-    OPTIMUS_CHECK(header[2] > 0 && map_bytes_ == llmc_header + 2 * count_, "token file '", path_, "': its header says ",
-                  header[2], " tokens but holds ", map_bytes_ - llmc_header, " bytes of them (truncated?)");
-    tokens_ = reinterpret_cast<const std::uint16_t*>(bytes + llmc_header);
-  } else {
-    OPTIMUS_CHECK(map_bytes_ % 2 == 0, "token file '", path_, "' is neither llm.c's (magic ", llmc_magic,
-                  ") nor raw uint16 tokens: it has an odd number of bytes, ", map_bytes_);
-    count_ = map_bytes_ / 2;
-    tokens_ = reinterpret_cast<const std::uint16_t*>(bytes);
+TokenFile::~TokenFile() { ::close(fd_); }
+
+void TokenFile::read(std::size_t first, std::size_t count, std::uint16_t* out) const {
+  OPTIMUS_CHECK(first <= count_ && count <= count_ - first, "token file '", path_, "': tokens [", first, ", ",
+                first + count, ") are outside its ", count_);
+  OPTIMUS_CHECK(read_exactly(fd_, offset_ + 2 * first, 2 * count, out, path_), "token file '", path_,
+                "' no longer holds its ", count_, " tokens (it ends before token ", first + count,
+                "): it was truncated or replaced while in use");
+}
+
+std::vector<std::int64_t> TokenFile::histogram() const {
+  std::vector<std::uint16_t> piece(std::size_t{1} << 19);  // 1 MiB
+  std::vector<std::int64_t> counts(65536, 0);
+  for (std::size_t first = 0; first < count_; first += piece.size()) {
+    const std::size_t n = std::min(piece.size(), count_ - first);
+    read(first, n, piece.data());
+    for (std::size_t k = 0; k < n; ++k) ++counts[piece[k]];
   }
+  return counts;
 }
-
-TokenFile::TokenFile(TokenFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      map_(std::exchange(other.map_, nullptr)),
-      map_bytes_(other.map_bytes_),
-      count_(other.count_),
-      tokens_(other.tokens_),
-      llmc_(other.llmc_) {}
-
-TokenFile::~TokenFile() {
-  if (map_ != nullptr) ::munmap(map_, map_bytes_);
-}
-
-int TokenFile::max_token() const { return count_ == 0 ? -1 : *std::max_element(tokens_, tokens_ + count_); }
 
 void write_llmc_tokens(const std::string& path, const std::uint16_t* tokens, std::size_t count) {
   std::int32_t header[256] = {};
   header[0] = llmc_magic;
   header[1] = 1;
   header[2] = static_cast<std::int32_t>(count);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(header), sizeof header);
-  out.write(reinterpret_cast<const char*>(tokens), static_cast<std::streamsize>(count * sizeof(std::uint16_t)));
-  OPTIMUS_CHECK(out.good(), "cannot write token file '", path, "'");
+  OutputFile out(path);
+  out.append(header, sizeof header);
+  out.append(tokens, count * sizeof(std::uint16_t));
+  out.commit();
 }
 
 }  // namespace optimus::checkpoint

@@ -11,8 +11,8 @@ namespace optimus {
 std::vector<cli::Spec> device_options() {
   return {cli::choice("device", {"cpu", "sim", "cuda"}, "where each rank computes (default cpu)"),
           cli::bytes("device-memory", "the simulated device's capacity (--device sim; default unlimited)"),
-          cli::positive_real("device-bandwidth", 1e6,
-                             "GB/s of the simulated device's host<->device copies (--device sim; default unthrottled)")};
+          cli::real("device-bandwidth", 1e-3, 1e6,
+                    "GB/s of the simulated device's host<->device copies (--device sim; default unthrottled)")};
 }
 
 DeviceChoice choose_device(const cli::Options& options) {

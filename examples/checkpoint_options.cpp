@@ -1,7 +1,9 @@
 // train_gpt's checkpoint options (checkpoint_options.hpp).
 #include "checkpoint_options.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "optimus/core/error.hpp"
 
@@ -14,7 +16,6 @@ Saving saving_options(const cli::Options& o) {
   s.dir = o.text("save", "");
   s.every = static_cast<int>(o.integer("save-every", 1 << 30));
   s.keep = static_cast<int>(o.integer("keep", 0));
-  std::filesystem::create_directories(s.dir);
   return s;
 }
 
@@ -36,14 +37,27 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
   same("ffn", info.config.ffn);
   same("seq", info.config.max_seq);
   same("seed", static_cast<std::int64_t>(info.config.seed));
+  // Dropout is part of the model's arithmetic (its masks follow the seed and the step): resumed, it stays the run's.
+  OPTIMUS_CHECK(!o.has("dropout") || o.real("dropout", 0) == info.config.dropout, "--dropout ", o.real("dropout", 0),
+                " differs from the checkpoint's ", info.config.dropout, " (a resumed run keeps its dropout)");
   OPTIMUS_CHECK(info.config.vocab == config.vocab, "the checkpoint's vocabulary has ", info.config.vocab,
                 " ids but the training data gives ", config.vocab, " (train on the data it was saved from)");
   config = info.config;
   const auto& extra = info.state.extra;
-  if (!o.has("steps") && extra.count("steps")) steps = std::stoi(extra.at("steps"));
-  if (!o.has("lr") && extra.count("lr")) lr = std::stod(extra.at("lr"));
+  // The run's options as the checkpoint recorded them (checksummed text: a value that is not a number is a file
+  // written by something else).
+  const auto number = [&](const char* key) {
+    const std::string& text = extra.at(key);
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    OPTIMUS_CHECK(!text.empty() && end == text.c_str() + text.size() && std::isfinite(value) && value > 0,
+                  "the checkpoint's '", key, "' is '", text, "', not a positive number");
+    return value;
+  };
+  if (!o.has("steps") && extra.count("steps")) steps = static_cast<int>(number("steps"));
+  if (!o.has("lr") && extra.count("lr")) lr = number("lr");
   if (!o.has("batch") && extra.count("global_batch")) {
-    const std::int64_t global = std::stoll(extra.at("global_batch"));
+    const auto global = static_cast<std::int64_t>(number("global_batch"));
     OPTIMUS_CHECK(global % dp == 0, "the checkpoint's run took ", global, " sequences a step, which dp = ", dp,
                   " replicas cannot share");
     batch = global / dp;  // the same sequences each step, shared by this run's replicas

@@ -18,14 +18,15 @@ struct Saving {
   int every = 0, keep = 0;    // keep 0: all
 };
 
-// Reads them (--save-every and --keep need --save) and creates DIR.
+// Reads them (--save-every and --keep need --save); the run takes DIR (checkpoint::SaveDirectory) once it knows its
+// identity.
 Saving saving_options(const cli::Options& o);
 
 // A double as text that reads back to the same bits.
 std::string format_exact(double value);
 
-// --resume: the checkpoint's model shape and seed, and the run's --steps, --lr and --batch unless given again; a
-// shape option given with another value than the checkpoint's is refused.
+// --resume: the checkpoint's model shape, seed and dropout, and the run's --steps, --lr and --batch unless given again;
+// a shape option, --seed or --dropout given with another value than the checkpoint's is refused.
 void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp, GptConfig& config,
                       std::int64_t& batch, int& steps, double& lr);
 

@@ -1,6 +1,7 @@
 // train_gpt's data (gpt_data.hpp).
 #include "gpt_data.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -24,31 +25,37 @@ double entropy(const std::vector<std::int64_t>& counts) {
   return h;
 }
 
+// The largest id that occurs (a histogram's last nonzero count).
+int largest_id(const std::vector<std::int64_t>& counts) {
+  int id = static_cast<int>(counts.size()) - 1;
+  while (id >= 0 && counts[static_cast<std::size_t>(id)] == 0) --id;
+  return id;
+}
+
 }  // namespace
 
 // --data FILE[,VALID_FILE]: GPT-2 token ids (vocabulary 50257 unless --init says otherwise).
-Corpus load_data(const std::string& spec) {
+Corpus load_data(const std::vector<std::string>& files, checkpoint::TokenFormat format) {
+  OPTIMUS_CHECK(files.size() == 1 || files.size() == 2, "--data takes a training file and optionally a held-out one "
+                "(FILE[,VALID_FILE]), not ", files.size(), " files");
   Corpus c;
-  const auto comma = spec.find(',');
-  c.train_file = std::make_unique<checkpoint::TokenFile>(spec.substr(0, comma));
-  std::vector<std::int64_t> counts(65536, 0);
-  for (std::size_t k = 0; k < c.train_file->size(); ++k) ++counts[static_cast<std::size_t>((*c.train_file)[k])];
-  c.unigram_entropy = entropy(counts);
+  c.vocab = 50257;  // GPT-2's tokenizer
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    auto file = std::make_unique<checkpoint::TokenFile>(files[f], format);
+    const std::vector<std::int64_t> counts = file->histogram();
+    if (f == 0) c.unigram_entropy = entropy(counts);
+    OPTIMUS_CHECK(largest_id(counts) < c.vocab, "token file '", file->path(), "' holds id ", largest_id(counts),
+                  ", outside GPT-2's vocabulary of ", c.vocab);
+    (f == 0 ? c.train_file : c.valid_file) = std::move(file);
+  }
   const std::size_t n = c.train_file->size();
-  if (comma != std::string::npos) {
-    c.valid_file = std::make_unique<checkpoint::TokenFile>(spec.substr(comma + 1));
+  if (c.valid_file) {
     c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = n};
     c.valid = Tokens{.owned = {}, .file = c.valid_file.get(), .begin = 0, .count = c.valid_file->size()};
   } else {
     const std::size_t split = n * 9 / 10;
     c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = split};
     c.valid = Tokens{.owned = {}, .file = c.train_file.get(), .begin = split, .count = n - split};
-  }
-  c.vocab = 50257;  // GPT-2's tokenizer
-  for (const auto* file : {c.train_file.get(), c.valid_file.get()}) {
-    if (file == nullptr) continue;
-    OPTIMUS_CHECK(file->max_token() < c.vocab, "token file '", file->path(), "' holds id ", file->max_token(),
-                  ", outside GPT-2's vocabulary of ", c.vocab);
   }
   return c;
 }
@@ -72,8 +79,23 @@ Corpus load_corpus(const std::string& path) {
     (e < split ? c.train : c.valid).owned.push_back(lookup[static_cast<unsigned char>(text[e])]);
   }
   c.vocab = static_cast<std::int64_t>(c.chars.size());
+  OPTIMUS_CHECK(c.vocab >= 2, "train_gpt: the text '", path, "' is one character repeated (byte ",
+                static_cast<int>(static_cast<unsigned char>(c.chars[0])), ", ", text.size(),
+                " times): there is nothing to predict");
   c.unigram_entropy = entropy(count);
   return c;
+}
+
+void Tokens::copy(std::size_t first, std::size_t n, std::vector<int>& out) const {
+  out.resize(n);
+  if (file == nullptr) {
+    std::copy(owned.begin() + static_cast<std::ptrdiff_t>(first), owned.begin() + static_cast<std::ptrdiff_t>(first + n),
+              out.begin());
+    return;
+  }
+  std::vector<std::uint16_t> raw(n);
+  file->read(begin + first, n, raw.data());
+  std::copy(raw.begin(), raw.end(), out.begin());
 }
 
 // Batch `step` of replica `replica`: b windows of s+1 characters of `ids` at counter-based random offsets.
@@ -83,12 +105,14 @@ void draw_batch(const Tokens& ids, std::int64_t b, std::int64_t s, std::uint64_t
   tokens.resize(static_cast<std::size_t>(b * s));
   targets.resize(tokens.size());
   const auto span = static_cast<double>(ids.size() - static_cast<std::size_t>(s) - 1);
+  std::vector<int> read;  // one window of s + 1 ids
   for (std::int64_t k = 0; k < b; ++k) {
     const auto window = static_cast<std::uint64_t>((replica + static_cast<std::int64_t>(step) * replicas) * b + k);
     const auto start = static_cast<std::size_t>(rng.uniform(window, 0) * span);
+    ids.copy(start, static_cast<std::size_t>(s) + 1, read);
     for (std::int64_t t = 0; t < s; ++t) {
-      tokens[static_cast<std::size_t>(k * s + t)] = ids[start + static_cast<std::size_t>(t)];
-      targets[static_cast<std::size_t>(k * s + t)] = ids[start + static_cast<std::size_t>(t) + 1];
+      tokens[static_cast<std::size_t>(k * s + t)] = read[static_cast<std::size_t>(t)];
+      targets[static_cast<std::size_t>(k * s + t)] = read[static_cast<std::size_t>(t) + 1];
     }
   }
 }

@@ -19,7 +19,8 @@ struct Tokens {
   std::size_t begin = 0, count = 0;
 
   std::size_t size() const { return file != nullptr ? count : owned.size(); }
-  int operator[](std::size_t k) const { return file != nullptr ? (*file)[begin + k] : owned[k]; }
+  // Ids [first, first + n) into `out` (read from the file where they live there).
+  void copy(std::size_t first, std::size_t n, std::vector<int>& out) const;
 };
 
 // What the model trains on: the text as ids over its own sorted character set (the model pads the vocabulary for
@@ -33,8 +34,9 @@ struct Corpus {
   std::unique_ptr<checkpoint::TokenFile> train_file, valid_file;
 };
 
-// --data FILE[,VALID_FILE]: GPT-2 token ids (vocabulary 50257); throws optimus::Error on an id outside it.
-Corpus load_data(const std::string& spec);
+// --data FILE[,VALID_FILE] in --data-format's layout: GPT-2 token ids (vocabulary 50257); throws optimus::Error on an
+// id outside it.
+Corpus load_data(const std::vector<std::string>& files, checkpoint::TokenFormat format);
 // --text FILE: the text's characters; throws optimus::Error if it cannot be read or has under 1000 bytes.
 Corpus load_corpus(const std::string& path);
 

@@ -10,12 +10,12 @@
 // at the rates optimus-bench calibrate measured on this machine, --cores of them computing at once. Exits 1 with one
 // line when nothing fits (naming the least memory per rank, or the GPU counts, that would work), 2 on a bad option.
 #include <cstdio>
-#include <fstream>
 #include <optimus/optimus.hpp>
 #include <optional>
 
 #include "example_options.hpp"
 #include "optimus/core/cli.hpp"
+#include "optimus/core/output_file.hpp"
 #include "optimus/plan/plan_report.hpp"
 
 namespace {
@@ -86,8 +86,7 @@ int main(int argc, char** argv) {
         static_cast<long long>(result.not_runnable), request.runnable_only ? " (--runnable)" : "");
     if (o.has("json")) {
       const std::string path = o.text("json", "");
-      std::ofstream(path + ".partial") << plan::to_json(request, result);
-      std::rename((path + ".partial").c_str(), path.c_str());
+      optimus::write_file(path, plan::to_json(request, result));
     }
     if (result.plans.empty()) {
       std::fprintf(stderr, "optimus-plan: %s\n", result.infeasible.c_str());

@@ -13,11 +13,8 @@ std::string generate(const NextLogits& next_logits, std::int64_t max_seq, const 
   std::vector<int> context;
   std::string out;
   if (c.chars.empty()) {  // token data: the held-out tokens' first four as the prompt, ids printed
-    for (std::size_t k = 0; k < 4; ++k) {
-      context.push_back(c.valid[k]);
-      if (k > 0) out += ' ';
-      out += std::to_string(c.valid[k]);
-    }
+    c.valid.copy(0, 4, context);
+    for (std::size_t k = 0; k < context.size(); ++k) out += (k > 0 ? " " : "") + std::to_string(context[k]);
   } else {
     for (char ch : prompt) {  // the prompt's characters that the text has
       const auto pos = c.chars.find(ch);
@@ -27,8 +24,8 @@ std::string generate(const NextLogits& next_logits, std::int64_t max_seq, const 
       }
     }
     if (context.empty()) {  // none: the held-out text's first character
-      context.push_back(c.valid[0]);
-      out += c.chars[static_cast<std::size_t>(c.valid[0])];
+      c.valid.copy(0, 1, context);
+      out += c.chars[static_cast<std::size_t>(context[0])];
     }
   }
   const CounterRng rng(seed, 7);

@@ -20,8 +20,8 @@
 // --skip-nonfinite: a step whose loss or gradient norm is NaN or inf is skipped (parameters and AdamW unchanged) and
 // reported, instead of stopping the run with a line naming the step; a run whose every step was skipped fails. --check-finite: every layer's output and input
 // gradient is checked, and the first NaN or inf stops the run naming the layer and tensor (Execution::check_finite;
-// slow: for finding where). --timeout SECONDS: the watchdog (Communicator::set_timeout): an operation that waits
-// longer stops the job with a line naming it and the ranks that have not joined.
+// slow: for finding where). --timeout SECONDS: the watchdog (Communicator::set_timeout; default 600, 0: off): an
+// operation that waits longer stops the job with a line naming it and the ranks that have not joined.
 //
 // --device cuda: one GPU per rank (the node-local rank picks it), the grid's communicators NCCL ones
 // (distributed_grid; needs a build with CUDA and NCCL). --device sim: the simulated device, one per rank, with its
@@ -58,7 +58,9 @@
 // (optimus-bench calibrate's JSON, with --cores ranks computing at once). The plans' table is printed before training.
 // --save DIR --save-every N: a checkpoint of the model and AdamW every N steps and at the end, each its own directory
 // DIR/step_S (optimus/checkpoint/checkpoint.hpp: atomic, checksummed, loadable on any layout); --keep K keeps the
-// newest K. --resume PATH: a checkpoint, or a save directory for its newest; the run continues from its step on any
+// newest K. DIR belongs to one run (optimus/checkpoint/save_directory.hpp): locked while it trains, refused when it holds
+// another run's checkpoints; a run resumed at step S that finds its own later checkpoints there sets them aside in
+// DIR/set_aside/K (the branch it abandons) and says so. --resume PATH: a checkpoint, or a save directory for its newest; the run continues from its step on any
 // q and dp with the checkpoint's model shape, seed, --steps, --lr and global batch (the learning-rate schedule and the
 // data order follow the step), so an interrupted run resumed prints what the uninterrupted one prints.
 // --init FILE: start from a Hugging Face GPT-2 safetensors file (optimus/checkpoint/hf_gpt2.hpp) or an llm.c
@@ -89,6 +91,7 @@
 #include "example_options.hpp"
 #include "auto_plan.hpp"
 #include "checkpoint_options.hpp"
+#include "memory_check.hpp"
 #include "gpt_data.hpp"
 #include "reference_check.hpp"
 #include "run_layout.hpp"
@@ -294,24 +297,24 @@ Trainee pipeline_trainee(optimus::Gpt<Family>& model, std::int64_t batch) {
 }
 
 // --save: saves `model` (the whole model, or this rank's pipeline stage) and `adamw` with `run_state` at every
-// saving.every-th step and the last (of `steps`) to their step directory, keeping the newest saving.keep. root: whether
-// this rank prunes and prints.
+// saving.every-th step and the last (of `steps`) to their step directory, keeping the newest saving.keep. `taken`: the
+// save directory this run holds, on the rank that prunes and prints (null on the others).
 template <class Model>
 std::function<void(int step)> checkpoint_saver(Model& model, optimus::AdamW<float>& adamw,
                                                optimus::Communicator& world, const Saving& saving,
                                                const optimus::checkpoint::TrainingState& run_state, int steps,
-                                               bool root) {
-  return [&model, &adamw, &world, saving, run_state, steps, root](int step) {
+                                               const optimus::checkpoint::SaveDirectory* taken) {
+  return [&model, &adamw, &world, saving, run_state, steps, taken](int step) {
     if (step % saving.every != 0 && step != steps) return;
     optimus::checkpoint::TrainingState state = run_state;
     state.step = static_cast<std::uint64_t>(step);
     const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
     const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &adamw, state);
     optimus::all_or_throw({&world}, [&] {
-      if (root && saving.keep > 0) optimus::checkpoint::keep_newest(saving.dir, saving.keep, dir);
+      if (taken && saving.keep > 0) taken->keep_newest(saving.keep);
     });
-    if (root) {
-      std::printf("  saved %s (%.1f MB per rank in %.3f s)\n", dir.string().c_str(),
+    if (taken) {
+      std::printf("  saved %s (run %s; %.1f MB per rank in %.3f s)\n", dir.string().c_str(), state.run.c_str(),
                   static_cast<double>(io.bytes_written) / 1e6, io.seconds);
       std::fflush(stdout);
     }
@@ -324,6 +327,7 @@ struct Persistence {
   bool init_llmc = false;           // --init names an llm.c checkpoint
   std::optional<std::filesystem::path> resume;
   Saving saving;                    // saving.dir empty: no --save
+  const optimus::checkpoint::SaveDirectory* taken = nullptr;  // --save's directory, held by rank 0 (null elsewhere)
   optimus::checkpoint::TrainingState run_state;
 };
 
@@ -341,16 +345,26 @@ int restore(Model& model, optimus::AdamW<float>& optimizer, const Persistence& p
   }
   if (p.resume) {
     optimus::checkpoint::IoStats io;
-    first_step = static_cast<int>(optimus::checkpoint::load(*p.resume, model, &optimizer, &io).step) + 1;
+    const optimus::checkpoint::TrainingState loaded = optimus::checkpoint::load(*p.resume, model, &optimizer, &io);
+    first_step = static_cast<int>(loaded.step) + 1;
     if (root) {
-      std::printf("  resumed from %s at step %d (read %.1f MB per rank in %.3f s)\n", p.resume->string().c_str(),
-                  first_step - 1, static_cast<double>(io.bytes_read) / 1e6, io.seconds);
+      std::printf("  resumed from %s at step %d (run %s; read %.1f MB per rank in %.3f s)\n",
+                  p.resume->string().c_str(), first_step - 1, loaded.run.c_str(),
+                  static_cast<double>(io.bytes_read) / 1e6, io.seconds);
     }
   }
   if (!p.saving.dir.empty()) {
-    trainee.save = checkpoint_saver(model, optimizer, world, p.saving, p.run_state, setup.steps, root);
+    trainee.save = checkpoint_saver(model, optimizer, world, p.saving, p.run_state, setup.steps, p.taken);
   }
   return first_step;
+}
+
+// A new run's identity (optimus::checkpoint::new_run_id), drawn by rank 0 and the same on every rank.
+std::string shared_run_id(optimus::Communicator& world) {
+  std::string id = world.rank() == 0 ? optimus::checkpoint::new_run_id() : std::string(16, ' ');
+  std::vector<std::uint8_t> bytes(id.begin(), id.end());
+  world.broadcast(std::span<std::uint8_t>(bytes), 0);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
@@ -359,7 +373,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
   Setup setup;
   OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
-  const ex::Corpus corpus = o.has("data") ? ex::load_data(o.text("data", ""))
+  OPTIMUS_CHECK(o.has("data") || !o.has("data-format"), "--data-format describes --data's files: give --data");
+  const auto format = o.text("data-format", "llmc") == "raw" ? optimus::checkpoint::TokenFormat::raw_uint16
+                                                             : optimus::checkpoint::TokenFormat::llmc;
+  const ex::Corpus corpus = o.has("data") ? ex::load_data(o.list("data", ""), format)
                                           : ex::load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
   optimus::GptConfig& config = setup.config;
   config.vocab = corpus.vocab;
@@ -463,10 +480,19 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                   setup.micro_batches, " micro-batches of whole sequences divisible by q = ", q,
                   " (the batch must be a multiple of ", setup.micro_batches * q, ")");
   }
+  // The run's identity (optimus/checkpoint/save_directory.hpp): the resumed checkpoint's, or a new one; and --save's
+  // directory, taken by rank 0 for the whole run (refused when another run holds it or has checkpoints there).
+  const std::string run = resume ? resumed.state.run : shared_run_id(world);
+  std::optional<optimus::checkpoint::SaveDirectory> taken;
+  optimus::all_or_throw({&world}, [&] {
+    if (!root || saving.dir.empty()) return;
+    taken.emplace(optimus::checkpoint::SaveDirectory::open(
+        saving.dir, {.run = run, .resumed_step = resume ? std::optional(resumed.state.step) : std::nullopt}));
+  });
   const std::int64_t seq = config.max_seq;  // final: --seq, --init's or the checkpoint's
   const std::int64_t batch = setup.batch;
   for (const ex::Tokens* t : {&corpus.train, &corpus.valid}) {
-    OPTIMUS_CHECK(t->size() > static_cast<std::size_t>(seq) + 1, "the ", t == &corpus.train ? "training" : "held-out",
+    OPTIMUS_CHECK(t->size() >= static_cast<std::size_t>(seq) + 1, "the ", t == &corpus.train ? "training" : "held-out",
                   " tokens (", t->size(), ") are fewer than one sequence of ", seq, " plus its target");
   }
   if (root) {
@@ -482,7 +508,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     if (corpus.chars.empty()) {
       std::printf("  data: %s (%s), %zu tokens for training, %zu held out in %s, vocabulary %lld, unigram entropy "
                   "%.3f nats/token\n",
-                  corpus.train_file->path().c_str(), corpus.train_file->format(), corpus.train.size(),
+                  corpus.train_file->path().c_str(),
+                  std::string(optimus::checkpoint::name_of(corpus.train_file->format())).c_str(), corpus.train.size(),
                   corpus.valid.size(), corpus.valid_file ? corpus.valid_file->path().c_str() : "its last 10%",
                   static_cast<long long>(config.vocab), corpus.unigram_entropy);
     } else {
@@ -503,6 +530,15 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
       std::printf("  offload: %s (AdamW's offloaded update on the %s)\n", optimus::name_of(offload.mode),
                   offload.optimizer->update == optimus::OffloadUpdate::device ? "device" : "host");
     }
+    if (taken && !taken->set_aside().empty()) {
+      std::string steps;
+      for (std::uint64_t step : taken->set_aside_steps()) {
+        steps += (steps.empty() ? "step_" : ", step_") + std::to_string(step);
+      }
+      std::printf("  set aside %s of %s (this run's branch after step %llu, which it abandons) in %s\n", steps.c_str(),
+                  saving.dir.c_str(), static_cast<unsigned long long>(resumed.state.step),
+                  taken->set_aside().c_str());
+    }
     if (schedule && schedule->stages > 1) {
       std::printf("  pipeline: %d stages, schedule %s, %d chunks per stage (%lld blocks each), %d micro-batches\n",
                   schedule->stages, std::string(optimus::pipeline::name_of(schedule->kind)).c_str(), schedule->chunks,
@@ -510,27 +546,6 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     }
   }
 
-  check_first_step(world, host_grid, group ? &*group : nullptr, config, *schedule, corpus.train,
-                   batch);
-
-  const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
-                                  .max_grad_norm = 1.0};
-  std::unique_ptr<optimus::Gpt2D<float>> staged;        // --layout 2d: this rank's stage
-  std::unique_ptr<optimus::Gpt1D<float>> one_d_staged;  // --layout 1d
-  std::unique_ptr<optimus::AdamW<float>> optimizer;
-  Trainee trainee;
-  const Persistence persistence{
-      .init = o.has("init") ? std::optional(o.text("init", "")) : std::nullopt,
-      .init_llmc = init_llmc,
-      .resume = resume,
-      .saving = saving,
-      .run_state = {.step = 0,
-                    .extra = {{"steps", std::to_string(setup.steps)},
-                              {"lr", optimus::examples::format_exact(setup.lr)},
-                              {"global_batch", std::to_string(batch * grid.dp())},
-                              {o.has("data") ? "data" : "text",
-                               o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}}};
-  int first_step = 1;
   // The layout the model is built from (optimus/plan/build.hpp): the plan's, or the options' with --recompute for every
   // block.
   optimus::plan::Layout model_layout = planned ? planned->layout : optimus::plan::Layout{};
@@ -545,6 +560,48 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     model_layout.offload = offload.mode;
     model_layout.recompute.assign(static_cast<std::size_t>(config.layers), recompute);
   }
+  // What the run will need on this host, before the first large allocation (memory_check.hpp): the model as laid
+  // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check of min(layers, 2)
+  // blocks (a pipeline's: one per virtual stage) on the host grid.
+  {
+    const std::int64_t check_layers = schedule->stages > 1 ? schedule->virtual_stages()
+                                                            : std::min<std::int64_t>(config.layers, 2);
+    optimus::plan::Layout check_layout = model_layout;
+    check_layout.offload = optimus::Offload::none;
+    check_layout.recompute.assign(static_cast<std::size_t>(check_layers), optimus::Recompute::none);
+    optimus::GptConfig check_config = config;
+    check_config.layers = check_layers;
+    ex::check_host_memory(world, model_layout,
+                          {.config = config, .global_batch = batch * grid.dp(), .seq = seq, .element_bytes = 4,
+                           .saved_bytes = math == optimus::ops::GemmMath::bf16 ? 2 : 4},
+                          check_layout,
+                          {.config = check_config, .global_batch = batch * grid.dp(), .seq = seq, .element_bytes = 8,
+                           .saved_bytes = 8},
+                          grid.device() != nullptr);
+  }
+  check_first_step(world, host_grid, group ? &*group : nullptr, config, *schedule, corpus.train,
+                   batch);
+
+  const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                                  .max_grad_norm = 1.0};
+  std::unique_ptr<optimus::Gpt2D<float>> staged;        // --layout 2d: this rank's stage
+  std::unique_ptr<optimus::Gpt1D<float>> one_d_staged;  // --layout 1d
+  std::unique_ptr<optimus::AdamW<float>> optimizer;
+  Trainee trainee;
+  const Persistence persistence{
+      .init = o.has("init") ? std::optional(o.text("init", "")) : std::nullopt,
+      .init_llmc = init_llmc,
+      .resume = resume,
+      .saving = saving,
+      .taken = taken ? &*taken : nullptr,
+      .run_state = {.step = 0,
+                    .run = run,
+                    .extra = {{"steps", std::to_string(setup.steps)},
+                              {"lr", optimus::examples::format_exact(setup.lr)},
+                              {"global_batch", std::to_string(batch * grid.dp())},
+                              {o.has("data") ? "data" : "text",
+                               o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}}};
+  int first_step = 1;
   // This rank's stage of the model on `place`, its AdamW, and what trains and restores it.
   const auto build = [&](auto& model, const auto& place) {
     optimizer = std::make_unique<optimus::AdamW<float>>(

@@ -43,7 +43,7 @@ StateFootprint state_footprint(Spill spill, const std::optional<OptimizerOffload
               .optimizer = 2 * on_device};
   if (spilled) f.host = {.parameters = blocks, .gradients = blocks, .optimizer = 2 * blocks};
   if (optimizer) {
-    const std::uint64_t buffers = 6 * static_cast<std::uint64_t>(std::min(optimizer->chunk_elements, kept)) * e;
+    const std::uint64_t buffers = 6 * static_cast<std::uint64_t>(chunk_of(*optimizer, kept)) * e;
     const bool device_way = optimizer->update == OffloadUpdate::device;
     f.device.optimizer = device_way ? buffers : 0;
     f.host.optimizer += 2 * on_device + (device_way ? 0 : buffers);

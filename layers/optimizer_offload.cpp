@@ -48,6 +48,11 @@ DeviceRuntime& runtime_of(const Grid& grid) {
 
 }  // namespace
 
+std::int64_t chunk_of(const OptimizerOffload& how, std::int64_t parameters) {
+  const std::int64_t sixteenth = std::max<std::int64_t>((parameters + 15) / 16, 4096);
+  return std::min({how.chunk_elements, parameters, sixteenth});
+}
+
 template <class T>
 OffloadedMoments<T>::OffloadedMoments(const Grid& grid, const std::vector<ParameterRef<T>>& params,
                                       OptimizerOffload how)
@@ -66,9 +71,10 @@ OffloadedMoments<T>::OffloadedMoments(const Grid& grid, const std::vector<Parame
   m_ = Tensor<T>(Shape{total}, host);
   v_ = Tensor<T>(Shape{total}, host);
   // Chunks of the flat moments, each with the pieces of the parameters it covers.
+  const std::int64_t elements = chunk_of(how, total);
   std::size_t k = 0;
-  for (std::int64_t start = 0; start < total; start += how.chunk_elements) {
-    Chunk chunk{.start = start, .count = std::min(how.chunk_elements, total - start), .pieces = {}};
+  for (std::int64_t start = 0; start < total; start += elements) {
+    Chunk chunk{.start = start, .count = std::min(elements, total - start), .pieces = {}};
     for (std::int64_t at = 0; at < chunk.count;) {
       while (offsets_[k] + shapes_[k].numel() <= start + at) ++k;  // the parameter holding flat element start + at
       const std::int64_t offset = start + at - offsets_[k];
@@ -80,7 +86,6 @@ OffloadedMoments<T>::OffloadedMoments(const Grid& grid, const std::vector<Parame
   }
   // The device way's buffers hold m and v on the device; the host way's hold w and g in page-locked host memory.
   const MemoryTag buffers = how.update == OffloadUpdate::device ? grid.tag(MemoryKind::optimizer) : host;
-  const std::int64_t elements = std::min(how.chunk_elements, total);
   for (int b = 0; b < kBuffers; ++b) {
     if (elements > 0) {
       buffer_a_[b] = Tensor<T>(Shape{elements}, buffers, Init::none);

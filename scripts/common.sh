@@ -3,7 +3,9 @@
 
 root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build}"
-jobs="$(nproc 2>/dev/null || echo 2)"
+# The cores this process may use (its affinity), not OMP_NUM_THREADS: GNU nproc honours that variable, which clusters
+# export as 1.
+jobs="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 2)"
 
 # One thread per rank: ranks share cores, and OpenBLAS must not start a pool in each of them.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1

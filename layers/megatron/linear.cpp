@@ -54,7 +54,8 @@ void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
 // The one-rank communicator of this rank, after every rank of `tp` took the GEMM backend's memory (Grid::create would
 // only agree on it over that one rank).
 std::unique_ptr<Communicator> prepared_self(Communicator& tp) {
-  all_or_throw({&tp}, [] { cpu::prepare_gemm(); });
+  const int threads_at_once = tp.backend().starts_with("in-process") ? tp.size() : 1;
+  all_or_throw({&tp}, [threads_at_once] { cpu::prepare_gemm(threads_at_once); });
   return tp.split(tp.rank(), 0);
 }
 

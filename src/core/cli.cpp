@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus::cli {
 namespace {
@@ -87,6 +88,14 @@ std::vector<std::string> checked_list(const Spec& s, const std::string& text) {
   return items;
 }
 
+// An input file: it exists and is a regular file (a FIFO would block the reader's open, a directory fail its read).
+void check_input_file(const Spec& s, const std::string& path) {
+  namespace fs = std::filesystem;
+  OPTIMUS_CHECK(fs::exists(path), "option --", s.name, ": '", path, "' does not exist");
+  OPTIMUS_CHECK(fs::is_regular_file(path), "option --", s.name, ": '", path, "' is ",
+                fs::is_directory(path) ? "a directory" : "not a regular file", ", not a file to read");
+}
+
 // Throws the error naming the option unless `value` is what `s` takes.
 void check_value(const Spec& s, const std::string& value) {
   namespace fs = std::filesystem;
@@ -110,7 +119,7 @@ void check_value(const Spec& s, const std::string& value) {
       const fs::path parent = fs::path(value).parent_path();
       OPTIMUS_CHECK(parent.empty() || fs::is_directory(parent), "option --", s.name, ": the directory '",
                     parent.string(), "' of '", value, "' does not exist");
-      OPTIMUS_CHECK(!fs::is_directory(value), "option --", s.name, ": '", value, "' is a directory, not a file");
+      check_replaceable(value, "option --" + s.name);
       return;
     }
     case Kind::output_directory: {
@@ -123,13 +132,14 @@ void check_value(const Spec& s, const std::string& value) {
       return;
     }
     case Kind::flag: return;
-    case Kind::input_path: {
-      // Lists of paths (train_gpt --data FILE,VALID) check each item.
-      for (const std::string& item : checked_list(s, value)) {
-        OPTIMUS_CHECK(fs::exists(item), "option --", s.name, ": '", item, "' does not exist");
-      }
+    case Kind::input_file: check_input_file(s, value); return;
+    case Kind::input_files:
+      for (const std::string& item : checked_list(s, value)) check_input_file(s, item);
       return;
-    }
+    case Kind::input_directory:
+      OPTIMUS_CHECK(fs::exists(value), "option --", s.name, ": '", value, "' does not exist");
+      OPTIMUS_CHECK(fs::is_directory(value), "option --", s.name, ": '", value, "' is not a directory");
+      return;
   }
 }
 
@@ -180,17 +190,23 @@ Spec output_directory(std::string name, std::string help) {
   return of_kind(std::move(name), Kind::output_directory, {}, std::move(help));
 }
 Spec flag(std::string name, std::string help) { return of_kind(std::move(name), Kind::flag, {}, std::move(help)); }
-Spec input_path(std::string name, std::string help) {
-  return of_kind(std::move(name), Kind::input_path, {}, std::move(help));
+Spec input_file(std::string name, std::string help) {
+  return of_kind(std::move(name), Kind::input_file, {}, std::move(help));
+}
+Spec input_files(std::string name, std::string help) {
+  return of_kind(std::move(name), Kind::input_files, {}, std::move(help));
+}
+Spec input_directory(std::string name, std::string help) {
+  return of_kind(std::move(name), Kind::input_directory, {}, std::move(help));
 }
 
 Spec timeout_option() {
-  return positive_real("timeout", 1e6, "watchdog: seconds an operation may wait before the job stops, naming it and "
-                                       "the ranks that have not joined (default off)");
+  return real("timeout", 0, 1e6, "watchdog: seconds an operation may wait before the job stops, naming it and the "
+                                 "ranks that have not joined (default 600, as PyTorch's NCCL; 0: off)");
 }
 
 std::chrono::milliseconds Options::timeout() const {
-  return std::chrono::milliseconds(has("timeout") ? static_cast<std::int64_t>(std::ceil(real("timeout", 0) * 1e3)) : 0);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(real("timeout", kDefaultTimeoutSeconds) * 1e3)));
 }
 
 std::string describe(const Spec& s) {
@@ -207,7 +223,9 @@ std::string describe(const Spec& s) {
     case Kind::output_file: out << "file to write"; break;
     case Kind::output_directory: out << "directory to write into"; break;
     case Kind::flag: out << "flag, no value"; break;
-    case Kind::input_path: out << "existing path"; break;
+    case Kind::input_file: out << "existing file"; break;
+    case Kind::input_files: out << "existing files, comma-separated"; break;
+    case Kind::input_directory: out << "existing directory"; break;
   }
   return out.str();
 }
@@ -238,6 +256,27 @@ Options::Options(int argc, char** argv, int first, std::vector<Spec> table) : ta
     values_[name] = argv[++a];
     check_value(*declared, values_[name]);
     if (declared->kind == Kind::bytes) bytes(name, 0);
+  }
+  // No output replaces an input given beside it (--export over --data's file, say).
+  std::vector<std::filesystem::path> inputs;
+  std::vector<std::string> input_names;
+  for (const Spec& s : table_) {
+    if (!values_.count(s.name)) continue;
+    const std::string& value = values_.at(s.name);
+    const bool input = s.kind == Kind::input_file || s.kind == Kind::input_directory;
+    for (const std::string& item : s.kind == Kind::input_files ? split(value) : std::vector<std::string>{}) {
+      inputs.emplace_back(item);
+      input_names.push_back("--" + s.name);
+    }
+    if (input) {
+      inputs.emplace_back(value);
+      input_names.push_back("--" + s.name);
+    }
+  }
+  for (const Spec& s : table_) {
+    if (s.kind == Kind::output_file && values_.count(s.name)) {
+      check_not_input(values_.at(s.name), "option --" + s.name, inputs, input_names);
+    }
   }
 }
 
@@ -294,7 +333,7 @@ std::uint64_t Options::bytes(const std::string& name, std::uint64_t fallback) co
 
 std::vector<std::string> Options::list(const std::string& name, const std::string& fallback) const {
   const Spec& s = spec(name);
-  OPTIMUS_CHECK(s.kind == Kind::choices || s.kind == Kind::input_path, "option --", name, " is declared as ",
+  OPTIMUS_CHECK(s.kind == Kind::choices || s.kind == Kind::input_files, "option --", name, " is declared as ",
                 describe(s), ", not read as a list");
   return checked_list(s, text(name, fallback));
 }

@@ -54,11 +54,17 @@ namespace {
 // OpenBLAS 0.3's BUFFER_SIZE on x86-64 (32 << 22 bytes) plus its alignment page, with room to spare.
 constexpr std::size_t kBufferBytes = (std::size_t{32} << 22) + (std::size_t{1} << 20);
 
-// Whether malloc can give OpenBLAS the working buffer it takes at its first blocked GEMM (it would retry forever).
-bool buffer_available() {
-  void* probe = std::malloc(kBufferBytes);
-  std::free(probe);
-  return probe != nullptr;
+// Whether malloc can give OpenBLAS `count` working buffers at once, as it takes one for each thread multiplying at the
+// same moment (it would retry a failed one forever).
+bool buffers_available(int count) {
+  std::vector<void*> probes;
+  bool all = true;
+  for (int k = 0; k < count && all; ++k) {
+    probes.push_back(std::malloc(kBufferBytes));
+    all = probes.back() != nullptr;
+  }
+  for (void* p : probes) std::free(p);
+  return all;
 }
 
 // OpenBLAS's own kernel choice (driver/others/dynamic.c), exported by its DYNAMIC_ARCH libraries, in no header:
@@ -126,7 +132,7 @@ BlasKernel choose_at_load() {
     k.chosen_by += "; this OpenBLAS cannot change kernels once loaded: start with OPENBLAS_CORETYPE=" + decision.core;
     return k;
   }
-  if (!buffer_available()) {
+  if (!buffers_available(1)) {
     k.chosen_by += "; not replaced: the memory to check " + decision.core + " with is not available";
     return k;
   }
@@ -189,7 +195,7 @@ BlasKernel use_blas_kernel(const std::string& kernel) {
   OPTIMUS_CHECK(simd != SimdLevel::unknown, "use_blas_kernel: '", kernel, "' is not one of OpenBLAS's x86-64 kernels");
   OPTIMUS_CHECK(openblas::runs_on(kernel, processor), "use_blas_kernel(", kernel, "): its ", name_of(simd),
                 " instructions do not run on this processor (", processor.describe(), ")");
-  OPTIMUS_CHECK(buffer_available(), "use_blas_kernel(", kernel, "): out of memory for OpenBLAS's working buffer (",
+  OPTIMUS_CHECK(buffers_available(1), "use_blas_kernel(", kernel, "): out of memory for OpenBLAS's working buffer (",
                 kBufferBytes, " bytes)");
   const std::string before = r.kernel.kernel;
   const std::string now = load_core(arch, kernel);
@@ -215,17 +221,28 @@ std::string gemm_backend() {
          " thread" + (openblas_get_num_threads() == 1 ? ")" : "s)");
 }
 
-void prepare_gemm() {
-  static std::once_flag prepared;  // OpenBLAS's buffer is per process, like this flag
-  std::call_once(prepared, [] {
-    OPTIMUS_CHECK(buffer_available(), "out of memory: OpenBLAS needs a working buffer of about ", kBufferBytes,
-                  " bytes per thread and malloc could not provide it (an address-space limit, ulimit -v?)");
-    // A product large enough to take the buffer (smaller ones may use OpenBLAS's small-matrix kernels instead).
-    constexpr int n = 256;
-    const std::vector<double> a(static_cast<std::size_t>(n) * n, 1.0);
-    std::vector<double> c(static_cast<std::size_t>(n) * n, 0.0);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
-  });
+void prepare_gemm(int threads_at_once) {
+  {
+    // OpenBLAS's buffers are the process's: the most threads checked so far, for every rank thread of it.
+    static std::mutex mu;
+    static int checked = 0;
+    std::lock_guard lock(mu);
+    if (threads_at_once > checked) {
+      OPTIMUS_CHECK(buffers_available(threads_at_once), "out of memory: OpenBLAS needs a working buffer of about ",
+                    kBufferBytes, " bytes for each of the ", threads_at_once, " threads that multiply at once (",
+                    threads_at_once, " x ", kBufferBytes, " bytes) and malloc could not provide them (an "
+                    "address-space limit, ulimit -v?)");
+      checked = threads_at_once;
+    }
+  }
+  thread_local bool warmed = false;
+  if (warmed) return;
+  // A product large enough to take a buffer (smaller ones may use OpenBLAS's small-matrix kernels instead).
+  constexpr int n = 256;
+  const std::vector<double> a(static_cast<std::size_t>(n) * n, 1.0);
+  std::vector<double> c(static_cast<std::size_t>(n) * n, 0.0);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+  warmed = true;
 }
 
 void set_gemm_threads(int threads) {

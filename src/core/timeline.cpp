@@ -1,9 +1,10 @@
 // Timeline: spans, totals, and the Chrome trace of all ranks.
 #include "optimus/core/timeline.hpp"
 
-#include <fstream>
+#include <sstream>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus {
 
@@ -49,8 +50,7 @@ void Timeline::write_chrome_trace(Communicator& comm, const std::string& path) c
   }
   comm.all_gather(packed.data(), all.data(), width, DType::f64);
   if (comm.rank() != 0) return;
-  std::ofstream out(path);
-  OPTIMUS_CHECK(out.good(), "cannot write the trace '", path, "'");
+  std::ostringstream out;
   out << "{\"traceEvents\": [\n";
   bool first = true;
   for (int r = 0; r < comm.size(); ++r) {
@@ -65,6 +65,7 @@ void Timeline::write_chrome_trace(Communicator& comm, const std::string& path) c
     }
   }
   out << "\n], \"displayTimeUnit\": \"ms\"}\n";
+  write_file(path, out.str());
 }
 
 }  // namespace optimus

@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string_view>
 #include <thread>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus::sim {
 namespace {
@@ -26,13 +26,21 @@ class CopyEngine {
   CopyEngine(double bandwidth, std::size_t bytes)
       : until_(std::chrono::steady_clock::now() +
                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                   std::chrono::duration<double>(std::isfinite(bandwidth) ? static_cast<double>(bytes) / bandwidth
-                                                                          : 0.0))) {}
+                   std::chrono::duration<double>(seconds(bandwidth, bytes)))) {}
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
   ~CopyEngine() { std::this_thread::sleep_until(until_); }
 
  private:
+  // bytes / bandwidth, refused past a day (a bandwidth in range whose copy's duration would overflow the clock).
+  static double seconds(double bandwidth, std::size_t bytes) {
+    if (!std::isfinite(bandwidth)) return 0.0;
+    const double s = static_cast<double>(bytes) / bandwidth;
+    OPTIMUS_CHECK(s <= 86400.0, "sim device: a copy of ", bytes, " bytes at the copy bandwidth of ", bandwidth,
+                  " bytes per second would take ", s, " s (more than a day)");
+    return s;
+  }
+
   std::chrono::steady_clock::time_point until_;
 };
 
@@ -295,8 +303,7 @@ std::vector<Runtime::Span> Runtime::trace() const {
 
 void Runtime::write_chrome_trace(const std::string& path, const std::map<int, std::string>& stream_names) const {
   const std::vector<Span> spans = trace();
-  std::ofstream out(path);
-  OPTIMUS_CHECK(out.good(), "cannot write the trace '", path, "'");
+  std::ostringstream out;
   out << "{\"traceEvents\": [\n";
   std::set<int> streams;
   for (const Span& s : spans) streams.insert(s.stream);
@@ -316,7 +323,7 @@ void Runtime::write_chrome_trace(const std::string& path, const std::map<int, st
     first = false;
   }
   out << "\n], \"displayTimeUnit\": \"ms\"}\n";
-  OPTIMUS_CHECK(out.good(), "writing the trace '", path, "' failed");
+  write_file(path, out.str());
 }
 
 std::size_t Runtime::peak_bytes_in_use() const {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <optimus/optimus.hpp>
 #include <string>
 #include <vector>
@@ -334,14 +335,27 @@ TEST_CASE("a save killed (SIGKILL) before its commit leaves the previous checkpo
   }
 }
 
+// A checkpoint of one step on one rank, saved as `step` of the run `run` (what the save directory sees of it).
+void save_as(const fs::path& dir, std::uint64_t step, const std::string& run) {
+  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
+    Trainer t(w, 1);
+    t.step(1);
+    optimus::checkpoint::save(optimus::checkpoint::step_directory(dir, step), t.model, &t.optimizer,
+                              {.step = step, .run = run, .extra = {}});
+  });
+}
+
 TEST_CASE("save directories: the newest complete step, keep_newest, and a directory with none") {
   const fs::path dir = fresh_directory("dirs");
-  for (int step : {1, 3, 2}) train_and_save(dir, step);
+  for (std::uint64_t step : {1, 3, 2}) save_as(dir, step, "a1");
   fs::create_directory(dir / "step_9");  // no metadata.json: not complete
   CHECK(optimus::checkpoint::resolve(dir) == dir / "step_3");
-  optimus::checkpoint::keep_newest(dir, 2, dir / "step_1");  // the one to go, step_1, is spared
-  CHECK(fs::exists(dir / "step_1"));
-  optimus::checkpoint::keep_newest(dir, 2, {});
+  CHECK(optimus::checkpoint::inspect(dir / "step_3").state.run == "a1");
+  {
+    const auto taken = optimus::checkpoint::SaveDirectory::open(dir, {.run = "a1", .resumed_step = 3});
+    CHECK(taken.set_aside().empty());
+    taken.keep_newest(2);
+  }
   CHECK_FALSE(fs::exists(dir / "step_1"));
   CHECK(fs::exists(dir / "step_2"));
   CHECK(fs::exists(dir / "step_3"));
@@ -350,6 +364,67 @@ TEST_CASE("save directories: the newest complete step, keep_newest, and a direct
                        optimus::Error);
   fs::remove_all(dir);
   fs::remove_all(empty);
+}
+
+TEST_CASE("a save directory belongs to one run: locked while taken, another run's checkpoints refused") {
+  const std::string a = optimus::checkpoint::new_run_id(), b = optimus::checkpoint::new_run_id();
+  CHECK(a.size() == 16);
+  CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(a != b);
+  const fs::path dir = fresh_directory("owned") / "runs" / "a";  // created with its parents
+  {
+    const auto taken = optimus::checkpoint::SaveDirectory::open(dir, {.run = a, .resumed_step = std::nullopt});
+    CHECK(fs::is_directory(dir));
+    // A second run (or the same one started twice) is refused while the first holds the directory.
+    CHECK_THROWS_WITH_AS(optimus::checkpoint::SaveDirectory::open(dir, {.run = b, .resumed_step = std::nullopt}),
+                         doctest::Contains(("is in use by another run (process " + std::to_string(::getpid())).c_str()),
+                         optimus::Error);
+    save_as(dir, 2, a);
+    save_as(dir, 4, a);
+  }
+  // Released: a fresh run, or one resumed from elsewhere, finds run a's checkpoints and stops, naming them.
+  for (const std::optional<std::uint64_t> resumed : {std::optional<std::uint64_t>(), std::optional<std::uint64_t>(2)}) {
+    CHECK_THROWS_WITH_AS(optimus::checkpoint::SaveDirectory::open(dir, {.run = b, .resumed_step = resumed}),
+                         doctest::Contains(("holds another run's checkpoints (step_2, step_4 of run " + a).c_str()),
+                         optimus::Error);
+  }
+  CHECK(fs::exists(dir / "step_4"));
+  // Checkpoints saved before runs had identities are another run's too.
+  save_as(dir, 5, "");
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::SaveDirectory::open(dir, {.run = a, .resumed_step = 4}),
+                       doctest::Contains("step_5 of a run saved without an identity"), optimus::Error);
+  // A file where the directory should be.
+  std::ofstream(dir / "file") << "x";
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::SaveDirectory::open(dir / "file", {.run = a, .resumed_step = 4}),
+                       doctest::Contains("cannot create the save directory"), optimus::Error);
+  fs::remove_all(dir.parent_path().parent_path());
+}
+
+TEST_CASE("a run resumed at an earlier step sets its later branch aside; keep_newest and resolve see only the new one") {
+  const fs::path dir = fresh_directory("branches");
+  for (std::uint64_t step : {2, 4, 6}) save_as(dir, step, "r");
+  {
+    // Rolled back to step 2: step_4 and step_6 go aside whole, and the new branch's step_4 is saved beside step_2.
+    const auto taken = optimus::checkpoint::SaveDirectory::open(dir, {.run = "r", .resumed_step = 2});
+    CHECK(taken.set_aside() == dir / "set_aside" / "1");
+    CHECK(taken.set_aside_steps() == std::vector<std::uint64_t>{4, 6});
+    CHECK(optimus::checkpoint::resolve(dir) == dir / "step_2");
+    save_as(dir, 4, "r");
+    save_as(dir, 5, "r");
+    taken.keep_newest(2);
+  }
+  CHECK_FALSE(fs::exists(dir / "step_2"));
+  CHECK(optimus::checkpoint::resolve(dir) == dir / "step_5");
+  for (std::uint64_t step : {4, 6}) {
+    CHECK(optimus::checkpoint::inspect(dir / "set_aside" / "1" / ("step_" + std::to_string(step))).state.step == step);
+  }
+  // Rolled back again: the next set-aside directory, the first left as it was.
+  const auto again = optimus::checkpoint::SaveDirectory::open(dir, {.run = "r", .resumed_step = 4});
+  CHECK(again.set_aside() == dir / "set_aside" / "2");
+  CHECK(again.set_aside_steps() == std::vector<std::uint64_t>{5});
+  CHECK(fs::exists(dir / "set_aside" / "1" / "step_6"));
+  CHECK(optimus::checkpoint::resolve(dir) == dir / "step_4");
+  fs::remove_all(dir);
 }
 
 TEST_CASE("safetensors: a written file reads back; a malformed one is refused naming it") {

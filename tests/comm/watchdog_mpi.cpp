@@ -18,12 +18,12 @@ int main(int argc, char** argv) {
     optimus::Communicator& world = ctx.world();
     world.barrier();  // #1, every rank started
     world.set_timeout(std::chrono::seconds(1));
-    const optimus::Grid grid = optimus::Grid::create(world, 2);  // one all-reduce on the world (#2)
+    const optimus::Grid grid = optimus::Grid::create(world, 2);  // a barrier (#2) and an all-reduce (#3) on the world
     double x = 1;
     grid.row().all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);  // all join: no alarm
-    world.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);       // #3
+    world.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);       // #4
     if (world.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(60));
-    world.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);  // #4
+    world.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);  // #5
     return 0;
   } catch (const std::exception& e) {
     return ctx.fail("watchdog_mpi", e);

@@ -3,6 +3,7 @@
 // first (cpu::prepare_gemm) and agrees on the outcome over the world.
 //
 //   memory_limit buffer|exhaust [--limited-rank R]
+//   memory_limit threads
 //
 // Rank R (every rank when not given) limits its address space (RLIMIT_AS) to what it maps now plus a margin, so the
 // test does not depend on how much the loaded libraries map:
@@ -10,6 +11,8 @@
 //   exhaust: a 768 MiB margin: Grid::create succeeds; then 16 MiB tensors are allocated until one fails, and with
 //            all of them still held a 256 x 256 x 256 product runs (OpenBLAS kept its buffer) and is checked; the
 //            program then reports the failed allocation, with the product's outcome.
+//   threads: one process of 8 in-process ranks (a 2 x 2 grid, dp 2), each multiplying on its own thread with a buffer of
+//            its own, under a margin with room for 4 buffers: Grid::create throws on every rank, naming the 8.
 // The CTests (tests/CMakeLists.txt) expect a non-zero exit and one error line; a hang fails them by their timeout.
 #include <sys/resource.h>
 
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "optimus/comm/context.hpp"
+#include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/core/tensor.hpp"
@@ -82,9 +86,14 @@ int main(int argc, char** argv) {
   try {
     optimus::Communicator& world = ctx.world();
     const std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.size() == 1 && args[0] == "threads") {
+      limit_address_space((std::uint64_t{4} * 129 + 128) << 20);  // four buffers and the threads' stacks
+      optimus::run_in_process(8, [](optimus::Communicator& w) { optimus::Grid::create(w, 2); });
+      return 0;
+    }
     OPTIMUS_CHECK((args.size() == 1 || (args.size() == 3 && args[1] == "--limited-rank")) &&
                       (args[0] == "buffer" || args[0] == "exhaust"),
-                  "usage: memory_limit buffer|exhaust [--limited-rank R]");
+                  "usage: memory_limit buffer|exhaust [--limited-rank R] | threads");
     const int limited = args.size() == 3 ? std::stoi(args[2]) : -1;
     const bool exhausting = args[0] == "exhaust";
     if (limited < 0 || limited == world.rank()) {

@@ -1,6 +1,7 @@
 // Command-line options against a table: values, defaults, lists, flags, and errors that name the option and value.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -24,7 +25,7 @@ std::vector<cli::Spec> table() {
           cli::bytes("memory", "capacity"),
           cli::output_file("json", "output"),
           cli::output_directory("save", "checkpoints"),
-          cli::input_path("data", "inputs"),
+          cli::input_files("data", "inputs"),
           cli::flag("skip", "a flag")};
 }
 
@@ -85,17 +86,65 @@ TEST_CASE("every bad value is refused when the options are parsed, naming the op
   CHECK(refusal({"--memory", "12"}).find("option --memory needs a size with a unit") == 0);
   CHECK(refusal({"--json", "/nonexistent/x.json"}) ==
         "option --json: the directory '/nonexistent' of '/nonexistent/x.json' does not exist");
-  CHECK(refusal({"--json", "/tmp"}) == "option --json: '/tmp' is a directory, not a file");
+  CHECK(refusal({"--json", "/tmp"}) == "option --json: '/tmp' is a directory: only a regular file (or a new one) is "
+                                        "replaced");
+  CHECK(refusal({"--json", "/dev/null"}) == "option --json: '/dev/null' is a character device: only a regular file "
+                                            "(or a new one) is replaced");
+  CHECK(refusal({"--data", "/etc/passwd", "--json", "/etc/passwd"}) ==
+        "option --json '/etc/passwd' is --data's input '/etc/passwd': an output never replaces an input");
   CHECK(refusal({"--json", "out.json"}).empty());
   CHECK(refusal({"--save", "/nonexistent/runs"}) ==
         "option --save: the directory '/nonexistent' of '/nonexistent/runs' does not exist");
   CHECK(refusal({"--save", "/tmp"}).empty());  // an existing directory is fine
   CHECK(refusal({"--data", "/nonexistent/a.bin"}) == "option --data: '/nonexistent/a.bin' does not exist");
-  CHECK(refusal({"--data", "/tmp,/nonexistent/b"}) == "option --data: '/nonexistent/b' does not exist");
+  CHECK(refusal({"--data", "/etc/passwd,/nonexistent/b"}) == "option --data: '/nonexistent/b' does not exist");
+  CHECK(refusal({"--data", "/tmp"}) == "option --data: '/tmp' is a directory, not a file to read");
   CHECK(refusal({"--steps", "5", "--steps", "6"}) == "option --steps is given twice");
   CHECK(refusal({"--steps"}) == "option --steps needs a value");
   CHECK(refusal({"steps", "1"}) == "expected an option starting with --, got 'steps'");
   CHECK(refusal({"--stepz", "1"}).find("unknown option '--stepz' (known: --n --steps --lr") == 0);
+}
+
+TEST_CASE("inputs: a file is one path, commas included; a directory; outputs are never inputs") {
+  const std::vector<cli::Spec> specs{cli::input_file("text", "a text"), cli::input_directory("resume", "a run"),
+                                     cli::output_file("export", "a model")};
+  const auto parse_with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return cli::Options(static_cast<int>(argv.size()), argv.data(), 1, specs);
+  };
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "optimus_cli_sa,ve";
+  std::filesystem::create_directories(dir);
+  CHECK(parse_with({"--resume", dir.string()}).text("resume", "") == dir.string());
+  CHECK_THROWS_WITH_AS(parse_with({"--text", dir.string()}),
+                       doctest::Contains(("option --text: '" + dir.string() + "' is a directory, not a file to read")
+                                             .c_str()),
+                       optimus::Error);
+  CHECK_THROWS_WITH_AS(parse_with({"--resume", "/etc/passwd"}),
+                       doctest::Contains("option --resume: '/etc/passwd' is not a directory"), optimus::Error);
+  CHECK_THROWS_WITH_AS(parse_with({"--resume", dir.string(), "--export", (dir / "model.bin").string()}),
+                       doctest::Contains(("option --export '" + (dir / "model.bin").string() +
+                                          "' is inside --resume's input '" + dir.string() +
+                                          "': an output never replaces an input")
+                                             .c_str()),
+                       optimus::Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the watchdog is on by default at ten minutes; --timeout 0 turns it off") {
+  const std::vector<cli::Spec> specs{cli::timeout_option()};
+  const auto timeout = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return cli::Options(static_cast<int>(argv.size()), argv.data(), 1, specs).timeout();
+  };
+  CHECK(timeout({}) == std::chrono::minutes(10));
+  CHECK(timeout({"--timeout", "0"}) == std::chrono::milliseconds(0));
+  CHECK(timeout({"--timeout", "2.5"}) == std::chrono::milliseconds(2500));
+  CHECK_THROWS_WITH_AS(timeout({"--timeout", "-1"}), doctest::Contains("option --timeout: -1 is out of range [0, 1e+06]"),
+                       optimus::Error);
 }
 
 TEST_CASE("reading an option the table does not declare, or as another kind, is a programming error") {

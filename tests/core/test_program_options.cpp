@@ -52,7 +52,9 @@ std::string past_range(const cli::Spec& s) {
     case cli::Kind::bytes: return "0B";
     case cli::Kind::output_file:
     case cli::Kind::output_directory:
-    case cli::Kind::input_path: return "/nonexistent/optimus/x";
+    case cli::Kind::input_file:
+    case cli::Kind::input_files:
+    case cli::Kind::input_directory: return "/nonexistent/optimus/x";
     case cli::Kind::flag: return "";
   }
   return "";
@@ -87,7 +89,9 @@ bool valid(const cli::Spec& s, const std::string& value) {
     case cli::Kind::output_file:
     case cli::Kind::output_directory:
       return !value.empty() && fs::path(value).parent_path().empty() && !fs::is_directory(value);
-    case cli::Kind::input_path: return !value.empty() && fs::exists(value);
+    case cli::Kind::input_file:
+    case cli::Kind::input_files: return fs::is_regular_file(value);  // (one item: the values tried have no comma)
+    case cli::Kind::input_directory: return fs::is_directory(value);
     case cli::Kind::flag: return true;
   }
   return false;

@@ -10,10 +10,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (optimus::checkpoint::is_llmc_checkpoint(path)) optimus::checkpoint::llmc_config(path);
   } catch (const optimus::Error&) {
   }
-  try {
-    const optimus::checkpoint::TokenFile tokens(path);
-    if (tokens.size() > 0) static_cast<void>(tokens[0] + tokens[tokens.size() - 1] + tokens.max_token());
-  } catch (const optimus::Error&) {
+  for (const auto format : {optimus::checkpoint::TokenFormat::llmc, optimus::checkpoint::TokenFormat::raw_uint16}) {
+    try {
+      const optimus::checkpoint::TokenFile tokens(path, format);
+      std::uint16_t ends[2] = {0, 0};
+      tokens.read(0, 1, ends);
+      tokens.read(tokens.size() - 1, 1, ends + 1);
+      static_cast<void>(tokens.histogram());
+    } catch (const optimus::Error&) {
+    }
   }
   return 0;
 }

@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case optimus::cli::Kind::integer: o.integer(s.name, 1); break;
         case optimus::cli::Kind::real: o.real(s.name, 1); break;
         case optimus::cli::Kind::bytes: o.bytes(s.name, 1); break;
-        case optimus::cli::Kind::input_path: o.list(s.name, "x"); break;
+        case optimus::cli::Kind::input_files: o.list(s.name, "x"); break;
         default: o.text(s.name, ""); break;
       }
     }

@@ -1,16 +1,26 @@
-// Writes token files for train_gpt --data tests: make_tokens LLMC_FILE RAW_FILE COUNT. Both hold a learnable stream
-// of GPT-2 ids (a repeating phrase of 7 ids above 50000, every 11th token random): LLMC_FILE in llm.c's format (256-int
-// header), RAW_FILE as nanoGPT's raw uint16 (another COUNT / 4 tokens of the same stream, for validation).
+// Writes token files for train_gpt --data tests: make_tokens DIR COUNT. Every file holds a learnable stream of GPT-2
+// ids (a repeating phrase of 7 ids above 50000, every 11th token random):
+//   train_tokens.bin  COUNT tokens in llm.c's format (256-int header)
+//   val_tokens.bin    another COUNT / 4 tokens of the stream, llm.c's format
+//   train_raw.bin     train_tokens.bin's tokens as nanoGPT's raw uint16
+//   bad_magic.bin     train_tokens.bin with its magic off by one (a damaged header)
+//   seventeen.bin     17 tokens, llm.c's format: one sequence of 16 and its target
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <optimus/optimus.hpp>
 #include <string>
 #include <vector>
 
+#include "optimus/core/output_file.hpp"
+
 int main(int argc, char** argv) {
   try {
-    OPTIMUS_CHECK(argc == 4, "usage: make_tokens LLMC_FILE RAW_FILE COUNT");
-    const std::size_t count = std::stoul(argv[3]);
+    OPTIMUS_CHECK(argc == 3, "usage: make_tokens DIR COUNT");
+    const std::filesystem::path dir = argv[1];
+    std::filesystem::create_directories(dir);
+    const std::size_t count = std::stoul(argv[2]);
     const optimus::CounterRng rng(17, 0);
     const auto stream = [&](std::size_t n, std::size_t offset) {
       std::vector<std::uint16_t> tokens(n);
@@ -22,11 +32,22 @@ int main(int argc, char** argv) {
       return tokens;
     };
     const std::vector<std::uint16_t> train = stream(count, 0), valid = stream(count / 4, count);
-    optimus::checkpoint::write_llmc_tokens(argv[1], train.data(), train.size());
-    std::FILE* raw = std::fopen(argv[2], "wb");
-    OPTIMUS_CHECK(raw != nullptr && std::fwrite(valid.data(), 2, valid.size(), raw) == valid.size() &&
-                      std::fclose(raw) == 0,
-                  "cannot write '", argv[2], "'");
+    const auto llmc = [&](const char* name, const std::vector<std::uint16_t>& tokens) {
+      optimus::checkpoint::write_llmc_tokens((dir / name).string(), tokens.data(), tokens.size());
+    };
+    llmc("train_tokens.bin", train);
+    llmc("val_tokens.bin", valid);
+    llmc("seventeen.bin", std::vector<std::uint16_t>(valid.begin(), valid.begin() + 17));
+    optimus::write_file(dir / "train_raw.bin",
+                        std::string(reinterpret_cast<const char*>(train.data()), 2 * train.size()));
+    llmc("bad_magic.bin", train);
+    std::fstream damaged(dir / "bad_magic.bin", std::ios::in | std::ios::out | std::ios::binary);
+    std::int32_t magic = 0;
+    damaged.read(reinterpret_cast<char*>(&magic), sizeof magic);
+    ++magic;
+    damaged.seekp(0);
+    damaged.write(reinterpret_cast<const char*>(&magic), sizeof magic);
+    OPTIMUS_CHECK(damaged.good(), "cannot damage '", (dir / "bad_magic.bin").string(), "'");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_tokens: error: %s\n", e.what());

@@ -23,6 +23,7 @@ multiple of the stages.
 import itertools
 import re
 import subprocess
+import shutil
 import sys
 from pathlib import Path
 
@@ -156,6 +157,7 @@ def main():
         save = work / f"case_{k}_saves"
         args = train_args(c) + ["--steps", "3", "--export", str(out)]
         if c["checkpoint"] == "resume":
+            shutil.rmtree(save, ignore_errors=True)  # a save directory holds one run's checkpoints: this run's
             args += ["--save", str(save), "--save-every", "2"]
         rc, text = run(train_gpt, args)
         expected_refusal = refusal(c)

@@ -39,6 +39,7 @@
 #include <string>
 #include <string_view>
 
+#include "optimus/checkpoint/save_directory.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/model/gpt.hpp"
 
@@ -48,6 +49,7 @@ namespace optimus::checkpoint {
 // the data position and the RNG counter; `extra` carries what a program wants back (its data file, say).
 struct TrainingState {
   std::uint64_t step = 0;  // steps completed
+  std::string run = {};    // the run's identity (save_directory.hpp); empty in checkpoints saved before runs had one
   std::map<std::string, std::string> extra;
 };
 
@@ -91,13 +93,5 @@ TrainingState load(const std::filesystem::path& dir, Gpt<Family>& model,
 
 // One process, no collective: the checkpoint's description, with its metadata verified.
 Info inspect(const std::filesystem::path& dir);
-
-// Save directories: checkpoints are `step_N` subdirectories. `resolve` takes a checkpoint or a save directory (its
-// newest complete checkpoint) and throws naming the path where there is none.
-std::filesystem::path step_directory(const std::filesystem::path& save_dir, std::uint64_t step);
-std::filesystem::path resolve(const std::filesystem::path& path);
-// Removes all but the newest `keep` complete checkpoints of a save directory, never `spare` (the one just written,
-// which a resumed run may have written below older ones; empty: none). One process.
-void keep_newest(const std::filesystem::path& save_dir, int keep, const std::filesystem::path& spare);
 
 }  // namespace optimus::checkpoint

@@ -1,42 +1,47 @@
-// Token data for training: a file of uint16 token ids, memory-mapped (nothing is read until used).
+// Token data for training: a file of uint16 token ids, read where used (pread: a window per sequence), never mapped —
+// a file truncated while a run trains it is an error naming it, not a SIGBUS.
 //
-// Two layouts are recognised by content:
+// Two layouts:
 //   llm.c   : a header of 256 int32 (little-endian) — magic 20240520, version 1, the token count — then the tokens;
 //   nanoGPT : raw uint16 tokens (train.bin / val.bin), no header.
-// A file that starts with llm.c's magic must be a complete llm.c file (its count matching its size); any other file
-// must hold an even number of bytes. Errors name the file.
+// Both end in .bin, and a raw file may start with any bytes, so the layout is the caller's to say: an llm.c file must
+// have llm.c's magic, version and a count matching its size (a damaged header is an error, never raw data), and a raw
+// file an even number of bytes. Errors name the file.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace optimus::checkpoint {
 
+enum class TokenFormat { llmc, raw_uint16 };
+std::string_view name_of(TokenFormat format);  // "llm.c", "raw uint16"
+
 class TokenFile {
  public:
-  explicit TokenFile(std::string path);
+  TokenFile(std::string path, TokenFormat format);
   ~TokenFile();
-  TokenFile(TokenFile&& other) noexcept;
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
+  TokenFile(TokenFile&&) = delete;
   TokenFile& operator=(TokenFile&&) = delete;
 
   const std::string& path() const { return path_; }
-  const char* format() const { return llmc_ ? "llm.c" : "raw uint16"; }
+  TokenFormat format() const { return format_; }
   std::size_t size() const { return count_; }
-  int operator[](std::size_t k) const { return tokens_[k]; }
-  // The largest token id (reads the whole file once).
-  int max_token() const;
+  // Tokens [first, first + count) into `out`; throws naming the file where it no longer holds them (truncated).
+  void read(std::size_t first, std::size_t count, std::uint16_t* out) const;
+  // How often each id 0..65535 occurs (reads the whole file once, in 1 MiB pieces).
+  std::vector<std::int64_t> histogram() const;
 
  private:
-  void parse();  // the layout, from the mapped bytes
-
   std::string path_;
-  void* map_ = nullptr;
-  std::size_t map_bytes_ = 0, count_ = 0;
-  const std::uint16_t* tokens_ = nullptr;
-  bool llmc_ = false;
+  TokenFormat format_;
+  int fd_ = -1;
+  std::size_t offset_ = 0, count_ = 0;  // where the tokens start, and how many
 };
 
 // Writes `tokens` as an llm.c token file (tests and tools).

@@ -44,12 +44,16 @@ class HelpRequested : public std::exception {
 //   choice, choices  : one of `choices` (choices: a comma-separated list of them)
 //   text             : any non-empty text
 //   bytes            : a size with a unit (Options::bytes)
-//   output_file      : a file to write, whose directory exists
+//   output_file      : a file to write, whose directory exists: new, or a regular file (never a device, a FIFO or a
+//                      directory), and none of the options' inputs (output_file.hpp)
 //   output_directory : a directory to write into (it may exist), whose parent exists
-//   input_path       : a file or directory that exists (or a comma-separated list of them)
+//   input_file       : a regular file that exists (input_files: a comma-separated list of them); the whole value is
+//                      one path, commas included, for input_file
+//   input_directory  : a directory that exists (the whole value one path)
 //   flag             : no value: given or not (`--skip-nonfinite`)
 enum class Kind {
-  integer, integers, real, reals, choice, choices, text, bytes, output_file, output_directory, input_path, flag
+  integer, integers, real, reals, choice, choices, text, bytes, output_file, output_directory, input_file, input_files,
+  input_directory, flag
 };
 
 struct Spec {
@@ -73,10 +77,16 @@ Spec text(std::string name, std::string help);
 Spec bytes(std::string name, std::string help);
 Spec output_file(std::string name, std::string help);
 Spec output_directory(std::string name, std::string help);
-Spec input_path(std::string name, std::string help);
+Spec input_file(std::string name, std::string help);
+Spec input_files(std::string name, std::string help);
+Spec input_directory(std::string name, std::string help);
 Spec flag(std::string name, std::string help);
 
-// --timeout SECONDS, the watchdog (Communicator::set_timeout) a program turns on: a positive number of seconds.
+// --timeout SECONDS, the watchdog (Communicator::set_timeout) a program turns on: seconds, 0 for off. On by default:
+// a rank stopped or lost (SIGSTOP, a hung driver) would otherwise hang every other rank for good. Ten minutes, as
+// PyTorch's NCCL process groups: far above any one operation of a healthy run (a step's longest wait, a checkpoint's
+// save), short enough that a stuck job ends the same hour, naming the operation and the ranks missing.
+inline constexpr double kDefaultTimeoutSeconds = 600;
 Spec timeout_option();
 
 // How a spec reads in --help: "integer in [1, 64]", "one of f32, bf16", ...
@@ -85,7 +95,7 @@ std::string describe(const Spec& spec);
 class Options {
  public:
   // argv[first..argc) are `--name value` pairs (a flag without its value), each name declared once in `table` and given
-  // at most once; every value is checked against its spec here.
+  // at most once; every value is checked against its spec here, and no output_file given is one of the inputs given.
   Options(int argc, char** argv, int first, std::vector<Spec> table);
 
   std::string text(const std::string& name, const std::string& fallback) const;
@@ -99,7 +109,7 @@ class Options {
   // unit or a size of 0 is an error naming the option.
   std::uint64_t bytes(const std::string& name, std::uint64_t fallback) const;
   bool has(const std::string& name) const;  // also: whether a flag was given
-  // --timeout's value (timeout_option), 0 (the watchdog off) when it is not given.
+  // --timeout's value (timeout_option): kDefaultTimeoutSeconds when it is not given, 0 (the watchdog off) for 0.
   std::chrono::milliseconds timeout() const;
 
   const std::vector<Spec>& table() const { return table_; }

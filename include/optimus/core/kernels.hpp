@@ -13,12 +13,13 @@ namespace optimus::cpu {
 std::string gemm_backend();
 // Sets the threads the GEMM backend may use in this process (Eigen: always 1; OpenBLAS: its pool size).
 void set_gemm_threads(int threads);
-// Takes the GEMM backend's own working memory now, once per process, so that running out of memory later fails in
-// Optimus's allocations, with an error naming the request. OpenBLAS allocates a buffer of about 128 MiB per thread at
-// its first GEMM and, when malloc fails there, retries forever (a hang under `ulimit -v`); this checks that the
-// buffer can be had — optimus::Error naming the bytes if not — and runs one GEMM so that OpenBLAS keeps it. Eigen
-// needs nothing. Grid::create calls it on every rank and agrees on the outcome.
-void prepare_gemm();
+// Takes the GEMM backend's own working memory now, so that running out of memory later fails in Optimus's
+// allocations, with an error naming the request. OpenBLAS allocates a buffer of about 128 MiB for each thread that
+// multiplies at the same moment and, when malloc fails there, retries forever (a hang under `ulimit -v`); this checks
+// that `threads_at_once` buffers can be had together (the process's in-process ranks: each multiplies on its own
+// thread) — optimus::Error naming the bytes if not — and runs one GEMM on the calling thread so that OpenBLAS keeps a
+// buffer. Eigen needs nothing. Grid::create calls it on every rank and agrees on the outcome.
+void prepare_gemm(int threads_at_once);
 
 using optimus::Trans;
 

@@ -26,7 +26,7 @@
 // bits of AdamW without offload, which the tests assert. On a GPU the device way runs the same kernel as without
 // offload; the host way runs the same per-element formula (core/adamw_step.hpp) compiled for the host.
 //
-// Memory: 2P words of host moments; three buffers of min(chunk_elements, P) words for each of two arrays, on the device
+// Memory: 2P words of host moments; three buffers of chunk_of(how, P) words for each of two arrays, on the device
 // (device way: m and v) or in page-locked host memory (host way: w and g). Counted by the grid's tracker as optimizer
 // memory, on the device or the host. step() returns with the host moments written (checkpoints read them).
 #pragma once
@@ -50,6 +50,11 @@ struct OptimizerOffload {
   OffloadUpdate update = OffloadUpdate::device;
   std::int64_t chunk_elements = std::int64_t{1} << 20;  // the most elements moved in one chunk (it may span parameters)
 };
+
+// The elements one chunk moves for `parameters` local elements: chunk_elements, but no more than a sixteenth of them
+// (down to 4096), so that the ring of buffers stays a small part of the state it streams — 6/16 of the moments'
+// words where a whole chunk of 1 Mi would have been as large as the state at 3 M parameters.
+std::int64_t chunk_of(const OptimizerOffload& how, std::int64_t parameters);
 
 // "device" or "host", else optimus::Error naming the text.
 OffloadUpdate parse_offload_update(const std::string& text);

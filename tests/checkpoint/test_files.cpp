@@ -1,0 +1,183 @@
+// Token files and output files: what a run reads and writes outside its checkpoints (token_file.hpp,
+// output_file.hpp). Nothing half-written, nothing replaced that is not a regular file, no input overwritten, a token
+// file's layout never guessed and its truncation an error, not a SIGBUS.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optimus/optimus.hpp>
+#include <string>
+#include <vector>
+
+#include "checkpoint_support.hpp"
+#include "test_world.hpp"
+#include "optimus/core/output_file.hpp"
+
+namespace fs = std::filesystem;
+using optimus::checkpoint::TokenFile;
+using optimus::checkpoint::TokenFormat;
+using optimus::test::fresh_directory;
+
+namespace {
+
+std::string contents(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::uint16_t> ids(std::size_t n) {
+  std::vector<std::uint16_t> v(n);
+  for (std::size_t k = 0; k < n; ++k) v[k] = static_cast<std::uint16_t>((k * 7919) % 50257);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("token files: llm.c's by its header, raw only when told; a damaged header and a truncation are errors") {
+  const fs::path dir = fresh_directory("tokens");
+  const std::vector<std::uint16_t> tokens = ids(1000);
+  const fs::path llmc = dir / "train.bin", raw = dir / "raw.bin";
+  optimus::checkpoint::write_llmc_tokens(llmc.string(), tokens.data(), tokens.size());
+  std::ofstream(raw, std::ios::binary).write(reinterpret_cast<const char*>(tokens.data()), 2 * 1000);
+
+  const TokenFile a(llmc.string(), TokenFormat::llmc);
+  CHECK(a.size() == 1000);
+  std::vector<std::uint16_t> window(10);
+  a.read(990, 10, window.data());
+  CHECK(window == std::vector<std::uint16_t>(tokens.end() - 10, tokens.end()));
+  const std::vector<std::int64_t> counts = a.histogram();
+  CHECK(counts[tokens[3]] >= 1);
+  std::int64_t total = 0;
+  for (std::int64_t n : counts) total += n;
+  CHECK(total == 1000);
+  CHECK_THROWS_WITH_AS(a.read(995, 10, window.data()), doctest::Contains("are outside its 1000"), optimus::Error);
+
+  const TokenFile b(raw.string(), TokenFormat::raw_uint16);
+  CHECK(b.size() == 1000);
+  b.read(0, 10, window.data());
+  CHECK(window == std::vector<std::uint16_t>(tokens.begin(), tokens.begin() + 10));
+  // A raw file is not read as llm.c's, and an llm.c file whose magic is damaged is not read as raw.
+  CHECK_THROWS_WITH_AS(TokenFile(raw.string(), TokenFormat::llmc),
+                       doctest::Contains("is not an llm.c token file: it starts with"), optimus::Error);
+  {
+    std::fstream f(llmc, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1);
+    f.put('\x7f');
+  }
+  CHECK_THROWS_WITH_AS(TokenFile(llmc.string(), TokenFormat::llmc),
+                       doctest::Contains("not the magic 20240520 (a damaged llm.c file"), optimus::Error);
+  // Truncated while open (another process rewriting it): the next read is an error naming it, not a SIGBUS.
+  fs::resize_file(raw, 600);
+  std::vector<std::uint16_t> large(250);
+  CHECK_THROWS_WITH_AS(b.read(100, 250, large.data()), doctest::Contains("no longer holds its 1000 tokens"),
+                       optimus::Error);
+  CHECK_THROWS_WITH_AS(TokenFile(dir.string(), TokenFormat::raw_uint16), doctest::Contains("is not a regular file"),
+                       optimus::Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("output files: written whole or not at all, only over a regular file, never over an input") {
+  const fs::path dir = fresh_directory("outputs");
+  const fs::path file = dir / "out.json";
+  optimus::write_file(file, "first");
+  optimus::write_file(file, "second, longer");
+  CHECK(contents(file) == "second, longer");
+  CHECK_FALSE(fs::exists(dir / "out.json.partial"));
+  {
+    // Abandoned before commit: the target keeps its bytes and the partial file goes.
+    optimus::OutputFile half(file);
+    half.append("xx", 2);
+  }
+  CHECK(contents(file) == "second, longer");
+  CHECK_FALSE(fs::exists(dir / "out.json.partial"));
+  // Space running out (a file-size limit of 4 KiB in a child: write() fails past it, as on a full disk) fails the
+  // write, and the target keeps its bytes: no truncated file.
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{.rlim_cur = 4096, .rlim_max = 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      optimus::write_file(file, std::string(100000, 'x'));
+    } catch (const optimus::Error& e) {
+      ::_exit(std::string(e.message()).find("cannot write") != std::string::npos ? 0 : 2);
+    }
+    ::_exit(1);
+  }
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(contents(file) == "second, longer");
+  CHECK_FALSE(fs::exists(dir / "out.json.partial"));
+  // A device is never replaced (as root, a rename over /dev/full would replace the device node).
+  CHECK_THROWS_WITH_AS(optimus::write_file("/dev/full", "x"), doctest::Contains("is a character device"),
+                       optimus::Error);
+  // Not a regular file: a FIFO (whose reader would get the bytes and the FIFO be renamed over) and a directory.
+  const fs::path fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(optimus::write_file(fifo, "x"), doctest::Contains("is a FIFO"), optimus::Error);
+  CHECK(fs::is_fifo(fifo));
+  CHECK_THROWS_WITH_AS(optimus::write_file(dir, "x"), doctest::Contains("is a directory"), optimus::Error);
+  // Never an input: the same file by another name, or a file inside an input directory.
+  fs::create_directory(dir / "ckpt");
+  std::ofstream(dir / "ckpt" / "rank_00000.safetensors") << "shard";
+  fs::create_symlink(file, dir / "link.json");
+  const std::vector<fs::path> inputs{dir / "link.json", dir / "ckpt"};
+  const std::vector<std::string> names{"--data", "--resume"};
+  CHECK_THROWS_WITH_AS(optimus::check_not_input(dir / "out.json", "--export", inputs, names),
+                       doctest::Contains("is --data's input"), optimus::Error);
+  CHECK_THROWS_WITH_AS(optimus::check_not_input(dir / "ckpt" / "rank_00000.safetensors", "--export", inputs, names),
+                       doctest::Contains("is inside --resume's input"), optimus::Error);
+  CHECK_NOTHROW(optimus::check_not_input(dir / "new.json", "--export", inputs, names));
+  CHECK_NOTHROW(optimus::check_not_input(dir / "ckpt.json", "--export", inputs, names));
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// `from`'s tensors and an lm_head.weight made of wte's bytes, byte `flip` changed (none: flip < 0), written to `to`.
+void with_head(const fs::path& from, const fs::path& to, long flip) {
+  const optimus::safetensors::Reader in(from.string());
+  std::vector<optimus::safetensors::TensorInfo> infos;
+  for (const auto& e : in.entries()) infos.push_back(e.info);
+  const optimus::safetensors::Entry& wte = in.find("wte.weight");
+  infos.push_back({.name = "lm_head.weight", .dtype = wte.info.dtype, .shape = wte.info.shape});
+  optimus::safetensors::Writer out(to.string(), infos, {{"format", "pt"}, {"n_head", in.metadata().at("n_head")}});
+  for (const auto& e : in.entries()) {
+    std::vector<char> bytes(e.info.bytes());
+    in.read(e.offset, bytes.size(), bytes.data());
+    out.append(bytes.data(), bytes.size());
+  }
+  std::vector<char> head(wte.info.bytes());
+  in.read(wte.offset, head.size(), head.data());
+  if (flip >= 0) head[static_cast<std::size_t>(flip)] ^= 1;
+  out.append(head.data(), head.size());
+  out.finish();
+}
+
+}  // namespace
+
+TEST_CASE("a Hugging Face file's lm_head.weight is read only where it is wte's: an untied head is refused") {
+  const fs::path dir = fresh_directory("untied");
+  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
+    optimus::Gpt2D<float> model(optimus::Grid::create(w, 1), optimus::test::small_config());
+    optimus::checkpoint::export_hf((dir / "model.safetensors").string(), model);
+  });
+  with_head(dir / "model.safetensors", dir / "tied.safetensors", -1);
+  with_head(dir / "model.safetensors", dir / "untied.safetensors", 4100);
+  CHECK(optimus::checkpoint::hf_config((dir / "tied.safetensors").string()).hidden ==
+        optimus::test::small_config().hidden);
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::hf_config((dir / "untied.safetensors").string()),
+                       doctest::Contains("lm_head.weight differs from wte.weight (first at byte 4100 of its data): an untied LM head"),
+                       optimus::Error);
+  fs::remove_all(dir);
+}
