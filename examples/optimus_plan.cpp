@@ -9,6 +9,7 @@
 // Without --calibration the cluster is H100 SXM nodes (plan::h100_cluster) with the given overrides; with it, CPU ranks
 // at the rates optimus-bench calibrate measured on this machine, --cores of them computing at once. Exits 1 with one
 // line when nothing fits (naming the least memory per rank, or the GPU counts, that would work), 2 on a bad option.
+#include <chrono>
 #include <cstdio>
 #include <optimus/optimus.hpp>
 #include <optional>
@@ -64,6 +65,16 @@ plan::Request request_of(const cli::Options& o) {
   if (o.has("dp")) r.dp = static_cast<int>(o.integer("dp", 1));
   if (o.has("pp")) r.pp = static_cast<int>(o.integer("pp", 1));
   r.max_micro_batches = static_cast<int>(o.integer("max-micro-batches", 64));
+  // A plan that takes a while says how far it is, on stderr, every 2 s after its first 2.
+  const auto started = std::chrono::steady_clock::now();
+  auto next = started + std::chrono::seconds(2);
+  r.progress = [started, next](std::int64_t done, std::int64_t total) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next) return;
+    next = now + std::chrono::seconds(2);
+    std::fprintf(stderr, "optimus-plan: %lld of %lld layouts evaluated (%.0f s)\n", static_cast<long long>(done),
+                 static_cast<long long>(total), std::chrono::duration<double>(now - started).count());
+  };
   return r;
 }
 

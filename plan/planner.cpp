@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "optimus/core/error.hpp"
@@ -168,8 +169,18 @@ Evaluated evaluate_layout(Layout l, const Request& r) {
       out.outcome = Outcome::activations;
       return out;
     }
+    // Blocks whose options are alike are interchangeable: the programme's many equal-cost orders become one, the
+    // cheapest policies first ("full*3,none*1", not "full*1,none*1,full*2").
+    std::vector<int> strategy = choice.strategy;
+    const bool alike = std::all_of(options.begin(), options.end(), [&](const std::vector<StrategyCost>& o) {
+      return std::equal(o.begin(), o.end(), options[0].begin(), options[0].end(),
+                        [](const StrategyCost& a, const StrategyCost& b) {
+                          return a.memory == b.memory && a.seconds == b.seconds;
+                        });
+    });
+    if (alike) std::sort(strategy.begin(), strategy.end(), std::greater<>());
     for (std::int64_t k = 0; k < blocks_here; ++k) {
-      const int index = choice.strategy[static_cast<std::size_t>(k)];
+      const int index = strategy[static_cast<std::size_t>(k)];
       l.recompute[static_cast<std::size_t>(mine[static_cast<std::size_t>(k)])] =
           recompute_allowed ? kPolicies[index] : Recompute::none;
     }
@@ -271,7 +282,9 @@ Result plan(const Request& r) {
   std::string least_layout;
   // Offload modes follow their layout's none (enumerate_layouts' order): tried only when none needs memory.
   bool none_fits_plainly = false;
+  std::int64_t done = 0;
   for (const Layout& l : layouts) {
+    if (r.progress) r.progress(done++, out.enumerated);
     if (l.offload == Offload::none) {
       none_fits_plainly = false;
     } else if (none_fits_plainly) {

@@ -16,10 +16,12 @@ if [[ "$(id -u)" -eq 0 ]]; then
   mpirun_cmd+=(--allow-run-as-root)
 fi
 
+# Configures as a user's `cmake -S . -B build` does: CMake's default generator (or CMAKE_GENERATOR's) for a new build
+# directory, the one it was made with for an existing one.
 optimus_build() {  # optimus_build [cmake --build args...]
   "$root_dir/scripts/install_deps.sh"
   # shellcheck disable=SC2086
-  cmake -S "$root_dir" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${OPTIMUS_BUILD_TYPE:-Release}" \
+  cmake -S "$root_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE="${OPTIMUS_BUILD_TYPE:-Release}" \
     ${OPTIMUS_CMAKE_ARGS:-} >/dev/null
   cmake --build "$build_dir" -j "$jobs" "$@"
 }

@@ -159,6 +159,18 @@ TEST_CASE("the planner: every plan has the job's ranks, fits the shapes and the 
   CHECK(plan::best_runnable(result)->runnable.empty());
 }
 
+TEST_CASE("the planner reports its progress once per layout, in order, up to the last") {
+  plan::Request r = small_request(8, std::uint64_t{1} << 30);
+  std::vector<std::pair<std::int64_t, std::int64_t>> calls;
+  r.progress = [&](std::int64_t done, std::int64_t total) { calls.emplace_back(done, total); };
+  const plan::Result result = plan::plan(r);
+  REQUIRE(static_cast<std::int64_t>(calls.size()) == result.enumerated);
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    CHECK(calls[k].first == static_cast<std::int64_t>(k));
+    CHECK(calls[k].second == result.enumerated);
+  }
+}
+
 TEST_CASE("under memory pressure the planner recomputes the fewest blocks that make a layout fit") {
   // dp = 1, pp = 1, q = 2, one micro-batch: its memory without recomputation and with every block recomputed.
   plan::Request r = small_request(4, std::uint64_t{1} << 30);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,8 @@ struct Request {
   bool runnable_only = false;          // only what Optimus runs on the cluster's kind of rank (layout.hpp)
   int max_micro_batches = 64;
   int max_chunks = 4;  // interleaved and wave: v in 2 .. max_chunks
+  // Called after each layout with how many are done of how many (a long plan's progress); empty: none.
+  std::function<void(std::int64_t done, std::int64_t total)> progress = {};
 };
 
 struct Plan {
