@@ -142,7 +142,15 @@ SaveDirectory::~SaveDirectory() {
 void SaveDirectory::keep_newest(int keep) const {
   OPTIMUS_CHECK(keep >= 1, "keep_newest: keep must be >= 1, got ", keep);
   const auto found = complete_checkpoints(dir_);
-  for (std::size_t k = 0; k + static_cast<std::size_t>(keep) < found.size(); ++k) fs::remove_all(found[k].second);
+  for (std::size_t k = 0; k + static_cast<std::size_t>(keep) < found.size(); ++k) {
+    // Out of sight first (one rename, to .removing.step_N), then removed: a removal cut short leaves a hidden
+    // leftover, never a step_N with metadata.json and missing shards.
+    fs::path going = found[k].second;
+    going.replace_filename(".removing." + going.filename().string());
+    fs::remove_all(going);
+    fs::rename(found[k].second, going);
+    fs::remove_all(going);
+  }
 }
 
 }  // namespace optimus::checkpoint

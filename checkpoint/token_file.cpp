@@ -81,7 +81,7 @@ void TokenFile::read(std::size_t first, std::size_t count, std::uint16_t* out) c
 }
 
 std::vector<std::int64_t> TokenFile::histogram() const {
-  std::vector<std::uint16_t> piece(std::size_t{1} << 19);  // 1 MiB
+  std::vector<std::uint16_t> piece(std::min(count_, std::size_t{1} << 19));  // 1 MiB at most
   std::vector<std::int64_t> counts(65536, 0);
   for (std::size_t first = 0; first < count_; first += piece.size()) {
     const std::size_t n = std::min(piece.size(), count_ - first);

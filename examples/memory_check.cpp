@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -51,8 +52,7 @@ std::uint64_t host_bytes(const plan::Layout& layout, const plan::Workload& workl
 
 std::string gib(std::uint64_t bytes) {
   std::ostringstream out;
-  out.precision(3);
-  out << static_cast<double>(bytes) / (1u << 30) << " GiB";
+  out << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1u << 30) << " GiB";
   return out.str();
 }
 
@@ -86,7 +86,9 @@ void check_host_memory(Communicator& world, const plan::Layout& training, const 
   const std::uint64_t need = std::max(train * ranks, checking * ranks + reference);
   const std::uint64_t available = host_memory_available();
   all_or_throw({&world}, [&] {  // one verdict for every rank: the first short host's
-    OPTIMUS_CHECK(need <= available, "not enough memory: the ", here.ranks, " ranks on this host need about ",
+    OPTIMUS_CHECK(need <= available, "not enough memory: ",
+                  here.ranks == 1 ? std::string("the rank") : "the " + std::to_string(here.ranks) + " ranks",
+                  " on this host need", here.ranks == 1 ? "s" : "", " about ",
                   gib(need), " (", gib(train), " each to train, by the planner's memory model; the first step's fp64 "
                   "check ", gib(checking), " each", here.has_rank_0 ? " and " + gib(reference) + " more on rank 0" : "",
                   ") and it has ", gib(available), " available: use more hosts, a smaller model or batch, "

@@ -59,7 +59,8 @@ class SaveDirectory {
   const std::filesystem::path& set_aside() const { return set_aside_; }
   const std::vector<std::uint64_t>& set_aside_steps() const { return set_aside_steps_; }
 
-  // Removes all but the newest `keep` (>= 1) complete checkpoints; the branch set aside is never touched.
+  // Removes all but the newest `keep` (>= 1) complete checkpoints, each renamed out of sight (`.removing.step_N`)
+  // before its files go; the branch set aside is never touched.
   void keep_newest(int keep) const;
 
  private:
