@@ -14,6 +14,7 @@
 //                            [--plan auto [--calibration FILE [--cores C]]]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
 //                            [--init FILE] [--export FILE.safetensors|FILE.bin] [--data FILE[,VALID_FILE]]
+//                            [--data-format llmc|raw]
 //                            [--skip-nonfinite] [--check-finite] [--timeout SECONDS]
 //
 // Every option is checked against its range before any work starts (--help lists them; example_options.cpp).
@@ -66,8 +67,9 @@
 // --init FILE: start from a Hugging Face GPT-2 safetensors file (optimus/checkpoint/hf_gpt2.hpp) or an llm.c
 // checkpoint (llmc_gpt2.hpp), told apart by content; the model's shape is the file's. --export FILE: the trained model
 // at the end, as llm.c's checkpoint where FILE ends in .bin, else as safetensors (streamed, one tensor at a time).
-// --data FILE[,VALID_FILE]: train on GPT-2 token ids (llm.c's .bin with its header, or nanoGPT's raw uint16 train.bin;
-// memory-mapped) instead of the text; the held-out loss is on VALID_FILE, or on FILE's last 10%.
+// --data FILE[,VALID_FILE]: train on GPT-2 token ids (llm.c's .bin with its header, or with --data-format raw nanoGPT's
+// raw uint16 train.bin; read where used) instead of the text; the held-out loss is on VALID_FILE, or on FILE's last
+// 10%.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
