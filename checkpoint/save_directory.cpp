@@ -57,14 +57,13 @@ std::string new_run_id() {
   return text;
 }
 
-namespace {
-
-// "step_4, step_6" of a list of steps.
 std::string step_names(const std::vector<std::uint64_t>& steps) {
   std::ostringstream out;
   for (std::size_t k = 0; k < steps.size(); ++k) out << (k ? ", " : "") << "step_" << steps[k];
   return out.str();
 }
+
+namespace {
 
 // Takes DIR/.lock, writing the holder's process and host into it; throws naming the holder where another has it.
 int take_lock(const fs::path& dir) {

@@ -533,10 +533,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                   offload.optimizer->update == optimus::OffloadUpdate::device ? "device" : "host");
     }
     if (taken && !taken->set_aside().empty()) {
-      std::string steps;
-      for (std::uint64_t step : taken->set_aside_steps()) {
-        steps += (steps.empty() ? "step_" : ", step_") + std::to_string(step);
-      }
+      const std::string steps = optimus::checkpoint::step_names(taken->set_aside_steps());
       std::printf("  set aside %s of %s (this run's branch after step %llu, which it abandons) in %s\n", steps.c_str(),
                   saving.dir.c_str(), static_cast<unsigned long long>(resumed.state.step),
                   taken->set_aside().c_str());

@@ -32,6 +32,9 @@ std::vector<std::pair<std::uint64_t, std::filesystem::path>> complete_checkpoint
 // A checkpoint, or a save directory's newest complete checkpoint; throws naming the path where there is none.
 std::filesystem::path resolve(const std::filesystem::path& path);
 
+// "step_4, step_6": the checkpoints of `steps`, named as in a save directory.
+std::string step_names(const std::vector<std::uint64_t>& steps);
+
 // A new run's identity: 16 hex digits from the system's entropy source.
 std::string new_run_id();
 
