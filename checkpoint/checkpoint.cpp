@@ -308,8 +308,13 @@ TrainingState load_model(const fs::path& target, Model& model, AdamW<T>* optimiz
     check_same_model(dir, info.config, model.config());
     OPTIMUS_CHECK(optimizer == nullptr || info.has_optimizer, "checkpoint '", dir.string(),
                   "' holds no optimizer state (saved without one)");
-    detail::read_shards(dir, detail::read_metadata(dir),
-                        shards_of(model.parameters(), optimizer, where.device, false, true, {}), mine);
+    try {
+      detail::read_shards(dir, detail::read_metadata(dir),
+                          shards_of(model.parameters(), optimizer, where.device, false, true, {}), mine);
+    } catch (const json::exception& e) {  // a checksum that matches a body some other tool wrote
+      OPTIMUS_FAIL("'", (dir / "metadata.json").string(), "' does not describe the checkpoint's files and tensors: ",
+                   e.what());
+    }
     if (optimizer != nullptr) optimizer->set_steps_taken(info.adamw_steps);
   });
   mine.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

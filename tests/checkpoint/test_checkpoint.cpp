@@ -4,12 +4,16 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL  // header-only, as checkpoint/shards.cpp uses it
+#include <xxhash.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <optimus/optimus.hpp>
 #include <string>
@@ -133,6 +137,19 @@ void flip_byte(const fs::path& file, std::uint64_t offset) {
 }
 
 // load() on a fresh q = 2 model must throw, on every rank, an error containing `expected`.
+// Edits a checkpoint's metadata body and writes it back with a checksum that matches, as another tool might.
+template <class Edit>
+void rewrite_metadata(const fs::path& file, Edit edit) {
+  std::ifstream in(file);
+  nlohmann::json whole = nlohmann::json::parse(in);
+  edit(whole["body"]);
+  const std::string body = whole["body"].dump();
+  char sum[17];
+  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(XXH3_64bits(body.data(), body.size())));
+  whole["xxh3"] = sum;
+  std::ofstream(file) << whole.dump();
+}
+
 void expect_refused(const fs::path& dir, const std::string& expected) {
   std::vector<std::string> messages(4);
   optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
@@ -277,6 +294,9 @@ TEST_CASE("damaged, incomplete, missing and mismatched checkpoints are refused n
   copy();
   flip_byte(bad / "metadata.json", 200);
   expect_refused(bad, "metadata.json' is damaged");
+  copy();
+  rewrite_metadata(bad / "metadata.json", [](nlohmann::json& body) { body["files"][0].erase("bytes"); });
+  expect_refused(bad, "metadata.json' does not describe the checkpoint's files and tensors: [json.exception");
   copy();
   fs::remove(bad / "metadata.json");
   expect_refused(bad, "is incomplete: it has no metadata.json");

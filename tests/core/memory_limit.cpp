@@ -4,6 +4,7 @@
 //
 //   memory_limit buffer|exhaust [--limited-rank R]
 //   memory_limit threads
+//   memory_limit vector
 //
 // Rank R (every rank when not given) limits its address space (RLIMIT_AS) to what it maps now plus a margin, so the
 // test does not depend on how much the loaded libraries map:
@@ -13,6 +14,8 @@
 //            program then reports the failed allocation, with the product's outcome.
 //   threads: one process of 8 in-process ranks (a 2 x 2 grid, dp 2), each multiplying on its own thread with a buffer of
 //            its own, under a margin with room for 4 buffers: Grid::create throws on every rank, naming the 8.
+//   vector:  a 64 MiB margin, then a std::vector of 256 MiB: the programs' operator new (src/programs/operator_new.cpp,
+//            linked here as in train_gpt) throws optimus::OutOfMemory, and the line names the 268435456 bytes.
 // The CTests (tests/CMakeLists.txt) expect a non-zero exit and one error line; a hang fails them by their timeout.
 #include <sys/resource.h>
 
@@ -91,9 +94,14 @@ int main(int argc, char** argv) {
       optimus::run_in_process(8, [](optimus::Communicator& w) { optimus::Grid::create(w, 2); });
       return 0;
     }
+    if (args.size() == 1 && args[0] == "vector") {
+      limit_address_space(std::uint64_t{64} << 20);
+      const std::vector<unsigned char> bytes(std::size_t{256} << 20, 1);
+      OPTIMUS_FAIL("memory_limit: 256 MiB were allocated under a limit of 64 MiB more (byte ", int{bytes.back()}, ")");
+    }
     OPTIMUS_CHECK((args.size() == 1 || (args.size() == 3 && args[1] == "--limited-rank")) &&
                       (args[0] == "buffer" || args[0] == "exhaust"),
-                  "usage: memory_limit buffer|exhaust [--limited-rank R] | threads");
+                  "usage: memory_limit buffer|exhaust [--limited-rank R] | threads | vector");
     const int limited = args.size() == 3 ? std::stoi(args[2]) : -1;
     const bool exhausting = args[0] == "exhaust";
     if (limited < 0 || limited == world.rank()) {
