@@ -180,16 +180,15 @@ void import_into(const std::string& path, const detail::ModelTensors<T>& model) 
 
 template <class T>
 void export_from(const std::string& path, const detail::ModelTensors<T>& model) {
-  const std::string partial = path + ".partial";
   std::optional<safetensors::Writer> file;
   DeferredFailure outcome(model.writer);
   outcome.attempt([&] {
-    check_replaceable(path, "export_hf");
+    check_replaceable(path, "export_hf");  // named as the export's, before the writer's own check
     std::vector<safetensors::TensorInfo> infos;
     for (const detail::NamedShape& t : model.order) {
       infos.push_back({.name = hf_name(t.name), .dtype = "F32", .shape = t.shape});
     }
-    file.emplace(partial, infos,
+    file.emplace(path, infos,
                  std::map<std::string, std::string>{{"format", "pt"},
                                                     {"n_head", std::to_string(model.config->heads)},
                                                     {"producer", "optimus"}});
@@ -204,8 +203,6 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
   }
   outcome.attempt([&] {
     file->finish();
-    check_replaceable(path, "export_hf");  // nothing else appeared there meanwhile
-    std::filesystem::rename(partial, path);
   });
   outcome.agree(model.everyone);
 }

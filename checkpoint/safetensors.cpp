@@ -1,4 +1,4 @@
-// safetensors: header JSON through nlohmann-json, data through write/pread on a file descriptor.
+// safetensors: header JSON through nlohmann-json; data written through an OutputFile, read with pread.
 #include "optimus/checkpoint/safetensors.hpp"
 
 #include <fcntl.h>
@@ -32,17 +32,6 @@ std::uint64_t product(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-void write_all(int fd, const void* data, std::uint64_t bytes, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, p, std::min<std::uint64_t>(bytes, 1u << 30));
-    if (n < 0 && errno == EINTR) continue;
-    OPTIMUS_CHECK(n > 0, "cannot write '", path, "': ", why());
-    p += n;
-    bytes -= static_cast<std::uint64_t>(n);
-  }
-}
-
 }  // namespace
 
 std::size_t element_size(std::string_view dtype) {
@@ -58,7 +47,7 @@ std::uint64_t TensorInfo::bytes() const { return product(shape) * element_size(d
 // ---- Writer ----
 
 Writer::Writer(std::string path, std::vector<TensorInfo> tensors, const std::map<std::string, std::string>& metadata)
-    : path_(std::move(path)), tensors_(std::move(tensors)) {
+    : path_(std::move(path)), tensors_(std::move(tensors)), file_(path_) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   for (const TensorInfo& t : tensors_) {
@@ -75,33 +64,20 @@ Writer::Writer(std::string path, std::vector<TensorInfo> tensors, const std::map
   const std::uint64_t n = json.size();
   for (int b = 0; b < 8; ++b) header_[static_cast<std::size_t>(b)] = static_cast<char>((n >> (8 * b)) & 0xff);
   header_ += json;
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  OPTIMUS_CHECK(fd_ >= 0, "cannot create '", path_, "': ", why());
-  try {
-    write_all(fd_, header_.data(), header_.size(), path_);
-  } catch (...) {
-    ::close(std::exchange(fd_, -1));
-    throw;
-  }
-}
-
-Writer::~Writer() {
-  if (fd_ >= 0) ::close(fd_);
+  file_.append(header_.data(), header_.size());
 }
 
 void Writer::append(const void* data, std::uint64_t bytes) {
   OPTIMUS_CHECK(written_ + bytes <= data_bytes_, "safetensors: '", path_, "' takes ", data_bytes_,
                 " bytes of data, but ", written_ + bytes, " were given");
-  write_all(fd_, data, bytes, path_);
+  file_.append(data, bytes);
   written_ += bytes;
 }
 
 void Writer::finish() {
   OPTIMUS_CHECK(written_ == data_bytes_, "safetensors: '", path_, "' was given ", written_, " of its ", data_bytes_,
                 " bytes of data");
-  OPTIMUS_CHECK(::fsync(fd_) == 0, "cannot fsync '", path_, "': ", why());
-  const int fd = std::exchange(fd_, -1);
-  OPTIMUS_CHECK(::close(fd) == 0, "cannot close '", path_, "': ", why());
+  file_.commit();
 }
 
 std::uint64_t Writer::file_offset(std::size_t k) const { return header_.size() + begins_.at(k); }

@@ -73,7 +73,13 @@ std::uint64_t host_memory_available() {
 }
 
 void check_host_memory(Communicator& world, const plan::Layout& training, const plan::Workload& workload,
-                       const plan::Layout& check, const plan::Workload& check_workload, bool has_device) {
+                       std::int64_t check_layers, bool has_device) {
+  plan::Layout check = training;
+  check.offload = Offload::none;
+  check.recompute.assign(static_cast<std::size_t>(check_layers), Recompute::none);
+  plan::Workload check_workload = workload;
+  check_workload.config.layers = check_layers;
+  check_workload.element_bytes = check_workload.saved_bytes = 8;
   const HostShare here = this_host(world);
   const auto ranks = static_cast<std::uint64_t>(here.ranks);
   const std::uint64_t train = host_bytes(training, workload, has_device);

@@ -15,9 +15,10 @@ std::uint64_t host_memory_available();
 
 // Collective over `world`: throws the same optimus::Error on every rank where the ranks on this host need more than
 // it has. Their need: each rank's host bytes by the planner's memory model (plan/memory_model.hpp) for `training`,
-// and for the first step's fp64 check, `check` on every rank plus `reference` (the whole check model unsharded, on
-// rank 0), whichever phase is larger. A layout with a device counts its host-side bytes only.
+// and for the first step's fp64 check of `check_layers` blocks (reference_check.hpp) laid out as `training` without
+// offload or recomputation, that on every rank plus the whole check model unsharded on rank 0 (the reference),
+// whichever phase is larger. A layout with a device counts its host-side bytes only.
 void check_host_memory(Communicator& world, const plan::Layout& training, const plan::Workload& workload,
-                       const plan::Layout& check, const plan::Workload& check_workload, bool has_device);
+                       std::int64_t check_layers, bool has_device);
 
 }  // namespace optimus::examples

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -31,6 +32,10 @@ double worst_error(Communicator& world, bool compares, const GptConfig& config, 
 
 }  // namespace
 
+std::int64_t checked_layers(const GptConfig& config, const pipeline::Schedule& schedule) {
+  return schedule.stages > 1 ? schedule.virtual_stages() : std::min<std::int64_t>(config.layers, 2);
+}
+
 double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule) {
   Gpt2D<double> model(grid, config, schedule);
@@ -48,6 +53,31 @@ double reference_check(Communicator& world, const megatron::Group& group, const 
   const std::map<std::string, GlobalMatrix> grads = model.gather(true);
   const Grid& grid = group.local();
   return worst_error(world, grid.dp_index() == 0 && group.rank() == 0, config, b, grid.dp(), loss, grads);
+}
+
+void check_first_step(Communicator& world, Grid& host_grid, const megatron::Group* group, const GptConfig& config,
+                      const pipeline::Schedule& schedule, const Tokens& train, std::int64_t batch) {
+  const std::int64_t seq = config.max_seq;
+  std::vector<int> tokens, targets, all_tokens, all_targets;
+  for (int r = 0; r < host_grid.dp(); ++r) {
+    draw_batch(train, batch, seq, config.seed, 0, r, host_grid.dp(), tokens, targets);
+    all_tokens.insert(all_tokens.end(), tokens.begin(), tokens.end());
+    all_targets.insert(all_targets.end(), targets.begin(), targets.end());
+  }
+  draw_batch(train, batch, seq, config.seed, 0, host_grid.dp_index(), host_grid.dp(), tokens, targets);
+  GptConfig check = config;
+  check.layers = checked_layers(config, schedule);
+  const CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
+                     .batch = batch};
+  const double err = group ? reference_check(world, *group, check, b, schedule)
+                           : reference_check(world, host_grid, check, b, schedule);
+  if (world.rank() == 0) {
+    std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
+                err < 1e-10 ? "ok" : "FAILED");
+  }
+  OPTIMUS_CHECK(err < 1e-10, "train_gpt: the ", group ? "1D" : "2D",
+                " model disagrees with the reference (relative error ", err, ")");
+  host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
 }
 
 }  // namespace optimus::examples

@@ -5,12 +5,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "gpt_data.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/grid/grid.hpp"
 #include "optimus/layers/megatron/group.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::examples {
+
+// The blocks of the check's model: one per virtual stage under a pipeline (every stage's chunks one block each), else
+// min(layers, 2).
+std::int64_t checked_layers(const GptConfig& config, const pipeline::Schedule& schedule);
 
 // A step's batch: this replica's `batch` sequences, and every replica's in replica order (the global batch, which the
 // reference trains on).
@@ -32,5 +37,12 @@ double reference_check(Communicator& world, const Grid& grid, const GptConfig& c
 // gradients are compared on its group rank 0 of replica 0.
 double reference_check(Communicator& world, const megatron::Group& group, const GptConfig& config,
                        const CheckBatch& b, const pipeline::Schedule& schedule);
+
+// train_gpt's check, collective over `world`: one training step of config's shape with checked_layers blocks on the
+// host grid (the 1D baseline: on `group`, else null) against the fp64 reference on rank 0, with step 0's global batch
+// of `train` (every replica's `batch` sequences, in replica order); prints the error on rank 0 and throws the same
+// optimus::Error on every rank past 1e-10. Resets the grid's memory peaks after (the run reports training's).
+void check_first_step(Communicator& world, Grid& host_grid, const megatron::Group* group, const GptConfig& config,
+                      const pipeline::Schedule& schedule, const Tokens& train, std::int64_t batch);
 
 }  // namespace optimus::examples

@@ -239,37 +239,6 @@ double train_loop(const Trainee& t, const Setup& setup, const optimus::examples:
   return last_loss;
 }
 
-// Checks one training step of a small model of config's shape (every stage's chunks one block each under a
-// pipeline, else min(layers, 2) blocks) on the host grid (the 1D baseline: on `group`) against the fp64 reference on
-// rank 0, with step 0's global batch (every replica's sequences, in replica order); prints the error on rank 0 and
-// throws past 1e-10.
-void check_first_step(optimus::Communicator& world, optimus::Grid& host_grid, const optimus::megatron::Group* group,
-                      const optimus::GptConfig& config, const optimus::pipeline::Schedule& schedule,
-                      const optimus::examples::Tokens& train, std::int64_t batch) {
-  namespace ex = optimus::examples;
-  const std::int64_t seq = config.max_seq;
-  std::vector<int> tokens, targets, all_tokens, all_targets;
-  for (int r = 0; r < host_grid.dp(); ++r) {
-    ex::draw_batch(train, batch, seq, config.seed, 0, r, host_grid.dp(), tokens, targets);
-    all_tokens.insert(all_tokens.end(), tokens.begin(), tokens.end());
-    all_targets.insert(all_targets.end(), targets.begin(), targets.end());
-  }
-  ex::draw_batch(train, batch, seq, config.seed, 0, host_grid.dp_index(), host_grid.dp(), tokens, targets);
-  optimus::GptConfig check = config;
-  check.layers = schedule.stages > 1 ? schedule.virtual_stages() : std::min<std::int64_t>(config.layers, 2);
-  const ex::CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
-                         .batch = batch};
-  const double err = group ? ex::reference_check(world, *group, check, b, schedule)
-                           : ex::reference_check(world, host_grid, check, b, schedule);
-  if (world.rank() == 0) {
-    std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
-                err < 1e-10 ? "ok" : "FAILED");
-  }
-  OPTIMUS_CHECK(err < 1e-10, "train_gpt: the ", group ? "1D" : "2D",
-                " model disagrees with the reference (relative error ", err, ")");
-  host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
-}
-
 // The training loop's view of a pipelined model (this rank's stage, 2D or 1D): its step, evaluation and next-token
 // logits.
 template <class Family>
@@ -560,26 +529,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
     model_layout.recompute.assign(static_cast<std::size_t>(config.layers), recompute);
   }
   // What the run will need on this host, before the first large allocation (memory_check.hpp): the model as laid
-  // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check of min(layers, 2)
-  // blocks (a pipeline's: one per virtual stage) on the host grid.
-  {
-    const std::int64_t check_layers = schedule->stages > 1 ? schedule->virtual_stages()
-                                                            : std::min<std::int64_t>(config.layers, 2);
-    optimus::plan::Layout check_layout = model_layout;
-    check_layout.offload = optimus::Offload::none;
-    check_layout.recompute.assign(static_cast<std::size_t>(check_layers), optimus::Recompute::none);
-    optimus::GptConfig check_config = config;
-    check_config.layers = check_layers;
-    ex::check_host_memory(world, model_layout,
-                          {.config = config, .global_batch = batch * grid.dp(), .seq = seq, .element_bytes = 4,
-                           .saved_bytes = math == optimus::ops::GemmMath::bf16 ? 2 : 4},
-                          check_layout,
-                          {.config = check_config, .global_batch = batch * grid.dp(), .seq = seq, .element_bytes = 8,
-                           .saved_bytes = 8},
-                          grid.device() != nullptr);
-  }
-  check_first_step(world, host_grid, group ? &*group : nullptr, config, *schedule, corpus.train,
-                   batch);
+  // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check.
+  ex::check_host_memory(world, model_layout,
+                        {.config = config, .global_batch = batch * grid.dp(), .seq = seq, .element_bytes = 4,
+                         .saved_bytes = math == optimus::ops::GemmMath::bf16 ? 2 : 4},
+                        ex::checked_layers(config, *schedule), grid.device() != nullptr);
+  ex::check_first_step(world, host_grid, group ? &*group : nullptr, config, *schedule, corpus.train, batch);
 
   const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                                   .max_grad_norm = 1.0};

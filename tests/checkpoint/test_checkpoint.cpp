@@ -481,10 +481,14 @@ TEST_CASE("safetensors: a written file reads back; a malformed one is refused na
   }
   CHECK_THROWS_WITH_AS(optimus::safetensors::Reader(file.string()), doctest::Contains("header is not a JSON object"),
                        optimus::Error);
+  const auto junk_bytes = fs::file_size(file);
   {
     optimus::safetensors::Writer unfinished(file.string(), {{.name = "a", .dtype = "F32", .shape = {2, 3}}}, {});
     CHECK_THROWS_WITH_AS(unfinished.finish(), doctest::Contains("was given 0 of its 24 bytes"), optimus::Error);
   }
+  // An unfinished writer leaves the file it would have replaced as it was, and no partial file.
+  CHECK(fs::file_size(file) == junk_bytes);
+  CHECK_FALSE(fs::exists(file.string() + ".partial"));
   fs::remove_all(dir);
 }
 

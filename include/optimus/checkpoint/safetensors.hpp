@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "optimus/core/output_file.hpp"
+
 namespace optimus::safetensors {
 
 // The element types Optimus reads and writes ("F32", "F64", "BF16", "U8", "U16", "I32", "I64"); others are refused.
@@ -31,15 +33,13 @@ struct TensorInfo {
   std::uint64_t bytes() const;       // element_size(dtype) * product of shape
 };
 
-// Writes `path` (created or truncated): the header at once, then each tensor's bytes through append(), in the order
-// given; finish() checks that every byte came, fsyncs and closes. Destroying an unfinished writer closes the file
-// and leaves it incomplete (its size is short of what the header promises, which any reader refuses).
+// Writes `path` as an optimus::OutputFile (core/output_file.hpp: `path`.partial beside it, every byte checked, renamed
+// over `path` at the end; only a regular file or a new path is replaced): the header at once, then each tensor's
+// bytes through append(), in the order given; finish() checks that every byte came, fsyncs and renames. Destroying an
+// unfinished writer removes the partial file and leaves `path` as it was.
 class Writer {
  public:
   Writer(std::string path, std::vector<TensorInfo> tensors, const std::map<std::string, std::string>& metadata);
-  ~Writer();
-  Writer(const Writer&) = delete;
-  Writer& operator=(const Writer&) = delete;
 
   // The next `bytes` of the data (any split of the tensors' bytes into calls is allowed).
   void append(const void* data, std::uint64_t bytes);
@@ -57,7 +57,7 @@ class Writer {
   std::vector<std::uint64_t> begins_;
   std::string header_;
   std::uint64_t data_bytes_ = 0, written_ = 0;
-  int fd_ = -1;
+  OutputFile file_;
 };
 
 struct Entry {
