@@ -62,9 +62,9 @@ Corpus load_data(const std::vector<std::string>& files, checkpoint::TokenFormat 
 
 Corpus load_corpus(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  OPTIMUS_CHECK(in.good(), "train_gpt: cannot read the text '", path, "'");
+  OPTIMUS_CHECK(in.good(), "cannot read the text '", path, "'");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  OPTIMUS_CHECK(text.size() > 1000, "train_gpt: the text '", path, "' has only ", text.size(), " bytes");
+  OPTIMUS_CHECK(text.size() > 1000, "the text '", path, "' has only ", text.size(), " bytes");
   Corpus c;
   std::vector<std::int64_t> count(256, 0);
   c.train.owned.reserve(text.size());
@@ -79,7 +79,7 @@ Corpus load_corpus(const std::string& path) {
     (e < split ? c.train : c.valid).owned.push_back(lookup[static_cast<unsigned char>(text[e])]);
   }
   c.vocab = static_cast<std::int64_t>(c.chars.size());
-  OPTIMUS_CHECK(c.vocab >= 2, "train_gpt: the text '", path, "' is one character repeated (byte ",
+  OPTIMUS_CHECK(c.vocab >= 2, "the text '", path, "' is one character repeated (byte ",
                 static_cast<int>(static_cast<unsigned char>(c.chars[0])), ", ", text.size(),
                 " times): there is nothing to predict");
   c.unigram_entropy = entropy(count);

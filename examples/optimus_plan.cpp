@@ -28,7 +28,7 @@ plan::Request request_of(const cli::Options& o) {
   plan::Request r;
   const int gpus = static_cast<int>(o.integer("gpus", 0));
   OPTIMUS_CHECK(o.has("gpus") && o.has("hidden") && o.has("heads") && o.has("layers") && o.has("seq"),
-                "optimus-plan needs --gpus, --hidden, --heads, --layers and --seq");
+                "the plan needs --gpus, --hidden, --heads, --layers and --seq");
   const std::uint64_t memory = o.bytes("device-memory", std::uint64_t{80} << 30);
   if (o.has("calibration")) {
     r.cluster =
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
       optimus::write_file(path, plan::to_json(request, result));
     }
     if (result.plans.empty()) {
-      std::fprintf(stderr, "optimus-plan: %s\n", result.infeasible.c_str());
+      std::fprintf(stderr, "optimus-plan: error: %s\n", result.infeasible.c_str());
       return 1;
     }
     for (const std::string& line : plan::table(result, static_cast<std::size_t>(o.integer("top", 10)))) {
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", help.what());
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "optimus-plan: %s\n", e.what());
+    std::fprintf(stderr, "optimus-plan: error: %s\n", e.what());
     return 2;
   }
 }

@@ -75,7 +75,7 @@ void check_first_step(Communicator& world, Grid& host_grid, const megatron::Grou
     std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
                 err < 1e-10 ? "ok" : "FAILED");
   }
-  OPTIMUS_CHECK(err < 1e-10, "train_gpt: the ", group ? "1D" : "2D",
+  OPTIMUS_CHECK(err < 1e-10, "the ", group ? "1D" : "2D",
                 " model disagrees with the reference (relative error ", err, ")");
   host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
 }

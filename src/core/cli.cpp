@@ -92,8 +92,9 @@ std::vector<std::string> checked_list(const Spec& s, const std::string& text) {
 void check_input_file(const Spec& s, const std::string& path) {
   namespace fs = std::filesystem;
   OPTIMUS_CHECK(fs::exists(path), "option --", s.name, ": '", path, "' does not exist");
-  OPTIMUS_CHECK(fs::is_regular_file(path), "option --", s.name, ": '", path, "' is ",
-                fs::is_directory(path) ? "a directory" : "not a regular file", ", not a file to read");
+  const fs::file_status status = fs::status(path);
+  OPTIMUS_CHECK(fs::is_regular_file(status), "option --", s.name, ": '", path, "' is ", kind_of(status),
+                ", not a file to read");
 }
 
 // Throws the error naming the option unless `value` is what `s` takes.

@@ -15,8 +15,6 @@ namespace optimus {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 std::string kind_of(const fs::file_status& s) {
   switch (s.type()) {
     case fs::file_type::directory: return "a directory";
@@ -27,8 +25,6 @@ std::string kind_of(const fs::file_status& s) {
     default: return "not a regular file";
   }
 }
-
-}  // namespace
 
 void check_replaceable(const fs::path& path, std::string_view what) {
   std::error_code error;

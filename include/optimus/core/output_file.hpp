@@ -11,6 +11,9 @@
 
 namespace optimus {
 
+// What a file that is not a regular one is, for messages: "a directory", "a character device", "a FIFO", ...
+std::string kind_of(const std::filesystem::file_status& status);
+
 // Throws unless `path` is new or a regular file (or a link to one): a directory, a device (/dev/full), a FIFO or a
 // socket is never replaced. `what` names the output in the message ("--export", "the trace").
 void check_replaceable(const std::filesystem::path& path, std::string_view what);
