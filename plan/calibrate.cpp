@@ -146,9 +146,9 @@ std::string to_json(const Calibration& c) {
 Cluster cluster_of(const Calibration& c, int gpus, int cores, std::uint64_t memory_per_rank,
                    const std::string& source) {
   OPTIMUS_CHECK(c.broadcast_beta > 0 && c.gemm_gflops > 0 && c.gelu_per_s > 0 && c.axpby_per_s > 0 && c.adamw_per_s > 0,
-                "calibration (", source, "): broadcast beta ", c.broadcast_beta, " s/B, GEMM ", c.gemm_gflops,
-                " GFLOP/s, GELU ", c.gelu_per_s, ", axpby ", c.axpby_per_s, " and AdamW ", c.adamw_per_s,
-                " per second must be positive (communication: measure with at least 2 ranks)");
+                "calibration: broadcast beta ", c.broadcast_beta, " s/B, GEMM ", c.gemm_gflops, " GFLOP/s, GELU ",
+                c.gelu_per_s, ", axpby ", c.axpby_per_s, " and AdamW ", c.adamw_per_s, " per second must be positive (",
+                source, "), and communication is measured with 2 ranks or more");
   const Link measured{.bandwidth = 1.0 / c.broadcast_beta, .latency = c.broadcast_alpha};
   return Cluster{.gpus = gpus,
                  .gpus_per_node = gpus,
