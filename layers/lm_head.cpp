@@ -9,6 +9,7 @@
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/grid/summa.hpp"
+#include "cross_entropy.hpp"
 
 namespace optimus {
 
@@ -51,7 +52,7 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
   const std::int64_t n = x.rows(), vocab = vocab_;
   OPTIMUS_CHECK(wte.rows() >= vocab_, "cross-entropy: wte has ", wte.rows(), " rows for a vocabulary of ", vocab_);
   check_targets(targets, n, vocab, mean_over);
-  DistMatrix<T> probs(x.grid(), n, wte.rows());  // logits, turned into probabilities in place
+  DistMatrix<T> probs(x.grid(), n, wte.rows());  // logits, turned into their gradient in place
   saved = Context{};
   if (pass.training) {
     saved.x.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dwte's
@@ -59,25 +60,15 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
   } else {
     summa_abt(T(1), x, wte, T(0), probs);
   }
-  mask_padding(probs);
-  const std::int64_t rows = probs.local_rows(), v0 = probs.col_offset();
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
   const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);  // where the logits live
-  Tensor<T> max(Shape{rows}, work, Init::none), sums(Shape{2 * rows}, work, Init::none);
-  ops::row_max<T>(std::as_const(probs).local(), max.view(), grid_.queue());
-  grid_.row().all_reduce(std::span<T>(max.data(), static_cast<std::size_t>(rows)), ReduceOp::max);
-  // (sum of exp, target logit) per row, reduced together.
-  ops::cross_entropy_exp_sums<T>(probs.local(), max.view(), all_targets.view(), probs.row_offset(), v0, sums.view(),
-                                 grid_.queue());
-  grid_.row().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
-  Tensor<double> row_loss(Shape{rows}, work, Init::none);
-  ops::cross_entropy_finish<T>(probs.local(), max.view(), sums.view(), row_loss.view(), grid_.queue());
-  double local_loss = 0;  // this grid row's tokens; identical on the ranks of the row
-  for (double l : download(row_loss)) local_loss += l;
+  // This grid row's tokens' losses, identical on the ranks of the row (its owners of the vocabulary's slices); under
+  // training the logits become dlogits = (softmax - onehot) / mean_over.
+  const double local_loss = detail::vocab_parallel_cross_entropy<T>(
+      probs.local(), all_targets.view(), probs.row_offset(), probs.col_offset(), vocab, mean_over, pass.training,
+      grid_.row(), work, grid_.queue());
   const double loss = grid_.col().all_reduce(local_loss, ReduceOp::sum) / static_cast<double>(mean_over);
-  if (pass.training) {  // dlogits = (softmax - onehot) / mean_over, kept as backward's products take it
-    ops::cross_entropy_backward<T>(probs.local(), all_targets.view(), probs.row_offset(), v0, mean_over,
-                                   grid_.queue());
+  if (pass.training) {  // dlogits, kept as backward's products take them
     saved.dlogits.emplace(std::move(probs), MemoryKind::activations);
     saved.mark = ContextMark(grid_);
   }

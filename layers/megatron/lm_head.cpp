@@ -8,6 +8,7 @@
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/lm_head.hpp"
+#include "../cross_entropy.hpp"
 
 namespace optimus::megatron {
 
@@ -52,7 +53,7 @@ double LmHead1D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, st
   check_targets(targets, n, vocab_, mean_over);
   const Grid& local = group_.local();
   const ops::Queue& queue = local.queue();
-  DistMatrix<T> probs(local, n, wte.rows());  // this slice's logits, turned into probabilities in place
+  DistMatrix<T> probs(local, n, wte.rows());  // this slice's logits, turned into their gradient in place
   saved = Context{};
   if (pass.training) {
     saved.x.emplace(x, MemoryKind::activations);  // bf16 under mixed precision, as the products take it
@@ -61,20 +62,12 @@ double LmHead1D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, st
   } else {
     ops::gemm<T>(Trans::no, Trans::yes, T(1), x.local(), wte.local(), T(0), probs.local(), queue);
   }
-  mask_padding(probs, v0);
   const MemoryTag work = local.tag(MemoryKind::workspace);
   const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);
-  Tensor<T> max(Shape{n}, work, Init::none), sums(Shape{2 * n}, work, Init::none);
-  ops::row_max<T>(std::as_const(probs).local(), max.view(), queue);
-  group_.tp().all_reduce(std::span<T>(max.data(), static_cast<std::size_t>(n)), ReduceOp::max);
-  ops::cross_entropy_exp_sums<T>(probs.local(), max.view(), all_targets.view(), 0, v0, sums.view(), queue);
-  group_.tp().all_reduce(std::span<T>(sums.data(), static_cast<std::size_t>(2 * n)), ReduceOp::sum);
-  Tensor<double> row_loss(Shape{n}, work, Init::none);
-  ops::cross_entropy_finish<T>(probs.local(), max.view(), sums.view(), row_loss.view(), queue);
-  double loss = 0;  // identical on every rank: the sums were reduced
-  for (double l : download(row_loss)) loss += l;
+  // Identical on every rank of the group (the slices' owners); under training the logits become their gradient.
+  const double loss = detail::vocab_parallel_cross_entropy<T>(probs.local(), all_targets.view(), 0, v0, vocab_,
+                                                              mean_over, pass.training, group_.tp(), work, queue);
   if (pass.training) {
-    ops::cross_entropy_backward<T>(probs.local(), all_targets.view(), 0, v0, mean_over, queue);
     saved.dlogits.emplace(std::move(probs), MemoryKind::activations);
     saved.mark = ContextMark(local);
   }

@@ -40,7 +40,6 @@ class AcceleratorKernels {
   virtual void causal_softmax_backward(TensorView<const float> probs, TensorView<const float> dp, float scale,
                                        TensorView<float> ds, const Queue& q) const = 0;
   virtual void row_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
-  virtual void row_max(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
   virtual void layernorm_square_deviations(TensorView<const float> x, TensorView<const float> row_sum,
                                            std::int64_t hidden, TensorView<float> out, const Queue& q) const = 0;
   virtual void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum,
@@ -64,15 +63,13 @@ class AcceleratorKernels {
                                      TensorView<float> dwte, const Queue& q) const = 0;
   virtual void position_grad(TensorView<const float> dx, std::int64_t row_offset, std::int64_t seq,
                              TensorView<float> partial, const Queue& q) const = 0;
-  virtual void cross_entropy_exp_sums(TensorView<float> logits, TensorView<const float> max,
+  virtual void cross_entropy_stats(TensorView<const float> logits, TensorView<const int> targets,
+                                   std::int64_t row_offset, std::int64_t v0, std::int64_t vocab,
+                                   TensorView<float> stats, const Queue& q) const = 0;
+  virtual void cross_entropy_rescale(TensorView<float> stats, const Queue& q) const = 0;
+  virtual void cross_entropy_gradient(TensorView<float> logits, TensorView<const float> stats,
                                       TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
-                                      TensorView<float> sums, const Queue& q) const = 0;
-  virtual void cross_entropy_finish(TensorView<float> probs, TensorView<const float> max,
-                                    TensorView<const float> sums, TensorView<double> row_loss,
-                                    const Queue& q) const = 0;
-  virtual void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets,
-                                      std::int64_t row_offset, std::int64_t v0, std::int64_t mean_over,
-                                      const Queue& q) const = 0;
+                                      std::int64_t vocab, std::int64_t mean_over, const Queue& q) const = 0;
 
   // ---- the optimizer ----
   // Sum of squares into scratch[sum_squares_scratch() - 1] (a device double; the rest is the kernel's partials).

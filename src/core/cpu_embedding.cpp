@@ -1,4 +1,7 @@
 // CPU backend: vocabulary-parallel embedding and cross-entropy (cpu_kernels.hpp).
+#include <algorithm>
+#include <limits>
+
 #include "cpu_kernels.hpp"
 #include "eigen_views.hpp"
 #include "vector_clones.hpp"
@@ -8,15 +11,29 @@ namespace {
 
 using detail::cols_of;
 using detail::ConstRows;
+using detail::ConstVec;
 using detail::Rows;
 using detail::rows_of;
 
 bool in_slice(std::int64_t id, std::int64_t v0, std::int64_t vn) { return id >= v0 && id < v0 + vn; }
 
-// x[c] = exp(x[c] - max) over n contiguous logits (the loop vectorises: math::softmax_exp has no call in f32).
+// The slice's columns that are vocabulary ids, not padding: [0, valid).
+std::int64_t valid_columns(std::int64_t v0, std::int64_t vocab, std::int64_t vn) {
+  return std::clamp<std::int64_t>(vocab - v0, 0, vn);
+}
+
+// out[c] = exp(x[c] - max) over n contiguous logits (the loop vectorises: math::softmax_exp has no call in f32).
 template <class T>
-OPTIMUS_VECTOR_CLONES void exps_in_place(T* x, T max, std::int64_t n) {
-  for (std::int64_t c = 0; c < n; ++c) x[c] = math::softmax_exp(x[c], T(1), max);
+OPTIMUS_VECTOR_CLONES void exps_of(const T* x, T max, std::int64_t n, T* out) {
+  for (std::int64_t c = 0; c < n; ++c) out[c] = math::softmax_exp(x[c], T(1), max);
+}
+
+// A row's dlogits in place of its `valid` logits: (exp(x - max) / sum - [c == target]) / n_tokens.
+template <class T>
+OPTIMUS_VECTOR_CLONES void gradient_row(T* x, T max, T sum, std::int64_t valid, std::int64_t target, T n_tokens) {
+  for (std::int64_t c = 0; c < valid; ++c) {
+    x[c] = math::cross_entropy_grad(math::normalized(math::softmax_exp(x[c], T(1), max), sum), c == target, n_tokens);
+  }
 }
 
 }  // namespace
@@ -66,39 +83,57 @@ void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t
 }
 
 template <class T>
-void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, TensorView<const int> targets,
-                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums) {
-  const std::int64_t rows = rows_of(logits), vn = cols_of(logits);
+void cross_entropy_stats(TensorView<const T> logits, TensorView<const int> targets, std::int64_t row_offset,
+                         std::int64_t v0, std::int64_t vocab, TensorView<T> stats) {
+  const std::int64_t rows = rows_of(logits), vn = cols_of(logits), valid = valid_columns(v0, vocab, vn);
+  T* local_max = stats.data();
+  T* max = local_max + rows;
+  T* sum = max + rows;
+  T* target_logit = sum + rows;
+  // The online softmax a block of columns at a time: the block's max (vectorised), the running sum rescaled when the
+  // max grows, then the block's exponentials against the running max, summed in lanes. One read of the logits: the
+  // block is still in the cache for its second look.
+  constexpr std::int64_t kBlock = 1024;
+  T exps[kBlock];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* row = logits.data() + r * vn;
+    T m = -std::numeric_limits<T>::infinity(), s = T(0);
+    for (std::int64_t c0 = 0; c0 < valid; c0 += kBlock) {
+      const std::int64_t n = std::min(kBlock, valid - c0);
+      const T block_max = ConstVec<T>(row + c0, n).maxCoeff();
+      if (block_max > m) {
+        s *= math::exp_nonpositive(m - block_max);
+        m = block_max;
+      }
+      exps_of(row + c0, m, n, exps);
+      s += lane_sum(exps, n);
+    }
+    local_max[r] = max[r] = m;
+    sum[r] = s;
+    const std::int64_t target = targets.data()[row_offset + r];
+    target_logit[r] = in_slice(target, v0, valid) ? row[target - v0] : T(0);
+  }
+}
+
+template <class T>
+void cross_entropy_rescale(TensorView<T> stats) {
+  const std::int64_t rows = stats.numel() / 4;
+  const T* local_max = stats.data();
+  const T* max = local_max + rows;
+  T* sum = stats.data() + 2 * rows;
+  for (std::int64_t r = 0; r < rows; ++r) sum[r] *= math::exp_nonpositive(local_max[r] - max[r]);
+}
+
+template <class T>
+void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
+                            std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over) {
+  const std::int64_t rows = rows_of(logits), vn = cols_of(logits), valid = valid_columns(v0, vocab, vn);
+  const T* max = stats.data() + rows;
+  const T* sum = max + rows;
   for (std::int64_t r = 0; r < rows; ++r) {
     T* row = logits.data() + r * vn;
-    const std::int64_t target = targets.data()[row_offset + r];
-    sums.data()[2 * r + 1] = in_slice(target, v0, vn) ? row[target - v0] : T(0);
-    exps_in_place(row, max.data()[r], vn);
-    sums.data()[2 * r] = lane_sum(row, vn);
-  }
-}
-
-template <class T>
-void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorView<const T> sums,
-                          TensorView<double> row_loss) {
-  const std::int64_t rows = rows_of(probs), vn = cols_of(probs);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T sum = sums.data()[2 * r];
-    row_loss.data()[r] = math::cross_entropy_loss(sum, max.data()[r], sums.data()[2 * r + 1]);
-    T* row = probs.data() + r * vn;
-    for (std::int64_t c = 0; c < vn; ++c) row[c] = math::normalized(row[c], sum);
-  }
-}
-
-template <class T>
-void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0, std::int64_t mean_over) {
-  const std::int64_t rows = rows_of(probs), vn = cols_of(probs);
-  const T n_tokens = static_cast<T>(mean_over);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t target = targets.data()[row_offset + r];
-    T* row = probs.data() + r * vn;
-    for (std::int64_t c = 0; c < vn; ++c) row[c] = math::cross_entropy_grad(row[c], target == v0 + c, n_tokens);
+    gradient_row(row, max[r], sum[r], valid, targets.data()[row_offset + r] - v0, static_cast<T>(mean_over));
+    std::fill(row + valid, row + vn, T(0));  // padding ids: no probability, no gradient
   }
 }
 
@@ -107,10 +142,11 @@ void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, 
   template void add_positions<T>(TensorView<const T>, std::int64_t, std::int64_t, TensorView<T>);                 \
   template void embedding_scatter_add<T>(TensorView<const T>, TensorView<const int>, std::int64_t, TensorView<T>); \
   template void position_grad<T>(TensorView<const T>, std::int64_t, std::int64_t, TensorView<T>);                 \
-  template void cross_entropy_exp_sums<T>(TensorView<T>, TensorView<const T>, TensorView<const int>, std::int64_t, \
-                                          std::int64_t, TensorView<T>);                                           \
-  template void cross_entropy_finish<T>(TensorView<T>, TensorView<const T>, TensorView<const T>, TensorView<double>); \
-  template void cross_entropy_backward<T>(TensorView<T>, TensorView<const int>, std::int64_t, std::int64_t, std::int64_t);
+  template void cross_entropy_stats<T>(TensorView<const T>, TensorView<const int>, std::int64_t, std::int64_t,        \
+                                       std::int64_t, TensorView<T>);                                                  \
+  template void cross_entropy_rescale<T>(TensorView<T>);                                                              \
+  template void cross_entropy_gradient<T>(TensorView<T>, TensorView<const T>, TensorView<const int>, std::int64_t,    \
+                                          std::int64_t, std::int64_t, std::int64_t);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

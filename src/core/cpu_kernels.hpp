@@ -33,8 +33,6 @@ T lane_sum(const T* x, std::int64_t n);
 template <class T>
 void row_sums(TensorView<const T> x, TensorView<T> out);
 template <class T>
-void row_max(TensorView<const T> x, TensorView<T> out);
-template <class T>
 void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_sum, std::int64_t hidden,
                                  TensorView<T> out);
 template <class T>
@@ -68,14 +66,13 @@ void embedding_scatter_add(TensorView<const T> grad, TensorView<const int> token
 template <class T>
 void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t seq, TensorView<T> partial);
 template <class T>
-void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, TensorView<const int> targets,
-                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums);
+void cross_entropy_stats(TensorView<const T> logits, TensorView<const int> targets, std::int64_t row_offset,
+                         std::int64_t v0, std::int64_t vocab, TensorView<T> stats);
 template <class T>
-void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorView<const T> sums,
-                          TensorView<double> row_loss);
+void cross_entropy_rescale(TensorView<T> stats);
 template <class T>
-void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0, std::int64_t mean_over);
+void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
+                            std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over);
 
 // ---- the optimizer -------------------------------------------------------------------------------------------
 template <class T>

@@ -19,12 +19,6 @@ void row_sums(TensorView<const T> x, TensorView<T> out) {
 }
 
 template <class T>
-void row_max(TensorView<const T> x, TensorView<T> out) {
-  const ConstRows<T> X(x.data(), rows_of(x), cols_of(x));
-  for (std::int64_t r = 0; r < X.rows(); ++r) out.data()[r] = X.row(r).maxCoeff();
-}
-
-template <class T>
 void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_sum, std::int64_t hidden,
                                  TensorView<T> out) {
   const ConstRows<T> X(x.data(), rows_of(x), cols_of(x));
@@ -93,7 +87,6 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                        \
   template void row_sums<T>(TensorView<const T>, TensorView<T>);                                                      \
-  template void row_max<T>(TensorView<const T>, TensorView<T>);                                                       \
   template void layernorm_square_deviations<T>(TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>); \
   template void layernorm_normalize<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,                 \
                                        TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>,         \

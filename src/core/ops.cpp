@@ -26,15 +26,6 @@ void row_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue) {
 }
 
 template <class T>
-void row_max(TensorView<const T> x, TensorView<T> out, const Queue& queue) {
-  const char* op = "row_max";
-  check_shape(op, "x", x, rows_of(x), cols_of(x));
-  check_shape(op, "out", out, rows_of(x), 1);
-  dispatch<T>(op, {contiguous("x", x), contiguous("out", out)}, queue, [&] { cpu::row_max(x, out); },
-              [&](const auto& k) { k.row_max(x, out, queue); });
-}
-
-template <class T>
 void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_sum, std::int64_t hidden,
                                  TensorView<T> out, const Queue& queue) {
   const char* op = "layernorm_square_deviations";
@@ -110,59 +101,56 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
               [&](const auto& k) { k.layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, dx, queue); });
 }
 
+// A block's rows of the targets, and a vocabulary that the slice [v0, v0 + vn) starts within (or past: a slice of
+// padding only).
+void check_slice(const char* op, std::int64_t rows, std::int64_t row_offset, std::int64_t n_targets, std::int64_t v0,
+                 std::int64_t vocab) {
+  OPTIMUS_CHECK(row_offset >= 0 && row_offset + rows <= n_targets, op, ": rows ", row_offset, "..", row_offset + rows,
+                " are outside the ", n_targets, " targets");
+  OPTIMUS_CHECK(v0 >= 0 && vocab > 0, op, ": a slice from id ", v0, " of a vocabulary of ", vocab, " ids");
+}
+
 template <class T>
-void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, TensorView<const int> targets,
-                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums, const Queue& queue) {
-  const char* op = "cross_entropy_exp_sums";
+void cross_entropy_stats(TensorView<const T> logits, TensorView<const int> targets, std::int64_t row_offset,
+                         std::int64_t v0, std::int64_t vocab, TensorView<T> stats, const Queue& queue) {
+  const char* op = "cross_entropy_stats";
   const std::int64_t rows = rows_of(logits), vn = cols_of(logits);
   check_shape(op, "logits", logits, rows, vn);
-  check_shape(op, "max", max, rows, 1);
-  check_shape(op, "sums", sums, 2 * rows, 1);
-  OPTIMUS_CHECK(row_offset >= 0 && row_offset + rows <= targets.numel(), op, ": rows ", row_offset, "..",
-                row_offset + rows, " are outside the ", targets.numel(), " targets");
-  dispatch<T>(op,
-              {contiguous("logits", logits), contiguous("max", max), contiguous("targets", targets),
-               contiguous("sums", sums)},
-              queue, [&] { cpu::cross_entropy_exp_sums(logits, max, targets, row_offset, v0, sums); },
-              [&](const auto& k) {
-                k.cross_entropy_exp_sums(logits, max, targets, row_offset, v0, sums, queue);
-              });
+  check_shape(op, "stats", stats, 4, rows);
+  check_slice(op, rows, row_offset, targets.numel(), v0, vocab);
+  dispatch<T>(op, {contiguous("logits", logits), contiguous("targets", targets), contiguous("stats", stats)}, queue,
+              [&] { cpu::cross_entropy_stats(logits, targets, row_offset, v0, vocab, stats); },
+              [&](const auto& k) { k.cross_entropy_stats(logits, targets, row_offset, v0, vocab, stats, queue); });
 }
 
 template <class T>
-void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorView<const T> sums,
-                          TensorView<double> row_loss, const Queue& queue) {
-  const char* op = "cross_entropy_finish";
-  const std::int64_t rows = rows_of(probs), vn = cols_of(probs);
-  check_shape(op, "probs", probs, rows, vn);
-  check_shape(op, "max", max, rows, 1);
-  check_shape(op, "sums", sums, 2 * rows, 1);
-  check_shape(op, "row_loss", row_loss, rows, 1);
-  dispatch<T>(op,
-              {contiguous("probs", probs), contiguous("max", max), contiguous("sums", sums),
-               contiguous("row_loss", row_loss)},
-              queue, [&] { cpu::cross_entropy_finish(probs, max, sums, row_loss); },
-              [&](const auto& k) { k.cross_entropy_finish(probs, max, sums, row_loss, queue); });
+void cross_entropy_rescale(TensorView<T> stats, const Queue& queue) {
+  const char* op = "cross_entropy_rescale";
+  OPTIMUS_CHECK(stats.rank() == 2 && stats.size(0) == 4, op, ": expected stats [4, rows], got shape ", stats.shape());
+  dispatch<T>(op, {contiguous("stats", stats)}, queue, [&] { cpu::cross_entropy_rescale(stats); },
+              [&](const auto& k) { k.cross_entropy_rescale(stats, queue); });
 }
 
 template <class T>
-void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0, std::int64_t mean_over, const Queue& queue) {
-  const char* op = "cross_entropy_backward";
-  const std::int64_t rows = rows_of(probs), vn = cols_of(probs), n_tokens = targets.numel();
-  check_shape(op, "probs", probs, rows, vn);
-  OPTIMUS_CHECK(row_offset >= 0 && row_offset + rows <= n_tokens, op, ": rows ", row_offset, "..", row_offset + rows,
-                " are outside the ", n_tokens, " targets");
+void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
+                            std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
+                            const Queue& queue) {
+  const char* op = "cross_entropy_gradient";
+  const std::int64_t rows = rows_of(logits), vn = cols_of(logits), n_tokens = targets.numel();
+  check_shape(op, "logits", logits, rows, vn);
+  check_shape(op, "stats", stats, 4, rows);
+  check_slice(op, rows, row_offset, n_tokens, v0, vocab);
   OPTIMUS_CHECK(mean_over >= n_tokens, op, ": a mean over ", mean_over, " tokens cannot include all ", n_tokens,
                 " targets");
-  dispatch<T>(op, {contiguous("probs", probs), contiguous("targets", targets)}, queue,
-              [&] { cpu::cross_entropy_backward(probs, targets, row_offset, v0, mean_over); },
-              [&](const auto& k) { k.cross_entropy_backward(probs, targets, row_offset, v0, mean_over, queue); });
+  dispatch<T>(op, {contiguous("logits", logits), contiguous("stats", stats), contiguous("targets", targets)}, queue,
+              [&] { cpu::cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over); },
+              [&](const auto& k) {
+                k.cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over, queue);
+              });
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                        \
   template void row_sums<T>(TensorView<const T>, TensorView<T>, const Queue&);                                        \
-  template void row_max<T>(TensorView<const T>, TensorView<T>, const Queue&);                                         \
   template void layernorm_square_deviations<T>(TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>, \
                                                const Queue&);                                                         \
   template void layernorm_normalize<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,                 \
@@ -173,12 +161,11 @@ void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, 
   template void layernorm_backward_dx<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,               \
                                          TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>,       \
                                          const Queue&);                                                               \
-  template void cross_entropy_exp_sums<T>(TensorView<T>, TensorView<const T>, TensorView<const int>, std::int64_t,    \
-                                          std::int64_t, TensorView<T>, const Queue&);                                 \
-  template void cross_entropy_finish<T>(TensorView<T>, TensorView<const T>, TensorView<const T>, TensorView<double>,  \
-                                        const Queue&);                                                                \
-  template void cross_entropy_backward<T>(TensorView<T>, TensorView<const int>, std::int64_t, std::int64_t, std::int64_t,           \
-                                          const Queue&);
+  template void cross_entropy_stats<T>(TensorView<const T>, TensorView<const int>, std::int64_t, std::int64_t,        \
+                                       std::int64_t, TensorView<T>, const Queue&);                                    \
+  template void cross_entropy_rescale<T>(TensorView<T>, const Queue&);                                                \
+  template void cross_entropy_gradient<T>(TensorView<T>, TensorView<const T>, TensorView<const int>, std::int64_t,    \
+                                          std::int64_t, std::int64_t, std::int64_t, const Queue&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -1,5 +1,7 @@
 // Vocabulary-parallel embedding lookup/scatter and cross-entropy on local blocks (see layer_kernels.hpp).
 // Scatter-adds loop over tokens in order for each element: deterministic, and the CPU's order.
+#include <cmath>
+
 #include "block_reduce.cuh"
 #include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
@@ -60,38 +62,50 @@ __global__ void position_grad_kernel(const float* dx, std::int64_t row_offset, s
   partial[e] = acc;
 }
 
-// One block per row.
-__global__ void exp_sums_kernel(float* logits, const float* max, const int* targets, std::int64_t row_offset,
-                                std::int64_t v0, std::int64_t vn, float* sums) {
+// One block per row: each thread an online softmax over its columns (a running max m and the sum of exp(x - m),
+// rescaled when m grows), then the block's pairs combined: the block's max, each thread's sum rescaled to it, summed.
+// One read of the row.
+__global__ void stats_kernel(const float* logits, const int* targets, std::int64_t row_offset, std::int64_t v0,
+                             std::int64_t valid, std::int64_t rows, std::int64_t vn, float* stats) {
   __shared__ float shared[kThreads];
   const std::int64_t r = blockIdx.x;
-  float* row = logits + r * vn;
-  const std::int64_t target = targets[row_offset + r];
-  if (threadIdx.x == 0) sums[2 * r + 1] = target >= v0 && target < v0 + vn ? row[target - v0] : 0.0f;
-  __syncthreads();  // the target logit is read before the row is overwritten
-  float sum = 0.0f;
-  for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) {
-    row[c] = math::softmax_exp(row[c], 1.0f, max[r]);
-    sum += row[c];
+  const float* row = logits + r * vn;
+  float m = -INFINITY, s = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < valid; c += kThreads) {
+    const float x = row[c];
+    if (x > m) {
+      s = s * math::exp_nonpositive(m - x) + 1.0f;
+      m = x;
+    } else {
+      s += math::exp_nonpositive(x - m);
+    }
   }
-  sum = detail::block_sum(sum, shared);
-  if (threadIdx.x == 0) sums[2 * r] = sum;
-}
-
-__global__ void finish_kernel(float* probs, const float* max, const float* sums, std::int64_t vn, double* row_loss) {
-  const std::int64_t r = blockIdx.x;
-  for (std::int64_t c = threadIdx.x; c < vn; c += kThreads) {
-    probs[r * vn + c] = math::normalized(probs[r * vn + c], sums[2 * r]);
-  }
-  if (threadIdx.x == 0) row_loss[r] = math::cross_entropy_loss(sums[2 * r], max[r], sums[2 * r + 1]);
-}
-
-__global__ void ce_backward_kernel(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
-                                   std::int64_t rows, std::int64_t vn, float tokens) {
-  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  const float row_max = detail::block_max(m, shared);
+  const float sum = detail::block_sum(m == -INFINITY ? 0.0f : s * math::exp_nonpositive(m - row_max), shared);
+  if (threadIdx.x == 0) {
     const std::int64_t target = targets[row_offset + r];
+    stats[r] = stats[rows + r] = row_max;
+    stats[2 * rows + r] = sum;
+    stats[3 * rows + r] = target >= v0 && target < v0 + valid ? row[target - v0] : 0.0f;
+  }
+}
+
+__global__ void rescale_kernel(float* stats, std::int64_t rows) {
+  const std::int64_t r = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  if (r < rows) stats[2 * rows + r] *= math::exp_nonpositive(stats[r] - stats[rows + r]);
+}
+
+__global__ void gradient_kernel(float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+                                std::int64_t v0, std::int64_t valid, std::int64_t rows, std::int64_t vn,
+                                float tokens) {
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const std::int64_t target = targets[row_offset + r] - v0;
+    const float max = stats[rows + r], sum = stats[2 * rows + r];
     for (std::int64_t c = first_column(); c < vn; c += column_stride()) {
-      probs[r * vn + c] = math::cross_entropy_grad(probs[r * vn + c], target == v0 + c, tokens);
+      float& x = logits[r * vn + c];
+      x = c < valid ? math::cross_entropy_grad(math::normalized(math::softmax_exp(x, 1.0f, max), sum), c == target,
+                                               tokens)
+                    : 0.0f;
     }
   }
 }
@@ -130,25 +144,28 @@ void position_grad(const float* dx, std::int64_t row_offset, std::int64_t seq, s
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-void cross_entropy_exp_sums(float* logits, const float* max, const int* targets, std::int64_t row_offset,
-                            std::int64_t v0, std::int64_t rows, std::int64_t vn, float* sums, cudaStream_t stream) {
+void cross_entropy_stats(const float* logits, const int* targets, std::int64_t row_offset, std::int64_t v0,
+                         std::int64_t vocab, std::int64_t rows, std::int64_t vn, float* stats, cudaStream_t stream) {
   if (rows == 0) return;
-  exp_sums_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, max, targets, row_offset, v0, vn, sums);
+  const std::int64_t valid = std::clamp<std::int64_t>(vocab - v0, 0, vn);
+  stats_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, row_offset, v0, valid, rows, vn,
+                                                                      stats);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-void cross_entropy_finish(float* probs, const float* max, const float* sums, std::int64_t rows, std::int64_t vn,
-                          double* row_loss, cudaStream_t stream) {
+void cross_entropy_rescale(float* stats, std::int64_t rows, cudaStream_t stream) {
   if (rows == 0) return;
-  finish_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(probs, max, sums, vn, row_loss);
+  rescale_kernel<<<blocks_of(rows), kThreads, 0, stream>>>(stats, rows);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-void cross_entropy_backward(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
-                            std::int64_t rows, std::int64_t vn, std::int64_t n_tokens, cudaStream_t stream) {
+void cross_entropy_gradient(float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+                            std::int64_t v0, std::int64_t vocab, std::int64_t rows, std::int64_t vn,
+                            std::int64_t n_tokens, cudaStream_t stream) {
   if (rows * vn == 0) return;
-  ce_backward_kernel<<<rows_by_columns(rows, vn), kThreads, 0, stream>>>(probs, targets, row_offset, v0, rows, vn,
-                                                                              static_cast<float>(n_tokens));
+  const std::int64_t valid = std::clamp<std::int64_t>(vocab - v0, 0, vn);
+  gradient_kernel<<<rows_by_columns(rows, vn), kThreads, 0, stream>>>(logits, stats, targets, row_offset, v0, valid,
+                                                                      rows, vn, static_cast<float>(n_tokens));
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -62,9 +62,6 @@ class CudaKernels final : public AcceleratorKernels {
   void row_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const override {
     cuda::row_sums(x.data(), rows(x), cols(x), out.data(), stream_of(q));
   }
-  void row_max(TensorView<const float> x, TensorView<float> out, const Queue& q) const override {
-    cuda::row_max(x.data(), rows(x), cols(x), out.data(), stream_of(q));
-  }
   void layernorm_square_deviations(TensorView<const float> x, TensorView<const float> row_sum, std::int64_t hidden,
                                    TensorView<float> out, const Queue& q) const override {
     cuda::layernorm_square_deviations(x.data(), row_sum.data(), hidden, rows(x), cols(x), out.data(), stream_of(q));
@@ -107,21 +104,20 @@ class CudaKernels final : public AcceleratorKernels {
                      const Queue& q) const override {
     cuda::position_grad(dx.data(), row_offset, seq, rows(dx), cols(dx), rows(partial), partial.data(), stream_of(q));
   }
-  void cross_entropy_exp_sums(TensorView<float> logits, TensorView<const float> max, TensorView<const int> targets,
-                              std::int64_t row_offset, std::int64_t v0, TensorView<float> sums,
+  void cross_entropy_stats(TensorView<const float> logits, TensorView<const int> targets, std::int64_t row_offset,
+                           std::int64_t v0, std::int64_t vocab, TensorView<float> stats,
+                           const Queue& q) const override {
+    cuda::cross_entropy_stats(logits.data(), targets.data(), row_offset, v0, vocab, rows(logits), cols(logits),
+                              stats.data(), stream_of(q));
+  }
+  void cross_entropy_rescale(TensorView<float> stats, const Queue& q) const override {
+    cuda::cross_entropy_rescale(stats.data(), stats.numel() / 4, stream_of(q));
+  }
+  void cross_entropy_gradient(TensorView<float> logits, TensorView<const float> stats, TensorView<const int> targets,
+                              std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
                               const Queue& q) const override {
-    cuda::cross_entropy_exp_sums(logits.data(), max.data(), targets.data(), row_offset, v0, rows(logits),
-                                 cols(logits), sums.data(), stream_of(q));
-  }
-  void cross_entropy_finish(TensorView<float> probs, TensorView<const float> max, TensorView<const float> sums,
-                            TensorView<double> row_loss, const Queue& q) const override {
-    cuda::cross_entropy_finish(probs.data(), max.data(), sums.data(), rows(probs), cols(probs), row_loss.data(),
-                               stream_of(q));
-  }
-  void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets, std::int64_t row_offset,
-                              std::int64_t v0, std::int64_t mean_over, const Queue& q) const override {
-    cuda::cross_entropy_backward(probs.data(), targets.data(), row_offset, v0, rows(probs), cols(probs), mean_over,
-                                 stream_of(q));
+    cuda::cross_entropy_gradient(logits.data(), stats.data(), targets.data(), row_offset, v0, vocab, rows(logits),
+                                 cols(logits), mean_over, stream_of(q));
   }
 
   void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const override {

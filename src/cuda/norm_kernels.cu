@@ -9,14 +9,13 @@ namespace {
 
 using detail::kThreads;
 
-// One block per row: out[r] = sum or max of x[r, :].
-template <bool Max>
-__global__ void row_reduce_kernel(const float* x, std::int64_t cols, float* out) {
+// One block per row: out[r] = sum of x[r, :].
+__global__ void row_sums_kernel(const float* x, std::int64_t cols, float* out) {
   __shared__ float shared[kThreads];
   const float* row = x + blockIdx.x * cols;
-  float acc = Max ? -INFINITY : 0.0f;
-  for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) acc = Max ? fmaxf(acc, row[c]) : acc + row[c];
-  const float total = Max ? detail::block_max(acc, shared) : detail::block_sum(acc, shared);
+  float acc = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) acc += row[c];
+  const float total = detail::block_sum(acc, shared);
   if (threadIdx.x == 0) out[blockIdx.x] = total;
 }
 
@@ -148,13 +147,7 @@ dim3 column_block() { return dim3(kColumnTile, kRowLanes); }
 
 void row_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream) {
   if (rows == 0) return;
-  row_reduce_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, out);
-  OPTIMUS_CHECK_CUDA(cudaGetLastError());
-}
-
-void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream) {
-  if (rows == 0) return;
-  row_reduce_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, out);
+  row_sums_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, out);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

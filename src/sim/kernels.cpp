@@ -95,9 +95,6 @@ class SimKernels final : public AcceleratorKernels {
   void row_sums(TensorView<const float> x, TensorView<float> out_, const Queue& q) const override {
     launch(q, "row_sums", [](auto x_, auto o) { cpu::row_sums(x_, o); }, in(x), out(out_));
   }
-  void row_max(TensorView<const float> x, TensorView<float> out_, const Queue& q) const override {
-    launch(q, "row_max", [](auto x_, auto o) { cpu::row_max(x_, o); }, in(x), out(out_));
-  }
   void layernorm_square_deviations(TensorView<const float> x, TensorView<const float> row_sum, std::int64_t hidden,
                                    TensorView<float> out_, const Queue& q) const override {
     launch(q, "layernorm_square_deviations",
@@ -152,23 +149,22 @@ class SimKernels final : public AcceleratorKernels {
     launch(q, "position_grad", [=](auto d, auto p) { cpu::position_grad(d, row_offset, seq, p); }, in(dx),
            out(partial));
   }
-  void cross_entropy_exp_sums(TensorView<float> logits, TensorView<const float> max, TensorView<const int> targets,
-                              std::int64_t row_offset, std::int64_t v0, TensorView<float> sums,
+  void cross_entropy_stats(TensorView<const float> logits, TensorView<const int> targets, std::int64_t row_offset,
+                           std::int64_t v0, std::int64_t vocab, TensorView<float> stats,
+                           const Queue& q) const override {
+    launch(q, "cross_entropy_stats",
+           [=](auto l, auto t, auto s) { cpu::cross_entropy_stats(l, t, row_offset, v0, vocab, s); }, in(logits),
+           in(targets), out(stats));
+  }
+  void cross_entropy_rescale(TensorView<float> stats, const Queue& q) const override {
+    launch(q, "cross_entropy_rescale", [](auto s) { cpu::cross_entropy_rescale(s); }, out(stats));
+  }
+  void cross_entropy_gradient(TensorView<float> logits, TensorView<const float> stats, TensorView<const int> targets,
+                              std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
                               const Queue& q) const override {
-    launch(q, "cross_entropy_exp_sums",
-           [=](auto l, auto m, auto t, auto s) { cpu::cross_entropy_exp_sums(l, m, t, row_offset, v0, s); },
-           out(logits), in(max), in(targets), out(sums));
-  }
-  void cross_entropy_finish(TensorView<float> probs, TensorView<const float> max, TensorView<const float> sums,
-                            TensorView<double> row_loss, const Queue& q) const override {
-    launch(q, "cross_entropy_finish", [](auto p, auto m, auto s, auto l) { cpu::cross_entropy_finish(p, m, s, l); },
-           out(probs), in(max), in(sums), out(row_loss));
-  }
-  void cross_entropy_backward(TensorView<float> probs, TensorView<const int> targets, std::int64_t row_offset,
-                              std::int64_t v0, std::int64_t mean_over, const Queue& q) const override {
-    launch(q, "cross_entropy_backward",
-           [=](auto p, auto t) { cpu::cross_entropy_backward(p, t, row_offset, v0, mean_over); }, out(probs),
-           in(targets));
+    launch(q, "cross_entropy_gradient",
+           [=](auto l, auto s, auto t) { cpu::cross_entropy_gradient(l, s, t, row_offset, v0, vocab, mean_over); },
+           out(logits), in(stats), in(targets));
   }
 
   void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const override {

@@ -1,6 +1,7 @@
 // Every operation of optimus/core/ops.hpp on a device against the same operation on the host (device_cases.hpp).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -209,13 +210,10 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
   const ops::Queue host{};
   const std::int64_t rows = 5, cols = 12, hidden = 36;  // the row's other columns on other ranks
   Both<float> x(random_values(rows * cols, 10, 3.0), Shape{rows, cols}, rank);
-  Both<float> sum(std::vector<float>(rows), Shape{rows}, rank), max(std::vector<float>(rows), Shape{rows}, rank);
+  Both<float> sum(std::vector<float>(rows), Shape{rows}, rank);
   ops::row_sums<float>(x.in_host(), sum.on_host(), host);
   ops::row_sums<float>(x.in_device(), sum.on_device(), q);
   expect.same("row_sums", sum);
-  ops::row_max<float>(x.in_host(), max.on_host(), host);
-  ops::row_max<float>(x.in_device(), max.on_device(), q);
-  expect.same("row_max", max, true);
   Both<float> sq(std::vector<float>(rows), Shape{rows}, rank), rstd(std::vector<float>(rows), Shape{rows}, rank);
   const Both<float> gamma(random_values(cols, 11), Shape{1, cols}, rank), beta(random_values(cols, 12), Shape{1, cols}, rank);
   Both<float> xhat(std::vector<float>(rows * cols), Shape{rows, cols}, rank), y(xhat.host, Shape{rows, cols}, rank);
@@ -290,30 +288,63 @@ void softmax_embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect&
   ops::position_grad<float>(grad.in_device(), row_offset, 4, positions.on_device(), q);
   expect.same("position_grad", positions);
 
-  // Cross-entropy of logits [4, 6] of the slice [6, 12), targets of rows 1..4 of a batch of 10.
-  const std::int64_t ce_rows = 4, ce_vn = 6, ce_v0 = 6, ce_offset = 1;
-  const Both<int> targets(std::vector<int>{0, 7, 2, 11, 6, 9, 1, 3, 4, 5}, Shape{10}, rank);
-  Both<float> logits(random_values(ce_rows * ce_vn, 20, 3.0), Shape{ce_rows, ce_vn}, rank);
-  Both<float> max(std::vector<float>(ce_rows), Shape{ce_rows}, rank), sums(std::vector<float>(2 * ce_rows), Shape{2 * ce_rows}, rank);
-  Both<double> loss(std::vector<double>(ce_rows), Shape{ce_rows}, rank);
-  ops::row_max<float>(logits.in_host(), max.on_host(), host);
-  ops::row_max<float>(logits.in_device(), max.on_device(), q);
-  ops::cross_entropy_exp_sums<float>(logits.on_host(), max.in_host(), targets.in_host(), ce_offset, ce_v0,
-                                     sums.on_host(), host);
-  ops::cross_entropy_exp_sums<float>(logits.on_device(), max.in_device(), targets.in_device(), ce_offset, ce_v0,
-                                     sums.on_device(), q);
-  expect.same("cross_entropy_exp_sums: exponentials", logits);
-  expect.same("cross_entropy_exp_sums: sums", sums);
-  logits = Both<float>(logits.host, Shape{ce_rows, ce_vn}, rank);
-  sums = Both<float>(sums.host, Shape{2 * ce_rows}, rank);
-  ops::cross_entropy_finish<float>(logits.on_host(), max.in_host(), sums.in_host(), loss.on_host(), host);
-  ops::cross_entropy_finish<float>(logits.on_device(), max.in_device(), sums.in_device(), loss.on_device(), q);
-  expect.same("cross_entropy_finish: probabilities", logits);
-  expect.same("cross_entropy_finish: row losses", loss);
-  logits = Both<float>(logits.host, Shape{ce_rows, ce_vn}, rank);
-  ops::cross_entropy_backward<float>(logits.on_host(), targets.in_host(), ce_offset, ce_v0, 30, host);  // a mean over 3 such batches
-  ops::cross_entropy_backward<float>(logits.on_device(), targets.in_device(), ce_offset, ce_v0, 30, q);
-  expect.same("cross_entropy_backward", logits);
+  // Cross-entropy of logits [3, 1100] of the slice [6, 1106) of a vocabulary of 1100 ids (the last 6 columns padding):
+  // wider than a CPU block of columns (1024) and than a GPU block of threads (256); targets of rows 1..3 of a batch of
+  // 10, one past the slice.
+  const std::int64_t ce_rows = 3, ce_vn = 1100, ce_v0 = 6, ce_offset = 1, vocab = 1100, mean_over = 30;
+  const Both<int> targets(std::vector<int>{0, 7, 2, 1099, 6, 9, 1, 3, 4, 5}, Shape{10}, rank);
+  std::vector<float> values = random_values(ce_rows * ce_vn, 20, 3.0);
+  values[static_cast<std::size_t>(ce_vn + 1050)] = 9.0f;  // row 1's max in the second CPU block: the sum rescales
+  Both<float> logits(values, Shape{ce_rows, ce_vn}, rank);
+  Both<float> stats(std::vector<float>(4 * ce_rows), Shape{4, ce_rows}, rank);
+  ops::cross_entropy_stats<float>(logits.in_host(), targets.in_host(), ce_offset, ce_v0, vocab, stats.on_host(), host);
+  ops::cross_entropy_stats<float>(logits.in_device(), targets.in_device(), ce_offset, ce_v0, vocab, stats.on_device(),
+                                  q);
+  expect.same("cross_entropy_stats", stats);
+  // As if another slice's max were larger by 0.5: the sums rescale to it, and the gradient's softmax is the same.
+  for (std::int64_t r = 0; r < ce_rows; ++r) stats.host[static_cast<std::size_t>(ce_rows + r)] += 0.5f;
+  stats = Both<float>(stats.host, Shape{4, ce_rows}, rank);
+  ops::cross_entropy_rescale<float>(stats.on_host(), host);
+  ops::cross_entropy_rescale<float>(stats.on_device(), q);
+  expect.same("cross_entropy_rescale", stats);
+  ops::cross_entropy_gradient<float>(logits.on_host(), stats.in_host(), targets.in_host(), ce_offset, ce_v0, vocab,
+                                     mean_over, host);
+  ops::cross_entropy_gradient<float>(logits.on_device(), stats.in_device(), targets.in_device(), ce_offset, ce_v0,
+                                     vocab, mean_over, q);
+  expect.same("cross_entropy_gradient", logits);
+  // The CPU's against the formulas in f64: the softmax over the slice's 1094 ids, its target's one subtracted.
+  double worst = 0;
+  for (std::int64_t r = 0; r < ce_rows; ++r) {
+    const auto x = [&](std::int64_t c) { return static_cast<double>(values[static_cast<std::size_t>(r * ce_vn + c)]); };
+    double max = -1e300, sum = 0;
+    for (std::int64_t c = 0; c < vocab - ce_v0; ++c) max = std::max(max, x(c));
+    for (std::int64_t c = 0; c < vocab - ce_v0; ++c) sum += std::exp(x(c) - max);
+    const std::int64_t target = targets.host[static_cast<std::size_t>(ce_offset + r)] - ce_v0;
+    for (std::int64_t c = 0; c < ce_vn; ++c) {
+      const double p = c < vocab - ce_v0 ? std::exp(x(c) - max) / sum : 0.0;
+      const double want = (p - (c == target ? 1.0 : 0.0)) / mean_over;
+      worst = std::max(worst, std::abs(logits.host[static_cast<std::size_t>(r * ce_vn + c)] - want) * mean_over);
+    }
+    CHECK(stats.host[static_cast<std::size_t>(r)] == static_cast<float>(max));  // the slice's own max, exact
+    CHECK(stats.host[static_cast<std::size_t>(3 * ce_rows + r)] ==
+          (target >= 0 && target < vocab - ce_v0 ? static_cast<float>(x(target)) : 0.0f));
+  }
+  CAPTURE(worst);
+  CHECK(worst < 1e-6);
+  // A slice of padding only (ids from the vocabulary's end): no max, a zero sum, no target, a zero gradient.
+  Both<float> padding(random_values(ce_rows * 4, 23), Shape{ce_rows, 4}, rank);
+  ops::cross_entropy_stats<float>(padding.in_host(), targets.in_host(), ce_offset, vocab, vocab, stats.on_host(), host);
+  ops::cross_entropy_stats<float>(padding.in_device(), targets.in_device(), ce_offset, vocab, vocab, stats.on_device(),
+                                  q);
+  expect.same("cross_entropy_stats of padding", stats);
+  CHECK(stats.host[0] == -std::numeric_limits<float>::infinity());
+  CHECK(stats.host[2 * ce_rows] == 0.0f);
+  ops::cross_entropy_gradient<float>(padding.on_host(), stats.in_host(), targets.in_host(), ce_offset, vocab, vocab,
+                                     mean_over, host);
+  ops::cross_entropy_gradient<float>(padding.on_device(), stats.in_device(), targets.in_device(), ce_offset, vocab,
+                                     vocab, mean_over, q);
+  expect.same("cross_entropy_gradient of padding", padding);
+  CHECK(std::all_of(padding.host.begin(), padding.host.end(), [](float g) { return g == 0.0f; }));
 }
 
 void optimizer(RankDevice& rank, const ops::Queue& q, const Expect& expect) {

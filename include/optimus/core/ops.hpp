@@ -158,11 +158,9 @@ void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m
                   const Queue& queue);
 
 // ---- row statistics -----------------------------------------------------------------------------------
-// out[r] = sum_c x[r, c]; out[r] = max_c x[r, c]
+// out[r] = sum_c x[r, c]
 template <class T>
 void row_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue);
-template <class T>
-void row_max(TensorView<const T> x, TensorView<T> out, const Queue& queue);
 
 // ---- LayerNorm -----------------------------------------------------------------------------------------
 // out[r] = sum_c (x[r, c] - row_sum[r] / hidden)^2
@@ -203,21 +201,31 @@ template <class T>
 void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t seq, TensorView<T> partial,
                    const Queue& queue);
 
-// ---- vocabulary-parallel cross-entropy on logits [rows, vn] of the slice [v0, v0 + vn) -----------------------
-// targets: [n_tokens] for the whole batch, this block's rows at row_offset.. .
-// sums[2r] = sum_c exp(logits - max[r]) (the logits become those exponentials), sums[2r+1] = the target logit if the
-// target is in the slice, else 0.
+// ---- vocabulary-parallel cross-entropy on logits [rows, vn] of the columns [v0, v0 + vn) of a vocabulary whose ids
+// from `vocab` on are padding (no target, no probability) --------------------------------------------------------
+// Two passes over the logits, as llm.c's fused classifier has one: a read for the row statistics, then (training) a
+// read and a write of the gradient in their place; between them, two reductions of `rows` numbers over the ranks
+// that share the rows (layers/cross_entropy.hpp). targets: [n_tokens] for the whole batch, this block's rows at
+// row_offset.. .
+//
+// stats: [4, rows], from one read of the logits (online softmax: a running max, the sum rescaled when it grows):
+//   stats[0, r] = m, the row's largest logit of the slice's ids below `vocab` (-inf where it has none);
+//   stats[1, r] = m again, the copy the ranks sharing the rows reduce to their max M;
+//   stats[2, r] = sum over those ids of exp(logit - m);
+//   stats[3, r] = the target logit where the target is in the slice, else 0.
 template <class T>
-void cross_entropy_exp_sums(TensorView<T> logits, TensorView<const T> max, TensorView<const int> targets,
-                            std::int64_t row_offset, std::int64_t v0, TensorView<T> sums, const Queue& queue);
-// probs = exp / sums[2r]; row_loss[r] = log(sums[2r]) + max[r] - sums[2r+1] (row-reduced sums).
+void cross_entropy_stats(TensorView<const T> logits, TensorView<const int> targets, std::int64_t row_offset,
+                         std::int64_t v0, std::int64_t vocab, TensorView<T> stats, const Queue& queue);
+// Once stats[1] holds M: stats[2, r] *= exp(m - M), the slice's sum relative to M (then summed over the ranks with
+// stats[3]).
 template <class T>
-void cross_entropy_finish(TensorView<T> probs, TensorView<const T> max, TensorView<const T> sums,
-                          TensorView<double> row_loss, const Queue& queue);
-// dlogits = (probs - onehot(target)) / mean_over, in place: the gradient of a mean over `mean_over` tokens (the
-// targets' own count, or a whole batch's when these are one micro-batch of it; mean_over >= targets.numel()).
+void cross_entropy_rescale(TensorView<T> stats, const Queue& queue);
+// With stats reduced (M and S = the row's sum of exp(logit - M)): dlogits = (softmax - onehot(target)) / mean_over in
+// place of the logits, softmax = exp(logit - M) / S, and 0 for the padding ids; the gradient of a mean over
+// `mean_over` tokens (the targets' own count, or a whole batch's when these are one micro-batch of it).
 template <class T>
-void cross_entropy_backward(TensorView<T> probs, TensorView<const int> targets, std::int64_t row_offset,
-                            std::int64_t v0, std::int64_t mean_over, const Queue& queue);
+void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
+                            std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
+                            const Queue& queue);
 
 }  // namespace optimus::ops

@@ -21,8 +21,6 @@ namespace optimus::cuda {
 // ---- rows and columns --------------------------------------------------------------------------------
 // out[r] = sum_c x[r, c]   (one block per row, deterministic)
 void row_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream);
-// out[r] = max_c x[r, c]
-void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream);
 // out[c] = sum_r x[r, c]   (one thread per column, rows in order: the CPU's summation order)
 void column_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream);
 // y[r, c] += bias[c]
@@ -78,17 +76,17 @@ void embedding_scatter_add(const float* grad, const int* tokens, std::int64_t n,
 void position_grad(const float* dx, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
                    std::int64_t width, std::int64_t max_seq, float* partial, cudaStream_t stream);
 
-// ---- vocabulary-parallel cross-entropy (logits [rows, vn] of a vocabulary slice starting at v0) ---------------
-// sums[2r] = sum_c exp(logits - max[r]) (logits become exp(logits - max[r])), sums[2r+1] = the target's logit if
-// targets[row_offset + r] is in the slice, else 0.
-void cross_entropy_exp_sums(float* logits, const float* max, const int* targets, std::int64_t row_offset,
-                            std::int64_t v0, std::int64_t rows, std::int64_t vn, float* sums, cudaStream_t stream);
-// probs = exp / sums[2r]; row_loss[r] = log(sums[2r]) + max[r] - sums[2r+1] (with the reduced sums).
-void cross_entropy_finish(float* probs, const float* max, const float* sums, std::int64_t rows, std::int64_t vn,
-                          double* row_loss, cudaStream_t stream);
-// dlogits = (probs - onehot(target)) / n_tokens, in place.
-void cross_entropy_backward(float* probs, const int* targets, std::int64_t row_offset, std::int64_t v0,
-                            std::int64_t rows, std::int64_t vn, std::int64_t n_tokens, cudaStream_t stream);
+// ---- vocabulary-parallel cross-entropy (logits [rows, vn] of a vocabulary slice starting at v0; ids from `vocab`
+// on are padding; stats [4, rows] as optimus/core/ops.hpp describes) ---------------------------------------------
+// One read of the logits: stats = (m, m, sum of exp(logit - m), target logit or 0) per row, a block per row.
+void cross_entropy_stats(const float* logits, const int* targets, std::int64_t row_offset, std::int64_t v0,
+                         std::int64_t vocab, std::int64_t rows, std::int64_t vn, float* stats, cudaStream_t stream);
+// stats[2, r] *= exp(stats[0, r] - stats[1, r]).
+void cross_entropy_rescale(float* stats, std::int64_t rows, cudaStream_t stream);
+// dlogits = (exp(logit - M) / S - onehot(target)) / n_tokens in place; 0 for padding ids.
+void cross_entropy_gradient(float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+                            std::int64_t v0, std::int64_t vocab, std::int64_t rows, std::int64_t vn,
+                            std::int64_t n_tokens, cudaStream_t stream);
 
 // ---- mixed precision and the optimizer -------------------------------------------------------------------
 void to_bf16(const float* x, bf16* y, std::int64_t n, cudaStream_t stream);
