@@ -39,6 +39,11 @@ class AcceleratorKernels {
                                       const Queue& q) const = 0;
   virtual void causal_softmax_backward(TensorView<const float> probs, TensorView<const float> dp, float scale,
                                        TensorView<float> ds, const Queue& q) const = 0;
+  virtual void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape,
+                                       TensorView<float> out, TensorView<float> lse, const Queue& q) const = 0;
+  virtual void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
+                                        TensorView<const float> lse, const AttentionShape& shape,
+                                        TensorView<float> dqkv, TensorView<float> delta, const Queue& q) const = 0;
   virtual void row_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
   virtual void layernorm_square_deviations(TensorView<const float> x, TensorView<const float> row_sum,
                                            std::int64_t hidden, TensorView<float> out, const Queue& q) const = 0;

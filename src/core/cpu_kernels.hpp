@@ -10,6 +10,7 @@
 #include "optimus/core/adamw_step.hpp"
 #include "optimus/core/dtype.hpp"
 #include "optimus/core/element_math.hpp"
+#include "optimus/core/ops.hpp"
 #include "optimus/core/tensor.hpp"
 
 namespace optimus::cpu {
@@ -54,6 +55,12 @@ template <class T>
 void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> probs);
 template <class T>
 void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds);
+template <class T>
+void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& shape, TensorView<T> out,
+                             TensorView<T> lse);
+template <class T>
+void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
+                              const ops::AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta);
 
 // ---- embedding and cross-entropy ---------------------------------------------------------------------------
 template <class T>

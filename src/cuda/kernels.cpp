@@ -1,6 +1,8 @@
 // CUDA's kernels (src/core/accelerator_kernels.hpp): each launches its CUDA kernel (optimus/cuda/kernels.hpp,
 // layer_kernels.hpp) on the queue's stream. GPU-only code: CI compiles it, a GPU runs it; the same calls, validated
 // the same way by ops, run on the simulated device in CI.
+#include <cmath>
+
 #include "../core/accelerator_kernels.hpp"
 #include "optimus/cuda/kernels.hpp"
 #include "optimus/cuda/layer_kernels.hpp"
@@ -8,6 +10,25 @@
 
 namespace optimus::ops::detail {
 namespace {
+
+// The kernels' view of an attention of `rows` query rows and `width` output columns (ops checked the shapes).
+cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std::int64_t width) {
+  const std::int64_t d = width / s.heads;
+  OPTIMUS_CHECK(d <= cuda::flash_attention_max_head(), "flash attention on the GPU: head dimension ", d,
+                " is larger than the ", cuda::flash_attention_max_head(), " its kernels take");
+  return cuda::AttentionGeometry{.batches = rows / s.seq,
+                                 .seq = s.seq,
+                                 .heads = s.heads,
+                                 .d = d,
+                                 .scale = 1.0f / std::sqrt(static_cast<float>(d)),
+                                 .dropout = s.dropout,
+                                 .keep_scale = static_cast<float>(1.0 / (1.0 - s.dropout)),
+                                 .seed = s.seed,
+                                 .stream = s.stream,
+                                 .first_batch = s.first_batch,
+                                 .first_head = s.first_head,
+                                 .total_heads = s.total_heads};
+}
 
 cudaStream_t stream_of(const Queue& q) { return cuda::native(*q.stream, "CUDA kernel"); }
 
@@ -103,6 +124,17 @@ class CudaKernels final : public AcceleratorKernels {
   void position_grad(TensorView<const float> dx, std::int64_t row_offset, std::int64_t seq, TensorView<float> partial,
                      const Queue& q) const override {
     cuda::position_grad(dx.data(), row_offset, seq, rows(dx), cols(dx), rows(partial), partial.data(), stream_of(q));
+  }
+  void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<float> out,
+                               TensorView<float> lse, const Queue& q) const override {
+    cuda::flash_attention_forward(qkv.data(), geometry(shape, out.size(0), out.size(1)), out.data(), lse.data(),
+                                  stream_of(q));
+  }
+  void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
+                                TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
+                                TensorView<float> delta, const Queue& q) const override {
+    cuda::flash_attention_backward(qkv.data(), dout.data(), lse.data(), geometry(shape, dout.size(0), dout.size(1)),
+                                   dqkv.data(), delta.data(), stream_of(q));
   }
   void cross_entropy_stats(TensorView<const float> logits, TensorView<const int> targets, std::int64_t row_offset,
                            std::int64_t v0, std::int64_t vocab, TensorView<float> stats,

@@ -250,6 +250,31 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
   expect.same("layernorm_backward_dx", dx);
 }
 
+// The fused attention: 2 sequences of 70 (more than a GPU block's 64 rows and the CPU's tile), 3 heads of d = 8 among
+// 5 global heads, dropout 0.2; forward, then backward from the forward's lse.
+void flash_attention(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+  const ops::Queue host{};
+  const std::int64_t seq = 70, n = 2 * seq, heads = 3, width = heads * 8;
+  const ops::AttentionShape shape{.seq = seq, .heads = heads, .dropout = 0.2, .seed = 9, .stream = 4,
+                                  .first_batch = 1, .first_head = 1, .total_heads = 5};
+  const Both<float> qkv(random_values(n * 3 * width, 24, 2.0), Shape{n, 3 * width}, rank);
+  const Both<float> dout(random_values(n * width, 25), Shape{n, width}, rank);
+  Both<float> out(std::vector<float>(n * width), Shape{n, width}, rank);
+  Both<float> lse(std::vector<float>(n * heads), Shape{n * heads}, rank), delta(lse.host, Shape{n * heads}, rank);
+  Both<float> dqkv(std::vector<float>(n * 3 * width, 7.0f), Shape{n, 3 * width}, rank);
+  ops::flash_attention_forward<float>(qkv.in_host(), shape, out.on_host(), lse.on_host(), host);
+  ops::flash_attention_forward<float>(qkv.in_device(), shape, out.on_device(), lse.on_device(), q);
+  expect.same("flash_attention_forward: output", out);
+  expect.same("flash_attention_forward: lse", lse);
+  lse = Both<float>(lse.host, Shape{n * heads}, rank);  // the backward of both from the host's lse
+  ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), shape, dqkv.on_host(),
+                                       delta.on_host(), host);
+  ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), shape, dqkv.on_device(),
+                                       delta.on_device(), q);
+  expect.same("flash_attention_backward: delta", delta);
+  expect.same("flash_attention_backward: dqkv", dqkv);
+}
+
 void softmax_embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   const ops::Queue host{};
   const std::int64_t tiles = 3, seq = 6;
@@ -448,6 +473,7 @@ void check_kernels(RankDevice& rank) {
   rows_and_layernorm(rank, q, expect);
   many_rows(rank, q, expect);
   softmax_embedding_loss(rank, q, expect);
+  flash_attention(rank, q, expect);
   optimizer(rank, q, expect);
   gemms(rank, expect);
 }

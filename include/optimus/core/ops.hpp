@@ -146,6 +146,34 @@ template <class T>
 void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds,
                              const Queue& queue);
 
+// ---- fused causal attention (FlashAttention-2's algorithm) on a rank's block of sequences ----------------------
+// No [seq, seq] matrix is ever whole in memory: queries and keys are taken in tiles, the softmax online (a running max
+// and sum per query, the output rescaled as the max grows), and the backward recomputes each tile's probabilities
+// from the saved log-sum-exp of its query rows. Memory: the output and `lse`, O(batches * heads * seq).
+//   qkv : [batches * seq, 3 * width], columns [Q | K | V], each width = heads * d wide, head t's d columns at t * d;
+//   out : [batches * seq, width], head-major columns (the heads' outputs side by side);
+//   lse : [batches * heads * seq], row (b * heads + t) * seq + i: log of sum over keys j <= i of exp(scale q_i . k_j),
+//         scale = 1 / sqrt(d).
+// Dropout on the probabilities: query i of head t of sequence b draws from the global mask's row
+// ((first_batch + b) * total_heads + first_head + t) * seq + i, column j (math::dropout_keeps), as ops::dropout on
+// the whole [seq, seq] tile would.
+struct AttentionShape {
+  std::int64_t seq = 0, heads = 0;  // this block's sequence length and heads (d = width / heads)
+  double dropout = 0.0;
+  std::uint64_t seed = 0, stream = 0;
+  std::int64_t first_batch = 0, first_head = 0, total_heads = 0;  // where the block's tiles are in the global mask
+};
+
+template <class T>
+void flash_attention_forward(TensorView<const T> qkv, const AttentionShape& shape, TensorView<T> out,
+                             TensorView<T> lse, const Queue& queue);
+// dqkv [batches * seq, 3 * width] (overwritten) from dout [batches * seq, width] and the forward's lse; delta (lse's
+// shape) is its workspace: per query row, D = sum over keys of P dP (the softmax backward's row term).
+template <class T>
+void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
+                              const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
+                              const Queue& queue);
+
 // ---- optimizer ------------------------------------------------------------------------------------------
 // The sum of squares of x, in double. On an accelerator it reduces deterministic per-block partials into `scratch`
 // (sum_squares_scratch() doubles on the same device) and waits for the queue; on the CPU scratch may be empty.

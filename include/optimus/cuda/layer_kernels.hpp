@@ -76,6 +76,22 @@ void embedding_scatter_add(const float* grad, const int* tokens, std::int64_t n,
 void position_grad(const float* dx, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
                    std::int64_t width, std::int64_t max_seq, float* partial, cudaStream_t stream);
 
+// ---- fused causal attention (optimus/core/ops.hpp's flash_attention_*; src/cuda/flash_attention.cu) ---------------
+struct AttentionGeometry {
+  std::int64_t batches = 0, seq = 0, heads = 0, d = 0;  // qkv [batches * seq, 3 * heads * d]
+  float scale = 0.0f;                                     // 1 / sqrt(d)
+  double dropout = 0.0;
+  float keep_scale = 1.0f;  // 1 / (1 - dropout)
+  std::uint64_t seed = 0, stream = 0;
+  std::int64_t first_batch = 0, first_head = 0, total_heads = 0;
+};
+// The largest head dimension the kernels take.
+std::int64_t flash_attention_max_head();
+void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float* out, float* lse,
+                             cudaStream_t stream);
+void flash_attention_backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
+                              float* dqkv, float* delta, cudaStream_t stream);
+
 // ---- vocabulary-parallel cross-entropy (logits [rows, vn] of a vocabulary slice starting at v0; ids from `vocab`
 // on are padding; stats [4, rows] as optimus/core/ops.hpp describes) ---------------------------------------------
 // One read of the logits: stats = (m, m, sum of exp(logit - m), target logit or 0) per row, a block per row.

@@ -1,0 +1,63 @@
+// Fused causal attention (optimus/core/ops.hpp): checks, then the one dispatch (ops_dispatch.hpp).
+#include "cpu_kernels.hpp"
+#include "ops_dispatch.hpp"
+
+namespace optimus::ops {
+namespace {
+
+using detail::contiguous;
+using detail::dispatch;
+
+// qkv [N, 3 * width] and a [N, width] operand of whole sequences of shape.seq, width split evenly into shape.heads,
+// an lse of N * heads, and a dropout probability in [0, 1).
+template <class Q, class O, class L>
+void check_attention(const char* op, const TensorView<Q>& qkv, const char* out_name, const TensorView<O>& out,
+                     const TensorView<L>& lse, const AttentionShape& s) {
+  OPTIMUS_CHECK(s.seq > 0 && s.heads > 0 && s.dropout >= 0.0 && s.dropout < 1.0, op, ": sequence length ", s.seq,
+                ", heads ", s.heads, " and dropout ", s.dropout, " (in [0, 1)) are not an attention's");
+  OPTIMUS_CHECK(out.rank() == 2 && out.size(0) % s.seq == 0 && out.size(1) % s.heads == 0 && out.size(1) > 0, op,
+                ": ", out_name, " has shape ", out.shape(), ", not whole sequences of ", s.seq, " rows by ", s.heads,
+                " heads");
+  OPTIMUS_CHECK(qkv.rank() == 2 && qkv.size(0) == out.size(0) && qkv.size(1) == 3 * out.size(1), op, ": qkv has shape ",
+                qkv.shape(), ", expected [", out.size(0), ", ", 3 * out.size(1), "]");
+  OPTIMUS_CHECK(lse.numel() == out.size(0) * s.heads, op, ": lse has ", lse.numel(), " elements, expected ",
+                out.size(0) * s.heads, " (one per query row and head)");
+}
+
+}  // namespace
+
+template <class T>
+void flash_attention_forward(TensorView<const T> qkv, const AttentionShape& shape, TensorView<T> out,
+                             TensorView<T> lse, const Queue& queue) {
+  const char* op = "flash_attention_forward";
+  check_attention(op, qkv, "out", out, lse, shape);
+  dispatch<T>(op, {contiguous("qkv", qkv), contiguous("out", out), contiguous("lse", lse)}, queue,
+              [&] { cpu::flash_attention_forward(qkv, shape, out, lse); },
+              [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
+}
+
+template <class T>
+void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
+                              const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
+                              const Queue& queue) {
+  const char* op = "flash_attention_backward";
+  check_attention(op, qkv, "dout", dout, lse, shape);
+  OPTIMUS_CHECK(dqkv.shape() == qkv.shape(), op, ": dqkv has shape ", dqkv.shape(), ", expected ", qkv.shape());
+  OPTIMUS_CHECK(delta.numel() == lse.numel(), op, ": delta has ", delta.numel(), " elements, expected ", lse.numel());
+  dispatch<T>(op,
+              {contiguous("qkv", qkv), contiguous("dout", dout), contiguous("lse", lse), contiguous("dqkv", dqkv),
+               contiguous("delta", delta)},
+              queue, [&] { cpu::flash_attention_backward(qkv, dout, lse, shape, dqkv, delta); },
+              [&](const auto& k) { k.flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue); });
+}
+
+#define OPTIMUS_INSTANTIATE(T)                                                                                   \
+  template void flash_attention_forward<T>(TensorView<const T>, const AttentionShape&, TensorView<T>,          \
+                                           TensorView<T>, const Queue&);                                         \
+  template void flash_attention_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,     \
+                                            const AttentionShape&, TensorView<T>, TensorView<T>, const Queue&);
+OPTIMUS_INSTANTIATE(float)
+OPTIMUS_INSTANTIATE(double)
+#undef OPTIMUS_INSTANTIATE
+
+}  // namespace optimus::ops

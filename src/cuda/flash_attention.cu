@@ -1,0 +1,210 @@
+// Fused causal attention on the GPU (layer_kernels.hpp): FlashAttention-2's algorithm without its tensor-core tiling.
+// A thread owns one query row (forward, and the backward's dQ) or one key row (the backward's dK and dV) and keeps
+// its head-dimension vectors in registers; the block stages kStage rows of the other operand in shared memory at a
+// time. Correct and memory-light (no [seq, seq] matrix), not yet fast: the products are scalar FMAs on CUDA cores,
+// not tensor-core tiles. Dropout draws the global mask element by element (math::dropout_keeps), as the CPU does.
+#include <cmath>
+
+#include "block_reduce.cuh"
+#include "optimus/core/element_math.hpp"
+#include "optimus/cuda/check.hpp"
+#include "optimus/cuda/layer_kernels.hpp"
+
+namespace optimus::cuda {
+namespace {
+
+constexpr int kRows = 64;       // threads of a block: one row each
+constexpr int kStage = 32;      // rows of the other operand in shared memory at a time
+constexpr int kMaxHead = 128;   // the largest head dimension these kernels take
+
+struct Head {
+  const float* q;  // row i at q + i * stride (k = q + width, v = q + 2 * width)
+  std::int64_t stride, width, d;
+  std::uint64_t mask_row;  // the global mask row of query 0
+  std::int64_t lse_row;    // (b * heads + t) * seq
+};
+
+__device__ Head head_of(const float* qkv, const AttentionGeometry& g) {
+  const std::int64_t b = blockIdx.z, t = blockIdx.y, width = g.heads * g.d;
+  return Head{qkv + b * g.seq * 3 * width + t * g.d, 3 * width, width, g.d,
+              static_cast<std::uint64_t>(((g.first_batch + b) * g.total_heads + g.first_head + t) * g.seq),
+              (b * g.heads + t) * g.seq};
+}
+
+// The probability's dropout: x / (1 - p) where the mask keeps (row, col), else 0; x itself without dropout.
+__device__ float dropped(float x, const AttentionGeometry& g, std::uint64_t row, std::int64_t col) {
+  if (g.dropout <= 0.0) return x;
+  const bool keep = math::dropout_keeps(g.dropout, g.seed, g.stream, row, static_cast<std::uint64_t>(col));
+  return math::dropout(x, keep, g.keep_scale);
+}
+
+// One past the last key the block's queries see: its last query + 1, at most seq.
+__device__ std::int64_t last_key(const AttentionGeometry& g) {
+  const std::int64_t end = (blockIdx.x + 1) * static_cast<std::int64_t>(kRows);
+  return end < g.seq ? end : g.seq;
+}
+
+__device__ float dot(const float* a, const float* b, std::int64_t d) {
+  float s = 0.0f;
+  for (std::int64_t c = 0; c < d; ++c) s += a[c] * b[c];
+  return s;
+}
+
+// Stages rows first.. first + kStage of column block `offset` of head h's rows (0 past seq) into rows[kStage][kMaxHead].
+__device__ void stage(const Head& h, std::int64_t seq, std::int64_t offset, std::int64_t first,
+                      float (*rows)[kMaxHead]) {
+  for (std::int64_t e = threadIdx.x; e < kStage * h.d; e += kRows) {
+    const std::int64_t r = e / h.d, c = e % h.d, i = first + r;
+    rows[r][c] = i < seq ? h.q[i * h.stride + offset + c] : 0.0f;
+  }
+}
+
+__global__ void forward_kernel(const float* qkv, AttentionGeometry g, float* out, float* lse) {
+  __shared__ float keys[kStage][kMaxHead], values[kStage][kMaxHead];
+  const Head h = head_of(qkv, g);
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kRows) + threadIdx.x;
+  const std::int64_t last = last_key(g);  // the keys some query of the block sees
+  float q[kMaxHead], acc[kMaxHead];
+  for (std::int64_t c = 0; c < h.d; ++c) {
+    q[c] = i < g.seq ? h.q[i * h.stride + c] : 0.0f;
+    acc[c] = 0.0f;
+  }
+  float max = -INFINITY, sum = 0.0f;
+  for (std::int64_t j0 = 0; j0 < last; j0 += kStage) {
+    stage(h, g.seq, h.width, j0, keys);
+    stage(h, g.seq, 2 * h.width, j0, values);
+    __syncthreads();
+    for (int r = 0; r < kStage && i < g.seq && j0 + r <= i; ++r) {
+      const float s = g.scale * dot(q, keys[r], h.d);
+      if (s > max) {  // the running max grows: rescale what was summed against the old one
+        const float rescale = math::exp_nonpositive(max - s);
+        sum *= rescale;
+        for (std::int64_t c = 0; c < h.d; ++c) acc[c] *= rescale;
+        max = s;
+      }
+      const float p = math::exp_nonpositive(s - max);
+      sum += p;
+      const float kept = dropped(p, g, h.mask_row + static_cast<std::uint64_t>(i), j0 + r);
+      for (std::int64_t c = 0; c < h.d; ++c) acc[c] += kept * values[r][c];
+    }
+    __syncthreads();
+  }
+  if (i >= g.seq) return;
+  const std::int64_t b = blockIdx.z, t = blockIdx.y;
+  for (std::int64_t c = 0; c < h.d; ++c) out[(b * g.seq + i) * h.width + t * h.d + c] = acc[c] / sum;
+  lse[h.lse_row + i] = max + logf(sum);
+}
+
+// Per query row i: D = sum_j P dP over the keys j <= i, then dQ = sum_j dS K.
+__global__ void backward_query_kernel(const float* qkv, const float* dout, const float* lse, AttentionGeometry g,
+                                      float* dqkv, float* delta) {
+  __shared__ float keys[kStage][kMaxHead], values[kStage][kMaxHead];
+  const Head h = head_of(qkv, g);
+  const std::int64_t b = blockIdx.z, t = blockIdx.y;
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kRows) + threadIdx.x;
+  const std::int64_t last = last_key(g);
+  float q[kMaxHead], dO[kMaxHead], dq[kMaxHead];
+  for (std::int64_t c = 0; c < h.d; ++c) {
+    q[c] = i < g.seq ? h.q[i * h.stride + c] : 0.0f;
+    dO[c] = i < g.seq ? dout[(b * g.seq + i) * h.width + t * h.d + c] : 0.0f;
+    dq[c] = 0.0f;
+  }
+  const float l = i < g.seq ? lse[h.lse_row + i] : 0.0f;
+  const std::uint64_t row = h.mask_row + static_cast<std::uint64_t>(i);
+  float d_row = 0.0f;
+  for (int pass = 0; pass < 2; ++pass) {  // 0: D; 1: dQ with it
+    for (std::int64_t j0 = 0; j0 < last; j0 += kStage) {
+      stage(h, g.seq, h.width, j0, keys);
+      stage(h, g.seq, 2 * h.width, j0, values);
+      __syncthreads();
+      for (int r = 0; r < kStage && i < g.seq && j0 + r <= i; ++r) {
+        const float p = math::exp_nonpositive(g.scale * dot(q, keys[r], h.d) - l);
+        const float dp = dropped(dot(dO, values[r], h.d), g, row, j0 + r);
+        if (pass == 0) {
+          d_row += p * dp;
+        } else {
+          const float ds = math::softmax_grad(p, dp, d_row, g.scale);
+          for (std::int64_t c = 0; c < h.d; ++c) dq[c] += ds * keys[r][c];
+        }
+      }
+      __syncthreads();
+    }
+  }
+  if (i >= g.seq) return;
+  delta[h.lse_row + i] = d_row;
+  for (std::int64_t c = 0; c < h.d; ++c) dqkv[(b * g.seq + i) * 3 * h.width + t * h.d + c] = dq[c];
+}
+
+// Per key row j: dK = sum_{i >= j} dS Q, dV = sum_{i >= j} (dropped P) dO.
+__global__ void backward_key_kernel(const float* qkv, const float* dout, const float* lse, const float* delta,
+                                    AttentionGeometry g, float* dqkv) {
+  __shared__ float queries[kStage][kMaxHead], grads[kStage][kMaxHead];
+  __shared__ float lses[kStage], deltas[kStage];
+  const Head h = head_of(qkv, g);
+  const std::int64_t b = blockIdx.z, t = blockIdx.y;
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kRows) + threadIdx.x;
+  float k[kMaxHead], v[kMaxHead], dk[kMaxHead], dv[kMaxHead];
+  for (std::int64_t c = 0; c < h.d; ++c) {
+    k[c] = j < g.seq ? h.q[j * h.stride + h.width + c] : 0.0f;
+    v[c] = j < g.seq ? h.q[j * h.stride + 2 * h.width + c] : 0.0f;
+    dk[c] = dv[c] = 0.0f;
+  }
+  const Head dO{dout + b * g.seq * h.width + t * h.d, h.width, h.width, h.d, 0, 0};
+  for (std::int64_t i0 = blockIdx.x * static_cast<std::int64_t>(kRows); i0 < g.seq; i0 += kStage) {
+    stage(h, g.seq, 0, i0, queries);
+    stage(dO, g.seq, 0, i0, grads);
+    if (threadIdx.x < kStage) {
+      const std::int64_t i = i0 + threadIdx.x;
+      lses[threadIdx.x] = i < g.seq ? lse[h.lse_row + i] : 0.0f;
+      deltas[threadIdx.x] = i < g.seq ? delta[h.lse_row + i] : 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < kStage && j < g.seq; ++r) {
+      const std::int64_t i = i0 + r;
+      if (i < j || i >= g.seq) continue;
+      const std::uint64_t row = h.mask_row + static_cast<std::uint64_t>(i);
+      const float p = math::exp_nonpositive(g.scale * dot(queries[r], k, h.d) - lses[r]);
+      const float dp = dropped(dot(grads[r], v, h.d), g, row, j);
+      const float ds = math::softmax_grad(p, dp, deltas[r], g.scale);
+      const float kept = dropped(p, g, row, j);
+      for (std::int64_t c = 0; c < h.d; ++c) {
+        dk[c] += ds * queries[r][c];
+        dv[c] += kept * grads[r][c];
+      }
+    }
+    __syncthreads();
+  }
+  if (j >= g.seq) return;
+  float* row = dqkv + (b * g.seq + j) * 3 * h.width + t * h.d;
+  for (std::int64_t c = 0; c < h.d; ++c) {
+    row[h.width + c] = dk[c];
+    row[2 * h.width + c] = dv[c];
+  }
+}
+
+dim3 blocks_of(const AttentionGeometry& g) {
+  return dim3(static_cast<unsigned>((g.seq + kRows - 1) / kRows), static_cast<unsigned>(g.heads),
+              static_cast<unsigned>(g.batches));
+}
+
+}  // namespace
+
+std::int64_t flash_attention_max_head() { return kMaxHead; }
+
+void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float* out, float* lse,
+                             cudaStream_t stream) {
+  if (g.batches * g.seq == 0) return;
+  forward_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, g, out, lse);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void flash_attention_backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
+                              float* dqkv, float* delta, cudaStream_t stream) {
+  if (g.batches * g.seq == 0) return;
+  backward_query_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, dout, lse, g, dqkv, delta);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+  backward_key_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, dout, lse, delta, g, dqkv);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace optimus::cuda
