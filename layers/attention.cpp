@@ -54,7 +54,7 @@ DistMatrix<T> Attention2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, 
                 seq, " on each of q = ", q, " grid rows");
   return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_,
                                       geometry(x.local_rows(), seq, pass, pass.training ? dropout_.p : 0.0), pass,
-                                      !recompute_core_, saved);
+                                      saved);
 }
 
 template <class T>

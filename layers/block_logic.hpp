@@ -57,33 +57,28 @@ DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const Di
 
 // The probabilities of all of this rank's tiles [batches*heads*seq, seq] as they are kept for backward: in T, or in
 // bf16 under mixed precision (SavedActivation<T>::keeps_bf16), counted as `kind`.
-template <class T>
-void allocate_probs(const Grid& grid, const AttentionGeometry& g, MemoryKind kind, AttentionContext<T>& saved) {
-  const Shape all_tiles{g.batches * g.heads * g.seq, g.seq};
-  if (SavedActivation<T>::keeps_bf16(grid)) {
-    saved.probs_bf16 = Tensor<bf16>(all_tiles, grid.tag(kind), Init::none);
-  } else {
-    saved.probs = Tensor<T>(all_tiles, grid.tag(kind), Init::none);
-  }
-}
-
 // Attention around the local core: qkv = c_attn(x); merged [N, merged_cols] = attention of this rank's heads;
-// y = c_proj(merged). A training pass saves qkv and, if `keep_probs`, the probabilities in `saved`.
+// y = c_proj(merged). A training pass saves qkv and the core's log-sum-exps in `saved`. The core reads qkv as saved
+// (bf16 under mixed precision, as the GEMMs take their operands), so that backward rebuilds from the same values the
+// probabilities the forward summed.
 template <class T, class QkvLinear, class ProjLinear>
 DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const DistMatrix<T>& x,
                                 std::int64_t merged_cols, const AttentionGeometry& g, const Pass& pass,
-                                bool keep_probs, AttentionContext<T>& saved) {
+                                AttentionContext<T>& saved) {
   saved = AttentionContext<T>{};
-  DistMatrix<T> qkv = c_attn.forward(x, pass, saved.c_attn);
   const Grid& grid = x.grid();
-  saved.probs_kept = pass.training && keep_probs;
-  if (saved.probs_kept) allocate_probs(grid, g, MemoryKind::activations, saved);
+  SavedActivation<T> qkv(c_attn.forward(x, pass, saved.c_attn),
+                         pass.training ? MemoryKind::activations : MemoryKind::workspace);
+  if (pass.training) saved.lse = Tensor<T>(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::activations),
+                                           Init::none);
   DistMatrix<T> merged(grid, x.rows(), merged_cols);
-  attention_core_forward<T>(g, grid, std::as_const(qkv).local(), {saved.probs.view(), saved.probs_bf16.view()},
-                            merged.local());
+  {
+    Tensor<T> widened;  // qkv in T when kept in bf16
+    attention_core_forward<T>(g, grid, qkv.values(widened), saved.lse.view(), merged.local());
+  }
   DistMatrix<T> y = c_proj.forward(merged, pass, saved.c_proj);
   if (pass.training) {
-    saved.qkv.emplace(std::move(qkv), MemoryKind::activations);
+    saved.qkv.emplace(std::move(qkv));
     saved.seq = g.seq;
     saved.pass = pass;
     saved.mark = ContextMark(grid);
@@ -91,26 +86,20 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const Dis
   return y;
 }
 
-// Its backward, with the geometry of the saved forward (g); recomputes the probabilities first if they were not kept.
+// Its backward, with the geometry of the saved forward (g).
 template <class T, class QkvLinear, class ProjLinear>
 DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, AttentionContext<T> saved,
                                  const DistMatrix<T>& dy, const AttentionGeometry& g, WeightGradients* later) {
   const Grid& grid = dy.grid();
   saved.mark.check(grid, "attention");
   const DistMatrix<T> dmerged = backward_of(c_proj, std::move(saved.c_proj), dy, later);
-  // dq, dk and dv: every element written by the core's products (beta = 0).
+  // dq, dk and dv: every element written by the core (overwritten).
   DistMatrix<T> dqkv = DistMatrix<T>::uninitialized(grid, dy.rows(), saved.qkv->cols(), MemoryKind::workspace);
   Tensor<T> widened;  // qkv in T when kept in bf16
   const TensorView<const T> qkv = saved.qkv->values(widened);
-  if (!saved.probs_kept) {  // selective recomputation: the core's forward again, without probabilities x V
-    allocate_probs(grid, g, MemoryKind::workspace, saved);
-    attention_core_forward<T>(g, grid, qkv, {saved.probs.view(), saved.probs_bf16.view()}, TensorView<T>());
-  }
-  attention_core_backward<T>(g, grid, qkv, {std::as_const(saved.probs).view(), std::as_const(saved.probs_bf16).view()},
-                             dmerged.local(), dqkv.local());
+  attention_core_backward<T>(g, grid, qkv, std::as_const(saved.lse).view(), dmerged.local(), dqkv.local());
   saved.qkv.reset();
-  saved.probs.reset();
-  saved.probs_bf16.reset();
+  saved.lse.reset();
   widened.reset();
   return backward_of(c_attn, std::move(saved.c_attn), dqkv, later);
 }
@@ -186,14 +175,13 @@ DistMatrix<T> block_layers_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockCon
   return dx;
 }
 
-// The block under `policy`: none and selective keep the parts' contexts (selective: attention's without its
-// probabilities, which the attention layer arranges: Attn::set_recompute_core), full keeps only the input and drops
-// the parts' contexts as soon as the forward is done.
+// The block under `policy`: none and selective keep the parts' contexts (the same ones: selective recomputation drops
+// the attention's probabilities, which the fused attention never keeps), full keeps only the input and drops the
+// parts' contexts as soon as the forward is done.
 template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
                             const Pass& pass, Recompute policy, BlockContext<T>& saved) {
   saved = BlockContext<T>{};
-  b.attn.set_recompute_core(policy == Recompute::selective);
   if (!pass.training) return block_layers_forward(b, x, seq, pass, saved);
   DistMatrix<T> y = [&] {
     if (policy != Recompute::full) return block_layers_forward(b, x, seq, pass, saved);
@@ -214,7 +202,6 @@ DistMatrix<T> block_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T>
   saved.mark.check(dy.grid(), "h." + std::to_string(b.layer));
   if (saved.policy != Recompute::full) return block_layers_backward(b, saved, dy, later);
   BlockContext<T> again;  // the forward once more, from the saved input: bitwise the contexts it first made
-  b.attn.set_recompute_core(false);
   block_layers_forward(b, *saved.input, saved.seq, saved.pass, again);
   saved.input.reset();
   return block_layers_backward(b, again, dy, later);

@@ -43,11 +43,11 @@ Recompute parse_recompute(const std::string& text) {
 std::int64_t block_saved_bytes(const BlockActivations& s, Recompute policy) {
   const std::int64_t n = s.batch * s.seq, qq = static_cast<std::int64_t>(s.q) * s.q;
   const std::int64_t per_token = n * (8 * s.hidden + 2 * s.ffn) / qq;
-  const std::int64_t probs = s.batch * s.heads * s.seq * s.seq / qq;
+  const std::int64_t lse = s.element_bytes * s.batch * s.heads * s.seq / qq;  // the fused attention's, per query
   const std::int64_t rstd = s.element_bytes * 2 * n / s.q;
   switch (policy) {
-    case Recompute::none: return s.saved_bytes * (per_token + probs) + rstd;
-    case Recompute::selective: return s.saved_bytes * per_token + rstd;
+    case Recompute::none:
+    case Recompute::selective: return s.saved_bytes * per_token + lse + rstd;
     case Recompute::full: return s.element_bytes * n * s.hidden / qq;
   }
   return 0;

@@ -110,10 +110,8 @@ std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recomput
   const std::int64_t n = s.batch * s.seq, h = s.hidden, e = s.saved_bytes, t = s.element_bytes, p = l.tp;
   switch (policy) {
     case Recompute::none:
-      return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p) + s.batch * (s.heads / p) * s.seq * s.seq) +
-             t * 2 * n;
-    case Recompute::selective:
-      return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p)) + t * 2 * n;
+    case Recompute::selective:  // the same: the fused attention keeps its log-sum-exps, no probabilities
+      return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p)) + t * (2 * n + s.batch * (s.heads / p) * s.seq);
     case Recompute::full:
       return t * n * h;
   }

@@ -15,7 +15,8 @@
 namespace optimus::plan {
 namespace {
 
-constexpr Recompute kPolicies[] = {Recompute::none, Recompute::selective, Recompute::full};
+// Selective recomputation is not a choice of its own: the fused attention keeps no probabilities for it to drop.
+constexpr Recompute kPolicies[] = {Recompute::none, Recompute::full};
 
 std::string gib(double bytes) {
   std::ostringstream os;

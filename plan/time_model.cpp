@@ -40,7 +40,6 @@ struct BlockParts {
   double backward_compute = 0, backward_comm = 0;
   double comm_busy = 0;                // seconds of copying the bytes: ranks sharing cores are busy
                                        // copying; while they wait out a latency, others compute
-  double selective_extra = 0;          // the attention core again
   std::uint64_t intra = 0, inter = 0;  // bytes received, forward and backward
 };
 
@@ -67,18 +66,18 @@ BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
   const Shape x = shape_of(l, w);
   const double tp = l.tp, gemm = 2 * x.n * (4 * x.h * x.h + 2 * x.h * x.f) + 4 * x.n * x.s * x.h;
   // Element-wise seconds: [N, h] work that 1D keeps whole on every rank (LayerNorms, residual adds, the row-parallel
-  // biases; the residual dropouts), and the split work (the column-parallel biases; GELU; softmax and attention
-  // dropout on the b a s^2 scores).
+  // biases; the residual dropouts), and the split work (the column-parallel biases; GELU; the fused attention's
+  // exponentials and dropout draws on the b a s^2 scores, which never go to memory).
   const double scores = x.b * x.a * x.s * x.s;
   const double replicated = x.n * x.h * (10 / c.stream_rate + 2 * x.dropout / c.element_rate);
   const double split = x.n * (3 * x.h + x.f) / c.stream_rate + x.n * x.f / c.element_rate +
-                       scores * (2 / c.stream_rate + (1 + x.dropout) / c.element_rate);
+                       scores * (1 + x.dropout) / c.element_rate;
   const double elementwise = two_d(l) ? (replicated + split) / tp : replicated + split / tp;
   BlockParts p;
   p.forward_compute = gemm / tp / c.gemm_flops + elementwise;
-  p.backward_compute = 2 * p.forward_compute;
-  p.selective_extra =
-      4 * x.n * x.s * x.h / tp / c.gemm_flops + scores * (2 / c.stream_rate + (1 + x.dropout) / c.element_rate) / tp;
+  // Backward: twice the forward, and the fused attention's recomputation of its scores (Q K^T) and probabilities.
+  p.backward_compute = 2 * p.forward_compute + 2 * x.n * x.s * x.h / tp / c.gemm_flops +
+                       scores * (1 + x.dropout) / c.element_rate / tp;
   if (two_d(l)) {
     const int q = l.q();
     if (q > 1) {
@@ -154,9 +153,8 @@ double backward_of(const BlockParts& p, Recompute policy) {
   const double base = p.backward_compute + p.backward_comm;
   switch (policy) {
     case Recompute::none:
+    case Recompute::selective:  // the same: the fused attention keeps no probabilities to drop
       return base;
-    case Recompute::selective:
-      return base + p.selective_extra;
     case Recompute::full:
       return base + p.forward_compute + p.forward_comm;
   }

@@ -53,16 +53,17 @@ std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, s
 double predicted_activation_bytes_1d(const BlockShape& s, int p, std::size_t elem, std::size_t kept) {
   const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden), pp = p;
   const double f = static_cast<double>(s.ffn), sq = static_cast<double>(s.seq);
-  const double saved =
-      n * h * (4.0 + 4.0 / pp) + 2.0 * n * f / pp + static_cast<double>(s.batch * s.heads) * sq * sq / pp;
-  return saved * static_cast<double>(kept == 0 ? elem : kept) + 2.0 * n * static_cast<double>(elem);
+  const double saved = n * h * (4.0 + 4.0 / pp) + 2.0 * n * f / pp;
+  const double statistics = 2.0 * n + static_cast<double>(s.batch * s.heads) * sq / pp;
+  return saved * static_cast<double>(kept == 0 ? elem : kept) + statistics * static_cast<double>(elem);
 }
 
 double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::size_t kept) {
   const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden), p = q * q;
   const double f = static_cast<double>(s.ffn), sq = static_cast<double>(s.seq);
-  const double saved = (8.0 * n * h + 2.0 * n * f + static_cast<double>(s.batch * s.heads) * sq * sq) / p;
-  return saved * static_cast<double>(kept == 0 ? elem : kept) + 2.0 * n / q * static_cast<double>(elem);
+  const double saved = (8.0 * n * h + 2.0 * n * f) / p;
+  const double statistics = 2.0 * n / q + static_cast<double>(s.batch * s.heads) * sq / p;
+  return saved * static_cast<double>(kept == 0 ? elem : kept) + statistics * static_cast<double>(elem);
 }
 
 }  // namespace optimus::plan

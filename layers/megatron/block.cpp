@@ -47,7 +47,7 @@ DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, 
   OPTIMUS_CHECK(seq > 0 && x.rows() % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ", seq);
   const auto g =
       geometry(group_, hidden_, heads_, x.rows(), seq, dropout_, pass, pass.training ? dropout_.p : 0.0);
-  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_ / group_.size(), g, pass, !recompute_core_, saved);
+  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_ / group_.size(), g, pass, saved);
 }
 
 template <class T>

@@ -220,10 +220,13 @@ TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
       const auto [block_f32, head_f32] = saved_by(optimus::ops::GemmMath::f32);
       const auto [block_bf16, head_bf16] = saved_by(optimus::ops::GemmMath::bf16);
       const auto qq = static_cast<std::uint64_t>(q * q);
-      const auto split = static_cast<std::uint64_t>(n * (8 * s.hidden + 2 * config.ffn) + s.batch * s.heads * s.seq * s.seq) / qq;
+      const auto split = static_cast<std::uint64_t>(n * (8 * s.hidden + 2 * config.ffn)) / qq;
+      // In f32 whatever the GEMM math: LayerNorm's 1/std (2 per token) and the attention's log-sum-exp per query and
+      // head (no [s, s] probabilities: the fused attention).
       const auto rstd = static_cast<std::uint64_t>(2 * n / q) * 4;
-      CHECK(block_f32 == 4 * split + rstd);
-      CHECK(block_bf16 == 2 * split + rstd);
+      const auto lse = static_cast<std::uint64_t>(s.batch * s.heads * s.seq) / qq * 4;
+      CHECK(block_f32 == 4 * split + rstd + lse);
+      CHECK(block_bf16 == 2 * split + rstd + lse);
       const auto head_split = static_cast<std::uint64_t>(n * (s.hidden + config.vocab)) / qq;
       CHECK(head_f32 == 4 * head_split);
       CHECK(head_bf16 == 2 * head_split);

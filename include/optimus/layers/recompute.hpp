@@ -1,9 +1,10 @@
 // Activation recomputation (activation checkpointing), per transformer block, as Korthikanti et al. (2022,
 // "Reducing Activation Recomputation in Large Transformer Models") define it:
 //   none      : a training forward saves everything its backward reads;
-//   selective : the attention core (scores, softmax, dropout, probabilities x V) is recomputed in backward from
-//               the saved qkv: the [b*a*s, s] probabilities, the largest activation at long sequences, are not
-//               saved;
+//   selective : Korthikanti's recomputes the attention core in backward so that its [b*a*s, s] probabilities are not
+//               saved. The fused attention (layers/attention_core.hpp) never keeps them — its backward rebuilds them
+//               from one log-sum-exp per query — so selective now saves and computes exactly what none does (the
+//               planner no longer offers it);
 //   full      : only the block's input is saved; backward runs the block's forward again (same step, same dropout
 //               masks from the counter RNG), then its backward.
 // Results are bitwise those of `none`: the recomputed values are computed from the same inputs by the same code.
@@ -12,11 +13,10 @@
 // tracker). For a block of N = b*s tokens of h features, a heads, ffn = MLP width, on a q x q grid, with e bytes per
 // saved element (2 when the grid's GEMM math is bf16 and T = float: SavedActivation keeps bf16; sizeof(T)
 // otherwise) and t = sizeof(T):
-//   none      : e*(N*(8h + 2ffn) + b*a*s*s)/q^2 + t*2N/q
+//   none, selective : e*N*(8h + 2ffn)/q^2 + t*(b*a*s/q^2 + 2N/q)
 //               per token: ln_1's xhat, c_attn's input, qkv (3h), attn.c_proj's input, ln_2's xhat and c_fc's input
-//               (8h in all), GELU's input and mlp.c_proj's input (2 ffn); per sequence and head the s x s
-//               probabilities; LayerNorm's 1/std (2 per token, held by each of a grid row's q ranks)
-//   selective : e*N*(8h + 2ffn)/q^2 + t*2N/q
+//               (8h in all), GELU's input and mlp.c_proj's input (2 ffn); per query and head the attention's
+//               log-sum-exp (in T); LayerNorm's 1/std (2 per token, held by each of a grid row's q ranks)
 //   full      : t*N*h/q^2 (the input, kept in T so that the recomputation is exact)
 #pragma once
 

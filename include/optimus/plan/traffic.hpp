@@ -30,11 +30,12 @@ std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, s
 
 // Activation bytes saved for backward per rank per block, from what the layers save (Korthikanti et al. 2022,
 // adapted: `elem`-byte activations, no stored dropout masks, LayerNorm saves its normalized input, both GELU's
-// input and output are kept):
-//   1D: N h (4 + 12/p) + b a s^2 / p elements (+ 2N for the LayerNorm statistics), with ffn = 4h in general
-//       N h (4 + (4 + 2 ffn/h)/p) ...; 2D: (8 N h + 2 N ffn + b a s^2) / p (+ 2N/q).
+// input and output are kept, and the fused attention keeps one log-sum-exp per query and head instead of the
+// b a s^2 probabilities):
+//   1D: N h (4 + 12/p) elements with ffn = 4h, in general N h (4 + (4 + 2 ffn/h)/p) (+ 2N for the LayerNorm
+//       statistics and b a s / p log-sum-exps); 2D: (8 N h + 2 N ffn) / p (+ 2N/q and b a s / p).
 // `kept` (0: elem): the bytes of a saved element — 2 under mixed precision, where everything saved is bf16 but
-// LayerNorm's statistics (the 2N and 2N/q terms), which stay `elem`.
+// LayerNorm's statistics and the log-sum-exps, which stay `elem`.
 double predicted_activation_bytes_1d(const BlockShape& s, int p, std::size_t elem, std::size_t kept = 0);
 double predicted_activation_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::size_t kept = 0);
 

@@ -30,7 +30,6 @@ class Attention1D {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
-  void set_recompute_core(bool recompute) { recompute_core_ = recompute; }
   void parameters(std::vector<ParameterRef<T>>& out);
   // The tensors behind parameters(), in its order (ParameterStorage).
   void parameter_storage(std::vector<ParameterStorage<T>>& out);
@@ -43,7 +42,6 @@ class Attention1D {
   DropoutSpec dropout_;
   ColumnParallelLinear<T> c_attn_;
   RowParallelLinear<T> c_proj_;
-  bool recompute_core_ = false;
 };
 
 template <class T>
