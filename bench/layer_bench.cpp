@@ -165,8 +165,8 @@ struct RankResult {
   std::optional<std::array<double, 5>> breakdown;
 };
 
-// GEMMs, element-wise work, the causal softmax, waiting for SUMMA's transfers.
-constexpr SpanKind kBreakdownKinds[] = {SpanKind::gemm, SpanKind::elementwise, SpanKind::softmax, SpanKind::comm_wait};
+// GEMMs, element-wise work, the fused attention, waiting for SUMMA's transfers.
+constexpr SpanKind kBreakdownKinds[] = {SpanKind::gemm, SpanKind::elementwise, SpanKind::attention, SpanKind::comm_wait};
 
 // The breakdown of `timeline`'s spans over `seconds` (the timed steps' wall time on this rank).
 std::array<double, 5> breakdown_of(const Timeline& timeline, double seconds) {
@@ -336,7 +336,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                  {"gemm", 5}, {"step_ms", 10}, {"gemm_ms", 9}, {"%gemm", 6}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12},
                  {"%peak", 6}, {"hw_TFLOP/s", 10}, {"peak%hw", 7},
                  {"peak_MiB/rank", 13}, {"allocs/step", 11}, {"staging_allocs", 14}, {"copied_KiB/step", 15},
-                 {"#wrong", 6}, {"t_gemm%", 7}, {"t_elem%", 7}, {"t_softmax%", 10}, {"t_wait%", 7}, {"t_other%", 8}});
+                 {"#wrong", 6}, {"t_gemm%", 7}, {"t_elem%", 7}, {"t_attn%", 7}, {"t_wait%", 7}, {"t_other%", 8}});
   report.header(gpt ? format("optimus-bench gpt: a GPT (%lld blocks, vocabulary %lld, LM head tied to wte) forward + "
                              "backward on grids in this process (%s), dropout %g",
                              (long long)s.layers, (long long)s.vocab, device.c_str(), s.dropout)
@@ -359,7 +359,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                 "(the loss and the token ids; counted exactly on the simulated device); #wrong: elements "
                 "(and the loss) outside 1e-4 (f32) or 2e-2 (tf32, bf16) of the fp64 reference; t_*: where the timed "
                 "steps went on the CPU, mean over ranks of each rank's share of its own step: its GEMMs, element-wise "
-                "operations (LayerNorm, GELU, dropout, casts, biases, the embedding and loss), the causal softmax, "
+                "operations (LayerNorm, GELU, dropout, casts, biases, the embedding and loss), the fused attention, "
                 "waiting for SUMMA's transfers, and the rest (copies, allocation, other collectives, waiting for "
                 "other ranks)");
   bool ok = true;

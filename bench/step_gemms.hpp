@@ -1,7 +1,7 @@
 // Where a step's time goes: the GEMMs of one forward + backward step of the layer/gpt benches at q = 1 (the
 // model's own shapes), each timed alone on the bench's device in its GEMM math. Their sum is the step's time if
-// everything else — element-wise kernels, softmax, casts, communication — were free; step_ms minus it is what
-// that everything else costs.
+// everything else — element-wise kernels, the fused attention (whose products run inside it), casts, communication —
+// were free; step_ms minus it is what that everything else costs.
 #pragma once
 
 #include <cstdint>
@@ -14,18 +14,15 @@
 
 namespace optimus::bench {
 
-// C[m, n] = op(A) op(B) with inner dimension k, `count` times per step; batch > 1: a strided batch of that many
-// such products in one call (ops::gemm_batched, as attention runs a sequence's heads).
+// C[m, n] = op(A) op(B) with inner dimension k, `count` times per step.
 struct GemmShape {
   std::int64_t m, n, k;
   bool trans_a, trans_b;
   std::int64_t count;
-  std::int64_t batch = 1;
 };
 
-// Per block: the four linears (forward X W, backward dY W^T and X^T dY) and, per sequence (batched over its heads),
-// attention's Q K^T and P V forward and dP, dV, dQ, dK backward; with vocab > 0 also the tied LM head's logits and their two
-// gradients.
+// Per block: the four linears (forward X W, backward dY W^T and X^T dY); with vocab > 0 also the tied LM head's logits
+// and their two gradients.
 std::vector<GemmShape> step_gemms(const BlockShape& shape, std::int64_t layers, std::int64_t vocab);
 
 // Seconds per step of those GEMMs, through ops::gemm on f32 tensors allocated from `device` (null: the host) with

@@ -35,10 +35,6 @@ class AcceleratorKernels {
                        const Queue& q) const = 0;
 
   // ---- softmax, rows, LayerNorm ----
-  virtual void causal_softmax_forward(TensorView<const float> scores, float scale, TensorView<float> probs,
-                                      const Queue& q) const = 0;
-  virtual void causal_softmax_backward(TensorView<const float> probs, TensorView<const float> dp, float scale,
-                                       TensorView<float> ds, const Queue& q) const = 0;
   virtual void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape,
                                        TensorView<float> out, TensorView<float> lse, const Queue& q) const = 0;
   virtual void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,

@@ -1,5 +1,5 @@
 // Internal to src/: the CPU backend of optimus/core/ops.hpp beyond the public kernels of optimus/core/kernels.hpp —
-// row statistics, LayerNorm, causal softmax, dropout, the embedding and cross-entropy, the optimizer, casts and the
+// row statistics, LayerNorm, the fused attention, dropout, the embedding and cross-entropy, the optimizer, casts and the
 // in-process reductions. They compute on host views whose shapes ops has already checked (the same semantics and
 // shapes as the ops of the same name), with the per-element arithmetic of optimus/core/element_math.hpp. The
 // simulated device runs these same functions on its memory, so its results are the CPU's bit for bit.
@@ -51,10 +51,6 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
 template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
              std::uint64_t stream);
-template <class T>
-void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> probs);
-template <class T>
-void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds);
 template <class T>
 void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& shape, TensorView<T> out,
                              TensorView<T> lse);

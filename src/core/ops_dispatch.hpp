@@ -72,12 +72,12 @@ inline const AcceleratorKernels& kernels_for(Device where) {
   return where == Device::sim ? sim_kernels() : cuda_kernels();
 }
 
-// How a timeline counts operation `op`: gemm and gemm_batched as GEMMs, the causal softmax as softmax, the rest as
+// How a timeline counts operation `op`: gemm and gemm_batched as GEMMs, the fused attention as attention, the rest as
 // element-wise work.
 inline SpanKind span_kind_of(const char* op) {
   const std::string_view name(op);
   if (name.starts_with("gemm")) return SpanKind::gemm;
-  if (name.find("softmax") != std::string_view::npos) return SpanKind::softmax;
+  if (name.starts_with("flash_attention")) return SpanKind::attention;
   return SpanKind::elementwise;
 }
 

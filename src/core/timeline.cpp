@@ -14,7 +14,7 @@ const char* name_of(SpanKind kind) {
     case SpanKind::comm_wait: return "wait for communication";
     case SpanKind::gemm: return "gemm";
     case SpanKind::elementwise: return "element-wise";
-    case SpanKind::softmax: return "softmax";
+    case SpanKind::attention: return "attention";
   }
   return "?";
 }

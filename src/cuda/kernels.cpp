@@ -70,16 +70,6 @@ class CudaKernels final : public AcceleratorKernels {
     cuda::combine_into(acc.data(), x.data(), acc.numel(), op, stream_of(q));
   }
 
-  void causal_softmax_forward(TensorView<const float> scores, float scale, TensorView<float> probs,
-                              const Queue& q) const override {
-    cuda::causal_softmax_forward(scores.data(), scale, scores.size(0) / scores.size(1), scores.size(1), probs.data(),
-                                 stream_of(q));
-  }
-  void causal_softmax_backward(TensorView<const float> probs, TensorView<const float> dp, float scale,
-                               TensorView<float> ds, const Queue& q) const override {
-    cuda::causal_softmax_backward(probs.data(), dp.data(), scale, probs.size(0) / probs.size(1), probs.size(1),
-                                  ds.data(), stream_of(q));
-  }
   void row_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const override {
     cuda::row_sums(x.data(), rows(x), cols(x), out.data(), stream_of(q));
   }

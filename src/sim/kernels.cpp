@@ -81,17 +81,6 @@ class SimKernels final : public AcceleratorKernels {
     launch(q, "combine", [op](auto a, auto x_) { cpu::combine(a.data(), x_.data(), a.numel(), op); }, out(acc), in(x));
   }
 
-  void causal_softmax_forward(TensorView<const float> scores, float scale, TensorView<float> probs,
-                              const Queue& q) const override {
-    launch(q, "causal_softmax_forward", [scale](auto s, auto p) { cpu::causal_softmax_forward(s, scale, p); },
-           in(scores), out(probs));
-  }
-  void causal_softmax_backward(TensorView<const float> probs, TensorView<const float> dp, float scale,
-                               TensorView<float> ds, const Queue& q) const override {
-    launch(q, "causal_softmax_backward",
-           [scale](auto p, auto dp_, auto ds_) { cpu::causal_softmax_backward(p, dp_, scale, ds_); }, in(probs),
-           in(dp), out(ds));
-  }
   void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<float> out_,
                                TensorView<float> lse, const Queue& q) const override {
     launch(q, "flash_attention_forward",

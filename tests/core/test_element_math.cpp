@@ -113,17 +113,20 @@ TEST_CASE("a queue's timeline records CPU operations by kind, an operation run i
                             TensorView<float>(c.data(), Shape{6, 3}, Device::cpu), queue);
   optimus::ops::axpby<float>(2.0f, TensorView<const float>(c.data(), Shape{6, 3}, Device::cpu), 0.0f,
                              TensorView<float>(c.data(), Shape{6, 3}, Device::cpu), queue);
-  optimus::ops::causal_softmax_forward<float>(TensorView<const float>(scores.data(), Shape{4, 4}, Device::cpu), 1.0f,
-                                              TensorView<float>(probs.data(), Shape{4, 4}, Device::cpu), queue);
-  int gemms = 0, elementwise = 0, softmax = 0;
+  const optimus::ops::AttentionShape shape{.seq = 2, .heads = 1, .dropout = 0.0, .seed = 0, .stream = 0,
+                                           .first_batch = 0, .first_head = 0, .total_heads = 1};
+  optimus::ops::flash_attention_forward<float>(TensorView<const float>(scores.data(), Shape{4, 3}, Device::cpu), shape,
+                                               TensorView<float>(probs.data(), Shape{4, 1}, Device::cpu),
+                                               TensorView<float>(probs.data() + 4, Shape{4}, Device::cpu), queue);
+  int gemms = 0, elementwise = 0, attention = 0;
   for (const optimus::Timeline::Span& s : timeline.spans()) {
     gemms += s.kind == optimus::SpanKind::gemm;
     elementwise += s.kind == optimus::SpanKind::elementwise;
-    softmax += s.kind == optimus::SpanKind::softmax;
+    attention += s.kind == optimus::SpanKind::attention;
   }
   CHECK(gemms == 1);
   CHECK(elementwise == 1);
-  CHECK(softmax == 1);
+  CHECK(attention == 1);
   // A GEMM with the bias + GELU epilogue runs three element-wise operations inside itself (the bias, GELU's input
   // kept, GELU): the GEMM's time is recorded in two pieces around them, and no span overlaps another.
   std::vector<float> bias(3, 0.1f), pre(6 * 3);

@@ -275,21 +275,8 @@ void flash_attention(RankDevice& rank, const ops::Queue& q, const Expect& expect
   expect.same("flash_attention_backward: dqkv", dqkv);
 }
 
-void softmax_embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+void embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   const ops::Queue host{};
-  const std::int64_t tiles = 3, seq = 6;
-  const Shape t{tiles * seq, seq};
-  const Both<float> scores(random_values(tiles * seq * seq, 14, 4.0), t, rank), dp(random_values(tiles * seq * seq, 15), t, rank);
-  Both<float> probs(std::vector<float>(scores.host.size()), t, rank);
-  ops::causal_softmax_forward<float>(scores.in_host(), 0.5f, probs.on_host(), host);
-  ops::causal_softmax_forward<float>(scores.in_device(), 0.5f, probs.on_device(), q);
-  expect.same("causal_softmax_forward", probs);
-  probs = Both<float>(probs.host, t, rank);
-  Both<float> ds(std::vector<float>(scores.host.size()), t, rank);
-  ops::causal_softmax_backward<float>(probs.in_host(), dp.in_host(), 0.5f, ds.on_host(), host);
-  ops::causal_softmax_backward<float>(probs.in_device(), dp.in_device(), 0.5f, ds.on_device(), q);
-  expect.same("causal_softmax_backward", ds);
-
   // A vocabulary slice [v0, v0 + vn) of width 5, tokens in and out of it.
   const std::int64_t n = 8, width = 5, v0 = 3, vn = 4, max_seq = 6, row_offset = 2, rows = 4;
   const Both<int> tokens(std::vector<int>{3, 0, 6, 4, 3, 7, 9, 5}, Shape{n}, rank);
@@ -472,7 +459,7 @@ void check_kernels(RankDevice& rank) {
   dropout_and_reductions(rank, q, expect);
   rows_and_layernorm(rank, q, expect);
   many_rows(rank, q, expect);
-  softmax_embedding_loss(rank, q, expect);
+  embedding_loss(rank, q, expect);
   flash_attention(rank, q, expect);
   optimizer(rank, q, expect);
   gemms(rank, expect);

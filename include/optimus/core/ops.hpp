@@ -137,15 +137,6 @@ void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, 
 template <class T>
 void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Queue& queue);
 
-// ---- causal softmax on tiles of [seq, seq] attention scores, stacked by rows: [tiles * seq, seq] -------------
-// probs[tile*seq + r, c] = softmax over c <= r of scale * scores[...], 0 above the diagonal (may alias scores).
-template <class T>
-void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> probs, const Queue& queue);
-// ds = scale * probs * (dp - rowsum(dp * probs)), row by row (dp: the probabilities' gradient, dropout applied).
-template <class T>
-void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds,
-                             const Queue& queue);
-
 // ---- fused causal attention (FlashAttention-2's algorithm) on a rank's block of sequences ----------------------
 // No [seq, seq] matrix is ever whole in memory: queries and keys are taken in tiles, the softmax online (a running max
 // and sum per query, the output rescaled as the max grows), and the backward recomputes each tile's probabilities

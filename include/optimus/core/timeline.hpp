@@ -14,10 +14,10 @@
 namespace optimus {
 
 // compute: SUMMA's local GEMM (it contains the operations' gemm spans); comm_wait: waiting for a transfer (SUMMA's);
-// gemm, elementwise, softmax: one operation on the CPU — GEMMs (batched too), the causal softmax, and everything else
-// (LayerNorm, GELU, dropout, casts, adds and biases, the embedding, the loss, AdamW). On an accelerator operations are
-// asynchronous and are not recorded.
-enum class SpanKind { compute, comm_wait, gemm, elementwise, softmax };
+// gemm, elementwise, attention: one operation on the CPU — GEMMs (batched too), the fused attention, and everything
+// else (LayerNorm, GELU, dropout, casts, adds and biases, the embedding, the loss, AdamW). On an accelerator operations
+// are asynchronous and are not recorded.
+enum class SpanKind { compute, comm_wait, gemm, elementwise, attention };
 const char* name_of(SpanKind kind);
 
 class Timeline {

@@ -43,24 +43,12 @@ void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamm
                            const float* sums, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* dx,
                            cudaStream_t stream);
 
-// ---- causal softmax attention on tiles of [seq, seq] scores, tiles stacked by rows -------------------------
-// probs[tile*seq + r, c] = softmax over c <= r of scale * scores[...] (0 above the diagonal). In place allowed.
-void causal_softmax_forward(const float* scores, float scale, std::int64_t tiles, std::int64_t seq, float* probs,
-                            cudaStream_t stream);
-// ds = scale * p * (dp - sum_c dp p) row by row (dp already masked by dropout). ds may alias dp.
-void causal_softmax_backward(const float* probs, const float* dp, float scale, std::int64_t tiles, std::int64_t seq,
-                             float* ds, cudaStream_t stream);
-
 // ---- dropout (partition-independent: optimus/layers/dropout.hpp) -----------------------------------------
 // x[r, c] *= keep ? 1/(1-p) : 0 where keep = CounterRng(seed, stream).uniform(row0 + r, col0 + c) >= p; x has
 // row stride ld. Bitwise the CPU's mask (one Philox implementation, optimus/core/philox.hpp).
 void dropout_apply(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::uint64_t row0,
                    std::uint64_t col0, double p, std::uint64_t seed, std::uint64_t stream_id, cudaStream_t stream);
-// Attention-probability dropout on [batches * heads * seq, seq] tiles: tile (b, t) row r draws from global row
-// ((first_batch + b) * total_heads + first_head + t) * seq + r, as the CPU's attention core does.
-void attention_dropout_apply(float* probs, std::int64_t batches, std::int64_t heads, std::int64_t seq,
-                             std::int64_t first_batch, std::int64_t total_heads, std::int64_t first_head, double p,
-                             std::uint64_t seed, std::uint64_t stream_id, cudaStream_t stream);
+
 
 // ---- embedding ----------------------------------------------------------------------------------------
 // partial[t, :] = wte[tokens[t] - v0, :] if tokens[t] is in [v0, v0 + vn), else 0. wte: [vn, width].

@@ -1,14 +1,11 @@
-// CPU backend: dropout and the causal softmax (cpu_kernels.hpp), with the shared element arithmetic.
+// CPU backend: dropout (cpu_kernels.hpp), with the shared element arithmetic.
 #include <algorithm>
 
 #include "cpu_kernels.hpp"
-#include "eigen_views.hpp"
 #include "vector_clones.hpp"
 
 namespace optimus::cpu {
 namespace {
-
-using detail::ConstRows;
 
 constexpr std::int64_t kPerDraw = math::kDropoutColumnsPerDraw;
 
@@ -43,19 +40,6 @@ void dropout_row(T* x, std::int64_t n, double p, T scale, std::uint64_t seed, st
   for (c += groups * kPerDraw; c < n; ++c) one(c);
 }
 
-// p[c] = exp(scale s[c] - max) for c < keep, then 0 to n (the loops vectorise: math::softmax_exp has no call in f32).
-template <class T>
-OPTIMUS_VECTOR_CLONES void softmax_exps(const T* s, T scale, T max, std::int64_t keep, std::int64_t n, T* p) {
-  for (std::int64_t c = 0; c < keep; ++c) p[c] = math::softmax_exp(s[c], scale, max);
-  for (std::int64_t c = keep; c < n; ++c) p[c] = T(0);
-}
-
-// p[c] /= sum for c < n.
-template <class T>
-OPTIMUS_VECTOR_CLONES void normalize(T* p, T sum, std::int64_t n) {
-  for (std::int64_t c = 0; c < n; ++c) p[c] = math::normalized(p[c], sum);
-}
-
 }  // namespace
 
 template <class T>
@@ -67,37 +51,8 @@ void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, 
   }
 }
 
-// Row `row` of tile row % seq keeps columns 0..row % seq: the max and the sum (lane_sum) over those, the rest 0.
-template <class T>
-void causal_softmax_forward(TensorView<const T> scores, T scale, TensorView<T> probs) {
-  const std::int64_t rows = scores.size(0), seq = scores.size(1);
-  for (std::int64_t row = 0; row < rows; ++row) {
-    const std::int64_t keep = row % seq + 1;
-    const T* s = scores.data() + row * seq;
-    T* p = probs.data() + row * seq;
-    T max = scale * s[0];
-    for (std::int64_t c = 1; c < keep; ++c) max = std::max(max, scale * s[c]);
-    softmax_exps(s, scale, max, keep, seq, p);
-    normalize(p, lane_sum(p, keep), keep);
-  }
-}
-
-template <class T>
-void causal_softmax_backward(TensorView<const T> probs, TensorView<const T> dp, T scale, TensorView<T> ds) {
-  const std::int64_t rows = probs.size(0), seq = probs.size(1);
-  const ConstRows<T> P(probs.data(), rows, seq), DP(dp.data(), rows, seq);
-  for (std::int64_t row = 0; row < rows; ++row) {
-    const T dot = DP.row(row).dot(P.row(row));
-    for (std::int64_t c = 0; c < seq; ++c) {
-      ds.data()[row * seq + c] = math::softmax_grad(P(row, c), DP(row, c), dot, scale);
-    }
-  }
-}
-
 #define OPTIMUS_INSTANTIATE(T)                                                                                 \
-  template void dropout<T>(TensorView<T>, std::uint64_t, std::uint64_t, double, std::uint64_t, std::uint64_t); \
-  template void causal_softmax_forward<T>(TensorView<const T>, T, TensorView<T>);                              \
-  template void causal_softmax_backward<T>(TensorView<const T>, TensorView<const T>, T, TensorView<T>);
+  template void dropout<T>(TensorView<T>, std::uint64_t, std::uint64_t, double, std::uint64_t, std::uint64_t);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

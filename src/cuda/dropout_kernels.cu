@@ -1,0 +1,40 @@
+// Dropout with the CPU's Philox masks (see layer_kernels.hpp).
+#include "block_reduce.cuh"
+#include "optimus/core/element_math.hpp"
+#include "optimus/cuda/check.hpp"
+#include "optimus/cuda/layer_kernels.hpp"
+
+namespace optimus::cuda {
+namespace {
+
+using detail::kThreads;
+
+__global__ void dropout_kernel(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::uint64_t row0,
+                               std::uint64_t col0, double p, float keep_scale, std::uint64_t seed,
+                               std::uint64_t stream_id) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    const std::int64_t r = e / cols, c = e % cols;
+    const bool keep = math::dropout_keeps(p, seed, stream_id, row0 + static_cast<std::uint64_t>(r),
+                                          col0 + static_cast<std::uint64_t>(c));
+    x[r * ld + c] = math::dropout(x[r * ld + c], keep, keep_scale);
+  }
+}
+
+}  // namespace
+
+void dropout_apply(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::uint64_t row0,
+                   std::uint64_t col0, double p, std::uint64_t seed, std::uint64_t stream_id, cudaStream_t stream) {
+  if (p <= 0.0 || rows * cols == 0) return;
+  OPTIMUS_CHECK(p < 1.0, "dropout probability must be below 1, got ", p);
+  OPTIMUS_CHECK(row0 + static_cast<std::uint64_t>(rows) <= 0x100000000ull &&
+                    col0 + static_cast<std::uint64_t>(cols) <= 0x100000000ull,
+                "dropout: rows up to ", row0 + static_cast<std::uint64_t>(rows), " and columns up to ",
+                col0 + static_cast<std::uint64_t>(cols), " exceed the 2^32 x 2^32 index space");
+  dropout_kernel<<<detail::blocks_for(rows * cols), kThreads, 0, stream>>>(
+      x, rows, cols, ld, row0, col0, p, static_cast<float>(1.0 / (1.0 - p)), seed, stream_id);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace optimus::cuda
