@@ -58,7 +58,7 @@ std::vector<cli::Spec> device_bench(bool gpt) {
 
 std::vector<std::string> commands() {
   return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint", "pipeline", "offload",
-          "plan", "blas"};
+          "plan", "blas", "attention"};
 }
 
 // The command's own options (options_of adds --timeout).
@@ -89,6 +89,15 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                          "OpenBLAS kernels, in turn (default: every one this processor runs)"),
             cli::integer("sweeps", 1, 100, "sweeps over the kernels, each row its best (default 3)"),
             json()};
+  }
+  if (command == "attention") {
+    return joined({device_options(),
+                   {cli::integer("b", 1, 1 << 16, "sequences (default 2)"),
+                    cli::integers("s", 1, 1 << 20, "sequence lengths, a row each (default 1024,2048,4096,8192)"),
+                    cli::integer("heads", 1, 1 << 12, "heads (default 16)"),
+                    cli::integer("d", 1, 1 << 12, "head dimension (default 128)"),
+                    cli::real("dropout", 0.0, 0.99, "attention dropout (default 0)")},
+                   timing(), {json()}});
   }
   if (command == "model") {
     return joined({{cli::input_file("calibration", "the JSON optimus-bench calibrate wrote")}, block_shape(true),

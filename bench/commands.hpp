@@ -18,5 +18,6 @@ int run_pipeline_bench(Communicator& world, int argc, char** argv);
 int run_offload_bench(Communicator& world, int argc, char** argv);
 int run_plan_bench(Communicator& world, int argc, char** argv);
 int run_blas_bench(Communicator& world, int argc, char** argv);
+int run_attention_bench(Communicator& world, int argc, char** argv);
 
 }  // namespace optimus::bench

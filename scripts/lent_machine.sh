@@ -128,6 +128,8 @@ gpu_bench() {
   "$bin/optimus-bench" layer --device cuda --gemm bf16 --b 4 --s 2048 --h 4096 --heads 32 --layers 1 --q 1 --check off
   "$bin/optimus-bench" gpt --device cuda --gemm bf16 --b 8 --s 1024 --h 1024 --heads 16 --layers 4 --vocab 50304 \
     --q 1 --check off
+  # The fused attention alone at head dim 128, s 1024 to 8192 (the first row checked against the CPU's).
+  "$bin/optimus-bench" attention --device cuda --b 2 --s 256,1024,2048,4096,8192 --heads 16 --d 128
 }
 
 # A pipeline's stages on the GPU (8 in-process ranks sharing it: 2 stages of 2 x 2 grids), with bf16 GEMMs,

@@ -1,0 +1,152 @@
+// optimus-bench attention: the fused causal attention alone (ops::flash_attention_*), forward and backward, at each
+// sequence length of --s, on the CPU, the simulated device or a GPU. Per row: the median time of forward and of
+// backward over --iters, their TFLOP/s as FlashAttention counts them (forward 4·b·heads·s²·d / 2 for the causal half;
+// backward 2.5 times that), and the tensor bytes the attention holds at its peak (qkv, out, lse, dout, dqkv, delta)
+// beside the b·heads·s² f32 probabilities an unfused attention would add: memory grows with s, not s².
+//
+//   optimus-bench attention [--device cpu|sim|cuda] [--b 2] [--s 1024,2048,4096,8192] [--heads 16] [--d 128]
+//                           [--dropout 0] [--warmup 1] [--iters 3] [--json FILE]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <utility>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "commands.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/core/memory.hpp"
+#include "optimus/core/ops.hpp"
+#include "optimus/device/device_choice.hpp"
+#include "optimus/device/rank_device.hpp"
+#include "report.hpp"
+
+namespace optimus::bench {
+namespace {
+
+// The median of the seconds `run` takes, over `iters` runs after `warmup` untimed ones; `sync` waits for the device.
+template <class Run, class Sync>
+double median_seconds(int warmup, int iters, Run&& run, Sync&& sync) {
+  for (int i = 0; i < warmup; ++i) run();
+  sync();
+  std::vector<double> seconds;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    sync();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+// Elements of `got` (an accelerator's) off the host's `want` by more than 1e-5 relatively (1 + |want|): 0 on the
+// simulated device, which runs the CPU's code.
+std::int64_t wrong(const std::vector<float>& got, const std::vector<float>& want) {
+  std::int64_t count = 0;
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    count += !(std::abs(got[e] - want[e]) <= 1e-5f * (1.0f + std::abs(want[e])));
+  }
+  return count;
+}
+
+// The accelerator's forward and backward of `shape` against the host's from the same inputs: the wrong elements of
+// out, lse and dqkv.
+std::int64_t check_against_host(const ops::AttentionShape& shape, const Tensor<float>& qkv, const Tensor<float>& out,
+                                const Tensor<float>& lse, const Tensor<float>& dout, const Tensor<float>& dqkv) {
+  const MemoryTag host{};
+  const Tensor<float> q = upload(download(qkv).data(), qkv.shape(), host), g = upload(download(dout).data(), dout.shape(), host);
+  Tensor<float> o(out.shape(), host, Init::none), l(lse.shape(), host, Init::none), dq(qkv.shape(), host, Init::none),
+      delta(lse.shape(), host, Init::none);
+  const ops::Queue cpu{};
+  ops::flash_attention_forward<float>(q.view(), shape, o.view(), l.view(), cpu);
+  ops::flash_attention_backward<float>(q.view(), g.view(), std::as_const(l).view(), shape, dq.view(), delta.view(), cpu);
+  return wrong(download(out), download(o)) + wrong(download(lse), download(l)) + wrong(download(dqkv), download(dq));
+}
+
+}  // namespace
+
+int run_attention_bench(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2, options_of("attention"));
+  OPTIMUS_CHECK(world.size() == 1, "attention runs in one process; launch 1 process, not ", world.size());
+  const DeviceChoice choice = choose_device(o);
+  const std::int64_t b = o.integer("b", 2), heads = o.integer("heads", 16), d = o.integer("d", 128);
+  const std::vector<std::int64_t> seqs = o.integers("s", "1024,2048,4096,8192");
+  const double dropout = o.real("dropout", 0.0);
+  const int warmup = static_cast<int>(o.integer("warmup", 1)), iters = static_cast<int>(o.integer("iters", 3));
+  const std::unique_ptr<DeviceRuntime> accelerator = open_device(choice, 0);
+  std::unique_ptr<RankDevice> rank;
+  if (accelerator) rank = std::make_unique<RankDevice>(*accelerator, ops::GemmMath::f32);
+  const ops::Queue queue = rank ? rank->queue() : ops::Queue{};
+  DeviceMemory* memory = rank ? &rank->memory() : nullptr;
+  const auto sync = [&] {
+    if (rank) rank->stream().synchronize();
+  };
+
+  Report report({{"device", 6}, {"b", 3}, {"s", 6}, {"heads", 5}, {"d", 4}, {"fwd_ms", 9}, {"bwd_ms", 9},
+                 {"fwd_TFLOP/s", 11}, {"bwd_TFLOP/s", 11}, {"TFLOP/s", 8}, {"peak_MiB", 9}, {"probs_MiB", 9},
+                 {"#wrong", 6}});
+  report.header(format("optimus-bench attention: the fused causal attention (FlashAttention-2's algorithm), b=%lld "
+                       "heads=%lld d=%lld dropout=%g on %s",
+                       static_cast<long long>(b), static_cast<long long>(heads), static_cast<long long>(d), dropout,
+                       std::string(name_of(choice.kind)).c_str()));
+  report.header("ms: median of the iterations; TFLOP/s: forward 2 b heads s^2 d (the causal half of 4 b heads s^2 d), "
+                "backward 2.5 times that; peak_MiB: the attention's tensors at their peak (qkv, out, lse, dout, dqkv, "
+                "delta); probs_MiB: the b heads s^2 f32 probabilities an unfused attention keeps besides; #wrong: on an "
+                "accelerator, elements of out, lse and dqkv more than 1e-5 off the CPU's from the same inputs (n/a on the "
+                "CPU, or above 2^22 qkv elements)");
+  if (world.rank() == 0) report.print_header(stdout);
+  std::int64_t wrong_total = 0;
+  for (const std::int64_t s : seqs) {
+    const std::int64_t n = b * s, width = heads * d;
+    MemoryTracker tracker;
+    const MemoryTag tag{&tracker, MemoryKind::activations, memory};
+    Tensor<float> qkv(Shape{n, 3 * width}, tag), out(Shape{n, width}, tag, Init::none),
+        lse(Shape{n * heads}, tag, Init::none), dout(Shape{n, width}, tag), dqkv(Shape{n, 3 * width}, tag, Init::none),
+        delta(Shape{n * heads}, tag, Init::none);
+    std::vector<float> values(static_cast<std::size_t>(qkv.numel()));
+    for (std::size_t e = 0; e < values.size(); ++e) values[e] = static_cast<float>((e * 7919) % 2001) / 1000.0f - 1.0f;
+    qkv = upload(values.data(), qkv.shape(), tag);
+    values.resize(static_cast<std::size_t>(dout.numel()));
+    dout = upload(values.data(), dout.shape(), tag);
+    const ops::AttentionShape shape{.seq = s, .heads = heads, .dropout = dropout, .seed = 1, .stream = 1,
+                                    .first_batch = 0, .first_head = 0, .total_heads = heads};
+    const double fwd = median_seconds(
+        warmup, iters,
+        [&] { ops::flash_attention_forward<float>(std::as_const(qkv).view(), shape, out.view(), lse.view(), queue); },
+        sync);
+    const double bwd = median_seconds(
+        warmup, iters,
+        [&] {
+          ops::flash_attention_backward<float>(std::as_const(qkv).view(), std::as_const(dout).view(),
+                                               std::as_const(lse).view(), shape, dqkv.view(), delta.view(), queue);
+        },
+        sync);
+    const bool checked = memory != nullptr && qkv.numel() <= (1 << 22);
+    const std::int64_t wrong_elements = checked ? check_against_host(shape, qkv, out, lse, dout, dqkv) : 0;
+    wrong_total += wrong_elements;
+    const double fwd_flops = 2.0 * static_cast<double>(b * heads) * static_cast<double>(s) * static_cast<double>(s) *
+                             static_cast<double>(d);
+    const double bwd_flops = 2.5 * fwd_flops;
+    const double mib = 1024.0 * 1024.0;
+    report.row({std::string(name_of(choice.kind)), format("%lld", static_cast<long long>(b)),
+                format("%lld", static_cast<long long>(s)), format("%lld", static_cast<long long>(heads)),
+                format("%lld", static_cast<long long>(d)), format("%.3f", 1e3 * fwd), format("%.3f", 1e3 * bwd),
+                format("%.3f", fwd_flops / fwd / 1e12), format("%.3f", bwd_flops / bwd / 1e12),
+                format("%.3f", (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12),
+                format("%.1f", static_cast<double>(tracker.peak_total()) / mib),
+                format("%.1f", 4.0 * static_cast<double>(b * heads * s * s) / mib),
+                checked ? format("%lld", static_cast<long long>(wrong_elements)) : std::string("n/a")});
+    if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
+  }
+  report.footer(wrong_total == 0 ? "every checked row equals the CPU's" : "ROWS DIFFER FROM THE CPU'S");
+  if (world.rank() == 0) {
+    report.print_footer(stdout);
+    if (o.has("json")) report.write_json(o.text("json", ""), "attention");
+  }
+  return wrong_total == 0 ? 0 : 1;
+}
+
+}  // namespace optimus::bench
