@@ -1,7 +1,7 @@
 // The logic the 2D and 1D layers share, written once over their parts (internal header):
 //   mlp      : y = c_proj(gelu(c_fc(x))), saving GELU's input (c_fc's output) for its derivative;
-//   attention: qkv = c_attn(x), the local attention core, y = c_proj(merged); the core's probabilities are saved,
-//              or recomputed in backward from qkv (selective recomputation);
+//   attention: qkv = c_attn(x), the local fused attention core, y = c_proj(merged); qkv and the core's log-sum-exps
+//              are saved, the probabilities rebuilt from them in backward;
 //   block    : x1 = x + dropout(attn(ln_1(x))), y = x1 + dropout(mlp(ln_2(x1))), and its backward, with dropout
 //              masks regenerated from (seed, step, layer, site), under a recomputation policy (recompute.hpp).
 // Every forward fills a context (context.hpp) and every backward consumes one. A backward given `later` computes the
@@ -55,8 +55,6 @@ DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const Di
   return backward_of(c_fc, std::move(saved.c_fc), dact, later);
 }
 
-// The probabilities of all of this rank's tiles [batches*heads*seq, seq] as they are kept for backward: in T, or in
-// bf16 under mixed precision (SavedActivation<T>::keeps_bf16), counted as `kind`.
 // Attention around the local core: qkv = c_attn(x); merged [N, merged_cols] = attention of this rank's heads;
 // y = c_proj(merged). A training pass saves qkv and the core's log-sum-exps in `saved`. The core reads qkv as saved
 // (bf16 under mixed precision, as the GEMMs take their operands), so that backward rebuilds from the same values the
