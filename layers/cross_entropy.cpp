@@ -2,6 +2,7 @@
 #include "cross_entropy.hpp"
 
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "optimus/core/element_math.hpp"
