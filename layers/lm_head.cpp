@@ -2,7 +2,6 @@
 #include "optimus/layers/lm_head.hpp"
 
 #include <limits>
-#include <span>
 #include <utility>
 #include <vector>
 
