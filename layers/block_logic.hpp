@@ -122,7 +122,8 @@ inline std::int64_t first_row(const Pass& pass, std::int64_t seq) {
 }
 
 // The block's layers forward, filling `saved`'s four parts (and its pass and sequence length, for the dropout masks
-// of backward).
+// of backward). Each residual add is fused with the dropout before it (ops::dropout_residual), and the first one also
+// takes the row sums that ln_2 starts from.
 template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
                                    const Pass& pass, BlockContext<T>& saved) {
@@ -132,44 +133,63 @@ DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const Dis
   const auto layer = static_cast<std::uint64_t>(b.layer);
   const std::int64_t row0 = first_row(pass, seq);
   const std::string name = "h." + std::to_string(b.layer) + ".";
+  const ops::Queue& queue = x.grid().queue();
   const DistMatrix<T> n1 = b.ln_1.forward(x, pass, saved.ln_1);
   check_finite(n1, name + "ln_1 forward output");
   DistMatrix<T> a = b.attn.forward(n1, seq, pass, saved.attn);
   check_finite(a, name + "attn forward output");
-  apply_dropout(a, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual));
-  ops::axpby<T>(T(1), x.local(), T(1), a.local(), x.grid().queue());  // a = x1
-  const DistMatrix<T> n2 = b.ln_2.forward(a, pass, saved.ln_2);
+  Tensor<T> x1_sums(Shape{a.local_rows()}, x.grid().tag(MemoryKind::workspace), Init::none);  // [N/q]
+  ops::dropout_residual<T>(
+      x.local(), a.local(),
+      dropout_mask(a, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual)),
+      x1_sums.view(), queue);  // a = x1 = x + dropout(a)
+  const DistMatrix<T> n2 = b.ln_2.forward(a, std::move(x1_sums), pass, saved.ln_2);
   check_finite(n2, name + "ln_2 forward output");
   DistMatrix<T> m = b.mlp.forward(n2, pass, saved.mlp);
   check_finite(m, name + "mlp forward output");
-  apply_dropout(m, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual));
-  ops::axpby<T>(T(1), a.local(), T(1), m.local(), a.grid().queue());  // m = y
+  ops::dropout_residual<T>(
+      a.local(), m.local(),
+      dropout_mask(m, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual)),
+      TensorView<T>{}, queue);  // m = y = x1 + dropout(m)
   return m;
 }
 
-// The block's layers backward, consuming `saved`'s four parts.
+// The gradient g through the dropout of `stream`: g itself without dropout, else a dropped copy held in `storage`
+// (g stays whole: it also continues along the residual path).
+template <class T>
+const DistMatrix<T>& through_dropout(const DistMatrix<T>& g, std::int64_t first_row, double p, std::uint64_t seed,
+                                     std::uint64_t stream, std::optional<DistMatrix<T>>& storage) {
+  if (p == 0.0) return g;
+  storage.emplace(DistMatrix<T>::uninitialized(g.grid(), g.rows(), g.cols(), MemoryKind::workspace));
+  ops::dropout_copy<T>(g.local(), storage->local(), dropout_mask(g, first_row, p, seed, stream), g.grid().queue());
+  return *storage;
+}
+
+// The block's layers backward, consuming `saved`'s four parts. The residual paths' gradients are added by the
+// LayerNorms' dx kernels (LayerNorm2D::backward_plus).
 template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_layers_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T>& saved,
                                     const DistMatrix<T>& dy, WeightGradients* later) {
   const auto layer = static_cast<std::uint64_t>(b.layer);
   const std::int64_t row0 = first_row(saved.pass, saved.seq);
   const std::uint64_t step = saved.pass.step;
-  DistMatrix<T> d = dy.clone();
-  apply_dropout(d, row0, b.config.dropout, b.config.seed, dropout_stream(step, layer, DropoutSite::mlp_residual));
+  const double p = b.config.dropout;
   const std::string name = "h." + std::to_string(b.layer) + ".";
-  const DistMatrix<T> dm = backward_of(b.mlp, std::move(saved.mlp), d, later);
+  std::optional<DistMatrix<T>> mlp_dropped, attn_dropped;
+  const DistMatrix<T>& d_mlp = through_dropout(dy, row0, p, b.config.seed,
+                                               dropout_stream(step, layer, DropoutSite::mlp_residual), mlp_dropped);
+  const DistMatrix<T> dm = backward_of(b.mlp, std::move(saved.mlp), d_mlp, later);
   check_finite(dm, name + "mlp backward input gradient");
-  DistMatrix<T> dx1 = backward_of(b.ln_2, std::move(saved.ln_2), dm, later);
+  mlp_dropped.reset();
+  const DistMatrix<T> dx1 = b.ln_2.backward_plus(std::move(saved.ln_2), dm, dy, later);  // + dy
   check_finite(dx1, name + "ln_2 backward input gradient");
-  ops::axpby<T>(T(1), dy.local(), T(1), dx1.local(), dy.grid().queue());
-  d = dx1.clone();
-  apply_dropout(d, row0, b.config.dropout, b.config.seed,
-                dropout_stream(step, layer, DropoutSite::attention_residual));
-  const DistMatrix<T> da = backward_of(b.attn, std::move(saved.attn), d, later);
+  const DistMatrix<T>& d_attn = through_dropout(
+      dx1, row0, p, b.config.seed, dropout_stream(step, layer, DropoutSite::attention_residual), attn_dropped);
+  const DistMatrix<T> da = backward_of(b.attn, std::move(saved.attn), d_attn, later);
   check_finite(da, name + "attn backward input gradient");
-  DistMatrix<T> dx = backward_of(b.ln_1, std::move(saved.ln_1), da, later);
+  attn_dropped.reset();
+  DistMatrix<T> dx = b.ln_1.backward_plus(std::move(saved.ln_1), da, dx1, later);  // + dx1
   check_finite(dx, name + "ln_1 backward input gradient");
-  ops::axpby<T>(T(1), dx1.local(), T(1), dx.local(), dx1.grid().queue());
   return dx;
 }
 

@@ -26,16 +26,26 @@ LayerNorm2D<T>::LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::st
 template <class T>
 DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
   OPTIMUS_CHECK(x.cols() == hidden_, name_, ": input has ", x.cols(), " columns, expected ", hidden_);
+  // Pass 1: the sum of each row.
+  Tensor<T> row_sum(Shape{x.local_rows()}, grid_.tag(MemoryKind::workspace), Init::none);
+  ops::row_sums<T>(x.local(), row_sum.view(), grid_.queue());
+  return forward(x, std::move(row_sum), pass, saved);
+}
+
+template <class T>
+DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, Tensor<T> row_sum, const Pass& pass, Context& saved) {
+  OPTIMUS_CHECK(x.cols() == hidden_, name_, ": input has ", x.cols(), " columns, expected ", hidden_);
   const std::int64_t rows = x.local_rows(), cols = x.local_cols();
+  OPTIMUS_CHECK(row_sum.shape() == Shape{rows}, name_, ": the row sums have shape ", row_sum.shape(), ", expected [",
+                rows, "]");
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
   Tensor<T> gamma(Shape{1, cols}, work), beta(Shape{1, cols}, work);
   gamma_.gather_column_block(gamma.view());
   beta_.gather_column_block(beta.view());
 
-  // Pass 1: the sum of each row; pass 2: the squared deviations around its mean. Both are all-reduced along
-  // the grid row, whose ranks hold the row's other columns.
-  Tensor<T> row_sum(Shape{rows}, work, Init::none), sq_dev(Shape{rows}, work, Init::none);
-  ops::row_sums<T>(x.local(), row_sum.view(), grid_.queue());
+  // The row sums (pass 1) and the squared deviations around the mean (pass 2) are all-reduced along the grid row,
+  // whose ranks hold the row's other columns.
+  Tensor<T> sq_dev(Shape{rows}, work, Init::none);
   grid_.row().all_reduce(std::span<T>(row_sum.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
   ops::layernorm_square_deviations<T>(x.local(), row_sum.view(), hidden_, sq_dev.view(), grid_.queue());
   grid_.row().all_reduce(std::span<T>(sq_dev.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
@@ -75,7 +85,8 @@ void LayerNorm2D<T>::accumulate(const Partials& p) {
 }
 
 template <class T>
-DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
+DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, const DistMatrix<T>* residual,
+                                             WeightGradients* later) {
   saved.mark.check(grid_, name_);
   const std::int64_t rows = dy.local_rows(), cols = dy.local_cols();
   Tensor<T> gamma(Shape{1, cols}, grid_.tag(MemoryKind::workspace));
@@ -89,8 +100,14 @@ DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>&
   if (later == nullptr) accumulate(p);
   grid_.row().all_reduce(std::span<T>(p.sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
   DistMatrix<T> dx = DistMatrix<T>::uninitialized(dy.grid(), dy.rows(), dy.cols(), MemoryKind::workspace);
+  if (residual != nullptr) {
+    OPTIMUS_CHECK(residual->rows() == dy.rows() && residual->cols() == dy.cols(), name_, ": the residual gradient is ",
+                  residual->rows(), "x", residual->cols(), ", dy is ", dy.rows(), "x", dy.cols());
+  }
   ops::layernorm_backward_dx<T>(dy.local(), xhat, std::as_const(gamma).view(), std::as_const(saved.rstd).view(),
-                                std::as_const(p.sums).view(), hidden_, dx.local(), grid_.queue());
+                                std::as_const(p.sums).view(), hidden_,
+                                residual == nullptr ? TensorView<const T>{} : residual->local(), dx.local(),
+                                grid_.queue());
   if (later != nullptr) {
     struct Held {
       SavedActivation<T> xhat;
@@ -109,12 +126,18 @@ DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>&
 
 template <class T>
 DistMatrix<T> LayerNorm2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
-  return backward_split(std::move(saved), dy, nullptr);
+  return backward_split(std::move(saved), dy, nullptr, nullptr);
 }
 
 template <class T>
 DistMatrix<T> LayerNorm2D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
-  return backward_split(std::move(saved), dy, &later);
+  return backward_split(std::move(saved), dy, nullptr, &later);
+}
+
+template <class T>
+DistMatrix<T> LayerNorm2D<T>::backward_plus(Context saved, const DistMatrix<T>& dy, const DistMatrix<T>& residual,
+                                            WeightGradients* later) {
+  return backward_split(std::move(saved), dy, &residual, later);
 }
 
 template <class T>

@@ -29,6 +29,11 @@ class AcceleratorKernels {
   // x: rows contiguous.
   virtual void dropout(TensorView<float> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
                        std::uint64_t stream, const Queue& q) const = 0;
+  // The fused residual kernels; row_sums may be TensorView{} (none wanted).
+  virtual void dropout_residual(TensorView<const float> residual, TensorView<float> x, const DropoutMask& mask,
+                                TensorView<float> row_sums, const Queue& q) const = 0;
+  virtual void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
+                            const Queue& q) const = 0;
   // acc = combine(acc, x): the in-process reductions, f32 and f64.
   virtual void combine(TensorView<float> acc, TensorView<const float> x, math::Combine op, const Queue& q) const = 0;
   virtual void combine(TensorView<double> acc, TensorView<const double> x, math::Combine op,
@@ -50,10 +55,11 @@ class AcceleratorKernels {
   virtual void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                            TensorView<const float> gamma, TensorView<float> dgamma,
                                            TensorView<float> dbeta, TensorView<float> sums, const Queue& q) const = 0;
+  // residual may be TensorView{} (nothing to add).
   virtual void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat,
                                      TensorView<const float> gamma, TensorView<const float> rstd,
-                                     TensorView<const float> sums, std::int64_t hidden, TensorView<float> dx,
-                                     const Queue& q) const = 0;
+                                     TensorView<const float> sums, std::int64_t hidden,
+                                     TensorView<const float> residual, TensorView<float> dx, const Queue& q) const = 0;
 
   // ---- embedding and cross-entropy ----
   virtual void embedding_lookup(TensorView<const float> wte, TensorView<const int> tokens, std::int64_t v0,

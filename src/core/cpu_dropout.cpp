@@ -1,4 +1,5 @@
-// CPU backend: dropout (cpu_kernels.hpp), with the shared element arithmetic.
+// CPU backend: dropout, alone and fused into the block's residual paths (cpu_kernels.hpp), with the shared element
+// arithmetic.
 #include <algorithm>
 
 #include "cpu_kernels.hpp"
@@ -51,8 +52,43 @@ void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, 
   }
 }
 
-#define OPTIMUS_INSTANTIATE(T)                                                                                 \
-  template void dropout<T>(TensorView<T>, std::uint64_t, std::uint64_t, double, std::uint64_t, std::uint64_t);
+// The residual kernels go row by row, the row still in cache when it is added to and summed: the same functions on
+// each row as dropout, axpby and row_sums, so the same bits.
+template <class T>
+void dropout_residual(TensorView<const T> residual, TensorView<T> x, const ops::DropoutMask& mask,
+                      TensorView<T> row_sums) {
+  const std::int64_t cols = x.size(1);
+  const T scale = static_cast<T>(1.0 / (1.0 - mask.p));
+  for (std::int64_t r = 0; r < x.size(0); ++r) {  // rows contiguous (ops checks)
+    T* row = &x(r, 0);
+    const T* add = &residual(r, 0);
+    if (mask.p > 0.0) {
+      dropout_row(row, cols, mask.p, scale, mask.seed, mask.stream, mask.row0 + static_cast<std::uint64_t>(r),
+                  mask.col0);
+    }
+    for (std::int64_t c = 0; c < cols; ++c) row[c] = math::axpby(T(1), add[c], T(1), row[c]);
+    if (row_sums.rank() != 0) row_sums.data()[r] = row_sum(row, cols);
+  }
+}
+
+template <class T>
+void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask& mask) {
+  const std::int64_t cols = x.size(1);
+  const T scale = static_cast<T>(1.0 / (1.0 - mask.p));
+  for (std::int64_t r = 0; r < x.size(0); ++r) {
+    T* row = &y(r, 0);
+    std::copy_n(&x(r, 0), cols, row);
+    if (mask.p > 0.0) {
+      dropout_row(row, cols, mask.p, scale, mask.seed, mask.stream, mask.row0 + static_cast<std::uint64_t>(r),
+                  mask.col0);
+    }
+  }
+}
+
+#define OPTIMUS_INSTANTIATE(T)                                                                                  \
+  template void dropout<T>(TensorView<T>, std::uint64_t, std::uint64_t, double, std::uint64_t, std::uint64_t);  \
+  template void dropout_residual<T>(TensorView<const T>, TensorView<T>, const ops::DropoutMask&, TensorView<T>); \
+  template void dropout_copy<T>(TensorView<const T>, TensorView<T>, const ops::DropoutMask&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -31,6 +31,9 @@ template <class T>
 T lane_sum(const T* x, std::int64_t n);
 
 // ---- rows and LayerNorm ----------------------------------------------------------------------------------
+// The sum of a row of n contiguous values, in row_sums' order (every kernel that sums a row for LayerNorm uses it).
+template <class T>
+T row_sum(const T* x, std::int64_t n);
 template <class T>
 void row_sums(TensorView<const T> x, TensorView<T> out);
 template <class T>
@@ -45,12 +48,18 @@ void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xha
                                  TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums);
 template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
-                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx);
+                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
+                           TensorView<const T> residual, TensorView<T> dx);
 
 // ---- attention ---------------------------------------------------------------------------------------------
 template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
              std::uint64_t stream);
+template <class T>
+void dropout_residual(TensorView<const T> residual, TensorView<T> x, const ops::DropoutMask& mask,
+                      TensorView<T> row_sums);
+template <class T>
+void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask& mask);
 template <class T>
 void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& shape, TensorView<T> out,
                              TensorView<T> lse);

@@ -13,9 +13,14 @@ using detail::rows_of;
 }  // namespace
 
 template <class T>
+T row_sum(const T* x, std::int64_t n) {
+  return ConstVec<T>(x, n).sum();
+}
+
+template <class T>
 void row_sums(TensorView<const T> x, TensorView<T> out) {
-  const ConstRows<T> X(x.data(), rows_of(x), cols_of(x));
-  for (std::int64_t r = 0; r < X.rows(); ++r) out.data()[r] = X.row(r).sum();
+  const std::int64_t cols = cols_of(x);
+  for (std::int64_t r = 0; r < rows_of(x); ++r) out.data()[r] = row_sum(x.data() + r * cols, cols);
 }
 
 template <class T>
@@ -71,21 +76,24 @@ void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xha
 
 template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
-                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx) {
+                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
+                           TensorView<const T> residual, TensorView<T> dx) {
   const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
   const T h = static_cast<T>(hidden);
+  const T* add = residual.rank() == 0 ? nullptr : residual.data();  // no residual: TensorView{}
   for (std::int64_t r = 0; r < rows; ++r) {
     const T mean_d = math::layernorm_mean(sums.data()[2 * r], h);
     const T mean_dx = math::layernorm_mean(sums.data()[2 * r + 1], h);
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t e = r * cols + c;
-      dx.data()[e] =
-          math::layernorm_dx(dy.data()[e], gamma.data()[c], xhat.data()[e], rstd.data()[r], mean_d, mean_dx);
+      const T d = math::layernorm_dx(dy.data()[e], gamma.data()[c], xhat.data()[e], rstd.data()[r], mean_d, mean_dx);
+      dx.data()[e] = add == nullptr ? d : math::axpby(T(1), add[e], T(1), d);
     }
   }
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                        \
+  template T row_sum<T>(const T*, std::int64_t);                                                                      \
   template void row_sums<T>(TensorView<const T>, TensorView<T>);                                                      \
   template void layernorm_square_deviations<T>(TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>); \
   template void layernorm_normalize<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,                 \
@@ -94,7 +102,8 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
   template void layernorm_backward_partials<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,         \
                                                TensorView<T>, TensorView<T>, TensorView<T>);                          \
   template void layernorm_backward_dx<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,               \
-                                         TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>);
+                                         TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<const T>, \
+                                         TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

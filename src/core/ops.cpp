@@ -84,8 +84,8 @@ void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xha
 
 template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
-                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx,
-                           const Queue& queue) {
+                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
+                           TensorView<const T> residual, TensorView<T> dx, const Queue& queue) {
   const char* op = "layernorm_backward_dx";
   const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
   check_shape(op, "dy", dy, rows, cols);
@@ -94,11 +94,22 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
   check_shape(op, "rstd", rstd, rows, 1);
   check_shape(op, "sums", sums, 2 * rows, 1);
   check_shape(op, "dx", dx, rows, cols);
+  const auto cpu = [&] { cpu::layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, residual, dx); };
+  const auto accelerated = [&](const auto& k) {
+    k.layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, residual, dx, queue);
+  };
+  if (residual.rank() == 0) {  // TensorView{}: nothing to add
+    dispatch<T>(op,
+                {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma), contiguous("rstd", rstd),
+                 contiguous("sums", sums), contiguous("dx", dx)},
+                queue, cpu, accelerated);
+    return;
+  }
+  check_shape(op, "residual", residual, rows, cols);
   dispatch<T>(op,
               {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma), contiguous("rstd", rstd),
-               contiguous("sums", sums), contiguous("dx", dx)},
-              queue, [&] { cpu::layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, dx); },
-              [&](const auto& k) { k.layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, dx, queue); });
+               contiguous("sums", sums), contiguous("residual", residual), contiguous("dx", dx)},
+              queue, cpu, accelerated);
 }
 
 // A block's rows of the targets, and a vocabulary that the slice [v0, v0 + vn) starts within (or past: a slice of
@@ -159,7 +170,8 @@ void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, Ten
   template void layernorm_backward_partials<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,         \
                                                TensorView<T>, TensorView<T>, TensorView<T>, const Queue&);            \
   template void layernorm_backward_dx<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,               \
-                                         TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>,       \
+                                         TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<const T>, \
+                                         TensorView<T>,                                                               \
                                          const Queue&);                                                               \
   template void cross_entropy_stats<T>(TensorView<const T>, TensorView<const int>, std::int64_t, std::int64_t,        \
                                        std::int64_t, TensorView<T>, const Queue&);                                    \

@@ -83,6 +83,51 @@ void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, 
               [&](const auto& k) { k.dropout(x, row0, col0, p, seed, stream, queue); });
 }
 
+namespace {
+
+// The mask's checks, as dropout's; `x` is the block it draws for.
+template <class T>
+void check_mask(const char* op, const TensorView<T>& x, const DropoutMask& mask) {
+  OPTIMUS_CHECK(mask.p >= 0.0 && mask.p < 1.0, op, ": the probability must be in [0, 1), got ", mask.p);
+  OPTIMUS_CHECK(x.rank() == 2 && (x.stride(1) == 1 || x.size(1) <= 1), op,
+                ": needs a matrix with contiguous rows, got shape ", x.shape(), " and strides ", x.strides());
+  OPTIMUS_CHECK(mask.row0 + static_cast<std::uint64_t>(x.size(0)) <= 0x100000000ull &&
+                    mask.col0 + static_cast<std::uint64_t>(x.size(1)) <= 0x100000000ull,
+                op, ": rows up to ", mask.row0 + static_cast<std::uint64_t>(x.size(0)), " and columns up to ",
+                mask.col0 + static_cast<std::uint64_t>(x.size(1)),
+                " exceed the 2^32 x 2^32 index space of the masks");
+}
+
+}  // namespace
+
+template <class T>
+void dropout_residual(TensorView<const T> residual, TensorView<T> x, const DropoutMask& mask, TensorView<T> row_sums,
+                      const Queue& queue) {
+  const char* op = "dropout_residual";
+  check_mask(op, x, mask);
+  check_same_shape(op, x, "residual", residual.shape());
+  if (row_sums.rank() == 0) {  // TensorView{}: no sums wanted
+    dispatch<T>(op, {contiguous("residual", residual), contiguous("x", x)}, queue,
+                [&] { cpu::dropout_residual<T>(residual, x, mask, row_sums); },
+                [&](const auto& k) { k.dropout_residual(residual, x, mask, row_sums, queue); });
+    return;
+  }
+  OPTIMUS_CHECK(row_sums.shape() == Shape{x.size(0)}, op, ": row_sums has shape ", row_sums.shape(), ", expected [",
+                x.size(0), "]");
+  dispatch<T>(op, {contiguous("residual", residual), contiguous("x", x), contiguous("row_sums", row_sums)}, queue,
+              [&] { cpu::dropout_residual<T>(residual, x, mask, row_sums); },
+              [&](const auto& k) { k.dropout_residual(residual, x, mask, row_sums, queue); });
+}
+
+template <class T>
+void dropout_copy(TensorView<const T> x, TensorView<T> y, const DropoutMask& mask, const Queue& queue) {
+  const char* op = "dropout_copy";
+  check_mask(op, x, mask);
+  check_same_shape(op, x, "y", y.shape());
+  dispatch<T>(op, {contiguous("x", x), contiguous("y", y)}, queue, [&] { cpu::dropout_copy<T>(x, y, mask); },
+              [&](const auto& k) { k.dropout_copy(x, y, mask, queue); });
+}
+
 template <class T>
 void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Queue& queue) {
   check_same_shape("reduce_into", x, "acc", acc.shape());
@@ -100,6 +145,9 @@ void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Qu
   template void gelu_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<T>, const Queue&);     \
   template void dropout<T>(TensorView<T>, std::uint64_t, std::uint64_t, double, std::uint64_t, std::uint64_t, \
                            const Queue&);                                                                    \
+  template void dropout_residual<T>(TensorView<const T>, TensorView<T>, const DropoutMask&, TensorView<T>,       \
+                                    const Queue&);                                                           \
+  template void dropout_copy<T>(TensorView<const T>, TensorView<T>, const DropoutMask&, const Queue&);       \
   template void reduce_into<T>(TensorView<T>, TensorView<const T>, ReduceOp, const Queue&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)

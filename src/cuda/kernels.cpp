@@ -32,6 +32,11 @@ cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std
 
 cudaStream_t stream_of(const Queue& q) { return cuda::native(*q.stream, "CUDA kernel"); }
 
+cuda::DropoutMask mask_of(const DropoutMask& m) {
+  return {.row0 = m.row0, .col0 = m.col0, .p = m.p, .keep_scale = static_cast<float>(1.0 / (1.0 - m.p)),
+          .seed = m.seed, .stream = m.stream};
+}
+
 class CudaKernels final : public AcceleratorKernels {
  public:
   void to_bf16(TensorView<const float> x, TensorView<bf16> y, const Queue& q) const override {
@@ -63,6 +68,15 @@ class CudaKernels final : public AcceleratorKernels {
                std::uint64_t stream, const Queue& q) const override {
     cuda::dropout_apply(x.data(), x.size(0), x.size(1), x.stride(0), row0, col0, p, seed, stream, stream_of(q));
   }
+  void dropout_residual(TensorView<const float> residual, TensorView<float> x, const DropoutMask& mask,
+                        TensorView<float> row_sums, const Queue& q) const override {
+    cuda::dropout_residual(residual.data(), x.data(), rows(x), cols(x), mask_of(mask),
+                           row_sums.rank() == 0 ? nullptr : row_sums.data(), stream_of(q));
+  }
+  void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
+                    const Queue& q) const override {
+    cuda::dropout_copy(x.data(), y.data(), rows(x), cols(x), mask_of(mask), stream_of(q));
+  }
   void combine(TensorView<float> acc, TensorView<const float> x, math::Combine op, const Queue& q) const override {
     cuda::combine_into(acc.data(), x.data(), acc.numel(), op, stream_of(q));
   }
@@ -92,9 +106,10 @@ class CudaKernels final : public AcceleratorKernels {
   }
   void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat, TensorView<const float> gamma,
                              TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
-                             TensorView<float> dx, const Queue& q) const override {
-    cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), hidden, rows(dy),
-                                cols(dy), dx.data(), stream_of(q));
+                             TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
+    cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), hidden,
+                                residual.rank() == 0 ? nullptr : residual.data(), rows(dy), cols(dy), dx.data(),
+                                stream_of(q));
   }
 
   void embedding_lookup(TensorView<const float> wte, TensorView<const int> tokens, std::int64_t v0,

@@ -131,12 +131,14 @@ __global__ void backward_column_sums_kernel(const float* dy, const float* xhat, 
 }
 
 __global__ void backward_dx_kernel(const float* dy, const float* xhat, const float* gamma, const float* rstd,
-                                   const float* sums, float hidden, std::int64_t cols, float* dx) {
+                                   const float* sums, float hidden, const float* residual, std::int64_t cols,
+                                   float* dx) {
   const std::int64_t r = blockIdx.x;
   const float mean_d = math::layernorm_mean(sums[2 * r], hidden), mean_dx = math::layernorm_mean(sums[2 * r + 1], hidden);
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const std::int64_t e = r * cols + c;
-    dx[e] = math::layernorm_dx(dy[e], gamma[c], xhat[e], rstd[r], mean_d, mean_dx);
+    const float d = math::layernorm_dx(dy[e], gamma[c], xhat[e], rstd[r], mean_d, mean_dx);
+    dx[e] = residual == nullptr ? d : residual[e] + d;
   }
 }
 
@@ -189,11 +191,11 @@ void layernorm_backward_partials(const float* dy, const float* xhat, const float
 }
 
 void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamma, const float* rstd,
-                           const float* sums, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* dx,
-                           cudaStream_t stream) {
+                           const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
+                           std::int64_t cols, float* dx, cudaStream_t stream) {
   if (rows == 0) return;
   backward_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      dy, xhat, gamma, rstd, sums, static_cast<float>(hidden), cols, dx);
+      dy, xhat, gamma, rstd, sums, static_cast<float>(hidden), residual, cols, dx);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -74,6 +74,21 @@ class SimKernels final : public AcceleratorKernels {
                std::uint64_t stream, const Queue& q) const override {
     launch(q, "dropout", [=](auto x_) { cpu::dropout<float>(x_, row0, col0, p, seed, stream); }, out(x));
   }
+  void dropout_residual(TensorView<const float> residual, TensorView<float> x, const DropoutMask& mask,
+                        TensorView<float> row_sums, const Queue& q) const override {
+    if (row_sums.rank() == 0) {
+      launch(q, "dropout_residual",
+             [mask](auto r, auto x_) { cpu::dropout_residual<float>(r, x_, mask, TensorView<float>{}); },
+             in(residual), out(x));
+      return;
+    }
+    launch(q, "dropout_residual", [mask](auto r, auto x_, auto s) { cpu::dropout_residual<float>(r, x_, mask, s); },
+           in(residual), out(x), out(row_sums));
+  }
+  void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
+                    const Queue& q) const override {
+    launch(q, "dropout_copy", [mask](auto x_, auto y_) { cpu::dropout_copy<float>(x_, y_, mask); }, in(x), out(y));
+  }
   void combine(TensorView<float> acc, TensorView<const float> x, math::Combine op, const Queue& q) const override {
     launch(q, "combine", [op](auto a, auto x_) { cpu::combine(a.data(), x_.data(), a.numel(), op); }, out(acc), in(x));
   }
@@ -126,12 +141,20 @@ class SimKernels final : public AcceleratorKernels {
   }
   void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat, TensorView<const float> gamma,
                              TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
-                             TensorView<float> dx, const Queue& q) const override {
+                             TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
+    if (residual.rank() == 0) {
+      launch(q, "layernorm_backward_dx",
+             [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto dx_) {
+               cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, TensorView<const float>{}, dx_);
+             },
+             in(dy), in(xhat), in(gamma), in(rstd), in(sums), out(dx));
+      return;
+    }
     launch(q, "layernorm_backward_dx",
-           [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto dx_) {
-             cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, dx_);
+           [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto add, auto dx_) {
+             cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, add, dx_);
            },
-           in(dy), in(xhat), in(gamma), in(rstd), in(sums), out(dx));
+           in(dy), in(xhat), in(gamma), in(rstd), in(sums), in(residual), out(dx));
   }
 
   void embedding_lookup(TensorView<const float> wte, TensorView<const int> tokens, std::int64_t v0,

@@ -244,10 +244,66 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
   expect.same("layernorm_backward_partials: sums", partial);
   partial = Both<float>(partial.host, Shape{2 * rows}, rank);
   ops::layernorm_backward_dx<float>(dy.in_host(), xhat.in_host(), gamma.in_host(), rstd.in_host(), partial.in_host(),
-                                    hidden, dx.on_host(), host);
+                                    hidden, TensorView<const float>{}, dx.on_host(), host);
   ops::layernorm_backward_dx<float>(dy.in_device(), xhat.in_device(), gamma.in_device(), rstd.in_device(),
-                                    partial.in_device(), hidden, dx.on_device(), q);
+                                    partial.in_device(), hidden, TensorView<const float>{}, dx.on_device(), q);
   expect.same("layernorm_backward_dx", dx);
+  // With the residual path's gradient added by the same kernel: on the host, the bits of axpby after it.
+  const Both<float> residual(random_values(rows * cols, 14), Shape{rows, cols}, rank);
+  Both<float> dx_plus(std::vector<float>(rows * cols), Shape{rows, cols}, rank);
+  ops::layernorm_backward_dx<float>(dy.in_host(), xhat.in_host(), gamma.in_host(), rstd.in_host(), partial.in_host(),
+                                    hidden, residual.in_host(), dx_plus.on_host(), host);
+  ops::layernorm_backward_dx<float>(dy.in_device(), xhat.in_device(), gamma.in_device(), rstd.in_device(),
+                                    partial.in_device(), hidden, residual.in_device(), dx_plus.on_device(), q);
+  expect.same("layernorm_backward_dx + residual", dx_plus);
+  std::vector<float> unfused = dx.host;
+  ops::axpby<float>(1.0f, residual.in_host(), 1.0f, TensorView<float>(unfused.data(), Shape{rows, cols}, Device::cpu),
+                    host);
+  CHECK(std::memcmp(unfused.data(), dx_plus.host.data(), unfused.size() * sizeof(float)) == 0);
+  CHECK(unfused != dx.host);  // the residual changed something
+}
+
+// The block's residual kernels on a block at global row 20, column 3 (not a whole draw of four columns): each against
+// the device's host, and on the host against the unfused operations it replaces, bit for bit.
+void residual_paths(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
+  const ops::Queue host{};
+  const std::int64_t rows = 6, cols = 11;
+  const Shape m{rows, cols};
+  const Both<float> residual(random_values(rows * cols, 30, 2.0), m, rank);
+  for (const double p : {0.0, 0.3}) {
+    CAPTURE(p);
+    const ops::DropoutMask mask{.row0 = 20, .col0 = 3, .p = p, .seed = 41, .stream = 7};
+    const std::vector<float> values = random_values(rows * cols, 31, 3.0);
+    Both<float> x(values, m, rank), sums(std::vector<float>(rows), Shape{rows}, rank);
+    ops::dropout_residual<float>(residual.in_host(), x.on_host(), mask, sums.on_host(), host);
+    ops::dropout_residual<float>(residual.in_device(), x.on_device(), mask, sums.on_device(), q);
+    expect.same("dropout_residual: x", x, true);
+    expect.same("dropout_residual: row sums", sums);
+    // Unfused on the host: dropout, axpby(1, residual, 1, x), row_sums.
+    std::vector<float> unfused = values, unfused_sums(rows);
+    const TensorView<float> u(unfused.data(), m, Device::cpu);
+    ops::dropout<float>(u, mask.row0, mask.col0, mask.p, mask.seed, mask.stream, host);
+    ops::axpby<float>(1.0f, residual.in_host(), 1.0f, u, host);
+    ops::row_sums<float>(u, TensorView<float>(unfused_sums.data(), Shape{rows}, Device::cpu), host);
+    CHECK(unfused == x.host);
+    CHECK(unfused_sums == sums.host);
+    // Without row sums.
+    Both<float> bare(values, m, rank);
+    ops::dropout_residual<float>(residual.in_device(), bare.on_device(), mask, TensorView<float>{}, q);
+    bare.host = x.host;
+    expect.same("dropout_residual without row sums", bare, true);
+    // The out-of-place dropout of backward: y = dropout(x), x kept.
+    Both<float> source(values, m, rank), y(std::vector<float>(rows * cols), m, rank);
+    ops::dropout_copy<float>(source.in_host(), y.on_host(), mask, host);
+    ops::dropout_copy<float>(source.in_device(), y.on_device(), mask, q);
+    expect.same("dropout_copy", y, true);
+    expect.same("dropout_copy leaves x", source, true);
+    std::vector<float> in_place = values;
+    ops::dropout<float>(TensorView<float>(in_place.data(), m, Device::cpu), mask.row0, mask.col0, mask.p, mask.seed,
+                        mask.stream, host);
+    CHECK(in_place == y.host);
+    CHECK((p == 0.0) == (y.host == values));  // the mask drops something where p > 0
+  }
 }
 
 // The fused attention: 2 sequences of 70 (more than a GPU block's 64 rows and the CPU's tile), 3 heads of d = 8 among
@@ -458,6 +514,7 @@ void check_kernels(RankDevice& rank) {
   element_wise(rank, q, expect);
   dropout_and_reductions(rank, q, expect);
   rows_and_layernorm(rank, q, expect);
+  residual_paths(rank, q, expect);
   many_rows(rank, q, expect);
   embedding_loss(rank, q, expect);
   flash_attention(rank, q, expect);

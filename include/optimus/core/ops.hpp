@@ -132,6 +132,26 @@ template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
              std::uint64_t stream, const Queue& queue);
 
+// The same mask as one value, for the fused residual kernels below.
+struct DropoutMask {
+  std::uint64_t row0 = 0, col0 = 0;  // where the block is in the global activation
+  double p = 0.0;                    // in [0, 1); 0 keeps every element
+  std::uint64_t seed = 0, stream = 0;
+};
+
+// ---- the block's residual paths, fused (layers/block_logic.hpp) -------------------------------------------
+// x = residual + dropout(x), x being a sublayer's output with its bias already added by the GEMM's epilogue; and
+// where row_sums is not empty ([rows]), row_sums[r] = sum_c x[r, c] as row_sums computes it: the first statistic of
+// the LayerNorm that follows, taken while the row is written. The values (and on the CPU the bits) of dropout, then
+// axpby(1, residual, 1, x), then row_sums. residual, x: [rows, cols], rows contiguous.
+template <class T>
+void dropout_residual(TensorView<const T> residual, TensorView<T> x, const DropoutMask& mask, TensorView<T> row_sums,
+                      const Queue& queue);
+// y = dropout(x), out of place: the gradient that continues along the residual path stays whole while its dropped
+// copy enters the sublayer's backward. x, y: [rows, cols], rows contiguous.
+template <class T>
+void dropout_copy(TensorView<const T> x, TensorView<T> y, const DropoutMask& mask, const Queue& queue);
+
 // acc = acc (+, max or min) x element-wise, f32 or f64 (the in-process reductions on a device; max and min as
 // std::max and std::min, so that every device gives the host's bits). acc, x: contiguous, the same shape.
 template <class T>
@@ -195,11 +215,13 @@ void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, Ten
 template <class T>
 void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
                                  TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums, const Queue& queue);
-// dx = rstd (dy gamma - sums[2r] / hidden - xhat sums[2r+1] / hidden), with the row-reduced sums.
+// dx = rstd (dy gamma - sums[2r] / hidden - xhat sums[2r+1] / hidden), with the row-reduced sums; plus
+// residual[r, c] where residual is not empty ([rows, cols]: the gradient arriving along the block's residual path,
+// added as the row is written — the bits of axpby(1, residual, 1, dx) after it).
 template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
-                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden, TensorView<T> dx,
-                           const Queue& queue);
+                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
+                           TensorView<const T> residual, TensorView<T> dx, const Queue& queue);
 
 // ---- vocabulary-parallel embedding: this rank's slice [v0, v0 + vn) of wte, its column block of width `width` ------
 // partial[t, :] = wte[tokens[t] - v0, :] for tokens in the slice, else 0. wte: [vn, width]; partial: [n, width].

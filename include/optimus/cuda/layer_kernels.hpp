@@ -38,16 +38,31 @@ void layernorm_normalize(const float* x, const float* row_sum, const float* sq_d
 // sums[2r] = sum_c dy gamma, sums[2r+1] = sum_c dy gamma xhat (to be reduced over the row).
 void layernorm_backward_partials(const float* dy, const float* xhat, const float* gamma, std::int64_t rows,
                                  std::int64_t cols, float* dgamma, float* dbeta, float* sums, cudaStream_t stream);
-// dx = rstd (dy gamma - sums[2r]/hidden - xhat sums[2r+1]/hidden), with the reduced sums.
+// dx = rstd (dy gamma - sums[2r]/hidden - xhat sums[2r+1]/hidden), with the reduced sums; + residual where it is
+// not null (the block's residual gradient, fused).
 void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamma, const float* rstd,
-                           const float* sums, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* dx,
-                           cudaStream_t stream);
+                           const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
+                           std::int64_t cols, float* dx, cudaStream_t stream);
 
 // ---- dropout (partition-independent: optimus/layers/dropout.hpp) -----------------------------------------
 // x[r, c] *= keep ? 1/(1-p) : 0 where keep = CounterRng(seed, stream).uniform(row0 + r, col0 + c) >= p; x has
 // row stride ld. Bitwise the CPU's mask (one Philox implementation, optimus/core/philox.hpp).
 void dropout_apply(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::uint64_t row0,
                    std::uint64_t col0, double p, std::uint64_t seed, std::uint64_t stream_id, cudaStream_t stream);
+// ops::DropoutMask for the kernels (p = 0: every element kept, as is).
+struct DropoutMask {
+  std::uint64_t row0 = 0, col0 = 0;
+  double p = 0.0;
+  float keep_scale = 1.0f;  // 1 / (1 - p)
+  std::uint64_t seed = 0, stream = 0;
+};
+// The block's residual paths (ops::dropout_residual, ops::dropout_copy; contiguous [rows, cols]):
+// x = residual + dropout(x), and row_sums[r] = the row's sum where row_sums is not null (one block per row);
+// y = dropout(x).
+void dropout_residual(const float* residual, float* x, std::int64_t rows, std::int64_t cols, const DropoutMask& mask,
+                      float* row_sums, cudaStream_t stream);
+void dropout_copy(const float* x, float* y, std::int64_t rows, std::int64_t cols, const DropoutMask& mask,
+                  cudaStream_t stream);
 
 
 // ---- embedding ----------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 // split of the batch draws the masks of the whole batch.
 #pragma once
 
+#include "optimus/core/ops.hpp"
 #include "optimus/grid/dist_matrix.hpp"
 
 namespace optimus {
@@ -15,6 +16,11 @@ struct DropoutSpec {
   std::uint64_t seed = 0;
   std::int64_t layer = 0;
 };
+
+// The mask of this rank's block of x, whose row 0 is global row `first_row` (for the fused kernels of ops).
+template <class T>
+ops::DropoutMask dropout_mask(const DistMatrix<T>& x, std::int64_t first_row, double p, std::uint64_t seed,
+                              std::uint64_t stream);
 
 // x *= mask, in place, on this rank's block (no communication); x's row 0 is global row `first_row`.
 template <class T>

@@ -36,14 +36,24 @@ class LayerNorm2D {
   // The same split: dx now; dgamma, dbeta queued in `later` (which this layer must outlive).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
+  // With the block's residual paths fused in (layers/block_logic.hpp):
+  //   * forward of an x whose local row sums [N/q] the kernel that wrote it computed (ops::dropout_residual): the
+  //     first pass over x is skipped; the result is forward(x)'s, bit for bit;
+  //   * backward returning dx + residual [N, h] (the gradient that reached x along the residual path), added by the
+  //     kernel that writes dx; dgamma, dbeta accumulated now (later null) or queued in *later.
+  DistMatrix<T> forward(const DistMatrix<T>& x, Tensor<T> local_row_sums, const Pass& pass, Context& saved);
+  DistMatrix<T> backward_plus(Context saved, const DistMatrix<T>& dy, const DistMatrix<T>& residual,
+                              WeightGradients* later);
+
   void parameters(std::vector<ParameterRef<T>>& out);
   // The tensors behind parameters(), in its order (ParameterStorage).
   void parameter_storage(std::vector<ParameterStorage<T>>& out);
   void zero_grad();
 
  private:
-  // dx, with dgamma and dbeta accumulated now (later null) or queued.
-  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
+  // dx (+ residual unless it is null), with dgamma and dbeta accumulated now (later null) or queued.
+  DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, const DistMatrix<T>* residual,
+                               WeightGradients* later);
   // dy's partial sums over this rank's rows: dgamma, dbeta [1, h/q] and (sum dxhat, sum dxhat*xhat) [2 * rows].
   struct Partials {
     Tensor<T> dgamma, dbeta, sums;
