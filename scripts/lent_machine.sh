@@ -147,7 +147,8 @@ gpu_pipeline() {
   "$bin/train_gpt" "${one_d[@]}" --device cuda | grep -E 'Optimus|reference|^step|final'
 }
 
-# Processes with a GPU each, on the one GPU: one process (NCCL), then four (which communicator runs, or the error).
+# Processes with a GPU each, on the one GPU: one process (NCCL), then four sharing it (mpi-staged: NCCL refuses two
+# processes on one GPU; the program line names the communicator that ran).
 gpu_mpi() {
   local shape=(--hidden 128 --heads 4 --layers 2 --seq 64 --batch 8 --steps 20 --every 10 --sample 0 --timeout 30)
   mpirun_core 1 "$bin/train_gpt" --device cuda --q 1 "${shape[@]}"

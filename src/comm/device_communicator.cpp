@@ -1,10 +1,13 @@
 // The device communicator (optimus/comm/device_communicator.hpp): host-buffer staging, ordering after the compute
-// stream, grouped point-to-point, asynchronous errors and timeouts, over NCCL's or the simulated device's collectives.
+// stream, grouped point-to-point, asynchronous errors and timeouts, over NCCL's or the simulated device's collectives —
+// or, where ranks share a device, collectives staged through the host (staged_collectives.hpp).
 #include "optimus/comm/device_communicator.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <iostream>
 #include <thread>
 #include <utility>
@@ -13,6 +16,7 @@
 #include "../core/backends.hpp"
 #include "optimus/core/device_memory_pool.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/comm/staged_collectives.hpp"
 #include "optimus/sim/collectives.hpp"
 
 namespace optimus {
@@ -179,7 +183,22 @@ bool on_device(const DeviceRuntime& device, const void* p) {
   return p == nullptr || device.memory_type(p) == MemoryType::device;
 }
 
+// Whether two ranks of `bootstrap` are on one device (DeviceRuntime::identity): collective, the same answer on every
+// rank. Identities travel as 64-bit hashes; an empty one (0) is never shared.
+bool ranks_share_a_device(Communicator& bootstrap, const DeviceRuntime& device) {
+  const std::string identity = device.identity();
+  const std::uint64_t mine = identity.empty() ? 0 : std::max<std::uint64_t>(1, std::hash<std::string>{}(identity));
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(bootstrap.size()));
+  bootstrap.all_gather(&mine, all.data(), sizeof mine, DType::u8);  // as bytes: there is no 64-bit integer DType
+  std::erase(all, std::uint64_t{0});
+  std::sort(all.begin(), all.end());
+  return std::adjacent_find(all.begin(), all.end()) != all.end();
+}
+
 std::unique_ptr<DeviceCollectives> collectives_for(Communicator& bootstrap, DeviceRuntime& device) {
+  if (device.device() != Device::cpu && ranks_share_a_device(bootstrap, device)) {
+    return StagedCollectives::create(bootstrap, device);  // NCCL refuses two ranks on one GPU
+  }
   switch (device.device()) {
     case Device::sim: return sim::Collectives::create(bootstrap, static_cast<sim::Runtime&>(device));
     case Device::cuda: return detail::make_nccl_collectives(bootstrap, device);

@@ -2,6 +2,7 @@
 #include "optimus/cuda/runtime.hpp"
 
 #include <iostream>
+#include <iomanip>
 #include <sstream>
 
 namespace optimus::cuda {
@@ -33,6 +34,15 @@ void require_device(int device) {
 Runtime::Runtime(int device) : device_(device) { require_device(device); }
 
 void Runtime::make_current() { OPTIMUS_CHECK_CUDA(cudaSetDevice(device_)); }
+
+std::string Runtime::identity() const {
+  cudaDeviceProp props{};
+  OPTIMUS_CHECK_CUDA(cudaGetDeviceProperties(&props, device_));
+  std::ostringstream os;
+  os << "GPU-" << std::hex << std::setfill('0');
+  for (const char byte : props.uuid.bytes) os << std::setw(2) << static_cast<unsigned>(static_cast<unsigned char>(byte));
+  return os.str();
+}
 
 void* Runtime::allocate(std::size_t bytes) noexcept {
   void* p = nullptr;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 
 #include "../comm/collective_cases.hpp"
 #include "../grid/overlap_cases.hpp"
@@ -42,6 +43,40 @@ TEST_CASE("device communicators over MPI: every operation, host and device buffe
   optimus::test::check_collectives(*comm);
   optimus::test::check_counters(*comm);
   optimus::test::check_nonblocking(*comm);
+}
+
+TEST_CASE("processes that share one device stage their collectives through the host: every operation, exact counters") {
+  // Every process names the same device, as processes on one GPU do (NCCL refuses them).
+  optimus::sim::Runtime device(optimus::sim::Options{.shared_as = "one GPU"});
+  const auto comm = optimus::DeviceCommunicator::create(optimus::test::world(), device);
+  CHECK(comm->backend() == (optimus::test::world().size() > 1 ? "mpi-staged" : "sim-nccl"));
+  optimus::test::check_collectives(*comm);
+  optimus::test::check_counters(*comm);
+  optimus::test::check_nonblocking(*comm);
+}
+
+TEST_CASE("two processes on one device make every process stage; devices of their own keep the simulated NCCL") {
+  const int size = optimus::test::world().size();
+  if (size < 4) return;
+  const int rank = optimus::test::world().rank();
+  // Processes 1 and 2 share a device, the others have their own (no identity, or one of their own).
+  const std::string shared = rank == 1 || rank == 2 ? "shared" : rank == 3 ? "mine" : "";
+  optimus::sim::Runtime one(optimus::sim::Options{.shared_as = shared});
+  CHECK(optimus::DeviceCommunicator::create(optimus::test::world(), one)->backend() == "mpi-staged");
+  optimus::sim::Runtime own(optimus::sim::Options{.shared_as = rank == 3 ? "mine" : ""});
+  CHECK(optimus::DeviceCommunicator::create(optimus::test::world(), own)->backend() == "sim-nccl");
+}
+
+TEST_CASE("a training step of processes sharing one device, staged through the host, equals the host's bit for bit") {
+  const int q = square_q();
+  if (q == 0) return;
+  optimus::sim::Runtime device(
+      optimus::sim::Options{.delays = {.max_microseconds = 50, .seed = 3}, .shared_as = "one GPU"});
+  RankDevice rank(device, optimus::ops::GemmMath::f32);
+  Grid grid = optimus::distributed_grid(rank, optimus::test::world(), q);
+  Grid host = Grid::create(optimus::test::world(), q);
+  optimus::test::check_step_like_host(grid, host, true);
+  optimus::test::check_products_like_host(grid, host, true);
 }
 
 TEST_CASE("every device case on a grid of one simulated device per process") {

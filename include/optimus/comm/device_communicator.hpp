@@ -1,6 +1,7 @@
-// A Communicator on an accelerator (docs/design.md, "Communicators"): one rank per device, collectives on device
-// buffers queued on a communication stream — NCCL on a GPU, the simulated device's collectives on sim
-// (device_collectives.hpp). This is the device-generic half of what was the NCCL communicator, so that CI runs it
+// A Communicator on an accelerator (docs/design.md, "Communicators"): collectives on device buffers queued on a
+// communication stream — NCCL on a GPU, the simulated device's collectives on sim (device_collectives.hpp); where two
+// ranks share one device (DeviceRuntime::identity: processes on one GPU, which NCCL refuses), collectives staged
+// through the host (staged_collectives.hpp; backend() says "mpi-staged"). This is the device-generic half of what was the NCCL communicator, so that CI runs it
 // with several ranks on the simulated device (over MPI between processes, or in-process between threads):
 //
 //   * Bootstrap: create() is collective over a host communicator (MPI, or in-process): NCCL's unique id is broadcast

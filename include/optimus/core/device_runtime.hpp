@@ -73,6 +73,11 @@ class DeviceRuntime {
   virtual int ordinal() const = 0;
   // "CUDA device 0", "sim device 0".
   virtual std::string name() const = 0;
+  // What tells this device apart from the other ranks' devices: ranks whose devices give the same non-empty identity
+  // share one device (several processes on one GPU), and their device communicators stage their collectives through
+  // the host (NCCL refuses them). A GPU's UUID; the simulated device's sim::Options::shared_as (empty by default:
+  // its collectives take any placement).
+  virtual std::string identity() const = 0;
   // Makes this the calling thread's current device (cudaSetDevice): before creating streams or memory on it.
   virtual void make_current() = 0;
 

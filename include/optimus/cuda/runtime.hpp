@@ -29,6 +29,7 @@ class Runtime final : public DeviceRuntime {
   Device device() const override { return Device::cuda; }
   int ordinal() const override { return device_; }
   std::string name() const override { return "CUDA device " + std::to_string(device_); }
+  std::string identity() const override;  // "GPU-" and the UUID's hex digits
   void make_current() override;
 
   void* allocate(std::size_t bytes) noexcept override;

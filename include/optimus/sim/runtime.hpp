@@ -66,6 +66,9 @@ struct Options {
   // engine of that speed per stream), so that overlapping transfers with compute is measured, not assumed. Infinite:
   // as fast as memcpy.
   double copy_bandwidth = std::numeric_limits<double>::infinity();
+  // Non-empty: the identity (DeviceRuntime::identity) of one device that the processes which name it share, as
+  // processes share one GPU — their device communicators then stage through the host, as on that GPU.
+  std::string shared_as = {};
 };
 
 // Bytes moved by copies (exact).
@@ -137,6 +140,7 @@ class Runtime final : public DeviceRuntime {
   Device device() const override { return Device::sim; }
   int ordinal() const override { return options_.ordinal; }
   std::string name() const override;
+  std::string identity() const override { return options_.shared_as.empty() ? "" : "sim:" + options_.shared_as; }
   void make_current() override {}
 
   void* allocate(std::size_t bytes) noexcept override;
