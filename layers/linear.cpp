@@ -1,6 +1,7 @@
 // Linear2D: SUMMA products for the weight, a q*q-split bias.
 #include "optimus/layers/linear.hpp"
 
+#include <optional>
 #include <utility>
 
 #include "optimus/core/error.hpp"
@@ -77,10 +78,14 @@ void Linear2D<T>::accumulate_bias(const DistMatrix<T>& dy) {
 template <class T>
 DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
   DistMatrix<T> dx = backward_checked(saved, dy);
+  // Under bf16 math dY is cast once for both products (each would cast it otherwise): the same bits.
+  std::optional<SavedActivation<T>> dy_bf16;
+  if (SavedActivation<T>::keeps_bf16(grid_)) dy_bf16.emplace(dy, MemoryKind::workspace);
+  const SummaOperand<T> dy_operand = dy_bf16 ? SummaOperand<T>(*dy_bf16) : SummaOperand<T>(dy);
   // dX = dY W^T: its last reduction (along rows) stays in flight while dW += X^T dY multiplies (and reduces
   // along columns) and the bias gradient is summed; overlapped or not, the result is bitwise the same.
-  PendingProduct<T> dx_pending = summa_abt_async(T(1), dy, w_, T(0), dx);
-  summa_atb(T(1), *saved.x, dy, T(1), dw_);
+  PendingProduct<T> dx_pending = summa_abt_async(T(1), dy_operand, w_, T(0), dx);
+  summa_atb(T(1), *saved.x, dy_operand, T(1), dw_);
   saved.x.reset();  // freed as soon as it is used
   accumulate_bias(dy);
   dx_pending.finish();
