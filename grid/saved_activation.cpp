@@ -32,6 +32,26 @@ SavedActivation<T>::SavedActivation(DistMatrix<T>&& m, MemoryKind kind)
 }
 
 template <class T>
+SavedActivation<T>::SavedActivation(const Grid& grid, std::int64_t rows, std::int64_t cols)
+    : grid_(grid), rows_(rows), cols_(cols), is_bf16_(keeps_bf16(grid)) {}
+
+template <class T>
+SavedActivation<T> SavedActivation<T>::uninitialized(const Grid& grid, std::int64_t rows, std::int64_t cols,
+                                                     MemoryKind kind) {
+  const int q = grid.q();
+  OPTIMUS_CHECK(rows >= 0 && cols >= 0 && rows % q == 0 && cols % q == 0, "SavedActivation: a ", rows, "x", cols,
+                " matrix does not split into q x q = ", q, "x", q, " blocks");
+  SavedActivation s(grid, rows, cols);
+  const Shape local{rows / q, cols / q};
+  if (s.is_bf16_) {
+    s.bf16_block_ = Tensor<bf16>(local, grid.tag(kind), Init::none);
+  } else {
+    s.block_ = Tensor<T>(local, grid.tag(kind), Init::none);
+  }
+  return s;
+}
+
+template <class T>
 void SavedActivation<T>::keep(TensorView<const T> local, MemoryKind kind) {
   const MemoryTag tag = grid_.tag(kind);
   if constexpr (std::is_same_v<T, float>) {

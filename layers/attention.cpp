@@ -48,13 +48,23 @@ detail::AttentionGeometry Attention2D<T>::geometry(std::int64_t local_rows, std:
 }
 
 template <class T>
-DistMatrix<T> Attention2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved) {
+template <class X>
+DistMatrix<T> Attention2D<T>::forward_any(X&& x, std::int64_t seq, const Pass& pass, Context& saved) {
   const int q = grid_.q();
   OPTIMUS_CHECK(seq > 0 && (x.rows() / q) % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ",
                 seq, " on each of q = ", q, " grid rows");
-  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_,
-                                      geometry(x.local_rows(), seq, pass, pass.training ? dropout_.p : 0.0), pass,
-                                      saved);
+  const detail::AttentionGeometry g = geometry(x.rows() / q, seq, pass, pass.training ? dropout_.p : 0.0);
+  return detail::attention_forward<T>(c_attn_, c_proj_, std::forward<X>(x), hidden_, g, pass, saved);
+}
+
+template <class T>
+DistMatrix<T> Attention2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved) {
+  return forward_any(x, seq, pass, saved);
+}
+
+template <class T>
+DistMatrix<T> Attention2D<T>::forward(SavedActivation<T> x, std::int64_t seq, const Pass& pass, Context& saved) {
+  return forward_any(std::move(x), seq, pass, saved);
 }
 
 template <class T>

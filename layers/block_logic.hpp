@@ -24,14 +24,17 @@
 
 namespace optimus::detail {
 
-template <class T, class Fc, class Proj>
-DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, const DistMatrix<T>& x, const Pass& pass, MlpContext<T>& saved) {
+// x: a DistMatrix<T>, or a SavedActivation<T> that c_fc takes over (LayerNorm2D::forward_saved).
+template <class T, class Fc, class Proj, class X>
+DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, X&& x, const Pass& pass, MlpContext<T>& saved) {
   saved = MlpContext<T>{};
-  GeluOutput<T> fc = c_fc.forward_gelu(x, pass, saved.c_fc);  // GELU fused into c_fc's GEMM where the device offers it
+  const Grid grid = x.grid();  // a handle: x may be moved into c_fc's context
+  // GELU fused into c_fc's GEMM where the device offers it.
+  GeluOutput<T> fc = c_fc.forward_gelu(std::forward<X>(x), pass, saved.c_fc);
   DistMatrix<T> y = c_proj.forward(fc.y, pass, saved.c_proj);
   if (pass.training) {
     saved.pre.emplace(std::move(fc.pre), MemoryKind::activations);  // bf16 under mixed precision
-    saved.mark = ContextMark(x.grid());
+    saved.mark = ContextMark(grid);
   }
   return y;
 }
@@ -59,17 +62,18 @@ DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const Di
 // y = c_proj(merged). A training pass saves qkv and the core's log-sum-exps in `saved`. The core reads qkv as saved
 // (bf16 under mixed precision, as the GEMMs take their operands), so that backward rebuilds from the same values the
 // probabilities the forward summed.
-template <class T, class QkvLinear, class ProjLinear>
-DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, const DistMatrix<T>& x,
-                                std::int64_t merged_cols, const AttentionGeometry& g, const Pass& pass,
-                                AttentionContext<T>& saved) {
+// x: a DistMatrix<T>, or a SavedActivation<T> that c_attn takes over (LayerNorm2D::forward_saved).
+template <class T, class QkvLinear, class ProjLinear, class X>
+DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, X&& x, std::int64_t merged_cols,
+                                const AttentionGeometry& g, const Pass& pass, AttentionContext<T>& saved) {
   saved = AttentionContext<T>{};
-  const Grid& grid = x.grid();
-  SavedActivation<T> qkv(c_attn.forward(x, pass, saved.c_attn),
+  const Grid grid = x.grid();  // a handle: x may be moved into c_attn's context
+  const std::int64_t rows = x.rows();
+  SavedActivation<T> qkv(c_attn.forward(std::forward<X>(x), pass, saved.c_attn),
                          pass.training ? MemoryKind::activations : MemoryKind::workspace);
   if (pass.training) saved.lse = Tensor<T>(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::activations),
                                            Init::none);
-  DistMatrix<T> merged(grid, x.rows(), merged_cols);
+  DistMatrix<T> merged(grid, rows, merged_cols);
   {
     Tensor<T> widened;  // qkv in T when kept in bf16
     attention_core_forward<T>(g, grid, qkv.values(widened), saved.lse.view(), merged.local());
@@ -134,18 +138,20 @@ DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const Dis
   const std::int64_t row0 = first_row(pass, seq);
   const std::string name = "h." + std::to_string(b.layer) + ".";
   const ops::Queue& queue = x.grid().queue();
-  const DistMatrix<T> n1 = b.ln_1.forward(x, pass, saved.ln_1);
+  // The LayerNorms' outputs are written as the linear layers after them keep their inputs (bf16 under mixed
+  // precision), and taken over by them.
+  SavedActivation<T> n1 = b.ln_1.forward_saved(x, pass, saved.ln_1);
   check_finite(n1, name + "ln_1 forward output");
-  DistMatrix<T> a = b.attn.forward(n1, seq, pass, saved.attn);
+  DistMatrix<T> a = b.attn.forward(std::move(n1), seq, pass, saved.attn);
   check_finite(a, name + "attn forward output");
   Tensor<T> x1_sums(Shape{a.local_rows()}, x.grid().tag(MemoryKind::workspace), Init::none);  // [N/q]
   ops::dropout_residual<T>(
       x.local(), a.local(),
       dropout_mask(a, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual)),
       x1_sums.view(), queue);  // a = x1 = x + dropout(a)
-  const DistMatrix<T> n2 = b.ln_2.forward(a, std::move(x1_sums), pass, saved.ln_2);
+  SavedActivation<T> n2 = b.ln_2.forward_saved(a, std::move(x1_sums), pass, saved.ln_2);
   check_finite(n2, name + "ln_2 forward output");
-  DistMatrix<T> m = b.mlp.forward(n2, pass, saved.mlp);
+  DistMatrix<T> m = b.mlp.forward(std::move(n2), pass, saved.mlp);
   check_finite(m, name + "mlp forward output");
   ops::dropout_residual<T>(
       a.local(), m.local(),

@@ -5,7 +5,9 @@
 #include <string>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/ops.hpp"
 #include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/saved_activation.hpp"
 
 namespace optimus::detail {
 
@@ -38,6 +40,16 @@ void check_finite(const DistMatrix<T>& m, const std::string& what) {
   OPTIMUS_FAIL("check-finite: ", what, " holds ", where[2], " at [", static_cast<std::int64_t>(where[0]), ", ",
                static_cast<std::int64_t>(where[1]), "] of ", m.rows(), "x", m.cols(), " (first on grid rank ",
                static_cast<int>(bad_rank), ")");
+}
+
+// The same for a kept activation: its values as kept (bf16 widened), which the products read.
+template <class T>
+void check_finite(const SavedActivation<T>& s, const std::string& what) {
+  if (!s.grid().check_finite()) return;
+  DistMatrix<T> values = DistMatrix<T>::uninitialized(s.grid(), s.rows(), s.cols(), MemoryKind::workspace);
+  Tensor<T> widened;
+  ops::axpby<T>(T(1), s.values(widened), T(0), values.local(), s.grid().queue());  // beta = 0: a copy, NaN included
+  check_finite(values, what);
 }
 
 }  // namespace optimus::detail

@@ -2,6 +2,7 @@
 #include "optimus/layers/layernorm.hpp"
 
 #include <span>
+#include <type_traits>
 #include <utility>
 
 #include "optimus/core/error.hpp"
@@ -24,45 +25,82 @@ LayerNorm2D<T>::LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::st
       dbeta_(grid, hidden, tags.grads, name_.c_str()) {}
 
 template <class T>
-DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+Tensor<T> LayerNorm2D<T>::row_sums_of(const DistMatrix<T>& x) const {
   OPTIMUS_CHECK(x.cols() == hidden_, name_, ": input has ", x.cols(), " columns, expected ", hidden_);
-  // Pass 1: the sum of each row.
   Tensor<T> row_sum(Shape{x.local_rows()}, grid_.tag(MemoryKind::workspace), Init::none);
   ops::row_sums<T>(x.local(), row_sum.view(), grid_.queue());
-  return forward(x, std::move(row_sum), pass, saved);
+  return row_sum;
 }
 
 template <class T>
-DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, Tensor<T> row_sum, const Pass& pass, Context& saved) {
+typename LayerNorm2D<T>::Statistics LayerNorm2D<T>::statistics(const DistMatrix<T>& x, Tensor<T> row_sum) const {
   OPTIMUS_CHECK(x.cols() == hidden_, name_, ": input has ", x.cols(), " columns, expected ", hidden_);
   const std::int64_t rows = x.local_rows(), cols = x.local_cols();
   OPTIMUS_CHECK(row_sum.shape() == Shape{rows}, name_, ": the row sums have shape ", row_sum.shape(), ", expected [",
                 rows, "]");
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
-  Tensor<T> gamma(Shape{1, cols}, work), beta(Shape{1, cols}, work);
-  gamma_.gather_column_block(gamma.view());
-  beta_.gather_column_block(beta.view());
-
+  Statistics st{.row_sum = std::move(row_sum), .sq_dev = Tensor<T>(Shape{rows}, work, Init::none),
+                .gamma = Tensor<T>(Shape{1, cols}, work), .beta = Tensor<T>(Shape{1, cols}, work)};
+  gamma_.gather_column_block(st.gamma.view());
+  beta_.gather_column_block(st.beta.view());
   // The row sums (pass 1) and the squared deviations around the mean (pass 2) are all-reduced along the grid row,
   // whose ranks hold the row's other columns.
-  Tensor<T> sq_dev(Shape{rows}, work, Init::none);
-  grid_.row().all_reduce(std::span<T>(row_sum.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
-  ops::layernorm_square_deviations<T>(x.local(), row_sum.view(), hidden_, sq_dev.view(), grid_.queue());
-  grid_.row().all_reduce(std::span<T>(sq_dev.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
+  grid_.row().all_reduce(std::span<T>(st.row_sum.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
+  ops::layernorm_square_deviations<T>(x.local(), std::as_const(st.row_sum).view(), hidden_, st.sq_dev.view(),
+                                      grid_.queue());
+  grid_.row().all_reduce(std::span<T>(st.sq_dev.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
+  return st;
+}
 
+template <class T>
+void LayerNorm2D<T>::keep(const Pass& pass, SavedActivation<T> xhat, Tensor<T> rstd, Context& saved) const {
+  saved = Context{};
+  if (!pass.training) return;
+  saved.xhat.emplace(std::move(xhat));
+  saved.rstd = std::move(rstd);
+  saved.mark = ContextMark(grid_);
+}
+
+template <class T>
+DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  const Statistics st = statistics(x, row_sums_of(x));
   const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
   // Every element written by layernorm_normalize.
   DistMatrix<T> xhat = DistMatrix<T>::uninitialized(x.grid(), x.rows(), x.cols(), kept);
-  Tensor<T> rstd(Shape{rows}, grid_.tag(kept), Init::none);
+  Tensor<T> rstd(Shape{x.local_rows()}, grid_.tag(kept), Init::none);
   DistMatrix<T> y = DistMatrix<T>::uninitialized(x.grid(), x.rows(), x.cols(), MemoryKind::workspace);
-  ops::layernorm_normalize<T>(x.local(), row_sum.view(), sq_dev.view(), gamma.view(), beta.view(), hidden_,
+  ops::layernorm_normalize<T>(x.local(), st.row_sum.view(), st.sq_dev.view(), st.gamma.view(), st.beta.view(), hidden_,
                               xhat.local(), rstd.view(), y.local(), grid_.queue());
-  saved = Context{};
-  if (pass.training) {
-    saved.xhat.emplace(std::move(xhat), kept);  // bf16 under mixed precision
-    saved.rstd = std::move(rstd);
-    saved.mark = ContextMark(grid_);
+  keep(pass, SavedActivation<T>(std::move(xhat), kept), std::move(rstd), saved);  // bf16 under mixed precision
+  return y;
+}
+
+template <class T>
+SavedActivation<T> LayerNorm2D<T>::forward_saved(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  return forward_saved(x, row_sums_of(x), pass, saved);
+}
+
+template <class T>
+SavedActivation<T> LayerNorm2D<T>::forward_saved(const DistMatrix<T>& x, Tensor<T> row_sum, const Pass& pass,
+                                                 Context& saved) {
+  const Statistics st = statistics(x, std::move(row_sum));
+  const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
+  SavedActivation<T> xhat = SavedActivation<T>::uninitialized(grid_, x.rows(), x.cols(), kept);
+  SavedActivation<T> y = SavedActivation<T>::uninitialized(grid_, x.rows(), x.cols(), kept);
+  Tensor<T> rstd(Shape{x.local_rows()}, grid_.tag(kept), Init::none);
+  bool written = false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (y.is_bf16()) {  // mixed precision: xhat and y written in bf16, no f32 copies
+      ops::layernorm_normalize(x.local(), st.row_sum.view(), st.sq_dev.view(), st.gamma.view(), st.beta.view(), hidden_,
+                               xhat.bf16_storage().view(), rstd.view(), y.bf16_storage().view(), grid_.queue());
+      written = true;
+    }
   }
+  if (!written) {
+    ops::layernorm_normalize<T>(x.local(), st.row_sum.view(), st.sq_dev.view(), st.gamma.view(), st.beta.view(),
+                                hidden_, xhat.storage().view(), rstd.view(), y.storage().view(), grid_.queue());
+  }
+  keep(pass, std::move(xhat), std::move(rstd), saved);
   return y;
 }
 

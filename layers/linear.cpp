@@ -30,20 +30,35 @@ Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string n
 // y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given: the bias (and GELU) are the epilogue of the
 // product's last GEMM.
 template <class T>
-void Linear2D<T>::multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y,
-                           DistMatrix<T>* pre) {
-  OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
+void Linear2D<T>::product(const SummaOperand<T>& x, DistMatrix<T>& y, DistMatrix<T>* pre) {
+  OPTIMUS_CHECK(x.cols == in_, name_, ": input has ", x.cols, " columns, expected ", in_);
   Tensor<T> bias(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
   b_.gather_column_block(bias.view());
-  const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(bias).view(), pre);
-  saved = Context{};
+  summa_ab(T(1), x, w_, T(0), y, linear_epilogue(std::as_const(bias).view(), pre));
+}
+
+template <class T>
+void Linear2D<T>::multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y,
+                           DistMatrix<T>* pre) {
   if (pass.training) {
-    saved.x.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dW's
-    summa_ab(T(1), *saved.x, w_, T(0), y, epilogue);
-    saved.mark = ContextMark(grid_);
-  } else {
-    summa_ab(T(1), x, w_, T(0), y, epilogue);
+    multiply(SavedActivation<T>(x, MemoryKind::activations), pass, saved, y, pre);  // cast once (bf16 math) for
+    return;                                                                        // this product and dW's
   }
+  saved = Context{};
+  product(x, y, pre);
+}
+
+template <class T>
+void Linear2D<T>::multiply(SavedActivation<T> x, const Pass& pass, Context& saved, DistMatrix<T>& y,
+                           DistMatrix<T>* pre) {
+  saved = Context{};
+  if (!pass.training) {
+    product(x, y, pre);
+    return;
+  }
+  saved.x.emplace(std::move(x));
+  product(*saved.x, y, pre);
+  saved.mark = ContextMark(grid_);
 }
 
 template <class T>
@@ -57,6 +72,20 @@ template <class T>
 GeluOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
   GeluOutput<T> out = GeluOutput<T>::allocate(x.grid(), x.rows(), out_, pass);
   multiply(x, pass, saved, out.y, &out.pre);
+  return out;
+}
+
+template <class T>
+DistMatrix<T> Linear2D<T>::forward(SavedActivation<T> x, const Pass& pass, Context& saved) {
+  DistMatrix<T> y = DistMatrix<T>::uninitialized(x.grid(), x.rows(), out_, MemoryKind::workspace);  // beta = 0
+  multiply(std::move(x), pass, saved, y, nullptr);
+  return y;
+}
+
+template <class T>
+GeluOutput<T> Linear2D<T>::forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved) {
+  GeluOutput<T> out = GeluOutput<T>::allocate(x.grid(), x.rows(), out_, pass);
+  multiply(std::move(x), pass, saved, out.y, &out.pre);
   return out;
 }
 

@@ -20,6 +20,11 @@ DistMatrix<T> MLP2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Contex
 }
 
 template <class T>
+DistMatrix<T> MLP2D<T>::forward(SavedActivation<T> x, const Pass& pass, Context& saved) {
+  return detail::mlp_forward<T>(c_fc_, c_proj_, std::move(x), pass, saved);
+}
+
+template <class T>
 DistMatrix<T> MLP2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy, later);
 }

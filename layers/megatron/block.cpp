@@ -51,6 +51,14 @@ DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, 
 }
 
 template <class T>
+DistMatrix<T> Attention1D<T>::forward(SavedActivation<T> x, std::int64_t seq, const Pass& pass, Context& saved) {
+  OPTIMUS_CHECK(seq > 0 && x.rows() % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ", seq);
+  const auto g =
+      geometry(group_, hidden_, heads_, x.rows(), seq, dropout_, pass, pass.training ? dropout_.p : 0.0);
+  return detail::attention_forward<T>(c_attn_, c_proj_, std::move(x), hidden_ / group_.size(), g, pass, saved);
+}
+
+template <class T>
 DistMatrix<T> Attention1D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   saved.mark.check(group_.local(), "attention");
   const auto g = geometry(group_, hidden_, heads_, saved.qkv->rows(), saved.seq, dropout_, saved.pass, dropout_.p);
@@ -93,6 +101,11 @@ MLP1D<T>::MLP1D(const Group& group, const ParameterTags& tags, const std::string
 template <class T>
 DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
   return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, saved);
+}
+
+template <class T>
+DistMatrix<T> MLP1D<T>::forward(SavedActivation<T> x, const Pass& pass, Context& saved) {
+  return detail::mlp_forward<T>(c_fc_, c_proj_, std::move(x), pass, saved);
 }
 
 template <class T>

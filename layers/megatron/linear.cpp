@@ -121,6 +121,37 @@ void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass,
 }
 
 template <class T>
+void ColumnParallelLinear<T>::multiply(SavedActivation<T> x, const Pass& pass, Context& saved, DistMatrix<T>& y,
+                                       DistMatrix<T>* pre) {
+  OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
+  const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(b_).local(), pre);
+  {
+    Tensor<T> widened;  // x in T when kept in bf16
+    ops::gemm<T>(Trans::no, Trans::no, T(1), x.values(widened), w_.local(), T(0), y.local(), epilogue,
+                 group_.local().queue());
+  }
+  saved = Context{};
+  if (pass.training) {
+    saved.x.emplace(std::move(x));
+    saved.mark = ContextMark(group_.local());
+  }
+}
+
+template <class T>
+DistMatrix<T> ColumnParallelLinear<T>::forward(SavedActivation<T> x, const Pass& pass, Context& saved) {
+  DistMatrix<T> y(group_.local(), x.rows(), out_ / group_.size());
+  multiply(std::move(x), pass, saved, y, nullptr);
+  return y;
+}
+
+template <class T>
+GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved) {
+  GeluOutput<T> out = GeluOutput<T>::allocate(group_.local(), x.rows(), out_ / group_.size(), pass);
+  multiply(std::move(x), pass, saved, out.y, &out.pre);
+  return out;
+}
+
+template <class T>
 DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
   DistMatrix<T> y(group_.local(), x.rows(), out_ / group_.size());
   multiply(x, pass, saved, y, nullptr);

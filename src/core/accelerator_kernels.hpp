@@ -52,6 +52,10 @@ class AcceleratorKernels {
                                    TensorView<const float> sq_dev, TensorView<const float> gamma,
                                    TensorView<const float> beta, std::int64_t hidden, TensorView<float> xhat,
                                    TensorView<float> rstd, TensorView<float> y, const Queue& q) const = 0;
+  virtual void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum,
+                                   TensorView<const float> sq_dev, TensorView<const float> gamma,
+                                   TensorView<const float> beta, std::int64_t hidden, TensorView<bf16> xhat,
+                                   TensorView<float> rstd, TensorView<bf16> y, const Queue& q) const = 0;
   virtual void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                            TensorView<const float> gamma, TensorView<float> dgamma,
                                            TensorView<float> dbeta, TensorView<float> sums, const Queue& q) const = 0;

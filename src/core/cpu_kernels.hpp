@@ -43,6 +43,9 @@ template <class T>
 void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
                          TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
                          TensorView<T> rstd, TensorView<T> y);
+void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
+                         TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                         TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y);
 template <class T>
 void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
                                  TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums);

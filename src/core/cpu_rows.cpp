@@ -33,10 +33,13 @@ void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_
   }
 }
 
-template <class T>
-void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
-                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
-                         TensorView<T> rstd, TensorView<T> y) {
+namespace {
+
+// xhat and y in T, or rounded to bf16 (Out) as they are written.
+template <class T, class Out>
+void normalize_rows(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
+                    TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<Out> xhat,
+                    TensorView<T> rstd, TensorView<Out> y) {
   const std::int64_t rows = rows_of(x), cols = cols_of(x);
   const T h = static_cast<T>(hidden);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -45,10 +48,26 @@ void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, Ten
     rstd.data()[r] = s;
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t e = r * cols + c;
-      xhat.data()[e] = math::layernorm_xhat(x.data()[e], mean, s);
-      y.data()[e] = math::layernorm_y(xhat.data()[e], gamma.data()[c], beta.data()[c]);
+      const T xh = math::layernorm_xhat(x.data()[e], mean, s);
+      xhat.data()[e] = Out(xh);
+      y.data()[e] = Out(math::layernorm_y(xh, gamma.data()[c], beta.data()[c]));
     }
   }
+}
+
+}  // namespace
+
+template <class T>
+void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
+                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
+                         TensorView<T> rstd, TensorView<T> y) {
+  normalize_rows<T, T>(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y);
+}
+
+void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
+                         TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                         TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y) {
+  normalize_rows<float, bf16>(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y);
 }
 
 template <class T>

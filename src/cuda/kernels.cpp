@@ -98,6 +98,13 @@ class CudaKernels final : public AcceleratorKernels {
     cuda::layernorm_normalize(x.data(), row_sum.data(), sq_dev.data(), gamma.data(), beta.data(), hidden, rows(x),
                               cols(x), xhat.data(), rstd.data(), y.data(), stream_of(q));
   }
+  void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
+                           TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                           TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y,
+                           const Queue& q) const override {
+    cuda::layernorm_normalize_bf16(x.data(), row_sum.data(), sq_dev.data(), gamma.data(), beta.data(), hidden,
+                                   rows(x), cols(x), xhat.data(), rstd.data(), y.data(), stream_of(q));
+  }
   void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                    TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
                                    TensorView<float> sums, const Queue& q) const override {

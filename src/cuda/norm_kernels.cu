@@ -1,5 +1,6 @@
 // Row/column reductions, bias broadcast and LayerNorm on local blocks (see layer_kernels.hpp).
 #include "block_reduce.cuh"
+#include "optimus/core/bf16_bits.hpp"
 #include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
 #include "optimus/cuda/layer_kernels.hpp"
@@ -75,17 +76,23 @@ __global__ void square_deviations_kernel(const float* x, const float* row_sum, f
   if (threadIdx.x == 0) out[blockIdx.x] = total;
 }
 
+// A float as written to an output of type Out: itself, or its bf16 bits (rounded to nearest even).
+__device__ inline float written(float v, float*) { return v; }
+__device__ inline std::uint16_t written(float v, std::uint16_t*) {
+  return math::bf16_from_float_bits(__float_as_uint(v));
+}
+
+template <class Out>
 __global__ void normalize_kernel(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
-                                 const float* beta, float hidden, std::int64_t cols, float* xhat, float* rstd,
-                                 float* y) {
+                                 const float* beta, float hidden, std::int64_t cols, Out* xhat, float* rstd, Out* y) {
   const std::int64_t r = blockIdx.x;
   const float mean = math::layernorm_mean(row_sum[r], hidden);
   const float s = math::layernorm_rstd(sq_dev[r], hidden);
   if (threadIdx.x == 0) rstd[r] = s;
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const float h = math::layernorm_xhat(x[r * cols + c], mean, s);
-    xhat[r * cols + c] = h;
-    y[r * cols + c] = math::layernorm_y(h, gamma[c], beta[c]);
+    xhat[r * cols + c] = written(h, xhat);
+    y[r * cols + c] = written(math::layernorm_y(h, gamma[c], beta[c]), y);
   }
 }
 
@@ -176,8 +183,18 @@ void layernorm_normalize(const float* x, const float* row_sum, const float* sq_d
                          const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* xhat,
                          float* rstd, float* y, cudaStream_t stream) {
   if (rows == 0) return;
-  normalize_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+  normalize_kernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
       x, row_sum, sq_dev, gamma, beta, static_cast<float>(hidden), cols, xhat, rstd, y);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void layernorm_normalize_bf16(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
+                              const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, bf16* xhat,
+                              float* rstd, bf16* y, cudaStream_t stream) {
+  if (rows == 0) return;
+  normalize_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      x, row_sum, sq_dev, gamma, beta, static_cast<float>(hidden), cols, reinterpret_cast<std::uint16_t*>(xhat), rstd,
+      reinterpret_cast<std::uint16_t*>(y));
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -130,6 +130,16 @@ class SimKernels final : public AcceleratorKernels {
            },
            in(x), in(row_sum), in(sq_dev), in(gamma), in(beta), out(xhat), out(rstd), out(y));
   }
+  void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
+                           TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                           TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y,
+                           const Queue& q) const override {
+    launch(q, "layernorm_normalize",
+           [hidden](auto x_, auto s, auto d, auto g, auto b, auto xh, auto r, auto y_) {
+             cpu::layernorm_normalize(x_, s, d, g, b, hidden, xh, r, y_);
+           },
+           in(x), in(row_sum), in(sq_dev), in(gamma), in(beta), out(xhat), out(rstd), out(y));
+  }
   void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                    TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
                                    TensorView<float> sums, const Queue& q) const override {

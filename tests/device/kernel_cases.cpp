@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -230,6 +231,22 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
   expect.same("layernorm_normalize: xhat", xhat);
   expect.same("layernorm_normalize: rstd", rstd);
   expect.same("layernorm_normalize: y", y);
+  // Written in bf16: on each device the bits of its own f32 results cast by to_bf16.
+  Both<bf16> xhat16(std::vector<bf16>(rows * cols), Shape{rows, cols}, rank), y16(xhat16.host, Shape{rows, cols}, rank);
+  Both<float> rstd16(std::vector<float>(rows), Shape{rows}, rank);
+  ops::layernorm_normalize(x.in_host(), sum.in_host(), sq.in_host(), gamma.in_host(), beta.in_host(), hidden,
+                           xhat16.on_host(), rstd16.on_host(), y16.on_host(), host);
+  ops::layernorm_normalize(x.in_device(), sum.in_device(), sq.in_device(), gamma.in_device(), beta.in_device(), hidden,
+                           xhat16.on_device(), rstd16.on_device(), y16.on_device(), q);
+  for (const auto& [what, f32, b16] : {std::tuple{"xhat", &xhat, &xhat16}, std::tuple{"y", &y, &y16}}) {
+    CAPTURE(what);
+    Both<bf16> cast(std::vector<bf16>(rows * cols), Shape{rows, cols}, rank);
+    ops::to_bf16(f32->in_host(), cast.on_host(), host);
+    ops::to_bf16(f32->in_device(), cast.on_device(), q);
+    CHECK(cast.host == b16->host);
+    CHECK(download(cast.device) == download(b16->device));
+  }
+  CHECK(download(rstd16.device) == download(rstd.device));
   const Both<float> dy(random_values(rows * cols, 13), Shape{rows, cols}, rank);
   Both<float> dgamma(std::vector<float>(cols), Shape{1, cols}, rank), dbeta(dgamma.host, Shape{1, cols}, rank);
   Both<float> partial(std::vector<float>(2 * rows), Shape{2 * rows}, rank), dx(xhat.host, Shape{rows, cols}, rank);

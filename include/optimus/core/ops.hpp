@@ -211,6 +211,12 @@ template <class T>
 void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
                          TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
                          TensorView<T> rstd, TensorView<T> y, const Queue& queue);
+// The same writing xhat and y in bf16 (f32 only; mixed precision: the LayerNorm's output is the next GEMM's operand
+// and xhat is kept for backward, both in bf16): the bits of layernorm_normalize followed by to_bf16 of each, without
+// their f32 copies.
+void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
+                         TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                         TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y, const Queue& queue);
 // dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy; sums[2r] = sum_c dy gamma, sums[2r+1] = sum_c dy gamma xhat.
 template <class T>
 void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,

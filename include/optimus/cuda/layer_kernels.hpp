@@ -34,6 +34,10 @@ void layernorm_square_deviations(const float* x, const float* row_sum, std::int6
 void layernorm_normalize(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
                          const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* xhat,
                          float* rstd, float* y, cudaStream_t stream);
+// The same writing xhat and y in bf16 (rounded to nearest even, as the casts).
+void layernorm_normalize_bf16(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
+                              const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, bf16* xhat,
+                              float* rstd, bf16* y, cudaStream_t stream);
 // Local partials of the backward: dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy (columns, rows in order), and
 // sums[2r] = sum_c dy gamma, sums[2r+1] = sum_c dy gamma xhat (to be reduced over the row).
 void layernorm_backward_partials(const float* dy, const float* xhat, const float* gamma, std::int64_t rows,

@@ -28,6 +28,9 @@ class SavedActivation {
   // The same from a matrix the caller gives up: its block is kept without a copy when it stays in T and is already
   // counted as `kind`.
   SavedActivation(DistMatrix<T>&& m, MemoryKind kind);
+  // A block [rows/q, cols/q] for a kernel to write in the kept precision itself (through storage() or bf16_storage(),
+  // whichever is_bf16() says; LayerNorm2D::forward_saved), counted as `kind`: no copy in T is ever made.
+  static SavedActivation uninitialized(const Grid& grid, std::int64_t rows, std::int64_t cols, MemoryKind kind);
 
   std::int64_t rows() const { return rows_; }
   std::int64_t cols() const { return cols_; }
@@ -46,6 +49,7 @@ class SavedActivation {
   Tensor<bf16>& bf16_storage() { return bf16_block_; }
 
  private:
+  SavedActivation(const Grid& grid, std::int64_t rows, std::int64_t cols);  // nothing kept yet
   void keep(TensorView<const T> local, MemoryKind kind);  // copies (or casts) `local` into the kept block
 
   Grid grid_;

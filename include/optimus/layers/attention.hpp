@@ -30,6 +30,8 @@ class Attention2D {
 
   // x: [N, h] with sequences of `seq` tokens; a training pass fills `saved`.
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
+  // The same from an input kept as c_attn keeps it (LayerNorm2D::forward_saved), which c_attn takes over.
+  DistMatrix<T> forward(SavedActivation<T> x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
@@ -40,6 +42,8 @@ class Attention2D {
   void zero_grad();
 
  private:
+  template <class X>
+  DistMatrix<T> forward_any(X&& x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   detail::AttentionGeometry geometry(std::int64_t local_rows, std::int64_t seq, const Pass& pass, double dropout) const;
 

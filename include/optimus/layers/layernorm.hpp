@@ -36,12 +36,16 @@ class LayerNorm2D {
   // The same split: dx now; dgamma, dbeta queued in `later` (which this layer must outlive).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
-  // With the block's residual paths fused in (layers/block_logic.hpp):
-  //   * forward of an x whose local row sums [N/q] the kernel that wrote it computed (ops::dropout_residual): the
-  //     first pass over x is skipped; the result is forward(x)'s, bit for bit;
-  //   * backward returning dx + residual [N, h] (the gradient that reached x along the residual path), added by the
+  // For a block (layers/block_logic.hpp), whose LayerNorms feed a linear layer and sit on its residual paths:
+  //   * forward_saved: y as the next linear layer keeps its input (SavedActivation: bf16 under mixed precision, y and
+  //     xhat then written in bf16 by the normalizing kernel itself, no f32 copies; counted as activations in training,
+  //     the linear layer taking it over); the values of forward(x), bit for bit, as that layer would keep them;
+  //   * forward_saved given the local row sums [N/q] of x, which the kernel that wrote x computed
+  //     (ops::dropout_residual): LayerNorm's first pass over x is skipped;
+  //   * backward_plus: dx + residual [N, h] (the gradient that reached x along the residual path), added by the
   //     kernel that writes dx; dgamma, dbeta accumulated now (later null) or queued in *later.
-  DistMatrix<T> forward(const DistMatrix<T>& x, Tensor<T> local_row_sums, const Pass& pass, Context& saved);
+  SavedActivation<T> forward_saved(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  SavedActivation<T> forward_saved(const DistMatrix<T>& x, Tensor<T> local_row_sums, const Pass& pass, Context& saved);
   DistMatrix<T> backward_plus(Context saved, const DistMatrix<T>& dy, const DistMatrix<T>& residual,
                               WeightGradients* later);
 
@@ -51,6 +55,14 @@ class LayerNorm2D {
   void zero_grad();
 
  private:
+  // The local row sums of x [N/q]; the row statistics, reduced along the grid row, with gamma and beta's column
+  // block; a training pass's context.
+  struct Statistics {
+    Tensor<T> row_sum, sq_dev, gamma, beta;
+  };
+  Tensor<T> row_sums_of(const DistMatrix<T>& x) const;
+  Statistics statistics(const DistMatrix<T>& x, Tensor<T> row_sum) const;
+  void keep(const Pass& pass, SavedActivation<T> xhat, Tensor<T> rstd, Context& saved) const;
   // dx (+ residual unless it is null), with dgamma and dbeta accumulated now (later null) or queued.
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, const DistMatrix<T>* residual,
                                WeightGradients* later);

@@ -15,6 +15,7 @@
 
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
+#include "optimus/grid/summa.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dist_vector.hpp"
 #include "optimus/layers/gelu_output.hpp"
@@ -39,6 +40,10 @@ class Linear2D {
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // y = gelu(x W + b) and GELU's input pre = x W + b (counted as activations in training, for GELU's derivative).
   GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  // The same from an input already kept as this layer keeps it (LayerNorm2D::forward_saved): a training pass takes it
+  // over as its context, without a copy or a cast.
+  DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);
+  GeluOutput<T> forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved);
   // dy: [N, out] -> dx: [N, in]; accumulates dW, db.
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same split: dx now; dW, db queued in `later` (which this layer must outlive).
@@ -53,7 +58,10 @@ class Linear2D {
   std::int64_t out() const { return out_; }
 
  private:
+  // y = x W + b (+ GELU with pre), a training pass keeping x in `saved`.
   void multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
+  void multiply(SavedActivation<T> x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
+  void product(const SummaOperand<T>& x, DistMatrix<T>& y, DistMatrix<T>* pre);
   DistMatrix<T> backward_checked(const Context& saved, const DistMatrix<T>& dy) const;  // dx, allocated
   void accumulate_bias(const DistMatrix<T>& dy);
 

@@ -18,6 +18,8 @@ class MLP2D {
 
   // x, y: [N, h]; a training pass fills `saved`.
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  // The same from an input kept as c_fc keeps it (LayerNorm2D::forward_saved), which c_fc takes over.
+  DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);

@@ -27,6 +27,8 @@ class Attention1D {
   using Context = AttentionContext<T>;  // qkv [N, 3h/p] and probs [b*(a/p)*s, s]
 
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
+  // The same from an input kept as c_attn keeps it (LayerNorm2D::forward_saved), which c_attn takes over.
+  DistMatrix<T> forward(SavedActivation<T> x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
@@ -52,6 +54,8 @@ class MLP1D {
   // Its linears' parameters and gradients live where `tags` say (ParameterTags).
   MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  // The same from an input kept as c_fc keeps it (LayerNorm2D::forward_saved), which c_fc takes over.
+  DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);

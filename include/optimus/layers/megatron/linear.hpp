@@ -37,6 +37,10 @@ class ColumnParallelLinear {
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // y = gelu(x W + b) and GELU's input pre = x W + b, both [N, out/p] (pre counted as activations in training).
   GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  // The same from an input already kept as this layer keeps it (LayerNorm2D::forward_saved), taken over by a training
+  // pass; a bf16 one is widened for the GEMM, which rounds it back to the same values.
+  DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);
+  GeluOutput<T> forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);
@@ -47,6 +51,7 @@ class ColumnParallelLinear {
  private:
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   void multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
+  void multiply(SavedActivation<T> x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
 
   Group group_;
   std::string name_;
