@@ -94,6 +94,8 @@
 #include "auto_plan.hpp"
 #include "checkpoint_options.hpp"
 #include "memory_check.hpp"
+#include "persistence.hpp"
+#include "placement.hpp"
 #include "gpt_data.hpp"
 #include "reference_check.hpp"
 #include "run_layout.hpp"
@@ -103,55 +105,6 @@ namespace {
 
 using optimus::GlobalMatrix;
 using optimus::examples::Saving;
-
-// Collective over `world`: this run's memory by kind and place (device, host), the maximum over ranks.
-std::string memory_line(optimus::Communicator& world, const optimus::Grid& grid) {
-  using optimus::MemoryKind;
-  using optimus::MemoryPlace;
-  const optimus::MemoryTracker& m = grid.memory();
-  auto mib = [&](std::uint64_t bytes) {
-    return world.all_reduce(static_cast<double>(bytes), optimus::ReduceOp::max) / (1 << 20);
-  };
-  const auto place = [&](MemoryPlace where) {
-    std::ostringstream os;
-    os.precision(3);
-    os << name_of(where) << ": parameters " << mib(m.current(MemoryKind::parameters, where)) << ", gradients "
-       << mib(m.current(MemoryKind::gradients, where)) << ", optimizer " << mib(m.current(MemoryKind::optimizer, where))
-       << ", peak activations saved for backward " << mib(m.peak(MemoryKind::activations, where)) << ", peak total "
-       << mib(m.peak_total(where));
-    return os.str();
-  };
-  const std::string device = place(MemoryPlace::device), host = place(MemoryPlace::host);  // collective: both
-  return "memory per rank (max over ranks, MiB): " +
-         (grid.device() == nullptr ? host : device + "\n    " + host);
-}
-
-// This rank's GPU: its rank on the node (Open MPI, Slurm or MPICH tell it; else its world rank) modulo the
-// node's devices.
-int local_gpu(const optimus::Communicator& world) {
-  int local = world.rank();
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
-    if (const char* value = std::getenv(name)) {
-      local = std::atoi(value);
-      break;
-    }
-  }
-  const int devices = optimus::cuda_device_count();
-  return devices > 0 ? local % devices : 0;  // with none, opening device 0 reports that it does not exist
-}
-
-// Where the model lives: the device of this process (one rank per process), or the one device every in-process rank
-// shares; none on the CPU.
-struct Placement {
-  optimus::DeviceChoice choice;                    // --device, --device-memory
-  bool in_process;
-  std::unique_ptr<optimus::DeviceRuntime> shared;  // the in-process ranks' device
-};
-
-// The device of `world`'s rank (the node-local GPU), or of its in-process ranks.
-std::unique_ptr<optimus::DeviceRuntime> open_device(const Placement& where, const optimus::Communicator& world) {
-  return optimus::open_device(where.choice, where.choice.kind == optimus::Device::cuda ? local_gpu(world) : 0);
-}
 
 // What the training loop drives: the model (whole on the grid, or this rank's pipeline stage), its AdamW, and how it
 // is saved. Each function is collective over the model's ranks.
@@ -267,79 +220,8 @@ Trainee pipeline_trainee(optimus::Gpt<Family>& model, std::int64_t batch) {
   return trainee;
 }
 
-// --save: saves `model` (the whole model, or this rank's pipeline stage) and `adamw` with `run_state` at every
-// saving.every-th step and the last (of `steps`) to their step directory, keeping the newest saving.keep. `taken`: the
-// save directory this run holds, on the rank that prunes and prints (null on the others).
-template <class Model>
-std::function<void(int step)> checkpoint_saver(Model& model, optimus::AdamW<float>& adamw,
-                                               optimus::Communicator& world, const Saving& saving,
-                                               const optimus::checkpoint::TrainingState& run_state, int steps,
-                                               const optimus::checkpoint::SaveDirectory* taken) {
-  return [&model, &adamw, &world, saving, run_state, steps, taken](int step) {
-    if (step % saving.every != 0 && step != steps) return;
-    optimus::checkpoint::TrainingState state = run_state;
-    state.step = static_cast<std::uint64_t>(step);
-    const std::filesystem::path dir = optimus::checkpoint::step_directory(saving.dir, state.step);
-    const optimus::checkpoint::IoStats io = optimus::checkpoint::save(dir, model, &adamw, state);
-    optimus::all_or_throw({&world}, [&] {
-      if (taken && saving.keep > 0) taken->keep_newest(saving.keep);
-    });
-    if (taken) {
-      std::printf("  saved %s (run %s; %.1f MB per rank in %.3f s)\n", dir.string().c_str(), state.run.c_str(),
-                  static_cast<double>(io.bytes_written) / 1e6, io.seconds);
-      std::fflush(stdout);
-    }
-  };
-}
-
-// What restores and saves a run: --init's file, --resume's checkpoint, --save's directory and the run's state.
-struct Persistence {
-  std::optional<std::string> init;  // --init
-  bool init_llmc = false;           // --init names an llm.c checkpoint
-  std::optional<std::filesystem::path> resume;
-  Saving saving;                    // saving.dir empty: no --save
-  const optimus::checkpoint::SaveDirectory* taken = nullptr;  // --save's directory, held by rank 0 (null elsewhere)
-  optimus::checkpoint::TrainingState run_state;
-};
-
-// --init or --resume into `model` (the whole model or this rank's stage) and `optimizer`, and --save's saver; returns
-// the first step to train.
-template <class Model>
-int restore(Model& model, optimus::AdamW<float>& optimizer, const Persistence& p, const Setup& setup,
-            optimus::Communicator& world, Trainee& trainee) {
-  const bool root = world.rank() == 0;
-  int first_step = 1;
-  if (p.init) {
-    if (p.init_llmc) optimus::checkpoint::import_llmc(*p.init, model);
-    else optimus::checkpoint::import_hf(*p.init, model);
-    if (root) std::printf("  initialized from %s (%s)\n", p.init->c_str(), p.init_llmc ? "llm.c" : "safetensors");
-  }
-  if (p.resume) {
-    optimus::checkpoint::IoStats io;
-    const optimus::checkpoint::TrainingState loaded = optimus::checkpoint::load(*p.resume, model, &optimizer, &io);
-    first_step = static_cast<int>(loaded.step) + 1;
-    if (root) {
-      std::printf("  resumed from %s at step %d (run %s; read %.1f MB per rank in %.3f s)\n",
-                  p.resume->string().c_str(), first_step - 1, loaded.run.c_str(),
-                  static_cast<double>(io.bytes_read) / 1e6, io.seconds);
-    }
-  }
-  if (!p.saving.dir.empty()) {
-    trainee.save = checkpoint_saver(model, optimizer, world, p.saving, p.run_state, setup.steps, p.taken);
-  }
-  return first_step;
-}
-
-// A new run's identity (optimus::checkpoint::new_run_id), drawn by rank 0 and the same on every rank.
-std::string shared_run_id(optimus::Communicator& world) {
-  std::string id = world.rank() == 0 ? optimus::checkpoint::new_run_id() : std::string(16, ' ');
-  std::vector<std::uint8_t> bytes(id.begin(), id.end());
-  world.broadcast(std::span<std::uint8_t>(bytes), 0);
-  return std::string(bytes.begin(), bytes.end());
-}
-
 // One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
-int train(optimus::Communicator& world, const optimus::cli::Options& o, Placement& where) {
+int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus::examples::Placement& where) {
   namespace ex = optimus::examples;
   world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
   Setup setup;
@@ -401,7 +283,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   std::optional<optimus::Grid> device_grid;
   std::optional<optimus::megatron::Group> device_group;  // the 1D baseline on devices
   if (where.choice.kind != optimus::Device::cpu) {
-    if (!where.in_process) own_device = open_device(where, world);
+    if (!where.in_process) own_device = ex::open_device(where, world);
     rank_device.emplace(where.in_process ? *where.shared : *own_device, math);
     const auto timeout = optimus::DeviceCommunicator::kDefaultTimeout;
     if (one_d && where.in_process) {
@@ -453,7 +335,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   }
   // The run's identity (optimus/checkpoint/save_directory.hpp): the resumed checkpoint's, or a new one; and --save's
   // directory, taken by rank 0 for the whole run (refused when another run holds it or has checkpoints there).
-  const std::string run = resume ? resumed.state.run : shared_run_id(world);
+  const std::string run = resume ? resumed.state.run : ex::shared_run_id(world);
   std::optional<optimus::checkpoint::SaveDirectory> taken;
   optimus::all_or_throw({&world}, [&] {
     if (!root || saving.dir.empty()) return;
@@ -542,7 +424,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
   std::unique_ptr<optimus::Gpt1D<float>> one_d_staged;  // --layout 1d
   std::unique_ptr<optimus::AdamW<float>> optimizer;
   Trainee trainee;
-  const Persistence persistence{
+  const ex::Persistence persistence{
       .init = o.has("init") ? std::optional(o.text("init", "")) : std::nullopt,
       .init_llmc = init_llmc,
       .resume = resume,
@@ -562,7 +444,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
         place, model->parameters(),
         optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = model->norm_order()});
     trainee = pipeline_trainee(*model, batch);
-    first_step = restore(*model, *optimizer, persistence, setup, world, trainee);
+    const ex::Restored restored = ex::restore(*model, *optimizer, persistence, setup.steps, world);
+    first_step = restored.first_step;
+    trainee.save = restored.save;
   };
   if (one_d) {
     one_d_staged = optimus::plan::build_gpt<optimus::OneD<float>>(*training_group, config, model_layout);
@@ -599,7 +483,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, Placemen
                    grid.dp(), tokens, targets);
     valid_loss += trainee.evaluate(tokens, targets) / valid_batches;
   }
-  const std::string mem = memory_line(world, grid);
+  const std::string mem = ex::memory_line(world, grid);
   // Where the model computes: the device's memory (offloaded activations wait in host memory), or the host's.
   const optimus::MemoryPlace computes = grid.device() != nullptr ? optimus::MemoryPlace::device
                                                                  : optimus::MemoryPlace::host;
@@ -635,12 +519,12 @@ int main(int argc, char** argv) {
   optimus::Context ctx(argc, argv);
   try {
     const optimus::cli::Options o(argc, argv, 1, optimus::examples::train_gpt_options());
-    Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
+    optimus::examples::Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
     if (!where.in_process) return train(ctx.world(), o, where);
     const auto ranks = o.integer("in-process", 1);
     OPTIMUS_CHECK(ctx.world().size() == 1, "--in-process runs every rank in this process: launch one process, not ",
                   ctx.world().size());
-    if (where.choice.kind != optimus::Device::cpu) where.shared = open_device(where, ctx.world());
+    if (where.choice.kind != optimus::Device::cpu) where.shared = optimus::examples::open_device(where, ctx.world());
     int status = 0;
     optimus::run_in_process(static_cast<int>(ranks), [&](optimus::Communicator& world) {
       const int mine = train(world, o, where);

@@ -1,0 +1,50 @@
+// train_gpt's placement (placement.hpp).
+#include "placement.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "optimus/core/memory.hpp"
+
+namespace optimus::examples {
+namespace {
+
+// This rank's GPU: its rank on the node modulo the node's devices.
+int local_gpu(const Communicator& world) {
+  int local = world.rank();
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
+    if (const char* value = std::getenv(name)) {
+      local = std::atoi(value);
+      break;
+    }
+  }
+  const int devices = cuda_device_count();
+  return devices > 0 ? local % devices : 0;  // with none, opening device 0 reports that it does not exist
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceRuntime> open_device(const Placement& where, const Communicator& world) {
+  return optimus::open_device(where.choice, where.choice.kind == Device::cuda ? local_gpu(world) : 0);
+}
+
+std::string memory_line(Communicator& world, const Grid& grid) {
+  const MemoryTracker& m = grid.memory();
+  auto mib = [&](std::uint64_t bytes) {
+    return world.all_reduce(static_cast<double>(bytes), ReduceOp::max) / (1 << 20);
+  };
+  const auto place = [&](MemoryPlace where) {
+    std::ostringstream os;
+    os.precision(3);
+    os << name_of(where) << ": parameters " << mib(m.current(MemoryKind::parameters, where)) << ", gradients "
+       << mib(m.current(MemoryKind::gradients, where)) << ", optimizer " << mib(m.current(MemoryKind::optimizer, where))
+       << ", peak activations saved for backward " << mib(m.peak(MemoryKind::activations, where)) << ", peak total "
+       << mib(m.peak_total(where));
+    return os.str();
+  };
+  const std::string device = place(MemoryPlace::device), host = place(MemoryPlace::host);  // collective: both
+  return "memory per rank (max over ranks, MiB): " +
+         (grid.device() == nullptr ? host : device + "\n    " + host);
+}
+
+}  // namespace optimus::examples

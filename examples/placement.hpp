@@ -1,0 +1,30 @@
+// train_gpt's placement: the device each rank (or the in-process ranks together) trains on, and the memory line it
+// prints at the end.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "optimus/comm/communicator.hpp"
+#include "optimus/core/device_runtime.hpp"
+#include "optimus/device/device_choice.hpp"
+#include "optimus/grid/grid.hpp"
+
+namespace optimus::examples {
+
+// Where the model lives: the device of this process (one rank per process), or the one device every in-process rank
+// shares; none on the CPU.
+struct Placement {
+  DeviceChoice choice;                    // --device, --device-memory
+  bool in_process;
+  std::unique_ptr<DeviceRuntime> shared;  // the in-process ranks' device
+};
+
+// The device of `world`'s rank (the node-local GPU: its rank on the node, as Open MPI, Slurm or MPICH tell it, else its
+// world rank, modulo the node's devices), or of its in-process ranks.
+std::unique_ptr<DeviceRuntime> open_device(const Placement& where, const Communicator& world);
+
+// Collective over `world`: this run's memory by kind and place (device, host), the maximum over ranks.
+std::string memory_line(Communicator& world, const Grid& grid);
+
+}  // namespace optimus::examples
