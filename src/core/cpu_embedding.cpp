@@ -22,12 +22,6 @@ std::int64_t valid_columns(std::int64_t v0, std::int64_t vocab, std::int64_t vn)
   return std::clamp<std::int64_t>(vocab - v0, 0, vn);
 }
 
-// out[c] = exp(x[c] - max) over n contiguous logits (the loop vectorises: math::softmax_exp has no call in f32).
-template <class T>
-OPTIMUS_VECTOR_CLONES void exps_of(const T* x, T max, std::int64_t n, T* out) {
-  for (std::int64_t c = 0; c < n; ++c) out[c] = math::softmax_exp(x[c], T(1), max);
-}
-
 // A row's dlogits in place of its `valid` logits: (exp(x - max) / sum - [c == target]) / n_tokens.
 template <class T>
 OPTIMUS_VECTOR_CLONES void gradient_row(T* x, T max, T sum, std::int64_t valid, std::int64_t target, T n_tokens) {
@@ -94,7 +88,7 @@ void cross_entropy_stats(TensorView<const T> logits, TensorView<const int> targe
   // max grows, then the block's exponentials against the running max, summed in lanes. One read of the logits: the
   // block is still in the cache for its second look.
   constexpr std::int64_t kBlock = 1024;
-  T exps[kBlock];
+  T block[kBlock];  // the block's exponentials
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* row = logits.data() + r * vn;
     T m = -std::numeric_limits<T>::infinity(), s = T(0);
@@ -105,8 +99,8 @@ void cross_entropy_stats(TensorView<const T> logits, TensorView<const int> targe
         s *= math::exp_nonpositive(m - block_max);
         m = block_max;
       }
-      exps_of(row + c0, m, n, exps);
-      s += lane_sum(exps, n);
+      exps(row + c0, m, n, block);
+      s += lane_sum(block, n);
     }
     local_max[r] = max[r] = m;
     sum[r] = s;

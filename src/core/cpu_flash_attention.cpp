@@ -16,7 +16,6 @@
 
 #include "cpu_kernels.hpp"
 #include "optimus/core/kernels.hpp"
-#include "vector_clones.hpp"
 
 namespace optimus::cpu {
 namespace {
@@ -56,11 +55,11 @@ std::int64_t visible(std::int64_t i, std::int64_t j0, std::int64_t cols) {
   return std::clamp<std::int64_t>(i - j0 + 1, 0, cols);
 }
 
-// p[c] = exp(p[c] - max) for c < n, 0 from n to cols (the loops vectorise: math::softmax_exp has no call in f32).
+// p[c] = exp(p[c] - max) for c < n, 0 from n to cols (the keys a causal query does not see).
 template <class T>
-OPTIMUS_VECTOR_CLONES void exps(T* p, T max, std::int64_t n, std::int64_t cols) {
-  for (std::int64_t c = 0; c < n; ++c) p[c] = math::softmax_exp(p[c], T(1), max);
-  for (std::int64_t c = n; c < cols; ++c) p[c] = T(0);
+void exps_in_place(T* p, T max, std::int64_t n, std::int64_t cols) {
+  exps(p, max, n, p);
+  std::fill(p + n, p + cols, T(0));
 }
 
 // The row's first n values dropped as the global mask's row `row` from column col0 says: x / (1 - p) or 0.
@@ -95,7 +94,7 @@ void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int
         T& m = max[static_cast<std::size_t>(r)];
         const T new_max = std::max(m, *std::max_element(p, p + n));
         const T rescale = math::exp_nonpositive(m - new_max);
-        exps(p, new_max, n, cols);
+        exps_in_place(p, new_max, n, cols);
         sum[static_cast<std::size_t>(r)] = rescale * sum[static_cast<std::size_t>(r)] + lane_sum(p, n);
         drop(p, n, h.mask_row + static_cast<std::uint64_t>(i0 + r), static_cast<std::uint64_t>(j0), s);
         for (std::int64_t c = 0; c < d; ++c) acc[static_cast<std::size_t>(r * d + c)] *= rescale;
@@ -127,7 +126,7 @@ void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::Attenti
       const std::int64_t n = i0 + r + 1;
       T* pr = p.data() + r * keys;
       T* dpr = dp.data() + r * keys;
-      exps(pr, lse[i0 + r], n, keys);  // the forward's probabilities: exp(scale q.k - lse)
+      exps_in_place(pr, lse[i0 + r], n, keys);  // the forward's probabilities: exp(scale q.k - lse)
       drop(dpr, n, h.mask_row + static_cast<std::uint64_t>(i0 + r), 0, s);
       T dot = T(0);
       for (std::int64_t c = 0; c < n; ++c) dot += pr[c] * dpr[c];

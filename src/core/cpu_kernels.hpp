@@ -29,6 +29,10 @@ void combine(T* acc, const T* x, std::int64_t n, math::Combine op);
 constexpr std::int64_t kSumLanes = 16;
 template <class T>
 T lane_sum(const T* x, std::int64_t n);
+// out[c] = exp(x[c] - max) over n contiguous values, out possibly x (the loop vectorises: math::softmax_exp has no call
+// in f32): the fused attention's and the cross-entropy's exponentials (cpu_sums.cpp).
+template <class T>
+void exps(const T* x, T max, std::int64_t n, T* out);
 
 // ---- rows and LayerNorm ----------------------------------------------------------------------------------
 // The sum of a row of n contiguous values, in row_sums' order (every kernel that sums a row for LayerNorm uses it).
