@@ -1,6 +1,8 @@
 // Causal multi-head attention on a local block (see attention_core.hpp).
 #include "attention_core.hpp"
 
+#include <type_traits>
+
 #include "optimus/core/ops.hpp"
 
 namespace optimus::detail {
@@ -21,13 +23,19 @@ ops::AttentionShape shape_of(const AttentionGeometry& g) {
 
 template <class T>
 void attention_core_forward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv, TensorView<T> lse,
-                            TensorView<T> merged) {
+                            SavedActivation<T>& merged) {
   Tensor<T> scratch;  // the log-sum-exps nobody keeps (inference)
   if (lse.data() == nullptr) {
     scratch = Tensor<T>(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::workspace), Init::none);
     lse = scratch.view();
   }
-  ops::flash_attention_forward<T>(qkv, shape_of(g), merged, lse, grid.queue());
+  if constexpr (std::is_same_v<T, float>) {
+    if (merged.is_bf16()) {
+      ops::flash_attention_forward(qkv, shape_of(g), merged.bf16_storage().view(), lse, grid.queue());
+      return;
+    }
+  }
+  ops::flash_attention_forward<T>(qkv, shape_of(g), merged.storage().view(), lse, grid.queue());
 }
 
 template <class T>
@@ -39,7 +47,7 @@ void attention_core_backward(const AttentionGeometry& g, const Grid& grid, Tenso
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                  \
   template void attention_core_forward<T>(const AttentionGeometry&, const Grid&, TensorView<const T>,       \
-                                          TensorView<T>, TensorView<T>);                                         \
+                                          TensorView<T>, SavedActivation<T>&);                                   \
   template void attention_core_backward<T>(const AttentionGeometry&, const Grid&, TensorView<const T>,      \
                                            TensorView<const T>, TensorView<const T>, TensorView<T>);
 OPTIMUS_INSTANTIATE(float)

@@ -5,7 +5,8 @@
 //   lse   : [batches*heads*seq], row (b*heads + t)*seq + query: the log-sum-exp of the query's scaled scores, all
 //           backward needs besides qkv (kept in T under mixed precision too: it is small, and the probabilities
 //           are rebuilt from it)
-//   merged: [batches*seq, width], head-major columns
+//   merged: [batches*seq, width], head-major columns, written as c_proj keeps its input (a SavedActivation: bf16
+//           under mixed precision, by the attention kernel itself)
 // Dropout masks use global indices: row ((first_batch + b)*total_heads + first_head + t)*seq + query, column key.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "optimus/core/rng.hpp"
 #include "optimus/core/tensor.hpp"
 #include "optimus/grid/grid.hpp"
+#include "optimus/grid/saved_activation.hpp"
 
 namespace optimus::detail {
 
@@ -27,7 +29,7 @@ struct AttentionGeometry {
 // `lse` may be empty (inference: nothing is kept; the core uses scratch from `grid`).
 template <class T>
 void attention_core_forward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv, TensorView<T> lse,
-                            TensorView<T> merged);
+                            SavedActivation<T>& merged);
 
 template <class T>
 void attention_core_backward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv,

@@ -73,12 +73,14 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, X&& x, st
                          pass.training ? MemoryKind::activations : MemoryKind::workspace);
   if (pass.training) saved.lse = Tensor<T>(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::activations),
                                            Init::none);
-  DistMatrix<T> merged(grid, rows, merged_cols);
+  // Written as c_proj keeps its input (bf16 under mixed precision), and taken over by it.
+  SavedActivation<T> merged = SavedActivation<T>::uninitialized(
+      grid, rows, merged_cols, pass.training ? MemoryKind::activations : MemoryKind::workspace);
   {
     Tensor<T> widened;  // qkv in T when kept in bf16
-    attention_core_forward<T>(g, grid, qkv.values(widened), saved.lse.view(), merged.local());
+    attention_core_forward<T>(g, grid, qkv.values(widened), saved.lse.view(), merged);
   }
-  DistMatrix<T> y = c_proj.forward(merged, pass, saved.c_proj);
+  DistMatrix<T> y = c_proj.forward(std::move(merged), pass, saved.c_proj);
   if (pass.training) {
     saved.qkv.emplace(std::move(qkv));
     saved.seq = g.seq;

@@ -224,13 +224,33 @@ RowParallelLinear<T>::RowParallelLinear(const Group& group, const ParameterTags&
       db_(group.local(), 1, out, tags.grads) {}
 
 template <class T>
-DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
-  OPTIMUS_CHECK(x.cols() == in_ / group_.size(), name_, ": input has ", x.cols(), " columns, expected ",
+DistMatrix<T> RowParallelLinear<T>::product(TensorView<const T> x, std::int64_t rows) {
+  OPTIMUS_CHECK(x.size(1) == in_ / group_.size(), name_, ": input has ", x.size(1), " columns, expected ",
                 in_ / group_.size());
-  DistMatrix<T> y(group_.local(), x.rows(), out_);
-  ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), group_.local().queue());
+  DistMatrix<T> y(group_.local(), rows, out_);
+  ops::gemm<T>(Trans::no, Trans::no, T(1), x, w_.local(), T(0), y.local(), group_.local().queue());
   all_reduce_sum(group_, y);
   ops::add_row_broadcast<T>(b_.local(), y.local(), group_.local().queue());
+  return y;
+}
+
+template <class T>
+DistMatrix<T> RowParallelLinear<T>::forward(SavedActivation<T> x, const Pass& pass, Context& saved) {
+  DistMatrix<T> y = [&] {
+    Tensor<T> widened;  // x in T when kept in bf16
+    return product(x.values(widened), x.rows());
+  }();
+  saved = Context{};
+  if (pass.training) {
+    saved.x.emplace(std::move(x));
+    saved.mark = ContextMark(group_.local());
+  }
+  return y;
+}
+
+template <class T>
+DistMatrix<T> RowParallelLinear<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  DistMatrix<T> y = product(x.local(), x.rows());
   saved = Context{};
   if (pass.training) {
     saved.x.emplace(x, MemoryKind::activations);  // bf16 under mixed precision

@@ -42,6 +42,8 @@ class AcceleratorKernels {
   // ---- softmax, rows, LayerNorm ----
   virtual void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape,
                                        TensorView<float> out, TensorView<float> lse, const Queue& q) const = 0;
+  virtual void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape,
+                                       TensorView<bf16> out, TensorView<float> lse, const Queue& q) const = 0;
   virtual void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
                                         TensorView<const float> lse, const AttentionShape& shape,
                                         TensorView<float> dqkv, TensorView<float> delta, const Queue& q) const = 0;

@@ -69,8 +69,8 @@ void drop(T* x, std::int64_t n, std::uint64_t row, std::uint64_t col0, const ops
   dropout(TensorView<T>(x, Shape{1, n}, Device::cpu), row, col0, s.dropout, s.seed, s.stream);
 }
 
-template <class T>
-void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int64_t d, TensorView<T> out, T* lse) {
+template <class T, class Out>
+void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int64_t d, TensorView<Out> out, T* lse) {
   const T scale = T(1) / std::sqrt(static_cast<T>(d));
   std::vector<T> scores(static_cast<std::size_t>(kQueries * kKeys)), acc(static_cast<std::size_t>(kQueries * d));
   std::vector<T> max(kQueries), sum(kQueries);
@@ -104,7 +104,7 @@ void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int
     }
     for (std::int64_t r = 0; r < rows; ++r) {
       const T l = sum[static_cast<std::size_t>(r)];
-      for (std::int64_t c = 0; c < d; ++c) out(i0 + r, c) = acc[static_cast<std::size_t>(r * d + c)] / l;
+      for (std::int64_t c = 0; c < d; ++c) out(i0 + r, c) = Out(acc[static_cast<std::size_t>(r * d + c)] / l);
       lse[i0 + r] = max[static_cast<std::size_t>(r)] + std::log(l);
     }
   }
@@ -141,11 +141,9 @@ void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::Attenti
   }
 }
 
-}  // namespace
-
-template <class T>
-void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& s, TensorView<T> out,
-                             TensorView<T> lse) {
+// Every head of every sequence; out in T, or in bf16 as it is written.
+template <class T, class Out>
+void forward_heads(TensorView<const T> qkv, const ops::AttentionShape& s, TensorView<Out> out, TensorView<T> lse) {
   const std::int64_t width = out.size(1), d = width / s.heads, batches = out.size(0) / s.seq;
   for (std::int64_t b = 0; b < batches; ++b) {
     for (std::int64_t t = 0; t < s.heads; ++t) {
@@ -153,6 +151,19 @@ void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape&
       forward_head(h, s, d, out.block(b * s.seq, t * d, s.seq, d), lse.data() + h.lse_row);
     }
   }
+}
+
+}  // namespace
+
+template <class T>
+void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& s, TensorView<T> out,
+                             TensorView<T> lse) {
+  forward_heads(qkv, s, out, lse);
+}
+
+void flash_attention_forward(TensorView<const float> qkv, const ops::AttentionShape& s, TensorView<bf16> out,
+                             TensorView<float> lse) {
+  forward_heads(qkv, s, out, lse);
 }
 
 template <class T>

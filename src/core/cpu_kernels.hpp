@@ -70,6 +70,8 @@ void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask
 template <class T>
 void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& shape, TensorView<T> out,
                              TensorView<T> lse);
+void flash_attention_forward(TensorView<const float> qkv, const ops::AttentionShape& shape, TensorView<bf16> out,
+                             TensorView<float> lse);
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
                               const ops::AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta);

@@ -36,6 +36,15 @@ void flash_attention_forward(TensorView<const T> qkv, const AttentionShape& shap
               [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
 }
 
+void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<bf16> out,
+                             TensorView<float> lse, const Queue& queue) {
+  const char* op = "flash_attention_forward (bf16 out)";
+  check_attention(op, qkv, "out", out, lse, shape);
+  dispatch<float>(op, {contiguous("qkv", qkv), contiguous("out", out), contiguous("lse", lse)}, queue,
+                  [&] { cpu::flash_attention_forward(qkv, shape, out, lse); },
+                  [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
+}
+
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
                               const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,

@@ -5,9 +5,18 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "optimus/core/bf16_bits.hpp"
+
 namespace optimus::cuda::detail {
 
-constexpr int kThreads = 256;  // every kernel here runs blocks of this many threads
+constexpr int kThreads = 256;
+
+// A float as a kernel stores it to an output of element type Out: itself, or its bf16 bits (rounded to nearest even,
+// as the casts: optimus::bf16 is passed to kernels as its 16 bits).
+__device__ inline float written(float v, float*) { return v; }
+__device__ inline std::uint16_t written(float v, std::uint16_t*) {
+  return math::bf16_from_float_bits(__float_as_uint(v));
+}  // every kernel here runs blocks of this many threads
 
 inline unsigned blocks_for(std::int64_t n) {
   const std::int64_t b = (n + kThreads - 1) / kThreads;

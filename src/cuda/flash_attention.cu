@@ -59,7 +59,8 @@ __device__ void stage(const Head& h, std::int64_t seq, std::int64_t offset, std:
   }
 }
 
-__global__ void forward_kernel(const float* qkv, AttentionGeometry g, float* out, float* lse) {
+template <class Out>
+__global__ void forward_kernel(const float* qkv, AttentionGeometry g, Out* out, float* lse) {
   __shared__ float keys[kStage][kMaxHead], values[kStage][kMaxHead];
   const Head h = head_of(qkv, g);
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kRows) + threadIdx.x;
@@ -91,7 +92,9 @@ __global__ void forward_kernel(const float* qkv, AttentionGeometry g, float* out
   }
   if (i >= g.seq) return;
   const std::int64_t b = blockIdx.z, t = blockIdx.y;
-  for (std::int64_t c = 0; c < h.d; ++c) out[(b * g.seq + i) * h.width + t * h.d + c] = acc[c] / sum;
+  for (std::int64_t c = 0; c < h.d; ++c) {
+    out[(b * g.seq + i) * h.width + t * h.d + c] = detail::written(acc[c] / sum, out);
+  }
   lse[h.lse_row + i] = max + logf(sum);
 }
 
@@ -194,7 +197,15 @@ std::int64_t flash_attention_max_head() { return kMaxHead; }
 void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float* out, float* lse,
                              cudaStream_t stream) {
   if (g.batches * g.seq == 0) return;
-  forward_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, g, out, lse);
+  forward_kernel<float><<<blocks_of(g), kRows, 0, stream>>>(qkv, g, out, lse);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void flash_attention_forward_bf16(const float* qkv, const AttentionGeometry& g, bf16* out, float* lse,
+                                  cudaStream_t stream) {
+  if (g.batches * g.seq == 0) return;
+  forward_kernel<std::uint16_t><<<blocks_of(g), kRows, 0, stream>>>(qkv, g, reinterpret_cast<std::uint16_t*>(out),
+                                                                    lse);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

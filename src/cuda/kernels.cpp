@@ -137,6 +137,11 @@ class CudaKernels final : public AcceleratorKernels {
                      const Queue& q) const override {
     cuda::position_grad(dx.data(), row_offset, seq, rows(dx), cols(dx), rows(partial), partial.data(), stream_of(q));
   }
+  void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<bf16> out,
+                               TensorView<float> lse, const Queue& q) const override {
+    cuda::flash_attention_forward_bf16(qkv.data(), geometry(shape, out.size(0), out.size(1)), out.data(), lse.data(),
+                                       stream_of(q));
+  }
   void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<float> out,
                                TensorView<float> lse, const Queue& q) const override {
     cuda::flash_attention_forward(qkv.data(), geometry(shape, out.size(0), out.size(1)), out.data(), lse.data(),

@@ -1,6 +1,5 @@
 // Row/column reductions, bias broadcast and LayerNorm on local blocks (see layer_kernels.hpp).
 #include "block_reduce.cuh"
-#include "optimus/core/bf16_bits.hpp"
 #include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
 #include "optimus/cuda/layer_kernels.hpp"
@@ -76,12 +75,6 @@ __global__ void square_deviations_kernel(const float* x, const float* row_sum, f
   if (threadIdx.x == 0) out[blockIdx.x] = total;
 }
 
-// A float as written to an output of type Out: itself, or its bf16 bits (rounded to nearest even).
-__device__ inline float written(float v, float*) { return v; }
-__device__ inline std::uint16_t written(float v, std::uint16_t*) {
-  return math::bf16_from_float_bits(__float_as_uint(v));
-}
-
 template <class Out>
 __global__ void normalize_kernel(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
                                  const float* beta, float hidden, std::int64_t cols, Out* xhat, float* rstd, Out* y) {
@@ -91,8 +84,8 @@ __global__ void normalize_kernel(const float* x, const float* row_sum, const flo
   if (threadIdx.x == 0) rstd[r] = s;
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const float h = math::layernorm_xhat(x[r * cols + c], mean, s);
-    xhat[r * cols + c] = written(h, xhat);
-    y[r * cols + c] = written(math::layernorm_y(h, gamma[c], beta[c]), y);
+    xhat[r * cols + c] = detail::written(h, xhat);
+    y[r * cols + c] = detail::written(math::layernorm_y(h, gamma[c], beta[c]), y);
   }
 }
 

@@ -102,6 +102,12 @@ class SimKernels final : public AcceleratorKernels {
            [shape](auto x, auto o, auto l) { cpu::flash_attention_forward(x, shape, o, l); }, in(qkv), out(out_),
            out(lse));
   }
+  void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<bf16> out_,
+                               TensorView<float> lse, const Queue& q) const override {
+    launch(q, "flash_attention_forward",
+           [shape](auto x, auto o, auto l) { cpu::flash_attention_forward(x, shape, o, l); }, in(qkv), out(out_),
+           out(lse));
+  }
   void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
                                 TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
                                 TensorView<float> delta, const Queue& q) const override {

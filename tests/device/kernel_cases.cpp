@@ -339,6 +339,17 @@ void flash_attention(RankDevice& rank, const ops::Queue& q, const Expect& expect
   ops::flash_attention_forward<float>(qkv.in_device(), shape, out.on_device(), lse.on_device(), q);
   expect.same("flash_attention_forward: output", out);
   expect.same("flash_attention_forward: lse", lse);
+  // Written in bf16: on each device the bits of its own f32 output cast by to_bf16, and the same lse.
+  Both<bf16> out16(std::vector<bf16>(n * width), Shape{n, width}, rank), cast(out16.host, Shape{n, width}, rank);
+  Both<float> lse16(lse.host, Shape{n * heads}, rank);
+  ops::flash_attention_forward(qkv.in_host(), shape, out16.on_host(), lse16.on_host(), host);
+  ops::flash_attention_forward(qkv.in_device(), shape, out16.on_device(), lse16.on_device(), q);
+  ops::to_bf16(out.in_host(), cast.on_host(), host);
+  ops::to_bf16(out.in_device(), cast.on_device(), q);
+  CHECK(cast.host == out16.host);
+  CHECK(download(cast.device) == download(out16.device));
+  CHECK(lse16.host == lse.host);
+  CHECK(download(lse16.device) == download(lse.device));
   lse = Both<float>(lse.host, Shape{n * heads}, rank);  // the backward of both from the host's lse
   ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), shape, dqkv.on_host(),
                                        delta.on_host(), host);

@@ -178,6 +178,10 @@ struct AttentionShape {
 template <class T>
 void flash_attention_forward(TensorView<const T> qkv, const AttentionShape& shape, TensorView<T> out,
                              TensorView<T> lse, const Queue& queue);
+// The same writing out in bf16 (f32 only; mixed precision: out is the next GEMM's operand): the bits of the f32 forward
+// followed by to_bf16, without its f32 copy.
+void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<bf16> out,
+                             TensorView<float> lse, const Queue& queue);
 // dqkv [batches * seq, 3 * width] (overwritten) from dout [batches * seq, width] and the forward's lse; delta (lse's
 // shape) is its workspace: per query row, D = sum over keys of P dP (the softmax backward's row term).
 template <class T>

@@ -96,6 +96,9 @@ struct AttentionGeometry {
 std::int64_t flash_attention_max_head();
 void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float* out, float* lse,
                              cudaStream_t stream);
+// The same writing out in bf16 (mixed precision: out is c_proj's operand).
+void flash_attention_forward_bf16(const float* qkv, const AttentionGeometry& g, bf16* out, float* lse,
+                                  cudaStream_t stream);
 void flash_attention_backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
                               float* dqkv, float* delta, cudaStream_t stream);
 

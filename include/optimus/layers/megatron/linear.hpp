@@ -67,6 +67,9 @@ class RowParallelLinear {
   // W, b and their gradients live where `tags` say (as ColumnParallelLinear's).
   RowParallelLinear(const Group& group, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  // The same from an input already kept as this layer keeps it (the attention's output), taken over by a training
+  // pass; a bf16 one is widened for the GEMM, which rounds it back to the same values.
+  DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);
@@ -76,6 +79,8 @@ class RowParallelLinear {
 
  private:
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
+  // y = x W, all-reduced over the group, + b.
+  DistMatrix<T> product(TensorView<const T> x, std::int64_t rows);
   Group group_;
   std::string name_;
   std::int64_t in_, out_;
