@@ -24,25 +24,27 @@ void check_attention(const char* op, const TensorView<Q>& qkv, const char* out_n
                 out.size(0) * s.heads, " (one per query row and head)");
 }
 
-}  // namespace
-
-template <class T>
-void flash_attention_forward(TensorView<const T> qkv, const AttentionShape& shape, TensorView<T> out,
-                             TensorView<T> lse, const Queue& queue) {
-  const char* op = "flash_attention_forward";
+// The forward into out of element type Out (T, or bf16 for an f32 forward).
+template <class T, class Out>
+void forward_into(const char* op, TensorView<const T> qkv, const AttentionShape& shape, TensorView<Out> out,
+                  TensorView<T> lse, const Queue& queue) {
   check_attention(op, qkv, "out", out, lse, shape);
   dispatch<T>(op, {contiguous("qkv", qkv), contiguous("out", out), contiguous("lse", lse)}, queue,
               [&] { cpu::flash_attention_forward(qkv, shape, out, lse); },
               [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
 }
 
+}  // namespace
+
+template <class T>
+void flash_attention_forward(TensorView<const T> qkv, const AttentionShape& shape, TensorView<T> out,
+                             TensorView<T> lse, const Queue& queue) {
+  forward_into("flash_attention_forward", qkv, shape, out, lse, queue);
+}
+
 void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<bf16> out,
                              TensorView<float> lse, const Queue& queue) {
-  const char* op = "flash_attention_forward (bf16 out)";
-  check_attention(op, qkv, "out", out, lse, shape);
-  dispatch<float>(op, {contiguous("qkv", qkv), contiguous("out", out), contiguous("lse", lse)}, queue,
-                  [&] { cpu::flash_attention_forward(qkv, shape, out, lse); },
-                  [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
+  forward_into("flash_attention_forward (bf16 out)", qkv, shape, out, lse, queue);
 }
 
 template <class T>
