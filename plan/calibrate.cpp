@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -16,26 +17,6 @@
 
 namespace optimus::plan {
 namespace {
-
-struct Fit {
-  double alpha = 0, beta = 0;  // t = alpha + beta * bytes
-};
-
-// Least squares over (bytes, seconds).
-Fit fit(const std::vector<double>& bytes, const std::vector<double>& seconds) {
-  const auto n = static_cast<double>(bytes.size());
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (std::size_t k = 0; k < bytes.size(); ++k) {
-    sx += bytes[k];
-    sy += seconds[k];
-    sxx += bytes[k] * bytes[k];
-    sxy += bytes[k] * seconds[k];
-  }
-  Fit f;
-  f.beta = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-  f.alpha = std::max(0.0, (sy - f.beta * sx) / n);
-  return f;
-}
 
 // The median over `iters` (after one warm-up) of the slowest rank's seconds.
 template <class Fn>
@@ -76,6 +57,29 @@ double call_seconds(Communicator& world) {
 
 }  // namespace
 
+LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  OPTIMUS_CHECK(bytes.size() == seconds.size() && bytes.size() >= 2, "fit_link: ", bytes.size(), " sizes and ",
+                seconds.size(), " times (two or more of each)");
+  const auto n = static_cast<double>(bytes.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t k = 0; k < bytes.size(); ++k) {
+    OPTIMUS_CHECK(bytes[k] > 0 && std::isfinite(seconds[k]) && seconds[k] >= 0, "fit_link: ", bytes[k], " bytes in ",
+                  seconds[k], " s is not a measurement");
+    sx += bytes[k];
+    sy += seconds[k];
+    sxx += bytes[k] * bytes[k];
+    sxy += bytes[k] * seconds[k];
+  }
+  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  if (!(slope > 0)) {  // not measurable (or the sizes are all one): the largest message's achieved cost per byte
+    const std::size_t largest = static_cast<std::size_t>(
+        std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
+    constexpr double kClockTick = 1e-9;  // steady_clock's resolution: a message never takes less
+    return LinkFit{.alpha = 0, .beta = std::max(seconds[largest], kClockTick) / bytes[largest]};
+  }
+  return LinkFit{.alpha = std::max(0.0, (sy - slope * sx) / n), .beta = slope};
+}
+
 Calibration calibrate(Communicator& world, int iters) {
   OPTIMUS_CHECK(iters >= 1, "calibrate: ", iters, " repetitions");
   cpu::set_gemm_threads(1);
@@ -92,7 +96,7 @@ Calibration calibrate(Communicator& world, int iters) {
                                   [&] { world.all_reduce(buf.data(), buf.data(), count, DType::f32, ReduceOp::sum); }));
       a_bytes.push_back(2.0 * (p - 1) / p * static_cast<double>(count * 4));
     }
-    const Fit bcast = fit(b_bytes, b_time), allreduce = fit(a_bytes, a_time);
+    const LinkFit bcast = fit_link(b_bytes, b_time), allreduce = fit_link(a_bytes, a_time);
     out.broadcast_alpha = bcast.alpha;
     out.broadcast_beta = bcast.beta;
     out.allreduce_alpha = allreduce.alpha;

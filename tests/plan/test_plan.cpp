@@ -13,6 +13,7 @@
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
+#include "optimus/plan/calibrate.hpp"
 #include "optimus/plan/plan_report.hpp"
 #include "optimus/plan/planner.hpp"
 #include "optimus/plan/recompute_dp.hpp"
@@ -232,6 +233,25 @@ TEST_CASE("infeasible requests name the least memory, or the GPU counts, that wo
   CHECK(odd.enumerated == 0);
   CHECK(odd.infeasible.find("no layout of 7 GPUs") != std::string::npos);
   CHECK(odd.infeasible.find("nearest GPU counts that admit one: 4 and 8") != std::string::npos);
+}
+
+TEST_CASE("a link's alpha-beta fit: least squares where the times grow with the bytes, a positive bound where not") {
+  const std::vector<double> bytes = {4096, 32768, 262144, 2097152};
+  // t = 2e-6 + 1e-10 b exactly: the fit recovers both.
+  std::vector<double> seconds;
+  for (const double b : bytes) seconds.push_back(2e-6 + 1e-10 * b);
+  const plan::LinkFit exact = plan::fit_link(bytes, seconds);
+  CHECK(exact.alpha == doctest::Approx(2e-6).epsilon(1e-9));
+  CHECK(exact.beta == doctest::Approx(1e-10).epsilon(1e-9));
+  // Times that shrink as the messages grow (an in-process broadcast on a busy machine, as CI once measured: beta
+  // -9.5e-12 s/B, which --plan auto refused): beta is the largest message's cost per byte, alpha 0.
+  const plan::LinkFit noisy = plan::fit_link(bytes, {3e-5, 2.9e-5, 2.8e-5, 2.5e-5});
+  CHECK(noisy.alpha == 0.0);
+  CHECK(noisy.beta == doctest::Approx(2.5e-5 / 2097152));
+  CHECK(plan::fit_link(bytes, {0, 0, 0, 0}).beta > 0);  // faster than the clock: still a bandwidth
+  CHECK_THROWS_WITH_AS(plan::fit_link({4096}, {1e-6}), doctest::Contains("1 sizes"), optimus::Error);
+  CHECK_THROWS_WITH_AS(plan::fit_link({4096, 8192}, {1e-6, -1.0}), doctest::Contains("-1 s is not a measurement"),
+                       optimus::Error);
 }
 
 TEST_CASE("bad requests and calibration files are errors naming the value") {

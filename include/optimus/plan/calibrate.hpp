@@ -7,11 +7,21 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/plan/cluster.hpp"
 
 namespace optimus::plan {
+
+// A link's cost t = alpha + beta * bytes, fitted to measured (bytes, seconds) by least squares, with alpha >= 0 and
+// beta > 0. Where the times do not grow measurably with the bytes (copies between in-process ranks on a busy machine:
+// noise decides the slope's sign), beta is the largest message's seconds per byte — the bandwidth that message
+// achieved, which the link's exceeds (at least a nanosecond's worth) — and alpha 0.
+struct LinkFit {
+  double alpha = 0, beta = 0;  // seconds, seconds per byte
+};
+LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& seconds);
 
 struct Calibration {
   int ranks = 0;
