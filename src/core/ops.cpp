@@ -14,6 +14,30 @@ using detail::contiguous;
 using detail::dispatch;
 using detail::rows_of;
 
+// LayerNorm's normalization into xhat and y of element type Out (T, or bf16 for an f32 LayerNorm).
+template <class T, class Out>
+void normalize_into(const char* op, TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
+                    TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<Out> xhat,
+                    TensorView<T> rstd, TensorView<Out> y, const Queue& queue) {
+  const std::int64_t rows = rows_of(x), cols = cols_of(x);
+  check_shape(op, "x", x, rows, cols);
+  check_shape(op, "row_sum", row_sum, rows, 1);
+  check_shape(op, "sq_dev", sq_dev, rows, 1);
+  check_shape(op, "gamma", gamma, 1, cols);
+  check_shape(op, "beta", beta, 1, cols);
+  check_shape(op, "xhat", xhat, rows, cols);
+  check_shape(op, "rstd", rstd, rows, 1);
+  check_shape(op, "y", y, rows, cols);
+  dispatch<T>(op,
+              {contiguous("x", x), contiguous("row_sum", row_sum), contiguous("sq_dev", sq_dev),
+               contiguous("gamma", gamma), contiguous("beta", beta), contiguous("xhat", xhat),
+               contiguous("rstd", rstd), contiguous("y", y)},
+              queue, [&] { cpu::layernorm_normalize(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y); },
+              [&](const auto& k) {
+                k.layernorm_normalize(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, queue);
+              });
+}
+
 }  // namespace
 
 template <class T>
@@ -42,47 +66,13 @@ template <class T>
 void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
                          TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
                          TensorView<T> rstd, TensorView<T> y, const Queue& queue) {
-  const char* op = "layernorm_normalize";
-  const std::int64_t rows = rows_of(x), cols = cols_of(x);
-  check_shape(op, "x", x, rows, cols);
-  check_shape(op, "row_sum", row_sum, rows, 1);
-  check_shape(op, "sq_dev", sq_dev, rows, 1);
-  check_shape(op, "gamma", gamma, 1, cols);
-  check_shape(op, "beta", beta, 1, cols);
-  check_shape(op, "xhat", xhat, rows, cols);
-  check_shape(op, "rstd", rstd, rows, 1);
-  check_shape(op, "y", y, rows, cols);
-  dispatch<T>(op,
-              {contiguous("x", x), contiguous("row_sum", row_sum), contiguous("sq_dev", sq_dev),
-               contiguous("gamma", gamma), contiguous("beta", beta), contiguous("xhat", xhat),
-               contiguous("rstd", rstd), contiguous("y", y)},
-              queue, [&] { cpu::layernorm_normalize(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y); },
-              [&](const auto& k) {
-                k.layernorm_normalize(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, queue);
-              });
+  normalize_into("layernorm_normalize", x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, queue);
 }
 
 void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
                          TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
                          TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y, const Queue& queue) {
-  const char* op = "layernorm_normalize (bf16 out)";
-  const std::int64_t rows = rows_of(x), cols = cols_of(x);
-  check_shape(op, "x", x, rows, cols);
-  check_shape(op, "row_sum", row_sum, rows, 1);
-  check_shape(op, "sq_dev", sq_dev, rows, 1);
-  check_shape(op, "gamma", gamma, 1, cols);
-  check_shape(op, "beta", beta, 1, cols);
-  check_shape(op, "xhat", xhat, rows, cols);
-  check_shape(op, "rstd", rstd, rows, 1);
-  check_shape(op, "y", y, rows, cols);
-  dispatch<float>(op,
-                  {contiguous("x", x), contiguous("row_sum", row_sum), contiguous("sq_dev", sq_dev),
-                   contiguous("gamma", gamma), contiguous("beta", beta), contiguous("xhat", xhat),
-                   contiguous("rstd", rstd), contiguous("y", y)},
-                  queue, [&] { cpu::layernorm_normalize(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y); },
-                  [&](const auto& k) {
-                    k.layernorm_normalize(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, queue);
-                  });
+  normalize_into("layernorm_normalize (bf16 out)", x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, queue);
 }
 
 template <class T>

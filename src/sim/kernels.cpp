@@ -98,15 +98,11 @@ class SimKernels final : public AcceleratorKernels {
 
   void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<float> out_,
                                TensorView<float> lse, const Queue& q) const override {
-    launch(q, "flash_attention_forward",
-           [shape](auto x, auto o, auto l) { cpu::flash_attention_forward(x, shape, o, l); }, in(qkv), out(out_),
-           out(lse));
+    attention_forward_into(qkv, shape, out_, lse, q);
   }
   void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<bf16> out_,
                                TensorView<float> lse, const Queue& q) const override {
-    launch(q, "flash_attention_forward",
-           [shape](auto x, auto o, auto l) { cpu::flash_attention_forward(x, shape, o, l); }, in(qkv), out(out_),
-           out(lse));
+    attention_forward_into(qkv, shape, out_, lse, q);
   }
   void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
                                 TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
@@ -130,21 +126,13 @@ class SimKernels final : public AcceleratorKernels {
                            TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
                            TensorView<float> xhat, TensorView<float> rstd, TensorView<float> y,
                            const Queue& q) const override {
-    launch(q, "layernorm_normalize",
-           [hidden](auto x_, auto s, auto d, auto g, auto b, auto xh, auto r, auto y_) {
-             cpu::layernorm_normalize(x_, s, d, g, b, hidden, xh, r, y_);
-           },
-           in(x), in(row_sum), in(sq_dev), in(gamma), in(beta), out(xhat), out(rstd), out(y));
+    normalize_into(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, q);
   }
   void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
                            TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
                            TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y,
                            const Queue& q) const override {
-    launch(q, "layernorm_normalize",
-           [hidden](auto x_, auto s, auto d, auto g, auto b, auto xh, auto r, auto y_) {
-             cpu::layernorm_normalize(x_, s, d, g, b, hidden, xh, r, y_);
-           },
-           in(x), in(row_sum), in(sq_dev), in(gamma), in(beta), out(xhat), out(rstd), out(y));
+    normalize_into(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, q);
   }
   void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                    TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
@@ -219,6 +207,27 @@ class SimKernels final : public AcceleratorKernels {
                     const AdamWStep& s, const Queue& q) const override {
     launch(q, "adamw_update", [s](auto w, auto g, auto m_, auto v_) { cpu::adamw_update(w, g, m_, v_, s); },
            out(value), in(grad), out(m), out(v));
+  }
+
+ private:
+  // The f32 and bf16-out forms of the kernels that write either (Out: float or bf16).
+  template <class Out>
+  static void attention_forward_into(TensorView<const float> qkv, const AttentionShape& shape, TensorView<Out> out_,
+                                     TensorView<float> lse, const Queue& q) {
+    launch(q, "flash_attention_forward",
+           [shape](auto x, auto o, auto l) { cpu::flash_attention_forward(x, shape, o, l); }, in(qkv), out(out_),
+           out(lse));
+  }
+  template <class Out>
+  static void normalize_into(TensorView<const float> x, TensorView<const float> row_sum,
+                             TensorView<const float> sq_dev, TensorView<const float> gamma,
+                             TensorView<const float> beta, std::int64_t hidden, TensorView<Out> xhat,
+                             TensorView<float> rstd, TensorView<Out> y, const Queue& q) {
+    launch(q, "layernorm_normalize",
+           [hidden](auto x_, auto s, auto d, auto g, auto b, auto xh, auto r, auto y_) {
+             cpu::layernorm_normalize(x_, s, d, g, b, hidden, xh, r, y_);
+           },
+           in(x), in(row_sum), in(sq_dev), in(gamma), in(beta), out(xhat), out(rstd), out(y));
   }
 };
 
