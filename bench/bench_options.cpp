@@ -96,7 +96,9 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                     cli::integers("s", 1, 1 << 20, "sequence lengths, a row each (default 1024,2048,4096,8192)"),
                     cli::integer("heads", 1, 1 << 12, "heads (default 16)"),
                     cli::integer("d", 1, 1 << 12, "head dimension (default 128)"),
-                    cli::real("dropout", 0.0, 0.99, "attention dropout (default 0)")},
+                    cli::real("dropout", 0.0, 0.99, "attention dropout (default 0)"),
+                    cli::choice("gemm", {"f32", "bf16"},
+                                "the products' math (default f32; bf16: tensor cores with bf16 operands on a GPU)")},
                    timing(), {json()}});
   }
   if (command == "model") {

@@ -119,7 +119,7 @@ gpu_tests() {
   "$bin/optimus-bench" gpt --device cuda --q 1,2 --b 2 --s 8 --h 16 --heads 2 --vocab 32 --gemm bf16 --peak-n 1024 \
     | tail -4
   # One step of every GEMM math against the fp64 reference at a larger shape, dropout on.
-  "$bin/optimus-bench" layer --device cuda --q 1,2 --b 4 --s 64 --h 256 --heads 8 --dropout 0.1 | tail -8
+  "$bin/optimus-bench" layer --device cuda --q 1,2 --b 4 --s 64 --h 256 --heads 8 --dropout 0.1 --gemm f32,bf16 | tail -8
 }
 
 # docs/devices.md's shapes and issue 36's acceptance lines, with the cuBLASLt bf16 peak beside them.
@@ -128,8 +128,11 @@ gpu_bench() {
   "$bin/optimus-bench" layer --device cuda --gemm bf16 --b 4 --s 2048 --h 4096 --heads 32 --layers 1 --q 1 --check off
   "$bin/optimus-bench" gpt --device cuda --gemm bf16 --b 8 --s 1024 --h 1024 --heads 16 --layers 4 --vocab 50304 \
     --q 1 --check off
-  # The fused attention alone at head dim 128, s 1024 to 8192 (the first row checked against the CPU's).
-  "$bin/optimus-bench" attention --device cuda --b 2 --s 256,1024,2048,4096,8192 --heads 16 --d 128
+  # The fused attention alone at head dim 128, s 1024 to 8192 (the first row checked against the CPU's): mixed
+  # precision's on tensor cores, and the f32 one (CUDA cores) at the shorter lengths.
+  "$bin/optimus-bench" attention --device cuda --gemm bf16 --b 2 --s 256,1024,2048,4096,8192 --heads 16 --d 128
+  "$bin/optimus-bench" attention --device cuda --gemm bf16 --b 2 --s 256,2048 --heads 32 --d 64
+  "$bin/optimus-bench" attention --device cuda --b 2 --s 256,1024 --heads 16 --d 128
 }
 
 # A pipeline's stages on the GPU (8 in-process ranks sharing it: 2 stages of 2 x 2 grids), with bf16 GEMMs,

@@ -8,9 +8,16 @@
 // and lse = max + log(sum). Backward, per tile of queries: its strip of probabilities over the keys it sees, rebuilt as
 // exp(scale q.k - lse), and the strip's dP = dO Vᵀ through the dropout mask; D = rowsum(P dP); dS = scale P (dP - D);
 // dQ = dS K, dK += dSᵀ Q, dV += (dropped P)ᵀ dO. Workspace: O(kQueries x seq) numbers.
+//
+// Mixed precision (GemmMath::bf16, f32): the products' operands are rounded to bf16 as a GPU's tensor cores take them
+// (flash_attention_mma.cu) — Q, K, V and dO once (copies: O(batches x seq x width) more), each tile's dropped
+// probabilities and dS before their products — and the forward's key tiles are the GPU kernel's 64 keys, so that the
+// online softmax rescales after the same keys and rounds the same terms: the two devices then differ by the order of
+// their sums, as bf16 GEMMs do.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,6 +29,30 @@ namespace {
 
 constexpr std::int64_t kQueries = 64;  // queries of a tile
 constexpr std::int64_t kKeys = 256;    // keys of a forward tile (a multiple of the dropout draws' 4 columns)
+constexpr std::int64_t kMixedKeys = 64;  // the same under mixed precision: the GPU kernel's
+
+// Whether the products take bf16 operands: mixed precision, in f32 (f64 ignores the GEMM math).
+template <class T>
+bool bf16_operands(ops::GemmMath math) {
+  return std::is_same_v<T, float> && math == ops::GemmMath::bf16;
+}
+
+// x[0.. n) rounded to bf16's precision (to nearest even), kept in T.
+template <class T>
+void round_to_bf16(T* x, std::int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (std::int64_t e = 0; e < n; ++e) x[e] = static_cast<float>(bf16(x[e]));
+  }
+}
+
+// x itself, or (mixed: bf16 operands) a copy of it rounded to bf16 in `storage`. x: contiguous.
+template <class T>
+TensorView<const T> operands(TensorView<const T> x, bool mixed, std::vector<T>& storage) {
+  if (!mixed) return x;
+  storage.assign(x.data(), x.data() + x.numel());
+  round_to_bf16(storage.data(), x.numel());
+  return TensorView<const T>(storage.data(), x.shape(), Device::cpu);
+}
 
 // Head t of sequence b: its Q, K, V [seq, d] (and its gradient's) as views of qkv's layout, its tiles' first row of
 // the global dropout mask, and its first row of lse.
@@ -70,8 +101,10 @@ void drop(T* x, std::int64_t n, std::uint64_t row, std::uint64_t col0, const ops
 }
 
 template <class T, class Out>
-void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int64_t d, TensorView<Out> out, T* lse) {
+void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int64_t d, bool mixed, TensorView<Out> out,
+                  T* lse) {
   const T scale = T(1) / std::sqrt(static_cast<T>(d));
+  const std::int64_t key_tile = mixed ? kMixedKeys : kKeys;
   std::vector<T> scores(static_cast<std::size_t>(kQueries * kKeys)), acc(static_cast<std::size_t>(kQueries * d));
   std::vector<T> max(kQueries), sum(kQueries);
   for (std::int64_t i0 = 0; i0 < s.seq; i0 += kQueries) {
@@ -80,8 +113,8 @@ void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int
     std::fill(sum.begin(), sum.end(), T(0));
     std::fill(acc.begin(), acc.end(), T(0));
     const TensorView<T> a = matrix(acc, rows, d);
-    for (std::int64_t j0 = 0; j0 < i0 + rows; j0 += kKeys) {  // the key tiles some query of this tile sees
-      const std::int64_t cols = std::min({kKeys, s.seq - j0, i0 + rows - j0});
+    for (std::int64_t j0 = 0; j0 < i0 + rows; j0 += key_tile) {  // the key tiles some query of this tile sees
+      const std::int64_t cols = std::min({key_tile, s.seq - j0, i0 + rows - j0});
       const TensorView<T> tile = matrix(scores, rows, cols);
       gemm<T>(Trans::no, Trans::yes, scale, rows_of(h.q, i0, rows), rows_of(h.k, j0, cols), T(0), tile);
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -97,6 +130,7 @@ void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int
         exps_in_place(p, new_max, n, cols);
         sum[static_cast<std::size_t>(r)] = rescale * sum[static_cast<std::size_t>(r)] + lane_sum(p, n);
         drop(p, n, h.mask_row + static_cast<std::uint64_t>(i0 + r), static_cast<std::uint64_t>(j0), s);
+        if (mixed) round_to_bf16(p, n);
         for (std::int64_t c = 0; c < d; ++c) acc[static_cast<std::size_t>(r * d + c)] *= rescale;
         m = new_max;
       }
@@ -111,7 +145,7 @@ void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int
 }
 
 template <class T>
-void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::AttentionShape& s, std::int64_t d,
+void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::AttentionShape& s, std::int64_t d, bool mixed,
                    TensorView<const T> dout, const T* lse, T* delta) {
   const T scale = T(1) / std::sqrt(static_cast<T>(d));
   fill<T>(dh.k, T(0));
@@ -134,6 +168,10 @@ void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::Attenti
       // dS in dp's place; then the dropped probabilities in p's, for dV.
       for (std::int64_t c = 0; c < keys; ++c) dpr[c] = math::softmax_grad(pr[c], dpr[c], dot, scale);
       drop(pr, n, h.mask_row + static_cast<std::uint64_t>(i0 + r), 0, s);
+      if (mixed) {
+        round_to_bf16(dpr, n);
+        round_to_bf16(pr, n);
+      }
     }
     gemm<T>(Trans::no, Trans::no, T(1), std::as_const(DP), rows_of(h.k, 0, keys), T(0), rows_of(dh.q, i0, rows));
     gemm<T>(Trans::yes, Trans::no, T(1), std::as_const(DP), rows_of(h.q, i0, rows), T(1), rows_of(dh.k, 0, keys));
@@ -143,12 +181,16 @@ void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::Attenti
 
 // Every head of every sequence; out in T, or in bf16 as it is written.
 template <class T, class Out>
-void forward_heads(TensorView<const T> qkv, const ops::AttentionShape& s, TensorView<Out> out, TensorView<T> lse) {
+void forward_heads(TensorView<const T> qkv, const ops::AttentionShape& s, TensorView<Out> out, TensorView<T> lse,
+                   ops::GemmMath math) {
   const std::int64_t width = out.size(1), d = width / s.heads, batches = out.size(0) / s.seq;
+  const bool mixed = bf16_operands<T>(math);
+  std::vector<T> rounded;
+  const TensorView<const T> x = operands(qkv, mixed, rounded);
   for (std::int64_t b = 0; b < batches; ++b) {
     for (std::int64_t t = 0; t < s.heads; ++t) {
-      const Head<const T> h(qkv, s, d, b, t);
-      forward_head(h, s, d, out.block(b * s.seq, t * d, s.seq, d), lse.data() + h.lse_row);
+      const Head<const T> h(x, s, d, b, t);
+      forward_head(h, s, d, mixed, out.block(b * s.seq, t * d, s.seq, d), lse.data() + h.lse_row);
     }
   }
 }
@@ -157,23 +199,27 @@ void forward_heads(TensorView<const T> qkv, const ops::AttentionShape& s, Tensor
 
 template <class T>
 void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& s, TensorView<T> out,
-                             TensorView<T> lse) {
-  forward_heads(qkv, s, out, lse);
+                             TensorView<T> lse, ops::GemmMath math) {
+  forward_heads(qkv, s, out, lse, math);
 }
 
 void flash_attention_forward(TensorView<const float> qkv, const ops::AttentionShape& s, TensorView<bf16> out,
-                             TensorView<float> lse) {
-  forward_heads(qkv, s, out, lse);
+                             TensorView<float> lse, ops::GemmMath math) {
+  forward_heads(qkv, s, out, lse, math);
 }
 
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
-                              const ops::AttentionShape& s, TensorView<T> dqkv, TensorView<T> delta) {
+                              const ops::AttentionShape& s, TensorView<T> dqkv, TensorView<T> delta,
+                              ops::GemmMath math) {
   const std::int64_t width = dout.size(1), d = width / s.heads, batches = dout.size(0) / s.seq;
+  const bool mixed = bf16_operands<T>(math);
+  std::vector<T> rounded_qkv, rounded_dout;
+  const TensorView<const T> x = operands(qkv, mixed, rounded_qkv), dy = operands(dout, mixed, rounded_dout);
   for (std::int64_t b = 0; b < batches; ++b) {
     for (std::int64_t t = 0; t < s.heads; ++t) {
-      const Head<const T> h(qkv, s, d, b, t);
-      backward_head(h, Head<T>(dqkv, s, d, b, t), s, d, dout.block(b * s.seq, t * d, s.seq, d),
+      const Head<const T> h(x, s, d, b, t);
+      backward_head(h, Head<T>(dqkv, s, d, b, t), s, d, mixed, dy.block(b * s.seq, t * d, s.seq, d),
                     lse.data() + h.lse_row, delta.data() + h.lse_row);
     }
   }
@@ -181,9 +227,10 @@ void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout,
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                   \
   template void flash_attention_forward<T>(TensorView<const T>, const ops::AttentionShape&, TensorView<T>,    \
-                                           TensorView<T>);                                                       \
+                                           TensorView<T>, ops::GemmMath);                                        \
   template void flash_attention_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,     \
-                                            const ops::AttentionShape&, TensorView<T>, TensorView<T>);
+                                            const ops::AttentionShape&, TensorView<T>, TensorView<T>,           \
+                                            ops::GemmMath);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

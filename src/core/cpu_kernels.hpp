@@ -67,14 +67,16 @@ void dropout_residual(TensorView<const T> residual, TensorView<T> x, const ops::
                       TensorView<T> row_sums);
 template <class T>
 void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask& mask);
+// math: GemmMath::bf16 rounds the products' operands as a GPU's tensor cores take them (cpu_flash_attention.cpp).
 template <class T>
 void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& shape, TensorView<T> out,
-                             TensorView<T> lse);
+                             TensorView<T> lse, ops::GemmMath math);
 void flash_attention_forward(TensorView<const float> qkv, const ops::AttentionShape& shape, TensorView<bf16> out,
-                             TensorView<float> lse);
+                             TensorView<float> lse, ops::GemmMath math);
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
-                              const ops::AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta);
+                              const ops::AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
+                              ops::GemmMath math);
 
 // ---- embedding and cross-entropy ---------------------------------------------------------------------------
 template <class T>

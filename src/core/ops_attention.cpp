@@ -30,7 +30,7 @@ void forward_into(const char* op, TensorView<const T> qkv, const AttentionShape&
                   TensorView<T> lse, const Queue& queue) {
   check_attention(op, qkv, "out", out, lse, shape);
   dispatch<T>(op, {contiguous("qkv", qkv), contiguous("out", out), contiguous("lse", lse)}, queue,
-              [&] { cpu::flash_attention_forward(qkv, shape, out, lse); },
+              [&] { cpu::flash_attention_forward(qkv, shape, out, lse, queue.math); },
               [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
 }
 
@@ -58,7 +58,7 @@ void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout,
   dispatch<T>(op,
               {contiguous("qkv", qkv), contiguous("dout", dout), contiguous("lse", lse), contiguous("dqkv", dqkv),
                contiguous("delta", delta)},
-              queue, [&] { cpu::flash_attention_backward(qkv, dout, lse, shape, dqkv, delta); },
+              queue, [&] { cpu::flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue.math); },
               [&](const auto& k) { k.flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue); });
 }
 

@@ -1,11 +1,12 @@
-// Fused causal attention on the GPU (layer_kernels.hpp): FlashAttention-2's algorithm without its tensor-core tiling.
-// A thread owns one query row (forward, and the backward's dQ) or one key row (the backward's dK and dV) and keeps
-// its head-dimension vectors in registers; the block stages kStage rows of the other operand in shared memory at a
-// time. Correct and memory-light (no [seq, seq] matrix), not yet fast: the products are scalar FMAs on CUDA cores,
-// not tensor-core tiles. Dropout draws the global mask element by element (math::dropout_keeps), as the CPU does.
+// Fused causal attention on the GPU (layer_kernels.hpp) with f32 products: FlashAttention-2's algorithm without its
+// tensor-core tiling (mixed precision runs flash_attention_mma.cu's, with bf16 operands, instead). A thread owns one
+// query row (forward, and the backward's dQ) or one key row (the backward's dK and dV) and keeps its head-dimension
+// vectors in registers; the block stages kStage rows of the other operand in shared memory at a time. Correct and
+// memory-light (no [seq, seq] matrix), slow: the products are scalar FMAs on CUDA cores. Dropout draws the global mask element by element (math::dropout_keeps), as the CPU does.
 #include <cmath>
 
 #include "block_reduce.cuh"
+#include "flash_attention.cuh"
 #include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
 #include "optimus/cuda/layer_kernels.hpp"
@@ -31,12 +32,7 @@ __device__ Head head_of(const float* qkv, const AttentionGeometry& g) {
               (b * g.heads + t) * g.seq};
 }
 
-// The probability's dropout: x / (1 - p) where the mask keeps (row, col), else 0; x itself without dropout.
-__device__ float dropped(float x, const AttentionGeometry& g, std::uint64_t row, std::int64_t col) {
-  if (g.dropout <= 0.0) return x;
-  const bool keep = math::dropout_keeps(g.dropout, g.seed, g.stream, row, static_cast<std::uint64_t>(col));
-  return math::dropout(x, keep, g.keep_scale);
-}
+using detail::dropped;
 
 // One past the last key the block's queries see: its last query + 1, at most seq.
 __device__ std::int64_t last_key(const AttentionGeometry& g) {
@@ -197,6 +193,7 @@ std::int64_t flash_attention_max_head() { return kMaxHead; }
 void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float* out, float* lse,
                              cudaStream_t stream) {
   if (g.batches * g.seq == 0) return;
+  if (g.tensor_cores) return detail::mma_attention_forward(qkv, g, out, nullptr, lse, stream);
   forward_kernel<float><<<blocks_of(g), kRows, 0, stream>>>(qkv, g, out, lse);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
@@ -204,6 +201,9 @@ void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float
 void flash_attention_forward_bf16(const float* qkv, const AttentionGeometry& g, bf16* out, float* lse,
                                   cudaStream_t stream) {
   if (g.batches * g.seq == 0) return;
+  if (g.tensor_cores) {
+    return detail::mma_attention_forward(qkv, g, nullptr, reinterpret_cast<std::uint16_t*>(out), lse, stream);
+  }
   forward_kernel<std::uint16_t><<<blocks_of(g), kRows, 0, stream>>>(qkv, g, reinterpret_cast<std::uint16_t*>(out),
                                                                     lse);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
@@ -212,6 +212,7 @@ void flash_attention_forward_bf16(const float* qkv, const AttentionGeometry& g, 
 void flash_attention_backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
                               float* dqkv, float* delta, cudaStream_t stream) {
   if (g.batches * g.seq == 0) return;
+  if (g.tensor_cores) return detail::mma_attention_backward(qkv, dout, lse, g, dqkv, delta, stream);
   backward_query_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, dout, lse, g, dqkv, delta);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
   backward_key_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, dout, lse, delta, g, dqkv);

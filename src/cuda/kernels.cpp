@@ -11,8 +11,9 @@
 namespace optimus::ops::detail {
 namespace {
 
-// The kernels' view of an attention of `rows` query rows and `width` output columns (ops checked the shapes).
-cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std::int64_t width) {
+// The kernels' view of an attention of `rows` query rows and `width` output columns (ops checked the shapes), on
+// tensor cores under mixed precision.
+cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std::int64_t width, const Queue& q) {
   const std::int64_t d = width / s.heads;
   OPTIMUS_CHECK(d <= cuda::flash_attention_max_head(), "flash attention on the GPU: head dimension ", d,
                 " is larger than the ", cuda::flash_attention_max_head(), " its kernels take");
@@ -27,7 +28,8 @@ cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std
                                  .stream = s.stream,
                                  .first_batch = s.first_batch,
                                  .first_head = s.first_head,
-                                 .total_heads = s.total_heads};
+                                 .total_heads = s.total_heads,
+                                 .tensor_cores = q.math == GemmMath::bf16};
 }
 
 cudaStream_t stream_of(const Queue& q) { return cuda::native(*q.stream, "CUDA kernel"); }
@@ -139,18 +141,18 @@ class CudaKernels final : public AcceleratorKernels {
   }
   void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<bf16> out,
                                TensorView<float> lse, const Queue& q) const override {
-    cuda::flash_attention_forward_bf16(qkv.data(), geometry(shape, out.size(0), out.size(1)), out.data(), lse.data(),
+    cuda::flash_attention_forward_bf16(qkv.data(), geometry(shape, out.size(0), out.size(1), q), out.data(), lse.data(),
                                        stream_of(q));
   }
   void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<float> out,
                                TensorView<float> lse, const Queue& q) const override {
-    cuda::flash_attention_forward(qkv.data(), geometry(shape, out.size(0), out.size(1)), out.data(), lse.data(),
+    cuda::flash_attention_forward(qkv.data(), geometry(shape, out.size(0), out.size(1), q), out.data(), lse.data(),
                                   stream_of(q));
   }
   void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
                                 TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
                                 TensorView<float> delta, const Queue& q) const override {
-    cuda::flash_attention_backward(qkv.data(), dout.data(), lse.data(), geometry(shape, dout.size(0), dout.size(1)),
+    cuda::flash_attention_backward(qkv.data(), dout.data(), lse.data(), geometry(shape, dout.size(0), dout.size(1), q),
                                    dqkv.data(), delta.data(), stream_of(q));
   }
   void cross_entropy_stats(TensorView<const float> logits, TensorView<const int> targets, std::int64_t row_offset,

@@ -108,8 +108,8 @@ class SimKernels final : public AcceleratorKernels {
                                 TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
                                 TensorView<float> delta, const Queue& q) const override {
     launch(q, "flash_attention_backward",
-           [shape](auto x, auto d, auto l, auto dx, auto delta_) {
-             cpu::flash_attention_backward(x, d, l, shape, dx, delta_);
+           [shape, math = q.math](auto x, auto d, auto l, auto dx, auto delta_) {
+             cpu::flash_attention_backward(x, d, l, shape, dx, delta_, math);
            },
            in(qkv), in(dout), in(lse), out(dqkv), out(delta));
   }
@@ -215,8 +215,8 @@ class SimKernels final : public AcceleratorKernels {
   static void attention_forward_into(TensorView<const float> qkv, const AttentionShape& shape, TensorView<Out> out_,
                                      TensorView<float> lse, const Queue& q) {
     launch(q, "flash_attention_forward",
-           [shape](auto x, auto o, auto l) { cpu::flash_attention_forward(x, shape, o, l); }, in(qkv), out(out_),
-           out(lse));
+           [shape, math = q.math](auto x, auto o, auto l) { cpu::flash_attention_forward(x, shape, o, l, math); },
+           in(qkv), out(out_), out(lse));
   }
   template <class Out>
   static void normalize_into(TensorView<const float> x, TensorView<const float> row_sum,

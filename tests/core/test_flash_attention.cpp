@@ -92,9 +92,10 @@ double worst(const std::vector<T>& got, const Matrix& want) {
   return w;
 }
 
+// Checks the CPU's attention under `queue`'s GEMM math against the formulas in f64; returns out and dqkv side by side.
 template <class T>
-void check_against_formulas(const optimus::ops::AttentionShape& s, std::int64_t batches, std::int64_t d,
-                            double tolerance) {
+std::vector<T> check_against_formulas(const optimus::ops::AttentionShape& s, std::int64_t batches, std::int64_t d,
+                                      double tolerance, const optimus::ops::Queue& queue = kHost) {
   const std::int64_t n = batches * s.seq, width = s.heads * d;
   const Matrix qkv = 2.0 * random_matrix(n, 3 * width, 1), dout = random_matrix(n, width, 2);
   const Attention want = by_formula(qkv, dout, s);
@@ -104,13 +105,15 @@ void check_against_formulas(const optimus::ops::AttentionShape& s, std::int64_t 
   const TensorView<const T> qkv_view(in.data(), Shape{n, 3 * width}, Device::cpu);
   const TensorView<const T> lse_view(lse.data(), Shape{n * s.heads}, Device::cpu);
   optimus::ops::flash_attention_forward<T>(qkv_view, s, TensorView<T>(out.data(), Shape{n, width}, Device::cpu),
-                                           TensorView<T>(lse.data(), Shape{n * s.heads}, Device::cpu), kHost);
+                                           TensorView<T>(lse.data(), Shape{n * s.heads}, Device::cpu), queue);
   optimus::ops::flash_attention_backward<T>(qkv_view, TensorView<const T>(grad.data(), Shape{n, width}, Device::cpu),
                                             lse_view, s, TensorView<T>(dqkv.data(), Shape{n, 3 * width}, Device::cpu),
-                                            TensorView<T>(delta.data(), Shape{n * s.heads}, Device::cpu), kHost);
+                                            TensorView<T>(delta.data(), Shape{n * s.heads}, Device::cpu), queue);
   CHECK(worst(out, want.out) < tolerance);
   CHECK(worst(lse, want.lse) < tolerance);
   CHECK(worst(dqkv, want.dqkv) < tolerance);
+  out.insert(out.end(), dqkv.begin(), dqkv.end());
+  return out;
 }
 
 }  // namespace
@@ -143,4 +146,20 @@ TEST_CASE("flash attention refuses shapes that are not an attention's, naming th
                            TensorView<float>(lse.data(), Shape{16}, Device::cpu), kHost),
                        doctest::Contains("out has shape [8, 4], not whole sequences of 3 rows by 2 heads"),
                        optimus::Error);
+}
+
+TEST_CASE("flash attention on the CPU under mixed precision rounds the products' operands to bf16, as a GPU's tensor "
+          "cores take them, within bf16's tolerance of the formulas") {
+  // 200 queries: 4 of the GPU's 64-key tiles, the last partial; head dimension 64, dropout on.
+  const optimus::ops::AttentionShape s{.seq = 200, .heads = 2, .dropout = 0.1, .seed = 4, .stream = 2,
+                                       .first_batch = 0, .first_head = 0, .total_heads = 2};
+  const std::vector<float> exact = check_against_formulas<float>(s, 1, 64, 1e-5);
+  const std::vector<float> mixed =
+      check_against_formulas<float>(s, 1, 64, 2e-2, optimus::ops::Queue{.math = optimus::ops::GemmMath::bf16});
+  std::size_t differ = 0;
+  for (std::size_t e = 0; e < exact.size(); ++e) differ += exact[e] != mixed[e];
+  CHECK(differ > exact.size() / 2);  // the rounding happened: most elements moved
+  // f64 ignores the GEMM math: the same bits under either.
+  CHECK(check_against_formulas<double>(s, 1, 64, 1e-12) ==
+        check_against_formulas<double>(s, 1, 64, 1e-12, optimus::ops::Queue{.math = optimus::ops::GemmMath::bf16}));
 }

@@ -61,11 +61,15 @@ struct Both {
 
 // Compares the device's result with the host's: bit for bit where `exact` (the simulated device runs the CPU kernels;
 // dropout masks, casts and rank-order reductions are defined to the bit on every device), within 1e-5 relative
-// otherwise (a GPU sums in another order).
+// otherwise (a GPU sums in another order), or `tolerance` where a GPU rounds operands the CPU keeps (near).
 struct Expect {
   bool exact;
   template <class T>
   void same(const char* what, const Both<T>& b, bool always_exact = false) const {
+    near(what, b, 1e-5, always_exact);
+  }
+  template <class T>
+  void near(const char* what, const Both<T>& b, double tolerance, bool always_exact = false) const {
     const std::vector<T> got = download(b.device);
     REQUIRE(got.size() == b.host.size());
     CAPTURE(what);
@@ -83,7 +87,7 @@ struct Expect {
       worst = std::max(worst, std::abs(x - y) / (1 + std::abs(y)));
     }
     CAPTURE(worst);
-    CHECK(worst <= 1e-5);
+    CHECK(worst <= tolerance);
   }
 };
 
@@ -359,6 +363,42 @@ void flash_attention(RankDevice& rank, const ops::Queue& q, const Expect& expect
   expect.same("flash_attention_backward: dqkv", dqkv);
 }
 
+// Mixed precision's fused attention (GemmMath::bf16) at head dimensions 8, 64 and 128: a GPU multiplies on tensor cores
+// with bf16 operands (Q, K, V, dO, the probabilities and dS rounded), the CPU keeps f32 products: within bf16's 2e-2
+// of each other (the simulated device runs the CPU's: bit for bit). 2 sequences of 70 (a block's 64 rows and a
+// partial one), 2 heads among 3, dropout 0.1.
+void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, const Expect& expect) {
+  ops::Queue q = device_queue;
+  q.math = ops::GemmMath::bf16;
+  const ops::Queue host{.math = ops::GemmMath::bf16};
+  for (const std::int64_t d : {8, 64, 128}) {
+    CAPTURE(d);
+    const std::int64_t seq = 70, n = 2 * seq, heads = 2, width = heads * d;
+    const ops::AttentionShape shape{.seq = seq, .heads = heads, .dropout = 0.1, .seed = 3, .stream = 2,
+                                    .first_batch = 0, .first_head = 1, .total_heads = 3};
+    const Both<float> qkv(random_values(n * 3 * width, 40, 2.0), Shape{n, 3 * width}, rank);
+    const Both<float> dout(random_values(n * width, 41), Shape{n, width}, rank);
+    Both<float> out(std::vector<float>(n * width), Shape{n, width}, rank);
+    Both<float> lse(std::vector<float>(n * heads), Shape{n * heads}, rank), delta(lse.host, Shape{n * heads}, rank);
+    Both<float> dqkv(std::vector<float>(n * 3 * width, 7.0f), Shape{n, 3 * width}, rank);
+    Both<bf16> out16(std::vector<bf16>(n * width), Shape{n, width}, rank);
+    ops::flash_attention_forward<float>(qkv.in_host(), shape, out.on_host(), lse.on_host(), host);
+    ops::flash_attention_forward<float>(qkv.in_device(), shape, out.on_device(), lse.on_device(), q);
+    expect.near("flash_attention_forward (bf16 products): output", out, 2e-2);
+    expect.near("flash_attention_forward (bf16 products): lse", lse, 2e-2);
+    ops::flash_attention_forward(qkv.in_host(), shape, out16.on_host(), lse.on_host(), host);
+    ops::flash_attention_forward(qkv.in_device(), shape, out16.on_device(), lse.on_device(), q);
+    expect.near("flash_attention_forward (bf16 products, bf16 out): output", out16, 2e-2);
+    lse = Both<float>(lse.host, Shape{n * heads}, rank);  // the backward of both from the host's lse
+    ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), shape, dqkv.on_host(),
+                                         delta.on_host(), host);
+    ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), shape,
+                                         dqkv.on_device(), delta.on_device(), q);
+    expect.near("flash_attention_backward (bf16 products): delta", delta, 2e-2);
+    expect.near("flash_attention_backward (bf16 products): dqkv", dqkv, 2e-2);
+  }
+}
+
 void embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   const ops::Queue host{};
   // A vocabulary slice [v0, v0 + vn) of width 5, tokens in and out of it.
@@ -546,6 +586,7 @@ void check_kernels(RankDevice& rank) {
   many_rows(rank, q, expect);
   embedding_loss(rank, q, expect);
   flash_attention(rank, q, expect);
+  flash_attention_bf16(rank, q, expect);
   optimizer(rank, q, expect);
   gemms(rank, expect);
 }

@@ -91,6 +91,9 @@ struct AttentionGeometry {
   float keep_scale = 1.0f;  // 1 / (1 - dropout)
   std::uint64_t seed = 0, stream = 0;
   std::int64_t first_batch = 0, first_head = 0, total_heads = 0;
+  // Mixed precision (GemmMath::bf16): the products on tensor cores, their operands (Q, K, V, dO, the probabilities
+  // and dS) rounded to bf16, f32 accumulation; else f32 products on CUDA cores.
+  bool tensor_cores = false;
 };
 // The largest head dimension the kernels take.
 std::int64_t flash_attention_max_head();
