@@ -87,7 +87,13 @@ void check_step_like_host(const Grid& on_device, const Grid& on_host, bool bitwi
     CAPTURE(math == ops::GemmMath::bf16);
     const StepResult device = train_two_steps(on_device.with({.gemm_math = math})),
                      host = train_two_steps(on_host.with({.gemm_math = math}));
+    // Under mixed precision both devices round the same operands to bf16 at the same points (GEMMs and the fused
+    // attention), so losses and norms agree to 1e-3. A parameter whose gradient nearly cancels is another matter: where
+    // one device's sum falls the other side of a bf16 rounding (a probability or dS term moves by 2^-9) its gradient
+    // changes relatively much, and AdamW turns that into a step of up to lr — seen on an H100 as single elements 2e-3
+    // of their tensor's largest apart after two steps. Parameters are compared to 1e-2 there; a wrong kernel is O(1).
     const double tol = math == ops::GemmMath::bf16 ? 1e-3 : 1e-4;
+    const double parameter_tol = math == ops::GemmMath::bf16 ? 1e-2 : 1e-4;
     for (std::size_t step = 0; step < host.losses.size(); ++step) {
       CAPTURE(step);
       if (bitwise) {
@@ -103,10 +109,10 @@ void check_step_like_host(const Grid& on_device, const Grid& on_host, bool bitwi
       if (bitwise) {
         CHECK(device.parameters.at(name) == m);
       } else if (name.ends_with("attn.c_attn.bias")) {
-        check_attention_bias_close(device.parameters.at(name), m, tol, static_cast<int>(host.losses.size()),
-                                   AdamWConfig{}.lr);
+        check_attention_bias_close(device.parameters.at(name), m, parameter_tol,
+                                   static_cast<int>(host.losses.size()), AdamWConfig{}.lr);
       } else {
-        check_close(device.parameters.at(name), m, tol);
+        check_close(device.parameters.at(name), m, parameter_tol);
       }
     }
   }
