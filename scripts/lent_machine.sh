@@ -19,7 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/common.sh"
 lent_dir="$root_dir/.lent"
 programs=(bench/optimus-bench examples/train_gpt tests/test_cuda)
-sections_all="facts gpu_tests gpu_bench gpu_pipeline gpu_mpi cpu_scaling cpu_calibrate cpu_pipeline cpu_plan sanitize"
+sections_all="facts gpu_tests gpu_bench gpu_profile gpu_pipeline gpu_mpi cpu_scaling cpu_calibrate cpu_pipeline cpu_plan sanitize"
 
 # Libraries the machine brings itself (its C library, compiler runtime, CUDA): never carried.
 system_library='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
@@ -135,6 +135,17 @@ gpu_bench() {
   "$bin/optimus-bench" attention --device cuda --b 2 --s 256,1024 --heads 16 --d 128
 }
 
+# Where the fused attention's kernels spend their time (Nsight Compute, where the image has it): throughput, occupancy
+# and warp stalls of one forward and one backward at head dim 128, s 2048, under mixed precision.
+gpu_profile() {
+  local ncu
+  ncu="$(command -v ncu || find /usr/local /opt -name ncu -type f -perm -u+x 2>/dev/null | head -1)"
+  [[ -n "$ncu" ]] || { echo "no ncu on this machine"; return 0; }
+  "$ncu" --kernel-name regex:'forward_kernel|backward_query_kernel|backward_key_kernel' --launch-count 3 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    "$bin/optimus-bench" attention --device cuda --gemm bf16 --b 2 --s 2048 --heads 16 --d 128 --warmup 0 --iters 1
+}
+
 # A pipeline's stages on the GPU (8 in-process ranks sharing it: 2 stages of 2 x 2 grids), with bf16 GEMMs,
 # recomputation and AdamW's moments offloaded: the same record as the CPU's run of the same options in f32 math.
 gpu_pipeline() {
@@ -226,7 +237,8 @@ run() {
 
 section_seconds() {  # the most each section may take (s)
   case "$1" in
-    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 90 ;; gpu_pipeline) echo 60 ;; gpu_mpi) echo 60 ;;
+    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 90 ;; gpu_profile) echo 90 ;;
+    gpu_pipeline) echo 60 ;; gpu_mpi) echo 60 ;;
     cpu_scaling) echo 150 ;;
     cpu_calibrate) echo 30 ;; cpu_plan) echo 150 ;; cpu_pipeline) echo 60 ;; sanitize) echo 120 ;;
   esac
