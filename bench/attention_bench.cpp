@@ -6,8 +6,9 @@
 //
 //   optimus-bench attention [--device cpu|sim|cuda] [--b 2] [--s 1024,2048,4096,8192] [--heads 16] [--d 128]
 //                           [--dropout 0] [--gemm f32|bf16] [--warmup 1] [--iters 3] [--json FILE]
-// --gemm bf16 is mixed precision's attention: on a GPU the products run on tensor cores with bf16 operands and f32
-// accumulation (the CPU and the simulated device keep f32 products), checked against the CPU's within bf16's 2e-2.
+// --gemm bf16 is mixed precision's attention as a block runs it: qkv kept in bf16 and read so, the output written in
+// bf16, the products' operands bf16 with f32 accumulation (tensor cores on a GPU), checked against the CPU's (the
+// same rounding, its sums in another order) within bf16's 2e-2.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -54,21 +55,53 @@ std::int64_t wrong(const std::vector<float>& got, const std::vector<float>& want
   return count;
 }
 
-// The accelerator's forward and backward of `shape` against the host's from the same inputs: the wrong elements of
-// out, lse and dqkv (1e-5 off under f32 products, 2e-2 under bf16 operands).
-std::int64_t check_against_host(const ops::AttentionShape& shape, ops::GemmMath math, const Tensor<float>& qkv,
-                                const Tensor<float>& out, const Tensor<float>& lse, const Tensor<float>& dout,
-                                const Tensor<float>& dqkv) {
+std::vector<float> widened(const std::vector<bf16>& x) {
+  std::vector<float> y(x.size());
+  for (std::size_t e = 0; e < x.size(); ++e) y[e] = static_cast<float>(x[e]);
+  return y;
+}
+
+// The attention's tensors: qkv and out in bf16 under mixed precision (the f32 ones then empty), else in f32.
+struct Tensors {
+  Tensor<float> qkv, out;
+  Tensor<bf16> qkv16, out16;
+  Tensor<float> lse, dout, dqkv, delta;
+
+  std::vector<float> qkv_values() const { return qkv16.numel() > 0 ? widened(download(qkv16)) : download(qkv); }
+  std::vector<float> out_values() const { return out16.numel() > 0 ? widened(download(out16)) : download(out); }
+  void forward(const ops::AttentionShape& shape, const ops::Queue& queue) {
+    if (qkv16.numel() > 0) {
+      ops::flash_attention_forward(std::as_const(qkv16).view(), shape, out16.view(), lse.view(), queue);
+    } else {
+      ops::flash_attention_forward<float>(std::as_const(qkv).view(), shape, out.view(), lse.view(), queue);
+    }
+  }
+  void backward(const ops::AttentionShape& shape, const ops::Queue& queue) {
+    if (qkv16.numel() > 0) {
+      ops::flash_attention_backward(std::as_const(qkv16).view(), std::as_const(dout).view(),
+                                    std::as_const(lse).view(), shape, dqkv.view(), delta.view(), queue);
+    } else {
+      ops::flash_attention_backward<float>(std::as_const(qkv).view(), std::as_const(dout).view(),
+                                           std::as_const(lse).view(), shape, dqkv.view(), delta.view(), queue);
+    }
+  }
+};
+
+// The accelerator's forward and backward of `shape` against the host's from the same inputs (qkv's values in f32,
+// under the same math): the wrong elements of out, lse and dqkv (1e-5 off under f32 products, 2e-2 under bf16).
+std::int64_t check_against_host(const ops::AttentionShape& shape, ops::GemmMath math, const Tensors& t) {
   const MemoryTag host{};
-  const Tensor<float> q = upload(download(qkv).data(), qkv.shape(), host), g = upload(download(dout).data(), dout.shape(), host);
-  Tensor<float> o(out.shape(), host, Init::none), l(lse.shape(), host, Init::none), dq(qkv.shape(), host, Init::none),
-      delta(lse.shape(), host, Init::none);
-  const ops::Queue cpu{};
+  const std::vector<float> values = t.qkv_values();
+  const Tensor<float> q = upload(values.data(), Shape{t.dqkv.size(0), t.dqkv.size(1)}, host);
+  const Tensor<float> g = upload(download(t.dout).data(), t.dout.shape(), host);
+  Tensor<float> o(t.dout.shape(), host, Init::none), l(t.lse.shape(), host, Init::none),
+      dq(t.dqkv.shape(), host, Init::none), delta(t.lse.shape(), host, Init::none);
+  const ops::Queue cpu{.math = math};
   ops::flash_attention_forward<float>(q.view(), shape, o.view(), l.view(), cpu);
   ops::flash_attention_backward<float>(q.view(), g.view(), std::as_const(l).view(), shape, dq.view(), delta.view(), cpu);
   const float tolerance = math == ops::GemmMath::bf16 ? 2e-2f : 1e-5f;
-  return wrong(download(out), download(o), tolerance) + wrong(download(lse), download(l), tolerance) +
-         wrong(download(dqkv), download(dq), tolerance);
+  return wrong(t.out_values(), download(o), tolerance) + wrong(download(t.lse), download(l), tolerance) +
+         wrong(download(t.dqkv), download(dq), tolerance);
 }
 
 }  // namespace
@@ -100,7 +133,7 @@ int run_attention_bench(Communicator& world, int argc, char** argv) {
                        math == ops::GemmMath::bf16 ? "bf16" : "f32", std::string(name_of(choice.kind)).c_str()));
   report.header("ms: median of the iterations; TFLOP/s: forward 2 b heads s^2 d (the causal half of 4 b heads s^2 d), "
                 "backward 2.5 times that; peak_MiB: the attention's tensors at their peak (qkv, out, lse, dout, dqkv, "
-                "delta); probs_MiB: the b heads s^2 f32 probabilities an unfused attention keeps besides; #wrong: on an "
+                "delta; qkv and out in bf16 under --gemm bf16); probs_MiB: the b heads s^2 f32 probabilities an unfused attention keeps besides; #wrong: on an "
                 "accelerator, elements of out, lse and dqkv more than 1e-5 (bf16 products: 2e-2) off the CPU's from the "
                 "same inputs (n/a on the CPU, or above 2^22 qkv elements)");
   if (world.rank() == 0) report.print_header(stdout);
@@ -109,29 +142,29 @@ int run_attention_bench(Communicator& world, int argc, char** argv) {
     const std::int64_t n = b * s, width = heads * d;
     MemoryTracker tracker;
     const MemoryTag tag{&tracker, MemoryKind::activations, memory};
-    Tensor<float> qkv(Shape{n, 3 * width}, tag), out(Shape{n, width}, tag, Init::none),
-        lse(Shape{n * heads}, tag, Init::none), dout(Shape{n, width}, tag), dqkv(Shape{n, 3 * width}, tag, Init::none),
-        delta(Shape{n * heads}, tag, Init::none);
-    std::vector<float> values(static_cast<std::size_t>(qkv.numel()));
+    std::vector<float> values(static_cast<std::size_t>(n * 3 * width));
     for (std::size_t e = 0; e < values.size(); ++e) values[e] = static_cast<float>((e * 7919) % 2001) / 1000.0f - 1.0f;
-    qkv = upload(values.data(), qkv.shape(), tag);
-    values.resize(static_cast<std::size_t>(dout.numel()));
-    dout = upload(values.data(), dout.shape(), tag);
+    Tensors t;
+    if (math == ops::GemmMath::bf16) {
+      std::vector<bf16> bits(values.size());
+      for (std::size_t e = 0; e < bits.size(); ++e) bits[e] = bf16(values[e]);
+      t.qkv16 = upload(bits.data(), Shape{n, 3 * width}, tag);
+      t.out16 = Tensor<bf16>(Shape{n, width}, tag, Init::none);
+    } else {
+      t.qkv = upload(values.data(), Shape{n, 3 * width}, tag);
+      t.out = Tensor<float>(Shape{n, width}, tag, Init::none);
+    }
+    t.lse = Tensor<float>(Shape{n * heads}, tag, Init::none);
+    values.resize(static_cast<std::size_t>(n * width));
+    t.dout = upload(values.data(), Shape{n, width}, tag);
+    t.dqkv = Tensor<float>(Shape{n, 3 * width}, tag, Init::none);
+    t.delta = Tensor<float>(Shape{n * heads}, tag, Init::none);
     const ops::AttentionShape shape{.seq = s, .heads = heads, .dropout = dropout, .seed = 1, .stream = 1,
                                     .first_batch = 0, .first_head = 0, .total_heads = heads};
-    const double fwd = median_seconds(
-        warmup, iters,
-        [&] { ops::flash_attention_forward<float>(std::as_const(qkv).view(), shape, out.view(), lse.view(), queue); },
-        sync);
-    const double bwd = median_seconds(
-        warmup, iters,
-        [&] {
-          ops::flash_attention_backward<float>(std::as_const(qkv).view(), std::as_const(dout).view(),
-                                               std::as_const(lse).view(), shape, dqkv.view(), delta.view(), queue);
-        },
-        sync);
-    const bool checked = memory != nullptr && qkv.numel() <= (1 << 22);
-    const std::int64_t wrong_elements = checked ? check_against_host(shape, math, qkv, out, lse, dout, dqkv) : 0;
+    const double fwd = median_seconds(warmup, iters, [&] { t.forward(shape, queue); }, sync);
+    const double bwd = median_seconds(warmup, iters, [&] { t.backward(shape, queue); }, sync);
+    const bool checked = memory != nullptr && n * 3 * width <= (1 << 22);
+    const std::int64_t wrong_elements = checked ? check_against_host(shape, math, t) : 0;
     wrong_total += wrong_elements;
     const double fwd_flops = 2.0 * static_cast<double>(b * heads) * static_cast<double>(s) * static_cast<double>(s) *
                              static_cast<double>(d);

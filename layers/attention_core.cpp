@@ -22,33 +22,47 @@ ops::AttentionShape shape_of(const AttentionGeometry& g) {
 }  // namespace
 
 template <class T>
-void attention_core_forward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv, TensorView<T> lse,
-                            SavedActivation<T>& merged) {
+void attention_core_forward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
+                            TensorView<T> lse, SavedActivation<T>& merged) {
   Tensor<T> scratch;  // the log-sum-exps nobody keeps (inference)
   if (lse.data() == nullptr) {
     scratch = Tensor<T>(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::workspace), Init::none);
     lse = scratch.view();
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (merged.is_bf16()) {
-      ops::flash_attention_forward(qkv, shape_of(g), merged.bf16_storage().view(), lse, grid.queue());
+    if (qkv.is_bf16() && merged.is_bf16()) {  // mixed precision: qkv read as kept
+      ops::flash_attention_forward(qkv.bf16_block(), shape_of(g), merged.bf16_storage().view(), lse, grid.queue());
       return;
     }
   }
-  ops::flash_attention_forward<T>(qkv, shape_of(g), merged.storage().view(), lse, grid.queue());
+  Tensor<T> widened;  // qkv in T where kept in bf16 (not both kept so)
+  const TensorView<const T> x = qkv.values(widened);
+  if constexpr (std::is_same_v<T, float>) {
+    if (merged.is_bf16()) {
+      ops::flash_attention_forward(x, shape_of(g), merged.bf16_storage().view(), lse, grid.queue());
+      return;
+    }
+  }
+  ops::flash_attention_forward<T>(x, shape_of(g), merged.storage().view(), lse, grid.queue());
 }
 
 template <class T>
-void attention_core_backward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv,
+void attention_core_backward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
                              TensorView<const T> lse, TensorView<const T> dmerged, TensorView<T> dqkv) {
   Tensor<T> delta(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::workspace), Init::none);
-  ops::flash_attention_backward<T>(qkv, dmerged, lse, shape_of(g), dqkv, delta.view(), grid.queue());
+  if constexpr (std::is_same_v<T, float>) {
+    if (qkv.is_bf16()) {
+      ops::flash_attention_backward(qkv.bf16_block(), dmerged, lse, shape_of(g), dqkv, delta.view(), grid.queue());
+      return;
+    }
+  }
+  ops::flash_attention_backward<T>(qkv.block(), dmerged, lse, shape_of(g), dqkv, delta.view(), grid.queue());
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                  \
-  template void attention_core_forward<T>(const AttentionGeometry&, const Grid&, TensorView<const T>,       \
+  template void attention_core_forward<T>(const AttentionGeometry&, const Grid&, const SavedActivation<T>&,  \
                                           TensorView<T>, SavedActivation<T>&);                                   \
-  template void attention_core_backward<T>(const AttentionGeometry&, const Grid&, TensorView<const T>,      \
+  template void attention_core_backward<T>(const AttentionGeometry&, const Grid&, const SavedActivation<T>&, \
                                            TensorView<const T>, TensorView<const T>, TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)

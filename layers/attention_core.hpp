@@ -1,7 +1,8 @@
 // The attention of one rank's block, shared by the 2D and 1D layers: for each of its sequences and each of its heads,
 // causal softmax(Q K^T / sqrt(d)) with dropout, times V — no communication — through the fused attention
 // (ops::flash_attention_*, FlashAttention-2's algorithm), so that no [seq, seq] matrix is ever whole in memory.
-//   qkv   : [batches*seq, 3*width], columns [Q | K | V] each `width` = heads*d wide (this rank's heads)
+//   qkv   : [batches*seq, 3*width], columns [Q | K | V] each `width` = heads*d wide (this rank's heads), as saved: in
+//           bf16 under mixed precision, which the attention reads as it is (no f32 copy)
 //   lse   : [batches*heads*seq], row (b*heads + t)*seq + query: the log-sum-exp of the query's scaled scores, all
 //           backward needs besides qkv (kept in T under mixed precision too: it is small, and the probabilities
 //           are rebuilt from it)
@@ -28,11 +29,11 @@ struct AttentionGeometry {
 
 // `lse` may be empty (inference: nothing is kept; the core uses scratch from `grid`).
 template <class T>
-void attention_core_forward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv, TensorView<T> lse,
-                            SavedActivation<T>& merged);
+void attention_core_forward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
+                            TensorView<T> lse, SavedActivation<T>& merged);
 
 template <class T>
-void attention_core_backward(const AttentionGeometry& g, const Grid& grid, TensorView<const T> qkv,
+void attention_core_backward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
                              TensorView<const T> lse, TensorView<const T> dmerged, TensorView<T> dqkv);
 
 }  // namespace optimus::detail

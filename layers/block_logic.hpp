@@ -76,10 +76,7 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, X&& x, st
   // Written as c_proj keeps its input (bf16 under mixed precision), and taken over by it.
   SavedActivation<T> merged = SavedActivation<T>::uninitialized(
       grid, rows, merged_cols, pass.training ? MemoryKind::activations : MemoryKind::workspace);
-  {
-    Tensor<T> widened;  // qkv in T when kept in bf16
-    attention_core_forward<T>(g, grid, qkv.values(widened), saved.lse.view(), merged);
-  }
+  attention_core_forward<T>(g, grid, qkv, saved.lse.view(), merged);
   DistMatrix<T> y = c_proj.forward(std::move(merged), pass, saved.c_proj);
   if (pass.training) {
     saved.qkv.emplace(std::move(qkv));
@@ -99,12 +96,9 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, Attentio
   const DistMatrix<T> dmerged = backward_of(c_proj, std::move(saved.c_proj), dy, later);
   // dq, dk and dv: every element written by the core (overwritten).
   DistMatrix<T> dqkv = DistMatrix<T>::uninitialized(grid, dy.rows(), saved.qkv->cols(), MemoryKind::workspace);
-  Tensor<T> widened;  // qkv in T when kept in bf16
-  const TensorView<const T> qkv = saved.qkv->values(widened);
-  attention_core_backward<T>(g, grid, qkv, std::as_const(saved.lse).view(), dmerged.local(), dqkv.local());
+  attention_core_backward<T>(g, grid, *saved.qkv, std::as_const(saved.lse).view(), dmerged.local(), dqkv.local());
   saved.qkv.reset();
   saved.lse.reset();
-  widened.reset();
   return backward_of(c_attn, std::move(saved.c_attn), dqkv, later);
 }
 

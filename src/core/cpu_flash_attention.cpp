@@ -225,6 +225,26 @@ void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout,
   }
 }
 
+// qkv widened to f32 (contiguous, as ops checked).
+std::vector<float> widened(TensorView<const bf16> qkv) {
+  std::vector<float> x(static_cast<std::size_t>(qkv.numel()));
+  to_f32(qkv, TensorView<float>(x.data(), qkv.shape(), Device::cpu));
+  return x;
+}
+
+void flash_attention_forward(TensorView<const bf16> qkv, const ops::AttentionShape& s, TensorView<bf16> out,
+                             TensorView<float> lse) {
+  const std::vector<float> x = widened(qkv);
+  forward_heads(TensorView<const float>(x.data(), qkv.shape(), Device::cpu), s, out, lse, ops::GemmMath::bf16);
+}
+
+void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout, TensorView<const float> lse,
+                              const ops::AttentionShape& s, TensorView<float> dqkv, TensorView<float> delta) {
+  const std::vector<float> x = widened(qkv);
+  flash_attention_backward<float>(TensorView<const float>(x.data(), qkv.shape(), Device::cpu), dout, lse, s, dqkv,
+                                  delta, ops::GemmMath::bf16);
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                                                   \
   template void flash_attention_forward<T>(TensorView<const T>, const ops::AttentionShape&, TensorView<T>,    \
                                            TensorView<T>, ops::GemmMath);                                        \

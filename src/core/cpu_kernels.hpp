@@ -77,6 +77,11 @@ template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
                               const ops::AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
                               ops::GemmMath math);
+// qkv in bf16: the f32 forms above under GemmMath::bf16 on qkv widened.
+void flash_attention_forward(TensorView<const bf16> qkv, const ops::AttentionShape& shape, TensorView<bf16> out,
+                             TensorView<float> lse);
+void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout, TensorView<const float> lse,
+                              const ops::AttentionShape& shape, TensorView<float> dqkv, TensorView<float> delta);
 
 // ---- embedding and cross-entropy ---------------------------------------------------------------------------
 template <class T>

@@ -1,4 +1,6 @@
 // Fused causal attention (optimus/core/ops.hpp): checks, then the one dispatch (ops_dispatch.hpp).
+#include <type_traits>
+
 #include "cpu_kernels.hpp"
 #include "ops_dispatch.hpp"
 
@@ -24,14 +26,42 @@ void check_attention(const char* op, const TensorView<Q>& qkv, const char* out_n
                 out.size(0) * s.heads, " (one per query row and head)");
 }
 
-// The forward into out of element type Out (T, or bf16 for an f32 forward).
-template <class T, class Out>
-void forward_into(const char* op, TensorView<const T> qkv, const AttentionShape& shape, TensorView<Out> out,
+// The forward into out of element type Out (T, or bf16 for an f32 forward) from qkv of element type Q (T, or bf16).
+template <class T, class Q, class Out>
+void forward_into(const char* op, TensorView<const Q> qkv, const AttentionShape& shape, TensorView<Out> out,
                   TensorView<T> lse, const Queue& queue) {
   check_attention(op, qkv, "out", out, lse, shape);
   dispatch<T>(op, {contiguous("qkv", qkv), contiguous("out", out), contiguous("lse", lse)}, queue,
-              [&] { cpu::flash_attention_forward(qkv, shape, out, lse, queue.math); },
+              [&] {
+                if constexpr (std::is_same_v<Q, bf16>) {
+                  cpu::flash_attention_forward(qkv, shape, out, lse);
+                } else {
+                  cpu::flash_attention_forward(qkv, shape, out, lse, queue.math);
+                }
+              },
               [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
+}
+
+// The backward from qkv of element type Q (T, or bf16 with T = float).
+template <class T, class Q>
+void backward_into(TensorView<const Q> qkv, TensorView<const T> dout, TensorView<const T> lse,
+                   const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta, const Queue& queue) {
+  const char* op = "flash_attention_backward";
+  check_attention(op, qkv, "dout", dout, lse, shape);
+  OPTIMUS_CHECK(dqkv.shape() == qkv.shape(), op, ": dqkv has shape ", dqkv.shape(), ", expected ", qkv.shape());
+  OPTIMUS_CHECK(delta.numel() == lse.numel(), op, ": delta has ", delta.numel(), " elements, expected ", lse.numel());
+  dispatch<T>(op,
+              {contiguous("qkv", qkv), contiguous("dout", dout), contiguous("lse", lse), contiguous("dqkv", dqkv),
+               contiguous("delta", delta)},
+              queue,
+              [&] {
+                if constexpr (std::is_same_v<Q, bf16>) {
+                  cpu::flash_attention_backward(qkv, dout, lse, shape, dqkv, delta);
+                } else {
+                  cpu::flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue.math);
+                }
+              },
+              [&](const auto& k) { k.flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue); });
 }
 
 }  // namespace
@@ -47,19 +77,22 @@ void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& 
   forward_into("flash_attention_forward (bf16 out)", qkv, shape, out, lse, queue);
 }
 
+void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& shape, TensorView<bf16> out,
+                             TensorView<float> lse, const Queue& queue) {
+  forward_into("flash_attention_forward (bf16 qkv)", qkv, shape, out, lse, queue);
+}
+
+void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout, TensorView<const float> lse,
+                              const AttentionShape& shape, TensorView<float> dqkv, TensorView<float> delta,
+                              const Queue& queue) {
+  backward_into(qkv, dout, lse, shape, dqkv, delta, queue);
+}
+
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
                               const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
                               const Queue& queue) {
-  const char* op = "flash_attention_backward";
-  check_attention(op, qkv, "dout", dout, lse, shape);
-  OPTIMUS_CHECK(dqkv.shape() == qkv.shape(), op, ": dqkv has shape ", dqkv.shape(), ", expected ", qkv.shape());
-  OPTIMUS_CHECK(delta.numel() == lse.numel(), op, ": delta has ", delta.numel(), " elements, expected ", lse.numel());
-  dispatch<T>(op,
-              {contiguous("qkv", qkv), contiguous("dout", dout), contiguous("lse", lse), contiguous("dqkv", dqkv),
-               contiguous("delta", delta)},
-              queue, [&] { cpu::flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue.math); },
-              [&](const auto& k) { k.flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue); });
+  backward_into(qkv, dout, lse, shape, dqkv, delta, queue);
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                   \

@@ -219,4 +219,17 @@ void flash_attention_backward(const float* qkv, const float* dout, const float* 
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
+void flash_attention_forward_mixed(const bf16* qkv, const AttentionGeometry& g, bf16* out, float* lse,
+                                   cudaStream_t stream) {
+  if (g.batches * g.seq == 0) return;
+  detail::mma_attention_forward(reinterpret_cast<const std::uint16_t*>(qkv), g, nullptr,
+                                reinterpret_cast<std::uint16_t*>(out), lse, stream);
+}
+
+void flash_attention_backward_mixed(const bf16* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
+                                    float* dqkv, float* delta, cudaStream_t stream) {
+  if (g.batches * g.seq == 0) return;
+  detail::mma_attention_backward(reinterpret_cast<const std::uint16_t*>(qkv), dout, lse, g, dqkv, delta, stream);
+}
+
 }  // namespace optimus::cuda

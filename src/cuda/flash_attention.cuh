@@ -21,10 +21,13 @@ __device__ inline std::uint64_t mask_row_of(const AttentionGeometry& g, std::int
   return static_cast<std::uint64_t>(((g.first_batch + b) * g.total_heads + g.first_head + head) * g.seq);
 }
 
-// The tensor-core kernels (head dimension <= 128). out32 or out16 is null.
-void mma_attention_forward(const float* qkv, const AttentionGeometry& g, float* out32, std::uint16_t* out16, float* lse,
+// The tensor-core kernels (head dimension <= 128) on qkv in f32 or in bf16 (In = std::uint16_t, its bits). out32 or
+// out16 is null.
+template <class In>
+void mma_attention_forward(const In* qkv, const AttentionGeometry& g, float* out32, std::uint16_t* out16, float* lse,
                            cudaStream_t stream);
-void mma_attention_backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
+template <class In>
+void mma_attention_backward(const In* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
                             float* dqkv, float* delta, cudaStream_t stream);
 
 }  // namespace optimus::cuda::detail

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "block_reduce.cuh"
 #include "flash_attention.cuh"
@@ -77,57 +78,66 @@ __device__ inline void as_a(u32 (&a)[4], const float (&lo)[4], const float (&hi)
   a[3] = pack(hi[2], hi[3]);
 }
 
-// One head's operand in qkv or dout: row i, column c at base[i * stride + c], c < d, i < seq. Read 4 columns at a
-// time (float4) where the rows and d allow it.
+// One head's operand in qkv (f32, or bf16 bits: In = std::uint16_t) or dout (f32): row i, column c at
+// base[i * stride + c], c < d, i < seq. Read 4 columns at a time (one 16- or 8-byte load) where the rows and d allow.
+template <class In>
 struct Operand {
-  const float* base;
+  const In* base;
   std::int64_t stride, seq, d;
   bool by4;
 
-  __device__ Operand(const float* b, std::int64_t s, std::int64_t n, std::int64_t width)
+  __device__ Operand(const In* b, std::int64_t s, std::int64_t n, std::int64_t width)
       : base(b), stride(s), seq(n), d(width),
-        by4(reinterpret_cast<std::uintptr_t>(b) % 16 == 0 && s % 4 == 0 && width % 4 == 0) {}
-  __device__ float at(std::int64_t i, std::int64_t c) const { return i < seq && c < d ? base[i * stride + c] : 0.0f; }
-  // Columns c.. c + 3 of row i (zeros past seq and d; by4: c % 4 == 0).
-  __device__ float4 four(std::int64_t i, std::int64_t c) const {
-    if (by4) {
-      return i < seq && c < d ? *reinterpret_cast<const float4*>(base + i * stride + c) : make_float4(0, 0, 0, 0);
+        by4(reinterpret_cast<std::uintptr_t>(b) % (4 * sizeof(In)) == 0 && s % 4 == 0 && width % 4 == 0) {}
+  __device__ static float value(float x) { return x; }
+  __device__ static float value(std::uint16_t bits) { return __uint_as_float(static_cast<u32>(bits) << 16); }
+  __device__ float at(std::int64_t i, std::int64_t c) const {
+    return i < seq && c < d ? value(base[i * stride + c]) : 0.0f;
+  }
+  // Columns c.. c + 3 of row i as bf16 pairs (c, c + 1) and (c + 2, c + 3), zeros past seq and d.
+  __device__ uint2 four(std::int64_t i, std::int64_t c) const {
+    if constexpr (std::is_same_v<In, std::uint16_t>) {
+      if (by4) return i < seq && c < d ? *reinterpret_cast<const uint2*>(base + i * stride + c) : make_uint2(0, 0);
+      const auto bits = [&](std::int64_t col) { return i < seq && col < d ? static_cast<u32>(base[i * stride + col]) : 0u; };
+      return make_uint2(bits(c) | bits(c + 1) << 16, bits(c + 2) | bits(c + 3) << 16);
+    } else {
+      if (by4 && i < seq && c < d) {
+        const float4 v = *reinterpret_cast<const float4*>(base + i * stride + c);
+        return make_uint2(pack(v.x, v.y), pack(v.z, v.w));
+      }
+      return make_uint2(pack(at(i, c), at(i, c + 1)), pack(at(i, c + 2), at(i, c + 3)));
     }
-    return make_float4(at(i, c), at(i, c + 1), at(i, c + 2), at(i, c + 3));
   }
 };
 
 // Rows first.. first + R - 1 of x into tile[R][D + kPad] (bf16; zeros past seq and d), 4 columns per thread and step.
-template <int R, int D>
-__device__ void stage_rows(bf16x* tile, const Operand& x, std::int64_t first) {
+template <int R, int D, class In>
+__device__ void stage_rows(bf16x* tile, const Operand<In>& x, std::int64_t first) {
 #pragma unroll 4
   for (int e = threadIdx.x; e < R * D / 4; e += kThreads) {
     const int r = e / (D / 4), c = 4 * (e % (D / 4));
-    const float4 v = x.four(first + r, c);
-    uint2 packed;
-    packed.x = pack(v.x, v.y);
-    packed.y = pack(v.z, v.w);
-    *reinterpret_cast<uint2*>(tile + r * (D + kPad) + c) = packed;
+    *reinterpret_cast<uint2*>(tile + r * (D + kPad) + c) = x.four(first + r, c);
   }
 }
 
 // The same rows transposed: tile[D][R + kPad], column c of the rows in tile row c.
-template <int R, int D>
-__device__ void stage_columns(bf16x* tile, const Operand& x, std::int64_t first) {
+template <int R, int D, class In>
+__device__ void stage_columns(bf16x* tile, const Operand<In>& x, std::int64_t first) {
+  auto* bits = reinterpret_cast<std::uint16_t*>(tile);
 #pragma unroll 4
   for (int e = threadIdx.x; e < R * D / 4; e += kThreads) {
     const int r = e / (D / 4), c = 4 * (e % (D / 4));
-    const float4 v = x.four(first + r, c);
-    tile[c * (R + kPad) + r] = __float2bfloat16_rn(v.x);
-    tile[(c + 1) * (R + kPad) + r] = __float2bfloat16_rn(v.y);
-    tile[(c + 2) * (R + kPad) + r] = __float2bfloat16_rn(v.z);
-    tile[(c + 3) * (R + kPad) + r] = __float2bfloat16_rn(v.w);
+    const uint2 v = x.four(first + r, c);
+    bits[c * (R + kPad) + r] = static_cast<std::uint16_t>(v.x);
+    bits[(c + 1) * (R + kPad) + r] = static_cast<std::uint16_t>(v.x >> 16);
+    bits[(c + 2) * (R + kPad) + r] = static_cast<std::uint16_t>(v.y);
+    bits[(c + 3) * (R + kPad) + r] = static_cast<std::uint16_t>(v.y >> 16);
   }
 }
 
 // The A fragments of 16 rows from row r0 of x, all D columns, straight from global memory (once per block).
-template <int D>
-__device__ void load_rows(u32 (&a)[D / 16][4], const Operand& x, std::int64_t r0) {
+template <int D, class In>
+__device__ void load_rows(u32 (&a)[D / 16][4], const Operand<In>& x, std::int64_t r0) {
   const int lane = threadIdx.x & 31;
   const std::int64_t i = r0 + (lane >> 2);
   #pragma unroll
@@ -151,27 +161,29 @@ __device__ inline float row_max(float v) {
 }
 
 // Head blockIdx.y of sequence blockIdx.z: its Q, K, V and (dout) dO.
+template <class In>
 struct Head {
   std::int64_t b, head, width;
-  Operand q, k, v, dout;
+  Operand<In> q, k, v;
+  Operand<float> dout;
 };
 
-__device__ Head head_of(const float* qkv, const float* dout, const AttentionGeometry& g) {
+template <class In>
+__device__ Head<In> head_of(const In* qkv, const float* dout, const AttentionGeometry& g) {
   const std::int64_t b = blockIdx.z, head = blockIdx.y, width = g.heads * g.d;
-  const float* q = qkv + b * g.seq * 3 * width + head * g.d;
-  return Head{b, head, width, Operand(q, 3 * width, g.seq, g.d), Operand(q + width, 3 * width, g.seq, g.d),
-              Operand(q + 2 * width, 3 * width, g.seq, g.d),
-              Operand(dout == nullptr ? q : dout + b * g.seq * width + head * g.d, width, g.seq, g.d)};
+  const In* q = qkv + b * g.seq * 3 * width + head * g.d;
+  const float* dO = dout == nullptr ? nullptr : dout + b * g.seq * width + head * g.d;
+  return Head<In>{b, head, width, Operand<In>(q, 3 * width, g.seq, g.d), Operand<In>(q + width, 3 * width, g.seq, g.d),
+                  Operand<In>(q + 2 * width, 3 * width, g.seq, g.d), Operand<float>(dO, width, g.seq, g.d)};
 }
 
 // ---- forward: a block of 64 queries against key tiles of 64 -------------------------------------------------------
-template <int D, class Out>
-__global__ void __launch_bounds__(kThreads) forward_kernel(const float* qkv, AttentionGeometry g, Out* out,
-                                                           float* lse) {
+template <int D, class In, class Out>
+__global__ void __launch_bounds__(kThreads) forward_kernel(const In* qkv, AttentionGeometry g, Out* out, float* lse) {
   __shared__ bf16x keys[kForwardKeys * (D + kPad)];
   __shared__ bf16x values_t[D * (kForwardKeys + kPad)];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t2 = 2 * (lane & 3);
-  const Head h = head_of(qkv, nullptr, g);
+  const Head<In> h = head_of(qkv, static_cast<const float*>(nullptr), g);
   const std::int64_t first = (gridDim.x - 1 - blockIdx.x) * static_cast<std::int64_t>(kRows);  // longest first
   const std::int64_t row[2] = {first + warp * 16 + (lane >> 2), first + warp * 16 + (lane >> 2) + 8};
   const std::uint64_t mask_row = mask_row_of(g, h.b, h.head);
@@ -264,14 +276,14 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const float* qkv, Att
 }
 
 // ---- backward, per block of 64 queries: D = sum_j P dP (pass 0), then dQ = sum_j dS K (pass 1) --------------------
-template <int D>
-__global__ void __launch_bounds__(kThreads) backward_query_kernel(const float* qkv, const float* dout, const float* lse,
+template <int D, class In>
+__global__ void __launch_bounds__(kThreads) backward_query_kernel(const In* qkv, const float* dout, const float* lse,
                                                                   AttentionGeometry g, float* dqkv, float* delta) {
   __shared__ bf16x keys[kBackwardTile * (D + kPad)];
   __shared__ bf16x keys_t[D * (kBackwardTile + kPad)];
   __shared__ bf16x values[kBackwardTile * (D + kPad)];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t2 = 2 * (lane & 3);
-  const Head h = head_of(qkv, dout, g);
+  const Head<In> h = head_of(qkv, dout, g);
   const std::int64_t first = (gridDim.x - 1 - blockIdx.x) * static_cast<std::int64_t>(kRows);
   const std::int64_t row[2] = {first + warp * 16 + (lane >> 2), first + warp * 16 + (lane >> 2) + 8};
   const std::uint64_t mask_row = mask_row_of(g, h.b, h.head);
@@ -362,8 +374,8 @@ constexpr int key_kernel_shared_bytes() {
          2 * kBackwardTile * static_cast<int>(sizeof(float));
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) backward_key_kernel(const float* qkv, const float* dout, const float* lse,
+template <int D, class In>
+__global__ void __launch_bounds__(kThreads) backward_key_kernel(const In* qkv, const float* dout, const float* lse,
                                                                 const float* delta, AttentionGeometry g, float* dqkv) {
   extern __shared__ __align__(16) unsigned char shared[];
   bf16x* keys = reinterpret_cast<bf16x*>(shared);              // [kRows][D + kPad]
@@ -375,7 +387,7 @@ __global__ void __launch_bounds__(kThreads) backward_key_kernel(const float* qkv
   float* lses = reinterpret_cast<float*>(grads_t + D * (kBackwardTile + kPad));  // [kBackwardTile], log2 units
   float* deltas = lses + kBackwardTile;                                           // [kBackwardTile]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t2 = 2 * (lane & 3);
-  const Head h = head_of(qkv, dout, g);
+  const Head<In> h = head_of(qkv, dout, g);
   const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(kRows);  // the first keys see the most queries
   const std::int64_t key[2] = {first + warp * 16 + (lane >> 2), first + warp * 16 + (lane >> 2) + 8};
   const std::uint64_t mask_row = mask_row_of(g, h.b, h.head);
@@ -466,31 +478,33 @@ dim3 blocks_of(const AttentionGeometry& g) {
               static_cast<unsigned>(g.batches));
 }
 
-template <int D>
-void forward(const float* qkv, const AttentionGeometry& g, float* out32, std::uint16_t* out16, float* lse,
+template <int D, class In>
+void forward(const In* qkv, const AttentionGeometry& g, float* out32, std::uint16_t* out16, float* lse,
              cudaStream_t stream) {
   if (out16 != nullptr) {
-    forward_kernel<D, std::uint16_t><<<blocks_of(g), kThreads, 0, stream>>>(qkv, g, out16, lse);
+    forward_kernel<D, In, std::uint16_t><<<blocks_of(g), kThreads, 0, stream>>>(qkv, g, out16, lse);
   } else {
-    forward_kernel<D, float><<<blocks_of(g), kThreads, 0, stream>>>(qkv, g, out32, lse);
+    forward_kernel<D, In, float><<<blocks_of(g), kThreads, 0, stream>>>(qkv, g, out32, lse);
   }
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-template <int D>
-void backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g, float* dqkv,
+template <int D, class In>
+void backward(const In* qkv, const float* dout, const float* lse, const AttentionGeometry& g, float* dqkv,
               float* delta, cudaStream_t stream) {
-  backward_query_kernel<D><<<blocks_of(g), kThreads, 0, stream>>>(qkv, dout, lse, g, dqkv, delta);
+  backward_query_kernel<D, In><<<blocks_of(g), kThreads, 0, stream>>>(qkv, dout, lse, g, dqkv, delta);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
   constexpr int bytes = key_kernel_shared_bytes<D>();
-  OPTIMUS_CHECK_CUDA(cudaFuncSetAttribute(backward_key_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  backward_key_kernel<D><<<blocks_of(g), kThreads, bytes, stream>>>(qkv, dout, lse, delta, g, dqkv);
+  OPTIMUS_CHECK_CUDA(
+      cudaFuncSetAttribute(backward_key_kernel<D, In>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  backward_key_kernel<D, In><<<blocks_of(g), kThreads, bytes, stream>>>(qkv, dout, lse, delta, g, dqkv);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
 }  // namespace
 
-void mma_attention_forward(const float* qkv, const AttentionGeometry& g, float* out32, std::uint16_t* out16, float* lse,
+template <class In>
+void mma_attention_forward(const In* qkv, const AttentionGeometry& g, float* out32, std::uint16_t* out16, float* lse,
                            cudaStream_t stream) {
   if (g.d <= 64) {
     forward<64>(qkv, g, out32, out16, lse, stream);
@@ -499,7 +513,8 @@ void mma_attention_forward(const float* qkv, const AttentionGeometry& g, float* 
   }
 }
 
-void mma_attention_backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
+template <class In>
+void mma_attention_backward(const In* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
                             float* dqkv, float* delta, cudaStream_t stream) {
   if (g.d <= 64) {
     backward<64>(qkv, dout, lse, g, dqkv, delta, stream);
@@ -507,5 +522,14 @@ void mma_attention_backward(const float* qkv, const float* dout, const float* ls
     backward<128>(qkv, dout, lse, g, dqkv, delta, stream);
   }
 }
+
+template void mma_attention_forward<float>(const float*, const AttentionGeometry&, float*, std::uint16_t*, float*,
+                                           cudaStream_t);
+template void mma_attention_forward<std::uint16_t>(const std::uint16_t*, const AttentionGeometry&, float*,
+                                                   std::uint16_t*, float*, cudaStream_t);
+template void mma_attention_backward<float>(const float*, const float*, const float*, const AttentionGeometry&, float*,
+                                            float*, cudaStream_t);
+template void mma_attention_backward<std::uint16_t>(const std::uint16_t*, const float*, const float*,
+                                                    const AttentionGeometry&, float*, float*, cudaStream_t);
 
 }  // namespace optimus::cuda::detail

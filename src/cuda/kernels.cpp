@@ -155,6 +155,18 @@ class CudaKernels final : public AcceleratorKernels {
     cuda::flash_attention_backward(qkv.data(), dout.data(), lse.data(), geometry(shape, dout.size(0), dout.size(1), q),
                                    dqkv.data(), delta.data(), stream_of(q));
   }
+  void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& shape, TensorView<bf16> out,
+                               TensorView<float> lse, const Queue& q) const override {
+    cuda::flash_attention_forward_mixed(qkv.data(), geometry(shape, out.size(0), out.size(1), q), out.data(),
+                                        lse.data(), stream_of(q));
+  }
+  void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout,
+                                TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
+                                TensorView<float> delta, const Queue& q) const override {
+    cuda::flash_attention_backward_mixed(qkv.data(), dout.data(), lse.data(),
+                                         geometry(shape, dout.size(0), dout.size(1), q), dqkv.data(), delta.data(),
+                                         stream_of(q));
+  }
   void cross_entropy_stats(TensorView<const float> logits, TensorView<const int> targets, std::int64_t row_offset,
                            std::int64_t v0, std::int64_t vocab, TensorView<float> stats,
                            const Queue& q) const override {

@@ -113,6 +113,21 @@ class SimKernels final : public AcceleratorKernels {
            },
            in(qkv), in(dout), in(lse), out(dqkv), out(delta));
   }
+  void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& shape, TensorView<bf16> out_,
+                               TensorView<float> lse, const Queue& q) const override {
+    launch(q, "flash_attention_forward",
+           [shape](auto x, auto o, auto l) { cpu::flash_attention_forward(x, shape, o, l); }, in(qkv), out(out_),
+           out(lse));
+  }
+  void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout,
+                                TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
+                                TensorView<float> delta, const Queue& q) const override {
+    launch(q, "flash_attention_backward",
+           [shape](auto x, auto d, auto l, auto dx, auto delta_) {
+             cpu::flash_attention_backward(x, d, l, shape, dx, delta_);
+           },
+           in(qkv), in(dout), in(lse), out(dqkv), out(delta));
+  }
   void row_sums(TensorView<const float> x, TensorView<float> out_, const Queue& q) const override {
     launch(q, "row_sums", [](auto x_, auto o) { cpu::row_sums(x_, o); }, in(x), out(out_));
   }

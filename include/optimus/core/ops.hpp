@@ -182,11 +182,20 @@ void flash_attention_forward(TensorView<const T> qkv, const AttentionShape& shap
 // followed by to_bf16, without its f32 copy.
 void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape, TensorView<bf16> out,
                              TensorView<float> lse, const Queue& queue);
+// Mixed precision's attention on qkv as kept in bf16 (no f32 copy of it): the products' operands are bf16 whatever
+// queue.math says — on a GPU the tensor-core kernels; on the CPU the f32 form with GemmMath::bf16 on qkv widened
+// (the same bits as that form, whose rounding of qkv does nothing to bf16 values).
+void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& shape, TensorView<bf16> out,
+                             TensorView<float> lse, const Queue& queue);
 // dqkv [batches * seq, 3 * width] (overwritten) from dout [batches * seq, width] and the forward's lse; delta (lse's
 // shape) is its workspace: per query row, D = sum over keys of P dP (the softmax backward's row term).
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
                               const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
+                              const Queue& queue);
+// The same on qkv in bf16 (mixed precision, as its forward above).
+void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout, TensorView<const float> lse,
+                              const AttentionShape& shape, TensorView<float> dqkv, TensorView<float> delta,
                               const Queue& queue);
 
 // ---- optimizer ------------------------------------------------------------------------------------------
