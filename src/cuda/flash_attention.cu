@@ -2,7 +2,8 @@
 // tensor-core tiling (mixed precision runs flash_attention_mma.cu's, with bf16 operands, instead). A thread owns one
 // query row (forward, and the backward's dQ) or one key row (the backward's dK and dV) and keeps its head-dimension
 // vectors in registers; the block stages kStage rows of the other operand in shared memory at a time. Correct and
-// memory-light (no [seq, seq] matrix), slow: the products are scalar FMAs on CUDA cores. Dropout draws the global mask element by element (math::dropout_keeps), as the CPU does.
+// memory-light (no [seq, seq] matrix), slow: the products are scalar FMAs on CUDA cores. Dropout draws the global
+// mask element by element (math::dropout_keeps), as the CPU does.
 #include <cmath>
 
 #include "block_reduce.cuh"
