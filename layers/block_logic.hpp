@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "attention_core.hpp"
@@ -46,15 +47,26 @@ DistMatrix<T> backward_of(Layer& layer, Context saved, const DistMatrix<T>& dy, 
   return layer.backward(std::move(saved), dy, *later);
 }
 
+// dact = dact * gelu'(pre), reading GELU's input as kept (bf16 under mixed precision: no widened copy).
+template <class T>
+void gelu_backward(const SavedActivation<T>& pre, DistMatrix<T>& dact) {
+  const ops::Queue queue = dact.grid().queue();
+  if constexpr (std::is_same_v<T, float>) {
+    if (pre.is_bf16()) {
+      ops::gelu_backward(pre.bf16_block(), std::as_const(dact).local(), dact.local(), queue);
+      return;
+    }
+  }
+  ops::gelu_backward<T>(pre.block(), std::as_const(dact).local(), dact.local(), queue);
+}
+
 template <class T, class Fc, class Proj>
 DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const DistMatrix<T>& dy,
                            WeightGradients* later) {
   saved.mark.check(dy.grid(), "mlp");
   DistMatrix<T> dact = backward_of(c_proj, std::move(saved.c_proj), dy, later);
-  Tensor<T> widened;  // GELU's input in T when kept in bf16
-  ops::gelu_backward<T>(saved.pre->values(widened), dact.local(), dact.local(), dy.grid().queue());
+  gelu_backward(*saved.pre, dact);
   saved.pre.reset();
-  widened.reset();
   return backward_of(c_fc, std::move(saved.c_fc), dact, later);
 }
 

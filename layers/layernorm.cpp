@@ -104,13 +104,20 @@ SavedActivation<T> LayerNorm2D<T>::forward_saved(const DistMatrix<T>& x, Tensor<
 }
 
 template <class T>
-typename LayerNorm2D<T>::Partials LayerNorm2D<T>::partials(const DistMatrix<T>& dy, TensorView<const T> xhat,
+typename LayerNorm2D<T>::Partials LayerNorm2D<T>::partials(const DistMatrix<T>& dy, const SavedActivation<T>& xhat,
                                                            TensorView<const T> gamma) const {
   const std::int64_t rows = dy.local_rows(), cols = dy.local_cols();
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
   Partials p{.dgamma = Tensor<T>(Shape{1, cols}, work), .dbeta = Tensor<T>(Shape{1, cols}, work),
              .sums = Tensor<T>(Shape{2 * rows}, work, Init::none)};
-  ops::layernorm_backward_partials<T>(dy.local(), xhat, gamma, p.dgamma.view(), p.dbeta.view(), p.sums.view(),
+  if constexpr (std::is_same_v<T, float>) {
+    if (xhat.is_bf16()) {
+      ops::layernorm_backward_partials(dy.local(), xhat.bf16_block(), gamma, p.dgamma.view(), p.dbeta.view(),
+                                       p.sums.view(), grid_.queue());
+      return p;
+    }
+  }
+  ops::layernorm_backward_partials<T>(dy.local(), xhat.block(), gamma, p.dgamma.view(), p.dbeta.view(), p.sums.view(),
                                       grid_.queue());
   return p;
 }
@@ -131,8 +138,7 @@ DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>&
 
   // dgamma = sum_rows dy * xhat, dbeta = sum_rows dy (reduce-scattered into the pieces), and the row sums of
   // dxhat and dxhat*xhat over all h features (one all-reduce of 2 * rows values).
-  Tensor<T> widened;  // xhat in T when kept in bf16
-  const TensorView<const T> xhat = saved.xhat->values(widened);
+  const SavedActivation<T>& xhat = *saved.xhat;
   Partials p = partials(dy, xhat, std::as_const(gamma).view());
   if (later == nullptr) accumulate(p);
   grid_.row().all_reduce(std::span<T>(p.sums.data(), static_cast<std::size_t>(2 * rows)), ReduceOp::sum);
@@ -141,10 +147,17 @@ DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>&
     OPTIMUS_CHECK(residual->rows() == dy.rows() && residual->cols() == dy.cols(), name_, ": the residual gradient is ",
                   residual->rows(), "x", residual->cols(), ", dy is ", dy.rows(), "x", dy.cols());
   }
-  ops::layernorm_backward_dx<T>(dy.local(), xhat, std::as_const(gamma).view(), std::as_const(saved.rstd).view(),
-                                std::as_const(p.sums).view(), hidden_,
-                                residual == nullptr ? TensorView<const T>{} : residual->local(), dx.local(),
-                                grid_.queue());
+  const TensorView<const T> add = residual == nullptr ? TensorView<const T>{} : residual->local();
+  const auto dx_from = [&](auto xhat_block) {
+    ops::layernorm_backward_dx(std::as_const(dy).local(), xhat_block, std::as_const(gamma).view(),
+                               std::as_const(saved.rstd).view(), std::as_const(p.sums).view(), hidden_, add,
+                               dx.local(), grid_.queue());
+  };
+  if (!xhat.is_bf16()) {
+    dx_from(xhat.block());
+  } else if constexpr (std::is_same_v<T, float>) {  // mixed precision: xhat read as kept
+    dx_from(xhat.bf16_block());
+  }
   if (later != nullptr) {
     struct Held {
       SavedActivation<T> xhat;
@@ -153,10 +166,7 @@ DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>&
     };
     later->defer(Held{.xhat = std::move(*saved.xhat), .dy = dy.clone_as(MemoryKind::workspace),
                       .gamma = std::move(gamma)},
-                 [this](Held& held) {
-                   Tensor<T> widened_again;
-                   accumulate(partials(held.dy, held.xhat.values(widened_again), std::as_const(held.gamma).view()));
-                 });
+                 [this](Held& held) { accumulate(partials(held.dy, held.xhat, std::as_const(held.gamma).view())); });
   }
   return dx;
 }

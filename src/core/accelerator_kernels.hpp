@@ -26,6 +26,8 @@ class AcceleratorKernels {
   virtual void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const = 0;
   virtual void gelu_backward(TensorView<const float> x, TensorView<const float> dy, TensorView<float> dx,
                              const Queue& q) const = 0;
+  virtual void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx,
+                             const Queue& q) const = 0;
   // x: rows contiguous.
   virtual void dropout(TensorView<float> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
                        std::uint64_t stream, const Queue& q) const = 0;
@@ -69,6 +71,14 @@ class AcceleratorKernels {
                                            TensorView<float> dbeta, TensorView<float> sums, const Queue& q) const = 0;
   // residual may be TensorView{} (nothing to add).
   virtual void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat,
+                                     TensorView<const float> gamma, TensorView<const float> rstd,
+                                     TensorView<const float> sums, std::int64_t hidden,
+                                     TensorView<const float> residual, TensorView<float> dx, const Queue& q) const = 0;
+  // The same two on xhat as kept in bf16.
+  virtual void layernorm_backward_partials(TensorView<const float> dy, TensorView<const bf16> xhat,
+                                           TensorView<const float> gamma, TensorView<float> dgamma,
+                                           TensorView<float> dbeta, TensorView<float> sums, const Queue& q) const = 0;
+  virtual void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat,
                                      TensorView<const float> gamma, TensorView<const float> rstd,
                                      TensorView<const float> sums, std::int64_t hidden,
                                      TensorView<const float> residual, TensorView<float> dx, const Queue& q) const = 0;

@@ -50,11 +50,12 @@ void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, Ten
 void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
                          TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
                          TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y);
-template <class T>
-void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+// xhat in T, or (X = bf16, T = float) as kept under mixed precision: the same bits on its values.
+template <class T, class X>
+void layernorm_backward_partials(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma,
                                  TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums);
-template <class T>
-void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+template <class T, class X>
+void layernorm_backward_dx(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma,
                            TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
                            TensorView<const T> residual, TensorView<T> dx);
 
@@ -67,6 +68,9 @@ void dropout_residual(TensorView<const T> residual, TensorView<T> x, const ops::
                       TensorView<T> row_sums);
 template <class T>
 void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask& mask);
+// GELU's backward on its input kept in bf16: dx = dy * gelu'(x widened), the f32 form's bits. Contiguous.
+void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx);
+
 // math: GemmMath::bf16 rounds the products' operands as a GPU's tensor cores take them (cpu_flash_attention.cpp).
 template <class T>
 void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape& shape, TensorView<T> out,

@@ -1,4 +1,7 @@
 // CPU backend: row statistics and LayerNorm (cpu_kernels.hpp), row by row with the shared element arithmetic.
+#include <type_traits>
+#include <vector>
+
 #include "cpu_kernels.hpp"
 #include "eigen_views.hpp"
 
@@ -70,42 +73,59 @@ void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_
   normalize_rows<float, bf16>(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y);
 }
 
-template <class T>
-void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+namespace {
+
+// Row r of xhat as T: the row itself, or (bf16) widened into `buffer`.
+template <class T, class X>
+const T* xhat_row(const X* xhat, std::int64_t r, std::int64_t cols, std::vector<T>& buffer) {
+  if constexpr (std::is_same_v<X, T>) {
+    return xhat + r * cols;
+  } else {
+    for (std::int64_t c = 0; c < cols; ++c) buffer[static_cast<std::size_t>(c)] = static_cast<T>(xhat[r * cols + c]);
+    return buffer.data();
+  }
+}
+
+}  // namespace
+
+template <class T, class X>
+void layernorm_backward_partials(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma,
                                  TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums) {
   const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
-  const ConstRows<T> DY(dy.data(), rows, cols), XH(xhat.data(), rows, cols);
   const ConstVec<T> G(gamma.data(), cols);
+  std::vector<T> widened(std::is_same_v<X, T> ? 0 : static_cast<std::size_t>(cols));
   // Each column summed over the rows in order (the CUDA kernel's order).
   T* g = dgamma.data();
   T* b = dbeta.data();
   for (std::int64_t c = 0; c < cols; ++c) g[c] = b[c] = T(0);
   for (std::int64_t r = 0; r < rows; ++r) {
+    const T* dy_row = dy.data() + r * cols;
+    const T* xh = xhat_row(xhat.data(), r, cols, widened);
     for (std::int64_t c = 0; c < cols; ++c) {
-      g[c] += DY(r, c) * XH(r, c);
-      b[c] += DY(r, c);
+      g[c] += dy_row[c] * xh[c];
+      b[c] += dy_row[c];
     }
-  }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto dxhat = DY.row(r).array() * G;
+    const auto dxhat = ConstVec<T>(dy_row, cols).array() * G.array();
     sums.data()[2 * r] = dxhat.sum();
-    sums.data()[2 * r + 1] = (dxhat * XH.row(r).array()).sum();
+    sums.data()[2 * r + 1] = (dxhat * ConstVec<T>(xh, cols).array()).sum();
   }
 }
 
-template <class T>
-void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
+template <class T, class X>
+void layernorm_backward_dx(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma,
                            TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
                            TensorView<const T> residual, TensorView<T> dx) {
   const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
   const T h = static_cast<T>(hidden);
   const T* add = residual.rank() == 0 ? nullptr : residual.data();  // no residual: TensorView{}
+  std::vector<T> widened(std::is_same_v<X, T> ? 0 : static_cast<std::size_t>(cols));
   for (std::int64_t r = 0; r < rows; ++r) {
     const T mean_d = math::layernorm_mean(sums.data()[2 * r], h);
     const T mean_dx = math::layernorm_mean(sums.data()[2 * r + 1], h);
+    const T* xh = xhat_row(xhat.data(), r, cols, widened);
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t e = r * cols + c;
-      const T d = math::layernorm_dx(dy.data()[e], gamma.data()[c], xhat.data()[e], rstd.data()[r], mean_d, mean_dx);
+      const T d = math::layernorm_dx(dy.data()[e], gamma.data()[c], xh[c], rstd.data()[r], mean_d, mean_dx);
       dx.data()[e] = add == nullptr ? d : math::axpby(T(1), add[e], T(1), d);
     }
   }
@@ -118,13 +138,20 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, Ten
   template void layernorm_normalize<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,                 \
                                        TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>,         \
                                        TensorView<T>, TensorView<T>);                                                 \
-  template void layernorm_backward_partials<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,         \
-                                               TensorView<T>, TensorView<T>, TensorView<T>);                          \
-  template void layernorm_backward_dx<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,               \
-                                         TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<const T>, \
-                                         TensorView<T>);
+  template void layernorm_backward_partials<T, T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,      \
+                                                  TensorView<T>, TensorView<T>, TensorView<T>);                       \
+  template void layernorm_backward_dx<T, T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,            \
+                                            TensorView<const T>, TensorView<const T>, std::int64_t,                   \
+                                            TensorView<const T>, TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE
+template void layernorm_backward_partials<float, bf16>(TensorView<const float>, TensorView<const bf16>,
+                                                       TensorView<const float>, TensorView<float>, TensorView<float>,
+                                                       TensorView<float>);
+template void layernorm_backward_dx<float, bf16>(TensorView<const float>, TensorView<const bf16>,
+                                                 TensorView<const float>, TensorView<const float>,
+                                                 TensorView<const float>, std::int64_t, TensorView<const float>,
+                                                 TensorView<float>);
 
 }  // namespace optimus::cpu

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu_kernels.hpp"
 #include "gemm_backend.hpp"
 #include "optimus/core/element_math.hpp"
 #include "vector_clones.hpp"
@@ -155,6 +156,13 @@ void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> 
     gelu_backward_row(X.data() + r * X.outerStride(), DY.data() + r * DY.outerStride(),
                       DX.data() + r * DX.outerStride(), X.cols());
   }
+}
+
+void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx) {
+  const bf16* xs = x.data();
+  const float* dys = dy.data();
+  float* dxs = dx.data();
+  for (std::int64_t e = 0; e < x.numel(); ++e) dxs[e] = dys[e] * math::gelu_derivative(static_cast<float>(xs[e]));
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                          \

@@ -38,6 +38,57 @@ void normalize_into(const char* op, TensorView<const T> x, TensorView<const T> r
               });
 }
 
+// xhat in T, or in bf16 as kept (X).
+template <class T, class X>
+void partials_of(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma, TensorView<T> dgamma,
+                 TensorView<T> dbeta, TensorView<T> sums, const Queue& queue) {
+  const char* op = "layernorm_backward_partials";
+  const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
+  check_shape(op, "dy", dy, rows, cols);
+  check_shape(op, "xhat", xhat, rows, cols);
+  check_shape(op, "gamma", gamma, 1, cols);
+  check_shape(op, "dgamma", dgamma, 1, cols);
+  check_shape(op, "dbeta", dbeta, 1, cols);
+  check_shape(op, "sums", sums, 2 * rows, 1);
+  dispatch<T>(op,
+              {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma),
+               contiguous("dgamma", dgamma), contiguous("dbeta", dbeta), contiguous("sums", sums)},
+              queue, [&] { cpu::layernorm_backward_partials(dy, xhat, gamma, dgamma, dbeta, sums); },
+              [&](const auto& k) {
+                k.layernorm_backward_partials(dy, xhat, gamma, dgamma, dbeta, sums, queue);
+              });
+}
+
+template <class T, class X>
+void dx_of(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma, TensorView<const T> rstd,
+           TensorView<const T> sums, std::int64_t hidden, TensorView<const T> residual, TensorView<T> dx,
+           const Queue& queue) {
+  const char* op = "layernorm_backward_dx";
+  const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
+  check_shape(op, "dy", dy, rows, cols);
+  check_shape(op, "xhat", xhat, rows, cols);
+  check_shape(op, "gamma", gamma, 1, cols);
+  check_shape(op, "rstd", rstd, rows, 1);
+  check_shape(op, "sums", sums, 2 * rows, 1);
+  check_shape(op, "dx", dx, rows, cols);
+  const auto cpu = [&] { cpu::layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, residual, dx); };
+  const auto accelerated = [&](const auto& k) {
+    k.layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, residual, dx, queue);
+  };
+  if (residual.rank() == 0) {  // TensorView{}: nothing to add
+    dispatch<T>(op,
+                {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma), contiguous("rstd", rstd),
+                 contiguous("sums", sums), contiguous("dx", dx)},
+                queue, cpu, accelerated);
+    return;
+  }
+  check_shape(op, "residual", residual, rows, cols);
+  dispatch<T>(op,
+              {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma), contiguous("rstd", rstd),
+               contiguous("sums", sums), contiguous("residual", residual), contiguous("dx", dx)},
+              queue, cpu, accelerated);
+}
+
 }  // namespace
 
 template <class T>
@@ -78,51 +129,26 @@ void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_
 template <class T>
 void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
                                  TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums, const Queue& queue) {
-  const char* op = "layernorm_backward_partials";
-  const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
-  check_shape(op, "dy", dy, rows, cols);
-  check_shape(op, "xhat", xhat, rows, cols);
-  check_shape(op, "gamma", gamma, 1, cols);
-  check_shape(op, "dgamma", dgamma, 1, cols);
-  check_shape(op, "dbeta", dbeta, 1, cols);
-  check_shape(op, "sums", sums, 2 * rows, 1);
-  dispatch<T>(op,
-              {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma),
-               contiguous("dgamma", dgamma), contiguous("dbeta", dbeta), contiguous("sums", sums)},
-              queue, [&] { cpu::layernorm_backward_partials(dy, xhat, gamma, dgamma, dbeta, sums); },
-              [&](const auto& k) {
-                k.layernorm_backward_partials(dy, xhat, gamma, dgamma, dbeta, sums, queue);
-              });
+  partials_of(dy, xhat, gamma, dgamma, dbeta, sums, queue);
+}
+
+void layernorm_backward_partials(TensorView<const float> dy, TensorView<const bf16> xhat,
+                                 TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
+                                 TensorView<float> sums, const Queue& queue) {
+  partials_of(dy, xhat, gamma, dgamma, dbeta, sums, queue);
 }
 
 template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
                            TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
                            TensorView<const T> residual, TensorView<T> dx, const Queue& queue) {
-  const char* op = "layernorm_backward_dx";
-  const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
-  check_shape(op, "dy", dy, rows, cols);
-  check_shape(op, "xhat", xhat, rows, cols);
-  check_shape(op, "gamma", gamma, 1, cols);
-  check_shape(op, "rstd", rstd, rows, 1);
-  check_shape(op, "sums", sums, 2 * rows, 1);
-  check_shape(op, "dx", dx, rows, cols);
-  const auto cpu = [&] { cpu::layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, residual, dx); };
-  const auto accelerated = [&](const auto& k) {
-    k.layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, residual, dx, queue);
-  };
-  if (residual.rank() == 0) {  // TensorView{}: nothing to add
-    dispatch<T>(op,
-                {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma), contiguous("rstd", rstd),
-                 contiguous("sums", sums), contiguous("dx", dx)},
-                queue, cpu, accelerated);
-    return;
-  }
-  check_shape(op, "residual", residual, rows, cols);
-  dispatch<T>(op,
-              {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma), contiguous("rstd", rstd),
-               contiguous("sums", sums), contiguous("residual", residual), contiguous("dx", dx)},
-              queue, cpu, accelerated);
+  dx_of(dy, xhat, gamma, rstd, sums, hidden, residual, dx, queue);
+}
+
+void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat, TensorView<const float> gamma,
+                           TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                           TensorView<const float> residual, TensorView<float> dx, const Queue& queue) {
+  dx_of(dy, xhat, gamma, rstd, sums, hidden, residual, dx, queue);
 }
 
 // A block's rows of the targets, and a vocabulary that the slice [v0, v0 + vn) starts within (or past: a slice of

@@ -68,6 +68,13 @@ void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> 
               [&](const auto& k) { k.gelu_backward(x, dy, dx, queue); });
 }
 
+void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx, const Queue& queue) {
+  check_same_shape("gelu_backward (bf16 x)", x, "dy", dy.shape());
+  check_same_shape("gelu_backward (bf16 x)", x, "dx", dx.shape());
+  dispatch<float>("gelu_backward (bf16 x)", {contiguous("x", x), contiguous("dy", dy), contiguous("dx", dx)}, queue,
+                  [&] { cpu::gelu_backward(x, dy, dx); }, [&](const auto& k) { k.gelu_backward(x, dy, dx, queue); });
+}
+
 template <class T>
 void dropout(TensorView<T> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
              std::uint64_t stream, const Queue& queue) {

@@ -9,14 +9,19 @@
 
 namespace optimus::cuda::detail {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;  // every kernel here runs blocks of this many threads
 
 // A float as a kernel stores it to an output of element type Out: itself, or its bf16 bits (rounded to nearest even,
 // as the casts: optimus::bf16 is passed to kernels as its 16 bits).
 __device__ inline float written(float v, float*) { return v; }
 __device__ inline std::uint16_t written(float v, std::uint16_t*) {
   return math::bf16_from_float_bits(__float_as_uint(v));
-}  // every kernel here runs blocks of this many threads
+}
+// A kernel's input element as a float: itself, or the value of its bf16 bits (as the casts widen).
+__device__ inline float value_of(float x) { return x; }
+__device__ inline float value_of(std::uint16_t bf16_bits) {
+  return __uint_as_float(math::float_bits_from_bf16(bf16_bits));
+}
 
 inline unsigned blocks_for(std::int64_t n) {
   const std::int64_t b = (n + kThreads - 1) / kThreads;

@@ -9,6 +9,7 @@ namespace {
 
 using detail::blocks_for;
 using detail::kThreads;
+using detail::value_of;
 
 __global__ void fill_kernel(float* y, float value, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
@@ -31,10 +32,12 @@ __global__ void gelu_forward_kernel(const float* x, float* y, std::int64_t n) {
   }
 }
 
-__global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, std::int64_t n) {
+// x in f32, or bf16 (its bits).
+template <class X>
+__global__ void gelu_backward_kernel(const X* x, const float* dy, float* dx, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    dx[e] = dy[e] * math::gelu_derivative(x[e]);
+    dx[e] = dy[e] * math::gelu_derivative(value_of(x[e]));
   }
 }
 
@@ -64,7 +67,13 @@ void gelu_forward(const float* x, float* y, std::int64_t n, cudaStream_t stream)
 }
 
 void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream) {
-  gelu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  gelu_backward_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void gelu_backward_bf16(const bf16* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream) {
+  gelu_backward_kernel<std::uint16_t>
+      <<<blocks_for(n), kThreads, 0, stream>>>(reinterpret_cast<const std::uint16_t*>(x), dy, dx, n);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

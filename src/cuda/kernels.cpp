@@ -66,6 +66,10 @@ class CudaKernels final : public AcceleratorKernels {
                      const Queue& q) const override {
     cuda::gelu_backward(x.data(), dy.data(), dx.data(), x.numel(), stream_of(q));
   }
+  void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx,
+                     const Queue& q) const override {
+    cuda::gelu_backward_bf16(x.data(), dy.data(), dx.data(), x.numel(), stream_of(q));
+  }
   void dropout(TensorView<float> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
                std::uint64_t stream, const Queue& q) const override {
     cuda::dropout_apply(x.data(), x.size(0), x.size(1), x.stride(0), row0, col0, p, seed, stream, stream_of(q));
@@ -114,6 +118,19 @@ class CudaKernels final : public AcceleratorKernels {
                                       dbeta.data(), sums.data(), stream_of(q));
   }
   void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat, TensorView<const float> gamma,
+                             TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                             TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
+    cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), hidden,
+                                residual.rank() == 0 ? nullptr : residual.data(), rows(dy), cols(dy), dx.data(),
+                                stream_of(q));
+  }
+  void layernorm_backward_partials(TensorView<const float> dy, TensorView<const bf16> xhat,
+                                   TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
+                                   TensorView<float> sums, const Queue& q) const override {
+    cuda::layernorm_backward_partials(dy.data(), xhat.data(), gamma.data(), rows(dy), cols(dy), dgamma.data(),
+                                      dbeta.data(), sums.data(), stream_of(q));
+  }
+  void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat, TensorView<const float> gamma,
                              TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
                              TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
     cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), hidden,

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "block_reduce.cuh"
 #include "optimus/cuda/layer_kernels.hpp"
 
 namespace optimus::cuda::detail::mma_tiles {
@@ -85,10 +86,8 @@ struct Operand {
     constexpr std::int64_t per16 = 16 / sizeof(In);
     return reinterpret_cast<std::uintptr_t>(b) % 16 == 0 && s % per16 == 0 && width % per16 == 0;
   }
-  __device__ static float value(float x) { return x; }
-  __device__ static float value(std::uint16_t bits) { return __uint_as_float(static_cast<u32>(bits) << 16); }
   __device__ float at(std::int64_t i, std::int64_t c) const {
-    return i < seq && c < d ? value(base[i * stride + c]) : 0.0f;
+    return i < seq && c < d ? value_of(base[i * stride + c]) : 0.0f;
   }
   // Columns c.. c + 3 of row i as bf16 pairs (c, c + 1) and (c + 2, c + 3), zeros past seq and d.
   __device__ uint2 four(std::int64_t i, std::int64_t c) const {

@@ -8,6 +8,7 @@ namespace optimus::cuda {
 namespace {
 
 using detail::kThreads;
+using detail::value_of;
 
 // One block per row: out[r] = sum of x[r, :].
 __global__ void row_sums_kernel(const float* x, std::int64_t cols, float* out) {
@@ -90,7 +91,8 @@ __global__ void normalize_kernel(const float* x, const float* row_sum, const flo
 }
 
 // Row sums of dxhat = dy gamma and dxhat xhat: one block per row.
-__global__ void backward_row_sums_kernel(const float* dy, const float* xhat, const float* gamma, std::int64_t cols,
+template <class X>
+__global__ void backward_row_sums_kernel(const float* dy, const X* xhat, const float* gamma, std::int64_t cols,
                                          float* sums) {
   __shared__ float shared[kThreads];
   const std::int64_t r = blockIdx.x;
@@ -98,7 +100,7 @@ __global__ void backward_row_sums_kernel(const float* dy, const float* xhat, con
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const float d = dy[r * cols + c] * gamma[c];
     a += d;
-    b += d * xhat[r * cols + c];
+    b += d * value_of(xhat[r * cols + c]);
   }
   const float sa = detail::block_sum(a, shared);
   const float sb = detail::block_sum(b, shared);
@@ -109,7 +111,8 @@ __global__ void backward_row_sums_kernel(const float* dy, const float* xhat, con
 }
 
 // Column sums of dy xhat and dy, laid out as column_sums_kernel.
-__global__ void backward_column_sums_kernel(const float* dy, const float* xhat, std::int64_t rows, std::int64_t cols,
+template <class X>
+__global__ void backward_column_sums_kernel(const float* dy, const X* xhat, std::int64_t rows, std::int64_t cols,
                                             float* dgamma, float* dbeta) {
   __shared__ float shared[kRowLanes][kColumnTile];
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(kColumnTile) + threadIdx.x;
@@ -118,7 +121,7 @@ __global__ void backward_column_sums_kernel(const float* dy, const float* xhat, 
 #pragma unroll 4
     for (std::int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
       const float d = dy[r * cols + c];
-      g += d * xhat[r * cols + c];
+      g += d * value_of(xhat[r * cols + c]);
       b += d;
     }
   }
@@ -130,14 +133,15 @@ __global__ void backward_column_sums_kernel(const float* dy, const float* xhat, 
   }
 }
 
-__global__ void backward_dx_kernel(const float* dy, const float* xhat, const float* gamma, const float* rstd,
+template <class X>
+__global__ void backward_dx_kernel(const float* dy, const X* xhat, const float* gamma, const float* rstd,
                                    const float* sums, float hidden, const float* residual, std::int64_t cols,
                                    float* dx) {
   const std::int64_t r = blockIdx.x;
   const float mean_d = math::layernorm_mean(sums[2 * r], hidden), mean_dx = math::layernorm_mean(sums[2 * r + 1], hidden);
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const std::int64_t e = r * cols + c;
-    const float d = math::layernorm_dx(dy[e], gamma[c], xhat[e], rstd[r], mean_d, mean_dx);
+    const float d = math::layernorm_dx(dy[e], gamma[c], value_of(xhat[e]), rstd[r], mean_d, mean_dx);
     dx[e] = residual == nullptr ? d : residual[e] + d;
   }
 }
@@ -191,22 +195,53 @@ void layernorm_normalize_bf16(const float* x, const float* row_sum, const float*
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
+namespace {
+
+// xhat in f32 or bf16 (X: its bits).
+template <class X>
+void partials(const float* dy, const X* xhat, const float* gamma, std::int64_t rows, std::int64_t cols, float* dgamma,
+              float* dbeta, float* sums, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  backward_column_sums_kernel<X><<<column_blocks(cols), column_block(), 0, stream>>>(dy, xhat, rows, cols, dgamma,
+                                                                                     dbeta);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+  backward_row_sums_kernel<X><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(dy, xhat, gamma, cols, sums);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+template <class X>
+void dx_of(const float* dy, const X* xhat, const float* gamma, const float* rstd, const float* sums,
+           std::int64_t hidden, const float* residual, std::int64_t rows, std::int64_t cols, float* dx,
+           cudaStream_t stream) {
+  if (rows == 0) return;
+  backward_dx_kernel<X><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      dy, xhat, gamma, rstd, sums, static_cast<float>(hidden), residual, cols, dx);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace
+
 void layernorm_backward_partials(const float* dy, const float* xhat, const float* gamma, std::int64_t rows,
                                  std::int64_t cols, float* dgamma, float* dbeta, float* sums, cudaStream_t stream) {
-  if (rows == 0 || cols == 0) return;
-  backward_column_sums_kernel<<<column_blocks(cols), column_block(), 0, stream>>>(dy, xhat, rows, cols, dgamma, dbeta);
-  OPTIMUS_CHECK_CUDA(cudaGetLastError());
-  backward_row_sums_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(dy, xhat, gamma, cols, sums);
-  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+  partials(dy, xhat, gamma, rows, cols, dgamma, dbeta, sums, stream);
+}
+
+void layernorm_backward_partials(const float* dy, const bf16* xhat, const float* gamma, std::int64_t rows,
+                                 std::int64_t cols, float* dgamma, float* dbeta, float* sums, cudaStream_t stream) {
+  partials(dy, reinterpret_cast<const std::uint16_t*>(xhat), gamma, rows, cols, dgamma, dbeta, sums, stream);
 }
 
 void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamma, const float* rstd,
                            const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
                            std::int64_t cols, float* dx, cudaStream_t stream) {
-  if (rows == 0) return;
-  backward_dx_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      dy, xhat, gamma, rstd, sums, static_cast<float>(hidden), residual, cols, dx);
-  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+  dx_of(dy, xhat, gamma, rstd, sums, hidden, residual, rows, cols, dx, stream);
+}
+
+void layernorm_backward_dx(const float* dy, const bf16* xhat, const float* gamma, const float* rstd,
+                           const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
+                           std::int64_t cols, float* dx, cudaStream_t stream) {
+  dx_of(dy, reinterpret_cast<const std::uint16_t*>(xhat), gamma, rstd, sums, hidden, residual, rows, cols, dx,
+        stream);
 }
 
 }  // namespace optimus::cuda

@@ -70,6 +70,11 @@ class SimKernels final : public AcceleratorKernels {
     launch(q, "gelu_backward", [](auto x_, auto dy_, auto dx_) { cpu::gelu_backward<float>(x_, dy_, dx_); }, in(x),
            in(dy), out(dx));
   }
+  void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx,
+                     const Queue& q) const override {
+    launch(q, "gelu_backward", [](auto x_, auto dy_, auto dx_) { cpu::gelu_backward(x_, dy_, dx_); }, in(x), in(dy),
+           out(dx));
+  }
   void dropout(TensorView<float> x, std::uint64_t row0, std::uint64_t col0, double p, std::uint64_t seed,
                std::uint64_t stream, const Queue& q) const override {
     launch(q, "dropout", [=](auto x_) { cpu::dropout<float>(x_, row0, col0, p, seed, stream); }, out(x));
@@ -152,28 +157,22 @@ class SimKernels final : public AcceleratorKernels {
   void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                    TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
                                    TensorView<float> sums, const Queue& q) const override {
-    launch(q, "layernorm_backward_partials",
-           [](auto dy_, auto xh, auto g, auto dg, auto db, auto s) {
-             cpu::layernorm_backward_partials(dy_, xh, g, dg, db, s);
-           },
-           in(dy), in(xhat), in(gamma), out(dgamma), out(dbeta), out(sums));
+    partials_into(dy, xhat, gamma, dgamma, dbeta, sums, q);
+  }
+  void layernorm_backward_partials(TensorView<const float> dy, TensorView<const bf16> xhat,
+                                   TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
+                                   TensorView<float> sums, const Queue& q) const override {
+    partials_into(dy, xhat, gamma, dgamma, dbeta, sums, q);
   }
   void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat, TensorView<const float> gamma,
                              TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
                              TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
-    if (residual.rank() == 0) {
-      launch(q, "layernorm_backward_dx",
-             [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto dx_) {
-               cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, TensorView<const float>{}, dx_);
-             },
-             in(dy), in(xhat), in(gamma), in(rstd), in(sums), out(dx));
-      return;
-    }
-    launch(q, "layernorm_backward_dx",
-           [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto add, auto dx_) {
-             cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, add, dx_);
-           },
-           in(dy), in(xhat), in(gamma), in(rstd), in(sums), in(residual), out(dx));
+    dx_into(dy, xhat, gamma, rstd, sums, hidden, residual, dx, q);
+  }
+  void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat, TensorView<const float> gamma,
+                             TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                             TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
+    dx_into(dy, xhat, gamma, rstd, sums, hidden, residual, dx, q);
   }
 
   void embedding_lookup(TensorView<const float> wte, TensorView<const int> tokens, std::int64_t v0,
@@ -225,6 +224,34 @@ class SimKernels final : public AcceleratorKernels {
   }
 
  private:
+  // LayerNorm's backward on xhat in f32 or in bf16 (X).
+  template <class X>
+  static void partials_into(TensorView<const float> dy, TensorView<const X> xhat, TensorView<const float> gamma,
+                            TensorView<float> dgamma, TensorView<float> dbeta, TensorView<float> sums, const Queue& q) {
+    launch(q, "layernorm_backward_partials",
+           [](auto dy_, auto xh, auto g, auto dg, auto db, auto s) {
+             cpu::layernorm_backward_partials(dy_, xh, g, dg, db, s);
+           },
+           in(dy), in(xhat), in(gamma), out(dgamma), out(dbeta), out(sums));
+  }
+  template <class X>
+  static void dx_into(TensorView<const float> dy, TensorView<const X> xhat, TensorView<const float> gamma,
+                      TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                      TensorView<const float> residual, TensorView<float> dx, const Queue& q) {
+    if (residual.rank() == 0) {
+      launch(q, "layernorm_backward_dx",
+             [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto dx_) {
+               cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, TensorView<const float>{}, dx_);
+             },
+             in(dy), in(xhat), in(gamma), in(rstd), in(sums), out(dx));
+      return;
+    }
+    launch(q, "layernorm_backward_dx",
+           [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto add, auto dx_) {
+             cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, add, dx_);
+           },
+           in(dy), in(xhat), in(gamma), in(rstd), in(sums), in(residual), out(dx));
+  }
   // The f32 and bf16-out forms of the kernels that write either (Out: float or bf16).
   template <class Out>
   static void attention_forward_into(TensorView<const float> qkv, const AttentionShape& shape, TensorView<Out> out_,

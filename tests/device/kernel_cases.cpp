@@ -26,6 +26,18 @@ std::vector<float> random_values(std::int64_t n, std::uint64_t seed, double scal
   return x;
 }
 
+// x rounded to bf16, and bf16 values widened back: the values mixed precision keeps, in each form.
+std::vector<bf16> to_bits(const std::vector<float>& x) {
+  std::vector<bf16> bits(x.size());
+  for (std::size_t e = 0; e < x.size(); ++e) bits[e] = bf16(x[e]);
+  return bits;
+}
+std::vector<float> widened(const std::vector<bf16>& bits) {
+  std::vector<float> x(bits.size());
+  for (std::size_t e = 0; e < bits.size(); ++e) x[e] = static_cast<float>(bits[e]);
+  return x;
+}
+
 template <class T>
 bool is_nan(T x) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -116,6 +128,19 @@ void element_wise(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   ops::gelu_backward<float>(x.in_host(), y.in_host(), g.on_host(), host);
   ops::gelu_backward<float>(x.in_device(), y.in_device(), g.on_device(), q);
   expect.same("gelu_backward", g);
+  {  // GELU's input kept in bf16 (mixed precision), read as it is: on each device the f32 form's bits on its values.
+    const std::vector<bf16> bits = to_bits(x.host);
+    const Both<bf16> x16(bits, m, rank);
+    const Both<float> x32(widened(bits), m, rank);
+    Both<float> from16(g.host, m, rank), from32(g.host, m, rank);
+    ops::gelu_backward(x16.in_host(), y.in_host(), from16.on_host(), host);
+    ops::gelu_backward<float>(x32.in_host(), y.in_host(), from32.on_host(), host);
+    ops::gelu_backward(x16.in_device(), y.in_device(), from16.on_device(), q);
+    ops::gelu_backward<float>(x32.in_device(), y.in_device(), from32.on_device(), q);
+    CHECK(from16.host == from32.host);
+    CHECK(download(from16.device) == download(from32.device));
+    CHECK(from16.host != g.host);  // the rounding of x changed something
+  }
   // axpby with beta = 0 ignores y: a NaN there does not propagate.
   std::vector<float> nan_values(static_cast<std::size_t>(rows * cols), std::numeric_limits<float>::quiet_NaN());
   Both<float> overwritten(nan_values, m, rank);
@@ -282,6 +307,31 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
                     host);
   CHECK(std::memcmp(unfused.data(), dx_plus.host.data(), unfused.size() * sizeof(float)) == 0);
   CHECK(unfused != dx.host);  // the residual changed something
+  // xhat kept in bf16 (mixed precision), read as it is: on each device the f32 forms' bits on its values.
+  const Both<bf16> xh16(xhat16.host, Shape{rows, cols}, rank);
+  const Both<float> xh32(widened(xhat16.host), Shape{rows, cols}, rank);
+  std::vector<Both<float>> out;  // dgamma, dbeta, sums, dx of the bf16 form, then of the f32 form
+  for (int form = 0; form < 2; ++form) {
+    out.emplace_back(dgamma.host, Shape{1, cols}, rank);
+    out.emplace_back(dbeta.host, Shape{1, cols}, rank);
+    out.emplace_back(partial.host, Shape{2 * rows}, rank);
+    out.emplace_back(dx.host, Shape{rows, cols}, rank);
+  }
+  for (const auto& [on, queue] : {std::pair{0, host}, std::pair{1, q}}) {
+    const auto w = [on](Both<float>& b) { return on == 0 ? b.on_host() : b.on_device(); };
+    const auto r = [on](const auto& b) { return on == 0 ? b.in_host() : b.in_device(); };
+    ops::layernorm_backward_partials(r(dy), r(xh16), r(gamma), w(out[0]), w(out[1]), w(out[2]), queue);
+    ops::layernorm_backward_partials<float>(r(dy), r(xh32), r(gamma), w(out[4]), w(out[5]), w(out[6]), queue);
+    ops::layernorm_backward_dx(r(dy), r(xh16), r(gamma), r(rstd), r(partial), hidden, r(residual), w(out[3]), queue);
+    ops::layernorm_backward_dx<float>(r(dy), r(xh32), r(gamma), r(rstd), r(partial), hidden, r(residual), w(out[7]),
+                                      queue);
+  }
+  for (std::size_t k = 0; k < 4; ++k) {
+    CAPTURE(k);
+    CHECK(out[k].host == out[k + 4].host);
+    CHECK(download(out[k].device) == download(out[k + 4].device));
+  }
+  CHECK(out[3].host != dx_plus.host);  // the rounding of xhat changed something
 }
 
 // The block's residual kernels on a block at global row 20, column 3 (not a whole draw of four columns): each against
@@ -398,27 +448,24 @@ void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, cons
     expect.near("flash_attention_backward (bf16 products): dqkv", dqkv, 2e-2);
     // qkv kept in bf16 (as mixed precision saves it), read as it is: on each device the bits of the f32 form on its
     // values widened, whose rounding to bf16 then changes nothing.
-    std::vector<bf16> bits(qkv.host.size());
-    for (std::size_t e = 0; e < bits.size(); ++e) bits[e] = bf16(qkv.host[e]);
-    std::vector<float> values(bits.size());
-    for (std::size_t e = 0; e < bits.size(); ++e) values[e] = static_cast<float>(bits[e]);
+    const std::vector<bf16> bits = to_bits(qkv.host);
     const Both<bf16> qkv16(bits, Shape{n, 3 * width}, rank);
-    const Both<float> widened(values, Shape{n, 3 * width}, rank);
+    const Both<float> qkv32(widened(bits), Shape{n, 3 * width}, rank);
     Both<bf16> out_a(out16.host, Shape{n, width}, rank), out_b(out16.host, Shape{n, width}, rank);
     Both<float> lse_a(lse.host, Shape{n * heads}, rank), lse_b(lse.host, Shape{n * heads}, rank);
     Both<float> dqkv_a(dqkv.host, Shape{n, 3 * width}, rank), dqkv_b(dqkv.host, Shape{n, 3 * width}, rank);
     Both<float> delta_a(lse.host, Shape{n * heads}, rank), delta_b(lse.host, Shape{n * heads}, rank);
     ops::flash_attention_forward(qkv16.in_host(), shape, out_a.on_host(), lse_a.on_host(), host);
-    ops::flash_attention_forward(widened.in_host(), shape, out_b.on_host(), lse_b.on_host(), host);
+    ops::flash_attention_forward(qkv32.in_host(), shape, out_b.on_host(), lse_b.on_host(), host);
     ops::flash_attention_backward(qkv16.in_host(), dout.in_host(), lse_b.in_host(), shape, dqkv_a.on_host(),
                                   delta_a.on_host(), host);
-    ops::flash_attention_backward<float>(widened.in_host(), dout.in_host(), lse_b.in_host(), shape, dqkv_b.on_host(),
+    ops::flash_attention_backward<float>(qkv32.in_host(), dout.in_host(), lse_b.in_host(), shape, dqkv_b.on_host(),
                                          delta_b.on_host(), host);
     ops::flash_attention_forward(qkv16.in_device(), shape, out_a.on_device(), lse_a.on_device(), q);
-    ops::flash_attention_forward(widened.in_device(), shape, out_b.on_device(), lse_b.on_device(), q);
+    ops::flash_attention_forward(qkv32.in_device(), shape, out_b.on_device(), lse_b.on_device(), q);
     ops::flash_attention_backward(qkv16.in_device(), dout.in_device(), lse_b.in_device(), shape, dqkv_a.on_device(),
                                   delta_a.on_device(), q);
-    ops::flash_attention_backward<float>(widened.in_device(), dout.in_device(), lse_b.in_device(), shape,
+    ops::flash_attention_backward<float>(qkv32.in_device(), dout.in_device(), lse_b.in_device(), shape,
                                          dqkv_b.on_device(), delta_b.on_device(), q);
     CHECK(out_a.host == out_b.host);
     CHECK(lse_a.host == lse_b.host);

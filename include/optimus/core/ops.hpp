@@ -124,6 +124,8 @@ template <class T>
 void gelu_forward(TensorView<const T> x, TensorView<T> y, const Queue& queue);
 template <class T>
 void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, const Queue& queue);
+// The same on GELU's input as kept in bf16 (mixed precision): the f32 form's bits on x's values, read as they are.
+void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx, const Queue& queue);
 
 // Dropout of a block whose element (r, c) is element (row0 + r, col0 + c) of the global activation:
 // x = math::dropout_keeps(p, seed, stream, row0 + r, col0 + c) ? x / (1 - p) : 0 (element_math.hpp); a
@@ -241,6 +243,13 @@ template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
                            TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
                            TensorView<const T> residual, TensorView<T> dx, const Queue& queue);
+// The same two on xhat as kept in bf16 (mixed precision): the f32 forms' bits on its values, read as they are.
+void layernorm_backward_partials(TensorView<const float> dy, TensorView<const bf16> xhat,
+                                 TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
+                                 TensorView<float> sums, const Queue& queue);
+void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat, TensorView<const float> gamma,
+                           TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                           TensorView<const float> residual, TensorView<float> dx, const Queue& queue);
 
 // ---- vocabulary-parallel embedding: this rank's slice [v0, v0 + vn) of wte, its column block of width `width` ------
 // partial[t, :] = wte[tokens[t] - v0, :] for tokens in the slice, else 0. wte: [vn, width]; partial: [n, width].

@@ -8,6 +8,10 @@
 
 #include "optimus/core/element_math.hpp"
 
+namespace optimus {
+struct bf16;  // optimus/core/dtype.hpp (C++20; the .cu files that define these kernels compile as C++17)
+}  // namespace optimus
+
 namespace optimus::cuda {
 
 // y[e] = value for e < n.
@@ -17,6 +21,8 @@ void axpby(float alpha, const float* x, float beta, float* y, std::int64_t n, cu
 // GELU (tanh form) and its derivative: y = gelu(x); dx = dy * gelu'(x) (dx may alias dy).
 void gelu_forward(const float* x, float* y, std::int64_t n, cudaStream_t stream);
 void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
+// The same on x in bf16 (its values widened as they are read).
+void gelu_backward_bf16(const bf16* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
 
 // acc[e] = math::combine(acc[e], x[e], op), n elements: the in-process reductions on the device, the host's bits.
 void combine_into(float* acc, const float* x, std::int64_t n, math::Combine op, cudaStream_t stream);

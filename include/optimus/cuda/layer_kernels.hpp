@@ -47,6 +47,12 @@ void layernorm_backward_partials(const float* dy, const float* xhat, const float
 void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamma, const float* rstd,
                            const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
                            std::int64_t cols, float* dx, cudaStream_t stream);
+// The same two on xhat as kept in bf16 (its values widened as they are read).
+void layernorm_backward_partials(const float* dy, const bf16* xhat, const float* gamma, std::int64_t rows,
+                                 std::int64_t cols, float* dgamma, float* dbeta, float* sums, cudaStream_t stream);
+void layernorm_backward_dx(const float* dy, const bf16* xhat, const float* gamma, const float* rstd,
+                           const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
+                           std::int64_t cols, float* dx, cudaStream_t stream);
 
 // ---- dropout (partition-independent: optimus/layers/dropout.hpp) -----------------------------------------
 // x[r, c] *= keep ? 1/(1-p) : 0 where keep = CounterRng(seed, stream).uniform(row0 + r, col0 + c) >= p; x has

@@ -70,7 +70,8 @@ class LayerNorm2D {
   struct Partials {
     Tensor<T> dgamma, dbeta, sums;
   };
-  Partials partials(const DistMatrix<T>& dy, TensorView<const T> xhat, TensorView<const T> gamma) const;
+  // xhat as kept (bf16 under mixed precision: read as it is, no widened copy).
+  Partials partials(const DistMatrix<T>& dy, const SavedActivation<T>& xhat, TensorView<const T> gamma) const;
   void accumulate(const Partials& p);
 
   Grid grid_;
