@@ -110,6 +110,7 @@ facts() {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
   lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\))' && free -g | head -2
   mpirun --version | head -1
+  find /usr /opt -name 'libcudnn.so.*' 2>/dev/null | head -3  # cuDNN, whose fused attention is a candidate
   "$bin/optimus-bench" blas --threads "$(lscpu -p=core,socket | grep -vc '^#')" --sweeps 1
 }
 
@@ -133,6 +134,9 @@ gpu_bench() {
   "$bin/optimus-bench" attention --device cuda --gemm bf16 --b 2 --s 256,1024,2048,4096,8192 --heads 16 --d 128
   "$bin/optimus-bench" attention --device cuda --gemm bf16 --b 2 --s 256,2048 --heads 32 --d 64
   "$bin/optimus-bench" attention --device cuda --b 2 --s 256,1024 --heads 16 --d 128
+  # The peer at the same shapes, where the image's PyTorch has it: FlashAttention-2, cuDNN's and the memory-efficient
+  # attention, each forced in turn.
+  python3 "$root_dir/scripts/attention_peer.py" --b 2 --heads 16 --d 128 --s 1024,2048,4096,8192
 }
 
 # Where the fused attention's kernels spend their time (Nsight Compute, where the image has it): throughput, occupancy
@@ -237,7 +241,7 @@ run() {
 
 section_seconds() {  # the most each section may take (s)
   case "$1" in
-    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 90 ;; gpu_profile) echo 90 ;;
+    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 120 ;; gpu_profile) echo 90 ;;
     gpu_pipeline) echo 60 ;; gpu_mpi) echo 60 ;;
     cpu_scaling) echo 150 ;;
     cpu_calibrate) echo 30 ;; cpu_plan) echo 150 ;; cpu_pipeline) echo 60 ;; sanitize) echo 120 ;;
