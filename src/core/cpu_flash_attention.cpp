@@ -15,13 +15,16 @@
 // online softmax rescales after the same keys and rounds the same terms: the two devices then differ by the order of
 // their sums, as bf16 GEMMs do.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "cpu_kernels.hpp"
+#include "vector_clones.hpp"
 #include "optimus/core/kernels.hpp"
 
 namespace optimus::cpu {
@@ -37,12 +40,21 @@ bool bf16_operands(ops::GemmMath math) {
   return std::is_same_v<T, float> && math == ops::GemmMath::bf16;
 }
 
-// x[0.. n) rounded to bf16's precision (to nearest even), kept in T.
+// x[0.. n) rounded to bf16's precision, kept in f32: the bits of bf16(x) widened (to nearest even; a NaN stays a quiet
+// NaN), branch-free so that the loop vectorises.
+OPTIMUS_VECTOR_CLONES void round_floats_to_bf16(float* x, std::int64_t n) {
+  for (std::int64_t e = 0; e < n; ++e) {
+    const auto u = std::bit_cast<std::uint32_t>(x[e]);
+    const bool nan = (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0;
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    x[e] = std::bit_cast<float>(nan ? (u | 0x00400000u) & 0xffff0000u : rounded);
+  }
+}
+
+// The same in T (f64: nothing; mixed precision is f32's).
 template <class T>
 void round_to_bf16(T* x, std::int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    for (std::int64_t e = 0; e < n; ++e) x[e] = static_cast<float>(bf16(x[e]));
-  }
+  if constexpr (std::is_same_v<T, float>) round_floats_to_bf16(x, n);
 }
 
 // x itself, or (mixed: bf16 operands) a copy of it rounded to bf16 in `storage`. x: contiguous.
