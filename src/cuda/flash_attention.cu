@@ -28,8 +28,7 @@ struct Head {
 
 __device__ Head head_of(const float* qkv, const AttentionGeometry& g) {
   const std::int64_t b = blockIdx.z, t = blockIdx.y, width = g.heads * g.d;
-  return Head{qkv + b * g.seq * 3 * width + t * g.d, 3 * width, width, g.d,
-              static_cast<std::uint64_t>(((g.first_batch + b) * g.total_heads + g.first_head + t) * g.seq),
+  return Head{qkv + b * g.seq * 3 * width + t * g.d, 3 * width, width, g.d, detail::mask_row_of(g, b, t),
               (b * g.heads + t) * g.seq};
 }
 

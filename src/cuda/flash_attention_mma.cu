@@ -43,10 +43,32 @@ __device__ void fill(bf16x* tile, const Operand<In>& x, std::int64_t first) {
   }
 }
 
-// Bytes of shared memory each kernel takes: the forward's K and V tiles (two of each when async); the dQ kernel's K and
-// V tiles (the same); the dK/dV kernel's K and V rows, its Q tiles (two when async), its dO tile, and the tile's
-// log-sum-exps and D.
-constexpr int row_bytes(int d) { return static_cast<int>(sizeof(bf16x)) * (d + kPad); }
+// Tiles t = 0 .. count - 1 of the other operand through shared memory: load(t) puts tile t in its buffer (async: one
+// tile ahead of the one being multiplied; converted: on the way in), stage(t) does the tile's synchronous work beside
+// it, and multiply(t) runs once every thread's part of tile t has arrived, finishing before any buffer it reads is
+// filled again. Copies issued before the call (the key kernel's K and V rows) arrive with tile 0.
+template <Tiles tiles, class Load, class Stage, class Multiply>
+__device__ void over_tiles(int count, const Load& load, const Stage& stage, const Multiply& multiply) {
+  if constexpr (tiles == Tiles::async) {
+    load(0);
+    commit_async();
+  }
+  for (int t = 0; t < count; ++t) {
+    if constexpr (tiles == Tiles::async) {  // the next tile's copies in flight while this one is multiplied
+      if (t + 1 < count) load(t + 1);
+      commit_async();
+    } else {
+      load(t);
+    }
+    stage(t);
+    if constexpr (tiles == Tiles::async) wait_async<1>();
+    __syncthreads();
+    multiply(t);
+    __syncthreads();  // every warp is done with this tile's buffers before they are filled again
+  }
+}
+
+// Tiles in shared memory: two buffers when async (one being filled, one multiplied), else one.
 template <Tiles tiles>
 constexpr int kBuffers = tiles == Tiles::async ? 2 : 1;
 // The buffer tile t goes to.
@@ -54,6 +76,23 @@ template <Tiles tiles>
 __device__ inline int slot(int t) {
   return t % kBuffers<tiles>;
 }
+// The K and V tiles of keys R t.. R t + R - 1 in buffer slot<tiles>(t): K at keys_of(buffer, t), V R (D + kPad)
+// elements after it.
+template <Tiles tiles, int R, int D>
+__device__ bf16x* keys_of(bf16x* buffer, int t) {
+  return buffer + slot<tiles>(t) * 2 * R * (D + kPad);
+}
+template <Tiles tiles, int R, int D, class In>
+__device__ void fill_keys_values(bf16x* buffer, const Head<In>& h, int t) {
+  bf16x* keys = keys_of<tiles, R, D>(buffer, t);
+  fill<tiles, R, D>(keys, h.k, t * static_cast<std::int64_t>(R));
+  fill<tiles, R, D>(keys + R * (D + kPad), h.v, t * static_cast<std::int64_t>(R));
+}
+
+// Bytes of shared memory each kernel takes: the forward's K and V tiles (two of each when async); the dQ kernel's K and
+// V tiles (the same); the dK/dV kernel's K and V rows, its Q tiles (two when async), its dO tile, and the tile's
+// log-sum-exps and D.
+constexpr int row_bytes(int d) { return static_cast<int>(sizeof(bf16x)) * (d + kPad); }
 template <Tiles tiles, int D>
 constexpr int forward_bytes() {
   return kBuffers<tiles> * 2 * kForwardKeys * row_bytes(D);
@@ -87,88 +126,73 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
   const std::int64_t last = first + kRows < g.seq ? first + kRows : g.seq;  // one past the last key the block sees
   const int count = static_cast<int>((last + kForwardKeys - 1) / kForwardKeys);
-  const auto load = [&](int t) {
-    bf16x* keys = buffer + slot<tiles>(t) * 2 * kTile;
-    fill<tiles, kForwardKeys, D>(keys, h.k, t * static_cast<std::int64_t>(kForwardKeys));
-    fill<tiles, kForwardKeys, D>(keys + kTile, h.v, t * static_cast<std::int64_t>(kForwardKeys));
-  };
-  if constexpr (tiles == Tiles::async) {
-    load(0);
-    commit_async();
-  }
-  for (int t = 0; t < count; ++t) {
-    if constexpr (tiles == Tiles::async) {  // the next tile's copies in flight while this one is multiplied
-      if (t + 1 < count) load(t + 1);
-      commit_async();
-      wait_async<1>();
-    } else {
-      load(t);
-    }
-    __syncthreads();
-    const bf16x* keys = buffer + slot<tiles>(t) * 2 * kTile;
-    const bf16x* values = keys + kTile;
-    const std::int64_t j0 = t * static_cast<std::int64_t>(kForwardKeys);
-    float s[kForwardKeys / 8][4] = {};
+  const auto load = [&](int t) { fill_keys_values<tiles, kForwardKeys, D>(buffer, h, t); };
+  over_tiles<tiles>(
+      count, load, [](int) {},
+      [&](int t) {
+        const bf16x* keys = keys_of<tiles, kForwardKeys, D>(buffer, t);
+        const bf16x* values = keys + kTile;
+        const std::int64_t j0 = t * static_cast<std::int64_t>(kForwardKeys);
+        float s[kForwardKeys / 8][4] = {};
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
+        for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-      for (int n = 0; n < kForwardKeys / 8; ++n) {
-        u32 b0, b1;
-        load_b(b0, b1, keys, D + kPad, n * 8, kk * 16);
-        mma(s[n], q[kk], b0, b1);
-      }
-    }
-    float grown[2] = {max[0], max[1]};
+          for (int n = 0; n < kForwardKeys / 8; ++n) {
+            u32 b0, b1;
+            load_b(b0, b1, keys, D + kPad, n * 8, kk * 16);
+            mma(s[n], q[kk], b0, b1);
+          }
+        }
+        float grown[2] = {max[0], max[1]};
 #pragma unroll
-    for (int n = 0; n < kForwardKeys / 8; ++n) {
+        for (int n = 0; n < kForwardKeys / 8; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const std::int64_t j = j0 + n * 8 + t2 + (e & 1);
-        const float x = j <= row[e >> 1] && j < g.seq ? s[n][e] * scale2 : -INFINITY;
-        s[n][e] = x;
-        grown[e >> 1] = fmaxf(grown[e >> 1], x);
-      }
-    }
-    float rescale[2];
+          for (int e = 0; e < 4; ++e) {
+            const std::int64_t j = j0 + n * 8 + t2 + (e & 1);
+            const float x = j <= row[e >> 1] && j < g.seq ? s[n][e] * scale2 : -INFINITY;
+            s[n][e] = x;
+            grown[e >> 1] = fmaxf(grown[e >> 1], x);
+          }
+        }
+        float rescale[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {  // key 0 is in the first tile: every row's max is finite from then on
-      grown[r] = row_max(grown[r]);
-      rescale[r] = exp2f(max[r] - grown[r]);
-      max[r] = grown[r];
-      sum[r] *= rescale[r];
-    }
+        for (int r = 0; r < 2; ++r) {  // key 0 is in the first tile: every row's max is finite from then on
+          grown[r] = row_max(grown[r]);
+          rescale[r] = exp2f(max[r] - grown[r]);
+          max[r] = grown[r];
+          sum[r] *= rescale[r];
+        }
 #pragma unroll
-    for (int n = 0; n < kForwardKeys / 8; ++n) {
+        for (int n = 0; n < kForwardKeys / 8; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = exp2f(s[n][e] - max[e >> 1]);
-        sum[e >> 1] += p;
-        s[n][e] = p == 0.0f
-                      ? 0.0f
-                      : dropped(p, g, mask_row + static_cast<std::uint64_t>(row[e >> 1]), j0 + n * 8 + t2 + (e & 1));
-      }
-    }
+          for (int e = 0; e < 4; ++e) {
+            const float p = exp2f(s[n][e] - max[e >> 1]);
+            sum[e >> 1] += p;
+            s[n][e] = p == 0.0f ? 0.0f
+                                : dropped(p, g, mask_row + static_cast<std::uint64_t>(row[e >> 1]),
+                                          j0 + n * 8 + t2 + (e & 1));
+          }
+        }
 #pragma unroll
-    for (int c = 0; c < D / 8; ++c) {
-      o[c][0] *= rescale[0];
-      o[c][1] *= rescale[0];
-      o[c][2] *= rescale[1];
-      o[c][3] *= rescale[1];
-    }
+        for (int c = 0; c < D / 8; ++c) {
+          o[c][0] *= rescale[0];
+          o[c][1] *= rescale[0];
+          o[c][2] *= rescale[1];
+          o[c][3] *= rescale[1];
+        }
 #pragma unroll
-    for (int kk = 0; kk < kForwardKeys / 16; ++kk) {
-      u32 a[4];
-      as_a(a, s[2 * kk], s[2 * kk + 1]);
+        for (int kk = 0; kk < kForwardKeys / 16; ++kk) {
+          u32 a[4];
+          as_a(a, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-      for (int c = 0; c < D / 8; c += 2) {
-        u32 b[4];
-        load_b_transposed(b, values, D + kPad, c * 8, kk * 16);
-        mma(o[c], a, b[0], b[1]);
-        mma(o[c + 1], a, b[2], b[3]);
-      }
-    }
-    __syncthreads();  // every warp is done with this tile's buffer before it is filled again
-  }
+          for (int c = 0; c < D / 8; c += 2) {
+            u32 b[4];
+            load_b_transposed(b, values, D + kPad, c * 8, kk * 16);
+            mma(o[c], a, b[0], b[1]);
+            mma(o[c + 1], a, b[2], b[3]);
+          }
+        }
+      });
 #pragma unroll
   for (int r = 0; r < 2; ++r) sum[r] = row_sum(sum[r]);
 #pragma unroll
@@ -213,72 +237,57 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   float d_row[2] = {0.0f, 0.0f};
   const std::int64_t last = first + kRows < g.seq ? first + kRows : g.seq;
   const int count = static_cast<int>((last + kBackwardTile - 1) / kBackwardTile);
-  const auto load = [&](int t) {
-    bf16x* keys = buffer + slot<tiles>(t) * 2 * kTile;
-    fill<tiles, kBackwardTile, D>(keys, h.k, t * static_cast<std::int64_t>(kBackwardTile));
-    fill<tiles, kBackwardTile, D>(keys + kTile, h.v, t * static_cast<std::int64_t>(kBackwardTile));
-  };
+  const auto load = [&](int t) { fill_keys_values<tiles, kBackwardTile, D>(buffer, h, t); };
   for (int pass = 0; pass < 2; ++pass) {
-    if constexpr (tiles == Tiles::async) {
-      load(0);
-      commit_async();
-    }
-    for (int t = 0; t < count; ++t) {
-      if constexpr (tiles == Tiles::async) {
-        if (t + 1 < count) load(t + 1);
-        commit_async();
-        wait_async<1>();
-      } else {
-        load(t);
-      }
-      __syncthreads();
-      const bf16x* keys = buffer + slot<tiles>(t) * 2 * kTile;
-      const bf16x* values = keys + kTile;
-      const std::int64_t j0 = t * static_cast<std::int64_t>(kBackwardTile);
-      float s[kBackwardTile / 8][4] = {}, dp[kBackwardTile / 8][4] = {};
+    over_tiles<tiles>(
+        count, load, [](int) {},
+        [&](int t) {
+          const bf16x* keys = keys_of<tiles, kBackwardTile, D>(buffer, t);
+          const bf16x* values = keys + kTile;
+          const std::int64_t j0 = t * static_cast<std::int64_t>(kBackwardTile);
+          float s[kBackwardTile / 8][4] = {}, dp[kBackwardTile / 8][4] = {};
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
+          for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-        for (int n = 0; n < kBackwardTile / 8; ++n) {
-          u32 b0, b1;
-          load_b(b0, b1, keys, D + kPad, n * 8, kk * 16);
-          mma(s[n], q[kk], b0, b1);
-          load_b(b0, b1, values, D + kPad, n * 8, kk * 16);
-          mma(dp[n], dO[kk], b0, b1);
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < kBackwardTile / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1;
-          const std::int64_t j = j0 + n * 8 + t2 + (e & 1);
-          const bool seen = j <= row[r] && row[r] < g.seq;
-          const float p = seen ? exp2f(s[n][e] * scale2 - lse2[r]) : 0.0f;
-          const float dpv = seen ? dropped(dp[n][e], g, mask_row + static_cast<std::uint64_t>(row[r]), j) : 0.0f;
-          if (pass == 0) {
-            d_row[r] += p * dpv;
-          } else {
-            s[n][e] = math::softmax_grad(p, dpv, d_row[r], g.scale);
+            for (int n = 0; n < kBackwardTile / 8; ++n) {
+              u32 b0, b1;
+              load_b(b0, b1, keys, D + kPad, n * 8, kk * 16);
+              mma(s[n], q[kk], b0, b1);
+              load_b(b0, b1, values, D + kPad, n * 8, kk * 16);
+              mma(dp[n], dO[kk], b0, b1);
+            }
           }
-        }
-      }
-      if (pass == 1) {
 #pragma unroll
-        for (int kk = 0; kk < kBackwardTile / 16; ++kk) {
-          u32 a[4];
-          as_a(a, s[2 * kk], s[2 * kk + 1]);
+          for (int n = 0; n < kBackwardTile / 8; ++n) {
 #pragma unroll
-          for (int c = 0; c < D / 8; c += 2) {
-            u32 b[4];
-            load_b_transposed(b, keys, D + kPad, c * 8, kk * 16);
-            mma(dq[c], a, b[0], b[1]);
-            mma(dq[c + 1], a, b[2], b[3]);
+            for (int e = 0; e < 4; ++e) {
+              const int r = e >> 1;
+              const std::int64_t j = j0 + n * 8 + t2 + (e & 1);
+              const bool seen = j <= row[r] && row[r] < g.seq;
+              const float p = seen ? exp2f(s[n][e] * scale2 - lse2[r]) : 0.0f;
+              const float dpv = seen ? dropped(dp[n][e], g, mask_row + static_cast<std::uint64_t>(row[r]), j) : 0.0f;
+              if (pass == 0) {
+                d_row[r] += p * dpv;
+              } else {
+                s[n][e] = math::softmax_grad(p, dpv, d_row[r], g.scale);
+              }
+            }
           }
-        }
-      }
-      __syncthreads();
-    }
+          if (pass == 1) {
+#pragma unroll
+            for (int kk = 0; kk < kBackwardTile / 16; ++kk) {
+              u32 a[4];
+              as_a(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+              for (int c = 0; c < D / 8; c += 2) {
+                u32 b[4];
+                load_b_transposed(b, keys, D + kPad, c * 8, kk * 16);
+                mma(dq[c], a, b[0], b[1]);
+                mma(dq[c + 1], a, b[2], b[3]);
+              }
+            }
+          }
+        });
     if (pass == 0) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) d_row[r] = row_sum(d_row[r]);
@@ -320,89 +329,81 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   const std::int64_t lse_row = (h.b * g.heads + h.head) * g.seq;
   const float scale2 = g.scale * kLog2e;
   const int count = static_cast<int>((g.seq - first + kBackwardTile - 1) / kBackwardTile);  // queries from `first`
+  const auto first_query = [&](int t) { return first + t * static_cast<std::int64_t>(kBackwardTile); };
   const auto load_queries = [&](int t) {
-    fill<tiles, kBackwardTile, D>(query_buffer + slot<tiles>(t) * kTile, h.q,
-                                  first + t * static_cast<std::int64_t>(kBackwardTile));
+    fill<tiles, kBackwardTile, D>(query_buffer + slot<tiles>(t) * kTile, h.q, first_query(t));
   };
   fill<tiles, kRows, D>(keys, h.k, first);
   fill<tiles, kRows, D>(values, h.v, first);
-  if constexpr (tiles == Tiles::async) {
-    load_queries(0);
-    commit_async();  // K, V and the first Q tile: one group
-  }
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  for (int t = 0; t < count; ++t) {
-    const std::int64_t i0 = first + t * static_cast<std::int64_t>(kBackwardTile);
-    if constexpr (tiles == Tiles::async) {
-      if (t + 1 < count) load_queries(t + 1);
-      commit_async();
-    } else {
-      load_queries(t);
-    }
-    stage_rows<kBackwardTile, D>(grads, h.dout, i0);
-    if (threadIdx.x < kBackwardTile) {
-      const std::int64_t i = i0 + threadIdx.x;
-      lses[threadIdx.x] = i < g.seq ? lse[lse_row + i] * kLog2e : 0.0f;
-      deltas[threadIdx.x] = i < g.seq ? delta[lse_row + i] : 0.0f;
-    }
-    if constexpr (tiles == Tiles::async) wait_async<1>();
-    __syncthreads();
-    const bf16x* queries = query_buffer + slot<tiles>(t) * kTile;
-    float s[kBackwardTile / 8][4] = {}, dp[kBackwardTile / 8][4] = {};  // S^T and dP^T: [16 keys, 32 queries]
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      u32 a[4];
-      load_a(a, keys, D + kPad, warp * 16, kk * 16);
-#pragma unroll
-      for (int n = 0; n < kBackwardTile / 8; ++n) {
-        u32 b0, b1;
-        load_b(b0, b1, queries, D + kPad, n * 8, kk * 16);
-        mma(s[n], a, b0, b1);
-      }
-      load_a(a, values, D + kPad, warp * 16, kk * 16);
-#pragma unroll
-      for (int n = 0; n < kBackwardTile / 8; ++n) {
-        u32 b0, b1;
-        load_b(b0, b1, grads, D + kPad, n * 8, kk * 16);
-        mma(dp[n], a, b0, b1);
-      }
-    }
-#pragma unroll
-    for (int n = 0; n < kBackwardTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int local = n * 8 + t2 + (e & 1);
-        const std::int64_t i = i0 + local, j = key[e >> 1];
-        const bool seen = i >= j && i < g.seq && j < g.seq;
-        const float p = seen ? exp2f(s[n][e] * scale2 - lses[local]) : 0.0f;
-        bool keep = true;
-        if (seen && g.dropout > 0.0) {
-          keep = math::dropout_keeps(g.dropout, g.seed, g.stream, mask_row + static_cast<std::uint64_t>(i),
-                                     static_cast<std::uint64_t>(j));
+  over_tiles<tiles>(
+      count, load_queries,
+      [&](int t) {  // the tile's dO, converted from f32, and its queries' row terms
+        const std::int64_t i0 = first_query(t);
+        stage_rows<kBackwardTile, D>(grads, h.dout, i0);
+        if (threadIdx.x < kBackwardTile) {
+          const std::int64_t i = i0 + threadIdx.x;
+          lses[threadIdx.x] = i < g.seq ? lse[lse_row + i] * kLog2e : 0.0f;
+          deltas[threadIdx.x] = i < g.seq ? delta[lse_row + i] : 0.0f;
         }
-        const float dpv = seen ? math::dropout(dp[n][e], keep, g.dropout > 0.0 ? g.keep_scale : 1.0f) : 0.0f;
-        s[n][e] = math::dropout(p, keep, g.dropout > 0.0 ? g.keep_scale : 1.0f);
-        dp[n][e] = math::softmax_grad(p, dpv, deltas[local], g.scale);
-      }
-    }
+      },
+      [&](int t) {
+        const std::int64_t i0 = first_query(t);
+        const bf16x* queries = query_buffer + slot<tiles>(t) * kTile;
+        float s[kBackwardTile / 8][4] = {}, dp[kBackwardTile / 8][4] = {};  // S^T and dP^T: [16 keys, 32 queries]
 #pragma unroll
-    for (int kk = 0; kk < kBackwardTile / 16; ++kk) {
-      u32 kept[4], ds[4];
-      as_a(kept, s[2 * kk], s[2 * kk + 1]);
-      as_a(ds, dp[2 * kk], dp[2 * kk + 1]);
+        for (int kk = 0; kk < D / 16; ++kk) {
+          u32 a[4];
+          load_a(a, keys, D + kPad, warp * 16, kk * 16);
 #pragma unroll
-      for (int c = 0; c < D / 8; c += 2) {
-        u32 b[4];
-        load_b_transposed(b, grads, D + kPad, c * 8, kk * 16);
-        mma(dv[c], kept, b[0], b[1]);
-        mma(dv[c + 1], kept, b[2], b[3]);
-        load_b_transposed(b, queries, D + kPad, c * 8, kk * 16);
-        mma(dk[c], ds, b[0], b[1]);
-        mma(dk[c + 1], ds, b[2], b[3]);
-      }
-    }
-    __syncthreads();
-  }
+          for (int n = 0; n < kBackwardTile / 8; ++n) {
+            u32 b0, b1;
+            load_b(b0, b1, queries, D + kPad, n * 8, kk * 16);
+            mma(s[n], a, b0, b1);
+          }
+          load_a(a, values, D + kPad, warp * 16, kk * 16);
+#pragma unroll
+          for (int n = 0; n < kBackwardTile / 8; ++n) {
+            u32 b0, b1;
+            load_b(b0, b1, grads, D + kPad, n * 8, kk * 16);
+            mma(dp[n], a, b0, b1);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < kBackwardTile / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int local = n * 8 + t2 + (e & 1);
+            const std::int64_t i = i0 + local, j = key[e >> 1];
+            const bool seen = i >= j && i < g.seq && j < g.seq;
+            const float p = seen ? exp2f(s[n][e] * scale2 - lses[local]) : 0.0f;
+            bool keep = true;
+            if (seen && g.dropout > 0.0) {
+              keep = math::dropout_keeps(g.dropout, g.seed, g.stream, mask_row + static_cast<std::uint64_t>(i),
+                                         static_cast<std::uint64_t>(j));
+            }
+            const float dpv = seen ? math::dropout(dp[n][e], keep, g.dropout > 0.0 ? g.keep_scale : 1.0f) : 0.0f;
+            s[n][e] = math::dropout(p, keep, g.dropout > 0.0 ? g.keep_scale : 1.0f);
+            dp[n][e] = math::softmax_grad(p, dpv, deltas[local], g.scale);
+          }
+        }
+#pragma unroll
+        for (int kk = 0; kk < kBackwardTile / 16; ++kk) {
+          u32 kept[4], ds[4];
+          as_a(kept, s[2 * kk], s[2 * kk + 1]);
+          as_a(ds, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+          for (int c = 0; c < D / 8; c += 2) {
+            u32 b[4];
+            load_b_transposed(b, grads, D + kPad, c * 8, kk * 16);
+            mma(dv[c], kept, b[0], b[1]);
+            mma(dv[c + 1], kept, b[2], b[3]);
+            load_b_transposed(b, queries, D + kPad, c * 8, kk * 16);
+            mma(dk[c], ds, b[0], b[1]);
+            mma(dk[c + 1], ds, b[2], b[3]);
+          }
+        }
+      });
 #pragma unroll
   for (int c = 0; c < D / 8; ++c) {
 #pragma unroll
