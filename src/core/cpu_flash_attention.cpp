@@ -15,7 +15,6 @@
 // online softmax rescales after the same keys and rounds the same terms: the two devices then differ by the order of
 // their sums, as bf16 GEMMs do.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -40,15 +39,9 @@ bool bf16_operands(ops::GemmMath math) {
   return std::is_same_v<T, float> && math == ops::GemmMath::bf16;
 }
 
-// x[0.. n) rounded to bf16's precision, kept in f32: the bits of bf16(x) widened (to nearest even; a NaN stays a quiet
-// NaN), branch-free so that the loop vectorises.
+// x[0.. n) rounded to bf16's precision, kept in f32: bf16(x) widened (to nearest even; a NaN stays a quiet NaN).
 OPTIMUS_VECTOR_CLONES void round_floats_to_bf16(float* x, std::int64_t n) {
-  for (std::int64_t e = 0; e < n; ++e) {
-    const auto u = std::bit_cast<std::uint32_t>(x[e]);
-    const bool nan = (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0;
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    x[e] = std::bit_cast<float>(nan ? (u | 0x00400000u) & 0xffff0000u : rounded);
-  }
+  for (std::int64_t e = 0; e < n; ++e) x[e] = static_cast<float>(bf16(x[e]));
 }
 
 // The same in T (f64: nothing; mixed precision is f32's).

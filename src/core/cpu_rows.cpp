@@ -81,7 +81,8 @@ const T* xhat_row(const X* xhat, std::int64_t r, std::int64_t cols, std::vector<
   if constexpr (std::is_same_v<X, T>) {
     return xhat + r * cols;
   } else {
-    for (std::int64_t c = 0; c < cols; ++c) buffer[static_cast<std::size_t>(c)] = static_cast<T>(xhat[r * cols + c]);
+    to_f32(TensorView<const bf16>(xhat + r * cols, Shape{1, cols}, Device::cpu),
+           TensorView<float>(buffer.data(), Shape{1, cols}, Device::cpu));
     return buffer.data();
   }
 }

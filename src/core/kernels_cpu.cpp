@@ -3,7 +3,6 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <bit>
 #include <cmath>
 
 #include "cpu_kernels.hpp"
@@ -19,15 +18,10 @@ template <class T>
 OPTIMUS_VECTOR_CLONES void gelu_row(const T* x, T* y, std::int64_t n) {
   for (std::int64_t e = 0; e < n; ++e) y[e] = math::gelu(x[e]);
 }
-template <class T>
-OPTIMUS_VECTOR_CLONES void gelu_backward_row(const T* x, const T* dy, T* dx, std::int64_t n) {
-  for (std::int64_t e = 0; e < n; ++e) dx[e] = dy[e] * math::gelu_derivative(x[e]);
-}
-// The same with x in bf16, each element widened as it is read (its bits shifted: the loop still vectorises).
-OPTIMUS_VECTOR_CLONES void gelu_backward_bf16_row(const bf16* x, const float* dy, float* dx, std::int64_t n) {
-  for (std::int64_t e = 0; e < n; ++e) {
-    dx[e] = dy[e] * math::gelu_derivative(std::bit_cast<float>(math::float_bits_from_bf16(x[e].bits)));
-  }
+// x in T, or in bf16 (X) widened as it is read.
+template <class T, class X>
+OPTIMUS_VECTOR_CLONES void gelu_backward_row(const X* x, const T* dy, T* dx, std::int64_t n) {
+  for (std::int64_t e = 0; e < n; ++e) dx[e] = dy[e] * math::gelu_derivative(static_cast<T>(x[e]));
 }
 
 // acc[e] += x[e] over n contiguous elements.
@@ -166,7 +160,7 @@ void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> 
 }
 
 void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx) {
-  gelu_backward_bf16_row(x.data(), dy.data(), dx.data(), x.numel());
+  gelu_backward_row(x.data(), dy.data(), dx.data(), x.numel());
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                          \
