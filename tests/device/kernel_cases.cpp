@@ -13,95 +13,19 @@
 
 #include "device_cases.hpp"
 #include "device_world.hpp"
+#include "kernel_case_support.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/core/rng.hpp"
 
 namespace optimus::test {
 namespace {
 
-std::vector<float> random_values(std::int64_t n, std::uint64_t seed, double scale = 1.0) {
-  const CounterRng rng(seed);
-  std::vector<float> x(static_cast<std::size_t>(n));
-  for (std::size_t e = 0; e < x.size(); ++e) x[e] = static_cast<float>(scale * (2 * rng.uniform(0, e) - 1));
-  return x;
-}
-
-// x rounded to bf16, and bf16 values widened back: the values mixed precision keeps, in each form.
-std::vector<bf16> to_bits(const std::vector<float>& x) {
-  std::vector<bf16> bits(x.size());
-  for (std::size_t e = 0; e < x.size(); ++e) bits[e] = bf16(x[e]);
-  return bits;
-}
-std::vector<float> widened(const std::vector<bf16>& bits) {
-  std::vector<float> x(bits.size());
-  for (std::size_t e = 0; e < bits.size(); ++e) x[e] = static_cast<float>(bits[e]);
-  return x;
-}
-
-template <class T>
-bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(x);
-  } else {
-    return false;
-  }
-}
-
-template <class T>
-double as_double(T x) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    return static_cast<double>(static_cast<float>(x));
-  } else {
-    return static_cast<double>(x);
-  }
-}
-
-// One operand on the host and on the device, with the same values.
-template <class T>
-struct Both {
-  Both(std::vector<T> values, Shape s, RankDevice& rank)
-      : host(std::move(values)), shape(s), device(to_device(host, s, rank.memory())) {}
-  std::vector<T> host;
-  Shape shape;
-  Tensor<T> device;
-
-  TensorView<T> on_host() { return TensorView<T>(host.data(), shape, Device::cpu); }
-  TensorView<const T> in_host() const { return TensorView<const T>(host.data(), shape, Device::cpu); }
-  TensorView<T> on_device() { return device.view(); }
-  TensorView<const T> in_device() const { return device.view(); }
-};
-
-// Compares the device's result with the host's: bit for bit where `exact` (the simulated device runs the CPU kernels;
-// dropout masks, casts and rank-order reductions are defined to the bit on every device), within 1e-5 relative
-// otherwise (a GPU sums in another order), or `tolerance` where a GPU rounds operands the CPU keeps (near).
-struct Expect {
-  bool exact;
-  template <class T>
-  void same(const char* what, const Both<T>& b, bool always_exact = false) const {
-    near(what, b, 1e-5, always_exact);
-  }
-  template <class T>
-  void near(const char* what, const Both<T>& b, double tolerance, bool always_exact = false) const {
-    const std::vector<T> got = download(b.device);
-    REQUIRE(got.size() == b.host.size());
-    CAPTURE(what);
-    if (exact || always_exact) {  // bit for bit (a NaN matches any NaN: a GPU writes its own payload)
-      bool same = true;
-      for (std::size_t e = 0; e < got.size(); ++e) {
-        same = same && (std::memcmp(&got[e], &b.host[e], sizeof(T)) == 0 || (is_nan(got[e]) && is_nan(b.host[e])));
-      }
-      CHECK(same);
-      return;
-    }
-    double worst = 0;
-    for (std::size_t e = 0; e < got.size(); ++e) {
-      const double x = as_double(got[e]), y = as_double(b.host[e]);
-      worst = std::max(worst, std::abs(x - y) / (1 + std::abs(y)));
-    }
-    CAPTURE(worst);
-    CHECK(worst <= tolerance);
-  }
-};
+using kernel_cases::attention_kernels;
+using kernel_cases::Both;
+using kernel_cases::Expect;
+using kernel_cases::random_values;
+using kernel_cases::to_bits;
+using kernel_cases::widened;
 
 void element_wise(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   const ops::Queue host{};
@@ -377,108 +301,6 @@ void residual_paths(RankDevice& rank, const ops::Queue& q, const Expect& expect)
   }
 }
 
-// The fused attention: 2 sequences of 70 (more than a GPU block's 64 rows and the CPU's tile), 3 heads of d = 8 among
-// 5 global heads, dropout 0.2; forward, then backward from the forward's lse.
-void flash_attention(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
-  const ops::Queue host{};
-  const std::int64_t seq = 70, n = 2 * seq, heads = 3, width = heads * 8;
-  const ops::AttentionShape shape{.seq = seq, .heads = heads, .dropout = 0.2, .seed = 9, .stream = 4,
-                                  .first_batch = 1, .first_head = 1, .total_heads = 5};
-  const Both<float> qkv(random_values(n * 3 * width, 24, 2.0), Shape{n, 3 * width}, rank);
-  const Both<float> dout(random_values(n * width, 25), Shape{n, width}, rank);
-  Both<float> out(std::vector<float>(n * width), Shape{n, width}, rank);
-  Both<float> lse(std::vector<float>(n * heads), Shape{n * heads}, rank), delta(lse.host, Shape{n * heads}, rank);
-  Both<float> dqkv(std::vector<float>(n * 3 * width, 7.0f), Shape{n, 3 * width}, rank);
-  ops::flash_attention_forward<float>(qkv.in_host(), shape, out.on_host(), lse.on_host(), host);
-  ops::flash_attention_forward<float>(qkv.in_device(), shape, out.on_device(), lse.on_device(), q);
-  expect.same("flash_attention_forward: output", out);
-  expect.same("flash_attention_forward: lse", lse);
-  // Written in bf16: on each device the bits of its own f32 output cast by to_bf16, and the same lse.
-  Both<bf16> out16(std::vector<bf16>(n * width), Shape{n, width}, rank), cast(out16.host, Shape{n, width}, rank);
-  Both<float> lse16(lse.host, Shape{n * heads}, rank);
-  ops::flash_attention_forward(qkv.in_host(), shape, out16.on_host(), lse16.on_host(), host);
-  ops::flash_attention_forward(qkv.in_device(), shape, out16.on_device(), lse16.on_device(), q);
-  ops::to_bf16(out.in_host(), cast.on_host(), host);
-  ops::to_bf16(out.in_device(), cast.on_device(), q);
-  CHECK(cast.host == out16.host);
-  CHECK(download(cast.device) == download(out16.device));
-  CHECK(lse16.host == lse.host);
-  CHECK(download(lse16.device) == download(lse.device));
-  lse = Both<float>(lse.host, Shape{n * heads}, rank);  // the backward of both from the host's lse
-  ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), shape, dqkv.on_host(),
-                                       delta.on_host(), host);
-  ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), shape, dqkv.on_device(),
-                                       delta.on_device(), q);
-  expect.same("flash_attention_backward: delta", delta);
-  expect.same("flash_attention_backward: dqkv", dqkv);
-}
-
-// Mixed precision's fused attention (GemmMath::bf16) at head dimensions 8, 64 and 128: a GPU multiplies on tensor cores
-// with bf16 operands (Q, K, V, dO, the probabilities and dS rounded), the CPU keeps f32 products: within bf16's 2e-2
-// of each other (the simulated device runs the CPU's: bit for bit). 2 sequences of 70 (a block's 64 rows and a
-// partial one), 2 heads among 3, dropout 0.1.
-void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, const Expect& expect) {
-  ops::Queue q = device_queue;
-  q.math = ops::GemmMath::bf16;
-  const ops::Queue host{.math = ops::GemmMath::bf16};
-  for (const std::int64_t d : {8, 64, 128}) {
-    CAPTURE(d);
-    const std::int64_t seq = 70, n = 2 * seq, heads = 2, width = heads * d;
-    const ops::AttentionShape shape{.seq = seq, .heads = heads, .dropout = 0.1, .seed = 3, .stream = 2,
-                                    .first_batch = 0, .first_head = 1, .total_heads = 3};
-    const Both<float> qkv(random_values(n * 3 * width, 40, 2.0), Shape{n, 3 * width}, rank);
-    const Both<float> dout(random_values(n * width, 41), Shape{n, width}, rank);
-    Both<float> out(std::vector<float>(n * width), Shape{n, width}, rank);
-    Both<float> lse(std::vector<float>(n * heads), Shape{n * heads}, rank), delta(lse.host, Shape{n * heads}, rank);
-    Both<float> dqkv(std::vector<float>(n * 3 * width, 7.0f), Shape{n, 3 * width}, rank);
-    Both<bf16> out16(std::vector<bf16>(n * width), Shape{n, width}, rank);
-    ops::flash_attention_forward<float>(qkv.in_host(), shape, out.on_host(), lse.on_host(), host);
-    ops::flash_attention_forward<float>(qkv.in_device(), shape, out.on_device(), lse.on_device(), q);
-    expect.near("flash_attention_forward (bf16 products): output", out, 2e-2);
-    expect.near("flash_attention_forward (bf16 products): lse", lse, 2e-2);
-    ops::flash_attention_forward(qkv.in_host(), shape, out16.on_host(), lse.on_host(), host);
-    ops::flash_attention_forward(qkv.in_device(), shape, out16.on_device(), lse.on_device(), q);
-    expect.near("flash_attention_forward (bf16 products, bf16 out): output", out16, 2e-2);
-    lse = Both<float>(lse.host, Shape{n * heads}, rank);  // the backward of both from the host's lse
-    ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), shape, dqkv.on_host(),
-                                         delta.on_host(), host);
-    ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), shape,
-                                         dqkv.on_device(), delta.on_device(), q);
-    expect.near("flash_attention_backward (bf16 products): delta", delta, 2e-2);
-    expect.near("flash_attention_backward (bf16 products): dqkv", dqkv, 2e-2);
-    // qkv kept in bf16 (as mixed precision saves it), read as it is: on each device the bits of the f32 form on its
-    // values widened, whose rounding to bf16 then changes nothing.
-    const std::vector<bf16> bits = to_bits(qkv.host);
-    const Both<bf16> qkv16(bits, Shape{n, 3 * width}, rank);
-    const Both<float> qkv32(widened(bits), Shape{n, 3 * width}, rank);
-    Both<bf16> out_a(out16.host, Shape{n, width}, rank), out_b(out16.host, Shape{n, width}, rank);
-    Both<float> lse_a(lse.host, Shape{n * heads}, rank), lse_b(lse.host, Shape{n * heads}, rank);
-    Both<float> dqkv_a(dqkv.host, Shape{n, 3 * width}, rank), dqkv_b(dqkv.host, Shape{n, 3 * width}, rank);
-    Both<float> delta_a(lse.host, Shape{n * heads}, rank), delta_b(lse.host, Shape{n * heads}, rank);
-    ops::flash_attention_forward(qkv16.in_host(), shape, out_a.on_host(), lse_a.on_host(), host);
-    ops::flash_attention_forward(qkv32.in_host(), shape, out_b.on_host(), lse_b.on_host(), host);
-    ops::flash_attention_backward(qkv16.in_host(), dout.in_host(), lse_b.in_host(), shape, dqkv_a.on_host(),
-                                  delta_a.on_host(), host);
-    ops::flash_attention_backward<float>(qkv32.in_host(), dout.in_host(), lse_b.in_host(), shape, dqkv_b.on_host(),
-                                         delta_b.on_host(), host);
-    ops::flash_attention_forward(qkv16.in_device(), shape, out_a.on_device(), lse_a.on_device(), q);
-    ops::flash_attention_forward(qkv32.in_device(), shape, out_b.on_device(), lse_b.on_device(), q);
-    ops::flash_attention_backward(qkv16.in_device(), dout.in_device(), lse_b.in_device(), shape, dqkv_a.on_device(),
-                                  delta_a.on_device(), q);
-    ops::flash_attention_backward<float>(qkv32.in_device(), dout.in_device(), lse_b.in_device(), shape,
-                                         dqkv_b.on_device(), delta_b.on_device(), q);
-    CHECK(out_a.host == out_b.host);
-    CHECK(lse_a.host == lse_b.host);
-    CHECK(dqkv_a.host == dqkv_b.host);
-    CHECK(delta_a.host == delta_b.host);
-    CHECK(download(out_a.device) == download(out_b.device));
-    CHECK(download(lse_a.device) == download(lse_b.device));
-    CHECK(download(dqkv_a.device) == download(dqkv_b.device));
-    CHECK(download(delta_a.device) == download(delta_b.device));
-    expect.near("flash_attention_backward (bf16 qkv): dqkv", dqkv_a, 2e-2);
-  }
-}
-
 void embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   const ops::Queue host{};
   // A vocabulary slice [v0, v0 + vn) of width 5, tokens in and out of it.
@@ -665,8 +487,7 @@ void check_kernels(RankDevice& rank) {
   residual_paths(rank, q, expect);
   many_rows(rank, q, expect);
   embedding_loss(rank, q, expect);
-  flash_attention(rank, q, expect);
-  flash_attention_bf16(rank, q, expect);
+  attention_kernels(rank, q, expect);
   optimizer(rank, q, expect);
   gemms(rank, expect);
 }
