@@ -33,20 +33,32 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 enum class Tiles { converted, async };
 
+// The last key of the tile of W keys from j0 that query `row` sees, relative to j0 (causal, keys below seq): -1 if
+// none, W - 1 if all. (min(row, seq - 1) - j0 clamped, so that a tile's mask is one compare per element in 32 bits.)
+template <int W>
+__device__ inline int last_key_seen(std::int64_t row, std::int64_t j0, std::int64_t seq) {
+  const std::int64_t last = (row < seq - 1 ? row : seq - 1) - j0;
+  return last < 0 ? -1 : last >= W ? W - 1 : static_cast<int>(last);
+}
+
 // Rows first.. first + R - 1 of x into a row-major tile, as `tiles` says (async: qkv in bf16 only).
 template <Tiles tiles, int R, int D, class In>
 __device__ void fill(bf16x* tile, const Operand<In>& x, std::int64_t first) {
   if constexpr (tiles == Tiles::async) {
-    copy_rows_async<R, D>(tile, x, first);
+    copy_rows_async<R, D, D + kPad>(tile, x, first);
   } else {
     stage_rows<R, D>(tile, x, first);
   }
 }
 
-// Tiles t = 0 .. count - 1 of the other operand through shared memory: load(t) puts tile t in its buffer (async: one
-// tile ahead of the one being multiplied; converted: on the way in), stage(t) does the tile's synchronous work beside
-// it, and multiply(t) runs once every thread's part of tile t has arrived, finishing before any buffer it reads is
-// filled again. Copies issued before the call (the key kernel's K and V rows) arrive with tile 0.
+// No per-tile work besides the loads (over_tiles' stage for the forward and the dQ kernel).
+struct NoStage {};
+
+// Tiles t = 0 .. count - 1 of the other operand through shared memory: load(t) puts tile t in its buffers (async: one
+// tile ahead of the one being multiplied; converted: on the way in); once every thread's part of tile t has arrived,
+// stage(t) turns what arrived into what the products read (the key kernel: dO to bf16, the row terms), and then
+// multiply(t) runs, finishing before any buffer it reads is filled again. Copies issued before the call (the key
+// kernel's K and V rows) arrive with tile 0.
 template <Tiles tiles, class Load, class Stage, class Multiply>
 __device__ void over_tiles(int count, const Load& load, const Stage& stage, const Multiply& multiply) {
   if constexpr (tiles == Tiles::async) {
@@ -57,12 +69,15 @@ __device__ void over_tiles(int count, const Load& load, const Stage& stage, cons
     if constexpr (tiles == Tiles::async) {  // the next tile's copies in flight while this one is multiplied
       if (t + 1 < count) load(t + 1);
       commit_async();
+      wait_async<1>();
     } else {
       load(t);
     }
-    stage(t);
-    if constexpr (tiles == Tiles::async) wait_async<1>();
     __syncthreads();
+    if constexpr (!std::is_same_v<Stage, NoStage>) {
+      stage(t);
+      __syncthreads();
+    }
     multiply(t);
     __syncthreads();  // every warp is done with this tile's buffers before they are filled again
   }
@@ -91,7 +106,7 @@ __device__ void fill_keys_values(bf16x* buffer, const Head<In>& h, int t) {
 
 // Bytes of shared memory each kernel takes: the forward's K and V tiles (two of each when async); the dQ kernel's K and
 // V tiles (the same); the dK/dV kernel's K and V rows, its Q tiles (two when async), its dO tile, and the tile's
-// log-sum-exps and D.
+// log-sum-exps and D, and when async the copies that arrive for them (two of each: dO in f32, the row terms).
 constexpr int row_bytes(int d) { return static_cast<int>(sizeof(bf16x)) * (d + kPad); }
 template <Tiles tiles, int D>
 constexpr int forward_bytes() {
@@ -103,8 +118,9 @@ constexpr int query_kernel_bytes() {
 }
 template <Tiles tiles, int D>
 constexpr int key_kernel_bytes() {
+  constexpr int arriving = tiles == Tiles::async ? kBuffers<tiles> * (D + 2) * kBackwardTile : 0;  // floats
   return (2 * kRows + (kBuffers<tiles> + 1) * kBackwardTile) * row_bytes(D) +
-         2 * kBackwardTile * static_cast<int>(sizeof(float));
+         (2 * kBackwardTile + arriving) * static_cast<int>(sizeof(float));
 }
 
 // ---- forward: a block of 64 queries against key tiles of 64 -------------------------------------------------------
@@ -128,7 +144,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   const int count = static_cast<int>((last + kForwardKeys - 1) / kForwardKeys);
   const auto load = [&](int t) { fill_keys_values<tiles, kForwardKeys, D>(buffer, h, t); };
   over_tiles<tiles>(
-      count, load, [](int) {},
+      count, load, NoStage{},
       [&](int t) {
         const bf16x* keys = keys_of<tiles, kForwardKeys, D>(buffer, t);
         const bf16x* values = keys + kTile;
@@ -137,19 +153,21 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-          for (int n = 0; n < kForwardKeys / 8; ++n) {
-            u32 b0, b1;
-            load_b(b0, b1, keys, D + kPad, n * 8, kk * 16);
-            mma(s[n], q[kk], b0, b1);
+          for (int n = 0; n < kForwardKeys / 8; n += 2) {
+            u32 b[4];
+            load_b_pair(b, keys, D + kPad, n * 8, kk * 16);
+            mma(s[n], q[kk], b[0], b[1]);
+            mma(s[n + 1], q[kk], b[2], b[3]);
           }
         }
+        const int seen[2] = {last_key_seen<kForwardKeys>(row[0], j0, g.seq),
+                             last_key_seen<kForwardKeys>(row[1], j0, g.seq)};
         float grown[2] = {max[0], max[1]};
 #pragma unroll
         for (int n = 0; n < kForwardKeys / 8; ++n) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const std::int64_t j = j0 + n * 8 + t2 + (e & 1);
-            const float x = j <= row[e >> 1] && j < g.seq ? s[n][e] * scale2 : -INFINITY;
+            const float x = n * 8 + t2 + (e & 1) <= seen[e >> 1] ? s[n][e] * scale2 : -INFINITY;
             s[n][e] = x;
             grown[e >> 1] = fmaxf(grown[e >> 1], x);
           }
@@ -166,11 +184,20 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         for (int n = 0; n < kForwardKeys / 8; ++n) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const float p = exp2f(s[n][e] - max[e >> 1]);
-            sum[e >> 1] += p;
-            s[n][e] = p == 0.0f ? 0.0f
-                                : dropped(p, g, mask_row + static_cast<std::uint64_t>(row[e >> 1]),
-                                          j0 + n * 8 + t2 + (e & 1));
+            s[n][e] = exp2f(s[n][e] - max[e >> 1]);
+            sum[e >> 1] += s[n][e];
+          }
+        }
+        if (g.dropout > 0.0) {
+#pragma unroll
+          for (int n = 0; n < kForwardKeys / 8; ++n) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float p = s[n][e];
+              s[n][e] = p == 0.0f ? 0.0f
+                                  : dropped(p, g, mask_row + static_cast<std::uint64_t>(row[e >> 1]),
+                                            j0 + n * 8 + t2 + (e & 1));
+            }
           }
         }
 #pragma unroll
@@ -240,7 +267,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   const auto load = [&](int t) { fill_keys_values<tiles, kBackwardTile, D>(buffer, h, t); };
   for (int pass = 0; pass < 2; ++pass) {
     over_tiles<tiles>(
-        count, load, [](int) {},
+        count, load, NoStage{},
         [&](int t) {
           const bf16x* keys = keys_of<tiles, kBackwardTile, D>(buffer, t);
           const bf16x* values = keys + kTile;
@@ -249,21 +276,25 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
 #pragma unroll
           for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-            for (int n = 0; n < kBackwardTile / 8; ++n) {
-              u32 b0, b1;
-              load_b(b0, b1, keys, D + kPad, n * 8, kk * 16);
-              mma(s[n], q[kk], b0, b1);
-              load_b(b0, b1, values, D + kPad, n * 8, kk * 16);
-              mma(dp[n], dO[kk], b0, b1);
+            for (int n = 0; n < kBackwardTile / 8; n += 2) {
+              u32 b[4];
+              load_b_pair(b, keys, D + kPad, n * 8, kk * 16);
+              mma(s[n], q[kk], b[0], b[1]);
+              mma(s[n + 1], q[kk], b[2], b[3]);
+              load_b_pair(b, values, D + kPad, n * 8, kk * 16);
+              mma(dp[n], dO[kk], b[0], b[1]);
+              mma(dp[n + 1], dO[kk], b[2], b[3]);
             }
           }
+          const int last_seen[2] = {row[0] < g.seq ? last_key_seen<kBackwardTile>(row[0], j0, g.seq) : -1,
+                                    row[1] < g.seq ? last_key_seen<kBackwardTile>(row[1], j0, g.seq) : -1};
 #pragma unroll
           for (int n = 0; n < kBackwardTile / 8; ++n) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int r = e >> 1;
               const std::int64_t j = j0 + n * 8 + t2 + (e & 1);
-              const bool seen = j <= row[r] && row[r] < g.seq;
+              const bool seen = n * 8 + t2 + (e & 1) <= last_seen[r];
               const float p = seen ? exp2f(s[n][e] * scale2 - lse2[r]) : 0.0f;
               const float dpv = seen ? dropped(dp[n][e], g, mask_row + static_cast<std::uint64_t>(row[r]), j) : 0.0f;
               if (pass == 0) {
@@ -321,6 +352,9 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   bf16x* query_buffer = grads + kTile;             // kBuffers<tiles> x [kBackwardTile][D + kPad]
   float* lses = reinterpret_cast<float*>(query_buffer + kBuffers<tiles> * kTile);  // [kBackwardTile], log2 units
   float* deltas = lses + kBackwardTile;                                            // [kBackwardTile]
+  // async: kBuffers<tiles> x ([kBackwardTile][D] of dO, then [kBackwardTile] log-sum-exps and D), as stored
+  float* arriving = deltas + kBackwardTile;
+  constexpr int kArriving = (D + 2) * kBackwardTile;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t2 = 2 * (lane & 3);
   const Head<In> h = head_of(qkv, dout, g);
   const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(kRows);  // the first keys see the most queries
@@ -332,19 +366,37 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   const auto first_query = [&](int t) { return first + t * static_cast<std::int64_t>(kBackwardTile); };
   const auto load_queries = [&](int t) {
     fill<tiles, kBackwardTile, D>(query_buffer + slot<tiles>(t) * kTile, h.q, first_query(t));
+    if constexpr (tiles == Tiles::async) {  // and the tile's dO and row terms as stored
+      float* to = arriving + slot<tiles>(t) * kArriving;
+      copy_rows_async<kBackwardTile, D, D>(to, h.dout, first_query(t));
+      if (threadIdx.x < kBackwardTile) {
+        const std::int64_t i = first_query(t) + threadIdx.x, at = i < g.seq ? lse_row + i : 0;
+        copy_async_4(to + kBackwardTile * D + threadIdx.x, lse + at, i < g.seq);
+        copy_async_4(to + (D + 1) * kBackwardTile + threadIdx.x, delta + at, i < g.seq);
+      }
+    }
   };
   fill<tiles, kRows, D>(keys, h.k, first);
   fill<tiles, kRows, D>(values, h.v, first);
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   over_tiles<tiles>(
       count, load_queries,
-      [&](int t) {  // the tile's dO, converted from f32, and its queries' row terms
+      [&](int t) {  // the tile's dO, converted from f32, and its queries' row terms (zeros past seq)
         const std::int64_t i0 = first_query(t);
-        stage_rows<kBackwardTile, D>(grads, h.dout, i0);
-        if (threadIdx.x < kBackwardTile) {
-          const std::int64_t i = i0 + threadIdx.x;
-          lses[threadIdx.x] = i < g.seq ? lse[lse_row + i] * kLog2e : 0.0f;
-          deltas[threadIdx.x] = i < g.seq ? delta[lse_row + i] : 0.0f;
+        if constexpr (tiles == Tiles::async) {
+          const float* from = arriving + slot<tiles>(t) * kArriving;
+          stage_rows<kBackwardTile, D>(grads, Operand<float>(from, D, kBackwardTile, D), 0);
+          if (threadIdx.x < kBackwardTile) {
+            lses[threadIdx.x] = from[kBackwardTile * D + threadIdx.x] * kLog2e;
+            deltas[threadIdx.x] = from[(D + 1) * kBackwardTile + threadIdx.x];
+          }
+        } else {
+          stage_rows<kBackwardTile, D>(grads, h.dout, i0);
+          if (threadIdx.x < kBackwardTile) {
+            const std::int64_t i = i0 + threadIdx.x;
+            lses[threadIdx.x] = i < g.seq ? lse[lse_row + i] * kLog2e : 0.0f;
+            deltas[threadIdx.x] = i < g.seq ? delta[lse_row + i] : 0.0f;
+          }
         }
       },
       [&](int t) {
@@ -356,18 +408,28 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
           u32 a[4];
           load_a(a, keys, D + kPad, warp * 16, kk * 16);
 #pragma unroll
-          for (int n = 0; n < kBackwardTile / 8; ++n) {
-            u32 b0, b1;
-            load_b(b0, b1, queries, D + kPad, n * 8, kk * 16);
-            mma(s[n], a, b0, b1);
+          for (int n = 0; n < kBackwardTile / 8; n += 2) {
+            u32 b[4];
+            load_b_pair(b, queries, D + kPad, n * 8, kk * 16);
+            mma(s[n], a, b[0], b[1]);
+            mma(s[n + 1], a, b[2], b[3]);
           }
           load_a(a, values, D + kPad, warp * 16, kk * 16);
 #pragma unroll
-          for (int n = 0; n < kBackwardTile / 8; ++n) {
-            u32 b0, b1;
-            load_b(b0, b1, grads, D + kPad, n * 8, kk * 16);
-            mma(dp[n], a, b0, b1);
+          for (int n = 0; n < kBackwardTile / 8; n += 2) {
+            u32 b[4];
+            load_b_pair(b, grads, D + kPad, n * 8, kk * 16);
+            mma(dp[n], a, b[0], b[1]);
+            mma(dp[n + 1], a, b[2], b[3]);
           }
+        }
+        // The tile's queries i0 + local that key j sees: first_seen[r] <= local < end (none if key j is past seq).
+        const int end = g.seq - i0 < kBackwardTile ? static_cast<int>(g.seq - i0) : kBackwardTile;
+        int first_seen[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const std::int64_t from = key[r] < g.seq ? key[r] - i0 : kBackwardTile;
+          first_seen[r] = from < 0 ? 0 : static_cast<int>(from);
         }
 #pragma unroll
         for (int n = 0; n < kBackwardTile / 8; ++n) {
@@ -375,7 +437,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
           for (int e = 0; e < 4; ++e) {
             const int local = n * 8 + t2 + (e & 1);
             const std::int64_t i = i0 + local, j = key[e >> 1];
-            const bool seen = i >= j && i < g.seq && j < g.seq;
+            const bool seen = local >= first_seen[e >> 1] && local < end;
             const float p = seen ? exp2f(s[n][e] * scale2 - lses[local]) : 0.0f;
             bool keep = true;
             if (seen && g.dropout > 0.0) {
@@ -450,28 +512,34 @@ void backward(const In* qkv, const float* dout, const float* lse, const Attentio
          static_cast<const float*>(delta), g, dqkv);
 }
 
-// Whether qkv's tiles may be copied asynchronously: kept in bf16, rows and d in whole 16-byte pieces.
-bool copies_async(const std::uint16_t* qkv, const AttentionGeometry& g) {
-  return Operand<std::uint16_t>::aligned16(qkv, 3 * g.heads * g.d, g.d);
+// Whether the tiles may be copied asynchronously: qkv kept in bf16 and dout (the backward's; null in the forward)
+// with rows and d in whole 16-byte pieces.
+template <class In>
+bool copies_async(const In* qkv, const float* dout, const AttentionGeometry& g) {
+  if constexpr (std::is_same_v<In, std::uint16_t>) {
+    return Operand<std::uint16_t>::aligned16(qkv, 3 * g.heads * g.d, g.d) &&
+           (dout == nullptr || Operand<float>::aligned16(dout, g.heads * g.d, g.d));
+  }
+  return false;
 }
 
-// f(D, tiles) for the way qkv's tiles arrive, at head dimension tile width D.
+// f(D, tiles) for the way the tiles arrive, at head dimension tile width D.
 template <int D, class In, class F>
-void with_tiles(const In* qkv, const AttentionGeometry& g, F&& f) {
+void with_tiles(const In* qkv, const float* dout, const AttentionGeometry& g, F&& f) {
   using Width = std::integral_constant<int, D>;
   if constexpr (std::is_same_v<In, std::uint16_t>) {
-    if (copies_async(qkv, g)) return f(Width{}, std::integral_constant<Tiles, Tiles::async>{});
+    if (copies_async(qkv, dout, g)) return f(Width{}, std::integral_constant<Tiles, Tiles::async>{});
   }
   f(Width{}, std::integral_constant<Tiles, Tiles::converted>{});
 }
 
 // The same at the head dimension's tile width.
 template <class In, class F>
-void dispatch(const In* qkv, const AttentionGeometry& g, F&& f) {
+void dispatch(const In* qkv, const float* dout, const AttentionGeometry& g, F&& f) {
   if (g.d <= 64) {
-    with_tiles<64>(qkv, g, f);
+    with_tiles<64>(qkv, dout, g, f);
   } else {
-    with_tiles<128>(qkv, g, f);
+    with_tiles<128>(qkv, dout, g, f);
   }
 }
 
@@ -480,13 +548,15 @@ void dispatch(const In* qkv, const AttentionGeometry& g, F&& f) {
 template <class In>
 void mma_attention_forward(const In* qkv, const AttentionGeometry& g, float* out32, std::uint16_t* out16, float* lse,
                            cudaStream_t stream) {
-  dispatch(qkv, g, [&](auto d, auto tiles) { forward<d(), tiles(), In>(qkv, g, out32, out16, lse, stream); });
+  dispatch(qkv, static_cast<const float*>(nullptr), g,
+           [&](auto d, auto tiles) { forward<d(), tiles(), In>(qkv, g, out32, out16, lse, stream); });
 }
 
 template <class In>
 void mma_attention_backward(const In* qkv, const float* dout, const float* lse, const AttentionGeometry& g, float* dqkv,
                             float* delta, cudaStream_t stream) {
-  dispatch(qkv, g, [&](auto d, auto tiles) { backward<d(), tiles(), In>(qkv, dout, lse, g, dqkv, delta, stream); });
+  dispatch(qkv, dout, g,
+           [&](auto d, auto tiles) { backward<d(), tiles(), In>(qkv, dout, lse, g, dqkv, delta, stream); });
 }
 
 template void mma_attention_forward<float>(const float*, const AttentionGeometry&, float*, std::uint16_t*, float*,

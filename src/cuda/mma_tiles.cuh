@@ -5,8 +5,9 @@
 // Per thread of a warp (lane = 4 g + t): an A fragment holds rows g and g + 8, columns 2t, 2t + 1, 2t + 8, 2t + 9;
 // a B fragment holds columns (n) g, rows (k) 2t, 2t + 1, 2t + 8, 2t + 9; an accumulator holds rows g and g + 8,
 // columns 2t and 2t + 1 (c[0], c[1] in row g; c[2], c[3] in row g + 8) (PTX ISA, "Matrix Fragments for
-// mma.m16n8k16"). A B operand read along a tile's rows (the head dimension) is load_b; one read down its columns (the
-// sequence: V in P V, K in dS K, Q and dO in the key kernel) is load_b_transposed, ldmatrix's transposing load.
+// mma.m16n8k16"). Fragments come from shared memory by ldmatrix, two B tiles at a time: a B operand read along a
+// tile's rows (the head dimension) is load_b_pair; one read down its columns (the sequence: V in P V, K in dS K, Q and
+// dO in the key kernel) is load_b_transposed, ldmatrix's transposing load.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -41,22 +42,35 @@ __device__ inline void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The A fragment of rows r0.. r0 + 15, columns k0.. k0 + 15 of a row-major tile (pitch in elements).
-__device__ inline void load_a(u32 (&a)[4], const bf16x* tile, int pitch, int r0, int k0) {
-  const int lane = threadIdx.x & 31;
-  const bf16x* p = tile + (r0 + (lane >> 2)) * pitch + k0 + 2 * (lane & 3);
-  a[0] = *reinterpret_cast<const u32*>(p);
-  a[1] = *reinterpret_cast<const u32*>(p + 8 * pitch);
-  a[2] = *reinterpret_cast<const u32*>(p + 8);
-  a[3] = *reinterpret_cast<const u32*>(p + 8 * pitch + 8);
+// ldmatrix: four 8 x 8 bf16 matrices from shared memory, lanes 8m.. 8m + 7 naming the rows of matrix m (16 bytes
+// each); each thread then holds, of matrix m, in x[m]: row g, columns 2t and 2t + 1 (transposed: rows 2t, 2t + 1 of
+// column g).
+__device__ inline void ldmatrix_x4(u32 (&x)[4], const bf16x* row) {
+  const u32 address = static_cast<u32>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+               : "r"(address));
+}
+__device__ inline void ldmatrix_x4_trans(u32 (&x)[4], const bf16x* row) {
+  const u32 address = static_cast<u32>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+               : "r"(address));
 }
 
-// The B fragment (k 16 x n 8) whose column n is the tile's row n0 + n, columns k0.. k0 + 15 (B = tile^T).
-__device__ inline void load_b(u32& b0, u32& b1, const bf16x* tile, int pitch, int n0, int k0) {
-  const int lane = threadIdx.x & 31;
-  const bf16x* p = tile + (n0 + (lane >> 2)) * pitch + k0 + 2 * (lane & 3);
-  b0 = *reinterpret_cast<const u32*>(p);
-  b1 = *reinterpret_cast<const u32*>(p + 8);
+// The A fragment of rows r0.. r0 + 15, columns k0.. k0 + 15 of a row-major tile (pitch in elements): matrices (r0,
+// k0), (r0 + 8, k0), (r0, k0 + 8), (r0 + 8, k0 + 8) are a[0] .. a[3].
+__device__ inline void load_a(u32 (&a)[4], const bf16x* tile, int pitch, int r0, int k0) {
+  const int lane = threadIdx.x & 31, m = lane >> 3;
+  ldmatrix_x4(a, tile + (r0 + (m & 1) * 8 + (lane & 7)) * pitch + k0 + (m >> 1) * 8);
+}
+
+// The B fragments (k 16 x n 8) of two column tiles n0.. n0 + 7 and n0 + 8.. n0 + 15 whose column n is the tile's row
+// n, columns k0.. k0 + 15 (B = tile^T): matrices (n0, k0), (n0, k0 + 8) are b[0], b[1] of the first tile, (n0 + 8,
+// k0), (n0 + 8, k0 + 8) b[2], b[3] of the second.
+__device__ inline void load_b_pair(u32 (&b)[4], const bf16x* tile, int pitch, int n0, int k0) {
+  const int lane = threadIdx.x & 31, m = lane >> 3;
+  ldmatrix_x4(b, tile + (n0 + (m >> 1) * 8 + (lane & 7)) * pitch + k0 + (m & 1) * 8);
 }
 
 // Two accumulator tiles (columns 16 kk.. 16 kk + 15 of a 16-row product) as the A fragment of the next product.
@@ -81,7 +95,7 @@ struct Operand {
         seq(n),
         d(width),
         by4(reinterpret_cast<std::uintptr_t>(b) % (4 * sizeof(In)) == 0 && s % 4 == 0 && width % 4 == 0) {}
-  // Whether rows start at and d ends on 16-byte boundaries (bf16: copy_rows_async may read it).
+  // Whether rows start at and d ends on 16-byte boundaries (copy_rows_async may read it).
   static bool aligned16(const In* b, std::int64_t s, std::int64_t width) {
     constexpr std::int64_t per16 = 16 / sizeof(In);
     return reinterpret_cast<std::uintptr_t>(b) % 16 == 0 && s % per16 == 0 && width % per16 == 0;
@@ -165,23 +179,22 @@ __device__ Head<In> head_of(const In* qkv, const float* dout, const AttentionGeo
 }
 
 // The B fragments (k 16 x n 8) of two column tiles n0.. n0 + 7 and n0 + 8.. n0 + 15 where B[k][n] is the row-major
-// tile's element (k0 + k, n): ldmatrix's transposing load, lanes 8m.. 8m + 7 naming the rows of matrix m (rows k0..
-// k0 + 7 or k0 + 8.. k0 + 15, columns n0 or n0 + 8), each thread then holding (2t, g), (2t + 1, g) of each matrix:
-// b[0], b[1] of the first tile, b[2], b[3] of the second.
+// tile's element (k0 + k, n), read down the tile's columns: matrices (k0, n0), (k0 + 8, n0) transposed are b[0], b[1]
+// of the first tile, (k0, n0 + 8), (k0 + 8, n0 + 8) b[2], b[3] of the second.
 __device__ inline void load_b_transposed(u32 (&b)[4], const bf16x* tile, int pitch, int n0, int k0) {
   const int lane = threadIdx.x & 31, m = lane >> 3;
-  const bf16x* p = tile + (k0 + (m & 1) * 8 + (lane & 7)) * pitch + n0 + (m >> 1) * 8;
-  const u32 address = static_cast<u32>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-               : "r"(address));
+  ldmatrix_x4_trans(b, tile + (k0 + (m & 1) * 8 + (lane & 7)) * pitch + n0 + (m >> 1) * 8);
 }
 
-// 16 bytes from global memory into shared memory without passing through registers (zeros where !valid); the
+// 16 (or 4) bytes from global memory into shared memory without passing through registers (zeros where !valid); the
 // copies since the last commit form a group, and wait<N> returns once at most N groups are still in flight.
 __device__ inline void copy_async(void* shared, const void* global, bool valid) {
   const u32 address = static_cast<u32>(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(valid ? 16 : 0));
+}
+__device__ inline void copy_async_4(void* shared, const void* global, bool valid) {
+  const u32 address = static_cast<u32>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(address), "l"(global), "r"(valid ? 4 : 0));
 }
 __device__ inline void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -189,16 +202,18 @@ __device__ inline void wait_async() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Rows first.. first + R - 1 of a bf16 operand into tile[R][D + kPad] by asynchronous 16-byte copies (zeros past seq
-// and d). Operand::aligned16 required: rows and d in whole 16-byte pieces.
-template <int R, int D>
-__device__ void copy_rows_async(bf16x* tile, const Operand<std::uint16_t>& x, std::int64_t first) {
+// Rows first.. first + R - 1 of an operand, as stored (bf16 bits into bf16, f32 into f32), into tile[R][Pitch] by
+// asynchronous 16-byte copies (zeros past seq and d). Operand::aligned16 required: rows and d in whole 16-byte pieces.
+template <int R, int D, int Pitch, class In, class T>
+__device__ void copy_rows_async(T* tile, const Operand<In>& x, std::int64_t first) {
+  static_assert(sizeof(T) == sizeof(In), "copies keep the operand's element type");
+  constexpr int per16 = 16 / static_cast<int>(sizeof(In));
 #pragma unroll 4
-  for (int e = threadIdx.x; e < R * D / 8; e += kThreads) {
-    const int r = e / (D / 8), c = 8 * (e % (D / 8));
+  for (int e = threadIdx.x; e < R * D / per16; e += kThreads) {
+    const int r = e / (D / per16), c = per16 * (e % (D / per16));
     const std::int64_t i = first + r;
     const bool valid = i < x.seq && c < x.d;
-    copy_async(tile + r * (D + kPad) + c, valid ? x.base + i * x.stride + c : x.base, valid);
+    copy_async(tile + r * Pitch + c, valid ? x.base + i * x.stride + c : x.base, valid);
   }
 }
 
