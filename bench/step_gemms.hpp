@@ -25,8 +25,9 @@ struct GemmShape {
 // and their two gradients.
 std::vector<GemmShape> step_gemms(const BlockShape& shape, std::int64_t layers, std::int64_t vocab);
 
-// Seconds per step of those GEMMs, through ops::gemm on f32 tensors allocated from `device` (null: the host) with
-// `queue` (its math: how they compute); `synchronize` waits for the queue.
+// Seconds per step of those GEMMs, through ops::gemm on tensors allocated from `device` (null: the host) with `queue`
+// (its math: how they compute; bf16 math multiplies bf16 operands into f32, f32 and tf32 f32 operands); `synchronize`
+// waits for the queue.
 double time_gemms(const std::vector<GemmShape>& gemms, DeviceMemory* device, const ops::Queue& queue,
                   const std::function<void()>& synchronize);
 

@@ -71,6 +71,8 @@ unpack() {
   local cuda_dirs
   cuda_dirs="$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt -name 'libcublasLt.so.13' -o -name 'libnccl.so.2' \
     2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)"
+  # The image's own search path, for its Python (PyTorch brings its cuDNN, older than the one in these directories).
+  export image_library_path="${LD_LIBRARY_PATH:-}"
   export LD_LIBRARY_PATH="$where/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$bin:/usr/local/cuda/bin:$PATH"
 }
@@ -136,7 +138,7 @@ gpu_bench() {
   "$bin/optimus-bench" attention --device cuda --b 2 --s 256,1024 --heads 16 --d 128
   # The peer at the same shapes, where the image's PyTorch has it: FlashAttention-2, cuDNN's and the memory-efficient
   # attention, each forced in turn.
-  python3 "$root_dir/scripts/attention_peer.py" --b 2 --heads 16 --d 128 --s 1024,2048,4096,8192
+  LD_LIBRARY_PATH="$image_library_path" python3 "$root_dir/scripts/attention_peer.py" --b 2 --heads 16 --d 128 --s 1024,2048,4096,8192
 }
 
 # Where the fused attention's kernels spend their time (Nsight Compute, where the image has it): throughput, occupancy
@@ -148,6 +150,16 @@ gpu_profile() {
   "$ncu" --kernel-name regex:'forward_kernel|backward_query_kernel|backward_key_kernel' --launch-count 3 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
     "$bin/optimus-bench" attention --device cuda --gemm bf16 --b 2 --s 2048 --heads 16 --d 128 --warmup 0 --iters 1
+  # The step's time by kernel kind (issue 36): the layer at its acceptance shape under Nsight Compute, each launch's
+  # duration at the clocks the bench runs at, and the last step's launches summed by kind (scripts/kernel_breakdown.py).
+  "$ncu" --csv --metrics gpu__time_duration.sum --clock-control none --log-file "$out/kernels.csv" \
+    "$bin/optimus-bench" layer --device cuda --gemm bf16 --b 8 --s 1024 --h 2048 --heads 16 --layers 2 --q 1 \
+    --check off --warmup 2 --iters 1 --peak-n 1024 | grep -E '^ +cuda'
+  python3 "$root_dir/scripts/kernel_breakdown.py" "$out/kernels.csv"
+  "$ncu" --csv --metrics gpu__time_duration.sum --clock-control none --log-file "$out/kernels_gpt.csv" \
+    "$bin/optimus-bench" gpt --device cuda --gemm bf16 --b 8 --s 1024 --h 1024 --heads 16 --layers 4 --vocab 50304 \
+    --q 1 --check off --warmup 2 --iters 1 --peak-n 1024 | grep -E '^ +cuda'
+  python3 "$root_dir/scripts/kernel_breakdown.py" "$out/kernels_gpt.csv"
 }
 
 # A pipeline's stages on the GPU (8 in-process ranks sharing it: 2 stages of 2 x 2 grids), with bf16 GEMMs,
@@ -241,7 +253,7 @@ run() {
 
 section_seconds() {  # the most each section may take (s)
   case "$1" in
-    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 120 ;; gpu_profile) echo 90 ;;
+    facts) echo 60 ;; gpu_tests) echo 150 ;; gpu_bench) echo 120 ;; gpu_profile) echo 150 ;;
     gpu_pipeline) echo 60 ;; gpu_mpi) echo 60 ;;
     cpu_scaling) echo 150 ;;
     cpu_calibrate) echo 30 ;; cpu_plan) echo 150 ;; cpu_pipeline) echo 60 ;; sanitize) echo 120 ;;
