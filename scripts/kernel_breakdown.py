@@ -25,6 +25,8 @@ def launches(path):
     """[(name, microseconds)] in launch order."""
     with open(path, newline="") as f:
         rows = [r for r in csv.reader(line for line in f if line.startswith('"'))]
+    if not rows:
+        return []
     header, body = rows[0], rows[1:]
     at = {name: i for i, name in enumerate(header)}
     scale = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "nsecond": 1e-3, "second": 1e6}
