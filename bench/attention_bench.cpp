@@ -76,13 +76,17 @@ struct Tensors {
       ops::flash_attention_forward<float>(std::as_const(qkv).view(), shape, out.view(), lse.view(), queue);
     }
   }
+  // D from the output (ops::attention_delta), then the backward: both timed as the backward.
   void backward(const ops::AttentionShape& shape, const ops::Queue& queue) {
     if (qkv16.numel() > 0) {
+      ops::attention_delta(std::as_const(out16).view(), std::as_const(dout).view(), shape, delta.view(), queue);
       ops::flash_attention_backward(std::as_const(qkv16).view(), std::as_const(dout).view(),
-                                    std::as_const(lse).view(), shape, dqkv.view(), delta.view(), queue);
+                                    std::as_const(lse).view(), std::as_const(delta).view(), shape, dqkv.view(), queue);
     } else {
+      ops::attention_delta<float>(std::as_const(out).view(), std::as_const(dout).view(), shape, delta.view(), queue);
       ops::flash_attention_backward<float>(std::as_const(qkv).view(), std::as_const(dout).view(),
-                                           std::as_const(lse).view(), shape, dqkv.view(), delta.view(), queue);
+                                           std::as_const(lse).view(), std::as_const(delta).view(), shape, dqkv.view(),
+                                           queue);
     }
   }
 };
@@ -98,7 +102,9 @@ std::int64_t check_against_host(const ops::AttentionShape& shape, ops::GemmMath 
       dq(t.dqkv.shape(), host, Init::none), delta(t.lse.shape(), host, Init::none);
   const ops::Queue cpu{.math = math};
   ops::flash_attention_forward<float>(q.view(), shape, o.view(), l.view(), cpu);
-  ops::flash_attention_backward<float>(q.view(), g.view(), std::as_const(l).view(), shape, dq.view(), delta.view(), cpu);
+  ops::attention_delta<float>(std::as_const(o).view(), g.view(), shape, delta.view(), cpu);
+  ops::flash_attention_backward<float>(q.view(), g.view(), std::as_const(l).view(), std::as_const(delta).view(), shape,
+                                       dq.view(), cpu);
   const float tolerance = math == ops::GemmMath::bf16 ? 2e-2f : 1e-5f;
   return wrong(t.out_values(), download(o), tolerance) + wrong(download(t.lse), download(l), tolerance) +
          wrong(download(t.dqkv), download(dq), tolerance);

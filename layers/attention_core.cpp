@@ -47,23 +47,40 @@ void attention_core_forward(const AttentionGeometry& g, const Grid& grid, const 
 }
 
 template <class T>
-void attention_core_backward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
-                             TensorView<const T> lse, TensorView<const T> dmerged, TensorView<T> dqkv) {
+Tensor<T> attention_core_delta(const AttentionGeometry& g, const Grid& grid, TensorView<const T> merged,
+                               TensorView<const bf16> merged16, TensorView<const T> dmerged) {
   Tensor<T> delta(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::workspace), Init::none);
   if constexpr (std::is_same_v<T, float>) {
+    if (merged16.data() != nullptr) {
+      ops::attention_delta(merged16, dmerged, shape_of(g), delta.view(), grid.queue());
+      return delta;
+    }
+  }
+  ops::attention_delta<T>(merged, dmerged, shape_of(g), delta.view(), grid.queue());
+  return delta;
+}
+
+template <class T>
+void attention_core_backward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
+                             TensorView<const T> lse, TensorView<const T> delta, TensorView<const T> dmerged,
+                             TensorView<T> dqkv) {
+  if constexpr (std::is_same_v<T, float>) {
     if (qkv.is_bf16()) {
-      ops::flash_attention_backward(qkv.bf16_block(), dmerged, lse, shape_of(g), dqkv, delta.view(), grid.queue());
+      ops::flash_attention_backward(qkv.bf16_block(), dmerged, lse, delta, shape_of(g), dqkv, grid.queue());
       return;
     }
   }
-  ops::flash_attention_backward<T>(qkv.block(), dmerged, lse, shape_of(g), dqkv, delta.view(), grid.queue());
+  ops::flash_attention_backward<T>(qkv.block(), dmerged, lse, delta, shape_of(g), dqkv, grid.queue());
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                  \
   template void attention_core_forward<T>(const AttentionGeometry&, const Grid&, const SavedActivation<T>&,  \
                                           TensorView<T>, SavedActivation<T>&);                                   \
+  template Tensor<T> attention_core_delta<T>(const AttentionGeometry&, const Grid&, TensorView<const T>,      \
+                                             TensorView<const bf16>, TensorView<const T>);                       \
   template void attention_core_backward<T>(const AttentionGeometry&, const Grid&, const SavedActivation<T>&, \
-                                           TensorView<const T>, TensorView<const T>, TensorView<T>);
+                                           TensorView<const T>, TensorView<const T>, TensorView<const T>,        \
+                                           TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

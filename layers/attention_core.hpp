@@ -32,8 +32,15 @@ template <class T>
 void attention_core_forward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
                             TensorView<T> lse, SavedActivation<T>& merged);
 
+// The softmax backward's row terms D [batches * heads * seq] (ops::attention_delta) from the forward's output as c_proj
+// keeps it — in bf16 (merged16) under mixed precision, else in T (merged); the other view empty — and its gradient.
+template <class T>
+Tensor<T> attention_core_delta(const AttentionGeometry& g, const Grid& grid, TensorView<const T> merged,
+                               TensorView<const bf16> merged16, TensorView<const T> dmerged);
+
 template <class T>
 void attention_core_backward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
-                             TensorView<const T> lse, TensorView<const T> dmerged, TensorView<T> dqkv);
+                             TensorView<const T> lse, TensorView<const T> delta, TensorView<const T> dmerged,
+                             TensorView<T> dqkv);
 
 }  // namespace optimus::detail

@@ -19,9 +19,9 @@
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/context.hpp"
+#include "optimus/layers/weight_gradients.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/pass.hpp"
-#include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus::detail {
 
@@ -105,10 +105,20 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, Attentio
                                  const DistMatrix<T>& dy, const AttentionGeometry& g, WeightGradients* later) {
   const Grid& grid = dy.grid();
   saved.mark.check(grid, "attention");
-  const DistMatrix<T> dmerged = backward_of(c_proj, std::move(saved.c_proj), dy, later);
+  // The core's row terms D read the forward's output, which c_proj keeps as its input: c_proj's weight gradients are
+  // queued (in `later`, or in `own` and run once D is taken), so that the input stays alive past its input gradient,
+  // read through views taken before the context moves into the queue (a move keeps a tensor's storage). Split or not,
+  // a linear's gradients are bitwise the same (weight_gradients.hpp).
+  const TensorView<const T> merged = saved.c_proj.x->block();
+  const TensorView<const bf16> merged16 = saved.c_proj.x->bf16_block();
+  WeightGradients own;
+  const DistMatrix<T> dmerged = c_proj.backward(std::move(saved.c_proj), dy, later != nullptr ? *later : own);
+  const Tensor<T> delta = attention_core_delta<T>(g, grid, merged, merged16, dmerged.local());
+  own.run();
   // dq, dk and dv: every element written by the core (overwritten).
   DistMatrix<T> dqkv = DistMatrix<T>::uninitialized(grid, dy.rows(), saved.qkv->cols(), MemoryKind::workspace);
-  attention_core_backward<T>(g, grid, *saved.qkv, std::as_const(saved.lse).view(), dmerged.local(), dqkv.local());
+  attention_core_backward<T>(g, grid, *saved.qkv, std::as_const(saved.lse).view(), delta.view(), dmerged.local(),
+                             dqkv.local());
   saved.qkv.reset();
   saved.lse.reset();
   return backward_of(c_attn, std::move(saved.c_attn), dqkv, later);

@@ -46,15 +46,21 @@ class AcceleratorKernels {
                                        TensorView<float> out, TensorView<float> lse, const Queue& q) const = 0;
   virtual void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& shape,
                                        TensorView<bf16> out, TensorView<float> lse, const Queue& q) const = 0;
+  virtual void attention_delta(TensorView<const float> out, TensorView<const float> dout, const AttentionShape& shape,
+                               TensorView<float> delta, const Queue& q) const = 0;
+  virtual void attention_delta(TensorView<const bf16> out, TensorView<const float> dout, const AttentionShape& shape,
+                               TensorView<float> delta, const Queue& q) const = 0;
   virtual void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
-                                        TensorView<const float> lse, const AttentionShape& shape,
-                                        TensorView<float> dqkv, TensorView<float> delta, const Queue& q) const = 0;
+                                        TensorView<const float> lse, TensorView<const float> delta,
+                                        const AttentionShape& shape, TensorView<float> dqkv,
+                                        const Queue& q) const = 0;
   // qkv in bf16: mixed precision's attention (ops.hpp).
   virtual void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& shape,
                                        TensorView<bf16> out, TensorView<float> lse, const Queue& q) const = 0;
   virtual void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout,
-                                        TensorView<const float> lse, const AttentionShape& shape,
-                                        TensorView<float> dqkv, TensorView<float> delta, const Queue& q) const = 0;
+                                        TensorView<const float> lse, TensorView<const float> delta,
+                                        const AttentionShape& shape, TensorView<float> dqkv,
+                                        const Queue& q) const = 0;
   virtual void row_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
   virtual void layernorm_square_deviations(TensorView<const float> x, TensorView<const float> row_sum,
                                            std::int64_t hidden, TensorView<float> out, const Queue& q) const = 0;

@@ -151,7 +151,7 @@ void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int
 
 template <class T>
 void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::AttentionShape& s, std::int64_t d, bool mixed,
-                   TensorView<const T> dout, const T* lse, T* delta) {
+                   TensorView<const T> dout, const T* lse, const T* delta) {
   const T scale = T(1) / std::sqrt(static_cast<T>(d));
   fill<T>(dh.k, T(0));
   fill<T>(dh.v, T(0));
@@ -167,9 +167,7 @@ void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::Attenti
       T* dpr = dp.data() + r * keys;
       exps_in_place(pr, lse[i0 + r], n, keys);  // the forward's probabilities: exp(scale q.k - lse)
       drop(dpr, n, h.mask_row + static_cast<std::uint64_t>(i0 + r), 0, s);
-      T dot = T(0);
-      for (std::int64_t c = 0; c < n; ++c) dot += pr[c] * dpr[c];
-      delta[i0 + r] = dot;
+      const T dot = delta[i0 + r];  // sum over the keys of P dP, from the output (attention_delta)
       // dS in dp's place; then the dropped probabilities in p's, for dV.
       for (std::int64_t c = 0; c < keys; ++c) dpr[c] = math::softmax_grad(pr[c], dpr[c], dot, scale);
       drop(pr, n, h.mask_row + static_cast<std::uint64_t>(i0 + r), 0, s);
@@ -213,9 +211,42 @@ void flash_attention_forward(TensorView<const float> qkv, const ops::AttentionSh
   forward_heads(qkv, s, out, lse, math);
 }
 
+namespace {
+
+// D per query row and head: dout . out over the head's columns, in T, column by column (out in T or bf16).
+template <class T, class O>
+void delta_heads(TensorView<const O> out, TensorView<const T> dout, const ops::AttentionShape& s,
+                 TensorView<T> delta) {
+  const std::int64_t width = dout.size(1), d = width / s.heads, batches = dout.size(0) / s.seq;
+  for (std::int64_t b = 0; b < batches; ++b) {
+    for (std::int64_t t = 0; t < s.heads; ++t) {
+      for (std::int64_t i = 0; i < s.seq; ++i) {
+        const O* o = out.data() + (b * s.seq + i) * width + t * d;
+        const T* g = dout.data() + (b * s.seq + i) * width + t * d;
+        T dot = T(0);
+        for (std::int64_t c = 0; c < d; ++c) dot += g[c] * static_cast<T>(o[c]);
+        delta.data()[(b * s.heads + t) * s.seq + i] = dot;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void attention_delta(TensorView<const T> out, TensorView<const T> dout, const ops::AttentionShape& s,
+                     TensorView<T> delta) {
+  delta_heads(out, dout, s, delta);
+}
+
+void attention_delta(TensorView<const bf16> out, TensorView<const float> dout, const ops::AttentionShape& s,
+                     TensorView<float> delta) {
+  delta_heads(out, dout, s, delta);
+}
+
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
-                              const ops::AttentionShape& s, TensorView<T> dqkv, TensorView<T> delta,
+                              TensorView<const T> delta, const ops::AttentionShape& s, TensorView<T> dqkv,
                               ops::GemmMath math) {
   const std::int64_t width = dout.size(1), d = width / s.heads, batches = dout.size(0) / s.seq;
   const bool mixed = bf16_operands<T>(math);
@@ -244,17 +275,19 @@ void flash_attention_forward(TensorView<const bf16> qkv, const ops::AttentionSha
 }
 
 void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout, TensorView<const float> lse,
-                              const ops::AttentionShape& s, TensorView<float> dqkv, TensorView<float> delta) {
+                              TensorView<const float> delta, const ops::AttentionShape& s, TensorView<float> dqkv) {
   const std::vector<float> x = widened(qkv);
-  flash_attention_backward<float>(TensorView<const float>(x.data(), qkv.shape(), Device::cpu), dout, lse, s, dqkv,
-                                  delta, ops::GemmMath::bf16);
+  flash_attention_backward<float>(TensorView<const float>(x.data(), qkv.shape(), Device::cpu), dout, lse, delta, s,
+                                  dqkv, ops::GemmMath::bf16);
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                   \
   template void flash_attention_forward<T>(TensorView<const T>, const ops::AttentionShape&, TensorView<T>,    \
                                            TensorView<T>, ops::GemmMath);                                        \
+  template void attention_delta<T>(TensorView<const T>, TensorView<const T>, const ops::AttentionShape&,     \
+                                   TensorView<T>);                                                              \
   template void flash_attention_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,     \
-                                            const ops::AttentionShape&, TensorView<T>, TensorView<T>,           \
+                                            TensorView<const T>, const ops::AttentionShape&, TensorView<T>,     \
                                             ops::GemmMath);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)

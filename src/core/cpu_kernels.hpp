@@ -78,14 +78,19 @@ void flash_attention_forward(TensorView<const T> qkv, const ops::AttentionShape&
 void flash_attention_forward(TensorView<const float> qkv, const ops::AttentionShape& shape, TensorView<bf16> out,
                              TensorView<float> lse, ops::GemmMath math);
 template <class T>
+void attention_delta(TensorView<const T> out, TensorView<const T> dout, const ops::AttentionShape& shape,
+                     TensorView<T> delta);
+void attention_delta(TensorView<const bf16> out, TensorView<const float> dout, const ops::AttentionShape& shape,
+                     TensorView<float> delta);
+template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
-                              const ops::AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
+                              TensorView<const T> delta, const ops::AttentionShape& shape, TensorView<T> dqkv,
                               ops::GemmMath math);
 // qkv in bf16: the f32 forms above under GemmMath::bf16 on qkv widened.
 void flash_attention_forward(TensorView<const bf16> qkv, const ops::AttentionShape& shape, TensorView<bf16> out,
                              TensorView<float> lse);
 void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout, TensorView<const float> lse,
-                              const ops::AttentionShape& shape, TensorView<float> dqkv, TensorView<float> delta);
+                              TensorView<const float> delta, const ops::AttentionShape& shape, TensorView<float> dqkv);
 
 // ---- embedding and cross-entropy ---------------------------------------------------------------------------
 template <class T>

@@ -42,26 +42,44 @@ void forward_into(const char* op, TensorView<const Q> qkv, const AttentionShape&
               [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
 }
 
+// D from the output of element type O (T, or bf16 with T = float).
+template <class T, class O>
+void delta_into(TensorView<const O> out, TensorView<const T> dout, const AttentionShape& shape, TensorView<T> delta,
+                const Queue& queue) {
+  const char* op = "attention_delta";
+  OPTIMUS_CHECK(shape.seq > 0 && shape.heads > 0, op, ": sequence length ", shape.seq, " and heads ", shape.heads,
+                " are not an attention's");
+  OPTIMUS_CHECK(dout.rank() == 2 && dout.size(0) % shape.seq == 0 && dout.size(1) % shape.heads == 0, op,
+                ": dout has shape ", dout.shape(), ", not whole sequences of ", shape.seq, " rows by ", shape.heads,
+                " heads");
+  OPTIMUS_CHECK(out.shape() == dout.shape(), op, ": out has shape ", out.shape(), ", dout ", dout.shape());
+  OPTIMUS_CHECK(delta.numel() == dout.size(0) * shape.heads, op, ": delta has ", delta.numel(),
+                " elements, expected ", dout.size(0) * shape.heads, " (one per query row and head)");
+  dispatch<T>(op, {contiguous("out", out), contiguous("dout", dout), contiguous("delta", delta)}, queue,
+              [&] { cpu::attention_delta(out, dout, shape, delta); },
+              [&](const auto& k) { k.attention_delta(out, dout, shape, delta, queue); });
+}
+
 // The backward from qkv of element type Q (T, or bf16 with T = float).
 template <class T, class Q>
 void backward_into(TensorView<const Q> qkv, TensorView<const T> dout, TensorView<const T> lse,
-                   const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta, const Queue& queue) {
+                   TensorView<const T> delta, const AttentionShape& shape, TensorView<T> dqkv, const Queue& queue) {
   const char* op = "flash_attention_backward";
   check_attention(op, qkv, "dout", dout, lse, shape);
   OPTIMUS_CHECK(dqkv.shape() == qkv.shape(), op, ": dqkv has shape ", dqkv.shape(), ", expected ", qkv.shape());
   OPTIMUS_CHECK(delta.numel() == lse.numel(), op, ": delta has ", delta.numel(), " elements, expected ", lse.numel());
   dispatch<T>(op,
-              {contiguous("qkv", qkv), contiguous("dout", dout), contiguous("lse", lse), contiguous("dqkv", dqkv),
-               contiguous("delta", delta)},
+              {contiguous("qkv", qkv), contiguous("dout", dout), contiguous("lse", lse), contiguous("delta", delta),
+               contiguous("dqkv", dqkv)},
               queue,
               [&] {
                 if constexpr (std::is_same_v<Q, bf16>) {
-                  cpu::flash_attention_backward(qkv, dout, lse, shape, dqkv, delta);
+                  cpu::flash_attention_backward(qkv, dout, lse, delta, shape, dqkv);
                 } else {
-                  cpu::flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue.math);
+                  cpu::flash_attention_backward(qkv, dout, lse, delta, shape, dqkv, queue.math);
                 }
               },
-              [&](const auto& k) { k.flash_attention_backward(qkv, dout, lse, shape, dqkv, delta, queue); });
+              [&](const auto& k) { k.flash_attention_backward(qkv, dout, lse, delta, shape, dqkv, queue); });
 }
 
 }  // namespace
@@ -82,24 +100,38 @@ void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& s
   forward_into("flash_attention_forward (bf16 qkv)", qkv, shape, out, lse, queue);
 }
 
+template <class T>
+void attention_delta(TensorView<const T> out, TensorView<const T> dout, const AttentionShape& shape,
+                     TensorView<T> delta, const Queue& queue) {
+  delta_into(out, dout, shape, delta, queue);
+}
+
+void attention_delta(TensorView<const bf16> out, TensorView<const float> dout, const AttentionShape& shape,
+                     TensorView<float> delta, const Queue& queue) {
+  delta_into(out, dout, shape, delta, queue);
+}
+
 void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout, TensorView<const float> lse,
-                              const AttentionShape& shape, TensorView<float> dqkv, TensorView<float> delta,
+                              TensorView<const float> delta, const AttentionShape& shape, TensorView<float> dqkv,
                               const Queue& queue) {
-  backward_into(qkv, dout, lse, shape, dqkv, delta, queue);
+  backward_into(qkv, dout, lse, delta, shape, dqkv, queue);
 }
 
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
-                              const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
+                              TensorView<const T> delta, const AttentionShape& shape, TensorView<T> dqkv,
                               const Queue& queue) {
-  backward_into(qkv, dout, lse, shape, dqkv, delta, queue);
+  backward_into(qkv, dout, lse, delta, shape, dqkv, queue);
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                   \
   template void flash_attention_forward<T>(TensorView<const T>, const AttentionShape&, TensorView<T>,          \
                                            TensorView<T>, const Queue&);                                         \
+  template void attention_delta<T>(TensorView<const T>, TensorView<const T>, const AttentionShape&, TensorView<T>, \
+                                   const Queue&);                                                                \
   template void flash_attention_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,     \
-                                            const AttentionShape&, TensorView<T>, TensorView<T>, const Queue&);
+                                            TensorView<const T>, const AttentionShape&, TensorView<T>,          \
+                                            const Queue&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

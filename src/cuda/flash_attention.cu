@@ -94,9 +94,28 @@ __global__ void forward_kernel(const float* qkv, AttentionGeometry g, Out* out, 
   lse[h.lse_row + i] = max + logf(sum);
 }
 
-// Per query row i: D = sum_j P dP over the keys j <= i, then dQ = sum_j dS K.
-__global__ void backward_query_kernel(const float* qkv, const float* dout, const float* lse, AttentionGeometry g,
-                                      float* dqkv, float* delta) {
+// D per query row and head, dout . out over the head's columns: a warp per (row, head), its lanes over the columns,
+// then a fixed tree of shuffles (the same bits every run).
+template <class Out>
+__global__ void delta_kernel(const Out* out, const float* dout, AttentionGeometry g, float* delta) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t rows = g.batches * g.seq * g.heads, width = g.heads * g.d;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t w = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32; w < rows;
+       w += warps) {
+    const std::int64_t t = w % g.heads, row = w / g.heads;  // row = b * seq + i
+    const Out* o = out + row * width + t * g.d;
+    const float* y = dout + row * width + t * g.d;
+    float sum = 0.0f;
+    for (std::int64_t c = lane; c < g.d; c += 32) sum += y[c] * detail::value_of(o[c]);
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) delta[((row / g.seq) * g.heads + t) * g.seq + row % g.seq] = sum;
+  }
+}
+
+// Per query row i: dQ = sum_j dS K over the keys j <= i, with D from attention_delta.
+__global__ void backward_query_kernel(const float* qkv, const float* dout, const float* lse, const float* delta,
+                                      AttentionGeometry g, float* dqkv) {
   __shared__ float keys[kStage][kMaxHead], values[kStage][kMaxHead];
   const Head h = head_of(qkv, g);
   const std::int64_t b = blockIdx.z, t = blockIdx.y;
@@ -109,28 +128,21 @@ __global__ void backward_query_kernel(const float* qkv, const float* dout, const
     dq[c] = 0.0f;
   }
   const float l = i < g.seq ? lse[h.lse_row + i] : 0.0f;
+  const float d_row = i < g.seq ? delta[h.lse_row + i] : 0.0f;
   const std::uint64_t row = h.mask_row + static_cast<std::uint64_t>(i);
-  float d_row = 0.0f;
-  for (int pass = 0; pass < 2; ++pass) {  // 0: D; 1: dQ with it
-    for (std::int64_t j0 = 0; j0 < last; j0 += kStage) {
-      stage(h, g.seq, h.width, j0, keys);
-      stage(h, g.seq, 2 * h.width, j0, values);
-      __syncthreads();
-      for (int r = 0; r < kStage && i < g.seq && j0 + r <= i; ++r) {
-        const float p = math::exp_nonpositive(g.scale * dot(q, keys[r], h.d) - l);
-        const float dp = dropped(dot(dO, values[r], h.d), g, row, j0 + r);
-        if (pass == 0) {
-          d_row += p * dp;
-        } else {
-          const float ds = math::softmax_grad(p, dp, d_row, g.scale);
-          for (std::int64_t c = 0; c < h.d; ++c) dq[c] += ds * keys[r][c];
-        }
-      }
-      __syncthreads();
+  for (std::int64_t j0 = 0; j0 < last; j0 += kStage) {
+    stage(h, g.seq, h.width, j0, keys);
+    stage(h, g.seq, 2 * h.width, j0, values);
+    __syncthreads();
+    for (int r = 0; r < kStage && i < g.seq && j0 + r <= i; ++r) {
+      const float p = math::exp_nonpositive(g.scale * dot(q, keys[r], h.d) - l);
+      const float dp = dropped(dot(dO, values[r], h.d), g, row, j0 + r);
+      const float ds = math::softmax_grad(p, dp, d_row, g.scale);
+      for (std::int64_t c = 0; c < h.d; ++c) dq[c] += ds * keys[r][c];
     }
+    __syncthreads();
   }
   if (i >= g.seq) return;
-  delta[h.lse_row + i] = d_row;
   for (std::int64_t c = 0; c < h.d; ++c) dqkv[(b * g.seq + i) * 3 * h.width + t * h.d + c] = dq[c];
 }
 
@@ -209,11 +221,27 @@ void flash_attention_forward_bf16(const float* qkv, const AttentionGeometry& g, 
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-void flash_attention_backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
-                              float* dqkv, float* delta, cudaStream_t stream) {
+void attention_delta(const float* out, const float* dout, const AttentionGeometry& g, float* delta,
+                     cudaStream_t stream) {
   if (g.batches * g.seq == 0) return;
-  if (g.tensor_cores) return detail::mma_attention_backward(qkv, dout, lse, g, dqkv, delta, stream);
-  backward_query_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, dout, lse, g, dqkv, delta);
+  delta_kernel<<<detail::blocks_for(32 * g.batches * g.seq * g.heads), detail::kThreads, 0, stream>>>(out, dout, g,
+                                                                                                      delta);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void attention_delta(const bf16* out, const float* dout, const AttentionGeometry& g, float* delta,
+                     cudaStream_t stream) {
+  if (g.batches * g.seq == 0) return;
+  delta_kernel<<<detail::blocks_for(32 * g.batches * g.seq * g.heads), detail::kThreads, 0, stream>>>(
+      reinterpret_cast<const std::uint16_t*>(out), dout, g, delta);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void flash_attention_backward(const float* qkv, const float* dout, const float* lse, const float* delta,
+                              const AttentionGeometry& g, float* dqkv, cudaStream_t stream) {
+  if (g.batches * g.seq == 0) return;
+  if (g.tensor_cores) return detail::mma_attention_backward(qkv, dout, lse, delta, g, dqkv, stream);
+  backward_query_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, dout, lse, delta, g, dqkv);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
   backward_key_kernel<<<blocks_of(g), kRows, 0, stream>>>(qkv, dout, lse, delta, g, dqkv);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
@@ -226,10 +254,10 @@ void flash_attention_forward_mixed(const bf16* qkv, const AttentionGeometry& g, 
                                 reinterpret_cast<std::uint16_t*>(out), lse, stream);
 }
 
-void flash_attention_backward_mixed(const bf16* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
-                                    float* dqkv, float* delta, cudaStream_t stream) {
+void flash_attention_backward_mixed(const bf16* qkv, const float* dout, const float* lse, const float* delta,
+                                    const AttentionGeometry& g, float* dqkv, cudaStream_t stream) {
   if (g.batches * g.seq == 0) return;
-  detail::mma_attention_backward(reinterpret_cast<const std::uint16_t*>(qkv), dout, lse, g, dqkv, delta, stream);
+  detail::mma_attention_backward(reinterpret_cast<const std::uint16_t*>(qkv), dout, lse, delta, g, dqkv, stream);
 }
 
 }  // namespace optimus::cuda

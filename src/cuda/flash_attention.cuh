@@ -27,7 +27,7 @@ template <class In>
 void mma_attention_forward(const In* qkv, const AttentionGeometry& g, float* out32, std::uint16_t* out16, float* lse,
                            cudaStream_t stream);
 template <class In>
-void mma_attention_backward(const In* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
-                            float* dqkv, float* delta, cudaStream_t stream);
+void mma_attention_backward(const In* qkv, const float* dout, const float* lse, const float* delta,
+                            const AttentionGeometry& g, float* dqkv, cudaStream_t stream);
 
 }  // namespace optimus::cuda::detail

@@ -239,11 +239,11 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   }
 }
 
-// ---- backward, per block of 64 queries: D = sum_j P dP (pass 0), then dQ = sum_j dS K (pass 1) --------------------
+// ---- backward, per block of 64 queries: dQ = sum_j dS K, with D from attention_delta --------------------------------
 template <int D, Tiles tiles, class In>
 __global__ void __launch_bounds__(mma_tiles::kThreads)
-    backward_query_kernel(const In* qkv, const float* dout, const float* lse, AttentionGeometry g, float* dqkv,
-                          float* delta) {
+    backward_query_kernel(const In* qkv, const float* dout, const float* lse, const float* delta,
+                          AttentionGeometry g, float* dqkv) {
   extern __shared__ __align__(16) unsigned char shared[];
   constexpr int kTile = kBackwardTile * (D + kPad);  // buffer b: K at 2 b kTile, V after
   bf16x* buffer = reinterpret_cast<bf16x*>(shared);
@@ -254,76 +254,64 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   const std::uint64_t mask_row = mask_row_of(g, h.b, h.head);
   const std::int64_t lse_row = (h.b * g.heads + h.head) * g.seq;
   const float scale2 = g.scale * kLog2e;
-  float lse2[2];
+  float lse2[2], d_row[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) lse2[r] = row[r] < g.seq ? lse[lse_row + row[r]] * kLog2e : 0.0f;
+  for (int r = 0; r < 2; ++r) {
+    lse2[r] = row[r] < g.seq ? lse[lse_row + row[r]] * kLog2e : 0.0f;
+    d_row[r] = row[r] < g.seq ? delta[lse_row + row[r]] : 0.0f;
+  }
   u32 q[D / 16][4], dO[D / 16][4];
   load_rows<D>(q, h.q, first + warp * 16);
   load_rows<D>(dO, h.dout, first + warp * 16);
   float dq[D / 8][4] = {};
-  float d_row[2] = {0.0f, 0.0f};
   const std::int64_t last = first + kRows < g.seq ? first + kRows : g.seq;
   const int count = static_cast<int>((last + kBackwardTile - 1) / kBackwardTile);
   const auto load = [&](int t) { fill_keys_values<tiles, kBackwardTile, D>(buffer, h, t); };
-  for (int pass = 0; pass < 2; ++pass) {
-    over_tiles<tiles>(
-        count, load, NoStage{},
-        [&](int t) {
-          const bf16x* keys = keys_of<tiles, kBackwardTile, D>(buffer, t);
-          const bf16x* values = keys + kTile;
-          const std::int64_t j0 = t * static_cast<std::int64_t>(kBackwardTile);
-          float s[kBackwardTile / 8][4] = {}, dp[kBackwardTile / 8][4] = {};
+  over_tiles<tiles>(count, load, NoStage{}, [&](int t) {
+    const bf16x* keys = keys_of<tiles, kBackwardTile, D>(buffer, t);
+    const bf16x* values = keys + kTile;
+    const std::int64_t j0 = t * static_cast<std::int64_t>(kBackwardTile);
+    float s[kBackwardTile / 8][4] = {}, dp[kBackwardTile / 8][4] = {};
 #pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) {
+    for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-            for (int n = 0; n < kBackwardTile / 8; n += 2) {
-              u32 b[4];
-              load_b_pair(b, keys, D + kPad, n * 8, kk * 16);
-              mma(s[n], q[kk], b[0], b[1]);
-              mma(s[n + 1], q[kk], b[2], b[3]);
-              load_b_pair(b, values, D + kPad, n * 8, kk * 16);
-              mma(dp[n], dO[kk], b[0], b[1]);
-              mma(dp[n + 1], dO[kk], b[2], b[3]);
-            }
-          }
-          const int last_seen[2] = {row[0] < g.seq ? last_key_seen<kBackwardTile>(row[0], j0, g.seq) : -1,
-                                    row[1] < g.seq ? last_key_seen<kBackwardTile>(row[1], j0, g.seq) : -1};
-#pragma unroll
-          for (int n = 0; n < kBackwardTile / 8; ++n) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = e >> 1;
-              const std::int64_t j = j0 + n * 8 + t2 + (e & 1);
-              const bool seen = n * 8 + t2 + (e & 1) <= last_seen[r];
-              const float p = seen ? exp2f(s[n][e] * scale2 - lse2[r]) : 0.0f;
-              const float dpv = seen ? dropped(dp[n][e], g, mask_row + static_cast<std::uint64_t>(row[r]), j) : 0.0f;
-              if (pass == 0) {
-                d_row[r] += p * dpv;
-              } else {
-                s[n][e] = math::softmax_grad(p, dpv, d_row[r], g.scale);
-              }
-            }
-          }
-          if (pass == 1) {
-#pragma unroll
-            for (int kk = 0; kk < kBackwardTile / 16; ++kk) {
-              u32 a[4];
-              as_a(a, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-              for (int c = 0; c < D / 8; c += 2) {
-                u32 b[4];
-                load_b_transposed(b, keys, D + kPad, c * 8, kk * 16);
-                mma(dq[c], a, b[0], b[1]);
-                mma(dq[c + 1], a, b[2], b[3]);
-              }
-            }
-          }
-        });
-    if (pass == 0) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) d_row[r] = row_sum(d_row[r]);
+      for (int n = 0; n < kBackwardTile / 8; n += 2) {
+        u32 b[4];
+        load_b_pair(b, keys, D + kPad, n * 8, kk * 16);
+        mma(s[n], q[kk], b[0], b[1]);
+        mma(s[n + 1], q[kk], b[2], b[3]);
+        load_b_pair(b, values, D + kPad, n * 8, kk * 16);
+        mma(dp[n], dO[kk], b[0], b[1]);
+        mma(dp[n + 1], dO[kk], b[2], b[3]);
+      }
     }
-  }
+    const int last_seen[2] = {row[0] < g.seq ? last_key_seen<kBackwardTile>(row[0], j0, g.seq) : -1,
+                              row[1] < g.seq ? last_key_seen<kBackwardTile>(row[1], j0, g.seq) : -1};
+#pragma unroll
+    for (int n = 0; n < kBackwardTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const std::int64_t j = j0 + n * 8 + t2 + (e & 1);
+        const bool seen = n * 8 + t2 + (e & 1) <= last_seen[r];
+        const float p = seen ? exp2f(s[n][e] * scale2 - lse2[r]) : 0.0f;
+        const float dpv = seen ? dropped(dp[n][e], g, mask_row + static_cast<std::uint64_t>(row[r]), j) : 0.0f;
+        s[n][e] = math::softmax_grad(p, dpv, d_row[r], g.scale);
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBackwardTile / 16; ++kk) {
+      u32 a[4];
+      as_a(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int c = 0; c < D / 8; c += 2) {
+        u32 b[4];
+        load_b_transposed(b, keys, D + kPad, c * 8, kk * 16);
+        mma(dq[c], a, b[0], b[1]);
+        mma(dq[c + 1], a, b[2], b[3]);
+      }
+    }
+  });
 #pragma unroll
   for (int c = 0; c < D / 8; ++c) {
 #pragma unroll
@@ -331,11 +319,6 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
       const std::int64_t i = row[e >> 1], col = c * 8 + t2 + (e & 1);
       if (i < g.seq && col < g.d) dqkv[(h.b * g.seq + i) * 3 * h.width + h.head * g.d + col] = dq[c][e];
     }
-  }
-  if ((lane & 3) != 0) return;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (row[r] < g.seq) delta[lse_row + row[r]] = d_row[r];
   }
 }
 
@@ -504,12 +487,11 @@ void forward(const In* qkv, const AttentionGeometry& g, float* out32, std::uint1
 }
 
 template <int D, Tiles tiles, class In>
-void backward(const In* qkv, const float* dout, const float* lse, const AttentionGeometry& g, float* dqkv, float* delta,
-              cudaStream_t stream) {
-  launch(backward_query_kernel<D, tiles, In>, query_kernel_bytes<tiles, D>(), g, stream, qkv, dout, lse, g, dqkv,
-         delta);
-  launch(backward_key_kernel<D, tiles, In>, key_kernel_bytes<tiles, D>(), g, stream, qkv, dout, lse,
-         static_cast<const float*>(delta), g, dqkv);
+void backward(const In* qkv, const float* dout, const float* lse, const float* delta, const AttentionGeometry& g,
+              float* dqkv, cudaStream_t stream) {
+  launch(backward_query_kernel<D, tiles, In>, query_kernel_bytes<tiles, D>(), g, stream, qkv, dout, lse, delta, g,
+         dqkv);
+  launch(backward_key_kernel<D, tiles, In>, key_kernel_bytes<tiles, D>(), g, stream, qkv, dout, lse, delta, g, dqkv);
 }
 
 // Whether the tiles may be copied asynchronously: qkv kept in bf16 and dout (the backward's; null in the forward)
@@ -553,19 +535,19 @@ void mma_attention_forward(const In* qkv, const AttentionGeometry& g, float* out
 }
 
 template <class In>
-void mma_attention_backward(const In* qkv, const float* dout, const float* lse, const AttentionGeometry& g, float* dqkv,
-                            float* delta, cudaStream_t stream) {
+void mma_attention_backward(const In* qkv, const float* dout, const float* lse, const float* delta,
+                            const AttentionGeometry& g, float* dqkv, cudaStream_t stream) {
   dispatch(qkv, dout, g,
-           [&](auto d, auto tiles) { backward<d(), tiles(), In>(qkv, dout, lse, g, dqkv, delta, stream); });
+           [&](auto d, auto tiles) { backward<d(), tiles(), In>(qkv, dout, lse, delta, g, dqkv, stream); });
 }
 
 template void mma_attention_forward<float>(const float*, const AttentionGeometry&, float*, std::uint16_t*, float*,
                                            cudaStream_t);
 template void mma_attention_forward<std::uint16_t>(const std::uint16_t*, const AttentionGeometry&, float*,
                                                    std::uint16_t*, float*, cudaStream_t);
-template void mma_attention_backward<float>(const float*, const float*, const float*, const AttentionGeometry&, float*,
-                                            float*, cudaStream_t);
-template void mma_attention_backward<std::uint16_t>(const std::uint16_t*, const float*, const float*,
-                                                    const AttentionGeometry&, float*, float*, cudaStream_t);
+template void mma_attention_backward<float>(const float*, const float*, const float*, const float*,
+                                            const AttentionGeometry&, float*, cudaStream_t);
+template void mma_attention_backward<std::uint16_t>(const std::uint16_t*, const float*, const float*, const float*,
+                                                    const AttentionGeometry&, float*, cudaStream_t);
 
 }  // namespace optimus::cuda::detail

@@ -166,11 +166,21 @@ class CudaKernels final : public AcceleratorKernels {
     cuda::flash_attention_forward(qkv.data(), geometry(shape, out.size(0), out.size(1), q), out.data(), lse.data(),
                                   stream_of(q));
   }
+  void attention_delta(TensorView<const float> out, TensorView<const float> dout, const AttentionShape& shape,
+                       TensorView<float> delta, const Queue& q) const override {
+    cuda::attention_delta(out.data(), dout.data(), geometry(shape, dout.size(0), dout.size(1), q), delta.data(),
+                          stream_of(q));
+  }
+  void attention_delta(TensorView<const bf16> out, TensorView<const float> dout, const AttentionShape& shape,
+                       TensorView<float> delta, const Queue& q) const override {
+    cuda::attention_delta(out.data(), dout.data(), geometry(shape, dout.size(0), dout.size(1), q), delta.data(),
+                          stream_of(q));
+  }
   void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
-                                TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
-                                TensorView<float> delta, const Queue& q) const override {
-    cuda::flash_attention_backward(qkv.data(), dout.data(), lse.data(), geometry(shape, dout.size(0), dout.size(1), q),
-                                   dqkv.data(), delta.data(), stream_of(q));
+                                TensorView<const float> lse, TensorView<const float> delta,
+                                const AttentionShape& shape, TensorView<float> dqkv, const Queue& q) const override {
+    cuda::flash_attention_backward(qkv.data(), dout.data(), lse.data(), delta.data(),
+                                   geometry(shape, dout.size(0), dout.size(1), q), dqkv.data(), stream_of(q));
   }
   void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& shape, TensorView<bf16> out,
                                TensorView<float> lse, const Queue& q) const override {
@@ -178,11 +188,10 @@ class CudaKernels final : public AcceleratorKernels {
                                         lse.data(), stream_of(q));
   }
   void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout,
-                                TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
-                                TensorView<float> delta, const Queue& q) const override {
-    cuda::flash_attention_backward_mixed(qkv.data(), dout.data(), lse.data(),
-                                         geometry(shape, dout.size(0), dout.size(1), q), dqkv.data(), delta.data(),
-                                         stream_of(q));
+                                TensorView<const float> lse, TensorView<const float> delta,
+                                const AttentionShape& shape, TensorView<float> dqkv, const Queue& q) const override {
+    cuda::flash_attention_backward_mixed(qkv.data(), dout.data(), lse.data(), delta.data(),
+                                         geometry(shape, dout.size(0), dout.size(1), q), dqkv.data(), stream_of(q));
   }
   void cross_entropy_stats(TensorView<const float> logits, TensorView<const int> targets, std::int64_t row_offset,
                            std::int64_t v0, std::int64_t vocab, TensorView<float> stats,

@@ -109,14 +109,24 @@ class SimKernels final : public AcceleratorKernels {
                                TensorView<float> lse, const Queue& q) const override {
     attention_forward_into(qkv, shape, out_, lse, q);
   }
+  void attention_delta(TensorView<const float> out_, TensorView<const float> dout, const AttentionShape& shape,
+                       TensorView<float> delta, const Queue& q) const override {
+    launch(q, "attention_delta", [shape](auto o, auto d, auto dl) { cpu::attention_delta<float>(o, d, shape, dl); },
+           in(out_), in(dout), out(delta));
+  }
+  void attention_delta(TensorView<const bf16> out_, TensorView<const float> dout, const AttentionShape& shape,
+                       TensorView<float> delta, const Queue& q) const override {
+    launch(q, "attention_delta", [shape](auto o, auto d, auto dl) { cpu::attention_delta(o, d, shape, dl); },
+           in(out_), in(dout), out(delta));
+  }
   void flash_attention_backward(TensorView<const float> qkv, TensorView<const float> dout,
-                                TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
-                                TensorView<float> delta, const Queue& q) const override {
+                                TensorView<const float> lse, TensorView<const float> delta,
+                                const AttentionShape& shape, TensorView<float> dqkv, const Queue& q) const override {
     launch(q, "flash_attention_backward",
-           [shape, math = q.math](auto x, auto d, auto l, auto dx, auto delta_) {
-             cpu::flash_attention_backward(x, d, l, shape, dx, delta_, math);
+           [shape, math = q.math](auto x, auto d, auto l, auto dl, auto dx) {
+             cpu::flash_attention_backward<float>(x, d, l, dl, shape, dx, math);
            },
-           in(qkv), in(dout), in(lse), out(dqkv), out(delta));
+           in(qkv), in(dout), in(lse), in(delta), out(dqkv));
   }
   void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& shape, TensorView<bf16> out_,
                                TensorView<float> lse, const Queue& q) const override {
@@ -125,13 +135,11 @@ class SimKernels final : public AcceleratorKernels {
            out(lse));
   }
   void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout,
-                                TensorView<const float> lse, const AttentionShape& shape, TensorView<float> dqkv,
-                                TensorView<float> delta, const Queue& q) const override {
+                                TensorView<const float> lse, TensorView<const float> delta,
+                                const AttentionShape& shape, TensorView<float> dqkv, const Queue& q) const override {
     launch(q, "flash_attention_backward",
-           [shape](auto x, auto d, auto l, auto dx, auto delta_) {
-             cpu::flash_attention_backward(x, d, l, shape, dx, delta_);
-           },
-           in(qkv), in(dout), in(lse), out(dqkv), out(delta));
+           [shape](auto x, auto d, auto l, auto dl, auto dx) { cpu::flash_attention_backward(x, d, l, dl, shape, dx); },
+           in(qkv), in(dout), in(lse), in(delta), out(dqkv));
   }
   void row_sums(TensorView<const float> x, TensorView<float> out_, const Queue& q) const override {
     launch(q, "row_sums", [](auto x_, auto o) { cpu::row_sums(x_, o); }, in(x), out(out_));

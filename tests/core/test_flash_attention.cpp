@@ -106,9 +106,12 @@ std::vector<T> check_against_formulas(const optimus::ops::AttentionShape& s, std
   const TensorView<const T> lse_view(lse.data(), Shape{n * s.heads}, Device::cpu);
   optimus::ops::flash_attention_forward<T>(qkv_view, s, TensorView<T>(out.data(), Shape{n, width}, Device::cpu),
                                            TensorView<T>(lse.data(), Shape{n * s.heads}, Device::cpu), queue);
-  optimus::ops::flash_attention_backward<T>(qkv_view, TensorView<const T>(grad.data(), Shape{n, width}, Device::cpu),
-                                            lse_view, s, TensorView<T>(dqkv.data(), Shape{n, 3 * width}, Device::cpu),
-                                            TensorView<T>(delta.data(), Shape{n * s.heads}, Device::cpu), queue);
+  const TensorView<const T> grad_view(grad.data(), Shape{n, width}, Device::cpu);
+  optimus::ops::attention_delta<T>(TensorView<const T>(out.data(), Shape{n, width}, Device::cpu), grad_view, s,
+                                   TensorView<T>(delta.data(), Shape{n * s.heads}, Device::cpu), queue);
+  optimus::ops::flash_attention_backward<T>(qkv_view, grad_view, lse_view,
+                                            TensorView<const T>(delta.data(), Shape{n * s.heads}, Device::cpu), s,
+                                            TensorView<T>(dqkv.data(), Shape{n, 3 * width}, Device::cpu), queue);
   CHECK(worst(out, want.out) < tolerance);
   CHECK(worst(lse, want.lse) < tolerance);
   CHECK(worst(dqkv, want.dqkv) < tolerance);

@@ -44,12 +44,16 @@ void flash_attention(RankDevice& rank, const ops::Queue& q, const Expect& expect
   CHECK(download(cast.device) == download(out16.device));
   CHECK(lse16.host == lse.host);
   CHECK(download(lse16.device) == download(lse.device));
-  lse = Both<float>(lse.host, Shape{n * heads}, rank);  // the backward of both from the host's lse
-  ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), shape, dqkv.on_host(),
-                                       delta.on_host(), host);
-  ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), shape, dqkv.on_device(),
-                                       delta.on_device(), q);
-  expect.same("flash_attention_backward: delta", delta);
+  // D from each device's output; then the backward of both from the host's lse and D.
+  ops::attention_delta<float>(out.in_host(), dout.in_host(), shape, delta.on_host(), host);
+  ops::attention_delta<float>(out.in_device(), dout.in_device(), shape, delta.on_device(), q);
+  expect.same("attention_delta", delta);
+  lse = Both<float>(lse.host, Shape{n * heads}, rank);
+  delta = Both<float>(delta.host, Shape{n * heads}, rank);
+  ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), delta.in_host(), shape,
+                                       dqkv.on_host(), host);
+  ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), delta.in_device(), shape,
+                                       dqkv.on_device(), q);
   expect.same("flash_attention_backward: dqkv", dqkv);
 }
 
@@ -76,12 +80,16 @@ void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, cons
     ops::flash_attention_forward(qkv.in_host(), shape, out16.on_host(), lse.on_host(), host);
     ops::flash_attention_forward(qkv.in_device(), shape, out16.on_device(), lse.on_device(), q);
     expect.near("flash_attention_forward (bf16 products, bf16 out): output", out16, 2e-2);
-    lse = Both<float>(lse.host, Shape{n * heads}, rank);  // the backward of both from the host's lse
-    ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), shape, dqkv.on_host(),
-                                         delta.on_host(), host);
-    ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), shape,
-                                         dqkv.on_device(), delta.on_device(), q);
-    expect.near("flash_attention_backward (bf16 products): delta", delta, 2e-2);
+    // D from the output as mixed precision keeps it (bf16), then the backward of both from the host's lse and D.
+    ops::attention_delta(out16.in_host(), dout.in_host(), shape, delta.on_host(), host);
+    ops::attention_delta(out16.in_device(), dout.in_device(), shape, delta.on_device(), q);
+    expect.near("attention_delta (bf16 out)", delta, 2e-2);
+    lse = Both<float>(lse.host, Shape{n * heads}, rank);
+    delta = Both<float>(delta.host, Shape{n * heads}, rank);
+    ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), delta.in_host(), shape,
+                                         dqkv.on_host(), host);
+    ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), delta.in_device(), shape,
+                                         dqkv.on_device(), q);
     expect.near("flash_attention_backward (bf16 products): dqkv", dqkv, 2e-2);
     // qkv kept in bf16 (as mixed precision saves it), read as it is: on each device the bits of the f32 form on its
     // values widened, whose rounding to bf16 then changes nothing.
@@ -94,16 +102,20 @@ void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, cons
     Both<float> delta_a(lse.host, Shape{n * heads}, rank), delta_b(lse.host, Shape{n * heads}, rank);
     ops::flash_attention_forward(qkv16.in_host(), shape, out_a.on_host(), lse_a.on_host(), host);
     ops::flash_attention_forward(qkv32.in_host(), shape, out_b.on_host(), lse_b.on_host(), host);
-    ops::flash_attention_backward(qkv16.in_host(), dout.in_host(), lse_b.in_host(), shape, dqkv_a.on_host(),
-                                  delta_a.on_host(), host);
-    ops::flash_attention_backward<float>(qkv32.in_host(), dout.in_host(), lse_b.in_host(), shape, dqkv_b.on_host(),
-                                         delta_b.on_host(), host);
+    ops::attention_delta(out_a.in_host(), dout.in_host(), shape, delta_a.on_host(), host);
+    ops::attention_delta(out_b.in_host(), dout.in_host(), shape, delta_b.on_host(), host);
+    ops::flash_attention_backward(qkv16.in_host(), dout.in_host(), lse_b.in_host(), delta_b.in_host(), shape,
+                                  dqkv_a.on_host(), host);
+    ops::flash_attention_backward<float>(qkv32.in_host(), dout.in_host(), lse_b.in_host(), delta_b.in_host(), shape,
+                                         dqkv_b.on_host(), host);
     ops::flash_attention_forward(qkv16.in_device(), shape, out_a.on_device(), lse_a.on_device(), q);
     ops::flash_attention_forward(qkv32.in_device(), shape, out_b.on_device(), lse_b.on_device(), q);
-    ops::flash_attention_backward(qkv16.in_device(), dout.in_device(), lse_b.in_device(), shape, dqkv_a.on_device(),
-                                  delta_a.on_device(), q);
-    ops::flash_attention_backward<float>(qkv32.in_device(), dout.in_device(), lse_b.in_device(), shape,
-                                         dqkv_b.on_device(), delta_b.on_device(), q);
+    ops::attention_delta(out_a.in_device(), dout.in_device(), shape, delta_a.on_device(), q);
+    ops::attention_delta(out_b.in_device(), dout.in_device(), shape, delta_b.on_device(), q);
+    ops::flash_attention_backward(qkv16.in_device(), dout.in_device(), lse_b.in_device(), delta_b.in_device(), shape,
+                                  dqkv_a.on_device(), q);
+    ops::flash_attention_backward<float>(qkv32.in_device(), dout.in_device(), lse_b.in_device(), delta_b.in_device(),
+                                         shape, dqkv_b.on_device(), q);
     CHECK(out_a.host == out_b.host);
     CHECK(lse_a.host == lse_b.host);
     CHECK(dqkv_a.host == dqkv_b.host);

@@ -189,15 +189,23 @@ void flash_attention_forward(TensorView<const float> qkv, const AttentionShape& 
 // (the same bits as that form, whose rounding of qkv does nothing to bf16 values).
 void flash_attention_forward(TensorView<const bf16> qkv, const AttentionShape& shape, TensorView<bf16> out,
                              TensorView<float> lse, const Queue& queue);
-// dqkv [batches * seq, 3 * width] (overwritten) from dout [batches * seq, width] and the forward's lse; delta (lse's
-// shape) is its workspace: per query row, D = sum over keys of P dP (the softmax backward's row term).
+// The softmax backward's row term from the forward's output (FlashAttention-2's D): delta [batches * heads * seq]
+// (lse's layout) = per query row and head, the sum over the head's columns of dout * out, which equals the sum over
+// keys of P dP (dropout included: out = dropped(P) V). out as the forward wrote it (bf16 under mixed precision).
+template <class T>
+void attention_delta(TensorView<const T> out, TensorView<const T> dout, const AttentionShape& shape,
+                     TensorView<T> delta, const Queue& queue);
+void attention_delta(TensorView<const bf16> out, TensorView<const float> dout, const AttentionShape& shape,
+                     TensorView<float> delta, const Queue& queue);
+// dqkv [batches * seq, 3 * width] (overwritten) from dout [batches * seq, width], the forward's lse and attention_delta's
+// delta (lse's shape).
 template <class T>
 void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout, TensorView<const T> lse,
-                              const AttentionShape& shape, TensorView<T> dqkv, TensorView<T> delta,
+                              TensorView<const T> delta, const AttentionShape& shape, TensorView<T> dqkv,
                               const Queue& queue);
 // The same on qkv in bf16 (mixed precision, as its forward above).
 void flash_attention_backward(TensorView<const bf16> qkv, TensorView<const float> dout, TensorView<const float> lse,
-                              const AttentionShape& shape, TensorView<float> dqkv, TensorView<float> delta,
+                              TensorView<const float> delta, const AttentionShape& shape, TensorView<float> dqkv,
                               const Queue& queue);
 
 // ---- optimizer ------------------------------------------------------------------------------------------

@@ -108,13 +108,18 @@ void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float
 // The same writing out in bf16 (mixed precision: out is c_proj's operand).
 void flash_attention_forward_bf16(const float* qkv, const AttentionGeometry& g, bf16* out, float* lse,
                                   cudaStream_t stream);
-void flash_attention_backward(const float* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
-                              float* dqkv, float* delta, cudaStream_t stream);
+// D per query row and head (delta [batches * heads * seq]) = dout . out over the head's columns; out in f32 or bf16.
+void attention_delta(const float* out, const float* dout, const AttentionGeometry& g, float* delta,
+                     cudaStream_t stream);
+void attention_delta(const bf16* out, const float* dout, const AttentionGeometry& g, float* delta,
+                     cudaStream_t stream);
+void flash_attention_backward(const float* qkv, const float* dout, const float* lse, const float* delta,
+                              const AttentionGeometry& g, float* dqkv, cudaStream_t stream);
 // Mixed precision's on qkv kept in bf16: the tensor-core kernels whatever g.tensor_cores says.
 void flash_attention_forward_mixed(const bf16* qkv, const AttentionGeometry& g, bf16* out, float* lse,
                                    cudaStream_t stream);
-void flash_attention_backward_mixed(const bf16* qkv, const float* dout, const float* lse, const AttentionGeometry& g,
-                                    float* dqkv, float* delta, cudaStream_t stream);
+void flash_attention_backward_mixed(const bf16* qkv, const float* dout, const float* lse, const float* delta,
+                                    const AttentionGeometry& g, float* dqkv, cudaStream_t stream);
 
 // ---- vocabulary-parallel cross-entropy (logits [rows, vn] of a vocabulary slice starting at v0; ids from `vocab`
 // on are padding; stats [4, rows] as optimus/core/ops.hpp describes) ---------------------------------------------
