@@ -18,6 +18,18 @@ struct AttentionTensors {
         delta(lse.host, Shape{n * heads}, rank),
         dqkv(std::vector<float>(n * 3 * width, 7.0f), Shape{n, 3 * width}, rank) {}
   Both<float> qkv, dout, out, lse, delta, dqkv;
+
+  // dqkv on each side from the host's lse and D, so that a device's differs from the host's by its backward alone.
+  void backward_from_host_terms(RankDevice& rank, const ops::AttentionShape& shape, const ops::Queue& host,
+                                const ops::Queue& q) {
+    const Shape rows{static_cast<std::int64_t>(lse.host.size())};
+    lse = Both<float>(lse.host, rows, rank);
+    delta = Both<float>(delta.host, rows, rank);
+    ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), delta.in_host(), shape,
+                                         dqkv.on_host(), host);
+    ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), delta.in_device(), shape,
+                                         dqkv.on_device(), q);
+  }
 };
 
 // The fused attention: 2 sequences of 70 (more than a GPU block's 64 rows and the CPU's tile), 3 heads of d = 8 among
@@ -48,12 +60,7 @@ void flash_attention(RankDevice& rank, const ops::Queue& q, const Expect& expect
   ops::attention_delta<float>(out.in_host(), dout.in_host(), shape, delta.on_host(), host);
   ops::attention_delta<float>(out.in_device(), dout.in_device(), shape, delta.on_device(), q);
   expect.same("attention_delta", delta);
-  lse = Both<float>(lse.host, Shape{n * heads}, rank);
-  delta = Both<float>(delta.host, Shape{n * heads}, rank);
-  ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), delta.in_host(), shape,
-                                       dqkv.on_host(), host);
-  ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), delta.in_device(), shape,
-                                       dqkv.on_device(), q);
+  tensors.backward_from_host_terms(rank, shape, host, q);
   expect.same("flash_attention_backward: dqkv", dqkv);
 }
 
@@ -84,12 +91,7 @@ void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, cons
     ops::attention_delta(out16.in_host(), dout.in_host(), shape, delta.on_host(), host);
     ops::attention_delta(out16.in_device(), dout.in_device(), shape, delta.on_device(), q);
     expect.near("attention_delta (bf16 out)", delta, 2e-2);
-    lse = Both<float>(lse.host, Shape{n * heads}, rank);
-    delta = Both<float>(delta.host, Shape{n * heads}, rank);
-    ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), delta.in_host(), shape,
-                                         dqkv.on_host(), host);
-    ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), delta.in_device(), shape,
-                                         dqkv.on_device(), q);
+    tensors.backward_from_host_terms(rank, shape, host, q);
     expect.near("flash_attention_backward (bf16 products): dqkv", dqkv, 2e-2);
     // qkv kept in bf16 (as mixed precision saves it), read as it is: on each device the bits of the f32 form on its
     // values widened, whose rounding to bf16 then changes nothing.
