@@ -19,9 +19,9 @@
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/context.hpp"
-#include "optimus/layers/weight_gradients.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus::detail {
 
