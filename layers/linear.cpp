@@ -98,10 +98,10 @@ DistMatrix<T> Linear2D<T>::backward_checked(const Context& saved, const DistMatr
 }
 
 template <class T>
-void Linear2D<T>::accumulate_bias(const DistMatrix<T>& dy) {
+Tensor<T> Linear2D<T>::bias_partial(const DistMatrix<T>& dy) const {
   Tensor<T> partial(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
   ops::column_sums<T>(dy.local(), partial.view(), grid_.queue());
-  db_.add_reduced_column_block(partial.view());
+  return partial;
 }
 
 template <class T>
@@ -116,7 +116,7 @@ DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
   PendingProduct<T> dx_pending = summa_abt_async(T(1), dy_operand, w_, T(0), dx);
   summa_atb(T(1), *saved.x, dy_operand, T(1), dw_);
   saved.x.reset();  // freed as soon as it is used
-  accumulate_bias(dy);
+  db_.add_reduced_column_block(bias_partial(dy).view());
   dx_pending.finish();
   return dx;
 }
@@ -124,14 +124,19 @@ DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
 template <class T>
 DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
   DistMatrix<T> dx = backward_checked(saved, dy);
-  summa_abt(T(1), dy, w_, T(0), dx);
+  // Queued: dW from dY as the products take it (bf16 under bf16 math: cast once for both products, as the whole
+  // backward does) and db from this rank's column sums of dY in T, taken now (a row of out/q): the same values in the
+  // same order as the whole backward's, so split or not, the bits are the same.
+  SavedActivation<T> dy_kept(dy, MemoryKind::workspace);
+  summa_abt(T(1), dy_kept, w_, T(0), dx);
   struct Held {
     SavedActivation<T> x;
-    DistMatrix<T> dy;
+    SavedActivation<T> dy;
+    Tensor<T> bias;
   };
-  later.defer(Held{.x = std::move(*saved.x), .dy = dy.clone_as(MemoryKind::workspace)}, [this](Held& held) {
+  later.defer(Held{.x = std::move(*saved.x), .dy = std::move(dy_kept), .bias = bias_partial(dy)}, [this](Held& held) {
     summa_atb(T(1), held.x, held.dy, T(1), dw_);
-    accumulate_bias(held.dy);
+    db_.add_reduced_column_block(held.bias.view());
   });
   return dx;
 }

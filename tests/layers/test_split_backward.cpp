@@ -1,8 +1,8 @@
 // The split backward of zero-bubble pipelines (layers/weight_gradients.hpp), layer by layer: a block's
 // backward(saved, dy, later) gives bitwise the input gradient of backward(saved, dy), leaves every weight gradient
-// untouched until later.run(), and then holds bitwise the same gradients. The 2D block at q = 1, 2 and the 1D
-// baseline's block at p = 1, 2, 3 (its column- and row-parallel linears, attention, MLP and replicated LayerNorms),
-// f64 and f32, dropout on, in-process ranks.
+// untouched until later.run(), and then holds bitwise the same gradients. The 2D block at q = 1, 2 (f64, f32, and f32
+// with bf16 GEMMs, whose split linears keep dY in bf16) and the 1D baseline's block at p = 1, 2, 3 (its column- and
+// row-parallel linears, attention, MLP and replicated LayerNorms), f64 and f32, dropout on, in-process ranks.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -70,8 +70,8 @@ void check_split(Block& block, const optimus::Grid& local, optimus::Communicator
 }
 
 template <class T>
-void check_2d(optimus::Communicator& world, int q) {
-  const optimus::Grid grid = optimus::Grid::create(world, q);
+void check_2d(optimus::Communicator& world, int q, optimus::ops::GemmMath math) {
+  const optimus::Grid grid = optimus::Grid::create(world, q).with({.gemm_math = math});
   optimus::TransformerBlock2D<T> block(grid, optimus::test::config_for(2, 1, 0.1), 0);
   check_split<T>(block, grid, grid.grid());
 }
@@ -89,8 +89,9 @@ TEST_CASE("split backward: the 2D block, q = 1 and 2") {
   for (int q : {1, 2}) {
     CAPTURE(q);
     optimus::run_in_process(q * q, [q](optimus::Communicator& world) {
-      check_2d<double>(world, q);
-      check_2d<float>(world, q);
+      check_2d<double>(world, q, optimus::ops::GemmMath::f32);
+      check_2d<float>(world, q, optimus::ops::GemmMath::f32);
+      check_2d<float>(world, q, optimus::ops::GemmMath::bf16);
     });
   }
 }

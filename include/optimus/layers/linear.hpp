@@ -63,7 +63,7 @@ class Linear2D {
   void multiply(SavedActivation<T> x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
   void product(const SummaOperand<T>& x, DistMatrix<T>& y, DistMatrix<T>* pre);
   DistMatrix<T> backward_checked(const Context& saved, const DistMatrix<T>& dy) const;  // dx, allocated
-  void accumulate_bias(const DistMatrix<T>& dy);
+  Tensor<T> bias_partial(const DistMatrix<T>& dy) const;  // this rank's column sums of dy [1, out/q], unreduced
 
   Grid grid_;
   std::string name_;

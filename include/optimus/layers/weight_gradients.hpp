@@ -7,7 +7,8 @@
 // gradients are bitwise the same (pipeline tests assert it).
 //
 // Memory: queued work keeps what it reads alive until run() — a Linear's saved input (activations) and a copy of its
-// output gradient (workspace), a LayerNorm's xhat and output gradient copy. Dropping queued work drops its gradients
+// output gradient (workspace; the 2D Linear's in bf16 under mixed precision, as its products take it), a LayerNorm's
+// xhat and output gradient copy. Dropping queued work drops its gradients
 // (as dropping a context does); run() it or discard() it deliberately.
 #pragma once
 
