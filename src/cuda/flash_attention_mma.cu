@@ -10,8 +10,10 @@
 //     for it at a barrier before multiplying;
 //   * async: qkv kept in bf16 (mixed precision), each tile copied by cp.async into one of two buffers while the block
 //     multiplies the other (rows and d in whole 16-byte pieces; else the converted path reads the bf16 values).
-// Both give the same fragments, so the same bits. dO (f32) is always converted. Head dimensions up to 64 run in tiles
-// of 64 columns, up to 128 in tiles of 128: columns past d are zeros.
+// Both give the same fragments, so the same bits. dO (f32) is always rounded by the block: the dQ kernel reads its
+// rows once, the dK/dV kernel's tiles arrive as f32 (async: by cp.async a tile ahead) and are rounded from shared
+// memory. The row terms D come from the forward's output (attention_delta). Head dimensions up to 64 run in tiles of
+// 64 columns, up to 128 in tiles of 128: columns past d are zeros.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
