@@ -138,7 +138,8 @@ gpu_bench() {
   "$bin/optimus-bench" attention --device cuda --b 2 --s 256,1024 --heads 16 --d 128
   # The peer at the same shapes, where the image's PyTorch has it: FlashAttention-2, cuDNN's and the memory-efficient
   # attention, each forced in turn.
-  LD_LIBRARY_PATH="$image_library_path" python3 "$root_dir/scripts/attention_peer.py" --b 2 --heads 16 --d 128 --s 1024,2048,4096,8192
+  LD_LIBRARY_PATH="$image_library_path" python3 "$root_dir/scripts/attention_peer.py" --b 2 --heads 16 --d 128 \
+    --s 1024,2048,4096,8192
 }
 
 # Where the fused attention's kernels spend their time (Nsight Compute, where the image has it): throughput, occupancy
