@@ -153,15 +153,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         const std::int64_t j0 = t * static_cast<std::int64_t>(kForwardKeys);
         float s[kForwardKeys / 8][4] = {};
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-          for (int n = 0; n < kForwardKeys / 8; n += 2) {
-            u32 b[4];
-            load_b_pair(b, keys, D + kPad, n * 8, kk * 16);
-            mma(s[n], q[kk], b[0], b[1]);
-            mma(s[n + 1], q[kk], b[2], b[3]);
-          }
-        }
+        for (int kk = 0; kk < D / 16; ++kk) mma_rows<kForwardKeys>(s, q[kk], keys, D + kPad, kk * 16);
         const int seen[2] = {last_key_seen<kForwardKeys>(row[0], j0, g.seq),
                              last_key_seen<kForwardKeys>(row[1], j0, g.seq)};
         float grown[2] = {max[0], max[1]};
@@ -209,18 +201,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
           o[c][2] *= rescale[1];
           o[c][3] *= rescale[1];
         }
-#pragma unroll
-        for (int kk = 0; kk < kForwardKeys / 16; ++kk) {
-          u32 a[4];
-          as_a(a, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-          for (int c = 0; c < D / 8; c += 2) {
-            u32 b[4];
-            load_b_transposed(b, values, D + kPad, c * 8, kk * 16);
-            mma(o[c], a, b[0], b[1]);
-            mma(o[c + 1], a, b[2], b[3]);
-          }
-        }
+        mma_columns<kForwardKeys, D>(o, s, values, D + kPad);
       });
 #pragma unroll
   for (int r = 0; r < 2; ++r) sum[r] = row_sum(sum[r]);
@@ -276,16 +257,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
     float s[kBackwardTile / 8][4] = {}, dp[kBackwardTile / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int n = 0; n < kBackwardTile / 8; n += 2) {
-        u32 b[4];
-        load_b_pair(b, keys, D + kPad, n * 8, kk * 16);
-        mma(s[n], q[kk], b[0], b[1]);
-        mma(s[n + 1], q[kk], b[2], b[3]);
-        load_b_pair(b, values, D + kPad, n * 8, kk * 16);
-        mma(dp[n], dO[kk], b[0], b[1]);
-        mma(dp[n + 1], dO[kk], b[2], b[3]);
-      }
+      mma_rows<kBackwardTile>(s, q[kk], keys, D + kPad, kk * 16);
+      mma_rows<kBackwardTile>(dp, dO[kk], values, D + kPad, kk * 16);
     }
     const int last_seen[2] = {row[0] < g.seq ? last_key_seen<kBackwardTile>(row[0], j0, g.seq) : -1,
                               row[1] < g.seq ? last_key_seen<kBackwardTile>(row[1], j0, g.seq) : -1};
@@ -301,18 +274,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         s[n][e] = math::softmax_grad(p, dpv, d_row[r], g.scale);
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < kBackwardTile / 16; ++kk) {
-      u32 a[4];
-      as_a(a, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int c = 0; c < D / 8; c += 2) {
-        u32 b[4];
-        load_b_transposed(b, keys, D + kPad, c * 8, kk * 16);
-        mma(dq[c], a, b[0], b[1]);
-        mma(dq[c + 1], a, b[2], b[3]);
-      }
-    }
+    mma_columns<kBackwardTile, D>(dq, s, keys, D + kPad);
   });
 #pragma unroll
   for (int c = 0; c < D / 8; ++c) {
@@ -392,21 +354,9 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         for (int kk = 0; kk < D / 16; ++kk) {
           u32 a[4];
           load_a(a, keys, D + kPad, warp * 16, kk * 16);
-#pragma unroll
-          for (int n = 0; n < kBackwardTile / 8; n += 2) {
-            u32 b[4];
-            load_b_pair(b, queries, D + kPad, n * 8, kk * 16);
-            mma(s[n], a, b[0], b[1]);
-            mma(s[n + 1], a, b[2], b[3]);
-          }
+          mma_rows<kBackwardTile>(s, a, queries, D + kPad, kk * 16);
           load_a(a, values, D + kPad, warp * 16, kk * 16);
-#pragma unroll
-          for (int n = 0; n < kBackwardTile / 8; n += 2) {
-            u32 b[4];
-            load_b_pair(b, grads, D + kPad, n * 8, kk * 16);
-            mma(dp[n], a, b[0], b[1]);
-            mma(dp[n + 1], a, b[2], b[3]);
-          }
+          mma_rows<kBackwardTile>(dp, a, grads, D + kPad, kk * 16);
         }
         // The tile's queries i0 + local that key j sees: first_seen[r] <= local < end (none if key j is past seq).
         const int end = g.seq - i0 < kBackwardTile ? static_cast<int>(g.seq - i0) : kBackwardTile;
@@ -434,22 +384,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
             dp[n][e] = math::softmax_grad(p, dpv, deltas[local], g.scale);
           }
         }
-#pragma unroll
-        for (int kk = 0; kk < kBackwardTile / 16; ++kk) {
-          u32 kept[4], ds[4];
-          as_a(kept, s[2 * kk], s[2 * kk + 1]);
-          as_a(ds, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-          for (int c = 0; c < D / 8; c += 2) {
-            u32 b[4];
-            load_b_transposed(b, grads, D + kPad, c * 8, kk * 16);
-            mma(dv[c], kept, b[0], b[1]);
-            mma(dv[c + 1], kept, b[2], b[3]);
-            load_b_transposed(b, queries, D + kPad, c * 8, kk * 16);
-            mma(dk[c], ds, b[0], b[1]);
-            mma(dk[c + 1], ds, b[2], b[3]);
-          }
-        }
+        mma_columns<kBackwardTile, D>(dv, s, grads, D + kPad);  // s: the dropped probabilities
+        mma_columns<kBackwardTile, D>(dk, dp, queries, D + kPad);  // dp: dS
       });
 #pragma unroll
   for (int c = 0; c < D / 8; ++c) {

@@ -186,6 +186,37 @@ __device__ inline void load_b_transposed(u32 (&b)[4], const bf16x* tile, int pit
   ldmatrix_x4_trans(b, tile + (k0 + (m & 1) * 8 + (lane & 7)) * pitch + n0 + (m >> 1) * 8);
 }
 
+// acc[n], the 16 x 8 tiles of a 16 x W product, += a (an A fragment: 16 rows, columns k0.. k0 + 15) times the tile's
+// rows 0.. W - 1 at columns k0.. k0 + 15 transposed: one step along k of scores S = Q K^T (and dP = dO V^T, ...).
+template <int W>
+__device__ void mma_rows(float (&acc)[W / 8][4], const u32 (&a)[4], const bf16x* tile, int pitch, int k0) {
+#pragma unroll
+  for (int n = 0; n < W / 8; n += 2) {
+    u32 b[4];
+    load_b_pair(b, tile, pitch, n * 8, k0);
+    mma(acc[n], a, b[0], b[1]);
+    mma(acc[n + 1], a, b[2], b[3]);
+  }
+}
+
+// acc (16 x D) += p (16 x W, accumulator tiles rounded into A fragments) times the tile's rows 0.. W - 1 (W x D, read
+// down its columns): P V, dS K, P^T dO, dS^T Q.
+template <int W, int D>
+__device__ void mma_columns(float (&acc)[D / 8][4], const float (&p)[W / 8][4], const bf16x* tile, int pitch) {
+#pragma unroll
+  for (int kk = 0; kk < W / 16; ++kk) {
+    u32 a[4];
+    as_a(a, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+    for (int c = 0; c < D / 8; c += 2) {
+      u32 b[4];
+      load_b_transposed(b, tile, pitch, c * 8, kk * 16);
+      mma(acc[c], a, b[0], b[1]);
+      mma(acc[c + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 // 16 (or 4) bytes from global memory into shared memory without passing through registers (zeros where !valid); the
 // copies since the last commit form a group, and wait<N> returns once at most N groups are still in flight.
 __device__ inline void copy_async(void* shared, const void* global, bool valid) {
