@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "optimus/core/error.hpp"
@@ -166,12 +167,20 @@ double AdamW<T>::step() {
     for (std::size_t k : offloaded_) {
       params.push_back(params_[k]);
       offloaded_steps.push_back(steps[k]);
+      if (params_[k].compute != nullptr) params_[k].compute->invalidate();  // updated by pieces: cast before use
     }
     offload_->update(params, offloaded_steps);
   }
   for (std::size_t k = 0; k < params_.size(); ++k) {
     if (offload_slot_[k] >= 0) continue;
     const ParameterRef<T>& p = params_[k];
+    if constexpr (std::is_same_v<T, float>) {
+      if (p.compute != nullptr) {  // the master and its bf16 copy in one pass (weight_copy.hpp)
+        ops::adamw_update(p.value, p.grad, m_[k].view(), v_[k].view(), steps[k], p.compute->written_with_master(),
+                          queue_of(p));
+        continue;
+      }
+    }
     ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), steps[k], queue_of(p));
   }
   return norm;

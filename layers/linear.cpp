@@ -1,7 +1,9 @@
 // Linear2D: SUMMA products for the weight, a q*q-split bias.
 #include "optimus/layers/linear.hpp"
 
+#include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "optimus/core/error.hpp"
@@ -25,7 +27,23 @@ Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string n
       w_(grid, in, out, tags.values),
       dw_(grid, in, out, tags.grads),
       b_(grid, out, tags.values, name_.c_str()),
-      db_(grid, out, tags.grads, name_.c_str()) {}
+      db_(grid, out, tags.grads, name_.c_str()) {
+  // A copy beside a master the grid holds (a spilled block's masters live in host memory: they are cast as before).
+  const bool beside_master = tags.values.device == grid.tag(MemoryKind::parameters).device;
+  if (SavedActivation<T>::keeps_bf16(grid) && beside_master) {
+    w_bf16_ = std::make_unique<WeightCopy>(w_.local().shape(), tags.values);
+  }
+}
+
+template <class T>
+SummaOperand<T> Linear2D<T>::weight() {
+  if constexpr (std::is_same_v<T, float>) {
+    if (w_bf16_) {
+      return SummaOperand<T>(w_, w_bf16_->current(std::as_const(w_).local(), grid_.queue()));
+    }
+  }
+  return w_;
+}
 
 // y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given: the bias (and GELU) are the epilogue of the
 // product's last GEMM.
@@ -34,7 +52,7 @@ void Linear2D<T>::product(const SummaOperand<T>& x, DistMatrix<T>& y, DistMatrix
   OPTIMUS_CHECK(x.cols == in_, name_, ": input has ", x.cols, " columns, expected ", in_);
   Tensor<T> bias(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
   b_.gather_column_block(bias.view());
-  summa_ab(T(1), x, w_, T(0), y, linear_epilogue(std::as_const(bias).view(), pre));
+  summa_ab(T(1), x, weight(), T(0), y, linear_epilogue(std::as_const(bias).view(), pre));
 }
 
 template <class T>
@@ -113,7 +131,7 @@ DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
   const SummaOperand<T> dy_operand = dy_bf16 ? SummaOperand<T>(*dy_bf16) : SummaOperand<T>(dy);
   // dX = dY W^T: its last reduction (along rows) stays in flight while dW += X^T dY multiplies (and reduces
   // along columns) and the bias gradient is summed; overlapped or not, the result is bitwise the same.
-  PendingProduct<T> dx_pending = summa_abt_async(T(1), dy_operand, w_, T(0), dx);
+  PendingProduct<T> dx_pending = summa_abt_async(T(1), dy_operand, weight(), T(0), dx);
   summa_atb(T(1), *saved.x, dy_operand, T(1), dw_);
   saved.x.reset();  // freed as soon as it is used
   db_.add_reduced_column_block(bias_partial(dy).view());
@@ -128,7 +146,7 @@ DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy, Weig
   // backward does) and db from this rank's column sums of dY in T, taken now (a row of out/q): the same values in the
   // same order as the whole backward's, so split or not, the bits are the same.
   SavedActivation<T> dy_kept(dy, MemoryKind::workspace);
-  summa_abt(T(1), dy_kept, w_, T(0), dx);
+  summa_abt(T(1), dy_kept, weight(), T(0), dx);
   struct Held {
     SavedActivation<T> x;
     SavedActivation<T> dy;
@@ -144,14 +162,18 @@ DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy, Weig
 template <class T>
 void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
+  // The caller may write W through its view: the copy is cast again before the next product.
+  if (w_bf16_) w_bf16_->invalidate();
   out.push_back({name_ + ".weight", {in_, out_},
-                 ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, qkv_hidden_}, w_.local(), dw_.local()});
+                 ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, qkv_hidden_}, w_.local(), dw_.local(),
+                 w_bf16_.get()});
   out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, qkv_hidden_},
                  b_.local(), db_.local()});
 }
 
 template <class T>
 void Linear2D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
+  if (w_bf16_) w_bf16_->invalidate();  // W's storage may be exchanged or written
   out.push_back({.value = &w_.storage(), .grad = &dw_.storage()});
   out.push_back({.value = &b_.storage(), .grad = &db_.storage()});
 }

@@ -78,6 +78,7 @@ std::vector<T> shard_to_host(const ParameterRef<T>& p, const TensorView<T>& shar
 
 template <class T>
 void shard_from_host(const ParameterRef<T>& p, const std::vector<T>& host, DeviceMemory* device) {
+  if (p.compute != nullptr) p.compute->invalidate();  // its bf16 copy is cast again before it is used
   copy_shard(p.value.data(), host.data(), host.size() * sizeof(T), p.value.device(), device, p.name);
 }
 

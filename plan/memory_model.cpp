@@ -64,11 +64,16 @@ std::int64_t workspace_estimate(const Layout& l, const Workload& w) {
 // gradient apart), under the layout's offload mode.
 StateFootprint states(const Layout& l, const Workload& w, std::int64_t blocks, std::int64_t per_block,
                       std::int64_t other, std::int64_t head_wte) {
+  // Under mixed precision (f32 values, bf16 GEMMs) each 2D linear weight has a bf16 copy (weight_copy.hpp).
+  const bool copies = two_d(l) && w.element_bytes == 4 && w.saved_bytes == 2;
+  const std::int64_t h = w.config.hidden, f = w.config.ffn;
   const ModelShards shards{.blocks = blocks,
                            .block_parameters = per_block,
                            .other_parameters = other,
                            .wte = head_wte,
-                           .word = static_cast<std::size_t>(w.element_bytes)};
+                           .word = static_cast<std::size_t>(w.element_bytes),
+                           .block_weights = copies ? (4 * h * h + 2 * h * f) / l.tp : 0,
+                           .copy_word = copies ? std::size_t{2} : 0};
   std::optional<OptimizerOffload> optimizer;
   if (offloads_optimizer(l.offload)) {
     optimizer = OptimizerOffload{.update = OffloadUpdate::device, .chunk_elements = OptimizerOffload{}.chunk_elements};

@@ -109,8 +109,11 @@ class AcceleratorKernels {
   // ---- the optimizer ----
   // Sum of squares into scratch[sum_squares_scratch() - 1] (a device double; the rest is the kernel's partials).
   virtual void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const = 0;
+  // value_bf16: a default view (null data), or value's bf16 copy written from the updated values (ops::adamw_update's
+  // fused form).
   virtual void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorView<float> m,
-                            TensorView<float> v, const AdamWStep& s, const Queue& q) const = 0;
+                            TensorView<float> v, const AdamWStep& s, TensorView<bf16> value_bf16,
+                            const Queue& q) const = 0;
 };
 
 // The kernels of the simulated device and of CUDA (which refuse in a build without CUDA).

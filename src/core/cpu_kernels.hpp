@@ -117,5 +117,8 @@ double sum_squares(TensorView<const T> x);
 template <class T>
 void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m, TensorView<T> v,
                   const AdamWStep& s);
+// The same, then value_bf16 = bf16(value) per element (contiguous, value's shape).
+void adamw_update_with_copy(TensorView<float> value, TensorView<const float> grad, TensorView<float> m,
+                            TensorView<float> v, const AdamWStep& s, TensorView<bf16> value_bf16);
 
 }  // namespace optimus::cpu

@@ -33,6 +33,14 @@ void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m
   for (std::int64_t e = 0; e < value.numel(); ++e) math::adamw(value.data()[e], grad.data()[e], m.data()[e], v.data()[e], s);
 }
 
+void adamw_update_with_copy(TensorView<float> value, TensorView<const float> grad, TensorView<float> m,
+                            TensorView<float> v, const AdamWStep& s, TensorView<bf16> value_bf16) {
+  for (std::int64_t e = 0; e < value.numel(); ++e) {
+    math::adamw(value.data()[e], grad.data()[e], m.data()[e], v.data()[e], s);
+    value_bf16.data()[e] = bf16(value.data()[e]);
+  }
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                              \
   template void combine<T>(T*, const T*, std::int64_t, math::Combine);      \
   template double sum_squares<T>(TensorView<const T>);                      \

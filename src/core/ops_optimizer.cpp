@@ -38,7 +38,24 @@ void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m
                 ": operands must be contiguous");
   dispatch<T>(op, {contiguous("value", value), contiguous("grad", grad), contiguous("m", m), contiguous("v", v)}, queue,
               [&] { cpu::adamw_update(value, grad, m, v, s); },
-              [&](const auto& k) { k.adamw_update(value, grad, m, v, s, queue); });
+              [&](const auto& k) { k.adamw_update(value, grad, m, v, s, TensorView<bf16>(), queue); });
+}
+
+void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorView<float> m, TensorView<float> v,
+                  const AdamWStep& s, TensorView<bf16> value_bf16, const Queue& queue) {
+  const char* op = "adamw_update (with a bf16 copy)";
+  OPTIMUS_CHECK(value_bf16.shape() == value.shape() && value_bf16.is_contiguous(), op, ": the copy is ",
+                value_bf16.shape(), ", the value ", value.shape(), " (one shape, contiguous)");
+  OPTIMUS_CHECK(grad.shape() == value.shape() && m.shape() == value.shape() && v.shape() == value.shape(), op,
+                ": value ", value.shape(), ", grad ", grad.shape(), ", m ", m.shape(), ", v ", v.shape(),
+                " must have one shape");
+  OPTIMUS_CHECK(value.is_contiguous() && grad.is_contiguous() && m.is_contiguous() && v.is_contiguous(), op,
+                ": operands must be contiguous");
+  dispatch<float>(op,
+                  {contiguous("value", value), contiguous("grad", grad), contiguous("m", m), contiguous("v", v),
+                   contiguous("value_bf16", value_bf16)},
+                  queue, [&] { cpu::adamw_update_with_copy(value, grad, m, v, s, value_bf16); },
+                  [&](const auto& k) { k.adamw_update(value, grad, m, v, s, value_bf16, queue); });
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                          \

@@ -214,8 +214,9 @@ class CudaKernels final : public AcceleratorKernels {
                       stream_of(q));
   }
   void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorView<float> m, TensorView<float> v,
-                    const AdamWStep& s, const Queue& q) const override {
-    cuda::adamw_update(value.data(), grad.data(), m.data(), v.data(), value.numel(), s, nullptr, stream_of(q));
+                    const AdamWStep& s, TensorView<bf16> value_bf16, const Queue& q) const override {
+    cuda::adamw_update(value.data(), grad.data(), m.data(), v.data(), value.numel(), s,
+                       value_bf16.data(), stream_of(q));
   }
 
  private:

@@ -226,9 +226,15 @@ class SimKernels final : public AcceleratorKernels {
            in(x), out(scratch));
   }
   void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorView<float> m, TensorView<float> v,
-                    const AdamWStep& s, const Queue& q) const override {
-    launch(q, "adamw_update", [s](auto w, auto g, auto m_, auto v_) { cpu::adamw_update(w, g, m_, v_, s); },
-           out(value), in(grad), out(m), out(v));
+                    const AdamWStep& s, TensorView<bf16> value_bf16, const Queue& q) const override {
+    if (value_bf16.data() == nullptr) {  // no copy
+      launch(q, "adamw_update", [s](auto w, auto g, auto m_, auto v_) { cpu::adamw_update(w, g, m_, v_, s); },
+             out(value), in(grad), out(m), out(v));
+      return;
+    }
+    launch(q, "adamw_update",
+           [s](auto w, auto g, auto m_, auto v_, auto w16) { cpu::adamw_update_with_copy(w, g, m_, v_, s, w16); },
+           out(value), in(grad), out(m), out(v), out(value_bf16));
   }
 
  private:

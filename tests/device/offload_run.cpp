@@ -118,6 +118,7 @@ OffloadRun train_offloaded(const SimLaunch& sim, const OffloadSetup& s, std::siz
       if (p.value.device() != Device::cpu) mine.device_parameters += p.value.numel();
       if (p.name.starts_with("h.0.")) {
         mine.block_parameters += p.value.numel();
+        if (p.name.ends_with(".weight") && p.shape.size() == 2) mine.block_weights += p.value.numel();
         ++mine.block_tensors;
       }
       if (p.name == "wte") mine.wte = p.value.numel();

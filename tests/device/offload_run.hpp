@@ -31,8 +31,8 @@ struct OffloadRun {
   double evaluation = 0;                                 // the trained model's evaluate() of the batch
   GlobalMatrix logits;                                   // and its logits() of it
   // On the reporting rank (this process's first): local elements of all parameters, of those on the device (not a
-  // spilled block's), of one block, of wte.
-  std::int64_t local_parameters = 0, device_parameters = 0, block_parameters = 0, wte = 0;
+  // spilled block's), of one block, of one block's weight matrices, of wte.
+  std::int64_t local_parameters = 0, device_parameters = 0, block_parameters = 0, block_weights = 0, wte = 0;
   int ranks = 0;                       // in the world
   std::int64_t block_tensors = 0;      // parameter tensors per block
   MemoryTracker memory;                // the reporting rank's, peaks over the training steps

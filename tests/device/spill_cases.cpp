@@ -54,7 +54,8 @@ BlockActivations block_shape(const OffloadSetup& s, int q) {
 ModelShards shards_of(const OffloadRun& run, const OffloadSetup& s) {
   return ModelShards{.blocks = s.config.layers, .block_parameters = run.block_parameters,
                      .other_parameters = run.local_parameters - s.config.layers * run.block_parameters,
-                     .wte = run.wte, .word = sizeof(float)};
+                     .wte = run.wte, .word = sizeof(float), .block_weights = run.block_weights,
+                     .copy_word = s.math == ops::GemmMath::bf16 ? std::size_t{2} : 0};
 }
 
 // Peak bytes by kind and place against the formulas (offload.hpp, spill.hpp), on the reporting rank.

@@ -218,6 +218,10 @@ double sum_squares(TensorView<const T> x, TensorView<double> scratch, const Queu
 template <class T>
 void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m, TensorView<T> v, const AdamWStep& s,
                   const Queue& queue);
+// The same on an f32 shard that has a bf16 copy (value_bf16, value's shape: layers/weight_copy.hpp), written from the
+// updated values in the same pass: bitwise to_bf16 of the new value, without a cast kernel of its own.
+void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorView<float> m, TensorView<float> v,
+                  const AdamWStep& s, TensorView<bf16> value_bf16, const Queue& queue);
 
 // ---- row statistics -----------------------------------------------------------------------------------
 // out[r] = sum_c x[r, c]

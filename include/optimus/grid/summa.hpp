@@ -22,7 +22,8 @@
 // blocks of A and B to bf16 once, broadcast bf16 panels (half the bytes of those matrices) and multiply them with f32
 // accumulation; partial products, their reductions and C stay f32. f64 products are unaffected.
 // An operand may be a SavedActivation: a copy a layer kept for its backward pass, in bf16 under bf16 math; the
-// products then use that copy instead of casting (the same values: results are bitwise the same).
+// products then use that copy instead of casting (the same values: results are bitwise the same). So may a weight's
+// bf16 copy (SummaOperand(matrix, copy)).
 // Errors (every rank throws the same): inner dimensions or C's shape that do not match, matrices from
 // different grids, C that is also an input, an operand saved in bf16 on a grid whose math is no longer bf16.
 //
@@ -53,6 +54,9 @@ struct SummaOperand {
   SummaOperand(const SavedActivation<T>& s)  // NOLINT(google-explicit-constructor): so is a saved one
       : grid(&s.grid()), rows(s.rows()), cols(s.cols()), is_bf16(s.is_bf16()), block(s.block()),
         bf16_block(s.bf16_block()) {}
+  // m as a bf16 copy of its local block [rows/q, cols/q] that the caller keeps current (a weight's: WeightCopy).
+  SummaOperand(const DistMatrix<T>& m, TensorView<const bf16> copy)
+      : grid(&m.grid()), rows(m.rows()), cols(m.cols()), is_bf16(true), bf16_block(copy) {}
 
   const Grid* grid;
   std::int64_t rows, cols;

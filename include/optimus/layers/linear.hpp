@@ -7,8 +7,11 @@
 //             dW and db queued with x and a copy of dy.
 // A training forward saves the input in its context as a SavedActivation (bf16 when the grid's GEMM math is bf16: half
 // the bytes, the values the products take); backward consumes the context.
+// Mixed precision (T = float on a grid whose GEMM math is bf16, W where the grid keeps its parameters): the products
+// take W's bf16 copy (weight_copy.hpp), which AdamW's update writes with the master; parameters() hands it out with W.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +24,7 @@
 #include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_copy.hpp"
 #include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus {
@@ -62,6 +66,8 @@ class Linear2D {
   void multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
   void multiply(SavedActivation<T> x, const Pass& pass, Context& saved, DistMatrix<T>& y, DistMatrix<T>* pre);
   void product(const SummaOperand<T>& x, DistMatrix<T>& y, DistMatrix<T>* pre);
+  // W as the products take it: its bf16 copy under mixed precision (cast first if not current), else W.
+  SummaOperand<T> weight();
   DistMatrix<T> backward_checked(const Context& saved, const DistMatrix<T>& dy) const;  // dx, allocated
   Tensor<T> bias_partial(const DistMatrix<T>& dy) const;  // this rank's column sums of dy [1, out/q], unreduced
 
@@ -70,6 +76,9 @@ class Linear2D {
   std::int64_t in_, out_, qkv_hidden_;
   DistMatrix<T> w_, dw_;
   DistVector<T> b_, db_;
+  // [in/q, out/q] under mixed precision (see above), else null; on the heap, so that the address parameters() hands
+  // out stays valid when the layer moves.
+  std::unique_ptr<WeightCopy> w_bf16_;
 };
 
 extern template class Linear2D<float>;

@@ -14,6 +14,7 @@
 #include "optimus/core/ops.hpp"
 #include "optimus/core/tensor.hpp"
 #include "optimus/grid/grid.hpp"
+#include "optimus/layers/weight_copy.hpp"
 
 namespace optimus {
 
@@ -73,6 +74,9 @@ struct ParameterRef {
   ShardLayout layout;
   TensorView<T> value;  // local, contiguous [layout.local_rows(), layout.local_cols()]
   TensorView<T> grad;
+  // The bf16 copy the layer computes with (a Linear2D weight under mixed precision: weight_copy.hpp), or null. Whoever
+  // writes `value` other than AdamW's fused update invalidates it (init_parameter and load_parameter do).
+  WeightCopy* compute = nullptr;
 };
 
 // Shards on a device are written and read through a host copy: `device` is the DeviceMemory they live in (the grid's

@@ -1,0 +1,40 @@
+// optimus::WeightCopy: the bf16 compute copy of an f32 weight block under mixed precision, as Megatron keeps one.
+//
+// A Linear2D on a grid whose GEMM math is bf16 multiplies its weight in bf16: without a copy every product (the
+// forward's x W, the backward's dY W^T) casts the f32 master block first, a separate kernel on the step's path. With
+// one, AdamW's update kernel writes the new bf16 values beside the new f32 master (ops::adamw_update's fused form), and
+// the products take the copy as it is: the same bits as the cast (both round to nearest even), no cast kernel.
+//
+// Staleness is ruled out by who may write the master: the copy is current only after the fused update wrote it, or
+// after current() cast it itself. Everything else that can reach the master — a layer's parameters() and
+// parameter_storage() (loading, initialising, checkpoints, resharding, spilling take them there), init_parameter and
+// load_parameter, and an AdamW update that does not write the copy (moments offloaded: updated by pieces) —
+// invalidates it, and the next product casts once more.
+#pragma once
+
+#include "optimus/core/dtype.hpp"
+#include "optimus/core/ops.hpp"
+#include "optimus/core/tensor.hpp"
+
+namespace optimus {
+
+class WeightCopy {
+ public:
+  // An unwritten copy of a block of `shape` where `tag` says (the master's memory, counted as parameters): not current.
+  WeightCopy(const Shape& shape, const MemoryTag& tag);
+
+  // The copy with the master's values: as it is when current, else `master` [shape] cast into it on `queue` first.
+  TensorView<const bf16> current(TensorView<const float> master, const ops::Queue& queue);
+  // For the optimizer's fused update, which writes the master and this copy together: the copy to write, current from
+  // then on (the update is queued before any product that reads it).
+  TensorView<bf16> written_with_master();
+  // Something may write the master other than the fused update: the next current() casts.
+  void invalidate() { current_ = false; }
+  bool is_current() const { return current_; }
+
+ private:
+  Tensor<bf16> copy_;
+  bool current_ = false;
+};
+
+}  // namespace optimus
