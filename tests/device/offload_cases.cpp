@@ -12,7 +12,7 @@
 namespace optimus::test {
 namespace {
 
-constexpr int kSteps = 5;
+constexpr int kSteps = 3;  // the first with fresh moments, then two in the steady state
 constexpr std::int64_t kChunk = 1000;  // elements: wte's and the MLP's shards are cut into several chunks
 
 // Optimizer state dominates: a wide vocabulary and a few short sequences (activations are small).

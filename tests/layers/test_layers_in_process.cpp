@@ -17,8 +17,15 @@
 #include "optimus/reference/gpt.hpp"
 
 namespace {
-void on_grids(void (*check)(optimus::Communicator&, int)) {
-  for (int q = 1; q <= 3; ++q) {
+// The largest grid of the cases that train whole models repeatedly (mixed precision, recomputation, micro-batches): 3,
+// or 2 in the sanitizers' build (OPTIMUS_TEST_REPEATED_Q), whose q = 3 paths are the layer and GPT cases' here.
+#ifndef OPTIMUS_TEST_REPEATED_Q
+#define OPTIMUS_TEST_REPEATED_Q 3
+#endif
+constexpr int kRepeatedQ = OPTIMUS_TEST_REPEATED_Q;
+
+void on_grids(void (*check)(optimus::Communicator&, int), int largest = 3) {
+  for (int q = 1; q <= largest; ++q) {
     CAPTURE(q);
     optimus::test::run_in_process(q * q, [&](optimus::Communicator& w) { check(w, q); });
   }
@@ -33,14 +40,16 @@ TEST_CASE("in-process TransformerBlock2D") { on_grids(optimus::test::check_block
 TEST_CASE("in-process Embedding2D") { on_grids(optimus::test::check_embedding); }
 TEST_CASE("in-process LmHead2D") { on_grids(optimus::test::check_lm_head); }
 TEST_CASE("in-process Gpt2D") { on_grids(optimus::test::check_gpt); }
-TEST_CASE("in-process mixed precision: bf16 GEMM operands, f32 master weights") { on_grids(optimus::test::check_mixed_precision); }
+TEST_CASE("in-process mixed precision: bf16 GEMM operands, f32 master weights") {
+  on_grids(optimus::test::check_mixed_precision, kRepeatedQ);
+}
 TEST_CASE("in-process parameters") { on_grids(optimus::test::check_parameters); }
 TEST_CASE("in-process errors") { on_grids(optimus::test::check_layer_errors); }
 TEST_CASE("in-process recomputation: none, selective, full bitwise alike; saved bytes as stated") {
-  on_grids(optimus::test::check_recompute);
+  on_grids(optimus::test::check_recompute, kRepeatedQ);
 }
 TEST_CASE("in-process micro-batches m = 1, 2, 4, 8 equal the whole batch at q = 1, 2, 3 and dp = 2 x q = 2") {
-  on_grids(optimus::test::check_micro_batches);
+  on_grids(optimus::test::check_micro_batches, kRepeatedQ);
   optimus::test::run_in_process(8, [](optimus::Communicator& w) { optimus::test::check_micro_batches(w, 2); });
 }
 
