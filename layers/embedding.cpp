@@ -48,13 +48,14 @@ DistMatrix<T> dropped_gradient(const EmbeddingContext& saved, const DistMatrix<T
 }
 
 template <class T>
-Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config)
+Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config, TiedHead head)
     : grid_(grid),
       config_(config),
       wte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::parameters),
       dwte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::gradients),
       wpe_(grid, config.max_seq, config.hidden, MemoryKind::parameters),
-      dwpe_(grid, config.max_seq, config.hidden, MemoryKind::gradients) {}
+      dwpe_(grid, config.max_seq, config.hidden, MemoryKind::gradients),
+      wte_bf16_(head == TiedHead::here ? weight_copy_for(grid, wte_, grid.tag(MemoryKind::parameters)) : nullptr) {}
 
 template <class T>
 DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass,
@@ -110,11 +111,12 @@ template <class T>
 void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
   const std::int64_t stored = wte_.rows();  // the padded vocabulary; GPT-2's wte is [vocab, h]
+  if (wte_bf16_) wte_bf16_->invalidate();  // the caller may write wte through its view: cast before the next product
   out.push_back({"wte", {config_.vocab, config_.hidden},
                  ShardLayout{.kind = ShardLayout::Kind::block, .q = q, .i = i, .j = j, .rows = stored,
                              .cols = config_.hidden, .qkv_hidden = 0, .parts = 1, .part = 0,
                              .padding_rows = stored - config_.vocab},
-                 wte_.local(), dwte_.local()});
+                 wte_.local(), dwte_.local(), wte_bf16_.get()});
   out.push_back({"wpe", {config_.max_seq, config_.hidden},
                  ShardLayout{ShardLayout::Kind::block, q, i, j, config_.max_seq, config_.hidden, 0}, wpe_.local(),
                  dwpe_.local()});

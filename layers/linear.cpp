@@ -1,9 +1,7 @@
 // Linear2D: SUMMA products for the weight, a q*q-split bias.
 #include "optimus/layers/linear.hpp"
 
-#include <memory>
 #include <optional>
-#include <type_traits>
 #include <utility>
 
 #include "optimus/core/error.hpp"
@@ -27,22 +25,12 @@ Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string n
       w_(grid, in, out, tags.values),
       dw_(grid, in, out, tags.grads),
       b_(grid, out, tags.values, name_.c_str()),
-      db_(grid, out, tags.grads, name_.c_str()) {
-  // A copy beside a master the grid holds (a spilled block's masters live in host memory: they are cast as before).
-  const bool beside_master = tags.values.device == grid.tag(MemoryKind::parameters).device;
-  if (SavedActivation<T>::keeps_bf16(grid) && beside_master) {
-    w_bf16_ = std::make_unique<WeightCopy>(w_.local().shape(), tags.values);
-  }
-}
+      db_(grid, out, tags.grads, name_.c_str()),
+      w_bf16_(weight_copy_for(grid, w_, tags.values)) {}
 
 template <class T>
 SummaOperand<T> Linear2D<T>::weight() {
-  if constexpr (std::is_same_v<T, float>) {
-    if (w_bf16_) {
-      return SummaOperand<T>(w_, w_bf16_->current(std::as_const(w_).local(), grid_.queue()));
-    }
-  }
-  return w_;
+  return weight_operand(std::as_const(w_), w_bf16_.get());
 }
 
 // y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given: the bias (and GELU) are the epilogue of the

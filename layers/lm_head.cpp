@@ -39,19 +39,20 @@ void LmHead2D<T>::mask_padding(DistMatrix<T>& logits) const {
 }
 
 template <class T>
-DistMatrix<T> LmHead2D<T>::logits(const DistMatrix<T>& x, const DistMatrix<T>& wte) const {
-  DistMatrix<T> out = summa_abt(x, wte);
+DistMatrix<T> LmHead2D<T>::logits(const DistMatrix<T>& x, const SummaOperand<T>& wte) const {
+  DistMatrix<T> out(x.grid(), x.rows(), wte.rows);
+  summa_abt(T(1), x, wte, T(0), out);
   mask_padding(out);
   return out;
 }
 
 template <class T>
-double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, const std::vector<int>& targets,
+double LmHead2D<T>::forward(const DistMatrix<T>& x, const SummaOperand<T>& wte, const std::vector<int>& targets,
                             std::int64_t mean_over, const Pass& pass, Context& saved) {
   const std::int64_t n = x.rows(), vocab = vocab_;
-  OPTIMUS_CHECK(wte.rows() >= vocab_, "cross-entropy: wte has ", wte.rows(), " rows for a vocabulary of ", vocab_);
+  OPTIMUS_CHECK(wte.rows >= vocab_, "cross-entropy: wte has ", wte.rows, " rows for a vocabulary of ", vocab_);
   check_targets(targets, n, vocab, mean_over);
-  DistMatrix<T> probs(x.grid(), n, wte.rows());  // logits, turned into their gradient in place
+  DistMatrix<T> probs(x.grid(), n, wte.rows);  // logits, turned into their gradient in place
   saved = Context{};
   if (pass.training) {
     saved.x.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dwte's
@@ -75,19 +76,19 @@ double LmHead2D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, co
 }
 
 template <class T>
-DistMatrix<T> LmHead2D<T>::backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte) {
+DistMatrix<T> LmHead2D<T>::backward(Context saved, const SummaOperand<T>& wte, DistMatrix<T>& dwte) {
   saved.mark.check(grid_, "cross-entropy");
-  DistMatrix<T> dx(wte.grid(), saved.dlogits->rows(), wte.cols());
+  DistMatrix<T> dx(*wte.grid, saved.dlogits->rows(), wte.cols);
   summa_ab(T(1), *saved.dlogits, wte, T(0), dx);
   summa_atb(T(1), *saved.dlogits, *saved.x, T(1), dwte);
   return dx;
 }
 
 template <class T>
-DistMatrix<T> LmHead2D<T>::backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte,
+DistMatrix<T> LmHead2D<T>::backward(Context saved, const SummaOperand<T>& wte, DistMatrix<T>& dwte,
                                     WeightGradients& later) {
   saved.mark.check(grid_, "cross-entropy");
-  DistMatrix<T> dx(wte.grid(), saved.dlogits->rows(), wte.cols());
+  DistMatrix<T> dx(*wte.grid, saved.dlogits->rows(), wte.cols);
   summa_ab(T(1), *saved.dlogits, wte, T(0), dx);
   struct Held {
     SavedActivation<T> dlogits, x;

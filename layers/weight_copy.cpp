@@ -1,7 +1,10 @@
 // WeightCopy: a weight's bf16 copy, cast only when something other than the fused update may have written the master.
 #include "optimus/layers/weight_copy.hpp"
 
+#include <type_traits>
 #include <utility>
+
+#include "optimus/grid/saved_activation.hpp"
 
 namespace optimus {
 
@@ -19,5 +22,27 @@ TensorView<bf16> WeightCopy::written_with_master() {
   current_ = true;
   return copy_.view();
 }
+
+template <class T>
+std::unique_ptr<WeightCopy> weight_copy_for(const Grid& grid, const DistMatrix<T>& w, const MemoryTag& tag) {
+  const bool beside_master = tag.device == grid.tag(MemoryKind::parameters).device;
+  if (!SavedActivation<T>::keeps_bf16(grid) || !beside_master) return nullptr;
+  return std::make_unique<WeightCopy>(w.local().shape(), tag);
+}
+
+template <class T>
+SummaOperand<T> weight_operand(const DistMatrix<T>& w, WeightCopy* copy) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (copy != nullptr) return SummaOperand<T>(w, copy->current(w.local(), w.grid().queue()));
+  }
+  return w;
+}
+
+#define OPTIMUS_INSTANTIATE(T)                                                                                  \
+  template std::unique_ptr<WeightCopy> weight_copy_for<T>(const Grid&, const DistMatrix<T>&, const MemoryTag&); \
+  template SummaOperand<T> weight_operand<T>(const DistMatrix<T>&, WeightCopy*);
+OPTIMUS_INSTANTIATE(float)
+OPTIMUS_INSTANTIATE(double)
+#undef OPTIMUS_INSTANTIATE
 
 }  // namespace optimus

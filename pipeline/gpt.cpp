@@ -87,7 +87,7 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spil
     chunks_.push_back(std::move(chunk));
   }
   const bool has_head = schedule_.stage_of(last) == stage;
-  if (schedule_.stage_of(0) == stage || has_head) embedding_ = std::make_unique<typename F::Embedding>(place_, config_);
+  if (schedule_.stage_of(0) == stage || has_head) embedding_ = F::make_embedding(place_, config_, has_head);
   if (has_head) {
     ln_f_ = std::make_unique<LayerNorm2D<T>>(grid_, "ln_f", config_.hidden);
     head_ = std::make_unique<typename F::Head>(place_, config_.vocab);
@@ -286,7 +286,7 @@ auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, SplitWeights* later, s
                             ReplicaSums* sums) -> std::optional<DistMatrix<T>> {
   const int u = chunk.virtual_stage, last = schedule_.virtual_stages() - 1;
   if (u == last) {  // the loss's gradient through the head and ln_f
-    const DistMatrix<T>& wte = embedding_->wte();
+    decltype(auto) wte = F::head_wte(*embedding_);  // 2D: an operand (perhaps wte's bf16 copy); 1D: wte itself
     const DistMatrix<T> dx = later == nullptr ? head_->backward(std::move(saved.head), wte, *head_wte_grad_)
                                               : head_->backward(std::move(saved.head), wte, *head_wte_grad_, later->edges);
     detail::check_finite(dx, "lm_head backward input gradient");

@@ -408,6 +408,24 @@ void optimizer(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   expect.same("adamw_update: weights", value);
   expect.same("adamw_update: first moments", m);
   expect.same("adamw_update: second moments", v);
+  // The fused form (a weight's bf16 copy written in the same pass): the same update, and on each side the copy is
+  // bitwise the cast of that side's new value.
+  Both<bf16> copy(std::vector<bf16>(n), Shape{n}, rank);
+  const AdamWStep third{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 0.5,
+                        .c1 = 1 - std::pow(0.9, 3), .c2 = 1 - std::pow(0.95, 3)};
+  ops::adamw_update(value.on_host(), grad.in_host(), m.on_host(), v.on_host(), third, copy.on_host(), host);
+  ops::adamw_update(value.on_device(), grad.in_device(), m.on_device(), v.on_device(), third, copy.on_device(), q);
+  expect.same("adamw_update with a bf16 copy: weights", value);
+  expect.same("adamw_update with a bf16 copy: first moments", m);
+  const std::vector<float> device_value = download(value.device);
+  const std::vector<bf16> device_copy = download(copy.device);
+  bool casts = true;
+  for (std::size_t e = 0; e < copy.host.size(); ++e) {
+    casts = casts && copy.host[e] == bf16(value.host[e]) &&
+            device_copy[e] == bf16(device_value[e]);
+  }
+  CHECK(casts);
+  expect.near("adamw_update with a bf16 copy: the copy", copy, 1e-2);  // one rounding of values 1e-5 apart
 }
 
 // GEMMs as the layers run them: every transpose, f32 and bf16 math, each epilogue fused (a leading dimension of GELU's

@@ -68,10 +68,12 @@ void check_memory(const OffloadRun& run, const OffloadSetup& s, int q) {
   CHECK(m.peak(MemoryKind::parameters, MemoryPlace::host) == f.host.parameters);
   CHECK(m.peak(MemoryKind::gradients, MemoryPlace::host) == f.host.gradients);
   CHECK(m.peak(MemoryKind::optimizer, MemoryPlace::host) == f.host.optimizer);
-  // The devices' parameters are the unspilled model's less all but two blocks'.
+  // The devices' parameters are the unspilled model's less all but two blocks' (and, under bf16 GEMMs, wte's bf16 copy:
+  // the spilled blocks keep none).
   const std::uint64_t l = static_cast<std::uint64_t>(s.config.layers);
   if (s.spill != Spill::none) {
-    CHECK(f.device.parameters + (l - std::min<std::uint64_t>(l, 2)) * run.block_parameters * sizeof(float) ==
+    const std::uint64_t wte_copy = s.math == ops::GemmMath::bf16 ? 2 * static_cast<std::uint64_t>(run.wte) : 0;
+    CHECK(f.device.parameters - wte_copy + (l - std::min<std::uint64_t>(l, 2)) * run.block_parameters * sizeof(float) ==
           static_cast<std::uint64_t>(run.local_parameters) * sizeof(float));
   }
   // Saved activations (f32: the formulas; bf16 adds transient f32 tensors, checked against the plain run's below).

@@ -1,5 +1,5 @@
 // Mixed precision's weight copies on the simulated device (layers/weight_copy.hpp): AdamW's update writes each
-// Linear2D weight's bf16 copy with its master, so that a step casts no weight, and the results are bitwise those of
+// Linear2D weight's and wte's bf16 copy with its master, so that a step casts no weight, and the results are bitwise those of
 // casting; whoever else writes a master makes the next product cast it again.
 #include <doctest/doctest.h>
 
@@ -57,7 +57,8 @@ Trained train(RankDevice& rank, const Grid& grid, int steps, bool recast) {
 
 TEST_CASE("mixed precision: AdamW writes the weights' bf16 copies — a step casts no weight, with the bits of casting") {
   on_shared_device(kSim, 1, 1, ops::GemmMath::bf16, [](Communicator&, RankDevice& rank, Grid& grid) {
-    const int steps = 3, weights = 4 * 2;  // c_attn, attn.c_proj, c_fc, mlp.c_proj in each of the 2 blocks
+    // c_attn, attn.c_proj, c_fc, mlp.c_proj in each of the 2 blocks, and wte, which the LM head multiplies
+    const int steps = 3, weights = 4 * 2 + 1;
     const Trained kept = train(rank, grid, steps, false), recast = train(rank, grid, steps, true);
     // Step 1 casts every weight once in both (AdamW's constructor took the parameters; the forward's cast serves the
     // backward too); from step 2 only the recast run casts them, once each.

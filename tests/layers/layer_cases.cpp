@@ -252,7 +252,7 @@ template <class T>
 void embedding_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const GptConfig config = config_for(grid.q(), 1, 0.2);
   const std::int64_t n = s.batch * s.seq;
-  Embedding2D<T> layer(grid, config);
+  Embedding2D<T> layer(grid, config, TiedHead::elsewhere);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 600, grid.device());

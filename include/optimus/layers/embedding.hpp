@@ -9,6 +9,8 @@
 // Every rank receives the replica's whole batch of token ids (b*s ints), checked against the vocabulary.
 #pragma once
 
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "optimus/core/gpt_config.hpp"
@@ -16,6 +18,7 @@
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/weight_copy.hpp"
 
 namespace optimus {
 
@@ -32,10 +35,14 @@ void finish_embedding(DistMatrix<T>& x, const std::vector<int>& tokens, std::int
 template <class T>
 DistMatrix<T> dropped_gradient(const EmbeddingContext& saved, const DistMatrix<T>& dx, const GptConfig& config);
 
+// Whether the LM head that multiplies wte (tied) runs beside this embedding: a pipeline's first stage holds the
+// embedding for its lookups only. Under mixed precision the head's products take wte's bf16 copy, kept only `here`.
+enum class TiedHead { elsewhere, here };
+
 template <class T>
 class Embedding2D {
  public:
-  Embedding2D(const Grid& grid, const GptConfig& config);
+  Embedding2D(const Grid& grid, const GptConfig& config, TiedHead head);
 
   using Context = EmbeddingContext;
 
@@ -48,14 +55,17 @@ class Embedding2D {
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
-  // The token embedding, for the LM head that shares it.
+  // The token embedding, for the LM head that shares it: as it is, and as the head's products take it (under mixed
+  // precision its bf16 copy, which AdamW's update writes: weight_copy.hpp).
   const DistMatrix<T>& wte() const { return wte_; }
+  SummaOperand<T> wte_operand() { return weight_operand(std::as_const(wte_), wte_bf16_.get()); }
   DistMatrix<T>& wte_grad() { return dwte_; }
 
  private:
   Grid grid_;
   GptConfig config_;
   DistMatrix<T> wte_, dwte_, wpe_, dwpe_;
+  std::unique_ptr<WeightCopy> wte_bf16_;  // [V/q, h/q] under mixed precision, else null
 };
 
 extern template class Embedding2D<float>;

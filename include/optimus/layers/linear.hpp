@@ -76,9 +76,7 @@ class Linear2D {
   std::int64_t in_, out_, qkv_hidden_;
   DistMatrix<T> w_, dw_;
   DistVector<T> b_, db_;
-  // [in/q, out/q] under mixed precision (see above), else null; on the heap, so that the address parameters() hands
-  // out stays valid when the layer moves.
-  std::unique_ptr<WeightCopy> w_bf16_;
+  std::unique_ptr<WeightCopy> w_bf16_;  // [in/q, out/q] under mixed precision (see above), else null
 };
 
 extern template class Linear2D<float>;

@@ -8,6 +8,7 @@
 //   one of its micro-batches: the micro-batches' losses then add up to the batch's mean), a column all-reduce of the
 //   rows' sums. backward: dlogits = (softmax - onehot(target)) / mean_over (computed by a training forward);
 //   dx = dlogits wte (SUMMA AB), dwte += dlogits^T x (SUMMA ATB).
+// wte comes as a SUMMA operand: the embedding's matrix, or under mixed precision its bf16 copy (Embedding2D::wte_operand).
 // Saved for backward (LmHeadContext): x [N, h] and dlogits [N, vocab] (split q*q ways) as SavedActivations: in bf16
 // when the grid's GEMM math is bf16 (what the products take), half the bytes of f32.
 #pragma once
@@ -18,6 +19,7 @@
 #include "optimus/core/tensor.hpp"
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
+#include "optimus/grid/summa.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/pass.hpp"
 #include "optimus/layers/weight_gradients.hpp"
@@ -36,16 +38,16 @@ class LmHead2D {
   LmHead2D(const Grid& grid, std::int64_t vocab) : grid_(grid), vocab_(vocab) {}
 
   // The logits only (inference): [N, V] (padding columns -inf).
-  DistMatrix<T> logits(const DistMatrix<T>& x, const DistMatrix<T>& wte) const;
+  DistMatrix<T> logits(const DistMatrix<T>& x, const SummaOperand<T>& wte) const;
   // The sum of the N tokens' cross-entropies over mean_over (>= N); targets: N ids (the pass's whole batch),
   // checked. A training pass fills `saved`.
-  double forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, const std::vector<int>& targets,
+  double forward(const DistMatrix<T>& x, const SummaOperand<T>& wte, const std::vector<int>& targets,
                  std::int64_t mean_over, const Pass& pass, Context& saved);
   // Returns dx and accumulates into dwte.
-  DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte);
+  DistMatrix<T> backward(Context saved, const SummaOperand<T>& wte, DistMatrix<T>& dwte);
   // The same, split (weight_gradients.hpp): dx now; dwte += dlogits^T x queued in `later` with the saved x and
   // dlogits (dwte must outlive the queued work).
-  DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte, WeightGradients& later);
+  DistMatrix<T> backward(Context saved, const SummaOperand<T>& wte, DistMatrix<T>& dwte, WeightGradients& later);
 
  private:
   // Adds -inf to the logits of padding ids (no-op when wte has no padding rows).

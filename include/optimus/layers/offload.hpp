@@ -15,9 +15,9 @@
 //   spill, +act.      e*(P_d + s*P_b), e*(P_d + s*P_b + W), 6e*min(c, P_d)     e*L*P_b, e*L*P_b, 2e*L*P_b + 2e*P_d
 //                     (device way) or 0                                        (+ 6e*min(c, P_d): host way)
 // (W: the LM head's part of wte's gradient, summed apart until the step's end: model/gpt.hpp.) Under mixed precision
-// the device's parameters also hold the bf16 copies of the blocks' weights (weight_copy.hpp), c*L*P_w bytes for P_w
-// local weight elements a block and c = 2 — none where the blocks spill (their weights are cast per product). Per step
-// the copies are
+// the device's parameters also hold the bf16 copies of the blocks' weights and of wte (weight_copy.hpp), c*(L*P_w + W)
+// bytes for P_w local weight elements a block and c = 2 — the blocks' none where they spill (their weights are cast
+// per product). Per step the copies are
 // optimizer_offload.hpp's for the parameters on the device (P, or P_d when the blocks spill) plus spill.hpp's.
 #pragma once
 
@@ -49,7 +49,7 @@ struct ModelShards {
   std::int64_t blocks = 0;            // L
   std::int64_t block_parameters = 0;  // P_b: one block's local elements
   std::int64_t other_parameters = 0;  // P_d: the embedding's and ln_f's
-  std::int64_t wte = 0;               // W: wte's local elements
+  std::int64_t wte = 0;               // W: wte's local elements (on the stage of the LM head)
   std::size_t word = 0;               // e
   std::int64_t block_weights = 0;     // P_w: one block's local weight-matrix elements (those with bf16 copies)
   std::size_t copy_word = 0;          // c: 2 under mixed precision (the weights' bf16 copies), else 0

@@ -12,9 +12,13 @@
 // invalidates it, and the next product casts once more.
 #pragma once
 
+#include <memory>
+
 #include "optimus/core/dtype.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/core/tensor.hpp"
+#include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/summa.hpp"
 
 namespace optimus {
 
@@ -36,5 +40,15 @@ class WeightCopy {
   Tensor<bf16> copy_;
   bool current_ = false;
 };
+
+// The copy a layer keeps of its weight `w` (kept where `tag` says) on `grid`: under mixed precision (T = float, the
+// grid's GEMM math bf16) and with the master where the grid keeps its parameters, else null (a spilled block's master
+// lives in host memory: it is cast per product). On the heap, so that ParameterRef::compute stays valid when the layer
+// moves.
+template <class T>
+std::unique_ptr<WeightCopy> weight_copy_for(const Grid& grid, const DistMatrix<T>& w, const MemoryTag& tag);
+// w as SUMMA products take it: `copy` (made current) when there is one, else w itself.
+template <class T>
+SummaOperand<T> weight_operand(const DistMatrix<T>& w, WeightCopy* copy);
 
 }  // namespace optimus

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "optimus/layers/block.hpp"
@@ -30,13 +31,19 @@ struct TwoD {
   static Communicator& holders(const Grid& place) { return place.grid(); }
   static void validate(const GptConfig& config, const Grid& place) { validate_for_grid(config, place.q()); }
   static void mark_replicated(std::vector<ParameterRef<T>>&, std::size_t, const Grid&) {}  // 2D tensors are split
-  static double head_forward(Head& head, const Embedding& embedding, const DistMatrix<T>& y,
+  static double head_forward(Head& head, Embedding& embedding, const DistMatrix<T>& y,
                              const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass,
                              LmHeadContext<T>& saved) {
-    return head.forward(y, embedding.wte(), targets, mean_over, pass, saved);
+    return head.forward(y, embedding.wte_operand(), targets, mean_over, pass, saved);
   }
-  static DistMatrix<T> head_logits(Head& head, const Embedding& embedding, const DistMatrix<T>& y) {
-    return head.logits(y, embedding.wte());
+  static DistMatrix<T> head_logits(Head& head, Embedding& embedding, const DistMatrix<T>& y) {
+    return head.logits(y, embedding.wte_operand());
+  }
+  // wte as the head's backward takes it.
+  static SummaOperand<T> head_wte(Embedding& embedding) { return embedding.wte_operand(); }
+  // The embedding of a stage that holds the head (`with_head`) or not.
+  static std::unique_ptr<Embedding> make_embedding(const Grid& place, const GptConfig& config, bool with_head) {
+    return std::make_unique<Embedding>(place, config, with_head ? TiedHead::here : TiedHead::elsewhere);
   }
 };
 
@@ -67,6 +74,11 @@ struct OneD {
   // The whole [N, V] logits on every rank of the group.
   static DistMatrix<T> head_logits(Head& head, const Embedding& embedding, const DistMatrix<T>& y) {
     return head.logits(y, embedding.wte(), embedding.first_id());
+  }
+  static const DistMatrix<T>& head_wte(const Embedding& embedding) { return embedding.wte(); }
+  static std::unique_ptr<Embedding> make_embedding(const megatron::Group& place, const GptConfig& config,
+                                                   bool /*with_head: the 1D head keeps no copy of wte*/) {
+    return std::make_unique<Embedding>(place, config);
   }
 };
 
