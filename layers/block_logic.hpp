@@ -32,9 +32,9 @@ DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, X&& x, const Pass& pass, MlpCo
   const Grid grid = x.grid();  // a handle: x may be moved into c_fc's context
   // GELU fused into c_fc's GEMM where the device offers it.
   GeluOutput<T> fc = c_fc.forward_gelu(std::forward<X>(x), pass, saved.c_fc);
-  DistMatrix<T> y = c_proj.forward(fc.y, pass, saved.c_proj);
+  DistMatrix<T> y = c_proj.forward(std::move(fc.y), pass, saved.c_proj);  // taken over, as kept
   if (pass.training) {
-    saved.pre.emplace(std::move(fc.pre), MemoryKind::activations);  // bf16 under mixed precision
+    saved.pre.emplace(std::move(fc.pre));  // bf16 under mixed precision
     saved.mark = ContextMark(grid);
   }
   return y;

@@ -76,9 +76,8 @@ DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Con
 
 template <class T>
 GeluOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
-  GeluOutput<T> out = GeluOutput<T>::allocate(x.grid(), x.rows(), out_, pass);
-  multiply(x, pass, saved, out.y, &out.pre);
-  return out;
+  return GeluOutput<T>::make(x.grid(), x.rows(), out_, pass,
+                             [&](DistMatrix<T>& y, DistMatrix<T>* pre) { multiply(x, pass, saved, y, pre); });
 }
 
 template <class T>
@@ -90,9 +89,11 @@ DistMatrix<T> Linear2D<T>::forward(SavedActivation<T> x, const Pass& pass, Conte
 
 template <class T>
 GeluOutput<T> Linear2D<T>::forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved) {
-  GeluOutput<T> out = GeluOutput<T>::allocate(x.grid(), x.rows(), out_, pass);
-  multiply(std::move(x), pass, saved, out.y, &out.pre);
-  return out;
+  const Grid grid = x.grid();  // a handle: x moves into the product
+  const std::int64_t rows = x.rows();
+  return GeluOutput<T>::make(grid, rows, out_, pass, [&](DistMatrix<T>& y, DistMatrix<T>* pre) {
+    multiply(std::move(x), pass, saved, y, pre);
+  });
 }
 
 template <class T>

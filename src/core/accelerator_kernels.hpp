@@ -24,6 +24,8 @@ class AcceleratorKernels {
   virtual void add_row_broadcast(TensorView<const float> row, TensorView<float> y, const Queue& q) const = 0;
   virtual void column_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
   virtual void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const = 0;
+  virtual void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept,
+                            const Queue& q) const = 0;  // x contiguous
   virtual void gelu_backward(TensorView<const float> x, TensorView<const float> dy, TensorView<float> dx,
                              const Queue& q) const = 0;
   virtual void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx,

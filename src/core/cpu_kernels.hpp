@@ -70,6 +70,8 @@ template <class T>
 void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask& mask);
 // GELU's backward on its input kept in bf16: dx = dy * gelu'(x widened), the f32 form's bits. Contiguous.
 void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx);
+// y = bf16(gelu(x)), x_kept = bf16(x): the f32 GELU's bits, rounded (contiguous).
+void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept);
 
 // math: GemmMath::bf16 rounds the products' operands as a GPU's tensor cores take them (cpu_flash_attention.cpp).
 template <class T>

@@ -163,6 +163,20 @@ void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorV
   gelu_backward_row(x.data(), dy.data(), dx.data(), x.numel());
 }
 
+void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept) {
+  constexpr std::int64_t kChunk = 1024;  // GELU in f32 a chunk at a time (gelu_row's bits), then rounded
+  float chunk[kChunk];
+  const float* in = x.data();
+  for (std::int64_t e0 = 0; e0 < x.numel(); e0 += kChunk) {
+    const std::int64_t n = std::min(kChunk, x.numel() - e0);
+    gelu_row(in + e0, chunk, n);
+    for (std::int64_t e = 0; e < n; ++e) {
+      y.data()[e0 + e] = bf16(chunk[e]);
+      x_kept.data()[e0 + e] = bf16(in[e0 + e]);
+    }
+  }
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                                          \
   template void gemm<T>(Trans, Trans, T, TensorView<const T>, TensorView<const T>, T, TensorView<T>); \
   template void axpby<T>(T, TensorView<const T>, T, TensorView<T>);                                   \

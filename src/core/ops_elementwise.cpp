@@ -59,6 +59,14 @@ void gelu_forward(TensorView<const T> x, TensorView<T> y, const Queue& queue) {
               [&](const auto& k) { k.gelu_forward(x, y, queue); });
 }
 
+void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept, const Queue& queue) {
+  const char* op = "gelu_forward (into bf16)";
+  check_same_shape(op, x, "y", y.shape());
+  check_same_shape(op, x, "x_kept", x_kept.shape());
+  dispatch<float>(op, {contiguous("x", x), contiguous("y", y), contiguous("x_kept", x_kept)}, queue,
+                  [&] { cpu::gelu_forward(x, y, x_kept); }, [&](const auto& k) { k.gelu_forward(x, y, x_kept, queue); });
+}
+
 template <class T>
 void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, const Queue& queue) {
   check_same_shape("gelu_backward", x, "dy", dy.shape());

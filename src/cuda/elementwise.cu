@@ -1,5 +1,6 @@
 // Element-wise CUDA kernels: grid-stride loops, launched on the caller's stream.
 #include "block_reduce.cuh"
+#include "optimus/core/bf16_bits.hpp"
 #include "optimus/core/element_math.hpp"
 #include "optimus/cuda/check.hpp"
 #include "optimus/cuda/kernels.hpp"
@@ -29,6 +30,16 @@ __global__ void gelu_forward_kernel(const float* x, float* y, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     y[e] = math::gelu(x[e]);
+  }
+}
+
+// y = bf16(gelu(x)) and x_kept = bf16(x), as bits (optimus::bf16's rounding).
+__global__ void gelu_forward_bf16_kernel(const float* x, std::uint16_t* y, std::uint16_t* x_kept, std::int64_t n) {
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float v = x[e];
+    y[e] = math::bf16_from_float_bits(__float_as_uint(math::gelu(v)));
+    x_kept[e] = math::bf16_from_float_bits(__float_as_uint(v));
   }
 }
 
@@ -68,6 +79,12 @@ void gelu_forward(const float* x, float* y, std::int64_t n, cudaStream_t stream)
 
 void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream) {
   gelu_backward_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(x, dy, dx, n);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+}
+
+void gelu_forward_bf16(const float* x, bf16* y, bf16* x_kept, std::int64_t n, cudaStream_t stream) {
+  gelu_forward_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, reinterpret_cast<std::uint16_t*>(y),
+                                                                   reinterpret_cast<std::uint16_t*>(x_kept), n);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

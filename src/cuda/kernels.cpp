@@ -62,6 +62,10 @@ class CudaKernels final : public AcceleratorKernels {
   void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const override {
     cuda::gelu_forward(x.data(), y.data(), x.numel(), stream_of(q));
   }
+  void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept,
+                    const Queue& q) const override {
+    cuda::gelu_forward_bf16(x.data(), y.data(), x_kept.data(), x.numel(), stream_of(q));
+  }
   void gelu_backward(TensorView<const float> x, TensorView<const float> dy, TensorView<float> dx,
                      const Queue& q) const override {
     cuda::gelu_backward(x.data(), dy.data(), dx.data(), x.numel(), stream_of(q));

@@ -65,6 +65,11 @@ class SimKernels final : public AcceleratorKernels {
   void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const override {
     launch(q, "gelu_forward", [](auto x_, auto y_) { cpu::gelu_forward<float>(x_, y_); }, in(x), out(y));
   }
+  void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept,
+                    const Queue& q) const override {
+    launch(q, "gelu_forward", [](auto x_, auto y_, auto k_) { cpu::gelu_forward(x_, y_, k_); }, in(x), out(y),
+           out(x_kept));
+  }
   void gelu_backward(TensorView<const float> x, TensorView<const float> dy, TensorView<float> dx,
                      const Queue& q) const override {
     launch(q, "gelu_backward", [](auto x_, auto dy_, auto dx_) { cpu::gelu_backward<float>(x_, dy_, dx_); }, in(x),

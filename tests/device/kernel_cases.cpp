@@ -49,6 +49,17 @@ void element_wise(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   ops::gelu_forward<float>(x.in_host(), g.on_host(), host);
   ops::gelu_forward<float>(x.in_device(), g.on_device(), q);
   expect.same("gelu_forward", g);
+  {  // into bf16 (mixed precision's MLP): on each device the f32 GELU's bits and x, rounded
+    const std::vector<bf16> zeros(static_cast<std::size_t>(rows * cols));
+    Both<bf16> y16(zeros, m, rank), x16(zeros, m, rank);
+    ops::gelu_forward(x.in_host(), y16.on_host(), x16.on_host(), host);
+    ops::gelu_forward(x.in_device(), y16.on_device(), x16.on_device(), q);
+    CHECK(y16.host == to_bits(g.host));
+    CHECK(x16.host == to_bits(x.host));
+    CHECK(download(y16.device) == to_bits(download(g.device)));
+    CHECK(download(x16.device) == to_bits(x.host));
+    expect.near("gelu_forward into bf16", y16, 1e-2);  // one rounding of values 1e-5 apart
+  }
   ops::gelu_backward<float>(x.in_host(), y.in_host(), g.on_host(), host);
   ops::gelu_backward<float>(x.in_device(), y.in_device(), g.on_device(), q);
   expect.same("gelu_backward", g);

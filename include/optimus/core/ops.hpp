@@ -126,6 +126,10 @@ template <class T>
 void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, const Queue& queue);
 // The same on GELU's input as kept in bf16 (mixed precision): the f32 form's bits on x's values, read as they are.
 void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx, const Queue& queue);
+// GELU under mixed precision, writing what the MLP keeps, both in bf16: y = bf16(gelu(x)) for the next product and
+// x_kept = bf16(x) for GELU's backward — the bits of gelu_forward followed by to_bf16 of each, without their f32 copies.
+// x, y, x_kept: contiguous, one shape.
+void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept, const Queue& queue);
 
 // Dropout of a block whose element (r, c) is element (row0 + r, col0 + c) of the global activation:
 // x = math::dropout_keeps(p, seed, stream, row0 + r, col0 + c) ? x / (1 - p) : 0 (element_math.hpp); a

@@ -23,6 +23,8 @@ void gelu_forward(const float* x, float* y, std::int64_t n, cudaStream_t stream)
 void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
 // The same on x in bf16 (its values widened as they are read).
 void gelu_backward_bf16(const bf16* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
+// y = bf16(gelu(x)), x_kept = bf16(x) (ops::gelu_forward into bf16).
+void gelu_forward_bf16(const float* x, bf16* y, bf16* x_kept, std::int64_t n, cudaStream_t stream);
 
 // acc[e] = math::combine(acc[e], x[e], op), n elements: the in-process reductions on the device, the host's bits.
 void combine_into(float* acc, const float* x, std::int64_t n, math::Combine op, cudaStream_t stream);

@@ -1,26 +1,48 @@
-// What a linear layer's forward_gelu returns, y = gelu(x W + b) and GELU's input pre = x W + b (which the MLP keeps
-// for GELU's derivative), both [N, out] as the layer splits it; and the epilogue of a linear layer's GEMM.
+// What a linear layer's forward_gelu returns, y = gelu(x W + b) (the next linear layer's input) and GELU's input
+// pre = x W + b (which the MLP keeps for GELU's derivative), both [N, out] as the layer splits it, kept as the layers
+// keep them (SavedActivation: bf16 under mixed precision); and the epilogue of a linear layer's GEMM.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "optimus/core/ops.hpp"
 #include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/pass.hpp"
 
 namespace optimus {
 
 template <class T>
 struct GeluOutput {
-  DistMatrix<T> y;
-  DistMatrix<T> pre;
+  SavedActivation<T> y;    // taken over by the next linear layer as its input (its context, in training)
+  SavedActivation<T> pre;  // kept by the MLP for GELU's backward
 
-  // Both [rows, cols] on `grid`, unwritten (the product and its epilogue write every element); pre counted as
-  // activations in training.
-  static GeluOutput allocate(const Grid& grid, std::int64_t rows, std::int64_t cols, const Pass& pass) {
-    return {DistMatrix<T>::uninitialized(grid, rows, cols, MemoryKind::workspace),
-            DistMatrix<T>::uninitialized(grid, rows, cols,
-                                         pass.training ? MemoryKind::activations : MemoryKind::workspace)};
+  // Both [rows, cols] on `grid` (counted as activations in training, as workspace otherwise) from the layer's
+  // `multiply(out, pre)`, which writes x W + b into `out` — and, given `pre`, gelu of it there with x W + b into *pre.
+  // Under mixed precision the product writes x W + b in f32 and one kernel writes y and pre in bf16 from it
+  // (ops::gelu_forward into bf16: the bits of casting both, without their f32 copies); otherwise the product's epilogue
+  // writes both, kept as they are.
+  template <class Multiply>
+  static GeluOutput make(const Grid& grid, std::int64_t rows, std::int64_t cols, const Pass& pass,
+                         Multiply&& multiply) {
+    const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
+    if constexpr (std::is_same_v<T, float>) {
+      if (SavedActivation<T>::keeps_bf16(grid)) {
+        DistMatrix<T> sum = DistMatrix<T>::uninitialized(grid, rows, cols, MemoryKind::workspace);
+        multiply(sum, nullptr);
+        GeluOutput out{SavedActivation<T>::uninitialized(grid, rows, cols, kept),
+                       SavedActivation<T>::uninitialized(grid, rows, cols, kept)};
+        ops::gelu_forward(std::as_const(sum).local(), out.y.bf16_storage().view(), out.pre.bf16_storage().view(),
+                          grid.queue());
+        return out;
+      }
+    }
+    DistMatrix<T> y = DistMatrix<T>::uninitialized(grid, rows, cols, kept);
+    DistMatrix<T> pre = DistMatrix<T>::uninitialized(grid, rows, cols, kept);
+    multiply(y, &pre);
+    return {SavedActivation<T>(std::move(y), kept), SavedActivation<T>(std::move(pre), kept)};
   }
 };
 
