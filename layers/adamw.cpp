@@ -167,7 +167,6 @@ double AdamW<T>::step() {
     for (std::size_t k : offloaded_) {
       params.push_back(params_[k]);
       offloaded_steps.push_back(steps[k]);
-      if (params_[k].compute != nullptr) params_[k].compute->invalidate();  // updated by pieces: cast before use
     }
     offload_->update(params, offloaded_steps);
   }

@@ -3,6 +3,7 @@
 #include "optimus/layers/optimizer_offload.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
@@ -134,10 +135,18 @@ void OffloadedMoments<T>::update_on_device(const std::vector<ParameterRef<T>>& p
     loaded_[b]->wait_on(compute);
     for (const Piece& piece : chunk.pieces) {
       const ParameterRef<T>& p = params[piece.param];
-      ops::adamw_update<T>(slice(p.value, piece.offset, piece.count),
-                           slice(TensorView<const T>(p.grad), piece.offset, piece.count),
-                           slice(buffer_a_[b].view(), piece.at, piece.count),
-                           slice(buffer_b_[b].view(), piece.at, piece.count), steps[piece.param], grid_.queue());
+      const TensorView<T> value = slice(p.value, piece.offset, piece.count);
+      const TensorView<const T> grad = slice(TensorView<const T>(p.grad), piece.offset, piece.count);
+      const TensorView<T> m = slice(buffer_a_[b].view(), piece.at, piece.count);
+      const TensorView<T> v = slice(buffer_b_[b].view(), piece.at, piece.count);
+      if constexpr (std::is_same_v<T, float>) {
+        if (p.compute != nullptr) {  // the weight's bf16 copy written with its piece (weight_copy.hpp)
+          ops::adamw_update(value, grad, m, v, steps[piece.param],
+                            slice(p.compute->written_with_master(), piece.offset, piece.count), grid_.queue());
+          continue;
+        }
+      }
+      ops::adamw_update<T>(value, grad, m, v, steps[piece.param], grid_.queue());
     }
     updated_[b]->record(compute);
     updated_[b]->wait_on(copies_.down());
@@ -172,6 +181,7 @@ void OffloadedMoments<T>::update_on_host(const std::vector<ParameterRef<T>>& par
     const std::size_t b = c % kBuffers;
     loaded_[b]->synchronize();
     for (const Piece& piece : chunk.pieces) {
+      if (params[piece.param].compute != nullptr) params[piece.param].compute->invalidate();  // the master is uploaded
       const std::int64_t flat = chunk.start + piece.at;
       ops::adamw_update<T>(slice(buffer_a_[b].view(), piece.at, piece.count),
                            slice(TensorView<const T>(buffer_b_[b].view()), piece.at, piece.count),

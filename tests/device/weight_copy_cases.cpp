@@ -1,11 +1,12 @@
 // Mixed precision's weight copies on the simulated device (layers/weight_copy.hpp): AdamW's update writes each
-// Linear2D weight's and wte's bf16 copy with its master, so that a step casts no weight, and the results are bitwise those of
-// casting; whoever else writes a master makes the next product cast it again.
+// Linear2D weight's and wte's bf16 copy with its master, so that a step casts no weight, and the results are bitwise
+// those of casting; whoever else writes a master makes the next product cast it again.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,15 +29,17 @@ struct Trained {
 };
 
 // Steps of a 2-block GPT under bf16 GEMMs on `grid` (q = 1, on `rank`'s simulated device), each traced. `recast`: its
-// parameters() are taken before every step, as a writer would, so that every weight is cast again.
-Trained train(RankDevice& rank, const Grid& grid, int steps, bool recast) {
+// parameters() are taken before every step, as a writer would, so that every weight is cast again. `offload`: AdamW's
+// moments offloaded so.
+Trained train(RankDevice& rank, const Grid& grid, int steps, bool recast,
+              const std::optional<OptimizerOffload>& offload) {
   auto& device = static_cast<sim::Runtime&>(rank.runtime());
   const GptConfig config = config_for(1, 2, 0.1);
   const LayerShapes s = shapes_for(1);
   const std::vector<int> tokens = random_tokens(s.batch * s.seq, config.vocab, 81);
   const std::vector<int> targets = random_tokens(s.batch * s.seq, config.vocab, 82);
   Gpt2D<float> model(grid, config);
-  AdamW<float> adamw(grid, model.parameters(), {.config = AdamWConfig{}});
+  AdamW<float> adamw(grid, model.parameters(), {.config = AdamWConfig{}, .offload = offload});
   Trained r;
   for (int step = 1; step <= steps; ++step) {
     if (recast) (void)model.parameters();
@@ -59,7 +62,8 @@ TEST_CASE("mixed precision: AdamW writes the weights' bf16 copies — a step cas
   on_shared_device(kSim, 1, 1, ops::GemmMath::bf16, [](Communicator&, RankDevice& rank, Grid& grid) {
     // c_attn, attn.c_proj, c_fc, mlp.c_proj in each of the 2 blocks, and wte, which the LM head multiplies
     const int steps = 3, weights = 4 * 2 + 1;
-    const Trained kept = train(rank, grid, steps, false), recast = train(rank, grid, steps, true);
+    const Trained kept = train(rank, grid, steps, false, std::nullopt);
+    const Trained recast = train(rank, grid, steps, true, std::nullopt);
     // Step 1 casts every weight once in both (AdamW's constructor took the parameters; the forward's cast serves the
     // backward too); from step 2 only the recast run casts them, once each.
     CHECK(kept.casts[0] == recast.casts[0]);
@@ -78,6 +82,30 @@ TEST_CASE("mixed precision: AdamW writes the weights' bf16 copies — a step cas
     for (const auto& [name, m] : recast.parameters) {
       CAPTURE(name);
       CHECK(kept.parameters.at(name) == m);
+    }
+  });
+}
+
+TEST_CASE("mixed precision: with AdamW's moments offloaded, the device way writes the copies by pieces, the host way "
+          "leaves them to be cast; both give the bits of the moments on the device") {
+  on_shared_device(kSim, 1, 1, ops::GemmMath::bf16, [](Communicator&, RankDevice& rank, Grid& grid) {
+    const int steps = 3, weights = 4 * 2 + 1;
+    const Trained plain = train(rank, grid, steps, false, std::nullopt);
+    for (OffloadUpdate update : {OffloadUpdate::device, OffloadUpdate::host}) {
+      CAPTURE(update == OffloadUpdate::device ? "device" : "host");
+      const Trained offloaded =
+          train(rank, grid, steps, false, OptimizerOffload{.update = update, .chunk_elements = 1000});
+      for (int step = 0; step < steps; ++step) {
+        CAPTURE(step);
+        const auto k = static_cast<std::size_t>(step);
+        CHECK(std::memcmp(&offloaded.losses[k], &plain.losses[k], sizeof(double)) == 0);
+        const int recast = step > 0 && update == OffloadUpdate::host ? weights : 0;
+        CHECK(offloaded.casts[k] == plain.casts[k] + recast);
+      }
+      for (const auto& [name, m] : plain.parameters) {
+        CAPTURE(name);
+        CHECK(offloaded.parameters.at(name) == m);
+      }
     }
   });
 }

@@ -1,8 +1,8 @@
 // optimus::AdamW: the optimizer on the local shards of a model's parameters, for the 2D grid and the 1D baseline.
 //
 // Per element (ops::adamw_update, the formula in core/adamw_step.hpp; for a parameter with a bf16 compute copy,
-// ParameterRef::compute, its fused form writes the copy too, unless the moments are offloaded: the copy is then marked
-// stale, weight_copy.hpp), with global-norm clipping: the norm is the
+// ParameterRef::compute, its fused form writes the copy too — by pieces when the moments are offloaded, unless they
+// are updated on the host: the copy is then marked stale, weight_copy.hpp), with global-norm clipping: the norm is the
 // square root of the sum of squares of every gradient element of the model, each counted once. On a q x q grid every
 // element is owned by exactly one rank, so the sum is an all-reduce of the ranks' partial sums over the grid. In a 1D
 // group, the tensors a ShardLayout calls replicated (LayerNorm, row-parallel biases, wpe) are held, with the same

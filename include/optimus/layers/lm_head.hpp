@@ -8,7 +8,8 @@
 //   one of its micro-batches: the micro-batches' losses then add up to the batch's mean), a column all-reduce of the
 //   rows' sums. backward: dlogits = (softmax - onehot(target)) / mean_over (computed by a training forward);
 //   dx = dlogits wte (SUMMA AB), dwte += dlogits^T x (SUMMA ATB).
-// wte comes as a SUMMA operand: the embedding's matrix, or under mixed precision its bf16 copy (Embedding2D::wte_operand).
+// wte comes as a SUMMA operand: the embedding's matrix, or under mixed precision its bf16 copy
+// (Embedding2D::wte_operand).
 // Saved for backward (LmHeadContext): x [N, h] and dlogits [N, vocab] (split q*q ways) as SavedActivations: in bf16
 // when the grid's GEMM math is bf16 (what the products take), half the bytes of f32.
 #pragma once

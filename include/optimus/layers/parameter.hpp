@@ -74,8 +74,9 @@ struct ParameterRef {
   ShardLayout layout;
   TensorView<T> value;  // local, contiguous [layout.local_rows(), layout.local_cols()]
   TensorView<T> grad;
-  // The bf16 copy the layer computes with (a Linear2D weight under mixed precision: weight_copy.hpp), or null. Whoever
-  // writes `value` other than AdamW's fused update invalidates it (init_parameter and load_parameter do).
+  // The bf16 copy the layer computes with (a Linear2D weight, or wte beside the LM head, under mixed precision:
+  // weight_copy.hpp), or null. Whoever writes `value` other than AdamW's fused update invalidates it (init_parameter
+  // and load_parameter do).
   WeightCopy* compute = nullptr;
 };
 

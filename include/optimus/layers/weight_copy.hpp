@@ -1,15 +1,16 @@
 // optimus::WeightCopy: the bf16 compute copy of an f32 weight block under mixed precision, as Megatron keeps one.
 //
-// A Linear2D on a grid whose GEMM math is bf16 multiplies its weight in bf16: without a copy every product (the
-// forward's x W, the backward's dY W^T) casts the f32 master block first, a separate kernel on the step's path. With
-// one, AdamW's update kernel writes the new bf16 values beside the new f32 master (ops::adamw_update's fused form), and
-// the products take the copy as it is: the same bits as the cast (both round to nearest even), no cast kernel.
+// A Linear2D on a grid whose GEMM math is bf16 multiplies its weight in bf16 (and the LM head wte): without a copy
+// every product (the forward's x W, the backward's dY W^T) casts the f32 master block first, a separate kernel on the
+// step's path. With one, AdamW's update kernel writes the new bf16 values beside the new f32 master
+// (ops::adamw_update's fused form), and the products take the copy as it is: the same bits as the cast (both round to
+// nearest even), no cast kernel.
 //
 // Staleness is ruled out by who may write the master: the copy is current only after the fused update wrote it, or
 // after current() cast it itself. Everything else that can reach the master — a layer's parameters() and
 // parameter_storage() (loading, initialising, checkpoints, resharding, spilling take them there), init_parameter and
-// load_parameter, and an AdamW update that does not write the copy (moments offloaded: updated by pieces) —
-// invalidates it, and the next product casts once more.
+// load_parameter, and an AdamW update that does not write the copy (moments offloaded and updated on the host, which
+// uploads the master) — invalidates it, and the next product casts once more.
 #pragma once
 
 #include <memory>
@@ -34,7 +35,6 @@ class WeightCopy {
   TensorView<bf16> written_with_master();
   // Something may write the master other than the fused update: the next current() casts.
   void invalidate() { current_ = false; }
-  bool is_current() const { return current_; }
 
  private:
   Tensor<bf16> copy_;
