@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "cpu_kernels.hpp"
 #include "gemm_backend.hpp"
@@ -164,15 +165,16 @@ void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorV
 }
 
 void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept) {
-  constexpr std::int64_t kChunk = 1024;  // GELU in f32 a chunk at a time (gelu_row's bits), then rounded
-  float chunk[kChunk];
-  const float* in = x.data();
-  for (std::int64_t e0 = 0; e0 < x.numel(); e0 += kChunk) {
-    const std::int64_t n = std::min(kChunk, x.numel() - e0);
-    gelu_row(in + e0, chunk, n);
-    for (std::int64_t e = 0; e < n; ++e) {
-      y.data()[e0 + e] = bf16(chunk[e]);
-      x_kept.data()[e0 + e] = bf16(in[e0 + e]);
+  // Row by row as the f32 form runs gelu_row (its vector clones and their tails fall on the same elements), then
+  // rounded: its bits.
+  const std::int64_t rows = x.rank() == 2 ? x.size(0) : 1, cols = rows == 0 ? 0 : x.numel() / rows;
+  std::vector<float> row(static_cast<std::size_t>(cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* in = x.data() + r * cols;
+    gelu_row(in, row.data(), cols);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      y.data()[r * cols + c] = bf16(row[static_cast<std::size_t>(c)]);
+      x_kept.data()[r * cols + c] = bf16(in[c]);
     }
   }
 }
