@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
-#include <type_traits>
 #include <vector>
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
+#include "optimus/layers/weight_copy.hpp"
 
 namespace optimus {
 
@@ -173,14 +173,9 @@ double AdamW<T>::step() {
   for (std::size_t k = 0; k < params_.size(); ++k) {
     if (offload_slot_[k] >= 0) continue;
     const ParameterRef<T>& p = params_[k];
-    if constexpr (std::is_same_v<T, float>) {
-      if (p.compute != nullptr) {  // the master and its bf16 copy in one pass (weight_copy.hpp)
-        ops::adamw_update(p.value, p.grad, m_[k].view(), v_[k].view(), steps[k], p.compute->written_with_master(),
-                          queue_of(p));
-        continue;
-      }
-    }
-    ops::adamw_update<T>(p.value, p.grad, m_[k].view(), v_[k].view(), steps[k], queue_of(p));
+    // The master and its bf16 copy, if it has one, in one pass (weight_copy.hpp).
+    const TensorView<bf16> copy = p.compute != nullptr ? p.compute->written_with_master() : TensorView<bf16>();
+    adamw_update_with<T>(p.value, p.grad, m_[k].view(), v_[k].view(), steps[k], copy, queue_of(p));
   }
   return norm;
 }

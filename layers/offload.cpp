@@ -37,8 +37,9 @@ StateFootprint state_footprint(Spill spill, const std::optional<OptimizerOffload
   // What the device keeps for good: everything, or all but the spilled blocks.
   const std::int64_t kept = m.other_parameters + (spilled ? 0 : m.blocks * m.block_parameters);
   const std::uint64_t on_device = static_cast<std::uint64_t>(kept) * e;
-  const std::uint64_t copies =  // the blocks' weights (unless spilled) and wte, which the head multiplies
-      static_cast<std::uint64_t>((spilled ? 0 : m.blocks * m.block_weights) + m.wte) * static_cast<std::uint64_t>(m.copy_word);
+  // The bf16 copies: of the blocks' weights (unless spilled) and of wte, which the head multiplies.
+  const std::int64_t copied = (spilled ? 0 : m.blocks * m.block_weights) + m.wte;
+  const std::uint64_t copies = static_cast<std::uint64_t>(copied) * static_cast<std::uint64_t>(m.copy_word);
   StateFootprint f;
   f.device = {.parameters = on_device + slots + copies,
               .gradients = on_device + slots + static_cast<std::uint64_t>(m.wte) * e,

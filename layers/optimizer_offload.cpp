@@ -3,10 +3,10 @@
 #include "optimus/layers/optimizer_offload.hpp"
 
 #include <algorithm>
-#include <type_traits>
 
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
+#include "optimus/layers/weight_copy.hpp"
 
 namespace optimus {
 
@@ -139,14 +139,11 @@ void OffloadedMoments<T>::update_on_device(const std::vector<ParameterRef<T>>& p
       const TensorView<const T> grad = slice(TensorView<const T>(p.grad), piece.offset, piece.count);
       const TensorView<T> m = slice(buffer_a_[b].view(), piece.at, piece.count);
       const TensorView<T> v = slice(buffer_b_[b].view(), piece.at, piece.count);
-      if constexpr (std::is_same_v<T, float>) {
-        if (p.compute != nullptr) {  // the weight's bf16 copy written with its piece (weight_copy.hpp)
-          ops::adamw_update(value, grad, m, v, steps[piece.param],
-                            slice(p.compute->written_with_master(), piece.offset, piece.count), grid_.queue());
-          continue;
-        }
-      }
-      ops::adamw_update<T>(value, grad, m, v, steps[piece.param], grid_.queue());
+      // The weight's bf16 copy, if it has one, written with its piece (weight_copy.hpp).
+      const TensorView<bf16> copy = p.compute != nullptr
+                                        ? slice(p.compute->written_with_master(), piece.offset, piece.count)
+                                        : TensorView<bf16>();
+      adamw_update_with<T>(value, grad, m, v, steps[piece.param], copy, grid_.queue());
     }
     updated_[b]->record(compute);
     updated_[b]->wait_on(copies_.down());

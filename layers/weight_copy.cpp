@@ -38,9 +38,23 @@ SummaOperand<T> weight_operand(const DistMatrix<T>& w, WeightCopy* copy) {
   return w;
 }
 
+template <class T>
+void adamw_update_with(TensorView<T> value, TensorView<const T> grad, TensorView<T> m, TensorView<T> v,
+                       const AdamWStep& s, TensorView<bf16> copy, const ops::Queue& queue) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (copy.data() != nullptr) {
+      ops::adamw_update(value, grad, m, v, s, copy, queue);
+      return;
+    }
+  }
+  ops::adamw_update<T>(value, grad, m, v, s, queue);
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                                                  \
   template std::unique_ptr<WeightCopy> weight_copy_for<T>(const Grid&, const DistMatrix<T>&, const MemoryTag&); \
-  template SummaOperand<T> weight_operand<T>(const DistMatrix<T>&, WeightCopy*);
+  template SummaOperand<T> weight_operand<T>(const DistMatrix<T>&, WeightCopy*);                                \
+  template void adamw_update_with<T>(TensorView<T>, TensorView<const T>, TensorView<T>, TensorView<T>,          \
+                                     const AdamWStep&, TensorView<bf16>, const ops::Queue&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -148,7 +148,9 @@ template <class T>
 GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved) {
   const std::int64_t rows = x.rows();
   return GeluOutput<T>::make(group_.local(), rows, out_ / group_.size(), pass,
-                             [&](DistMatrix<T>& y, DistMatrix<T>* pre) { multiply(std::move(x), pass, saved, y, pre); });
+                             [&](DistMatrix<T>& y, DistMatrix<T>* pre) {
+                               multiply(std::move(x), pass, saved, y, pre);
+                             });
 }
 
 template <class T>

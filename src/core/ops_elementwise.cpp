@@ -64,7 +64,8 @@ void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16
   check_same_shape(op, x, "y", y.shape());
   check_same_shape(op, x, "x_kept", x_kept.shape());
   dispatch<float>(op, {contiguous("x", x), contiguous("y", y), contiguous("x_kept", x_kept)}, queue,
-                  [&] { cpu::gelu_forward(x, y, x_kept); }, [&](const auto& k) { k.gelu_forward(x, y, x_kept, queue); });
+                  [&] { cpu::gelu_forward(x, y, x_kept); },
+                  [&](const auto& k) { k.gelu_forward(x, y, x_kept, queue); });
 }
 
 template <class T>

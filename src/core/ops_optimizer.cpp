@@ -8,6 +8,17 @@ namespace {
 using detail::contiguous;
 using detail::dispatch;
 
+// AdamW's operands: one shape, contiguous (else an error naming `op` and the shapes).
+template <class T>
+void check_update(const char* op, const TensorView<T>& value, const TensorView<const T>& grad, const TensorView<T>& m,
+                  const TensorView<T>& v) {
+  OPTIMUS_CHECK(grad.shape() == value.shape() && m.shape() == value.shape() && v.shape() == value.shape(), op,
+                ": value ", value.shape(), ", grad ", grad.shape(), ", m ", m.shape(), ", v ", v.shape(),
+                " must have one shape");
+  OPTIMUS_CHECK(value.is_contiguous() && grad.is_contiguous() && m.is_contiguous() && v.is_contiguous(), op,
+                ": operands must be contiguous");
+}
+
 }  // namespace
 
 template <class T>
@@ -31,11 +42,7 @@ template <class T>
 void adamw_update(TensorView<T> value, TensorView<const T> grad, TensorView<T> m, TensorView<T> v, const AdamWStep& s,
                   const Queue& queue) {
   const char* op = "adamw_update";
-  OPTIMUS_CHECK(grad.shape() == value.shape() && m.shape() == value.shape() && v.shape() == value.shape(), op,
-                ": value ", value.shape(), ", grad ", grad.shape(), ", m ", m.shape(), ", v ", v.shape(),
-                " must have one shape");
-  OPTIMUS_CHECK(value.is_contiguous() && grad.is_contiguous() && m.is_contiguous() && v.is_contiguous(), op,
-                ": operands must be contiguous");
+  check_update(op, value, grad, m, v);
   dispatch<T>(op, {contiguous("value", value), contiguous("grad", grad), contiguous("m", m), contiguous("v", v)}, queue,
               [&] { cpu::adamw_update(value, grad, m, v, s); },
               [&](const auto& k) { k.adamw_update(value, grad, m, v, s, TensorView<bf16>(), queue); });
@@ -46,11 +53,7 @@ void adamw_update(TensorView<float> value, TensorView<const float> grad, TensorV
   const char* op = "adamw_update (with a bf16 copy)";
   OPTIMUS_CHECK(value_bf16.shape() == value.shape() && value_bf16.is_contiguous(), op, ": the copy is ",
                 value_bf16.shape(), ", the value ", value.shape(), " (one shape, contiguous)");
-  OPTIMUS_CHECK(grad.shape() == value.shape() && m.shape() == value.shape() && v.shape() == value.shape(), op,
-                ": value ", value.shape(), ", grad ", grad.shape(), ", m ", m.shape(), ", v ", v.shape(),
-                " must have one shape");
-  OPTIMUS_CHECK(value.is_contiguous() && grad.is_contiguous() && m.is_contiguous() && v.is_contiguous(), op,
-                ": operands must be contiguous");
+  check_update(op, value, grad, m, v);
   dispatch<float>(op,
                   {contiguous("value", value), contiguous("grad", grad), contiguous("m", m), contiguous("v", v),
                    contiguous("value_bf16", value_bf16)},

@@ -50,5 +50,10 @@ std::unique_ptr<WeightCopy> weight_copy_for(const Grid& grid, const DistMatrix<T
 // w as SUMMA products take it: `copy` (made current) when there is one, else w itself.
 template <class T>
 SummaOperand<T> weight_operand(const DistMatrix<T>& w, WeightCopy* copy);
+// AdamW on a shard (ops::adamw_update) and, where `copy` has data (a WeightCopy's written_with_master(), or the slice of
+// it that the shard is: T = float), the copy in the same pass; a default view: the update alone.
+template <class T>
+void adamw_update_with(TensorView<T> value, TensorView<const T> grad, TensorView<T> m, TensorView<T> v,
+                       const AdamWStep& s, TensorView<bf16> copy, const ops::Queue& queue);
 
 }  // namespace optimus
