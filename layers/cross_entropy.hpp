@@ -6,21 +6,40 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/memory.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/core/tensor.hpp"
+#include "optimus/grid/dist_matrix.hpp"
+#include "optimus/grid/saved_activation.hpp"
 
 namespace optimus::detail {
 
+// Where dlogits = (softmax - onehot(target)) / mean_over goes: nowhere (inference), in place of the logits, or into a
+// bf16 block (mixed precision: as the head's products take it), the logits then left as they are.
+struct LogitsGradient {
+  enum class Into { none, logits, bf16 };
+  Into into = Into::none;
+  TensorView<bf16> block;  // [rows, vn] for Into::bf16
+};
+
 // logits: [rows, vn], this rank's columns [v0, v0 + vn) of a vocabulary of `vocab` ids (ids past it are padding: no
 // probability, no gradient); targets: [n_tokens] for the whole batch, these rows at row_offset.. . Returns the sum of
-// these rows' losses, the same on every owner. With `gradient`, the logits become dlogits = (softmax -
-// onehot(target)) / mean_over.
+// these rows' losses, the same on every owner, and writes dlogits where `gradient` says.
 template <class T>
 double vocab_parallel_cross_entropy(TensorView<T> logits, TensorView<const int> targets, std::int64_t row_offset,
-                                    std::int64_t v0, std::int64_t vocab, std::int64_t mean_over, bool gradient,
-                                    Communicator& owners, const MemoryTag& work, const ops::Queue& queue);
+                                    std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
+                                    const LogitsGradient& gradient, Communicator& owners, const MemoryTag& work,
+                                    const ops::Queue& queue);
+
+// The same on a head's logits (its block at this rank: row_offset and v0 as above), keeping under training dlogits as
+// the head's backward products take them in `dlogits`: in bf16 under mixed precision, written so by the gradient kernel
+// (no f32 gradient, no cast), else the logits turned into their gradient in place; counted as activations.
+template <class T>
+double vocab_parallel_loss(DistMatrix<T> logits, TensorView<const int> targets, std::int64_t row_offset,
+                           std::int64_t v0, std::int64_t vocab, std::int64_t mean_over, bool training,
+                           Communicator& owners, std::optional<SavedActivation<T>>& dlogits);
 
 }  // namespace optimus::detail

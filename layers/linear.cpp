@@ -2,6 +2,7 @@
 #include "optimus/layers/linear.hpp"
 
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "optimus/core/error.hpp"
@@ -105,8 +106,15 @@ DistMatrix<T> Linear2D<T>::backward_checked(const Context& saved, const DistMatr
 }
 
 template <class T>
-Tensor<T> Linear2D<T>::bias_partial(const DistMatrix<T>& dy) const {
-  Tensor<T> partial(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
+Tensor<T> Linear2D<T>::bias_partial(const DistMatrix<T>& dy, std::optional<SavedActivation<T>>& dy_bf16) const {
+  Tensor<T> partial(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace), Init::none);
+  if constexpr (std::is_same_v<T, float>) {
+    if (SavedActivation<T>::keeps_bf16(grid_)) {
+      dy_bf16.emplace(SavedActivation<T>::uninitialized(grid_, dy.rows(), dy.cols(), MemoryKind::workspace));
+      ops::column_sums(dy.local(), partial.view(), dy_bf16->bf16_storage().view(), grid_.queue());
+      return partial;
+    }
+  }
   ops::column_sums<T>(dy.local(), partial.view(), grid_.queue());
   return partial;
 }
@@ -114,16 +122,16 @@ Tensor<T> Linear2D<T>::bias_partial(const DistMatrix<T>& dy) const {
 template <class T>
 DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
   DistMatrix<T> dx = backward_checked(saved, dy);
-  // Under bf16 math dY is cast once for both products (each would cast it otherwise): the same bits.
+  // Under bf16 math dY's bf16 copy, which both products take, is written by the bias gradient's pass over dY.
   std::optional<SavedActivation<T>> dy_bf16;
-  if (SavedActivation<T>::keeps_bf16(grid_)) dy_bf16.emplace(dy, MemoryKind::workspace);
+  const Tensor<T> bias = bias_partial(dy, dy_bf16);
   const SummaOperand<T> dy_operand = dy_bf16 ? SummaOperand<T>(*dy_bf16) : SummaOperand<T>(dy);
   // dX = dY W^T: its last reduction (along rows) stays in flight while dW += X^T dY multiplies (and reduces
-  // along columns) and the bias gradient is summed; overlapped or not, the result is bitwise the same.
+  // along columns) and the bias gradient is reduced; overlapped or not, the result is bitwise the same.
   PendingProduct<T> dx_pending = summa_abt_async(T(1), dy_operand, weight(), T(0), dx);
   summa_atb(T(1), *saved.x, dy_operand, T(1), dw_);
   saved.x.reset();  // freed as soon as it is used
-  db_.add_reduced_column_block(bias_partial(dy).view());
+  db_.add_reduced_column_block(bias.view());
   dx_pending.finish();
   return dx;
 }
@@ -131,17 +139,19 @@ DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
 template <class T>
 DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later) {
   DistMatrix<T> dx = backward_checked(saved, dy);
-  // Queued: dW from dY as the products take it (bf16 under bf16 math: cast once for both products, as the whole
-  // backward does) and db from this rank's column sums of dY in T, taken now (a row of out/q): the same values in the
-  // same order as the whole backward's, so split or not, the bits are the same.
-  SavedActivation<T> dy_kept(dy, MemoryKind::workspace);
+  // Queued: dW from dY as the products take it (bf16 under bf16 math, written by the bias gradient's pass as the whole
+  // backward does; else a copy) and db from this rank's column sums of dY in T, taken now (a row of out/q): the same
+  // values in the same order as the whole backward's, so split or not, the bits are the same.
+  std::optional<SavedActivation<T>> dy_bf16;
+  Tensor<T> bias = bias_partial(dy, dy_bf16);
+  SavedActivation<T> dy_kept = dy_bf16 ? std::move(*dy_bf16) : SavedActivation<T>(dy, MemoryKind::workspace);
   summa_abt(T(1), dy_kept, weight(), T(0), dx);
   struct Held {
     SavedActivation<T> x;
     SavedActivation<T> dy;
     Tensor<T> bias;
   };
-  later.defer(Held{.x = std::move(*saved.x), .dy = std::move(dy_kept), .bias = bias_partial(dy)}, [this](Held& held) {
+  later.defer(Held{.x = std::move(*saved.x), .dy = std::move(dy_kept), .bias = std::move(bias)}, [this](Held& held) {
     summa_atb(T(1), held.x, held.dy, T(1), dw_);
     db_.add_reduced_column_block(held.bias.view());
   });

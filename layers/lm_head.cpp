@@ -47,32 +47,40 @@ DistMatrix<T> LmHead2D<T>::logits(const DistMatrix<T>& x, const SummaOperand<T>&
 }
 
 template <class T>
-double LmHead2D<T>::forward(const DistMatrix<T>& x, const SummaOperand<T>& wte, const std::vector<int>& targets,
-                            std::int64_t mean_over, const Pass& pass, Context& saved) {
-  const std::int64_t n = x.rows(), vocab = vocab_;
+double LmHead2D<T>::loss(const SummaOperand<T>& x, const SummaOperand<T>& wte, const std::vector<int>& targets,
+                         std::int64_t mean_over, bool training, Context& saved) {
+  const std::int64_t n = x.rows, vocab = vocab_;
   OPTIMUS_CHECK(wte.rows >= vocab_, "cross-entropy: wte has ", wte.rows, " rows for a vocabulary of ", vocab_);
   check_targets(targets, n, vocab, mean_over);
-  DistMatrix<T> probs(x.grid(), n, wte.rows);  // logits, turned into their gradient in place
-  saved = Context{};
-  if (pass.training) {
-    saved.x.emplace(x, MemoryKind::activations);  // cast once (bf16 math) for this product and dwte's
-    summa_abt(T(1), *saved.x, wte, T(0), probs);
-  } else {
-    summa_abt(T(1), x, wte, T(0), probs);
-  }
-  const MemoryTag work = grid_.tag(MemoryKind::workspace);
-  const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);  // where the logits live
+  DistMatrix<T> probs(*x.grid, n, wte.rows);  // logits
+  summa_abt(T(1), x, wte, T(0), probs);
+  const Tensor<int> all_targets = upload(targets.data(), Shape{n}, grid_.tag(MemoryKind::workspace));
   // This grid row's tokens' losses, identical on the ranks of the row (its owners of the vocabulary's slices); under
-  // training the logits become dlogits = (softmax - onehot) / mean_over.
-  const double local_loss = detail::vocab_parallel_cross_entropy<T>(
-      probs.local(), all_targets.view(), probs.row_offset(), probs.col_offset(), vocab, mean_over, pass.training,
-      grid_.row(), work, grid_.queue());
-  const double loss = grid_.col().all_reduce(local_loss, ReduceOp::sum) / static_cast<double>(mean_over);
-  if (pass.training) {  // dlogits, kept as backward's products take them
-    saved.dlogits.emplace(std::move(probs), MemoryKind::activations);
-    saved.mark = ContextMark(grid_);
+  // training dlogits = (softmax - onehot) / mean_over, kept as backward's products take them.
+  const std::int64_t row_offset = probs.row_offset(), v0 = probs.col_offset();
+  const double local_loss = detail::vocab_parallel_loss<T>(std::move(probs), all_targets.view(), row_offset, v0,
+                                                           vocab, mean_over, training, grid_.row(), saved.dlogits);
+  if (training) saved.mark = ContextMark(grid_);
+  return grid_.col().all_reduce(local_loss, ReduceOp::sum) / static_cast<double>(mean_over);
+}
+
+template <class T>
+double LmHead2D<T>::forward(const DistMatrix<T>& x, const SummaOperand<T>& wte, const std::vector<int>& targets,
+                            std::int64_t mean_over, const Pass& pass, Context& saved) {
+  if (pass.training) {  // x kept (cast once under bf16 math) for this product and dwte's
+    return forward(SavedActivation<T>(x, MemoryKind::activations), wte, targets, mean_over, pass, saved);
   }
-  return loss;
+  saved = Context{};
+  return loss(x, wte, targets, mean_over, false, saved);
+}
+
+template <class T>
+double LmHead2D<T>::forward(SavedActivation<T> x, const SummaOperand<T>& wte, const std::vector<int>& targets,
+                            std::int64_t mean_over, const Pass& pass, Context& saved) {
+  saved = Context{};
+  if (!pass.training) return loss(x, wte, targets, mean_over, false, saved);
+  saved.x.emplace(std::move(x));
+  return loss(*saved.x, wte, targets, mean_over, true, saved);
 }
 
 template <class T>

@@ -275,10 +275,11 @@ double Gpt<F>::forward_chunk(Chunk& chunk, Context& saved, const Pass& pass, con
   each_block(chunk.spill.get(), chunk.blocks.size(), false, &saved.blocks,
              [&](std::size_t b) { x = chunk.blocks[b]->forward(*x, seq, pass, saved.blocks[b]); });
   if (u != last) return 0;
-  const DistMatrix<T> y = ln_f_->forward(*x, pass, saved.ln_f);
+  // ln_f's output written as the head keeps its input (bf16 under mixed precision), and taken over by it.
+  SavedActivation<T> y = ln_f_->forward_saved(*x, pass, saved.ln_f);
   x.reset();
   detail::check_finite(y, "ln_f forward output");
-  return F::head_forward(*head_, *embedding_, y, targets, mean_over, pass, saved.head);
+  return F::head_forward(*head_, *embedding_, std::move(y), targets, mean_over, pass, saved.head);
 }
 
 template <class F>

@@ -47,31 +47,40 @@ DistMatrix<T> LmHead1D<T>::logits(const DistMatrix<T>& x, const DistMatrix<T>& w
 }
 
 template <class T>
-double LmHead1D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0,
-                            const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass, Context& saved) {
-  const std::int64_t n = x.rows();
+double LmHead1D<T>::loss(TensorView<const T> x_local, const DistMatrix<T>& wte, std::int64_t v0,
+                         const std::vector<int>& targets, std::int64_t mean_over, bool training, Context& saved) {
+  const std::int64_t n = x_local.size(0);
   check_targets(targets, n, vocab_, mean_over);
   const Grid& local = group_.local();
   const ops::Queue& queue = local.queue();
-  DistMatrix<T> probs(local, n, wte.rows());  // this slice's logits, turned into their gradient in place
-  saved = Context{};
-  if (pass.training) {
-    saved.x.emplace(x, MemoryKind::activations);  // bf16 under mixed precision, as the products take it
-    Tensor<T> widened;
-    ops::gemm<T>(Trans::no, Trans::yes, T(1), saved.x->values(widened), wte.local(), T(0), probs.local(), queue);
-  } else {
-    ops::gemm<T>(Trans::no, Trans::yes, T(1), x.local(), wte.local(), T(0), probs.local(), queue);
-  }
-  const MemoryTag work = local.tag(MemoryKind::workspace);
-  const Tensor<int> all_targets = upload(targets.data(), Shape{n}, work);
-  // Identical on every rank of the group (the slices' owners); under training the logits become their gradient.
-  const double loss = detail::vocab_parallel_cross_entropy<T>(probs.local(), all_targets.view(), 0, v0, vocab_,
-                                                              mean_over, pass.training, group_.tp(), work, queue);
-  if (pass.training) {
-    saved.dlogits.emplace(std::move(probs), MemoryKind::activations);
-    saved.mark = ContextMark(local);
-  }
+  DistMatrix<T> probs(local, n, wte.rows());  // this slice's logits
+  ops::gemm<T>(Trans::no, Trans::yes, T(1), x_local, wte.local(), T(0), probs.local(), queue);
+  const Tensor<int> all_targets = upload(targets.data(), Shape{n}, local.tag(MemoryKind::workspace));
+  // Identical on every rank of the group (the slices' owners); under training dlogits kept.
+  const double loss = detail::vocab_parallel_loss<T>(std::move(probs), all_targets.view(), 0, v0, vocab_, mean_over,
+                                                     training, group_.tp(), saved.dlogits);
+  if (training) saved.mark = ContextMark(local);
   return loss / static_cast<double>(mean_over);
+}
+
+template <class T>
+double LmHead1D<T>::forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0,
+                            const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass, Context& saved) {
+  if (pass.training) {  // x kept (bf16 under mixed precision, as the products take it)
+    return forward(SavedActivation<T>(x, MemoryKind::activations), wte, v0, targets, mean_over, pass, saved);
+  }
+  saved = Context{};
+  return loss(x.local(), wte, v0, targets, mean_over, false, saved);
+}
+
+template <class T>
+double LmHead1D<T>::forward(SavedActivation<T> x, const DistMatrix<T>& wte, std::int64_t v0,
+                            const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass, Context& saved) {
+  saved = Context{};
+  Tensor<T> widened;
+  if (!pass.training) return loss(x.values(widened), wte, v0, targets, mean_over, false, saved);
+  saved.x.emplace(std::move(x));
+  return loss(saved.x->values(widened), wte, v0, targets, mean_over, true, saved);
 }
 
 namespace {

@@ -23,6 +23,8 @@ class AcceleratorKernels {
   virtual void axpby(float alpha, TensorView<const float> x, float beta, TensorView<float> y, const Queue& q) const = 0;
   virtual void add_row_broadcast(TensorView<const float> row, TensorView<float> y, const Queue& q) const = 0;
   virtual void column_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const = 0;
+  virtual void column_sums(TensorView<const float> x, TensorView<float> out, TensorView<bf16> x_bf16,
+                           const Queue& q) const = 0;
   virtual void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const = 0;
   virtual void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept,
                             const Queue& q) const = 0;  // x contiguous
@@ -107,6 +109,10 @@ class AcceleratorKernels {
   virtual void cross_entropy_gradient(TensorView<float> logits, TensorView<const float> stats,
                                       TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
                                       std::int64_t vocab, std::int64_t mean_over, const Queue& q) const = 0;
+  virtual void cross_entropy_gradient(TensorView<const float> logits, TensorView<const float> stats,
+                                      TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
+                                      std::int64_t vocab, std::int64_t mean_over, TensorView<bf16> dlogits,
+                                      const Queue& q) const = 0;
 
   // ---- the optimizer ----
   // Sum of squares into scratch[sum_squares_scratch() - 1] (a device double; the rest is the kernel's partials).

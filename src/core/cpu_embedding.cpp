@@ -131,6 +131,24 @@ void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, Ten
   }
 }
 
+void cross_entropy_gradient(TensorView<const float> logits, TensorView<const float> stats,
+                            TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
+                            std::int64_t vocab, std::int64_t mean_over, TensorView<bf16> dlogits) {
+  // Row by row as the in-place form runs gradient_row (its vector clones and their tails on the same elements), on a
+  // copy of the row, then rounded.
+  const std::int64_t rows = rows_of(logits), vn = cols_of(logits), valid = valid_columns(v0, vocab, vn);
+  const float* max = stats.data() + rows;
+  const float* sum = max + rows;
+  std::vector<float> row(static_cast<std::size_t>(vn));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy(logits.data() + r * vn, logits.data() + (r + 1) * vn, row.begin());
+    gradient_row(row.data(), max[r], sum[r], valid, targets.data()[row_offset + r] - v0,
+                 static_cast<float>(mean_over));
+    std::fill(row.begin() + valid, row.end(), 0.0f);  // padding ids: no probability, no gradient
+    for (std::int64_t c = 0; c < vn; ++c) dlogits.data()[r * vn + c] = bf16(row[static_cast<std::size_t>(c)]);
+  }
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                                                    \
   template void embedding_lookup<T>(TensorView<const T>, TensorView<const int>, std::int64_t, TensorView<T>);     \
   template void add_positions<T>(TensorView<const T>, std::int64_t, std::int64_t, TensorView<T>);                 \

@@ -68,6 +68,8 @@ void dropout_residual(TensorView<const T> residual, TensorView<T> x, const ops::
                       TensorView<T> row_sums);
 template <class T>
 void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask& mask);
+// column_sums' bits in out [1, cols] and x_bf16 = bf16(x), in the same pass over x (contiguous).
+void column_sums(TensorView<const float> x, TensorView<float> out, TensorView<bf16> x_bf16);
 // GELU's backward on its input kept in bf16: dx = dy * gelu'(x widened), the f32 form's bits. Contiguous.
 void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx);
 // y = bf16(gelu(x)), x_kept = bf16(x): the f32 GELU's bits, rounded (contiguous).
@@ -112,6 +114,10 @@ void cross_entropy_rescale(TensorView<T> stats);
 template <class T>
 void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
                             std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over);
+// Into dlogits in bf16, the logits unchanged: the in-place form's bits, rounded.
+void cross_entropy_gradient(TensorView<const float> logits, TensorView<const float> stats,
+                            TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
+                            std::int64_t vocab, std::int64_t mean_over, TensorView<bf16> dlogits);
 
 // ---- the optimizer -------------------------------------------------------------------------------------------
 template <class T>

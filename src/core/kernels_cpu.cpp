@@ -160,6 +160,21 @@ void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> 
   }
 }
 
+void column_sums(TensorView<const float> x, TensorView<float> out, TensorView<bf16> x_bf16) {
+  // The f32 form's order (row 0, then each row added to the sums), each row cast as it is read.
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  if (rows == 0) std::fill(out.data(), out.data() + cols, 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = x.data() + r * cols;
+    if (r == 0) {
+      std::copy(row, row + cols, out.data());
+    } else {
+      add_row(row, out.data(), cols);
+    }
+    for (std::int64_t c = 0; c < cols; ++c) x_bf16.data()[r * cols + c] = bf16(row[c]);
+  }
+}
+
 void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx) {
   gelu_backward_row(x.data(), dy.data(), dx.data(), x.numel());
 }

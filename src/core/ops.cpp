@@ -181,17 +181,44 @@ void cross_entropy_rescale(TensorView<T> stats, const Queue& queue) {
               [&](const auto& k) { k.cross_entropy_rescale(stats, queue); });
 }
 
+namespace {
+// cross_entropy_gradient's checks (both forms).
 template <class T>
-void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
-                            std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
-                            const Queue& queue) {
-  const char* op = "cross_entropy_gradient";
+void check_gradient(const char* op, TensorView<const T> logits, TensorView<const T> stats,
+                    TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0, std::int64_t vocab,
+                    std::int64_t mean_over) {
   const std::int64_t rows = rows_of(logits), vn = cols_of(logits), n_tokens = targets.numel();
   check_shape(op, "logits", logits, rows, vn);
   check_shape(op, "stats", stats, 4, rows);
   check_slice(op, rows, row_offset, n_tokens, v0, vocab);
   OPTIMUS_CHECK(mean_over >= n_tokens, op, ": a mean over ", mean_over, " tokens cannot include all ", n_tokens,
                 " targets");
+}
+}  // namespace
+
+void cross_entropy_gradient(TensorView<const float> logits, TensorView<const float> stats,
+                            TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
+                            std::int64_t vocab, std::int64_t mean_over, TensorView<bf16> dlogits, const Queue& queue) {
+  const char* op = "cross_entropy_gradient (into bf16)";
+  check_gradient(op, logits, stats, targets, row_offset, v0, vocab, mean_over);
+  OPTIMUS_CHECK(dlogits.shape() == logits.shape(), op, ": dlogits has shape ", dlogits.shape(), ", logits ",
+                logits.shape());
+  dispatch<float>(op,
+                  {contiguous("logits", logits), contiguous("stats", stats), contiguous("targets", targets),
+                   contiguous("dlogits", dlogits)},
+                  queue,
+                  [&] { cpu::cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over, dlogits); },
+                  [&](const auto& k) {
+                    k.cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over, dlogits, queue);
+                  });
+}
+
+template <class T>
+void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
+                            std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
+                            const Queue& queue) {
+  const char* op = "cross_entropy_gradient";
+  check_gradient<T>(op, logits, stats, targets, row_offset, v0, vocab, mean_over);
   dispatch<T>(op, {contiguous("logits", logits), contiguous("stats", stats), contiguous("targets", targets)}, queue,
               [&] { cpu::cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over); },
               [&](const auto& k) {

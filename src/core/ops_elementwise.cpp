@@ -52,6 +52,16 @@ void column_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue) {
               [&](const auto& k) { k.column_sums(x, out, queue); });
 }
 
+void column_sums(TensorView<const float> x, TensorView<float> out, TensorView<bf16> x_bf16, const Queue& queue) {
+  const char* op = "column_sums (with x in bf16)";
+  OPTIMUS_CHECK(x.rank() == 2 && out.numel() == x.size(1), op, ": out has shape ", out.shape(), ", x has shape ",
+                x.shape());
+  check_same_shape(op, x, "x_bf16", x_bf16.shape());
+  dispatch<float>(op, {contiguous("x", x), contiguous("out", out), contiguous("x_bf16", x_bf16)}, queue,
+                  [&] { cpu::column_sums(x, out, x_bf16); },
+                  [&](const auto& k) { k.column_sums(x, out, x_bf16, queue); });
+}
+
 template <class T>
 void gelu_forward(TensorView<const T> x, TensorView<T> y, const Queue& queue) {
   check_same_shape("gelu_forward", x, "y", y.shape());

@@ -14,6 +14,7 @@ using detail::column_stride;
 using detail::first_column;
 using detail::kThreads;
 using detail::rows_by_columns;
+using detail::written;
 
 __global__ void lookup_kernel(const float* wte, const int* tokens, std::int64_t n, std::int64_t v0, std::int64_t vn,
                               std::int64_t width, float* partial) {
@@ -95,19 +96,33 @@ __global__ void rescale_kernel(float* stats, std::int64_t rows) {
   if (r < rows) stats[2 * rows + r] *= math::exp_nonpositive(stats[r] - stats[rows + r]);
 }
 
-__global__ void gradient_kernel(float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+// Out: float (in place: dlogits == logits) or std::uint16_t (bf16 bits).
+template <class Out>
+__global__ void gradient_kernel(const float* logits, const float* stats, const int* targets, std::int64_t row_offset,
                                 std::int64_t v0, std::int64_t valid, std::int64_t rows, std::int64_t vn,
-                                float tokens) {
+                                float tokens, Out* dlogits) {
   for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const std::int64_t target = targets[row_offset + r] - v0;
     const float max = stats[rows + r], sum = stats[2 * rows + r];
     for (std::int64_t c = first_column(); c < vn; c += column_stride()) {
-      float& x = logits[r * vn + c];
-      x = c < valid ? math::cross_entropy_grad(math::normalized(math::softmax_exp(x, 1.0f, max), sum), c == target,
-                                               tokens)
-                    : 0.0f;
+      const float x = logits[r * vn + c];
+      const float g = c < valid ? math::cross_entropy_grad(math::normalized(math::softmax_exp(x, 1.0f, max), sum),
+                                                           c == target, tokens)
+                                : 0.0f;
+      dlogits[r * vn + c] = written(g, dlogits);
     }
   }
+}
+
+template <class Out>
+void launch_gradient(const float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+                     std::int64_t v0, std::int64_t vocab, std::int64_t rows, std::int64_t vn, std::int64_t n_tokens,
+                     Out* dlogits, cudaStream_t stream) {
+  if (rows * vn == 0) return;
+  const std::int64_t valid = std::clamp<std::int64_t>(vocab - v0, 0, vn);
+  gradient_kernel<Out><<<rows_by_columns(rows, vn), kThreads, 0, stream>>>(
+      logits, stats, targets, row_offset, v0, valid, rows, vn, static_cast<float>(n_tokens), dlogits);
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
 unsigned blocks_of(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
@@ -159,14 +174,17 @@ void cross_entropy_rescale(float* stats, std::int64_t rows, cudaStream_t stream)
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-void cross_entropy_gradient(float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+void cross_entropy_gradient(const float* logits, const float* stats, const int* targets, std::int64_t row_offset,
                             std::int64_t v0, std::int64_t vocab, std::int64_t rows, std::int64_t vn,
-                            std::int64_t n_tokens, cudaStream_t stream) {
-  if (rows * vn == 0) return;
-  const std::int64_t valid = std::clamp<std::int64_t>(vocab - v0, 0, vn);
-  gradient_kernel<<<rows_by_columns(rows, vn), kThreads, 0, stream>>>(logits, stats, targets, row_offset, v0, valid,
-                                                                      rows, vn, static_cast<float>(n_tokens));
-  OPTIMUS_CHECK_CUDA(cudaGetLastError());
+                            std::int64_t n_tokens, float* dlogits, cudaStream_t stream) {
+  launch_gradient(logits, stats, targets, row_offset, v0, vocab, rows, vn, n_tokens, dlogits, stream);
+}
+
+void cross_entropy_gradient(const float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+                            std::int64_t v0, std::int64_t vocab, std::int64_t rows, std::int64_t vn,
+                            std::int64_t n_tokens, bf16* dlogits, cudaStream_t stream) {
+  launch_gradient(logits, stats, targets, row_offset, v0, vocab, rows, vn, n_tokens,
+                  reinterpret_cast<std::uint16_t*>(dlogits), stream);
 }
 
 }  // namespace optimus::cuda

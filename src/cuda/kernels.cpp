@@ -57,7 +57,11 @@ class CudaKernels final : public AcceleratorKernels {
     cuda::add_row_broadcast(row.data(), y.data(), y.size(0), y.size(1), stream_of(q));
   }
   void column_sums(TensorView<const float> x, TensorView<float> out, const Queue& q) const override {
-    cuda::column_sums(x.data(), x.size(0), x.size(1), out.data(), stream_of(q));
+    cuda::column_sums(x.data(), x.size(0), x.size(1), out.data(), nullptr, stream_of(q));
+  }
+  void column_sums(TensorView<const float> x, TensorView<float> out, TensorView<bf16> x_bf16,
+                   const Queue& q) const override {
+    cuda::column_sums(x.data(), x.size(0), x.size(1), out.data(), x_bf16.data(), stream_of(q));
   }
   void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const override {
     cuda::gelu_forward(x.data(), y.data(), x.numel(), stream_of(q));
@@ -210,7 +214,14 @@ class CudaKernels final : public AcceleratorKernels {
                               std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
                               const Queue& q) const override {
     cuda::cross_entropy_gradient(logits.data(), stats.data(), targets.data(), row_offset, v0, vocab, rows(logits),
-                                 cols(logits), mean_over, stream_of(q));
+                                 cols(logits), mean_over, logits.data(), stream_of(q));
+  }
+  void cross_entropy_gradient(TensorView<const float> logits, TensorView<const float> stats,
+                              TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
+                              std::int64_t vocab, std::int64_t mean_over, TensorView<bf16> dlogits,
+                              const Queue& q) const override {
+    cuda::cross_entropy_gradient(logits.data(), stats.data(), targets.data(), row_offset, v0, vocab, rows(logits),
+                                 cols(logits), mean_over, dlogits.data(), stream_of(q));
   }
 
   void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const override {

@@ -45,13 +45,19 @@ __device__ float lane_sum(float value, float (*shared)[kColumnTile]) {
   return total;
 }
 
-__global__ void column_sums_kernel(const float* x, std::int64_t rows, std::int64_t cols, float* out) {
+// With x_bf16 not null, each element read is also written there in bf16 (the copy a linear layer's products take).
+__global__ void column_sums_kernel(const float* x, std::int64_t rows, std::int64_t cols, float* out,
+                                   std::uint16_t* x_bf16) {
   __shared__ float shared[kRowLanes][kColumnTile];
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(kColumnTile) + threadIdx.x;
   float acc = 0.0f;
   if (c < cols) {
 #pragma unroll 4
-    for (std::int64_t r = threadIdx.y; r < rows; r += kRowLanes) acc += x[r * cols + c];
+    for (std::int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
+      const float v = x[r * cols + c];
+      acc += v;
+      if (x_bf16 != nullptr) x_bf16[r * cols + c] = detail::written(v, x_bf16);
+    }
   }
   const float total = lane_sum(acc, shared);
   if (threadIdx.y == 0 && c < cols) out[c] = total;
@@ -157,9 +163,11 @@ void row_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, 
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
-void column_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream) {
+void column_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, bf16* x_bf16,
+                 cudaStream_t stream) {
   if (cols == 0) return;
-  column_sums_kernel<<<column_blocks(cols), column_block(), 0, stream>>>(x, rows, cols, out);
+  column_sums_kernel<<<column_blocks(cols), column_block(), 0, stream>>>(x, rows, cols, out,
+                                                                          reinterpret_cast<std::uint16_t*>(x_bf16));
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -62,6 +62,11 @@ class SimKernels final : public AcceleratorKernels {
   void column_sums(TensorView<const float> x, TensorView<float> out_, const Queue& q) const override {
     launch(q, "column_sums", [](auto x_, auto o) { cpu::column_sums<float>(x_, o); }, in(x), out(out_));
   }
+  void column_sums(TensorView<const float> x, TensorView<float> out_, TensorView<bf16> x_bf16,
+                   const Queue& q) const override {
+    launch(q, "column_sums", [](auto x_, auto o, auto c) { cpu::column_sums(x_, o, c); }, in(x), out(out_),
+           out(x_bf16));
+  }
   void gelu_forward(TensorView<const float> x, TensorView<float> y, const Queue& q) const override {
     launch(q, "gelu_forward", [](auto x_, auto y_) { cpu::gelu_forward<float>(x_, y_); }, in(x), out(y));
   }
@@ -223,6 +228,16 @@ class SimKernels final : public AcceleratorKernels {
     launch(q, "cross_entropy_gradient",
            [=](auto l, auto s, auto t) { cpu::cross_entropy_gradient(l, s, t, row_offset, v0, vocab, mean_over); },
            out(logits), in(stats), in(targets));
+  }
+  void cross_entropy_gradient(TensorView<const float> logits, TensorView<const float> stats,
+                              TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
+                              std::int64_t vocab, std::int64_t mean_over, TensorView<bf16> dlogits,
+                              const Queue& q) const override {
+    launch(q, "cross_entropy_gradient",
+           [=](auto l, auto s, auto t, auto d) {
+             cpu::cross_entropy_gradient(l, s, t, row_offset, v0, vocab, mean_over, d);
+           },
+           in(logits), in(stats), in(targets), out(dlogits));
   }
 
   void sum_squares(TensorView<const float> x, TensorView<double> scratch, const Queue& q) const override {

@@ -45,6 +45,17 @@ void element_wise(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   ops::column_sums<float>(y.in_host(), sums.on_host(), host);
   ops::column_sums<float>(y.in_device(), sums.on_device(), q);
   expect.same("column_sums", sums);
+  {  // with y's bf16 copy written in the same pass (a linear layer's output gradient under mixed precision): on each
+     // device the plain form's sums and the cast's bits
+    Both<float> with_copy(std::vector<float>(cols), Shape{1, cols}, rank);
+    Both<bf16> y16(std::vector<bf16>(static_cast<std::size_t>(rows * cols)), m, rank);
+    ops::column_sums(y.in_host(), with_copy.on_host(), y16.on_host(), host);
+    ops::column_sums(y.in_device(), with_copy.on_device(), y16.on_device(), q);
+    CHECK(with_copy.host == sums.host);
+    CHECK(download(with_copy.device) == download(sums.device));
+    CHECK(y16.host == to_bits(y.host));
+    CHECK(download(y16.device) == to_bits(y.host));
+  }
   Both<float> g(std::vector<float>(rows * cols), m, rank);
   ops::gelu_forward<float>(x.in_host(), g.on_host(), host);
   ops::gelu_forward<float>(x.in_device(), g.on_device(), q);
@@ -356,11 +367,21 @@ void embedding_loss(RankDevice& rank, const ops::Queue& q, const Expect& expect)
   ops::cross_entropy_rescale<float>(stats.on_host(), host);
   ops::cross_entropy_rescale<float>(stats.on_device(), q);
   expect.same("cross_entropy_rescale", stats);
+  // Into bf16 (mixed precision), the logits left as they are: on each device the in-place form's bits, rounded.
+  Both<bf16> dlogits16(std::vector<bf16>(static_cast<std::size_t>(ce_rows * ce_vn)), Shape{ce_rows, ce_vn}, rank);
+  ops::cross_entropy_gradient(logits.in_host(), stats.in_host(), targets.in_host(), ce_offset, ce_v0, vocab, mean_over,
+                              dlogits16.on_host(), host);
+  ops::cross_entropy_gradient(logits.in_device(), stats.in_device(), targets.in_device(), ce_offset, ce_v0, vocab,
+                              mean_over, dlogits16.on_device(), q);
+  CHECK(logits.host == values);
+  CHECK(download(logits.device) == values);
   ops::cross_entropy_gradient<float>(logits.on_host(), stats.in_host(), targets.in_host(), ce_offset, ce_v0, vocab,
                                      mean_over, host);
   ops::cross_entropy_gradient<float>(logits.on_device(), stats.in_device(), targets.in_device(), ce_offset, ce_v0,
                                      vocab, mean_over, q);
   expect.same("cross_entropy_gradient", logits);
+  CHECK(dlogits16.host == to_bits(logits.host));
+  CHECK(download(dlogits16.device) == to_bits(download(logits.device)));
   // The CPU's against the formulas in f64: the softmax over the slice's 1094 ids, its target's one subtracted.
   double worst = 0;
   for (std::int64_t r = 0; r < ce_rows; ++r) {

@@ -86,6 +86,19 @@ TEST_CASE("mixed precision: AdamW writes the weights' bf16 copies — a step cas
   });
 }
 
+TEST_CASE("mixed precision: a step's only cast kernel is c_attn's output (qkv), once a block") {
+  // Every other bf16 operand is written by the kernel that makes it: the weights' copies by AdamW's update, the
+  // LayerNorms' outputs (ln_f's too, which the head takes over) by their normalizing kernels, GELU's and the attention's
+  // outputs by theirs, each linear layer's output gradient by the pass that sums its columns for the bias, and dlogits
+  // by the loss's gradient kernel. qkv is c_attn's f32 product plus bias, which SUMMA sums in f32.
+  on_shared_device(kSim, 1, 1, ops::GemmMath::bf16, [](Communicator&, RankDevice& rank, Grid& grid) {
+    const int steps = 2, blocks = 2, weights = 4 * blocks + 1;
+    const Trained t = train(rank, grid, steps, false, std::nullopt);
+    CHECK(t.casts[0] == blocks + weights);  // the first step casts each weight once (see above)
+    CHECK(t.casts[1] == blocks);
+  });
+}
+
 TEST_CASE("mixed precision: with AdamW's moments offloaded, the device way writes the copies by pieces, the host way "
           "leaves them to be cast; both give the bits of the moments on the device") {
   on_shared_device(kSim, 1, 1, ops::GemmMath::bf16, [](Communicator&, RankDevice& rank, Grid& grid) {

@@ -120,6 +120,10 @@ template <class T>
 void add_row_broadcast(TensorView<const T> row, TensorView<T> y, const Queue& queue);
 template <class T>
 void column_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue);
+// The same on f32 writing x_bf16 = bf16(x) in the same pass (mixed precision: a linear layer's output gradient, whose
+// column sums are its bias gradient and whose bf16 copy its products take): the bits of column_sums and to_bf16,
+// without a cast kernel. x, x_bf16: contiguous, one shape.
+void column_sums(TensorView<const float> x, TensorView<float> out, TensorView<bf16> x_bf16, const Queue& queue);
 template <class T>
 void gelu_forward(TensorView<const T> x, TensorView<T> y, const Queue& queue);
 template <class T>
@@ -312,5 +316,10 @@ template <class T>
 void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
                             std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
                             const Queue& queue);
+// The same written into dlogits [rows, vn] in bf16 (mixed precision: the head's products take it so), the logits left
+// as they are: the bits of the in-place form followed by to_bf16, without its f32 result.
+void cross_entropy_gradient(TensorView<const float> logits, TensorView<const float> stats,
+                            TensorView<const int> targets, std::int64_t row_offset, std::int64_t v0,
+                            std::int64_t vocab, std::int64_t mean_over, TensorView<bf16> dlogits, const Queue& queue);
 
 }  // namespace optimus::ops

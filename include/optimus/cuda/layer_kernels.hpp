@@ -21,8 +21,10 @@ namespace optimus::cuda {
 // ---- rows and columns --------------------------------------------------------------------------------
 // out[r] = sum_c x[r, c]   (one block per row, deterministic)
 void row_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream);
-// out[c] = sum_r x[r, c]   (one thread per column, rows in order: the CPU's summation order)
-void column_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, cudaStream_t stream);
+// out[c] = sum_r x[r, c]   (lanes of rows per column tile, added in a fixed tree: deterministic); where x_bf16 is not
+// null, also x_bf16 = bf16(x), each element cast as it is read
+void column_sums(const float* x, std::int64_t rows, std::int64_t cols, float* out, bf16* x_bf16,
+                 cudaStream_t stream);
 // y[r, c] += bias[c]
 void add_row_broadcast(const float* bias, float* y, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
@@ -128,10 +130,14 @@ void cross_entropy_stats(const float* logits, const int* targets, std::int64_t r
                          std::int64_t vocab, std::int64_t rows, std::int64_t vn, float* stats, cudaStream_t stream);
 // stats[2, r] *= exp(stats[0, r] - stats[1, r]).
 void cross_entropy_rescale(float* stats, std::int64_t rows, cudaStream_t stream);
-// dlogits = (exp(logit - M) / S - onehot(target)) / n_tokens in place; 0 for padding ids.
-void cross_entropy_gradient(float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+// dlogits = (exp(logit - M) / S - onehot(target)) / n_tokens, 0 for padding ids: in place of the logits (dlogits ==
+// logits), or into bf16 (mixed precision).
+void cross_entropy_gradient(const float* logits, const float* stats, const int* targets, std::int64_t row_offset,
                             std::int64_t v0, std::int64_t vocab, std::int64_t rows, std::int64_t vn,
-                            std::int64_t n_tokens, cudaStream_t stream);
+                            std::int64_t n_tokens, float* dlogits, cudaStream_t stream);
+void cross_entropy_gradient(const float* logits, const float* stats, const int* targets, std::int64_t row_offset,
+                            std::int64_t v0, std::int64_t vocab, std::int64_t rows, std::int64_t vn,
+                            std::int64_t n_tokens, bf16* dlogits, cudaStream_t stream);
 
 // ---- mixed precision and the optimizer -------------------------------------------------------------------
 void to_bf16(const float* x, bf16* y, std::int64_t n, cudaStream_t stream);

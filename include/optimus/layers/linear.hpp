@@ -9,6 +9,8 @@
 // the bytes, the values the products take); backward consumes the context.
 // Mixed precision (T = float on a grid whose GEMM math is bf16, W where the grid keeps its parameters): the products
 // take W's bf16 copy (weight_copy.hpp), which AdamW's update writes with the master; parameters() hands it out with W.
+// dy's bf16 copy, which backward's products take, is written by the pass that sums dy's columns for db
+// (ops::column_sums with a copy): no cast kernel of its own.
 #pragma once
 
 #include <memory>
@@ -69,7 +71,9 @@ class Linear2D {
   // W as the products take it: its bf16 copy under mixed precision (cast first if not current), else W.
   SummaOperand<T> weight();
   DistMatrix<T> backward_checked(const Context& saved, const DistMatrix<T>& dy) const;  // dx, allocated
-  Tensor<T> bias_partial(const DistMatrix<T>& dy) const;  // this rank's column sums of dy [1, out/q], unreduced
+  // This rank's column sums of dy [1, out/q] (db's unreduced partial); under bf16 math the same pass writes dy's bf16
+  // copy, which the products take, into `dy_bf16`.
+  Tensor<T> bias_partial(const DistMatrix<T>& dy, std::optional<SavedActivation<T>>& dy_bf16) const;
 
   Grid grid_;
   std::string name_;

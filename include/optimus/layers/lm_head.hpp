@@ -11,7 +11,8 @@
 // wte comes as a SUMMA operand: the embedding's matrix, or under mixed precision its bf16 copy
 // (Embedding2D::wte_operand).
 // Saved for backward (LmHeadContext): x [N, h] and dlogits [N, vocab] (split q*q ways) as SavedActivations: in bf16
-// when the grid's GEMM math is bf16 (what the products take), half the bytes of f32.
+// when the grid's GEMM math is bf16 (what the products take), half the bytes of f32; dlogits then written in bf16 by
+// the loss's gradient kernel itself.
 #pragma once
 
 #include <optional>
@@ -44,6 +45,10 @@ class LmHead2D {
   // checked. A training pass fills `saved`.
   double forward(const DistMatrix<T>& x, const SummaOperand<T>& wte, const std::vector<int>& targets,
                  std::int64_t mean_over, const Pass& pass, Context& saved);
+  // The same from an input already kept as this head keeps it (LayerNorm2D::forward_saved): a training pass takes it
+  // over as its context, without a copy or a cast.
+  double forward(SavedActivation<T> x, const SummaOperand<T>& wte, const std::vector<int>& targets,
+                 std::int64_t mean_over, const Pass& pass, Context& saved);
   // Returns dx and accumulates into dwte.
   DistMatrix<T> backward(Context saved, const SummaOperand<T>& wte, DistMatrix<T>& dwte);
   // The same, split (weight_gradients.hpp): dx now; dwte += dlogits^T x queued in `later` with the saved x and
@@ -51,6 +56,9 @@ class LmHead2D {
   DistMatrix<T> backward(Context saved, const SummaOperand<T>& wte, DistMatrix<T>& dwte, WeightGradients& later);
 
  private:
+  // The loss of x's logits; under `training` dlogits kept in saved (x already kept there by the caller).
+  double loss(const SummaOperand<T>& x, const SummaOperand<T>& wte, const std::vector<int>& targets,
+              std::int64_t mean_over, bool training, Context& saved);
   // Adds -inf to the logits of padding ids (no-op when wte has no padding rows).
   void mask_padding(DistMatrix<T>& logits) const;
 

@@ -31,10 +31,11 @@ struct TwoD {
   static Communicator& holders(const Grid& place) { return place.grid(); }
   static void validate(const GptConfig& config, const Grid& place) { validate_for_grid(config, place.q()); }
   static void mark_replicated(std::vector<ParameterRef<T>>&, std::size_t, const Grid&) {}  // 2D tensors are split
-  static double head_forward(Head& head, Embedding& embedding, const DistMatrix<T>& y,
-                             const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass,
-                             LmHeadContext<T>& saved) {
-    return head.forward(y, embedding.wte_operand(), targets, mean_over, pass, saved);
+  // y: a DistMatrix<T>, or a SavedActivation<T> (LayerNorm's forward_saved) that a training pass takes over.
+  template <class Y>
+  static double head_forward(Head& head, Embedding& embedding, Y&& y, const std::vector<int>& targets,
+                             std::int64_t mean_over, const Pass& pass, LmHeadContext<T>& saved) {
+    return head.forward(std::forward<Y>(y), embedding.wte_operand(), targets, mean_over, pass, saved);
   }
   static DistMatrix<T> head_logits(Head& head, Embedding& embedding, const DistMatrix<T>& y) {
     return head.logits(y, embedding.wte_operand());
@@ -66,10 +67,10 @@ struct OneD {
   static void mark_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const megatron::Group& place) {
     megatron::mark_replicated(params, from, place);
   }
-  static double head_forward(Head& head, const Embedding& embedding, const DistMatrix<T>& y,
-                             const std::vector<int>& targets, std::int64_t mean_over, const Pass& pass,
-                             LmHeadContext<T>& saved) {
-    return head.forward(y, embedding.wte(), embedding.first_id(), targets, mean_over, pass, saved);
+  template <class Y>
+  static double head_forward(Head& head, const Embedding& embedding, Y&& y, const std::vector<int>& targets,
+                             std::int64_t mean_over, const Pass& pass, LmHeadContext<T>& saved) {
+    return head.forward(std::forward<Y>(y), embedding.wte(), embedding.first_id(), targets, mean_over, pass, saved);
   }
   // The whole [N, V] logits on every rank of the group.
   static DistMatrix<T> head_logits(Head& head, const Embedding& embedding, const DistMatrix<T>& y) {

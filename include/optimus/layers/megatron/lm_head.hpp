@@ -29,6 +29,10 @@ class LmHead1D {
   // wte: this rank's rows [V/p, h] of the token embedding, whose first row is id v0. targets: the N ids of the pass.
   double forward(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0, const std::vector<int>& targets,
                  std::int64_t mean_over, const Pass& pass, Context& saved);
+  // The same from an input already kept as this head keeps it (LayerNorm1D::forward_saved): a training pass takes it
+  // over as its context, without a copy or a cast.
+  double forward(SavedActivation<T> x, const DistMatrix<T>& wte, std::int64_t v0, const std::vector<int>& targets,
+                 std::int64_t mean_over, const Pass& pass, Context& saved);
   // Inference: every rank gets the whole logits [N, p*V/p] (x wte_r^T per rank, all-gathered over the group; padding
   // ids -inf), on the group's one-rank grid.
   DistMatrix<T> logits(const DistMatrix<T>& x, const DistMatrix<T>& wte, std::int64_t v0);
@@ -39,6 +43,9 @@ class LmHead1D {
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& wte, DistMatrix<T>& dwte, WeightGradients& later);
 
  private:
+  // The loss of the logits of x's rows (x_local [N, h], its values); under `training` dlogits kept in saved.
+  double loss(TensorView<const T> x_local, const DistMatrix<T>& wte, std::int64_t v0, const std::vector<int>& targets,
+              std::int64_t mean_over, bool training, Context& saved);
   void mask_padding(DistMatrix<T>& logits, std::int64_t v0);
   // dx = dlogits_r wte_r, all-reduced over the group.
   DistMatrix<T> input_gradient(const Context& saved, const DistMatrix<T>& wte);
