@@ -1,4 +1,4 @@
-// Token files: llm.c's header or raw uint16, read with pread where used (token_file.hpp).
+// Token files: llm.c's header (uint16 or uint32 ids) or raw uint16, read with pread where used (token_file.hpp).
 #include "optimus/checkpoint/token_file.hpp"
 
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "optimus/core/error.hpp"
@@ -58,10 +59,12 @@ TokenFile::TokenFile(std::string path, TokenFormat format) : path_(std::move(pat
                   whole ? "it starts with " + std::to_string(header[0]) : "it is shorter than llm.c's header",
                   ", not the magic ", llmc_magic, " (a damaged llm.c file, or nanoGPT's raw uint16 tokens: those "
                   "are read as raw when told so)");
-    OPTIMUS_CHECK(header[1] == 1, "token file '", path_, "': llm.c version ", header[1], " (version 1 is read)");
-    OPTIMUS_CHECK(header[2] > 0 && bytes == llmc_header + 2 * static_cast<std::size_t>(header[2]), "token file '",
-                  path_, "': its header says ", header[2], " tokens but it holds ", bytes - llmc_header,
-                  " bytes of them (truncated?)");
+    OPTIMUS_CHECK(header[1] == 1 || header[1] == 2, "token file '", path_, "': llm.c version ", header[1],
+                  " (version 1, uint16 ids, and version 2, uint32 ids, are read)");
+    id_bytes_ = header[1] == 1 ? 2 : 4;
+    OPTIMUS_CHECK(header[2] > 0 && bytes == llmc_header + id_bytes_ * static_cast<std::size_t>(header[2]),
+                  "token file '", path_, "': its header says ", header[2], " tokens of ", id_bytes_,
+                  " bytes but it holds ", bytes - llmc_header, " bytes of them (truncated?)");
     offset_ = llmc_header;
     count_ = static_cast<std::size_t>(header[2]);
   } catch (...) {
@@ -72,34 +75,62 @@ TokenFile::TokenFile(std::string path, TokenFormat format) : path_(std::move(pat
 
 TokenFile::~TokenFile() { ::close(fd_); }
 
-void TokenFile::read(std::size_t first, std::size_t count, std::uint16_t* out) const {
+void TokenFile::read(std::size_t first, std::size_t count, std::uint32_t* out) const {
   OPTIMUS_CHECK(first <= count_ && count <= count_ - first, "token file '", path_, "': tokens [", first, ", ",
                 first + count, ") are outside its ", count_);
-  OPTIMUS_CHECK(read_exactly(fd_, offset_ + 2 * first, 2 * count, out, path_), "token file '", path_,
-                "' no longer holds its ", count_, " tokens (it ends before token ", first + count,
-                "): it was truncated or replaced while in use");
+  const auto whole = [&](void* to) {
+    OPTIMUS_CHECK(read_exactly(fd_, offset_ + id_bytes_ * first, id_bytes_ * count, to, path_), "token file '", path_,
+                  "' no longer holds its ", count_, " tokens (it ends before token ", first + count,
+                  "): it was truncated or replaced while in use");
+  };
+  if (id_bytes_ == 4) {
+    whole(out);
+    return;
+  }
+  std::vector<std::uint16_t> narrow(count);
+  whole(narrow.data());
+  std::copy(narrow.begin(), narrow.end(), out);
 }
 
 std::vector<std::int64_t> TokenFile::histogram() const {
-  std::vector<std::uint16_t> piece(std::min(count_, std::size_t{1} << 19));  // 1 MiB at most
-  std::vector<std::int64_t> counts(65536, 0);
+  std::vector<std::uint32_t> piece(std::min(count_, (std::size_t{1} << 20) / id_bytes_));  // 1 MiB at most
+  std::vector<std::int64_t> counts;
   for (std::size_t first = 0; first < count_; first += piece.size()) {
     const std::size_t n = std::min(piece.size(), count_ - first);
     read(first, n, piece.data());
-    for (std::size_t k = 0; k < n; ++k) ++counts[piece[k]];
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint32_t id = piece[k];
+      OPTIMUS_CHECK(id < kLargestVocab, "token file '", path_, "' holds id ", id, " at token ", first + k,
+                    ", beyond the largest vocabulary Optimus takes (", kLargestVocab, " ids): a damaged file?");
+      if (id >= counts.size()) counts.resize(id + 1, 0);
+      ++counts[id];
+    }
   }
   return counts;
 }
 
-void write_llmc_tokens(const std::string& path, const std::uint16_t* tokens, std::size_t count) {
+namespace {
+template <class Id>
+void write_llmc(const std::string& path, const Id* tokens, std::size_t count, int version) {
+  OPTIMUS_CHECK(count > 0 && count <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
+                "an llm.c token file holds 1 to 2^31 - 1 tokens (its header's count is an int32), not ", count);
   std::int32_t header[256] = {};
   header[0] = llmc_magic;
-  header[1] = 1;
+  header[1] = version;
   header[2] = static_cast<std::int32_t>(count);
   OutputFile out(path);
   out.append(header, sizeof header);
-  out.append(tokens, count * sizeof(std::uint16_t));
+  out.append(tokens, count * sizeof(Id));
   out.commit();
+}
+}  // namespace
+
+void write_llmc_tokens(const std::string& path, const std::uint16_t* tokens, std::size_t count) {
+  write_llmc(path, tokens, count, 1);
+}
+
+void write_llmc_tokens(const std::string& path, const std::uint32_t* tokens, std::size_t count) {
+  write_llmc(path, tokens, count, 2);
 }
 
 }  // namespace optimus::checkpoint

@@ -25,7 +25,17 @@ std::string format_exact(double value) {
   return text;
 }
 
-void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp,
+void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::string& whose) {
+  if (data.exact) {
+    OPTIMUS_CHECK(vocab == data.ids, whose, " vocabulary has ", vocab, " ids but the text's characters are ", data.ids,
+                  " (train on the text it was made for)");
+    return;
+  }
+  OPTIMUS_CHECK(vocab >= data.ids, "the token data holds id ", data.ids - 1, ", outside ", whose, " vocabulary of ",
+                vocab, " ids");
+}
+
+void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp, const DataVocab& data,
                       GptConfig& config, std::int64_t& batch, int& steps, double& lr) {
   const auto same = [&](const char* option, std::int64_t there) {
     OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
@@ -36,12 +46,12 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
   same("heads", info.config.heads);
   same("ffn", info.config.ffn);
   same("seq", info.config.max_seq);
+  same("vocab", info.config.vocab);
   same("seed", static_cast<std::int64_t>(info.config.seed));
   // Dropout is part of the model's arithmetic (its masks follow the seed and the step): resumed, it stays the run's.
   OPTIMUS_CHECK(!o.has("dropout") || o.real("dropout", 0) == info.config.dropout, "--dropout ", o.real("dropout", 0),
                 " differs from the checkpoint's ", info.config.dropout, " (a resumed run keeps its dropout)");
-  OPTIMUS_CHECK(info.config.vocab == config.vocab, "the checkpoint's vocabulary has ", info.config.vocab,
-                " ids but the training data gives ", config.vocab, " (train on the data it was saved from)");
+  check_vocab_fits(data, info.config.vocab, "the checkpoint's");
   config = info.config;
   const auto& extra = info.state.extra;
   // The run's options as the checkpoint recorded them (checksummed text: a value that is not a number is a file
@@ -66,7 +76,7 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
                 " leaves nothing to train after the checkpoint's step ", info.state.step);
 }
 
-void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path,
+void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,
                  GptConfig& config) {
   const auto same = [&](const char* option, std::int64_t there) {
     OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
@@ -77,8 +87,10 @@ void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string
   same("heads", file.heads);
   same("ffn", file.ffn);
   same("seq", file.max_seq);
-  OPTIMUS_CHECK(file.vocab >= config.vocab, path, " has a vocabulary of ", file.vocab, ", fewer than the text's ",
-                config.vocab, " ids");
+  same("vocab", file.vocab);
+  // A text's ids are its characters', which a tokenizer's vocabulary does not know: any vocabulary holding them
+  // serves (the model learns them anew), so --init asks only that they fit.
+  check_vocab_fits(DataVocab{.ids = data.ids, .exact = false}, file.vocab, path + "'s");
   config.vocab = file.vocab;
   config.layers = file.layers;
   config.hidden = file.hidden;

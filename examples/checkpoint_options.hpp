@@ -25,13 +25,23 @@ Saving saving_options(const cli::Options& o);
 // A double as text that reads back to the same bits.
 std::string format_exact(double value);
 
+// What the training data asks of a model's vocabulary: at least `ids` ids (its largest id + 1), and exactly that many
+// for a text (whose ids are its characters').
+struct DataVocab {
+  std::int64_t ids = 0;
+  bool exact = false;
+};
+// Throws unless a vocabulary of `vocab` ids, `whose` (for the message), fits `data`.
+void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::string& whose);
+
 // --resume: the checkpoint's model shape, seed and dropout, and the run's --steps, --lr and --batch unless given again;
 // a shape option, --seed or --dropout given with another value than the checkpoint's is refused.
-void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp, GptConfig& config,
-                      std::int64_t& batch, int& steps, double& lr);
+void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp, const DataVocab& data,
+                      GptConfig& config, std::int64_t& batch, int& steps, double& lr);
 
-// --init FILE: the model's shape is the file's; the text's ids must be among its vocabulary, and shape options given
-// must agree.
-void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, GptConfig& config);
+// --init FILE: the model's shape is the file's; the data's ids must be among its vocabulary, and shape options given
+// (--vocab among them) must agree.
+void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,
+                 GptConfig& config);
 
 }  // namespace optimus::examples

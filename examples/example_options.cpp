@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "optimus/checkpoint/token_file.hpp"
 #include "optimus/device/device_choice.hpp"
 
 namespace optimus::examples {
@@ -57,9 +58,13 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::input_directory("resume", "a checkpoint, or a save directory for its newest"),
       cli::input_file("init", "start from a Hugging Face safetensors or llm.c .bin GPT-2"),
       cli::output_file("export", "write the trained model (.bin: llm.c, else safetensors)"),
-      cli::input_files("data", "GPT-2 token files FILE[,VALID_FILE] instead of the text"),
+      cli::input_files("data", "token files FILE[,VALID_FILE] instead of the text"),
       cli::choice("data-format", {"llmc", "raw"},
-                  "--data's layout: llm.c's (a header with its magic; default) or nanoGPT's raw uint16"),
+                  "--data's layout: llm.c's (a header with its magic: uint16 or uint32 ids; default) or nanoGPT's raw "
+                  "uint16"),
+      cli::integer("vocab", 1, checkpoint::TokenFile::kLargestVocab,
+                   "the model's vocabulary with --data (default the tokenizer's: 50257 for uint16 ids, 128256 for "
+                   "uint32)"),
       cli::flag("skip-nonfinite", "skip a step whose loss or gradient norm is NaN or inf instead of stopping"),
       cli::flag("check-finite", "stop at the first layer whose output or input gradient holds NaN or inf, naming it"),
       cli::timeout_option(),

@@ -34,20 +34,21 @@ int largest_id(const std::vector<std::int64_t>& counts) {
 
 }  // namespace
 
-// --data FILE[,VALID_FILE]: GPT-2 token ids (vocabulary 50257 unless --init says otherwise).
 Corpus load_data(const std::vector<std::string>& files, checkpoint::TokenFormat format) {
   OPTIMUS_CHECK(files.size() == 1 || files.size() == 2, "--data takes a training file and optionally a held-out one "
                 "(FILE[,VALID_FILE]), not ", files.size(), " files");
   Corpus c;
-  c.vocab = 50257;  // GPT-2's tokenizer
   for (std::size_t f = 0; f < files.size(); ++f) {
     auto file = std::make_unique<checkpoint::TokenFile>(files[f], format);
+    OPTIMUS_CHECK(f == 0 || file->id_bytes() == c.train_file->id_bytes(), "token files '", c.train_file->path(),
+                  "' and '", file->path(), "' hold ids of different widths (", c.train_file->id_bytes(), " and ",
+                  file->id_bytes(), " bytes): two tokenizers?");
     const std::vector<std::int64_t> counts = file->histogram();
     if (f == 0) c.unigram_entropy = entropy(counts);
-    OPTIMUS_CHECK(largest_id(counts) < c.vocab, "token file '", file->path(), "' holds id ", largest_id(counts),
-                  ", outside GPT-2's vocabulary of ", c.vocab);
+    c.ids_used = std::max<std::int64_t>(c.ids_used, largest_id(counts) + 1);
     (f == 0 ? c.train_file : c.valid_file) = std::move(file);
   }
+  c.vocab = c.train_file->id_bytes() == 2 ? kGpt2Vocab : kLlama3Vocab;
   const std::size_t n = c.train_file->size();
   if (c.valid_file) {
     c.train = Tokens{.owned = {}, .file = c.train_file.get(), .begin = 0, .count = n};
@@ -79,6 +80,7 @@ Corpus load_corpus(const std::string& path) {
     (e < split ? c.train : c.valid).owned.push_back(lookup[static_cast<unsigned char>(text[e])]);
   }
   c.vocab = static_cast<std::int64_t>(c.chars.size());
+  c.ids_used = c.vocab;
   OPTIMUS_CHECK(c.vocab >= 2, "the text '", path, "' is one character repeated (byte ",
                 static_cast<int>(static_cast<unsigned char>(c.chars[0])), ", ", text.size(),
                 " times): there is nothing to predict");
@@ -93,7 +95,7 @@ void Tokens::copy(std::size_t first, std::size_t n, std::vector<int>& out) const
               out.begin());
     return;
   }
-  std::vector<std::uint16_t> raw(n);
+  std::vector<std::uint32_t> raw(n);
   file->read(begin + first, n, raw.data());
   std::copy(raw.begin(), raw.end(), out.begin());
 }

@@ -1,5 +1,5 @@
-// train_gpt's data: the text as character ids, or GPT-2 token files (--data), each split into a training part and a
-// held-out part, and the batches drawn from them.
+// train_gpt's data: the text as character ids, or token files (--data: llm.c's uint16 or uint32 ids, or raw uint16),
+// each split into a training part and a held-out part, and the batches drawn from them.
 #pragma once
 
 #include <cstddef>
@@ -29,13 +29,18 @@ struct Tokens {
 struct Corpus {
   std::string chars;  // id -> character (the text); empty for token data
   Tokens train, valid;
+  // The model's vocabulary by default: the characters', or the tokenizer's that the files' id width implies (GPT-2's
+  // 50257 for uint16 ids, Llama 3's 128256 for uint32); any vocabulary of at least ids_used ids fits the data.
   std::int64_t vocab = 0;
+  std::int64_t ids_used = 0;  // the data's largest id + 1
   double unigram_entropy = 0;  // nats per token: the text's whole, or the training file's
   std::unique_ptr<checkpoint::TokenFile> train_file, valid_file;
 };
 
-// --data FILE[,VALID_FILE] in --data-format's layout: GPT-2 token ids (vocabulary 50257); throws optimus::Error on an
-// id outside it.
+inline constexpr std::int64_t kGpt2Vocab = 50257, kLlama3Vocab = 128256;
+
+// --data FILE[,VALID_FILE] in --data-format's layout; throws optimus::Error (naming the file) on a damaged file, on an
+// id past TokenFile::kLargestVocab, and on two files of different id widths.
 Corpus load_data(const std::vector<std::string>& files, checkpoint::TokenFormat format);
 // --text FILE: the text's characters; throws optimus::Error if it cannot be read or has under 1000 bytes.
 Corpus load_corpus(const std::string& path);

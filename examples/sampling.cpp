@@ -8,8 +8,8 @@
 
 namespace optimus::examples {
 
-std::string generate(const NextLogits& next_logits, std::int64_t max_seq, const Corpus& c, const std::string& prompt,
-                     int count, std::uint64_t seed) {
+std::string generate(const NextLogits& next_logits, std::int64_t max_seq, const Corpus& c, std::int64_t vocab,
+                     const std::string& prompt, int count, std::uint64_t seed) {
   std::vector<int> context;
   std::string out;
   if (c.chars.empty()) {  // token data: the held-out tokens' first four as the prompt, ids printed
@@ -32,8 +32,10 @@ std::string generate(const NextLogits& next_logits, std::int64_t max_seq, const 
   for (int n = 0; n < count; ++n) {
     const std::size_t s = std::min(context.size(), static_cast<std::size_t>(max_seq));
     const std::vector<int> window(context.end() - static_cast<std::ptrdiff_t>(s), context.end());
-    const auto vocab = static_cast<Eigen::Index>(c.vocab);  // the data's ids (the model may have more)
-    const Eigen::RowVectorXd row = next_logits(window).head(vocab) / 0.8;
+    const Eigen::RowVectorXd all = next_logits(window);
+    const auto ids = static_cast<Eigen::Index>(c.chars.empty() ? vocab : static_cast<std::int64_t>(c.chars.size()));
+    OPTIMUS_CHECK(ids <= all.size(), "sampling: ", ids, " ids to sample from but only ", all.size(), " logits");
+    const Eigen::RowVectorXd row = all.head(ids) / 0.8;
     OPTIMUS_CHECK(row.allFinite(), "sampling: the model's logits for character ", n + 1,
                   " are not finite (NaN or inf parameters?); nothing to sample from");
     const Eigen::RowVectorXd p = (row.array() - row.maxCoeff()).exp();

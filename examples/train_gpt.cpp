@@ -14,7 +14,7 @@
 //                            [--plan auto [--calibration FILE [--cores C]]]
 //                            [--save DIR] [--save-every N] [--keep K] [--resume PATH]
 //                            [--init FILE] [--export FILE.safetensors|FILE.bin] [--data FILE[,VALID_FILE]]
-//                            [--data-format llmc|raw]
+//                            [--data-format llmc|raw] [--vocab V]
 //                            [--skip-nonfinite] [--check-finite] [--timeout SECONDS]
 //
 // Every option is checked against its range before any work starts (--help lists them; example_options.cpp).
@@ -67,9 +67,10 @@
 // --init FILE: start from a Hugging Face GPT-2 safetensors file (optimus/checkpoint/hf_gpt2.hpp) or an llm.c
 // checkpoint (llmc_gpt2.hpp), told apart by content; the model's shape is the file's. --export FILE: the trained model
 // at the end, as llm.c's checkpoint where FILE ends in .bin, else as safetensors (streamed, one tensor at a time).
-// --data FILE[,VALID_FILE]: train on GPT-2 token ids (llm.c's .bin with its header, or with --data-format raw nanoGPT's
-// raw uint16 train.bin; read where used) instead of the text; the held-out loss is on VALID_FILE, or on FILE's last
-// 10%.
+// --data FILE[,VALID_FILE]: train on token ids (llm.c's .bin with its header — version 1, uint16 ids; version 2,
+// uint32 ids — or with --data-format raw nanoGPT's raw uint16 train.bin; read where used) instead of the text; the
+// held-out loss is on VALID_FILE, or on FILE's last 10%. The model's vocabulary is --vocab, else --init's or the
+// checkpoint's, else the tokenizer's the id width implies (GPT-2's 50257, Llama 3's 128256); the data's ids must fit it.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -232,7 +233,11 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   const ex::Corpus corpus = o.has("data") ? ex::load_data(o.list("data", ""), format)
                                           : ex::load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
   optimus::GptConfig& config = setup.config;
-  config.vocab = corpus.vocab;
+  OPTIMUS_CHECK(o.has("data") || !o.has("vocab"), "--vocab sizes a model for --data's token ids; a --text model's "
+                "vocabulary is the text's characters");
+  const ex::DataVocab data_vocab{.ids = corpus.ids_used, .exact = !o.has("data")};
+  config.vocab = o.has("vocab") ? o.integer("vocab", 0) : corpus.vocab;
+  ex::check_vocab_fits(data_vocab, config.vocab, o.has("vocab") ? "--vocab's" : "the tokenizer's (--vocab sets another)");
   config.layers = o.integer("layers", 2);
   config.hidden = o.integer("hidden", 128);
   config.heads = o.integer("heads", 4);
@@ -319,13 +324,15 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   const bool init_llmc = o.has("init") && optimus::checkpoint::is_llmc_checkpoint(o.text("init", ""));
   if (o.has("init")) {
     const std::string file = o.text("init", "");
-    optimus::examples::adopt_shape(o, init_llmc ? optimus::checkpoint::llmc_config(file) : optimus::checkpoint::hf_config(file), file,
-                config);
+    optimus::examples::adopt_shape(
+        o, init_llmc ? optimus::checkpoint::llmc_config(file) : optimus::checkpoint::hf_config(file), file,
+        data_vocab, config);
   }
   if (o.has("resume")) {
     resume = optimus::checkpoint::resolve(o.text("resume", ""));
     resumed = optimus::checkpoint::inspect(*resume);
-    optimus::examples::adopt_checkpoint(o, resumed, host_grid.dp(), config, setup.batch, setup.steps, setup.lr);
+    optimus::examples::adopt_checkpoint(o, resumed, host_grid.dp(), data_vocab, config, setup.batch, setup.steps,
+                                        setup.lr);
   }
   if (schedule) {
     optimus::pipeline::check_layers(config.layers, schedule->stages, schedule->chunks);
@@ -489,7 +496,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
                                                                  : optimus::MemoryPlace::host;
   const double peak_saved = world.all_reduce(
       static_cast<double>(grid.memory().peak(optimus::MemoryKind::activations, computes)), optimus::ReduceOp::max);
-  const std::string sample = ex::generate(trainee.next_logits, seq, corpus, "The ",
+  const std::string sample = ex::generate(trainee.next_logits, seq, corpus, config.vocab, "The ",
                                           static_cast<int>(o.integer("sample", 240)), config.seed);
   if (root) {
     std::printf("  %s\n", mem.c_str());

@@ -48,9 +48,10 @@ TEST_CASE("token files: llm.c's by its header, raw only when told; a damaged hea
 
   const TokenFile a(llmc.string(), TokenFormat::llmc);
   CHECK(a.size() == 1000);
-  std::vector<std::uint16_t> window(10);
+  CHECK(a.id_bytes() == 2);
+  std::vector<std::uint32_t> window(10);
   a.read(990, 10, window.data());
-  CHECK(window == std::vector<std::uint16_t>(tokens.end() - 10, tokens.end()));
+  CHECK(window == std::vector<std::uint32_t>(tokens.end() - 10, tokens.end()));
   const std::vector<std::int64_t> counts = a.histogram();
   CHECK(counts[tokens[3]] >= 1);
   std::int64_t total = 0;
@@ -61,7 +62,7 @@ TEST_CASE("token files: llm.c's by its header, raw only when told; a damaged hea
   const TokenFile b(raw.string(), TokenFormat::raw_uint16);
   CHECK(b.size() == 1000);
   b.read(0, 10, window.data());
-  CHECK(window == std::vector<std::uint16_t>(tokens.begin(), tokens.begin() + 10));
+  CHECK(window == std::vector<std::uint32_t>(tokens.begin(), tokens.begin() + 10));
   // A raw file is not read as llm.c's, and an llm.c file whose magic is damaged is not read as raw.
   CHECK_THROWS_WITH_AS(TokenFile(raw.string(), TokenFormat::llmc),
                        doctest::Contains("is not an llm.c token file: it starts with"), optimus::Error);
@@ -74,10 +75,55 @@ TEST_CASE("token files: llm.c's by its header, raw only when told; a damaged hea
                        doctest::Contains("not the magic 20240520 (a damaged llm.c file"), optimus::Error);
   // Truncated while open (another process rewriting it): the next read is an error naming it, not a SIGBUS.
   fs::resize_file(raw, 600);
-  std::vector<std::uint16_t> large(250);
+  std::vector<std::uint32_t> large(250);
   CHECK_THROWS_WITH_AS(b.read(100, 250, large.data()), doctest::Contains("no longer holds its 1000 tokens"),
                        optimus::Error);
   CHECK_THROWS_WITH_AS(TokenFile(dir.string(), TokenFormat::raw_uint16), doctest::Contains("is not a regular file"),
+                       optimus::Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("token files: llm.c's version 2 holds uint32 ids (Llama 3's vocabulary); an id no vocabulary holds is an "
+          "error naming it") {
+  const fs::path dir = fresh_directory("tokens_v2");
+  std::vector<std::uint32_t> tokens(300);
+  for (std::size_t k = 0; k < tokens.size(); ++k) tokens[k] = static_cast<std::uint32_t>((k * 104729) % 128256);
+  tokens[7] = 128255;  // the largest id of Llama 3's vocabulary
+  const fs::path v2 = dir / "llama.bin";
+  optimus::checkpoint::write_llmc_tokens(v2.string(), tokens.data(), tokens.size());
+  CHECK(fs::file_size(v2) == 1024 + 4 * 300);
+  const TokenFile a(v2.string(), TokenFormat::llmc);
+  CHECK(a.size() == 300);
+  CHECK(a.id_bytes() == 4);
+  std::vector<std::uint32_t> back(300);
+  a.read(0, 300, back.data());
+  CHECK(back == tokens);
+  const std::vector<std::int64_t> counts = a.histogram();
+  CHECK(counts.size() == 128256);  // [largest id + 1]
+  CHECK(counts[128255] == 1);
+  // The header's count checked against 4-byte ids: the same file's bytes read as version 1 would hold 2x the tokens.
+  {
+    std::fstream f(v2, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4);
+    const std::int32_t version = 1;
+    f.write(reinterpret_cast<const char*>(&version), sizeof version);
+  }
+  CHECK_THROWS_WITH_AS(TokenFile(v2.string(), TokenFormat::llmc),
+                       doctest::Contains("its header says 300 tokens of 2 bytes but it holds 1200 bytes"),
+                       optimus::Error);
+  {
+    std::fstream f(v2, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4);
+    const std::int32_t version = 3;
+    f.write(reinterpret_cast<const char*>(&version), sizeof version);
+  }
+  CHECK_THROWS_WITH_AS(TokenFile(v2.string(), TokenFormat::llmc), doctest::Contains("llm.c version 3"),
+                       optimus::Error);
+  // A damaged id (past 2^24) is named by the histogram, not a 16 GiB allocation.
+  tokens[200] = 0xdeadbeefu;
+  optimus::checkpoint::write_llmc_tokens(v2.string(), tokens.data(), tokens.size());
+  const TokenFile damaged(v2.string(), TokenFormat::llmc);
+  CHECK_THROWS_WITH_AS((void)damaged.histogram(), doctest::Contains("holds id 3735928559 at token 200"),
                        optimus::Error);
   fs::remove_all(dir);
 }

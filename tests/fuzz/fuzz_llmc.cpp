@@ -16,8 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto format : {optimus::checkpoint::TokenFormat::llmc, optimus::checkpoint::TokenFormat::raw_uint16}) {
     try {
       const optimus::checkpoint::TokenFile tokens(path, format);
-      std::vector<std::uint16_t> all(tokens.size());  // inputs are small (-max_len): the whole file at once
+      std::vector<std::uint32_t> all(tokens.size());  // inputs are small (-max_len): the whole file at once
       tokens.read(0, all.size(), all.data());
+      (void)tokens.histogram();
     } catch (const optimus::Error&) {
     }
   }

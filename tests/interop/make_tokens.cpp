@@ -5,6 +5,9 @@
 //   train_raw.bin     train_tokens.bin's tokens as nanoGPT's raw uint16
 //   bad_magic.bin     train_tokens.bin with its magic off by one (a damaged header)
 //   seventeen.bin     17 tokens, llm.c's format: one sequence of 16 and its target
+//   llama_tokens.bin  COUNT tokens of the same kind of stream over Llama 3's 128256 ids (above 65535), llm.c's
+//                     version 2 (uint32 ids)
+//   small_vocab.bin   COUNT tokens of such a stream over 1000 ids, llm.c's version 1 (a model of --vocab 1000)
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -22,16 +25,22 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     const std::size_t count = std::stoul(argv[2]);
     const optimus::CounterRng rng(17, 0);
-    const auto stream = [&](std::size_t n, std::size_t offset) {
-      std::vector<std::uint16_t> tokens(n);
+    // n ids of a vocabulary of `vocab`: a phrase of 7 ids near its top, every 11th token random.
+    const auto ids = [&]<class Id>(std::size_t n, std::size_t offset, std::uint32_t vocab, Id) {
+      std::vector<Id> tokens(n);
       for (std::size_t k = 0; k < n; ++k) {
         const std::size_t t = k + offset;
-        tokens[k] = t % 11 == 10 ? static_cast<std::uint16_t>(rng.uniform(t, 0) * 50257)
-                                 : static_cast<std::uint16_t>(50100 + (t % 7) * 20);
+        tokens[k] = t % 11 == 10 ? static_cast<Id>(rng.uniform(t, 0) * vocab)
+                                 : static_cast<Id>(vocab - 157 + (t % 7) * 20);
       }
       return tokens;
     };
+    const auto stream = [&](std::size_t n, std::size_t offset) { return ids(n, offset, 50257, std::uint16_t{}); };
     const std::vector<std::uint16_t> train = stream(count, 0), valid = stream(count / 4, count);
+    const std::vector<std::uint32_t> llama = ids(count, 0, 128256, std::uint32_t{});
+    optimus::checkpoint::write_llmc_tokens((dir / "llama_tokens.bin").string(), llama.data(), llama.size());
+    const std::vector<std::uint16_t> small = ids(count, 0, 1000, std::uint16_t{});
+    optimus::checkpoint::write_llmc_tokens((dir / "small_vocab.bin").string(), small.data(), small.size());
     const auto llmc = [&](const char* name, const std::vector<std::uint16_t>& tokens) {
       optimus::checkpoint::write_llmc_tokens((dir / name).string(), tokens.data(), tokens.size());
     };
