@@ -1,6 +1,7 @@
 // LayerNorm2D: row statistics by all-reduce along the grid row.
 #include "optimus/layers/layernorm.hpp"
 
+#include <cmath>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -16,18 +17,29 @@ LayerNorm2D<T>::LayerNorm2D(const Grid& grid, std::string name, std::int64_t hid
 
 template <class T>
 LayerNorm2D<T>::LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t hidden)
+    : LayerNorm2D(grid, tags, std::move(name), hidden, NormSpec{}) {}
+
+template <class T>
+LayerNorm2D<T>::LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t hidden,
+                            NormSpec spec)
     : grid_(grid),
       name_(std::move(name)),
       hidden_(hidden),
+      spec_(spec),
       gamma_(grid, hidden, tags.values, name_.c_str()),
-      beta_(grid, hidden, tags.values, name_.c_str()),
-      dgamma_(grid, hidden, tags.grads, name_.c_str()),
-      dbeta_(grid, hidden, tags.grads, name_.c_str()) {}
+      dgamma_(grid, hidden, tags.grads, name_.c_str()) {
+  OPTIMUS_CHECK(spec.eps > 0 && std::isfinite(spec.eps), name_, ": eps = ", spec.eps, " is not a positive number");
+  if (centered()) {
+    beta_.emplace(grid, hidden, tags.values, name_.c_str());
+    dbeta_.emplace(grid, hidden, tags.grads, name_.c_str());
+  }
+}
 
 template <class T>
 Tensor<T> LayerNorm2D<T>::row_sums_of(const DistMatrix<T>& x) const {
-  Tensor<T> row_sum(Shape{x.local_rows()}, grid_.tag(MemoryKind::workspace), Init::none);
-  ops::row_sums<T>(x.local(), row_sum.view(), grid_.queue());
+  // RMSNorm: the mean taken as 0 (zeros, not reduced).
+  Tensor<T> row_sum(Shape{x.local_rows()}, grid_.tag(MemoryKind::workspace), centered() ? Init::none : Init::zero);
+  if (centered()) ops::row_sums<T>(x.local(), row_sum.view(), grid_.queue());
   return row_sum;
 }
 
@@ -38,13 +50,17 @@ typename LayerNorm2D<T>::Statistics LayerNorm2D<T>::statistics(const DistMatrix<
   OPTIMUS_CHECK(row_sum.shape() == Shape{rows}, name_, ": the row sums have shape ", row_sum.shape(), ", expected [",
                 rows, "]");
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
-  Statistics st{.row_sum = std::move(row_sum), .sq_dev = Tensor<T>(Shape{rows}, work, Init::none),
-                .gamma = Tensor<T>(Shape{1, cols}, work), .beta = Tensor<T>(Shape{1, cols}, work)};
+  // RMSNorm: the row sums given (a kernel's that wrote x) are not its statistics: zeros, the mean taken as 0.
+  Statistics st{.row_sum = centered() ? std::move(row_sum) : Tensor<T>(Shape{rows}, work, Init::zero),
+                .sq_dev = Tensor<T>(Shape{rows}, work, Init::none), .gamma = Tensor<T>(Shape{1, cols}, work),
+                .beta = Tensor<T>(Shape{1, cols}, work)};  // beta stays 0 for RMSNorm
   gamma_.gather_column_block(st.gamma.view());
-  beta_.gather_column_block(st.beta.view());
+  if (beta_) beta_->gather_column_block(st.beta.view());
   // The row sums (pass 1) and the squared deviations around the mean (pass 2) are all-reduced along the grid row,
   // whose ranks hold the row's other columns.
-  grid_.row().all_reduce(std::span<T>(st.row_sum.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
+  if (centered()) {
+    grid_.row().all_reduce(std::span<T>(st.row_sum.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
+  }
   ops::layernorm_square_deviations<T>(x.local(), std::as_const(st.row_sum).view(), hidden_, st.sq_dev.view(),
                                       grid_.queue());
   grid_.row().all_reduce(std::span<T>(st.sq_dev.data(), static_cast<std::size_t>(rows)), ReduceOp::sum);
@@ -68,8 +84,8 @@ DistMatrix<T> LayerNorm2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, 
   DistMatrix<T> xhat = DistMatrix<T>::uninitialized(x.grid(), x.rows(), x.cols(), kept);
   Tensor<T> rstd(Shape{x.local_rows()}, grid_.tag(kept), Init::none);
   DistMatrix<T> y = DistMatrix<T>::uninitialized(x.grid(), x.rows(), x.cols(), MemoryKind::workspace);
-  ops::layernorm_normalize<T>(x.local(), st.row_sum.view(), st.sq_dev.view(), st.gamma.view(), st.beta.view(), hidden_,
-                              xhat.local(), rstd.view(), y.local(), grid_.queue());
+  ops::layernorm_normalize<T>(x.local(), st.row_sum.view(), st.sq_dev.view(), st.gamma.view(), st.beta.view(),
+                              normalization(), xhat.local(), rstd.view(), y.local(), grid_.queue());
   keep(pass, SavedActivation<T>(std::move(xhat), kept), std::move(rstd), saved);  // bf16 under mixed precision
   return y;
 }
@@ -90,14 +106,16 @@ SavedActivation<T> LayerNorm2D<T>::forward_saved(const DistMatrix<T>& x, Tensor<
   bool written = false;
   if constexpr (std::is_same_v<T, float>) {
     if (y.is_bf16()) {  // mixed precision: xhat and y written in bf16, no f32 copies
-      ops::layernorm_normalize(x.local(), st.row_sum.view(), st.sq_dev.view(), st.gamma.view(), st.beta.view(), hidden_,
-                               xhat.bf16_storage().view(), rstd.view(), y.bf16_storage().view(), grid_.queue());
+      ops::layernorm_normalize(x.local(), st.row_sum.view(), st.sq_dev.view(), st.gamma.view(), st.beta.view(),
+                               normalization(), xhat.bf16_storage().view(), rstd.view(), y.bf16_storage().view(),
+                               grid_.queue());
       written = true;
     }
   }
   if (!written) {
     ops::layernorm_normalize<T>(x.local(), st.row_sum.view(), st.sq_dev.view(), st.gamma.view(), st.beta.view(),
-                                hidden_, xhat.storage().view(), rstd.view(), y.storage().view(), grid_.queue());
+                                normalization(), xhat.storage().view(), rstd.view(), y.storage().view(),
+                                grid_.queue());
   }
   keep(pass, std::move(xhat), std::move(rstd), saved);
   return y;
@@ -125,7 +143,7 @@ typename LayerNorm2D<T>::Partials LayerNorm2D<T>::partials(const DistMatrix<T>& 
 template <class T>
 void LayerNorm2D<T>::accumulate(const Partials& p) {
   dgamma_.add_reduced_column_block(p.dgamma.view());
-  dbeta_.add_reduced_column_block(p.dbeta.view());
+  if (dbeta_) dbeta_->add_reduced_column_block(p.dbeta.view());
 }
 
 template <class T>
@@ -150,7 +168,7 @@ DistMatrix<T> LayerNorm2D<T>::backward_split(Context saved, const DistMatrix<T>&
   const TensorView<const T> add = residual == nullptr ? TensorView<const T>{} : residual->local();
   const auto dx_from = [&](auto xhat_block) {
     ops::layernorm_backward_dx(std::as_const(dy).local(), xhat_block, std::as_const(gamma).view(),
-                               std::as_const(saved.rstd).view(), std::as_const(p.sums).view(), hidden_, add,
+                               std::as_const(saved.rstd).view(), std::as_const(p.sums).view(), normalization(), add,
                                dx.local(), grid_.queue());
   };
   if (!xhat.is_bf16()) {
@@ -192,19 +210,19 @@ void LayerNorm2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
   const ShardLayout layout{ShardLayout::Kind::vector, q, i, j, 1, hidden_, 0};
   out.push_back({name_ + ".weight", {hidden_}, layout, gamma_.local(), dgamma_.local()});
-  out.push_back({name_ + ".bias", {hidden_}, layout, beta_.local(), dbeta_.local()});
+  if (beta_) out.push_back({name_ + ".bias", {hidden_}, layout, beta_->local(), dbeta_->local()});
 }
 
 template <class T>
 void LayerNorm2D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
   out.push_back({.value = &gamma_.storage(), .grad = &dgamma_.storage()});
-  out.push_back({.value = &beta_.storage(), .grad = &dbeta_.storage()});
+  if (beta_) out.push_back({.value = &beta_->storage(), .grad = &dbeta_->storage()});
 }
 
 template <class T>
 void LayerNorm2D<T>::zero_grad() {
   ops::fill<T>(dgamma_.local(), T(0), grid_.queue());
-  ops::fill<T>(dbeta_.local(), T(0), grid_.queue());
+  if (dbeta_) ops::fill<T>(dbeta_->local(), T(0), grid_.queue());
 }
 
 template class LayerNorm2D<float>;

@@ -47,6 +47,35 @@ LayerNormGrads layernorm_backward(const LayerNormCache& cache, const Matrix& gam
   return g;
 }
 
+Matrix rmsnorm_forward(const Matrix& x, const Matrix& gamma, double eps, RmsNormCache& cache) {
+  const auto h = static_cast<double>(x.cols());
+  cache.x = x;
+  cache.rstd.resize(x.rows(), 1);
+  Matrix y(x.rows(), x.cols());
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    cache.rstd(r, 0) = 1.0 / std::sqrt(x.row(r).squaredNorm() / h + eps);
+    y.row(r) = x.row(r).array() * cache.rstd(r, 0) * gamma.row(0).array();
+  }
+  return y;
+}
+
+// With u = dy gamma and s = rstd = (sum x^2 / h + eps)^(-1/2), whose derivative by x_j is -s^3 x_j / h:
+// dx_j = s u_j - x_j s^3 (sum_i u_i x_i) / h; dgamma = sum over rows of dy x s.
+RmsNormGrads rmsnorm_backward(const RmsNormCache& cache, const Matrix& gamma, const Matrix& dy) {
+  const auto h = static_cast<double>(dy.cols());
+  RmsNormGrads g;
+  g.dx.resize(dy.rows(), dy.cols());
+  g.dgamma = Matrix::Zero(1, dy.cols());
+  for (Eigen::Index r = 0; r < dy.rows(); ++r) {
+    const double s = cache.rstd(r, 0);
+    const Eigen::RowVectorXd u = dy.row(r).array() * gamma.row(0).array();
+    const double ux = u.dot(cache.x.row(r));
+    g.dx.row(r) = s * u.array() - cache.x.row(r).array() * (s * s * s * ux / h);
+    g.dgamma.row(0).array() += dy.row(r).array() * cache.x.row(r).array() * s;
+  }
+  return g;
+}
+
 namespace {
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
 constexpr double kGeluA = 0.044715;

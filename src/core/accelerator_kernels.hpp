@@ -70,11 +70,11 @@ class AcceleratorKernels {
                                            std::int64_t hidden, TensorView<float> out, const Queue& q) const = 0;
   virtual void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum,
                                    TensorView<const float> sq_dev, TensorView<const float> gamma,
-                                   TensorView<const float> beta, std::int64_t hidden, TensorView<float> xhat,
+                                   TensorView<const float> beta, const Normalization& norm, TensorView<float> xhat,
                                    TensorView<float> rstd, TensorView<float> y, const Queue& q) const = 0;
   virtual void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum,
                                    TensorView<const float> sq_dev, TensorView<const float> gamma,
-                                   TensorView<const float> beta, std::int64_t hidden, TensorView<bf16> xhat,
+                                   TensorView<const float> beta, const Normalization& norm, TensorView<bf16> xhat,
                                    TensorView<float> rstd, TensorView<bf16> y, const Queue& q) const = 0;
   virtual void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                            TensorView<const float> gamma, TensorView<float> dgamma,
@@ -82,7 +82,7 @@ class AcceleratorKernels {
   // residual may be TensorView{} (nothing to add).
   virtual void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat,
                                      TensorView<const float> gamma, TensorView<const float> rstd,
-                                     TensorView<const float> sums, std::int64_t hidden,
+                                     TensorView<const float> sums, const Normalization& norm,
                                      TensorView<const float> residual, TensorView<float> dx, const Queue& q) const = 0;
   // The same two on xhat as kept in bf16.
   virtual void layernorm_backward_partials(TensorView<const float> dy, TensorView<const bf16> xhat,
@@ -90,7 +90,7 @@ class AcceleratorKernels {
                                            TensorView<float> dbeta, TensorView<float> sums, const Queue& q) const = 0;
   virtual void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat,
                                      TensorView<const float> gamma, TensorView<const float> rstd,
-                                     TensorView<const float> sums, std::int64_t hidden,
+                                     TensorView<const float> sums, const Normalization& norm,
                                      TensorView<const float> residual, TensorView<float> dx, const Queue& q) const = 0;
 
   // ---- embedding and cross-entropy ----

@@ -45,10 +45,10 @@ void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_
                                  TensorView<T> out);
 template <class T>
 void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
-                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
-                         TensorView<T> rstd, TensorView<T> y);
+                         TensorView<const T> gamma, TensorView<const T> beta, const ops::Normalization& norm,
+                         TensorView<T> xhat, TensorView<T> rstd, TensorView<T> y);
 void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
-                         TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                         TensorView<const float> gamma, TensorView<const float> beta, const ops::Normalization& norm,
                          TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y);
 // xhat in T, or (X = bf16, T = float) as kept under mixed precision: the same bits on its values.
 template <class T, class X>
@@ -56,7 +56,7 @@ void layernorm_backward_partials(TensorView<const T> dy, TensorView<const X> xha
                                  TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums);
 template <class T, class X>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma,
-                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
+                           TensorView<const T> rstd, TensorView<const T> sums, const ops::Normalization& norm,
                            TensorView<const T> residual, TensorView<T> dx);
 
 // ---- attention ---------------------------------------------------------------------------------------------

@@ -41,13 +41,13 @@ namespace {
 // xhat and y in T, or rounded to bf16 (Out) as they are written.
 template <class T, class Out>
 void normalize_rows(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
-                    TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<Out> xhat,
-                    TensorView<T> rstd, TensorView<Out> y) {
+                    TensorView<const T> gamma, TensorView<const T> beta, const ops::Normalization& norm,
+                    TensorView<Out> xhat, TensorView<T> rstd, TensorView<Out> y) {
   const std::int64_t rows = rows_of(x), cols = cols_of(x);
-  const T h = static_cast<T>(hidden);
+  const T h = static_cast<T>(norm.hidden), eps = static_cast<T>(norm.eps);
   for (std::int64_t r = 0; r < rows; ++r) {
     const T mean = math::layernorm_mean(row_sum.data()[r], h);
-    const T s = math::layernorm_rstd(sq_dev.data()[r], h);
+    const T s = math::layernorm_rstd(sq_dev.data()[r], h, eps);
     rstd.data()[r] = s;
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t e = r * cols + c;
@@ -62,15 +62,15 @@ void normalize_rows(TensorView<const T> x, TensorView<const T> row_sum, TensorVi
 
 template <class T>
 void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
-                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
-                         TensorView<T> rstd, TensorView<T> y) {
-  normalize_rows<T, T>(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y);
+                         TensorView<const T> gamma, TensorView<const T> beta, const ops::Normalization& norm,
+                         TensorView<T> xhat, TensorView<T> rstd, TensorView<T> y) {
+  normalize_rows<T, T>(x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y);
 }
 
 void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
-                         TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                         TensorView<const float> gamma, TensorView<const float> beta, const ops::Normalization& norm,
                          TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y) {
-  normalize_rows<float, bf16>(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y);
+  normalize_rows<float, bf16>(x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y);
 }
 
 namespace {
@@ -114,14 +114,14 @@ void layernorm_backward_partials(TensorView<const T> dy, TensorView<const X> xha
 
 template <class T, class X>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma,
-                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
+                           TensorView<const T> rstd, TensorView<const T> sums, const ops::Normalization& norm,
                            TensorView<const T> residual, TensorView<T> dx) {
   const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
-  const T h = static_cast<T>(hidden);
+  const T h = static_cast<T>(norm.hidden);
   const T* add = residual.rank() == 0 ? nullptr : residual.data();  // no residual: TensorView{}
   std::vector<T> widened(std::is_same_v<X, T> ? 0 : static_cast<std::size_t>(cols));
   for (std::int64_t r = 0; r < rows; ++r) {
-    const T mean_d = math::layernorm_mean(sums.data()[2 * r], h);
+    const T mean_d = norm.centered ? math::layernorm_mean(sums.data()[2 * r], h) : T(0);
     const T mean_dx = math::layernorm_mean(sums.data()[2 * r + 1], h);
     const T* xh = xhat_row(xhat.data(), r, cols, widened);
     for (std::int64_t c = 0; c < cols; ++c) {
@@ -137,12 +137,12 @@ void layernorm_backward_dx(TensorView<const T> dy, TensorView<const X> xhat, Ten
   template void row_sums<T>(TensorView<const T>, TensorView<T>);                                                      \
   template void layernorm_square_deviations<T>(TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>); \
   template void layernorm_normalize<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,                 \
-                                       TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>,         \
-                                       TensorView<T>, TensorView<T>);                                                 \
+                                       TensorView<const T>, TensorView<const T>, const ops::Normalization&,           \
+                                       TensorView<T>, TensorView<T>, TensorView<T>);                                  \
   template void layernorm_backward_partials<T, T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,      \
                                                   TensorView<T>, TensorView<T>, TensorView<T>);                       \
   template void layernorm_backward_dx<T, T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,            \
-                                            TensorView<const T>, TensorView<const T>, std::int64_t,                   \
+                                            TensorView<const T>, TensorView<const T>, const ops::Normalization&,      \
                                             TensorView<const T>, TensorView<T>);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
@@ -152,7 +152,8 @@ template void layernorm_backward_partials<float, bf16>(TensorView<const float>, 
                                                        TensorView<float>);
 template void layernorm_backward_dx<float, bf16>(TensorView<const float>, TensorView<const bf16>,
                                                  TensorView<const float>, TensorView<const float>,
-                                                 TensorView<const float>, std::int64_t, TensorView<const float>,
+                                                 TensorView<const float>, const ops::Normalization&,
+                                                 TensorView<const float>,
                                                  TensorView<float>);
 
 }  // namespace optimus::cpu

@@ -17,7 +17,7 @@ using detail::rows_of;
 // LayerNorm's normalization into xhat and y of element type Out (T, or bf16 for an f32 LayerNorm).
 template <class T, class Out>
 void normalize_into(const char* op, TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
-                    TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<Out> xhat,
+                    TensorView<const T> gamma, TensorView<const T> beta, const Normalization& norm, TensorView<Out> xhat,
                     TensorView<T> rstd, TensorView<Out> y, const Queue& queue) {
   const std::int64_t rows = rows_of(x), cols = cols_of(x);
   check_shape(op, "x", x, rows, cols);
@@ -32,9 +32,9 @@ void normalize_into(const char* op, TensorView<const T> x, TensorView<const T> r
               {contiguous("x", x), contiguous("row_sum", row_sum), contiguous("sq_dev", sq_dev),
                contiguous("gamma", gamma), contiguous("beta", beta), contiguous("xhat", xhat),
                contiguous("rstd", rstd), contiguous("y", y)},
-              queue, [&] { cpu::layernorm_normalize(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y); },
+              queue, [&] { cpu::layernorm_normalize(x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y); },
               [&](const auto& k) {
-                k.layernorm_normalize(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, queue);
+                k.layernorm_normalize(x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y, queue);
               });
 }
 
@@ -61,7 +61,7 @@ void partials_of(TensorView<const T> dy, TensorView<const X> xhat, TensorView<co
 
 template <class T, class X>
 void dx_of(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T> gamma, TensorView<const T> rstd,
-           TensorView<const T> sums, std::int64_t hidden, TensorView<const T> residual, TensorView<T> dx,
+           TensorView<const T> sums, const Normalization& norm, TensorView<const T> residual, TensorView<T> dx,
            const Queue& queue) {
   const char* op = "layernorm_backward_dx";
   const std::int64_t rows = rows_of(dy), cols = cols_of(dy);
@@ -71,9 +71,9 @@ void dx_of(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T>
   check_shape(op, "rstd", rstd, rows, 1);
   check_shape(op, "sums", sums, 2 * rows, 1);
   check_shape(op, "dx", dx, rows, cols);
-  const auto cpu = [&] { cpu::layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, residual, dx); };
+  const auto cpu = [&] { cpu::layernorm_backward_dx(dy, xhat, gamma, rstd, sums, norm, residual, dx); };
   const auto accelerated = [&](const auto& k) {
-    k.layernorm_backward_dx(dy, xhat, gamma, rstd, sums, hidden, residual, dx, queue);
+    k.layernorm_backward_dx(dy, xhat, gamma, rstd, sums, norm, residual, dx, queue);
   };
   if (residual.rank() == 0) {  // TensorView{}: nothing to add
     dispatch<T>(op,
@@ -115,15 +115,15 @@ void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_
 
 template <class T>
 void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
-                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
+                         TensorView<const T> gamma, TensorView<const T> beta, const Normalization& norm, TensorView<T> xhat,
                          TensorView<T> rstd, TensorView<T> y, const Queue& queue) {
-  normalize_into("layernorm_normalize", x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, queue);
+  normalize_into("layernorm_normalize", x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y, queue);
 }
 
 void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
-                         TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                         TensorView<const float> gamma, TensorView<const float> beta, const Normalization& norm,
                          TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y, const Queue& queue) {
-  normalize_into("layernorm_normalize (bf16 out)", x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, queue);
+  normalize_into("layernorm_normalize (bf16 out)", x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y, queue);
 }
 
 template <class T>
@@ -140,15 +140,15 @@ void layernorm_backward_partials(TensorView<const float> dy, TensorView<const bf
 
 template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
-                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
+                           TensorView<const T> rstd, TensorView<const T> sums, const Normalization& norm,
                            TensorView<const T> residual, TensorView<T> dx, const Queue& queue) {
-  dx_of(dy, xhat, gamma, rstd, sums, hidden, residual, dx, queue);
+  dx_of(dy, xhat, gamma, rstd, sums, norm, residual, dx, queue);
 }
 
 void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat, TensorView<const float> gamma,
-                           TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                           TensorView<const float> rstd, TensorView<const float> sums, const Normalization& norm,
                            TensorView<const float> residual, TensorView<float> dx, const Queue& queue) {
-  dx_of(dy, xhat, gamma, rstd, sums, hidden, residual, dx, queue);
+  dx_of(dy, xhat, gamma, rstd, sums, norm, residual, dx, queue);
 }
 
 // A block's rows of the targets, and a vocabulary that the slice [v0, v0 + vn) starts within (or past: a slice of
@@ -231,12 +231,13 @@ void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, Ten
   template void layernorm_square_deviations<T>(TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>, \
                                                const Queue&);                                                         \
   template void layernorm_normalize<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,                 \
-                                       TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<T>,         \
+                                       TensorView<const T>, TensorView<const T>, const Normalization&, TensorView<T>, \
                                        TensorView<T>, TensorView<T>, const Queue&);                                   \
   template void layernorm_backward_partials<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,         \
                                                TensorView<T>, TensorView<T>, TensorView<T>, const Queue&);            \
   template void layernorm_backward_dx<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,               \
-                                         TensorView<const T>, TensorView<const T>, std::int64_t, TensorView<const T>, \
+                                         TensorView<const T>, TensorView<const T>, const Normalization&,              \
+                                         TensorView<const T>,                                                         \
                                          TensorView<T>,                                                               \
                                          const Queue&);                                                               \
   template void cross_entropy_stats<T>(TensorView<const T>, TensorView<const int>, std::int64_t, std::int64_t,        \

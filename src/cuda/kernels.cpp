@@ -106,18 +106,20 @@ class CudaKernels final : public AcceleratorKernels {
     cuda::layernorm_square_deviations(x.data(), row_sum.data(), hidden, rows(x), cols(x), out.data(), stream_of(q));
   }
   void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
-                           TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                           TensorView<const float> gamma, TensorView<const float> beta, const Normalization& norm,
                            TensorView<float> xhat, TensorView<float> rstd, TensorView<float> y,
                            const Queue& q) const override {
-    cuda::layernorm_normalize(x.data(), row_sum.data(), sq_dev.data(), gamma.data(), beta.data(), hidden, rows(x),
-                              cols(x), xhat.data(), rstd.data(), y.data(), stream_of(q));
+    cuda::layernorm_normalize(x.data(), row_sum.data(), sq_dev.data(), gamma.data(), beta.data(), norm.hidden,
+                              static_cast<float>(norm.eps), rows(x), cols(x), xhat.data(), rstd.data(), y.data(),
+                              stream_of(q));
   }
   void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
-                           TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                           TensorView<const float> gamma, TensorView<const float> beta, const Normalization& norm,
                            TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y,
                            const Queue& q) const override {
-    cuda::layernorm_normalize_bf16(x.data(), row_sum.data(), sq_dev.data(), gamma.data(), beta.data(), hidden,
-                                   rows(x), cols(x), xhat.data(), rstd.data(), y.data(), stream_of(q));
+    cuda::layernorm_normalize_bf16(x.data(), row_sum.data(), sq_dev.data(), gamma.data(), beta.data(), norm.hidden,
+                                   static_cast<float>(norm.eps), rows(x), cols(x), xhat.data(), rstd.data(), y.data(),
+                                   stream_of(q));
   }
   void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                    TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
@@ -126,9 +128,10 @@ class CudaKernels final : public AcceleratorKernels {
                                       dbeta.data(), sums.data(), stream_of(q));
   }
   void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat, TensorView<const float> gamma,
-                             TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                             TensorView<const float> rstd, TensorView<const float> sums, const Normalization& norm,
                              TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
-    cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), hidden,
+    cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), norm.hidden,
+                                norm.centered,
                                 residual.rank() == 0 ? nullptr : residual.data(), rows(dy), cols(dy), dx.data(),
                                 stream_of(q));
   }
@@ -139,9 +142,10 @@ class CudaKernels final : public AcceleratorKernels {
                                       dbeta.data(), sums.data(), stream_of(q));
   }
   void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat, TensorView<const float> gamma,
-                             TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                             TensorView<const float> rstd, TensorView<const float> sums, const Normalization& norm,
                              TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
-    cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), hidden,
+    cuda::layernorm_backward_dx(dy.data(), xhat.data(), gamma.data(), rstd.data(), sums.data(), norm.hidden,
+                                norm.centered,
                                 residual.rank() == 0 ? nullptr : residual.data(), rows(dy), cols(dy), dx.data(),
                                 stream_of(q));
   }

@@ -84,10 +84,11 @@ __global__ void square_deviations_kernel(const float* x, const float* row_sum, f
 
 template <class Out>
 __global__ void normalize_kernel(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
-                                 const float* beta, float hidden, std::int64_t cols, Out* xhat, float* rstd, Out* y) {
+                                 const float* beta, float hidden, float eps, std::int64_t cols, Out* xhat, float* rstd,
+                                 Out* y) {
   const std::int64_t r = blockIdx.x;
   const float mean = math::layernorm_mean(row_sum[r], hidden);
-  const float s = math::layernorm_rstd(sq_dev[r], hidden);
+  const float s = math::layernorm_rstd(sq_dev[r], hidden, eps);
   if (threadIdx.x == 0) rstd[r] = s;
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const float h = math::layernorm_xhat(x[r * cols + c], mean, s);
@@ -141,10 +142,11 @@ __global__ void backward_column_sums_kernel(const float* dy, const X* xhat, std:
 
 template <class X>
 __global__ void backward_dx_kernel(const float* dy, const X* xhat, const float* gamma, const float* rstd,
-                                   const float* sums, float hidden, const float* residual, std::int64_t cols,
-                                   float* dx) {
+                                   const float* sums, float hidden, bool centered, const float* residual,
+                                   std::int64_t cols, float* dx) {
   const std::int64_t r = blockIdx.x;
-  const float mean_d = math::layernorm_mean(sums[2 * r], hidden), mean_dx = math::layernorm_mean(sums[2 * r + 1], hidden);
+  const float mean_d = centered ? math::layernorm_mean(sums[2 * r], hidden) : 0.0f;
+  const float mean_dx = math::layernorm_mean(sums[2 * r + 1], hidden);
   for (std::int64_t c = threadIdx.x; c < cols; c += kThreads) {
     const std::int64_t e = r * cols + c;
     const float d = math::layernorm_dx(dy[e], gamma[c], value_of(xhat[e]), rstd[r], mean_d, mean_dx);
@@ -185,20 +187,20 @@ void layernorm_square_deviations(const float* x, const float* row_sum, std::int6
 }
 
 void layernorm_normalize(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
-                         const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* xhat,
-                         float* rstd, float* y, cudaStream_t stream) {
+                         const float* beta, std::int64_t hidden, float eps, std::int64_t rows, std::int64_t cols,
+                         float* xhat, float* rstd, float* y, cudaStream_t stream) {
   if (rows == 0) return;
   normalize_kernel<float><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      x, row_sum, sq_dev, gamma, beta, static_cast<float>(hidden), cols, xhat, rstd, y);
+      x, row_sum, sq_dev, gamma, beta, static_cast<float>(hidden), eps, cols, xhat, rstd, y);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
 void layernorm_normalize_bf16(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
-                              const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, bf16* xhat,
-                              float* rstd, bf16* y, cudaStream_t stream) {
+                              const float* beta, std::int64_t hidden, float eps, std::int64_t rows, std::int64_t cols,
+                              bf16* xhat, float* rstd, bf16* y, cudaStream_t stream) {
   if (rows == 0) return;
   normalize_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      x, row_sum, sq_dev, gamma, beta, static_cast<float>(hidden), cols, reinterpret_cast<std::uint16_t*>(xhat), rstd,
+      x, row_sum, sq_dev, gamma, beta, static_cast<float>(hidden), eps, cols, reinterpret_cast<std::uint16_t*>(xhat), rstd,
       reinterpret_cast<std::uint16_t*>(y));
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
@@ -219,11 +221,11 @@ void partials(const float* dy, const X* xhat, const float* gamma, std::int64_t r
 
 template <class X>
 void dx_of(const float* dy, const X* xhat, const float* gamma, const float* rstd, const float* sums,
-           std::int64_t hidden, const float* residual, std::int64_t rows, std::int64_t cols, float* dx,
-           cudaStream_t stream) {
+           std::int64_t hidden, bool centered, const float* residual, std::int64_t rows, std::int64_t cols,
+           float* dx, cudaStream_t stream) {
   if (rows == 0) return;
   backward_dx_kernel<X><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      dy, xhat, gamma, rstd, sums, static_cast<float>(hidden), residual, cols, dx);
+      dy, xhat, gamma, rstd, sums, static_cast<float>(hidden), centered, residual, cols, dx);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
@@ -240,16 +242,16 @@ void layernorm_backward_partials(const float* dy, const bf16* xhat, const float*
 }
 
 void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamma, const float* rstd,
-                           const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
-                           std::int64_t cols, float* dx, cudaStream_t stream) {
-  dx_of(dy, xhat, gamma, rstd, sums, hidden, residual, rows, cols, dx, stream);
+                           const float* sums, std::int64_t hidden, bool centered, const float* residual,
+                           std::int64_t rows, std::int64_t cols, float* dx, cudaStream_t stream) {
+  dx_of(dy, xhat, gamma, rstd, sums, hidden, centered, residual, rows, cols, dx, stream);
 }
 
 void layernorm_backward_dx(const float* dy, const bf16* xhat, const float* gamma, const float* rstd,
-                           const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
-                           std::int64_t cols, float* dx, cudaStream_t stream) {
-  dx_of(dy, reinterpret_cast<const std::uint16_t*>(xhat), gamma, rstd, sums, hidden, residual, rows, cols, dx,
-        stream);
+                           const float* sums, std::int64_t hidden, bool centered, const float* residual,
+                           std::int64_t rows, std::int64_t cols, float* dx, cudaStream_t stream) {
+  dx_of(dy, reinterpret_cast<const std::uint16_t*>(xhat), gamma, rstd, sums, hidden, centered, residual, rows, cols,
+        dx, stream);
 }
 
 }  // namespace optimus::cuda

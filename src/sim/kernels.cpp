@@ -161,16 +161,16 @@ class SimKernels final : public AcceleratorKernels {
            in(row_sum), out(out_));
   }
   void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
-                           TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                           TensorView<const float> gamma, TensorView<const float> beta, const Normalization& norm,
                            TensorView<float> xhat, TensorView<float> rstd, TensorView<float> y,
                            const Queue& q) const override {
-    normalize_into(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, q);
+    normalize_into(x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y, q);
   }
   void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
-                           TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                           TensorView<const float> gamma, TensorView<const float> beta, const Normalization& norm,
                            TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y,
                            const Queue& q) const override {
-    normalize_into(x, row_sum, sq_dev, gamma, beta, hidden, xhat, rstd, y, q);
+    normalize_into(x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y, q);
   }
   void layernorm_backward_partials(TensorView<const float> dy, TensorView<const float> xhat,
                                    TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
@@ -183,14 +183,14 @@ class SimKernels final : public AcceleratorKernels {
     partials_into(dy, xhat, gamma, dgamma, dbeta, sums, q);
   }
   void layernorm_backward_dx(TensorView<const float> dy, TensorView<const float> xhat, TensorView<const float> gamma,
-                             TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                             TensorView<const float> rstd, TensorView<const float> sums, const Normalization& norm,
                              TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
-    dx_into(dy, xhat, gamma, rstd, sums, hidden, residual, dx, q);
+    dx_into(dy, xhat, gamma, rstd, sums, norm, residual, dx, q);
   }
   void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat, TensorView<const float> gamma,
-                             TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                             TensorView<const float> rstd, TensorView<const float> sums, const Normalization& norm,
                              TensorView<const float> residual, TensorView<float> dx, const Queue& q) const override {
-    dx_into(dy, xhat, gamma, rstd, sums, hidden, residual, dx, q);
+    dx_into(dy, xhat, gamma, rstd, sums, norm, residual, dx, q);
   }
 
   void embedding_lookup(TensorView<const float> wte, TensorView<const int> tokens, std::int64_t v0,
@@ -270,19 +270,19 @@ class SimKernels final : public AcceleratorKernels {
   }
   template <class X>
   static void dx_into(TensorView<const float> dy, TensorView<const X> xhat, TensorView<const float> gamma,
-                      TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                      TensorView<const float> rstd, TensorView<const float> sums, const Normalization& norm,
                       TensorView<const float> residual, TensorView<float> dx, const Queue& q) {
     if (residual.rank() == 0) {
       launch(q, "layernorm_backward_dx",
-             [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto dx_) {
-               cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, TensorView<const float>{}, dx_);
+             [norm](auto dy_, auto xh, auto g, auto r, auto s, auto dx_) {
+               cpu::layernorm_backward_dx(dy_, xh, g, r, s, norm, TensorView<const float>{}, dx_);
              },
              in(dy), in(xhat), in(gamma), in(rstd), in(sums), out(dx));
       return;
     }
     launch(q, "layernorm_backward_dx",
-           [hidden](auto dy_, auto xh, auto g, auto r, auto s, auto add, auto dx_) {
-             cpu::layernorm_backward_dx(dy_, xh, g, r, s, hidden, add, dx_);
+           [norm](auto dy_, auto xh, auto g, auto r, auto s, auto add, auto dx_) {
+             cpu::layernorm_backward_dx(dy_, xh, g, r, s, norm, add, dx_);
            },
            in(dy), in(xhat), in(gamma), in(rstd), in(sums), in(residual), out(dx));
   }
@@ -297,11 +297,11 @@ class SimKernels final : public AcceleratorKernels {
   template <class Out>
   static void normalize_into(TensorView<const float> x, TensorView<const float> row_sum,
                              TensorView<const float> sq_dev, TensorView<const float> gamma,
-                             TensorView<const float> beta, std::int64_t hidden, TensorView<Out> xhat,
+                             TensorView<const float> beta, const Normalization& norm, TensorView<Out> xhat,
                              TensorView<float> rstd, TensorView<Out> y, const Queue& q) {
     launch(q, "layernorm_normalize",
-           [hidden](auto x_, auto s, auto d, auto g, auto b, auto xh, auto r, auto y_) {
-             cpu::layernorm_normalize(x_, s, d, g, b, hidden, xh, r, y_);
+           [norm](auto x_, auto s, auto d, auto g, auto b, auto xh, auto r, auto y_) {
+             cpu::layernorm_normalize(x_, s, d, g, b, norm, xh, r, y_);
            },
            in(x), in(row_sum), in(sq_dev), in(gamma), in(beta), out(xhat), out(rstd), out(y));
   }

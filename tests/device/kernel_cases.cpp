@@ -185,6 +185,7 @@ void many_rows(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
 void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   const ops::Queue host{};
   const std::int64_t rows = 5, cols = 12, hidden = 36;  // the row's other columns on other ranks
+  const ops::Normalization norm{.hidden = hidden, .eps = 1e-5, .centered = true};
   Both<float> x(random_values(rows * cols, 10, 3.0), Shape{rows, cols}, rank);
   Both<float> sum(std::vector<float>(rows), Shape{rows}, rank);
   ops::row_sums<float>(x.in_host(), sum.on_host(), host);
@@ -199,19 +200,19 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
   ops::layernorm_square_deviations<float>(x.in_device(), sum.in_device(), hidden, sq.on_device(), q);
   expect.same("layernorm_square_deviations", sq);
   sq = Both<float>(sq.host, Shape{rows}, rank);
-  ops::layernorm_normalize<float>(x.in_host(), sum.in_host(), sq.in_host(), gamma.in_host(), beta.in_host(), hidden,
+  ops::layernorm_normalize<float>(x.in_host(), sum.in_host(), sq.in_host(), gamma.in_host(), beta.in_host(), norm,
                                   xhat.on_host(), rstd.on_host(), y.on_host(), host);
   ops::layernorm_normalize<float>(x.in_device(), sum.in_device(), sq.in_device(), gamma.in_device(), beta.in_device(),
-                                  hidden, xhat.on_device(), rstd.on_device(), y.on_device(), q);
+                                  norm, xhat.on_device(), rstd.on_device(), y.on_device(), q);
   expect.same("layernorm_normalize: xhat", xhat);
   expect.same("layernorm_normalize: rstd", rstd);
   expect.same("layernorm_normalize: y", y);
   // Written in bf16: on each device the bits of its own f32 results cast by to_bf16.
   Both<bf16> xhat16(std::vector<bf16>(rows * cols), Shape{rows, cols}, rank), y16(xhat16.host, Shape{rows, cols}, rank);
   Both<float> rstd16(std::vector<float>(rows), Shape{rows}, rank);
-  ops::layernorm_normalize(x.in_host(), sum.in_host(), sq.in_host(), gamma.in_host(), beta.in_host(), hidden,
+  ops::layernorm_normalize(x.in_host(), sum.in_host(), sq.in_host(), gamma.in_host(), beta.in_host(), norm,
                            xhat16.on_host(), rstd16.on_host(), y16.on_host(), host);
-  ops::layernorm_normalize(x.in_device(), sum.in_device(), sq.in_device(), gamma.in_device(), beta.in_device(), hidden,
+  ops::layernorm_normalize(x.in_device(), sum.in_device(), sq.in_device(), gamma.in_device(), beta.in_device(), norm,
                            xhat16.on_device(), rstd16.on_device(), y16.on_device(), q);
   for (const auto& [what, f32, b16] : {std::tuple{"xhat", &xhat, &xhat16}, std::tuple{"y", &y, &y16}}) {
     CAPTURE(what);
@@ -236,17 +237,35 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
   expect.same("layernorm_backward_partials: sums", partial);
   partial = Both<float>(partial.host, Shape{2 * rows}, rank);
   ops::layernorm_backward_dx<float>(dy.in_host(), xhat.in_host(), gamma.in_host(), rstd.in_host(), partial.in_host(),
-                                    hidden, TensorView<const float>{}, dx.on_host(), host);
+                                    norm, TensorView<const float>{}, dx.on_host(), host);
   ops::layernorm_backward_dx<float>(dy.in_device(), xhat.in_device(), gamma.in_device(), rstd.in_device(),
-                                    partial.in_device(), hidden, TensorView<const float>{}, dx.on_device(), q);
+                                    partial.in_device(), norm, TensorView<const float>{}, dx.on_device(), q);
   expect.same("layernorm_backward_dx", dx);
+  {  // RMSNorm's (not centered: no mean term), and another eps in the normalization
+    const ops::Normalization rms{.hidden = hidden, .eps = 1e-6, .centered = false};
+    Both<float> dx_rms(std::vector<float>(rows * cols), Shape{rows, cols}, rank);
+    ops::layernorm_backward_dx<float>(dy.in_host(), xhat.in_host(), gamma.in_host(), rstd.in_host(), partial.in_host(),
+                                      rms, TensorView<const float>{}, dx_rms.on_host(), host);
+    ops::layernorm_backward_dx<float>(dy.in_device(), xhat.in_device(), gamma.in_device(), rstd.in_device(),
+                                      partial.in_device(), rms, TensorView<const float>{}, dx_rms.on_device(), q);
+    expect.same("layernorm_backward_dx, not centered", dx_rms);
+    CHECK(dx_rms.host != dx.host);
+    Both<float> xh_rms(std::vector<float>(rows * cols), Shape{rows, cols}, rank), y_rms(xh_rms.host, Shape{rows, cols}, rank);
+    Both<float> rstd_rms(std::vector<float>(rows), Shape{rows}, rank);
+    ops::layernorm_normalize<float>(x.in_host(), sum.in_host(), sq.in_host(), gamma.in_host(), beta.in_host(), rms,
+                                    xh_rms.on_host(), rstd_rms.on_host(), y_rms.on_host(), host);
+    ops::layernorm_normalize<float>(x.in_device(), sum.in_device(), sq.in_device(), gamma.in_device(), beta.in_device(),
+                                    rms, xh_rms.on_device(), rstd_rms.on_device(), y_rms.on_device(), q);
+    expect.same("layernorm_normalize, eps 1e-6: rstd", rstd_rms);
+    CHECK(rstd_rms.host != rstd.host);
+  }
   // With the residual path's gradient added by the same kernel: on the host, the bits of axpby after it.
   const Both<float> residual(random_values(rows * cols, 14), Shape{rows, cols}, rank);
   Both<float> dx_plus(std::vector<float>(rows * cols), Shape{rows, cols}, rank);
   ops::layernorm_backward_dx<float>(dy.in_host(), xhat.in_host(), gamma.in_host(), rstd.in_host(), partial.in_host(),
-                                    hidden, residual.in_host(), dx_plus.on_host(), host);
+                                    norm, residual.in_host(), dx_plus.on_host(), host);
   ops::layernorm_backward_dx<float>(dy.in_device(), xhat.in_device(), gamma.in_device(), rstd.in_device(),
-                                    partial.in_device(), hidden, residual.in_device(), dx_plus.on_device(), q);
+                                    partial.in_device(), norm, residual.in_device(), dx_plus.on_device(), q);
   expect.same("layernorm_backward_dx + residual", dx_plus);
   std::vector<float> unfused = dx.host;
   ops::axpby<float>(1.0f, residual.in_host(), 1.0f, TensorView<float>(unfused.data(), Shape{rows, cols}, Device::cpu),
@@ -268,8 +287,8 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
     const auto r = [on](const auto& b) { return on == 0 ? b.in_host() : b.in_device(); };
     ops::layernorm_backward_partials(r(dy), r(xh16), r(gamma), w(out[0]), w(out[1]), w(out[2]), queue);
     ops::layernorm_backward_partials<float>(r(dy), r(xh32), r(gamma), w(out[4]), w(out[5]), w(out[6]), queue);
-    ops::layernorm_backward_dx(r(dy), r(xh16), r(gamma), r(rstd), r(partial), hidden, r(residual), w(out[3]), queue);
-    ops::layernorm_backward_dx<float>(r(dy), r(xh32), r(gamma), r(rstd), r(partial), hidden, r(residual), w(out[7]),
+    ops::layernorm_backward_dx(r(dy), r(xh16), r(gamma), r(rstd), r(partial), norm, r(residual), w(out[3]), queue);
+    ops::layernorm_backward_dx<float>(r(dy), r(xh32), r(gamma), r(rstd), r(partial), norm, r(residual), w(out[7]),
                                       queue);
   }
   for (std::size_t k = 0; k < 4; ++k) {

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "optimus/model/gpt.hpp"
 #include "optimus/reference/gpt.hpp"
@@ -115,20 +116,33 @@ void linear_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
+// LayerNorm2D as `spec` says against the reference's LayerNorm or RMSNorm (tested with an eps other than LayerNorm's,
+// so that the spec reaches the kernels).
 template <class T>
-void layernorm_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
+void norm_case(const Grid& grid, const LayerShapes& s, const NormSpec& spec, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
-  LayerNorm2D<T> layer(grid, "ln_x", h);
+  const bool rms = spec.kind == NormSpec::Kind::rmsnorm;
+  LayerNorm2D<T> layer(grid, ParameterTags::of(grid), "norm", h, spec);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
+  REQUIRE(refs.size() == (rms ? 1u : 2u));  // RMSNorm has no bias
   const reference::Parameters p = load_random(refs, 200, grid.device());
-  // A large common offset: a one-pass E[x^2] - E[x]^2 would lose fp32's accuracy here.
-  const auto x = [&](int c) { return rounded<T>((input<T>(n, h, 3, c).array() + 100.0).matrix()); };
+  // A large common offset: a one-pass E[x^2] - E[x]^2 would lose fp32's accuracy here (LayerNorm); RMSNorm does not
+  // subtract the mean, so a small one shows in its output.
+  const auto x = [&](int c) { return rounded<T>((input<T>(n, h, 3, c).array() + (rms ? 0.5 : 100.0)).matrix()); };
   const auto dy = [&](int c) { return input<T>(n, h, 4, c); };
-  const auto ref = [&](int c) {
+  // The reference's output, input gradient and parameter gradients.
+  const auto ref = [&](int c) -> std::tuple<Matrix, Matrix, reference::Parameters> {
+    if (rms) {
+      reference::RmsNormCache cache;
+      const Matrix y = reference::rmsnorm_forward(x(c), p.at("norm.weight"), spec.eps, cache);
+      const reference::RmsNormGrads g = reference::rmsnorm_backward(cache, p.at("norm.weight"), dy(c));
+      return {y, g.dx, {{"norm.weight", g.dgamma}}};
+    }
     reference::LayerNormCache cache;
-    const Matrix y = reference::layernorm_forward(x(c), p.at("ln_x.weight"), p.at("ln_x.bias"), cache);
-    return std::pair{y, reference::layernorm_backward(cache, p.at("ln_x.weight"), dy(c))};
+    const Matrix y = reference::layernorm_forward(x(c), p.at("norm.weight"), p.at("norm.bias"), cache);
+    const reference::LayerNormGrads g = reference::layernorm_backward(cache, p.at("norm.weight"), dy(c));
+    return {y, g.dx, {{"norm.weight", g.dgamma}, {"norm.bias", g.dbeta}}};
   };
   LayerRun<typename LayerNorm2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
@@ -137,15 +151,15 @@ void layernorm_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
       .backward = [&](int c, auto saved) {
         return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
       },
-      .expected_output = [&](int c) { return ref(c).first; },
-      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
-      .expected_grads = [&](int c) {
-        const reference::LayerNormGrads g = ref(c).second;
-        return reference::Parameters{{"ln_x.weight", g.dgamma}, {"ln_x.bias", g.dbeta}};
-      },
+      .expected_output = [&](int c) { return std::get<0>(ref(c)); },
+      .expected_input_grad = [&](int c) { return std::get<1>(ref(c)); },
+      .expected_grads = [&](int c) { return std::get<2>(ref(c)); },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
+
+const NormSpec kLayerNorm{};
+const NormSpec kRmsNorm{.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6};
 
 template <class T>
 void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const InFlight& f) {
@@ -403,8 +417,14 @@ void check_linear(Communicator& world, int q) {
 
 void check_layernorm(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  in_flight_scenarios<double>([&](const InFlight& f) { layernorm_case<double>(grid, shapes_for(q), f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { layernorm_case<float>(grid, shapes_for(q), f); });
+  in_flight_scenarios<double>([&](const InFlight& f) { norm_case<double>(grid, shapes_for(q), kLayerNorm, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { norm_case<float>(grid, shapes_for(q), kLayerNorm, f); });
+}
+
+void check_rmsnorm(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  in_flight_scenarios<double>([&](const InFlight& f) { norm_case<double>(grid, shapes_for(q), kRmsNorm, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { norm_case<float>(grid, shapes_for(q), kRmsNorm, f); });
 }
 
 void check_attention(Communicator& world, int q) {
@@ -499,7 +519,8 @@ void check_f32_layers_on(const Grid& grid) {
   const LayerShapes s = shapes_for(grid.q());
   in_flight_scenarios<float>([&](const InFlight& f) {
     linear_case<float>(grid, s, f);
-    layernorm_case<float>(grid, s, f);
+    norm_case<float>(grid, s, kLayerNorm, f);
+    norm_case<float>(grid, s, kRmsNorm, f);
     attention_case<float>(grid, s, 0.2, f);
     mlp_case<float>(grid, s, f);
     block_case<float>(grid, s, 0.1, f);

@@ -55,6 +55,7 @@ GptConfig config_for(int q, std::int64_t layers, double dropout);
 // Each: forward output, input gradient and every parameter gradient against the reference, f64 and f32.
 void check_linear(Communicator& world, int q);
 void check_layernorm(Communicator& world, int q);
+void check_rmsnorm(Communicator& world, int q);
 void check_attention(Communicator& world, int q);
 void check_mlp(Communicator& world, int q);
 void check_block(Communicator& world, int q);

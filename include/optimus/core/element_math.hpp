@@ -138,8 +138,8 @@ OPTIMUS_HOST_DEVICE inline T layernorm_mean(T row_sum, T hidden) {
   return row_sum / hidden;
 }
 template <class T>
-OPTIMUS_HOST_DEVICE inline T layernorm_rstd(T square_deviations, T hidden) {
-  return T(1) / sqrt_of(square_deviations / hidden + T(1e-5));
+OPTIMUS_HOST_DEVICE inline T layernorm_rstd(T square_deviations, T hidden, T eps) {
+  return T(1) / sqrt_of(square_deviations / hidden + eps);
 }
 template <class T>
 OPTIMUS_HOST_DEVICE inline T layernorm_xhat(T x, T mean, T rstd) {

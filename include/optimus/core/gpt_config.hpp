@@ -6,6 +6,15 @@
 
 namespace optimus {
 
+// A block's row norm: LayerNorm, (x - mean) / sqrt(var + eps) gamma + beta (GPT-2); or RMSNorm, x / sqrt(mean(x^2) +
+// eps) gamma, no beta (Zhang and Sennrich 2019; Llama's).
+struct NormSpec {
+  enum class Kind { layernorm, rmsnorm };
+  Kind kind = Kind::layernorm;
+  double eps = 1e-5;
+  friend bool operator==(const NormSpec&, const NormSpec&) = default;
+};
+
 struct GptConfig {
   std::int64_t vocab = 256;     // token ids are [0, vocab)
   std::int64_t padded_vocab = 0;  // rows of wte as stored (see stored_vocab); 0: the default padding

@@ -237,38 +237,49 @@ template <class T>
 void row_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue);
 
 // ---- LayerNorm -----------------------------------------------------------------------------------------
+// A row norm over `hidden` features: LayerNorm (centered) or RMSNorm (not centered), eps inside the square root. The
+// forward's centering is the row sums its caller passes (zeros for RMSNorm, with beta zero: xhat = x rstd, y = xhat
+// gamma); the backward drops the mean term where the norm is not centered.
+struct Normalization {
+  std::int64_t hidden = 0;
+  double eps = 1e-5;
+  bool centered = true;
+};
+
 // out[r] = sum_c (x[r, c] - row_sum[r] / hidden)^2
 template <class T>
 void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_sum, std::int64_t hidden,
                                  TensorView<T> out, const Queue& queue);
-// rstd[r] = 1 / sqrt(sq_dev[r] / hidden + 1e-5); xhat = (x - mean) rstd; y = xhat gamma + beta.
+// rstd[r] = 1 / sqrt(sq_dev[r] / hidden + eps); xhat = (x - mean) rstd with mean = row_sum[r] / hidden;
+// y = xhat gamma + beta.
 template <class T>
 void layernorm_normalize(TensorView<const T> x, TensorView<const T> row_sum, TensorView<const T> sq_dev,
-                         TensorView<const T> gamma, TensorView<const T> beta, std::int64_t hidden, TensorView<T> xhat,
-                         TensorView<T> rstd, TensorView<T> y, const Queue& queue);
+                         TensorView<const T> gamma, TensorView<const T> beta, const Normalization& norm,
+                         TensorView<T> xhat, TensorView<T> rstd, TensorView<T> y, const Queue& queue);
 // The same writing xhat and y in bf16 (f32 only; mixed precision: the LayerNorm's output is the next GEMM's operand
 // and xhat is kept for backward, both in bf16): the bits of layernorm_normalize followed by to_bf16 of each, without
 // their f32 copies.
 void layernorm_normalize(TensorView<const float> x, TensorView<const float> row_sum, TensorView<const float> sq_dev,
-                         TensorView<const float> gamma, TensorView<const float> beta, std::int64_t hidden,
+                         TensorView<const float> gamma, TensorView<const float> beta, const Normalization& norm,
                          TensorView<bf16> xhat, TensorView<float> rstd, TensorView<bf16> y, const Queue& queue);
 // dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy; sums[2r] = sum_c dy gamma, sums[2r+1] = sum_c dy gamma xhat.
 template <class T>
 void layernorm_backward_partials(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
                                  TensorView<T> dgamma, TensorView<T> dbeta, TensorView<T> sums, const Queue& queue);
-// dx = rstd (dy gamma - sums[2r] / hidden - xhat sums[2r+1] / hidden), with the row-reduced sums; plus
+// dx = rstd (dy gamma - sums[2r] / hidden - xhat sums[2r+1] / hidden), with the row-reduced sums (RMSNorm: without
+// the sums[2r] term); plus
 // residual[r, c] where residual is not empty ([rows, cols]: the gradient arriving along the block's residual path,
 // added as the row is written — the bits of axpby(1, residual, 1, dx) after it).
 template <class T>
 void layernorm_backward_dx(TensorView<const T> dy, TensorView<const T> xhat, TensorView<const T> gamma,
-                           TensorView<const T> rstd, TensorView<const T> sums, std::int64_t hidden,
+                           TensorView<const T> rstd, TensorView<const T> sums, const Normalization& norm,
                            TensorView<const T> residual, TensorView<T> dx, const Queue& queue);
 // The same two on xhat as kept in bf16 (mixed precision): the f32 forms' bits on its values, read as they are.
 void layernorm_backward_partials(TensorView<const float> dy, TensorView<const bf16> xhat,
                                  TensorView<const float> gamma, TensorView<float> dgamma, TensorView<float> dbeta,
                                  TensorView<float> sums, const Queue& queue);
 void layernorm_backward_dx(TensorView<const float> dy, TensorView<const bf16> xhat, TensorView<const float> gamma,
-                           TensorView<const float> rstd, TensorView<const float> sums, std::int64_t hidden,
+                           TensorView<const float> rstd, TensorView<const float> sums, const Normalization& norm,
                            TensorView<const float> residual, TensorView<float> dx, const Queue& queue);
 
 // ---- vocabulary-parallel embedding: this rank's slice [v0, v0 + vn) of wte, its column block of width `width` ------

@@ -32,28 +32,30 @@ void add_row_broadcast(const float* bias, float* y, std::int64_t rows, std::int6
 // out[r] = sum_c (x[r, c] - mean[r])^2 with mean[r] = row_sum[r] / hidden (row_sum reduced over the row).
 void layernorm_square_deviations(const float* x, const float* row_sum, std::int64_t hidden, std::int64_t rows,
                                  std::int64_t cols, float* out, cudaStream_t stream);
-// rstd[r] = 1 / sqrt(sq_dev[r] / hidden + 1e-5); xhat = (x - mean) rstd; y = xhat gamma + beta.
+// rstd[r] = 1 / sqrt(sq_dev[r] / hidden + eps); xhat = (x - mean) rstd; y = xhat gamma + beta.
 void layernorm_normalize(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
-                         const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, float* xhat,
+                         const float* beta, std::int64_t hidden, float eps, std::int64_t rows, std::int64_t cols, float* xhat,
                          float* rstd, float* y, cudaStream_t stream);
 // The same writing xhat and y in bf16 (rounded to nearest even, as the casts).
 void layernorm_normalize_bf16(const float* x, const float* row_sum, const float* sq_dev, const float* gamma,
-                              const float* beta, std::int64_t hidden, std::int64_t rows, std::int64_t cols, bf16* xhat,
+                              const float* beta, std::int64_t hidden, float eps, std::int64_t rows, std::int64_t cols, bf16* xhat,
                               float* rstd, bf16* y, cudaStream_t stream);
 // Local partials of the backward: dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy (columns, rows in order), and
 // sums[2r] = sum_c dy gamma, sums[2r+1] = sum_c dy gamma xhat (to be reduced over the row).
 void layernorm_backward_partials(const float* dy, const float* xhat, const float* gamma, std::int64_t rows,
                                  std::int64_t cols, float* dgamma, float* dbeta, float* sums, cudaStream_t stream);
-// dx = rstd (dy gamma - sums[2r]/hidden - xhat sums[2r+1]/hidden), with the reduced sums; + residual where it is
-// not null (the block's residual gradient, fused).
+// dx = rstd (dy gamma - sums[2r]/hidden - xhat sums[2r+1]/hidden), with the reduced sums (not centered, RMSNorm:
+// without the sums[2r] term); + residual where it is not null (the block's residual gradient, fused).
 void layernorm_backward_dx(const float* dy, const float* xhat, const float* gamma, const float* rstd,
-                           const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
+                           const float* sums, std::int64_t hidden, bool centered, const float* residual,
+                           std::int64_t rows,
                            std::int64_t cols, float* dx, cudaStream_t stream);
 // The same two on xhat as kept in bf16 (its values widened as they are read).
 void layernorm_backward_partials(const float* dy, const bf16* xhat, const float* gamma, std::int64_t rows,
                                  std::int64_t cols, float* dgamma, float* dbeta, float* sums, cudaStream_t stream);
 void layernorm_backward_dx(const float* dy, const bf16* xhat, const float* gamma, const float* rstd,
-                           const float* sums, std::int64_t hidden, const float* residual, std::int64_t rows,
+                           const float* sums, std::int64_t hidden, bool centered, const float* residual,
+                           std::int64_t rows,
                            std::int64_t cols, float* dx, cudaStream_t stream);
 
 // ---- dropout (partition-independent: optimus/layers/dropout.hpp) -----------------------------------------

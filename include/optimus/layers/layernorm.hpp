@@ -1,15 +1,22 @@
-// optimus::LayerNorm2D: y = (x - mean) / sqrt(var + 1e-5) * gamma + beta over the h features of each row.
+// optimus::LayerNorm2D: y = (x - mean) / sqrt(var + eps) * gamma + beta over the h features of each row; and, with
+// NormSpec::Kind::rmsnorm (RMSNorm2D), y = x / sqrt(mean(x^2) + eps) * gamma: no mean, no beta.
 //   x, y: [N, h] (rank (i, j) holds rows block i, feature block j); gamma, beta: [h] split in q*q pieces.
 // The features of a row are spread over grid row i, so the statistics are row all-reduces, in two passes
-// (the mean, then the sum of squared deviations), which keeps fp32 accurate when |mean| >> std.
-// backward: one row all-reduce of (sum dxhat, sum dxhat*xhat); dgamma, dbeta reduce-scattered along the column.
+// (the mean, then the sum of squared deviations), which keeps fp32 accurate when |mean| >> std; RMSNorm's one pass
+// (the sum of squares) is the second with the mean taken as 0, by the same kernels.
+// backward: one row all-reduce of (sum dxhat, sum dxhat*xhat); dgamma, dbeta reduce-scattered along the column
+// (RMSNorm: its dx has no mean term, and no dbeta).
 // Split (weight_gradients.hpp): dx now; dgamma, dbeta queued with xhat and a copy of dy (the fused partials kernel
 // runs once for each half, each half keeping its own outputs, so the values are those of the whole backward).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "optimus/core/gpt_config.hpp"
+#include "optimus/core/ops.hpp"
 
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
@@ -27,6 +34,10 @@ class LayerNorm2D {
   LayerNorm2D(const Grid& grid, std::string name, std::int64_t hidden);
   // The same with gamma, beta and their gradients where `tags` say (ParameterTags).
   LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t hidden);
+  // The norm `spec` says (LayerNorm or RMSNorm, and its eps).
+  LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t hidden, NormSpec spec);
+
+  const NormSpec& spec() const { return spec_; }
 
   using Context = LayerNormContext<T>;
 
@@ -62,6 +73,8 @@ class LayerNorm2D {
   };
   Tensor<T> row_sums_of(const DistMatrix<T>& x) const;
   Statistics statistics(const DistMatrix<T>& x, Tensor<T> row_sum) const;
+  bool centered() const { return spec_.kind == NormSpec::Kind::layernorm; }
+  ops::Normalization normalization() const { return {.hidden = hidden_, .eps = spec_.eps, .centered = centered()}; }
   void keep(const Pass& pass, SavedActivation<T> xhat, Tensor<T> rstd, Context& saved) const;
   // dx (+ residual unless it is null), with dgamma and dbeta accumulated now (later null) or queued.
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, const DistMatrix<T>* residual,
@@ -77,7 +90,19 @@ class LayerNorm2D {
   Grid grid_;
   std::string name_;
   std::int64_t hidden_;
-  DistVector<T> gamma_, beta_, dgamma_, dbeta_;
+  NormSpec spec_;
+  DistVector<T> gamma_, dgamma_;
+  std::optional<DistVector<T>> beta_, dbeta_;  // LayerNorm's; none for RMSNorm
+};
+
+// RMSNorm on the q x q grid: LayerNorm2D with NormSpec::Kind::rmsnorm (parameters: weight only).
+template <class T>
+class RMSNorm2D : public LayerNorm2D<T> {
+ public:
+  RMSNorm2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t hidden, double eps)
+      : LayerNorm2D<T>(grid, tags, std::move(name), hidden, NormSpec{.kind = NormSpec::Kind::rmsnorm, .eps = eps}) {}
+  RMSNorm2D(const Grid& grid, std::string name, std::int64_t hidden, double eps)
+      : RMSNorm2D(grid, ParameterTags::of(grid), std::move(name), hidden, eps) {}
 };
 
 extern template class LayerNorm2D<float>;

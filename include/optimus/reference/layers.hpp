@@ -29,6 +29,17 @@ struct LayerNormGrads {
 };
 LayerNormGrads layernorm_backward(const LayerNormCache& cache, const Matrix& gamma, const Matrix& dy);
 
+// ---- RMSNorm over the features of each row: y = x / sqrt(mean(x^2) + eps) gamma;  gamma: [1, h] ----
+struct RmsNormCache {
+  Matrix x;     // [N, h] input
+  Matrix rstd;  // [N, 1] 1 / sqrt(mean(x^2) + eps)
+};
+Matrix rmsnorm_forward(const Matrix& x, const Matrix& gamma, double eps, RmsNormCache& cache);
+struct RmsNormGrads {
+  Matrix dx, dgamma;
+};
+RmsNormGrads rmsnorm_backward(const RmsNormCache& cache, const Matrix& gamma, const Matrix& dy);
+
 // ---- GELU, tanh form ----
 Matrix gelu_forward(const Matrix& x);
 Matrix gelu_backward(const Matrix& x, const Matrix& dy);
