@@ -48,9 +48,23 @@ fs::path hidden_beside(const fs::path& dir, const char* suffix) {
 }
 fs::path partial_of(const fs::path& dir) { return hidden_beside(dir, ".partial"); }
 
+const char* norm_name(NormSpec::Kind kind) { return kind == NormSpec::Kind::layernorm ? "layernorm" : "rmsnorm"; }
+
 json config_json(const GptConfig& c) {
-  return {{"vocab", c.vocab}, {"padded_vocab", c.padded_vocab}, {"max_seq", c.max_seq}, {"layers", c.layers}, {"hidden", c.hidden},
-          {"heads", c.heads}, {"ffn", c.ffn},         {"dropout", c.dropout}, {"seed", c.seed}};
+  return {{"vocab", c.vocab},     {"padded_vocab", c.padded_vocab}, {"max_seq", c.max_seq},
+          {"layers", c.layers},   {"hidden", c.hidden},             {"heads", c.heads},
+          {"ffn", c.ffn},         {"dropout", c.dropout},           {"seed", c.seed},
+          {"block", {{"norm", norm_name(c.block.norm.kind)}, {"norm_eps", c.block.norm.eps}}}};
+}
+
+// A block written before the block configuration was recorded (no "block") is GPT-2's.
+BlockConfig block_from(const json& j) {
+  if (!j.contains("block")) return BlockConfig{};
+  const json& b = j.at("block");
+  const std::string norm = b.at("norm");
+  OPTIMUS_CHECK(norm == "layernorm" || norm == "rmsnorm", "checkpoint: unknown norm '", norm, "'");
+  return BlockConfig{.norm = {.kind = norm == "layernorm" ? NormSpec::Kind::layernorm : NormSpec::Kind::rmsnorm,
+                              .eps = b.at("norm_eps")}};
 }
 
 GptConfig config_from(const json& j) {
@@ -62,7 +76,8 @@ GptConfig config_from(const json& j) {
                    .heads = j.at("heads"),
                    .ffn = j.at("ffn"),
                    .dropout = j.at("dropout"),
-                   .seed = j.at("seed")};
+                   .seed = j.at("seed"),
+                   .block = block_from(j)};
 }
 
 json adamw_json(const AdamWConfig& c) {
@@ -290,6 +305,8 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
   same("hidden", there.hidden, here.hidden);
   same("heads", there.heads, here.heads);
   same("ffn", there.ffn, here.ffn);
+  same("norm", norm_name(there.block.norm.kind), norm_name(here.block.norm.kind));
+  same("norm eps", there.block.norm.eps, here.block.norm.eps);
 }
 
 }  // namespace

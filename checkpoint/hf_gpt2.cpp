@@ -211,11 +211,13 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
 
 template <class F>
 void import_hf(const std::string& path, Gpt<F>& model) {
+  detail::check_gpt2_blocks(model.config(), "import_hf");
   import_into(path, detail::tensors_of(model));
 }
 
 template <class F>
 void export_hf(const std::string& path, Gpt<F>& model) {
+  detail::check_gpt2_blocks(model.config(), "export_hf");
   export_from(path, detail::tensors_of(model));
 }
 

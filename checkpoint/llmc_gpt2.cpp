@@ -186,11 +186,13 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
 
 template <class F>
 void import_llmc(const std::string& path, Gpt<F>& model) {
+  detail::check_gpt2_blocks(model.config(), "import_llmc");
   import_into(path, detail::tensors_of(model));
 }
 
 template <class F>
 void export_llmc(const std::string& path, Gpt<F>& model) {
+  detail::check_gpt2_blocks(model.config(), "export_llmc");
   export_from(path, detail::tensors_of(model));
 }
 

@@ -93,4 +93,10 @@ template ModelTensors<double> tensors_of(Gpt<TwoD<double>>&);
 template ModelTensors<float> tensors_of(Gpt<OneD<float>>&);
 template ModelTensors<double> tensors_of(Gpt<OneD<double>>&);
 
+void check_gpt2_blocks(const GptConfig& config, const char* op) {
+  OPTIMUS_CHECK(config.block == BlockConfig{}, op, ": the file holds GPT-2's blocks (LayerNorm, eps 1e-5); the model's are ",
+                config.block.norm.kind == NormSpec::Kind::layernorm ? "LayerNorm" : "RMSNorm", " with eps ",
+                config.block.norm.eps);
+}
+
 }  // namespace optimus::checkpoint::detail

@@ -35,4 +35,8 @@ struct ModelTensors {
 template <class F>
 ModelTensors<typename F::Value> tensors_of(Gpt<F>& model);
 
+// Throws (naming `op`, the same on every rank) unless the model's blocks are GPT-2's, the only ones these files hold
+// (LayerNorm with eps 1e-5): a model of other blocks would drop or invent tensors.
+void check_gpt2_blocks(const GptConfig& config, const char* op);
+
 }  // namespace optimus::checkpoint::detail

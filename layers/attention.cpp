@@ -1,6 +1,7 @@
 // Attention2D: the geometry of this rank's sequences and heads; the work is in block_logic.hpp.
 #include "optimus/layers/attention.hpp"
 
+#include <cmath>
 #include <utility>
 
 #include "attention_core.hpp"
@@ -17,14 +18,24 @@ Attention2D<T>::Attention2D(const Grid& grid, const std::string& name, std::int6
 template <class T>
 Attention2D<T>::Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
                             std::int64_t heads, DropoutSpec dropout)
+    : Attention2D(grid, tags, name, hidden, heads, dropout, std::nullopt) {}
+
+template <class T>
+Attention2D<T>::Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+                            std::int64_t heads, DropoutSpec dropout, std::optional<RopeSpec> rope)
     : grid_(grid),
       hidden_(hidden),
       heads_(heads),
       dropout_(dropout),
+      rope_(rope),
       c_attn_(grid, tags, name + ".c_attn", hidden, 3 * hidden, hidden),
       c_proj_(grid, tags, name + ".c_proj", hidden, hidden, 0) {
   OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
   OPTIMUS_CHECK(heads % grid.q() == 0, name, ": heads = ", heads, " is not divisible by q = ", grid.q());
+  OPTIMUS_CHECK(!rope || (hidden / heads) % 2 == 0, name, ": rotary positions pair a head's columns, but its dimension ",
+                hidden / heads, " is odd");
+  OPTIMUS_CHECK(!rope || (std::isfinite(rope->theta) && rope->theta > 1.0), name, ": rotary theta = ",
+                rope ? rope->theta : 0.0, " must be finite and above 1");
 }
 
 template <class T>
@@ -44,6 +55,7 @@ detail::AttentionGeometry Attention2D<T>::geometry(std::int64_t local_rows, std:
   g.dropout = dropout;
   g.rng = CounterRng(dropout_.seed, dropout_stream(pass.step, static_cast<std::uint64_t>(dropout_.layer),
                                                    DropoutSite::attention_probs));
+  g.rope = rope_;
   return g;
 }
 

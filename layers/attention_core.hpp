@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "optimus/core/gpt_config.hpp"
 #include "optimus/core/rng.hpp"
 #include "optimus/core/tensor.hpp"
 #include "optimus/grid/grid.hpp"
@@ -25,6 +27,7 @@ struct AttentionGeometry {
   std::int64_t first_batch = 0, first_head = 0, total_heads = 0;
   double dropout = 0.0;
   CounterRng rng{0};  // the attention-probability dropout stream
+  std::optional<RopeSpec> rope;  // rotary positions on the queries and keys, or none
 };
 
 // `lse` may be empty (inference: nothing is kept; the core uses scratch from `grid`).

@@ -17,10 +17,10 @@ TransformerBlock2D<T>::TransformerBlock2D(const Grid& grid, const ParameterTags&
                                           std::int64_t layer)
     : config_(config),
       layer_(layer),
-      ln_1_(grid, tags, prefix(layer) + "ln_1", config.hidden),
+      ln_1_(grid, tags, prefix(layer) + "ln_1", config.hidden, config.block.norm),
       attn_(grid, tags, prefix(layer) + "attn", config.hidden, config.heads,
             DropoutSpec{config.dropout, config.seed, layer}),
-      ln_2_(grid, tags, prefix(layer) + "ln_2", config.hidden),
+      ln_2_(grid, tags, prefix(layer) + "ln_2", config.hidden, config.block.norm),
       mlp_(grid, tags, prefix(layer) + "mlp", config.hidden, config.ffn) {}
 
 template <class T>

@@ -1,7 +1,8 @@
 // The logic the 2D and 1D layers share, written once over their parts (internal header):
 //   mlp      : y = c_proj(gelu(c_fc(x))), saving GELU's input (c_fc's output) for its derivative;
-//   attention: qkv = c_attn(x), the local fused attention core, y = c_proj(merged); qkv and the core's log-sum-exps
-//              are saved, the probabilities rebuilt from them in backward;
+//   attention: qkv = c_attn(x) (its queries and keys turned by rotary positions where the geometry says), the local
+//              fused attention core, y = c_proj(merged); qkv and the core's log-sum-exps are saved, the
+//              probabilities rebuilt from them in backward;
 //   block    : x1 = x + dropout(attn(ln_1(x))), y = x1 + dropout(mlp(ln_2(x1))), and its backward, with dropout
 //              masks regenerated from (seed, step, layer, site), under a recomputation policy (recompute.hpp).
 // Every forward fills a context (context.hpp) and every backward consumes one. A backward given `later` computes the
@@ -70,6 +71,11 @@ DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const Di
   return backward_of(c_fc, std::move(saved.c_fc), dact, later);
 }
 
+// The rotation of this rank's heads (forward, or `inverse` for the backward).
+inline ops::Rotary rotary_of(const AttentionGeometry& g, bool inverse) {
+  return {.seq = g.seq, .heads = g.heads, .theta = g.rope->theta, .inverse = inverse};
+}
+
 // Attention around the local core: qkv = c_attn(x); merged [N, merged_cols] = attention of this rank's heads;
 // y = c_proj(merged). A training pass saves qkv and the core's log-sum-exps in `saved`. The core reads qkv as saved
 // (bf16 under mixed precision, as the GEMMs take their operands), so that backward rebuilds from the same values the
@@ -81,8 +87,10 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, X&& x, st
   saved = AttentionContext<T>{};
   const Grid grid = x.grid();  // a handle: x may be moved into c_attn's context
   const std::int64_t rows = x.rows();
-  SavedActivation<T> qkv(c_attn.forward(std::forward<X>(x), pass, saved.c_attn),
-                         pass.training ? MemoryKind::activations : MemoryKind::workspace);
+  DistMatrix<T> projected = c_attn.forward(std::forward<X>(x), pass, saved.c_attn);
+  // Rotary positions turn the queries and keys in place, before qkv is kept (in bf16 under mixed precision).
+  if (g.rope) ops::rotary<T>(projected.local(), rotary_of(g, false), grid.queue());
+  SavedActivation<T> qkv(std::move(projected), pass.training ? MemoryKind::activations : MemoryKind::workspace);
   if (pass.training) saved.lse = Tensor<T>(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::activations),
                                            Init::none);
   // Written as c_proj keeps its input (bf16 under mixed precision), and taken over by it.
@@ -119,6 +127,8 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, Attentio
   DistMatrix<T> dqkv = DistMatrix<T>::uninitialized(grid, dy.rows(), saved.qkv->cols(), MemoryKind::workspace);
   attention_core_backward<T>(g, grid, *saved.qkv, std::as_const(saved.lse).view(), delta.view(), dmerged.local(),
                              dqkv.local());
+  // The gradients of the turned queries and keys, turned back: those of c_attn's output.
+  if (g.rope) ops::rotary<T>(dqkv.local(), rotary_of(g, true), grid.queue());
   saved.qkv.reset();
   saved.lse.reset();
   return backward_of(c_attn, std::move(saved.c_attn), dqkv, later);

@@ -89,7 +89,8 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spil
   const bool has_head = schedule_.stage_of(last) == stage;
   if (schedule_.stage_of(0) == stage || has_head) embedding_ = F::make_embedding(place_, config_, has_head);
   if (has_head) {
-    ln_f_ = std::make_unique<LayerNorm2D<T>>(grid_, "ln_f", config_.hidden);
+    ln_f_ = std::make_unique<LayerNorm2D<T>>(grid_, ParameterTags::of(grid_), "ln_f", config_.hidden,
+                                             config_.block.norm);
     head_ = std::make_unique<typename F::Head>(place_, config_.vocab);
     head_wte_grad_ =
         std::make_unique<DistMatrix<T>>(grid_, embedding_->wte().rows(), config_.hidden, MemoryKind::gradients);

@@ -23,10 +23,15 @@ std::int64_t stored_vocab(const Layout& l, const GptConfig& c) { return c.stored
 struct Others {
   std::int64_t wte = 0, wpe = 0, ln_f = 0;
 };
+// A norm's parameters: gamma, and for LayerNorm beta.
+std::int64_t norm_parameters(const GptConfig& c) {
+  return c.block.norm.kind == NormSpec::Kind::layernorm ? 2 * c.hidden : c.hidden;
+}
+
 Others others(const Layout& l, const GptConfig& c) {
   const std::int64_t h = c.hidden, v = stored_vocab(l, c);
-  if (two_d(l)) return {.wte = v * h / l.tp, .wpe = c.max_seq * h / l.tp, .ln_f = 2 * h / l.tp};
-  return {.wte = v / l.tp * h, .wpe = c.max_seq * h, .ln_f = 2 * h};
+  if (two_d(l)) return {.wte = v * h / l.tp, .wpe = c.max_seq * h / l.tp, .ln_f = norm_parameters(c) / l.tp};
+  return {.wte = v / l.tp * h, .wpe = c.max_seq * h, .ln_f = norm_parameters(c)};
 }
 
 // The micro-batch's sequences per replica.
@@ -104,9 +109,10 @@ std::uint64_t KindBytes::of(MemoryKind kind) const {
 }
 
 std::int64_t block_parameters(const Layout& l, const GptConfig& c) {
-  const std::int64_t h = c.hidden, f = c.ffn;
-  if (two_d(l)) return (4 * h * h + 2 * h * f + 9 * h + f) / l.tp;
-  return (4 * h * h + 2 * h * f + 3 * h + f) / l.tp + 6 * h;
+  // Weights 4h^2 + 2hf, biases 5h + f, two norms; 1D replicates its norms and the row-parallel biases (2h).
+  const std::int64_t h = c.hidden, f = c.ffn, norms = 2 * norm_parameters(c);
+  if (two_d(l)) return (4 * h * h + 2 * h * f + 5 * h + f + norms) / l.tp;
+  return (4 * h * h + 2 * h * f + 3 * h + f) / l.tp + 2 * h + norms;
 }
 
 std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recompute policy) {

@@ -15,12 +15,34 @@ Matrix probs_dropout_mask(std::int64_t rows, std::int64_t s, const Dropout& d) {
 
 }  // namespace
 
+Matrix rotary(const Matrix& x, std::int64_t s, std::int64_t heads, double theta, bool transpose) {
+  const std::int64_t d = x.cols() / heads, m = d / 2;
+  Matrix y(x.rows(), x.cols());
+  for (std::int64_t r = 0; r < x.rows(); ++r) {
+    const auto pos = static_cast<double>(r % s);
+    for (std::int64_t t = 0; t < heads; ++t) {
+      for (std::int64_t i = 0; i < m; ++i) {
+        const double angle = pos * std::pow(theta, -static_cast<double>(i) / static_cast<double>(m));
+        const double c = std::cos(angle), sn = transpose ? -std::sin(angle) : std::sin(angle);
+        const double a = x(r, t * d + i), b = x(r, t * d + i + m);
+        y(r, t * d + i) = c * a - sn * b;
+        y(r, t * d + i + m) = sn * a + c * b;
+      }
+    }
+  }
+  return y;
+}
+
 Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
-                         const Dropout& dropout, AttentionCache& cache) {
+                         const std::optional<RopeSpec>& rope, const Dropout& dropout, AttentionCache& cache) {
   const std::int64_t n = x.rows(), h = x.cols(), s = n / batch, d = h / heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   cache.x = x;
   cache.qkv = linear_forward(x, w.c_attn_w, w.c_attn_b);
+  if (rope) {
+    cache.qkv.leftCols(h) = rotary(cache.qkv.leftCols(h), s, heads, rope->theta, false);
+    cache.qkv.middleCols(h, h) = rotary(cache.qkv.middleCols(h, h), s, heads, rope->theta, false);
+  }
   cache.probs.resize(batch * heads * s, s);
   cache.merged.resize(n, h);
   const Matrix mask = probs_dropout_mask(batch * heads * s, s, dropout);
@@ -50,7 +72,8 @@ Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_
 }
 
 AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWeights& w, std::int64_t batch,
-                                  std::int64_t heads, const Dropout& dropout, const Matrix& dy) {
+                                  std::int64_t heads, const std::optional<RopeSpec>& rope, const Dropout& dropout,
+                                  const Matrix& dy) {
   const std::int64_t n = cache.x.rows(), h = cache.x.cols(), s = n / batch, d = h / heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   AttentionGrads g;
@@ -78,6 +101,10 @@ AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWe
       dqkv.block(b * s, t * d, s, d) = ds * k;
       dqkv.block(b * s, h + t * d, s, d) = ds.transpose() * q;
     }
+  }
+  if (rope) {  // the turned queries' and keys' gradients, through the rotations' transposes
+    dqkv.leftCols(h) = rotary(dqkv.leftCols(h), s, heads, rope->theta, true);
+    dqkv.middleCols(h, h) = rotary(dqkv.middleCols(h, h), s, heads, rope->theta, true);
   }
   const LinearGrads attn = linear_backward(cache.x, w.c_attn_w, dqkv);
   g.dw.c_attn_w = attn.dw;
@@ -110,10 +137,10 @@ Matrix residual_mask(std::int64_t rows, std::int64_t cols, const Dropout& d, Dro
 
 Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
                      const Dropout& dropout, BlockCache& cache) {
-  const Matrix a = attention_forward(layernorm_forward(x, w.ln_1_w, w.ln_1_b, cache.ln_1), w.attn, batch, heads,
-                                     dropout, cache.attn);
+  const Matrix a = attention_forward(norm_forward(w.norm, x, w.ln_1_w, w.ln_1_b, cache.ln_1), w.attn, batch, heads,
+                                     std::nullopt, dropout, cache.attn);
   const Matrix x1 = x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual));
-  const Matrix m = mlp_forward(layernorm_forward(x1, w.ln_2_w, w.ln_2_b, cache.ln_2), w.mlp, cache.mlp);
+  const Matrix m = mlp_forward(norm_forward(w.norm, x1, w.ln_2_w, w.ln_2_b, cache.ln_2), w.mlp, cache.mlp);
   return x1 + m.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::mlp_residual));
 }
 
@@ -122,12 +149,13 @@ BlockGrads block_backward(const BlockCache& cache, const BlockWeights& w, std::i
   BlockGrads g;
   const std::int64_t n = dy.rows(), h = dy.cols();
   const MlpGrads mlp = mlp_backward(cache.mlp, w.mlp, dy.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::mlp_residual)));
-  const LayerNormGrads ln_2 = layernorm_backward(cache.ln_2, w.ln_2_w, mlp.dx);
+  const LayerNormGrads ln_2 = norm_backward(cache.ln_2, w.ln_2_w, mlp.dx);
   const Matrix dx1 = dy + ln_2.dx;
   const AttentionGrads attn = attention_backward(
-      cache.attn, w.attn, batch, heads, dropout, dx1.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::attention_residual)));
-  const LayerNormGrads ln_1 = layernorm_backward(cache.ln_1, w.ln_1_w, attn.dx);
+      cache.attn, w.attn, batch, heads, std::nullopt, dropout, dx1.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::attention_residual)));
+  const LayerNormGrads ln_1 = norm_backward(cache.ln_1, w.ln_1_w, attn.dx);
   g.dx = dx1 + ln_1.dx;
+  g.dw.norm = w.norm;
   g.dw.ln_1_w = ln_1.dgamma;
   g.dw.ln_1_b = ln_1.dbeta;
   g.dw.attn = attn.dw;

@@ -10,28 +10,31 @@ namespace optimus::reference {
 namespace {
 
 std::string block_name(std::int64_t l, const char* leaf) { return "h." + std::to_string(l) + "." + leaf; }
+bool has_norm_bias(const NormSpec& norm) { return norm.kind == NormSpec::Kind::layernorm; }
 
 }  // namespace
 
-BlockWeights block_weights(const Parameters& p, std::int64_t l) {
+BlockWeights block_weights(const Parameters& p, std::int64_t l, const NormSpec& norm) {
   auto at = [&](const char* leaf) { return p.at(block_name(l, leaf)); };
-  return {at("ln_1.weight"),
-          at("ln_1.bias"),
+  auto bias = [&](const char* leaf) { return has_norm_bias(norm) ? at(leaf) : Matrix(); };
+  return {norm,
+          at("ln_1.weight"),
+          bias("ln_1.bias"),
           {at("attn.c_attn.weight"), at("attn.c_attn.bias"), at("attn.c_proj.weight"), at("attn.c_proj.bias")},
           at("ln_2.weight"),
-          at("ln_2.bias"),
+          bias("ln_2.bias"),
           {at("mlp.c_fc.weight"), at("mlp.c_fc.bias"), at("mlp.c_proj.weight"), at("mlp.c_proj.bias")}};
 }
 
 void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
   g[block_name(l, "ln_1.weight")] = d.ln_1_w;
-  g[block_name(l, "ln_1.bias")] = d.ln_1_b;
+  if (has_norm_bias(d.norm)) g[block_name(l, "ln_1.bias")] = d.ln_1_b;
   g[block_name(l, "attn.c_attn.weight")] = d.attn.c_attn_w;
   g[block_name(l, "attn.c_attn.bias")] = d.attn.c_attn_b;
   g[block_name(l, "attn.c_proj.weight")] = d.attn.c_proj_w;
   g[block_name(l, "attn.c_proj.bias")] = d.attn.c_proj_b;
   g[block_name(l, "ln_2.weight")] = d.ln_2_w;
-  g[block_name(l, "ln_2.bias")] = d.ln_2_b;
+  if (has_norm_bias(d.norm)) g[block_name(l, "ln_2.bias")] = d.ln_2_b;
   g[block_name(l, "mlp.c_fc.weight")] = d.mlp.c_fc_w;
   g[block_name(l, "mlp.c_fc.bias")] = d.mlp.c_fc_b;
   g[block_name(l, "mlp.c_proj.weight")] = d.mlp.c_proj_w;
@@ -41,22 +44,23 @@ void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& c) {
   const std::int64_t h = c.hidden;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {{"wte", {c.vocab, h}}, {"wpe", {c.max_seq, h}}};
+  const bool norm_bias = has_norm_bias(c.block.norm);
   for (std::int64_t l = 0; l < c.layers; ++l) {
     shapes.push_back({block_name(l, "ln_1.weight"), {h}});
-    shapes.push_back({block_name(l, "ln_1.bias"), {h}});
+    if (norm_bias) shapes.push_back({block_name(l, "ln_1.bias"), {h}});
     shapes.push_back({block_name(l, "attn.c_attn.weight"), {h, 3 * h}});
     shapes.push_back({block_name(l, "attn.c_attn.bias"), {3 * h}});
     shapes.push_back({block_name(l, "attn.c_proj.weight"), {h, h}});
     shapes.push_back({block_name(l, "attn.c_proj.bias"), {h}});
     shapes.push_back({block_name(l, "ln_2.weight"), {h}});
-    shapes.push_back({block_name(l, "ln_2.bias"), {h}});
+    if (norm_bias) shapes.push_back({block_name(l, "ln_2.bias"), {h}});
     shapes.push_back({block_name(l, "mlp.c_fc.weight"), {h, c.ffn}});
     shapes.push_back({block_name(l, "mlp.c_fc.bias"), {c.ffn}});
     shapes.push_back({block_name(l, "mlp.c_proj.weight"), {c.ffn, h}});
     shapes.push_back({block_name(l, "mlp.c_proj.bias"), {h}});
   }
   shapes.push_back({"ln_f.weight", {h}});
-  shapes.push_back({"ln_f.bias", {h}});
+  if (norm_bias) shapes.push_back({"ln_f.bias", {h}});
   return shapes;
 }
 
@@ -90,10 +94,12 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   std::vector<BlockCache> caches(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
     dropout.layer = l;
-    x = block_forward(x, block_weights(p, l), batch, c.heads, dropout, caches[static_cast<std::size_t>(l)]);
+    x = block_forward(x, block_weights(p, l, c.block.norm), batch, c.heads, dropout,
+                      caches[static_cast<std::size_t>(l)]);
   }
-  LayerNormCache ln_f;
-  const Matrix xf = layernorm_forward(x, p.at("ln_f.weight"), p.at("ln_f.bias"), ln_f);
+  NormCache ln_f;
+  const Matrix xf = norm_forward(c.block.norm, x, p.at("ln_f.weight"),
+                                 has_norm_bias(c.block.norm) ? p.at("ln_f.bias") : Matrix(), ln_f);
 
   GptResult result;
   result.logits = xf * wte.transpose();
@@ -104,13 +110,14 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   // Backward.
   Parameters& g = result.grads;
   Matrix dwte = dlogits.transpose() * xf;
-  const LayerNormGrads dln_f = layernorm_backward(ln_f, p.at("ln_f.weight"), dlogits * wte);
+  const LayerNormGrads dln_f = norm_backward(ln_f, p.at("ln_f.weight"), dlogits * wte);
   g["ln_f.weight"] = dln_f.dgamma;
-  g["ln_f.bias"] = dln_f.dbeta;
+  if (has_norm_bias(c.block.norm)) g["ln_f.bias"] = dln_f.dbeta;
   Matrix dx = dln_f.dx;
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
     dropout.layer = l;
-    const BlockGrads bg = block_backward(caches[static_cast<std::size_t>(l)], block_weights(p, l), batch, c.heads, dropout, dx);
+    const BlockGrads bg = block_backward(caches[static_cast<std::size_t>(l)], block_weights(p, l, c.block.norm), batch,
+                                         c.heads, dropout, dx);
     store_block_grads(g, l, bg.dw);
     dx = bg.dx;
   }

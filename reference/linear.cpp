@@ -1,7 +1,9 @@
 // Reference Linear, LayerNorm, GELU and dropout.
 #include <cmath>
+#include <utility>
 
 #include "optimus/core/element_math.hpp"
+#include "optimus/core/error.hpp"
 #include "optimus/reference/layers.hpp"
 
 namespace optimus::reference {
@@ -74,6 +76,19 @@ RmsNormGrads rmsnorm_backward(const RmsNormCache& cache, const Matrix& gamma, co
     g.dgamma.row(0).array() += dy.row(r).array() * cache.x.row(r).array() * s;
   }
   return g;
+}
+
+Matrix norm_forward(const NormSpec& spec, const Matrix& x, const Matrix& gamma, const Matrix& beta, NormCache& cache) {
+  cache.spec = spec;
+  if (spec.kind == NormSpec::Kind::rmsnorm) return rmsnorm_forward(x, gamma, spec.eps, cache.rmsnorm);
+  OPTIMUS_CHECK(spec.eps == 1e-5, "reference: LayerNorm's eps is 1e-5, not ", spec.eps);
+  return layernorm_forward(x, gamma, beta, cache.layernorm);
+}
+
+LayerNormGrads norm_backward(const NormCache& cache, const Matrix& gamma, const Matrix& dy) {
+  if (cache.spec.kind == NormSpec::Kind::layernorm) return layernorm_backward(cache.layernorm, gamma, dy);
+  RmsNormGrads g = rmsnorm_backward(cache.rmsnorm, gamma, dy);
+  return {.dx = std::move(g.dx), .dgamma = std::move(g.dgamma), .dbeta = Matrix()};
 }
 
 namespace {

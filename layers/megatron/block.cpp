@@ -154,10 +154,10 @@ TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const ParameterTag
                                           std::int64_t layer)
     : config_(config),
       layer_(layer),
-      ln_1_(group.local(), tags, prefix(layer) + "ln_1", config.hidden),
+      ln_1_(group.local(), tags, prefix(layer) + "ln_1", config.hidden, config.block.norm),
       attn_(group, tags, prefix(layer) + "attn", config.hidden, config.heads,
             DropoutSpec{config.dropout, config.seed, layer}),
-      ln_2_(group.local(), tags, prefix(layer) + "ln_2", config.hidden),
+      ln_2_(group.local(), tags, prefix(layer) + "ln_2", config.hidden, config.block.norm),
       mlp_(group, tags, prefix(layer) + "mlp", config.hidden, config.ffn) {}
 
 template <class T>

@@ -38,6 +38,7 @@ class AcceleratorKernels {
   // The fused residual kernels; row_sums may be TensorView{} (none wanted).
   virtual void dropout_residual(TensorView<const float> residual, TensorView<float> x, const DropoutMask& mask,
                                 TensorView<float> row_sums, const Queue& q) const = 0;
+  virtual void rotary(TensorView<float> qkv, const Rotary& rotary, const Queue& q) const = 0;
   virtual void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
                             const Queue& q) const = 0;
   // acc = combine(acc, x): the in-process reductions, f32 and f64.

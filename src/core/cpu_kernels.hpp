@@ -68,6 +68,9 @@ void dropout_residual(TensorView<const T> residual, TensorView<T> x, const ops::
                       TensorView<T> row_sums);
 template <class T>
 void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask& mask);
+// RoPE on qkv's query and key columns, in place (ops::rotary; contiguous).
+template <class T>
+void rotary(TensorView<T> qkv, const ops::Rotary& rotary);
 // column_sums' bits in out [1, cols] and x_bf16 = bf16(x), in the same pass over x (contiguous).
 void column_sums(TensorView<const float> x, TensorView<float> out, TensorView<bf16> x_bf16);
 // GELU's backward on its input kept in bf16: dx = dy * gelu'(x widened), the f32 form's bits. Contiguous.

@@ -52,6 +52,8 @@ void validate(const GptConfig& c) {
                 " must be 0 (the default padding) or no smaller than vocab = ", c.vocab);
   OPTIMUS_CHECK(std::isfinite(c.dropout) && c.dropout >= 0.0 && c.dropout < 1.0, "GptConfig: dropout = ", c.dropout,
                 " must be in [0, 1)");
+  OPTIMUS_CHECK(std::isfinite(c.block.norm.eps) && c.block.norm.eps > 0.0, "GptConfig: block.norm.eps = ",
+                c.block.norm.eps, " must be positive and finite");
 }
 
 void validate(const AdamWConfig& c) {

@@ -155,6 +155,18 @@ void dropout_copy(TensorView<const T> x, TensorView<T> y, const DropoutMask& mas
 }
 
 template <class T>
+void rotary(TensorView<T> qkv, const Rotary& r, const Queue& queue) {
+  const char* op = "rotary";
+  OPTIMUS_CHECK(qkv.rank() == 2 && r.heads > 0 && r.seq > 0 && qkv.size(1) % (3 * r.heads) == 0 &&
+                    (qkv.size(1) / (3 * r.heads)) % 2 == 0 && qkv.size(0) % r.seq == 0,
+                op, ": qkv ", qkv.shape(), " is not whole sequences of ", r.seq, " rows by [Q | K | V] of ", r.heads,
+                " heads of an even dimension");
+  OPTIMUS_CHECK(std::isfinite(r.theta) && r.theta > 1.0, op, ": theta = ", r.theta, " must be finite and above 1");
+  dispatch<T>(op, {contiguous("qkv", qkv)}, queue, [&] { cpu::rotary<T>(qkv, r); },
+              [&](const auto& k) { k.rotary(qkv, r, queue); });
+}
+
+template <class T>
 void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Queue& queue) {
   check_same_shape("reduce_into", x, "acc", acc.shape());
   dispatch<T, true>("reduce_into", {contiguous("acc", acc), contiguous("x", x)}, queue,
@@ -173,6 +185,7 @@ void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Qu
                            const Queue&);                                                                    \
   template void dropout_residual<T>(TensorView<const T>, TensorView<T>, const DropoutMask&, TensorView<T>,       \
                                     const Queue&);                                                           \
+  template void rotary<T>(TensorView<T>, const Rotary&, const Queue&);                                       \
   template void dropout_copy<T>(TensorView<const T>, TensorView<T>, const DropoutMask&, const Queue&);       \
   template void reduce_into<T>(TensorView<T>, TensorView<const T>, ReduceOp, const Queue&);
 OPTIMUS_INSTANTIATE(float)

@@ -87,6 +87,9 @@ class CudaKernels final : public AcceleratorKernels {
     cuda::dropout_residual(residual.data(), x.data(), rows(x), cols(x), mask_of(mask),
                            row_sums.rank() == 0 ? nullptr : row_sums.data(), stream_of(q));
   }
+  void rotary(TensorView<float> qkv, const Rotary& r, const Queue& q) const override {
+    cuda::rotary(qkv.data(), rows(qkv), qkv.size(1) / 3, r.seq, r.heads, r.theta, r.inverse, stream_of(q));
+  }
   void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
                     const Queue& q) const override {
     cuda::dropout_copy(x.data(), y.data(), rows(x), cols(x), mask_of(mask), stream_of(q));

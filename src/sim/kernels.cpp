@@ -100,6 +100,9 @@ class SimKernels final : public AcceleratorKernels {
     launch(q, "dropout_residual", [mask](auto r, auto x_, auto s) { cpu::dropout_residual<float>(r, x_, mask, s); },
            in(residual), out(x), out(row_sums));
   }
+  void rotary(TensorView<float> qkv, const Rotary& r, const Queue& q) const override {
+    launch(q, "rotary", [r](auto x) { cpu::rotary<float>(x, r); }, out(qkv));
+  }
   void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
                     const Queue& q) const override {
     launch(q, "dropout_copy", [mask](auto x_, auto y_) { cpu::dropout_copy<float>(x_, y_, mask); }, in(x), out(y));

@@ -161,11 +161,15 @@ void norm_case(const Grid& grid, const LayerShapes& s, const NormSpec& spec, con
 const NormSpec kLayerNorm{};
 const NormSpec kRmsNorm{.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6};
 
+// With `rope`: rotary positions on the queries and keys (in heads of an even dimension: half as many heads where the
+// shapes' are odd).
 template <class T>
-void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const InFlight& f) {
+void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const std::optional<RopeSpec>& rope,
+                    const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
+  const std::int64_t heads = rope && (h / s.heads) % 2 != 0 ? s.heads / 2 : s.heads;
   const DropoutSpec spec{dropout, 77, 3};
-  Attention2D<T> layer(grid, "attn", h, s.heads, spec);
+  Attention2D<T> layer(grid, ParameterTags::of(grid), "attn", h, heads, spec, rope);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 300, grid.device());
@@ -174,8 +178,9 @@ void attention_case(const Grid& grid, const LayerShapes& s, double dropout, cons
   const auto ref = [&](int c) {
     const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
     reference::AttentionCache cache;
-    const Matrix y = reference::attention_forward(x(c), attention_weights(p, "attn"), s.batch, s.heads, rd, cache);
-    return std::pair{y, reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, s.heads, rd, dy(c))};
+    const Matrix y = reference::attention_forward(x(c), attention_weights(p, "attn"), s.batch, heads, rope, rd, cache);
+    return std::pair{y, reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, heads, rope, rd,
+                                                      dy(c))};
   };
   LayerRun<typename Attention2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
@@ -235,7 +240,7 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout, const In
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 500, grid.device());
-  const reference::BlockWeights w = reference::block_weights(p, 0);
+  const reference::BlockWeights w = reference::block_weights(p, 0, NormSpec{});
   const auto x = [&](int c) { return input<T>(n, h, 9, c); };
   const auto dy = [&](int c) { return input<T>(n, h, 10, c); };
   const auto ref = [&](int c) {
@@ -331,9 +336,11 @@ void lm_head_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   CHECK((logits.rightCols(padded - s.vocab).array() == -std::numeric_limits<double>::infinity()).all());
 }
 
+// A 2-block GPT of `block`'s blocks (GPT-2's, or another composition) against the reference.
 template <class T>
-void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const InFlight& f) {
-  const GptConfig config = config_for(grid.q(), 2, dropout);
+void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const BlockConfig& block, const InFlight& f) {
+  GptConfig config = config_for(grid.q(), 2, dropout);
+  config.block = block;
   Gpt2D<T> model(grid, config);
   // Start from the shared initialization rule, rounded to T, as the reference sees it.
   reference::Parameters p = reference::gpt_init(config);
@@ -429,10 +436,18 @@ void check_rmsnorm(Communicator& world, int q) {
 
 void check_attention(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  attention_case<double>(grid, shapes_for(q), 0.0, InFlight{});
-  attention_case<float>(grid, shapes_for(q), 0.0, InFlight{});
-  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, f); });
+  attention_case<double>(grid, shapes_for(q), 0.0, std::nullopt, InFlight{});
+  attention_case<float>(grid, shapes_for(q), 0.0, std::nullopt, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, std::nullopt, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, std::nullopt, f); });
+}
+
+void check_rotary_attention(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  const RopeSpec rope{.theta = 500};  // a small theta: every pair turns visibly within the test's 5 positions
+  attention_case<double>(grid, shapes_for(q), 0.0, rope, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, rope, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, rope, f); });
 }
 
 void check_mlp(Communicator& world, int q) {
@@ -463,8 +478,12 @@ void check_lm_head(Communicator& world, int q) {
 
 void check_gpt(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  in_flight_scenarios<double>([&](const InFlight& f) { gpt_case<double>(grid, shapes_for(q), 0.1, f); });
-  gpt_case<float>(grid, shapes_for(q), 0.0, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { gpt_case<double>(grid, shapes_for(q), 0.1, BlockConfig{}, f); });
+  gpt_case<float>(grid, shapes_for(q), 0.0, BlockConfig{}, InFlight{});
+  // RMSNorm blocks with GPT-2's other parts: a composition no class was written for.
+  const BlockConfig rms{.norm = kRmsNorm};
+  gpt_case<double>(grid, shapes_for(q), 0.1, rms, InFlight{});
+  gpt_case<float>(grid, shapes_for(q), 0.0, rms, InFlight{});
 }
 
 namespace {
@@ -521,12 +540,14 @@ void check_f32_layers_on(const Grid& grid) {
     linear_case<float>(grid, s, f);
     norm_case<float>(grid, s, kLayerNorm, f);
     norm_case<float>(grid, s, kRmsNorm, f);
-    attention_case<float>(grid, s, 0.2, f);
+    attention_case<float>(grid, s, 0.2, std::nullopt, f);
+    attention_case<float>(grid, s, 0.2, RopeSpec{.theta = 500}, f);
     mlp_case<float>(grid, s, f);
     block_case<float>(grid, s, 0.1, f);
     embedding_case<float>(grid, s, f);
     lm_head_case<float>(grid, s, f);
-    gpt_case<float>(grid, s, 0.1, f);
+    gpt_case<float>(grid, s, 0.1, BlockConfig{}, f);
+    gpt_case<float>(grid, s, 0.1, BlockConfig{.norm = kRmsNorm}, f);
   });
 }
 
@@ -538,7 +559,7 @@ void check_f32_training_on(const Grid& grid) {
 void check_mixed_precision(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q).with({.gemm_math = ops::GemmMath::bf16});
   check_f32_layers_on(grid);
-  gpt_case<double>(grid, shapes_for(q), 0.1, InFlight{});  // f64 layers ignore the GEMM math: still 1e-10
+  gpt_case<double>(grid, shapes_for(q), 0.1, BlockConfig{}, InFlight{});  // f64 layers ignore the GEMM math: still 1e-10
   training_case<float>(grid, grid.dp());  // f32 master weights and AdamW state, bf16 GEMMs
 }
 

@@ -56,6 +56,8 @@ GptConfig config_for(int q, std::int64_t layers, double dropout);
 void check_linear(Communicator& world, int q);
 void check_layernorm(Communicator& world, int q);
 void check_rmsnorm(Communicator& world, int q);
+// Attention2D with rotary positions (RoPE) against the reference's.
+void check_rotary_attention(Communicator& world, int q);
 void check_attention(Communicator& world, int q);
 void check_mlp(Communicator& world, int q);
 void check_block(Communicator& world, int q);

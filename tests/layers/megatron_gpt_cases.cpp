@@ -24,11 +24,13 @@ reference::Parameters rounded_init(const GptConfig& config) {
   return p;
 }
 
+// The 1D GPT of `block`'s blocks against the reference.
 template <class T>
-void gpt_1d_contexts(Communicator& world, const InFlight& f) {
+void gpt_1d_contexts(Communicator& world, const BlockConfig& block, const InFlight& f) {
   megatron::Group group(world);
   const LayerShapes s = shapes_for(2);
-  const GptConfig config = config_for(2, 2, 0.1);
+  GptConfig config = config_for(2, 2, 0.1);
+  config.block = block;
   Gpt1D<T> model(group, config);
   const reference::Parameters p = rounded_init<T>(config);
   for (const auto& [name, m] : model.gather(false)) {  // the shared initialization rule, padding stripped
@@ -156,8 +158,12 @@ void gpt_1d_training(Communicator& world) {
 }  // namespace
 
 void check_gpt_1d(Communicator& world) {
-  for (const InFlight& f : in_flight_cases(true)) gpt_1d_contexts<double>(world, f);
-  for (const InFlight& f : in_flight_cases(false)) gpt_1d_contexts<float>(world, f);
+  for (const InFlight& f : in_flight_cases(true)) gpt_1d_contexts<double>(world, BlockConfig{}, f);
+  for (const InFlight& f : in_flight_cases(false)) gpt_1d_contexts<float>(world, BlockConfig{}, f);
+  // RMSNorm blocks (replicated norms without bias) with GPT-2's other parts.
+  const BlockConfig rms{.norm = {.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6}};
+  gpt_1d_contexts<double>(world, rms, InFlight{});
+  gpt_1d_contexts<float>(world, rms, InFlight{});
   gpt_1d_traffic(world);
   gpt_1d_training(world);
 }

@@ -35,6 +35,7 @@ void on_grids(void (*check)(optimus::Communicator&, int), int largest = 3) {
 TEST_CASE("in-process Linear2D") { on_grids(optimus::test::check_linear); }
 TEST_CASE("in-process LayerNorm2D") { on_grids(optimus::test::check_layernorm); }
 TEST_CASE("in-process RMSNorm2D") { on_grids(optimus::test::check_rmsnorm); }
+TEST_CASE("in-process Attention2D with rotary positions") { on_grids(optimus::test::check_rotary_attention); }
 TEST_CASE("in-process Attention2D") { on_grids(optimus::test::check_attention); }
 TEST_CASE("in-process MLP2D") { on_grids(optimus::test::check_mlp); }
 TEST_CASE("in-process TransformerBlock2D") { on_grids(optimus::test::check_block); }

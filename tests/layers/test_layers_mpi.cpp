@@ -23,6 +23,7 @@ void on_grid(void (*check)(optimus::Communicator&, int)) {
 TEST_CASE("Linear2D") { on_grid(optimus::test::check_linear); }
 TEST_CASE("LayerNorm2D") { on_grid(optimus::test::check_layernorm); }
 TEST_CASE("RMSNorm2D") { on_grid(optimus::test::check_rmsnorm); }
+TEST_CASE("Attention2D with rotary positions") { on_grid(optimus::test::check_rotary_attention); }
 TEST_CASE("Attention2D") { on_grid(optimus::test::check_attention); }
 TEST_CASE("MLP2D") { on_grid(optimus::test::check_mlp); }
 TEST_CASE("TransformerBlock2D") { on_grid(optimus::test::check_block); }

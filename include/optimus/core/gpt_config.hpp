@@ -15,6 +15,21 @@ struct NormSpec {
   friend bool operator==(const NormSpec&, const NormSpec&) = default;
 };
 
+// How the model builds each block's layers (and ln_f): a value, so that GPT-2 and other families are configurations of
+// one model, not classes. GPT-2's by default. (Of the Llama family's parts, the norm is built; rotary positions,
+// SwiGLU, grouped-query attention, bias-free linears and an untied head are not yet: issue 37.)
+struct BlockConfig {
+  NormSpec norm;  // ln_1, ln_2 and ln_f
+  friend bool operator==(const BlockConfig&, const BlockConfig&) = default;
+};
+
+// Rotary position embedding (RoPE) on each head's queries and keys, pairs rotate-half as in Hugging Face's Llama:
+// the pair (i, i + d/2) turns by pos * theta^(-2i/d) (ops::rotary).
+struct RopeSpec {
+  double theta = 10000;
+  friend bool operator==(const RopeSpec&, const RopeSpec&) = default;
+};
+
 struct GptConfig {
   std::int64_t vocab = 256;     // token ids are [0, vocab)
   std::int64_t padded_vocab = 0;  // rows of wte as stored (see stored_vocab); 0: the default padding
@@ -25,6 +40,7 @@ struct GptConfig {
   std::int64_t ffn = 512;       // MLP inner size (GPT-2: 4h)
   double dropout = 0.0;         // probability for the embedding, attention and residual dropouts
   std::uint64_t seed = 1234;    // initialization and dropout masks
+  BlockConfig block;            // how the blocks are built (GPT-2's by default)
 
   std::int64_t head_size() const { return hidden / heads; }
   // The vocabulary as a q x q grid stores it: padded_vocab where set, else vocab rounded up to a multiple of 128*q
@@ -35,17 +51,20 @@ struct GptConfig {
     const std::int64_t multiple = 128 * static_cast<std::int64_t>(q);
     return padded_vocab > 0 ? padded_vocab : (vocab + multiple - 1) / multiple * multiple;
   }
-  // GPT-2 parameter count (wte tied with the LM head).
+  // Parameter count (wte tied with the LM head): a norm has gamma and, for LayerNorm, beta.
   std::int64_t parameter_count() const {
     const std::int64_t h = hidden;
-    const std::int64_t block = 2 * (2 * h) + (h * 3 * h + 3 * h) + (h * h + h) + (h * ffn + ffn) + (ffn * h + h);
-    return vocab * h + max_seq * h + layers * block + 2 * h;
+    const std::int64_t norm = block.norm.kind == NormSpec::Kind::layernorm ? 2 * h : h;
+    const std::int64_t per_block = 2 * norm + (h * 3 * h + 3 * h) + (h * h + h) + (h * ffn + ffn) + (ffn * h + h);
+    return vocab * h + max_seq * h + layers * per_block + norm;
   }
 };
 
 inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
   return os << "vocab=" << c.vocab << " padded_vocab=" << c.padded_vocab << " max_seq=" << c.max_seq << " layers=" << c.layers << " hidden=" << c.hidden
-            << " heads=" << c.heads << " ffn=" << c.ffn << " dropout=" << c.dropout;
+            << " heads=" << c.heads << " ffn=" << c.ffn << " dropout=" << c.dropout << " norm="
+            << (c.block.norm.kind == NormSpec::Kind::layernorm ? "layernorm" : "rmsnorm") << "(eps " << c.block.norm.eps
+            << ")";
 }
 
 // Dropout masks are counter-based like initialization: element (row, col) of `site` in block `layer` at

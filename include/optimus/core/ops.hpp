@@ -162,6 +162,20 @@ void dropout_residual(TensorView<const T> residual, TensorView<T> x, const Dropo
 template <class T>
 void dropout_copy(TensorView<const T> x, TensorView<T> y, const DropoutMask& mask, const Queue& queue);
 
+// ---- rotary position embedding (RoPE, Su et al. 2021) as Hugging Face's Llama applies it ------------------------
+// In each head of d columns, column i < d/2 pairs with column i + d/2 ("rotate half") and the pair turns by the angle
+// pos * theta^(-2i/d), pos = r % seq for row r (rows are whole sequences):
+//   forward: (a, b) -> (a cos - b sin, b cos + a sin);  inverse (the backward): (a, b) -> (a cos + b sin, b cos - a sin).
+// Applied in place to the query and key columns of qkv [rows, 3 * width] (columns [Q | K | V], width = heads * d, d
+// even); V is untouched. The angle, cos and sin are taken in f64 on every device, then rounded to T.
+struct Rotary {
+  std::int64_t seq = 0, heads = 0;
+  double theta = 10000;
+  bool inverse = false;
+};
+template <class T>
+void rotary(TensorView<T> qkv, const Rotary& rotary, const Queue& queue);
+
 // acc = acc (+, max or min) x element-wise, f32 or f64 (the in-process reductions on a device; max and min as
 // std::max and std::min, so that every device gives the host's bits). acc, x: contiguous, the same shape.
 template <class T>

@@ -70,6 +70,11 @@ struct DropoutMask {
   float keep_scale = 1.0f;  // 1 / (1 - p)
   std::uint64_t seed = 0, stream = 0;
 };
+// RoPE on the query and key columns of qkv [rows, 3 width], in place (ops::rotary: rows whole sequences of seq, heads
+// of width / heads columns; angles, cos and sin in f64).
+void rotary(float* qkv, std::int64_t rows, std::int64_t width, std::int64_t seq, std::int64_t heads, double theta,
+            bool inverse, cudaStream_t stream);
+
 // The block's residual paths (ops::dropout_residual, ops::dropout_copy; contiguous [rows, cols]):
 // x = residual + dropout(x), and row_sums[r] = the row's sum where row_sums is not null (one block per row);
 // y = dropout(x).

@@ -3,11 +3,16 @@
 //   [j*a/q, (j+1)*a/q). c_attn (h -> 3h) stores its columns grouped by heads, so that column block j of
 //   qkv is [Q_j | K_j | V_j] for exactly those heads: attention itself needs no communication.
 //   probs = softmax(Q K^T / sqrt(h/a)) with a causal mask, dropped out (site attention_probs);
-//   merged = probs V: [N, h] in GPT-2's head-major column order; y = c_proj(merged).
+//   merged = probs V: [N, h] in GPT-2's head-major column order; y = c_proj(merged). With rotary positions (Llama's),
+//   Q and K are turned in place after c_attn (ops::rotary): rank (i, j) knows its rows' positions (whole sequences)
+//   and holds whole heads, so the rotation needs nothing from another rank.
 // Saved for backward (AttentionContext): qkv [N, 3h] and, unless the core is recomputed, probs [b*a*s, s] (both split
 // q*q ways).
 #pragma once
 
+#include <optional>
+
+#include "optimus/core/gpt_config.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/linear.hpp"
@@ -25,6 +30,10 @@ class Attention2D {
   // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
   Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
               std::int64_t heads, DropoutSpec dropout);
+  // The same with rotary positions on the queries and keys (`rope`; none: GPT-2's attention, positions from wpe).
+  // Each rank turns its own heads of its own sequences: no parameters, no communication.
+  Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+              std::int64_t heads, DropoutSpec dropout, std::optional<RopeSpec> rope);
 
   using Context = AttentionContext<T>;
 
@@ -50,6 +59,7 @@ class Attention2D {
   Grid grid_;
   std::int64_t hidden_, heads_;
   DropoutSpec dropout_;
+  std::optional<RopeSpec> rope_;
   Linear2D<T> c_attn_, c_proj_;
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/reference/compare.hpp"
@@ -40,6 +41,15 @@ struct RmsNormGrads {
 };
 RmsNormGrads rmsnorm_backward(const RmsNormCache& cache, const Matrix& gamma, const Matrix& dy);
 
+// ---- A block's norm as `spec` says: LayerNorm (gamma, beta) or RMSNorm (gamma; beta and dbeta empty) ----
+struct NormCache {
+  NormSpec spec;
+  LayerNormCache layernorm;
+  RmsNormCache rmsnorm;
+};
+Matrix norm_forward(const NormSpec& spec, const Matrix& x, const Matrix& gamma, const Matrix& beta, NormCache& cache);
+LayerNormGrads norm_backward(const NormCache& cache, const Matrix& gamma, const Matrix& dy);
+
 // ---- GELU, tanh form ----
 Matrix gelu_forward(const Matrix& x);
 Matrix gelu_backward(const Matrix& x, const Matrix& dy);
@@ -64,14 +74,22 @@ struct Dropout {
   std::uint64_t step = 0;
   std::int64_t layer = 0;
 };
+// With `rope`, each head's queries and keys are turned by rotary positions (rotary below) after c_attn; qkv in the cache
+// holds them turned.
 Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
-                         const Dropout& dropout, AttentionCache& cache);
+                         const std::optional<RopeSpec>& rope, const Dropout& dropout, AttentionCache& cache);
 struct AttentionGrads {
   Matrix dx;
   AttentionWeights dw;
 };
 AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWeights& w, std::int64_t batch,
-                                  std::int64_t heads, const Dropout& dropout, const Matrix& dy);
+                                  std::int64_t heads, const std::optional<RopeSpec>& rope, const Dropout& dropout,
+                                  const Matrix& dy);
+
+// ---- Rotary positions: x [N, heads*d] with N = batch*s rows (position r % s), each head's d = 2m columns as m pairs
+// (i, i + m) — rotate-half, Hugging Face's Llama — each pair multiplied by the rotation R(pos * theta^(-i/m)),
+// [[cos, -sin], [sin, cos]]; `transpose` multiplies by its transpose (the gradient's map) ----
+Matrix rotary(const Matrix& x, std::int64_t s, std::int64_t heads, double theta, bool transpose);
 
 // ---- MLP: c_fc h -> ffn, GELU, c_proj ffn -> h ----
 struct MlpWeights {
@@ -90,13 +108,14 @@ MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, const Matrix& 
 // ---- Transformer block (GPT-2, pre-LayerNorm):
 //      x1 = x + drop(attn(ln_1(x))),  y = x1 + drop(mlp(ln_2(x1))) ----
 struct BlockWeights {
+  NormSpec norm;  // ln_1's and ln_2's (their biases empty for RMSNorm)
   Matrix ln_1_w, ln_1_b;
   AttentionWeights attn;
   Matrix ln_2_w, ln_2_b;
   MlpWeights mlp;
 };
 struct BlockCache {
-  LayerNormCache ln_1, ln_2;
+  NormCache ln_1, ln_2;
   AttentionCache attn;
   MlpCache mlp;
 };

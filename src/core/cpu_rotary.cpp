@@ -1,0 +1,37 @@
+// RoPE on the CPU (ops::rotary): each row's query and key heads turned pair by pair, cos and sin taken in f64.
+#include <cmath>
+#include <vector>
+
+#include "cpu_kernels.hpp"
+
+namespace optimus::cpu {
+
+template <class T>
+void rotary(TensorView<T> qkv, const ops::Rotary& r) {
+  const std::int64_t rows = qkv.size(0), width = qkv.size(1) / 3, d = width / r.heads, half = d / 2;
+  const T flip = r.inverse ? T(-1) : T(1);  // the inverse turns by -angle
+  std::vector<T> cos_of(static_cast<std::size_t>(half)), sin_of(static_cast<std::size_t>(half));
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const auto pos = static_cast<double>(row % r.seq);
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double angle = pos * std::pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      cos_of[static_cast<std::size_t>(i)] = static_cast<T>(std::cos(angle));
+      sin_of[static_cast<std::size_t>(i)] = flip * static_cast<T>(std::sin(angle));
+    }
+    T* const line = qkv.data() + row * 3 * width;
+    for (std::int64_t column = 0; column < 2 * width; column += d) {  // the query heads, then the key heads
+      T* const head = line + column;
+      for (std::int64_t i = 0; i < half; ++i) {
+        const T a = head[i], b = head[i + half], c = cos_of[static_cast<std::size_t>(i)],
+                s = sin_of[static_cast<std::size_t>(i)];
+        head[i] = a * c - b * s;
+        head[i + half] = b * c + a * s;
+      }
+    }
+  }
+}
+
+template void rotary<float>(TensorView<float>, const ops::Rotary&);
+template void rotary<double>(TensorView<double>, const ops::Rotary&);
+
+}  // namespace optimus::cpu
