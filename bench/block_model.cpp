@@ -41,7 +41,7 @@ std::pair<reference::Matrix, reference::Matrix> reference_blocks(const BlockShap
   const GptConfig g = block_config(shape, layers);
   const reference::Parameters p = reference::gpt_init(g);
   std::vector<reference::BlockWeights> w;
-  for (std::int64_t l = 0; l < layers; ++l) w.push_back(reference::block_weights(p, l, NormSpec{}));
+  for (std::int64_t l = 0; l < layers; ++l) w.push_back(reference::block_weights(p, l, BlockConfig{}));
   std::vector<reference::BlockCache> caches(w.size());
   reference::Matrix y = x;
   for (std::size_t l = 0; l < w.size(); ++l) {

@@ -54,7 +54,7 @@ json config_json(const GptConfig& c) {
   return {{"vocab", c.vocab},     {"padded_vocab", c.padded_vocab}, {"max_seq", c.max_seq},
           {"layers", c.layers},   {"hidden", c.hidden},             {"heads", c.heads},
           {"ffn", c.ffn},         {"dropout", c.dropout},           {"seed", c.seed},
-          {"block", {{"norm", norm_name(c.block.norm.kind)}, {"norm_eps", c.block.norm.eps}}}};
+          {"block", {{"norm", norm_name(c.block.norm.kind)}, {"norm_eps", c.block.norm.eps}, {"bias", c.block.bias}}}};
 }
 
 // A block written before the block configuration was recorded (no "block") is GPT-2's.
@@ -64,7 +64,8 @@ BlockConfig block_from(const json& j) {
   const std::string norm = b.at("norm");
   OPTIMUS_CHECK(norm == "layernorm" || norm == "rmsnorm", "checkpoint: unknown norm '", norm, "'");
   return BlockConfig{.norm = {.kind = norm == "layernorm" ? NormSpec::Kind::layernorm : NormSpec::Kind::rmsnorm,
-                              .eps = b.at("norm_eps")}};
+                              .eps = b.at("norm_eps")},
+                     .bias = b.at("bias")};
 }
 
 GptConfig config_from(const json& j) {
@@ -307,6 +308,7 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
   same("ffn", there.ffn, here.ffn);
   same("norm", norm_name(there.block.norm.kind), norm_name(here.block.norm.kind));
   same("norm eps", there.block.norm.eps, here.block.norm.eps);
+  same("linear biases", there.block.bias, here.block.bias);
 }
 
 }  // namespace

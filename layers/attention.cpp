@@ -18,18 +18,18 @@ Attention2D<T>::Attention2D(const Grid& grid, const std::string& name, std::int6
 template <class T>
 Attention2D<T>::Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
                             std::int64_t heads, DropoutSpec dropout)
-    : Attention2D(grid, tags, name, hidden, heads, dropout, std::nullopt) {}
+    : Attention2D(grid, tags, name, hidden, heads, dropout, std::nullopt, true) {}
 
 template <class T>
 Attention2D<T>::Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-                            std::int64_t heads, DropoutSpec dropout, std::optional<RopeSpec> rope)
+                            std::int64_t heads, DropoutSpec dropout, std::optional<RopeSpec> rope, bool bias)
     : grid_(grid),
       hidden_(hidden),
       heads_(heads),
       dropout_(dropout),
       rope_(rope),
-      c_attn_(grid, tags, name + ".c_attn", hidden, 3 * hidden, hidden),
-      c_proj_(grid, tags, name + ".c_proj", hidden, hidden, 0) {
+      c_attn_(grid, tags, name + ".c_attn", hidden, 3 * hidden, hidden, bias),
+      c_proj_(grid, tags, name + ".c_proj", hidden, hidden, 0, bias) {
   OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
   OPTIMUS_CHECK(heads % grid.q() == 0, name, ": heads = ", heads, " is not divisible by q = ", grid.q());
   OPTIMUS_CHECK(!rope || (hidden / heads) % 2 == 0, name, ": rotary positions pair a head's columns, but its dimension ",

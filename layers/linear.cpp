@@ -18,6 +18,11 @@ Linear2D<T>::Linear2D(const Grid& grid, std::string name, std::int64_t in, std::
 template <class T>
 Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
                       std::int64_t qkv_hidden)
+    : Linear2D(grid, tags, std::move(name), in, out, qkv_hidden, true) {}
+
+template <class T>
+Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
+                      std::int64_t qkv_hidden, bool bias)
     : grid_(grid),
       name_(std::move(name)),
       in_(in),
@@ -25,9 +30,12 @@ Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string n
       qkv_hidden_(qkv_hidden),
       w_(grid, in, out, tags.values),
       dw_(grid, in, out, tags.grads),
-      b_(grid, out, tags.values, name_.c_str()),
-      db_(grid, out, tags.grads, name_.c_str()),
-      w_bf16_(weight_copy_for(grid, w_, tags.values)) {}
+      w_bf16_(weight_copy_for(grid, w_, tags.values)) {
+  if (bias) {
+    b_.emplace(grid, out, tags.values, name_.c_str());
+    db_.emplace(grid, out, tags.grads, name_.c_str());
+  }
+}
 
 template <class T>
 SummaOperand<T> Linear2D<T>::weight() {
@@ -39,8 +47,8 @@ SummaOperand<T> Linear2D<T>::weight() {
 template <class T>
 void Linear2D<T>::product(const SummaOperand<T>& x, DistMatrix<T>& y, DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols == in_, name_, ": input has ", x.cols, " columns, expected ", in_);
-  Tensor<T> bias(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));
-  b_.gather_column_block(bias.view());
+  Tensor<T> bias(Shape{1, out_ / grid_.q()}, grid_.tag(MemoryKind::workspace));  // zeros without a bias: x W + 0
+  if (b_) b_->gather_column_block(bias.view());
   summa_ab(T(1), x, weight(), T(0), y, linear_epilogue(std::as_const(bias).view(), pre));
 }
 
@@ -115,6 +123,7 @@ Tensor<T> Linear2D<T>::bias_partial(const DistMatrix<T>& dy, std::optional<Saved
       return partial;
     }
   }
+  if (!b_) return Tensor<T>();
   ops::column_sums<T>(dy.local(), partial.view(), grid_.queue());
   return partial;
 }
@@ -131,7 +140,7 @@ DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy) {
   PendingProduct<T> dx_pending = summa_abt_async(T(1), dy_operand, weight(), T(0), dx);
   summa_atb(T(1), *saved.x, dy_operand, T(1), dw_);
   saved.x.reset();  // freed as soon as it is used
-  db_.add_reduced_column_block(bias.view());
+  if (db_) db_->add_reduced_column_block(bias.view());
   dx_pending.finish();
   return dx;
 }
@@ -153,7 +162,7 @@ DistMatrix<T> Linear2D<T>::backward(Context saved, const DistMatrix<T>& dy, Weig
   };
   later.defer(Held{.x = std::move(*saved.x), .dy = std::move(dy_kept), .bias = std::move(bias)}, [this](Held& held) {
     summa_atb(T(1), held.x, held.dy, T(1), dw_);
-    db_.add_reduced_column_block(held.bias.view());
+    if (db_) db_->add_reduced_column_block(held.bias.view());
   });
   return dx;
 }
@@ -166,21 +175,23 @@ void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   out.push_back({name_ + ".weight", {in_, out_},
                  ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, qkv_hidden_}, w_.local(), dw_.local(),
                  w_bf16_.get()});
-  out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, qkv_hidden_},
-                 b_.local(), db_.local()});
+  if (b_) {
+    out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, qkv_hidden_},
+                   b_->local(), db_->local()});
+  }
 }
 
 template <class T>
 void Linear2D<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
   if (w_bf16_) w_bf16_->invalidate();  // W's storage may be exchanged or written
   out.push_back({.value = &w_.storage(), .grad = &dw_.storage()});
-  out.push_back({.value = &b_.storage(), .grad = &db_.storage()});
+  if (b_) out.push_back({.value = &b_->storage(), .grad = &db_->storage()});
 }
 
 template <class T>
 void Linear2D<T>::zero_grad() {
   ops::fill<T>(dw_.local(), T(0), grid_.queue());
-  ops::fill<T>(db_.local(), T(0), grid_.queue());
+  if (db_) ops::fill<T>(db_->local(), T(0), grid_.queue());
 }
 
 template class Linear2D<float>;

@@ -12,7 +12,12 @@ MLP2D<T>::MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, 
 template <class T>
 MLP2D<T>::MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
                 std::int64_t ffn)
-    : c_fc_(grid, tags, name + ".c_fc", hidden, ffn, 0), c_proj_(grid, tags, name + ".c_proj", ffn, hidden, 0) {}
+    : MLP2D(grid, tags, name, hidden, ffn, true) {}
+
+template <class T>
+MLP2D<T>::MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+                std::int64_t ffn, bool bias)
+    : c_fc_(grid, tags, name + ".c_fc", hidden, ffn, 0, bias), c_proj_(grid, tags, name + ".c_proj", ffn, hidden, 0, bias) {}
 
 template <class T>
 DistMatrix<T> MLP2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {

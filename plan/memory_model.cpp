@@ -109,10 +109,11 @@ std::uint64_t KindBytes::of(MemoryKind kind) const {
 }
 
 std::int64_t block_parameters(const Layout& l, const GptConfig& c) {
-  // Weights 4h^2 + 2hf, biases 5h + f, two norms; 1D replicates its norms and the row-parallel biases (2h).
-  const std::int64_t h = c.hidden, f = c.ffn, norms = 2 * norm_parameters(c);
-  if (two_d(l)) return (4 * h * h + 2 * h * f + 5 * h + f + norms) / l.tp;
-  return (4 * h * h + 2 * h * f + 3 * h + f) / l.tp + 2 * h + norms;
+  // Weights 4h^2 + 2hf, biases 5h + f (where the block has them), two norms; 1D replicates its norms and the
+  // row-parallel biases (2h).
+  const std::int64_t h = c.hidden, f = c.ffn, norms = 2 * norm_parameters(c), b = c.block.bias ? 1 : 0;
+  if (two_d(l)) return (4 * h * h + 2 * h * f + b * (5 * h + f) + norms) / l.tp;
+  return (4 * h * h + 2 * h * f + b * (3 * h + f)) / l.tp + b * 2 * h + norms;
 }
 
 std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recompute policy) {

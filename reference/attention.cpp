@@ -79,7 +79,7 @@ AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWe
   AttentionGrads g;
   const LinearGrads proj = linear_backward(cache.merged, w.c_proj_w, dy);
   g.dw.c_proj_w = proj.dw;
-  g.dw.c_proj_b = proj.db;
+  g.dw.c_proj_b = w.c_proj_b.size() > 0 ? proj.db : Matrix();
   Matrix dqkv = Matrix::Zero(n, 3 * h);
   const Matrix mask = probs_dropout_mask(batch * heads * s, s, dropout);
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -108,7 +108,7 @@ AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWe
   }
   const LinearGrads attn = linear_backward(cache.x, w.c_attn_w, dqkv);
   g.dw.c_attn_w = attn.dw;
-  g.dw.c_attn_b = attn.db;
+  g.dw.c_attn_b = w.c_attn_b.size() > 0 ? attn.db : Matrix();
   g.dx = attn.dx;
   return g;
 }
@@ -125,7 +125,7 @@ MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, const Matrix& 
   const LinearGrads proj = linear_backward(cache.act, w.c_proj_w, dy);
   const LinearGrads fc = linear_backward(cache.x, w.c_fc_w, gelu_backward(cache.pre, proj.dx));
   g.dx = fc.dx;
-  g.dw = {fc.dw, fc.db, proj.dw, proj.db};
+  g.dw = {fc.dw, w.c_fc_b.size() > 0 ? fc.db : Matrix(), proj.dw, w.c_proj_b.size() > 0 ? proj.db : Matrix()};
   return g;
 }
 

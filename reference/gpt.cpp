@@ -14,31 +14,36 @@ bool has_norm_bias(const NormSpec& norm) { return norm.kind == NormSpec::Kind::l
 
 }  // namespace
 
-BlockWeights block_weights(const Parameters& p, std::int64_t l, const NormSpec& norm) {
+BlockWeights block_weights(const Parameters& p, std::int64_t l, const BlockConfig& block) {
   auto at = [&](const char* leaf) { return p.at(block_name(l, leaf)); };
-  auto bias = [&](const char* leaf) { return has_norm_bias(norm) ? at(leaf) : Matrix(); };
-  return {norm,
+  auto norm_bias = [&](const char* leaf) { return has_norm_bias(block.norm) ? at(leaf) : Matrix(); };
+  auto bias = [&](const char* leaf) { return block.bias ? at(leaf) : Matrix(); };
+  return {block.norm,
           at("ln_1.weight"),
-          bias("ln_1.bias"),
-          {at("attn.c_attn.weight"), at("attn.c_attn.bias"), at("attn.c_proj.weight"), at("attn.c_proj.bias")},
+          norm_bias("ln_1.bias"),
+          {at("attn.c_attn.weight"), bias("attn.c_attn.bias"), at("attn.c_proj.weight"), bias("attn.c_proj.bias")},
           at("ln_2.weight"),
-          bias("ln_2.bias"),
-          {at("mlp.c_fc.weight"), at("mlp.c_fc.bias"), at("mlp.c_proj.weight"), at("mlp.c_proj.bias")}};
+          norm_bias("ln_2.bias"),
+          {at("mlp.c_fc.weight"), bias("mlp.c_fc.bias"), at("mlp.c_proj.weight"), bias("mlp.c_proj.bias")}};
 }
 
 void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
   g[block_name(l, "ln_1.weight")] = d.ln_1_w;
   if (has_norm_bias(d.norm)) g[block_name(l, "ln_1.bias")] = d.ln_1_b;
+  // Biases where the block has them (empty gradients otherwise).
+  const auto put_bias = [&](const char* leaf, const Matrix& db) {
+    if (db.size() > 0) g[block_name(l, leaf)] = db;
+  };
   g[block_name(l, "attn.c_attn.weight")] = d.attn.c_attn_w;
-  g[block_name(l, "attn.c_attn.bias")] = d.attn.c_attn_b;
+  put_bias("attn.c_attn.bias", d.attn.c_attn_b);
   g[block_name(l, "attn.c_proj.weight")] = d.attn.c_proj_w;
-  g[block_name(l, "attn.c_proj.bias")] = d.attn.c_proj_b;
+  put_bias("attn.c_proj.bias", d.attn.c_proj_b);
   g[block_name(l, "ln_2.weight")] = d.ln_2_w;
   if (has_norm_bias(d.norm)) g[block_name(l, "ln_2.bias")] = d.ln_2_b;
   g[block_name(l, "mlp.c_fc.weight")] = d.mlp.c_fc_w;
-  g[block_name(l, "mlp.c_fc.bias")] = d.mlp.c_fc_b;
+  put_bias("mlp.c_fc.bias", d.mlp.c_fc_b);
   g[block_name(l, "mlp.c_proj.weight")] = d.mlp.c_proj_w;
-  g[block_name(l, "mlp.c_proj.bias")] = d.mlp.c_proj_b;
+  put_bias("mlp.c_proj.bias", d.mlp.c_proj_b);
 }
 
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& c) {
@@ -49,15 +54,15 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_sha
     shapes.push_back({block_name(l, "ln_1.weight"), {h}});
     if (norm_bias) shapes.push_back({block_name(l, "ln_1.bias"), {h}});
     shapes.push_back({block_name(l, "attn.c_attn.weight"), {h, 3 * h}});
-    shapes.push_back({block_name(l, "attn.c_attn.bias"), {3 * h}});
+    if (c.block.bias) shapes.push_back({block_name(l, "attn.c_attn.bias"), {3 * h}});
     shapes.push_back({block_name(l, "attn.c_proj.weight"), {h, h}});
-    shapes.push_back({block_name(l, "attn.c_proj.bias"), {h}});
+    if (c.block.bias) shapes.push_back({block_name(l, "attn.c_proj.bias"), {h}});
     shapes.push_back({block_name(l, "ln_2.weight"), {h}});
     if (norm_bias) shapes.push_back({block_name(l, "ln_2.bias"), {h}});
     shapes.push_back({block_name(l, "mlp.c_fc.weight"), {h, c.ffn}});
-    shapes.push_back({block_name(l, "mlp.c_fc.bias"), {c.ffn}});
+    if (c.block.bias) shapes.push_back({block_name(l, "mlp.c_fc.bias"), {c.ffn}});
     shapes.push_back({block_name(l, "mlp.c_proj.weight"), {c.ffn, h}});
-    shapes.push_back({block_name(l, "mlp.c_proj.bias"), {h}});
+    if (c.block.bias) shapes.push_back({block_name(l, "mlp.c_proj.bias"), {h}});
   }
   shapes.push_back({"ln_f.weight", {h}});
   if (norm_bias) shapes.push_back({"ln_f.bias", {h}});
@@ -94,7 +99,7 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   std::vector<BlockCache> caches(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
     dropout.layer = l;
-    x = block_forward(x, block_weights(p, l, c.block.norm), batch, c.heads, dropout,
+    x = block_forward(x, block_weights(p, l, c.block), batch, c.heads, dropout,
                       caches[static_cast<std::size_t>(l)]);
   }
   NormCache ln_f;
@@ -116,7 +121,7 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   Matrix dx = dln_f.dx;
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
     dropout.layer = l;
-    const BlockGrads bg = block_backward(caches[static_cast<std::size_t>(l)], block_weights(p, l, c.block.norm), batch,
+    const BlockGrads bg = block_backward(caches[static_cast<std::size_t>(l)], block_weights(p, l, c.block), batch,
                                          c.heads, dropout, dx);
     store_block_grads(g, l, bg.dw);
     dx = bg.dx;

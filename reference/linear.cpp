@@ -10,7 +10,7 @@ namespace optimus::reference {
 
 Matrix linear_forward(const Matrix& x, const Matrix& w, const Matrix& b) {
   Matrix y = x * w;
-  y.rowwise() += b.row(0);
+  if (b.size() > 0) y.rowwise() += b.row(0);  // empty: a linear without a bias
   return y;
 }
 

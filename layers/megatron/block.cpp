@@ -31,13 +31,13 @@ detail::AttentionGeometry geometry(const Group& group, std::int64_t hidden, std:
 
 template <class T>
 Attention1D<T>::Attention1D(const Group& group, const ParameterTags& tags, const std::string& name,
-                            std::int64_t hidden, std::int64_t heads, DropoutSpec dropout)
+                            std::int64_t hidden, std::int64_t heads, DropoutSpec dropout, bool bias)
     : group_(group),
       hidden_(hidden),
       heads_(heads),
       dropout_(dropout),
-      c_attn_(group, tags, name + ".c_attn", hidden, 3 * hidden, hidden),
-      c_proj_(group, tags, name + ".c_proj", hidden, hidden) {
+      c_attn_(group, tags, name + ".c_attn", hidden, 3 * hidden, hidden, bias),
+      c_proj_(group, tags, name + ".c_proj", hidden, hidden, bias) {
   OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
   OPTIMUS_CHECK(heads % group.size() == 0, name, ": heads = ", heads, " is not divisible by p = ", group.size());
 }
@@ -95,8 +95,8 @@ void Attention1D<T>::zero_grad() {
 
 template <class T>
 MLP1D<T>::MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-                std::int64_t ffn)
-    : c_fc_(group, tags, name + ".c_fc", hidden, ffn, 0), c_proj_(group, tags, name + ".c_proj", ffn, hidden) {}
+                std::int64_t ffn, bool bias)
+    : c_fc_(group, tags, name + ".c_fc", hidden, ffn, 0, bias), c_proj_(group, tags, name + ".c_proj", ffn, hidden, bias) {}
 
 template <class T>
 DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
@@ -156,9 +156,9 @@ TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const ParameterTag
       layer_(layer),
       ln_1_(group.local(), tags, prefix(layer) + "ln_1", config.hidden, config.block.norm),
       attn_(group, tags, prefix(layer) + "attn", config.hidden, config.heads,
-            DropoutSpec{config.dropout, config.seed, layer}),
+            DropoutSpec{config.dropout, config.seed, layer}, config.block.bias),
       ln_2_(group.local(), tags, prefix(layer) + "ln_2", config.hidden, config.block.norm),
-      mlp_(group, tags, prefix(layer) + "mlp", config.hidden, config.ffn) {}
+      mlp_(group, tags, prefix(layer) + "mlp", config.hidden, config.ffn, config.block.bias) {}
 
 template <class T>
 DistMatrix<T> TransformerBlock1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass,

@@ -17,22 +17,23 @@ std::int64_t split(std::int64_t n, int p, const std::string& name, const char* w
   return n / p;
 }
 
-// The local gradients of both layers, on the group's local grid: dw += x^T dy, db += the column sums of dy. A bf16
-// x is widened for the GEMM, which rounds it back to the same bf16 values.
+// The local gradients of both layers, on the group's local grid: dw += x^T dy, db += the column sums of dy (db null:
+// no bias). A bf16 x is widened for the GEMM, which rounds it back to the same bf16 values.
 template <class T>
 void accumulate_grads(const Grid& local, const SavedActivation<T>& x, const DistMatrix<T>& dy, DistMatrix<T>& dw,
-                      DistMatrix<T>& db) {
+                      DistMatrix<T>* db) {
   Tensor<T> widened;
   ops::gemm<T>(Trans::yes, Trans::no, T(1), x.values(widened), dy.local(), T(1), dw.local(), local.queue());
-  Tensor<T> partial(db.local().shape(), local.tag(MemoryKind::workspace), Init::none);
+  if (db == nullptr) return;
+  Tensor<T> partial(db->local().shape(), local.tag(MemoryKind::workspace), Init::none);
   ops::column_sums<T>(dy.local(), partial.view(), local.queue());
-  ops::axpby<T>(T(1), std::as_const(partial).view(), T(1), db.local(), local.queue());
+  ops::axpby<T>(T(1), std::as_const(partial).view(), T(1), db->local(), local.queue());
 }
 
 // dW, db now (later null), or queued in *later with x and a copy of dy.
 template <class T>
 void weight_grads(const Grid& local, SavedActivation<T>& x, const DistMatrix<T>& dy, DistMatrix<T>& dw,
-                  DistMatrix<T>& db, WeightGradients* later) {
+                  DistMatrix<T>* db, WeightGradients* later) {
   if (later == nullptr) {
     accumulate_grads(local, x, dy, dw, db);
     return;
@@ -42,13 +43,21 @@ void weight_grads(const Grid& local, SavedActivation<T>& x, const DistMatrix<T>&
     DistMatrix<T> dy;
   };
   later->defer(Held{.x = std::move(x), .dy = dy.clone_as(MemoryKind::workspace)},
-               [&local, &dw, &db](Held& held) { accumulate_grads(local, held.x, held.dy, dw, db); });
+               [&local, &dw, db](Held& held) { accumulate_grads(local, held.x, held.dy, dw, db); });
 }
 
 template <class T>
-void zero(const Grid& local, DistMatrix<T>& dw, DistMatrix<T>& db) {
+void zero(const Grid& local, DistMatrix<T>& dw, std::optional<DistMatrix<T>>& db) {
   ops::fill<T>(dw.local(), T(0), local.queue());
-  ops::fill<T>(db.local(), T(0), local.queue());
+  if (db) ops::fill<T>(db->local(), T(0), local.queue());
+}
+
+// A linear's bias row [1, n] for its GEMM's epilogue: b's, or zeros without a bias (x W + 0).
+template <class T>
+Tensor<T> bias_row(const Grid& local, const std::optional<DistMatrix<T>>& b, std::int64_t n) {
+  Tensor<T> row(Shape{1, n}, local.tag(MemoryKind::workspace));
+  if (b) copy_bytes(row.device_memory(), row.data(), std::as_const(*b).local().data(), row.bytes());
+  return row;
 }
 
 // The one-rank communicator of this rank, after every rank of `tp` took the GEMM backend's memory (Grid::create would
@@ -95,23 +104,27 @@ void all_reduce_sum(const Group& group, DistMatrix<T>& m) {
 
 template <class T>
 ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, const ParameterTags& tags, std::string name,
-                                              std::int64_t in, std::int64_t out, std::int64_t qkv_hidden)
+                                              std::int64_t in, std::int64_t out, std::int64_t qkv_hidden, bool bias)
     : group_(group),
       name_(std::move(name)),
       in_(in),
       out_(out),
       qkv_hidden_(qkv_hidden),
       w_(group.local(), in, split(out, group.size(), name_, "out"), tags.values),
-      dw_(group.local(), in, out / group.size(), tags.grads),
-      b_(group.local(), 1, out / group.size(), tags.values),
-      db_(group.local(), 1, out / group.size(), tags.grads) {}
+      dw_(group.local(), in, out / group.size(), tags.grads) {
+  if (bias) {
+    b_.emplace(group.local(), 1, out / group.size(), tags.values);
+    db_.emplace(group.local(), 1, out / group.size(), tags.grads);
+  }
+}
 
 // y = x W + b, or gelu(x W + b) with pre = x W + b when `pre` is given (the GEMM's epilogue).
 template <class T>
 void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y,
                                        DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
-  const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(b_).local(), pre);
+  const Tensor<T> bias = bias_row(group_.local(), b_, out_ / group_.size());
+  const ops::Epilogue<T> epilogue = linear_epilogue(bias.view(), pre);
   ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_.local().queue());
   saved = Context{};
   if (pass.training) {
@@ -124,7 +137,8 @@ template <class T>
 void ColumnParallelLinear<T>::multiply(SavedActivation<T> x, const Pass& pass, Context& saved, DistMatrix<T>& y,
                                        DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
-  const ops::Epilogue<T> epilogue = linear_epilogue(std::as_const(b_).local(), pre);
+  const Tensor<T> bias = bias_row(group_.local(), b_, out_ / group_.size());
+  const ops::Epilogue<T> epilogue = linear_epilogue(bias.view(), pre);
   {
     Tensor<T> widened;  // x in T when kept in bf16
     ops::gemm<T>(Trans::no, Trans::no, T(1), x.values(widened), w_.local(), T(0), y.local(), epilogue,
@@ -176,7 +190,7 @@ DistMatrix<T> ColumnParallelLinear<T>::backward_split(Context saved, const DistM
   Request reduce = group_.tp().iall_reduce(dx.local().data(), dx.local().data(),
                                            static_cast<std::size_t>(dx.local().numel()), dtype_of<T>, ReduceOp::sum);
   if (!group_.local().overlap()) reduce.wait();
-  weight_grads(group_.local(), *saved.x, dy, dw_, db_, later);
+  weight_grads(group_.local(), *saved.x, dy, dw_, db_ ? &*db_ : nullptr, later);
   reduce.wait();
   return dx;
 }
@@ -198,13 +212,13 @@ void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
   ShardLayout b = w;
   b.rows = 1;
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
-  out.push_back({name_ + ".bias", {out_}, b, b_.local(), db_.local()});
+  if (b_) out.push_back({name_ + ".bias", {out_}, b, b_->local(), db_->local()});
 }
 
 template <class T>
 void ColumnParallelLinear<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
   out.push_back({.value = &w_.storage(), .grad = &dw_.storage()});
-  out.push_back({.value = &b_.storage(), .grad = &db_.storage()});
+  if (b_) out.push_back({.value = &b_->storage(), .grad = &db_->storage()});
 }
 
 template <class T>
@@ -214,15 +228,18 @@ void ColumnParallelLinear<T>::zero_grad() {
 
 template <class T>
 RowParallelLinear<T>::RowParallelLinear(const Group& group, const ParameterTags& tags, std::string name,
-                                        std::int64_t in, std::int64_t out)
+                                        std::int64_t in, std::int64_t out, bool bias)
     : group_(group),
       name_(std::move(name)),
       in_(in),
       out_(out),
       w_(group.local(), split(in, group.size(), name_, "in"), out, tags.values),
-      dw_(group.local(), in / group.size(), out, tags.grads),
-      b_(group.local(), 1, out, tags.values),
-      db_(group.local(), 1, out, tags.grads) {}
+      dw_(group.local(), in / group.size(), out, tags.grads) {
+  if (bias) {
+    b_.emplace(group.local(), 1, out, tags.values);
+    db_.emplace(group.local(), 1, out, tags.grads);
+  }
+}
 
 template <class T>
 DistMatrix<T> RowParallelLinear<T>::product(TensorView<const T> x, std::int64_t rows) {
@@ -231,7 +248,7 @@ DistMatrix<T> RowParallelLinear<T>::product(TensorView<const T> x, std::int64_t 
   DistMatrix<T> y(group_.local(), rows, out_);
   ops::gemm<T>(Trans::no, Trans::no, T(1), x, w_.local(), T(0), y.local(), group_.local().queue());
   all_reduce_sum(group_, y);
-  ops::add_row_broadcast<T>(b_.local(), y.local(), group_.local().queue());
+  if (b_) ops::add_row_broadcast<T>(std::as_const(*b_).local(), y.local(), group_.local().queue());
   return y;
 }
 
@@ -265,7 +282,7 @@ DistMatrix<T> RowParallelLinear<T>::backward_split(Context saved, const DistMatr
   saved.mark.check(group_.local(), name_);
   DistMatrix<T> dx(group_.local(), dy.rows(), in_ / group_.size());
   ops::gemm<T>(Trans::no, Trans::yes, T(1), dy.local(), w_.local(), T(0), dx.local(), group_.local().queue());
-  weight_grads(group_.local(), *saved.x, dy, dw_, db_, later);
+  weight_grads(group_.local(), *saved.x, dy, dw_, db_ ? &*db_ : nullptr, later);
   return dx;
 }
 
@@ -286,13 +303,13 @@ void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const ShardLayout b{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = out_,
                       .qkv_hidden = 0, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
-  out.push_back({name_ + ".bias", {out_}, b, b_.local(), db_.local()});
+  if (b_) out.push_back({name_ + ".bias", {out_}, b, b_->local(), db_->local()});
 }
 
 template <class T>
 void RowParallelLinear<T>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
   out.push_back({.value = &w_.storage(), .grad = &dw_.storage()});
-  out.push_back({.value = &b_.storage(), .grad = &db_.storage()});
+  if (b_) out.push_back({.value = &b_->storage(), .grad = &db_->storage()});
 }
 
 template <class T>

@@ -270,11 +270,11 @@ TEST_CASE("a q = 2 checkpoint loads into the 1D baseline at p = 4, and the 1D ba
   fs::remove_all(dir);
 }
 
-TEST_CASE("a model of RMSNorm blocks: its checkpoint records the norm, reloads bitwise at q = 1, is refused by "
-          "LayerNorm blocks, and GPT-2's formats refuse it") {
+TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the block, reloads bitwise at q = 1, is "
+          "refused by GPT-2's blocks, and GPT-2's formats refuse it") {
   const fs::path dir = fresh_directory("rmsnorm");
   optimus::GptConfig rms = small_config();
-  rms.block.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6};
+  rms.block = {.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6}, .bias = false};
   std::map<std::string, GlobalMatrix> saved;
   std::vector<std::string> refusals(4);
   optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
@@ -297,6 +297,9 @@ TEST_CASE("a model of RMSNorm blocks: its checkpoint records the norm, reloads b
   });
   CHECK(saved.count("h.0.ln_1.weight") == 1);
   CHECK(saved.count("h.0.ln_1.bias") == 0);  // RMSNorm has no bias
+  CHECK(saved.count("h.0.attn.c_attn.weight") == 1);
+  CHECK(saved.count("h.0.attn.c_attn.bias") == 0);
+  CHECK(saved.count("h.1.mlp.c_proj.bias") == 0);
   for (const std::string& m : refusals) {
     CHECK(m.find("export_hf: the file holds GPT-2's blocks (LayerNorm, eps 1e-5); the model's are RMSNorm") !=
           std::string::npos);

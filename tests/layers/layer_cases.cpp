@@ -40,19 +40,24 @@ Matrix global(const DistMatrix<T>& m) {
   return m.to_global().template cast<double>();
 }
 
+// A linear's bias, or an empty matrix for a linear without one.
+Matrix bias_of(const reference::Parameters& p, const std::string& name) {
+  return p.count(name) ? p.at(name) : Matrix();
+}
 reference::AttentionWeights attention_weights(const reference::Parameters& p, const std::string& prefix) {
-  return {p.at(prefix + ".c_attn.weight"), p.at(prefix + ".c_attn.bias"), p.at(prefix + ".c_proj.weight"),
-          p.at(prefix + ".c_proj.bias")};
+  return {p.at(prefix + ".c_attn.weight"), bias_of(p, prefix + ".c_attn.bias"), p.at(prefix + ".c_proj.weight"),
+          bias_of(p, prefix + ".c_proj.bias")};
 }
 reference::MlpWeights mlp_weights(const reference::Parameters& p, const std::string& prefix) {
   return {p.at(prefix + ".c_fc.weight"), p.at(prefix + ".c_fc.bias"), p.at(prefix + ".c_proj.weight"),
           p.at(prefix + ".c_proj.bias")};
 }
+// The gradients, biases only where the layer has them (the reference's are empty then).
 void put_attention(reference::Parameters& g, const std::string& prefix, const reference::AttentionWeights& w) {
   g[prefix + ".c_attn.weight"] = w.c_attn_w;
-  g[prefix + ".c_attn.bias"] = w.c_attn_b;
+  if (w.c_attn_b.size() > 0) g[prefix + ".c_attn.bias"] = w.c_attn_b;
   g[prefix + ".c_proj.weight"] = w.c_proj_w;
-  g[prefix + ".c_proj.bias"] = w.c_proj_b;
+  if (w.c_proj_b.size() > 0) g[prefix + ".c_proj.bias"] = w.c_proj_b;
 }
 void put_mlp(reference::Parameters& g, const std::string& prefix, const reference::MlpWeights& w) {
   g[prefix + ".c_fc.weight"] = w.c_fc_w;
@@ -162,14 +167,14 @@ const NormSpec kLayerNorm{};
 const NormSpec kRmsNorm{.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6};
 
 // With `rope`: rotary positions on the queries and keys (in heads of an even dimension: half as many heads where the
-// shapes' are odd).
+// shapes' are odd); with `bias` false, linears without biases.
 template <class T>
 void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const std::optional<RopeSpec>& rope,
-                    const InFlight& f) {
+                    bool bias, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
   const std::int64_t heads = rope && (h / s.heads) % 2 != 0 ? s.heads / 2 : s.heads;
   const DropoutSpec spec{dropout, 77, 3};
-  Attention2D<T> layer(grid, ParameterTags::of(grid), "attn", h, heads, spec, rope);
+  Attention2D<T> layer(grid, ParameterTags::of(grid), "attn", h, heads, spec, rope, bias);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 300, grid.device());
@@ -240,7 +245,7 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout, const In
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 500, grid.device());
-  const reference::BlockWeights w = reference::block_weights(p, 0, NormSpec{});
+  const reference::BlockWeights w = reference::block_weights(p, 0, BlockConfig{});
   const auto x = [&](int c) { return input<T>(n, h, 9, c); };
   const auto dy = [&](int c) { return input<T>(n, h, 10, c); };
   const auto ref = [&](int c) {
@@ -436,18 +441,20 @@ void check_rmsnorm(Communicator& world, int q) {
 
 void check_attention(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  attention_case<double>(grid, shapes_for(q), 0.0, std::nullopt, InFlight{});
-  attention_case<float>(grid, shapes_for(q), 0.0, std::nullopt, InFlight{});
-  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, std::nullopt, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, std::nullopt, f); });
+  attention_case<double>(grid, shapes_for(q), 0.0, std::nullopt, true, InFlight{});
+  attention_case<float>(grid, shapes_for(q), 0.0, std::nullopt, true, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, std::nullopt, true, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, std::nullopt, true, f); });
 }
 
 void check_rotary_attention(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
   const RopeSpec rope{.theta = 500};  // a small theta: every pair turns visibly within the test's 5 positions
-  attention_case<double>(grid, shapes_for(q), 0.0, rope, InFlight{});
-  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, rope, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, rope, f); });
+  // Llama's attention: rotary positions, no biases; and rotary positions with GPT-2's biases.
+  attention_case<double>(grid, shapes_for(q), 0.0, rope, false, InFlight{});
+  attention_case<double>(grid, shapes_for(q), 0.0, rope, true, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, rope, false, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, rope, false, f); });
 }
 
 void check_mlp(Communicator& world, int q) {
@@ -480,10 +487,12 @@ void check_gpt(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
   in_flight_scenarios<double>([&](const InFlight& f) { gpt_case<double>(grid, shapes_for(q), 0.1, BlockConfig{}, f); });
   gpt_case<float>(grid, shapes_for(q), 0.0, BlockConfig{}, InFlight{});
-  // RMSNorm blocks with GPT-2's other parts: a composition no class was written for.
-  const BlockConfig rms{.norm = kRmsNorm};
-  gpt_case<double>(grid, shapes_for(q), 0.1, rms, InFlight{});
-  gpt_case<float>(grid, shapes_for(q), 0.0, rms, InFlight{});
+  // Compositions no class was written for: RMSNorm blocks with GPT-2's other parts, and RMSNorm blocks without biases.
+  for (const BlockConfig& block : {BlockConfig{.norm = kRmsNorm, .bias = true}, BlockConfig{.norm = kRmsNorm, .bias = false}}) {
+    CAPTURE(block.bias);
+    gpt_case<double>(grid, shapes_for(q), 0.1, block, InFlight{});
+    gpt_case<float>(grid, shapes_for(q), 0.0, block, InFlight{});
+  }
 }
 
 namespace {
@@ -540,14 +549,14 @@ void check_f32_layers_on(const Grid& grid) {
     linear_case<float>(grid, s, f);
     norm_case<float>(grid, s, kLayerNorm, f);
     norm_case<float>(grid, s, kRmsNorm, f);
-    attention_case<float>(grid, s, 0.2, std::nullopt, f);
-    attention_case<float>(grid, s, 0.2, RopeSpec{.theta = 500}, f);
+    attention_case<float>(grid, s, 0.2, std::nullopt, true, f);
+    attention_case<float>(grid, s, 0.2, RopeSpec{.theta = 500}, false, f);
     mlp_case<float>(grid, s, f);
     block_case<float>(grid, s, 0.1, f);
     embedding_case<float>(grid, s, f);
     lm_head_case<float>(grid, s, f);
     gpt_case<float>(grid, s, 0.1, BlockConfig{}, f);
-    gpt_case<float>(grid, s, 0.1, BlockConfig{.norm = kRmsNorm}, f);
+    gpt_case<float>(grid, s, 0.1, BlockConfig{.norm = kRmsNorm, .bias = false}, f);
   });
 }
 
@@ -565,6 +574,18 @@ void check_mixed_precision(Communicator& world, int q) {
 
 void check_parameters(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
+  // GptConfig::parameter_count follows the blocks: RMSNorm's gamma only, no linear biases.
+  for (const BlockConfig& block : {BlockConfig{.norm = kRmsNorm, .bias = true}, BlockConfig{.norm = kRmsNorm, .bias = false}}) {
+    GptConfig c = config_for(q, 2, 0.0);
+    c.block = block;
+    Gpt2D<double> other(grid, c);
+    double elements = 0;
+    for (const ParameterRef<double>& p : other.parameters()) {
+      elements += static_cast<double>(p.value.numel());
+    }
+    CHECK(grid.grid().all_reduce(elements, ReduceOp::sum) ==
+          static_cast<double>(c.parameter_count() + (c.stored_vocab(q) - c.vocab) * c.hidden));
+  }
   const GptConfig config = config_for(q, 2, 0.0);
   Gpt2D<double> model(grid, config);
   // Every element is stored exactly once in the grid, plus wte's padding rows (stored_vocab - vocab of them).

@@ -160,10 +160,13 @@ void gpt_1d_training(Communicator& world) {
 void check_gpt_1d(Communicator& world) {
   for (const InFlight& f : in_flight_cases(true)) gpt_1d_contexts<double>(world, BlockConfig{}, f);
   for (const InFlight& f : in_flight_cases(false)) gpt_1d_contexts<float>(world, BlockConfig{}, f);
-  // RMSNorm blocks (replicated norms without bias) with GPT-2's other parts.
-  const BlockConfig rms{.norm = {.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6}};
-  gpt_1d_contexts<double>(world, rms, InFlight{});
-  gpt_1d_contexts<float>(world, rms, InFlight{});
+  // RMSNorm blocks (replicated norms without bias) with GPT-2's other parts, and without linear biases.
+  for (bool bias : {true, false}) {
+    CAPTURE(bias);
+    const BlockConfig rms{.norm = {.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6}, .bias = bias};
+    gpt_1d_contexts<double>(world, rms, InFlight{});
+    gpt_1d_contexts<float>(world, rms, InFlight{});
+  }
   gpt_1d_traffic(world);
   gpt_1d_training(world);
 }

@@ -29,7 +29,7 @@ void check_block_1d(optimus::Communicator& world, double dropout,
   const std::int64_t n = s.batch * s.seq;
   const Matrix x = optimus::test::rounded<T>(optimus::reference::random_matrix(n, s.hidden, 41));
   const Matrix dy = optimus::test::rounded<T>(optimus::reference::random_matrix(n, s.hidden, 42));
-  const optimus::reference::BlockWeights w = optimus::reference::block_weights(p, 0, optimus::NormSpec{});
+  const optimus::reference::BlockWeights w = optimus::reference::block_weights(p, 0, optimus::BlockConfig{});
   const optimus::reference::Dropout rd{dropout, config.seed, 6, 0};
   optimus::reference::BlockCache cache;
   const Matrix expected = optimus::reference::block_forward(x, w, s.batch, s.heads, rd, cache);

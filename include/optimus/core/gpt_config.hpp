@@ -16,10 +16,12 @@ struct NormSpec {
 };
 
 // How the model builds each block's layers (and ln_f): a value, so that GPT-2 and other families are configurations of
-// one model, not classes. GPT-2's by default. (Of the Llama family's parts, the norm is built; rotary positions,
-// SwiGLU, grouped-query attention, bias-free linears and an untied head are not yet: issue 37.)
+// one model, not classes. GPT-2's by default. (Of the Llama family's parts, the norm and bias-free linears are built,
+// and rotary positions as an attention option (Attention2D's RopeSpec); rotary positions in place of wpe, SwiGLU,
+// grouped-query attention and an untied head are not yet: issue 37.)
 struct BlockConfig {
-  NormSpec norm;  // ln_1, ln_2 and ln_f
+  NormSpec norm;      // ln_1, ln_2 and ln_f
+  bool bias = true;   // the linear layers' biases (c_attn, attn.c_proj, c_fc, mlp.c_proj); Llama has none
   friend bool operator==(const BlockConfig&, const BlockConfig&) = default;
 };
 
@@ -51,11 +53,13 @@ struct GptConfig {
     const std::int64_t multiple = 128 * static_cast<std::int64_t>(q);
     return padded_vocab > 0 ? padded_vocab : (vocab + multiple - 1) / multiple * multiple;
   }
-  // Parameter count (wte tied with the LM head): a norm has gamma and, for LayerNorm, beta.
+  // Parameter count (wte tied with the LM head): a norm has gamma and, for LayerNorm, beta; the linears' biases are the
+  // block's to have.
   std::int64_t parameter_count() const {
     const std::int64_t h = hidden;
     const std::int64_t norm = block.norm.kind == NormSpec::Kind::layernorm ? 2 * h : h;
-    const std::int64_t per_block = 2 * norm + (h * 3 * h + 3 * h) + (h * h + h) + (h * ffn + ffn) + (ffn * h + h);
+    const std::int64_t biases = block.bias ? 3 * h + h + ffn + h : 0;
+    const std::int64_t per_block = 2 * norm + h * 3 * h + h * h + h * ffn + ffn * h + biases;
     return vocab * h + max_seq * h + layers * per_block + norm;
   }
 };

@@ -30,10 +30,11 @@ class Attention2D {
   // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
   Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
               std::int64_t heads, DropoutSpec dropout);
-  // The same with rotary positions on the queries and keys (`rope`; none: GPT-2's attention, positions from wpe).
-  // Each rank turns its own heads of its own sequences: no parameters, no communication.
+  // The same with rotary positions on the queries and keys (`rope`; none: GPT-2's attention, positions from wpe), and
+  // its linears with biases or without. Each rank turns its own heads of its own sequences: no parameters, no
+  // communication.
   Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-              std::int64_t heads, DropoutSpec dropout, std::optional<RopeSpec> rope);
+              std::int64_t heads, DropoutSpec dropout, std::optional<RopeSpec> rope, bool bias);
 
   using Context = AttentionContext<T>;
 

@@ -39,6 +39,9 @@ class Linear2D {
   // The same with W, b and their gradients where `tags` say (ParameterTags).
   Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
            std::int64_t qkv_hidden);
+  // The same with a bias or without (`bias` false: y = x W, no b among the parameters; Llama's linears).
+  Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
+           std::int64_t qkv_hidden, bool bias);
 
   using Context = LinearContext<T>;
 
@@ -71,15 +74,16 @@ class Linear2D {
   // W as the products take it: its bf16 copy under mixed precision (cast first if not current), else W.
   SummaOperand<T> weight();
   DistMatrix<T> backward_checked(const Context& saved, const DistMatrix<T>& dy) const;  // dx, allocated
-  // This rank's column sums of dy [1, out/q] (db's unreduced partial); under bf16 math the same pass writes dy's bf16
-  // copy, which the products take, into `dy_bf16`.
+  // This rank's column sums of dy [1, out/q] (db's unreduced partial; empty without a bias, unless summed anyway by the
+  // pass that writes dy's bf16 copy); under bf16 math that pass writes the copy, which the products take, into
+  // `dy_bf16`.
   Tensor<T> bias_partial(const DistMatrix<T>& dy, std::optional<SavedActivation<T>>& dy_bf16) const;
 
   Grid grid_;
   std::string name_;
   std::int64_t in_, out_, qkv_hidden_;
   DistMatrix<T> w_, dw_;
-  DistVector<T> b_, db_;
+  std::optional<DistVector<T>> b_, db_;  // none without a bias
   std::unique_ptr<WeightCopy> w_bf16_;  // [in/q, out/q] under mixed precision (see above), else null
 };
 

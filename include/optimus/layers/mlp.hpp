@@ -13,6 +13,9 @@ class MLP2D {
   MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t ffn);
   // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
   MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn);
+  // The same with its linears' biases or without.
+  MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn,
+        bool bias);
 
   using Context = MlpContext<T>;
 

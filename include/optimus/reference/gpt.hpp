@@ -31,9 +31,9 @@ struct CrossEntropy {
 };
 CrossEntropy cross_entropy(const Matrix& logits, const std::vector<int>& targets);
 
-// Block `layer`'s weights, taken from the GPT-2 tensors h.<layer>.* of a model whose blocks' norm is `norm` (RMSNorm:
-// no norm biases); and the reverse, for gradients.
-BlockWeights block_weights(const Parameters& params, std::int64_t layer, const NormSpec& norm);
+// Block `layer`'s weights, taken from the GPT-2 tensors h.<layer>.* of a model of `block`'s blocks (RMSNorm: no norm
+// biases; no linear biases where the block has none: empty); and the reverse, for gradients (empty ones left out).
+BlockWeights block_weights(const Parameters& params, std::int64_t layer, const BlockConfig& block);
 void store_block_grads(Parameters& grads, std::int64_t layer, const BlockWeights& d);
 
 // The GPT-2 parameter names of a config, in canonical order, with their global shapes ({n} for vectors).

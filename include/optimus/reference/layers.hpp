@@ -12,7 +12,8 @@
 
 namespace optimus::reference {
 
-// ---- Linear: y = x W + b;  x: [N, in], W: [in, out], b: [1, out] ----
+// ---- Linear: y = x W + b;  x: [N, in], W: [in, out], b: [1, out], or empty: no bias (the layers below then return
+// an empty bias gradient too) ----
 Matrix linear_forward(const Matrix& x, const Matrix& w, const Matrix& b);
 struct LinearGrads {
   Matrix dx, dw, db;

@@ -22,8 +22,9 @@ template <class T>
 class Attention1D {
  public:
   // Its linears' parameters and gradients live where `tags` say (ParameterTags).
+  // bias: its linears' biases, or none.
   Attention1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-              std::int64_t heads, DropoutSpec dropout);
+              std::int64_t heads, DropoutSpec dropout, bool bias);
   using Context = AttentionContext<T>;  // qkv [N, 3h/p] and probs [b*(a/p)*s, s]
 
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
@@ -52,7 +53,8 @@ class MLP1D {
   using Context = MlpContext<T>;  // pre [N, ffn/p]
 
   // Its linears' parameters and gradients live where `tags` say (ParameterTags).
-  MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn);
+  MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn,
+        bool bias);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // The same from an input kept as c_fc keeps it (LayerNorm2D::forward_saved), which c_fc takes over.
   DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);

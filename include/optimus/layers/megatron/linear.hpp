@@ -29,9 +29,10 @@ template <class T>
 class ColumnParallelLinear {
  public:
   // qkv_hidden > 0 groups the columns by attention heads, rank r holding [Q_r | K_r | V_r] (out = 3 h); 0 does not.
-  // W, b and their gradients live where `tags` say (ParameterTags: a spilled block's in host memory).
+  // W, b and their gradients live where `tags` say (ParameterTags: a spilled block's in host memory); bias false:
+  // y = x W, no b among the parameters.
   ColumnParallelLinear(const Group& group, const ParameterTags& tags, std::string name, std::int64_t in,
-                       std::int64_t out, std::int64_t qkv_hidden);
+                       std::int64_t out, std::int64_t qkv_hidden, bool bias);
   using Context = LinearContext<T>;
 
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
@@ -56,7 +57,8 @@ class ColumnParallelLinear {
   Group group_;
   std::string name_;
   std::int64_t in_, out_, qkv_hidden_;
-  DistMatrix<T> w_, dw_, b_, db_;  // [in, out/p], [1, out/p] on the one-rank grid
+  DistMatrix<T> w_, dw_;                   // [in, out/p] on the one-rank grid
+  std::optional<DistMatrix<T>> b_, db_;    // [1, out/p]; none without a bias
 };
 
 template <class T>
@@ -65,7 +67,9 @@ class RowParallelLinear {
   using Context = LinearContext<T>;
 
   // W, b and their gradients live where `tags` say (as ColumnParallelLinear's).
-  RowParallelLinear(const Group& group, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out);
+  // bias false: y = x W, no b among the parameters.
+  RowParallelLinear(const Group& group, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
+                    bool bias);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // The same from an input already kept as this layer keeps it (the attention's output), taken over by a training
   // pass; a bf16 one is widened for the GEMM, which rounds it back to the same values.
@@ -84,7 +88,8 @@ class RowParallelLinear {
   Group group_;
   std::string name_;
   std::int64_t in_, out_;
-  DistMatrix<T> w_, dw_, b_, db_;  // [in/p, out], [1, out]
+  DistMatrix<T> w_, dw_;                 // [in/p, out]
+  std::optional<DistMatrix<T>> b_, db_;  // [1, out]; none without a bias
 };
 
 extern template class ColumnParallelLinear<float>;
