@@ -1,5 +1,6 @@
 // optimus::Linear2D: y = x W + b on the q x q grid (docs/design.md, "Layers").
-//   x: [N, in], W: [in, out] in q x q blocks, b: [out] split in q*q pieces (DistVector), y: [N, out].
+//   x: [N, in], W: [in, out] in q x q blocks, b: [out] split in q*q pieces (DistVector; none for a linear built without
+//   a bias: y = x W), y: [N, out].
 //   forward : y = summa_ab(x, W) + b; the bias's column block is all-gathered along the grid column and added by
 //             the product's last GEMM (fused on the GPU where cuBLASLt offers it), as is GELU in forward_gelu.
 //   backward: dx = summa_abt(dy, W); dW += summa_atb(x, dy); db += column sums of dy, reduce-scattered
