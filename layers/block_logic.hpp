@@ -155,7 +155,7 @@ inline std::int64_t first_row(const Pass& pass, std::int64_t seq) {
 
 // The block's layers forward, filling `saved`'s four parts (and its pass and sequence length, for the dropout masks
 // of backward). Each residual add is fused with the dropout before it (ops::dropout_residual), and the first one also
-// takes the row sums that ln_2 starts from.
+// takes the row sums that ln_2 starts from (a LayerNorm's).
 template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
                                    const Pass& pass, BlockContext<T>& saved) {
@@ -172,11 +172,14 @@ DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const Dis
   check_finite(n1, name + "ln_1 forward output");
   DistMatrix<T> a = b.attn.forward(std::move(n1), seq, pass, saved.attn);
   check_finite(a, name + "attn forward output");
-  Tensor<T> x1_sums(Shape{a.local_rows()}, x.grid().tag(MemoryKind::workspace), Init::none);  // [N/q]
+  // [N/q] for a LayerNorm ln_2; RMSNorm takes none (the mean is taken as 0).
+  const bool sums = b.ln_2.spec().centered();
+  Tensor<T> x1_sums = sums ? Tensor<T>(Shape{a.local_rows()}, x.grid().tag(MemoryKind::workspace), Init::none)
+                           : Tensor<T>();
   ops::dropout_residual<T>(
       x.local(), a.local(),
       dropout_mask(a, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual)),
-      x1_sums.view(), queue);  // a = x1 = x + dropout(a)
+      sums ? x1_sums.view() : TensorView<T>{}, queue);  // a = x1 = x + dropout(a)
   SavedActivation<T> n2 = b.ln_2.forward_saved(a, std::move(x1_sums), pass, saved.ln_2);
   check_finite(n2, name + "ln_2 forward output");
   DistMatrix<T> m = b.mlp.forward(std::move(n2), pass, saved.mlp);

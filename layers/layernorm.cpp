@@ -37,9 +37,9 @@ LayerNorm2D<T>::LayerNorm2D(const Grid& grid, const ParameterTags& tags, std::st
 
 template <class T>
 Tensor<T> LayerNorm2D<T>::row_sums_of(const DistMatrix<T>& x) const {
-  // RMSNorm: the mean taken as 0 (zeros, not reduced).
-  Tensor<T> row_sum(Shape{x.local_rows()}, grid_.tag(MemoryKind::workspace), centered() ? Init::none : Init::zero);
-  if (centered()) ops::row_sums<T>(x.local(), row_sum.view(), grid_.queue());
+  if (!centered()) return Tensor<T>();  // RMSNorm takes the mean as 0: statistics() makes its zeros
+  Tensor<T> row_sum(Shape{x.local_rows()}, grid_.tag(MemoryKind::workspace), Init::none);
+  ops::row_sums<T>(x.local(), row_sum.view(), grid_.queue());
   return row_sum;
 }
 
@@ -47,10 +47,10 @@ template <class T>
 typename LayerNorm2D<T>::Statistics LayerNorm2D<T>::statistics(const DistMatrix<T>& x, Tensor<T> row_sum) const {
   OPTIMUS_CHECK(x.cols() == hidden_, name_, ": input has ", x.cols(), " columns, expected ", hidden_);
   const std::int64_t rows = x.local_rows(), cols = x.local_cols();
-  OPTIMUS_CHECK(row_sum.shape() == Shape{rows}, name_, ": the row sums have shape ", row_sum.shape(), ", expected [",
-                rows, "]");
+  OPTIMUS_CHECK(!centered() || row_sum.shape() == Shape{rows}, name_, ": the row sums have shape ", row_sum.shape(),
+                ", expected [", rows, "]");
   const MemoryTag work = grid_.tag(MemoryKind::workspace);
-  // RMSNorm: the row sums given (a kernel's that wrote x) are not its statistics: zeros, the mean taken as 0.
+  // RMSNorm takes none (row_sums_of, the block): zeros, the mean taken as 0.
   Statistics st{.row_sum = centered() ? std::move(row_sum) : Tensor<T>(Shape{rows}, work, Init::zero),
                 .sq_dev = Tensor<T>(Shape{rows}, work, Init::none), .gamma = Tensor<T>(Shape{1, cols}, work),
                 .beta = Tensor<T>(Shape{1, cols}, work)};  // beta stays 0 for RMSNorm

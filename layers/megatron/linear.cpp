@@ -52,12 +52,13 @@ void zero(const Grid& local, DistMatrix<T>& dw, std::optional<DistMatrix<T>>& db
   if (db) ops::fill<T>(db->local(), T(0), local.queue());
 }
 
-// A linear's bias row [1, n] for its GEMM's epilogue: b's, or zeros without a bias (x W + 0).
+// A linear's bias row [1, n] for its GEMM's epilogue: b itself, or without a bias zeros made in `zeros` (x W + 0).
 template <class T>
-Tensor<T> bias_row(const Grid& local, const std::optional<DistMatrix<T>>& b, std::int64_t n) {
-  Tensor<T> row(Shape{1, n}, local.tag(MemoryKind::workspace));
-  if (b) copy_bytes(row.device_memory(), row.data(), std::as_const(*b).local().data(), row.bytes());
-  return row;
+TensorView<const T> bias_row(const Grid& local, const std::optional<DistMatrix<T>>& b, std::int64_t n,
+                             Tensor<T>& zeros) {
+  if (b) return std::as_const(*b).local();
+  zeros = Tensor<T>(Shape{1, n}, local.tag(MemoryKind::workspace));
+  return std::as_const(zeros).view();
 }
 
 // The one-rank communicator of this rank, after every rank of `tp` took the GEMM backend's memory (Grid::create would
@@ -123,8 +124,8 @@ template <class T>
 void ColumnParallelLinear<T>::multiply(const DistMatrix<T>& x, const Pass& pass, Context& saved, DistMatrix<T>& y,
                                        DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
-  const Tensor<T> bias = bias_row(group_.local(), b_, out_ / group_.size());
-  const ops::Epilogue<T> epilogue = linear_epilogue(bias.view(), pre);
+  Tensor<T> zeros;
+  const ops::Epilogue<T> epilogue = linear_epilogue(bias_row(group_.local(), b_, out_ / group_.size(), zeros), pre);
   ops::gemm<T>(Trans::no, Trans::no, T(1), x.local(), w_.local(), T(0), y.local(), epilogue, group_.local().queue());
   saved = Context{};
   if (pass.training) {
@@ -137,8 +138,8 @@ template <class T>
 void ColumnParallelLinear<T>::multiply(SavedActivation<T> x, const Pass& pass, Context& saved, DistMatrix<T>& y,
                                        DistMatrix<T>* pre) {
   OPTIMUS_CHECK(x.cols() == in_, name_, ": input has ", x.cols(), " columns, expected ", in_);
-  const Tensor<T> bias = bias_row(group_.local(), b_, out_ / group_.size());
-  const ops::Epilogue<T> epilogue = linear_epilogue(bias.view(), pre);
+  Tensor<T> zeros;
+  const ops::Epilogue<T> epilogue = linear_epilogue(bias_row(group_.local(), b_, out_ / group_.size(), zeros), pre);
   {
     Tensor<T> widened;  // x in T when kept in bf16
     ops::gemm<T>(Trans::no, Trans::no, T(1), x.values(widened), w_.local(), T(0), y.local(), epilogue,

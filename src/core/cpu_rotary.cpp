@@ -10,11 +10,15 @@ template <class T>
 void rotary(TensorView<T> qkv, const ops::Rotary& r) {
   const std::int64_t rows = qkv.size(0), width = qkv.size(1) / 3, d = width / r.heads, half = d / 2;
   const T flip = r.inverse ? T(-1) : T(1);  // the inverse turns by -angle
+  std::vector<double> frequency(static_cast<std::size_t>(half));  // theta^(-2i/d), the same for every row
+  for (std::int64_t i = 0; i < half; ++i) {
+    frequency[static_cast<std::size_t>(i)] = std::pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+  }
   std::vector<T> cos_of(static_cast<std::size_t>(half)), sin_of(static_cast<std::size_t>(half));
   for (std::int64_t row = 0; row < rows; ++row) {
     const auto pos = static_cast<double>(row % r.seq);
     for (std::int64_t i = 0; i < half; ++i) {
-      const double angle = pos * std::pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      const double angle = pos * frequency[static_cast<std::size_t>(i)];
       cos_of[static_cast<std::size_t>(i)] = static_cast<T>(std::cos(angle));
       sin_of[static_cast<std::size_t>(i)] = flip * static_cast<T>(std::sin(angle));
     }

@@ -52,7 +52,7 @@ class LayerNorm2D {
   //     xhat then written in bf16 by the normalizing kernel itself, no f32 copies; counted as activations in training,
   //     the linear layer taking it over); the values of forward(x), bit for bit, as that layer would keep them;
   //   * forward_saved given the local row sums [N/q] of x, which the kernel that wrote x computed
-  //     (ops::dropout_residual): LayerNorm's first pass over x is skipped;
+  //     (ops::dropout_residual): LayerNorm's first pass over x is skipped (RMSNorm takes none: an empty tensor);
   //   * backward_plus: dx + residual [N, h] (the gradient that reached x along the residual path), added by the
   //     kernel that writes dx; dgamma, dbeta accumulated now (later null) or queued in *later.
   SavedActivation<T> forward_saved(const DistMatrix<T>& x, const Pass& pass, Context& saved);
@@ -73,7 +73,7 @@ class LayerNorm2D {
   };
   Tensor<T> row_sums_of(const DistMatrix<T>& x) const;
   Statistics statistics(const DistMatrix<T>& x, Tensor<T> row_sum) const;
-  bool centered() const { return spec_.kind == NormSpec::Kind::layernorm; }
+  bool centered() const { return spec_.centered(); }
   ops::Normalization normalization() const { return {.hidden = hidden_, .eps = spec_.eps, .centered = centered()}; }
   void keep(const Pass& pass, SavedActivation<T> xhat, Tensor<T> rstd, Context& saved) const;
   // dx (+ residual unless it is null), with dgamma and dbeta accumulated now (later null) or queued.
