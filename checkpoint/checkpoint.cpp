@@ -48,13 +48,11 @@ fs::path hidden_beside(const fs::path& dir, const char* suffix) {
 }
 fs::path partial_of(const fs::path& dir) { return hidden_beside(dir, ".partial"); }
 
-const char* norm_name(NormSpec::Kind kind) { return kind == NormSpec::Kind::layernorm ? "layernorm" : "rmsnorm"; }
-
 json config_json(const GptConfig& c) {
   return {{"vocab", c.vocab},     {"padded_vocab", c.padded_vocab}, {"max_seq", c.max_seq},
           {"layers", c.layers},   {"hidden", c.hidden},             {"heads", c.heads},
           {"ffn", c.ffn},         {"dropout", c.dropout},           {"seed", c.seed},
-          {"block", {{"norm", norm_name(c.block.norm.kind)}, {"norm_eps", c.block.norm.eps}, {"bias", c.block.bias}}}};
+          {"block", {{"norm", name_of(c.block.norm.kind)}, {"norm_eps", c.block.norm.eps}, {"bias", c.block.bias}}}};
 }
 
 // A block written before the block configuration was recorded (no "block") is GPT-2's.
@@ -306,7 +304,7 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
   same("hidden", there.hidden, here.hidden);
   same("heads", there.heads, here.heads);
   same("ffn", there.ffn, here.ffn);
-  same("norm", norm_name(there.block.norm.kind), norm_name(here.block.norm.kind));
+  same("norm", name_of(there.block.norm.kind), name_of(here.block.norm.kind));
   same("norm eps", there.block.norm.eps, here.block.norm.eps);
   same("linear biases", there.block.bias, here.block.bias);
 }

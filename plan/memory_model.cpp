@@ -25,7 +25,7 @@ struct Others {
 };
 // A norm's parameters: gamma, and for LayerNorm beta.
 std::int64_t norm_parameters(const GptConfig& c) {
-  return c.block.norm.kind == NormSpec::Kind::layernorm ? 2 * c.hidden : c.hidden;
+  return c.block.norm.parameters(c.hidden);
 }
 
 Others others(const Layout& l, const GptConfig& c) {

@@ -10,13 +10,12 @@ namespace optimus::reference {
 namespace {
 
 std::string block_name(std::int64_t l, const char* leaf) { return "h." + std::to_string(l) + "." + leaf; }
-bool has_norm_bias(const NormSpec& norm) { return norm.kind == NormSpec::Kind::layernorm; }
 
 }  // namespace
 
 BlockWeights block_weights(const Parameters& p, std::int64_t l, const BlockConfig& block) {
   auto at = [&](const char* leaf) { return p.at(block_name(l, leaf)); };
-  auto norm_bias = [&](const char* leaf) { return has_norm_bias(block.norm) ? at(leaf) : Matrix(); };
+  auto norm_bias = [&](const char* leaf) { return block.norm.centered() ? at(leaf) : Matrix(); };
   auto bias = [&](const char* leaf) { return block.bias ? at(leaf) : Matrix(); };
   return {block.norm,
           at("ln_1.weight"),
@@ -29,7 +28,7 @@ BlockWeights block_weights(const Parameters& p, std::int64_t l, const BlockConfi
 
 void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
   g[block_name(l, "ln_1.weight")] = d.ln_1_w;
-  if (has_norm_bias(d.norm)) g[block_name(l, "ln_1.bias")] = d.ln_1_b;
+  if (d.norm.centered()) g[block_name(l, "ln_1.bias")] = d.ln_1_b;
   // Biases where the block has them (empty gradients otherwise).
   const auto put_bias = [&](const char* leaf, const Matrix& db) {
     if (db.size() > 0) g[block_name(l, leaf)] = db;
@@ -39,7 +38,7 @@ void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
   g[block_name(l, "attn.c_proj.weight")] = d.attn.c_proj_w;
   put_bias("attn.c_proj.bias", d.attn.c_proj_b);
   g[block_name(l, "ln_2.weight")] = d.ln_2_w;
-  if (has_norm_bias(d.norm)) g[block_name(l, "ln_2.bias")] = d.ln_2_b;
+  if (d.norm.centered()) g[block_name(l, "ln_2.bias")] = d.ln_2_b;
   g[block_name(l, "mlp.c_fc.weight")] = d.mlp.c_fc_w;
   put_bias("mlp.c_fc.bias", d.mlp.c_fc_b);
   g[block_name(l, "mlp.c_proj.weight")] = d.mlp.c_proj_w;
@@ -49,7 +48,7 @@ void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& c) {
   const std::int64_t h = c.hidden;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {{"wte", {c.vocab, h}}, {"wpe", {c.max_seq, h}}};
-  const bool norm_bias = has_norm_bias(c.block.norm);
+  const bool norm_bias = c.block.norm.centered();
   for (std::int64_t l = 0; l < c.layers; ++l) {
     shapes.push_back({block_name(l, "ln_1.weight"), {h}});
     if (norm_bias) shapes.push_back({block_name(l, "ln_1.bias"), {h}});
@@ -104,7 +103,7 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   }
   NormCache ln_f;
   const Matrix xf = norm_forward(c.block.norm, x, p.at("ln_f.weight"),
-                                 has_norm_bias(c.block.norm) ? p.at("ln_f.bias") : Matrix(), ln_f);
+                                 c.block.norm.centered() ? p.at("ln_f.bias") : Matrix(), ln_f);
 
   GptResult result;
   result.logits = xf * wte.transpose();
@@ -117,7 +116,7 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   Matrix dwte = dlogits.transpose() * xf;
   const LayerNormGrads dln_f = norm_backward(ln_f, p.at("ln_f.weight"), dlogits * wte);
   g["ln_f.weight"] = dln_f.dgamma;
-  if (has_norm_bias(c.block.norm)) g["ln_f.bias"] = dln_f.dbeta;
+  if (c.block.norm.centered()) g["ln_f.bias"] = dln_f.dbeta;
   Matrix dx = dln_f.dx;
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
     dropout.layer = l;

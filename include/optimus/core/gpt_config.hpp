@@ -12,8 +12,14 @@ struct NormSpec {
   enum class Kind { layernorm, rmsnorm };
   Kind kind = Kind::layernorm;
   double eps = 1e-5;
+  // LayerNorm subtracts the mean and has beta; RMSNorm neither.
+  bool centered() const { return kind == Kind::layernorm; }
+  // gamma's and, centered, beta's elements over `hidden` features.
+  std::int64_t parameters(std::int64_t hidden) const { return centered() ? 2 * hidden : hidden; }
   friend bool operator==(const NormSpec&, const NormSpec&) = default;
 };
+// "layernorm" or "rmsnorm" (as checkpoints record it).
+inline const char* name_of(NormSpec::Kind kind) { return kind == NormSpec::Kind::layernorm ? "layernorm" : "rmsnorm"; }
 
 // How the model builds each block's layers (and ln_f): a value, so that GPT-2 and other families are configurations of
 // one model, not classes. GPT-2's by default. (Of the Llama family's parts, the norm and bias-free linears are built,
@@ -57,7 +63,7 @@ struct GptConfig {
   // block's to have.
   std::int64_t parameter_count() const {
     const std::int64_t h = hidden;
-    const std::int64_t norm = block.norm.kind == NormSpec::Kind::layernorm ? 2 * h : h;
+    const std::int64_t norm = block.norm.parameters(h);
     const std::int64_t biases = block.bias ? 3 * h + h + ffn + h : 0;
     const std::int64_t per_block = 2 * norm + h * 3 * h + h * h + h * ffn + ffn * h + biases;
     return vocab * h + max_seq * h + layers * per_block + norm;
@@ -67,7 +73,7 @@ struct GptConfig {
 inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
   return os << "vocab=" << c.vocab << " padded_vocab=" << c.padded_vocab << " max_seq=" << c.max_seq << " layers=" << c.layers << " hidden=" << c.hidden
             << " heads=" << c.heads << " ffn=" << c.ffn << " dropout=" << c.dropout << " norm="
-            << (c.block.norm.kind == NormSpec::Kind::layernorm ? "layernorm" : "rmsnorm") << "(eps " << c.block.norm.eps
+            << name_of(c.block.norm.kind) << "(eps " << c.block.norm.eps
             << ")";
 }
 
