@@ -52,7 +52,8 @@ int run_checkpoint_bench(Communicator& world, int argc, char** argv) {
   OPTIMUS_CHECK(q * q == world.size(), "checkpoint bench: world size ", world.size(), " is not a square");
   const GptConfig config{.vocab = o.integer("vocab", 50257), .padded_vocab = 0, .max_seq = o.integer("seq", 1024),
                          .layers = o.integer("layers", 12), .hidden = o.integer("h", 768),
-                         .heads = o.integer("heads", 12), .ffn = 4 * o.integer("h", 768), .dropout = 0.0, .seed = 1};
+                         .heads = o.integer("heads", 12), .ffn = 4 * o.integer("h", 768), .dropout = 0.0, .seed = 1,
+                         .block = {}};
   const int iters = static_cast<int>(o.integer("iters", 3));
   OPTIMUS_CHECK(iters >= 1, "checkpoint bench: --iters must be >= 1, got ", iters);
   const std::filesystem::path dir = o.text("dir", "checkpoint-bench");

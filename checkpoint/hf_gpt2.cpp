@@ -121,7 +121,7 @@ GptConfig hf_config(const std::string& path) {
   std::int64_t layers = 0;
   while (tensors.count("h." + std::to_string(layers) + ".attn.c_attn.weight")) ++layers;
   GptConfig c{.vocab = wte[0], .padded_vocab = 0, .max_seq = wpe[0], .layers = layers, .hidden = wte[1], .heads = 0,
-              .ffn = 0, .dropout = 0.0, .seed = 0};
+              .ffn = 0, .dropout = 0.0, .seed = 0, .block = {}};
   if (layers > 0) {
     const auto& fc = need(tensors, "h.0.mlp.c_fc.weight", path).info.shape;
     OPTIMUS_CHECK(fc.size() == 2, "'", path, "': h.0.mlp.c_fc.weight is not a matrix");

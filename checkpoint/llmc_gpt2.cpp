@@ -69,7 +69,8 @@ Header read_header(const std::string& path) {
   OPTIMUS_CHECK(h[1] == 3 || h[1] == 5, "'", path, "': llm.c checkpoint version ", h[1], " (3, fp32, and 5, bf16, are read)");
   Header out{.version = h[1],
              .config = GptConfig{.vocab = h[3], .padded_vocab = 0, .max_seq = h[2], .layers = h[4], .hidden = h[6],
-                                 .heads = h[5], .ffn = 4 * static_cast<std::int64_t>(h[6]), .dropout = 0.0, .seed = 0},
+                                 .heads = h[5], .ffn = 4 * static_cast<std::int64_t>(h[6]), .dropout = 0.0, .seed = 0,
+                                 .block = {}},
              .padded_vocab = h[7]};
   // Bounds that keep every size below in 64 bits (GPT-2 XL: 48 layers, h 1600, vocab 50257, context 1024).
   OPTIMUS_CHECK(h[2] > 0 && h[2] <= (1 << 24) && h[3] > 0 && h[3] <= (1 << 24) && h[4] >= 0 && h[4] <= 4096 &&

@@ -22,7 +22,7 @@ struct Run {
   explicit Run(optimus::Communicator& world)
       : grid(optimus::Grid::create(world, 2)),
         model(grid, optimus::GptConfig{.vocab = 40, .padded_vocab = 0, .max_seq = 8, .layers = 2, .hidden = 32,
-                                       .heads = 4, .ffn = 64, .dropout = 0.1, .seed = 9}),
+                                       .heads = 4, .ffn = 64, .dropout = 0.1, .seed = 9, .block = {}}),
         optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{}}) {}
 
   void step(std::uint64_t step) {

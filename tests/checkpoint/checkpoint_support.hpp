@@ -15,7 +15,7 @@ namespace optimus::test {
 // baseline's p = 4 divides heads and ffn.
 inline optimus::GptConfig small_config() {
   return optimus::GptConfig{.vocab = 36, .max_seq = 6, .layers = 2, .hidden = 36, .heads = 12, .ffn = 72,
-                            .dropout = 0.1, .seed = 77};
+                            .dropout = 0.1, .seed = 77, .block = {}};
 }
 constexpr std::int64_t global_batch = 12;  // q = 1, 2, 3 divide it, and dp = 2 replicas of 6 sequences
 

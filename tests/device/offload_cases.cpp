@@ -18,7 +18,7 @@ constexpr std::int64_t kChunk = 1000;  // elements: wte's and the MLP's shards a
 // Optimizer state dominates: a wide vocabulary and a few short sequences (activations are small).
 GptConfig offload_config() {
   return GptConfig{.vocab = 4000, .max_seq = 8, .layers = 2, .hidden = 64, .heads = 4, .ffn = 64, .dropout = 0.1,
-                   .seed = 77};
+                   .seed = 77, .block = {}};
 }
 
 OffloadSetup offload_setup(int q, std::optional<OptimizerOffload> how) {

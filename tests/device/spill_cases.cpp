@@ -24,7 +24,7 @@ constexpr std::int64_t kChunk = 3000;  // elements of an offloaded optimizer chu
 // Blocks dominate: a small vocabulary, wide blocks, a few short sequences.
 GptConfig spill_config(std::int64_t layers, std::int64_t hidden) {
   return GptConfig{.vocab = 64, .max_seq = 4, .layers = layers, .hidden = hidden, .heads = 4, .ffn = 4 * hidden,
-                   .dropout = 0.1, .seed = 91};
+                   .dropout = 0.1, .seed = 91, .block = {}};
 }
 
 struct SpillCase {

@@ -72,7 +72,7 @@ int run(const std::string& mode, const std::string& file, const std::string& exp
     if (mode == "export") {
       // Shapes distinct from each other, a vocabulary that needs padding on the grid, one training step.
       const optimus::GptConfig config{.vocab = 50, .padded_vocab = 0, .max_seq = 8, .layers = 2, .hidden = 32,
-                                      .heads = 4, .ffn = 48, .dropout = 0.0, .seed = 3};
+                                      .heads = 4, .ffn = 48, .dropout = 0.0, .seed = 3, .block = {}};
       optimus::Gpt2D<float> model(grid, config);
       optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{}});
       std::vector<int> tokens(2 * 8), targets(2 * 8);

@@ -253,7 +253,7 @@ TEST_CASE("GPT-2's vocabulary of 50257 on a 2x2 grid: the reference's loss and g
   optimus::test::run_in_process(4, [](optimus::Communicator& w) {
     const optimus::Grid grid = optimus::Grid::create(w, 2);
     const optimus::GptConfig config{.vocab = 50257, .padded_vocab = 0, .max_seq = 4, .layers = 1, .hidden = 8,
-                                    .heads = 2, .ffn = 16, .dropout = 0.1, .seed = 5};
+                                    .heads = 2, .ffn = 16, .dropout = 0.1, .seed = 5, .block = {}};
     CHECK(config.stored_vocab(2) == 50432);  // 50257 rounded up to a multiple of 128 * q
     optimus::Gpt2D<double> model(grid, config);
     optimus::AdamW<double> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{}});
