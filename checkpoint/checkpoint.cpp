@@ -48,22 +48,42 @@ fs::path hidden_beside(const fs::path& dir, const char* suffix) {
 }
 fs::path partial_of(const fs::path& dir) { return hidden_beside(dir, ".partial"); }
 
+// The block as metadata.json records it; "rope_theta" is null for learned positions.
+json block_json(const BlockConfig& b) {
+  return {{"norm", name_of(b.norm.kind)},
+          {"norm_eps", b.norm.eps},
+          {"bias", b.bias},
+          {"rope_theta", b.rope ? json(b.rope->theta) : json(nullptr)},
+          {"mlp", name_of(b.mlp)},
+          {"kv_heads", b.kv_heads},
+          {"tied_head", b.tied_head}};
+}
+
 json config_json(const GptConfig& c) {
   return {{"vocab", c.vocab},     {"padded_vocab", c.padded_vocab}, {"max_seq", c.max_seq},
           {"layers", c.layers},   {"hidden", c.hidden},             {"heads", c.heads},
           {"ffn", c.ffn},         {"dropout", c.dropout},           {"seed", c.seed},
-          {"block", {{"norm", name_of(c.block.norm.kind)}, {"norm_eps", c.block.norm.eps}, {"bias", c.block.bias}}}};
+          {"block", block_json(c.block)}};
 }
 
-// A block written before the block configuration was recorded (no "block") is GPT-2's.
+// A block written before the block configuration was recorded (no "block") is GPT-2's; one written before a field was
+// (positions, mlp, kv_heads, tied_head) has GPT-2's value of it.
 BlockConfig block_from(const json& j) {
   if (!j.contains("block")) return BlockConfig{};
   const json& b = j.at("block");
   const std::string norm = b.at("norm");
   OPTIMUS_CHECK(norm == "layernorm" || norm == "rmsnorm", "checkpoint: unknown norm '", norm, "'");
-  return BlockConfig{.norm = {.kind = norm == "layernorm" ? NormSpec::Kind::layernorm : NormSpec::Kind::rmsnorm,
-                              .eps = b.at("norm_eps")},
-                     .bias = b.at("bias")};
+  const std::string mlp = b.value("mlp", std::string("gelu"));
+  OPTIMUS_CHECK(mlp == "gelu" || mlp == "swiglu", "checkpoint: unknown mlp '", mlp, "'");
+  BlockConfig block{.norm = {.kind = norm == "layernorm" ? NormSpec::Kind::layernorm : NormSpec::Kind::rmsnorm,
+                             .eps = b.at("norm_eps")},
+                    .bias = b.at("bias"),
+                    .rope = std::nullopt,
+                    .mlp = mlp == "gelu" ? MlpKind::gelu : MlpKind::swiglu,
+                    .kv_heads = b.value("kv_heads", std::int64_t{0}),
+                    .tied_head = b.value("tied_head", true)};
+  if (b.contains("rope_theta") && !b.at("rope_theta").is_null()) block.rope = RopeSpec{b.at("rope_theta").get<double>()};
+  return block;
 }
 
 GptConfig config_from(const json& j) {
@@ -307,6 +327,12 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
   same("norm", name_of(there.block.norm.kind), name_of(here.block.norm.kind));
   same("norm eps", there.block.norm.eps, here.block.norm.eps);
   same("linear biases", there.block.bias, here.block.bias);
+  const auto positions = [](const GptConfig& c) { return std::string(c.block.rope ? "rope" : "learned"); };
+  same("positions", positions(there), positions(here));
+  same("rope theta", there.block.rope ? there.block.rope->theta : 0.0, here.block.rope ? here.block.rope->theta : 0.0);
+  same("mlp", name_of(there.block.mlp), name_of(here.block.mlp));
+  same("kv_heads", there.kv_heads(), here.kv_heads());
+  same("tied head", there.block.tied_head, here.block.tied_head);
 }
 
 }  // namespace

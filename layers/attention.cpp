@@ -10,6 +10,21 @@
 
 namespace optimus {
 
+AttentionSpec checked(const AttentionSpec& spec, int parts, const std::string& name) {
+  const std::int64_t hidden = spec.hidden, heads = spec.heads, kv = spec.kv_heads;
+  OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
+  OPTIMUS_CHECK(kv > 0 && heads % kv == 0, name, ": kv_heads = ", kv, " does not divide heads = ", heads);
+  OPTIMUS_CHECK(heads % parts == 0, name, ": heads = ", heads, " is not divisible by ", parts,
+                " (each rank holds whole heads)");
+  OPTIMUS_CHECK(kv % parts == 0, name, ": kv_heads = ", kv, " is not divisible by ", parts,
+                " (each rank holds whole key/value heads)");
+  OPTIMUS_CHECK(!spec.rope || (hidden / heads) % 2 == 0, name,
+                ": rotary positions pair a head's columns, but its dimension ", hidden / heads, " is odd");
+  OPTIMUS_CHECK(!spec.rope || (std::isfinite(spec.rope->theta) && spec.rope->theta > 1.0), name, ": rotary theta = ",
+                spec.rope ? spec.rope->theta : 0.0, " must be finite and above 1");
+  return spec;
+}
+
 template <class T>
 Attention2D<T>::Attention2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t heads,
                             DropoutSpec dropout)
@@ -18,25 +33,17 @@ Attention2D<T>::Attention2D(const Grid& grid, const std::string& name, std::int6
 template <class T>
 Attention2D<T>::Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
                             std::int64_t heads, DropoutSpec dropout)
-    : Attention2D(grid, tags, name, hidden, heads, dropout, std::nullopt, true) {}
+    : Attention2D(grid, tags, name,
+                  AttentionSpec{.hidden = hidden, .heads = heads, .kv_heads = heads, .dropout = dropout,
+                                .rope = std::nullopt, .bias = true}) {}
 
 template <class T>
-Attention2D<T>::Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-                            std::int64_t heads, DropoutSpec dropout, std::optional<RopeSpec> rope, bool bias)
+Attention2D<T>::Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name,
+                            const AttentionSpec& spec)
     : grid_(grid),
-      hidden_(hidden),
-      heads_(heads),
-      dropout_(dropout),
-      rope_(rope),
-      c_attn_(grid, tags, name + ".c_attn", hidden, 3 * hidden, hidden, bias),
-      c_proj_(grid, tags, name + ".c_proj", hidden, hidden, 0, bias) {
-  OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
-  OPTIMUS_CHECK(heads % grid.q() == 0, name, ": heads = ", heads, " is not divisible by q = ", grid.q());
-  OPTIMUS_CHECK(!rope || (hidden / heads) % 2 == 0, name, ": rotary positions pair a head's columns, but its dimension ",
-                hidden / heads, " is odd");
-  OPTIMUS_CHECK(!rope || (std::isfinite(rope->theta) && rope->theta > 1.0), name, ": rotary theta = ",
-                rope ? rope->theta : 0.0, " must be finite and above 1");
-}
+      spec_(checked(spec, grid.q(), name)),
+      c_attn_(grid, tags, name + ".c_attn", spec_.hidden, spec_.qkv_parts().total(), spec_.qkv_parts(), spec_.bias),
+      c_proj_(grid, tags, name + ".c_proj", spec_.hidden, spec_.hidden, FusedColumns{}, spec_.bias) {}
 
 template <class T>
 detail::AttentionGeometry Attention2D<T>::geometry(std::int64_t local_rows, std::int64_t seq, const Pass& pass,
@@ -45,17 +52,18 @@ detail::AttentionGeometry Attention2D<T>::geometry(std::int64_t local_rows, std:
   detail::AttentionGeometry g;
   g.seq = seq;
   g.batches = local_rows / seq;
-  g.heads = heads_ / q;
-  g.head_size = hidden_ / heads_;
+  g.heads = spec_.heads / q;
+  g.kv_heads = spec_.kv_heads / q;
+  g.head_size = spec_.hidden / spec_.heads;
   // This rank's first sequence in the global batch (grid row i holds the pass's sequences [i*b/q, (i+1)*b/q)) and
   // first head.
   g.first_batch = pass.first_sequence + grid_.row_index() * g.batches;
   g.first_head = grid_.col_index() * g.heads;
-  g.total_heads = heads_;
+  g.total_heads = spec_.heads;
   g.dropout = dropout;
-  g.rng = CounterRng(dropout_.seed, dropout_stream(pass.step, static_cast<std::uint64_t>(dropout_.layer),
-                                                   DropoutSite::attention_probs));
-  g.rope = rope_;
+  g.rng = CounterRng(spec_.dropout.seed, dropout_stream(pass.step, static_cast<std::uint64_t>(spec_.dropout.layer),
+                                                        DropoutSite::attention_probs));
+  g.rope = spec_.rope;
   return g;
 }
 
@@ -65,8 +73,8 @@ DistMatrix<T> Attention2D<T>::forward_any(X&& x, std::int64_t seq, const Pass& p
   const int q = grid_.q();
   OPTIMUS_CHECK(seq > 0 && (x.rows() / q) % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ",
                 seq, " on each of q = ", q, " grid rows");
-  const detail::AttentionGeometry g = geometry(x.rows() / q, seq, pass, pass.training ? dropout_.p : 0.0);
-  return detail::attention_forward<T>(c_attn_, c_proj_, std::forward<X>(x), hidden_, g, pass, saved);
+  const detail::AttentionGeometry g = geometry(x.rows() / q, seq, pass, pass.training ? spec_.dropout.p : 0.0);
+  return detail::attention_forward<T>(c_attn_, c_proj_, std::forward<X>(x), spec_.hidden, g, pass, saved);
 }
 
 template <class T>
@@ -82,7 +90,7 @@ DistMatrix<T> Attention2D<T>::forward(SavedActivation<T> x, std::int64_t seq, co
 template <class T>
 DistMatrix<T> Attention2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   saved.mark.check(grid_, "attention");
-  const detail::AttentionGeometry g = geometry(saved.qkv->local_rows(), saved.seq, saved.pass, dropout_.p);
+  const detail::AttentionGeometry g = geometry(saved.qkv->local_rows(), saved.seq, saved.pass, spec_.dropout.p);
   return detail::attention_backward<T>(c_attn_, c_proj_, std::move(saved), dy, g, later);
 }
 

@@ -24,6 +24,7 @@ namespace optimus::detail {
 
 struct AttentionGeometry {
   std::int64_t seq = 0, batches = 0, heads = 0, head_size = 0;  // this rank's sequences and heads
+  std::int64_t kv_heads = 0;  // this rank's key/value heads (grouped-query attention; = heads: multi-head)
   std::int64_t first_batch = 0, first_head = 0, total_heads = 0;
   double dropout = 0.0;
   CounterRng rng{0};  // the attention-probability dropout stream

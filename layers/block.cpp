@@ -18,10 +18,9 @@ TransformerBlock2D<T>::TransformerBlock2D(const Grid& grid, const ParameterTags&
     : config_(config),
       layer_(layer),
       ln_1_(grid, tags, prefix(layer) + "ln_1", config.hidden, config.block.norm),
-      attn_(grid, tags, prefix(layer) + "attn", config.hidden, config.heads,
-            DropoutSpec{config.dropout, config.seed, layer}, std::nullopt, config.block.bias),
+      attn_(grid, tags, prefix(layer) + "attn", AttentionSpec::of(config, layer)),
       ln_2_(grid, tags, prefix(layer) + "ln_2", config.hidden, config.block.norm),
-      mlp_(grid, tags, prefix(layer) + "mlp", config.hidden, config.ffn, config.block.bias) {}
+      mlp_(grid, tags, prefix(layer) + "mlp", config.hidden, config.ffn, config.block.mlp, config.block.bias) {}
 
 template <class T>
 DistMatrix<T> TransformerBlock2D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass,

@@ -1,7 +1,9 @@
 // The logic the 2D and 1D layers share, written once over their parts (internal header):
-//   mlp      : y = c_proj(gelu(c_fc(x))), saving GELU's input (c_fc's output) for its derivative;
+//   mlp      : y = c_proj(act(c_fc(x))), act GELU or SwiGLU (silu(gate) * up of c_fc's [gate | up]), saving the
+//              activation's input (c_fc's output) for its derivative;
 //   attention: qkv = c_attn(x) (its queries and keys turned by rotary positions where the geometry says), the local
-//              fused attention core, y = c_proj(merged); qkv and the core's log-sum-exps are saved, the
+//              fused attention core (grouped-query attention: the key/value heads widened to one per query head for
+//              it, their gradients summed back), y = c_proj(merged); qkv and the core's log-sum-exps are saved, the
 //              probabilities rebuilt from them in backward;
 //   block    : x1 = x + dropout(attn(ln_1(x))), y = x1 + dropout(mlp(ln_2(x1))), and its backward, with dropout
 //              masks regenerated from (seed, step, layer, site), under a recomputation policy (recompute.hpp).
@@ -21,18 +23,40 @@
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dropout.hpp"
+#include "optimus/layers/gelu_output.hpp"
 #include "optimus/layers/pass.hpp"
 #include "optimus/layers/weight_gradients.hpp"
 
 namespace optimus::detail {
 
+// SwiGLU of c_fc's output gu [N, 2f] (each rank's columns [gate | up], matching): y [N, f] = silu(gate) * up, kept as
+// c_proj keeps its input, and gu kept for the backward — under mixed precision both in bf16, written by one kernel
+// (ops::swiglu_forward into bf16), as GELU's are.
+template <class T>
+GeluOutput<T> swiglu_forward(DistMatrix<T> gu, const Pass& pass) {
+  const Grid grid = gu.grid();
+  const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
+  SavedActivation<T> y = SavedActivation<T>::uninitialized(grid, gu.rows(), gu.cols() / 2, kept);
+  if constexpr (std::is_same_v<T, float>) {
+    if (y.is_bf16()) {
+      SavedActivation<T> pre = SavedActivation<T>::uninitialized(grid, gu.rows(), gu.cols(), kept);
+      ops::swiglu_forward(std::as_const(gu).local(), y.bf16_storage().view(), pre.bf16_storage().view(),
+                          grid.queue());
+      return {std::move(y), std::move(pre)};
+    }
+  }
+  ops::swiglu_forward<T>(std::as_const(gu).local(), y.storage().view(), grid.queue());
+  return {std::move(y), SavedActivation<T>(std::move(gu), kept)};
+}
+
 // x: a DistMatrix<T>, or a SavedActivation<T> that c_fc takes over (LayerNorm2D::forward_saved).
 template <class T, class Fc, class Proj, class X>
-DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, X&& x, const Pass& pass, MlpContext<T>& saved) {
+DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, MlpKind kind, X&& x, const Pass& pass, MlpContext<T>& saved) {
   saved = MlpContext<T>{};
   const Grid grid = x.grid();  // a handle: x may be moved into c_fc's context
-  // GELU fused into c_fc's GEMM where the device offers it.
-  GeluOutput<T> fc = c_fc.forward_gelu(std::forward<X>(x), pass, saved.c_fc);
+  // GELU fused into c_fc's GEMM where the device offers it; SwiGLU after it.
+  GeluOutput<T> fc = kind == MlpKind::gelu ? c_fc.forward_gelu(std::forward<X>(x), pass, saved.c_fc)
+                                           : swiglu_forward(c_fc.forward(std::forward<X>(x), pass, saved.c_fc), pass);
   DistMatrix<T> y = c_proj.forward(std::move(fc.y), pass, saved.c_proj);  // taken over, as kept
   if (pass.training) {
     saved.pre.emplace(std::move(fc.pre));  // bf16 under mixed precision
@@ -61,19 +85,57 @@ void gelu_backward(const SavedActivation<T>& pre, DistMatrix<T>& dact) {
   ops::gelu_backward<T>(pre.block(), std::as_const(dact).local(), dact.local(), queue);
 }
 
+// dgu [N, 2f] = SwiGLU's backward of dact [N, f] on gu as kept (bf16 under mixed precision: no widened copy).
+template <class T>
+DistMatrix<T> swiglu_backward(const SavedActivation<T>& gu, const DistMatrix<T>& dact) {
+  const Grid& grid = dact.grid();
+  DistMatrix<T> dgu = DistMatrix<T>::uninitialized(grid, gu.rows(), gu.cols(), MemoryKind::workspace);
+  if constexpr (std::is_same_v<T, float>) {
+    if (gu.is_bf16()) {
+      ops::swiglu_backward(gu.bf16_block(), dact.local(), dgu.local(), grid.queue());
+      return dgu;
+    }
+  }
+  ops::swiglu_backward<T>(gu.block(), dact.local(), dgu.local(), grid.queue());
+  return dgu;
+}
+
 template <class T, class Fc, class Proj>
-DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpContext<T> saved, const DistMatrix<T>& dy,
+DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpKind kind, MlpContext<T> saved, const DistMatrix<T>& dy,
                            WeightGradients* later) {
   saved.mark.check(dy.grid(), "mlp");
   DistMatrix<T> dact = backward_of(c_proj, std::move(saved.c_proj), dy, later);
-  gelu_backward(*saved.pre, dact);
+  if (kind == MlpKind::gelu) {
+    gelu_backward(*saved.pre, dact);
+  } else {
+    dact = swiglu_backward(*saved.pre, dact);
+  }
   saved.pre.reset();
   return backward_of(c_fc, std::move(saved.c_fc), dact, later);
 }
 
 // The rotation of this rank's heads (forward, or `inverse` for the backward).
 inline ops::Rotary rotary_of(const AttentionGeometry& g, bool inverse) {
-  return {.seq = g.seq, .heads = g.heads, .theta = g.rope->theta, .inverse = inverse};
+  return {.seq = g.seq, .heads = g.heads, .kv_heads = g.kv_heads, .theta = g.rope->theta, .inverse = inverse};
+}
+
+// qkv [N, (heads + 2 kv_heads) d] as the attention core reads it: itself (multi-head), or under grouped-query attention
+// widened to a key/value head per query head [N, 3 heads d] (ops::repeat_kv) in `storage`, kept as qkv is.
+template <class T>
+const SavedActivation<T>& per_query_head(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
+                                         std::optional<SavedActivation<T>>& storage) {
+  if (g.kv_heads == g.heads) return qkv;
+  const ops::KvHeads kv{.heads = g.heads, .kv_heads = g.kv_heads};
+  const std::int64_t cols = qkv.cols() / (g.heads + 2 * g.kv_heads) * 3 * g.heads;  // global: the layout's split
+  storage.emplace(SavedActivation<T>::uninitialized(grid, qkv.rows(), cols, MemoryKind::workspace));
+  if constexpr (std::is_same_v<T, float>) {
+    if (qkv.is_bf16()) {
+      ops::repeat_kv(qkv.bf16_block(), storage->bf16_storage().view(), kv, grid.queue());
+      return *storage;
+    }
+  }
+  ops::repeat_kv<T>(qkv.block(), storage->storage().view(), kv, grid.queue());
+  return *storage;
 }
 
 // Attention around the local core: qkv = c_attn(x); merged [N, merged_cols] = attention of this rank's heads;
@@ -96,7 +158,10 @@ DistMatrix<T> attention_forward(QkvLinear& c_attn, ProjLinear& c_proj, X&& x, st
   // Written as c_proj keeps its input (bf16 under mixed precision), and taken over by it.
   SavedActivation<T> merged = SavedActivation<T>::uninitialized(
       grid, rows, merged_cols, pass.training ? MemoryKind::activations : MemoryKind::workspace);
-  attention_core_forward<T>(g, grid, qkv, saved.lse.view(), merged);
+  {
+    std::optional<SavedActivation<T>> widened;
+    attention_core_forward<T>(g, grid, per_query_head(g, grid, qkv, widened), saved.lse.view(), merged);
+  }
   DistMatrix<T> y = c_proj.forward(std::move(merged), pass, saved.c_proj);
   if (pass.training) {
     saved.qkv.emplace(std::move(qkv));
@@ -123,10 +188,21 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, Attentio
   const DistMatrix<T> dmerged = c_proj.backward(std::move(saved.c_proj), dy, later != nullptr ? *later : own);
   const Tensor<T> delta = attention_core_delta<T>(g, grid, merged, merged16, dmerged.local());
   own.run();
-  // dq, dk and dv: every element written by the core (overwritten).
+  // dq, dk and dv: every element written by the core (overwritten); under grouped-query attention the core's
+  // gradients of the widened key/value heads, summed back into their heads.
   DistMatrix<T> dqkv = DistMatrix<T>::uninitialized(grid, dy.rows(), saved.qkv->cols(), MemoryKind::workspace);
-  attention_core_backward<T>(g, grid, *saved.qkv, std::as_const(saved.lse).view(), delta.view(), dmerged.local(),
-                             dqkv.local());
+  {
+    std::optional<SavedActivation<T>> widened;
+    const SavedActivation<T>& full = per_query_head(g, grid, *saved.qkv, widened);
+    std::optional<DistMatrix<T>> dfull;
+    if (widened) dfull.emplace(DistMatrix<T>::uninitialized(grid, dy.rows(), full.cols(), MemoryKind::workspace));
+    attention_core_backward<T>(g, grid, full, std::as_const(saved.lse).view(), delta.view(), dmerged.local(),
+                               dfull ? dfull->local() : dqkv.local());
+    if (dfull) {
+      ops::sum_kv<T>(std::as_const(*dfull).local(), dqkv.local(), {.heads = g.heads, .kv_heads = g.kv_heads},
+                     grid.queue());
+    }
+  }
   // The gradients of the turned queries and keys, turned back: those of c_attn's output.
   if (g.rope) ops::rotary<T>(dqkv.local(), rotary_of(g, true), grid.queue());
   saved.qkv.reset();
@@ -141,7 +217,7 @@ struct BlockParts {
   Attn& attn;
   Ln& ln_2;
   Mlp& mlp;
-  const GptConfig& config;
+  const GptConfig& config;  // dropout, seed
   std::int64_t layer;
 };
 // (Aggregate deduction spelled out: clang 14 does not deduce an aggregate's arguments.)

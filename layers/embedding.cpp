@@ -52,10 +52,30 @@ Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config, TiedHead 
     : grid_(grid),
       config_(config),
       wte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::parameters),
-      dwte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::gradients),
-      wpe_(grid, config.max_seq, config.hidden, MemoryKind::parameters),
-      dwpe_(grid, config.max_seq, config.hidden, MemoryKind::gradients),
-      wte_bf16_(head == TiedHead::here ? weight_copy_for(grid, wte_, grid.tag(MemoryKind::parameters)) : nullptr) {}
+      dwte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::gradients) {
+  if (!config.block.rope) {
+    wpe_.emplace(grid, config.max_seq, config.hidden, MemoryKind::parameters);
+    dwpe_.emplace(grid, config.max_seq, config.hidden, MemoryKind::gradients);
+  }
+  if (head == TiedHead::here && !config.block.tied_head) {
+    lm_head_.emplace(grid, wte_.rows(), config.hidden, MemoryKind::parameters);
+    dlm_head_.emplace(grid, wte_.rows(), config.hidden, MemoryKind::gradients);
+  }
+  if (head == TiedHead::here) {
+    head_bf16_ = weight_copy_for(grid, lm_head_ ? *lm_head_ : wte_, grid.tag(MemoryKind::parameters));
+  }
+}
+
+template <class T>
+SummaOperand<T> Embedding2D<T>::head_operand() {
+  return weight_operand(std::as_const(lm_head_ ? *lm_head_ : wte_), head_bf16_.get());
+}
+
+template <class T>
+DistMatrix<T>& Embedding2D<T>::lm_head_grad() {
+  OPTIMUS_CHECK(dlm_head_.has_value(), "embedding: lm_head_grad() of a model whose head is tied to wte or elsewhere");
+  return *dlm_head_;
+}
 
 template <class T>
 DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass,
@@ -75,10 +95,13 @@ DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64
   grid_.col().reduce_scatter(partial.data(), x.local().data(), static_cast<std::size_t>(x.local().numel()),
                               dtype_of<T>, ReduceOp::sum);
 
-  // Positions: wpe's column block [max_seq, h/q], gathered along the column.
-  Tensor<T> wpe(Shape{config_.max_seq, width}, work);
-  grid_.col().all_gather(wpe_.local().data(), wpe.data(), static_cast<std::size_t>(wpe_.local().numel()), dtype_of<T>);
-  ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local(), grid_.queue());
+  // Learned positions: wpe's column block [max_seq, h/q], gathered along the column.
+  if (wpe_) {
+    Tensor<T> wpe(Shape{config_.max_seq, width}, work);
+    grid_.col().all_gather(wpe_->local().data(), wpe.data(), static_cast<std::size_t>(wpe_->local().numel()),
+                           dtype_of<T>);
+    ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local(), grid_.queue());
+  }
 
   finish_embedding(x, tokens, seq, pass, config_, grid_, saved);
   return x;
@@ -99,33 +122,42 @@ void Embedding2D<T>::backward(Context saved, const DistMatrix<T>& dx_in) {
   ops::embedding_scatter_add<T>(all.view(), ids.view(), v0, dwte_.local(), grid_.queue());
 
   // dwpe: this rank's rows summed per position, then reduced over the column into each rank's slice.
+  if (!dwpe_) return;
   Tensor<T> partial(Shape{config_.max_seq, width}, work, Init::none);
   ops::position_grad<T>(dx.local(), dx.row_offset(), saved.seq, partial.view(), grid_.queue());
-  Tensor<T> piece(dwpe_.local().shape(), work);
+  Tensor<T> piece(dwpe_->local().shape(), work);
   grid_.col().reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(piece.numel()), dtype_of<T>,
                               ReduceOp::sum);
-  ops::axpby<T>(T(1), piece.view(), T(1), dwpe_.local(), grid_.queue());
+  ops::axpby<T>(T(1), piece.view(), T(1), dwpe_->local(), grid_.queue());
 }
 
 template <class T>
 void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
   const std::int64_t stored = wte_.rows();  // the padded vocabulary; GPT-2's wte is [vocab, h]
-  if (wte_bf16_) wte_bf16_->invalidate();  // the caller may write wte through its view: cast before the next product
-  out.push_back({"wte", {config_.vocab, config_.hidden},
-                 ShardLayout{.kind = ShardLayout::Kind::block, .q = q, .i = i, .j = j, .rows = stored,
-                             .cols = config_.hidden, .qkv_hidden = 0, .parts = 1, .part = 0,
-                             .padding_rows = stored - config_.vocab},
-                 wte_.local(), dwte_.local(), wte_bf16_.get()});
-  out.push_back({"wpe", {config_.max_seq, config_.hidden},
-                 ShardLayout{ShardLayout::Kind::block, q, i, j, config_.max_seq, config_.hidden, 0}, wpe_.local(),
-                 dwpe_.local()});
+  if (head_bf16_) head_bf16_->invalidate();  // the caller may write the head's weight through its view: cast again
+  const ShardLayout vocabulary{.kind = ShardLayout::Kind::block, .q = q, .i = i, .j = j, .rows = stored,
+                               .cols = config_.hidden, .fused = {}, .parts = 1, .part = 0,
+                               .padding_rows = stored - config_.vocab};
+  out.push_back({"wte", {config_.vocab, config_.hidden}, vocabulary, wte_.local(), dwte_.local(),
+                 lm_head_ ? nullptr : head_bf16_.get()});
+  if (wpe_) {
+    out.push_back({"wpe", {config_.max_seq, config_.hidden},
+                   ShardLayout{.kind = ShardLayout::Kind::block, .q = q, .i = i, .j = j, .rows = config_.max_seq,
+                               .cols = config_.hidden, .fused = {}, .parts = 1, .part = 0, .padding_rows = 0},
+                   wpe_->local(), dwpe_->local()});
+  }
+  if (lm_head_) {
+    out.push_back({"lm_head.weight", {config_.vocab, config_.hidden}, vocabulary, lm_head_->local(),
+                   dlm_head_->local(), head_bf16_.get()});
+  }
 }
 
 template <class T>
 void Embedding2D<T>::zero_grad() {
   ops::fill<T>(dwte_.local(), T(0), grid_.queue());
-  ops::fill<T>(dwpe_.local(), T(0), grid_.queue());
+  if (dwpe_) ops::fill<T>(dwpe_->local(), T(0), grid_.queue());
+  if (dlm_head_) ops::fill<T>(dlm_head_->local(), T(0), grid_.queue());
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                    \

@@ -12,22 +12,17 @@
 namespace optimus {
 
 template <class T>
-Linear2D<T>::Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden)
-    : Linear2D(grid, ParameterTags::of(grid), std::move(name), in, out, qkv_hidden) {}
+Linear2D<T>::Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out)
+    : Linear2D(grid, ParameterTags::of(grid), std::move(name), in, out, FusedColumns{}, true) {}
 
 template <class T>
 Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
-                      std::int64_t qkv_hidden)
-    : Linear2D(grid, tags, std::move(name), in, out, qkv_hidden, true) {}
-
-template <class T>
-Linear2D<T>::Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
-                      std::int64_t qkv_hidden, bool bias)
+                      FusedColumns fused, bool bias)
     : grid_(grid),
       name_(std::move(name)),
       in_(in),
       out_(out),
-      qkv_hidden_(qkv_hidden),
+      fused_(fused),
       w_(grid, in, out, tags.values),
       dw_(grid, in, out, tags.grads),
       w_bf16_(weight_copy_for(grid, w_, tags.values)) {
@@ -173,10 +168,10 @@ void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   // The caller may write W through its view: the copy is cast again before the next product.
   if (w_bf16_) w_bf16_->invalidate();
   out.push_back({name_ + ".weight", {in_, out_},
-                 ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, qkv_hidden_}, w_.local(), dw_.local(),
+                 ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, fused_}, w_.local(), dw_.local(),
                  w_bf16_.get()});
   if (b_) {
-    out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, qkv_hidden_},
+    out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, fused_},
                    b_->local(), db_->local()});
   }
 }

@@ -12,26 +12,29 @@ MLP2D<T>::MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, 
 template <class T>
 MLP2D<T>::MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
                 std::int64_t ffn)
-    : MLP2D(grid, tags, name, hidden, ffn, true) {}
+    : MLP2D(grid, tags, name, hidden, ffn, MlpKind::gelu, true) {}
 
 template <class T>
 MLP2D<T>::MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-                std::int64_t ffn, bool bias)
-    : c_fc_(grid, tags, name + ".c_fc", hidden, ffn, 0, bias), c_proj_(grid, tags, name + ".c_proj", ffn, hidden, 0, bias) {}
+                std::int64_t ffn, MlpKind kind, bool bias)
+    : kind_(kind),
+      c_fc_(grid, tags, name + ".c_fc", hidden, kind == MlpKind::swiglu ? 2 * ffn : ffn,
+            kind == MlpKind::swiglu ? FusedColumns{{ffn, ffn, 0}} : FusedColumns{}, bias),
+      c_proj_(grid, tags, name + ".c_proj", ffn, hidden, FusedColumns{}, bias) {}
 
 template <class T>
 DistMatrix<T> MLP2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
-  return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, saved);
+  return detail::mlp_forward<T>(c_fc_, c_proj_, kind_, x, pass, saved);
 }
 
 template <class T>
 DistMatrix<T> MLP2D<T>::forward(SavedActivation<T> x, const Pass& pass, Context& saved) {
-  return detail::mlp_forward<T>(c_fc_, c_proj_, std::move(x), pass, saved);
+  return detail::mlp_forward<T>(c_fc_, c_proj_, kind_, std::move(x), pass, saved);
 }
 
 template <class T>
 DistMatrix<T> MLP2D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
-  return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy, later);
+  return detail::mlp_backward<T>(c_fc_, c_proj_, kind_, std::move(saved), dy, later);
 }
 
 template <class T>

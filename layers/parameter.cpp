@@ -32,12 +32,22 @@ std::int64_t ShardLayout::local_cols() const {
   return 0;
 }
 
+std::int64_t FusedColumns::original_column(std::int64_t internal, std::int64_t groups) const {
+  if (!fused()) return internal;
+  std::int64_t block = 0;  // a group's columns
+  for (const std::int64_t w : widths) block += w / groups;
+  const std::int64_t group = internal / block;
+  std::int64_t rem = internal % block, offset = 0;  // offset: the part's first global column
+  for (const std::int64_t w : widths) {
+    if (rem < w / groups) return offset + group * (w / groups) + rem;
+    rem -= w / groups;
+    offset += w;
+  }
+  return internal;  // unreachable for internal < the parts' total
+}
+
 std::int64_t ShardLayout::original_column(std::int64_t internal) const {
-  if (qkv_hidden == 0) return internal;
-  const std::int64_t groups = kind == Kind::columns ? parts : q;
-  const std::int64_t h = qkv_hidden, block = 3 * h / groups, part_width = h / groups;
-  const std::int64_t group = internal / block, rem = internal % block;
-  return (rem / part_width) * h + group * part_width + rem % part_width;  // 0, 1, 2 = Q, K, V
+  return fused.original_column(internal, kind == Kind::columns ? parts : q);
 }
 
 std::pair<std::int64_t, std::int64_t> ShardLayout::global(std::int64_t lr, std::int64_t lc) const {

@@ -92,8 +92,10 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spil
     ln_f_ = std::make_unique<LayerNorm2D<T>>(grid_, ParameterTags::of(grid_), "ln_f", config_.hidden,
                                              config_.block.norm);
     head_ = std::make_unique<typename F::Head>(place_, config_.vocab);
-    head_wte_grad_ =
-        std::make_unique<DistMatrix<T>>(grid_, embedding_->wte().rows(), config_.hidden, MemoryKind::gradients);
+    if (config_.block.tied_head) {  // the head's part of wte's gradient (an untied head's goes to lm_head's)
+      head_wte_grad_ =
+          std::make_unique<DistMatrix<T>>(grid_, embedding_->wte().rows(), config_.hidden, MemoryKind::gradients);
+    }
   }
   for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_.device());
   if (!grid_.pipe().matches_tags()) {
@@ -129,8 +131,9 @@ void Gpt<F>::embedding_parameters(std::vector<ParameterRef<T>>& out) {
   std::vector<ParameterRef<T>> both;
   embedding_->parameters(both);
   const bool first = schedule_.stage_of(0) == grid_.stage();
+  const std::string head = config_.block.tied_head ? "wte" : "lm_head.weight";
   for (ParameterRef<T>& p : both) {
-    if (first || p.name == "wte") out.push_back(std::move(p));  // the head's stage holds wte only
+    if (first || p.name == head) out.push_back(std::move(p));  // the head's stage holds the head's weight only
   }
 }
 
@@ -173,27 +176,31 @@ auto Gpt<F>::spilling() -> std::vector<BlockSpill<T>*> {
 
 template <class F>
 NormOrder Gpt<F>::norm_order() {
-  // The whole model's order: wte, wpe, block 0's tensors, ..., block L-1's, ln_f's.
+  // The whole model's order: wte, wpe (learned positions), block 0's tensors, ..., block L-1's, ln_f's, lm_head (untied).
   const bool first = schedule_.stage_of(0) == grid_.stage();
   std::vector<ParameterRef<T>> block;
   chunks_.front().blocks.front()->parameters(block);
   const auto per_block = static_cast<int>(block.size());
   NormOrder order{.slot = {}, .slots = 0, .across = &grid_.pipe()};
-  if (embedding_) {
-    order.slot.push_back(first ? 0 : -1);  // wte: counted where the embedding is
-    if (first) order.slot.push_back(1);     // wpe
+  std::vector<ParameterRef<T>> ln;
+  if (ln_f_) ln_f_->parameters(ln);
+  // After ln_f's: lm_head (untied), in the slot the model's last stage gives it.
+  const int head_slot = 2 + static_cast<int>(config_.layers) * per_block +
+                        static_cast<int>(config_.block.norm.parameters(1));
+  std::vector<ParameterRef<T>> edges;
+  embedding_parameters(edges);
+  for (const ParameterRef<T>& p : edges) {
+    if (p.name == "wte") order.slot.push_back(first ? 0 : -1);  // counted where the embedding is
+    if (p.name == "wpe") order.slot.push_back(1);
+    if (p.name == "lm_head.weight") order.slot.push_back(head_slot);
   }
   for (const Chunk& chunk : chunks_) {
     for (int b = 0; b < per_block * static_cast<int>(chunk.range.count); ++b) {
       order.slot.push_back(2 + static_cast<int>(chunk.range.first) * per_block + b);
     }
   }
-  if (ln_f_) {
-    std::vector<ParameterRef<T>> ln;
-    ln_f_->parameters(ln);
-    for (std::size_t k = 0; k < ln.size(); ++k) {
-      order.slot.push_back(2 + static_cast<int>(config_.layers) * per_block + static_cast<int>(k));
-    }
+  for (std::size_t k = 0; k < ln.size(); ++k) {
+    order.slot.push_back(2 + static_cast<int>(config_.layers) * per_block + static_cast<int>(k));
   }
   int ends = 0;
   for (int s : order.slot) ends = std::max(ends, s + 1);
@@ -216,7 +223,9 @@ void Gpt<F>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
   const std::string prefix = "h." + std::to_string(chunks_.front().range.first) + ".";
   for (const ParameterRef<T>& p : first) block_names.insert(p.name.substr(prefix.size()));
   const auto in_model = [&](const std::string& name) {
-    if (name == "wte" || name == "wpe" || name == "ln_f.weight" || name == "ln_f.bias") return true;
+    if (name == "wte" || name == "wpe" || name == "ln_f.weight" || name == "ln_f.bias" || name == "lm_head.weight") {
+      return true;
+    }
     const std::size_t dot = name.find('.', 2);
     if (!name.starts_with("h.") || dot == std::string::npos) return false;
     const std::string layer = name.substr(2, dot - 2);
@@ -288,9 +297,12 @@ auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, SplitWeights* later, s
                             ReplicaSums* sums) -> std::optional<DistMatrix<T>> {
   const int u = chunk.virtual_stage, last = schedule_.virtual_stages() - 1;
   if (u == last) {  // the loss's gradient through the head and ln_f
-    decltype(auto) wte = F::head_wte(*embedding_);  // 2D: an operand (perhaps wte's bf16 copy); 1D: wte itself
-    const DistMatrix<T> dx = later == nullptr ? head_->backward(std::move(saved.head), wte, *head_wte_grad_)
-                                              : head_->backward(std::move(saved.head), wte, *head_wte_grad_, later->edges);
+    // 2D: an operand (perhaps its bf16 copy); 1D: the matrix itself. Its gradient: the head's part of wte's, or
+    // lm_head's where untied.
+    decltype(auto) weight = F::head_weight(*embedding_);
+    DistMatrix<T>& dweight = head_wte_grad_ ? *head_wte_grad_ : embedding_->lm_head_grad();
+    const DistMatrix<T> dx = later == nullptr ? head_->backward(std::move(saved.head), weight, dweight)
+                                              : head_->backward(std::move(saved.head), weight, dweight, later->edges);
     detail::check_finite(dx, "lm_head backward input gradient");
     dy = later == nullptr ? ln_f_->backward(std::move(saved.ln_f), dx)
                           : ln_f_->backward(std::move(saved.ln_f), dx, later->edges);
@@ -320,6 +332,7 @@ void Gpt<F>::weight_chunk(Chunk& chunk, SplitWeights& weights, ReplicaSums* sums
 
 template <class F>
 void Gpt<F>::add_head_wte_grad() {
+  if (!head_wte_grad_) return;  // an untied head: nothing of wte's
   ops::axpby<T>(T(1), std::as_const(*head_wte_grad_).local(), T(1), embedding_->wte_grad().local(), grid_.queue());
   ops::fill<T>(head_wte_grad_->local(), T(0), grid_.queue());
 }

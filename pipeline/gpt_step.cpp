@@ -244,7 +244,7 @@ double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>
   // wte's gradient: the embedding's part E (on u = 0's stage) plus the head's H (on u = U-1's), formed as E + H with
   // the same operation on both stages.
   const int first_stage = schedule_.stage_of(0), last_stage = schedule_.stage_of(last);
-  if (stage == first_stage || stage == last_stage) {
+  if (config_.block.tied_head && (stage == first_stage || stage == last_stage)) {
     DistMatrix<T>& wte_grad = embedding_->wte_grad();
     if (first_stage == last_stage) {
       add_head_wte_grad();

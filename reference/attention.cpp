@@ -34,23 +34,25 @@ Matrix rotary(const Matrix& x, std::int64_t s, std::int64_t heads, double theta,
 }
 
 Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
-                         const std::optional<RopeSpec>& rope, const Dropout& dropout, AttentionCache& cache) {
-  const std::int64_t n = x.rows(), h = x.cols(), s = n / batch, d = h / heads;
+                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, const Dropout& dropout,
+                         AttentionCache& cache) {
+  const std::int64_t n = x.rows(), h = x.cols(), s = n / batch, d = h / heads, kv = kv_heads * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   cache.x = x;
   cache.qkv = linear_forward(x, w.c_attn_w, w.c_attn_b);
   if (rope) {
     cache.qkv.leftCols(h) = rotary(cache.qkv.leftCols(h), s, heads, rope->theta, false);
-    cache.qkv.middleCols(h, h) = rotary(cache.qkv.middleCols(h, h), s, heads, rope->theta, false);
+    cache.qkv.middleCols(h, kv) = rotary(cache.qkv.middleCols(h, kv), s, kv_heads, rope->theta, false);
   }
   cache.probs.resize(batch * heads * s, s);
   cache.merged.resize(n, h);
   const Matrix mask = probs_dropout_mask(batch * heads * s, s, dropout);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t t = 0; t < heads; ++t) {
+      const std::int64_t u = t / (heads / kv_heads);  // its key/value head
       const Matrix q = cache.qkv.block(b * s, t * d, s, d);
-      const Matrix k = cache.qkv.block(b * s, h + t * d, s, d);
-      const Matrix v = cache.qkv.block(b * s, 2 * h + t * d, s, d);
+      const Matrix k = cache.qkv.block(b * s, h + u * d, s, d);
+      const Matrix v = cache.qkv.block(b * s, h + kv + u * d, s, d);
       Matrix scores = scale * q * k.transpose();
       Matrix p(s, s);
       for (std::int64_t i = 0; i < s; ++i) {
@@ -72,26 +74,27 @@ Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_
 }
 
 AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWeights& w, std::int64_t batch,
-                                  std::int64_t heads, const std::optional<RopeSpec>& rope, const Dropout& dropout,
-                                  const Matrix& dy) {
-  const std::int64_t n = cache.x.rows(), h = cache.x.cols(), s = n / batch, d = h / heads;
+                                  std::int64_t heads, std::int64_t kv_heads, const std::optional<RopeSpec>& rope,
+                                  const Dropout& dropout, const Matrix& dy) {
+  const std::int64_t n = cache.x.rows(), h = cache.x.cols(), s = n / batch, d = h / heads, kv = kv_heads * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   AttentionGrads g;
   const LinearGrads proj = linear_backward(cache.merged, w.c_proj_w, dy);
   g.dw.c_proj_w = proj.dw;
   g.dw.c_proj_b = w.c_proj_b.size() > 0 ? proj.db : Matrix();
-  Matrix dqkv = Matrix::Zero(n, 3 * h);
+  Matrix dqkv = Matrix::Zero(n, h + 2 * kv);  // a key/value head's gradients summed over its query heads
   const Matrix mask = probs_dropout_mask(batch * heads * s, s, dropout);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t t = 0; t < heads; ++t) {
+      const std::int64_t u = t / (heads / kv_heads);
       const Matrix q = cache.qkv.block(b * s, t * d, s, d);
-      const Matrix k = cache.qkv.block(b * s, h + t * d, s, d);
-      const Matrix v = cache.qkv.block(b * s, 2 * h + t * d, s, d);
+      const Matrix k = cache.qkv.block(b * s, h + u * d, s, d);
+      const Matrix v = cache.qkv.block(b * s, h + kv + u * d, s, d);
       const std::int64_t row = (b * heads + t) * s;
       const Matrix p = cache.probs.block(row, 0, s, s);
       const Matrix m = mask.block(row, 0, s, s);
       const Matrix dout = proj.dx.block(b * s, t * d, s, d);
-      dqkv.block(b * s, 2 * h + t * d, s, d) = p.cwiseProduct(m).transpose() * dout;
+      dqkv.block(b * s, h + kv + u * d, s, d) += p.cwiseProduct(m).transpose() * dout;
       const Matrix dp = (dout * v.transpose()).cwiseProduct(m);
       Matrix ds(s, s);
       for (std::int64_t i = 0; i < s; ++i) {
@@ -99,12 +102,12 @@ AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWe
         ds.row(i) = scale * p.row(i).array() * (dp.row(i).array() - dot);
       }
       dqkv.block(b * s, t * d, s, d) = ds * k;
-      dqkv.block(b * s, h + t * d, s, d) = ds.transpose() * q;
+      dqkv.block(b * s, h + u * d, s, d) += ds.transpose() * q;
     }
   }
   if (rope) {  // the turned queries' and keys' gradients, through the rotations' transposes
     dqkv.leftCols(h) = rotary(dqkv.leftCols(h), s, heads, rope->theta, true);
-    dqkv.middleCols(h, h) = rotary(dqkv.middleCols(h, h), s, heads, rope->theta, true);
+    dqkv.middleCols(h, kv) = rotary(dqkv.middleCols(h, kv), s, kv_heads, rope->theta, true);
   }
   const LinearGrads attn = linear_backward(cache.x, w.c_attn_w, dqkv);
   g.dw.c_attn_w = attn.dw;
@@ -113,23 +116,51 @@ AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWe
   return g;
 }
 
-Matrix mlp_forward(const Matrix& x, const MlpWeights& w, MlpCache& cache) {
+namespace {
+// sigma(v) = 1 / (1 + e^-v); silu(v) = v sigma(v); silu'(v) = sigma(v) + v sigma(v) (1 - sigma(v)).
+Eigen::ArrayXXd sigma(const Matrix& v) { return 1.0 / (1.0 + (-v.array()).exp()); }
+
+// SwiGLU of pre = [gate | up]: silu(gate) * up.
+Matrix swiglu_forward(const Matrix& pre) {
+  const std::int64_t f = pre.cols() / 2;
+  const Matrix gate = pre.leftCols(f), up = pre.rightCols(f);
+  return (gate.array() * sigma(gate) * up.array()).matrix();
+}
+
+// d[gate | up] from dact: [dact * up * silu'(gate) | dact * silu(gate)].
+Matrix swiglu_backward(const Matrix& pre, const Matrix& dact) {
+  const std::int64_t f = pre.cols() / 2;
+  const Matrix gate = pre.leftCols(f), up = pre.rightCols(f);
+  const Eigen::ArrayXXd sg = sigma(gate);
+  Matrix d(pre.rows(), pre.cols());
+  d.leftCols(f) = (dact.array() * up.array() * (sg + gate.array() * sg * (1.0 - sg))).matrix();
+  d.rightCols(f) = (dact.array() * gate.array() * sg).matrix();
+  return d;
+}
+}  // namespace
+
+Matrix mlp_forward(const Matrix& x, const MlpWeights& w, MlpKind kind, MlpCache& cache) {
   cache.x = x;
   cache.pre = linear_forward(x, w.c_fc_w, w.c_fc_b);
-  cache.act = gelu_forward(cache.pre);
+  cache.act = kind == MlpKind::gelu ? gelu_forward(cache.pre) : swiglu_forward(cache.pre);
   return linear_forward(cache.act, w.c_proj_w, w.c_proj_b);
 }
 
-MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, const Matrix& dy) {
+MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, MlpKind kind, const Matrix& dy) {
   MlpGrads g;
   const LinearGrads proj = linear_backward(cache.act, w.c_proj_w, dy);
-  const LinearGrads fc = linear_backward(cache.x, w.c_fc_w, gelu_backward(cache.pre, proj.dx));
+  const Matrix dpre = kind == MlpKind::gelu ? gelu_backward(cache.pre, proj.dx) : swiglu_backward(cache.pre, proj.dx);
+  const LinearGrads fc = linear_backward(cache.x, w.c_fc_w, dpre);
   g.dx = fc.dx;
   g.dw = {fc.dw, w.c_fc_b.size() > 0 ? fc.db : Matrix(), proj.dw, w.c_proj_b.size() > 0 ? proj.db : Matrix()};
   return g;
 }
 
 namespace {
+std::int64_t kv_heads_of(const BlockConfig& block, std::int64_t heads) {
+  return block.kv_heads > 0 ? block.kv_heads : heads;
+}
+
 Matrix residual_mask(std::int64_t rows, std::int64_t cols, const Dropout& d, DropoutSite site) {
   return dropout_mask(rows, cols, d.p, d.seed, dropout_stream(d.step, static_cast<std::uint64_t>(d.layer), site));
 }
@@ -137,10 +168,11 @@ Matrix residual_mask(std::int64_t rows, std::int64_t cols, const Dropout& d, Dro
 
 Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
                      const Dropout& dropout, BlockCache& cache) {
-  const Matrix a = attention_forward(norm_forward(w.norm, x, w.ln_1_w, w.ln_1_b, cache.ln_1), w.attn, batch, heads,
-                                     std::nullopt, dropout, cache.attn);
+  const BlockConfig& b = w.block;
+  const Matrix a = attention_forward(norm_forward(b.norm, x, w.ln_1_w, w.ln_1_b, cache.ln_1), w.attn, batch, heads,
+                                     kv_heads_of(b, heads), b.rope, dropout, cache.attn);
   const Matrix x1 = x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual));
-  const Matrix m = mlp_forward(norm_forward(w.norm, x1, w.ln_2_w, w.ln_2_b, cache.ln_2), w.mlp, cache.mlp);
+  const Matrix m = mlp_forward(norm_forward(b.norm, x1, w.ln_2_w, w.ln_2_b, cache.ln_2), w.mlp, b.mlp, cache.mlp);
   return x1 + m.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::mlp_residual));
 }
 
@@ -148,14 +180,17 @@ BlockGrads block_backward(const BlockCache& cache, const BlockWeights& w, std::i
                           const Dropout& dropout, const Matrix& dy) {
   BlockGrads g;
   const std::int64_t n = dy.rows(), h = dy.cols();
-  const MlpGrads mlp = mlp_backward(cache.mlp, w.mlp, dy.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::mlp_residual)));
+  const BlockConfig& b = w.block;
+  const MlpGrads mlp = mlp_backward(cache.mlp, w.mlp, b.mlp,
+                                    dy.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::mlp_residual)));
   const LayerNormGrads ln_2 = norm_backward(cache.ln_2, w.ln_2_w, mlp.dx);
   const Matrix dx1 = dy + ln_2.dx;
   const AttentionGrads attn = attention_backward(
-      cache.attn, w.attn, batch, heads, std::nullopt, dropout, dx1.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::attention_residual)));
+      cache.attn, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, dropout,
+      dx1.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::attention_residual)));
   const LayerNormGrads ln_1 = norm_backward(cache.ln_1, w.ln_1_w, attn.dx);
   g.dx = dx1 + ln_1.dx;
-  g.dw.norm = w.norm;
+  g.dw.block = w.block;
   g.dw.ln_1_w = ln_1.dgamma;
   g.dw.ln_1_b = ln_1.dbeta;
   g.dw.attn = attn.dw;

@@ -1,4 +1,4 @@
-// The reference GPT-2: embedding, blocks, ln_f, tied LM head, cross-entropy; and AdamW.
+// The reference GPT: embedding, blocks, ln_f, LM head (tied to wte or its own), cross-entropy; and AdamW.
 #include "optimus/reference/gpt.hpp"
 
 #include <cmath>
@@ -17,7 +17,7 @@ BlockWeights block_weights(const Parameters& p, std::int64_t l, const BlockConfi
   auto at = [&](const char* leaf) { return p.at(block_name(l, leaf)); };
   auto norm_bias = [&](const char* leaf) { return block.norm.centered() ? at(leaf) : Matrix(); };
   auto bias = [&](const char* leaf) { return block.bias ? at(leaf) : Matrix(); };
-  return {block.norm,
+  return {block,
           at("ln_1.weight"),
           norm_bias("ln_1.bias"),
           {at("attn.c_attn.weight"), bias("attn.c_attn.bias"), at("attn.c_proj.weight"), bias("attn.c_proj.bias")},
@@ -28,7 +28,7 @@ BlockWeights block_weights(const Parameters& p, std::int64_t l, const BlockConfi
 
 void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
   g[block_name(l, "ln_1.weight")] = d.ln_1_w;
-  if (d.norm.centered()) g[block_name(l, "ln_1.bias")] = d.ln_1_b;
+  if (d.block.norm.centered()) g[block_name(l, "ln_1.bias")] = d.ln_1_b;
   // Biases where the block has them (empty gradients otherwise).
   const auto put_bias = [&](const char* leaf, const Matrix& db) {
     if (db.size() > 0) g[block_name(l, leaf)] = db;
@@ -38,7 +38,7 @@ void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
   g[block_name(l, "attn.c_proj.weight")] = d.attn.c_proj_w;
   put_bias("attn.c_proj.bias", d.attn.c_proj_b);
   g[block_name(l, "ln_2.weight")] = d.ln_2_w;
-  if (d.norm.centered()) g[block_name(l, "ln_2.bias")] = d.ln_2_b;
+  if (d.block.norm.centered()) g[block_name(l, "ln_2.bias")] = d.ln_2_b;
   g[block_name(l, "mlp.c_fc.weight")] = d.mlp.c_fc_w;
   put_bias("mlp.c_fc.bias", d.mlp.c_fc_b);
   g[block_name(l, "mlp.c_proj.weight")] = d.mlp.c_proj_w;
@@ -47,24 +47,26 @@ void store_block_grads(Parameters& g, std::int64_t l, const BlockWeights& d) {
 
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_shapes(const GptConfig& c) {
   const std::int64_t h = c.hidden;
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {{"wte", {c.vocab, h}}, {"wpe", {c.max_seq, h}}};
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {{"wte", {c.vocab, h}}};
+  if (!c.block.rope) shapes.push_back({"wpe", {c.max_seq, h}});  // learned positions
   const bool norm_bias = c.block.norm.centered();
   for (std::int64_t l = 0; l < c.layers; ++l) {
     shapes.push_back({block_name(l, "ln_1.weight"), {h}});
     if (norm_bias) shapes.push_back({block_name(l, "ln_1.bias"), {h}});
-    shapes.push_back({block_name(l, "attn.c_attn.weight"), {h, 3 * h}});
-    if (c.block.bias) shapes.push_back({block_name(l, "attn.c_attn.bias"), {3 * h}});
+    shapes.push_back({block_name(l, "attn.c_attn.weight"), {h, c.qkv_width()}});
+    if (c.block.bias) shapes.push_back({block_name(l, "attn.c_attn.bias"), {c.qkv_width()}});
     shapes.push_back({block_name(l, "attn.c_proj.weight"), {h, h}});
     if (c.block.bias) shapes.push_back({block_name(l, "attn.c_proj.bias"), {h}});
     shapes.push_back({block_name(l, "ln_2.weight"), {h}});
     if (norm_bias) shapes.push_back({block_name(l, "ln_2.bias"), {h}});
-    shapes.push_back({block_name(l, "mlp.c_fc.weight"), {h, c.ffn}});
-    if (c.block.bias) shapes.push_back({block_name(l, "mlp.c_fc.bias"), {c.ffn}});
+    shapes.push_back({block_name(l, "mlp.c_fc.weight"), {h, c.fc_width()}});
+    if (c.block.bias) shapes.push_back({block_name(l, "mlp.c_fc.bias"), {c.fc_width()}});
     shapes.push_back({block_name(l, "mlp.c_proj.weight"), {c.ffn, h}});
     if (c.block.bias) shapes.push_back({block_name(l, "mlp.c_proj.bias"), {h}});
   }
   shapes.push_back({"ln_f.weight", {h}});
   if (norm_bias) shapes.push_back({"ln_f.bias", {h}});
+  if (!c.block.tied_head) shapes.push_back({"lm_head.weight", {c.vocab, h}});
   return shapes;
 }
 
@@ -89,7 +91,8 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   const std::int64_t s = n / batch, h = c.hidden;
   OPTIMUS_CHECK(s <= c.max_seq, "reference: sequence ", s, " longer than max_seq ", c.max_seq);
   const Matrix& wte = p.at("wte");
-  const Matrix& wpe = p.at("wpe");
+  const Matrix wpe = c.block.rope ? Matrix() : p.at("wpe");  // rotary positions: none added here
+  const Matrix& head = c.block.tied_head ? wte : p.at("lm_head.weight");
   Dropout dropout{c.dropout, c.seed, step, 0};
 
   const Matrix embd_mask = dropout_mask(n, h, c.dropout, c.seed, dropout_stream(step, 0, DropoutSite::embedding));
@@ -106,15 +109,15 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
                                  c.block.norm.centered() ? p.at("ln_f.bias") : Matrix(), ln_f);
 
   GptResult result;
-  result.logits = xf * wte.transpose();
+  result.logits = xf * head.transpose();
   const CrossEntropy ce = cross_entropy(result.logits, targets);
   result.loss = ce.loss;
   const Matrix& dlogits = ce.dlogits;
 
   // Backward.
   Parameters& g = result.grads;
-  Matrix dwte = dlogits.transpose() * xf;
-  const LayerNormGrads dln_f = norm_backward(ln_f, p.at("ln_f.weight"), dlogits * wte);
+  const Matrix dhead = dlogits.transpose() * xf;
+  const LayerNormGrads dln_f = norm_backward(ln_f, p.at("ln_f.weight"), dlogits * head);
   g["ln_f.weight"] = dln_f.dgamma;
   if (c.block.norm.centered()) g["ln_f.bias"] = dln_f.dbeta;
   Matrix dx = dln_f.dx;
@@ -126,8 +129,13 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
     dx = bg.dx;
   }
   const EmbeddingGrads de = embedding_backward(c.vocab, c.max_seq, tokens, batch, embd_mask, dx);
-  g["wte"] = dwte + de.dwte;
-  g["wpe"] = de.dwpe;
+  if (c.block.tied_head) {
+    g["wte"] = dhead + de.dwte;
+  } else {
+    g["wte"] = de.dwte;
+    g["lm_head.weight"] = dhead;
+  }
+  if (!c.block.rope) g["wpe"] = de.dwpe;
   return result;
 }
 
@@ -136,7 +144,10 @@ Matrix embedding_forward(const Matrix& wte, const Matrix& wpe, const std::vector
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t s = n / batch;
   Matrix x(n, wte.cols());
-  for (std::int64_t r = 0; r < n; ++r) x.row(r) = wte.row(tokens[static_cast<std::size_t>(r)]) + wpe.row(r % s);
+  for (std::int64_t r = 0; r < n; ++r) {
+    x.row(r) = wte.row(tokens[static_cast<std::size_t>(r)]);
+    if (wpe.size() > 0) x.row(r) += wpe.row(r % s);
+  }
   return x.cwiseProduct(mask);
 }
 
@@ -145,7 +156,7 @@ EmbeddingGrads embedding_backward(std::int64_t vocab, std::int64_t max_seq, cons
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t s = n / batch;
   const Matrix dx = dx_in.cwiseProduct(mask);
-  EmbeddingGrads g{Matrix::Zero(vocab, dx.cols()), Matrix::Zero(max_seq, dx.cols())};
+  EmbeddingGrads g{Matrix::Zero(vocab, dx.cols()), Matrix::Zero(max_seq, dx.cols())};  // dwpe unused without wpe
   for (std::int64_t r = 0; r < n; ++r) {
     g.dwte.row(tokens[static_cast<std::size_t>(r)]) += dx.row(r);
     g.dwpe.row(r % s) += dx.row(r);

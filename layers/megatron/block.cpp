@@ -11,57 +11,53 @@
 namespace optimus::megatron {
 namespace {
 
-detail::AttentionGeometry geometry(const Group& group, std::int64_t hidden, std::int64_t heads, std::int64_t rows,
-                                   std::int64_t seq, const DropoutSpec& spec, const Pass& pass, double dropout) {
+detail::AttentionGeometry geometry(const Group& group, const AttentionSpec& spec, std::int64_t rows, std::int64_t seq,
+                                   const Pass& pass, double dropout) {
   detail::AttentionGeometry g;
   g.seq = seq;
   g.batches = rows / seq;
-  g.heads = heads / group.size();
-  g.head_size = hidden / heads;
+  g.heads = spec.heads / group.size();
+  g.kv_heads = spec.kv_heads / group.size();
+  g.head_size = spec.hidden / spec.heads;
   g.first_batch = pass.first_sequence;
   g.first_head = group.rank() * g.heads;
-  g.total_heads = heads;
+  g.total_heads = spec.heads;
   g.dropout = dropout;
-  g.rng = CounterRng(spec.seed,
-                     dropout_stream(pass.step, static_cast<std::uint64_t>(spec.layer), DropoutSite::attention_probs));
+  g.rng = CounterRng(spec.dropout.seed, dropout_stream(pass.step, static_cast<std::uint64_t>(spec.dropout.layer),
+                                                       DropoutSite::attention_probs));
+  g.rope = spec.rope;
   return g;
 }
+
 
 }  // namespace
 
 template <class T>
 Attention1D<T>::Attention1D(const Group& group, const ParameterTags& tags, const std::string& name,
-                            std::int64_t hidden, std::int64_t heads, DropoutSpec dropout, bool bias)
+                            const AttentionSpec& spec)
     : group_(group),
-      hidden_(hidden),
-      heads_(heads),
-      dropout_(dropout),
-      c_attn_(group, tags, name + ".c_attn", hidden, 3 * hidden, hidden, bias),
-      c_proj_(group, tags, name + ".c_proj", hidden, hidden, bias) {
-  OPTIMUS_CHECK(heads > 0 && hidden % heads == 0, name, ": hidden = ", hidden, " is not divisible by heads = ", heads);
-  OPTIMUS_CHECK(heads % group.size() == 0, name, ": heads = ", heads, " is not divisible by p = ", group.size());
-}
+      spec_(checked(spec, group.size(), name)),
+      c_attn_(group, tags, name + ".c_attn", spec_.hidden, spec_.qkv_parts().total(), spec_.qkv_parts(), spec_.bias),
+      c_proj_(group, tags, name + ".c_proj", spec_.hidden, spec_.hidden, spec_.bias) {}
 
 template <class T>
 DistMatrix<T> Attention1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved) {
   OPTIMUS_CHECK(seq > 0 && x.rows() % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ", seq);
-  const auto g =
-      geometry(group_, hidden_, heads_, x.rows(), seq, dropout_, pass, pass.training ? dropout_.p : 0.0);
-  return detail::attention_forward<T>(c_attn_, c_proj_, x, hidden_ / group_.size(), g, pass, saved);
+  const auto g = geometry(group_, spec_, x.rows(), seq, pass, pass.training ? spec_.dropout.p : 0.0);
+  return detail::attention_forward<T>(c_attn_, c_proj_, x, spec_.hidden / group_.size(), g, pass, saved);
 }
 
 template <class T>
 DistMatrix<T> Attention1D<T>::forward(SavedActivation<T> x, std::int64_t seq, const Pass& pass, Context& saved) {
   OPTIMUS_CHECK(seq > 0 && x.rows() % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ", seq);
-  const auto g =
-      geometry(group_, hidden_, heads_, x.rows(), seq, dropout_, pass, pass.training ? dropout_.p : 0.0);
-  return detail::attention_forward<T>(c_attn_, c_proj_, std::move(x), hidden_ / group_.size(), g, pass, saved);
+  const auto g = geometry(group_, spec_, x.rows(), seq, pass, pass.training ? spec_.dropout.p : 0.0);
+  return detail::attention_forward<T>(c_attn_, c_proj_, std::move(x), spec_.hidden / group_.size(), g, pass, saved);
 }
 
 template <class T>
 DistMatrix<T> Attention1D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
   saved.mark.check(group_.local(), "attention");
-  const auto g = geometry(group_, hidden_, heads_, saved.qkv->rows(), saved.seq, dropout_, saved.pass, dropout_.p);
+  const auto g = geometry(group_, spec_, saved.qkv->rows(), saved.seq, saved.pass, spec_.dropout.p);
   return detail::attention_backward<T>(c_attn_, c_proj_, std::move(saved), dy, g, later);
 }
 
@@ -95,22 +91,25 @@ void Attention1D<T>::zero_grad() {
 
 template <class T>
 MLP1D<T>::MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-                std::int64_t ffn, bool bias)
-    : c_fc_(group, tags, name + ".c_fc", hidden, ffn, 0, bias), c_proj_(group, tags, name + ".c_proj", ffn, hidden, bias) {}
+                std::int64_t ffn, MlpKind kind, bool bias)
+    : kind_(kind),
+      c_fc_(group, tags, name + ".c_fc", hidden, kind == MlpKind::swiglu ? 2 * ffn : ffn,
+            kind == MlpKind::swiglu ? FusedColumns{{ffn, ffn, 0}} : FusedColumns{}, bias),
+      c_proj_(group, tags, name + ".c_proj", ffn, hidden, bias) {}
 
 template <class T>
 DistMatrix<T> MLP1D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
-  return detail::mlp_forward<T>(c_fc_, c_proj_, x, pass, saved);
+  return detail::mlp_forward<T>(c_fc_, c_proj_, kind_, x, pass, saved);
 }
 
 template <class T>
 DistMatrix<T> MLP1D<T>::forward(SavedActivation<T> x, const Pass& pass, Context& saved) {
-  return detail::mlp_forward<T>(c_fc_, c_proj_, std::move(x), pass, saved);
+  return detail::mlp_forward<T>(c_fc_, c_proj_, kind_, std::move(x), pass, saved);
 }
 
 template <class T>
 DistMatrix<T> MLP1D<T>::backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later) {
-  return detail::mlp_backward<T>(c_fc_, c_proj_, std::move(saved), dy, later);
+  return detail::mlp_backward<T>(c_fc_, c_proj_, kind_, std::move(saved), dy, later);
 }
 
 template <class T>
@@ -155,10 +154,9 @@ TransformerBlock1D<T>::TransformerBlock1D(const Group& group, const ParameterTag
     : config_(config),
       layer_(layer),
       ln_1_(group.local(), tags, prefix(layer) + "ln_1", config.hidden, config.block.norm),
-      attn_(group, tags, prefix(layer) + "attn", config.hidden, config.heads,
-            DropoutSpec{config.dropout, config.seed, layer}, config.block.bias),
+      attn_(group, tags, prefix(layer) + "attn", AttentionSpec::of(config, layer)),
       ln_2_(group.local(), tags, prefix(layer) + "ln_2", config.hidden, config.block.norm),
-      mlp_(group, tags, prefix(layer) + "mlp", config.hidden, config.ffn, config.block.bias) {}
+      mlp_(group, tags, prefix(layer) + "mlp", config.hidden, config.ffn, config.block.mlp, config.block.bias) {}
 
 template <class T>
 DistMatrix<T> TransformerBlock1D<T>::forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass,
@@ -194,7 +192,7 @@ void TransformerBlock1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
     // LayerNorm on the one-rank grid holds everything: it is replicated over the group.
     if (p.layout.kind == ShardLayout::Kind::vector) {
       p.layout = ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1,
-                             .cols = p.layout.cols, .qkv_hidden = 0, .parts = 1, .part = 0, .padding_rows = 0};
+                             .cols = p.layout.cols, .fused = {}, .parts = 1, .part = 0, .padding_rows = 0};
     }
     out.push_back(p);
   }

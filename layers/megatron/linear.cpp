@@ -105,12 +105,12 @@ void all_reduce_sum(const Group& group, DistMatrix<T>& m) {
 
 template <class T>
 ColumnParallelLinear<T>::ColumnParallelLinear(const Group& group, const ParameterTags& tags, std::string name,
-                                              std::int64_t in, std::int64_t out, std::int64_t qkv_hidden, bool bias)
+                                              std::int64_t in, std::int64_t out, FusedColumns fused, bool bias)
     : group_(group),
       name_(std::move(name)),
       in_(in),
       out_(out),
-      qkv_hidden_(qkv_hidden),
+      fused_(fused),
       w_(group.local(), in, split(out, group.size(), name_, "out"), tags.values),
       dw_(group.local(), in, out / group.size(), tags.grads) {
   if (bias) {
@@ -209,7 +209,7 @@ DistMatrix<T> ColumnParallelLinear<T>::backward(Context saved, const DistMatrix<
 template <class T>
 void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
   ShardLayout w{.kind = ShardLayout::Kind::columns, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
-                .qkv_hidden = qkv_hidden_, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
+                .fused = fused_, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
   ShardLayout b = w;
   b.rows = 1;
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
@@ -300,9 +300,9 @@ DistMatrix<T> RowParallelLinear<T>::backward(Context saved, const DistMatrix<T>&
 template <class T>
 void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const ShardLayout w{.kind = ShardLayout::Kind::rows, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
-                      .qkv_hidden = 0, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
+                      .fused = {}, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
   const ShardLayout b{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = out_,
-                      .qkv_hidden = 0, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
+                      .fused = {}, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
   if (b_) out.push_back({name_ + ".bias", {out_}, b, b_->local(), db_->local()});
 }

@@ -39,6 +39,19 @@ class AcceleratorKernels {
   virtual void dropout_residual(TensorView<const float> residual, TensorView<float> x, const DropoutMask& mask,
                                 TensorView<float> row_sums, const Queue& q) const = 0;
   virtual void rotary(TensorView<float> qkv, const Rotary& rotary, const Queue& q) const = 0;
+  virtual void swiglu_forward(TensorView<const float> gu, TensorView<float> y, const Queue& q) const = 0;
+  virtual void swiglu_forward(TensorView<const float> gu, TensorView<bf16> y, TensorView<bf16> gu_kept,
+                              const Queue& q) const = 0;
+  virtual void swiglu_backward(TensorView<const float> gu, TensorView<const float> dy, TensorView<float> dgu,
+                               const Queue& q) const = 0;
+  virtual void swiglu_backward(TensorView<const bf16> gu, TensorView<const float> dy, TensorView<float> dgu,
+                               const Queue& q) const = 0;
+  virtual void repeat_kv(TensorView<const float> qkv, TensorView<float> full, const KvHeads& kv,
+                         const Queue& q) const = 0;
+  virtual void repeat_kv(TensorView<const bf16> qkv, TensorView<bf16> full, const KvHeads& kv,
+                         const Queue& q) const = 0;
+  virtual void sum_kv(TensorView<const float> dfull, TensorView<float> dqkv, const KvHeads& kv,
+                      const Queue& q) const = 0;
   virtual void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
                             const Queue& q) const = 0;
   // acc = combine(acc, x): the in-process reductions, f32 and f64.

@@ -71,6 +71,19 @@ void dropout_copy(TensorView<const T> x, TensorView<T> y, const ops::DropoutMask
 // RoPE on qkv's query and key columns, in place (ops::rotary; contiguous).
 template <class T>
 void rotary(TensorView<T> qkv, const ops::Rotary& rotary);
+// SwiGLU (ops::swiglu_*; contiguous): T in f32 or f64; the bf16 forms are the f32 form's bits, rounded or widened.
+template <class T>
+void swiglu_forward(TensorView<const T> gu, TensorView<T> y);
+void swiglu_forward(TensorView<const float> gu, TensorView<bf16> y, TensorView<bf16> gu_kept);
+template <class T>
+void swiglu_backward(TensorView<const T> gu, TensorView<const T> dy, TensorView<T> dgu);
+void swiglu_backward(TensorView<const bf16> gu, TensorView<const float> dy, TensorView<float> dgu);
+// Grouped-query attention's key/value heads widened to a head per query head, and the gradient summed back
+// (ops::repeat_kv, ops::sum_kv; contiguous). repeat_kv: T in f32, f64 or bf16.
+template <class T>
+void repeat_kv(TensorView<const T> qkv, TensorView<T> full, const ops::KvHeads& kv);
+template <class T>
+void sum_kv(TensorView<const T> dfull, TensorView<T> dqkv, const ops::KvHeads& kv);
 // column_sums' bits in out [1, cols] and x_bf16 = bf16(x), in the same pass over x (contiguous).
 void column_sums(TensorView<const float> x, TensorView<float> out, TensorView<bf16> x_bf16);
 // GELU's backward on its input kept in bf16: dx = dy * gelu'(x widened), the f32 form's bits. Contiguous.

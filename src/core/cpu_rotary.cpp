@@ -8,7 +8,8 @@ namespace optimus::cpu {
 
 template <class T>
 void rotary(TensorView<T> qkv, const ops::Rotary& r) {
-  const std::int64_t rows = qkv.size(0), width = qkv.size(1) / 3, d = width / r.heads, half = d / 2;
+  const std::int64_t rows = qkv.size(0), cols = qkv.size(1), d = cols / (r.heads + 2 * r.kv_heads), half = d / 2;
+  const std::int64_t turned = (r.heads + r.kv_heads) * d;  // the query heads' and key heads' columns
   const T flip = r.inverse ? T(-1) : T(1);  // the inverse turns by -angle
   std::vector<double> frequency(static_cast<std::size_t>(half));  // theta^(-2i/d), the same for every row
   for (std::int64_t i = 0; i < half; ++i) {
@@ -22,8 +23,8 @@ void rotary(TensorView<T> qkv, const ops::Rotary& r) {
       cos_of[static_cast<std::size_t>(i)] = static_cast<T>(std::cos(angle));
       sin_of[static_cast<std::size_t>(i)] = flip * static_cast<T>(std::sin(angle));
     }
-    T* const line = qkv.data() + row * 3 * width;
-    for (std::int64_t column = 0; column < 2 * width; column += d) {  // the query heads, then the key heads
+    T* const line = qkv.data() + row * cols;
+    for (std::int64_t column = 0; column < turned; column += d) {  // the query heads, then the key heads
       T* const head = line + column;
       for (std::int64_t i = 0; i < half; ++i) {
         const T a = head[i], b = head[i + half], c = cos_of[static_cast<std::size_t>(i)],

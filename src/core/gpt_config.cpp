@@ -21,6 +21,8 @@ void validate_for_group(const GptConfig& c, int p) {
   OPTIMUS_CHECK(p >= 1, "GptConfig: the group size p = ", p, " must be positive");
   OPTIMUS_CHECK(c.heads % p == 0, "GptConfig: heads = ", c.heads, " is not divisible by p = ", p);
   OPTIMUS_CHECK(c.ffn % p == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by p = ", p);
+  OPTIMUS_CHECK(c.kv_heads() % p == 0, "GptConfig: kv_heads = ", c.kv_heads(), " is not divisible by p = ", p,
+                " (each rank holds whole key/value heads)");
 }
 
 void validate_for_grid(const GptConfig& c, int grid_side) {
@@ -35,6 +37,8 @@ void validate_for_grid(const GptConfig& c, int grid_side) {
   OPTIMUS_CHECK(c.hidden % qq == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by q*q = ", qq,
                 " (biases and LayerNorm parameters are split q*q ways)");
   OPTIMUS_CHECK(c.ffn % qq == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by q*q = ", qq);
+  OPTIMUS_CHECK(c.kv_heads() % q == 0, "GptConfig: kv_heads = ", c.kv_heads(), " is not divisible by q = ", q,
+                " (each grid column holds whole key/value heads)");
 }
 
 void validate(const GptConfig& c) {
@@ -54,6 +58,14 @@ void validate(const GptConfig& c) {
                 " must be in [0, 1)");
   OPTIMUS_CHECK(std::isfinite(c.block.norm.eps) && c.block.norm.eps > 0.0, "GptConfig: block.norm.eps = ",
                 c.block.norm.eps, " must be positive and finite");
+  OPTIMUS_CHECK(c.block.kv_heads >= 0 && c.heads % c.kv_heads() == 0, "GptConfig: block.kv_heads = ", c.block.kv_heads,
+                " must be 0 (heads) or divide heads = ", c.heads);
+  if (c.block.rope) {
+    OPTIMUS_CHECK(std::isfinite(c.block.rope->theta) && c.block.rope->theta > 1.0, "GptConfig: block.rope.theta = ",
+                  c.block.rope->theta, " must be finite and above 1");
+    OPTIMUS_CHECK(c.head_size() % 2 == 0, "GptConfig: rotary positions pair a head's columns, but the head size ",
+                  c.head_size(), " (hidden ", c.hidden, " / heads ", c.heads, ") is odd");
+  }
 }
 
 void validate(const AdamWConfig& c) {

@@ -124,6 +124,46 @@ void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout,
   backward_into(qkv, dout, lse, delta, shape, dqkv, queue);
 }
 
+namespace {
+// qkv [rows, (heads + 2 kv_heads) d] beside full [rows, 3 heads d].
+template <class Q, class F>
+void check_kv(const char* op, const TensorView<Q>& qkv, const TensorView<F>& full, const KvHeads& kv) {
+  OPTIMUS_CHECK(kv.heads > 0 && kv.kv_heads > 0 && kv.heads % kv.kv_heads == 0, op, ": kv_heads = ", kv.kv_heads,
+                " does not divide heads = ", kv.heads);
+  OPTIMUS_CHECK(qkv.rank() == 2 && full.rank() == 2 && qkv.size(0) == full.size(0) && full.size(1) % (3 * kv.heads) == 0 &&
+                    qkv.size(1) == (kv.heads + 2 * kv.kv_heads) * (full.size(1) / (3 * kv.heads)),
+                op, ": qkv ", qkv.shape(), " and the widened ", full.shape(), " are not [Q | K | V] of ", kv.heads,
+                " query and ", kv.kv_heads, " key/value heads");
+}
+
+template <class T>
+void repeat_any(TensorView<const T> qkv, TensorView<T> full, const KvHeads& kv, const Queue& queue) {
+  const char* op = "repeat_kv";
+  check_kv(op, qkv, full, kv);
+  using Dispatched = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+  dispatch<Dispatched>(op, {contiguous("qkv", qkv), contiguous("full", full)}, queue,
+                       [&] { cpu::repeat_kv<T>(qkv, full, kv); },
+                       [&](const auto& k) { k.repeat_kv(qkv, full, kv, queue); });
+}
+}  // namespace
+
+template <class T>
+void repeat_kv(TensorView<const T> qkv, TensorView<T> full, const KvHeads& kv, const Queue& queue) {
+  repeat_any(qkv, full, kv, queue);
+}
+
+void repeat_kv(TensorView<const bf16> qkv, TensorView<bf16> full, const KvHeads& kv, const Queue& queue) {
+  repeat_any(qkv, full, kv, queue);
+}
+
+template <class T>
+void sum_kv(TensorView<const T> dfull, TensorView<T> dqkv, const KvHeads& kv, const Queue& queue) {
+  const char* op = "sum_kv";
+  check_kv(op, dqkv, dfull, kv);
+  dispatch<T>(op, {contiguous("dfull", dfull), contiguous("dqkv", dqkv)}, queue, [&] { cpu::sum_kv<T>(dfull, dqkv, kv); },
+              [&](const auto& k) { k.sum_kv(dfull, dqkv, kv, queue); });
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                                                   \
   template void flash_attention_forward<T>(TensorView<const T>, const AttentionShape&, TensorView<T>,          \
                                            TensorView<T>, const Queue&);                                         \
@@ -131,7 +171,9 @@ void flash_attention_backward(TensorView<const T> qkv, TensorView<const T> dout,
                                    const Queue&);                                                                \
   template void flash_attention_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<const T>,     \
                                             TensorView<const T>, const AttentionShape&, TensorView<T>,          \
-                                            const Queue&);
+                                            const Queue&);                                                      \
+  template void repeat_kv<T>(TensorView<const T>, TensorView<T>, const KvHeads&, const Queue&);                 \
+  template void sum_kv<T>(TensorView<const T>, TensorView<T>, const KvHeads&, const Queue&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -145,6 +145,51 @@ void dropout_residual(TensorView<const T> residual, TensorView<T> x, const Dropo
               [&](const auto& k) { k.dropout_residual(residual, x, mask, row_sums, queue); });
 }
 
+namespace {
+// gu [m, 2f] against y (or dy) [m, f].
+template <class G, class Y>
+void check_swiglu(const char* op, const TensorView<G>& gu, const TensorView<Y>& y) {
+  OPTIMUS_CHECK(gu.rank() == 2 && y.rank() == 2 && gu.size(0) == y.size(0) && gu.size(1) == 2 * y.size(1), op,
+                ": gu has shape ", gu.shape(), ", expected [rows, 2 f] beside ", y.shape());
+}
+}  // namespace
+
+template <class T>
+void swiglu_forward(TensorView<const T> gu, TensorView<T> y, const Queue& queue) {
+  check_swiglu("swiglu_forward", gu, y);
+  dispatch<T>("swiglu_forward", {contiguous("gu", gu), contiguous("y", y)}, queue,
+              [&] { cpu::swiglu_forward<T>(gu, y); }, [&](const auto& k) { k.swiglu_forward(gu, y, queue); });
+}
+
+void swiglu_forward(TensorView<const float> gu, TensorView<bf16> y, TensorView<bf16> gu_kept, const Queue& queue) {
+  const char* op = "swiglu_forward (into bf16)";
+  check_swiglu(op, gu, y);
+  check_same_shape(op, gu, "gu_kept", gu_kept.shape());
+  dispatch<float>(op, {contiguous("gu", gu), contiguous("y", y), contiguous("gu_kept", gu_kept)}, queue,
+                  [&] { cpu::swiglu_forward(gu, y, gu_kept); },
+                  [&](const auto& k) { k.swiglu_forward(gu, y, gu_kept, queue); });
+}
+
+template <class T>
+void swiglu_backward(TensorView<const T> gu, TensorView<const T> dy, TensorView<T> dgu, const Queue& queue) {
+  const char* op = "swiglu_backward";
+  check_swiglu(op, gu, dy);
+  check_same_shape(op, gu, "dgu", dgu.shape());
+  dispatch<T>(op, {contiguous("gu", gu), contiguous("dy", dy), contiguous("dgu", dgu)}, queue,
+              [&] { cpu::swiglu_backward<T>(gu, dy, dgu); },
+              [&](const auto& k) { k.swiglu_backward(gu, dy, dgu, queue); });
+}
+
+void swiglu_backward(TensorView<const bf16> gu, TensorView<const float> dy, TensorView<float> dgu,
+                     const Queue& queue) {
+  const char* op = "swiglu_backward (on bf16)";
+  check_swiglu(op, gu, dy);
+  check_same_shape(op, gu, "dgu", dgu.shape());
+  dispatch<float>(op, {contiguous("gu", gu), contiguous("dy", dy), contiguous("dgu", dgu)}, queue,
+                  [&] { cpu::swiglu_backward(gu, dy, dgu); },
+                  [&](const auto& k) { k.swiglu_backward(gu, dy, dgu, queue); });
+}
+
 template <class T>
 void dropout_copy(TensorView<const T> x, TensorView<T> y, const DropoutMask& mask, const Queue& queue) {
   const char* op = "dropout_copy";
@@ -157,10 +202,11 @@ void dropout_copy(TensorView<const T> x, TensorView<T> y, const DropoutMask& mas
 template <class T>
 void rotary(TensorView<T> qkv, const Rotary& r, const Queue& queue) {
   const char* op = "rotary";
-  OPTIMUS_CHECK(qkv.rank() == 2 && r.heads > 0 && r.seq > 0 && qkv.size(1) % (3 * r.heads) == 0 &&
-                    (qkv.size(1) / (3 * r.heads)) % 2 == 0 && qkv.size(0) % r.seq == 0,
+  const std::int64_t heads = r.heads + 2 * r.kv_heads;  // of Q, K and V
+  OPTIMUS_CHECK(qkv.rank() == 2 && r.heads > 0 && r.kv_heads > 0 && r.heads % r.kv_heads == 0 && r.seq > 0 &&
+                    qkv.size(1) % heads == 0 && (qkv.size(1) / heads) % 2 == 0 && qkv.size(0) % r.seq == 0,
                 op, ": qkv ", qkv.shape(), " is not whole sequences of ", r.seq, " rows by [Q | K | V] of ", r.heads,
-                " heads of an even dimension");
+                " query and ", r.kv_heads, " key/value heads of an even dimension");
   OPTIMUS_CHECK(std::isfinite(r.theta) && r.theta > 1.0, op, ": theta = ", r.theta, " must be finite and above 1");
   dispatch<T>(op, {contiguous("qkv", qkv)}, queue, [&] { cpu::rotary<T>(qkv, r); },
               [&](const auto& k) { k.rotary(qkv, r, queue); });
@@ -186,6 +232,8 @@ void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Qu
   template void dropout_residual<T>(TensorView<const T>, TensorView<T>, const DropoutMask&, TensorView<T>,       \
                                     const Queue&);                                                           \
   template void rotary<T>(TensorView<T>, const Rotary&, const Queue&);                                       \
+  template void swiglu_forward<T>(TensorView<const T>, TensorView<T>, const Queue&);                         \
+  template void swiglu_backward<T>(TensorView<const T>, TensorView<const T>, TensorView<T>, const Queue&);   \
   template void dropout_copy<T>(TensorView<const T>, TensorView<T>, const DropoutMask&, const Queue&);       \
   template void reduce_into<T>(TensorView<T>, TensorView<const T>, ReduceOp, const Queue&);
 OPTIMUS_INSTANTIATE(float)

@@ -88,7 +88,37 @@ class CudaKernels final : public AcceleratorKernels {
                            row_sums.rank() == 0 ? nullptr : row_sums.data(), stream_of(q));
   }
   void rotary(TensorView<float> qkv, const Rotary& r, const Queue& q) const override {
-    cuda::rotary(qkv.data(), rows(qkv), qkv.size(1) / 3, r.seq, r.heads, r.theta, r.inverse, stream_of(q));
+    cuda::rotary(qkv.data(), rows(qkv), qkv.size(1), r.seq, r.heads, r.kv_heads, r.theta, r.inverse, stream_of(q));
+  }
+  void swiglu_forward(TensorView<const float> gu, TensorView<float> y, const Queue& q) const override {
+    cuda::swiglu_forward(gu.data(), y.data(), rows(y), cols(y), stream_of(q));
+  }
+  void swiglu_forward(TensorView<const float> gu, TensorView<bf16> y, TensorView<bf16> gu_kept,
+                      const Queue& q) const override {
+    cuda::swiglu_forward_bf16(gu.data(), y.data(), gu_kept.data(), rows(y), cols(y), stream_of(q));
+  }
+  void swiglu_backward(TensorView<const float> gu, TensorView<const float> dy, TensorView<float> dgu,
+                       const Queue& q) const override {
+    cuda::swiglu_backward(gu.data(), dy.data(), dgu.data(), rows(dy), cols(dy), stream_of(q));
+  }
+  void swiglu_backward(TensorView<const bf16> gu, TensorView<const float> dy, TensorView<float> dgu,
+                       const Queue& q) const override {
+    cuda::swiglu_backward_bf16(gu.data(), dy.data(), dgu.data(), rows(dy), cols(dy), stream_of(q));
+  }
+  void repeat_kv(TensorView<const float> qkv, TensorView<float> full, const KvHeads& kv,
+                 const Queue& q) const override {
+    cuda::repeat_kv(qkv.data(), full.data(), rows(qkv), cols(full) / (3 * kv.heads), kv.heads, kv.kv_heads,
+                    stream_of(q));
+  }
+  void repeat_kv(TensorView<const bf16> qkv, TensorView<bf16> full, const KvHeads& kv,
+                 const Queue& q) const override {
+    cuda::repeat_kv_bf16(qkv.data(), full.data(), rows(qkv), cols(full) / (3 * kv.heads), kv.heads, kv.kv_heads,
+                         stream_of(q));
+  }
+  void sum_kv(TensorView<const float> dfull, TensorView<float> dqkv, const KvHeads& kv,
+              const Queue& q) const override {
+    cuda::sum_kv(dfull.data(), dqkv.data(), rows(dfull), cols(dfull) / (3 * kv.heads), kv.heads, kv.kv_heads,
+                 stream_of(q));
   }
   void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
                     const Queue& q) const override {

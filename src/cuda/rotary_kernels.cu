@@ -8,10 +8,10 @@ namespace {
 
 using detail::kThreads;
 
-// Pair i of head `head` (heads of Q, then of K) of row `row`, as cpu::rotary turns it.
-__global__ void rotary_kernel(float* qkv, std::int64_t rows, std::int64_t width, std::int64_t seq, std::int64_t d,
-                              double theta, float flip) {
-  const std::int64_t half = d / 2, per_row = width;  // pairs of Q and K in a row: 2 width / 2
+// Pair i of head `head` (heads of Q, then of K: `turned` heads in all) of row `row`, as cpu::rotary turns it.
+__global__ void rotary_kernel(float* qkv, std::int64_t rows, std::int64_t cols, std::int64_t seq, std::int64_t d,
+                              std::int64_t turned, double theta, float flip) {
+  const std::int64_t half = d / 2, per_row = turned * half;  // pairs of Q and K in a row
   const std::int64_t n = rows * per_row;
   for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; e < n;
        e += static_cast<std::int64_t>(gridDim.x) * kThreads) {
@@ -19,7 +19,7 @@ __global__ void rotary_kernel(float* qkv, std::int64_t rows, std::int64_t width,
     const double angle = static_cast<double>(row % seq) * pow(theta, -2.0 * static_cast<double>(i) /
                                                                       static_cast<double>(d));
     const float c = static_cast<float>(cos(angle)), s = flip * static_cast<float>(sin(angle));
-    float* const h = qkv + row * 3 * width + head * d;
+    float* const h = qkv + row * cols + head * d;
     const float a = h[i], b = h[i + half];
     h[i] = a * c - b * s;
     h[i + half] = b * c + a * s;
@@ -28,11 +28,12 @@ __global__ void rotary_kernel(float* qkv, std::int64_t rows, std::int64_t width,
 
 }  // namespace
 
-void rotary(float* qkv, std::int64_t rows, std::int64_t width, std::int64_t seq, std::int64_t heads, double theta,
-            bool inverse, cudaStream_t stream) {
-  if (rows * width == 0) return;
-  rotary_kernel<<<detail::blocks_for(rows * width), kThreads, 0, stream>>>(qkv, rows, width, seq, width / heads, theta,
-                                                                         inverse ? -1.0f : 1.0f);
+void rotary(float* qkv, std::int64_t rows, std::int64_t cols, std::int64_t seq, std::int64_t heads,
+            std::int64_t kv_heads, double theta, bool inverse, cudaStream_t stream) {
+  const std::int64_t d = cols / (heads + 2 * kv_heads), pairs = rows * (heads + kv_heads) * (d / 2);
+  if (pairs == 0) return;
+  rotary_kernel<<<detail::blocks_for(pairs), kThreads, 0, stream>>>(qkv, rows, cols, seq, d, heads + kv_heads, theta,
+                                                                    inverse ? -1.0f : 1.0f);
   OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -103,6 +103,36 @@ class SimKernels final : public AcceleratorKernels {
   void rotary(TensorView<float> qkv, const Rotary& r, const Queue& q) const override {
     launch(q, "rotary", [r](auto x) { cpu::rotary<float>(x, r); }, out(qkv));
   }
+  void swiglu_forward(TensorView<const float> gu, TensorView<float> y, const Queue& q) const override {
+    launch(q, "swiglu_forward", [](auto g, auto y_) { cpu::swiglu_forward<float>(g, y_); }, in(gu), out(y));
+  }
+  void swiglu_forward(TensorView<const float> gu, TensorView<bf16> y, TensorView<bf16> gu_kept,
+                      const Queue& q) const override {
+    launch(q, "swiglu_forward", [](auto g, auto y_, auto k_) { cpu::swiglu_forward(g, y_, k_); }, in(gu), out(y),
+           out(gu_kept));
+  }
+  void swiglu_backward(TensorView<const float> gu, TensorView<const float> dy, TensorView<float> dgu,
+                       const Queue& q) const override {
+    launch(q, "swiglu_backward", [](auto g, auto d, auto dg) { cpu::swiglu_backward<float>(g, d, dg); }, in(gu),
+           in(dy), out(dgu));
+  }
+  void swiglu_backward(TensorView<const bf16> gu, TensorView<const float> dy, TensorView<float> dgu,
+                       const Queue& q) const override {
+    launch(q, "swiglu_backward", [](auto g, auto d, auto dg) { cpu::swiglu_backward(g, d, dg); }, in(gu), in(dy),
+           out(dgu));
+  }
+  void repeat_kv(TensorView<const float> qkv, TensorView<float> full, const KvHeads& kv,
+                 const Queue& q) const override {
+    launch(q, "repeat_kv", [kv](auto x, auto f) { cpu::repeat_kv<float>(x, f, kv); }, in(qkv), out(full));
+  }
+  void repeat_kv(TensorView<const bf16> qkv, TensorView<bf16> full, const KvHeads& kv,
+                 const Queue& q) const override {
+    launch(q, "repeat_kv", [kv](auto x, auto f) { cpu::repeat_kv<bf16>(x, f, kv); }, in(qkv), out(full));
+  }
+  void sum_kv(TensorView<const float> dfull, TensorView<float> dqkv, const KvHeads& kv,
+              const Queue& q) const override {
+    launch(q, "sum_kv", [kv](auto f, auto d) { cpu::sum_kv<float>(f, d, kv); }, in(dfull), out(dqkv));
+  }
   void dropout_copy(TensorView<const float> x, TensorView<float> y, const DropoutMask& mask,
                     const Queue& q) const override {
     launch(q, "dropout_copy", [mask](auto x_, auto y_) { cpu::dropout_copy<float>(x_, y_, mask); }, in(x), out(y));

@@ -22,7 +22,8 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
           "refused by GPT-2's blocks, and GPT-2's formats refuse it") {
   const fs::path dir = fresh_directory("rmsnorm");
   optimus::GptConfig rms = small_config();
-  rms.block = {.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6}, .bias = false};
+  rms.block.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6};
+  rms.block.bias = false;
   std::map<std::string, GlobalMatrix> saved;
   std::vector<std::string> refusals(4);
   optimus::test::run_in_process(4, [&](optimus::Communicator& w) {

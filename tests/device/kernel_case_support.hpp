@@ -106,5 +106,8 @@ struct Expect {
 // The fused attention's cases: FlashAttention-2's forward and backward in f32 and under mixed precision (bf16 products,
 // qkv kept in bf16), against the host's.
 void attention_kernels(RankDevice& rank, const ops::Queue& q, const Expect& expect);
+// Llama's parts: SwiGLU forward and backward (f32 and into/from bf16), grouped-query attention's widened key/value
+// heads and their summed gradients, RoPE on grouped qkv (llama_kernel_cases.cpp).
+void llama_parts(RankDevice& rank, const ops::Queue& q, const Expect& expect);
 
 }  // namespace optimus::test::kernel_cases

@@ -299,8 +299,6 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
   CHECK(out[3].host != dx_plus.host);  // the rounding of xhat changed something
 }
 
-// The block's residual kernels on a block at global row 20, column 3 (not a whole draw of four columns): each against
-// the device's host, and on the host against the unfused operations it replaces, bit for bit.
 // RoPE on the queries and keys of 2 sequences of 3 rows, 2 heads of dimension 4: the host's values on the device, V
 // untouched, and the inverse turning them back.
 void rotary_positions(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
@@ -308,7 +306,7 @@ void rotary_positions(RankDevice& rank, const ops::Queue& q, const Expect& expec
   const std::int64_t rows = 6, width = 8;
   const std::vector<float> values = random_values(rows * 3 * width, 30);
   Both<float> qkv(values, Shape{rows, 3 * width}, rank);
-  const ops::Rotary turn{.seq = 3, .heads = 2, .theta = 100, .inverse = false};
+  const ops::Rotary turn{.seq = 3, .heads = 2, .kv_heads = 2, .theta = 100, .inverse = false};
   ops::rotary<float>(qkv.on_host(), turn, host);
   ops::rotary<float>(qkv.on_device(), turn, q);
   expect.near("rotary", qkv, 1e-6);  // cos and sin from each device's f64 libm
@@ -321,11 +319,13 @@ void rotary_positions(RankDevice& rank, const ops::Queue& q, const Expect& expec
     }
   }
   CHECK(turned > 0.1);
-  ops::rotary<float>(qkv.on_host(), {.seq = 3, .heads = 2, .theta = 100, .inverse = true}, host);
+  ops::rotary<float>(qkv.on_host(), {.seq = 3, .heads = 2, .kv_heads = 2, .theta = 100, .inverse = true}, host);
   for (std::size_t e = 0; e < values.size(); ++e) back = std::max(back, static_cast<double>(std::abs(qkv.host[e] - values[e])));
   CHECK(back < 1e-5);
 }
 
+// The block's residual kernels on a block at global row 20, column 3 (not a whole draw of four columns): each against
+// the device's host, and on the host against the unfused operations it replaces, bit for bit.
 void residual_paths(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   const ops::Queue host{};
   const std::int64_t rows = 6, cols = 11;
@@ -580,6 +580,7 @@ void check_kernels(RankDevice& rank) {
   rows_and_layernorm(rank, q, expect);
   residual_paths(rank, q, expect);
   rotary_positions(rank, q, expect);
+  llama_parts(rank, q, expect);
   many_rows(rank, q, expect);
   embedding_loss(rank, q, expect);
   attention_kernels(rank, q, expect);

@@ -49,8 +49,8 @@ reference::AttentionWeights attention_weights(const reference::Parameters& p, co
           bias_of(p, prefix + ".c_proj.bias")};
 }
 reference::MlpWeights mlp_weights(const reference::Parameters& p, const std::string& prefix) {
-  return {p.at(prefix + ".c_fc.weight"), p.at(prefix + ".c_fc.bias"), p.at(prefix + ".c_proj.weight"),
-          p.at(prefix + ".c_proj.bias")};
+  return {p.at(prefix + ".c_fc.weight"), bias_of(p, prefix + ".c_fc.bias"), p.at(prefix + ".c_proj.weight"),
+          bias_of(p, prefix + ".c_proj.bias")};
 }
 // The gradients, biases only where the layer has them (the reference's are empty then).
 void put_attention(reference::Parameters& g, const std::string& prefix, const reference::AttentionWeights& w) {
@@ -61,9 +61,9 @@ void put_attention(reference::Parameters& g, const std::string& prefix, const re
 }
 void put_mlp(reference::Parameters& g, const std::string& prefix, const reference::MlpWeights& w) {
   g[prefix + ".c_fc.weight"] = w.c_fc_w;
-  g[prefix + ".c_fc.bias"] = w.c_fc_b;
+  if (w.c_fc_b.size() > 0) g[prefix + ".c_fc.bias"] = w.c_fc_b;
   g[prefix + ".c_proj.weight"] = w.c_proj_w;
-  g[prefix + ".c_proj.bias"] = w.c_proj_b;
+  if (w.c_proj_b.size() > 0) g[prefix + ".c_proj.bias"] = w.c_proj_b;
 }
 
 
@@ -166,15 +166,32 @@ void norm_case(const Grid& grid, const LayerShapes& s, const NormSpec& spec, con
 const NormSpec kLayerNorm{};
 const NormSpec kRmsNorm{.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6};
 
-// With `rope`: rotary positions on the queries and keys (in heads of an even dimension: half as many heads where the
-// shapes' are odd); with `bias` false, linears without biases.
+// GPT-2's blocks with RMSNorm, their linears with biases or without.
+BlockConfig rms_blocks(bool bias) {
+  BlockConfig block;
+  block.norm = kRmsNorm;
+  block.bias = bias;
+  return block;
+}
+
+// Which attention: rotary positions on the queries and keys or none (in heads of an even dimension: half as many heads
+// where the shapes' are odd), linears with biases or none, and key/value heads as a function of the query heads
+// (grouped-query attention; multi-head where it returns heads).
+struct AttentionVariant {
+  std::optional<RopeSpec> rope;
+  bool bias = true;
+  std::function<std::int64_t(std::int64_t heads)> kv_heads = [](std::int64_t heads) { return heads; };
+};
+
 template <class T>
-void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const std::optional<RopeSpec>& rope,
-                    bool bias, const InFlight& f) {
+void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const AttentionVariant& v,
+                    const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
-  const std::int64_t heads = rope && (h / s.heads) % 2 != 0 ? s.heads / 2 : s.heads;
-  const DropoutSpec spec{dropout, 77, 3};
-  Attention2D<T> layer(grid, ParameterTags::of(grid), "attn", h, heads, spec, rope, bias);
+  const std::int64_t heads = v.rope && (h / s.heads) % 2 != 0 ? s.heads / 2 : s.heads, kv = v.kv_heads(heads);
+  const std::optional<RopeSpec>& rope = v.rope;
+  Attention2D<T> layer(grid, ParameterTags::of(grid), "attn",
+                       AttentionSpec{.hidden = h, .heads = heads, .kv_heads = kv, .dropout = {dropout, 77, 3},
+                                     .rope = rope, .bias = v.bias});
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 300, grid.device());
@@ -183,9 +200,10 @@ void attention_case(const Grid& grid, const LayerShapes& s, double dropout, cons
   const auto ref = [&](int c) {
     const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
     reference::AttentionCache cache;
-    const Matrix y = reference::attention_forward(x(c), attention_weights(p, "attn"), s.batch, heads, rope, rd, cache);
-    return std::pair{y, reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, heads, rope, rd,
-                                                      dy(c))};
+    const Matrix y =
+        reference::attention_forward(x(c), attention_weights(p, "attn"), s.batch, heads, kv, rope, rd, cache);
+    return std::pair{y, reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, heads, kv, rope,
+                                                      rd, dy(c))};
   };
   LayerRun<typename Attention2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
@@ -205,10 +223,11 @@ void attention_case(const Grid& grid, const LayerShapes& s, double dropout, cons
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
+// GELU or SwiGLU; linears with biases or none.
 template <class T>
-void mlp_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
+void mlp_case(const Grid& grid, const LayerShapes& s, MlpKind kind, bool bias, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
-  MLP2D<T> layer(grid, "mlp", h, s.ffn);
+  MLP2D<T> layer(grid, ParameterTags::of(grid), "mlp", h, s.ffn, kind, bias);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 400, grid.device());
@@ -216,8 +235,8 @@ void mlp_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const auto dy = [&](int c) { return input<T>(n, h, 8, c); };
   const auto ref = [&](int c) {
     reference::MlpCache cache;
-    const Matrix y = reference::mlp_forward(x(c), mlp_weights(p, "mlp"), cache);
-    return std::pair{y, reference::mlp_backward(cache, mlp_weights(p, "mlp"), dy(c))};
+    const Matrix y = reference::mlp_forward(x(c), mlp_weights(p, "mlp"), kind, cache);
+    return std::pair{y, reference::mlp_backward(cache, mlp_weights(p, "mlp"), kind, dy(c))};
   };
   LayerRun<typename MLP2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
@@ -441,26 +460,52 @@ void check_rmsnorm(Communicator& world, int q) {
 
 void check_attention(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  attention_case<double>(grid, shapes_for(q), 0.0, std::nullopt, true, InFlight{});
-  attention_case<float>(grid, shapes_for(q), 0.0, std::nullopt, true, InFlight{});
-  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, std::nullopt, true, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, std::nullopt, true, f); });
+  attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{}, InFlight{});
+  attention_case<float>(grid, shapes_for(q), 0.0, AttentionVariant{}, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, AttentionVariant{}, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, AttentionVariant{}, f); });
 }
 
 void check_rotary_attention(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
   const RopeSpec rope{.theta = 500};  // a small theta: every pair turns visibly within the test's 5 positions
   // Llama's attention: rotary positions, no biases; and rotary positions with GPT-2's biases.
-  attention_case<double>(grid, shapes_for(q), 0.0, rope, false, InFlight{});
-  attention_case<double>(grid, shapes_for(q), 0.0, rope, true, InFlight{});
-  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, rope, false, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, rope, false, f); });
+  const AttentionVariant llama{.rope = rope, .bias = false};
+  attention_case<double>(grid, shapes_for(q), 0.0, llama, InFlight{});
+  attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{.rope = rope, .bias = true}, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, llama, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, llama, f); });
+}
+
+void check_grouped_query_attention(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  // kv_heads = heads / 2 and q (each grid column then holds one key/value head), without and with rotary positions
+  // (Llama's attention); kv_heads = heads is the multi-head attention of the cases above.
+  const RopeSpec rope{.theta = 500};
+  // (heads / 2 where q divides it: with rotary positions the shapes have 6 heads, and q = 2 does not divide 3.)
+  const auto half = [q](std::int64_t heads) { return (heads / 2) % q == 0 ? heads / 2 : std::int64_t{q}; };
+  const auto one_per_column = [q](std::int64_t) { return std::int64_t{q}; };
+  for (const auto& kv : {std::function<std::int64_t(std::int64_t)>(half), std::function<std::int64_t(std::int64_t)>(one_per_column)}) {
+    attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{.rope = std::nullopt, .bias = true, .kv_heads = kv},
+                           InFlight{});
+    const AttentionVariant llama{.rope = rope, .bias = false, .kv_heads = kv};
+    in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, llama, f); });
+    in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, llama, f); });
+  }
 }
 
 void check_mlp(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), f); });
+  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), MlpKind::gelu, true, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), MlpKind::gelu, true, f); });
+}
+
+void check_swiglu_mlp(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  // Llama's MLP (no biases), and SwiGLU with biases.
+  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), MlpKind::swiglu, false, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), MlpKind::swiglu, false, f); });
+  mlp_case<double>(grid, shapes_for(q), MlpKind::swiglu, true, InFlight{});
 }
 
 void check_block(Communicator& world, int q) {
@@ -488,9 +533,9 @@ void check_gpt(Communicator& world, int q) {
   in_flight_scenarios<double>([&](const InFlight& f) { gpt_case<double>(grid, shapes_for(q), 0.1, BlockConfig{}, f); });
   gpt_case<float>(grid, shapes_for(q), 0.0, BlockConfig{}, InFlight{});
   // Compositions no class was written for: RMSNorm blocks with GPT-2's other parts, and RMSNorm blocks without biases.
-  gpt_case<double>(grid, shapes_for(q), 0.1, BlockConfig{.norm = kRmsNorm, .bias = true}, InFlight{});
-  gpt_case<double>(grid, shapes_for(q), 0.1, BlockConfig{.norm = kRmsNorm, .bias = false}, InFlight{});
-  gpt_case<float>(grid, shapes_for(q), 0.0, BlockConfig{.norm = kRmsNorm, .bias = false}, InFlight{});
+  gpt_case<double>(grid, shapes_for(q), 0.1, rms_blocks(true), InFlight{});
+  gpt_case<double>(grid, shapes_for(q), 0.1, rms_blocks(false), InFlight{});
+  gpt_case<float>(grid, shapes_for(q), 0.0, rms_blocks(false), InFlight{});
 }
 
 namespace {
@@ -547,9 +592,16 @@ void check_f32_layers_on(const Grid& grid) {
     linear_case<float>(grid, s, f);
     norm_case<float>(grid, s, kLayerNorm, f);
     norm_case<float>(grid, s, kRmsNorm, f);
-    attention_case<float>(grid, s, 0.2, std::nullopt, true, f);
-    attention_case<float>(grid, s, 0.2, RopeSpec{.theta = 500}, false, f);
-    mlp_case<float>(grid, s, f);
+    attention_case<float>(grid, s, 0.2, AttentionVariant{}, f);
+    // Llama's: rotary positions, no biases, grouped-query attention; SwiGLU.
+    attention_case<float>(grid, s, 0.2,
+                          AttentionVariant{.rope = RopeSpec{.theta = 500}, .bias = false,
+                                           .kv_heads = [q = grid.q()](std::int64_t heads) {
+                                             return (heads / 2) % q == 0 ? heads / 2 : std::int64_t{q};
+                                           }},
+                          f);
+    mlp_case<float>(grid, s, MlpKind::gelu, true, f);
+    mlp_case<float>(grid, s, MlpKind::swiglu, false, f);
     block_case<float>(grid, s, 0.1, f);
     embedding_case<float>(grid, s, f);
     lm_head_case<float>(grid, s, f);
@@ -572,7 +624,7 @@ void check_mixed_precision(Communicator& world, int q) {
 void check_parameters(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
   // GptConfig::parameter_count follows the blocks: RMSNorm's gamma only, no linear biases.
-  for (const BlockConfig& block : {BlockConfig{.norm = kRmsNorm, .bias = true}, BlockConfig{.norm = kRmsNorm, .bias = false}}) {
+  for (const BlockConfig& block : {rms_blocks(true), rms_blocks(false)}) {
     GptConfig c = config_for(q, 2, 0.0);
     c.block = block;
     Gpt2D<double> other(grid, c);

@@ -58,6 +58,10 @@ void check_layernorm(Communicator& world, int q);
 void check_rmsnorm(Communicator& world, int q);
 // Attention2D with rotary positions (RoPE) against the reference's.
 void check_rotary_attention(Communicator& world, int q);
+// Attention2D with grouped-query attention (kv_heads = heads/2 and q), with and without rotary positions.
+void check_grouped_query_attention(Communicator& world, int q);
+// MLP2D with SwiGLU (Llama's MLP), with and without biases.
+void check_swiglu_mlp(Communicator& world, int q);
 void check_attention(Communicator& world, int q);
 void check_mlp(Communicator& world, int q);
 void check_block(Communicator& world, int q);

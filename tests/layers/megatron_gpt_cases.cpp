@@ -163,7 +163,9 @@ void check_gpt_1d(Communicator& world) {
   // RMSNorm blocks (replicated norms without bias) with GPT-2's other parts, and without linear biases.
   for (bool bias : {true, false}) {
     CAPTURE(bias);
-    const BlockConfig rms{.norm = {.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6}, .bias = bias};
+    BlockConfig rms;
+    rms.norm = {.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6};
+    rms.bias = bias;
     gpt_1d_contexts<double>(world, rms, InFlight{});
     gpt_1d_contexts<float>(world, rms, InFlight{});
   }

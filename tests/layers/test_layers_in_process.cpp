@@ -36,6 +36,8 @@ TEST_CASE("in-process Linear2D") { on_grids(optimus::test::check_linear); }
 TEST_CASE("in-process LayerNorm2D") { on_grids(optimus::test::check_layernorm); }
 TEST_CASE("in-process RMSNorm2D") { on_grids(optimus::test::check_rmsnorm); }
 TEST_CASE("in-process Attention2D with rotary positions") { on_grids(optimus::test::check_rotary_attention); }
+TEST_CASE("in-process Attention2D with grouped-query attention") { on_grids(optimus::test::check_grouped_query_attention); }
+TEST_CASE("in-process MLP2D with SwiGLU") { on_grids(optimus::test::check_swiglu_mlp); }
 TEST_CASE("in-process Attention2D") { on_grids(optimus::test::check_attention); }
 TEST_CASE("in-process MLP2D") { on_grids(optimus::test::check_mlp); }
 TEST_CASE("in-process TransformerBlock2D") { on_grids(optimus::test::check_block); }

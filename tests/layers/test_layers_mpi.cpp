@@ -24,6 +24,8 @@ TEST_CASE("Linear2D") { on_grid(optimus::test::check_linear); }
 TEST_CASE("LayerNorm2D") { on_grid(optimus::test::check_layernorm); }
 TEST_CASE("RMSNorm2D") { on_grid(optimus::test::check_rmsnorm); }
 TEST_CASE("Attention2D with rotary positions") { on_grid(optimus::test::check_rotary_attention); }
+TEST_CASE("Attention2D with grouped-query attention") { on_grid(optimus::test::check_grouped_query_attention); }
+TEST_CASE("MLP2D with SwiGLU") { on_grid(optimus::test::check_swiglu_mlp); }
 TEST_CASE("Attention2D") { on_grid(optimus::test::check_attention); }
 TEST_CASE("MLP2D") { on_grid(optimus::test::check_mlp); }
 TEST_CASE("TransformerBlock2D") { on_grid(optimus::test::check_block); }

@@ -164,7 +164,8 @@ TEST_CASE("memory model: every kind's peak per rank equals the trackers' (2D, 1D
 
 TEST_CASE("memory model: a model of RMSNorm blocks without biases (2D and 1D) equals the trackers") {
   auto w = small_gpt(2, 0.1);
-  w.config.block = {.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6}, .bias = false};
+  w.config.block.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6};
+  w.config.block.bias = false;
   const auto none2 = policies({Recompute::none, Recompute::none});
   for (const TensorParallel tensor : {TensorParallel::two_d, TensorParallel::one_d}) {
     check_layout({.tensor = tensor,

@@ -97,6 +97,20 @@ OPTIMUS_HOST_DEVICE inline T gelu_derivative(T v) {
   return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * c * (T(1) + T(3) * a * v * v);
 }
 
+// SiLU (swish), SwiGLU's gate: silu(v) = v sigmoid(v), and its derivative sigmoid(v) (1 + v (1 - sigmoid(v))).
+// sigmoid(v) = 1 / (1 + e^-v) (expf in f32, exp in f64; e^-v = inf gives 0, so silu(-inf) is -0, not NaN).
+OPTIMUS_HOST_DEVICE inline float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+OPTIMUS_HOST_DEVICE inline double sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
+template <class T>
+OPTIMUS_HOST_DEVICE inline T silu(T v) {
+  return v * sigmoid(v);
+}
+template <class T>
+OPTIMUS_HOST_DEVICE inline T silu_derivative(T v) {
+  const T s = sigmoid(v);
+  return s * (T(1) + v * (T(1) - s));
+}
+
 // Dropout of global element (row, col): kept with probability 1 - p, then scaled by `scale` = 1 / (1 - p); a dropped
 // element becomes 0 whatever it was (an inf or NaN too: it is not multiplied by 0).
 //

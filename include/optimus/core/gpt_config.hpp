@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
+#include <string>
 
 namespace optimus {
 
@@ -21,21 +23,36 @@ struct NormSpec {
 // "layernorm" or "rmsnorm" (as checkpoints record it).
 inline const char* name_of(NormSpec::Kind kind) { return kind == NormSpec::Kind::layernorm ? "layernorm" : "rmsnorm"; }
 
-// How the model builds each block's layers (and ln_f): a value, so that GPT-2 and other families are configurations of
-// one model, not classes. GPT-2's by default. (Of the Llama family's parts, the norm and bias-free linears are built,
-// and rotary positions as an attention option (Attention2D's RopeSpec); rotary positions in place of wpe, SwiGLU,
-// grouped-query attention and an untied head are not yet: issue 37.)
-struct BlockConfig {
-  NormSpec norm;      // ln_1, ln_2 and ln_f
-  bool bias = true;   // the linear layers' biases (c_attn, attn.c_proj, c_fc, mlp.c_proj); Llama has none
-  friend bool operator==(const BlockConfig&, const BlockConfig&) = default;
-};
-
 // Rotary position embedding (RoPE) on each head's queries and keys, pairs rotate-half as in Hugging Face's Llama:
 // the pair (i, i + d/2) turns by pos * theta^(-2i/d) (ops::rotary).
 struct RopeSpec {
   double theta = 10000;
   friend bool operator==(const RopeSpec&, const RopeSpec&) = default;
+};
+
+// The MLP's activation: GELU (tanh form) between c_fc h -> ffn and c_proj (GPT-2's), or SwiGLU, silu(gate) * up with
+// c_fc h -> 2 ffn holding [gate | up] (Shazeer 2020; Llama's gate_proj and up_proj side by side).
+enum class MlpKind { gelu, swiglu };
+inline const char* name_of(MlpKind kind) { return kind == MlpKind::gelu ? "gelu" : "swiglu"; }
+
+// How the model builds its blocks, ln_f and head: a value, so that GPT-2, Llama and any mix of their parts are
+// configurations of one model, not classes. GPT-2's by default; llama() gives Llama's.
+struct BlockConfig {
+  NormSpec norm;                 // ln_1, ln_2 and ln_f
+  bool bias = true;              // the linear layers' biases (c_attn, attn.c_proj, c_fc, mlp.c_proj); Llama has none
+  std::optional<RopeSpec> rope;  // none: learned positions (wpe, added by the embedding); else rotary positions on
+                                 // every block's queries and keys, and no wpe
+  MlpKind mlp = MlpKind::gelu;
+  std::int64_t kv_heads = 0;     // grouped-query attention's key/value heads (dividing heads); 0: heads (multi-head)
+  bool tied_head = true;         // the LM head multiplies wte; false: its own lm_head.weight [vocab, h]
+  friend bool operator==(const BlockConfig&, const BlockConfig&) = default;
+
+  // Llama's blocks: RMSNorm (eps 1e-5), rotary positions of `theta`, SwiGLU, no biases, `kv_heads` (0: heads), an
+  // untied head.
+  static BlockConfig llama(double theta, std::int64_t kv_heads) {
+    return {.norm = {.kind = NormSpec::Kind::rmsnorm, .eps = 1e-5}, .bias = false, .rope = RopeSpec{theta},
+            .mlp = MlpKind::swiglu, .kv_heads = kv_heads, .tied_head = false};
+  }
 };
 
 struct GptConfig {
@@ -51,6 +68,12 @@ struct GptConfig {
   BlockConfig block;            // how the blocks are built (GPT-2's by default)
 
   std::int64_t head_size() const { return hidden / heads; }
+  // Key/value heads: block.kv_heads, or heads where it is 0.
+  std::int64_t kv_heads() const { return block.kv_heads > 0 ? block.kv_heads : heads; }
+  // c_attn's output columns: [Q | K | V], h + 2 kv_heads * head_size.
+  std::int64_t qkv_width() const { return hidden + 2 * kv_heads() * head_size(); }
+  // c_fc's output columns: ffn (GELU) or [gate | up], 2 ffn (SwiGLU).
+  std::int64_t fc_width() const { return block.mlp == MlpKind::swiglu ? 2 * ffn : ffn; }
   // The vocabulary as a q x q grid stores it: padded_vocab where set, else vocab rounded up to a multiple of 128*q
   // (Megatron's and llm.c's padding, so that q divides it and GEMMs get round shapes). Ids [vocab, stored) are never
   // looked up, their logits take no part in the softmax or the loss, and their rows of wte stay zero; parameters(),
@@ -59,22 +82,24 @@ struct GptConfig {
     const std::int64_t multiple = 128 * static_cast<std::int64_t>(q);
     return padded_vocab > 0 ? padded_vocab : (vocab + multiple - 1) / multiple * multiple;
   }
-  // Parameter count (wte tied with the LM head): a norm has gamma and, for LayerNorm, beta; the linears' biases are the
-  // block's to have.
+  // Parameter count: wte (and an untied head's lm_head), wpe for learned positions, per block two norms (gamma and,
+  // for LayerNorm, beta), c_attn, attn.c_proj, c_fc, mlp.c_proj and their biases where the block has them; ln_f.
   std::int64_t parameter_count() const {
     const std::int64_t h = hidden;
     const std::int64_t norm = block.norm.parameters(h);
-    const std::int64_t biases = block.bias ? 3 * h + h + ffn + h : 0;
-    const std::int64_t per_block = 2 * norm + h * 3 * h + h * h + h * ffn + ffn * h + biases;
-    return vocab * h + max_seq * h + layers * per_block + norm;
+    const std::int64_t biases = block.bias ? qkv_width() + h + fc_width() + h : 0;
+    const std::int64_t per_block = 2 * norm + h * qkv_width() + h * h + h * fc_width() + ffn * h + biases;
+    const std::int64_t embeddings = vocab * h * (block.tied_head ? 1 : 2) + (block.rope ? 0 : max_seq * h);
+    return embeddings + layers * per_block + norm;
   }
 };
 
 inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
   return os << "vocab=" << c.vocab << " padded_vocab=" << c.padded_vocab << " max_seq=" << c.max_seq << " layers=" << c.layers << " hidden=" << c.hidden
             << " heads=" << c.heads << " ffn=" << c.ffn << " dropout=" << c.dropout << " norm="
-            << name_of(c.block.norm.kind) << "(eps " << c.block.norm.eps
-            << ")";
+            << name_of(c.block.norm.kind) << "(eps " << c.block.norm.eps << ") bias=" << c.block.bias << " positions="
+            << (c.block.rope ? "rope(theta " + std::to_string(c.block.rope->theta) + ")" : std::string("learned"))
+            << " mlp=" << name_of(c.block.mlp) << " kv_heads=" << c.kv_heads() << " tied_head=" << c.block.tied_head;
 }
 
 // Dropout masks are counter-based like initialization: element (row, col) of `site` in block `layer` at

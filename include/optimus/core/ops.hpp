@@ -135,6 +135,19 @@ void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorV
 // x, y, x_kept: contiguous, one shape.
 void gelu_forward(TensorView<const float> x, TensorView<bf16> y, TensorView<bf16> x_kept, const Queue& queue);
 
+// SwiGLU (Shazeer 2020; Llama's MLP): gu [m, 2f] holds [gate | up] (a rank's matching columns side by side), y [m, f]
+// = silu(gate) * up; its backward dgu [m, 2f] = [dy * up * silu'(gate) | dy * silu(gate)] (element_math.hpp).
+// Contiguous.
+template <class T>
+void swiglu_forward(TensorView<const T> gu, TensorView<T> y, const Queue& queue);
+template <class T>
+void swiglu_backward(TensorView<const T> gu, TensorView<const T> dy, TensorView<T> dgu, const Queue& queue);
+// Under mixed precision, writing what the MLP keeps, both in bf16: y = bf16(silu(gate) * up) for c_proj and gu_kept =
+// bf16(gu) for the backward — the bits of swiglu_forward followed by to_bf16 of each.
+void swiglu_forward(TensorView<const float> gu, TensorView<bf16> y, TensorView<bf16> gu_kept, const Queue& queue);
+// The backward on gu as kept in bf16: the f32 form's bits on its values.
+void swiglu_backward(TensorView<const bf16> gu, TensorView<const float> dy, TensorView<float> dgu, const Queue& queue);
+
 // Dropout of a block whose element (r, c) is element (row0 + r, col0 + c) of the global activation:
 // x = math::dropout_keeps(p, seed, stream, row0 + r, col0 + c) ? x / (1 - p) : 0 (element_math.hpp); a
 // dropped element is 0 even if it was inf or NaN. Rows contiguous; p in [0, 1).
@@ -166,15 +179,31 @@ void dropout_copy(TensorView<const T> x, TensorView<T> y, const DropoutMask& mas
 // In each head of d columns, column i < d/2 pairs with column i + d/2 ("rotate half") and the pair turns by the angle
 // pos * theta^(-2i/d), pos = r % seq for row r (rows are whole sequences):
 //   forward: (a, b) -> (a cos - b sin, b cos + a sin);  inverse (the backward): (a, b) -> (a cos + b sin, b cos - a sin).
-// Applied in place to the query and key columns of qkv [rows, 3 * width] (columns [Q | K | V], width = heads * d, d
-// even); V is untouched. The angle, cos and sin are taken in f64 on every device, then rounded to T.
+// Applied in place to the query and key columns of qkv [rows, (heads + 2 kv_heads) * d] (columns [Q | K | V]: heads
+// query heads, kv_heads key and value heads, d even); V is untouched. The angle, cos and sin are taken in f64 on every
+// device, then rounded to T.
 struct Rotary {
-  std::int64_t seq = 0, heads = 0;
+  std::int64_t seq = 0, heads = 0, kv_heads = 0;
   double theta = 10000;
   bool inverse = false;
 };
 template <class T>
 void rotary(TensorView<T> qkv, const Rotary& rotary, const Queue& queue);
+
+// ---- grouped-query attention (GQA): each key/value head serves heads / kv_heads query heads ------------------
+// full [rows, 3 heads d] = qkv [rows, (heads + 2 kv_heads) d] (columns [Q | K | V]) with K and V widened to a head per
+// query head: query head t reads key/value head t / (heads / kv_heads) (Hugging Face's repeat_kv). Contiguous; qkv in
+// f32, f64 or bf16 (as saved under mixed precision).
+struct KvHeads {
+  std::int64_t heads = 0, kv_heads = 0;  // this block's query heads and key/value heads (kv_heads divides heads)
+};
+template <class T>
+void repeat_kv(TensorView<const T> qkv, TensorView<T> full, const KvHeads& kv, const Queue& queue);
+void repeat_kv(TensorView<const bf16> qkv, TensorView<bf16> full, const KvHeads& kv, const Queue& queue);
+// Its backward: dqkv [rows, (heads + 2 kv_heads) d] from dfull [rows, 3 heads d]: dQ copied, each key and value head's
+// gradient the sum of its query heads' in increasing order. Contiguous.
+template <class T>
+void sum_kv(TensorView<const T> dfull, TensorView<T> dqkv, const KvHeads& kv, const Queue& queue);
 
 // acc = acc (+, max or min) x element-wise, f32 or f64 (the in-process reductions on a device; max and min as
 // std::max and std::min, so that every device gives the host's bits). acc, x: contiguous, the same shape.

@@ -70,10 +70,28 @@ struct DropoutMask {
   float keep_scale = 1.0f;  // 1 / (1 - p)
   std::uint64_t seed = 0, stream = 0;
 };
-// RoPE on the query and key columns of qkv [rows, 3 width], in place (ops::rotary: rows whole sequences of seq, heads
-// of width / heads columns; angles, cos and sin in f64).
-void rotary(float* qkv, std::int64_t rows, std::int64_t width, std::int64_t seq, std::int64_t heads, double theta,
-            bool inverse, cudaStream_t stream);
+// RoPE on the query and key columns of qkv [rows, cols], in place (ops::rotary: rows whole sequences of seq; heads
+// query and kv_heads key/value heads of cols / (heads + 2 kv_heads) columns; angles, cos and sin in f64).
+void rotary(float* qkv, std::int64_t rows, std::int64_t cols, std::int64_t seq, std::int64_t heads,
+            std::int64_t kv_heads, double theta, bool inverse, cudaStream_t stream);
+
+// SwiGLU (ops::swiglu_*): gu [rows, 2 f] = [gate | up], y [rows, f]; the bf16 forms write y and gu_kept in bf16, or
+// read gu in bf16.
+void swiglu_forward(const float* gu, float* y, std::int64_t rows, std::int64_t f, cudaStream_t stream);
+void swiglu_forward_bf16(const float* gu, bf16* y, bf16* gu_kept, std::int64_t rows, std::int64_t f,
+                         cudaStream_t stream);
+void swiglu_backward(const float* gu, const float* dy, float* dgu, std::int64_t rows, std::int64_t f,
+                     cudaStream_t stream);
+void swiglu_backward_bf16(const bf16* gu, const float* dy, float* dgu, std::int64_t rows, std::int64_t f,
+                          cudaStream_t stream);
+// Grouped-query attention's key/value heads (ops::repeat_kv, ops::sum_kv): qkv [rows, (heads + 2 kv_heads) d], full
+// [rows, 3 heads d].
+void repeat_kv(const float* qkv, float* full, std::int64_t rows, std::int64_t d, std::int64_t heads,
+               std::int64_t kv_heads, cudaStream_t stream);
+void repeat_kv_bf16(const bf16* qkv, bf16* full, std::int64_t rows, std::int64_t d, std::int64_t heads,
+                    std::int64_t kv_heads, cudaStream_t stream);
+void sum_kv(const float* dfull, float* dqkv, std::int64_t rows, std::int64_t d, std::int64_t heads,
+            std::int64_t kv_heads, cudaStream_t stream);
 
 // The block's residual paths (ops::dropout_residual, ops::dropout_copy; contiguous [rows, cols]):
 // x = residual + dropout(x), and row_sums[r] = the row's sum where row_sums is not null (one block per row);

@@ -2,11 +2,14 @@
 //   x, y: [N, h] with N = b*s tokens; grid row i holds b/q whole sequences, grid column j holds heads
 //   [j*a/q, (j+1)*a/q). c_attn (h -> 3h) stores its columns grouped by heads, so that column block j of
 //   qkv is [Q_j | K_j | V_j] for exactly those heads: attention itself needs no communication.
+//   With grouped-query attention (kv < a key/value heads, q dividing kv), c_attn is h -> h + 2 kv d and column block j
+//   is [Q_j | K_j | V_j] of heads [j a/q, ...) and key/value heads [j kv/q, ...): query head t reads key/value head
+//   t / (a/kv), which is on the same rank.
 //   probs = softmax(Q K^T / sqrt(h/a)) with a causal mask, dropped out (site attention_probs);
 //   merged = probs V: [N, h] in GPT-2's head-major column order; y = c_proj(merged). With rotary positions (Llama's),
 //   Q and K are turned in place after c_attn (ops::rotary): rank (i, j) knows its rows' positions (whole sequences)
 //   and holds whole heads, so the rotation needs nothing from another rank.
-// Saved for backward (AttentionContext): qkv [N, 3h] and, unless the core is recomputed, probs [b*a*s, s] (both split
+// Saved for backward (AttentionContext): qkv [N, h + 2 kv d] and, unless the core is recomputed, probs [b*a*s, s] (both split
 // q*q ways).
 #pragma once
 
@@ -22,6 +25,30 @@ namespace detail {
 struct AttentionGeometry;
 }  // namespace detail
 
+// What an attention layer is (2D and 1D): hidden size h, query heads, key/value heads (grouped-query attention,
+// dividing heads; heads: multi-head), rotary positions on the queries and keys or none (positions then come from wpe),
+// biases on its linears or none, and its dropout.
+struct AttentionSpec {
+  std::int64_t hidden = 0, heads = 0, kv_heads = 0;
+  DropoutSpec dropout;
+  std::optional<RopeSpec> rope;
+  bool bias = true;
+  // Block `layer`'s attention in a model of `config`.
+  static AttentionSpec of(const GptConfig& config, std::int64_t layer) {
+    return {.hidden = config.hidden, .heads = config.heads, .kv_heads = config.kv_heads(),
+            .dropout = DropoutSpec{config.dropout, config.seed, layer}, .rope = config.block.rope,
+            .bias = config.block.bias};
+  }
+  // c_attn's output as fused parts [Q | K | V]: h, kv d, kv d (ShardLayout stores them grouped by heads).
+  FusedColumns qkv_parts() const {
+    const std::int64_t kv_width = kv_heads * (hidden / heads);
+    return {{hidden, kv_width, kv_width}};
+  }
+};
+// `spec`, after throwing (naming `name` and the values) unless heads divides hidden, kv_heads divides heads, `parts`
+// (q, or the 1D group's p) divides heads and kv_heads, and rotary positions have an even head size and a theta above 1.
+AttentionSpec checked(const AttentionSpec& spec, int parts, const std::string& name);
+
 template <class T>
 class Attention2D {
  public:
@@ -30,11 +57,9 @@ class Attention2D {
   // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
   Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
               std::int64_t heads, DropoutSpec dropout);
-  // The same with rotary positions on the queries and keys (`rope`; none: GPT-2's attention, positions from wpe), and
-  // its linears with biases or without. Each rank turns its own heads of its own sequences: no parameters, no
-  // communication.
-  Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-              std::int64_t heads, DropoutSpec dropout, std::optional<RopeSpec> rope, bool bias);
+  // Any attention `spec` describes: grouped-query, rotary positions (each rank turns its own heads of its own
+  // sequences: no parameters, no communication), linears with biases or without.
+  Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, const AttentionSpec& spec);
 
   using Context = AttentionContext<T>;
 
@@ -58,9 +83,7 @@ class Attention2D {
   detail::AttentionGeometry geometry(std::int64_t local_rows, std::int64_t seq, const Pass& pass, double dropout) const;
 
   Grid grid_;
-  std::int64_t hidden_, heads_;
-  DropoutSpec dropout_;
-  std::optional<RopeSpec> rope_;
+  AttentionSpec spec_;
   Linear2D<T> c_attn_, c_proj_;
 };
 

@@ -35,14 +35,13 @@ namespace optimus {
 template <class T>
 class Linear2D {
  public:
-  // qkv_hidden > 0 stores the columns grouped by attention heads (see ShardLayout); then out = 3 * qkv_hidden.
-  Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out, std::int64_t qkv_hidden = 0);
-  // The same with W, b and their gradients where `tags` say (ParameterTags).
+  // A plain linear with a bias, its parameters where the grid keeps them.
+  Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out);
+  // W, b and their gradients where `tags` say (ParameterTags); `fused` parts stored grouped (c_attn, SwiGLU's c_fc:
+  // ShardLayout), their widths adding up to out; with a bias or without (`bias` false: y = x W, no b among the
+  // parameters; Llama's linears).
   Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
-           std::int64_t qkv_hidden);
-  // The same with a bias or without (`bias` false: y = x W, no b among the parameters; Llama's linears).
-  Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
-           std::int64_t qkv_hidden, bool bias);
+           FusedColumns fused, bool bias);
 
   using Context = LinearContext<T>;
 
@@ -82,7 +81,8 @@ class Linear2D {
 
   Grid grid_;
   std::string name_;
-  std::int64_t in_, out_, qkv_hidden_;
+  std::int64_t in_, out_;
+  FusedColumns fused_;
   DistMatrix<T> w_, dw_;
   std::optional<DistVector<T>> b_, db_;  // none without a bias
   std::unique_ptr<WeightCopy> w_bf16_;  // [in/q, out/q] under mixed precision (see above), else null

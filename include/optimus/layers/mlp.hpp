@@ -1,7 +1,11 @@
-// optimus::MLP2D: y = c_proj(gelu(c_fc(x))); x, y: [N, h], c_fc: h -> ffn, c_proj: ffn -> h (two Linear2D).
-// Saved for backward (MlpContext): the c_fc output [N, ffn] (for GELU's derivative), plus what each Linear2D saves.
+// optimus::MLP2D: y = c_proj(act(c_fc(x))); x, y: [N, h], c_proj: ffn -> h (two Linear2D), act:
+//   GELU  : c_fc h -> ffn (GPT-2's);
+//   SwiGLU: c_fc h -> 2 ffn holding [gate | up] (Llama's gate_proj and up_proj as one SUMMA product), stored so that
+//           rank (i, j)'s column block is [gate_j | up_j], matching columns; act = silu(gate) * up, [N, ffn].
+// Saved for backward (MlpContext): the c_fc output (for the activation's derivative), plus what each Linear2D saves.
 #pragma once
 
+#include "optimus/core/gpt_config.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/linear.hpp"
 
@@ -13,9 +17,9 @@ class MLP2D {
   MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t ffn);
   // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
   MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn);
-  // The same with its linears' biases or without.
+  // The same with the activation `kind`, and its linears' biases or without.
   MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn,
-        bool bias);
+        MlpKind kind, bool bias);
 
   using Context = MlpContext<T>;
 
@@ -34,6 +38,7 @@ class MLP2D {
 
  private:
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
+  MlpKind kind_;
   Linear2D<T> c_fc_, c_proj_;
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <array>
 #include <map>
 #include <string>
 #include <utility>
@@ -20,6 +21,19 @@ namespace optimus {
 
 using GlobalMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// A weight whose columns are two or three matrices side by side in the GPT-2 tensor — c_attn's [Q | K | V] (widths h,
+// kv d, kv d), SwiGLU's c_fc [gate | up] (ffn, ffn) — stored grouped: column group g (of q in the 2D layout, `parts`
+// in the 1D one) holds slice g of each part in turn, [Q_g | K_g | V_g], so that a rank's columns hold whole heads of
+// all three (or matching gate and up columns). All widths 0: the columns are stored in order.
+struct FusedColumns {
+  std::array<std::int64_t, 3> widths{};  // the parts' global widths; an unused part is 0
+  bool fused() const { return widths[0] > 0; }
+  std::int64_t total() const { return widths[0] + widths[1] + widths[2]; }
+  // The stored (internal) column -> the GPT-2 tensor's, with the columns split in `groups`.
+  std::int64_t original_column(std::int64_t internal, std::int64_t groups) const;
+  friend bool operator==(const FusedColumns&, const FusedColumns&) = default;
+};
+
 // Where local element (lr, lc) lives in a rows x cols GPT-2 tensor (vectors: rows = 1).
 //   block     : rank (i, j) of a q x q grid holds block (i, j)                     (2D matrices)
 //   vector    : rank (i, j) holds piece i of column block j, cols/q^2 elements     (2D biases, LayerNorm)
@@ -31,9 +45,9 @@ struct ShardLayout {
   Kind kind = Kind::block;
   int q = 1, i = 0, j = 0;
   std::int64_t rows = 0, cols = 0;
-  // > 0 for c_attn: columns are stored grouped by heads, [Q_g | K_g | V_g] per column group g (q groups for
-  // the 2D layout, `parts` for the 1D one), and qkv_hidden is h; global columns keep GPT-2's [Q | K | V] order.
-  std::int64_t qkv_hidden = 0;
+  // Fused parts (c_attn, SwiGLU's c_fc) stored grouped, q groups in the 2D layout, `parts` in the 1D one; global
+  // columns keep the GPT-2 tensor's order.
+  FusedColumns fused;
   int parts = 1, part = 0;
   // The last padding_rows global rows are storage padding (wte's padded vocabulary): always zero, not part of the
   // GPT-2 tensor, which has rows - padding_rows rows (initialization zeroes them, loading and gathering skip them).
@@ -44,7 +58,7 @@ struct ShardLayout {
   std::int64_t local_cols() const;
   // GPT-2 (row, column) of local element (lr, lc).
   std::pair<std::int64_t, std::int64_t> global(std::int64_t lr, std::int64_t lc) const;
-  // The stored (internal) column -> GPT-2 column, for c_attn's head grouping; identity otherwise.
+  // The stored (internal) column -> GPT-2 column (fused's grouping; identity where not fused).
   std::int64_t original_column(std::int64_t internal) const;
   // The same tensor's layout on rank `rank` of the communicator that holds it (grid ranks are i*q + j).
   ShardLayout on_rank(int rank) const;

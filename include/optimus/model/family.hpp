@@ -35,13 +35,13 @@ struct TwoD {
   template <class Y>
   static double head_forward(Head& head, Embedding& embedding, Y&& y, const std::vector<int>& targets,
                              std::int64_t mean_over, const Pass& pass, LmHeadContext<T>& saved) {
-    return head.forward(std::forward<Y>(y), embedding.wte_operand(), targets, mean_over, pass, saved);
+    return head.forward(std::forward<Y>(y), embedding.head_operand(), targets, mean_over, pass, saved);
   }
   static DistMatrix<T> head_logits(Head& head, Embedding& embedding, const DistMatrix<T>& y) {
-    return head.logits(y, embedding.wte_operand());
+    return head.logits(y, embedding.head_operand());
   }
-  // wte as the head's backward takes it.
-  static SummaOperand<T> head_wte(Embedding& embedding) { return embedding.wte_operand(); }
+  // The head's weight (wte, or lm_head where untied) as the head's backward takes it.
+  static SummaOperand<T> head_weight(Embedding& embedding) { return embedding.head_operand(); }
   // The embedding of a stage that holds the head (`with_head`) or not.
   static std::unique_ptr<Embedding> make_embedding(const Grid& place, const GptConfig& config, bool with_head) {
     return std::make_unique<Embedding>(place, config, with_head ? TiedHead::here : TiedHead::elsewhere);
@@ -70,16 +70,17 @@ struct OneD {
   template <class Y>
   static double head_forward(Head& head, const Embedding& embedding, Y&& y, const std::vector<int>& targets,
                              std::int64_t mean_over, const Pass& pass, LmHeadContext<T>& saved) {
-    return head.forward(std::forward<Y>(y), embedding.wte(), embedding.first_id(), targets, mean_over, pass, saved);
+    return head.forward(std::forward<Y>(y), embedding.head_weight(), embedding.first_id(), targets, mean_over, pass,
+                        saved);
   }
   // The whole [N, V] logits on every rank of the group.
   static DistMatrix<T> head_logits(Head& head, const Embedding& embedding, const DistMatrix<T>& y) {
-    return head.logits(y, embedding.wte(), embedding.first_id());
+    return head.logits(y, embedding.head_weight(), embedding.first_id());
   }
-  static const DistMatrix<T>& head_wte(const Embedding& embedding) { return embedding.wte(); }
+  static const DistMatrix<T>& head_weight(const Embedding& embedding) { return embedding.head_weight(); }
   static std::unique_ptr<Embedding> make_embedding(const megatron::Group& place, const GptConfig& config,
-                                                   bool /*with_head: the 1D head keeps no copy of wte*/) {
-    return std::make_unique<Embedding>(place, config);
+                                                   bool with_head) {
+    return std::make_unique<Embedding>(place, config, with_head ? TiedHead::here : TiedHead::elsewhere);
   }
 };
 

@@ -1,5 +1,6 @@
-// The reference GPT-2 (fp64, one process): embedding, blocks, final LayerNorm, LM head tied to wte,
-// mean cross-entropy; forward, backward, and AdamW with global-norm clipping.
+// The reference GPT (fp64, one process) of any BlockConfig: embedding (with wpe for learned positions), blocks, final
+// norm, LM head tied to wte or its own lm_head.weight, mean cross-entropy; forward, backward, and AdamW with
+// global-norm clipping.
 #pragma once
 
 #include <map>
@@ -14,7 +15,8 @@ namespace optimus::reference {
 // GPT-2 names -> full tensors; vectors are 1 x n.
 using Parameters = std::map<std::string, Matrix>;
 
-// Token plus position embedding with the embedding dropout mask: x[r] = (wte[tokens[r]] + wpe[r % s]) * mask[r].
+// Token plus position embedding with the embedding dropout mask: x[r] = (wte[tokens[r]] + wpe[r % s]) * mask[r]; wpe
+// empty (rotary positions): x[r] = wte[tokens[r]] * mask[r].
 Matrix embedding_forward(const Matrix& wte, const Matrix& wpe, const std::vector<int>& tokens, std::int64_t batch,
                          const Matrix& mask);
 // dwte, dwpe from dx (the mask applied again).

@@ -58,14 +58,16 @@ Matrix gelu_backward(const Matrix& x, const Matrix& dy);
 // ---- Dropout: the keep-and-scale mask of gpt_config.hpp for a rows x cols activation ----
 Matrix dropout_mask(std::int64_t rows, std::int64_t cols, double p, std::uint64_t seed, std::uint64_t stream);
 
-// ---- Causal multi-head self-attention (GPT-2): c_attn h -> 3h with columns [Q | K | V], softmax, c_proj ----
+// ---- Causal self-attention: c_attn h -> h + 2 kv d with columns [Q | K | V] (kv_heads key/value heads of d = h/heads
+// columns; kv_heads = heads: GPT-2's multi-head attention; fewer: grouped-query attention, query head t attending
+// with key/value head t / (heads / kv_heads)), softmax, c_proj ----
 struct AttentionWeights {
-  Matrix c_attn_w, c_attn_b;  // [h, 3h], [1, 3h]
+  Matrix c_attn_w, c_attn_b;  // [h, h + 2 kv d], [1, h + 2 kv d]
   Matrix c_proj_w, c_proj_b;  // [h, h], [1, h]
 };
 struct AttentionCache {
   Matrix x;       // [N, h] input
-  Matrix qkv;     // [N, 3h]
+  Matrix qkv;     // [N, h + 2 kv d]
   Matrix probs;   // [b*heads*s, s]: row (batch*heads + head)*s + query, softmax over keys (before dropout)
   Matrix merged;  // [N, h] attention output before c_proj
 };
@@ -78,38 +80,40 @@ struct Dropout {
 // With `rope`, each head's queries and keys are turned by rotary positions (rotary below) after c_attn; qkv in the cache
 // holds them turned.
 Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
-                         const std::optional<RopeSpec>& rope, const Dropout& dropout, AttentionCache& cache);
+                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, const Dropout& dropout,
+                         AttentionCache& cache);
 struct AttentionGrads {
   Matrix dx;
   AttentionWeights dw;
 };
 AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWeights& w, std::int64_t batch,
-                                  std::int64_t heads, const std::optional<RopeSpec>& rope, const Dropout& dropout,
-                                  const Matrix& dy);
+                                  std::int64_t heads, std::int64_t kv_heads, const std::optional<RopeSpec>& rope,
+                                  const Dropout& dropout, const Matrix& dy);
 
 // ---- Rotary positions: x [N, heads*d] with N = batch*s rows (position r % s), each head's d = 2m columns as m pairs
 // (i, i + m) — rotate-half, Hugging Face's Llama — each pair multiplied by the rotation R(pos * theta^(-i/m)),
 // [[cos, -sin], [sin, cos]]; `transpose` multiplies by its transpose (the gradient's map) ----
 Matrix rotary(const Matrix& x, std::int64_t s, std::int64_t heads, double theta, bool transpose);
 
-// ---- MLP: c_fc h -> ffn, GELU, c_proj ffn -> h ----
+// ---- MLP: GELU (c_fc h -> ffn, gelu, c_proj ffn -> h) or SwiGLU (c_fc h -> 2 ffn with columns [gate | up],
+// silu(gate) * up with silu(v) = v / (1 + e^-v), c_proj ffn -> h) ----
 struct MlpWeights {
   Matrix c_fc_w, c_fc_b, c_proj_w, c_proj_b;
 };
 struct MlpCache {
-  Matrix x, pre, act;  // input, c_fc output, GELU output
+  Matrix x, pre, act;  // input, c_fc output, the activation's output
 };
-Matrix mlp_forward(const Matrix& x, const MlpWeights& w, MlpCache& cache);
+Matrix mlp_forward(const Matrix& x, const MlpWeights& w, MlpKind kind, MlpCache& cache);
 struct MlpGrads {
   Matrix dx;
   MlpWeights dw;
 };
-MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, const Matrix& dy);
+MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, MlpKind kind, const Matrix& dy);
 
-// ---- Transformer block (GPT-2, pre-LayerNorm):
+// ---- Transformer block (pre-norm), as `block` says (its norms, rotary positions or none, MLP, kv_heads):
 //      x1 = x + drop(attn(ln_1(x))),  y = x1 + drop(mlp(ln_2(x1))) ----
 struct BlockWeights {
-  NormSpec norm;  // ln_1's and ln_2's (their biases empty for RMSNorm)
+  BlockConfig block;  // the block's parts (ln_1's and ln_2's biases empty for RMSNorm, the linears' without biases)
   Matrix ln_1_w, ln_1_b;
   AttentionWeights attn;
   Matrix ln_2_w, ln_2_b;

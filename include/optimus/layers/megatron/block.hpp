@@ -21,11 +21,10 @@ namespace optimus::megatron {
 template <class T>
 class Attention1D {
  public:
-  // Its linears' parameters and gradients live where `tags` say (ParameterTags).
-  // bias: its linears' biases, or none.
-  Attention1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-              std::int64_t heads, DropoutSpec dropout, bool bias);
-  using Context = AttentionContext<T>;  // qkv [N, 3h/p] and probs [b*(a/p)*s, s]
+  // The attention `spec` describes (grouped-query: rank r holds query heads [r a/p, ...) and key/value heads
+  // [r kv/p, ...); rotary positions; biases or none); its linears' parameters and gradients live where `tags` say.
+  Attention1D(const Group& group, const ParameterTags& tags, const std::string& name, const AttentionSpec& spec);
+  using Context = AttentionContext<T>;  // qkv [N, (h + 2 kv d)/p] and the core's log-sum-exps
 
   DistMatrix<T> forward(const DistMatrix<T>& x, std::int64_t seq, const Pass& pass, Context& saved);
   // The same from an input kept as c_attn keeps it (LayerNorm2D::forward_saved), which c_attn takes over.
@@ -41,8 +40,7 @@ class Attention1D {
  private:
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   Group group_;
-  std::int64_t hidden_, heads_;
-  DropoutSpec dropout_;
+  AttentionSpec spec_;
   ColumnParallelLinear<T> c_attn_;
   RowParallelLinear<T> c_proj_;
 };
@@ -53,8 +51,9 @@ class MLP1D {
   using Context = MlpContext<T>;  // pre [N, ffn/p]
 
   // Its linears' parameters and gradients live where `tags` say (ParameterTags).
+  // act GELU or SwiGLU (`kind`; c_fc then h -> 2 ffn, rank r holding [gate_r | up_r]).
   MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn,
-        bool bias);
+        MlpKind kind, bool bias);
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // The same from an input kept as c_fc keeps it (LayerNorm2D::forward_saved), which c_fc takes over.
   DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);
@@ -68,6 +67,7 @@ class MLP1D {
 
  private:
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
+  MlpKind kind_;
   ColumnParallelLinear<T> c_fc_;
   RowParallelLinear<T> c_proj_;
 };

@@ -67,7 +67,7 @@ void mark_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, con
   for (std::size_t k = from; k < params.size(); ++k) {
     ShardLayout& l = params[k].layout;
     l = ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = l.cols,
-                    .qkv_hidden = 0, .parts = group.size(), .part = group.rank(), .padding_rows = 0};
+                    .fused = {}, .parts = group.size(), .part = group.rank(), .padding_rows = 0};
   }
 }
 

@@ -28,11 +28,12 @@ namespace optimus::megatron {
 template <class T>
 class ColumnParallelLinear {
  public:
-  // qkv_hidden > 0 groups the columns by attention heads, rank r holding [Q_r | K_r | V_r] (out = 3 h); 0 does not.
+  // `fused` parts (c_attn's [Q | K | V], SwiGLU's [gate | up]) stored grouped, rank r holding [Q_r | K_r | V_r]
+  // (ShardLayout); none: the columns in order.
   // W, b and their gradients live where `tags` say (ParameterTags: a spilled block's in host memory); bias false:
   // y = x W, no b among the parameters.
   ColumnParallelLinear(const Group& group, const ParameterTags& tags, std::string name, std::int64_t in,
-                       std::int64_t out, std::int64_t qkv_hidden, bool bias);
+                       std::int64_t out, FusedColumns fused, bool bias);
   using Context = LinearContext<T>;
 
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
@@ -56,7 +57,8 @@ class ColumnParallelLinear {
 
   Group group_;
   std::string name_;
-  std::int64_t in_, out_, qkv_hidden_;
+  std::int64_t in_, out_;
+  FusedColumns fused_;
   DistMatrix<T> w_, dw_;                   // [in, out/p] on the one-rank grid
   std::optional<DistMatrix<T>> b_, db_;    // [1, out/p]; none without a bias
 };
