@@ -166,6 +166,11 @@ void norm_case(const Grid& grid, const LayerShapes& s, const NormSpec& spec, con
 const NormSpec kLayerNorm{};
 const NormSpec kRmsNorm{.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6};
 
+// Llama's blocks (rotary positions of theta 500, SwiGLU, no biases, an untied head) for the shapes of a q x q grid
+// (with rotary positions 6 heads of 6 at q <= 3, 12 of 4 at q = 4): grouped-query attention of 3 key/value heads, or q
+// of them where q does not divide 3.
+BlockConfig llama_blocks(int q) { return BlockConfig::llama(500, 3 % q == 0 ? 3 : q); }
+
 // GPT-2's blocks with RMSNorm, their linears with biases or without.
 BlockConfig rms_blocks(bool bias) {
   BlockConfig block;
@@ -365,6 +370,7 @@ template <class T>
 void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const BlockConfig& block, const InFlight& f) {
   GptConfig config = config_for(grid.q(), 2, dropout);
   config.block = block;
+  if (block.rope && config.head_size() % 2 != 0) config.heads /= 2;  // rotary positions pair a head's columns
   Gpt2D<T> model(grid, config);
   // Start from the shared initialization rule, rounded to T, as the reference sees it.
   reference::Parameters p = reference::gpt_init(config);
@@ -536,6 +542,13 @@ void check_gpt(Communicator& world, int q) {
   gpt_case<double>(grid, shapes_for(q), 0.1, rms_blocks(true), InFlight{});
   gpt_case<double>(grid, shapes_for(q), 0.1, rms_blocks(false), InFlight{});
   gpt_case<float>(grid, shapes_for(q), 0.0, rms_blocks(false), InFlight{});
+  // Llama's blocks, and Llama's with GPT-2's tied head and learned positions.
+  gpt_case<double>(grid, shapes_for(q), 0.1, llama_blocks(q), InFlight{});
+  gpt_case<float>(grid, shapes_for(q), 0.0, llama_blocks(q), InFlight{});
+  BlockConfig mixed = llama_blocks(q);
+  mixed.rope.reset();
+  mixed.tied_head = true;
+  gpt_case<double>(grid, shapes_for(q), 0.1, mixed, InFlight{});
 }
 
 namespace {
@@ -623,17 +636,20 @@ void check_mixed_precision(Communicator& world, int q) {
 
 void check_parameters(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  // GptConfig::parameter_count follows the blocks: RMSNorm's gamma only, no linear biases.
-  for (const BlockConfig& block : {rms_blocks(true), rms_blocks(false)}) {
+  // GptConfig::parameter_count follows the blocks: RMSNorm's gamma only, no linear biases; Llama's: no wpe, SwiGLU's
+  // three matrices, GQA's smaller K and V, the untied head's lm_head.
+  for (const BlockConfig& block : {rms_blocks(true), rms_blocks(false), llama_blocks(q)}) {
     GptConfig c = config_for(q, 2, 0.0);
     c.block = block;
+    if (block.rope && c.head_size() % 2 != 0) c.heads /= 2;  // an even head size
     Gpt2D<double> other(grid, c);
     double elements = 0;
     for (const ParameterRef<double>& p : other.parameters()) {
       elements += static_cast<double>(p.value.numel());
     }
     CHECK(grid.grid().all_reduce(elements, ReduceOp::sum) ==
-          static_cast<double>(c.parameter_count() + (c.stored_vocab(q) - c.vocab) * c.hidden));
+          static_cast<double>(c.parameter_count() +
+                              (c.stored_vocab(q) - c.vocab) * c.hidden * (c.block.tied_head ? 1 : 2)));
   }
   const GptConfig config = config_for(q, 2, 0.0);
   Gpt2D<double> model(grid, config);

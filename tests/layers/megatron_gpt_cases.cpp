@@ -31,6 +31,7 @@ void gpt_1d_contexts(Communicator& world, const BlockConfig& block, const InFlig
   const LayerShapes s = shapes_for(2);
   GptConfig config = config_for(2, 2, 0.1);
   config.block = block;
+  if (block.rope) config.hidden = 48;  // 12 heads of an even size 4 (rotary positions pair a head's columns)
   Gpt1D<T> model(group, config);
   const reference::Parameters p = rounded_init<T>(config);
   for (const auto& [name, m] : model.gather(false)) {  // the shared initialization rule, padding stripped
@@ -169,6 +170,11 @@ void check_gpt_1d(Communicator& world) {
     gpt_1d_contexts<double>(world, rms, InFlight{});
     gpt_1d_contexts<float>(world, rms, InFlight{});
   }
+  // Llama's blocks: rotary positions, SwiGLU, p key/value heads of 12 (grouped-query attention: one per rank), no
+  // biases, an untied head.
+  const BlockConfig llama = BlockConfig::llama(500, world.size());
+  gpt_1d_contexts<double>(world, llama, InFlight{});
+  gpt_1d_contexts<float>(world, llama, InFlight{});
   gpt_1d_traffic(world);
   gpt_1d_training(world);
 }
