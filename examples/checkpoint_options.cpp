@@ -51,6 +51,14 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
   // Dropout is part of the model's arithmetic (its masks follow the seed and the step): resumed, it stays the run's.
   OPTIMUS_CHECK(!o.has("dropout") || o.real("dropout", 0) == info.config.dropout, "--dropout ", o.real("dropout", 0),
                 " differs from the checkpoint's ", info.config.dropout, " (a resumed run keeps its dropout)");
+  const BlockConfig& blocks = info.config.block;
+  OPTIMUS_CHECK(!o.has("arch") || (o.text("arch", "") == "gpt2") == (blocks == BlockConfig{}), "--arch ",
+                o.text("arch", ""), " differs from the checkpoint's blocks (", info.config, ")");
+  OPTIMUS_CHECK(!o.has("kv-heads") || o.integer("kv-heads", 0) == info.config.kv_heads(), "--kv-heads ",
+                o.integer("kv-heads", 0), " differs from the checkpoint's ", info.config.kv_heads());
+  OPTIMUS_CHECK(!o.has("rope-theta") || (blocks.rope && o.real("rope-theta", 0) == blocks.rope->theta),
+                "--rope-theta ", o.real("rope-theta", 0), " differs from the checkpoint's ",
+                blocks.rope ? std::to_string(blocks.rope->theta) : std::string("learned positions"));
   check_vocab_fits(data, info.config.vocab, "the checkpoint's");
   config = info.config;
   const auto& extra = info.state.extra;
@@ -78,6 +86,8 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
 
 void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,
                  GptConfig& config) {
+  OPTIMUS_CHECK(o.text("arch", "gpt2") == "gpt2", "--init ", path, " holds GPT-2's blocks, not --arch ",
+                o.text("arch", ""), "'s (Hugging Face Llama files are not read yet)");
   const auto same = [&](const char* option, std::int64_t there) {
     OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
                   " differs from ", path, "'s ", there);

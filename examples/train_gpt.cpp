@@ -67,6 +67,9 @@
 // --init FILE: start from a Hugging Face GPT-2 safetensors file (optimus/checkpoint/hf_gpt2.hpp) or an llm.c
 // checkpoint (llmc_gpt2.hpp), told apart by content; the model's shape is the file's. --export FILE: the trained model
 // at the end, as llm.c's checkpoint where FILE ends in .bin, else as safetensors (streamed, one tensor at a time).
+// --arch llama: Llama's blocks (BlockConfig::llama: RMSNorm, rotary positions of --rope-theta, SwiGLU of --ffn, default
+// 8 hidden / 3 rounded up to a multiple of what the layout splits (q^2, or p), --kv-heads key/value heads, no biases,
+// an untied head); --arch gpt2 (the default) GPT-2's.
 // --data FILE[,VALID_FILE]: train on token ids (llm.c's .bin with its header — version 1, uint16 ids; version 2,
 // uint32 ids — or with --data-format raw nanoGPT's raw uint16 train.bin; read where used) instead of the text; the
 // held-out loss is on VALID_FILE, or on FILE's last 10%. The model's vocabulary is --vocab, else --init's or the
@@ -241,7 +244,15 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   config.layers = o.integer("layers", 2);
   config.hidden = o.integer("hidden", 128);
   config.heads = o.integer("heads", 4);
-  config.ffn = o.integer("ffn", 4 * config.hidden);
+  const bool llama = o.text("arch", "gpt2") == "llama";
+  OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe "
+                "--arch llama's blocks");
+  if (llama) config.block = optimus::BlockConfig::llama(o.real("rope-theta", 10000), o.integer("kv-heads", 0));
+  // Llama's inner size, 8h/3, rounded up to `multiple` (what the layout splits; 64 before a plan picks the layout).
+  const auto llama_ffn = [&](std::int64_t multiple) {
+    return ((8 * config.hidden + 2) / 3 + multiple - 1) / multiple * multiple;
+  };
+  config.ffn = o.integer("ffn", llama ? llama_ffn(64) : 4 * config.hidden);
   config.max_seq = o.integer("seq", 64);
   config.dropout = o.real("dropout", 0.1);
   config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
@@ -258,6 +269,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   const ex::RunLayout layout =
       planned ? ex::layout_of(*planned, where.choice.kind) : ex::layout_of(o, where.choice.kind, world.size());
   const bool one_d = layout.one_d;
+  if (llama && !o.has("ffn") && !planned) config.ffn = llama_ffn(one_d ? layout.p : layout.q * layout.q);
   setup.q = layout.q;
   setup.pp = layout.pp;
   setup.micro_batches = layout.micro_batches;
@@ -378,10 +390,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
                   corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
                   static_cast<long long>(config.vocab), corpus.unigram_entropy);
     }
-    std::printf("  model: layers %lld, hidden %lld, heads %lld, ffn %lld, context %lld, dropout %.2f, %lld parameters; "
-                "batch %lld x dp %d in %lld micro-batches, recomputation %s\n",
+    std::printf("  model: %s blocks, layers %lld, hidden %lld, heads %lld (%lld key/value), ffn %lld, context %lld, "
+                "dropout %.2f, %lld parameters; batch %lld x dp %d in %lld micro-batches, recomputation %s\n",
+                config.block == optimus::BlockConfig{} ? "gpt2" : (llama ? "llama" : "custom"),
                 static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
-                static_cast<long long>(config.heads), static_cast<long long>(config.ffn),
+                static_cast<long long>(config.heads), static_cast<long long>(config.kv_heads()),
+                static_cast<long long>(config.ffn),
                 static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
                 static_cast<long long>(batch), grid.dp(), static_cast<long long>(setup.micro_batches),
                 planned ? optimus::plan::describe_recompute(planned->layout.recompute).c_str()
