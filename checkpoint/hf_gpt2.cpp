@@ -21,6 +21,8 @@ namespace optimus::checkpoint {
 
 namespace {
 
+using detail::read_matrix;
+
 // Optimus' name -> Hugging Face's (the embeddings carry ".weight" there).
 std::string hf_name(const std::string& name) {
   return name == "wte" || name == "wpe" ? name + ".weight" : name;
@@ -44,38 +46,6 @@ const safetensors::Entry& need(const std::map<std::string, const safetensors::En
   const auto it = tensors.find(name);
   OPTIMUS_CHECK(it != tensors.end(), "'", path, "' is not a GPT-2 checkpoint: it has no tensor '", name, "'");
   return *it->second;
-}
-
-// A tensor of the file as a [rows, cols] matrix (vectors 1 x n); F32, F64 and BF16 are read.
-GlobalMatrix read_matrix(const safetensors::Reader& file, const safetensors::Entry& e) {
-  const std::vector<std::int64_t>& shape = e.info.shape;
-  OPTIMUS_CHECK(shape.size() == 1 || shape.size() == 2, "'", file.path(), "': tensor '", e.info.name, "' has ",
-                shape.size(), " dimensions");
-  const std::int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
-  std::vector<char> bytes(e.info.bytes());
-  file.read(e.offset, bytes.size(), bytes.data());
-  GlobalMatrix m(rows, cols);
-  const std::string& dtype = e.info.dtype;
-  for (std::int64_t k = 0; k < rows * cols; ++k) {
-    double v = 0;
-    if (dtype == "F32") {
-      float f;
-      std::memcpy(&f, bytes.data() + 4 * k, 4);
-      v = f;
-    } else if (dtype == "F64") {
-      std::memcpy(&v, bytes.data() + 8 * k, 8);
-    } else if (dtype == "BF16") {
-      std::uint16_t b;
-      std::memcpy(&b, bytes.data() + 2 * k, 2);
-      bf16 h;
-      h.bits = b;
-      v = static_cast<float>(h);
-    } else {
-      OPTIMUS_FAIL("'", file.path(), "': tensor '", e.info.name, "' is ", dtype, "; F32, F64 or BF16 are read");
-    }
-    m(k / cols, k % cols) = v;
-  }
-  return m;
 }
 
 // A file may hold lm_head.weight beside wte.weight: Optimus ties the head to wte, so it must equal wte to the bit (an

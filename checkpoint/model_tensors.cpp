@@ -2,11 +2,13 @@
 #include "checkpoint/model_tensors.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "checkpoint/shards.hpp"
+#include "optimus/core/dtype.hpp"
 #include "optimus/core/error.hpp"
 
 namespace optimus::checkpoint::detail {
@@ -92,6 +94,38 @@ template ModelTensors<float> tensors_of(Gpt<TwoD<float>>&);
 template ModelTensors<double> tensors_of(Gpt<TwoD<double>>&);
 template ModelTensors<float> tensors_of(Gpt<OneD<float>>&);
 template ModelTensors<double> tensors_of(Gpt<OneD<double>>&);
+
+// A tensor of the file as a [rows, cols] matrix (vectors 1 x n); F32, F64 and BF16 are read.
+GlobalMatrix read_matrix(const safetensors::Reader& file, const safetensors::Entry& e) {
+  const std::vector<std::int64_t>& shape = e.info.shape;
+  OPTIMUS_CHECK(shape.size() == 1 || shape.size() == 2, "'", file.path(), "': tensor '", e.info.name, "' has ",
+                shape.size(), " dimensions");
+  const std::int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+  std::vector<char> bytes(e.info.bytes());
+  file.read(e.offset, bytes.size(), bytes.data());
+  GlobalMatrix m(rows, cols);
+  const std::string& dtype = e.info.dtype;
+  for (std::int64_t k = 0; k < rows * cols; ++k) {
+    double v = 0;
+    if (dtype == "F32") {
+      float f;
+      std::memcpy(&f, bytes.data() + 4 * k, 4);
+      v = f;
+    } else if (dtype == "F64") {
+      std::memcpy(&v, bytes.data() + 8 * k, 8);
+    } else if (dtype == "BF16") {
+      std::uint16_t b;
+      std::memcpy(&b, bytes.data() + 2 * k, 2);
+      bf16 h;
+      h.bits = b;
+      v = static_cast<float>(h);
+    } else {
+      OPTIMUS_FAIL("'", file.path(), "': tensor '", e.info.name, "' is ", dtype, "; F32, F64 or BF16 are read");
+    }
+    m(k / cols, k % cols) = v;
+  }
+  return m;
+}
 
 void check_gpt2_blocks(const GptConfig& config, const char* op) {
   OPTIMUS_CHECK(config.block == BlockConfig{}, op, ": the file holds GPT-2's blocks (LayerNorm, eps 1e-5); the model's are ",

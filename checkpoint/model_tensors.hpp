@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "optimus/checkpoint/safetensors.hpp"
 #include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint::detail {
@@ -34,6 +35,9 @@ struct ModelTensors {
 // ranks of the stage that holds it (wte: the embedding's stage) and sends it to the writer on the first stage.
 template <class F>
 ModelTensors<typename F::Value> tensors_of(Gpt<F>& model);
+
+// A tensor of a safetensors file as a [rows, cols] matrix (vectors 1 x n); F32, F64 and BF16 are read.
+GlobalMatrix read_matrix(const safetensors::Reader& file, const safetensors::Entry& e);
 
 // Throws (naming `op`, the same on every rank) unless the model's blocks are GPT-2's, the only ones these files hold
 // (LayerNorm with eps 1e-5): a model of other blocks would drop or invent tensors.

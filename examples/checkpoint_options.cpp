@@ -86,8 +86,8 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
 
 void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,
                  GptConfig& config) {
-  OPTIMUS_CHECK(o.text("arch", "gpt2") == "gpt2", "--init ", path, " holds GPT-2's blocks, not --arch ",
-                o.text("arch", ""), "'s (Hugging Face Llama files are not read yet)");
+  OPTIMUS_CHECK(!o.has("arch") || (o.text("arch", "") == "gpt2") == (file.block == BlockConfig{}), "--arch ",
+                o.text("arch", ""), " differs from ", path, "'s blocks (", file, ")");
   const auto same = [&](const char* option, std::int64_t there) {
     OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
                   " differs from ", path, "'s ", there);
@@ -96,8 +96,13 @@ void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string
   same("hidden", file.hidden);
   same("heads", file.heads);
   same("ffn", file.ffn);
-  same("seq", file.max_seq);
+  // Rotary positions have no table: a shorter context than the file's serves.
+  OPTIMUS_CHECK(!o.has("seq") || o.integer("seq", 0) == file.max_seq || (file.block.rope && o.integer("seq", 0) < file.max_seq),
+                "--seq ", o.integer("seq", 0), " differs from ", path, "'s ", file.max_seq);
   same("vocab", file.vocab);
+  same("kv-heads", file.kv_heads());
+  OPTIMUS_CHECK(!o.has("rope-theta") || (file.block.rope && o.real("rope-theta", 0) == file.block.rope->theta),
+                "--rope-theta ", o.real("rope-theta", 0), " differs from ", path, "'s");
   // A text's ids are its characters', which a tokenizer's vocabulary does not know: any vocabulary holding them
   // serves (the model learns them anew), so --init asks only that they fit.
   check_vocab_fits(DataVocab{.ids = data.ids, .exact = false}, file.vocab, path + "'s");
@@ -106,7 +111,8 @@ void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string
   config.hidden = file.hidden;
   config.heads = file.heads;
   config.ffn = file.ffn;
-  config.max_seq = file.max_seq;
+  config.max_seq = file.block.rope && o.has("seq") ? o.integer("seq", 0) : file.max_seq;
+  config.block = file.block;
 }
 
 }  // namespace optimus::examples

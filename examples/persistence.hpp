@@ -11,6 +11,7 @@
 
 #include "checkpoint_options.hpp"
 #include "optimus/checkpoint/checkpoint.hpp"
+#include "optimus/checkpoint/hf_llama.hpp"
 #include "optimus/checkpoint/hf_gpt2.hpp"
 #include "optimus/checkpoint/llmc_gpt2.hpp"
 #include "optimus/checkpoint/save_directory.hpp"
@@ -48,9 +49,12 @@ std::function<void(int step)> checkpoint_saver(Model& model, AdamW<float>& adamw
 }
 
 // What restores and saves a run: --init's file, --resume's checkpoint, --save's directory and the run's state.
+// What --init names: a Hugging Face GPT-2 safetensors file, an llm.c checkpoint, or a Hugging Face Llama directory.
+enum class InitFormat { hf_gpt2, llmc, hf_llama };
+
 struct Persistence {
   std::optional<std::string> init;  // --init
-  bool init_llmc = false;           // --init names an llm.c checkpoint
+  InitFormat init_format = InitFormat::hf_gpt2;
   std::optional<std::filesystem::path> resume;
   Saving saving;                    // saving.dir empty: no --save
   const checkpoint::SaveDirectory* taken = nullptr;  // --save's directory, held by rank 0 (null elsewhere)
@@ -70,9 +74,17 @@ Restored restore(Model& model, AdamW<float>& optimizer, const Persistence& p, in
   const bool root = world.rank() == 0;
   int first_step = 1;
   if (p.init) {
-    if (p.init_llmc) checkpoint::import_llmc(*p.init, model);
-    else checkpoint::import_hf(*p.init, model);
-    if (root) std::printf("  initialized from %s (%s)\n", p.init->c_str(), p.init_llmc ? "llm.c" : "safetensors");
+    switch (p.init_format) {
+      case InitFormat::llmc: checkpoint::import_llmc(*p.init, model); break;
+      case InitFormat::hf_gpt2: checkpoint::import_hf(*p.init, model); break;
+      case InitFormat::hf_llama: checkpoint::import_hf_llama(*p.init, model); break;
+    }
+    if (root) {
+      std::printf("  initialized from %s (%s)\n", p.init->c_str(),
+                  p.init_format == InitFormat::llmc       ? "llm.c"
+                  : p.init_format == InitFormat::hf_gpt2 ? "Hugging Face GPT-2 safetensors"
+                                                          : "Hugging Face Llama");
+    }
   }
   if (p.resume) {
     checkpoint::IoStats io;

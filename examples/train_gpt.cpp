@@ -65,8 +65,10 @@
 // q and dp with the checkpoint's model shape, seed, --steps, --lr and global batch (the learning-rate schedule and the
 // data order follow the step), so an interrupted run resumed prints what the uninterrupted one prints.
 // --init FILE: start from a Hugging Face GPT-2 safetensors file (optimus/checkpoint/hf_gpt2.hpp) or an llm.c
-// checkpoint (llmc_gpt2.hpp), told apart by content; the model's shape is the file's. --export FILE: the trained model
-// at the end, as llm.c's checkpoint where FILE ends in .bin, else as safetensors (streamed, one tensor at a time).
+// checkpoint (llmc_gpt2.hpp), told apart by content, or a Hugging Face Llama directory (hf_llama.hpp); the model's
+// shape and blocks are the file's. --export FILE: the trained model at the end (streamed, one tensor at a time): a
+// GPT-2 as llm.c's checkpoint where FILE ends in .bin, else as safetensors; a Llama as a new Hugging Face directory
+// (config.json, shards of at most 5 GiB with their index).
 // --arch llama: Llama's blocks (BlockConfig::llama: RMSNorm, rotary positions of --rope-theta, SwiGLU of --ffn, default
 // 8 hidden / 3 rounded up to a multiple of what the layout splits (q^2, or p), --kv-heads key/value heads, no biases,
 // an untied head); --arch gpt2 (the default) GPT-2's.
@@ -333,12 +335,18 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   optimus::checkpoint::Info resumed;
   OPTIMUS_CHECK(!(o.has("init") && o.has("resume")), "--init and --resume exclude each other (a checkpoint holds the "
                 "weights already)");
-  const bool init_llmc = o.has("init") && optimus::checkpoint::is_llmc_checkpoint(o.text("init", ""));
+  using optimus::examples::InitFormat;
+  const InitFormat init_format = !o.has("init")                                           ? InitFormat::hf_gpt2
+                                 : std::filesystem::is_directory(o.text("init", ""))       ? InitFormat::hf_llama
+                                 : optimus::checkpoint::is_llmc_checkpoint(o.text("init", "")) ? InitFormat::llmc
+                                                                                           : InitFormat::hf_gpt2;
   if (o.has("init")) {
     const std::string file = o.text("init", "");
-    optimus::examples::adopt_shape(
-        o, init_llmc ? optimus::checkpoint::llmc_config(file) : optimus::checkpoint::hf_config(file), file,
-        data_vocab, config);
+    optimus::examples::adopt_shape(o,
+                                   init_format == InitFormat::llmc       ? optimus::checkpoint::llmc_config(file)
+                                   : init_format == InitFormat::hf_gpt2 ? optimus::checkpoint::hf_config(file)
+                                                                         : optimus::checkpoint::hf_llama_config(file),
+                                   file, data_vocab, config);
   }
   if (o.has("resume")) {
     resume = optimus::checkpoint::resolve(o.text("resume", ""));
@@ -392,7 +400,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
     }
     std::printf("  model: %s blocks, layers %lld, hidden %lld, heads %lld (%lld key/value), ffn %lld, context %lld, "
                 "dropout %.2f, %lld parameters; batch %lld x dp %d in %lld micro-batches, recomputation %s\n",
-                config.block == optimus::BlockConfig{} ? "gpt2" : (llama ? "llama" : "custom"),
+                optimus::family_name(config.block),
                 static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
                 static_cast<long long>(config.heads), static_cast<long long>(config.kv_heads()),
                 static_cast<long long>(config.ffn),
@@ -447,7 +455,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   Trainee trainee;
   const ex::Persistence persistence{
       .init = o.has("init") ? std::optional(o.text("init", "")) : std::nullopt,
-      .init_llmc = init_llmc,
+      .init_format = init_format,
       .resume = resume,
       .saving = saving,
       .taken = taken ? &*taken : nullptr,
@@ -488,13 +496,19 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   if (o.has("export")) {
     const std::string file = o.text("export", "");
     const bool llmc = file.ends_with(".bin");
+    const bool llama_dir = !llmc && config.block != optimus::BlockConfig{};  // export_hf_llama refuses other blocks
+    const std::uint64_t shard_bytes = std::uint64_t{5} << 30;              // transformers' default, 5 GiB
     const auto write = [&](auto& model) {
       if (llmc) optimus::checkpoint::export_llmc(file, model);
+      else if (llama_dir) optimus::checkpoint::export_hf_llama(file, model, shard_bytes);
       else optimus::checkpoint::export_hf(file, model);
     };
     if (staged) write(*staged);
     else write(*one_d_staged);
-    if (root) std::printf("  exported %s (%s)\n", file.c_str(), llmc ? "llm.c" : "Hugging Face GPT-2 safetensors");
+    if (root) {
+      std::printf("  exported %s (%s)\n", file.c_str(),
+                  llmc ? "llm.c" : llama_dir ? "Hugging Face Llama directory" : "Hugging Face GPT-2 safetensors");
+    }
   }
   std::vector<int> tokens, targets;
   double valid_loss = 0;

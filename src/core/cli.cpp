@@ -141,6 +141,10 @@ void check_value(const Spec& s, const std::string& value) {
       OPTIMUS_CHECK(fs::exists(value), "option --", s.name, ": '", value, "' does not exist");
       OPTIMUS_CHECK(fs::is_directory(value), "option --", s.name, ": '", value, "' is not a directory");
       return;
+    case Kind::input_path:
+      if (fs::is_directory(value)) return;
+      check_input_file(s, value);
+      return;
   }
 }
 
@@ -200,6 +204,9 @@ Spec input_files(std::string name, std::string help) {
 Spec input_directory(std::string name, std::string help) {
   return of_kind(std::move(name), Kind::input_directory, {}, std::move(help));
 }
+Spec input_path(std::string name, std::string help) {
+  return of_kind(std::move(name), Kind::input_path, {}, std::move(help));
+}
 
 Spec timeout_option() {
   return real("timeout", 0, 1e6, "watchdog: seconds an operation may wait before the job stops, naming it and the "
@@ -227,6 +234,7 @@ std::string describe(const Spec& s) {
     case Kind::input_file: out << "existing file"; break;
     case Kind::input_files: out << "existing files, comma-separated"; break;
     case Kind::input_directory: out << "existing directory"; break;
+    case Kind::input_path: out << "existing file or directory"; break;
   }
   return out.str();
 }
@@ -264,7 +272,7 @@ Options::Options(int argc, char** argv, int first, std::vector<Spec> table) : ta
   for (const Spec& s : table_) {
     if (!values_.count(s.name)) continue;
     const std::string& value = values_.at(s.name);
-    const bool input = s.kind == Kind::input_file || s.kind == Kind::input_directory;
+    const bool input = s.kind == Kind::input_file || s.kind == Kind::input_directory || s.kind == Kind::input_path;
     for (const std::string& item : s.kind == Kind::input_files ? split(value) : std::vector<std::string>{}) {
       inputs.emplace_back(item);
       input_names.push_back("--" + s.name);

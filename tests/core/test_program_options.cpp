@@ -54,7 +54,8 @@ std::string past_range(const cli::Spec& s) {
     case cli::Kind::output_directory:
     case cli::Kind::input_file:
     case cli::Kind::input_files:
-    case cli::Kind::input_directory: return "/nonexistent/optimus/x";
+    case cli::Kind::input_directory:
+    case cli::Kind::input_path: return "/nonexistent/optimus/x";
     case cli::Kind::flag: return "";
   }
   return "";
@@ -92,6 +93,7 @@ bool valid(const cli::Spec& s, const std::string& value) {
     case cli::Kind::input_file:
     case cli::Kind::input_files: return fs::is_regular_file(value);  // (one item: the values tried have no comma)
     case cli::Kind::input_directory: return fs::is_directory(value);
+    case cli::Kind::input_path: return fs::is_regular_file(value) || fs::is_directory(value);
     case cli::Kind::flag: return true;
   }
   return false;

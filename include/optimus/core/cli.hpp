@@ -50,10 +50,11 @@ class HelpRequested : public std::exception {
 //   input_file       : a regular file that exists (input_files: a comma-separated list of them); the whole value is
 //                      one path, commas included, for input_file
 //   input_directory  : a directory that exists (the whole value one path)
+//   input_path       : a regular file or a directory that exists (a model that is one file or a directory of them)
 //   flag             : no value: given or not (`--skip-nonfinite`)
 enum class Kind {
   integer, integers, real, reals, choice, choices, text, bytes, output_file, output_directory, input_file, input_files,
-  input_directory, flag
+  input_directory, input_path, flag
 };
 
 struct Spec {
@@ -80,6 +81,7 @@ Spec output_directory(std::string name, std::string help);
 Spec input_file(std::string name, std::string help);
 Spec input_files(std::string name, std::string help);
 Spec input_directory(std::string name, std::string help);
+Spec input_path(std::string name, std::string help);
 Spec flag(std::string name, std::string help);
 
 // --timeout SECONDS, the watchdog (Communicator::set_timeout) a program turns on: seconds, 0 for off. On by default:

@@ -55,6 +55,14 @@ struct BlockConfig {
   }
 };
 
+// "gpt2" for GPT-2's blocks, "llama" for Llama's (RMSNorm, rotary positions, SwiGLU, no biases; any kv_heads, theta,
+// eps, head), else "custom".
+inline const char* family_name(const BlockConfig& b) {
+  if (b == BlockConfig{}) return "gpt2";
+  const bool llama = b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias;
+  return llama ? "llama" : "custom";
+}
+
 struct GptConfig {
   std::int64_t vocab = 256;     // token ids are [0, vocab)
   std::int64_t padded_vocab = 0;  // rows of wte as stored (see stored_vocab); 0: the default padding
