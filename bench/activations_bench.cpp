@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "block_model.hpp"
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "optimus/comm/in_process.hpp"
@@ -26,7 +27,21 @@ namespace {
 
 struct Shape {
   std::int64_t hidden, seq, heads, ffn, layers;
+  BlockConfig block;  // --arch
 };
+
+// One block of `s`, with dropout (its masks are not saved: regenerated from the counter RNG).
+GptConfig config_of(const Shape& s) {
+  GptConfig config;
+  config.hidden = s.hidden;
+  config.heads = s.heads;
+  config.ffn = s.ffn;
+  config.max_seq = s.seq;
+  config.layers = 1;
+  config.dropout = 0.1;
+  config.block = s.block;
+  return config;
+}
 
 // Korthikanti et al.'s bytes per layer for one sequence (b = 1), split over t ranks (with sequence parallelism).
 double korthikanti(const Shape& s, Recompute policy, double t) {
@@ -46,14 +61,7 @@ std::int64_t measured(const Shape& s, int q, ops::GemmMath math, std::int64_t ba
   std::int64_t held = 0;
   run_in_process(q * q, [&](Communicator& world) {
     const Grid grid = Grid::create(world, q).with({.gemm_math = math});
-    GptConfig config;
-    config.hidden = s.hidden;
-    config.heads = s.heads;
-    config.ffn = s.ffn;
-    config.max_seq = s.seq;
-    config.layers = 1;
-    config.dropout = 0.1;
-    TransformerBlock2D<float> block(grid, config, 0);
+    TransformerBlock2D<float> block(grid, config_of(s), 0);
     block.set_recompute(policy);
     DistMatrix<float> x(grid, batch * s.seq, s.hidden);
     x.fill_random(1);
@@ -71,8 +79,8 @@ int run_activations(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("activations"));
   world.set_timeout(o.timeout());  // --timeout: the watchdog
   Shape s{.hidden = o.integer("h", 1024), .seq = o.integer("s", 1024), .heads = o.integer("heads", 16),
-          .ffn = 0, .layers = o.integer("layers", 24)};
-  s.ffn = o.integer("ffn", 4 * s.hidden);
+          .ffn = 0, .layers = o.integer("layers", 24), .block = block_option(o)};
+  s.ffn = o.integer("ffn", s.block == BlockConfig{} ? 4 * s.hidden : ((8 * s.hidden + 2) / 3 + 63) / 64 * 64);
   const double budget = o.real("budget-gib", 16.0) * 1024.0 * 1024.0 * 1024.0;
   const std::string measure = o.text("measure", "on");
   OPTIMUS_CHECK(measure == "on" || measure == "off", "--measure must be on or off, got '", measure, "'");
@@ -105,8 +113,7 @@ int run_activations(Communicator& world, int argc, char** argv) {
                   "activations: q = ", q, " must divide heads and q*q hidden and ffn");
     for (ops::GemmMath math : maths) {
       const bool bf16 = math == ops::GemmMath::bf16;
-      const BlockActivations one{.batch = q, .seq = s.seq, .hidden = s.hidden, .heads = s.heads, .ffn = s.ffn,
-                                 .q = q, .element_bytes = 4, .saved_bytes = bf16 ? 2 : 4};
+      const BlockActivations one = BlockActivations::of(config_of(s), q, s.seq, q, 4, bf16 ? 2 : 4);
       const double none_per_seq = static_cast<double>(block_saved_bytes(one, Recompute::none)) / q;
       for (Recompute policy : {Recompute::none, Recompute::selective, Recompute::full}) {
         const std::int64_t formula = block_saved_bytes(one, policy);

@@ -21,7 +21,11 @@ std::vector<cli::Spec> block_shape(bool with_batch) {
   for (cli::Spec s : {cli::integer("s", 1, kSide, "tokens per sequence"), cli::integer("h", 1, kSide, "hidden size"),
                       cli::integer("heads", 1, 1 << 16, "attention heads"),
                       cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4h)"),
-                      cli::integer("layers", 1, 1 << 12, "transformer blocks")}) {
+                      cli::integer("layers", 1, 1 << 12, "transformer blocks"),
+                      cli::choice("arch", {"gpt2", "llama"}, "the blocks: gpt2 (default) or llama (RMSNorm, rotary "
+                                  "positions, SwiGLU, grouped-query attention, no biases)"),
+                      cli::integer("kv-heads", 1, 1 << 16, "--arch llama: key/value heads (default --heads)"),
+                      cli::positive_real("rope-theta", 1e12, "--arch llama: rotary theta (default 10000)")}) {
     specs.push_back(std::move(s));
   }
   return specs;

@@ -3,19 +3,32 @@
 
 #include <vector>
 
+#include "optimus/core/error.hpp"
+
 namespace optimus::bench {
 
-BlockShape block_shape_option(const cli::Options& o, std::int64_t batch) {
-  BlockShape shape;
-  shape.batch = o.integer("b", batch);
-  shape.seq = o.integer("s", 64);
-  shape.hidden = o.integer("h", 256);
-  shape.heads = o.integer("heads", 8);
-  shape.ffn = o.integer("ffn", 4 * shape.hidden);
-  return shape;
+BlockConfig block_option(const cli::Options& o) {
+  const bool llama = o.text("arch", "gpt2") == "llama";
+  OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe --arch "
+                "llama's blocks");
+  if (!llama) return BlockConfig{};
+  BlockConfig block = BlockConfig::llama(o.real("rope-theta", 10000), o.integer("kv-heads", 0));
+  block.tied_head = true;
+  return block;
 }
 
-GptConfig block_config(const BlockShape& shape, std::int64_t layers) {
+BlockShape block_shape_option(const cli::Options& o, std::int64_t batch) {
+  const BlockConfig block = block_option(o);
+  GptConfig g;
+  g.hidden = o.integer("h", 256);
+  g.heads = o.integer("heads", 8);
+  const std::int64_t llama_ffn = ((8 * g.hidden + 2) / 3 + 63) / 64 * 64;
+  g.ffn = o.integer("ffn", block == BlockConfig{} ? 4 * g.hidden : llama_ffn);
+  g.block = block;
+  return BlockShape::of(g, o.integer("b", batch), o.integer("s", 64));
+}
+
+GptConfig block_config(const BlockShape& shape, const BlockConfig& block, std::int64_t layers) {
   GptConfig g;
   g.hidden = shape.hidden;
   g.heads = shape.heads;
@@ -25,23 +38,26 @@ GptConfig block_config(const BlockShape& shape, std::int64_t layers) {
   g.max_seq = shape.seq;
   g.dropout = 0.0;
   g.seed = 99;
+  g.block = block;
   return g;
 }
 
 double block_flops(const BlockShape& shape, std::int64_t layers) {
   const double n = static_cast<double>(shape.tokens()), h = static_cast<double>(shape.hidden);
   const double f = static_cast<double>(shape.ffn), s = static_cast<double>(shape.seq);
-  const double forward = 2.0 * n * (4.0 * h * h + 2.0 * h * f) + 4.0 * n * s * h;
+  const double qkv = static_cast<double>(shape.qkv_width), fc = static_cast<double>(shape.fc_width);
+  const double forward = 2.0 * n * (h * qkv + h * h + h * fc + f * h) + 4.0 * n * s * h;
   return 3.0 * forward * static_cast<double>(layers);
 }
 
-std::pair<reference::Matrix, reference::Matrix> reference_blocks(const BlockShape& shape, std::int64_t layers,
-                                                                 double dropout, const reference::Matrix& x,
+std::pair<reference::Matrix, reference::Matrix> reference_blocks(const BlockShape& shape, const BlockConfig& block,
+                                                                 std::int64_t layers, double dropout,
+                                                                 const reference::Matrix& x,
                                                                  const reference::Matrix& dy) {
-  const GptConfig g = block_config(shape, layers);
+  const GptConfig g = block_config(shape, block, layers);
   const reference::Parameters p = reference::gpt_init(g);
   std::vector<reference::BlockWeights> w;
-  for (std::int64_t l = 0; l < layers; ++l) w.push_back(reference::block_weights(p, l, BlockConfig{}));
+  for (std::int64_t l = 0; l < layers; ++l) w.push_back(reference::block_weights(p, l, block));
   std::vector<reference::BlockCache> caches(w.size());
   reference::Matrix y = x;
   for (std::size_t l = 0; l < w.size(); ++l) {

@@ -42,6 +42,7 @@ enum class Workload { blocks, gpt };
 struct Settings {
   Workload workload;
   BlockShape shape;
+  BlockConfig block;  // --arch
   std::int64_t layers, vocab;
   Device device;
   bool check;
@@ -52,7 +53,7 @@ struct Settings {
 
 // The blocks' configuration with the bench's dropout.
 GptConfig blocks_config(const Settings& s) {
-  GptConfig config = block_config(s.shape, s.layers);
+  GptConfig config = block_config(s.shape, s.block, s.layers);
   config.dropout = s.dropout;
   return config;
 }
@@ -108,7 +109,8 @@ class BlocksWork final : public Work {
   }
   std::int64_t wrong(double tol) override {
     const auto [y_ref, dx_ref] =
-        reference_blocks(s_.shape, s_.layers, s_.dropout, x_.to_global().cast<double>(), dy_.to_global().cast<double>());
+        reference_blocks(s_.shape, s_.block, s_.layers, s_.dropout, x_.to_global().cast<double>(),
+                         dy_.to_global().cast<double>());
     const reference::Matrix y = out_.to_global().cast<double>(), dx = din_.to_global().cast<double>();
     return reference::compare_relative(y, y_ref, tol).wrong + reference::compare_relative(dx, dx_ref, tol).wrong;
   }
@@ -305,6 +307,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   s.device = choice.kind;
   const std::string device(name_of(s.device));
   s.shape = block_shape_option(o, 4);
+  s.block = block_option(o);
   s.layers = o.integer("layers", gpt ? 2 : 1);
   s.vocab = gpt ? o.integer("vocab", 1024) : 0;
   // --gemm: a row per GEMM math (and q).

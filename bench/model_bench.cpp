@@ -87,8 +87,10 @@ double model_flops(const BlockShape& s, std::int64_t layers) {
 int run_model(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("model"));
   world.set_timeout(o.timeout());  // --timeout: the watchdog
-  BlockShape s{o.integer("b", 16), o.integer("s", 2048), o.integer("h", 8192), o.integer("heads", 64), 0};
-  s.ffn = o.integer("ffn", 4 * s.hidden);
+  const std::int64_t h = o.integer("h", 8192), ffn = o.integer("ffn", 4 * h);
+  const BlockShape s{.batch = o.integer("b", 16), .seq = o.integer("s", 2048), .hidden = h,
+                     .heads = o.integer("heads", 64), .ffn = ffn, .qkv_width = 3 * h, .fc_width = ffn, .centered = true,
+                     .bias = true};
   const std::int64_t layers = o.integer("layers", 1);
   const auto elem = static_cast<std::size_t>(o.integer("elem-bytes", 2));  // bf16 activations and weights
   Links l{o.real("nvlink-gbs", 450) * 1e9, o.real("ib-gbs", 50) * 1e9, o.real("nvlink-alpha-us", 5) * 1e-6,

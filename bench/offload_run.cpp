@@ -37,7 +37,7 @@ void count_shards(Gpt2D<float>& model, OffloadMeasured& out) {
       ++out.block_tensors;
     }
     if (!p.name.starts_with("h.")) out.shards.other_parameters += p.value.numel();
-    if (p.name == "wte") out.shards.wte = p.value.numel();
+    if (p.name == "wte") out.shards.wte = out.shards.head_gradient = p.value.numel();  // GPT-2's tied head
   }
 }
 
@@ -169,9 +169,8 @@ OffloadMeasured run_offload(const OffloadSetup& s, int q, Offload mode) {
       out.backward_s = median(backwards);
       count_shards(model, out);
       out.memory = grid.memory();
-      const BlockActivations one{.batch = s.batch, .seq = s.config.max_seq, .hidden = s.config.hidden,
-                                 .heads = s.config.heads, .ffn = s.config.ffn, .q = q,
-                                 .element_bytes = sizeof(float), .saved_bytes = sizeof(float)};
+      const BlockActivations one =
+          BlockActivations::of(s.config, s.batch, s.config.max_seq, q, sizeof(float), sizeof(float));
       out.block_activations = block_saved_bytes(one, Recompute::none);
     }
     if (sim_device != nullptr) {

@@ -33,6 +33,7 @@ struct Config {
   bool two_d;
   ops::GemmMath math;  // f32, or bf16 operands (mixed precision)
   BlockShape shape;
+  BlockConfig block;  // --arch
   std::int64_t layers;
   int warmup, iters;
   bool check;
@@ -58,7 +59,7 @@ struct Blocks {
         dy(DistMatrix<T>::from_global(on, reference::random_matrix(c.shape.tokens(), c.shape.hidden, 2))),
         out(on, c.shape.tokens(), c.shape.hidden),
         din(on, c.shape.tokens(), c.shape.hidden) {
-    const GptConfig g = block_config(c.shape, c.layers);
+    const GptConfig g = block_config(c.shape, c.block, c.layers);
     for (std::int64_t l = 0; l < c.layers; ++l) {
       blocks.push_back(std::make_unique<Block>(owner, g, l));
       std::vector<ParameterRef<T>> refs;
@@ -128,7 +129,7 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
   m.parameters = world.all_reduce(m.parameters, ReduceOp::max);
   m.peak = world.all_reduce(m.peak, ReduceOp::max);
   if (c.check) {
-    const auto [y_ref, dx_ref] = reference_blocks(c.shape, c.layers, 0.0, xg, dyg);
+    const auto [y_ref, dx_ref] = reference_blocks(c.shape, c.block, c.layers, 0.0, xg, dyg);
     const double tol = sizeof(T) == 8 ? 1e-10 : c.math == ops::GemmMath::bf16 ? 2e-2 : 1e-4;
     const reference::Matrix y = out.to_global().template cast<double>();
     const reference::Matrix dx = din.to_global().template cast<double>();
@@ -166,6 +167,7 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   OPTIMUS_CHECK(layout == "1d" || layout == "2d", "--layout must be 1d or 2d, got '", layout, "'");
   c.two_d = layout == "2d";
   c.shape = block_shape_option(o, 8);
+  c.block = block_option(o);
   c.layers = o.integer("layers", 1);
   c.warmup = static_cast<int>(o.integer("warmup", 1));
   c.iters = static_cast<int>(o.integer("iters", 3));

@@ -17,9 +17,9 @@ std::vector<GemmShape> step_gemms(const BlockShape& shape, std::int64_t layers, 
     out.push_back({n, in, width, false, true, count});
     out.push_back({in, width, n, true, false, count});
   };
-  linear(h, 3 * h, layers);  // c_attn
-  linear(h, h, layers);      // attention's c_proj
-  linear(h, f, layers);      // c_fc
+  linear(h, shape.qkv_width, layers);  // c_attn
+  linear(h, h, layers);                // attention's c_proj
+  linear(h, shape.fc_width, layers);   // c_fc
   linear(f, h, layers);      // mlp's c_proj
   if (vocab > 0) {
     out.push_back({n, vocab, h, false, true, 1});   // logits = x wte^T

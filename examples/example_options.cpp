@@ -95,7 +95,12 @@ std::vector<cli::Spec> optimus_plan_options() {
       cli::integer("hidden", 1, kSide, "hidden size"),
       cli::integer("heads", 1, 1 << 16, "attention heads"),
       cli::integer("layers", 1, 1 << 12, "transformer blocks"),
-      cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4 hidden)"),
+      cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4 hidden; --arch llama: 8 hidden / 3 rounded up to a "
+                   "multiple of 256)"),
+      cli::choice("arch", {"gpt2", "llama"}, "the blocks: gpt2 (default) or llama (RMSNorm, rotary positions, SwiGLU, "
+                  "grouped-query attention, no biases, untied head)"),
+      cli::integer("kv-heads", 1, 1 << 16, "--arch llama: key/value heads, dividing --heads (default --heads)"),
+      cli::positive_real("rope-theta", 1e12, "--arch llama: the rotary positions' theta (default 500000)"),
       cli::integer("vocab", 1, 1 << 24, "vocabulary (default 50257)"),
       cli::integer("seq", 1, kSide, "tokens per sequence"),
       cli::integer("batch", 1, 1 << 24, "global batch in sequences per step (default --gpus)"),

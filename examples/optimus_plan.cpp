@@ -2,7 +2,8 @@
 // docs/planner.md), printed as a table with the models' assumptions, and as JSON with --json.
 //
 //   optimus-plan --gpus 64 --gpus-per-node 8 --device-memory 80GiB --hidden 8192 --heads 64 --layers 48 --seq 2048
-//                [--batch B] [--vocab V] [--ffn F] [--precision f32|mixed|bf16|f64] [--layout 2d|1d] [--runnable]
+//                [--batch B] [--vocab V] [--ffn F] [--arch gpt2|llama [--kv-heads K] [--rope-theta T]]
+//                [--precision f32|mixed|bf16|f64] [--layout 2d|1d] [--runnable]
 //                [--nvlink-gbs 450] [--ib-gbs 50] [--tflops 600] [--overlap 0.5] [--host-memory SIZE]
 //                [--calibration FILE [--cores C]] [--dp N] [--pp S] [--max-micro-batches 64] [--top 10] [--json FILE]
 //
@@ -49,8 +50,13 @@ plan::Request request_of(const cli::Options& o) {
   c.hidden = o.integer("hidden", 0);
   c.heads = o.integer("heads", 0);
   c.layers = o.integer("layers", 0);
-  c.ffn = o.integer("ffn", 4 * c.hidden);
-  c.vocab = o.integer("vocab", 50257);
+  const bool llama = o.text("arch", "gpt2") == "llama";
+  OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe "
+                "--arch llama's blocks");
+  if (llama) c.block = optimus::BlockConfig::llama(o.real("rope-theta", 500000), o.integer("kv-heads", 0));
+  // Llama's inner size: 8h/3 rounded up to a multiple of 256 (Meta's multiple_of).
+  c.ffn = o.integer("ffn", llama ? ((8 * c.hidden + 2) / 3 + 255) / 256 * 256 : 4 * c.hidden);
+  c.vocab = o.integer("vocab", llama ? 128256 : 50257);
   c.max_seq = o.integer("seq", 0);
   c.dropout = o.real("dropout", 0.1);
   r.workload.seq = c.max_seq;

@@ -42,7 +42,7 @@ Recompute parse_recompute(const std::string& text) {
 
 std::int64_t block_saved_bytes(const BlockActivations& s, Recompute policy) {
   const std::int64_t n = s.batch * s.seq, qq = static_cast<std::int64_t>(s.q) * s.q;
-  const std::int64_t per_token = n * (8 * s.hidden + 2 * s.ffn) / qq;
+  const std::int64_t per_token = n * (5 * s.hidden + s.qkv_width + s.fc_width + s.ffn) / qq;
   const std::int64_t lse = s.element_bytes * s.batch * s.heads * s.seq / qq;  // the fused attention's, per query
   const std::int64_t rstd = s.element_bytes * 2 * n / s.q;
   switch (policy) {

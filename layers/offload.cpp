@@ -42,7 +42,7 @@ StateFootprint state_footprint(Spill spill, const std::optional<OptimizerOffload
   const std::uint64_t copies = static_cast<std::uint64_t>(copied) * static_cast<std::uint64_t>(m.copy_word);
   StateFootprint f;
   f.device = {.parameters = on_device + slots + copies,
-              .gradients = on_device + slots + static_cast<std::uint64_t>(m.wte) * e,
+              .gradients = on_device + slots + static_cast<std::uint64_t>(m.head_gradient) * e,
               .optimizer = 2 * on_device};
   if (spilled) f.host = {.parameters = blocks, .gradients = blocks, .optimizer = 2 * blocks};
   if (optimizer) {

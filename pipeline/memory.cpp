@@ -39,9 +39,7 @@ std::vector<ChunkBytes> gpt_chunk_bytes(const Schedule& s, const GptConfig& conf
                 "pipeline memory: a micro-batch of ", shape.sequences, " sequences of ", shape.seq,
                 " tokens with elements of ", t, " bytes saved in ", e, " does not split over q = ", q);
   const std::int64_t block = e * rows * (config.hidden / q);  // one [N, h] tensor's block, saved
-  const BlockActivations one{.batch = shape.sequences, .seq = shape.seq, .hidden = config.hidden,
-                             .heads = config.heads, .ffn = config.ffn, .q = q, .element_bytes = t,
-                             .saved_bytes = e};
+  const BlockActivations one = BlockActivations::of(config, shape.sequences, shape.seq, q, t, e);
   const std::int64_t block_weight = 5 * block + e * rows * (config.ffn / q);
   const std::int64_t head_saved = head_saved_bytes(one, config.stored_vocab(q));
   const std::int64_t head_weight = head_saved - t * rows;  // ln_f's xhat, x, dlogits (not ln_f's 1/std)

@@ -19,7 +19,7 @@ bool two_d(const Layout& l) { return l.tensor == TensorParallel::two_d; }
 // The vocabulary as the layout stores it.
 std::int64_t stored_vocab(const Layout& l, const GptConfig& c) { return c.stored_vocab(two_d(l) ? l.q() : l.tp); }
 
-// Local elements of wte, of wpe and of ln_f on one rank.
+// Local elements of wte (and of an untied head's lm_head, the same), of wpe (learned positions) and of ln_f on one rank.
 struct Others {
   std::int64_t wte = 0, wpe = 0, ln_f = 0;
 };
@@ -29,23 +29,16 @@ std::int64_t norm_parameters(const GptConfig& c) {
 }
 
 Others others(const Layout& l, const GptConfig& c) {
-  const std::int64_t h = c.hidden, v = stored_vocab(l, c);
-  if (two_d(l)) return {.wte = v * h / l.tp, .wpe = c.max_seq * h / l.tp, .ln_f = norm_parameters(c) / l.tp};
-  return {.wte = v / l.tp * h, .wpe = c.max_seq * h, .ln_f = norm_parameters(c)};
+  const std::int64_t h = c.hidden, v = stored_vocab(l, c), positions = c.block.rope ? 0 : c.max_seq;
+  if (two_d(l)) return {.wte = v * h / l.tp, .wpe = positions * h / l.tp, .ln_f = norm_parameters(c) / l.tp};
+  return {.wte = v / l.tp * h, .wpe = positions * h, .ln_f = norm_parameters(c)};
 }
 
 // The micro-batch's sequences per replica.
 std::int64_t micro_sequences(const Layout& l, const Workload& w) { return w.global_batch / l.dp / l.micro_batches; }
 
 BlockActivations shape_of(const Layout& l, const Workload& w) {
-  return BlockActivations{.batch = micro_sequences(l, w),
-                          .seq = w.seq,
-                          .hidden = w.config.hidden,
-                          .heads = w.config.heads,
-                          .ffn = w.config.ffn,
-                          .q = l.q(),
-                          .element_bytes = w.element_bytes,
-                          .saved_bytes = w.saved_bytes};
+  return BlockActivations::of(w.config, micro_sequences(l, w), w.seq, l.q(), w.element_bytes, w.saved_bytes);
 }
 
 // ln_f's and the head's saved bytes per rank for one micro-batch.
@@ -65,19 +58,19 @@ std::int64_t workspace_estimate(const Layout& l, const Workload& w) {
   return t * std::max(3 * n * f / l.tp + 2 * n * h, 2 * n * v / l.tp);
 }
 
-// The states of `parameters` local elements of which `blocks` blocks of `per_block`, `wte` elements of wte (its head
-// gradient apart), under the layout's offload mode.
+// The states of `parameters` local elements of which `blocks` blocks of `per_block`, `head` elements of the LM head's
+// weight (wte, or an untied head's lm_head; 0 off the head's stage), under the layout's offload mode.
 StateFootprint states(const Layout& l, const Workload& w, std::int64_t blocks, std::int64_t per_block,
-                      std::int64_t other, std::int64_t head_wte) {
+                      std::int64_t other, std::int64_t head) {
   // Under mixed precision (f32 values, bf16 GEMMs) each 2D linear weight has a bf16 copy (weight_copy.hpp).
   const bool copies = two_d(l) && w.element_bytes == 4 && w.saved_bytes == 2;
-  const std::int64_t h = w.config.hidden, f = w.config.ffn;
   const ModelShards shards{.blocks = blocks,
                            .block_parameters = per_block,
                            .other_parameters = other,
-                           .wte = head_wte,
+                           .wte = head,
+                           .head_gradient = w.config.block.tied_head ? head : 0,
                            .word = static_cast<std::size_t>(w.element_bytes),
-                           .block_weights = copies ? (4 * h * h + 2 * h * f) / l.tp : 0,
+                           .block_weights = copies ? w.config.block_weights() / l.tp : 0,
                            .copy_word = copies ? std::size_t{2} : 0};
   std::optional<OptimizerOffload> optimizer;
   if (offloads_optimizer(l.offload)) {
@@ -109,11 +102,11 @@ std::uint64_t KindBytes::of(MemoryKind kind) const {
 }
 
 std::int64_t block_parameters(const Layout& l, const GptConfig& c) {
-  // Weights 4h^2 + 2hf, biases 5h + f (where the block has them), two norms; 1D replicates its norms and the
+  // Weights (GptConfig::block_weights), biases (where the block has them), two norms; 1D replicates its norms and the
   // row-parallel biases (2h).
-  const std::int64_t h = c.hidden, f = c.ffn, norms = 2 * norm_parameters(c), b = c.block.bias ? 1 : 0;
-  if (two_d(l)) return (4 * h * h + 2 * h * f + b * (5 * h + f) + norms) / l.tp;
-  return (4 * h * h + 2 * h * f + b * (3 * h + f)) / l.tp + b * 2 * h + norms;
+  const std::int64_t h = c.hidden, norms = 2 * norm_parameters(c), b = c.block.bias ? 1 : 0;
+  if (two_d(l)) return (c.block_weights() + c.block_biases() + norms) / l.tp;
+  return (c.block_weights() + b * (c.qkv_width() + c.fc_width())) / l.tp + b * 2 * h + norms;
 }
 
 std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recompute policy) {
@@ -123,7 +116,8 @@ std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recomput
   switch (policy) {
     case Recompute::none:
     case Recompute::selective:  // the same: the fused attention keeps its log-sum-exps, no probabilities
-      return e * (n * h * 4 + 4 * n * (h / p) + 2 * n * (s.ffn / p)) + t * (2 * n + s.batch * (s.heads / p) * s.seq);
+      return e * (n * h * 4 + n * ((s.qkv_width + h) / p) + n * ((s.fc_width + s.ffn) / p)) +
+             t * (2 * n + s.batch * (s.heads / p) * s.seq);
     case Recompute::full:
       return t * n * h;
   }
@@ -137,8 +131,9 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
   const std::int64_t per_block = block_parameters(l, c);
   std::vector<MemoryPrediction> out;
   if (l.pp == 1) {
-    // Blocks L, the embedding (wte, wpe) and ln_f, wte's head gradient apart (model/gpt.hpp).
-    const StateFootprint f = states(l, w, c.layers, per_block, o.wte + o.wpe + o.ln_f, o.wte);
+    // Blocks L, the embedding (wte, wpe) and ln_f, an untied head's lm_head, wte's head gradient apart (model/gpt.hpp).
+    const std::int64_t lm_head = c.block.tied_head ? 0 : o.wte;
+    const StateFootprint f = states(l, w, c.layers, per_block, o.wte + o.wpe + o.ln_f + lm_head, o.wte);
     MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = 0};
     std::int64_t saved = 0, transient = 0;
     std::int64_t peak_backward = 0;  // the most held while a full block recomputes: blocks 0..l and its context
@@ -205,11 +200,15 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
       blocks += pipeline::layers_of(schedule, c.layers, schedule.virtual_stage(s, k)).count;
     }
     const bool embedding = s == first || s == last, head = s == last;
-    const std::int64_t other = (embedding ? o.wte + o.wpe : 0) + (head ? o.ln_f : 0);
+    const std::int64_t lm_head = head && !c.block.tied_head ? o.wte : 0;
+    const std::int64_t other = (embedding ? o.wte + o.wpe : 0) + (head ? o.ln_f : 0) + lm_head;
     const StateFootprint f = states(l, w, blocks, per_block, other, head ? o.wte : 0);
     MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = s};
-    // The head's stage holds the embedding for wte, but wpe is not among its parameters: AdamW keeps no moments of it.
-    if (head && s != first) m.device.optimizer -= static_cast<u64>(2 * w.element_bytes * o.wpe);
+    // The head's stage holds the embedding (for wte, or beside an untied head's lm_head), but wpe is not among its
+    // parameters, nor wte beside lm_head: AdamW keeps no moments of them.
+    if (head && s != first) {
+      m.device.optimizer -= static_cast<u64>(2 * w.element_bytes * (o.wpe + (c.block.tied_head ? 0 : o.wte)));
+    }
     m.device.activations = static_cast<u64>(peaks[static_cast<std::size_t>(s)]);
     m.device.workspace = static_cast<u64>(workspace_estimate(l, w));
     out.push_back(m);

@@ -32,8 +32,10 @@ std::vector<std::string> assumptions(const Request& r) {
   const Cluster& c = r.cluster;
   std::vector<std::string> out;
   std::ostringstream os;
-  os << "# optimus-plan: GPT h=" << w.config.hidden << " heads=" << w.config.heads << " layers=" << w.config.layers
-     << " ffn=" << w.config.ffn << " vocab=" << w.config.vocab << ", global batch " << w.global_batch << " x seq "
+  os << "# optimus-plan: GPT of " << family_name(w.config.block) << " blocks h=" << w.config.hidden
+     << " heads=" << w.config.heads << " kv_heads=" << w.config.kv_heads() << " layers=" << w.config.layers
+     << " ffn=" << w.config.ffn << " vocab=" << w.config.vocab << " (" << w.config.parameter_count()
+     << " parameters), global batch " << w.global_batch << " x seq "
      << w.seq << ", " << w.element_bytes << "-byte values, activations saved in " << w.saved_bytes << " bytes";
   out.push_back(os.str());
   os.str("");

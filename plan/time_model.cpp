@@ -45,6 +45,9 @@ struct BlockParts {
 
 struct Shape {
   double n, s, h, f, a, b, v, t, e, dropout;
+  double w_qkv, w_fc;  // c_attn's and c_fc's output widths
+  // One block's weight-matrix elements: c_attn, attn.c_proj, c_fc, mlp.c_proj (GPT-2: 4h^2 + 2hf).
+  double weights() const { return h * w_qkv + h * h + h * w_fc + f * h; }
 };
 
 Shape shape_of(const Layout& l, const Workload& w) {
@@ -59,18 +62,20 @@ Shape shape_of(const Layout& l, const Workload& w) {
           .v = static_cast<double>(c.stored_vocab(two_d(l) ? l.q() : l.tp)),
           .t = static_cast<double>(w.element_bytes),
           .e = static_cast<double>(w.saved_bytes),
-          .dropout = c.dropout > 0 ? 1.0 : 0.0};
+          .dropout = c.dropout > 0 ? 1.0 : 0.0,
+          .w_qkv = static_cast<double>(c.qkv_width()),
+          .w_fc = static_cast<double>(c.fc_width())};
 }
 
 BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
   const Shape x = shape_of(l, w);
-  const double tp = l.tp, gemm = 2 * x.n * (4 * x.h * x.h + 2 * x.h * x.f) + 4 * x.n * x.s * x.h;
+  const double tp = l.tp, gemm = 2 * x.n * x.weights() + 4 * x.n * x.s * x.h;
   // Element-wise seconds: [N, h] work that 1D keeps whole on every rank (LayerNorms, residual adds, the row-parallel
   // biases; the residual dropouts), and the split work (the column-parallel biases; GELU; the fused attention's
   // exponentials and dropout draws on the b a s^2 scores, which never go to memory).
   const double scores = x.b * x.a * x.s * x.s;
   const double replicated = x.n * x.h * (10 / c.stream_rate + 2 * x.dropout / c.element_rate);
-  const double split = x.n * (3 * x.h + x.f) / c.stream_rate + x.n * x.f / c.element_rate +
+  const double split = x.n * (x.w_qkv + x.w_fc) / c.stream_rate + x.n * x.f / c.element_rate +
                        scores * (1 + x.dropout) / c.element_rate;
   const double elementwise = two_d(l) ? (replicated + split) / tp : replicated + split / tp;
   BlockParts p;
@@ -81,12 +86,12 @@ BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
   if (two_d(l)) {
     const int q = l.q();
     if (q > 1) {
-      const BlockShape s{static_cast<std::int64_t>(x.b), w.seq, w.config.hidden, w.config.heads, w.config.ffn};
+      const BlockShape s = BlockShape::of(w.config, static_cast<std::int64_t>(x.b), w.seq);
       const auto elem = static_cast<std::size_t>(w.element_bytes);
       const double total =
           static_cast<double>(predicted_bytes_2d(s, q, elem, 1, static_cast<std::size_t>(w.saved_bytes)));
       const double qq = q;
-      const double weights = 3.0 * (qq - 1) / (qq * qq) * (4 * x.h * x.h + 2 * x.h * x.f) * x.t;
+      const double weights = 3.0 * (qq - 1) / (qq * qq) * x.weights() * x.t;
       const double rows = total - weights;
       const bool rows_in = q <= c.gpus_per_node, columns_in = q * q <= c.gpus_per_node;
       const double copying = rows / link(c, rows_in).bandwidth + weights / link(c, columns_in).bandwidth;
@@ -101,7 +106,8 @@ BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
     const bool in = l.tp <= c.gpus_per_node;
     const Ring ar = ring_all_reduce(x.n * x.h * x.t, l.tp, link(c, in));
     p.forward_comm = 2 * ar.seconds;
-    const double dw_attn = 2 * x.n * x.h * 3 * x.h / tp / c.gemm_flops, dw_fc = 2 * x.n * x.h * x.f / tp / c.gemm_flops;
+    const double dw_attn = 2 * x.n * x.h * x.w_qkv / tp / c.gemm_flops;
+    const double dw_fc = 2 * x.n * x.h * x.w_fc / tp / c.gemm_flops;
     p.backward_comm = std::max(0.0, ar.seconds - dw_attn) + std::max(0.0, ar.seconds - dw_fc);
     p.comm_busy = 4 * ar.copying;
     (in ? p.intra : p.inter) += 4 * ar.bytes;
@@ -130,7 +136,7 @@ EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
     const bool in = q * q <= c.gpus_per_node;
     const auto bytes = static_cast<double>(linear_2d_bytes(
         static_cast<std::int64_t>(x.n), w.config.hidden, static_cast<std::int64_t>(x.v), static_cast<std::uint64_t>(q),
-        static_cast<std::size_t>(w.element_bytes), static_cast<std::size_t>(w.saved_bytes)));
+        static_cast<std::size_t>(w.element_bytes), static_cast<std::size_t>(w.saved_bytes), false));  // no bias
     const double seconds = bytes / link(c, in).bandwidth + 6.0 * (q - 1) * link(c, in).latency;
     p.head_forward += (1 - c.overlap) * seconds / 3;
     p.head_backward += (1 - c.overlap) * seconds * 2 / 3;

@@ -46,15 +46,15 @@ OffloadSetup setup_of(const SpillCase& c, int q, std::int64_t layers, std::int64
 
 // The shape of one micro-batch's block on one rank (recompute.hpp's formulas).
 BlockActivations block_shape(const OffloadSetup& s, int q) {
-  return BlockActivations{.batch = s.batch / s.micro_batches, .seq = s.config.max_seq, .hidden = s.config.hidden,
-                          .heads = s.config.heads, .ffn = s.config.ffn, .q = q, .element_bytes = sizeof(float),
-                          .saved_bytes = s.math == ops::GemmMath::bf16 ? 2 : static_cast<std::int64_t>(sizeof(float))};
+  return BlockActivations::of(s.config, s.batch / s.micro_batches, s.config.max_seq, q, sizeof(float),
+                              s.math == ops::GemmMath::bf16 ? 2 : static_cast<std::int64_t>(sizeof(float)));
 }
 
 ModelShards shards_of(const OffloadRun& run, const OffloadSetup& s) {
   return ModelShards{.blocks = s.config.layers, .block_parameters = run.block_parameters,
                      .other_parameters = run.local_parameters - s.config.layers * run.block_parameters,
-                     .wte = run.wte, .word = sizeof(float), .block_weights = run.block_weights,
+                     .wte = run.wte, .head_gradient = run.wte, .word = sizeof(float),
+                     .block_weights = run.block_weights,
                      .copy_word = s.math == ops::GemmMath::bf16 ? std::size_t{2} : 0};
 }
 

@@ -118,9 +118,8 @@ void recompute_bytes_case(const Grid& grid) {
   TransformerBlock2D<T> block(grid, config, 0);
   DistMatrix<T> x(grid, s.batch * s.seq, s.hidden);
   x.fill_random(3);
-  const BlockActivations shape{.batch = s.batch, .seq = s.seq, .hidden = s.hidden, .heads = s.heads, .ffn = s.ffn,
-                               .q = q, .element_bytes = sizeof(T),
-                               .saved_bytes = SavedActivation<T>::keeps_bf16(grid) ? 2 : std::int64_t{sizeof(T)}};
+  const BlockActivations shape = BlockActivations::of(config, s.batch, s.seq, q, sizeof(T),
+                                                      SavedActivation<T>::keeps_bf16(grid) ? 2 : std::int64_t{sizeof(T)});
   for (Recompute policy : {Recompute::none, Recompute::selective, Recompute::full}) {
     CAPTURE(std::string(name_of(policy)));
     block.set_recompute(policy);

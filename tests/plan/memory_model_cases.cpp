@@ -180,3 +180,24 @@ TEST_CASE("memory model: a model of RMSNorm blocks without biases (2D and 1D) eq
                  w);
   }
 }
+
+TEST_CASE("memory model: Llama's blocks (2D and 1D, whole and in a 2-stage pipeline, the head untied) equal the trackers") {
+  auto w = small_gpt(2, 0.1);
+  w.config.block = optimus::BlockConfig::llama(500, 2);  // 4 heads of 8, 2 key/value heads; SwiGLU of ffn 48
+  const auto none2 = policies({Recompute::none, Recompute::none});
+  const auto full2 = policies({Recompute::full, Recompute::none});
+  for (const TensorParallel tensor : {TensorParallel::two_d, TensorParallel::one_d}) {
+    for (const int pp : {1, 2}) {
+      check_layout({.tensor = tensor,
+                    .tp = tensor == TensorParallel::two_d ? 4 : 2,
+                    .dp = 1,
+                    .pp = pp,
+                    .schedule = pp::Kind::one_f_one_b,
+                    .chunks = 1,
+                    .micro_batches = 2,
+                    .offload = optimus::Offload::none,
+                    .recompute = pp == 1 ? full2 : none2},
+                   w);
+    }
+  }
+}

@@ -90,13 +90,15 @@ struct GptConfig {
     const std::int64_t multiple = 128 * static_cast<std::int64_t>(q);
     return padded_vocab > 0 ? padded_vocab : (vocab + multiple - 1) / multiple * multiple;
   }
+  // One block's weight-matrix elements (c_attn, attn.c_proj, c_fc, mlp.c_proj) and bias elements (where it has them).
+  std::int64_t block_weights() const { return hidden * qkv_width() + hidden * hidden + hidden * fc_width() + ffn * hidden; }
+  std::int64_t block_biases() const { return block.bias ? qkv_width() + hidden + fc_width() + hidden : 0; }
   // Parameter count: wte (and an untied head's lm_head), wpe for learned positions, per block two norms (gamma and,
   // for LayerNorm, beta), c_attn, attn.c_proj, c_fc, mlp.c_proj and their biases where the block has them; ln_f.
   std::int64_t parameter_count() const {
     const std::int64_t h = hidden;
     const std::int64_t norm = block.norm.parameters(h);
-    const std::int64_t biases = block.bias ? qkv_width() + h + fc_width() + h : 0;
-    const std::int64_t per_block = 2 * norm + h * qkv_width() + h * h + h * fc_width() + ffn * h + biases;
+    const std::int64_t per_block = 2 * norm + block_weights() + block_biases();
     const std::int64_t embeddings = vocab * h * (block.tied_head ? 1 : 2) + (block.rope ? 0 : max_seq * h);
     return embeddings + layers * per_block + norm;
   }

@@ -49,7 +49,8 @@ struct ModelShards {
   std::int64_t blocks = 0;            // L
   std::int64_t block_parameters = 0;  // P_b: one block's local elements
   std::int64_t other_parameters = 0;  // P_d: the embedding's and ln_f's
-  std::int64_t wte = 0;               // W: wte's local elements (on the stage of the LM head)
+  std::int64_t wte = 0;               // W: the LM head's weight's local elements (wte, or an untied lm_head; on its stage)
+  std::int64_t head_gradient = 0;     // a tied head's own part of wte's gradient (W; 0 for an untied head)
   std::size_t word = 0;               // e
   std::int64_t block_weights = 0;     // P_w: one block's local weight-matrix elements (those with bf16 copies)
   std::size_t copy_word = 0;          // c: 2 under mixed precision (the weights' bf16 copies), else 0

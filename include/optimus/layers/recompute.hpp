@@ -10,18 +10,22 @@
 // Results are bitwise those of `none`: the recomputed values are computed from the same inputs by the same code.
 //
 // block_saved_bytes states exactly what a block's context holds per rank (tests assert it against the memory
-// tracker). For a block of N = b*s tokens of h features, a heads, ffn = MLP width, on a q x q grid, with e bytes per
-// saved element (2 when the grid's GEMM math is bf16 and T = float: SavedActivation keeps bf16; sizeof(T)
+// tracker). For a block of N = b*s tokens of h features, a heads, ffn = MLP width, c_attn's output width w_qkv (3h;
+// h + 2 kv d under grouped-query attention) and c_fc's w_fc (ffn; 2 ffn for SwiGLU), on a q x q grid, with e bytes
+// per saved element (2 when the grid's GEMM math is bf16 and T = float: SavedActivation keeps bf16; sizeof(T)
 // otherwise) and t = sizeof(T):
-//   none, selective : e*N*(8h + 2ffn)/q^2 + t*(b*a*s/q^2 + 2N/q)
-//               per token: ln_1's xhat, c_attn's input, qkv (3h), attn.c_proj's input, ln_2's xhat and c_fc's input
-//               (8h in all), GELU's input and mlp.c_proj's input (2 ffn); per query and head the attention's
-//               log-sum-exp (in T); LayerNorm's 1/std (2 per token, held by each of a grid row's q ranks)
+//   none, selective : e*N*(5h + w_qkv + w_fc + ffn)/q^2 + t*(b*a*s/q^2 + 2N/q)   (GPT-2: e*N*(8h + 2ffn)/q^2 + ...)
+//               per token: ln_1's xhat, c_attn's input, qkv (w_qkv), attn.c_proj's input, ln_2's xhat and c_fc's
+//               input (5h + w_qkv in all), the activation's input (c_fc's output, w_fc) and mlp.c_proj's input
+//               (ffn); per query and head the attention's log-sum-exp (in T); the norms' 1/std (2 per token, held by
+//               each of a grid row's q ranks)
 //   full      : t*N*h/q^2 (the input, kept in T so that the recomputation is exact)
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "optimus/core/gpt_config.hpp"
 
 namespace optimus {
 
@@ -36,9 +40,18 @@ struct BlockActivations {
   std::int64_t batch = 0;  // sequences in the pass (b; the replica's micro-batch)
   std::int64_t seq = 0;    // s
   std::int64_t hidden = 0, heads = 0, ffn = 0;
+  std::int64_t qkv_width = 0, fc_width = 0;  // c_attn's and c_fc's output widths (GptConfig::qkv_width, fc_width)
   int q = 1;
   std::int64_t element_bytes = 0;  // t = sizeof(T)
   std::int64_t saved_bytes = 0;    // e: 2 when kept in bf16, else t
+
+  // A block of `config` on `batch` sequences of `seq` tokens.
+  static BlockActivations of(const GptConfig& config, std::int64_t batch, std::int64_t seq, int q,
+                             std::int64_t element_bytes, std::int64_t saved_bytes) {
+    return {.batch = batch, .seq = seq, .hidden = config.hidden, .heads = config.heads, .ffn = config.ffn,
+            .qkv_width = config.qkv_width(), .fc_width = config.fc_width(), .q = q, .element_bytes = element_bytes,
+            .saved_bytes = saved_bytes};
+  }
 };
 
 // Bytes of activations one block's context holds per rank under `policy` (the formulas above).

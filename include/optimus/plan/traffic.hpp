@@ -10,20 +10,31 @@
 
 #include <cstdint>
 
+#include "optimus/core/gpt_config.hpp"
+
 namespace optimus::plan {
 
 struct BlockShape {
   std::int64_t batch, seq, hidden, heads, ffn;
+  std::int64_t qkv_width, fc_width;  // c_attn's and c_fc's output widths (GptConfig::qkv_width, fc_width)
+  bool centered;                     // LayerNorm (true) or RMSNorm (false: one forward all-reduce, no beta)
+  bool bias;                         // the linears' biases (gathered forward, their gradients reduce-scattered)
   std::int64_t tokens() const { return batch * seq; }
+  // A block of `config` on `batch` sequences of `seq` tokens.
+  static BlockShape of(const GptConfig& config, std::int64_t batch, std::int64_t seq) {
+    return {.batch = batch, .seq = seq, .hidden = config.hidden, .heads = config.heads, .ffn = config.ffn,
+            .qkv_width = config.qkv_width(), .fc_width = config.fc_width(), .centered = config.block.norm.centered(),
+            .bias = config.block.bias};
+  }
 };
 
 // `operand` (0: elem): the bytes of a SUMMA panel's elements — 2 under mixed precision (bf16 GEMM operands), where
 // the broadcast operands move in bf16 while the reduced partial products, the 1D all-reduces and the layers' other
 // collectives stay `elem`: per Linear2D, AB moves X and W as operands; ABT moves W and reduces dX; ATB moves X and
 // reduces dW.
-// One Linear2D (in -> out) on n tokens, forward and backward, received per rank.
+// One Linear2D (in -> out) on n tokens, forward and backward, received per rank; with a bias or without (`bias`).
 std::uint64_t linear_2d_bytes(std::int64_t n, std::int64_t in, std::int64_t out, std::uint64_t q, std::size_t elem,
-                              std::size_t operand);
+                              std::size_t operand, bool bias);
 std::uint64_t predicted_bytes_1d(const BlockShape& s, int p, std::size_t elem, std::int64_t layers);
 std::uint64_t predicted_bytes_2d(const BlockShape& s, int q, std::size_t elem, std::int64_t layers,
                                  std::size_t operand = 0);
