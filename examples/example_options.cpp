@@ -5,13 +5,30 @@
 #include <limits>
 
 #include "optimus/checkpoint/token_file.hpp"
+#include "optimus/core/error.hpp"
 #include "optimus/device/device_choice.hpp"
 
 namespace optimus::examples {
 namespace {
 constexpr std::int64_t kSide = std::int64_t{1} << 20;
 constexpr std::int64_t kSteps = 100000000;
+
+// --arch and the Llama blocks' --kv-heads and --rope-theta (arch_of reads them).
+std::vector<cli::Spec> arch_options() {
+  return {cli::choice("arch", {"gpt2", "llama"}, "the blocks: gpt2 (LayerNorm, learned positions, GELU, biases, tied "
+                      "head; default) or llama (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases, "
+                      "untied head)"),
+          cli::integer("kv-heads", 1, 1 << 16, "--arch llama: key/value heads, dividing --heads (default --heads)"),
+          cli::positive_real("rope-theta", 1e12, "--arch llama: the rotary positions' theta (default 10000)")};
+}
 }  // namespace
+
+BlockConfig arch_of(const cli::Options& o) {
+  const bool llama = o.text("arch", "gpt2") == "llama";
+  OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe "
+                "--arch llama's blocks");
+  return llama ? BlockConfig::llama(o.real("rope-theta", 10000), o.integer("kv-heads", 0)) : BlockConfig{};
+}
 
 std::vector<cli::Spec> summa_2x2_options() {
   return {cli::integer("m", 1, kSide, "rows of A and C (default 384)"),
@@ -30,10 +47,6 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::integer("heads", 1, 1 << 16, "attention heads (default 4)"),
       cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4 hidden; --arch llama: 8 hidden / 3 rounded up to what "
                    "the layout splits evenly)"),
-      cli::choice("arch", {"gpt2", "llama"}, "the blocks: gpt2 (LayerNorm, learned positions, GELU, biases, tied head; "
-                  "default) or llama (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases, untied head)"),
-      cli::integer("kv-heads", 1, 1 << 16, "--arch llama: key/value heads, dividing --heads (default --heads)"),
-      cli::positive_real("rope-theta", 1e12, "--arch llama: the rotary positions' theta (default 10000)"),
       cli::integer("seq", 1, kSide, "tokens per sequence (default 64)"),
       cli::integer("batch", 1, 1 << 20, "sequences per replica and step (default 16)"),
       cli::integer("steps", 1, kSteps, "training steps (default 1200)"),
@@ -77,11 +90,12 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::timeout_option(),
   };
   for (cli::Spec& s : device_options()) specs.push_back(std::move(s));
+  for (cli::Spec& s : arch_options()) specs.push_back(std::move(s));
   return specs;
 }
 
 std::vector<cli::Spec> optimus_plan_options() {
-  return {
+  std::vector<cli::Spec> specs = {
       cli::integer("gpus", 1, 1 << 20, "GPUs (or ranks) in the job"),
       cli::integer("gpus-per-node", 1, 1 << 10, "GPUs per node (default 8; with --calibration: all)"),
       cli::bytes("device-memory", "memory per GPU the plan may fill (default 80GiB)"),
@@ -97,10 +111,6 @@ std::vector<cli::Spec> optimus_plan_options() {
       cli::integer("layers", 1, 1 << 12, "transformer blocks"),
       cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4 hidden; --arch llama: 8 hidden / 3 rounded up to a "
                    "multiple of 256)"),
-      cli::choice("arch", {"gpt2", "llama"}, "the blocks: gpt2 (default) or llama (RMSNorm, rotary positions, SwiGLU, "
-                  "grouped-query attention, no biases, untied head)"),
-      cli::integer("kv-heads", 1, 1 << 16, "--arch llama: key/value heads, dividing --heads (default --heads)"),
-      cli::positive_real("rope-theta", 1e12, "--arch llama: the rotary positions' theta (default 500000)"),
       cli::integer("vocab", 1, 1 << 24, "vocabulary (default 50257)"),
       cli::integer("seq", 1, kSide, "tokens per sequence"),
       cli::integer("batch", 1, 1 << 24, "global batch in sequences per step (default --gpus)"),
@@ -116,6 +126,8 @@ std::vector<cli::Spec> optimus_plan_options() {
       cli::integer("top", 1, 1 << 20, "plans printed (default 10)"),
       cli::output_file("json", "write the result (every feasible plan) as JSON"),
   };
+  for (cli::Spec& s : arch_options()) specs.push_back(std::move(s));
+  return specs;
 }
 
 }  // namespace optimus::examples

@@ -50,10 +50,8 @@ plan::Request request_of(const cli::Options& o) {
   c.hidden = o.integer("hidden", 0);
   c.heads = o.integer("heads", 0);
   c.layers = o.integer("layers", 0);
-  const bool llama = o.text("arch", "gpt2") == "llama";
-  OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe "
-                "--arch llama's blocks");
-  if (llama) c.block = optimus::BlockConfig::llama(o.real("rope-theta", 500000), o.integer("kv-heads", 0));
+  c.block = optimus::examples::arch_of(o);
+  const bool llama = c.block != optimus::BlockConfig{};
   // Llama's inner size: 8h/3 rounded up to a multiple of 256 (Meta's multiple_of).
   c.ffn = o.integer("ffn", llama ? ((8 * c.hidden + 2) / 3 + 255) / 256 * 256 : 4 * c.hidden);
   c.vocab = o.integer("vocab", llama ? 128256 : 50257);

@@ -246,10 +246,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   config.layers = o.integer("layers", 2);
   config.hidden = o.integer("hidden", 128);
   config.heads = o.integer("heads", 4);
-  const bool llama = o.text("arch", "gpt2") == "llama";
-  OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe "
-                "--arch llama's blocks");
-  if (llama) config.block = optimus::BlockConfig::llama(o.real("rope-theta", 10000), o.integer("kv-heads", 0));
+  config.block = ex::arch_of(o);
+  const bool llama = config.block != optimus::BlockConfig{};
   // Llama's inner size, 8h/3, rounded up to `multiple` (what the layout splits; 64 before a plan picks the layout).
   const auto llama_ffn = [&](std::int64_t multiple) {
     return ((8 * config.hidden + 2) / 3 + multiple - 1) / multiple * multiple;
