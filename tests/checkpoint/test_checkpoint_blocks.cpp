@@ -72,3 +72,60 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
   });
   fs::remove_all(dir);
 }
+
+TEST_CASE("a Llama checkpoint (RoPE positions, SwiGLU, GQA, untied head) saved on a 2x2 grid reloads bitwise on q = 1 "
+          "and on the 1D baseline, its fused columns resharded") {
+  const fs::path dir = fresh_directory("llama");
+  optimus::GptConfig llama = small_config();
+  llama.heads = 6;                                   // heads of 6: rotary positions pair a head's columns
+  llama.block = optimus::BlockConfig::llama(500, 2);  // 2 key/value heads: one per grid column, one per 1D rank
+  std::map<std::string, GlobalMatrix> saved;
+  optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
+    const optimus::Grid grid = optimus::Grid::create(w, 2);
+    optimus::Gpt2D<float> model(grid, llama);
+    optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
+    std::vector<int> tokens, targets;
+    batch_of(1, 0, 1, tokens, targets);
+    model.zero_grad();
+    model.train_step(tokens, targets, optimus::test::global_batch, 1);
+    optimizer.step();
+    optimus::checkpoint::save(dir / "step_1", model, &optimizer, {.step = 1, .extra = {}});
+    auto state = gather_state(model, optimizer, grid.grid(), grid.device());
+    if (w.rank() == 0) saved = std::move(state);
+  });
+  CHECK(saved.count("wpe") == 0);  // rotary positions: no table
+  CHECK(saved.count("lm_head.weight") == 1);
+  CHECK(saved.at("h.0.attn.c_attn.weight").cols() == 36 + 2 * 2 * 6);  // [Q | K | V] of 6 and 2 heads of 6
+  CHECK(saved.at("h.0.mlp.c_fc.weight").cols() == 2 * 72);             // [gate | up]
+  const auto same_state = [&](const std::map<std::string, GlobalMatrix>& state) {
+    REQUIRE(state.size() == saved.size());
+    for (const auto& [name, value] : saved) {
+      CAPTURE(name);
+      CHECK(state.at(name) == value);
+    }
+  };
+  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
+    const optimus::Grid grid = optimus::Grid::create(w, 1);
+    optimus::Gpt2D<float> model(grid, llama);
+    optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
+    optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
+    same_state(gather_state(model, optimizer, grid.grid(), grid.device()));
+    optimus::GptConfig tied = llama;
+    tied.block.tied_head = true;
+    optimus::Gpt2D<float> other(grid, tied);
+    CHECK_THROWS_WITH_AS(optimus::checkpoint::load(dir / "step_1", other, static_cast<optimus::AdamW<float>*>(nullptr),
+                                                   nullptr),
+                         doctest::Contains("is of another model: tied head 0 there, 1 here"), optimus::Error);
+  });
+  std::map<std::string, GlobalMatrix> one_d;
+  optimus::test::run_in_process(2, [&](optimus::Communicator& w) {
+    const optimus::megatron::Group group(w);
+    optimus::Gpt1D<float> model(group, llama);
+    optimus::AdamW<float> optimizer(group, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
+    optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
+    auto state = gather_state(model, optimizer, group.tp(), group.local().device());
+    if (w.rank() == 0) one_d = std::move(state);
+  });
+  same_state(one_d);
+  fs::remove_all(dir);
+}
