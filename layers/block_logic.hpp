@@ -23,7 +23,7 @@
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dropout.hpp"
-#include "optimus/layers/gelu_output.hpp"
+#include "optimus/layers/activation_output.hpp"
 #include "optimus/layers/pass.hpp"
 #include "optimus/layers/weight_gradients.hpp"
 
@@ -33,7 +33,7 @@ namespace optimus::detail {
 // c_proj keeps its input, and gu kept for the backward — under mixed precision both in bf16, written by one kernel
 // (ops::swiglu_forward into bf16), as GELU's are.
 template <class T>
-GeluOutput<T> swiglu_forward(DistMatrix<T> gu, const Pass& pass) {
+ActivationOutput<T> swiglu_forward(DistMatrix<T> gu, const Pass& pass) {
   const Grid grid = gu.grid();
   const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
   SavedActivation<T> y = SavedActivation<T>::uninitialized(grid, gu.rows(), gu.cols() / 2, kept);
@@ -55,7 +55,7 @@ DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, MlpKind kind, X&& x, const Pas
   saved = MlpContext<T>{};
   const Grid grid = x.grid();  // a handle: x may be moved into c_fc's context
   // GELU fused into c_fc's GEMM where the device offers it; SwiGLU after it.
-  GeluOutput<T> fc = kind == MlpKind::gelu ? c_fc.forward_gelu(std::forward<X>(x), pass, saved.c_fc)
+  ActivationOutput<T> fc = kind == MlpKind::gelu ? c_fc.forward_gelu(std::forward<X>(x), pass, saved.c_fc)
                                            : swiglu_forward(c_fc.forward(std::forward<X>(x), pass, saved.c_fc), pass);
   DistMatrix<T> y = c_proj.forward(std::move(fc.y), pass, saved.c_proj);  // taken over, as kept
   if (pass.training) {

@@ -79,8 +79,8 @@ DistMatrix<T> Linear2D<T>::forward(const DistMatrix<T>& x, const Pass& pass, Con
 }
 
 template <class T>
-GeluOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
-  return GeluOutput<T>::make(x.grid(), x.rows(), out_, pass,
+ActivationOutput<T> Linear2D<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  return ActivationOutput<T>::make(x.grid(), x.rows(), out_, pass,
                              [&](DistMatrix<T>& y, DistMatrix<T>* pre) { multiply(x, pass, saved, y, pre); });
 }
 
@@ -92,10 +92,10 @@ DistMatrix<T> Linear2D<T>::forward(SavedActivation<T> x, const Pass& pass, Conte
 }
 
 template <class T>
-GeluOutput<T> Linear2D<T>::forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved) {
+ActivationOutput<T> Linear2D<T>::forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved) {
   const Grid grid = x.grid();  // a handle: x moves into the product
   const std::int64_t rows = x.rows();
-  return GeluOutput<T>::make(grid, rows, out_, pass, [&](DistMatrix<T>& y, DistMatrix<T>* pre) {
+  return ActivationOutput<T>::make(grid, rows, out_, pass, [&](DistMatrix<T>& y, DistMatrix<T>* pre) {
     multiply(std::move(x), pass, saved, y, pre);
   });
 }

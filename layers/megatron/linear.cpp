@@ -160,9 +160,9 @@ DistMatrix<T> ColumnParallelLinear<T>::forward(SavedActivation<T> x, const Pass&
 }
 
 template <class T>
-GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved) {
+ActivationOutput<T> ColumnParallelLinear<T>::forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved) {
   const std::int64_t rows = x.rows();
-  return GeluOutput<T>::make(group_.local(), rows, out_ / group_.size(), pass,
+  return ActivationOutput<T>::make(group_.local(), rows, out_ / group_.size(), pass,
                              [&](DistMatrix<T>& y, DistMatrix<T>* pre) {
                                multiply(std::move(x), pass, saved, y, pre);
                              });
@@ -176,8 +176,8 @@ DistMatrix<T> ColumnParallelLinear<T>::forward(const DistMatrix<T>& x, const Pas
 }
 
 template <class T>
-GeluOutput<T> ColumnParallelLinear<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
-  return GeluOutput<T>::make(group_.local(), x.rows(), out_ / group_.size(), pass,
+ActivationOutput<T> ColumnParallelLinear<T>::forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved) {
+  return ActivationOutput<T>::make(group_.local(), x.rows(), out_ / group_.size(), pass,
                              [&](DistMatrix<T>& y, DistMatrix<T>* pre) { multiply(x, pass, saved, y, pre); });
 }
 

@@ -24,7 +24,7 @@
 #include "optimus/grid/summa.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dist_vector.hpp"
-#include "optimus/layers/gelu_output.hpp"
+#include "optimus/layers/activation_output.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
 #include "optimus/layers/weight_copy.hpp"
@@ -48,11 +48,11 @@ class Linear2D {
   // x: [N, in] -> y: [N, out]; a training pass fills `saved`.
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // y = gelu(x W + b) and GELU's input pre = x W + b (counted as activations in training, for GELU's derivative).
-  GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  ActivationOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // The same from an input already kept as this layer keeps it (LayerNorm2D::forward_saved): a training pass takes it
   // over as its context, without a copy or a cast.
   DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);
-  GeluOutput<T> forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved);
+  ActivationOutput<T> forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved);
   // dy: [N, out] -> dx: [N, in]; accumulates dW, db.
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   // The same split: dx now; dW, db queued in `later` (which this layer must outlive).

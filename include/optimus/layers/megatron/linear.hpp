@@ -17,7 +17,7 @@
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/context.hpp"
-#include "optimus/layers/gelu_output.hpp"
+#include "optimus/layers/activation_output.hpp"
 #include "optimus/layers/megatron/group.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
@@ -38,11 +38,11 @@ class ColumnParallelLinear {
 
   DistMatrix<T> forward(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // y = gelu(x W + b) and GELU's input pre = x W + b, both [N, out/p] (pre counted as activations in training).
-  GeluOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
+  ActivationOutput<T> forward_gelu(const DistMatrix<T>& x, const Pass& pass, Context& saved);
   // The same from an input already kept as this layer keeps it (LayerNorm2D::forward_saved), taken over by a training
   // pass; a bf16 one is widened for the GEMM, which rounds it back to the same values.
   DistMatrix<T> forward(SavedActivation<T> x, const Pass& pass, Context& saved);
-  GeluOutput<T> forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved);
+  ActivationOutput<T> forward_gelu(SavedActivation<T> x, const Pass& pass, Context& saved);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy);
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
   void parameters(std::vector<ParameterRef<T>>& out);

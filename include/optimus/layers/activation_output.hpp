@@ -1,6 +1,7 @@
-// What a linear layer's forward_gelu returns, y = gelu(x W + b) (the next linear layer's input) and GELU's input
-// pre = x W + b (which the MLP keeps for GELU's derivative), both [N, out] as the layer splits it, kept as the layers
-// keep them (SavedActivation: bf16 under mixed precision); and the epilogue of a linear layer's GEMM.
+// An MLP activation's output and input: y (the next linear layer's input) and pre (c_fc's output, which the MLP keeps
+// for the activation's derivative), kept as the layers keep them (SavedActivation: bf16 under mixed precision) — what
+// a linear layer's forward_gelu returns (y = gelu(x W + b), pre = x W + b, both [N, out] as the layer splits it) and
+// what SwiGLU makes of c_fc's [gate | up] (layers/block_logic.hpp); and the epilogue of a linear layer's GEMM.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@
 namespace optimus {
 
 template <class T>
-struct GeluOutput {
+struct ActivationOutput {
   SavedActivation<T> y;    // taken over by the next linear layer as its input (its context, in training)
   SavedActivation<T> pre;  // kept by the MLP for GELU's backward
 
@@ -25,14 +26,14 @@ struct GeluOutput {
   // (ops::gelu_forward into bf16: the bits of casting both, without their f32 copies); otherwise the product's epilogue
   // writes both, kept as they are.
   template <class Multiply>
-  static GeluOutput make(const Grid& grid, std::int64_t rows, std::int64_t cols, const Pass& pass,
+  static ActivationOutput make(const Grid& grid, std::int64_t rows, std::int64_t cols, const Pass& pass,
                          Multiply&& multiply) {
     const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
     if constexpr (std::is_same_v<T, float>) {
       if (SavedActivation<T>::keeps_bf16(grid)) {
         DistMatrix<T> sum = DistMatrix<T>::uninitialized(grid, rows, cols, MemoryKind::workspace);
         multiply(sum, nullptr);
-        GeluOutput out{SavedActivation<T>::uninitialized(grid, rows, cols, kept),
+        ActivationOutput out{SavedActivation<T>::uninitialized(grid, rows, cols, kept),
                        SavedActivation<T>::uninitialized(grid, rows, cols, kept)};
         ops::gelu_forward(std::as_const(sum).local(), out.y.bf16_storage().view(), out.pre.bf16_storage().view(),
                           grid.queue());
