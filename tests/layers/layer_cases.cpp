@@ -1,98 +1,21 @@
-// Layer and model checks against the reference, shared by the MPI and in-process suites.
-#include "layer_cases.hpp"
-
-#include "in_flight.hpp"
-
-#include "same_error.hpp"
-
-#include <limits>
+// Layer and model checks against the reference, shared by the MPI and in-process suites: Linear2D, the block, the
+// embedding, the LM head, GPTs of any blocks, training, parameters and errors (a block's parts: block_part_cases.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <tuple>
 
+#include "in_flight.hpp"
+#include "layer_case_support.hpp"
+#include "layer_cases.hpp"
 #include "optimus/model/gpt.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "optimus/reference/matmul.hpp"
+#include "same_error.hpp"
 
 namespace optimus::test {
 namespace {
-
-using reference::Matrix;
-
-
-Matrix random(std::int64_t rows, std::int64_t cols, std::uint64_t seed, double scale = 1.0) {
-  return scale * reference::random_matrix(rows, cols, seed);
-}
-
-template <class T>
-void expect_close(const Grid& grid, const char* what, const Matrix& got, const Matrix& expected) {
-  const auto cmp = reference::compare_relative(got, expected, tolerance<T>(grid.gemm_math()));
-  const std::string name = what;
-  CAPTURE(name);
-  CAPTURE(cmp);
-  CAPTURE(sizeof(T));
-  CHECK(cmp.ok());
-}
-
-template <class T>
-Matrix global(const DistMatrix<T>& m) {
-  return m.to_global().template cast<double>();
-}
-
-// A linear's bias, or an empty matrix for a linear without one.
-Matrix bias_of(const reference::Parameters& p, const std::string& name) {
-  return p.count(name) ? p.at(name) : Matrix();
-}
-reference::AttentionWeights attention_weights(const reference::Parameters& p, const std::string& prefix) {
-  return {p.at(prefix + ".c_attn.weight"), bias_of(p, prefix + ".c_attn.bias"), p.at(prefix + ".c_proj.weight"),
-          bias_of(p, prefix + ".c_proj.bias")};
-}
-reference::MlpWeights mlp_weights(const reference::Parameters& p, const std::string& prefix) {
-  return {p.at(prefix + ".c_fc.weight"), bias_of(p, prefix + ".c_fc.bias"), p.at(prefix + ".c_proj.weight"),
-          bias_of(p, prefix + ".c_proj.bias")};
-}
-// The gradients, biases only where the layer has them (the reference's are empty then).
-void put_attention(reference::Parameters& g, const std::string& prefix, const reference::AttentionWeights& w) {
-  g[prefix + ".c_attn.weight"] = w.c_attn_w;
-  if (w.c_attn_b.size() > 0) g[prefix + ".c_attn.bias"] = w.c_attn_b;
-  g[prefix + ".c_proj.weight"] = w.c_proj_w;
-  if (w.c_proj_b.size() > 0) g[prefix + ".c_proj.bias"] = w.c_proj_b;
-}
-void put_mlp(reference::Parameters& g, const std::string& prefix, const reference::MlpWeights& w) {
-  g[prefix + ".c_fc.weight"] = w.c_fc_w;
-  if (w.c_fc_b.size() > 0) g[prefix + ".c_fc.bias"] = w.c_fc_b;
-  g[prefix + ".c_proj.weight"] = w.c_proj_w;
-  if (w.c_proj_b.size() > 0) g[prefix + ".c_proj.bias"] = w.c_proj_b;
-}
-
-
-// The parameter names of `refs` and a gatherer of their accumulated gradients (collective over the grid).
-template <class T>
-std::function<Matrix(const std::string&)> gradients_of(const Grid& grid, const std::vector<ParameterRef<T>>& refs) {
-  return [&grid, &refs](const std::string& name) {
-    for (const ParameterRef<T>& r : refs) {
-      if (r.name == name) return gather_parameter(grid.grid(), r, true, grid.device());
-    }
-    FAIL("no parameter " << name);
-    return Matrix();
-  };
-}
-template <class T>
-std::vector<std::string> names_of(const std::vector<ParameterRef<T>>& refs) {
-  std::vector<std::string> names;
-  for (const ParameterRef<T>& r : refs) names.push_back(r.name);
-  return names;
-}
-// Context c's input: distinct per context (and rounded to T), from `seed`.
-template <class T>
-Matrix input(std::int64_t rows, std::int64_t cols, std::uint64_t seed, int c, double scale = 1.0) {
-  return rounded<T>(random(rows, cols, seed + 1000 * static_cast<std::uint64_t>(c), scale));
-}
-// Context c's training pass: its own step (so that its dropout masks differ from the others').
-Pass pass_for(std::uint64_t step, int c) {
-  return {.step = step + static_cast<std::uint64_t>(c), .training = true, .first_sequence = 0};
-}
 
 template <class T>
 void linear_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
@@ -121,145 +44,6 @@ void linear_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
-// LayerNorm2D as `spec` says against the reference's LayerNorm or RMSNorm (tested with an eps other than LayerNorm's,
-// so that the spec reaches the kernels).
-template <class T>
-void norm_case(const Grid& grid, const LayerShapes& s, const NormSpec& spec, const InFlight& f) {
-  const std::int64_t n = s.batch * s.seq, h = s.hidden;
-  const bool rms = spec.kind == NormSpec::Kind::rmsnorm;
-  LayerNorm2D<T> layer(grid, ParameterTags::of(grid), "norm", h, spec);
-  std::vector<ParameterRef<T>> refs;
-  layer.parameters(refs);
-  REQUIRE(refs.size() == (rms ? 1u : 2u));  // RMSNorm has no bias
-  const reference::Parameters p = load_random(refs, 200, grid.device());
-  // A large common offset: a one-pass E[x^2] - E[x]^2 would lose fp32's accuracy here (LayerNorm); RMSNorm does not
-  // subtract the mean, so a small one shows in its output.
-  const auto x = [&](int c) { return rounded<T>((input<T>(n, h, 3, c).array() + (rms ? 0.5 : 100.0)).matrix()); };
-  const auto dy = [&](int c) { return input<T>(n, h, 4, c); };
-  // The reference's output, input gradient and parameter gradients.
-  const auto ref = [&](int c) -> std::tuple<Matrix, Matrix, reference::Parameters> {
-    if (rms) {
-      reference::RmsNormCache cache;
-      const Matrix y = reference::rmsnorm_forward(x(c), p.at("norm.weight"), spec.eps, cache);
-      const reference::RmsNormGrads g = reference::rmsnorm_backward(cache, p.at("norm.weight"), dy(c));
-      return {y, g.dx, {{"norm.weight", g.dgamma}}};
-    }
-    reference::LayerNormCache cache;
-    const Matrix y = reference::layernorm_forward(x(c), p.at("norm.weight"), p.at("norm.bias"), cache);
-    const reference::LayerNormGrads g = reference::layernorm_backward(cache, p.at("norm.weight"), dy(c));
-    return {y, g.dx, {{"norm.weight", g.dgamma}, {"norm.bias", g.dbeta}}};
-  };
-  LayerRun<typename LayerNorm2D<T>::Context> run{
-      .forward = [&](int c, auto& saved) {
-        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
-      },
-      .backward = [&](int c, auto saved) {
-        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
-      },
-      .expected_output = [&](int c) { return std::get<0>(ref(c)); },
-      .expected_input_grad = [&](int c) { return std::get<1>(ref(c)); },
-      .expected_grads = [&](int c) { return std::get<2>(ref(c)); },
-  };
-  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
-}
-
-const NormSpec kLayerNorm{};
-const NormSpec kRmsNorm{.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6};
-
-// Llama's blocks (rotary positions of theta 500, SwiGLU, no biases, an untied head) for the shapes of a q x q grid
-// (with rotary positions 6 heads of 6 at q <= 3, 12 of 4 at q = 4): grouped-query attention of 3 key/value heads, or q
-// of them where q does not divide 3.
-BlockConfig llama_blocks(int q) { return BlockConfig::llama(500, 3 % q == 0 ? 3 : q); }
-
-// GPT-2's blocks with RMSNorm, their linears with biases or without.
-BlockConfig rms_blocks(bool bias) {
-  BlockConfig block;
-  block.norm = kRmsNorm;
-  block.bias = bias;
-  return block;
-}
-
-// Which attention: rotary positions on the queries and keys or none (in heads of an even dimension: half as many heads
-// where the shapes' are odd), linears with biases or none, and key/value heads as a function of the query heads
-// (grouped-query attention; multi-head where it returns heads).
-struct AttentionVariant {
-  std::optional<RopeSpec> rope;
-  bool bias = true;
-  std::function<std::int64_t(std::int64_t heads)> kv_heads = [](std::int64_t heads) { return heads; };
-};
-
-template <class T>
-void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const AttentionVariant& v,
-                    const InFlight& f) {
-  const std::int64_t n = s.batch * s.seq, h = s.hidden;
-  const std::int64_t heads = v.rope && (h / s.heads) % 2 != 0 ? s.heads / 2 : s.heads, kv = v.kv_heads(heads);
-  const std::optional<RopeSpec>& rope = v.rope;
-  Attention2D<T> layer(grid, ParameterTags::of(grid), "attn",
-                       AttentionSpec{.hidden = h, .heads = heads, .kv_heads = kv, .dropout = {dropout, 77, 3},
-                                     .rope = rope, .bias = v.bias});
-  std::vector<ParameterRef<T>> refs;
-  layer.parameters(refs);
-  const reference::Parameters p = load_random(refs, 300, grid.device());
-  const auto x = [&](int c) { return input<T>(n, h, 5, c); };
-  const auto dy = [&](int c) { return input<T>(n, h, 6, c); };
-  const auto ref = [&](int c) {
-    const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
-    reference::AttentionCache cache;
-    const Matrix y =
-        reference::attention_forward(x(c), attention_weights(p, "attn"), s.batch, heads, kv, rope, rd, cache);
-    return std::pair{y, reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, heads, kv, rope,
-                                                      rd, dy(c))};
-  };
-  LayerRun<typename Attention2D<T>::Context> run{
-      .forward = [&](int c, auto& saved) {
-        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(9, c), saved));
-      },
-      .backward = [&](int c, auto saved) {
-        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
-      },
-      .expected_output = [&](int c) { return ref(c).first; },
-      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
-      .expected_grads = [&](int c) {
-        reference::Parameters g;
-        put_attention(g, "attn", ref(c).second.dw);
-        return g;
-      },
-  };
-  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
-}
-
-// GELU or SwiGLU; linears with biases or none.
-template <class T>
-void mlp_case(const Grid& grid, const LayerShapes& s, MlpKind kind, bool bias, const InFlight& f) {
-  const std::int64_t n = s.batch * s.seq, h = s.hidden;
-  MLP2D<T> layer(grid, ParameterTags::of(grid), "mlp", h, s.ffn, kind, bias);
-  std::vector<ParameterRef<T>> refs;
-  layer.parameters(refs);
-  const reference::Parameters p = load_random(refs, 400, grid.device());
-  const auto x = [&](int c) { return input<T>(n, h, 7, c); };
-  const auto dy = [&](int c) { return input<T>(n, h, 8, c); };
-  const auto ref = [&](int c) {
-    reference::MlpCache cache;
-    const Matrix y = reference::mlp_forward(x(c), mlp_weights(p, "mlp"), kind, cache);
-    return std::pair{y, reference::mlp_backward(cache, mlp_weights(p, "mlp"), kind, dy(c))};
-  };
-  LayerRun<typename MLP2D<T>::Context> run{
-      .forward = [&](int c, auto& saved) {
-        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
-      },
-      .backward = [&](int c, auto saved) {
-        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
-      },
-      .expected_output = [&](int c) { return ref(c).first; },
-      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
-      .expected_grads = [&](int c) {
-        reference::Parameters g;
-        put_mlp(g, "mlp", ref(c).second.dw);
-        return g;
-      },
-  };
-  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
-}
 
 template <class T>
 void block_case(const Grid& grid, const LayerShapes& s, double dropout, const InFlight& f) {
@@ -411,11 +195,6 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
   }
 }
 
-// Every scenario of in_flight_cases for f64 (all) or f32.
-template <class T, class Case>
-void in_flight_scenarios(const Case& one) {
-  for (const InFlight& f : in_flight_cases(sizeof(T) == 8)) one(f);
-}
 
 }  // namespace
 
@@ -450,68 +229,6 @@ void check_linear(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
   in_flight_scenarios<double>([&](const InFlight& f) { linear_case<double>(grid, shapes_for(q), f); });
   in_flight_scenarios<float>([&](const InFlight& f) { linear_case<float>(grid, shapes_for(q), f); });
-}
-
-void check_layernorm(Communicator& world, int q) {
-  const Grid grid = Grid::create(world, q);
-  in_flight_scenarios<double>([&](const InFlight& f) { norm_case<double>(grid, shapes_for(q), kLayerNorm, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { norm_case<float>(grid, shapes_for(q), kLayerNorm, f); });
-}
-
-void check_rmsnorm(Communicator& world, int q) {
-  const Grid grid = Grid::create(world, q);
-  in_flight_scenarios<double>([&](const InFlight& f) { norm_case<double>(grid, shapes_for(q), kRmsNorm, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { norm_case<float>(grid, shapes_for(q), kRmsNorm, f); });
-}
-
-void check_attention(Communicator& world, int q) {
-  const Grid grid = Grid::create(world, q);
-  attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{}, InFlight{});
-  attention_case<float>(grid, shapes_for(q), 0.0, AttentionVariant{}, InFlight{});
-  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, AttentionVariant{}, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, AttentionVariant{}, f); });
-}
-
-void check_rotary_attention(Communicator& world, int q) {
-  const Grid grid = Grid::create(world, q);
-  const RopeSpec rope{.theta = 500};  // a small theta: every pair turns visibly within the test's 5 positions
-  // Llama's attention: rotary positions, no biases; and rotary positions with GPT-2's biases.
-  const AttentionVariant llama{.rope = rope, .bias = false};
-  attention_case<double>(grid, shapes_for(q), 0.0, llama, InFlight{});
-  attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{.rope = rope, .bias = true}, InFlight{});
-  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, llama, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, llama, f); });
-}
-
-void check_grouped_query_attention(Communicator& world, int q) {
-  const Grid grid = Grid::create(world, q);
-  // kv_heads = heads / 2 and q (each grid column then holds one key/value head), without and with rotary positions
-  // (Llama's attention); kv_heads = heads is the multi-head attention of the cases above.
-  const RopeSpec rope{.theta = 500};
-  // (heads / 2 where q divides it: with rotary positions the shapes have 6 heads, and q = 2 does not divide 3.)
-  const auto half = [q](std::int64_t heads) { return (heads / 2) % q == 0 ? heads / 2 : std::int64_t{q}; };
-  const auto one_per_column = [q](std::int64_t) { return std::int64_t{q}; };
-  for (const auto& kv : {std::function<std::int64_t(std::int64_t)>(half), std::function<std::int64_t(std::int64_t)>(one_per_column)}) {
-    attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{.rope = std::nullopt, .bias = true, .kv_heads = kv},
-                           InFlight{});
-    const AttentionVariant llama{.rope = rope, .bias = false, .kv_heads = kv};
-    in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, llama, f); });
-    in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, llama, f); });
-  }
-}
-
-void check_mlp(Communicator& world, int q) {
-  const Grid grid = Grid::create(world, q);
-  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), MlpKind::gelu, true, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), MlpKind::gelu, true, f); });
-}
-
-void check_swiglu_mlp(Communicator& world, int q) {
-  const Grid grid = Grid::create(world, q);
-  // Llama's MLP (no biases), and SwiGLU with biases.
-  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), MlpKind::swiglu, false, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), MlpKind::swiglu, false, f); });
-  mlp_case<double>(grid, shapes_for(q), MlpKind::swiglu, true, InFlight{});
 }
 
 void check_block(Communicator& world, int q) {

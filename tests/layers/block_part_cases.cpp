@@ -1,0 +1,193 @@
+// The cases of a block's parts against the reference — LayerNorm2D and RMSNorm2D, Attention2D (multi-head and
+// grouped-query, learned or rotary positions, with biases or without), MLP2D (GELU or SwiGLU) — and their checks,
+// shared by the MPI and in-process suites.
+#include "layer_case_support.hpp"
+
+namespace optimus::test {
+
+// LayerNorm2D as `spec` says against the reference's LayerNorm or RMSNorm (tested with an eps other than LayerNorm's,
+// so that the spec reaches the kernels).
+template <class T>
+void norm_case(const Grid& grid, const LayerShapes& s, const NormSpec& spec, const InFlight& f) {
+  const std::int64_t n = s.batch * s.seq, h = s.hidden;
+  const bool rms = spec.kind == NormSpec::Kind::rmsnorm;
+  LayerNorm2D<T> layer(grid, ParameterTags::of(grid), "norm", h, spec);
+  std::vector<ParameterRef<T>> refs;
+  layer.parameters(refs);
+  REQUIRE(refs.size() == (rms ? 1u : 2u));  // RMSNorm has no bias
+  const reference::Parameters p = load_random(refs, 200, grid.device());
+  // A large common offset: a one-pass E[x^2] - E[x]^2 would lose fp32's accuracy here (LayerNorm); RMSNorm does not
+  // subtract the mean, so a small one shows in its output.
+  const auto x = [&](int c) { return rounded<T>((input<T>(n, h, 3, c).array() + (rms ? 0.5 : 100.0)).matrix()); };
+  const auto dy = [&](int c) { return input<T>(n, h, 4, c); };
+  // The reference's output, input gradient and parameter gradients.
+  const auto ref = [&](int c) -> std::tuple<Matrix, Matrix, reference::Parameters> {
+    if (rms) {
+      reference::RmsNormCache cache;
+      const Matrix y = reference::rmsnorm_forward(x(c), p.at("norm.weight"), spec.eps, cache);
+      const reference::RmsNormGrads g = reference::rmsnorm_backward(cache, p.at("norm.weight"), dy(c));
+      return {y, g.dx, {{"norm.weight", g.dgamma}}};
+    }
+    reference::LayerNormCache cache;
+    const Matrix y = reference::layernorm_forward(x(c), p.at("norm.weight"), p.at("norm.bias"), cache);
+    const reference::LayerNormGrads g = reference::layernorm_backward(cache, p.at("norm.weight"), dy(c));
+    return {y, g.dx, {{"norm.weight", g.dgamma}, {"norm.bias", g.dbeta}}};
+  };
+  LayerRun<typename LayerNorm2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
+      },
+      .backward = [&](int c, auto saved) {
+        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      },
+      .expected_output = [&](int c) { return std::get<0>(ref(c)); },
+      .expected_input_grad = [&](int c) { return std::get<1>(ref(c)); },
+      .expected_grads = [&](int c) { return std::get<2>(ref(c)); },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
+}
+
+template <class T>
+void attention_case(const Grid& grid, const LayerShapes& s, double dropout, const AttentionVariant& v,
+                    const InFlight& f) {
+  const std::int64_t n = s.batch * s.seq, h = s.hidden;
+  const std::int64_t heads = v.rope && (h / s.heads) % 2 != 0 ? s.heads / 2 : s.heads, kv = v.kv_heads(heads);
+  const std::optional<RopeSpec>& rope = v.rope;
+  Attention2D<T> layer(grid, ParameterTags::of(grid), "attn",
+                       AttentionSpec{.hidden = h, .heads = heads, .kv_heads = kv, .dropout = {dropout, 77, 3},
+                                     .rope = rope, .bias = v.bias});
+  std::vector<ParameterRef<T>> refs;
+  layer.parameters(refs);
+  const reference::Parameters p = load_random(refs, 300, grid.device());
+  const auto x = [&](int c) { return input<T>(n, h, 5, c); };
+  const auto dy = [&](int c) { return input<T>(n, h, 6, c); };
+  const auto ref = [&](int c) {
+    const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
+    reference::AttentionCache cache;
+    const Matrix y =
+        reference::attention_forward(x(c), attention_weights(p, "attn"), s.batch, heads, kv, rope, rd, cache);
+    return std::pair{y, reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, heads, kv, rope,
+                                                      rd, dy(c))};
+  };
+  LayerRun<typename Attention2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(9, c), saved));
+      },
+      .backward = [&](int c, auto saved) {
+        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      },
+      .expected_output = [&](int c) { return ref(c).first; },
+      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
+      .expected_grads = [&](int c) {
+        reference::Parameters g;
+        put_attention(g, "attn", ref(c).second.dw);
+        return g;
+      },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
+}
+
+// GELU or SwiGLU; linears with biases or none.
+template <class T>
+void mlp_case(const Grid& grid, const LayerShapes& s, MlpKind kind, bool bias, const InFlight& f) {
+  const std::int64_t n = s.batch * s.seq, h = s.hidden;
+  MLP2D<T> layer(grid, ParameterTags::of(grid), "mlp", h, s.ffn, kind, bias);
+  std::vector<ParameterRef<T>> refs;
+  layer.parameters(refs);
+  const reference::Parameters p = load_random(refs, 400, grid.device());
+  const auto x = [&](int c) { return input<T>(n, h, 7, c); };
+  const auto dy = [&](int c) { return input<T>(n, h, 8, c); };
+  const auto ref = [&](int c) {
+    reference::MlpCache cache;
+    const Matrix y = reference::mlp_forward(x(c), mlp_weights(p, "mlp"), kind, cache);
+    return std::pair{y, reference::mlp_backward(cache, mlp_weights(p, "mlp"), kind, dy(c))};
+  };
+  LayerRun<typename MLP2D<T>::Context> run{
+      .forward = [&](int c, auto& saved) {
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
+      },
+      .backward = [&](int c, auto saved) {
+        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      },
+      .expected_output = [&](int c) { return ref(c).first; },
+      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
+      .expected_grads = [&](int c) {
+        reference::Parameters g;
+        put_mlp(g, "mlp", ref(c).second.dw);
+        return g;
+      },
+  };
+  run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
+}
+
+#define OPTIMUS_INSTANTIATE(T)                                                                                    \
+  template void norm_case<T>(const Grid&, const LayerShapes&, const NormSpec&, const InFlight&);                 \
+  template void attention_case<T>(const Grid&, const LayerShapes&, double, const AttentionVariant&, const InFlight&); \
+  template void mlp_case<T>(const Grid&, const LayerShapes&, MlpKind, bool, const InFlight&);
+OPTIMUS_INSTANTIATE(float)
+OPTIMUS_INSTANTIATE(double)
+#undef OPTIMUS_INSTANTIATE
+
+void check_layernorm(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  in_flight_scenarios<double>([&](const InFlight& f) { norm_case<double>(grid, shapes_for(q), kLayerNorm, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { norm_case<float>(grid, shapes_for(q), kLayerNorm, f); });
+}
+
+void check_rmsnorm(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  in_flight_scenarios<double>([&](const InFlight& f) { norm_case<double>(grid, shapes_for(q), kRmsNorm, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { norm_case<float>(grid, shapes_for(q), kRmsNorm, f); });
+}
+
+void check_attention(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{}, InFlight{});
+  attention_case<float>(grid, shapes_for(q), 0.0, AttentionVariant{}, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, AttentionVariant{}, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, AttentionVariant{}, f); });
+}
+
+void check_rotary_attention(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  const RopeSpec rope{.theta = 500};  // a small theta: every pair turns visibly within the test's 5 positions
+  // Llama's attention: rotary positions, no biases; and rotary positions with GPT-2's biases.
+  const AttentionVariant llama{.rope = rope, .bias = false};
+  attention_case<double>(grid, shapes_for(q), 0.0, llama, InFlight{});
+  attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{.rope = rope, .bias = true}, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, llama, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, llama, f); });
+}
+
+void check_grouped_query_attention(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  // kv_heads = heads / 2 and q (each grid column then holds one key/value head), without and with rotary positions
+  // (Llama's attention); kv_heads = heads is the multi-head attention of the cases above.
+  const RopeSpec rope{.theta = 500};
+  // (heads / 2 where q divides it: with rotary positions the shapes have 6 heads, and q = 2 does not divide 3.)
+  const auto half = [q](std::int64_t heads) { return (heads / 2) % q == 0 ? heads / 2 : std::int64_t{q}; };
+  const auto one_per_column = [q](std::int64_t) { return std::int64_t{q}; };
+  for (const auto& kv : {std::function<std::int64_t(std::int64_t)>(half), std::function<std::int64_t(std::int64_t)>(one_per_column)}) {
+    attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{.rope = std::nullopt, .bias = true, .kv_heads = kv},
+                           InFlight{});
+    const AttentionVariant llama{.rope = rope, .bias = false, .kv_heads = kv};
+    in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, llama, f); });
+    in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, llama, f); });
+  }
+}
+
+void check_mlp(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), MlpKind::gelu, true, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), MlpKind::gelu, true, f); });
+}
+
+void check_swiglu_mlp(Communicator& world, int q) {
+  const Grid grid = Grid::create(world, q);
+  // Llama's MLP (no biases), and SwiGLU with biases.
+  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), MlpKind::swiglu, false, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), MlpKind::swiglu, false, f); });
+  mlp_case<double>(grid, shapes_for(q), MlpKind::swiglu, true, InFlight{});
+}
+
+}  // namespace optimus::test
