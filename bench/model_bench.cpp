@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "bench_options.hpp"
+#include "block_model.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/output_file.hpp"
 #include "optimus/core/kernels.hpp"
@@ -60,10 +61,11 @@ Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size
   // Rows of the grid inside a node when they fit (q <= node): row traffic on NVLink, column traffic between nodes.
   const double total = static_cast<double>(predicted_bytes_2d(s, q, elem, layers));
   const double h = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn);
+  const double qkv = static_cast<double>(s.qkv_width), fc = static_cast<double>(s.fc_width);
   const double qq = q;
   // Column traffic: the weights' share of the SUMMA volume (3 (q-1)/q^2 of in*out per Linear2D).
-  const double weights = 3.0 * (qq - 1) / (qq * qq) * (3 * h * h + h * h + 2 * h * f) * static_cast<double>(elem) *
-                         static_cast<double>(layers);
+  const double weights = 3.0 * (qq - 1) / (qq * qq) * (h * qkv + h * h + h * fc + f * h) *
+                         static_cast<double>(elem) * static_cast<double>(layers);
   const double rows = total - weights;
   const int p = q * q;
   const bool columns_inter = p > l.node;
@@ -76,21 +78,17 @@ Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size
   return {compute, comm, compute + comm};
 }
 
-double model_flops(const BlockShape& s, std::int64_t layers) {
-  const double n = static_cast<double>(s.tokens()), h = static_cast<double>(s.hidden);
-  const double f = static_cast<double>(s.ffn), sq = static_cast<double>(s.seq);
-  return 3.0 * (2.0 * n * (4.0 * h * h + 2.0 * h * f) + 4.0 * n * sq * h) * static_cast<double>(layers);
-}
-
 }  // namespace
 
 int run_model(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("model"));
   world.set_timeout(o.timeout());  // --timeout: the watchdog
-  const std::int64_t h = o.integer("h", 8192), ffn = o.integer("ffn", 4 * h);
-  const BlockShape s{.batch = o.integer("b", 16), .seq = o.integer("s", 2048), .hidden = h,
-                     .heads = o.integer("heads", 64), .ffn = ffn, .qkv_width = 3 * h, .fc_width = ffn, .centered = true,
-                     .bias = true};
+  GptConfig g;  // the blocks (--arch) of the shape's widths
+  g.hidden = o.integer("h", 8192);
+  g.heads = o.integer("heads", 64);
+  g.block = block_option(o);
+  g.ffn = o.integer("ffn", g.block == BlockConfig{} ? 4 * g.hidden : ((8 * g.hidden + 2) / 3 + 255) / 256 * 256);
+  const BlockShape s = BlockShape::of(g, o.integer("b", 16), o.integer("s", 2048));
   const std::int64_t layers = o.integer("layers", 1);
   const auto elem = static_cast<std::size_t>(o.integer("elem-bytes", 2));  // bf16 activations and weights
   Links l{o.real("nvlink-gbs", 450) * 1e9, o.real("ib-gbs", 50) * 1e9, o.real("nvlink-alpha-us", 5) * 1e-6,
@@ -105,13 +103,14 @@ int run_model(Communicator& world, int argc, char** argv) {
     l.node = 1 << 30;
     source = "calibration " + o.text("calibration", "");
   }
-  const double flops = model_flops(s, layers);
+  const double flops = block_flops(s, layers);
   Report report({{"p", 4}, {"q", 3}, {"1D_compute_ms", 13}, {"1D_comm_ms", 11}, {"1D_step_ms", 11},
                  {"2D_compute_ms", 13}, {"2D_comm_ms", 11}, {"2D_step_ms", 11}, {"1D_B/rank", 12}, {"2D_B/rank", 12},
                  {"speedup_2D", 10}});
-  report.header(format("optimus-bench model: b=%lld s=%lld h=%lld heads=%lld ffn=%lld layers=%lld, %zu-byte elements",
-                       (long long)s.batch, (long long)s.seq, (long long)s.hidden, (long long)s.heads, (long long)s.ffn,
-                       (long long)layers, elem));
+  report.header(format("optimus-bench model: %s blocks b=%lld s=%lld h=%lld heads=%lld (%lld key/value) ffn=%lld "
+                       "layers=%lld, %zu-byte elements",
+                       family_name(g.block), (long long)s.batch, (long long)s.seq, (long long)s.hidden,
+                       (long long)s.heads, (long long)g.kv_heads(), (long long)s.ffn, (long long)layers, elem));
   report.header("links: " + source + format("; compute %.4g TFLOP/s achieved per rank; no overlap of communication",
                                             l.flops / 1e12));
   for (const std::int64_t p64 : o.integers("ps", "4,16,64,256")) {
