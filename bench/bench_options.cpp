@@ -114,7 +114,9 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                     cli::real("nvlink-alpha-us", 0, 1e6, "intra-node latency, microseconds"),
                     cli::real("ib-alpha-us", 0, 1e6, "inter-node latency, microseconds"),
                     cli::positive_real("tflops", 1e6, "GEMM rate, TFLOP/s"),
-                    cli::integer("elem-bytes", 1, 8, "bytes per element"), json()}});
+                    cli::integer("elem-bytes", 1, 8, "bytes per element"),
+                    cli::real("iso", 0.01, 0.99, "also the isoefficiency batch at this efficiency, and its exponent"),
+                    json()}});
   }
   if (command == "layer") return device_bench(false);
   if (command == "gpt") return device_bench(true);

@@ -4,7 +4,10 @@
 // optimus-bench model: an alpha-beta model of one training step of transformer blocks, 1D vs 2D, for p ranks
 // on a cluster with NVLink inside nodes of `node` GPUs and InfiniBand between them (or with the calibration
 // of this machine), from the exact traffic formulas of traffic_model.hpp.
+#include <algorithm>
 #include <chrono>
+#include <optional>
+#include <utility>
 #include <cmath>
 #include <vector>
 
@@ -70,12 +73,69 @@ Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size
   const int p = q * q;
   const bool columns_inter = p > l.node;
   const bool rows_inter = q > l.node;
-  const double messages = static_cast<double>(layers) * (4 * 3 * 2.0 * (q - 1) + 10.0 * (q - 1));
+  // Latency (docs/isoefficiency.md): each of the 12 SUMMA products runs q steps of two collectives (a broadcast, or a
+  // broadcast and a reduce) along grid rows or columns, binomial trees of ceil(log2 q) rounds; each norm's row
+  // all-reduces (2 forward for LayerNorm, 1 for RMSNorm; 1 backward) by recursive doubling, its parameters' gathers
+  // and reduce-scatters (5 for LayerNorm, 3 for RMSNorm) and the biases' (2 per linear) as rings of q - 1 steps.
+  const double depth = q > 1 ? std::ceil(std::log2(static_cast<double>(q))) : 0.0;
+  const double norm_rounds = (s.centered ? 3.0 : 2.0) * depth + (s.centered ? 5.0 : 3.0) * (q - 1);
+  const double messages = static_cast<double>(layers) *
+                          (12 * 2.0 * q * depth + 2 * norm_rounds + (s.bias ? 8.0 * (q - 1) : 0.0));
   const double comm = rows / (rows_inter ? l.inter_bw : l.intra_bw) +
                       weights / (columns_inter ? l.inter_bw : l.intra_bw) +
                       messages * (columns_inter ? l.inter_alpha : l.intra_alpha);
   const double compute = flops / p / l.flops;
   return {compute, comm, compute + comm};
+}
+
+// The model's parallel efficiency of p ranks on `s` (its batch b): E = T(1) / (p T(p)), T(1) the step's compute alone
+// on one rank, T(p) compute / p plus the exposed communication — docs/isoefficiency.md's E_1D and E_2D.
+double efficiency(const BlockShape& s, std::int64_t layers, bool two_d, int p, std::size_t elem, const Links& l) {
+  const double flops = block_flops(s, layers);
+  const int q = static_cast<int>(std::lround(std::sqrt(p)));
+  const Prediction t = two_d ? predict_2d(s, layers, q, elem, l, flops) : predict_1d(s, layers, p, elem, l, flops);
+  return flops / l.flops / (p * t.total);
+}
+
+// The isoefficiency batch: the least b at which p ranks reach efficiency `target` (nullopt where no batch does: the
+// bandwidth terms grow with b as the compute does, so E has a limit below 1, E_max, evaluated at the largest batch
+// whose byte counts stay well inside 64 bits, 2^58 / (s w e p layers) with w the widest activation, at most 2^30).
+struct Iso {
+  std::optional<std::int64_t> batch;
+  double e_max;
+};
+Iso iso_batch(BlockShape s, std::int64_t layers, bool two_d, int p, std::size_t elem, const Links& l, double target) {
+  const auto at = [&](std::int64_t b) {
+    s.batch = b;
+    return efficiency(s, layers, two_d, p, elem, l);
+  };
+  const std::int64_t widest = std::max({s.hidden, s.ffn, s.qkv_width, s.fc_width});
+  const std::int64_t most = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(std::int64_t{1} << 30, (std::int64_t{1} << 58) / (s.seq * widest *
+                                                                                   static_cast<std::int64_t>(elem) *
+                                                                                   p * layers)));
+  Iso out{.batch = std::nullopt, .e_max = at(most)};
+  if (out.e_max < target) return out;
+  std::int64_t lo = 0, hi = 1;  // E(lo) < target <= E(hi) (lo = 0: none below)
+  while (at(hi) < target) lo = hi, hi *= 2;
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (at(mid) >= target ? hi : lo) = mid;
+  }
+  out.batch = hi;
+  return out;
+}
+
+// The least-squares exponent x of b ~ p^x over the points (p, b); nullopt with fewer than two.
+std::optional<double> fitted_exponent(const std::vector<std::pair<double, double>>& points) {
+  if (points.size() < 2) return std::nullopt;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [p, b] : points) {
+    const double x = std::log(p), y = std::log(b);
+    sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double n = static_cast<double>(points.size());
+  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
 }
 
 }  // namespace
@@ -104,26 +164,57 @@ int run_model(Communicator& world, int argc, char** argv) {
     source = "calibration " + o.text("calibration", "");
   }
   const double flops = block_flops(s, layers);
-  Report report({{"p", 4}, {"q", 3}, {"1D_compute_ms", 13}, {"1D_comm_ms", 11}, {"1D_step_ms", 11},
-                 {"2D_compute_ms", 13}, {"2D_comm_ms", 11}, {"2D_step_ms", 11}, {"1D_B/rank", 12}, {"2D_B/rank", 12},
-                 {"speedup_2D", 10}});
+  const std::optional<double> iso = o.has("iso") ? std::optional(o.real("iso", 0.5)) : std::nullopt;
+  std::vector<Column> columns = {{"p", 4},           {"q", 3},           {"1D_compute_ms", 13}, {"1D_comm_ms", 11},
+                                 {"1D_step_ms", 11}, {"2D_compute_ms", 13}, {"2D_comm_ms", 11}, {"2D_step_ms", 11},
+                                 {"1D_B/rank", 12},  {"2D_B/rank", 12},  {"speedup_2D", 10}};
+  if (iso) {
+    for (Column c : std::vector<Column>{{"1D_E", 6}, {"2D_E", 6}, {"1D_iso_b", 10}, {"2D_iso_b", 10},
+                                        {"1D_E_max", 9}, {"2D_E_max", 9}}) {
+      columns.push_back(c);
+    }
+  }
+  Report report(std::move(columns));
   report.header(format("optimus-bench model: %s blocks b=%lld s=%lld h=%lld heads=%lld (%lld key/value) ffn=%lld "
                        "layers=%lld, %zu-byte elements",
                        family_name(g.block), (long long)s.batch, (long long)s.seq, (long long)s.hidden,
                        (long long)s.heads, (long long)g.kv_heads(), (long long)s.ffn, (long long)layers, elem));
   report.header("links: " + source + format("; compute %.4g TFLOP/s achieved per rank; no overlap of communication",
                                             l.flops / 1e12));
+  if (iso) {
+    report.header(format("isoefficiency at E = %.2f: E = T(1) / (p T(p)) at this batch; iso_b: the least batch (of this "
+                         "shape) at which p ranks reach E, '-' where none does; E_max: the limit as the batch grows "
+                         "(docs/isoefficiency.md)", *iso));
+  }
+  std::vector<std::pair<double, double>> iso_1d, iso_2d;  // (p, iso_b) where reached, p > 1
   for (const std::int64_t p64 : o.integers("ps", "4,16,64,256")) {
     const int p = static_cast<int>(p64);
     const int q = static_cast<int>(std::lround(std::sqrt(p)));
     OPTIMUS_CHECK(q * q == p, "model: p = ", p, " is not a square");
     const Prediction one = predict_1d(s, layers, p, elem, l, flops), two = predict_2d(s, layers, q, elem, l, flops);
-    report.row({format("%d", p), format("%d", q), format("%.3f", one.compute * 1e3), format("%.3f", one.comm * 1e3),
-                format("%.3f", one.total * 1e3), format("%.3f", two.compute * 1e3), format("%.3f", two.comm * 1e3),
-                format("%.3f", two.total * 1e3),
-                format("%llu", (unsigned long long)predicted_bytes_1d(s, p, elem, layers)),
-                format("%llu", (unsigned long long)predicted_bytes_2d(s, q, elem, layers)),
-                format("%.2f", one.total / two.total)});
+    std::vector<std::string> values = {
+        format("%d", p), format("%d", q), format("%.3f", one.compute * 1e3), format("%.3f", one.comm * 1e3),
+        format("%.3f", one.total * 1e3), format("%.3f", two.compute * 1e3), format("%.3f", two.comm * 1e3),
+        format("%.3f", two.total * 1e3), format("%llu", (unsigned long long)predicted_bytes_1d(s, p, elem, layers)),
+        format("%llu", (unsigned long long)predicted_bytes_2d(s, q, elem, layers)),
+        format("%.2f", one.total / two.total)};
+    if (iso) {
+      const Iso a = iso_batch(s, layers, false, p, elem, l, *iso), b = iso_batch(s, layers, true, p, elem, l, *iso);
+      const auto batch = [](const Iso& i) { return i.batch ? format("%lld", (long long)*i.batch) : std::string("-"); };
+      values.insert(values.end(), {format("%.3f", efficiency(s, layers, false, p, elem, l)),
+                                   format("%.3f", efficiency(s, layers, true, p, elem, l)), batch(a), batch(b),
+                                   format("%.3f", a.e_max), format("%.3f", b.e_max)});
+      if (p > 1 && a.batch) iso_1d.emplace_back(p, static_cast<double>(*a.batch));
+      if (p > 1 && b.batch) iso_2d.emplace_back(p, static_cast<double>(*b.batch));
+    }
+    report.row(std::move(values));
+  }
+  if (iso) {
+    const auto exponent = [](const std::optional<double>& x) {
+      return x ? format("%.2f", *x) : std::string("- (fewer than two p > 1 reach E)");
+    };
+    report.footer(format("isoefficiency exponent (least squares of log iso_b on log p, p > 1): 1D %s, 2D %s",
+                         exponent(fitted_exponent(iso_1d)).c_str(), exponent(fitted_exponent(iso_2d)).c_str()));
   }
   if (world.rank() == 0) {
     report.print(stdout);

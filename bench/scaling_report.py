@@ -29,6 +29,18 @@ def efficiency(t1, tp, p, work_ratio, cores):
     return (t1 * work_ratio) / (ideal * tp)
 
 
+def fitted_exponent(points):
+    """The least-squares slope of log b on log p, or None with fewer than two distinct p."""
+    import math
+    if len({p for p, _ in points}) < 2:
+        return None
+    xs = [math.log(p) for p, _ in points]
+    ys = [math.log(b) for _, b in points]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
@@ -58,12 +70,26 @@ def main():
             continue
         work_ratio = b / base_b
         r["efficiency"] = round(efficiency(float(base["step_ms"]), float(r["step_ms"]), p, work_ratio, cores), 4)
-    # Isoefficiency: the smallest batch per (layout, p) that reached the target.
+    # Isoefficiency: the smallest batch per (layout, p) that reached the target, and the exponent x of its growth,
+    # b ~ p^x (least squares in log-log over p > 1), beside the alpha-beta model's for this machine (model-here.json).
     iso = {}
     for r in rows:
-        if r["mode"] == "iso" and r["efficiency"] != "" and float(r["efficiency"]) >= 0.5:
+        if r["mode"] == "iso" and int(r["p"]) > 1 and r["efficiency"] != "" and float(r["efficiency"]) >= a.target:
             key = (r["layout"], int(r["p"]))
             iso[key] = min(iso.get(key, 10**9), int(r["b"]))
+    exponents = {}
+    for layout in ("1d", "2d"):
+        measured = [(p, b) for (l, p), b in iso.items() if l == layout and p > 1]
+        exponents[layout] = {"measured": fitted_exponent(measured), "model": None}
+    here = os.path.join(a.out, "model-here.json")
+    if os.path.exists(here):
+        with open(here) as f:
+            model_rows = json.load(f)["rows"]
+        for layout in ("1d", "2d"):
+            column = f"{layout.upper()}_iso_b"
+            pts = [(int(r["p"]), float(r[column])) for r in model_rows
+                   if int(r["p"]) > 1 and column in r and str(r[column]) != "-"]
+            exponents[layout]["model"] = fitted_exponent(pts)
     plot(a.out, rows)
     fields = ["mode", "layout", "p", "q", "b", "s", "h", "heads", "ffn", "layers", "dtype", "step_ms",
               "GFLOP/s/rank", "efficiency", "recv_B/rank", "predicted_B", "equal", "msgs/rank", "act_B/rank",
@@ -74,7 +100,9 @@ def main():
         w.writeheader()
         w.writerows(rows)
     summary = {"cores": cores, "rows": rows,
+               "isoefficiency_target": a.target,
                "isoefficiency_batch": [{"layout": k[0], "p": k[1], "batch": v} for k, v in sorted(iso.items())],
+               "isoefficiency_exponent": exponents,
                "all_bytes_equal_prediction": all(r["equal"] == "yes" for r in rows),
                "all_activations_equal_prediction": all(str(r["act_B/rank"]) == str(r["act_pred_B"]) for r in rows)}
     with open(os.path.join(a.out, "scaling.json"), "w") as f:
@@ -92,7 +120,11 @@ def main():
           f"{summary['all_bytes_equal_prediction']}; activations equal prediction: "
           f"{summary['all_activations_equal_prediction']}")
     for k, v in sorted(iso.items()):
-        print(f"isoefficiency (E >= 0.5): {k[0]} p={k[1]} needs b={v}")
+        print(f"isoefficiency (E >= {a.target}): {k[0]} p={k[1]} needs b={v}")
+    for layout, x in exponents.items():
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"
+        print(f"isoefficiency exponent (b ~ p^x, p > 1): {layout} measured {fmt(x['measured'])}, "
+              f"alpha-beta model {fmt(x['model'])}")
 
 
 def plot(out, rows):
@@ -133,6 +165,22 @@ def plot(out, rows):
                   f"set ylabel 'modelled step time (ms)'; set title '{name}: 1D vs 2D' noenhanced; set key left top; "
                   f"plot '{dat}' using 1:2 with linespoints title '1D', '{dat}' using 1:3 with linespoints title '2D'")
         subprocess.run(["gnuplot", "-e", script], check=False)
+    # The model's efficiency against p on this machine (with --iso: the E columns), both layouts.
+    here = os.path.join(out, "model-here.json")
+    if os.path.exists(here):
+        with open(here) as f:
+            model_rows = json.load(f)["rows"]
+        if model_rows and "1D_E" in model_rows[0]:
+            dat = os.path.join(out, "model-here-efficiency.dat")
+            with open(dat, "w") as f:
+                for r in model_rows:
+                    f.write(f"{r['p']} {r['1D_E']} {r['2D_E']}\n")
+            png = os.path.join(out, "model-here-efficiency.png")
+            script = (f"set terminal png size 720,480; set output '{png}'; set logscale x 2; set xlabel 'ranks p'; "
+                      f"set ylabel 'parallel efficiency (alpha-beta model)'; set title 'this machine, the strong "
+                      f"shape: 1D vs 2D' noenhanced; set key right top; plot '{dat}' using 1:2 with linespoints "
+                      f"title '1D', '{dat}' using 1:3 with linespoints title '2D'")
+            subprocess.run(["gnuplot", "-e", script], check=False)
     # Measured beside modelled on this machine.
     here = os.path.join(out, "model-here.json")
     if os.path.exists(here):

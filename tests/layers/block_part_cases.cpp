@@ -167,13 +167,19 @@ void check_grouped_query_attention(Communicator& world, int q) {
   // (heads / 2 where q divides it: with rotary positions the shapes have 6 heads, and q = 2 does not divide 3.)
   const auto half = [q](std::int64_t heads) { return (heads / 2) % q == 0 ? heads / 2 : std::int64_t{q}; };
   const auto one_per_column = [q](std::int64_t) { return std::int64_t{q}; };
-  for (const auto& kv : {std::function<std::int64_t(std::int64_t)>(half), std::function<std::int64_t(std::int64_t)>(one_per_column)}) {
-    attention_case<double>(grid, shapes_for(q), 0.0, AttentionVariant{.rope = std::nullopt, .bias = true, .kv_heads = kv},
-                           InFlight{});
-    const AttentionVariant llama{.rope = rope, .bias = false, .kv_heads = kv};
-    in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, llama, f); });
-    in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, llama, f); });
-  }
+  // Every in-flight scenario (f64) for heads / 2; one context for kv = q and for f32 (the contexts' handling is the
+  // attention's, whatever kv is).
+  const LayerShapes s = shapes_for(q);
+  const AttentionVariant half_llama{.rope = rope, .bias = false, .kv_heads = half};
+  const AttentionVariant q_llama{.rope = rope, .bias = false, .kv_heads = one_per_column};
+  attention_case<double>(grid, s, 0.0, AttentionVariant{.rope = std::nullopt, .bias = true, .kv_heads = half},
+                         InFlight{});
+  attention_case<double>(grid, s, 0.0, AttentionVariant{.rope = std::nullopt, .bias = true, .kv_heads = one_per_column},
+                         InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, s, 0.2, half_llama, f); });
+  attention_case<double>(grid, s, 0.2, q_llama, InFlight{});
+  attention_case<float>(grid, s, 0.2, half_llama, InFlight{});
+  attention_case<float>(grid, s, 0.2, q_llama, InFlight{});
 }
 
 void check_mlp(Communicator& world, int q) {
@@ -186,7 +192,7 @@ void check_swiglu_mlp(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
   // Llama's MLP (no biases), and SwiGLU with biases.
   in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), MlpKind::swiglu, false, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), MlpKind::swiglu, false, f); });
+  mlp_case<float>(grid, shapes_for(q), MlpKind::swiglu, false, InFlight{});  // (f32's scenarios: check_f32_layers_on)
   mlp_case<double>(grid, shapes_for(q), MlpKind::swiglu, true, InFlight{});
 }
 
