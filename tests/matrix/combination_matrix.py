@@ -8,8 +8,8 @@ micro-batches:
 
 * bitwise where the arithmetic is the same -- the 2D model on one rank per stage (q = 1, dp = 1) under any pipeline
   schedule, on the CPU or the simulated device, with any recomputation and offload (each promises the same bits): the
-  exported models (safetensors; GPT-2's blocks only, as Llama's have no export yet) are the same bytes and the printed
-  losses the same;
+  exported models (GPT-2's safetensors; a Llama's Hugging Face directory, every file) are the same bytes and the
+  printed losses the same;
 * otherwise (q = 2, dp = 2, the 1D baseline: sums in another order) every printed loss within one unit of the fourth
   decimal in f32, 2% with bf16 GEMMs.
 
@@ -109,9 +109,20 @@ ARCH = {"gpt2": ["--heads", "2"], "llama": ["--arch", "llama", "--heads", "4", "
 SEQUENCES_PER_MICRO_BATCH = 2  # q = 2 divides it
 
 
-def export_args(c, out):
-    """--export where the blocks have a file format (GPT-2's; a Llama model's losses alone are compared)."""
-    return ["--export", str(out)] if c["arch"] == "gpt2" else []
+def export_path(c, stem):
+    """Where a run exports: GPT-2's safetensors file, or a Llama's Hugging Face directory (made anew by the export)."""
+    if c["arch"] == "gpt2":
+        return stem.with_suffix(".safetensors")
+    path = stem.with_name(stem.name + "_llama")
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def export_bytes(path):
+    """The export's bytes: the file's, or each file of the directory by name."""
+    if path.is_dir():
+        return {f.name: f.read_bytes() for f in sorted(path.iterdir())}
+    return path.read_bytes()
 
 
 def run(train_gpt, args):
@@ -145,11 +156,11 @@ def main():
         key = (c["arch"], c["gemm"], c["dp"] * c["micro_batches"])
         if key not in references:
             m = key[2]
-            out = work / f"reference_{c['arch']}_{c['gemm']}_{m}.safetensors"
+            out = export_path(c, work / f"reference_{c['arch']}_{c['gemm']}_{m}")
             rc, text = run(train_gpt, MODEL + ARCH[c["arch"]] + ["--in-process", "1", "--q", "1", "--gemm", c["gemm"],
                                                                   "--steps", "3", "--batch",
                                                                   str(m * SEQUENCES_PER_MICRO_BATCH), "--micro-batches",
-                                                                  str(m)] + export_args(c, out))
+                                                                  str(m), "--export", str(out)])
             if rc != 0:
                 sys.exit(f"the reference run failed:\n{text}")
             references[key] = (losses(text), out)
@@ -164,9 +175,9 @@ def main():
     bitwise = lambda c: c["family"] == "2d" and c["tp"] == 1 and c["dp"] == 1
     for k, c in enumerate(cases):
         name = f"case {k}"
-        out = work / f"case_{k}.safetensors"
+        out = export_path(c, work / f"case_{k}")
         save = work / f"case_{k}_saves"
-        args = train_args(c) + ["--steps", "3"] + export_args(c, out)
+        args = train_args(c) + ["--steps", "3", "--export", str(out)]
         if c["checkpoint"] == "resume":
             shutil.rmtree(save, ignore_errors=True)  # a save directory holds one run's checkpoints: this run's
             args += ["--save", str(save), "--save-every", "2"]
@@ -185,7 +196,7 @@ def main():
         want, ref_file = reference(c)
         got = losses(text)
         if bitwise(c):
-            same = got == want and (not export_args(c, out) or Path(out).read_bytes() == Path(ref_file).read_bytes())
+            same = got == want and export_bytes(out) == export_bytes(ref_file)
             verdict = "bitwise" if same else "NOT bitwise"
             if not same:
                 failures.append(f"{name}: losses {got} vs {want}, exports {'equal' if same else 'differ'}")
