@@ -11,10 +11,7 @@ BlockConfig block_option(const cli::Options& o) {
   const bool llama = o.text("arch", "gpt2") == "llama";
   OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe --arch "
                 "llama's blocks");
-  if (!llama) return BlockConfig{};
-  BlockConfig block = BlockConfig::llama(o.real("rope-theta", 10000), o.integer("kv-heads", 0));
-  block.tied_head = true;
-  return block;
+  return llama ? BlockConfig::llama(o.real("rope-theta", 10000), o.integer("kv-heads", 0)) : BlockConfig{};
 }
 
 BlockShape block_shape_option(const cli::Options& o, std::int64_t batch) {

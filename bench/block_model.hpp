@@ -12,8 +12,8 @@
 
 namespace optimus::bench {
 
-// The blocks from --arch, --kv-heads and --rope-theta: GPT-2's (default) or Llama's (BlockConfig::llama, the head
-// tied: the block benches have none of their own).
+// The blocks from --arch, --kv-heads and --rope-theta: GPT-2's (default) or Llama's (BlockConfig::llama: with the gpt
+// workload, its untied head too).
 BlockConfig block_option(const cli::Options& o);
 
 // The shape from --b --s --h --heads --ffn (defaults: `batch`, 64, 256, 8, 4h; --arch llama: ffn 8h/3 rounded up to

@@ -136,7 +136,7 @@ std::set<std::string> llama_names(const GptConfig& c) {
   return names;
 }
 
-json config_json(const GptConfig& c) {
+json config_json(const GptConfig& c, std::int64_t context) {
   return {{"architectures", {"LlamaForCausalLM"}},
           {"model_type", "llama"},
           {"vocab_size", c.vocab},
@@ -150,7 +150,7 @@ json config_json(const GptConfig& c) {
           {"rms_norm_eps", c.block.norm.eps},
           {"rope_theta", c.block.rope->theta},
           {"rope_scaling", nullptr},
-          {"max_position_embeddings", c.max_seq},
+          {"max_position_embeddings", context},
           {"tie_word_embeddings", c.block.tied_head},
           {"attention_bias", false},
           {"mlp_bias", false},
@@ -162,9 +162,14 @@ template <class T>
 void import_into(const std::string& dir, const detail::ModelTensors<T>& model) {
   all_or_throw(model.everyone, [&] {
     const GptConfig there = hf_llama_config(dir), &here = *model.config;
+    // The blocks compared with kv_heads resolved (0 in a BlockConfig is heads).
+    const auto resolved = [](const GptConfig& c) {
+      BlockConfig b = c.block;
+      b.kv_heads = c.kv_heads();
+      return b;
+    };
     OPTIMUS_CHECK(there.vocab == here.vocab && there.layers == here.layers && there.hidden == here.hidden &&
-                      there.heads == here.heads && there.kv_heads() == here.kv_heads() && there.ffn == here.ffn &&
-                      there.block == here.block,
+                      there.heads == here.heads && there.ffn == here.ffn && resolved(there) == resolved(here),
                   "'", dir, "' holds a Llama of ", there, "; the model is ", here);
     Shards shards(dir);
     for (const ParameterRef<T>& p : model.held) {
@@ -192,7 +197,8 @@ std::string shard_name(std::size_t k, std::size_t n) {
 }
 
 template <class T>
-void export_from(const std::string& dir_name, const detail::ModelTensors<T>& model, std::uint64_t max_shard_bytes) {
+void export_from(const std::string& dir_name, const detail::ModelTensors<T>& model, std::uint64_t max_shard_bytes,
+                 std::int64_t context) {
   const GptConfig& c = *model.config;
   const fs::path dir(dir_name);
   const fs::path partial = dir.parent_path() / ("." + dir.filename().string() + ".partial");
@@ -225,7 +231,7 @@ void export_from(const std::string& dir_name, const detail::ModelTensors<T>& mod
     OPTIMUS_CHECK(!fs::exists(dir), "export_hf_llama: '", dir.string(), "' exists; the export makes a new directory");
     fs::remove_all(partial);  // an interrupted export's, by its name
     fs::create_directories(partial);
-    write_file(partial / "config.json", config_json(c).dump(2) + "\n");
+    write_file(partial / "config.json", config_json(c, context).dump(2) + "\n");
     json weight_map = json::object();
     std::uint64_t total = 0;
     for (std::size_t s = 0; s < shards.size(); ++s) {
@@ -326,18 +332,20 @@ void import_hf_llama(const std::string& dir, Gpt<F>& model) {
 }
 
 template <class F>
-void export_hf_llama(const std::string& dir, Gpt<F>& model, std::uint64_t max_shard_bytes) {
+void export_hf_llama(const std::string& dir, Gpt<F>& model, std::uint64_t max_shard_bytes, std::int64_t context) {
   check_llama_blocks(model.config(), "export_hf_llama");
-  export_from(dir, detail::tensors_of(model), max_shard_bytes);
+  OPTIMUS_CHECK(context >= model.config().max_seq, "export_hf_llama: max_position_embeddings ", context,
+                " is shorter than the model's context ", model.config().max_seq);
+  export_from(dir, detail::tensors_of(model), max_shard_bytes, context);
 }
 
 template void import_hf_llama(const std::string&, Gpt<TwoD<float>>&);
 template void import_hf_llama(const std::string&, Gpt<OneD<float>>&);
 template void import_hf_llama(const std::string&, Gpt<TwoD<double>>&);
 template void import_hf_llama(const std::string&, Gpt<OneD<double>>&);
-template void export_hf_llama(const std::string&, Gpt<TwoD<float>>&, std::uint64_t);
-template void export_hf_llama(const std::string&, Gpt<OneD<float>>&, std::uint64_t);
-template void export_hf_llama(const std::string&, Gpt<TwoD<double>>&, std::uint64_t);
-template void export_hf_llama(const std::string&, Gpt<OneD<double>>&, std::uint64_t);
+template void export_hf_llama(const std::string&, Gpt<TwoD<float>>&, std::uint64_t, std::int64_t);
+template void export_hf_llama(const std::string&, Gpt<OneD<float>>&, std::uint64_t, std::int64_t);
+template void export_hf_llama(const std::string&, Gpt<TwoD<double>>&, std::uint64_t, std::int64_t);
+template void export_hf_llama(const std::string&, Gpt<OneD<double>>&, std::uint64_t, std::int64_t);
 
 }  // namespace optimus::checkpoint

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "optimus/core/error.hpp"
 
@@ -82,6 +83,17 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
   }
   OPTIMUS_CHECK(static_cast<std::uint64_t>(steps) > info.state.step, "--steps ", steps,
                 " leaves nothing to train after the checkpoint's step ", info.state.step);
+}
+
+void check_export_target(const cli::Options& o, const GptConfig& config) {
+  if (!o.has("export")) return;
+  const std::string file = o.text("export", "");
+  const std::string blocks = family_name(config.block);
+  OPTIMUS_CHECK(!file.ends_with(".bin") || blocks == "gpt2", "--export ", file, ": llm.c's file holds GPT-2's blocks, "
+                "not the model's (", blocks, "); export a Llama to a directory");
+  OPTIMUS_CHECK(blocks != "custom", "--export ", file, ": no file format holds the model's blocks (", config, ")");
+  OPTIMUS_CHECK(blocks != "llama" || !std::filesystem::exists(file), "--export ", file, ": a Llama is exported to a new "
+                "Hugging Face directory, and '", file, "' exists");
 }
 
 void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,

@@ -70,8 +70,8 @@
 // GPT-2 as llm.c's checkpoint where FILE ends in .bin, else as safetensors; a Llama as a new Hugging Face directory
 // (config.json, shards of at most 5 GiB with their index).
 // --arch llama: Llama's blocks (BlockConfig::llama: RMSNorm, rotary positions of --rope-theta, SwiGLU of --ffn, default
-// 8 hidden / 3 rounded up to a multiple of what the layout splits (q^2, or p), --kv-heads key/value heads, no biases,
-// an untied head); --arch gpt2 (the default) GPT-2's.
+// 8 hidden / 3 rounded up to a multiple of what the layout splits (q^2, or p; 64 under --plan auto, which picks the
+// layout after), --kv-heads key/value heads, no biases, an untied head); --arch gpt2 (the default) GPT-2's.
 // --data FILE[,VALID_FILE]: train on token ids (llm.c's .bin with its header — version 1, uint16 ids; version 2,
 // uint32 ids — or with --data-format raw nanoGPT's raw uint16 train.bin; read where used) instead of the text; the
 // held-out loss is on VALID_FILE, or on FILE's last 10%. The model's vocabulary is --vocab, else --init's or the
@@ -338,14 +338,16 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
                                  : std::filesystem::is_directory(o.text("init", ""))       ? InitFormat::hf_llama
                                  : optimus::checkpoint::is_llmc_checkpoint(o.text("init", "")) ? InitFormat::llmc
                                                                                            : InitFormat::hf_gpt2;
+  std::int64_t init_context = 0;  // a Hugging Face Llama's max_position_embeddings
   if (o.has("init")) {
     const std::string file = o.text("init", "");
-    optimus::examples::adopt_shape(o,
-                                   init_format == InitFormat::llmc       ? optimus::checkpoint::llmc_config(file)
-                                   : init_format == InitFormat::hf_gpt2 ? optimus::checkpoint::hf_config(file)
-                                                                         : optimus::checkpoint::hf_llama_config(file),
-                                   file, data_vocab, config);
+    const optimus::GptConfig there = init_format == InitFormat::llmc      ? optimus::checkpoint::llmc_config(file)
+                                     : init_format == InitFormat::hf_gpt2 ? optimus::checkpoint::hf_config(file)
+                                                                          : optimus::checkpoint::hf_llama_config(file);
+    init_context = there.max_seq;
+    optimus::examples::adopt_shape(o, there, file, data_vocab, config);
   }
+  ex::check_export_target(o, config);  // before training: a target the export would refuse fails now
   if (o.has("resume")) {
     resume = optimus::checkpoint::resolve(o.text("resume", ""));
     resumed = optimus::checkpoint::inspect(*resume);
@@ -496,9 +498,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
     const bool llmc = file.ends_with(".bin");
     const bool llama_dir = !llmc && config.block != optimus::BlockConfig{};  // export_hf_llama refuses other blocks
     const std::uint64_t shard_bytes = std::uint64_t{5} << 30;              // transformers' default, 5 GiB
+    // A Llama initialized from a file keeps the file's context in config.json (its training sequences may be shorter).
+    const std::int64_t context =
+        init_format == InitFormat::hf_llama ? std::max(config.max_seq, init_context) : config.max_seq;
     const auto write = [&](auto& model) {
       if (llmc) optimus::checkpoint::export_llmc(file, model);
-      else if (llama_dir) optimus::checkpoint::export_hf_llama(file, model, shard_bytes);
+      else if (llama_dir) optimus::checkpoint::export_hf_llama(file, model, shard_bytes, context);
       else optimus::checkpoint::export_hf(file, model);
     };
     if (staged) write(*staged);

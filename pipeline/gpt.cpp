@@ -216,16 +216,19 @@ std::map<std::string, GlobalMatrix> Gpt<F>::gather(bool gradients) {
 template <class F>
 void Gpt<F>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
   const std::vector<ParameterRef<T>> mine = parameters();
-  // The whole model's names: wte, wpe, ln_f's, and h.<l>.<what a block names> for every layer l.
+  // The whole model's names: wte, wpe (learned positions), ln_f's, lm_head (untied), and h.<l>.<what a block names> for
+  // every layer l.
   std::set<std::string> block_names;
   std::vector<ParameterRef<T>> first;
   chunks_.front().blocks.front()->parameters(first);
   const std::string prefix = "h." + std::to_string(chunks_.front().range.first) + ".";
   for (const ParameterRef<T>& p : first) block_names.insert(p.name.substr(prefix.size()));
   const auto in_model = [&](const std::string& name) {
-    if (name == "wte" || name == "wpe" || name == "ln_f.weight" || name == "ln_f.bias" || name == "lm_head.weight") {
-      return true;
-    }
+    const BlockConfig& b = config_.block;
+    if (name == "wte" || name == "ln_f.weight") return true;
+    if (name == "wpe") return !b.rope;                  // learned positions only
+    if (name == "ln_f.bias") return b.norm.centered();  // LayerNorm's beta
+    if (name == "lm_head.weight") return !b.tied_head;  // the untied head's
     const std::size_t dot = name.find('.', 2);
     if (!name.starts_with("h.") || dot == std::string::npos) return false;
     const std::string layer = name.substr(2, dot - 2);

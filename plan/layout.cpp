@@ -77,13 +77,18 @@ std::string shape_error(const Layout& l, const Workload& w) {
     if (side * side != l.tp) return "a 2D stage needs a square number of ranks, got " + std::to_string(l.tp);
     const std::int64_t q = side, qq = l.tp;
     const std::int64_t sequences = w.global_batch / l.dp / l.micro_batches;
-    if (c.heads % q || c.max_seq % q || c.hidden % qq || c.ffn % qq || sequences % q) {
-      os << "q = " << q << " must divide heads " << c.heads << ", max_seq " << c.max_seq << " and the micro-batch's "
-         << sequences << " sequences, q^2 = " << qq << " hidden " << c.hidden << " and ffn " << c.ffn;
+    const bool qkv_bias_split = !c.block.bias || c.qkv_width() % qq == 0;  // c_attn's bias is split q^2 ways
+    if (c.heads % q || c.kv_heads() % q || c.max_seq % q || c.hidden % qq || c.ffn % qq || sequences % q ||
+        !qkv_bias_split) {
+      os << "q = " << q << " must divide heads " << c.heads << ", key/value heads " << c.kv_heads() << ", max_seq "
+         << c.max_seq << " and the micro-batch's " << sequences << " sequences, q^2 = " << qq << " hidden "
+         << c.hidden << ", ffn " << c.ffn << (c.block.bias ? " and c_attn's width " : "")
+         << (c.block.bias ? std::to_string(c.qkv_width()) : std::string());
       return os.str();
     }
-  } else if (c.heads % l.tp || c.ffn % l.tp || c.hidden % c.heads) {
-    os << "t = " << l.tp << " must divide heads " << c.heads << " and ffn " << c.ffn;
+  } else if (c.heads % l.tp || c.kv_heads() % l.tp || c.ffn % l.tp || c.hidden % c.heads) {
+    os << "t = " << l.tp << " must divide heads " << c.heads << ", key/value heads " << c.kv_heads() << " and ffn "
+       << c.ffn;
     return os.str();
   }
   if (l.pp > 1) {

@@ -50,12 +50,17 @@ std::int64_t head_bytes(const Layout& l, const Workload& w) {
   return e * n * h + s.element_bytes * n + e * n * h + e * n * (stored_vocab(l, w.config) / l.tp);
 }
 
-// The workspace estimate: the larger of the MLP's SUMMA working set and the head's logits and probabilities.
+// The workspace estimate: the largest of the MLP's SUMMA working set (c_fc's output and the activation's gradients:
+// 3 ffn for GELU, 4 ffn for SwiGLU's [gate | up]), grouped-query attention's widened qkv and its gradient (2 x 3h), and
+// the head's logits and probabilities.
 std::int64_t workspace_estimate(const Layout& l, const Workload& w) {
+  const GptConfig& c = w.config;
   const std::int64_t n = micro_sequences(l, w) * w.seq, t = w.element_bytes;
-  const std::int64_t v = stored_vocab(l, w.config), h = w.config.hidden, f = w.config.ffn;
-  if (two_d(l)) return t * std::max(3 * n * f / l.tp, 2 * n * v / l.tp);
-  return t * std::max(3 * n * f / l.tp + 2 * n * h, 2 * n * v / l.tp);
+  const std::int64_t v = stored_vocab(l, c), h = c.hidden, f = c.ffn;
+  const std::int64_t mlp = n * (c.fc_width() + 2 * f) / l.tp;
+  const std::int64_t widened = c.kv_heads() < c.heads ? 2 * n * 3 * h / l.tp : 0;
+  if (two_d(l)) return t * std::max({mlp, widened, 2 * n * v / l.tp});
+  return t * std::max({mlp + 2 * n * h, widened, 2 * n * v / l.tp});
 }
 
 // The states of `parameters` local elements of which `blocks` blocks of `per_block`, `head` elements of the LM head's

@@ -39,6 +39,8 @@ void validate_for_grid(const GptConfig& c, int grid_side) {
   OPTIMUS_CHECK(c.ffn % qq == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by q*q = ", qq);
   OPTIMUS_CHECK(c.kv_heads() % q == 0, "GptConfig: kv_heads = ", c.kv_heads(), " is not divisible by q = ", q,
                 " (each grid column holds whole key/value heads)");
+  OPTIMUS_CHECK(!c.block.bias || c.qkv_width() % qq == 0, "GptConfig: c_attn's width ", c.qkv_width(),
+                " (hidden + 2 kv_heads * head size) is not divisible by q*q = ", qq, " (its bias is split q*q ways)");
 }
 
 void validate(const GptConfig& c) {

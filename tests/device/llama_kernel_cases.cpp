@@ -27,7 +27,7 @@ void swiglu(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   }
   expect.same("swiglu_forward", y);
   expect.same("swiglu_backward", dgu);
-  expect.same("swiglu_forward into bf16", y16);
+  expect.near("swiglu_forward into bf16", y16, 1e-2);  // a GPU's expf may round one bf16 the other way (as GELU's)
   expect.same("swiglu_forward's kept input", kept, true);
   expect.same("swiglu_backward on bf16", dgu16);
   // The host against the definitions: silu(g) u, its gradients, and the bf16 forms' bits.

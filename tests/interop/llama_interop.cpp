@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
           file << '\n';
         }
       }
-      optimus::checkpoint::export_hf_llama(out, model, 4096);
+      optimus::checkpoint::export_hf_llama(out, model, 4096, config.max_seq);
       if (world.rank() == 0) {
         std::printf("llama_interop: imported %s (%lld layers, hidden %lld, %lld heads, %lld key/value, ffn %lld, "
                     "vocab %lld), logits of %lld tokens written, exported to %s\n",

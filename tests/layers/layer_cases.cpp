@@ -433,6 +433,17 @@ void check_layer_errors(Communicator& world, int q) {
             .find("is " + std::to_string(s.hidden) + "x" + std::to_string(s.hidden)) != std::string::npos);
   CHECK(message([&] { model.load_global({{"h.7.attn.bias", GlobalMatrix::Zero(1, 1)}}); }) ==
         "load_global: unknown parameter 'h.7.attn.bias'");
+  // Tensors other blocks have: GPT-2's model has no lm_head, a Llama model no wpe and no ln_f.bias.
+  CHECK(message([&] { model.load_global({{"lm_head.weight", GlobalMatrix::Zero(s.vocab, s.hidden)}}); }) ==
+        "load_global: unknown parameter 'lm_head.weight'");
+  GptConfig llama = config_for(q, 2, 0.0);
+  llama.block = llama_blocks(q);
+  if (llama.head_size() % 2 != 0) llama.heads /= 2;
+  Gpt2D<double> llama_model(grid, llama);
+  for (const char* name : {"wpe", "ln_f.bias"}) {
+    CHECK(message([&] { llama_model.load_global({{name, GlobalMatrix::Zero(1, 1)}}); }) ==
+          std::string("load_global: unknown parameter '") + name + "'");
+  }
 }
 
 }  // namespace optimus::test

@@ -43,7 +43,9 @@ GptConfig hf_llama_config(const std::string& dir);
 // The model's shape and blocks must be the directory's.
 template <class Family>
 void import_hf_llama(const std::string& dir, Gpt<Family>& model);
+// `context`: the max_position_embeddings config.json states, at least the model's max_seq (a model initialized from a
+// file of a longer context and trained on shorter sequences keeps the file's).
 template <class Family>
-void export_hf_llama(const std::string& dir, Gpt<Family>& model, std::uint64_t max_shard_bytes);
+void export_hf_llama(const std::string& dir, Gpt<Family>& model, std::uint64_t max_shard_bytes, std::int64_t context);
 
 }  // namespace optimus::checkpoint
