@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "block_model.hpp"
+#include "optimus/core/arch_options.hpp"
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "optimus/comm/in_process.hpp"
@@ -79,8 +80,8 @@ int run_activations(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("activations"));
   world.set_timeout(o.timeout());  // --timeout: the watchdog
   Shape s{.hidden = o.integer("h", 1024), .seq = o.integer("s", 1024), .heads = o.integer("heads", 16),
-          .ffn = 0, .layers = o.integer("layers", 24), .block = block_option(o)};
-  s.ffn = o.integer("ffn", s.block == BlockConfig{} ? 4 * s.hidden : ((8 * s.hidden + 2) / 3 + 63) / 64 * 64);
+          .ffn = 0, .layers = o.integer("layers", 24), .block = cli::arch_of(o)};
+  s.ffn = o.integer("ffn", s.block == BlockConfig{} ? 4 * s.hidden : llama_ffn(s.hidden, 64));
   const double budget = o.real("budget-gib", 16.0) * 1024.0 * 1024.0 * 1024.0;
   const std::string measure = o.text("measure", "on");
   OPTIMUS_CHECK(measure == "on" || measure == "off", "--measure must be on or off, got '", measure, "'");

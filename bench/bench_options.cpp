@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "optimus/core/arch_options.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/device/device_choice.hpp"
 
@@ -14,20 +15,17 @@ constexpr std::int64_t kSide = std::int64_t{1} << 20;   // matrix sides, tokens 
 constexpr std::int64_t kBatch = std::int64_t{1} << 20;  // sequences
 constexpr std::int64_t kIters = 1000000;
 
-// A block's shape: --b --s --h --heads --ffn --layers.
+// A block's shape: --b --s --h --heads --ffn --layers, and its blocks: --arch --kv-heads --rope-theta.
 std::vector<cli::Spec> block_shape(bool with_batch) {
   std::vector<cli::Spec> specs;
   if (with_batch) specs.push_back(cli::integer("b", 1, kBatch, "sequences per batch"));
   for (cli::Spec s : {cli::integer("s", 1, kSide, "tokens per sequence"), cli::integer("h", 1, kSide, "hidden size"),
                       cli::integer("heads", 1, 1 << 16, "attention heads"),
                       cli::integer("ffn", 1, 4 * kSide, "MLP inner size (default 4h)"),
-                      cli::integer("layers", 1, 1 << 12, "transformer blocks"),
-                      cli::choice("arch", {"gpt2", "llama"}, "the blocks: gpt2 (default) or llama (RMSNorm, rotary "
-                                  "positions, SwiGLU, grouped-query attention, no biases)"),
-                      cli::integer("kv-heads", 1, 1 << 16, "--arch llama: key/value heads (default --heads)"),
-                      cli::positive_real("rope-theta", 1e12, "--arch llama: rotary theta (default 10000)")}) {
+                      cli::integer("layers", 1, 1 << 12, "transformer blocks")}) {
     specs.push_back(std::move(s));
   }
+  for (cli::Spec& s : cli::arch_options()) specs.push_back(std::move(s));
   return specs;
 }
 

@@ -3,24 +3,16 @@
 
 #include <vector>
 
-#include "optimus/core/error.hpp"
+#include "optimus/core/arch_options.hpp"
 
 namespace optimus::bench {
 
-BlockConfig block_option(const cli::Options& o) {
-  const bool llama = o.text("arch", "gpt2") == "llama";
-  OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe --arch "
-                "llama's blocks");
-  return llama ? BlockConfig::llama(o.real("rope-theta", 10000), o.integer("kv-heads", 0)) : BlockConfig{};
-}
-
 BlockShape block_shape_option(const cli::Options& o, std::int64_t batch) {
-  const BlockConfig block = block_option(o);
+  const BlockConfig block = cli::arch_of(o);
   GptConfig g;
   g.hidden = o.integer("h", 256);
   g.heads = o.integer("heads", 8);
-  const std::int64_t llama_ffn = ((8 * g.hidden + 2) / 3 + 63) / 64 * 64;
-  g.ffn = o.integer("ffn", block == BlockConfig{} ? 4 * g.hidden : llama_ffn);
+  g.ffn = o.integer("ffn", block == BlockConfig{} ? 4 * g.hidden : llama_ffn(g.hidden, 64));
   g.block = block;
   return BlockShape::of(g, o.integer("b", batch), o.integer("s", 64));
 }

@@ -12,12 +12,8 @@
 
 namespace optimus::bench {
 
-// The blocks from --arch, --kv-heads and --rope-theta: GPT-2's (default) or Llama's (BlockConfig::llama: with the gpt
-// workload, its untied head too).
-BlockConfig block_option(const cli::Options& o);
-
 // The shape from --b --s --h --heads --ffn (defaults: `batch`, 64, 256, 8, 4h; --arch llama: ffn 8h/3 rounded up to
-// a multiple of 64) and the widths of block_option(o)'s linears.
+// a multiple of 64) and the widths of the linears of the blocks --arch names (cli::arch_of).
 BlockShape block_shape_option(const cli::Options& o, std::int64_t batch);
 
 // `layers` blocks of `shape` built as `block` says, no dropout, a tiny vocabulary (the blocks do not use it), seed 99.

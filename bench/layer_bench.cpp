@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "block_model.hpp"
+#include "optimus/core/arch_options.hpp"
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "cpu_peak.hpp"
@@ -307,7 +308,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   s.device = choice.kind;
   const std::string device(name_of(s.device));
   s.shape = block_shape_option(o, 4);
-  s.block = block_option(o);
+  s.block = cli::arch_of(o);
   s.layers = o.integer("layers", gpt ? 2 : 1);
   s.vocab = gpt ? o.integer("vocab", 1024) : 0;
   // --gemm: a row per GEMM math (and q).

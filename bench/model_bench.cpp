@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "block_model.hpp"
+#include "optimus/core/arch_options.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/output_file.hpp"
 #include "optimus/core/kernels.hpp"
@@ -146,8 +147,8 @@ int run_model(Communicator& world, int argc, char** argv) {
   GptConfig g;  // the blocks (--arch) of the shape's widths
   g.hidden = o.integer("h", 8192);
   g.heads = o.integer("heads", 64);
-  g.block = block_option(o);
-  g.ffn = o.integer("ffn", g.block == BlockConfig{} ? 4 * g.hidden : ((8 * g.hidden + 2) / 3 + 255) / 256 * 256);
+  g.block = cli::arch_of(o);
+  g.ffn = o.integer("ffn", g.block == BlockConfig{} ? 4 * g.hidden : llama_ffn(g.hidden, 256));
   const BlockShape s = BlockShape::of(g, o.integer("b", 16), o.integer("s", 2048));
   const std::int64_t layers = o.integer("layers", 1);
   const auto elem = static_cast<std::size_t>(o.integer("elem-bytes", 2));  // bf16 activations and weights

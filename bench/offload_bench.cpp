@@ -29,6 +29,7 @@
 
 #include "bench_options.hpp"
 #include "block_model.hpp"
+#include "optimus/core/arch_options.hpp"
 #include "commands.hpp"
 #include "offload_run.hpp"
 #include "optimus/core/error.hpp"
@@ -211,7 +212,7 @@ int run_offload_bench(Communicator& world, int argc, char** argv) {
   OPTIMUS_CHECK(world.size() == 1, "offload runs its grids inside one process (in-process ranks); launch 1 process, "
                 "not ", world.size());
   const BlockShape shape = block_shape_option(o, 4);
-  GptConfig config = block_config(shape, block_option(o), o.integer("layers", 8));
+  GptConfig config = block_config(shape, cli::arch_of(o), o.integer("layers", 8));
   config.vocab = o.integer("vocab", 8192);
   const DeviceChoice choice = choose_device(o);
   OPTIMUS_CHECK(choice.kind != Device::cpu, "offload moves state between a device and the host: it needs --device sim "

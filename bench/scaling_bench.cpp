@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "block_model.hpp"
+#include "optimus/core/arch_options.hpp"
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "optimus/core/error.hpp"
@@ -167,7 +168,7 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   OPTIMUS_CHECK(layout == "1d" || layout == "2d", "--layout must be 1d or 2d, got '", layout, "'");
   c.two_d = layout == "2d";
   c.shape = block_shape_option(o, 8);
-  c.block = block_option(o);
+  c.block = cli::arch_of(o);
   c.layers = o.integer("layers", 1);
   c.warmup = static_cast<int>(o.integer("warmup", 1));
   c.iters = static_cast<int>(o.integer("iters", 3));

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "optimus/checkpoint/token_file.hpp"
-#include "optimus/core/error.hpp"
+#include "optimus/core/arch_options.hpp"
 #include "optimus/device/device_choice.hpp"
 
 namespace optimus::examples {
@@ -13,22 +13,7 @@ namespace {
 constexpr std::int64_t kSide = std::int64_t{1} << 20;
 constexpr std::int64_t kSteps = 100000000;
 
-// --arch and the Llama blocks' --kv-heads and --rope-theta (arch_of reads them).
-std::vector<cli::Spec> arch_options() {
-  return {cli::choice("arch", {"gpt2", "llama"}, "the blocks: gpt2 (LayerNorm, learned positions, GELU, biases, tied "
-                      "head; default) or llama (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases, "
-                      "untied head)"),
-          cli::integer("kv-heads", 1, 1 << 16, "--arch llama: key/value heads, dividing --heads (default --heads)"),
-          cli::positive_real("rope-theta", 1e12, "--arch llama: the rotary positions' theta (default 10000)")};
-}
 }  // namespace
-
-BlockConfig arch_of(const cli::Options& o) {
-  const bool llama = o.text("arch", "gpt2") == "llama";
-  OPTIMUS_CHECK(llama || (!o.has("kv-heads") && !o.has("rope-theta")), "--kv-heads and --rope-theta describe "
-                "--arch llama's blocks");
-  return llama ? BlockConfig::llama(o.real("rope-theta", 10000), o.integer("kv-heads", 0)) : BlockConfig{};
-}
 
 std::vector<cli::Spec> summa_2x2_options() {
   return {cli::integer("m", 1, kSide, "rows of A and C (default 384)"),
@@ -90,7 +75,7 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::timeout_option(),
   };
   for (cli::Spec& s : device_options()) specs.push_back(std::move(s));
-  for (cli::Spec& s : arch_options()) specs.push_back(std::move(s));
+  for (cli::Spec& s : cli::arch_options()) specs.push_back(std::move(s));
   return specs;
 }
 
@@ -126,7 +111,7 @@ std::vector<cli::Spec> optimus_plan_options() {
       cli::integer("top", 1, 1 << 20, "plans printed (default 10)"),
       cli::output_file("json", "write the result (every feasible plan) as JSON"),
   };
-  for (cli::Spec& s : arch_options()) specs.push_back(std::move(s));
+  for (cli::Spec& s : cli::arch_options()) specs.push_back(std::move(s));
   return specs;
 }
 

@@ -5,16 +5,11 @@
 #include <vector>
 
 #include "optimus/core/cli.hpp"
-#include "optimus/core/gpt_config.hpp"
 
 namespace optimus::examples {
 
 std::vector<cli::Spec> summa_2x2_options();
 std::vector<cli::Spec> train_gpt_options();
 std::vector<cli::Spec> optimus_plan_options();
-
-// The blocks --arch names (train_gpt, optimus-plan): GPT-2's, or Llama's of --rope-theta (default 10000) and --kv-heads
-// (default --heads); --kv-heads or --rope-theta without --arch llama is refused.
-BlockConfig arch_of(const cli::Options& o);
 
 }  // namespace optimus::examples

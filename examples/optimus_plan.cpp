@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "example_options.hpp"
+#include "optimus/core/arch_options.hpp"
 #include "optimus/core/cli.hpp"
 #include "optimus/core/output_file.hpp"
 #include "optimus/plan/plan_report.hpp"
@@ -50,10 +51,9 @@ plan::Request request_of(const cli::Options& o) {
   c.hidden = o.integer("hidden", 0);
   c.heads = o.integer("heads", 0);
   c.layers = o.integer("layers", 0);
-  c.block = optimus::examples::arch_of(o);
+  c.block = cli::arch_of(o);
   const bool llama = c.block != optimus::BlockConfig{};
-  // Llama's inner size: 8h/3 rounded up to a multiple of 256 (Meta's multiple_of).
-  c.ffn = o.integer("ffn", llama ? ((8 * c.hidden + 2) / 3 + 255) / 256 * 256 : 4 * c.hidden);
+  c.ffn = o.integer("ffn", llama ? optimus::llama_ffn(c.hidden, 256) : 4 * c.hidden);
   c.vocab = o.integer("vocab", llama ? 128256 : 50257);
   c.max_seq = o.integer("seq", 0);
   c.dropout = o.real("dropout", 0.1);

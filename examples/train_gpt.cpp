@@ -97,6 +97,7 @@
 #include "optimus/device/rank_device.hpp"
 #include "optimus/plan/build.hpp"
 #include "example_options.hpp"
+#include "optimus/core/arch_options.hpp"
 #include "auto_plan.hpp"
 #include "checkpoint_options.hpp"
 #include "memory_check.hpp"
@@ -246,13 +247,10 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   config.layers = o.integer("layers", 2);
   config.hidden = o.integer("hidden", 128);
   config.heads = o.integer("heads", 4);
-  config.block = ex::arch_of(o);
+  config.block = optimus::cli::arch_of(o);
   const bool llama = config.block != optimus::BlockConfig{};
-  // Llama's inner size, 8h/3, rounded up to `multiple` (what the layout splits; 64 before a plan picks the layout).
-  const auto llama_ffn = [&](std::int64_t multiple) {
-    return ((8 * config.hidden + 2) / 3 + multiple - 1) / multiple * multiple;
-  };
-  config.ffn = o.integer("ffn", llama ? llama_ffn(64) : 4 * config.hidden);
+  // Llama's inner size rounded up to what the layout splits (64 before a plan picks the layout).
+  config.ffn = o.integer("ffn", llama ? optimus::llama_ffn(config.hidden, 64) : 4 * config.hidden);
   config.max_seq = o.integer("seq", 64);
   config.dropout = o.real("dropout", 0.1);
   config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
@@ -269,7 +267,9 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   const ex::RunLayout layout =
       planned ? ex::layout_of(*planned, where.choice.kind) : ex::layout_of(o, where.choice.kind, world.size());
   const bool one_d = layout.one_d;
-  if (llama && !o.has("ffn") && !planned) config.ffn = llama_ffn(one_d ? layout.p : layout.q * layout.q);
+  if (llama && !o.has("ffn") && !planned) {
+    config.ffn = optimus::llama_ffn(config.hidden, one_d ? layout.p : layout.q * layout.q);
+  }
   setup.q = layout.q;
   setup.pp = layout.pp;
   setup.micro_batches = layout.micro_batches;

@@ -18,8 +18,7 @@ template <class T>
 MLP2D<T>::MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
                 std::int64_t ffn, MlpKind kind, bool bias)
     : kind_(kind),
-      c_fc_(grid, tags, name + ".c_fc", hidden, kind == MlpKind::swiglu ? 2 * ffn : ffn,
-            kind == MlpKind::swiglu ? FusedColumns{{ffn, ffn, 0}} : FusedColumns{}, bias),
+      c_fc_(grid, tags, name + ".c_fc", hidden, fc_width(kind, ffn), fc_columns(kind, ffn), bias),
       c_proj_(grid, tags, name + ".c_proj", ffn, hidden, FusedColumns{}, bias) {}
 
 template <class T>

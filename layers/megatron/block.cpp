@@ -93,8 +93,7 @@ template <class T>
 MLP1D<T>::MLP1D(const Group& group, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
                 std::int64_t ffn, MlpKind kind, bool bias)
     : kind_(kind),
-      c_fc_(group, tags, name + ".c_fc", hidden, kind == MlpKind::swiglu ? 2 * ffn : ffn,
-            kind == MlpKind::swiglu ? FusedColumns{{ffn, ffn, 0}} : FusedColumns{}, bias),
+      c_fc_(group, tags, name + ".c_fc", hidden, fc_width(kind, ffn), fc_columns(kind, ffn), bias),
       c_proj_(group, tags, name + ".c_proj", ffn, hidden, bias) {}
 
 template <class T>

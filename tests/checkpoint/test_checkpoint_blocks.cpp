@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optimus/optimus.hpp>
 #include <string>
@@ -18,17 +19,17 @@ using optimus::test::fresh_directory;
 using optimus::test::gather_state;
 using optimus::test::small_config;
 
-TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the block, reloads bitwise at q = 1, is "
-          "refused by GPT-2's blocks, and GPT-2's formats refuse it") {
-  const fs::path dir = fresh_directory("rmsnorm");
-  optimus::GptConfig rms = small_config();
-  rms.block.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6};
-  rms.block.bias = false;
+namespace {
+
+// One training step of a model of `config` on a 2x2 grid (4 in-process ranks), saved to dir/step_1; `also` then runs on
+// every rank with the trained model. Returns rank 0's gathered state (every parameter and both moments).
+std::map<std::string, GlobalMatrix> train_and_save_on_2x2(
+    const fs::path& dir, const optimus::GptConfig& config,
+    const std::function<void(optimus::Gpt2D<float>&, int rank)>& also) {
   std::map<std::string, GlobalMatrix> saved;
-  std::vector<std::string> refusals(4);
   optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
     const optimus::Grid grid = optimus::Grid::create(w, 2);
-    optimus::Gpt2D<float> model(grid, rms);
+    optimus::Gpt2D<float> model(grid, config);
     optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
     std::vector<int> tokens, targets;
     batch_of(1, 0, 1, tokens, targets);
@@ -37,13 +38,39 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
     optimizer.step();
     optimus::checkpoint::save(dir / "step_1", model, &optimizer, {.step = 1, .extra = {}});
     auto state = gather_state(model, optimizer, grid.grid(), grid.device());
-    try {
-      optimus::checkpoint::export_hf((dir / "gpt2.safetensors").string(), model);
-    } catch (const optimus::Error& e) {
-      refusals[static_cast<std::size_t>(w.rank())] = e.message();
-    }
+    also(model, w.rank());
     if (w.rank() == 0) saved = std::move(state);
   });
+  return saved;
+}
+
+// Every tensor of `state` bitwise `saved`'s, and no other.
+void check_same_state(const std::map<std::string, GlobalMatrix>& state,
+                      const std::map<std::string, GlobalMatrix>& saved) {
+  REQUIRE(state.size() == saved.size());
+  for (const auto& [name, value] : saved) {
+    CAPTURE(name);
+    CHECK(state.at(name) == value);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the block, reloads bitwise at q = 1, is "
+          "refused by GPT-2's blocks, and GPT-2's formats refuse it") {
+  const fs::path dir = fresh_directory("rmsnorm");
+  optimus::GptConfig rms = small_config();
+  rms.block.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6};
+  rms.block.bias = false;
+  std::vector<std::string> refusals(4);
+  const std::map<std::string, GlobalMatrix> saved =
+      train_and_save_on_2x2(dir, rms, [&](optimus::Gpt2D<float>& model, int rank) {
+        try {
+          optimus::checkpoint::export_hf((dir / "gpt2.safetensors").string(), model);
+        } catch (const optimus::Error& e) {
+          refusals[static_cast<std::size_t>(rank)] = e.message();
+        }
+      });
   CHECK(saved.count("h.0.ln_1.weight") == 1);
   CHECK(saved.count("h.0.ln_1.bias") == 0);  // RMSNorm has no bias
   CHECK(saved.count("h.0.attn.c_attn.weight") == 1);
@@ -59,12 +86,7 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
     optimus::Gpt2D<float> model(grid, rms);
     optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
     optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
-    const auto state = gather_state(model, optimizer, grid.grid(), grid.device());
-    REQUIRE(state.size() == saved.size());
-    for (const auto& [name, value] : saved) {
-      CAPTURE(name);
-      CHECK(state.at(name) == value);
-    }
+    check_same_state(gather_state(model, optimizer, grid.grid(), grid.device()), saved);
     optimus::Gpt2D<float> layernorm(grid, small_config());
     CHECK_THROWS_WITH_AS(optimus::checkpoint::load(dir / "step_1", layernorm, static_cast<optimus::AdamW<float>*>(nullptr),
                                                    nullptr),
@@ -79,37 +101,18 @@ TEST_CASE("a Llama checkpoint (RoPE positions, SwiGLU, GQA, untied head) saved o
   optimus::GptConfig llama = small_config();
   llama.heads = 6;                                   // heads of 6: rotary positions pair a head's columns
   llama.block = optimus::BlockConfig::llama(500, 2);  // 2 key/value heads: one per grid column, one per 1D rank
-  std::map<std::string, GlobalMatrix> saved;
-  optimus::test::run_in_process(4, [&](optimus::Communicator& w) {
-    const optimus::Grid grid = optimus::Grid::create(w, 2);
-    optimus::Gpt2D<float> model(grid, llama);
-    optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
-    std::vector<int> tokens, targets;
-    batch_of(1, 0, 1, tokens, targets);
-    model.zero_grad();
-    model.train_step(tokens, targets, optimus::test::global_batch, 1);
-    optimizer.step();
-    optimus::checkpoint::save(dir / "step_1", model, &optimizer, {.step = 1, .extra = {}});
-    auto state = gather_state(model, optimizer, grid.grid(), grid.device());
-    if (w.rank() == 0) saved = std::move(state);
-  });
+  const std::map<std::string, GlobalMatrix> saved =
+      train_and_save_on_2x2(dir, llama, [](optimus::Gpt2D<float>&, int) {});
   CHECK(saved.count("wpe") == 0);  // rotary positions: no table
   CHECK(saved.count("lm_head.weight") == 1);
   CHECK(saved.at("h.0.attn.c_attn.weight").cols() == 36 + 2 * 2 * 6);  // [Q | K | V] of 6 and 2 heads of 6
   CHECK(saved.at("h.0.mlp.c_fc.weight").cols() == 2 * 72);             // [gate | up]
-  const auto same_state = [&](const std::map<std::string, GlobalMatrix>& state) {
-    REQUIRE(state.size() == saved.size());
-    for (const auto& [name, value] : saved) {
-      CAPTURE(name);
-      CHECK(state.at(name) == value);
-    }
-  };
   optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
     const optimus::Grid grid = optimus::Grid::create(w, 1);
     optimus::Gpt2D<float> model(grid, llama);
     optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
     optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
-    same_state(gather_state(model, optimizer, grid.grid(), grid.device()));
+    check_same_state(gather_state(model, optimizer, grid.grid(), grid.device()), saved);
     optimus::GptConfig tied = llama;
     tied.block.tied_head = true;
     optimus::Gpt2D<float> other(grid, tied);
@@ -126,6 +129,6 @@ TEST_CASE("a Llama checkpoint (RoPE positions, SwiGLU, GQA, untied head) saved o
     auto state = gather_state(model, optimizer, group.tp(), group.local().device());
     if (w.rank() == 0) one_d = std::move(state);
   });
-  same_state(one_d);
+  check_same_state(one_d, saved);
   fs::remove_all(dir);
 }

@@ -34,6 +34,13 @@ struct RopeSpec {
 // c_fc h -> 2 ffn holding [gate | up] (Shazeer 2020; Llama's gate_proj and up_proj side by side).
 enum class MlpKind { gelu, swiglu };
 inline const char* name_of(MlpKind kind) { return kind == MlpKind::gelu ? "gelu" : "swiglu"; }
+// c_fc's output width for an MLP of inner size `ffn`: ffn (GELU) or 2 ffn (SwiGLU's [gate | up]).
+inline std::int64_t fc_width(MlpKind kind, std::int64_t ffn) { return kind == MlpKind::swiglu ? 2 * ffn : ffn; }
+// Llama's MLP inner size for hidden size h: 8h/3 rounded up to a multiple of `multiple` (what a layout splits evenly;
+// Meta's multiple_of is 256).
+inline std::int64_t llama_ffn(std::int64_t hidden, std::int64_t multiple) {
+  return ((8 * hidden + 2) / 3 + multiple - 1) / multiple * multiple;
+}
 
 // How the model builds its blocks, ln_f and head: a value, so that GPT-2, Llama and any mix of their parts are
 // configurations of one model, not classes. GPT-2's by default; llama() gives Llama's.
@@ -81,7 +88,7 @@ struct GptConfig {
   // c_attn's output columns: [Q | K | V], h + 2 kv_heads * head_size.
   std::int64_t qkv_width() const { return hidden + 2 * kv_heads() * head_size(); }
   // c_fc's output columns: ffn (GELU) or [gate | up], 2 ffn (SwiGLU).
-  std::int64_t fc_width() const { return block.mlp == MlpKind::swiglu ? 2 * ffn : ffn; }
+  std::int64_t fc_width() const { return optimus::fc_width(block.mlp, ffn); }
   // The vocabulary as a q x q grid stores it: padded_vocab where set, else vocab rounded up to a multiple of 128*q
   // (Megatron's and llm.c's padding, so that q divides it and GEMMs get round shapes). Ids [vocab, stored) are never
   // looked up, their logits take no part in the softmax or the loss, and their rows of wte stay zero; parameters(),

@@ -33,6 +33,10 @@ struct FusedColumns {
   std::int64_t original_column(std::int64_t internal, std::int64_t groups) const;
   friend bool operator==(const FusedColumns&, const FusedColumns&) = default;
 };
+// c_fc's columns for an MLP of `kind`: SwiGLU's [gate | up] fused (ffn each), GELU's in order.
+inline FusedColumns fc_columns(MlpKind kind, std::int64_t ffn) {
+  return kind == MlpKind::swiglu ? FusedColumns{{ffn, ffn, 0}} : FusedColumns{};
+}
 
 // Where local element (lr, lc) lives in a rows x cols GPT-2 tensor (vectors: rows = 1).
 //   block     : rank (i, j) of a q x q grid holds block (i, j)                     (2D matrices)

@@ -1,0 +1,19 @@
+// The command-line options that name a model's blocks (GptConfig::block), shared by train_gpt, optimus-plan and
+// optimus-bench: --arch gpt2|llama, and Llama's --kv-heads and --rope-theta.
+#pragma once
+
+#include <vector>
+
+#include "optimus/core/cli.hpp"
+#include "optimus/core/gpt_config.hpp"
+
+namespace optimus::cli {
+
+// The three options' specs, for a program's option table.
+std::vector<Spec> arch_options();
+
+// The blocks they name: GPT-2's (the default), or Llama's (BlockConfig::llama) of --rope-theta (default 10000) and
+// --kv-heads (default --heads). --kv-heads or --rope-theta without --arch llama is refused.
+BlockConfig arch_of(const Options& o);
+
+}  // namespace optimus::cli
