@@ -59,7 +59,7 @@ std::vector<cli::Spec> device_bench(bool gpt) {
 }  // namespace
 
 std::vector<std::string> commands() {
-  return {"summa", "scaling", "calibrate", "model", "layer", "gpt", "activations", "checkpoint", "pipeline", "offload",
+  return {"summa", "scaling", "calibrate", "model", "paper", "layer", "gpt", "activations", "checkpoint", "pipeline", "offload",
           "plan", "blas", "attention"};
 }
 
@@ -115,6 +115,19 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                     cli::integer("elem-bytes", 1, 8, "bytes per element"),
                     cli::real("iso", 0.01, 0.99, "also the isoefficiency batch at this efficiency, and its exponent"),
                     json()}});
+  }
+  if (command == "paper") {
+    return {cli::integer("gpus", 1, 1 << 20, "the model-parallel ranks, a square (default 64)"),
+            cli::integers("h", 1, kSide, "hidden sizes, a row each (default 2048,4096,8192)"),
+            cli::integer("heads", 1, 1 << 16, "attention heads (default 64)"),
+            cli::integer("b", 1, kBatch, "sequences per step (default 96, the authors' benchmark)"),
+            cli::integer("s", 1, kSide, "tokens per sequence (default 512)"),
+            cli::integer("layers", 1, 1 << 12, "transformer blocks (default 24)"),
+            cli::integer("vocab", 1, 1 << 24, "vocabulary of the GPT whose state max_b holds (default 30522)"),
+            cli::positive_reals("ib-gbs", 1e6, "InfiniBand GB/s per GPU, a set of rows each (default 1.7,6.8: FDR shared by 4 GPUs, or whole)"),
+            cli::positive_real("pcie-gbs", 1e6, "GB/s per GPU between the GPUs of a node (default 10)"),
+            cli::positive_real("tflops", 1e6, "achieved fp32 GEMM TFLOP/s per GPU (default 9)"),
+            cli::bytes("memory", "memory per GPU the training state may fill (default 15GiB)"), json()};
   }
   if (command == "layer") return device_bench(false);
   if (command == "gpt") return device_bench(true);

@@ -10,6 +10,7 @@ int run_summa_bench(Communicator& world, int argc, char** argv);
 int run_scaling_bench(Communicator& world, int argc, char** argv);
 int run_calibrate(Communicator& world, int argc, char** argv);
 int run_model(Communicator& world, int argc, char** argv);
+int run_paper_bench(Communicator& world, int argc, char** argv);
 int run_layer_bench(Communicator& world, int argc, char** argv);
 int run_gpt_bench(Communicator& world, int argc, char** argv);
 int run_activations(Communicator& world, int argc, char** argv);

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     if (command == "scaling") return optimus::bench::run_scaling_bench(ctx.world(), argc, argv);
     if (command == "calibrate") return optimus::bench::run_calibrate(ctx.world(), argc, argv);
     if (command == "model") return optimus::bench::run_model(ctx.world(), argc, argv);
+    if (command == "paper") return optimus::bench::run_paper_bench(ctx.world(), argc, argv);
     if (command == "layer") return optimus::bench::run_layer_bench(ctx.world(), argc, argv);
     if (command == "gpt") return optimus::bench::run_gpt_bench(ctx.world(), argc, argv);
     if (command == "activations") return optimus::bench::run_activations(ctx.world(), argc, argv);
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
         " | optimus-bench scaling [--layout 1d|2d] [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L]"
         " [--dtype f32|f64] [--check auto|on|off] [--budget-gib G] [--trace FILE] [--json FILE]"
         " | optimus-bench calibrate [--json FILE] | optimus-bench model [--calibration FILE] [--h H] [--ps LIST] ..."
+        " | optimus-bench paper [--gpus 64] [--h LIST] [--heads A] [--b B] [--s S] [--layers L] [--vocab V]"
+        " [--ib-gbs LIST] [--pcie-gbs G] [--tflops T] [--memory SIZE] [--json FILE]"
         " | optimus-bench layer [--device cpu|sim|cuda] [--device-memory SIZE] [--q 1,2] [--b B] [--s S] [--h H]"
         " [--heads A] [--ffn F]"
         " [--layers L] [--gemm f32,tf32,bf16 (a list)] [--check auto|on|off] [--peak-n N] [--json FILE]"

@@ -1,4 +1,4 @@
-// Clusters (cluster.hpp): the H100 preset, optimus-bench calibrate's JSON, validation.
+// Clusters (cluster.hpp): the H100 and Frontera RTX presets, optimus-bench calibrate's JSON, validation.
 #include "optimus/plan/cluster.hpp"
 
 #include <cmath>
@@ -31,6 +31,28 @@ Cluster h100_cluster(int gpus, int gpus_per_node, std::uint64_t device_memory) {
                      "between them, 600 TFLOP/s bf16 GEMMs achieved, element-wise work at 3.35 TB/s "
                      "(0.84e12 2-byte elements read and written per second; AdamW 0.12e12 parameters/s: 28 bytes "
                      "each), PCIe 5 50 GB/s, half of 2D's SUMMA traffic hidden behind its GEMMs"};
+}
+
+Cluster frontera_rtx_cluster(int gpus, std::uint64_t device_memory) {
+  const double achieved = 0.8;            // of each peak (assumed)
+  const double memory_bandwidth = 448e9;  // GDDR6, bytes/s
+  return Cluster{.gpus = gpus,
+                 .gpus_per_node = 4,
+                 .device_memory = device_memory,
+                 .host_memory = std::uint64_t{128} * 1000 * 1000 * 1000 / 4,
+                 .has_device = true,
+                 .intra = Link{.bandwidth = 10e9, .latency = 10e-6},
+                 .inter = Link{.bandwidth = 56e9 / 8 * 64 / 66 / 4, .latency = 5e-6},  // FDR's 64b/66b coding
+                 .gemm_flops = achieved * 11.2e12,
+                 .element_rate = achieved * memory_bandwidth / 8,
+                 .stream_rate = achieved * memory_bandwidth / 8,
+                 .optimizer_rate = achieved * memory_bandwidth / 28,
+                 .host_link = 10e9,
+                 .overlap = 0,
+                 .cores = gpus,
+                 .source = "Frontera RTX preset (docs/paper_claims.md): 4 Quadro RTX 5000 per node, PCIe 3.0 10 GB/s "
+                           "per GPU inside nodes, InfiniBand FDR 1.7 GB/s per GPU between them, 9.0 TFLOP/s fp32 "
+                           "GEMMs achieved (80% of 11.2), element-wise work at 80% of 448 GB/s, no overlap"};
 }
 
 Cluster read_calibration(const std::string& path, int gpus, int cores, std::uint64_t memory_per_rank) {

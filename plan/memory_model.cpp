@@ -228,4 +228,27 @@ MemoryPrediction predict_memory(const Layout& l, const Workload& w) {
   });
 }
 
+std::int64_t largest_batch(const Layout& l, Workload w, std::uint64_t bytes, std::int64_t extra_per_sequence) {
+  const std::int64_t step = static_cast<std::int64_t>(l.dp) * l.micro_batches * (two_d(l) ? l.q() : 1);
+  const std::int64_t most = std::int64_t{1} << 24;
+  w.global_batch = step;
+  OPTIMUS_CHECK(shape_error(l, w).empty(), "largest batch: ", shape_error(l, w));
+  const auto fits = [&](std::int64_t k) {  // k steps of sequences
+    w.global_batch = k * step;
+    const std::int64_t held = w.global_batch / l.dp / l.micro_batches / (two_d(l) ? l.q() : 1);
+    const auto total = static_cast<double>(predict_memory(l, w).device.total()) +
+                       static_cast<double>(held) * static_cast<double>(extra_per_sequence);
+    return total <= static_cast<double>(bytes);
+  };
+  if (!fits(1)) return 0;
+  std::int64_t lo = 1, hi = 2;  // fits(lo), and hi is past it or the end
+  while (hi * step <= most && fits(hi)) lo = hi, hi *= 2;
+  hi = std::min(hi, most / step + 1);
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo * step;
+}
+
 }  // namespace optimus::plan

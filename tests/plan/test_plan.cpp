@@ -390,3 +390,38 @@ TEST_CASE("collective calls: counted by running a layout's step, the same for ev
   CHECK(charged->time.work == doctest::Approx(free->time.work + charged->time.calls).epsilon(1e-12));
   CHECK(charged->time.critical == free->time.critical);
 }
+
+TEST_CASE("largest_batch: the batch it returns fits and one step more does not; bytes per sequence move it") {
+  plan::Request r = small_request(4, 0);
+  const auto layout = [](plan::TensorParallel kind) {
+    return plan::Layout{.tensor = kind, .tp = 4, .recompute = std::vector<Recompute>(4, Recompute::full)};
+  };
+  for (const plan::Layout& l : {layout(plan::TensorParallel::two_d), layout(plan::TensorParallel::one_d)}) {
+    CAPTURE(plan::describe(l));
+    const std::int64_t step = l.tensor == plan::TensorParallel::two_d ? 2 : 1, held_per = step;
+    const auto memory_at = [&](std::int64_t batch, std::int64_t extra) {
+      plan::Workload w = r.workload;
+      w.global_batch = batch;
+      return static_cast<double>(plan::predict_memory(l, w).device.total()) +
+             static_cast<double>(batch / held_per * extra);
+    };
+    r.workload.global_batch = 20;
+    const auto bytes = static_cast<std::uint64_t>(memory_at(20, 0)) + 1000;
+    for (const std::int64_t extra : {std::int64_t{0}, std::int64_t{50000}, std::int64_t{-20000}}) {
+      CAPTURE(extra);
+      const std::int64_t b = plan::largest_batch(l, r.workload, bytes, extra);
+      CHECK(b % step == 0);
+      CHECK(memory_at(b, extra) <= static_cast<double>(bytes));
+      CHECK(memory_at(b + step, extra) > static_cast<double>(bytes));
+      if (extra == 0) CHECK(b >= 20);
+      if (extra > 0) CHECK(b < plan::largest_batch(l, r.workload, bytes, 0));
+      if (extra < 0) CHECK(b > plan::largest_batch(l, r.workload, bytes, 0));
+    }
+    CHECK(plan::largest_batch(l, r.workload, 1000, 0) == 0);  // not even the model's states fit
+  }
+  plan::Layout odd = layout(plan::TensorParallel::one_d);
+  odd.tp = 3;  // 3 ranks cannot split 4 heads
+  CHECK_THROWS_WITH_AS(plan::largest_batch(odd, r.workload, 1 << 30, 0), doctest::Contains("t = 3 must divide heads 4"),
+                       optimus::Error);
+  CHECK_NOTHROW(plan::validate(plan::frontera_rtx_cluster(64, std::uint64_t{15} << 30)));
+}

@@ -10,7 +10,7 @@
 // among the cores.
 //
 // Two ways to fill it: presets from known hardware (h100_cluster: NVLink 4 inside nodes, InfiniBand NDR between
-// them) and the JSON that `optimus-bench calibrate` writes on the machine itself (read_calibration), whose rates were
+// them; frontera_rtx_cluster: the Optimus paper's machine, docs/paper_claims.md) and the JSON that `optimus-bench calibrate` writes on the machine itself (read_calibration), whose rates were
 // measured with one rank per core.
 #pragma once
 
@@ -53,6 +53,17 @@ struct Cluster {
 // (of 989 dense), element-wise work at 3.35 TB/s HBM3 over 2-byte elements read and written (~0.8e12 elements/s),
 // AdamW at 28 bytes per parameter, PCIe 5 at 50 GB/s to 2 TB of host memory per node.
 Cluster h100_cluster(int gpus, int gpus_per_node, std::uint64_t device_memory);
+
+// TACC Frontera's GPU nodes, the Optimus paper's machine (Xu et al. 2021), fp32 training: 4 NVIDIA Quadro RTX 5000
+// per node, `gpus_per_node` = 4 (Frontera user guide, "GPU Nodes"). Sourced: 11.2 TFLOP/s fp32 peak per GPU (3072
+// CUDA cores x 2 x 1.815 GHz, Cornell Virtual Workshop's RTX 5000 page), 16 GB GDDR6 at 448 GB/s (NVIDIA's data
+// sheet), 128 GB of host memory per node, PCIe 3.0 x16 (15.75 GB/s per direction). Assumed, not found in a source:
+// 80% of each peak achieved (GEMMs 9.0 TFLOP/s; element-wise work on 4-byte elements read and written 0.8 x 448 /
+// 8 = 45e9 per second; AdamW 28 bytes per parameter), 10 GB/s per GPU between GPUs of a node (no NVLink bridge;
+// peer copies through the host's root complex), one InfiniBand FDR adapter (56 Gb/s, 6.8 GB/s) per node shared by
+// its 4 GPUs: 1.7 GB/s per GPU, latencies 10 us (PCIe) and 5 us (InfiniBand), no overlap of 2D's traffic (the
+// paper's SUMMA waits for each broadcast). `device_memory`: what the plan may fill of the 16 GB.
+Cluster frontera_rtx_cluster(int gpus, std::uint64_t device_memory);
 
 // The figures `optimus-bench calibrate --json FILE` measured (calibrate.hpp: best with one rank per core), for `gpus`
 // ranks on `cores` cores with `memory_per_rank` bytes each. Throws optimus::Error naming the file and the missing or

@@ -50,6 +50,15 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& layout, cons
 // The stage with the most device memory.
 MemoryPrediction predict_memory(const Layout& layout, const Workload& workload);
 
+// The largest global batch (sequences per step, at most 2^24) of `workload` on `layout` whose predicted device memory
+// per rank, plus `extra_per_sequence` bytes for each sequence a rank holds of its micro-batch (all of them on a 1D
+// group, 1/q on a 2D grid, whose rows split the batch: what a caller's layers hold beyond the formulas, or, negative,
+// short of them; 0 for neither), is at most `bytes`; 0 where not even the smallest batch fits. Batches step by what
+// the layout splits them into (dp x m, times q for a 2D grid's rows). Throws optimus::Error naming the shapes where
+// the layout does not fit the workload at any batch (shape_error).
+std::int64_t largest_batch(const Layout& layout, Workload workload, std::uint64_t bytes,
+                           std::int64_t extra_per_sequence);
+
 // One block's saved bytes per rank for one micro-batch under `policy`, and full recomputation's transient bytes.
 std::int64_t block_activation_bytes(const Layout& layout, const Workload& workload, Recompute policy);
 
