@@ -117,14 +117,16 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
                     json()}});
   }
   if (command == "paper") {
-    return {cli::integer("gpus", 1, 1 << 20, "the model-parallel ranks, a square (default 64)"),
+    return {cli::integer("gpus", 1, 1 << 20, "GPUs in the job (default 64)"),
+            cli::integers("tp", 1, 1 << 20, "model-parallel ranks, squares dividing --gpus, a set of rows each "
+                          "(default 16,64)"),
             cli::integers("h", 1, kSide, "hidden sizes, a row each (default 2048,4096,8192)"),
             cli::integer("heads", 1, 1 << 16, "attention heads (default 64)"),
             cli::integer("b", 1, kBatch, "sequences per step (default 96, the authors' benchmark)"),
             cli::integer("s", 1, kSide, "tokens per sequence (default 512)"),
             cli::integer("layers", 1, 1 << 12, "transformer blocks (default 24)"),
             cli::integer("vocab", 1, 1 << 24, "vocabulary of the GPT whose state max_b holds (default 30522)"),
-            cli::positive_reals("ib-gbs", 1e6, "InfiniBand GB/s per GPU, a set of rows each (default 1.7,6.8: FDR shared by 4 GPUs, or whole)"),
+            cli::positive_reals("ib-gbs", 1e6, "InfiniBand GB/s per GPU: the node adapter's bandwidth / 4, a set of rows each (default 1.7,3.1: FDR, HDR100)"),
             cli::positive_real("pcie-gbs", 1e6, "GB/s per GPU between the GPUs of a node (default 10)"),
             cli::positive_real("tflops", 1e6, "achieved fp32 GEMM TFLOP/s per GPU (default 9)"),
             cli::bytes("memory", "memory per GPU the training state may fill (default 15GiB)"), json()};

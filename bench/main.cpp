@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
         " | optimus-bench scaling [--layout 1d|2d] [--b B] [--s S] [--h H] [--heads A] [--ffn F] [--layers L]"
         " [--dtype f32|f64] [--check auto|on|off] [--budget-gib G] [--trace FILE] [--json FILE]"
         " | optimus-bench calibrate [--json FILE] | optimus-bench model [--calibration FILE] [--h H] [--ps LIST] ..."
-        " | optimus-bench paper [--gpus 64] [--h LIST] [--heads A] [--b B] [--s S] [--layers L] [--vocab V]"
+        " | optimus-bench paper [--gpus 64] [--tp LIST] [--h LIST] [--heads A] [--b B] [--s S] [--layers L] [--vocab V]"
         " [--ib-gbs LIST] [--pcie-gbs G] [--tflops T] [--memory SIZE] [--json FILE]"
         " | optimus-bench layer [--device cpu|sim|cuda] [--device-memory SIZE] [--q 1,2] [--b B] [--s S] [--h H]"
         " [--heads A] [--ffn F]"

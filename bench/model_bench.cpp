@@ -40,29 +40,25 @@ int run_calibrate(Communicator& world, int argc, char** argv) {
 
 namespace {
 
-struct Links {
-  double intra_bw, inter_bw;        // bytes per second per rank
-  double intra_alpha, inter_alpha;  // seconds per message
-  double flops;                     // per rank, achieved
-  int node;                         // ranks per node
-};
-
 // Seconds of one step per rank: compute + exposed communication (no overlap).
 struct Prediction {
   double compute, comm, total;
 };
 
-Prediction predict_1d(const BlockShape& s, std::int64_t layers, int p, std::size_t elem, const Links& l, double flops) {
+// The cluster's links and GEMM rate (cluster.gemm_flops); a group's link across nodes as plan::group_link gives it.
+Prediction predict_1d(const BlockShape& s, std::int64_t layers, int p, std::size_t elem, const plan::Cluster& c,
+                      double flops) {
   const double bytes = static_cast<double>(predicted_bytes_1d(s, p, elem, layers));
-  const bool inter = p > l.node;  // the ring crosses nodes: its slowest link sets the pace
+  const plan::Link ring = plan::group_link(c, p, 1).link;  // the ring's slowest link sets the pace
   const double messages = 4.0 * static_cast<double>(layers) * 2.0 * (p - 1);  // ring steps
-  const double comm = bytes / (inter ? l.inter_bw : l.intra_bw) + messages * (inter ? l.inter_alpha : l.intra_alpha);
-  const double compute = flops / p / l.flops;
+  const double comm = bytes / ring.bandwidth + messages * ring.latency;
+  const double compute = flops / p / c.gemm_flops;
   return {compute, comm, compute + comm};
 }
 
-Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size_t elem, const Links& l, double flops) {
-  // Rows of the grid inside a node when they fit (q <= node): row traffic on NVLink, column traffic between nodes.
+Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size_t elem, const plan::Cluster& c,
+                      double flops) {
+  // Rows of the grid are consecutive ranks (inside a node when q <= its GPUs), columns q apart.
   const double total = static_cast<double>(predicted_bytes_2d(s, q, elem, layers));
   const double h = static_cast<double>(s.hidden), f = static_cast<double>(s.ffn);
   const double qkv = static_cast<double>(s.qkv_width), fc = static_cast<double>(s.fc_width);
@@ -71,9 +67,7 @@ Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size
   const double weights = 3.0 * (qq - 1) / (qq * qq) * (h * qkv + h * h + h * fc + f * h) *
                          static_cast<double>(elem) * static_cast<double>(layers);
   const double rows = total - weights;
-  const int p = q * q;
-  const bool columns_inter = p > l.node;
-  const bool rows_inter = q > l.node;
+  const plan::Link row = plan::group_link(c, q, 1).link, column = plan::group_link(c, q, q).link;
   // Latency (docs/isoefficiency.md): each of the 12 SUMMA products runs q steps of two collectives (a broadcast, or a
   // broadcast and a reduce) along grid rows or columns, binomial trees of ceil(log2 q) rounds; each norm's row
   // all-reduces (2 forward for LayerNorm, 1 for RMSNorm; 1 backward) by recursive doubling, its parameters' gathers
@@ -82,20 +76,18 @@ Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size
   const double norm_rounds = (s.centered ? 3.0 : 2.0) * depth + (s.centered ? 5.0 : 3.0) * (q - 1);
   const double messages = static_cast<double>(layers) *
                           (12 * 2.0 * q * depth + 2 * norm_rounds + (s.bias ? 8.0 * (q - 1) : 0.0));
-  const double comm = rows / (rows_inter ? l.inter_bw : l.intra_bw) +
-                      weights / (columns_inter ? l.inter_bw : l.intra_bw) +
-                      messages * (columns_inter ? l.inter_alpha : l.intra_alpha);
-  const double compute = flops / p / l.flops;
+  const double comm = rows / row.bandwidth + weights / column.bandwidth + messages * column.latency;
+  const double compute = flops / (q * q) / c.gemm_flops;
   return {compute, comm, compute + comm};
 }
 
 // The model's parallel efficiency of p ranks on `s` (its batch b): E = T(1) / (p T(p)), T(1) the step's compute alone
 // on one rank, T(p) compute / p plus the exposed communication — docs/isoefficiency.md's E_1D and E_2D.
-double efficiency(const BlockShape& s, std::int64_t layers, bool two_d, int p, std::size_t elem, const Links& l) {
+double efficiency(const BlockShape& s, std::int64_t layers, bool two_d, int p, std::size_t elem, const plan::Cluster& l) {
   const double flops = block_flops(s, layers);
   const int q = static_cast<int>(std::lround(std::sqrt(p)));
   const Prediction t = two_d ? predict_2d(s, layers, q, elem, l, flops) : predict_1d(s, layers, p, elem, l, flops);
-  return flops / l.flops / (p * t.total);
+  return flops / l.gemm_flops / (p * t.total);
 }
 
 // The isoefficiency batch: the least b at which p ranks reach efficiency `target` (nullopt where no batch does: the
@@ -105,7 +97,7 @@ struct Iso {
   std::optional<std::int64_t> batch;
   double e_max;
 };
-Iso iso_batch(BlockShape s, std::int64_t layers, bool two_d, int p, std::size_t elem, const Links& l, double target) {
+Iso iso_batch(BlockShape s, std::int64_t layers, bool two_d, int p, std::size_t elem, const plan::Cluster& l, double target) {
   const auto at = [&](std::int64_t b) {
     s.batch = b;
     return efficiency(s, layers, two_d, p, elem, l);
@@ -152,16 +144,16 @@ int run_model(Communicator& world, int argc, char** argv) {
   const BlockShape s = BlockShape::of(g, o.integer("b", 16), o.integer("s", 2048));
   const std::int64_t layers = o.integer("layers", 1);
   const auto elem = static_cast<std::size_t>(o.integer("elem-bytes", 2));  // bf16 activations and weights
-  Links l{o.real("nvlink-gbs", 450) * 1e9, o.real("ib-gbs", 50) * 1e9, o.real("nvlink-alpha-us", 5) * 1e-6,
-          o.real("ib-alpha-us", 10) * 1e-6, o.real("tflops", 400) * 1e12, static_cast<int>(o.integer("node", 8))};
+  plan::Cluster l;  // the links, the node and the GEMM rate: what this model reads
+  l.gpus_per_node = static_cast<int>(o.integer("node", 8));
+  l.intra = {.bandwidth = o.real("nvlink-gbs", 450) * 1e9, .latency = o.real("nvlink-alpha-us", 5) * 1e-6};
+  l.inter = {.bandwidth = o.real("ib-gbs", 50) * 1e9, .latency = o.real("ib-alpha-us", 10) * 1e-6};
+  l.gemm_flops = o.real("tflops", 400) * 1e12;
   std::string source = "NVLink 4 (450 GB/s per GPU) inside nodes of 8, InfiniBand NDR (50 GB/s per GPU) between";
   if (o.has("calibration")) {
     // Read and validated as optimus-plan reads it (its rates finite and positive); one link, alpha-beta.
-    const plan::Cluster measured = plan::read_calibration(o.text("calibration", ""), 1, 1, 1);
-    l.intra_bw = l.inter_bw = measured.intra.bandwidth;
-    l.intra_alpha = l.inter_alpha = measured.intra.latency;
-    l.flops = measured.gemm_flops;
-    l.node = 1 << 30;
+    l = plan::read_calibration(o.text("calibration", ""), 1, 1, 1);
+    l.gpus_per_node = 1 << 30;
     source = "calibration " + o.text("calibration", "");
   }
   const double flops = block_flops(s, layers);
@@ -181,7 +173,7 @@ int run_model(Communicator& world, int argc, char** argv) {
                        family_name(g.block), (long long)s.batch, (long long)s.seq, (long long)s.hidden,
                        (long long)s.heads, (long long)g.kv_heads(), (long long)s.ffn, (long long)layers, elem));
   report.header("links: " + source + format("; compute %.4g TFLOP/s achieved per rank; no overlap of communication",
-                                            l.flops / 1e12));
+                                            l.gemm_flops / 1e12));
   if (iso) {
     report.header(format("isoefficiency at E = %.2f: E = T(1) / (p T(p)) at this batch; iso_b: the least batch (of this "
                          "shape) at which p ranks reach E, '-' where none does; E_max: the limit as the batch grows "

@@ -1,6 +1,7 @@
 // Clusters (cluster.hpp): the H100 and Frontera RTX presets, optimus-bench calibrate's JSON, validation.
 #include "optimus/plan/cluster.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -83,6 +84,13 @@ Cluster read_calibration(const std::string& path, int gpus, int cores, std::uint
                       .axpby_per_s = number("axpby_elements_per_s"),
                       .adamw_per_s = number("adamw_parameters_per_s")};
   return cluster_of(c, gpus, cores, memory_per_rank, "calibration " + path);
+}
+
+GroupLink group_link(const Cluster& c, int members, int stride) {
+  if (static_cast<std::int64_t>(members) * stride <= c.gpus_per_node) return {.link = c.intra, .inside = true};
+  const int k = stride >= c.gpus_per_node ? 1 : std::min(members, c.gpus_per_node / stride);
+  return {.link = Link{.bandwidth = std::min(c.intra.bandwidth, c.inter.bandwidth * k), .latency = c.inter.latency},
+          .inside = false};
 }
 
 void validate(const Cluster& c) {

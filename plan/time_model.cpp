@@ -93,18 +93,19 @@ BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
       const double qq = q;
       const double weights = 3.0 * (qq - 1) / (qq * qq) * x.weights() * x.t;
       const double rows = total - weights;
-      const bool rows_in = q <= c.gpus_per_node, columns_in = q * q <= c.gpus_per_node;
-      const double copying = rows / link(c, rows_in).bandwidth + weights / link(c, columns_in).bandwidth;
-      const double seconds = copying + 34.0 * (q - 1) * link(c, columns_in).latency;
+      const GroupLink row = group_link(c, q, 1), column = group_link(c, q, q);  // rows: consecutive ranks
+      const double copying = rows / row.link.bandwidth + weights / column.link.bandwidth;
+      const double seconds = copying + 34.0 * (q - 1) * column.link.latency;
       p.comm_busy = copying;
       p.forward_comm = (1 - c.overlap) * seconds / 3;
       p.backward_comm = (1 - c.overlap) * seconds * 2 / 3;
-      (rows_in ? p.intra : p.inter) += static_cast<std::uint64_t>(rows);
-      (columns_in ? p.intra : p.inter) += static_cast<std::uint64_t>(weights);
+      (row.inside ? p.intra : p.inter) += static_cast<std::uint64_t>(rows);
+      (column.inside ? p.intra : p.inter) += static_cast<std::uint64_t>(weights);
     }
   } else if (l.tp > 1) {
-    const bool in = l.tp <= c.gpus_per_node;
-    const Ring ar = ring_all_reduce(x.n * x.h * x.t, l.tp, link(c, in));
+    const GroupLink group = group_link(c, l.tp, 1);
+    const bool in = group.inside;
+    const Ring ar = ring_all_reduce(x.n * x.h * x.t, l.tp, group.link);
     p.forward_comm = 2 * ar.seconds;
     const double dw_attn = 2 * x.n * x.h * x.w_qkv / tp / c.gemm_flops;
     const double dw_fc = 2 * x.n * x.h * x.w_fc / tp / c.gemm_flops;
@@ -133,22 +134,24 @@ EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
   p.head_backward = 2 * gemm + logits * 2 / c.stream_rate + 6 * rows / c.stream_rate;
   if (two_d(l) && l.q() > 1) {
     const int q = l.q();
-    const bool in = q * q <= c.gpus_per_node;
+    const GroupLink column = group_link(c, q, q);  // the weight's panels (the slower of rows and columns)
+    const bool in = column.inside;
     const auto bytes = static_cast<double>(linear_2d_bytes(
         static_cast<std::int64_t>(x.n), w.config.hidden, static_cast<std::int64_t>(x.v), static_cast<std::uint64_t>(q),
         static_cast<std::size_t>(w.element_bytes), static_cast<std::size_t>(w.saved_bytes), false));  // no bias
-    const double seconds = bytes / link(c, in).bandwidth + 6.0 * (q - 1) * link(c, in).latency;
+    const double seconds = bytes / column.link.bandwidth + 6.0 * (q - 1) * column.link.latency;
     p.head_forward += (1 - c.overlap) * seconds / 3;
     p.head_backward += (1 - c.overlap) * seconds * 2 / 3;
-    p.comm_busy = bytes / link(c, in).bandwidth;
+    p.comm_busy = bytes / column.link.bandwidth;
     (in ? p.intra : p.inter) += static_cast<std::uint64_t>(bytes);
   } else if (!two_d(l) && l.tp > 1) {
-    const bool in = l.tp <= c.gpus_per_node;
-    const Ring embedding = ring_all_reduce(x.n * x.h * x.t, l.tp, link(c, in));
-    const Ring head = ring_all_reduce(4 * x.n * x.t, l.tp, link(c, in));  // max, sum of exp and target, dx
+    const GroupLink group = group_link(c, l.tp, 1);
+    const bool in = group.inside;
+    const Ring embedding = ring_all_reduce(x.n * x.h * x.t, l.tp, group.link);
+    const Ring head = ring_all_reduce(4 * x.n * x.t, l.tp, group.link);  // max, sum of exp and target, dx
     p.embedding_forward += embedding.seconds;
     p.head_forward += head.seconds;
-    p.head_backward += ring_all_reduce(x.n * x.h * x.t, l.tp, link(c, in)).seconds;
+    p.head_backward += ring_all_reduce(x.n * x.h * x.t, l.tp, group.link).seconds;
     p.comm_busy = 2 * embedding.copying + head.copying;
     (in ? p.intra : p.inter) += 2 * embedding.bytes + head.bytes;
   }
@@ -205,6 +208,7 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
         .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
     const Shape x = shape_of(l, w);
     const double message = (two_d(l) ? x.n * x.h / l.tp : x.n * x.h) * x.t;
+    // Point to point: every rank of a stage sends to the next at once, so across nodes each gets its own share.
     const bool in = l.pp * l.tp <= c.gpus_per_node;
     const double p2p = message / link(c, in).bandwidth + link(c, in).latency;
     std::vector<pipeline::Costs> costs;
@@ -247,8 +251,9 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
   std::uint64_t states = 0;
   for (const MemoryPrediction& p : stages) states = std::max(states, p.device.parameters + p.host.parameters);
   const double parameters = static_cast<double>(states) / static_cast<double>(w.element_bytes);
-  const bool replicas_in = l.ranks() <= c.gpus_per_node;
-  const Ring dp = ring_all_reduce(parameters * static_cast<double>(w.element_bytes), l.dp, link(c, replicas_in));
+  const GroupLink replicas = group_link(c, l.dp, l.pp * l.tp);
+  const bool replicas_in = replicas.inside;
+  const Ring dp = ring_all_reduce(parameters * static_cast<double>(w.element_bytes), l.dp, replicas.link);
   out.data_parallel = dp.seconds;
   (replicas_in ? out.traffic.intra : out.traffic.inter) += dp.bytes;
   out.optimizer = parameters / c.optimizer_rate;

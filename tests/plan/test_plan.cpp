@@ -425,3 +425,27 @@ TEST_CASE("largest_batch: the batch it returns fits and one step more does not; 
                        optimus::Error);
   CHECK_NOTHROW(plan::validate(plan::frontera_rtx_cluster(64, std::uint64_t{15} << 30)));
 }
+
+TEST_CASE("group_link: inside a node the fast link; across nodes the share of the adapters of the ranks a node holds") {
+  plan::Cluster c = small_request(64, 1 << 30).cluster;
+  c.gpus_per_node = 8;
+  c.intra = {.bandwidth = 400e9, .latency = 1e-6};
+  c.inter = {.bandwidth = 25e9, .latency = 7e-6};
+  const auto check = [&](int members, int stride, bool inside, double bandwidth) {
+    CAPTURE(members);
+    CAPTURE(stride);
+    const plan::GroupLink g = plan::group_link(c, members, stride);
+    CHECK(g.inside == inside);
+    CHECK(g.link.bandwidth == doctest::Approx(bandwidth));
+    CHECK(g.link.latency == (inside ? 1e-6 : 7e-6));
+  };
+  check(8, 1, true, 400e9);       // a row of 8 on one node
+  check(2, 4, true, 400e9);       // a column of 2, 4 apart: one node
+  check(16, 1, false, 200e9);     // a ring over two nodes: 8 ranks' share of each node's adapters
+  check(64, 1, false, 200e9);     // over eight
+  check(4, 4, false, 50e9);       // a column 4 apart, 2 of its ranks per node
+  check(8, 8, false, 25e9);       // a column strided by a node: one rank's share
+  check(16, 16, false, 25e9);
+  c.inter.bandwidth = 100e9;      // the adapters' share can exceed the fast link: the ring also passes through it
+  check(16, 1, false, 400e9);
+}

@@ -70,6 +70,19 @@ Cluster frontera_rtx_cluster(int gpus, std::uint64_t device_memory);
 // non-positive key.
 Cluster read_calibration(const std::string& path, int gpus, int cores, std::uint64_t memory_per_rank);
 
+// The link a collective among `members` ranks `stride` apart in rank order runs over while every group like it
+// communicates at once (a grid's rows or its columns, the 1D groups, the replicas), and whether it stays inside a node
+// (members x stride <= gpus_per_node: the fast link). Across nodes a ring or a pipelined broadcast enters and leaves
+// each node once per group, so a node's adapters (`inter`: their bandwidth per rank of the node) carry one stream for
+// each group it holds members of: a node holding k members of each of gpus_per_node / k groups gives each stream k
+// ranks' share (k = 1 for groups strided by a node or more), at most the fast link's — NCCL's ring bandwidth across
+// nodes is the node's adapters', not one GPU's share, when the ring passes through every GPU of the node.
+struct GroupLink {
+  Link link;
+  bool inside = false;
+};
+GroupLink group_link(const Cluster& cluster, int members, int stride);
+
 // Throws optimus::Error naming the field and its value unless the cluster is usable: gpus, gpus_per_node, cores >= 1,
 // memory > 0, every rate and bandwidth > 0 (host_link: with a device), latencies and call_seconds >= 0, overlap in
 // [0, 1].

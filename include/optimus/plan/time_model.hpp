@@ -30,9 +30,11 @@
 // ranks — compute and copying bytes; a latency is waiting, when another rank computes — divided by the cores
 // (`work`); the prediction is the larger of the two.
 //
-// Links: a 2D grid's rows are inside a node when q <= gpus_per_node, its columns when q^2 <= gpus_per_node; a 1D
-// group is inside a node when t <= gpus_per_node; the pipeline's neighbours when pp*tp <= gpus_per_node, the replicas
-// when the whole job is.
+// Links (cluster.hpp's group_link): a 2D grid's rows (q consecutive ranks) are inside a node when q <= gpus_per_node,
+// its columns (q ranks q apart) when q^2 <= gpus_per_node; a 1D group when t <= gpus_per_node; the replicas (dp ranks
+// pp t apart) when the whole job is. A group across nodes gets the share of the node's adapters of as many ranks as
+// the node holds of it (a row or a 1D group spanning nodes: all of the node's; a column strided by a node: one rank's).
+// The pipeline's neighbours are inside a node when pp*tp <= gpus_per_node; across nodes each rank gets its own share.
 #pragma once
 
 #include <cstdint>
