@@ -59,8 +59,8 @@ std::vector<cli::Spec> device_bench(bool gpt) {
 }  // namespace
 
 std::vector<std::string> commands() {
-  return {"summa", "scaling", "calibrate", "model", "paper", "layer", "gpt", "activations", "checkpoint", "pipeline", "offload",
-          "plan", "blas", "attention"};
+  return {"summa",    "scaling", "calibrate", "model", "paper", "layer", "gpt", "activations", "checkpoint",
+          "pipeline", "offload", "plan",      "blas",  "attention"};
 }
 
 // The command's own options (options_of adds --timeout).
@@ -126,7 +126,8 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
             cli::integer("s", 1, kSide, "tokens per sequence (default 512)"),
             cli::integer("layers", 1, 1 << 12, "transformer blocks (default 24)"),
             cli::integer("vocab", 1, 1 << 24, "vocabulary of the GPT whose state max_b holds (default 30522)"),
-            cli::positive_reals("ib-gbs", 1e6, "InfiniBand GB/s per GPU: the node adapter's bandwidth / 4, a set of rows each (default 1.7,3.1: FDR, HDR100)"),
+            cli::positive_reals("ib-gbs", 1e6, "InfiniBand GB/s per GPU: the node adapter's bandwidth / 4, a set of "
+                                "rows each (default 1.7,3.1: FDR, HDR100)"),
             cli::positive_real("pcie-gbs", 1e6, "GB/s per GPU between the GPUs of a node (default 10)"),
             cli::positive_real("tflops", 1e6, "achieved fp32 GEMM TFLOP/s per GPU (default 9)"),
             cli::bytes("memory", "memory per GPU the training state may fill (default 15GiB)"), json()};

@@ -15,10 +15,11 @@ import subprocess
 import sys
 import tempfile
 
-# GPT-3's family (Brown et al. 2020, Table 2.1) and Megatron-LM's (Narayanan et al. 2021, Table 1): hidden, heads,
-# layers; seq 2048, vocabulary 51200 (Megatron's padded GPT-2 vocabulary).
-MODELS = [("6.7B", 4096, 32, 32), ("13B", 5120, 40, 40), ("39B", 8192, 64, 48), ("76B", 10240, 80, 60),
-          ("175B", 12288, 96, 96)]
+# GPT-3's family (Brown et al. 2020, Table 2.1), Megatron-LM's 8.3B (Shoeybi et al. 2019) and Megatron-LM's larger
+# models (Narayanan et al. 2021, Table 1): hidden, heads, layers; seq 2048, vocabulary 51200 (Megatron's padded GPT-2
+# vocabulary).
+MODELS = [("6.7B", 4096, 32, 32), ("8.3B", 3072, 32, 72), ("13B", 5120, 40, 40), ("39B", 8192, 64, 48),
+          ("76B", 10240, 80, 60), ("175B", 12288, 96, 96)]
 SEQ, VOCAB, BATCH = 2048, 51200, 1536  # GPT-3's batch: 1536 sequences of 2048 tokens (3.1M tokens)
 PEAK = 989e12                           # H100 SXM dense bf16 FLOP/s
 
@@ -74,7 +75,8 @@ def main():
                 "(MFU: 72 B s L h^2 (1 + s/6h + V/12Lh) FLOPs per step over the step time, the GPUs and the H100 "
                 "SXM's dense bf16 peak of 989 TFLOP/s).\n\n")
         f.write("Assumptions — the H100 preset (plan/cluster.hpp, docs/devices.md): nodes of 8 GPUs, NVLink 4 at 450 "
-                "GB/s per GPU inside a node, InfiniBand NDR at 50 GB/s per GPU between nodes, bf16 GEMMs at 600 "
+                "GB/s per GPU inside a node, InfiniBand NDR at 50 GB/s per GPU between nodes (a collective group spanning nodes gets the "
+                "share of the node's adapters of the ranks the node holds of it: plan::group_link), bf16 GEMMs at 600 "
                 "TFLOP/s achieved, element-wise work at 3.35 TB/s, half of 2D's SUMMA traffic hidden behind its GEMMs, "
                 "mixed precision (bf16 values, 2-byte activations); GPT-3's shapes (seq 2048, vocabulary 51200) and "
                 f"batch ({BATCH} sequences, 3.1M tokens). None of it is measured on such a cluster: it is where the "

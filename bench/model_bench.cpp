@@ -83,7 +83,8 @@ Prediction predict_2d(const BlockShape& s, std::int64_t layers, int q, std::size
 
 // The model's parallel efficiency of p ranks on `s` (its batch b): E = T(1) / (p T(p)), T(1) the step's compute alone
 // on one rank, T(p) compute / p plus the exposed communication — docs/isoefficiency.md's E_1D and E_2D.
-double efficiency(const BlockShape& s, std::int64_t layers, bool two_d, int p, std::size_t elem, const plan::Cluster& l) {
+double efficiency(const BlockShape& s, std::int64_t layers, bool two_d, int p, std::size_t elem,
+                  const plan::Cluster& l) {
   const double flops = block_flops(s, layers);
   const int q = static_cast<int>(std::lround(std::sqrt(p)));
   const Prediction t = two_d ? predict_2d(s, layers, q, elem, l, flops) : predict_1d(s, layers, p, elem, l, flops);
@@ -97,7 +98,8 @@ struct Iso {
   std::optional<std::int64_t> batch;
   double e_max;
 };
-Iso iso_batch(BlockShape s, std::int64_t layers, bool two_d, int p, std::size_t elem, const plan::Cluster& l, double target) {
+Iso iso_batch(BlockShape s, std::int64_t layers, bool two_d, int p, std::size_t elem, const plan::Cluster& l,
+              double target) {
   const auto at = [&](std::int64_t b) {
     s.batch = b;
     return efficiency(s, layers, two_d, p, elem, l);

@@ -12,7 +12,7 @@
 //   infer   24 x forward
 //   max_b   the largest batch (sequences) whose training state — the GPT's parameters, gradients and AdamW moments
 //           (vocabulary --vocab), the checkpoints, one layer's context while it recomputes and the workspace — fits
-//           --memory per GPU (plan::largest_batch); `kept`: the same with the attention's b a s^2 probabilities held
+//           --memory per GPU (plan::largest_batch); kept_x: batch_x with the attention's b a s^2 probabilities held
 //           as 2021's layers held them (unfused softmax: its output, the dropout's output and mask, 9 bytes per
 //           element) while a layer recomputes and runs backward
 //   comm%   the share of `train` that is communication (the step minus the same step on infinitely fast links)
@@ -45,7 +45,7 @@ namespace {
 constexpr double kPaperTrain = 1.48, kPaperInfer = 1.78, kPaperBatch = 8.0;
 // Bytes per attention score that 2021's unfused attention in fp32 holds for backward: the softmax's output and the
 // dropout's output (4 bytes each) and its mask (1 byte); the scores themselves are freed once the softmax has run.
-constexpr std::uint64_t kScoreBytes = 9;
+constexpr std::int64_t kScoreBytes = 9;
 
 struct Seconds {
   double train, infer;
@@ -163,8 +163,8 @@ int run_paper_bench(Communicator& world, int argc, char** argv) {
   report.header("links and rates: " + preset.source + format("; here PCIe %.3g GB/s, GEMMs %.3g TFLOP/s",
                                                              o.real("pcie-gbs", 10), o.real("tflops", 9)));
   report.header("x: 2D over 1D (1D's seconds / 2D's; 2D's batch / 1D's); kept_x: batch_x with 2021's unfused "
-                "attention's probabilities held while a layer recomputes; '-': no batch fits (max_b 0) or the layout does not "
-                "fit the shapes");
+                "attention's probabilities held while a layer recomputes; '-': no batch fits (max_b 0) or the layout "
+                "does not fit the shapes");
   for (const std::int64_t tp : tps) {
     for (const double ib_gbs : o.reals("ib-gbs", "1.7,3.1")) {
       plan::Cluster cluster = preset;

@@ -10,8 +10,8 @@
 // among the cores.
 //
 // Two ways to fill it: presets from known hardware (h100_cluster: NVLink 4 inside nodes, InfiniBand NDR between
-// them; frontera_rtx_cluster: the Optimus paper's machine, docs/paper_claims.md) and the JSON that `optimus-bench calibrate` writes on the machine itself (read_calibration), whose rates were
-// measured with one rank per core.
+// them; frontera_rtx_cluster: the Optimus paper's machine, docs/paper_claims.md) and the JSON that `optimus-bench
+// calibrate` writes on the machine itself (read_calibration), whose rates were measured with one rank per core.
 #pragma once
 
 #include <cstdint>
