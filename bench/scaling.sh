@@ -2,14 +2,16 @@
 # Scaling sweep of 1D (Megatron) and 2D (Optimus) transformer blocks: one `optimus-bench scaling` launch per
 # configuration, then bench/scaling_report.py writes CSV, JSON and plots (gnuplot, when installed).
 #
-#   bench/scaling.sh [--out DIR] [--ps "1 4 16"] [--modes "strong weak iso"] [--tiny64 on|off] [--launcher CMD]
-#                    [--smoke]
+#   bench/scaling.sh [--out DIR] [--ps "1 4 16"] [--modes "strong weak iso"] [--h 256] [--tiny64 on|off]
+#                    [--launcher CMD] [--smoke]
 #
-# Modes: strong — global problem held (b = 16, s = 64, h = 256, 16 heads) as p grows;
+# Modes: strong — global problem held (b = 16, s = 64, h = 256 or --h, 16 heads) as p grows;
 #        weak   — per-rank work held (b = 4 p);
 #        iso    — for each p, the batch is doubled until parallel efficiency reaches E = 0.5 (ISO_TARGET),
 #                 and the batch needed is reported, with the exponent of its growth in p, measured and as the
-#                 alpha-beta model predicts it for this machine's calibration (docs/isoefficiency.md);
+#                 alpha-beta model predicts it for this machine's calibration (docs/isoefficiency.md); a target
+#                 above the shape's bound E_max is never reached at any batch (`optimus-bench model --iso` prints
+#                 the bound: raise --h);
 #        memory — p = 16, h = 1024, 16 heads, s = 256, b = 4 for both layouts: activation bytes per rank;
 #        tiny64 — p = 64 at a tiny size (h = 64, 64 heads), to exercise the 8 x 8 grid and the counters.
 # --smoke: a tiny shape (h = 32, s = 8, one timed iteration), every step of the sweep and the report, nothing timed
@@ -26,12 +28,14 @@ modes="strong weak iso"
 tiny64=on
 launcher=""
 smoke=off
+hidden=256
 while (($#)); do
   case "$1" in
     --out) out="$2"; shift ;;
     --ps) ps="$2"; shift ;;
     --modes) modes="$2"; shift ;;
     --tiny64) tiny64="$2"; shift ;;
+    --h) hidden="$2"; shift ;;
     --launcher) launcher="$2"; shift ;;
     --smoke) smoke=on ;;
     *) echo "scaling.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -60,8 +64,8 @@ run() {  # run MODE LAYOUT P B [extra args]: one configuration into raw/MODE-LAY
     echo "scaling.sh: run failed: $mode $layout p=$p b=$b" >&2; exit 1; }
 }
 
-shape=(--s 64 --h 256 --heads 16 --layers 1 --iters 3 --warmup 1)
-model_shape=(--h 256 --heads 16 --b 16 --s 64)
+shape=(--s 64 --h "$hidden" --heads 16 --layers 1 --iters 3 --warmup 1)
+model_shape=(--h "$hidden" --heads 16 --b 16 --s 64)
 if [[ "$smoke" == on ]]; then
   shape=(--s 8 --h 32 --heads 4 --layers 1 --iters 1 --warmup 0)
   model_shape=(--h 32 --heads 4 --b 16 --s 8)
