@@ -20,29 +20,23 @@ void norm_case(const Grid& grid, const LayerShapes& s, const NormSpec& spec, con
   // subtract the mean, so a small one shows in its output.
   const auto x = [&](int c) { return rounded<T>((input<T>(n, h, 3, c).array() + (rms ? 0.5 : 100.0)).matrix()); };
   const auto dy = [&](int c) { return input<T>(n, h, 4, c); };
-  // The reference's output, input gradient and parameter gradients.
-  const auto ref = [&](int c) -> std::tuple<Matrix, Matrix, reference::Parameters> {
-    if (rms) {
-      reference::RmsNormCache cache;
-      const Matrix y = reference::rmsnorm_forward(x(c), p.at("norm.weight"), spec.eps, cache);
-      const reference::RmsNormGrads g = reference::rmsnorm_backward(cache, p.at("norm.weight"), dy(c));
-      return {y, g.dx, {{"norm.weight", g.dgamma}}};
-    }
-    reference::LayerNormCache cache;
-    const Matrix y = reference::layernorm_forward(x(c), p.at("norm.weight"), p.at("norm.bias"), cache);
-    const reference::LayerNormGrads g = reference::layernorm_backward(cache, p.at("norm.weight"), dy(c));
-    return {y, g.dx, {{"norm.weight", g.dgamma}, {"norm.bias", g.dbeta}}};
-  };
   LayerRun<typename LayerNorm2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
         return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
       },
-      .backward = [&](int c, auto saved) {
-        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+      .backward = distributed_backward<T>(grid, layer, dy),
+      .expected = [&](int c) -> Expected {
+        if (rms) {
+          reference::RmsNormCache cache;
+          const Matrix y = reference::rmsnorm_forward(x(c), p.at("norm.weight"), spec.eps, cache);
+          const reference::RmsNormGrads g = reference::rmsnorm_backward(cache, p.at("norm.weight"), dy(c));
+          return {.output = y, .input_grad = g.dx, .grads = {{"norm.weight", g.dgamma}}};
+        }
+        reference::LayerNormCache cache;
+        const Matrix y = reference::layernorm_forward(x(c), p.at("norm.weight"), p.at("norm.bias"), cache);
+        const reference::LayerNormGrads g = reference::layernorm_backward(cache, p.at("norm.weight"), dy(c));
+        return {.output = y, .input_grad = g.dx, .grads = {{"norm.weight", g.dgamma}, {"norm.bias", g.dbeta}}};
       },
-      .expected_output = [&](int c) { return std::get<0>(ref(c)); },
-      .expected_input_grad = [&](int c) { return std::get<1>(ref(c)); },
-      .expected_grads = [&](int c) { return std::get<2>(ref(c)); },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
@@ -61,27 +55,21 @@ void attention_case(const Grid& grid, const LayerShapes& s, double dropout, cons
   const reference::Parameters p = load_random(refs, 300, grid.device());
   const auto x = [&](int c) { return input<T>(n, h, 5, c); };
   const auto dy = [&](int c) { return input<T>(n, h, 6, c); };
-  const auto ref = [&](int c) {
-    const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
-    reference::AttentionCache cache;
-    const Matrix y =
-        reference::attention_forward(x(c), attention_weights(p, "attn"), s.batch, heads, kv, rope, rd, cache);
-    return std::pair{y, reference::attention_backward(cache, attention_weights(p, "attn"), s.batch, heads, kv, rope,
-                                                      rd, dy(c))};
-  };
   LayerRun<typename Attention2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
         return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(9, c), saved));
       },
-      .backward = [&](int c, auto saved) {
-        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
-      },
-      .expected_output = [&](int c) { return ref(c).first; },
-      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
-      .expected_grads = [&](int c) {
-        reference::Parameters g;
-        put_attention(g, "attn", ref(c).second.dw);
-        return g;
+      .backward = distributed_backward<T>(grid, layer, dy),
+      .expected = [&](int c) {
+        const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
+        const reference::AttentionWeights w = attention_weights(p, "attn");
+        reference::AttentionCache cache;
+        const Matrix y = reference::attention_forward(x(c), w, s.batch, heads, kv, rope, rd, cache);
+        const reference::AttentionGrads g =
+            reference::attention_backward(cache, w, s.batch, heads, kv, rope, rd, dy(c));
+        Expected e{.output = y, .input_grad = g.dx, .grads = {}};
+        put_attention(e.grads, "attn", g.dw);
+        return e;
       },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
@@ -97,24 +85,19 @@ void mlp_case(const Grid& grid, const LayerShapes& s, MlpKind kind, bool bias, c
   const reference::Parameters p = load_random(refs, 400, grid.device());
   const auto x = [&](int c) { return input<T>(n, h, 7, c); };
   const auto dy = [&](int c) { return input<T>(n, h, 8, c); };
-  const auto ref = [&](int c) {
-    reference::MlpCache cache;
-    const Matrix y = reference::mlp_forward(x(c), mlp_weights(p, "mlp"), kind, cache);
-    return std::pair{y, reference::mlp_backward(cache, mlp_weights(p, "mlp"), kind, dy(c))};
-  };
   LayerRun<typename MLP2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
         return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
       },
-      .backward = [&](int c, auto saved) {
-        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
-      },
-      .expected_output = [&](int c) { return ref(c).first; },
-      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
-      .expected_grads = [&](int c) {
-        reference::Parameters g;
-        put_mlp(g, "mlp", ref(c).second.dw);
-        return g;
+      .backward = distributed_backward<T>(grid, layer, dy),
+      .expected = [&](int c) {
+        const reference::MlpWeights w = mlp_weights(p, "mlp");
+        reference::MlpCache cache;
+        const Matrix y = reference::mlp_forward(x(c), w, kind, cache);
+        const reference::MlpGrads g = reference::mlp_backward(cache, w, kind, dy(c));
+        Expected e{.output = y, .input_grad = g.dx, .grads = {}};
+        put_mlp(e.grads, "mlp", g.dw);
+        return e;
       },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));

@@ -64,14 +64,20 @@ inline std::vector<InFlight> in_flight_cases(bool all) {
           {.contexts = 4, .order = Order::interleaved}};
 }
 
-// What a layer computes for context c, and what the reference says it should. `backward` returns the input gradient
-// (an empty matrix where the layer has none, as the embedding); `output`'s and `input_grad`'s expectations likewise.
+// What the reference says a layer computes for one context: its output, its input gradient (an empty matrix where the
+// layer has none, as the embedding) and its parameters' gradients.
+struct Expected {
+  reference::Matrix output, input_grad;
+  reference::Parameters grads;
+};
+
+// What a layer computes for context c, and what the reference says it should (`expected`, asked once per context).
+// `backward` returns the input gradient, or an empty matrix where the layer has none.
 template <class Context>
 struct LayerRun {
   std::function<reference::Matrix(int c, Context& saved)> forward;
   std::function<reference::Matrix(int c, Context saved)> backward;
-  std::function<reference::Matrix(int c)> expected_output, expected_input_grad;
-  std::function<reference::Parameters(int c)> expected_grads;
+  std::function<Expected(int c)> expected;
   bool saves_tracked = true;  // whether its context holds tensors the grid's tracker counts
 };
 
@@ -98,21 +104,23 @@ void run_in_flight(const InFlight& f, const LayerRun<Context>& run, MemoryTracke
   }
   CHECK(memory.current(MemoryKind::activations) == before);  // dropping a context frees it
 
+  std::vector<Expected> expected;  // [contexts]
+  for (int c = 0; c < f.contexts; ++c) expected.push_back(run.expected(c));
   std::vector<Context> saved(static_cast<std::size_t>(f.contexts));
   for (const Step& step : schedule(f)) {
-    Context& context = saved[static_cast<std::size_t>(step.context)];
+    const auto c = static_cast<std::size_t>(step.context);
     if (step.forward) {
-      close("output", step.context, run.forward(step.context, context), run.expected_output(step.context));
+      close("output", step.context, run.forward(step.context, saved[c]), expected[c].output);
     } else {
-      const reference::Matrix dx = run.backward(step.context, std::move(context));
-      if (dx.size() > 0) close("input gradient", step.context, dx, run.expected_input_grad(step.context));
+      const reference::Matrix dx = run.backward(step.context, std::move(saved[c]));
+      if (dx.size() > 0) close("input gradient", step.context, dx, expected[c].input_grad);
     }
   }
   CHECK(memory.current(MemoryKind::activations) == before);  // every backward freed its context
 
   reference::Parameters total;
-  for (int c = 0; c < f.contexts; ++c) {
-    for (const auto& [name, g] : run.expected_grads(c)) {
+  for (const Expected& e : expected) {
+    for (const auto& [name, g] : e.grads) {
       if (total.count(name) == 0) total[name] = reference::Matrix::Zero(g.rows(), g.cols());
       total[name] += g;
     }

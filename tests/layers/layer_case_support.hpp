@@ -44,6 +44,15 @@ Matrix global(const DistMatrix<T>& m) {
   return m.to_global().template cast<double>();
 }
 
+// The backward of a layer whose input and input gradient are DistMatrix<T>: dy(c) distributed over `grid`, the input
+// gradient gathered (for LayerRun::backward).
+template <class T, class Layer, class Dy>
+auto distributed_backward(const Grid& grid, Layer& layer, Dy dy) {
+  return [&grid, &layer, dy](int c, typename Layer::Context saved) {
+    return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
+  };
+}
+
 // A linear's bias, or an empty matrix for a linear without one.
 inline Matrix bias_of(const reference::Parameters& p, const std::string& name) {
   return p.count(name) ? p.at(name) : Matrix();

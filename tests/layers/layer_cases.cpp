@@ -26,19 +26,16 @@ void linear_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   const reference::Parameters p = load_random(refs, 100, grid.device());
   const auto x = [&](int c) { return input<T>(n, in, 1, c); };
   const auto dy = [&](int c) { return input<T>(n, out, 2, c); };
-  const auto ref = [&](int c) { return reference::linear_backward(x(c), p.at("lin.weight"), dy(c)); };
   LayerRun<typename Linear2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
         return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), pass_for(0, c), saved));
       },
-      .backward = [&](int c, auto saved) {
-        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
-      },
-      .expected_output = [&](int c) { return reference::linear_forward(x(c), p.at("lin.weight"), p.at("lin.bias")); },
-      .expected_input_grad = [&](int c) { return ref(c).dx; },
-      .expected_grads = [&](int c) {
-        const reference::LinearGrads g = ref(c);
-        return reference::Parameters{{"lin.weight", g.dw}, {"lin.bias", g.db}};
+      .backward = distributed_backward<T>(grid, layer, dy),
+      .expected = [&](int c) {
+        const reference::LinearGrads g = reference::linear_backward(x(c), p.at("lin.weight"), dy(c));
+        return Expected{.output = reference::linear_forward(x(c), p.at("lin.weight"), p.at("lin.bias")),
+                        .input_grad = g.dx,
+                        .grads = {{"lin.weight", g.dw}, {"lin.bias", g.db}}};
       },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
@@ -56,25 +53,19 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout, const In
   const reference::BlockWeights w = reference::block_weights(p, 0, BlockConfig{});
   const auto x = [&](int c) { return input<T>(n, h, 9, c); };
   const auto dy = [&](int c) { return input<T>(n, h, 10, c); };
-  const auto ref = [&](int c) {
-    const reference::Dropout rd{dropout, config.seed, pass_for(4, c).step, 0};
-    reference::BlockCache cache;
-    const Matrix y = reference::block_forward(x(c), w, s.batch, s.heads, rd, cache);
-    return std::pair{y, reference::block_backward(cache, w, s.batch, s.heads, rd, dy(c))};
-  };
   LayerRun<typename TransformerBlock2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
         return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(4, c), saved));
       },
-      .backward = [&](int c, auto saved) {
-        return global(layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dy(c))));
-      },
-      .expected_output = [&](int c) { return ref(c).first; },
-      .expected_input_grad = [&](int c) { return ref(c).second.dx; },
-      .expected_grads = [&](int c) {
-        reference::Parameters g;
-        reference::store_block_grads(g, 0, ref(c).second.dw);
-        return g;
+      .backward = distributed_backward<T>(grid, layer, dy),
+      .expected = [&](int c) {
+        const reference::Dropout rd{dropout, config.seed, pass_for(4, c).step, 0};
+        reference::BlockCache cache;
+        const Matrix y = reference::block_forward(x(c), w, s.batch, s.heads, rd, cache);
+        const reference::BlockGrads g = reference::block_backward(cache, w, s.batch, s.heads, rd, dy(c));
+        Expected e{.output = y, .input_grad = g.dx, .grads = {}};
+        reference::store_block_grads(e.grads, 0, g.dw);
+        return e;
       },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
@@ -100,14 +91,12 @@ void embedding_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
         layer.backward(std::move(saved), DistMatrix<T>::from_global(grid, dx(c)));
         return Matrix();
       },
-      .expected_output = [&](int c) {
-        return reference::embedding_forward(p.at("wte"), p.at("wpe"), tokens(c), s.batch, mask(c));
-      },
-      .expected_input_grad = [&](int) { return Matrix(); },
-      .expected_grads = [&](int c) {
+      .expected = [&](int c) {
         const reference::EmbeddingGrads g =
             reference::embedding_backward(config.vocab, config.max_seq, tokens(c), s.batch, mask(c), dx(c));
-        return reference::Parameters{{"wte", g.dwte}, {"wpe", g.dwpe}};
+        return Expected{.output = reference::embedding_forward(p.at("wte"), p.at("wpe"), tokens(c), s.batch, mask(c)),
+                        .input_grad = Matrix(),
+                        .grads = {{"wte", g.dwte}, {"wpe", g.dwpe}}};
       },
       .saves_tracked = false,  // the token ids, on the host
   };
@@ -135,9 +124,12 @@ void lm_head_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
                                                    pass_for(0, c), saved));
       },
       .backward = [&](int, auto saved) { return global(head.backward(std::move(saved), W, dwte)); },
-      .expected_output = [&](int c) { return Matrix::Constant(1, 1, ce(c).loss); },
-      .expected_input_grad = [&](int c) { return Matrix(ce(c).dlogits * wte); },
-      .expected_grads = [&](int c) { return reference::Parameters{{"wte", ce(c).dlogits.transpose() * x(c)}}; },
+      .expected = [&](int c) {
+        const reference::CrossEntropy e = ce(c);
+        return Expected{.output = Matrix::Constant(1, 1, e.loss),
+                        .input_grad = e.dlogits * wte,
+                        .grads = {{"wte", e.dlogits.transpose() * x(c)}}};
+      },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), {"wte"}, [&](const std::string&) {
     const Matrix g = global(dwte);
@@ -162,9 +154,6 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
   const std::int64_t n = s.batch * s.seq;
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
   const auto targets = [&](int c) { return random_tokens(n, config.vocab, 2 + 1000 * static_cast<std::uint64_t>(c)); };
-  const auto ref = [&](int c) {
-    return reference::gpt_forward_backward(config, p, tokens(c), targets(c), s.batch, pass_for(3, c).step);
-  };
   const std::vector<ParameterRef<T>> refs = model.parameters();
   LayerRun<typename Gpt2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
@@ -174,9 +163,11 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
         model.backward(std::move(saved));
         return Matrix();
       },
-      .expected_output = [&](int c) { return Matrix::Constant(1, 1, ref(c).loss); },
-      .expected_input_grad = [&](int) { return Matrix(); },
-      .expected_grads = [&](int c) { return ref(c).grads; },
+      .expected = [&](int c) {
+        reference::GptResult r =
+            reference::gpt_forward_backward(config, p, tokens(c), targets(c), s.batch, pass_for(3, c).step);
+        return Expected{.output = Matrix::Constant(1, 1, r.loss), .input_grad = Matrix(), .grads = std::move(r.grads)};
+      },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
   const Matrix stored_logits = global(*model.logits(tokens(0), s.batch));  // [N, stored vocabulary]

@@ -42,9 +42,6 @@ void gpt_1d_contexts(Communicator& world, const BlockConfig& block, const InFlig
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
   const auto targets = [&](int c) { return random_tokens(n, config.vocab, 2 + 1000 * static_cast<std::uint64_t>(c)); };
   const auto step = [](int c) { return 3 + static_cast<std::uint64_t>(c); };
-  const auto ref = [&](int c) {
-    return reference::gpt_forward_backward(config, p, tokens(c), targets(c), s.batch, step(c));
-  };
   const std::vector<ParameterRef<T>> refs = model.parameters();
   std::vector<std::string> names;
   for (const ParameterRef<T>& r : refs) names.push_back(r.name);
@@ -56,9 +53,10 @@ void gpt_1d_contexts(Communicator& world, const BlockConfig& block, const InFlig
         model.backward(std::move(saved));
         return Matrix();
       },
-      .expected_output = [&](int c) { return Matrix::Constant(1, 1, ref(c).loss); },
-      .expected_input_grad = [&](int) { return Matrix(); },
-      .expected_grads = [&](int c) { return ref(c).grads; },
+      .expected = [&](int c) {
+        reference::GptResult r = reference::gpt_forward_backward(config, p, tokens(c), targets(c), s.batch, step(c));
+        return Expected{.output = Matrix::Constant(1, 1, r.loss), .input_grad = Matrix(), .grads = std::move(r.grads)};
+      },
   };
   model.zero_grad();
   run_in_flight(f, run, group.memory(), tolerance<T>(ops::GemmMath::f32), names, [&](const std::string& name) {
