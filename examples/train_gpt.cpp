@@ -107,6 +107,7 @@
 #include "reference_check.hpp"
 #include "run_layout.hpp"
 #include "sampling.hpp"
+#include "stop_fault.hpp"
 
 namespace {
 
@@ -485,6 +486,14 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
     build(staged, grid);
   }
   trainee.optimizer = optimizer.get();
+  if (const std::optional<ex::StopFault> fault = ex::stop_fault_from_environment()) {  // a test hook (stop_fault.hpp)
+    trainee.train_step = [step = trainee.train_step, fault, rank = world.rank(), in_process = where.in_process](
+                             const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t s) {
+      const double loss = step(tokens, targets, s);
+      ex::stop_if_asked(fault, rank, static_cast<int>(s), in_process);
+      return loss;
+    };
+  }
   const bool skip_nonfinite = o.has("skip-nonfinite");
   if (skip_nonfinite) optimizer->set_nonfinite(optimus::NonFinite::skip);
   int skipped_steps = 0;
@@ -564,10 +573,15 @@ int main(int argc, char** argv) {
                   ctx.world().size());
     if (where.choice.kind != optimus::Device::cpu) where.shared = optimus::examples::open_device(where, ctx.world());
     int status = 0;
-    optimus::run_in_process(static_cast<int>(ranks), [&](optimus::Communicator& world) {
-      const int mine = train(world, o, where);
-      if (world.rank() == 0) status = mine;
-    });
+    try {
+      optimus::run_in_process(static_cast<int>(ranks), [&](optimus::Communicator& world) {
+        const int mine = train(world, o, where);
+        if (world.rank() == 0) status = mine;
+      });
+    } catch (const optimus::RanksLeftRunning&) {
+      (void)where.shared.release();  // a rank left running may still use the device: it ends with the process
+      throw;
+    }
     return status;
   } catch (const optimus::cli::HelpRequested& help) {
     if (ctx.world().rank() == 0) std::printf("%s\n", help.what());

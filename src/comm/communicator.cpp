@@ -21,6 +21,45 @@ std::string_view name_of(CallKind kind) {
   return "?";
 }
 
+void JobState::fail(std::exception_ptr error) noexcept {
+  if (!error) return;
+  {
+    std::lock_guard lock(mu_);
+    if (!first_) first_ = std::move(error);
+  }
+  failed_.store(true, std::memory_order_release);
+}
+
+std::string JobState::failure() const {
+  std::exception_ptr first;
+  {
+    std::lock_guard lock(mu_);
+    first = first_;
+  }
+  if (!first) return "";
+  try {
+    std::rethrow_exception(first);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+void JobState::throw_failure() const {
+  std::exception_ptr first;
+  {
+    std::lock_guard lock(mu_);
+    first = first_;
+  }
+  OPTIMUS_CHECK(first != nullptr, "JobState::throw_failure: the job has not failed");
+  std::rethrow_exception(first);
+}
+
+RequestImpl::RequestImpl(std::shared_ptr<JobState> job) : job_(std::move(job)) {
+  OPTIMUS_CHECK(job_ != nullptr, "a request needs its communicator's job state");
+}
+
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
     Request finished(std::move(*this));  // waits for what this handle held
@@ -30,10 +69,11 @@ Request& Request::operator=(Request&& other) noexcept {
 }
 
 Request::~Request() {
-  if (!impl_) return;
+  if (!impl_ || impl_->job().failed()) return;  // (abandoned: the job's first error is what gets reported)
   try {
     impl_->wait();
   } catch (const std::exception& e) {
+    if (impl_->job().failed()) return;  // this wait failed for good: the error being unwound is the one to report
     std::cerr << "optimus: a pending request failed while being destroyed: " << e.what() << '\n';
   }
 }
@@ -41,14 +81,26 @@ Request::~Request() {
 void Request::wait() {
   if (!impl_) return;
   std::unique_ptr<RequestImpl> impl = std::move(impl_);
+  if (impl->job().failed()) impl->job().throw_failure();
   impl->wait();
 }
 
 bool Request::test() {
   if (!impl_) return true;
+  if (impl_->job().failed()) {
+    const std::unique_ptr<RequestImpl> impl = std::move(impl_);
+    impl->job().throw_failure();
+  }
   if (!impl_->test()) return false;
   impl_.reset();
   return true;
+}
+
+void Request::expire() {
+  OPTIMUS_CHECK(impl_ != nullptr, "Request::expire: the request is not pending");
+  const std::unique_ptr<RequestImpl> impl = std::move(impl_);
+  impl->expire();
+  OPTIMUS_FAIL("Request::expire: the backend did not throw the watchdog's error");  // (a backend's fault)
 }
 
 BroadcastView& BroadcastView::operator=(BroadcastView&& other) noexcept {
@@ -87,8 +139,10 @@ void BroadcastView::reclaim() {
   if (lease_ != nullptr) lease_->returned.wait();
 }
 
-Communicator::Communicator(int rank, int size) : rank_(rank), size_(size) {
+Communicator::Communicator(int rank, int size, std::shared_ptr<JobState> job)
+    : rank_(rank), size_(size), job_(std::move(job)) {
   OPTIMUS_CHECK(size >= 1 && rank >= 0 && rank < size, "invalid communicator rank ", rank, " of size ", size);
+  OPTIMUS_CHECK(job_ != nullptr, "a communicator needs a job state (a new one for a world)");
 }
 
 void Communicator::check_peer(int peer, const char* what) const {
@@ -236,12 +290,21 @@ void Communicator::barrier() { start_barrier(Sync::blocking).wait(); }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   OPTIMUS_CHECK(color >= 0, "split color must be non-negative, got ", color);
+  refuse_after_failure("split");
   std::unique_ptr<Communicator> child = do_split(color, key);
+  OPTIMUS_CHECK(child->job_ == job_, "Communicator::split: the ", backend(), " backend's child has its own job state");
   if (timeout_.count() > 0) child->set_timeout(timeout_);  // collective over the child, as the split was
   return child;
 }
 
+void Communicator::refuse_after_failure(std::string_view what) const {
+  if (!job_->failed()) return;
+  OPTIMUS_FAIL(what, " on the ", backend(), " communicator refused: this rank's communication failed earlier (",
+               job_->failure(), ")");
+}
+
 void Communicator::label(CallKind kind) {
+  refuse_after_failure(name_of(kind));
   const bool message = kind == CallKind::send || kind == CallKind::recv;
   posting_ = CallLabel{.kind = kind, .number = message ? ++messages_ : ++collectives_};
 }
@@ -261,42 +324,54 @@ std::string list_text(const std::vector<int>& values) {
   return out;
 }
 
-// "rank 2 (world rank 6)", "ranks 0, 2 (world ranks 4, 6)"
-std::string ranks_text(const std::vector<int>& ranks, const std::vector<int>& world) {
+// "rank 2 (world rank 6)", "ranks 0, 2 (world ranks 4, 6)"; where the communicator knows hosts, "rank 2 (world rank 6
+// on node3)", "ranks 0, 1, 2 (world ranks 4, 5 on node2, 6 on node3)".
+std::string ranks_text(const std::vector<int>& ranks, const Communicator& comm) {
+  const std::vector<int> world = comm.world_ranks();
   std::vector<int> theirs;
   for (int r : ranks) theirs.push_back(r >= 0 && r < static_cast<int>(world.size()) ? world[static_cast<std::size_t>(r)] : -1);
   const char* noun = ranks.size() == 1 ? "rank " : "ranks ";
-  return noun + list_text(ranks) + " (world " + noun + list_text(theirs) + ")";
-}
-
-// "all_reduce #3 on the in-process communicator of 4 ranks (world ranks 0, 1, 2, 3), at its rank 2"
-std::string call_text(const CallLabel& call, const Communicator& comm) {
-  const bool message = call.kind == CallKind::send || call.kind == CallKind::recv;
-  return detail::concat(name_of(call.kind), message ? " (message " : " #", call.number, message ? ")" : "", " on the ",
-                        comm.backend(), " communicator of ", comm.size(), " ranks (world ranks ",
-                        list_text(comm.world_ranks()), "), at its rank ", comm.rank());
+  std::string located;  // the world ranks, each run of ranks on one host followed by the host's name
+  for (std::size_t k = 0; k < theirs.size(); ++k) {
+    const std::string host = comm.host_of(theirs[k]);
+    located += (k == 0 ? "" : ", ") + std::to_string(theirs[k]);
+    if (!host.empty() && (k + 1 == theirs.size() || comm.host_of(theirs[k + 1]) != host)) located += " on " + host;
+  }
+  return noun + list_text(ranks) + " (world " + noun + (theirs.empty() ? "unknown" : located) + ")";
 }
 
 }  // namespace
 
-void Communicator::watchdog_expired(const CallLabel& call, const std::optional<std::vector<int>>& missing) const {
+std::string Communicator::describe(const CallLabel& call) const {
+  const bool message = call.kind == CallKind::send || call.kind == CallKind::recv;
+  return detail::concat(name_of(call.kind), message ? " (message " : " #", call.number, message ? ")" : "", " on the ",
+                        backend(), " communicator of ", size(), " ranks (world ranks ", list_text(world_ranks()),
+                        "), at its rank ", rank());
+}
+
+void Communicator::watchdog_expired(const CallLabel& call, const std::optional<std::vector<int>>& missing,
+                                    const std::string& more) const {
   const double seconds = std::chrono::duration<double>(timeout_).count();
-  if (missing && !missing->empty()) {
-    OPTIMUS_FAIL("watchdog: ", call_text(call, *this), " did not complete within ", seconds, " s; not joined by ",
-                 ranks_text(*missing, world_ranks()));
-  }
-  OPTIMUS_FAIL("watchdog: ", call_text(call, *this), " did not complete within ", seconds, " s; ",
-               missing ? "every rank on this node joined it (the missing rank is on another node)"
-                       : "which ranks have not joined it is unknown here");
+  const Error error(missing && !missing->empty()
+                        ? detail::concat("watchdog: ", describe(call), " did not complete within ", seconds,
+                                         " s; not joined by ", ranks_text(*missing, *this), more)
+                        : detail::concat("watchdog: ", describe(call), " did not complete within ", seconds, " s",
+                                         more.empty() ? "; which ranks have not joined it is unknown here" : more),
+                    __FILE__, __LINE__);
+  job_->fail(std::make_exception_ptr(error));
+  throw error;
 }
 
 void Communicator::peers_gone(const CallLabel& call, const std::vector<int>& missing) const {
-  OPTIMUS_FAIL(call_text(call, *this), " can never complete: ", ranks_text(missing, world_ranks()),
-               missing.size() == 1 ? " has" : " have", " returned without joining it");
+  const Error error(detail::concat(describe(call), " can never complete: ", ranks_text(missing, *this),
+                                   missing.size() == 1 ? " has" : " have", " returned without joining it"),
+                    __FILE__, __LINE__);
+  job_->fail(std::make_exception_ptr(error));
+  throw error;
 }
 
 std::string Communicator::withdrawn_message(const CallLabel& call, int lender) const {
-  return detail::concat(call_text(call, *this), " can never complete: ", ranks_text({lender}, world_ranks()),
+  return detail::concat(describe(call), " can never complete: ", ranks_text({lender}, *this),
                         " withdrew the buffer it lent to it before this rank read it (its own wait failed or was "
                         "abandoned)");
 }

@@ -1,6 +1,9 @@
 // Context with MPI: initialization, the duplicated world, and the job-wide failure path.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "mpi_check.hpp"
@@ -10,8 +13,13 @@
 namespace optimus {
 
 struct Context::Mpi {
-  bool finalize = false;          // true when this Context initialized MPI
+  bool finalize = false;            // true when this Context initialized MPI
   MPI_Comm errors = MPI_COMM_NULL;  // used only by fail(), so its barrier cannot meet other traffic
+  // This node's processes share one word: the first to report a failure that ends the job takes it, and the others
+  // stay silent (several ranks whose watchdogs fire at once would otherwise print the same line each).
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Win window = MPI_WIN_NULL;
+  int* reported = nullptr;
 };
 
 Context::Context(int& argc, char**& argv) : mpi_(std::make_unique<Mpi>()) {
@@ -27,6 +35,18 @@ Context::Context(int& argc, char**& argv) : mpi_(std::make_unique<Mpi>()) {
   MPI_Comm world = MPI_COMM_NULL;
   OPTIMUS_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
   OPTIMUS_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &mpi_->errors));
+  OPTIMUS_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &mpi_->node));
+  int node_rank = 0;
+  OPTIMUS_CHECK_MPI(MPI_Comm_rank(mpi_->node, &node_rank));
+  void* base = nullptr;
+  OPTIMUS_CHECK_MPI(MPI_Win_allocate_shared(node_rank == 0 ? sizeof(int) : 0, sizeof(int), MPI_INFO_NULL, mpi_->node,
+                                            &base, &mpi_->window));
+  MPI_Aint bytes = 0;
+  int unit = 0;
+  OPTIMUS_CHECK_MPI(MPI_Win_shared_query(mpi_->window, 0, &bytes, &unit, &base));
+  mpi_->reported = static_cast<int*>(base);
+  if (node_rank == 0) std::atomic_ref<int>(*mpi_->reported).store(0);
+  MPI_Barrier(mpi_->node);
   world_ = std::make_unique<MpiCommunicator>(world, true);
 }
 
@@ -36,28 +56,40 @@ Context::~Context() {
   MPI_Finalized(&finalized);
   if (finalized) return;
   MPI_Comm_free(&mpi_->errors);
+  MPI_Win_free(&mpi_->window);
+  MPI_Comm_free(&mpi_->node);
   if (mpi_->finalize) MPI_Finalize();
 }
 
 int Context::fail(std::string_view program, const std::exception& error) noexcept {
+  std::fflush(stdout);  // what the program printed comes before its error
   const int rank = world_->rank();
-  // Did every rank fail? A barrier on the error communicator completes only if all of them got here.
+  // Did every rank fail? A barrier on the error communicator completes only if all of them got here. Not asked where
+  // the world's communication failed for good: a rank it waited for will not come.
   MPI_Request request = MPI_REQUEST_NULL;
   int all_failed = 0;
-  if (MPI_Ibarrier(mpi_->errors, &request) == MPI_SUCCESS) {
+  if (!world_->job()->failed() && MPI_Ibarrier(mpi_->errors, &request) == MPI_SUCCESS) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!all_failed && std::chrono::steady_clock::now() < deadline) {
       MPI_Test(&request, &all_failed, MPI_STATUS_IGNORE);
       if (!all_failed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
+  std::string text;
+  try {
+    text = text_of(error);
+  } catch (...) {
+    text = error.what();
+  }
   if (all_failed) {
-    if (rank == 0) std::fprintf(stderr, "%.*s: error: %s\n", static_cast<int>(program.size()), program.data(), error.what());
+    if (rank == 0) std::fprintf(stderr, "%.*s: error: %s\n", static_cast<int>(program.size()), program.data(), text.c_str());
     return 1;
   }
-  std::fprintf(stderr, "%.*s: error on rank %d: %s\n", static_cast<int>(program.size()), program.data(), rank,
-               error.what());
-  std::fflush(stderr);
+  if (std::atomic_ref<int>(*mpi_->reported).exchange(1) == 0) {
+    std::fprintf(stderr, "%.*s: error on rank %d: %s\n", static_cast<int>(program.size()), program.data(), rank,
+                 text.c_str());
+    std::fflush(stderr);
+  }
   MPI_Abort(MPI_COMM_WORLD, 1);
   return 1;
 }

@@ -1,5 +1,7 @@
 // Context without MPI: the world is this process alone.
 #include <cstdio>
+#include <string>
+#include <string_view>
 
 #include "optimus/comm/context.hpp"
 #include "optimus/comm/in_process.hpp"
@@ -13,7 +15,14 @@ Context::Context(int& /*argc*/, char**& /*argv*/) : world_(make_self_communicato
 Context::~Context() = default;
 
 int Context::fail(std::string_view program, const std::exception& error) noexcept {
-  std::fprintf(stderr, "%.*s: error: %s\n", static_cast<int>(program.size()), program.data(), error.what());
+  std::fflush(stdout);  // what the program printed comes before its error
+  std::string text;
+  try {
+    text = text_of(error);
+  } catch (...) {
+    text = error.what();
+  }
+  std::fprintf(stderr, "%.*s: error: %s\n", static_cast<int>(program.size()), program.data(), text.c_str());
   return 1;
 }
 

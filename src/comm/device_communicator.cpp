@@ -29,6 +29,7 @@ struct P2pGroup {
 };
 
 struct DeviceCommunicator::Core {
+  std::shared_ptr<JobState> job;  // the bootstrap's
   DeviceRuntime* device = nullptr;
   std::unique_ptr<DeviceCollectives> collectives;  // declared before the stream: destroyed after it has drained
   std::unique_ptr<DeviceStream> stream;            // the communication stream
@@ -44,7 +45,8 @@ struct DeviceCommunicator::Core {
   std::unique_ptr<DeviceAllocator> p2p_buffers;  // device copies of host buffers of pending sends and receives
   std::shared_ptr<P2pGroup> open_group = std::make_shared<P2pGroup>();
 
-  Core(DeviceRuntime& d, std::unique_ptr<DeviceCollectives> c) : device(&d), collectives(std::move(c)) {
+  Core(std::shared_ptr<JobState> j, DeviceRuntime& d, std::unique_ptr<DeviceCollectives> c)
+      : job(std::move(j)), device(&d), collectives(std::move(c)) {
     device->make_current();
     stream = device->create_stream();
     computed = device->create_event();
@@ -55,6 +57,7 @@ struct DeviceCommunicator::Core {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
   ~Core() {
+    if (job->failed()) abort(nullptr);  // its pending operations may never complete: not waited for
     if (!aborted.load()) {
       try {
         stream->synchronize();
@@ -72,7 +75,10 @@ struct DeviceCommunicator::Core {
     OPTIMUS_CHECK(!aborted.load(), collectives->backend(),
                   " communicator was aborted after an earlier failure; create a new one");
   }
-  void abort() noexcept {
+  // After a failure (`why`; null where the job has failed already) that leaves operations that can never complete:
+  // they are abandoned, and so is the job (JobState).
+  void abort(std::exception_ptr why) noexcept {
+    job->fail(std::move(why));
     if (!aborted.exchange(true)) collectives->abort();
   }
   // The communication stream waits for the compute stream's work so far.
@@ -102,7 +108,7 @@ struct DeviceCommunicator::Core {
       }
       collectives->group_end();
     } catch (...) {
-      abort();
+      abort(std::current_exception());
       throw;
     }
     group->done = device->create_event();
@@ -124,28 +130,31 @@ struct DeviceCommunicator::Core {
 namespace {
 
 // Completion of queued work: an event on the communication stream (or, for point-to-point, its group's, posted when
-// first needed), polled together with the collectives' asynchronous errors and the timeout.
+// first needed), polled together with the collectives' asynchronous errors, the job's failure and the timeout.
 class DeviceRequest final : public RequestImpl {
  public:
-  // `finish` runs once, when the operation is done (a receive into a host buffer copies it out).
+  // `finish` runs once, when the operation is done (a receive into a host buffer copies it out); `expired` throws the
+  // watchdog's error.
   DeviceRequest(std::shared_ptr<DeviceCommunicator::Core> core, std::shared_ptr<DeviceEvent> done,
-                std::shared_ptr<P2pGroup> group, std::function<void()> finish = {})
-      : core_(std::move(core)), done_(std::move(done)), group_(std::move(group)), finish_(std::move(finish)) {}
+                std::shared_ptr<P2pGroup> group, std::function<void()> finish, std::function<void()> expired)
+      : RequestImpl(core->job), core_(std::move(core)), done_(std::move(done)), group_(std::move(group)),
+        finish_(std::move(finish)), expired_(std::move(expired)) {}
 
   // Polls: briefly by yielding (a GPU collective often ends within microseconds), then sleeping ever longer, up to
-  // 200 µs, so that ranks oversubscribing cores leave them to the ranks that have work.
+  // 200 µs, so that ranks oversubscribing cores leave them to the ranks that have work. Where the collectives run over
+  // a host transport with a watchdog (the simulated device's, staged ones), that watchdog names the ranks that did not
+  // join: this wait gives it a fifth of the timeout more to report first.
   void wait() override {
     const auto start = std::chrono::steady_clock::now();
+    const auto deadline = core_->collectives->has_watchdog() ? core_->timeout + core_->timeout / 5 : core_->timeout;
     auto pause = std::chrono::microseconds(1);
     for (int polls = 0; !test(); ++polls) {
-      const auto waited = std::chrono::steady_clock::now() - start;
-      if (waited > core_->timeout) {
-        core_->abort();
-        OPTIMUS_FAIL(core_->collectives->backend(), " operation did not complete within ",
-                     std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
-                     " ms (timeout ", core_->timeout.count(), " ms): a peer may have died or stopped calling the "
-                     "communicator; the communicator was aborted");
+      if (job().failed()) {  // this rank failed for good on another thread (a simulated device's stream) or earlier
+        core_->collectives->check_async_errors();  // this communicator's own error first, where it has one
+        core_->abort(nullptr);
+        job().throw_failure();
       }
+      if (std::chrono::steady_clock::now() - start > deadline) expire();
       if (polls < 64) {
         std::this_thread::yield();
         continue;
@@ -164,11 +173,20 @@ class DeviceRequest final : public RequestImpl {
       core_->collectives->check_async_errors();
       if (!done_->done()) return false;  // throws if the device failed
     } catch (...) {
-      core_->abort();
+      core_->abort(std::current_exception());
       throw;
     }
     if (finish_) std::exchange(finish_, {})();
     return true;
+  }
+  void expire() override {
+    try {
+      expired_();
+    } catch (...) {
+      core_->abort(std::current_exception());
+      throw;
+    }
+    OPTIMUS_FAIL("DeviceRequest::expire: the watchdog's error was not thrown");
   }
 
  private:
@@ -176,6 +194,7 @@ class DeviceRequest final : public RequestImpl {
   std::shared_ptr<DeviceEvent> done_;
   std::shared_ptr<P2pGroup> group_;
   std::function<void()> finish_;
+  std::function<void()> expired_;
 };
 
 // Whether a buffer is one the collectives can use as it is (null: nothing to move).
@@ -210,7 +229,7 @@ std::unique_ptr<DeviceCollectives> collectives_for(Communicator& bootstrap, Devi
 }  // namespace
 
 std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& bootstrap, DeviceRuntime& device) {
-  auto core = std::make_shared<Core>(device, collectives_for(bootstrap, device));
+  auto core = std::make_shared<Core>(bootstrap.job(), device, collectives_for(bootstrap, device));
   core->world_ranks = bootstrap.world_ranks();
   core->progress_calls = bootstrap.needs_progress_calls();
   const int rank = core->collectives->rank(), size = core->collectives->size();
@@ -218,11 +237,20 @@ std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& boo
 }
 
 DeviceCommunicator::DeviceCommunicator(std::shared_ptr<Core> core, int rank, int size)
-    : Communicator(rank, size), core_(std::move(core)) {}
+    : Communicator(rank, size, core->job), core_(std::move(core)) {}
+
+std::function<void()> DeviceCommunicator::watchdog() const {
+  return [this, call = posting()] {
+    watchdog_expired(call, std::nullopt,
+                     "; a rank may have died or stopped calling it (which one is unknown here); the communicator was "
+                     "aborted");
+  };
+}
 
 DeviceCommunicator::~DeviceCommunicator() {
   try {
-    if (!core_->aborted.load()) core_->flush();  // point-to-point operations nobody waited for still complete
+    // Point-to-point operations nobody waited for still complete, unless the job is failing.
+    if (!core_->aborted.load() && !core_->job->failed()) core_->flush();
   } catch (const std::exception& e) {
     std::cerr << "optimus: posting a device communicator's last operations failed: " << e.what() << '\n';
   }
@@ -260,7 +288,7 @@ Request DeviceCommunicator::run(const void* send, std::size_t send_bytes, void* 
   auto finish = [&](Sync how) {
     auto done = std::shared_ptr<DeviceEvent>(c.device->create_event());
     done->record(*c.stream);
-    Request r(std::make_unique<DeviceRequest>(core_, std::move(done), nullptr));
+    Request r(std::make_unique<DeviceRequest>(core_, std::move(done), nullptr, std::function<void()>{}, watchdog()));
     if (how == Sync::blocking) r.wait();
     return r;
   };
@@ -303,7 +331,7 @@ Request DeviceCommunicator::point_to_point(const void* send, void* recv, std::si
   }
   const std::shared_ptr<P2pGroup> group = c.open_group;
   group->operations.push_back([op, buffer] { op(buffer); });
-  Request r(std::make_unique<DeviceRequest>(core_, nullptr, group, std::move(finish)));
+  Request r(std::make_unique<DeviceRequest>(core_, nullptr, group, std::move(finish), watchdog()));
   if (sync == Sync::blocking) r.wait();
   return r;
 }
@@ -373,7 +401,7 @@ std::unique_ptr<Communicator> DeviceCommunicator::do_split(int color, int key) {
   c.check_usable();
   c.flush();
   c.stream->synchronize();  // nothing queued while the collectives split
-  auto child = std::make_shared<Core>(*c.device, c.collectives->split(color, key));
+  auto child = std::make_shared<Core>(c.job, *c.device, c.collectives->split(color, key));
   child->compute = c.compute;
   child->timeout = c.timeout;
   child->progress_calls = c.progress_calls;

@@ -13,10 +13,14 @@
 #include "optimus/comm/in_process.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -57,8 +61,9 @@ class HostStaging final : public InProcessStaging {
 
 class InProcessCommunicator final : public Communicator {
  public:
-  InProcessCommunicator(std::shared_ptr<GroupState> g, int rank, std::shared_ptr<InProcessStaging> staging)
-      : Communicator(rank, g->size), g_(std::move(g)), staging_(std::move(staging)) {}
+  InProcessCommunicator(std::shared_ptr<GroupState> g, int rank, std::shared_ptr<InProcessStaging> staging,
+                        std::shared_ptr<JobState> job)
+      : Communicator(rank, g->size, std::move(job)), g_(std::move(g)), staging_(std::move(staging)) {}
 
   std::string backend() const override { return "in-process"; }
   bool takes_buffers_on(Device device) const override {
@@ -71,6 +76,8 @@ class InProcessCommunicator final : public Communicator {
   std::vector<int> world_ranks() const override { return g_->world_ranks; }
 
  protected:
+  void timeout_changed() override { g_->world->note_timeout(timeout()); }
+
   Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync) override {
     if (size() == 1) return {};  // the buffer already holds the root's data
     const std::size_t n = count * size_of(dtype);
@@ -222,7 +229,7 @@ class InProcessCommunicator final : public Communicator {
     std::shared_ptr<GroupState> mine_group = child;
     if (++taken == new_size) g_->children.erase({seq, color});
     g_->done(seq);
-    return std::make_unique<InProcessCommunicator>(std::move(mine_group), new_rank, staging_);
+    return std::make_unique<InProcessCommunicator>(std::move(mine_group), new_rank, staging_, job());
   }
 
  private:
@@ -408,44 +415,124 @@ void set_in_process_staging(Communicator& comm, std::shared_ptr<InProcessStaging
   in_process->set_staging(std::move(staging));
 }
 
+namespace {
+
+// After a failure, how long run_in_process waits at least for the other ranks to return (see run_in_process).
+constexpr std::chrono::milliseconds kLeastGrace{2000};
+
+// What run_in_process shares with its ranks' threads, owned by them too: a thread left running (see run_in_process)
+// outlives the call.
+struct RunState {
+  RunState(int size, std::function<void(Communicator&)> f)
+      : world(std::make_shared<WorldState>(size)), fn(std::move(f)), done(static_cast<std::size_t>(size), 0),
+        errors(static_cast<std::size_t>(size)), induced(static_cast<std::size_t>(size), 0) {}
+
+  std::shared_ptr<WorldState> world;
+  std::function<void(Communicator&)> fn;
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;                         // ranks whose function has returned or thrown
+  std::vector<char> done;                   // by rank: whether it has
+  std::vector<std::exception_ptr> errors;
+  std::vector<char> induced;
+
+  void run(int r, const std::shared_ptr<GroupState>& group) {
+    const auto ri = static_cast<std::size_t>(r);
+    std::exception_ptr error;
+    bool caused_elsewhere = false;
+    try {
+      InProcessCommunicator comm(group, r, host_staging(), std::make_shared<JobState>());
+      fn(comm);
+      world->returned[ri].store(true);  // a wait on this rank can no longer complete
+    } catch (const Induced&) {
+      error = std::current_exception();
+      caused_elsewhere = true;
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (error) world->aborted.store(true);  // (already, for an induced error, unless a lender withdrew without failing)
+    std::lock_guard lock(mu);
+    errors[ri] = error;
+    induced[ri] = caused_elsewhere ? 1 : 0;
+    done[ri] = 1;
+    ++finished;
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
 void run_in_process(int size, const std::function<void(Communicator& world)>& fn) {
   OPTIMUS_CHECK(size >= 1, "run_in_process needs at least one rank, got ", size);
-  auto world = std::make_shared<WorldState>(size);
+  auto state = std::make_shared<RunState>(size, fn);
   std::vector<int> everyone(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) everyone[static_cast<std::size_t>(r)] = r;
-  auto group = std::make_shared<GroupState>(everyone, world);
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
-  std::vector<char> induced(static_cast<std::size_t>(size), 0);
+  auto group = std::make_shared<GroupState>(everyone, state->world);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      const auto ri = static_cast<std::size_t>(r);
-      try {
-        InProcessCommunicator comm(group, r, host_staging());
-        fn(comm);
-        world->returned[ri].store(true);  // a wait on this rank can no longer complete
-      } catch (const Induced&) {
-        errors[ri] = std::current_exception();
-        induced[ri] = 1;
-        world->aborted.store(true);  // (already, unless a lender withdrew without failing)
-      } catch (...) {
-        errors[ri] = std::current_exception();
-        world->aborted.store(true);
-      }
-    });
+  try {
+    for (int r = 0; r < size; ++r) threads.emplace_back([state, group, r] { state->run(r, group); });
+  } catch (const std::system_error& e) {  // no thread for a rank (a process or memory limit): the others stop
+    state->world->aborted.store(true);
+    for (std::thread& t : threads) t.join();
+    OPTIMUS_FAIL("run_in_process: cannot start a thread for in-process rank ", threads.size(), " of ", size, " (",
+                 e.what(), "): lower --in-process, or raise the limit on threads or memory (ulimit -u, -v)");
   }
-  for (std::thread& t : threads) t.join();
+  // Every rank's end; after a failure, the ranks still running are woken (their waits fail) and are given the
+  // watchdog's timeout (at least kLeastGrace) to return. One that does not (stuck outside any wait) is left running:
+  // the error is reported and the process must end, as MPI_Abort ends a job.
+  std::vector<int> left;
+  {
+    std::unique_lock lock(state->mu);
+    state->cv.wait(lock, [&] { return state->finished == size || state->world->aborted.load(); });
+    const std::chrono::milliseconds timeout(state->world->timeout_ms.load());
+    const std::chrono::milliseconds grace = std::max(timeout, kLeastGrace);
+    if (timeout.count() > 0) {
+      state->cv.wait_for(lock, grace, [&] { return state->finished == size; });
+    } else {
+      state->cv.wait(lock, [&] { return state->finished == size; });
+    }
+    for (int r = 0; r < size; ++r) {
+      if (state->done[static_cast<std::size_t>(r)] == 0) left.push_back(r);
+    }
+  }
+  for (std::size_t r = 0; r < threads.size(); ++r) {
+    if (std::find(left.begin(), left.end(), static_cast<int>(r)) != left.end()) {
+      threads[r].detach();
+    } else {
+      threads[r].join();
+    }
+  }
+  std::lock_guard lock(state->mu);  // (a thread left running may still finish)
   for (int pass = 0; pass < 2; ++pass) {  // original failures first, then induced ones
-    for (std::size_t r = 0; r < errors.size(); ++r) {
-      if (errors[r] && induced[r] == pass) std::rethrow_exception(errors[r]);
+    for (std::size_t r = 0; r < state->errors.size(); ++r) {
+      if (!state->errors[r] || state->induced[r] != pass) continue;
+      if (left.empty()) std::rethrow_exception(state->errors[r]);
+      std::string ranks;
+      for (int k : left) ranks += (ranks.empty() ? "" : ", ") + std::to_string(k);
+      std::string first;
+      try {
+        std::rethrow_exception(state->errors[r]);
+      } catch (const std::exception& e) {
+        first = e.what();
+      } catch (...) {
+        first = "an exception that is not a std::exception";
+      }
+      throw RanksLeftRunning(
+          detail::concat(first, " (in-process rank", left.size() == 1 ? " " : "s ", ranks,
+                         " did not stop within ",
+                         static_cast<double>(std::max(state->world->timeout_ms.load(), kLeastGrace.count())) / 1e3,
+                         " s after it and ",
+                         left.size() == 1 ? "was" : "were", " left running)"),
+          __FILE__, __LINE__);
     }
   }
 }
 
 std::unique_ptr<Communicator> make_self_communicator() {
-  return std::make_unique<InProcessCommunicator>(std::make_shared<GroupState>(std::vector<int>{0}, std::make_shared<WorldState>(1)), 0,
-                                                 host_staging());
+  return std::make_unique<InProcessCommunicator>(
+      std::make_shared<GroupState>(std::vector<int>{0}, std::make_shared<WorldState>(1)), 0, host_staging(),
+      std::make_shared<JobState>());
 }
 
 }  // namespace optimus

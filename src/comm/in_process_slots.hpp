@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <map>
@@ -43,10 +44,46 @@ class PeerFailed : public Induced {
       : Induced(detail::concat("in-process rank ", rank, " stopped because another rank failed")) {}
 };
 
+// Nanoseconds of the monotonic clock.
+inline std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
 struct WorldState {
-  explicit WorldState(int size) : returned(static_cast<std::size_t>(size)) {}
+  explicit WorldState(int size)
+      : returned(static_cast<std::size_t>(size)), last_call(static_cast<std::size_t>(size)) {
+    for (auto& t : last_call) t.store(now_ns());
+  }
   std::atomic<bool> aborted{false};
   std::vector<std::atomic<bool>> returned;  // world rank r's function has returned (normally)
+  std::atomic<std::int64_t> timeout_ms{0};  // the longest watchdog timeout any rank has set (run_in_process's grace)
+  // When world rank r last posted, waited on or tested an operation: a rank that stopped (or computes past the
+  // watchdog) is one whose last call is old.
+  std::vector<std::atomic<std::uint64_t>> last_call;
+
+  void called(int world_rank) { last_call[static_cast<std::size_t>(world_rank)].store(now_ns()); }
+  // "; world rank 1 has made no communication call for 3.1 s (stopped?)" for each rank but `me` that has not returned
+  // and whose last call is older than `patience` seconds.
+  std::string idle_ranks(int me, double patience) const {
+    std::string out;
+    const std::uint64_t now = now_ns();
+    for (std::size_t w = 0; w < last_call.size(); ++w) {
+      const std::uint64_t then = last_call[w].load();
+      const double idle = now > then ? static_cast<double>(now - then) * 1e-9 : 0.0;
+      if (static_cast<int>(w) == me || returned[w].load() || idle <= patience) continue;
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.1f", idle);
+      out += detail::concat("; world rank ", w, " has made no communication call for ", seconds, " s (stopped?)");
+    }
+    return out;
+  }
+
+  void note_timeout(std::chrono::milliseconds t) {
+    std::int64_t seen = timeout_ms.load();
+    while (t.count() > seen && !timeout_ms.compare_exchange_weak(seen, t.count())) {
+    }
+  }
 };
 
 struct Slot {
@@ -135,8 +172,11 @@ class SlotRequest final : public RequestImpl {
  public:
   SlotRequest(std::shared_ptr<GroupState> g, const Communicator& comm, std::function<bool()> ready,
               std::function<std::vector<int>()> missing, Take take, Withdraw withdraw)
-      : g_(std::move(g)), comm_(&comm), call_(comm.posting()), ready_(std::move(ready)), missing_(std::move(missing)),
-        take_(std::move(take)), withdraw_(std::move(withdraw)) {}
+      : RequestImpl(comm.job()), g_(std::move(g)), comm_(&comm), call_(comm.posting()), ready_(std::move(ready)),
+        missing_(std::move(missing)), take_(std::move(take)), withdraw_(std::move(withdraw)),
+        me_(g_->world_ranks[static_cast<std::size_t>(comm.rank())]) {
+    g_->world->called(me_);
+  }
   SlotRequest(const SlotRequest&) = delete;
   SlotRequest& operator=(const SlotRequest&) = delete;
   ~SlotRequest() override {
@@ -152,10 +192,9 @@ class SlotRequest final : public RequestImpl {
       const std::chrono::milliseconds timeout = comm_->timeout();
       std::unique_lock lock(g_->mu);
       while (!ready_()) {
+        g_->world->called(me_);
         check_peers();
-        if (timeout.count() > 0 && std::chrono::steady_clock::now() - started > timeout) {
-          comm_->watchdog_expired(call_, missing_());
-        }
+        if (timeout.count() > 0 && std::chrono::steady_clock::now() - started > timeout) expired();
         g_->cv.wait_for(lock, std::chrono::milliseconds(20));
       }
       deliver = take_();
@@ -164,6 +203,7 @@ class SlotRequest final : public RequestImpl {
     if (deliver) deliver();
   }
   bool test() override {
+    g_->world->called(me_);
     Delivery deliver;
     {
       std::unique_lock lock(g_->mu);
@@ -177,11 +217,28 @@ class SlotRequest final : public RequestImpl {
     if (deliver) deliver();
     return true;
   }
+  void expire() override {
+    std::unique_lock lock(g_->mu);
+    expired();
+  }
 
  private:
-  // Under the lock, while not ready: another rank's failure, or a rank this waits for gone.
+  // Under the lock: the watchdog's error, naming the ranks that have not joined and those of the world whose last call
+  // is older than half the timeout.
+  [[noreturn]] void expired() const {
+    comm_->watchdog_expired(call_, missing_(),
+                            g_->world->idle_ranks(me_, 0.5 * std::chrono::duration<double>(comm_->timeout()).count()));
+  }
+
+  // Under the lock, while not ready: this rank's job failed (another thread of it: a simulated device's stream),
+  // another rank's failure, or a rank this waits for gone.
   void check_peers() const {
-    if (g_->world->aborted.load()) throw PeerFailed(comm_->rank());
+    if (job().failed()) job().throw_failure();
+    if (g_->world->aborted.load()) {
+      const PeerFailed failed(comm_->rank());
+      job().fail(std::make_exception_ptr(failed));
+      throw failed;
+    }
     const std::vector<int> gone = g_->gone(missing_());
     if (!gone.empty()) comm_->peers_gone(call_, gone);
   }
@@ -194,6 +251,7 @@ class SlotRequest final : public RequestImpl {
   Take take_;
   Withdraw withdraw_;   // empty unless the request lends its caller's buffer
   bool taken_ = false;  // take() ran: complete, or delivering
+  int me_;              // this rank's world rank
 };
 
 }  // namespace optimus::in_process

@@ -210,7 +210,10 @@ Spec input_path(std::string name, std::string help) {
 
 Spec timeout_option() {
   return real("timeout", 0, 1e6, "watchdog: seconds an operation may wait before the job stops, naming it and the "
-                                 "ranks that have not joined (default 600, as PyTorch's NCCL; 0: off)");
+                                 "ranks that have not joined or stopped (default 600, as PyTorch's NCCL; 0: off). A "
+                                 "stopped or lost rank ends the job within about SECONDS after the others reach it "
+                                 "(10 minutes by default), 1.2 x SECONDS on device communicators, and SECONDS plus "
+                                 "max(SECONDS, 2) with --in-process ranks");
 }
 
 std::chrono::milliseconds Options::timeout() const {

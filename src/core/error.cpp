@@ -1,10 +1,10 @@
-// optimus::Error: a runtime_error whose what() carries the message and where it was raised.
+// optimus::Error: a runtime_error whose what() is the message; where it was raised is kept beside it.
 #include "optimus/core/error.hpp"
 
 namespace optimus {
 
 Error::Error(const std::string& message, const char* file, int line)
-    : std::runtime_error(detail::concat(message, " [", file, ":", line, "]")),
+    : std::runtime_error(message),
       message_(message),
       file_(file),
       line_(line) {}

@@ -17,14 +17,18 @@ namespace {
 constexpr int kDataTag = 0, kAckTag = 1;  // the transport's tags: the messages, and the rendezvous' replies
 
 // Runs the transport's operation to completion, polling (an in-process or MPI wait could not be interrupted) so that
-// an abort ends it: the operation is then abandoned.
-void complete(Collectives::State& state, Request request) {
+// an abort ends it: the operation is then abandoned. Past the transport's timeout its watchdog's error, which names the
+// ranks that have not joined, is the operation's (asynchronous) error; once the rank's job has failed, test() throws.
+void complete(Collectives::State& state, const Communicator& transport, Request request) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::chrono::milliseconds timeout = transport.timeout();
   auto pause = std::chrono::microseconds(1);
   while (!request.test()) {
     if (state.aborted.load()) {
       request.abandon();
       OPTIMUS_FAIL("sim collectives: aborted while an operation was waiting for its peers");
     }
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() - started > timeout) request.expire();
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(200));
   }
@@ -35,11 +39,12 @@ Access access(const void* p, std::size_t bytes, bool writes) { return {.begin = 
 // A reduction through the transport: its blocking form where it sums in another order than its non-blocking one and
 // the caller waits at once (as a host grid calls it), the non-blocking form, abortable, otherwise.
 template <class Blocking, class Nonblocking>
-void reduction(Collectives::State& state, bool blocking, Blocking&& run_blocking, Nonblocking&& post) {
+void reduction(Collectives::State& state, const Communicator& transport, bool blocking, Blocking&& run_blocking,
+               Nonblocking&& post) {
   if (blocking) {
     run_blocking();
   } else {
-    complete(state, post());
+    complete(state, transport, post());
   }
 }
 
@@ -86,7 +91,7 @@ void Collectives::broadcast(const void* send, void* recv, std::size_t count, DTy
   if (is_root) accesses.push_back(access(send, bytes, false));
   queue(stream, "sim broadcast", std::move(accesses), [t = transport_, st = state_, from, to, count, dtype, root] {
     if (from != nullptr && from != to) std::memcpy(to, from, count * size_of(dtype));
-    complete(*st, t->ibroadcast(to, count, dtype, root));
+    complete(*st, *t, t->ibroadcast(to, count, dtype, root));
   });
 }
 
@@ -100,7 +105,7 @@ void Collectives::reduce(const void* send, void* recv, std::size_t count, DType 
   const bool blocking = blocking_reductions_ && sync == Sync::blocking;
   queue(stream, "sim reduce", std::move(accesses),
         [t = transport_, st = state_, from, to, count, dtype, op, root, blocking] {
-          reduction(*st, blocking, [&] { t->reduce(from, to, count, dtype, op, root); },
+          reduction(*st, *t, blocking, [&] { t->reduce(from, to, count, dtype, op, root); },
                     [&] { return t->ireduce(from, to, count, dtype, op, root); });
         });
 }
@@ -113,7 +118,7 @@ void Collectives::all_reduce(const void* send, void* recv, std::size_t count, DT
   const bool blocking = blocking_reductions_ && sync == Sync::blocking;
   queue(stream, "sim all_reduce", {access(send, bytes, false), access(recv, bytes, true)},
         [t = transport_, st = state_, from, to, count, dtype, op, blocking] {
-          reduction(*st, blocking, [&] { t->all_reduce(from, to, count, dtype, op); },
+          reduction(*st, *t, blocking, [&] { t->all_reduce(from, to, count, dtype, op); },
                     [&] { return t->iall_reduce(from, to, count, dtype, op); });
         });
 }
@@ -123,7 +128,9 @@ void Collectives::all_gather(const void* send, void* recv, std::size_t count, DT
   const void* from = device_->translate(send, bytes, "sim all_gather, send buffer");
   void* to = device_->translate(recv, all, "sim all_gather, receive buffer");
   queue(stream, "sim all_gather", {access(send, bytes, false), access(recv, all, true)},
-        [t = transport_, st = state_, from, to, count, dtype] { complete(*st, t->iall_gather(from, to, count, dtype)); });
+        [t = transport_, st = state_, from, to, count, dtype] {
+          complete(*st, *t, t->iall_gather(from, to, count, dtype));
+        });
 }
 
 void Collectives::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
@@ -134,7 +141,7 @@ void Collectives::reduce_scatter(const void* send, void* recv, std::size_t count
   const bool blocking = blocking_reductions_ && sync == Sync::blocking;
   queue(stream, "sim reduce_scatter", {access(send, all, false), access(recv, bytes, true)},
         [t = transport_, st = state_, from, to, count, dtype, op, blocking] {
-          reduction(*st, blocking, [&] { t->reduce_scatter(from, to, count, dtype, op); },
+          reduction(*st, *t, blocking, [&] { t->reduce_scatter(from, to, count, dtype, op); },
                     [&] { return t->ireduce_scatter(from, to, count, dtype, op); });
         });
 }
@@ -190,16 +197,16 @@ void Collectives::queue_p2p(DeviceStream& stream, std::vector<P2p> operations, s
       }
       for (std::size_t i = 0; i < ops.size(); ++i) {
         if (ops[i].sends) continue;
-        complete(*st, std::move(data[i]));
+        complete(*st, *t, std::move(data[i]));
         acks_bytes[i] = 1;
         acks.push_back(t->isend(&acks_bytes[i], 1, DType::u8, ops[i].peer, kAckTag));
       }
       for (std::size_t i = 0; i < ops.size(); ++i) {
         if (!ops[i].sends) continue;
-        complete(*st, std::move(data[i]));
-        complete(*st, t->irecv(&acks_bytes[i], 1, DType::u8, ops[i].peer, kAckTag));
+        complete(*st, *t, std::move(data[i]));
+        complete(*st, *t, t->irecv(&acks_bytes[i], 1, DType::u8, ops[i].peer, kAckTag));
       }
-      for (Request& a : acks) complete(*st, std::move(a));
+      for (Request& a : acks) complete(*st, *t, std::move(a));
     } catch (...) {
       for (Request& r : data) r.abandon();
       for (Request& r : acks) r.abandon();

@@ -127,7 +127,8 @@ std::string failure_of(int ranks, const std::function<void(optimus::Communicator
   try {
     optimus::run_in_process(ranks, fn);
   } catch (const optimus::Error& e) {
-    return std::regex_replace(e.message(), std::regex("at its rank [0-9]+"), "at its rank *");
+    const std::string anonymous = std::regex_replace(e.message(), std::regex("at its rank [0-9]+"), "at its rank *");
+    return std::regex_replace(anonymous, std::regex("call for [0-9.]+ s"), "call for * s");
   }
   return "";
 }
@@ -165,13 +166,107 @@ TEST_CASE("the watchdog names an operation that a stopped rank has not joined, a
           if (w.rank() == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // stopped, not gone
           row->all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);  // ranks 0, 1: done and return
         }) == "watchdog: all_reduce #1 on the in-process communicator of 2 ranks (world ranks 2, 3), at its rank * did "
-              "not complete within 0.2 s; not joined by rank 1 (world rank 3)");
+              "not complete within 0.2 s; not joined by rank 1 (world rank 3); world rank 3 has made no communication "
+              "call for * s (stopped?)");
   CHECK(failure_of(2, [](optimus::Communicator& w) {
           w.set_timeout(std::chrono::milliseconds(100));
           double x = 1;
           w.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);  // both join: no alarm
           w.barrier();
         }).empty());
+}
+
+namespace {
+
+// A pending operation that records whether anything waited on it (Request's destructor, after the job failed).
+class WaitProbe final : public optimus::RequestImpl {
+ public:
+  WaitProbe(std::shared_ptr<optimus::JobState> job, std::atomic<int>& waits)
+      : RequestImpl(std::move(job)), waits_(&waits) {}
+  void wait() override { ++*waits_; }
+  bool test() override { return false; }
+  void expire() override { OPTIMUS_FAIL("WaitProbe::expire"); }
+
+ private:
+  std::atomic<int>* waits_;
+};
+
+}  // namespace
+
+TEST_CASE("once the watchdog fires, the rank's pending operations are abandoned and its new ones refused at once") {
+  // Rank 0 has eight all-reduces pending when the first one's watchdog fires (rank 1 is stopped): each used to be
+  // waited for, a timeout each, while the error unwound. Now every later wait throws the first failure at once, a
+  // request destroyed pending is not waited for, and new operations are refused — the communicators split from the
+  // world, and those it was split from, alike.
+  std::string first, later, refused, refused_on_split;
+  bool failed_before = true, failed_after = false;
+  std::atomic<int> waits{0};
+  optimus::run_in_process(2, [&](optimus::Communicator& w) {
+    w.set_timeout(std::chrono::milliseconds(150));
+    auto pair = w.split(0, w.rank());
+    if (w.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));  // stopped, then gone
+      return;
+    }
+    failed_before = w.job()->failed();
+    std::vector<double> x(8, 1.0);
+    std::vector<optimus::Request> pending;
+    for (double& v : x) pending.push_back(w.iall_reduce(&v, &v, 1, optimus::DType::f64, optimus::ReduceOp::sum));
+    try {
+      pending[0].wait();
+    } catch (const optimus::Error& e) {
+      first = e.message();
+    }
+    failed_after = w.job()->failed();
+    try {
+      pending[1].wait();  // a real wait would report all_reduce #2, after another 150 ms
+    } catch (const optimus::Error& e) {
+      later = e.message();
+    }
+    try {
+      w.barrier();
+    } catch (const optimus::Error& e) {
+      refused = e.message();
+    }
+    try {
+      pair->barrier();
+    } catch (const optimus::Error& e) {
+      refused_on_split = e.message();
+    }
+    { optimus::Request probe(std::make_unique<WaitProbe>(w.job(), waits)); }  // destroyed pending: abandoned
+  });
+  CHECK_FALSE(failed_before);
+  CHECK(failed_after);
+  INFO(first);
+  CHECK(first.starts_with("watchdog: all_reduce #1 on the in-process communicator of 2 ranks (world ranks 0, 1), at "
+                          "its rank 0 did not complete within 0.15 s; not joined by rank 1 (world rank 1)"));
+  CHECK(later == first);
+  CHECK(refused == "barrier on the in-process communicator refused: this rank's communication failed earlier (" + first +
+                       ")");
+  CHECK(refused_on_split == refused);
+  CHECK(waits.load() == 0);
+}
+
+TEST_CASE("a rank stuck outside communication after a failure is left running, and the error says so") {
+  // Rank 1 neither returns nor communicates for 4 s: past the watchdog's 0.1 s and run_in_process's grace (at least
+  // 2 s). The call ends with the failure, naming the rank left running (it wakes later, finds its world aborted and
+  // ends by itself; nothing here captures anything it could outlive).
+  try {
+    optimus::run_in_process(2, [](optimus::Communicator& w) {
+      w.set_timeout(std::chrono::milliseconds(100));
+      if (w.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(4));
+      double x = 1;
+      w.all_reduce(&x, &x, 1, optimus::DType::f64, optimus::ReduceOp::sum);
+    });
+    FAIL("run_in_process returned");
+  } catch (const optimus::RanksLeftRunning& e) {
+    CHECK(std::regex_match(e.message(), std::regex("watchdog: all_reduce #1 on the in-process communicator of 2 ranks "
+                                                   "\\(world ranks 0, 1\\), at its rank 0 did not complete within "
+                                                   "0.1 s; not joined by rank 1 \\(world rank 1\\); world rank 1 "
+                                                   "has made no communication call for [0-9.]+ s \\(stopped\\?\\) "
+                                                   "\\(in-process rank 1 did not stop within 2 s after it and was "
+                                                   "left running\\)")));
+  }
 }
 
 TEST_CASE("host broadcasts and reduces lend the caller's buffer: nothing is staged, and the lender waits for readers") {
@@ -232,7 +327,8 @@ TEST_CASE("a lender whose request ends early withdraws its buffer: the readers f
           if (w.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(600));
           w.reduce(&x, &y, 1, optimus::DType::f64, optimus::ReduceOp::sum, 0);
         }) == "watchdog: reduce #1 on the in-process communicator of 2 ranks (world ranks 0, 1), at its rank * did not "
-              "complete within 0.1 s; not joined by rank 0 (world rank 0)");
+              "complete within 0.1 s; not joined by rank 0 (world rank 0); world rank 0 has made no communication call "
+              "for * s (stopped?)");
 }
 
 TEST_CASE("a broadcast view reads the root's buffer in place; the root reclaims it once every receiver released") {

@@ -22,7 +22,7 @@ class ForwardingCommunicator : public Communicator {
  protected:
   // inner: the communicator wrapped; owned: the same when this decorator owns it (a split's child), else null.
   ForwardingCommunicator(Communicator* inner, std::unique_ptr<Communicator> owned)
-      : Communicator(inner->rank(), inner->size()), inner_(inner), owned_(std::move(owned)) {}
+      : Communicator(inner->rank(), inner->size(), inner->job()), inner_(inner), owned_(std::move(owned)) {}
 
   Communicator& inner() const { return *inner_; }
   virtual void before_post() {}

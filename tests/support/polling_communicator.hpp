@@ -22,7 +22,7 @@ class PollingCommunicator final : public ForwardingCommunicator {
 
  protected:
   Request wrap(Request request) override {
-    return Request(std::make_unique<Counted>(std::move(request), polls_));
+    return Request(std::make_unique<Counted>(std::move(request), polls_, job()));
   }
   std::unique_ptr<Communicator> decorate(std::unique_ptr<Communicator> child) override {
     Communicator* raw = child.get();
@@ -32,12 +32,14 @@ class PollingCommunicator final : public ForwardingCommunicator {
  private:
   class Counted final : public RequestImpl {
    public:
-    Counted(Request inner, std::shared_ptr<std::atomic<long>> polls) : inner_(std::move(inner)), polls_(std::move(polls)) {}
+    Counted(Request inner, std::shared_ptr<std::atomic<long>> polls, std::shared_ptr<JobState> job)
+        : RequestImpl(std::move(job)), inner_(std::move(inner)), polls_(std::move(polls)) {}
     void wait() override { inner_.wait(); }
     bool test() override {
       ++*polls_;
       return inner_.test();
     }
+    void expire() override { inner_.expire(); }
 
    private:
     Request inner_;

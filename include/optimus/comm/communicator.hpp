@@ -7,14 +7,18 @@
 // and then call the backend; backends implement the protected `post_*` functions.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "optimus/comm/stats.hpp"
@@ -36,16 +40,49 @@ struct CallLabel {
   std::uint64_t number = 0;
 };
 
-// Completion of a non-blocking operation, implemented by each backend.
+// What one rank's communicators share — a world, every communicator split from it, and the device communicators and
+// transports created over them: whether one of their operations failed for good (the watchdog fired, a rank it waited
+// for is gone, a device communicator aborted). From then on the job is ending: its pending requests are abandoned
+// instead of waited for (each would otherwise wait its own timeout while the error unwinds), waits fail at once and
+// new operations are refused, so the first error reaches the program's handler (Context::fail) without delay.
+class JobState {
+ public:
+  bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  // Records a failure (a null one is ignored); the first one is kept.
+  void fail(std::exception_ptr error) noexcept;
+  // The first failure's message ("" while none).
+  std::string failure() const;
+  // The error of a wait on an operation of this failed job, which is abandoned: the first failure again, so that
+  // whichever thread of the rank reports it names the cause (and it keeps its type: run_in_process tells an error
+  // another rank caused from one of a rank's own).
+  [[noreturn]] void throw_failure() const;
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  std::exception_ptr first_;
+};
+
+// Completion of a non-blocking operation, implemented by each backend. `job` is its communicator's (JobState).
 class RequestImpl {
  public:
+  explicit RequestImpl(std::shared_ptr<JobState> job);
   virtual ~RequestImpl() = default;
   virtual void wait() = 0;
   virtual bool test() = 0;  // true once complete; never blocks
+  // Throws the watchdog's error for this operation (naming the ranks it waits for where the backend knows them) and
+  // marks the job failed: for a caller that polls with test() and keeps its own deadline (the simulated device's
+  // streams).
+  [[noreturn]] virtual void expire() = 0;
+  JobState& job() const { return *job_; }
+
+ private:
+  std::shared_ptr<JobState> job_;
 };
 
-// A handle to a non-blocking operation. Move-only; destroying a pending request waits for it
-// (and logs, never throws, if that fails), so buffers are never left in flight.
+// A handle to a non-blocking operation. Move-only; destroying a pending request waits for it (and logs, never throws,
+// if that fails), so buffers are never left in flight — unless its job has failed (JobState): it is then abandoned at
+// once, silently (the job's first error is what gets reported, and the process is about to end).
 class Request {
  public:
   Request() = default;
@@ -54,8 +91,11 @@ class Request {
   Request& operator=(Request&& other) noexcept;
   ~Request();
 
+  // Both throw at once, abandoning the operation, where its job has failed.
   void wait();
   bool test();
+  // See RequestImpl::expire (a pending request only).
+  [[noreturn]] void expire();
   bool pending() const { return impl_ != nullptr; }
   // Forgets a pending operation without waiting for it, after its communicator failed or was aborted (it may never
   // complete). It may still complete later: its buffers must stay valid as long as the process uses them.
@@ -187,14 +227,26 @@ class Communicator {
   std::chrono::milliseconds timeout() const { return timeout_; }
   // This communicator's ranks as ranks of the world it was split from (the backend's), for messages; empty: unknown.
   virtual std::vector<int> world_ranks() const = 0;
+  // The host a world rank runs on, for messages where ranks span hosts (MPI, once the watchdog is on); "" when unknown
+  // or beside the point (in-process ranks).
+  virtual std::string host_of(int /*world_rank*/) const { return ""; }
+
+  // The job this communicator belongs to (JobState): shared with the communicators split from it and created over it.
+  const std::shared_ptr<JobState>& job() const { return job_; }
 
   // For the backends' pending requests. The operation being posted: set by the public call just before post_*.
   const CallLabel& posting() const { return posting_; }
   // The watchdog's error: `call` on this communicator did not complete within timeout(); `missing`: the ranks (of this
-  // communicator) that have not joined it, when known.
-  [[noreturn]] void watchdog_expired(const CallLabel& call, const std::optional<std::vector<int>>& missing) const;
+  // communicator) that have not joined it, when known; `more`: what else the backend knows ("; world rank 1 on host a
+  // has made no MPI call for 7.1 s"), or empty. Marks the job failed.
+  [[noreturn]] void watchdog_expired(const CallLabel& call, const std::optional<std::vector<int>>& missing,
+                                     const std::string& more) const;
   // The error of a wait that can never complete: `call` waits on `missing` ranks (of this communicator) that are gone.
+  // Marks the job failed.
   [[noreturn]] void peers_gone(const CallLabel& call, const std::vector<int>& missing) const;
+  // "all_reduce #3 on the mpi communicator of 4 ranks (world ranks 0, 1, 2, 3), at its rank 2": `call` named for
+  // messages.
+  std::string describe(const CallLabel& call) const;
   // The message of a wait that needs a buffer `lender` (a rank of this communicator) lent to `call` and has withdrawn,
   // its own wait having failed or its request having been abandoned. (A backend throws it as an error another rank
   // caused, which run_in_process reports only when no rank failed by itself.)
@@ -204,7 +256,8 @@ class Communicator {
   void reset_stats() { stats_ = CommStats{}; }
 
  protected:
-  Communicator(int rank, int size);
+  // `job`: a new JobState for a world, the parent's for a communicator split or created over another.
+  Communicator(int rank, int size, std::shared_ptr<JobState> job);
 
   // Backends start the operation; with Sync::blocking they may complete it before returning.
   virtual Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) = 0;
@@ -239,10 +292,12 @@ class Communicator {
   void check_peer(int peer, const char* what) const;
   void count_broadcast(std::size_t count, DType dtype, int root);  // checks, labels and counts a broadcast
   void check_reducible(DType dtype, const char* what) const;
-  void label(CallKind kind);  // posting_ for the call about to be posted
+  void label(CallKind kind);  // posting_ for the call about to be posted (refused once the job has failed)
+  void refuse_after_failure(std::string_view what) const;  // throws once the job has failed
 
   int rank_;
   int size_;
+  std::shared_ptr<JobState> job_;
   CommStats stats_;
   std::chrono::milliseconds timeout_{0};
   CallLabel posting_;

@@ -50,6 +50,9 @@ class DeviceCollectives {
   virtual void check_async_errors() = 0;
   // Stops every pending operation (they never complete); the collectives must not be used afterwards.
   virtual void abort() noexcept = 0;
+  // Whether the operations run over a host transport whose watchdog bounds them and names the ranks that did not join
+  // (the simulated device's collectives and staged ones, when the transport has a timeout); NCCL's do not.
+  virtual bool has_watchdog() const { return false; }
   // Collective over the ranks: those with the same color form new collectives, ordered by (key, rank). Nothing may
   // be queued at the time (the caller synchronises its stream first).
   virtual std::unique_ptr<DeviceCollectives> split(int color, int key) = 0;

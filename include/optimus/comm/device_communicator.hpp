@@ -20,11 +20,14 @@
 //     send/recv ignore the tag (NCCL has none): messages between two ranks match in the order they are posted.
 //   * Failures: waiting checks the collectives' asynchronous errors; an operation still running after the timeout
 //     (default 10 minutes: a peer that died leaves NCCL waiting forever) aborts the communicator. Either way wait()
-//     throws, and every later operation on the communicator throws at once.
+//     throws, and every later operation on the communicator throws at once; the job fails (JobState), so the rank's
+//     other pending operations are abandoned. Over a host transport with a watchdog (the simulated device's, staged
+//     collectives) the transport's error, which names the ranks that did not join, is the one reported.
 // Traffic counters follow the same convention as every backend.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -75,6 +78,8 @@ class DeviceCommunicator final : public Communicator {
 
  private:
   DeviceCommunicator(std::shared_ptr<Core> core, int rank, int size);
+  // The watchdog's error for the operation being posted (its requests throw it past the timeout).
+  std::function<void()> watchdog() const;
   // Runs `op(send, recv)` on device buffers: the given ones, or for host buffers the staging buffer (send's
   // `send_bytes` copied in first, recv's `recv_bytes` copied out after, blocking). `recv` may equal `send`.
   template <class Op>

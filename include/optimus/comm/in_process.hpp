@@ -13,13 +13,23 @@
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/device.hpp"
+#include "optimus/core/error.hpp"
 
 namespace optimus {
 
 // Runs fn(world) on `size` threads, each with its own rank's communicator, and joins them.
 // If any rank throws, the ranks blocked in communication are woken with an error instead of hanging,
-// and the first original exception (lowest rank) is rethrown here.
+// and the first original exception (lowest rank) is rethrown here. A rank that has not returned within the watchdog's
+// timeout after that (the longest any rank set, and at least 2 s; without a watchdog, it is waited for) is stuck
+// outside communication: it is left running, and the error is thrown as RanksLeftRunning, saying so — the process must
+// then end (as MPI_Abort ends a job) without destroying what those ranks use.
 void run_in_process(int size, const std::function<void(Communicator& world)>& fn);
+
+// run_in_process's error where ranks were left running (see there).
+class RanksLeftRunning : public Error {
+ public:
+  using Error::Error;
+};
 
 // Where an in-process rank's collectives stage contributions, and how bytes move and reduce there. The default
 // is host memory (memcpy; reductions on the CPU). A rank whose buffers are device memory sets one that keeps the

@@ -45,6 +45,7 @@ class StagedCollectives final : public DeviceCollectives {
   void group_end() override;
   void check_async_errors() override {}  // every failure is thrown by the operation itself
   void abort() noexcept override { aborted_ = true; }
+  bool has_watchdog() const override { return transport_->timeout().count() > 0; }
   std::unique_ptr<DeviceCollectives> split(int color, int key) override;
 
  private:

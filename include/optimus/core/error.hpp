@@ -1,7 +1,8 @@
 // optimus::Error and the check macros every module uses.
 //
-// OPTIMUS_CHECK(cond, parts...) throws optimus::Error with the file, the line, the failed condition
-// and a message streamed from `parts` (so the values involved are printed, not just named).
+// OPTIMUS_CHECK(cond, parts...) throws optimus::Error with a message streamed from `parts` (so the values involved are
+// printed, not just named) and the file and line that raised it. what() is the message alone — what a user reads;
+// where it was raised is for developers (file(), line(); programs print it when OPTIMUS_DEBUG is set: Context::fail).
 // Configuration errors are checked on values every rank shares, so every rank throws the same error.
 #pragma once
 
@@ -15,7 +16,7 @@ class Error : public std::runtime_error {
  public:
   Error(const std::string& message, const char* file, int line);
 
-  // The message alone, without the source location (what() has both).
+  // The message (what()'s text).
   const std::string& message() const noexcept { return message_; }
   const char* file() const noexcept { return file_; }
   int line() const noexcept { return line_; }

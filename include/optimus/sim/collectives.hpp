@@ -54,6 +54,7 @@ class Collectives final : public DeviceCollectives {
   void group_end() override;
   void check_async_errors() override;
   void abort() noexcept override;
+  bool has_watchdog() const override { return transport_->timeout().count() > 0; }
   std::unique_ptr<DeviceCollectives> split(int color, int key) override;
 
   // What the operations queued so far share with the stream work that runs them.

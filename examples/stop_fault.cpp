@@ -1,0 +1,34 @@
+// train_gpt's stop hook (stop_fault.hpp).
+#include "stop_fault.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "optimus/core/error.hpp"
+
+namespace optimus::examples {
+
+std::optional<StopFault> stop_fault_from_environment() {
+  const char* text = std::getenv("OPTIMUS_TEST_STOP");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  StopFault fault;
+  char end = '\0';
+  OPTIMUS_CHECK(std::sscanf(text, "%d:%d%c", &fault.rank, &fault.step, &end) == 2 && fault.rank >= 0 && fault.step >= 1,
+                "OPTIMUS_TEST_STOP is '", text, "', not RANK:STEP (a world rank >= 0, a step >= 1)");
+  return fault;
+}
+
+void stop_if_asked(const std::optional<StopFault>& fault, int world_rank, int step, bool in_process) {
+  if (!fault || fault->rank != world_rank || fault->step != step) return;
+  if (!in_process) {
+    std::raise(SIGSTOP);  // until the job is killed (or SIGCONT)
+    return;
+  }
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // a thread cannot be stopped alone: it blocks
+}
+
+}  // namespace optimus::examples
