@@ -172,8 +172,17 @@ Placement placement_of(Gpt<F>& model) {
 // Makes `partial` the checkpoint `dir` in one atomic step and durable: a rename, or where `dir` exists an exchange
 // (renameat2 RENAME_EXCHANGE), after which `partial` holds the replaced checkpoint and is removed. At no moment is
 // `dir` missing or incomplete.
+// A save replaces a checkpoint of the same name, never anything else (a user's directory or file of that name).
+void check_replaceable_checkpoint(const fs::path& dir) {
+  std::error_code error;
+  OPTIMUS_CHECK(!fs::exists(fs::symlink_status(dir, error)) || fs::is_regular_file(dir / "metadata.json", error),
+                "cannot save checkpoint '", dir.string(), "': it exists and is not a checkpoint (no metadata.json); it "
+                "is left as it is");
+}
+
 void commit(const fs::path& partial, const fs::path& dir) {
   fsync_directory(partial);
+  check_replaceable_checkpoint(dir);  // (again: one may have appeared since the save began)
   if (fs::exists(dir)) {
     if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
       // A file system without the exchange (EINVAL; NFS, say): the old checkpoint is removed first, so a kill between
@@ -208,6 +217,7 @@ IoStats save_model(const fs::path& target, Model& model, AdamW<T>* optimizer, co
     OPTIMUS_CHECK(fs::is_directory(dir.parent_path()), "cannot save checkpoint '", dir.string(), "': the directory '",
                   dir.parent_path().string(), "' does not exist");
     if (!leader) return;
+    check_replaceable_checkpoint(dir);
     fs::remove_all(partial);  // a save of this name that did not finish
     fs::create_directory(partial);
   });

@@ -201,7 +201,7 @@ void export_from(const std::string& dir_name, const detail::ModelTensors<T>& mod
                  std::int64_t context) {
   const GptConfig& c = *model.config;
   const fs::path dir(dir_name);
-  const fs::path partial = dir.parent_path() / ("." + dir.filename().string() + ".partial");
+  const fs::path partial = temporary_beside(dir, ".partial");  // this writer's own (output_file.hpp)
   // Every piece of the model's tensors in order, and the shard each goes to.
   struct Out {
     Piece piece;
@@ -226,11 +226,20 @@ void export_from(const std::string& dir_name, const detail::ModelTensors<T>& mod
     bytes += outs[k].info.bytes();
   }
   DeferredFailure outcome(model.writer);
+  struct Unfinished {  // the writer's partial directory, removed unless it became `dir`
+    const fs::path& path;
+    bool pending;
+    ~Unfinished() {
+      std::error_code ignored;
+      if (pending) fs::remove_all(path, ignored);
+    }
+  } unfinished{partial, false};
   outcome.attempt([&] {
     OPTIMUS_CHECK(max_shard_bytes > 0, "export_hf_llama: max_shard_bytes must be positive");
     OPTIMUS_CHECK(!fs::exists(dir), "export_hf_llama: '", dir.string(), "' exists; the export makes a new directory");
-    fs::remove_all(partial);  // an interrupted export's, by its name
-    fs::create_directories(partial);
+    remove_dead_writers_leftovers(dir, ".partial");  // interrupted exports' of this host
+    OPTIMUS_CHECK(fs::create_directory(partial), "export_hf_llama: '", partial.string(), "' exists already");
+    unfinished.pending = true;
     write_file(partial / "config.json", config_json(c, context).dump(2) + "\n");
     json weight_map = json::object();
     std::uint64_t total = 0;
@@ -276,7 +285,9 @@ void export_from(const std::string& dir_name, const detail::ModelTensors<T>& mod
   }
   outcome.attempt([&] {
     file->finish();
-    fs::rename(partial, dir);
+    file.reset();
+    unfinished.pending = false;
+    rename_new(partial, dir);  // refused where another writer made `dir` meanwhile
   });
   outcome.agree(model.everyone);
 }

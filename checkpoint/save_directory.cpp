@@ -99,6 +99,20 @@ SaveDirectory SaveDirectory::open(const fs::path& dir, const RunOrigin& origin) 
   OPTIMUS_CHECK(!error && fs::is_directory(dir), "cannot create the save directory ", dir.string(), ": ",
                 error ? error.message() : "a file of that name is in the way");
   SaveDirectory taken(dir, take_lock(dir));
+  // What is the directory's besides checkpoints: leftovers of saves and removals cut short (the lock holder's to clear),
+  // and step_N entries that are not checkpoints (the user's: refused, never replaced).
+  static const std::regex leftover("\\.step_[0-9]{1,19}\\.partial|\\.removing\\.step_[0-9]{1,19}");
+  static const std::regex step_name("step_[0-9]{1,19}");
+  std::vector<fs::path> leftovers;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, leftover)) leftovers.push_back(e.path());
+    std::error_code unreadable;
+    OPTIMUS_CHECK(!std::regex_match(name, step_name) || fs::is_regular_file(e.path() / "metadata.json", unreadable),
+                  "save directory ", dir.string(), " holds ", name, ", which is not a checkpoint (no metadata.json): "
+                  "a save of that step would replace it; move it out of the way, or save to another directory");
+  }
+  for (const fs::path& p : leftovers) fs::remove_all(p);
   // Its checkpoints by run: this run's after the resumed step go aside, any other run's stop this one.
   std::map<std::string, std::vector<std::uint64_t>> others;
   std::vector<std::uint64_t> later;

@@ -85,6 +85,7 @@ plan::Request request_of(const cli::Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  optimus::fail_writes_past_file_size_limit();
   try {
     const cli::Options o(argc, argv, 1, optimus::examples::optimus_plan_options());
     const plan::Request request = request_of(o);
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
       optimus::write_file(path, plan::to_json(request, result));
     }
     if (result.plans.empty()) {
+      std::fflush(stdout);  // the error after what was printed, however the streams are redirected
       std::fprintf(stderr, "optimus-plan: error: %s\n", result.infeasible.c_str());
       return 1;
     }
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", help.what());
     return 0;
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "optimus-plan: error: %s\n", e.what());
     return 2;
   }

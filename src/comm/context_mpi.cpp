@@ -8,6 +8,7 @@
 
 #include "mpi_check.hpp"
 #include "optimus/comm/context.hpp"
+#include "optimus/core/output_file.hpp"
 #include "optimus/comm/mpi_communicator.hpp"
 
 namespace optimus {
@@ -23,6 +24,7 @@ struct Context::Mpi {
 };
 
 Context::Context(int& argc, char**& argv) : mpi_(std::make_unique<Mpi>()) {
+  fail_writes_past_file_size_limit();
   int initialized = 0;
   OPTIMUS_CHECK_MPI(MPI_Initialized(&initialized));
   if (!initialized) {

@@ -4,13 +4,16 @@
 #include <string_view>
 
 #include "optimus/comm/context.hpp"
+#include "optimus/core/output_file.hpp"
 #include "optimus/comm/in_process.hpp"
 
 namespace optimus {
 
 struct Context::Mpi {};
 
-Context::Context(int& /*argc*/, char**& /*argv*/) : world_(make_self_communicator()) {}
+Context::Context(int& /*argc*/, char**& /*argv*/) : world_(make_self_communicator()) {
+  fail_writes_past_file_size_limit();
+}
 
 Context::~Context() = default;
 

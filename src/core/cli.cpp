@@ -290,6 +290,15 @@ Options::Options(int argc, char** argv, int first, std::vector<Spec> table) : ta
       check_not_input(values_.at(s.name), "option --" + s.name, inputs, input_names);
     }
   }
+  // Nor does it go into a directory another option writes (--export into --save's directory), before any work.
+  for (const Spec& s : table_) {
+    if (s.kind != Kind::output_file || !values_.count(s.name)) continue;
+    for (const Spec& d : table_) {
+      if (d.kind == Kind::output_directory && values_.count(d.name)) {
+        check_not_within(values_.at(s.name), "option --" + s.name, values_.at(d.name), "--" + d.name);
+      }
+    }
+  }
 }
 
 const Spec& Options::spec(const std::string& name) const {

@@ -59,4 +59,13 @@ inline std::filesystem::path fresh_directory(const std::string& name) {
   return dir;
 }
 
+// The writers' temporary files and directories in `dir` (core/output_file.hpp: names ending in ".partial").
+inline std::vector<std::filesystem::path> partial_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> found;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().ends_with(".partial")) found.push_back(e.path());
+  }
+  return found;
+}
+
 }  // namespace optimus::test

@@ -369,11 +369,25 @@ TEST_CASE("save directories: the newest complete step, keep_newest, and a direct
   const fs::path dir = fresh_directory("dirs");
   for (std::uint64_t step : {1, 3, 2}) save_as(dir, step, "a1");
   fs::create_directory(dir / "step_9");  // no metadata.json: not complete
+  std::ofstream(dir / "step_9" / "notes.txt") << "the user's";
   CHECK(optimus::checkpoint::resolve(dir) == dir / "step_3");
   CHECK(optimus::checkpoint::inspect(dir / "step_3").state.run == "a1");
+  // A step_N that is not a checkpoint is the user's: a run would replace it when it saves that step, so taking the
+  // directory is refused, and nothing is deleted; a save of that name refuses too.
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::SaveDirectory::open(dir, {.run = "a1", .resumed_step = 3}),
+                       doctest::Contains("holds step_9, which is not a checkpoint (no metadata.json)"), optimus::Error);
+  CHECK_THROWS_WITH_AS(save_as(dir, 9, "a1"), doctest::Contains("it exists and is not a checkpoint"), optimus::Error);
+  CHECK(fs::exists(dir / "step_9" / "notes.txt"));
+  fs::rename(dir / "step_9", dir / "notes_9");
+  // Leftovers of a save and a removal cut short are the directory owner's: taking it clears them.
+  fs::create_directory(dir / ".step_7.partial");
+  fs::create_directory(dir / ".removing.step_0");
   {
     const auto taken = optimus::checkpoint::SaveDirectory::open(dir, {.run = "a1", .resumed_step = 3});
     CHECK(taken.set_aside().empty());
+    CHECK_FALSE(fs::exists(dir / ".step_7.partial"));
+    CHECK_FALSE(fs::exists(dir / ".removing.step_0"));
+    CHECK(fs::exists(dir / "notes_9" / "notes.txt"));
     taken.keep_newest(2);
   }
   CHECK_FALSE(fs::exists(dir / "step_1"));
@@ -488,7 +502,7 @@ TEST_CASE("safetensors: a written file reads back; a malformed one is refused na
   }
   // An unfinished writer leaves the file it would have replaced as it was, and no partial file.
   CHECK(fs::file_size(file) == junk_bytes);
-  CHECK_FALSE(fs::exists(file.string() + ".partial"));
+  CHECK(optimus::test::partial_files(dir).empty());
   fs::remove_all(dir);
 }
 

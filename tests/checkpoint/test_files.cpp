@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optimus/optimus.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,14 +135,14 @@ TEST_CASE("output files: written whole or not at all, only over a regular file, 
   optimus::write_file(file, "first");
   optimus::write_file(file, "second, longer");
   CHECK(contents(file) == "second, longer");
-  CHECK_FALSE(fs::exists(dir / "out.json.partial"));
+  CHECK(optimus::test::partial_files(dir).empty());
   {
     // Abandoned before commit: the target keeps its bytes and the partial file goes.
     optimus::OutputFile half(file);
     half.append("xx", 2);
   }
   CHECK(contents(file) == "second, longer");
-  CHECK_FALSE(fs::exists(dir / "out.json.partial"));
+  CHECK(optimus::test::partial_files(dir).empty());
   // Space running out (a file-size limit of 4 KiB in a child: write() fails past it, as on a full disk) fails the
   // write, and the target keeps its bytes: no truncated file.
   std::fflush(nullptr);
@@ -163,7 +164,7 @@ TEST_CASE("output files: written whole or not at all, only over a regular file, 
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(contents(file) == "second, longer");
-  CHECK_FALSE(fs::exists(dir / "out.json.partial"));
+  CHECK(optimus::test::partial_files(dir).empty());
   // A device is never replaced (as root, a rename over /dev/full would replace the device node).
   CHECK_THROWS_WITH_AS(optimus::write_file("/dev/full", "x"), doctest::Contains("is a character device"),
                        optimus::Error);
@@ -185,6 +186,77 @@ TEST_CASE("output files: written whole or not at all, only over a regular file, 
                        doctest::Contains("is inside --resume's input"), optimus::Error);
   CHECK_NOTHROW(optimus::check_not_input(dir / "new.json", "--export", inputs, names));
   CHECK_NOTHROW(optimus::check_not_input(dir / "ckpt.json", "--export", inputs, names));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("one writer per output: two writers of one path never mix, and the second to finish refuses") {
+  const fs::path dir = fresh_directory("writers");
+  const fs::path file = dir / "model.safetensors";
+  const std::string refused = "was written by another writer while this one was writing it";
+  for (const bool existed : {false, true}) {
+    CAPTURE(existed);
+    if (existed) optimus::write_file(file, "an older export");
+    std::optional<optimus::OutputFile> first(std::in_place, file), second(std::in_place, file);
+    // Each writes a hidden file of its own beside the target, named by host, process and a random part.
+    CHECK(first->partial() != second->partial());
+    CHECK(first->partial().parent_path() == dir);
+    CHECK(first->partial().filename().string().starts_with(".model.safetensors."));
+    CHECK(optimus::test::partial_files(dir).size() == 2);
+    first->append("the first model", 15);
+    second->append("the second, longer model", 24);
+    first->commit();
+    CHECK(contents(file) == "the first model");
+    CHECK_THROWS_WITH_AS(second->commit(), doctest::Contains(refused.c_str()), optimus::Error);
+    CHECK(contents(file) == "the first model");  // wholly the first writer's
+    second.reset();
+    first.reset();
+    CHECK(optimus::test::partial_files(dir).empty());
+    fs::remove(file);
+  }
+  // A writer that starts after another finished replaces its file, wholly.
+  optimus::write_file(file, "one");
+  optimus::write_file(file, "two");
+  CHECK(contents(file) == "two");
+  // Directories (a Llama export) are renamed into place only where none appeared meanwhile.
+  const fs::path target = dir / "llama", mine = optimus::temporary_beside(target, ".partial");
+  fs::create_directory(mine);
+  fs::create_directory(target);
+  CHECK_THROWS_WITH_AS(optimus::rename_new(mine, target), doctest::Contains(refused.c_str()), optimus::Error);
+  CHECK_FALSE(fs::exists(mine));
+  fs::remove(target);
+  fs::create_directory(mine);
+  optimus::rename_new(mine, target);
+  CHECK(fs::is_directory(target));
+  // A killed writer's partial file is removed by the next writer of that name on this host once its process is gone;
+  // a running writer's is not.
+  const pid_t gone = ::fork();
+  REQUIRE(gone >= 0);
+  if (gone == 0) ::_exit(0);
+  REQUIRE(::waitpid(gone, nullptr, 0) == gone);
+  const fs::path running = optimus::temporary_beside(file, ".partial");  // this process's
+  char host[256] = {};
+  REQUIRE(::gethostname(host, sizeof host - 1) == 0);
+  const std::string dead_name = ".model.safetensors." + std::string(host) + "." + std::to_string(gone) + ".0.partial";
+  std::ofstream(dir / dead_name) << "killed";
+  std::ofstream(running) << "running";
+  optimus::write_file(file, "three");
+  CHECK_FALSE(fs::exists(dir / dead_name));
+  CHECK(fs::exists(running));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("an output never goes into a run's save directory") {
+  const fs::path dir = fresh_directory("within");
+  const fs::path shard = dir / "run" / "step_2" / "rank_00000.safetensors";
+  const std::string inside = "option --export '" + shard.string() + "' is inside --save's directory";
+  CHECK_THROWS_WITH_AS(optimus::check_not_within(shard, "option --export", dir / "run", "--save"),
+                       doctest::Contains(inside.c_str()), optimus::Error);
+  CHECK_THROWS_WITH_AS(optimus::check_not_within(dir / "run" / ".lock", "option --export", dir / "run/", "--save"),
+                       doctest::Contains("is inside --save's directory"), optimus::Error);
+  CHECK_THROWS_WITH_AS(optimus::check_not_within(dir / "run", "option --export", dir / "." / "run", "--save"),
+                       doctest::Contains("is --save's directory"), optimus::Error);
+  CHECK_NOTHROW(optimus::check_not_within(dir / "run.safetensors", "option --export", dir / "run", "--save"));
+  CHECK_NOTHROW(optimus::check_not_within(dir / "model.bin", "option --export", dir / "run", "--save"));
   fs::remove_all(dir);
 }
 

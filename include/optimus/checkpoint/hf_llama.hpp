@@ -22,9 +22,10 @@
 // rope_scaling, a head_dim other than h / heads, a tensor it does not know; F32, F64 and BF16 tensors are read.
 //
 // export_hf_llama streams as export_hf does (one tensor of the model at a time on the writing rank), in F32, into
-// shards of at most max_shard_bytes (a larger tensor alone in its own), writing DIR/.partial-style: the directory is
-// built beside as .NAME.partial and renamed to DIR once every file is complete and fsynced; DIR must not exist. Both
-// are collective and fail the same way on every rank (optimus::Error naming the file and the tensor).
+// shards of at most max_shard_bytes (a larger tensor alone in its own): the directory is built beside under a name of
+// this writer's own (core/output_file.hpp: `.NAME.HOST.PID.RANDOM.partial`) and renamed to DIR once every file is
+// complete and fsynced; DIR must not exist, and the rename refuses a DIR another writer made meanwhile. Both are
+// collective and fail the same way on every rank (optimus::Error naming the file and the tensor).
 #pragma once
 
 #include <cstdint>

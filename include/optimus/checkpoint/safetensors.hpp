@@ -33,8 +33,9 @@ struct TensorInfo {
   std::uint64_t bytes() const;       // element_size(dtype) * product of shape
 };
 
-// Writes `path` as an optimus::OutputFile (core/output_file.hpp: `path`.partial beside it, every byte checked, renamed
-// over `path` at the end; only a regular file or a new path is replaced): the header at once, then each tensor's
+// Writes `path` as an optimus::OutputFile (core/output_file.hpp: a partial file of this writer's own beside it, every
+// byte checked, renamed over `path` at the end unless another writer wrote `path` meanwhile; only a regular file or a
+// new path is replaced): the header at once, then each tensor's
 // bytes through append(), in the order given; finish() checks that every byte came, fsyncs and renames. Destroying an
 // unfinished writer removes the partial file and leaves `path` as it was.
 class Writer {

@@ -7,6 +7,8 @@
 //   * it holds DIR/.lock (flock) for as long as the object lives, so two runs never write one directory at once (the
 //     second is refused at once, naming the holder; the kernel drops the lock when the holder dies, even by SIGKILL);
 //   * it refuses a directory holding complete checkpoints of another run, naming them: a run continues only its own;
+//   * it refuses a `step_N` entry that is not a checkpoint (no metadata.json: the user's), which a save would replace,
+//     and removes the leftovers of saves and removals cut short (`.step_N.partial`, `.removing.step_N`: the holder's);
 //   * a run resumed at step s that finds its own checkpoints after s there (it rolls back, after a loss spike say) sets
 //     those aside, moving them whole to DIR/set_aside/K/ — the branch it abandons — so that `resolve(DIR)` and
 //     `keep_newest` only ever see the branch being trained. Nothing is deleted but by keep_newest.

@@ -14,6 +14,7 @@ namespace optimus {
 
 class Context {
  public:
+  // Also makes a file-size limit an error of the write that meets it, not SIGXFSZ (core/output_file.hpp).
   Context(int& argc, char**& argv);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

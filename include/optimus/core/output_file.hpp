@@ -1,6 +1,11 @@
-// The files a program writes: never over one of its inputs, never over anything but a regular file, and never
-// half-written — a file is written beside its target as `NAME.partial`, every byte checked (a full disk fails the
-// write, not later), fsynced, and renamed over the target, so a reader sees the old file or the whole new one.
+// The files a program writes: never over one of its inputs, never over anything but a regular file, never
+// half-written, and never two writers' bytes in one file. A file is written beside its target under a name of its
+// writer's own (`.NAME.HOST.PID.RANDOM.partial`, created exclusively), every byte checked (a full disk fails the write,
+// not later), fsynced, and renamed over the target, so a reader sees the old file or the whole new one. The rename
+// refuses to replace a file another writer finished after this one started (the target's identity is taken at the
+// start and compared, under a lock on the directory, before the rename; a target that did not exist must still not):
+// of two runs writing one path at once, one refuses with a line naming the path. A writer that was killed leaves its
+// partial file; the next writer of the same name on the same host removes those of processes that no longer run.
 #pragma once
 
 #include <cstddef>
@@ -23,11 +28,33 @@ void check_replaceable(const std::filesystem::path& path, std::string_view what)
 void check_not_input(const std::filesystem::path& output, std::string_view what,
                      const std::vector<std::filesystem::path>& inputs, const std::vector<std::string>& input_names);
 
+// Throws where `output` is the directory `dir` or lies inside it (a run's save directory: its checkpoints and its lock
+// are the run's), named by `dir_name` ("--save").
+void check_not_within(const std::filesystem::path& output, std::string_view what, const std::filesystem::path& dir,
+                      std::string_view dir_name);
+
+// Makes a file-size limit (`ulimit -f`) an error of the write that meets it (EFBIG: "cannot write ... File too large",
+// the partial file removed) instead of SIGXFSZ, which kills the process with nothing said. For a program's start
+// (Context does it; a program without one calls it first).
+void fail_writes_past_file_size_limit();
+
 // Writes `bytes` to `path` as above (check_replaceable first).
 void write_file(const std::filesystem::path& path, std::string_view bytes);
 
-// A file written piece by piece (a streamed model export): append() checks every byte, commit() fsyncs and renames
-// `NAME.partial` over the target. Destroyed uncommitted, it removes the partial file and leaves the target as it was.
+// `.NAME.HOST.PID.RANDOM` + suffix beside `target`: a temporary name of this writer's own (this process, and a random
+// part for each call), for a file or a directory being built.
+std::filesystem::path temporary_beside(const std::filesystem::path& target, std::string_view suffix);
+
+// Removes `.NAME.HOST.*` + suffix entries beside `target` left by processes of this host that no longer run.
+void remove_dead_writers_leftovers(const std::filesystem::path& target, std::string_view suffix);
+
+// Renames `from` (a complete file or directory of this writer's) to `to`, which must not exist: refused (an
+// optimus::Error naming `to`, and `from` removed) where another writer made `to` meanwhile.
+void rename_new(const std::filesystem::path& from, const std::filesystem::path& to);
+
+// A file written piece by piece (a streamed model export): append() checks every byte, commit() fsyncs and renames the
+// writer's partial file over the target (see above). Destroyed uncommitted, it removes the partial file and leaves the
+// target as it was.
 class OutputFile {
  public:
   explicit OutputFile(std::filesystem::path path);
@@ -42,7 +69,17 @@ class OutputFile {
   const std::filesystem::path& partial() const { return partial_; }
 
  private:
+  // What the target was when this writer started: the rename refuses a target that changed since.
+  struct Identity {
+    bool exists = false;
+    unsigned long long device = 0, inode = 0, size = 0;
+    long long modified_ns = 0;
+    bool operator==(const Identity&) const = default;
+  };
+  static Identity identity_of(const std::filesystem::path& path);
+
   std::filesystem::path path_, partial_;
+  Identity started_;
   int fd_ = -1;
 };
 
