@@ -99,11 +99,14 @@ GptConfig hf_config(const std::string& path) {
   }
   const auto heads = file.metadata().find("n_head");
   if (heads != file.metadata().end()) {
+    std::size_t used = 0;
     try {
-      c.heads = std::stoll(heads->second);
+      c.heads = std::stoll(heads->second, &used);
     } catch (const std::exception&) {
-      OPTIMUS_FAIL("'", path, "': __metadata__ n_head is '", heads->second, "', not a number");
+      used = 0;
     }
+    OPTIMUS_CHECK(used > 0 && used == heads->second.size(), "'", path, "': __metadata__ n_head is '", heads->second,
+                  "', not an integer");
   } else {
     OPTIMUS_CHECK(c.hidden % 64 == 0, "'", path, "' names no n_head and its hidden size ", c.hidden,
                   " is not a multiple of GPT-2's head size 64");

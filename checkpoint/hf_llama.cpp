@@ -72,6 +72,7 @@ std::vector<std::int64_t> file_shape(const Piece& p, const std::vector<std::int6
 }
 
 json read_json(const fs::path& path) {
+  check_regular_input(path, "a Hugging Face Llama directory's file");
   std::ifstream in(path);
   OPTIMUS_CHECK(in.good(), "'", path.string(), "' cannot be read");
   try {
@@ -89,7 +90,11 @@ class Shards {
       const json index = read_json(dir / kIndex);
       OPTIMUS_CHECK(index.contains("weight_map") && index.at("weight_map").is_object(), "'", (dir / kIndex).string(),
                     "' has no weight_map");
-      for (const auto& [name, file] : index.at("weight_map").items()) where_[name] = file.get<std::string>();
+      for (const auto& [name, file] : index.at("weight_map").items()) {
+        OPTIMUS_CHECK(file.is_string(), "'", (dir / kIndex).string(), "': weight_map's ", name, " is ", file.dump(),
+                      ", not a file name");
+        where_[name] = file.get<std::string>();
+      }
     } else {
       OPTIMUS_CHECK(fs::exists(dir / kSingle), "'", dir.string(), "' holds neither ", kSingle, " nor ", kIndex);
       for (const safetensors::Entry& e : open(kSingle).entries()) where_[e.info.name] = kSingle;
@@ -294,46 +299,76 @@ void export_from(const std::string& dir_name, const detail::ModelTensors<T>& mod
 
 }  // namespace
 
+namespace {
+
+// config.json's fields, typed as transformers writes them: a field of the wrong JSON type is refused naming its key
+// and the file (never truncated: hidden_size 32.5 is not 32).
+class ConfigFields {
+ public:
+  ConfigFields(const json& j, const fs::path& path) : j_(j), path_(path) {
+    OPTIMUS_CHECK(j_.is_object(), "'", path_.string(), "' is not a Llama config: not a JSON object");
+  }
+  bool has(const char* key) const { return j_.contains(key); }
+  std::int64_t integer(const char* key) const {
+    OPTIMUS_CHECK(has(key), "'", path_.string(), "' has no ", key);
+    const json& v = j_.at(key);
+    OPTIMUS_CHECK(v.is_number_integer(), "'", path_.string(), "': ", key, " is ", v.dump(), ", not an integer");
+    return v.get<std::int64_t>();
+  }
+  double number_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    OPTIMUS_CHECK(v.is_number(), "'", path_.string(), "': ", key, " is ", v.dump(), ", not a number");
+    return v.get<double>();
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    OPTIMUS_CHECK(v.is_boolean(), "'", path_.string(), "': ", key, " is ", v.dump(), ", not true or false");
+    return v.get<bool>();
+  }
+  // Absent, or `value`: what Optimus' Llama blocks have.
+  void absent_or(const char* key, const json& value) const {
+    OPTIMUS_CHECK(!has(key) || j_.at(key) == value, "'", path_.string(), "': ", key, " = ", j_.at(key).dump(),
+                  ", which Optimus' Llama blocks do not have (", value.dump(), ")");
+  }
+
+ private:
+  const json& j_;
+  const fs::path& path_;
+};
+
+}  // namespace
+
 GptConfig hf_llama_config(const std::string& dir_name) {
   const fs::path dir(dir_name);
   const fs::path path = dir / "config.json";
   const json j = read_json(path);
-  try {
-    const auto field = [&](const char* key) {
-      OPTIMUS_CHECK(j.contains(key), "'", path.string(), "' has no ", key);
-      return j.at(key).get<std::int64_t>();
-    };
-    const auto absent_or = [&](const char* key, const json& value) {
-      OPTIMUS_CHECK(!j.contains(key) || j.at(key) == value, "'", path.string(), "': ", key, " = ", j.at(key).dump(),
-                    ", which Optimus' Llama blocks do not have (", value.dump(), ")");
-    };
-    absent_or("hidden_act", "silu");
-    absent_or("attention_bias", false);
-    absent_or("mlp_bias", false);
-    absent_or("rope_scaling", nullptr);
-    const std::int64_t heads = field("num_attention_heads");
-    GptConfig c{.vocab = field("vocab_size"), .padded_vocab = 0, .max_seq = field("max_position_embeddings"),
-                .layers = field("num_hidden_layers"), .hidden = field("hidden_size"), .heads = heads,
-                .ffn = field("intermediate_size"), .dropout = 0.0, .seed = 0,
-                .block = BlockConfig::llama(j.value("rope_theta", 10000.0),
-                                            j.contains("num_key_value_heads") ? field("num_key_value_heads") : heads)};
-    c.block.norm.eps = j.value("rms_norm_eps", 1e-6);
-    c.block.tied_head = j.value("tie_word_embeddings", false);
-    OPTIMUS_CHECK(heads > 0 && c.hidden % heads == 0, "'", path.string(), "': hidden_size ", c.hidden,
-                  " is not divisible by num_attention_heads ", heads);
-    if (j.contains("head_dim")) absent_or("head_dim", c.hidden / heads);
-    validate(c);
-    // Every tensor is one the model has.
-    const std::set<std::string> names = llama_names(c);
-    const Shards shards(dir);
-    for (const auto& [name, file] : shards.names()) {
-      OPTIMUS_CHECK(names.count(name) || (c.block.tied_head && name == "lm_head.weight"), "'", dir.string(),
-                    "' has a tensor '", name, "' that the Llama of its config.json does not");
-    }
-    return c;
-  } catch (const json::exception& e) {
-    OPTIMUS_FAIL("'", path.string(), "' is not a Llama config: ", e.what());
+  const ConfigFields f(j, path);
+  f.absent_or("hidden_act", "silu");
+  f.absent_or("attention_bias", false);
+  f.absent_or("mlp_bias", false);
+  f.absent_or("rope_scaling", nullptr);
+  const std::int64_t heads = f.integer("num_attention_heads");
+  GptConfig c{.vocab = f.integer("vocab_size"), .padded_vocab = 0, .max_seq = f.integer("max_position_embeddings"),
+              .layers = f.integer("num_hidden_layers"), .hidden = f.integer("hidden_size"), .heads = heads,
+              .ffn = f.integer("intermediate_size"), .dropout = 0.0, .seed = 0,
+              .block = BlockConfig::llama(f.number_or("rope_theta", 10000.0),
+                                          f.has("num_key_value_heads") ? f.integer("num_key_value_heads") : heads)};
+  c.block.norm.eps = f.number_or("rms_norm_eps", 1e-6);
+  c.block.tied_head = f.boolean_or("tie_word_embeddings", false);
+  OPTIMUS_CHECK(heads > 0 && c.hidden % heads == 0, "'", path.string(), "': hidden_size ", c.hidden,
+                " is not divisible by num_attention_heads ", heads);
+  if (f.has("head_dim")) f.absent_or("head_dim", c.hidden / heads);
+  validate(c);
+  // Every tensor is one the model has.
+  const std::set<std::string> names = llama_names(c);
+  const Shards shards(dir);
+  for (const auto& [name, file] : shards.names()) {
+    OPTIMUS_CHECK(names.count(name) || (c.block.tied_head && name == "lm_head.weight"), "'", dir.string(),
+                  "' has a tensor '", name, "' that the Llama of its config.json does not");
   }
+  return c;
 }
 
 template <class F>

@@ -60,6 +60,7 @@ std::vector<Slice> layout(const GptConfig& c, std::int64_t padded_vocab) {
 }
 
 Header read_header(const std::string& path) {
+  check_regular_input(path, "llm.c checkpoint");
   std::ifstream in(path, std::ios::binary);
   OPTIMUS_CHECK(in.good(), "cannot open llm.c checkpoint '", path, "'");
   std::int32_t h[256] = {};
@@ -90,6 +91,8 @@ Header read_header(const std::string& path) {
 }  // namespace
 
 bool is_llmc_checkpoint(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return false;  // (a FIFO would block the read)
   std::ifstream in(path, std::ios::binary);
   std::int32_t first = 0;
   in.read(reinterpret_cast<char*>(&first), sizeof first);

@@ -85,7 +85,8 @@ std::uint64_t Writer::file_offset(std::size_t k) const { return header_.size() +
 // ---- Reader ----
 
 Reader::Reader(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  check_regular_input(path_, "safetensors");
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // (a FIFO put there since must not block the open)
   OPTIMUS_CHECK(fd_ >= 0, "cannot open '", path_, "': ", why());
   try {
     parse();
@@ -98,6 +99,7 @@ Reader::Reader(std::string path) : path_(std::move(path)) {
 void Reader::parse() {
   struct stat st {};
   OPTIMUS_CHECK(::fstat(fd_, &st) == 0, "cannot stat '", path_, "': ", why());
+  OPTIMUS_CHECK(S_ISREG(st.st_mode), "safetensors: '", path_, "' is not a regular file, not a file to read");
   file_bytes_ = static_cast<std::uint64_t>(st.st_size);
   OPTIMUS_CHECK(file_bytes_ >= 8, "'", path_, "' is not a safetensors file: ", file_bytes_, " bytes");
   unsigned char length[8];

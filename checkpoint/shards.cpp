@@ -16,6 +16,7 @@
 
 #include "optimus/core/device_memory.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus::checkpoint::detail {
 
@@ -148,6 +149,7 @@ nlohmann::json read_metadata(const fs::path& dir) {
   const fs::path file = dir / "metadata.json";
   OPTIMUS_CHECK(fs::exists(file), "checkpoint '", dir.string(), "' is incomplete: it has no metadata.json (a save "
                 "that did not finish, or not a checkpoint)");
+  check_regular_input(file, "checkpoint '" + dir.string() + "'");
   std::ifstream in(file, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   OPTIMUS_CHECK(in.is_open() && !in.bad(), "cannot read '", file.string(), "'");
@@ -174,6 +176,7 @@ class Files {
     const fs::path path = dir_ / entry.at("name").get<std::string>();
     OPTIMUS_CHECK(fs::exists(path), "checkpoint '", dir_.string(), "' is incomplete: '", path.string(),
                   "' is missing");
+    check_regular_input(path, "checkpoint '" + dir_.string() + "'");
     const auto expected = entry.at("bytes").get<std::uint64_t>();
     const auto actual = static_cast<std::uint64_t>(fs::file_size(path));
     OPTIMUS_CHECK(actual == expected, "'", path.string(), "' is damaged: ", actual, " bytes, but ", expected,

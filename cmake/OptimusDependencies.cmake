@@ -23,8 +23,10 @@ if(NOT _optimus_cuda MATCHES "^(OFF|FALSE|NO|0)$")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures (90: Hopper, H100/H200)")
     endif()
-    # One CUDA runtime in a process: the shared one, as CUDA::cudart links it.
-    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    # The CUDA runtime linked statically (CUDA::cudart_static), so that a program maps no CUDA library as it loads:
+    # the static runtime opens the driver (libcuda.so.1) on its first call, and cuBLASLt and NCCL are opened on first
+    # use too (src/cuda/cublaslt_library.hpp, src/comm/nccl_library.hpp). One runtime in a process: the static one.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
     enable_language(CUDA)
     set(OPTIMUS_HAVE_CUDA ON)
   elseif(_optimus_cuda MATCHES "^(ON|TRUE|YES|1)$")

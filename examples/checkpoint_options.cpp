@@ -85,6 +85,23 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
                 " leaves nothing to train after the checkpoint's step ", info.state.step);
 }
 
+ConfigNames config_names(const cli::Options& o) {
+  ConfigNames names = ConfigNames::options();
+  for (const char* from : {"init", "resume"}) {
+    if (!o.has(from)) continue;
+    const std::string q = names.q, p = names.p;
+    names = ConfigNames::fields();
+    names.subject = "the model of --" + std::string(from) + " '" + o.text(from, "") + "': ";
+    names.q = q;
+    names.p = p;
+  }
+  if (o.has("plan")) {
+    names.q = "the plan's q";
+    names.p = "the plan's p";
+  }
+  return names;
+}
+
 void check_export_target(const cli::Options& o, const GptConfig& config) {
   if (!o.has("export")) return;
   const std::string file = o.text("export", "");

@@ -355,6 +355,12 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
     optimus::examples::adopt_checkpoint(o, resumed, host_grid.dp(), data_vocab, config, setup.batch, setup.steps,
                                         setup.lr);
   }
+  // The model's shape on its layout, named as the user gave them (--hidden, --q; a file's fields), before any work.
+  if (one_d) {
+    optimus::validate_for_group(config, layout.p, ex::config_names(o));
+  } else {
+    optimus::validate_for_grid(config, q, ex::config_names(o));
+  }
   if (schedule) {
     optimus::pipeline::check_layers(config.layers, schedule->stages, schedule->chunks);
     OPTIMUS_CHECK(setup.batch % (setup.micro_batches * q) == 0, "--batch ", setup.batch, " in ",

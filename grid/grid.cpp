@@ -94,11 +94,7 @@ Grid Grid::create(Communicator& world, int q) { return create(world, q, 1); }
 
 Grid Grid::create(Communicator& world, int q, int pp) {
   check_world_size(world.size(), q, pp);
-  // Before any work, so that running out of memory later is an error: every in-process rank multiplies on a thread of
-  // its own, each with its own GEMM buffer; a barrier first, so that their warm-up products run together.
-  const int threads_at_once = world.backend().starts_with("in-process") ? world.size() : 1;
-  world.barrier();
-  all_or_throw({&world}, [threads_at_once] { cpu::prepare_gemm(threads_at_once); });
+  prepare_gemm_together(world);  // before any work, so that running out of memory later is an error
   const int p = q * q;
   auto s = std::make_shared<State>();
   Topology& t = s->topology;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "optimus/comm/all_or_throw.hpp"
 #include "optimus/core/blas_kernel.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
@@ -83,6 +84,7 @@ LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& se
 Calibration calibrate(Communicator& world, int iters) {
   OPTIMUS_CHECK(iters >= 1, "calibrate: ", iters, " repetitions");
   cpu::set_gemm_threads(1);
+  prepare_gemm_together(world);  // before the products timed below: out of memory is an error, not a spin
   Calibration out{.ranks = world.size(), .backend = world.backend()};
   if (world.size() >= 2) {
     const std::vector<std::size_t> counts = {1u << 10, 1u << 13, 1u << 16, 1u << 19};  // floats

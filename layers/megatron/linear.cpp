@@ -64,8 +64,7 @@ TensorView<const T> bias_row(const Grid& local, const std::optional<DistMatrix<T
 // The one-rank communicator of this rank, after every rank of `tp` took the GEMM backend's memory (Grid::create would
 // only agree on it over that one rank).
 std::unique_ptr<Communicator> prepared_self(Communicator& tp) {
-  const int threads_at_once = tp.backend().starts_with("in-process") ? tp.size() : 1;
-  all_or_throw({&tp}, [threads_at_once] { cpu::prepare_gemm(threads_at_once); });
+  prepare_gemm_together(tp);
   return tp.split(tp.rank(), 0);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/kernels.hpp"
 
 namespace optimus {
 
@@ -37,6 +38,17 @@ void DeferredFailure::agree(const std::vector<Communicator*>& comms) const {
   std::optional<std::string> failure = failure_;
   for (Communicator* comm : comms) failure = first_failure(*comm, failure);
   if (failure) OPTIMUS_FAIL(*failure);
+}
+
+void prepare_gemm_together(Communicator& comm) {
+  const int threads_at_once = comm.backend().starts_with("in-process") ? comm.size() : 1;
+  comm.barrier();
+  // Each rank holds its buffer until the agreement (an all-reduce) shows every rank took one: then OpenBLAS's pool
+  // holds one per rank thread.
+  struct Release {
+    ~Release() { cpu::release_gemm_buffer(); }
+  } release;
+  all_or_throw({&comm}, [threads_at_once] { cpu::prepare_gemm(threads_at_once); });
 }
 
 void all_or_throw(const std::vector<Communicator*>& comms, const std::function<void()>& work) {

@@ -1,22 +1,27 @@
 // NCCL behind the DeviceCollectives interface (optimus/comm/device_collectives.hpp): each operation enqueued on the
-// given stream of the communicator's GPU. GPU-only code: CI compiles it, a GPU runs it; the device communicator above
-// it runs in CI over the simulated device's collectives.
+// given stream of the communicator's GPU, every call through the table of the library opened on first use
+// (nccl_library.hpp). GPU-only code: CI compiles it, a GPU runs it; the device communicator above it runs in CI over
+// the simulated device's collectives.
 #include <nccl.h>
 
 #include <iostream>
 
 #include "../core/backends.hpp"
+#include "nccl_library.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/cuda/runtime.hpp"
 
-#define OPTIMUS_CHECK_NCCL(call)                                                                    \
-  do {                                                                                              \
-    const ncclResult_t optimus_nccl_status_ = (call);                                               \
-    OPTIMUS_CHECK(optimus_nccl_status_ == ncclSuccess, #call, " failed: ", ncclGetErrorString(optimus_nccl_status_)); \
+#define OPTIMUS_CHECK_NCCL(call)                                                                         \
+  do {                                                                                                   \
+    const ncclResult_t optimus_nccl_status_ = (call);                                                    \
+    OPTIMUS_CHECK(optimus_nccl_status_ == ncclSuccess, #call, " failed: ",                               \
+                  ::optimus::detail::nccl().ncclGetErrorString(optimus_nccl_status_));                   \
   } while (0)
 
 namespace optimus {
 namespace {
+
+using detail::nccl;  // NCCL's functions; the first call opens the library
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -40,13 +45,13 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class NcclCollectives final : public DeviceCollectives {
  public:
   NcclCollectives(ncclComm_t comm, DeviceRuntime& device) : comm_(comm), device_(&device) {
-    OPTIMUS_CHECK_NCCL(ncclCommUserRank(comm_, &rank_));
-    OPTIMUS_CHECK_NCCL(ncclCommCount(comm_, &size_));
+    OPTIMUS_CHECK_NCCL(nccl().ncclCommUserRank(comm_, &rank_));
+    OPTIMUS_CHECK_NCCL(nccl().ncclCommCount(comm_, &size_));
   }
   ~NcclCollectives() override {
     if (aborted_) return;  // ncclCommAbort released it
-    const ncclResult_t s = ncclCommDestroy(comm_);
-    if (s != ncclSuccess) std::cerr << "optimus: ncclCommDestroy failed: " << ncclGetErrorString(s) << '\n';
+    const ncclResult_t s = nccl().ncclCommDestroy(comm_);
+    if (s != ncclSuccess) std::cerr << "optimus: ncclCommDestroy failed: " << nccl().ncclGetErrorString(s) << '\n';
   }
 
   int rank() const override { return rank_; }
@@ -54,47 +59,47 @@ class NcclCollectives final : public DeviceCollectives {
   std::string backend() const override { return "nccl"; }
 
   void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root, DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(ncclBroadcast(send, recv, count, nccl_type(dtype), root, comm_, stream(s)));
+    OPTIMUS_CHECK_NCCL(nccl().ncclBroadcast(send, recv, count, nccl_type(dtype), root, comm_, stream(s)));
   }
   void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync,
               DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, comm_, stream(s)));
+    OPTIMUS_CHECK_NCCL(nccl().ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, comm_, stream(s)));
   }
   void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync,
                   DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
+    OPTIMUS_CHECK_NCCL(nccl().ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
   }
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream(s)));
+    OPTIMUS_CHECK_NCCL(nccl().ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream(s)));
   }
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync,
                       DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
+    OPTIMUS_CHECK_NCCL(nccl().ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
   }
   void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(ncclSend(buf, count, nccl_type(dtype), peer, comm_, stream(s)));
+    OPTIMUS_CHECK_NCCL(nccl().ncclSend(buf, count, nccl_type(dtype), peer, comm_, stream(s)));
   }
   void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(ncclRecv(buf, count, nccl_type(dtype), peer, comm_, stream(s)));
+    OPTIMUS_CHECK_NCCL(nccl().ncclRecv(buf, count, nccl_type(dtype), peer, comm_, stream(s)));
   }
-  void group_start() override { OPTIMUS_CHECK_NCCL(ncclGroupStart()); }
-  void group_end() override { OPTIMUS_CHECK_NCCL(ncclGroupEnd()); }
+  void group_start() override { OPTIMUS_CHECK_NCCL(nccl().ncclGroupStart()); }
+  void group_end() override { OPTIMUS_CHECK_NCCL(nccl().ncclGroupEnd()); }
 
   void check_async_errors() override {
     OPTIMUS_CHECK(!aborted_, "NCCL communicator was aborted after an earlier failure");
     ncclResult_t async = ncclSuccess;
-    OPTIMUS_CHECK_NCCL(ncclCommGetAsyncError(comm_, &async));
+    OPTIMUS_CHECK_NCCL(nccl().ncclCommGetAsyncError(comm_, &async));
     OPTIMUS_CHECK(async == ncclSuccess || async == ncclInProgress, "NCCL operation failed asynchronously: ",
-                  ncclGetErrorString(async));
+                  nccl().ncclGetErrorString(async));
   }
   void abort() noexcept override {
     if (aborted_) return;
     aborted_ = true;
-    ncclCommAbort(comm_);
+    nccl().ncclCommAbort(comm_);
   }
   std::unique_ptr<DeviceCollectives> split(int color, int key) override {
     ncclComm_t child = nullptr;
-    OPTIMUS_CHECK_NCCL(ncclCommSplit(comm_, color, key, &child, nullptr));
+    OPTIMUS_CHECK_NCCL(nccl().ncclCommSplit(comm_, color, key, &child, nullptr));
     return std::make_unique<NcclCollectives>(child, *device_);
   }
 
@@ -113,12 +118,13 @@ namespace detail {
 
 std::unique_ptr<DeviceCollectives> make_nccl_collectives(Communicator& bootstrap, DeviceRuntime& device) {
   OPTIMUS_CHECK(device.device() == Device::cuda, "NCCL needs a CUDA device, got ", device.name());
+  nccl();  // every rank opens NCCL before the broadcast: where it does not load, every rank throws the same error
   ncclUniqueId id{};
-  if (bootstrap.rank() == 0) OPTIMUS_CHECK_NCCL(ncclGetUniqueId(&id));
+  if (bootstrap.rank() == 0) OPTIMUS_CHECK_NCCL(nccl().ncclGetUniqueId(&id));
   bootstrap.broadcast(&id, sizeof(id), DType::u8, 0);
   device.make_current();
   ncclComm_t comm = nullptr;
-  OPTIMUS_CHECK_NCCL(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
+  OPTIMUS_CHECK_NCCL(nccl().ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
   return std::make_unique<NcclCollectives>(comm, device);
 }
 

@@ -10,7 +10,8 @@ std::vector<Spec> arch_options() {
                  "default) or llama (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases, untied "
                  "head)"),
           integer("kv-heads", 1, 1 << 16, "--arch llama: key/value heads, dividing --heads (default --heads)"),
-          positive_real("rope-theta", 1e12, "--arch llama: the rotary positions' theta (default 10000)")};
+          // Above 1, as the blocks take it (validate(GptConfig)): a theta of 1 or less gives no rotation.
+          real_above("rope-theta", 1, 1e12, "--arch llama: the rotary positions' theta (default 10000)")};
 }
 
 BlockConfig arch_of(const Options& o) {

@@ -1,6 +1,7 @@
 // Internal to src/: the pieces of the CUDA backend that device-generic code creates, defined by src/cuda/ (and
 // src/comm/nccl_collectives.cpp) or, in a build without CUDA (or NCCL), by src/core/cuda_absent.cpp
-// (src/comm/nccl_absent.cpp), which refuse with a message naming the build option.
+// (src/comm/nccl_absent.cpp), which refuse with a message naming the build option. The first GEMM engine opens
+// cuBLASLt and the first NCCL communicator opens NCCL (neither is linked: src/core/dynamic_library.hpp).
 #pragma once
 
 #include <memory>

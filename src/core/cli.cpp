@@ -17,10 +17,12 @@
 namespace optimus::cli {
 namespace {
 
+// "a,b" -> {a, b}; every comma separates two items, so "a," and ",a" each hold an empty one (which lists refuse).
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> items;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) items.push_back(item);
+  if (!text.empty() && text.back() == ',') items.emplace_back();
   return items;
 }
 
@@ -170,10 +172,13 @@ Spec real(std::string name, double min, double max, std::string help) {
   return Spec{.name = std::move(name), .kind = Kind::real, .min = 0, .max = 0, .real_min = min, .real_max = max,
               .min_open = false, .choices = {}, .help = std::move(help)};
 }
-Spec positive_real(std::string name, double max, std::string help) {
-  Spec s = real(std::move(name), 0.0, max, std::move(help));
+Spec real_above(std::string name, double min, double max, std::string help) {
+  Spec s = real(std::move(name), min, max, std::move(help));
   s.min_open = true;
   return s;
+}
+Spec positive_real(std::string name, double max, std::string help) {
+  return real_above(std::move(name), 0.0, max, std::move(help));
 }
 Spec positive_reals(std::string name, double max, std::string help) {
   Spec s = positive_real(std::move(name), max, std::move(help));

@@ -84,5 +84,6 @@ std::string gemm_backend() { return "Eigen " + eigen_version() + " (1 thread)"; 
 void set_gemm_threads(int /*threads*/) {}
 
 void prepare_gemm(int /*threads_at_once*/) {}  // Eigen's products allocate their blocks per call, with operator new
+void release_gemm_buffer() {}
 
 }  // namespace optimus::cpu

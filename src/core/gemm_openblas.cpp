@@ -1,24 +1,88 @@
-// CPU GEMM on OpenBLAS's cblas interface. OpenBLAS sizes its thread pool from OPENBLAS_NUM_THREADS;
-// Optimus runs one rank per core, so the scripts and tests set it to 1 and gemm_backend() reports it.
-//
-// Its kernel: judged, and replaced when older than the processor, as the program loads (blas_kernel.hpp).
+// CPU GEMM on OpenBLAS's cblas interface, OpenBLAS opened on first use (dlopen; the build's variant, pthreads or
+// OpenMP: OPTIMUS_OPENBLAS_PATH). OpenBLAS starts a thread pool as it loads, sized by OPENBLAS_NUM_THREADS (else one
+// thread per core), each thread taking a 128 MiB working buffer at once — under an address-space limit a pool thread
+// retries that allocation forever (issue 52: a process at 100% CPU with nothing printed). Optimus runs one rank per
+// thread, so it opens OpenBLAS with OPENBLAS_NUM_THREADS=1 where the environment does not set it (a value the user gives
+// is kept), and asks for more GEMM threads itself where it wants them (set_gemm_threads); gemm_backend() reports the
+// count. Its kernel: judged, and replaced when older than the processor, as the program loads (blas_kernel.hpp).
 #include <cblas.h>
-#include <dlfcn.h>
 
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "dynamic_library.hpp"
 #include "gemm_backend.hpp"
 #include "optimus/core/blas_kernel.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 
+#if !defined(OPTIMUS_OPENBLAS_PATH)
+#error "OPTIMUS_OPENBLAS_PATH (the OpenBLAS library the build found) is set by src/CMakeLists.txt"
+#endif
+
 namespace optimus::cpu {
+namespace {
+
+// OpenBLAS's functions that Optimus calls, from the library opened on first use. The two of its kernel choice
+// (driver/others/dynamic.c), in no header, exist in its DYNAMIC_ARCH builds only (null elsewhere): forget() drops the
+// kernel in use, choose() picks one as at load — OPENBLAS_CORETYPE's if set, else by CPUID.
+struct OpenBlas {
+  optimus::detail::DynamicLibrary library;
+  decltype(&::cblas_sgemm) cblas_sgemm = nullptr;
+  decltype(&::cblas_dgemm) cblas_dgemm = nullptr;
+  decltype(&::openblas_get_config) openblas_get_config = nullptr;
+  decltype(&::openblas_get_corename) openblas_get_corename = nullptr;
+  decltype(&::openblas_get_num_threads) openblas_get_num_threads = nullptr;
+  decltype(&::openblas_set_num_threads) openblas_set_num_threads = nullptr;
+  void (*gotoblas_dynamic_quit)() = nullptr;
+  void (*gotoblas_dynamic_init)() = nullptr;
+  // Its pool of working buffers (driver/others/memory.c, in no header): take one, give it back (the pool keeps it).
+  void* (*blas_memory_alloc)(int) = nullptr;
+  void (*blas_memory_free)(void*) = nullptr;
+
+  explicit OpenBlas(optimus::detail::DynamicLibrary lib) : library(std::move(lib)) {
+#define OPTIMUS_RESOLVE(member) member = library.function<decltype(&::member)>(#member)
+    OPTIMUS_RESOLVE(cblas_sgemm);
+    OPTIMUS_RESOLVE(cblas_dgemm);
+    OPTIMUS_RESOLVE(openblas_get_config);
+    OPTIMUS_RESOLVE(openblas_get_corename);
+    OPTIMUS_RESOLVE(openblas_get_num_threads);
+    OPTIMUS_RESOLVE(openblas_set_num_threads);
+#undef OPTIMUS_RESOLVE
+    gotoblas_dynamic_quit = library.function_if_any<void (*)()>("gotoblas_dynamic_quit");
+    gotoblas_dynamic_init = library.function_if_any<void (*)()>("gotoblas_dynamic_init");
+    blas_memory_alloc = library.function_if_any<void* (*)(int)>("blas_memory_alloc");
+    blas_memory_free = library.function_if_any<void (*)(void*)>("blas_memory_free");
+  }
+};
+
+const OpenBlas& blas() {
+  // Opened once, by the first caller (C++ serialises the initialisation), and never closed: OpenBLAS's threads and
+  // buffers are the process's.
+  static const OpenBlas& table = *[] {
+    ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);  // before the library loads and starts its pool
+    const std::string path = OPTIMUS_OPENBLAS_PATH;
+    const std::string soname = std::filesystem::path(path).filename().string();
+    return new OpenBlas(optimus::detail::DynamicLibrary({path, soname}, "the CPU's GEMMs"));
+  }();
+  return table;
+}
+
+// The buffer of OpenBLAS's pool the calling thread holds (prepare_gemm to release_gemm_buffer), or null.
+void*& held_buffer() {
+  thread_local void* held = nullptr;
+  return held;
+}
+
+}  // namespace
+
 namespace detail {
 namespace {
 
@@ -35,7 +99,7 @@ template <>
 void gemm_rowmajor<float>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                           const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
                           std::int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, op(ta), op(tb), blas_int(m, "m"), blas_int(n, "n"), blas_int(k, "k"), alpha, a,
+  blas().cblas_sgemm(CblasRowMajor, op(ta), op(tb), blas_int(m, "m"), blas_int(n, "n"), blas_int(k, "k"), alpha, a,
               blas_int(lda, "lda"), b, blas_int(ldb, "ldb"), beta, c, blas_int(ldc, "ldc"));
 }
 
@@ -43,7 +107,7 @@ template <>
 void gemm_rowmajor<double>(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
                            const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta,
                            double* c, std::int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, op(ta), op(tb), blas_int(m, "m"), blas_int(n, "n"), blas_int(k, "k"), alpha, a,
+  blas().cblas_dgemm(CblasRowMajor, op(ta), op(tb), blas_int(m, "m"), blas_int(n, "n"), blas_int(k, "k"), alpha, a,
               blas_int(lda, "lda"), b, blas_int(ldb, "ldb"), beta, c, blas_int(ldc, "ldc"));
 }
 
@@ -67,19 +131,15 @@ bool buffers_available(int count) {
   return all;
 }
 
-// OpenBLAS's own kernel choice (driver/others/dynamic.c), exported by its DYNAMIC_ARCH libraries, in no header:
-// forget() drops the kernel in use, choose() picks one as at load — OPENBLAS_CORETYPE's if set, else by CPUID — and
-// initialises its parameters. Both null where the library was built for one target.
+// OpenBLAS's own kernel choice (OpenBlas: gotoblas_dynamic_quit and _init): forget() drops the kernel in use,
+// choose() picks one as at load and initialises its parameters. Both null where the library was built for one target.
 struct DynamicArch {
   void (*forget)() = nullptr;
   void (*choose)() = nullptr;
   bool available() const { return forget != nullptr && choose != nullptr; }
 };
 
-DynamicArch dynamic_arch() {
-  return {.forget = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit")),
-          .choose = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"))};
-}
+DynamicArch dynamic_arch() { return {.forget = blas().gotoblas_dynamic_quit, .choose = blas().gotoblas_dynamic_init}; }
 
 // "0.3.21" from "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...".
 std::string version_of(const std::string& config) {
@@ -103,13 +163,13 @@ std::string load_core(const DynamicArch& arch, const std::string& core) {
   } else {
     unsetenv("OPENBLAS_CORETYPE");
   }
-  return openblas_get_corename();
+  return blas().openblas_get_corename();
 }
 
 // The kernel as OpenBLAS loaded it, then Optimus's decision carried out (blas_kernel.hpp).
 BlasKernel choose_at_load() {
-  const std::string config = openblas_get_config(), version = version_of(config);
-  const std::string loaded = openblas_get_corename();
+  const std::string config = blas().openblas_get_config(), version = version_of(config);
+  const std::string loaded = blas().openblas_get_corename();
   const DynamicArch arch = dynamic_arch();
   BlasKernel k{.library = "OpenBLAS " + version, .kernel = loaded, .simd = openblas::simd_of(loaded),
                .chosen_by = "", .config = config, .changeable = arch.available()};
@@ -155,8 +215,8 @@ BlasKernel initial_kernel() {
   try {
     return choose_at_load();
   } catch (const std::exception& e) {  // an allocation in the check
-    return BlasKernel{.library = "OpenBLAS", .kernel = openblas_get_corename(), .simd = SimdLevel::unknown,
-                      .chosen_by = std::string("not judged: ") + e.what(), .config = openblas_get_config(),
+    return BlasKernel{.library = "OpenBLAS", .kernel = blas().openblas_get_corename(), .simd = SimdLevel::unknown,
+                      .chosen_by = std::string("not judged: ") + e.what(), .config = blas().openblas_get_config(),
                       .changeable = false};
   }
 }
@@ -212,13 +272,13 @@ BlasKernel use_blas_kernel(const std::string& kernel) {
   r.kernel.kernel = now;
   r.kernel.simd = simd;
   r.kernel.chosen_by = "use_blas_kernel(" + kernel + ")";
-  r.kernel.config = openblas_get_config();
+  r.kernel.config = blas().openblas_get_config();
   return r.kernel;
 }
 
 std::string gemm_backend() {
-  return std::string(openblas_get_config()) + " (" + std::to_string(openblas_get_num_threads()) +
-         " thread" + (openblas_get_num_threads() == 1 ? ")" : "s)");
+  return std::string(blas().openblas_get_config()) + " (" + std::to_string(blas().openblas_get_num_threads()) +
+         " thread" + (blas().openblas_get_num_threads() == 1 ? ")" : "s)");
 }
 
 void prepare_gemm(int threads_at_once) {
@@ -235,19 +295,27 @@ void prepare_gemm(int threads_at_once) {
       checked = threads_at_once;
     }
   }
-  thread_local bool warmed = false;
-  if (warmed) return;
-  // A product large enough to take a buffer (smaller ones may use OpenBLAS's small-matrix kernels instead).
+  if (held_buffer() != nullptr) return;
+  if (blas().blas_memory_alloc != nullptr && blas().blas_memory_free != nullptr) {
+    held_buffer() = blas().blas_memory_alloc(0);  // malloc could give it just now: this does not wait
+    return;
+  }
+  // A library without the pool's functions: a product large enough to take a buffer (smaller ones may use OpenBLAS's
+  // small-matrix kernels instead), which OpenBLAS keeps.
   constexpr int n = 256;
   const std::vector<double> a(static_cast<std::size_t>(n) * n, 1.0);
   std::vector<double> c(static_cast<std::size_t>(n) * n, 0.0);
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
-  warmed = true;
+  blas().cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+}
+
+void release_gemm_buffer() {
+  if (held_buffer() == nullptr) return;
+  blas().blas_memory_free(std::exchange(held_buffer(), nullptr));
 }
 
 void set_gemm_threads(int threads) {
   OPTIMUS_CHECK(threads >= 1, "set_gemm_threads needs at least one thread, got ", threads);
-  openblas_set_num_threads(threads);
+  blas().openblas_set_num_threads(threads);
 }
 
 }  // namespace optimus::cpu

@@ -16,57 +16,97 @@ std::uint64_t parameter_stream(std::string_view name) {
   return hash;
 }
 
-void validate_for_group(const GptConfig& c, int p) {
-  validate(c);
-  OPTIMUS_CHECK(p >= 1, "GptConfig: the group size p = ", p, " must be positive");
-  OPTIMUS_CHECK(c.heads % p == 0, "GptConfig: heads = ", c.heads, " is not divisible by p = ", p);
-  OPTIMUS_CHECK(c.ffn % p == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by p = ", p);
-  OPTIMUS_CHECK(c.kv_heads() % p == 0, "GptConfig: kv_heads = ", c.kv_heads(), " is not divisible by p = ", p,
+ConfigNames ConfigNames::fields() {
+  return {.subject = "GptConfig: ", .vocab = "vocab", .max_seq = "max_seq", .hidden = "hidden", .heads = "heads",
+          .ffn = "ffn", .layers = "layers", .padded_vocab = "padded_vocab", .dropout = "dropout",
+          .norm_eps = "block.norm.eps", .kv_heads = "block.kv_heads", .rope_theta = "block.rope.theta", .q = "q",
+          .p = "p"};
+}
+
+ConfigNames ConfigNames::options() {
+  return {.subject = "", .vocab = "--vocab", .max_seq = "--seq", .hidden = "--hidden", .heads = "--heads",
+          .ffn = "--ffn", .layers = "--layers", .padded_vocab = "the padded vocabulary", .dropout = "--dropout",
+          .norm_eps = "the norm's epsilon", .kv_heads = "--kv-heads", .rope_theta = "--rope-theta", .q = "--q",
+          .p = "--p"};
+}
+
+namespace {
+
+// "--hidden 30" for an option, "hidden = 30" for a field.
+template <class V>
+std::string named(const std::string& name, const V& value) {
+  return detail::concat(name, name.starts_with("--") ? " " : " = ", value);
+}
+
+// "q^2 = 4 (--q 2)".
+std::string squared(const std::string& name, std::int64_t q) {
+  return detail::concat(name.starts_with("--") ? name.substr(2) : name, "^2 = ", q * q, " (", named(name, q), ")");
+}
+
+}  // namespace
+
+void validate_for_group(const GptConfig& c, int p) { validate_for_group(c, p, ConfigNames::fields()); }
+
+void validate_for_group(const GptConfig& c, int p, const ConfigNames& n) {
+  validate(c, n);
+  const std::string& at = n.subject;
+  OPTIMUS_CHECK(p >= 1, at, "the group size ", named(n.p, p), " must be positive");
+  OPTIMUS_CHECK(c.heads % p == 0, at, named(n.heads, c.heads), " is not divisible by ", named(n.p, p));
+  OPTIMUS_CHECK(c.ffn % p == 0, at, named(n.ffn, c.ffn), " is not divisible by ", named(n.p, p));
+  OPTIMUS_CHECK(c.kv_heads() % p == 0, at, named(n.kv_heads, c.kv_heads()), " is not divisible by ", named(n.p, p),
                 " (each rank holds whole key/value heads)");
 }
 
-void validate_for_grid(const GptConfig& c, int grid_side) {
-  validate(c);
+void validate_for_grid(const GptConfig& c, int grid_side) { validate_for_grid(c, grid_side, ConfigNames::fields()); }
+
+void validate_for_grid(const GptConfig& c, int grid_side, const ConfigNames& n) {
+  validate(c, n);
   const std::int64_t q = grid_side, qq = q * q;
-  OPTIMUS_CHECK(q >= 1, "GptConfig: the grid side q = ", q, " must be positive");
-  OPTIMUS_CHECK(c.heads % q == 0, "GptConfig: heads = ", c.heads, " is not divisible by q = ", q);
-  OPTIMUS_CHECK(c.padded_vocab == 0 || (c.padded_vocab >= c.vocab && c.padded_vocab % q == 0),
-                "GptConfig: padded_vocab = ", c.padded_vocab, " must be 0 (the default padding) or a multiple of q = ",
-                q, " no smaller than vocab = ", c.vocab);
-  OPTIMUS_CHECK(c.max_seq % q == 0, "GptConfig: max_seq = ", c.max_seq, " is not divisible by q = ", q);
-  OPTIMUS_CHECK(c.hidden % qq == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by q*q = ", qq,
-                " (biases and LayerNorm parameters are split q*q ways)");
-  OPTIMUS_CHECK(c.ffn % qq == 0, "GptConfig: ffn = ", c.ffn, " is not divisible by q*q = ", qq);
-  OPTIMUS_CHECK(c.kv_heads() % q == 0, "GptConfig: kv_heads = ", c.kv_heads(), " is not divisible by q = ", q,
+  const std::string& at = n.subject;
+  OPTIMUS_CHECK(q >= 1, at, "the grid side ", named(n.q, q), " must be positive");
+  OPTIMUS_CHECK(c.heads % q == 0, at, named(n.heads, c.heads), " is not divisible by ", named(n.q, q));
+  OPTIMUS_CHECK(c.padded_vocab == 0 || (c.padded_vocab >= c.vocab && c.padded_vocab % q == 0), at,
+                named(n.padded_vocab, c.padded_vocab), " must be 0 (the default padding) or a multiple of ",
+                named(n.q, q), " no smaller than ", named(n.vocab, c.vocab));
+  OPTIMUS_CHECK(c.max_seq % q == 0, at, named(n.max_seq, c.max_seq), " is not divisible by ", named(n.q, q));
+  OPTIMUS_CHECK(c.hidden % qq == 0, at, named(n.hidden, c.hidden), " is not divisible by ", squared(n.q, q),
+                ": biases and LayerNorm parameters are split q^2 ways");
+  OPTIMUS_CHECK(c.ffn % qq == 0, at, named(n.ffn, c.ffn), " is not divisible by ", squared(n.q, q));
+  OPTIMUS_CHECK(c.kv_heads() % q == 0, at, named(n.kv_heads, c.kv_heads()), " is not divisible by ", named(n.q, q),
                 " (each grid column holds whole key/value heads)");
-  OPTIMUS_CHECK(!c.block.bias || c.qkv_width() % qq == 0, "GptConfig: c_attn's width ", c.qkv_width(),
-                " (hidden + 2 kv_heads * head size) is not divisible by q*q = ", qq, " (its bias is split q*q ways)");
+  OPTIMUS_CHECK(!c.block.bias || c.qkv_width() % qq == 0, at, "c_attn's width ", c.qkv_width(), " (",
+                named(n.hidden, c.hidden), " + 2 x ", named(n.kv_heads, c.kv_heads()), " x head size ", c.head_size(),
+                ") is not divisible by ", squared(n.q, q), ": its bias is split q^2 ways");
 }
 
-void validate(const GptConfig& c) {
-  const auto positive = [](const char* field, std::int64_t v) {
-    OPTIMUS_CHECK(v > 0, "GptConfig: ", field, " = ", v, " must be positive");
+void validate(const GptConfig& c) { validate(c, ConfigNames::fields()); }
+
+void validate(const GptConfig& c, const ConfigNames& n) {
+  const std::string& at = n.subject;
+  const auto positive = [&](const std::string& name, std::int64_t v) {
+    OPTIMUS_CHECK(v > 0, at, named(name, v), " must be positive");
   };
-  positive("vocab", c.vocab);
-  positive("max_seq", c.max_seq);
-  positive("hidden", c.hidden);
-  positive("heads", c.heads);
-  positive("ffn", c.ffn);
-  OPTIMUS_CHECK(c.layers >= 0, "GptConfig: layers = ", c.layers, " must not be negative");
-  OPTIMUS_CHECK(c.hidden % c.heads == 0, "GptConfig: hidden = ", c.hidden, " is not divisible by heads = ", c.heads);
-  OPTIMUS_CHECK(c.padded_vocab == 0 || c.padded_vocab >= c.vocab, "GptConfig: padded_vocab = ", c.padded_vocab,
-                " must be 0 (the default padding) or no smaller than vocab = ", c.vocab);
-  OPTIMUS_CHECK(std::isfinite(c.dropout) && c.dropout >= 0.0 && c.dropout < 1.0, "GptConfig: dropout = ", c.dropout,
+  positive(n.vocab, c.vocab);
+  positive(n.max_seq, c.max_seq);
+  positive(n.hidden, c.hidden);
+  positive(n.heads, c.heads);
+  positive(n.ffn, c.ffn);
+  OPTIMUS_CHECK(c.layers >= 0, at, named(n.layers, c.layers), " must not be negative");
+  OPTIMUS_CHECK(c.hidden % c.heads == 0, at, named(n.hidden, c.hidden), " is not divisible by ",
+                named(n.heads, c.heads));
+  OPTIMUS_CHECK(c.padded_vocab == 0 || c.padded_vocab >= c.vocab, at, named(n.padded_vocab, c.padded_vocab),
+                " must be 0 (the default padding) or no smaller than ", named(n.vocab, c.vocab));
+  OPTIMUS_CHECK(std::isfinite(c.dropout) && c.dropout >= 0.0 && c.dropout < 1.0, at, named(n.dropout, c.dropout),
                 " must be in [0, 1)");
-  OPTIMUS_CHECK(std::isfinite(c.block.norm.eps) && c.block.norm.eps > 0.0, "GptConfig: block.norm.eps = ",
-                c.block.norm.eps, " must be positive and finite");
-  OPTIMUS_CHECK(c.block.kv_heads >= 0 && c.heads % c.kv_heads() == 0, "GptConfig: block.kv_heads = ", c.block.kv_heads,
-                " must be 0 (heads) or divide heads = ", c.heads);
+  OPTIMUS_CHECK(std::isfinite(c.block.norm.eps) && c.block.norm.eps > 0.0, at, named(n.norm_eps, c.block.norm.eps),
+                " must be positive and finite");
+  OPTIMUS_CHECK(c.block.kv_heads >= 0 && c.heads % c.kv_heads() == 0, at, named(n.kv_heads, c.block.kv_heads),
+                " must divide ", named(n.heads, c.heads), n.kv_heads.starts_with("--") ? "" : " (or be 0: as many)");
   if (c.block.rope) {
-    OPTIMUS_CHECK(std::isfinite(c.block.rope->theta) && c.block.rope->theta > 1.0, "GptConfig: block.rope.theta = ",
-                  c.block.rope->theta, " must be finite and above 1");
-    OPTIMUS_CHECK(c.head_size() % 2 == 0, "GptConfig: rotary positions pair a head's columns, but the head size ",
-                  c.head_size(), " (hidden ", c.hidden, " / heads ", c.heads, ") is odd");
+    OPTIMUS_CHECK(std::isfinite(c.block.rope->theta) && c.block.rope->theta > 1.0, at,
+                  named(n.rope_theta, c.block.rope->theta), " must be finite and above 1");
+    OPTIMUS_CHECK(c.head_size() % 2 == 0, at, "rotary positions pair a head's columns, but the head size ",
+                  c.head_size(), " (", named(n.hidden, c.hidden), " / ", named(n.heads, c.heads), ") is odd");
   }
 }
 

@@ -1,4 +1,4 @@
-// The files a program writes (output_file.hpp).
+// The files a program writes, and the check of those it reads (output_file.hpp).
 #include "optimus/core/output_file.hpp"
 
 #include <fcntl.h>
@@ -32,6 +32,13 @@ std::string kind_of(const fs::file_status& s) {
     case fs::file_type::socket: return "a socket";
     default: return "not a regular file";
   }
+}
+
+void check_regular_input(const fs::path& path, std::string_view what) {
+  std::error_code error;
+  const fs::file_status s = fs::status(path, error);  // through links
+  OPTIMUS_CHECK(fs::exists(s), what, ": '", path.string(), "' does not exist");
+  OPTIMUS_CHECK(fs::is_regular_file(s), what, ": '", path.string(), "' is ", kind_of(s), ", not a file to read");
 }
 
 void check_replaceable(const fs::path& path, std::string_view what) {

@@ -1,30 +1,36 @@
-// cuBLASLt behind the GemmEngine interface (optimus/cuda/lt_gemm.hpp). GPU-only code: CI compiles it, a GPU runs it.
+// cuBLASLt behind the GemmEngine interface (optimus/cuda/lt_gemm.hpp), every call through the table of the library
+// opened on first use (cublaslt_library.hpp). GPU-only code: CI compiles it, a GPU runs it.
 #include "optimus/cuda/lt_gemm.hpp"
 
 #include <cstdint>
 #include <utility>
 
+#include "cublaslt_library.hpp"
+
 namespace optimus::cuda {
 namespace {
+
+using detail::cublaslt;  // cuBLASLt's functions; the first call opens the library
 
 cudaDataType_t cuda_type(lt::DataType t) { return t == lt::DataType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 struct Layout {
   cublasLtMatrixLayout_t desc = nullptr;
   explicit Layout(const lt::Layout& l) {
-    OPTIMUS_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc, cuda_type(l.type), static_cast<std::uint64_t>(l.rows),
-                                                    static_cast<std::uint64_t>(l.cols), l.ld));
+    OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatrixLayoutCreate(&desc, cuda_type(l.type),
+                                                               static_cast<std::uint64_t>(l.rows),
+                                                               static_cast<std::uint64_t>(l.cols), l.ld));
     if (l.batch > 1) {
       const auto count = static_cast<std::int32_t>(l.batch);
-      OPTIMUS_CHECK_CUBLAS(
-          cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-      OPTIMUS_CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                            &l.batch_stride, sizeof(l.batch_stride)));
+      OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                                       sizeof(count)));
+      OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatrixLayoutSetAttribute(
+          desc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride, sizeof(l.batch_stride)));
     }
   }
   Layout(const Layout&) = delete;
   Layout& operator=(const Layout&) = delete;
-  ~Layout() { cublasLtMatrixLayoutDestroy(desc); }
+  ~Layout() { cublaslt().cublasLtMatrixLayoutDestroy(desc); }
 };
 
 // The matmul descriptor, with the epilogue's pointers set for `p` (they change from run to run).
@@ -33,7 +39,7 @@ struct Operation {
   explicit Operation(const lt::Matmul& m) {
     const cublasComputeType_t compute =
         m.compute == lt::Compute::f32_fast_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+    OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
     const cublasOperation_t a = m.trans_a == Trans::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t b = m.trans_b == Trans::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
     set(CUBLASLT_MATMUL_DESC_TRANSA, a);
@@ -49,11 +55,11 @@ struct Operation {
   }
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
-  ~Operation() { cublasLtMatmulDescDestroy(desc); }
+  ~Operation() { cublaslt().cublasLtMatmulDescDestroy(desc); }
 
   template <class V>
   void set(cublasLtMatmulDescAttributes_t attribute, const V& value) const {
-    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
+    OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
   }
   void point_at(const lt::Matmul& m, const lt::Pointers& p) const {
     if (m.epilogue == lt::Epilogue::none) return;
@@ -66,7 +72,7 @@ struct Operation {
 struct Preference {
   cublasLtMatmulPreference_t desc = nullptr;
   explicit Preference(const lt::Matmul& m) {
-    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&desc));
+    OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatmulPreferenceCreate(&desc));
     set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, m.workspace);
     set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, m.align_a);
     set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, m.align_b);
@@ -75,10 +81,10 @@ struct Preference {
   }
   Preference(const Preference&) = delete;
   Preference& operator=(const Preference&) = delete;
-  ~Preference() { cublasLtMatmulPreferenceDestroy(desc); }
+  ~Preference() { cublaslt().cublasLtMatmulPreferenceDestroy(desc); }
   template <class V>
   void set(cublasLtMatmulPreferenceAttributes_t attribute, const V& value) const {
-    OPTIMUS_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(desc, attribute, &value, sizeof(value)));
+    OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatmulPreferenceSetAttribute(desc, attribute, &value, sizeof(value)));
   }
 };
 
@@ -99,11 +105,11 @@ DeviceAllocator& on_cuda(DeviceAllocator& allocator) {
 
 LtGemm::LtGemm(DeviceAllocator& allocator) : GemmEngine(on_cuda(allocator), kWorkspaceBytes) {
   allocator.device().make_current();
-  OPTIMUS_CHECK_CUBLAS(cublasLtCreate(&handle_));
+  OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtCreate(&handle_));
 }
 
 LtGemm::~LtGemm() {
-  if (handle_ != nullptr) cublasLtDestroy(handle_);
+  if (handle_ != nullptr) cublaslt().cublasLtDestroy(handle_);
 }
 
 std::unique_ptr<GemmEngine::Plan> LtGemm::prepare(const lt::Matmul& matmul, const lt::Pointers& first) {
@@ -112,9 +118,9 @@ std::unique_ptr<GemmEngine::Plan> LtGemm::prepare(const lt::Matmul& matmul, cons
   const Preference preference(matmul);
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op.desc, plan->a.desc, plan->b.desc,
-                                                               plan->c.desc, plan->d.desc, preference.desc, 1,
-                                                               &heuristic, &found);
+  const cublasStatus_t status =
+      cublaslt().cublasLtMatmulAlgoGetHeuristic(handle_, plan->op.desc, plan->a.desc, plan->b.desc, plan->c.desc,
+                                                plan->d.desc, preference.desc, 1, &heuristic, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) return nullptr;
   OPTIMUS_CHECK_CUBLAS(status);
   plan->algo = heuristic.algo;
@@ -124,9 +130,10 @@ std::unique_ptr<GemmEngine::Plan> LtGemm::prepare(const lt::Matmul& matmul, cons
 void LtGemm::execute(const Plan& plan, const lt::Matmul& matmul, const lt::Pointers& p, DeviceStream& stream) {
   const auto& cuda_plan = static_cast<const CudaPlan&>(plan);
   cuda_plan.op.point_at(matmul, p);
-  OPTIMUS_CHECK_CUBLAS(cublasLtMatmul(handle_, cuda_plan.op.desc, &p.alpha, p.a, cuda_plan.a.desc, p.b,
-                                      cuda_plan.b.desc, &p.beta, p.c, cuda_plan.c.desc, p.d, cuda_plan.d.desc,
-                                      &cuda_plan.algo, p.workspace, matmul.workspace, native(stream, "cuBLASLt")));
+  OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatmul(handle_, cuda_plan.op.desc, &p.alpha, p.a, cuda_plan.a.desc, p.b,
+                                                 cuda_plan.b.desc, &p.beta, p.c, cuda_plan.c.desc, p.d,
+                                                 cuda_plan.d.desc, &cuda_plan.algo, p.workspace, matmul.workspace,
+                                                 native(stream, "cuBLASLt")));
 }
 
 }  // namespace optimus::cuda

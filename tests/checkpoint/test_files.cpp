@@ -245,6 +245,46 @@ TEST_CASE("one writer per output: two writers of one path never mix, and the sec
   fs::remove_all(dir);
 }
 
+TEST_CASE("inputs inside directories are regular files, and config.json's fields have their JSON types") {
+  // A FIFO in a checkpoint or a Hugging Face directory used to block the reader's open forever; a directory failed
+  // its read with a stream error naming no path; hidden_size 32.5 was read as 32; a string where a number belongs
+  // gave nlohmann's "type must be number, but is string", naming no key.
+  const fs::path dir = fresh_directory("inputs");
+  const fs::path checkpoint = dir / "step_3", llama = dir / "llama";
+  fs::create_directories(checkpoint);
+  fs::create_directories(llama);
+  REQUIRE(::mkfifo((checkpoint / "metadata.json").c_str(), 0600) == 0);
+  const std::string fifo = std::string("'").append((checkpoint / "metadata.json").string()).append("' is a FIFO");
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::inspect(checkpoint), doctest::Contains(fifo.c_str()), optimus::Error);
+  REQUIRE(::mkfifo((llama / "config.json").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::hf_llama_config(llama.string()), doctest::Contains("is a FIFO"),
+                       optimus::Error);
+  fs::remove(llama / "config.json");
+  fs::create_directory(llama / "config.json");
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::hf_llama_config(llama.string()),
+                       doctest::Contains("config.json' is a directory, not a file to read"), optimus::Error);
+  fs::remove(llama / "config.json");
+  const auto config = [&](const std::string& hidden, const std::string& heads, const std::string& theta) {
+    std::ofstream(llama / "config.json")
+        << R"({"vocab_size": 64, "max_position_embeddings": 16, "num_hidden_layers": 1, "hidden_size": )" << hidden
+        << R"(, "num_attention_heads": )" << heads << R"(, "intermediate_size": 88, "rope_theta": )" << theta << "}";
+    try {
+      (void)optimus::checkpoint::hf_llama_config(llama.string());
+    } catch (const optimus::Error& e) {
+      return e.message();
+    }
+    return std::string();
+  };
+  const std::string file = std::string("'").append((llama / "config.json").string()).append("': ");  // (append:
+  // GCC 12 warns falsely on "'" + string + "': ")
+  CHECK(config("32.5", "4", "10000") == file + "hidden_size is 32.5, not an integer");
+  CHECK(config("32", "\"4\"", "10000") == file + "num_attention_heads is \"4\", not an integer");
+  CHECK(config("32", "4", "\"x\"") == file + "rope_theta is \"x\", not a number");
+  REQUIRE(::mkfifo((llama / "model.safetensors").c_str(), 0600) == 0);  // the fields pass: the weights are read
+  CHECK(config("32", "4", "10000").find("model.safetensors' is a FIFO, not a file to read") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("an output never goes into a run's save directory") {
   const fs::path dir = fresh_directory("within");
   const fs::path shard = dir / "run" / "step_2" / "rank_00000.safetensors";

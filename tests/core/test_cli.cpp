@@ -70,6 +70,10 @@ TEST_CASE("every bad value is refused when the options are parsed, naming the op
   CHECK(refusal({"--steps", " 5"}) == "option --steps needs an integer, got ' 5'");
   CHECK(refusal({"--steps", "nan"}) == "option --steps needs an integer, got 'nan'");
   CHECK(refusal({"--n", "64,,128"}) == "option --n needs a comma-separated list without empty items, got '64,,128'");
+  CHECK(refusal({"--n", "64,"}) == "option --n needs a comma-separated list without empty items, got '64,'");
+  CHECK(refusal({"--n", ",64"}) == "option --n needs a comma-separated list without empty items, got ',64'");
+  CHECK(refusal({"--data", "/etc/passwd,"}) ==
+        "option --data needs a comma-separated list without empty items, got '/etc/passwd,'");
   CHECK(refusal({"--n", "64,0"}) == "option --n: 0 is out of range [1, 4096]");
   CHECK(refusal({"--lr", "nan"}) == "option --lr needs a finite number, got 'nan'");
   CHECK(refusal({"--lr", "inf"}) == "option --lr needs a finite number, got 'inf'");
@@ -129,6 +133,29 @@ TEST_CASE("inputs: a file is one path, commas included; a directory; outputs are
                                           "': an output never replaces an input")
                                              .c_str()),
                        optimus::Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("an output never goes into a directory another option writes (a run's save directory)") {
+  const std::vector<cli::Spec> specs{cli::output_directory("save", "the run's checkpoints"),
+                                     cli::output_file("export", "a model")};
+  const auto parse_with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return cli::Options(static_cast<int>(argv.size()), argv.data(), 1, specs);
+  };
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "optimus_cli_run";
+  std::filesystem::create_directories(dir / "step_2");
+  const std::string shard = (dir / "step_2" / "rank_00000.safetensors").string();
+  CHECK_THROWS_WITH_AS(parse_with({"--save", dir.string(), "--export", shard}),
+                       doctest::Contains(("option --export '" + shard + "' is inside --save's directory '" +
+                                          dir.string() + "', which holds the run's checkpoints and its lock")
+                                             .c_str()),
+                       optimus::Error);
+  CHECK_THROWS_WITH_AS(parse_with({"--save", dir.string(), "--export", (dir / ".lock").string()}),
+                       doctest::Contains("is inside --save's directory"), optimus::Error);
+  CHECK_NOTHROW(parse_with({"--save", dir.string(), "--export", dir.string() + ".safetensors"}));
   std::filesystem::remove_all(dir);
 }
 

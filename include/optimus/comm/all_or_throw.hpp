@@ -24,6 +24,13 @@ std::optional<std::string> first_failure(Communicator& comm, const std::optional
 
 void all_or_throw(const std::vector<Communicator*>& comms, const std::function<void()>& work);
 
+// Collective over `comm`: every rank takes the CPU GEMM backend's working memory (cpu::prepare_gemm; the in-process
+// ranks of one process together, each multiplying on a thread of its own, each holding its buffer until all have
+// one), and all agree on the outcome: running out of memory is one error on every rank before any
+// work (OpenBLAS would retry a failed allocation in its first product forever). Grid::create, the 1D groups and the
+// planner's calibration call it first.
+void prepare_gemm_together(Communicator& comm);
+
 // The same for work that some ranks do in steps between collectives all ranks join (rank 0 writing a file while the
 // grid gathers its tensors): attempt() runs a step where `active`, keeps the first failure and skips the later steps;
 // agree() then throws it on every rank.

@@ -71,6 +71,7 @@ Spec integer(std::string name, std::int64_t min, std::int64_t max, std::string h
 Spec integers(std::string name, std::int64_t min, std::int64_t max, std::string help);
 Spec real(std::string name, double min, double max, std::string help);
 Spec positive_real(std::string name, double max, std::string help);   // (0, max]
+Spec real_above(std::string name, double min, double max, std::string help);  // (min, max]
 Spec positive_reals(std::string name, double max, std::string help);  // each in (0, max]
 Spec choice(std::string name, std::vector<std::string> choices, std::string help);
 Spec choices(std::string name, std::vector<std::string> choices, std::string help);

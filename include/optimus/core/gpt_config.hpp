@@ -144,18 +144,34 @@ struct AdamWConfig {
   double max_grad_norm = 1.0;  // clip when the global norm exceeds it; <= 0 disables
 };
 
+// How validation names what it checks in its messages: the configuration's fields ("GptConfig: hidden = 30 is not
+// divisible by q^2 = 4 (q = 2)") by default; a program names its options instead ("--hidden 30 is not divisible by
+// q^2 = 4 (--q 2)"). A name starting with "--" is an option, printed "--hidden 30"; any other "hidden = 30".
+struct ConfigNames {
+  std::string subject;  // before every message: "GptConfig: ", or "" for a program's options
+  std::string vocab, max_seq, hidden, heads, ffn, layers, padded_vocab, dropout, norm_eps, kv_heads, rope_theta;
+  std::string q, p;  // the grid's side, the 1D group's size
+
+  static ConfigNames fields();   // GptConfig's fields
+  static ConfigNames options();  // train_gpt's and optimus-plan's options (--vocab, --seq, --kv-heads, --q, --p, ...)
+};
+
 // Throw optimus::Error naming the field and its value unless every value is finite and in its range. GptConfig: vocab,
 // max_seq, hidden, heads, ffn > 0, heads divides hidden, layers >= 0, padded_vocab 0 or >= vocab, dropout in [0, 1).
 // AdamWConfig: lr > 0, beta1 and beta2 in [0, 1), eps > 0, weight_decay >= 0, max_grad_norm finite. (The models and
 // AdamW check them at construction; a layout's own divisibility rules are the model's.)
+// Each names what it checks by `names` (ConfigNames), or by the configuration's fields.
 void validate(const GptConfig& config);
+void validate(const GptConfig& config, const ConfigNames& names);
 void validate(const AdamWConfig& config);
 // validate(config), then what a q x q grid needs (the 2D GPT's rules, whole or cut into pipeline stages): q divides
-// heads, max_seq and padded_vocab (when set, no smaller than vocab); q*q divides hidden and ffn.
+// heads, max_seq and padded_vocab (when set, no smaller than vocab); q^2 divides hidden and ffn.
 void validate_for_grid(const GptConfig& config, int q);
+void validate_for_grid(const GptConfig& config, int q, const ConfigNames& names);
 // validate(config), then what the 1D baseline's tensor-parallel group of p ranks needs (whole or cut into pipeline
 // stages): p divides heads and ffn.
 void validate_for_group(const GptConfig& config, int p);
+void validate_for_group(const GptConfig& config, int p, const ConfigNames& names);
 
 // Initialization of GPT-2 parameters, shared by the 2D model and the reference: element (r, c) of the
 // tensor named `name` (GPT-2 layout; vectors have r = 0) is

@@ -17,9 +17,12 @@ void set_gemm_threads(int threads);
 // allocations, with an error naming the request. OpenBLAS allocates a buffer of about 128 MiB for each thread that
 // multiplies at the same moment and, when malloc fails there, retries forever (a hang under `ulimit -v`); this checks
 // that `threads_at_once` buffers can be had together (the process's in-process ranks: each multiplies on its own
-// thread) — optimus::Error naming the bytes if not — and runs one GEMM on the calling thread so that OpenBLAS keeps a
-// buffer. Eigen needs nothing. Grid::create calls it on every rank and agrees on the outcome.
+// thread) — optimus::Error naming the bytes if not — and takes one from OpenBLAS's pool for the calling thread, holding
+// it until release_gemm_buffer(): while every rank thread holds one at once, the pool grows to one buffer per thread
+// multiplying at once, and OpenBLAS keeps them. Eigen needs nothing. prepare_gemm_together (comm/all_or_throw.hpp)
+// calls both on every rank, agreeing on the outcome in between.
 void prepare_gemm(int threads_at_once);
+void release_gemm_buffer();  // gives the calling thread's held buffer back to OpenBLAS's pool (nothing if none)
 
 using optimus::Trans;
 

@@ -19,6 +19,12 @@ namespace optimus {
 // What a file that is not a regular one is, for messages: "a directory", "a character device", "a FIFO", ...
 std::string kind_of(const std::filesystem::file_status& status);
 
+// An input a program reads — a checkpoint's metadata.json and shards, a Hugging Face directory's config.json and
+// safetensors files, a token or text file: throws unless `path` exists and is a regular file (or a link to one), naming
+// it, `what` it is for ("--init's config.json") and what it is instead. Opening a FIFO would block until some writer
+// came, reading a directory fails with a stream error that names no path.
+void check_regular_input(const std::filesystem::path& path, std::string_view what);
+
 // Throws unless `path` is new or a regular file (or a link to one): a directory, a device (/dev/full), a FIFO or a
 // socket is never replaced. `what` names the output in the message ("--export", "the trace").
 void check_replaceable(const std::filesystem::path& path, std::string_view what);

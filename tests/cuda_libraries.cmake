@@ -1,0 +1,12 @@
+# test_cuda_libraries: the CUDA backend's libraries (cuBLASLt, NCCL) are opened on first use, not linked
+# (tests/core/test_cuda_libraries.cpp). Built with CUDA only; runs without a GPU. Included from tests/CMakeLists.txt.
+if(OPTIMUS_HAVE_CUDA)
+  optimus_add_test(test_cuda_libraries SOURCES ${CMAKE_CURRENT_LIST_DIR}/core/test_cuda_libraries.cpp)
+  # The loaders are internal to src/ (src/core/dynamic_library.hpp, src/cuda/cublaslt_library.hpp,
+  # src/comm/nccl_library.hpp): the test includes them from there.
+  target_include_directories(test_cuda_libraries PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  if(OPTIMUS_HAVE_NCCL)
+    target_include_directories(test_cuda_libraries PRIVATE ${OPTIMUS_NCCL_INCLUDE_DIR})
+    target_compile_definitions(test_cuda_libraries PRIVATE OPTIMUS_HAVE_NCCL=1)
+  endif()
+endif()
