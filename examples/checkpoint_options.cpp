@@ -1,10 +1,12 @@
 // train_gpt's checkpoint options (checkpoint_options.hpp).
 #include "checkpoint_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "optimus/core/error.hpp"
 
@@ -25,6 +27,42 @@ std::string format_exact(double value) {
   std::snprintf(text, sizeof text, "%.17g", value);
   return text;
 }
+
+std::string characters_record(const std::string& characters) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const char ch : characters) {
+    const auto byte = static_cast<unsigned char>(ch);
+    out.push_back(digits[byte >> 4]);
+    out.push_back(digits[byte & 15]);
+  }
+  return out;
+}
+
+std::string characters_of(const std::string& record) {
+  const auto digit = [&](char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    OPTIMUS_FAIL("the checkpoint's 'characters' is '", record, "', not hex digits");
+  };
+  OPTIMUS_CHECK(record.size() % 2 == 0, "the checkpoint's 'characters' is '", record, "', not pairs of hex digits");
+  std::string out;
+  for (std::size_t k = 0; k < record.size(); k += 2) {
+    out.push_back(static_cast<char>(digit(record[k]) * 16 + digit(record[k + 1])));
+  }
+  return out;
+}
+
+namespace {
+
+// "'e' (101)": a character for messages, printable or not.
+std::string shown(char ch) {
+  const auto byte = static_cast<unsigned char>(ch);
+  const std::string code = " (" + std::to_string(byte) + ")";
+  return byte >= 32 && byte < 127 ? std::string("'") + ch + "'" + code : "byte" + code;
+}
+
+}  // namespace
 
 void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::string& whose) {
   if (data.exact) {
@@ -61,8 +99,21 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
                 "--rope-theta ", o.real("rope-theta", 0), " differs from the checkpoint's ",
                 blocks.rope ? std::to_string(blocks.rope->theta) : std::string("learned positions"));
   check_vocab_fits(data, info.config.vocab, "the checkpoint's");
-  config = info.config;
   const auto& extra = info.state.extra;
+  // A text model's ids are its text's characters: the same count of other characters would be remapped silently.
+  if (data.exact && extra.count("characters")) {
+    const std::string there = characters_of(extra.at("characters"));
+    const auto differs = std::mismatch(there.begin(), there.end(), data.characters.begin(), data.characters.end());
+    if (differs.first != there.end() || differs.second != data.characters.end()) {
+      const auto id = differs.first - there.begin();
+      const std::string trained = extra.count("text") ? " ('" + extra.at("text") + "')" : "";
+      OPTIMUS_FAIL("the checkpoint's model was trained on a text of other characters", trained, ": id ", id, " is ",
+                   differs.first != there.end() ? shown(*differs.first) : std::string("none"), " there and ",
+                   differs.second != data.characters.end() ? shown(*differs.second) : std::string("none"),
+                   " in this text; resume with the text it was trained on");
+    }
+  }
+  config = info.config;
   // The run's options as the checkpoint recorded them (checksummed text: a value that is not a number is a file
   // written by something else).
   const auto number = [&](const char* key) {
@@ -134,7 +185,8 @@ void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string
                 "--rope-theta ", o.real("rope-theta", 0), " differs from ", path, "'s");
   // A text's ids are its characters', which a tokenizer's vocabulary does not know: any vocabulary holding them
   // serves (the model learns them anew), so --init asks only that they fit.
-  check_vocab_fits(DataVocab{.ids = data.ids, .exact = false}, file.vocab, path + "'s");
+  check_vocab_fits(DataVocab{.ids = data.ids, .exact = false, .characters = data.characters}, file.vocab,
+                   path + "'s");
   config.vocab = file.vocab;
   config.layers = file.layers;
   config.hidden = file.hidden;

@@ -30,7 +30,13 @@ std::string format_exact(double value);
 struct DataVocab {
   std::int64_t ids = 0;
   bool exact = false;
+  std::string characters;  // a text's: id -> character (its ids mean these); empty for token data
 };
+
+// The text's characters as a checkpoint records them (the run state's "characters": two hex digits each), and back;
+// a value that is not such hex throws naming it.
+std::string characters_record(const std::string& characters);
+std::string characters_of(const std::string& record);
 // Throws unless a vocabulary of `vocab` ids, `whose` (for the message), fits `data`.
 void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::string& whose);
 

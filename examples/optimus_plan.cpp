@@ -72,12 +72,18 @@ plan::Request request_of(const cli::Options& o) {
   // A plan that takes a while says how far it is, on stderr, every 2 s after its first 2.
   const auto started = std::chrono::steady_clock::now();
   auto next = started + std::chrono::seconds(2);
-  r.progress = [started, next](std::int64_t done, std::int64_t total) mutable {
+  r.progress = [started, next](const plan::Progress& p) mutable {
     const auto now = std::chrono::steady_clock::now();
     if (now < next) return;
     next = now + std::chrono::seconds(2);
-    std::fprintf(stderr, "optimus-plan: %lld of %lld layouts evaluated (%.0f s)\n", static_cast<long long>(done),
-                 static_cast<long long>(total), std::chrono::duration<double>(now - started).count());
+    const double seconds = std::chrono::duration<double>(now - started).count();
+    if (p.phase == plan::Progress::Phase::enumerating) {
+      std::fprintf(stderr, "optimus-plan: %lld candidate layouts checked against the model's shapes (%.0f s)\n",
+                   static_cast<long long>(p.done), seconds);
+    } else {
+      std::fprintf(stderr, "optimus-plan: %lld of %lld layouts evaluated (%.0f s)\n", static_cast<long long>(p.done),
+                   static_cast<long long>(p.total), seconds);
+    }
   };
   return r;
 }

@@ -242,7 +242,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   optimus::GptConfig& config = setup.config;
   OPTIMUS_CHECK(o.has("data") || !o.has("vocab"), "--vocab sizes a model for --data's token ids; a --text model's "
                 "vocabulary is the text's characters");
-  const ex::DataVocab data_vocab{.ids = corpus.ids_used, .exact = !o.has("data")};
+  const ex::DataVocab data_vocab{.ids = corpus.ids_used, .exact = !o.has("data"), .characters = corpus.chars};
   config.vocab = o.has("vocab") ? o.integer("vocab", 0) : corpus.vocab;
   ex::check_vocab_fits(data_vocab, config.vocab, o.has("vocab") ? "--vocab's" : "the tokenizer's (--vocab sets another)");
   config.layers = o.integer("layers", 2);
@@ -472,7 +472,8 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
                               {"lr", optimus::examples::format_exact(setup.lr)},
                               {"global_batch", std::to_string(batch * grid.dp())},
                               {o.has("data") ? "data" : "text",
-                               o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")}}}};
+                               o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")},
+                              {"characters", ex::characters_record(corpus.chars)}}}};
   int first_step = 1;
   // This rank's stage of the model on `place`, its AdamW, and what trains and restores it.
   const auto build = [&](auto& model, const auto& place) {

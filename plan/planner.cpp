@@ -33,6 +33,7 @@ std::string gib(double bytes) {
 std::vector<Layout> enumerate_layouts(const Request& r, int gpus) {
   const Workload& w = r.workload;
   std::vector<Layout> out;
+  std::int64_t candidates = 0;
   std::vector<Offload> offloads = {Offload::none};
   if (r.cluster.has_device) offloads = all_offload_modes();
   for (TensorParallel kind : {TensorParallel::two_d, TensorParallel::one_d}) {
@@ -74,6 +75,7 @@ std::vector<Layout> enumerate_layouts(const Request& r, int gpus) {
                        .micro_batches = static_cast<int>(m),
                        .offload = o,
                        .recompute = std::vector<Recompute>(static_cast<std::size_t>(w.config.layers), Recompute::none)};
+              if (r.progress) r.progress({.phase = Progress::Phase::enumerating, .done = ++candidates, .total = 0});
               if (shape_error(l, w).empty()) out.push_back(std::move(l));
             }
           }
@@ -285,7 +287,7 @@ Result plan(const Request& r) {
   bool none_fits_plainly = false;
   std::int64_t done = 0;
   for (const Layout& l : layouts) {
-    if (r.progress) r.progress(done++, out.enumerated);
+    if (r.progress) r.progress({.phase = Progress::Phase::evaluating, .done = done++, .total = out.enumerated});
     if (l.offload == Offload::none) {
       none_fits_plainly = false;
     } else if (none_fits_plainly) {

@@ -160,11 +160,21 @@ TEST_CASE("the planner: every plan has the job's ranks, fits the shapes and the 
   CHECK(plan::best_runnable(result)->runnable.empty());
 }
 
-TEST_CASE("the planner reports its progress once per layout, in order, up to the last") {
+TEST_CASE("the planner reports its progress for each candidate it enumerates, then once per layout, in order") {
   plan::Request r = small_request(8, std::uint64_t{1} << 30);
   std::vector<std::pair<std::int64_t, std::int64_t>> calls;
-  r.progress = [&](std::int64_t done, std::int64_t total) { calls.emplace_back(done, total); };
+  std::int64_t candidates = 0;
+  r.progress = [&](const plan::Progress& p) {
+    if (p.phase == plan::Progress::Phase::enumerating) {
+      CHECK(calls.empty());  // enumeration comes first
+      CHECK(p.done == ++candidates);
+      CHECK(p.total == 0);
+    } else {
+      calls.emplace_back(p.done, p.total);
+    }
+  };
   const plan::Result result = plan::plan(r);
+  CHECK(candidates >= result.enumerated);  // every layout kept was a candidate
   REQUIRE(static_cast<std::int64_t>(calls.size()) == result.enumerated);
   for (std::size_t k = 0; k < calls.size(); ++k) {
     CHECK(calls[k].first == static_cast<std::int64_t>(k));

@@ -29,6 +29,15 @@
 
 namespace optimus::plan {
 
+// How far a plan is: the candidate layouts checked against the model's shapes so far (total 0: not known yet), then
+// the layouts evaluated of all that passed.
+struct Progress {
+  enum class Phase { enumerating, evaluating };
+  Phase phase = Phase::enumerating;
+  std::int64_t done = 0;
+  std::int64_t total = 0;
+};
+
 struct Request {
   Workload workload;
   Cluster cluster;
@@ -37,8 +46,9 @@ struct Request {
   bool runnable_only = false;          // only what Optimus runs on the cluster's kind of rank (layout.hpp)
   int max_micro_batches = 64;
   int max_chunks = 4;  // interleaved and wave: v in 2 .. max_chunks
-  // Called after each layout with how many are done of how many (a long plan's progress); empty: none.
-  std::function<void(std::int64_t done, std::int64_t total)> progress = {};
+  // Called for each candidate layout as the layouts are enumerated (the pipelines' shapes are checked, which takes a
+  // while for thousands of stages), then for each layout evaluated: a long plan's progress. Empty: none.
+  std::function<void(const Progress&)> progress = {};
 };
 
 struct Plan {
