@@ -169,17 +169,16 @@ Placement placement_of(Gpt<F>& model) {
           .layout = layout};
 }
 
-// Makes `partial` the checkpoint `dir` in one atomic step and durable: a rename, or where `dir` exists an exchange
-// (renameat2 RENAME_EXCHANGE), after which `partial` holds the replaced checkpoint and is removed. At no moment is
-// `dir` missing or incomplete.
 // A save replaces a checkpoint of the same name, never anything else (a user's directory or file of that name).
 void check_replaceable_checkpoint(const fs::path& dir) {
   std::error_code error;
-  OPTIMUS_CHECK(!fs::exists(fs::symlink_status(dir, error)) || fs::is_regular_file(dir / "metadata.json", error),
-                "cannot save checkpoint '", dir.string(), "': it exists and is not a checkpoint (no metadata.json); it "
-                "is left as it is");
+  OPTIMUS_CHECK(!fs::exists(fs::symlink_status(dir, error)) || is_checkpoint(dir), "cannot save checkpoint '",
+                dir.string(), "': it exists and is not a checkpoint (no metadata.json); it is left as it is");
 }
 
+// Makes `partial` the checkpoint `dir` in one atomic step and durable: a rename, or where `dir` exists an exchange
+// (renameat2 RENAME_EXCHANGE), after which `partial` holds the replaced checkpoint and is removed. At no moment is
+// `dir` missing or incomplete.
 void commit(const fs::path& partial, const fs::path& dir) {
   fsync_directory(partial);
   check_replaceable_checkpoint(dir);  // (again: one may have appeared since the save began)

@@ -26,13 +26,18 @@ fs::path step_directory(const fs::path& save_dir, std::uint64_t step) {
   return save_dir / ("step_" + std::to_string(step));
 }
 
+bool is_checkpoint(const fs::path& path) {
+  std::error_code error;
+  return fs::is_directory(path, error) && fs::is_regular_file(path / "metadata.json", error);
+}
+
 std::vector<std::pair<std::uint64_t, fs::path>> complete_checkpoints(const fs::path& save_dir) {
   std::vector<std::pair<std::uint64_t, fs::path>> found;
   static const std::regex name("step_([0-9]{1,19})");
   for (const fs::directory_entry& e : fs::directory_iterator(save_dir)) {
     std::smatch m;
     const std::string file = e.path().filename().string();
-    if (e.is_directory() && std::regex_match(file, m, name) && fs::exists(e.path() / "metadata.json")) {
+    if (std::regex_match(file, m, name) && is_checkpoint(e.path())) {
       found.emplace_back(std::stoull(m[1].str()), e.path());
     }
   }
@@ -99,16 +104,15 @@ SaveDirectory SaveDirectory::open(const fs::path& dir, const RunOrigin& origin) 
   OPTIMUS_CHECK(!error && fs::is_directory(dir), "cannot create the save directory ", dir.string(), ": ",
                 error ? error.message() : "a file of that name is in the way");
   SaveDirectory taken(dir, take_lock(dir));
-  // What is the directory's besides checkpoints: leftovers of saves and removals cut short (the lock holder's to clear),
-  // and step_N entries that are not checkpoints (the user's: refused, never replaced).
+  // What is the directory's besides checkpoints: leftovers of saves and removals cut short (the lock holder's to
+  // clear), and step_N entries that are not checkpoints (the user's: refused, never replaced).
   static const std::regex leftover("\\.step_[0-9]{1,19}\\.partial|\\.removing\\.step_[0-9]{1,19}");
   static const std::regex step_name("step_[0-9]{1,19}");
   std::vector<fs::path> leftovers;
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (std::regex_match(name, leftover)) leftovers.push_back(e.path());
-    std::error_code unreadable;
-    OPTIMUS_CHECK(!std::regex_match(name, step_name) || fs::is_regular_file(e.path() / "metadata.json", unreadable),
+    OPTIMUS_CHECK(!std::regex_match(name, step_name) || is_checkpoint(e.path()),
                   "save directory ", dir.string(), " holds ", name, ", which is not a checkpoint (no metadata.json): "
                   "a save of that step would replace it; move it out of the way, or save to another directory");
   }

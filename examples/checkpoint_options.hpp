@@ -45,13 +45,13 @@ void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::stri
 void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp, const DataVocab& data,
                       GptConfig& config, std::int64_t& batch, int& steps, double& lr);
 
-// --export FILE checked before training, against what the export at the end would refuse: a GPT-2 file (.bin: llm.c's,
-// else safetensors) holds GPT-2's blocks only, a Llama's blocks go to a new Hugging Face directory (FILE must not exist),
-// and no format holds other blocks.
 // How messages name the model's shape and layout (ConfigNames): train_gpt's options (--hidden, --q), or where the shape
 // is a file's (--init, --resume) its fields, naming the file; the grid side as the plan's under --plan auto.
 ConfigNames config_names(const cli::Options& o);
 
+// --export FILE checked before training, against what the export at the end would refuse: a GPT-2 file (.bin: llm.c's,
+// else safetensors) holds GPT-2's blocks only, a Llama's blocks go to a new Hugging Face directory (FILE must not exist),
+// and no format holds other blocks.
 void check_export_target(const cli::Options& o, const GptConfig& config);
 
 // --init FILE: the model's shape is the file's; the data's ids must be among its vocabulary, and shape options given

@@ -585,9 +585,10 @@ int main(int argc, char** argv) {
         const int mine = train(world, o, where);
         if (world.rank() == 0) status = mine;
       });
-    } catch (const optimus::RanksLeftRunning&) {
-      (void)where.shared.release();  // a rank left running may still use the device: it ends with the process
-      throw;
+    } catch (const optimus::RanksLeftRunning& e) {
+      // A rank left running still uses this frame's options, device and status: report and end the process here,
+      // destroying nothing (Context::fail ends it without returning).
+      return ctx.fail("train_gpt", e);
     }
     return status;
   } catch (const optimus::cli::HelpRequested& help) {

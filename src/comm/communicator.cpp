@@ -36,14 +36,7 @@ std::string JobState::failure() const {
     std::lock_guard lock(mu_);
     first = first_;
   }
-  if (!first) return "";
-  try {
-    std::rethrow_exception(first);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
+  return first ? detail::message_of(first) : "";
 }
 
 void JobState::throw_failure() const {
@@ -343,10 +336,15 @@ std::string ranks_text(const std::vector<int>& ranks, const Communicator& comm) 
 }  // namespace
 
 std::string Communicator::describe(const CallLabel& call) const {
+  return describe(call, backend(), size(), world_ranks(), rank());
+}
+
+std::string Communicator::describe(const CallLabel& call, std::string_view backend, int size,
+                                   const std::vector<int>& world_ranks, int rank) {
   const bool message = call.kind == CallKind::send || call.kind == CallKind::recv;
   return detail::concat(name_of(call.kind), message ? " (message " : " #", call.number, message ? ")" : "", " on the ",
-                        backend(), " communicator of ", size(), " ranks (world ranks ", list_text(world_ranks()),
-                        "), at its rank ", rank());
+                        backend, " communicator of ", size, " ranks (world ranks ", list_text(world_ranks),
+                        "), at its rank ", rank);
 }
 
 void Communicator::watchdog_expired(const CallLabel& call, const std::optional<std::vector<int>>& missing,
@@ -356,7 +354,9 @@ void Communicator::watchdog_expired(const CallLabel& call, const std::optional<s
                         ? detail::concat("watchdog: ", describe(call), " did not complete within ", seconds,
                                          " s; not joined by ", ranks_text(*missing, *this), more)
                         : detail::concat("watchdog: ", describe(call), " did not complete within ", seconds, " s",
-                                         more.empty() ? "; which ranks have not joined it is unknown here" : more),
+                                         !more.empty() ? more
+                                         : missing     ? "; every rank has joined it"
+                                                       : "; which ranks have not joined it is unknown here"),
                     __FILE__, __LINE__);
   job_->fail(std::make_exception_ptr(error));
   throw error;

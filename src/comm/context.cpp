@@ -1,8 +1,10 @@
 // Context's parts common to every build: the text of a reported error (context_mpi.cpp and context_self.cpp report).
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
 #include "optimus/comm/context.hpp"
+#include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 
 namespace optimus {
@@ -12,10 +14,32 @@ bool Context::debug_from_environment() {
   return debug != nullptr && *debug != '\0' && std::string_view(debug) != "0";
 }
 
-std::string Context::text_of(const std::exception& error) const {
-  const auto* ours = dynamic_cast<const Error*>(&error);
-  if (ours == nullptr || !debug_) return error.what();
-  return detail::concat(ours->message(), " [", ours->file(), ":", ours->line(), "]");
+std::string Context::text_of(const std::exception& error) const noexcept {
+  try {
+    const auto* ours = dynamic_cast<const Error*>(&error);
+    if (ours == nullptr || !debug_) return error.what();
+    return detail::concat(ours->message(), " [", ours->file(), ":", ours->line(), "]");
+  } catch (...) {  // (out of memory for the text)
+    return {};
+  }
+}
+
+void Context::print_line(std::string_view program, int rank, const std::string& text) noexcept {
+  const std::string_view shown = text.empty() ? std::string_view("(no memory left for the error's text)") : text;
+  if (rank < 0) {
+    std::fprintf(stderr, "%.*s: error: %.*s\n", static_cast<int>(program.size()), program.data(),
+                 static_cast<int>(shown.size()), shown.data());
+  } else {
+    std::fprintf(stderr, "%.*s: error on rank %d: %.*s\n", static_cast<int>(program.size()), program.data(), rank,
+                 static_cast<int>(shown.size()), shown.data());
+  }
+  std::fflush(stderr);
+}
+
+void Context::end_process_if_left_running(const std::exception& error) noexcept {
+  if (dynamic_cast<const RanksLeftRunning*>(&error) == nullptr) return;
+  std::fflush(nullptr);
+  std::_Exit(1);  // no destructor: a rank thread left running still uses its caller's objects
 }
 
 }  // namespace optimus

@@ -13,6 +13,14 @@
 
 namespace optimus {
 
+namespace {
+
+// The node's word (Context::Mpi::reported): nothing reported yet; a rank of the node is reporting an error of its own;
+// a line was printed.
+constexpr int kNoneReported = 0, kOwnErrorPending = 2, kReported = 1;
+
+}  // namespace
+
 struct Context::Mpi {
   bool finalize = false;            // true when this Context initialized MPI
   MPI_Comm errors = MPI_COMM_NULL;  // used only by fail(), so its barrier cannot meet other traffic
@@ -66,32 +74,43 @@ Context::~Context() {
 int Context::fail(std::string_view program, const std::exception& error) noexcept {
   std::fflush(stdout);  // what the program printed comes before its error
   const int rank = world_->rank();
-  // Did every rank fail? A barrier on the error communicator completes only if all of them got here. Not asked where
-  // the world's communication failed for good: a rank it waited for will not come.
+  const std::string text = text_of(error);
+  std::atomic_ref<int> word(*mpi_->reported);
+  if (world_->job()->failed()) {
+    // The world's communication failed for good (the watchdog, a rank gone): a rank it waited for will not come, so
+    // not every rank failed. A rank of this node reporting its own error (the cause, likely) goes first; else the
+    // first of these reports, once per node, and the job is aborted.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (word.load() == kOwnErrorPending && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // it aborts the job
+    }
+    int expected = kNoneReported;
+    if (word.compare_exchange_strong(expected, kReported)) print_line(program, rank, text);
+    end_process_if_left_running(error);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  // This rank's own error: did every rank fail (a configuration error, checked the same everywhere)? A barrier on the
+  // error communicator completes only if all of them got here.
+  int expected = kNoneReported;
+  word.compare_exchange_strong(expected, kOwnErrorPending);  // the node's watchdog reports wait for this one
   MPI_Request request = MPI_REQUEST_NULL;
   int all_failed = 0;
-  if (!world_->job()->failed() && MPI_Ibarrier(mpi_->errors, &request) == MPI_SUCCESS) {
+  if (MPI_Ibarrier(mpi_->errors, &request) == MPI_SUCCESS) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!all_failed && std::chrono::steady_clock::now() < deadline) {
       MPI_Test(&request, &all_failed, MPI_STATUS_IGNORE);
       if (!all_failed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
-  std::string text;
-  try {
-    text = text_of(error);
-  } catch (...) {
-    text = error.what();
-  }
   if (all_failed) {
-    if (rank == 0) std::fprintf(stderr, "%.*s: error: %s\n", static_cast<int>(program.size()), program.data(), text.c_str());
+    if (rank == 0) print_line(program, -1, text);
+    end_process_if_left_running(error);
     return 1;
   }
-  if (std::atomic_ref<int>(*mpi_->reported).exchange(1) == 0) {
-    std::fprintf(stderr, "%.*s: error on rank %d: %s\n", static_cast<int>(program.size()), program.data(), rank,
-                 text.c_str());
-    std::fflush(stderr);
-  }
+  word.store(kReported);
+  print_line(program, rank, text);  // every rank with an error of its own says it
+  end_process_if_left_running(error);
   MPI_Abort(MPI_COMM_WORLD, 1);
   return 1;
 }

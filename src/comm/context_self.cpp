@@ -19,13 +19,8 @@ Context::~Context() = default;
 
 int Context::fail(std::string_view program, const std::exception& error) noexcept {
   std::fflush(stdout);  // what the program printed comes before its error
-  std::string text;
-  try {
-    text = text_of(error);
-  } catch (...) {
-    text = error.what();
-  }
-  std::fprintf(stderr, "%.*s: error: %s\n", static_cast<int>(program.size()), program.data(), text.c_str());
+  print_line(program, -1, text_of(error));
+  end_process_if_left_running(error);
   return 1;
 }
 

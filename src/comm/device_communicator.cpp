@@ -240,10 +240,18 @@ DeviceCommunicator::DeviceCommunicator(std::shared_ptr<Core> core, int rank, int
     : Communicator(rank, size, core->job), core_(std::move(core)) {}
 
 std::function<void()> DeviceCommunicator::watchdog() const {
-  return [this, call = posting()] {
-    watchdog_expired(call, std::nullopt,
-                     "; a rank may have died or stopped calling it (which one is unknown here); the communicator was "
-                     "aborted");
+  // The request may outlive this communicator (its destructor posts the last point-to-point operations): what the
+  // error names is taken now, not read from `this` later.
+  return [core = core_, call = posting(), size = size(), rank = rank()] {
+    const Error error(detail::concat("watchdog: ",
+                                     describe(call, core->collectives->backend(), size, core->world_ranks, rank),
+                                     " did not complete within ",
+                                     std::chrono::duration<double>(core->timeout).count(),
+                                     " s; a rank may have died or stopped calling it (which one is unknown here); the "
+                                     "communicator was aborted"),
+                      __FILE__, __LINE__);
+    core->abort(std::make_exception_ptr(error));
+    throw error;
   };
 }
 

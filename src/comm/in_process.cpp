@@ -477,6 +477,10 @@ void run_in_process(int size, const std::function<void(Communicator& world)>& fn
     for (std::thread& t : threads) t.join();
     OPTIMUS_FAIL("run_in_process: cannot start a thread for in-process rank ", threads.size(), " of ", size, " (",
                  e.what(), "): lower --in-process, or raise the limit on threads or memory (ulimit -u, -v)");
+  } catch (...) {  // (out of memory copying what a thread runs): the ranks started stop, then the error goes on
+    state->world->aborted.store(true);
+    for (std::thread& t : threads) t.join();
+    throw;
   }
   // Every rank's end; after a failure, the ranks still running are woken (their waits fail) and are given the
   // watchdog's timeout (at least kLeastGrace) to return. One that does not (stuck outside any wait) is left running:
@@ -510,14 +514,7 @@ void run_in_process(int size, const std::function<void(Communicator& world)>& fn
       if (left.empty()) std::rethrow_exception(state->errors[r]);
       std::string ranks;
       for (int k : left) ranks += (ranks.empty() ? "" : ", ") + std::to_string(k);
-      std::string first;
-      try {
-        std::rethrow_exception(state->errors[r]);
-      } catch (const std::exception& e) {
-        first = e.what();
-      } catch (...) {
-        first = "an exception that is not a std::exception";
-      }
+      const std::string first = detail::message_of(state->errors[r]);
       throw RanksLeftRunning(
           detail::concat(first, " (in-process rank", left.size() == 1 ? " " : "s ", ranks,
                          " did not stop within ",

@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <deque>
 #include <functional>
 #include <map>
@@ -19,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "idle_ranks.hpp"
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/error.hpp"
 
@@ -44,16 +44,10 @@ class PeerFailed : public Induced {
       : Induced(detail::concat("in-process rank ", rank, " stopped because another rank failed")) {}
 };
 
-// Nanoseconds of the monotonic clock.
-inline std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-
 struct WorldState {
   explicit WorldState(int size)
       : returned(static_cast<std::size_t>(size)), last_call(static_cast<std::size_t>(size)) {
-    for (auto& t : last_call) t.store(now_ns());
+    for (auto& t : last_call) t.store(detail::monotonic_ns());
   }
   std::atomic<bool> aborted{false};
   std::vector<std::atomic<bool>> returned;  // world rank r's function has returned (normally)
@@ -62,19 +56,17 @@ struct WorldState {
   // watchdog) is one whose last call is old.
   std::vector<std::atomic<std::uint64_t>> last_call;
 
-  void called(int world_rank) { last_call[static_cast<std::size_t>(world_rank)].store(now_ns()); }
+  void called(int world_rank) { last_call[static_cast<std::size_t>(world_rank)].store(detail::monotonic_ns()); }
   // "; world rank 1 has made no communication call for 3.1 s (stopped?)" for each rank but `me` that has not returned
   // and whose last call is older than `patience` seconds.
   std::string idle_ranks(int me, double patience) const {
     std::string out;
-    const std::uint64_t now = now_ns();
+    const std::uint64_t now = detail::monotonic_ns();
     for (std::size_t w = 0; w < last_call.size(); ++w) {
       const std::uint64_t then = last_call[w].load();
       const double idle = now > then ? static_cast<double>(now - then) * 1e-9 : 0.0;
       if (static_cast<int>(w) == me || returned[w].load() || idle <= patience) continue;
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%.1f", idle);
-      out += detail::concat("; world rank ", w, " has made no communication call for ", seconds, " s (stopped?)");
+      out += detail::idle_rank_text(static_cast<int>(w), "", "communication", idle);
     }
     return out;
   }

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
-#include <cstdio>
 #include <exception>
 #include <functional>
 #include <iostream>
@@ -14,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "idle_ranks.hpp"
 #include "mpi_check.hpp"
 
 namespace optimus {
@@ -159,12 +159,6 @@ struct NodeWords {
   static std::uint64_t load(const std::uint64_t* word) { return std::atomic_ref<const std::uint64_t>(*word).load(); }
 };
 
-// Nanoseconds of the node's monotonic clock (steady_clock: CLOCK_MONOTONIC, one clock for every process of a node).
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-
 // This process's host, as MPI names it.
 std::string this_host() {
   char name[MPI_MAX_PROCESSOR_NAME] = {};
@@ -220,12 +214,12 @@ struct MpiCommunicator::Liveness {
   }
   ~Liveness() { words.free(job->failed()); }
 
-  void beat() { NodeWords::store(words.mine, now_ns()); }
+  void beat() { NodeWords::store(words.mine, detail::monotonic_ns()); }
   // Seconds since world rank `w` last called MPI through Optimus; none where it is on another node.
   std::optional<double> idle(int w) const {
     const auto it = last_call.find(w);
     if (it == last_call.end()) return std::nullopt;
-    const std::uint64_t then = NodeWords::load(it->second), now = now_ns();
+    const std::uint64_t then = NodeWords::load(it->second), now = detail::monotonic_ns();
     return now > then ? static_cast<double>(now - then) * 1e-9 : 0.0;
   }
   std::string host(int w) const {
@@ -277,11 +271,8 @@ void MpiCommunicator::expired(const CallLabel& call, int peer, const std::shared
   for (const auto& [w, word] : liveness_->last_call) {
     const std::optional<double> idle = liveness_->idle(w);
     if (w == me || !idle || *idle <= patience) continue;
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.1f", *idle);
     const bool said = std::find(named.begin(), named.end(), w) != named.end();
-    more += detail::concat("; world rank ", w, said ? "" : " on " + host_of(w), " has made no MPI call for ", seconds,
-                           " s (stopped?)");
+    more += detail::idle_rank_text(w, said ? "" : " on " + host_of(w), "MPI", *idle);
   }
   if (more.empty() && none_missing) {
     std::string elsewhere;  // this communicator's ranks on other nodes
@@ -323,7 +314,9 @@ MpiCommunicator::~MpiCommunicator() {
     counters_.reset();
     liveness_.reset();
   }
-  if (owned_ && !finalized) {
+  // Once the job has failed, requests abandoned on this communicator may still be in flight: no more MPI calls on it
+  // (MPI_Comm_free could progress them into buffers already gone); the job's abort ends them.
+  if (owned_ && !finalized && !job()->failed()) {
     const int code = MPI_Comm_free(&comm_);
     if (code != MPI_SUCCESS) std::cerr << "optimus: MPI_Comm_free failed: " << detail::mpi_error_string(code) << '\n';
   }

@@ -22,10 +22,6 @@ DynamicLibrary open_nccl() {
 
 }  // namespace
 
-// Sets `member`, a function pointer of the table named like the library's function, to that function. A macro: the
-// name is both the symbol's text and the member's name, written once.
-#define OPTIMUS_RESOLVE(member) member = library.function<decltype(&::member)>(#member)
-
 Nccl::Nccl(DynamicLibrary lib) : library(std::move(lib)) {
   OPTIMUS_RESOLVE(ncclGetErrorString);
   OPTIMUS_RESOLVE(ncclGetUniqueId);
@@ -46,8 +42,6 @@ Nccl::Nccl(DynamicLibrary lib) : library(std::move(lib)) {
   OPTIMUS_RESOLVE(ncclGroupStart);
   OPTIMUS_RESOLVE(ncclGroupEnd);
 }
-
-#undef OPTIMUS_RESOLVE
 
 std::string nccl_soname() { return "libnccl.so." + std::to_string(NCCL_MAJOR); }
 

@@ -54,3 +54,7 @@ class DynamicLibrary {
 };
 
 }  // namespace optimus::detail
+
+// Sets `member` — a function pointer named like the library's function, in a table with a DynamicLibrary `library` —
+// to that function, typed by the library's header. A macro: the name is both the symbol's text and the member's.
+#define OPTIMUS_RESOLVE(member) member = library.function<decltype(&::member)>(#member)

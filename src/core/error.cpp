@@ -15,5 +15,15 @@ void throw_error(const char* file, int line, const std::string& message) {
   throw Error(message, file, line);
 }
 
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 }  // namespace detail
 }  // namespace optimus

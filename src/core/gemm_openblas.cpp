@@ -1,10 +1,11 @@
-// CPU GEMM on OpenBLAS's cblas interface, OpenBLAS opened on first use (dlopen; the build's variant, pthreads or
-// OpenMP: OPTIMUS_OPENBLAS_PATH). OpenBLAS starts a thread pool as it loads, sized by OPENBLAS_NUM_THREADS (else one
-// thread per core), each thread taking a 128 MiB working buffer at once — under an address-space limit a pool thread
-// retries that allocation forever (issue 52: a process at 100% CPU with nothing printed). Optimus runs one rank per
-// thread, so it opens OpenBLAS with OPENBLAS_NUM_THREADS=1 where the environment does not set it (a value the user gives
-// is kept), and asks for more GEMM threads itself where it wants them (set_gemm_threads); gemm_backend() reports the
-// count. Its kernel: judged, and replaced when older than the processor, as the program loads (blas_kernel.hpp).
+// CPU GEMM on OpenBLAS's cblas interface, OpenBLAS opened with dlopen (the build's variant, pthreads or OpenMP:
+// OPTIMUS_OPENBLAS_PATH), not linked: as the program loads, by the kernel choice below. OpenBLAS starts a thread pool
+// as it loads, sized by OPENBLAS_NUM_THREADS (else one thread per core), each thread taking a 128 MiB working buffer at
+// once — under an address-space limit a pool thread retries that allocation forever (a process at 100% CPU with
+// nothing printed). Optimus runs one rank per thread, so it opens OpenBLAS with OPENBLAS_NUM_THREADS=1 where the
+// environment does not set it (a value the user gives is kept), and asks for more GEMM threads itself where it wants
+// them (set_gemm_threads); gemm_backend() reports the count. Its kernel: judged, and replaced when older than the
+// processor, as the program loads (blas_kernel.hpp).
 #include <cblas.h>
 
 #include <climits>
@@ -48,14 +49,12 @@ struct OpenBlas {
   void (*blas_memory_free)(void*) = nullptr;
 
   explicit OpenBlas(optimus::detail::DynamicLibrary lib) : library(std::move(lib)) {
-#define OPTIMUS_RESOLVE(member) member = library.function<decltype(&::member)>(#member)
     OPTIMUS_RESOLVE(cblas_sgemm);
     OPTIMUS_RESOLVE(cblas_dgemm);
     OPTIMUS_RESOLVE(openblas_get_config);
     OPTIMUS_RESOLVE(openblas_get_corename);
     OPTIMUS_RESOLVE(openblas_get_num_threads);
     OPTIMUS_RESOLVE(openblas_set_num_threads);
-#undef OPTIMUS_RESOLVE
     gotoblas_dynamic_quit = library.function_if_any<void (*)()>("gotoblas_dynamic_quit");
     gotoblas_dynamic_init = library.function_if_any<void (*)()>("gotoblas_dynamic_init");
     blas_memory_alloc = library.function_if_any<void* (*)(int)>("blas_memory_alloc");
@@ -214,10 +213,15 @@ BlasKernel choose_at_load() {
 BlasKernel initial_kernel() {
   try {
     return choose_at_load();
-  } catch (const std::exception& e) {  // an allocation in the check
-    return BlasKernel{.library = "OpenBLAS", .kernel = blas().openblas_get_corename(), .simd = SimdLevel::unknown,
-                      .chosen_by = std::string("not judged: ") + e.what(), .config = blas().openblas_get_config(),
-                      .changeable = false};
+  } catch (const std::exception& e) {  // an allocation in the check, or OpenBLAS that cannot be opened
+    BlasKernel k{.library = "OpenBLAS", .kernel = "unknown", .simd = SimdLevel::unknown,
+                 .chosen_by = std::string("not judged: ") + e.what(), .config = "", .changeable = false};
+    try {
+      k.kernel = blas().openblas_get_corename();
+      k.config = blas().openblas_get_config();
+    } catch (...) {  // not opened: the first product says why, in main
+    }
+    return k;
   }
 }
 
@@ -232,8 +236,8 @@ KernelRecord& record() {
   return r;
 }
 
-// Runs as the program loads: after OpenBLAS's own initialiser (a library this code depends on, so initialised first)
-// and before main(), while the process has one thread, so that changing the environment for OpenBLAS races nothing.
+// Runs as the program loads, before main(), while the process has one thread, so that changing the environment for
+// OpenBLAS (OPENBLAS_NUM_THREADS as blas() opens it, OPENBLAS_CORETYPE in load_core) races nothing.
 [[gnu::constructor]] void choose_kernel_at_load() { record(); }
 
 }  // namespace
@@ -305,7 +309,8 @@ void prepare_gemm(int threads_at_once) {
   constexpr int n = 256;
   const std::vector<double> a(static_cast<std::size_t>(n) * n, 1.0);
   std::vector<double> c(static_cast<std::size_t>(n) * n, 0.0);
-  blas().cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+  blas().cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(),
+                     n);
 }
 
 void release_gemm_buffer() {

@@ -73,7 +73,8 @@ void check_not_within(const fs::path& output, std::string_view what, const fs::p
   const fs::path rel = out.lexically_relative(within);
   const bool inside = !rel.empty() && *rel.begin() != "..";
   OPTIMUS_CHECK(!inside, what, " '", output.string(), "' is ", rel == "." ? "" : "inside ", dir_name,
-                "'s directory '", dir.string(), "', which holds the run's checkpoints and its lock: write it elsewhere");
+                "'s directory '", dir.string(),
+                "', which holds the run's checkpoints and its lock: write it elsewhere");
 }
 
 void fail_writes_past_file_size_limit() { std::signal(SIGXFSZ, SIG_IGN); }
@@ -130,8 +131,9 @@ class DirectoryLock {
 };
 
 [[noreturn]] void written_meanwhile(const fs::path& target) {
-  OPTIMUS_FAIL("'", target.string(), "' was written by another writer while this one was writing it: it is left as "
-               "that writer made it, and this writer's output is discarded (write to another path, or one at a time)");
+  OPTIMUS_FAIL("'", target.string(), "' was written (or removed) by another writer while this one was writing it: it "
+               "is left as that writer made it, and this writer's output is discarded (write to another path, or one "
+               "at a time)");
 }
 
 }  // namespace
@@ -170,7 +172,17 @@ void rename_new(const fs::path& from, const fs::path& to) {
     fs::remove_all(from, ignored);
     written_meanwhile(to);
   }
-  if (error == EINVAL || error == ENOSYS) {  // a file system without RENAME_NOREPLACE: check and rename under the lock
+  if ((error == EINVAL || error == ENOSYS) && fs::is_regular_file(fs::symlink_status(from, ignored))) {
+    // A file system without RENAME_NOREPLACE (NFS): a hard link is made only where `to` does not exist, atomically.
+    if (::link(from.c_str(), to.c_str()) == 0) {
+      ::unlink(from.c_str());
+      return;
+    }
+    if (errno == EEXIST) {
+      ::unlink(from.c_str());
+      written_meanwhile(to);
+    }
+  } else if (error == EINVAL || error == ENOSYS) {  // a directory there: check and rename under the lock
     const DirectoryLock lock(parent_of(to));
     if (fs::exists(fs::symlink_status(to, ignored))) {
       fs::remove_all(from, ignored);

@@ -24,10 +24,6 @@ namespace {
 
 }  // namespace
 
-// Sets `member`, a function pointer of the table named like the library's function, to that function. A macro: the
-// name is both the symbol's text and the member's name, written once.
-#define OPTIMUS_RESOLVE(member) member = library.function<decltype(&::member)>(#member)
-
 CublasLt::CublasLt(::optimus::detail::DynamicLibrary lib) : library(std::move(lib)) {
   OPTIMUS_RESOLVE(cublasLtGetStatusName);
   OPTIMUS_RESOLVE(cublasLtGetStatusString);
@@ -45,8 +41,6 @@ CublasLt::CublasLt(::optimus::detail::DynamicLibrary lib) : library(std::move(li
   OPTIMUS_RESOLVE(cublasLtMatmulAlgoGetHeuristic);
   OPTIMUS_RESOLVE(cublasLtMatmul);
 }
-
-#undef OPTIMUS_RESOLVE
 
 std::string cublaslt_soname() { return "libcublasLt.so." + std::to_string(OPTIMUS_CUDA_MAJOR_VERSION); }
 

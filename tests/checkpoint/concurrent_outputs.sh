@@ -66,7 +66,8 @@ race() {
 "$train_gpt" "${tiny[@]}" --seed 1 --export a.safetensors >/dev/null || fail "solo export a"
 "$train_gpt" "${tiny[@]}" --seed 2 --export b.safetensors >/dev/null || fail "solo export b"
 race safetensors out.safetensors a.safetensors b.safetensors \
-  "$train_gpt" "${tiny[@]}" --seed 1 --export out.safetensors -- "$train_gpt" "${tiny[@]}" --seed 2 --export out.safetensors
+  "$train_gpt" "${tiny[@]}" --seed 1 --export out.safetensors -- \
+  "$train_gpt" "${tiny[@]}" --seed 2 --export out.safetensors
 
 "$train_gpt" "${tiny[@]}" "${llama[@]}" --seed 1 --export llama_a >/dev/null || fail "solo export llama_a"
 "$train_gpt" "${tiny[@]}" "${llama[@]}" --seed 2 --export llama_b >/dev/null || fail "solo export llama_b"

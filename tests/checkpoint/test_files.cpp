@@ -192,7 +192,7 @@ TEST_CASE("output files: written whole or not at all, only over a regular file, 
 TEST_CASE("one writer per output: two writers of one path never mix, and the second to finish refuses") {
   const fs::path dir = fresh_directory("writers");
   const fs::path file = dir / "model.safetensors";
-  const std::string refused = "was written by another writer while this one was writing it";
+  const std::string refused = "was written (or removed) by another writer while this one was writing it";
   for (const bool existed : {false, true}) {
     CAPTURE(existed);
     if (existed) optimus::write_file(file, "an older export");

@@ -241,8 +241,8 @@ TEST_CASE("once the watchdog fires, the rank's pending operations are abandoned 
   CHECK(first.starts_with("watchdog: all_reduce #1 on the in-process communicator of 2 ranks (world ranks 0, 1), at "
                           "its rank 0 did not complete within 0.15 s; not joined by rank 1 (world rank 1)"));
   CHECK(later == first);
-  CHECK(refused == "barrier on the in-process communicator refused: this rank's communication failed earlier (" + first +
-                       ")");
+  CHECK(refused ==
+        "barrier on the in-process communicator refused: this rank's communication failed earlier (" + first + ")");
   CHECK(refused_on_split == refused);
   CHECK(waits.load() == 0);
 }

@@ -52,7 +52,9 @@ int main(int argc, char** argv) {
     if (world.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(60));
     std::vector<double> values(31, 1.0);
     std::vector<optimus::Request> pending;  // #5 to #35
-    for (double& v : values) pending.push_back(world.iall_reduce(&v, &v, 1, optimus::DType::f64, optimus::ReduceOp::sum));
+    for (double& v : values) {
+      pending.push_back(world.iall_reduce(&v, &v, 1, optimus::DType::f64, optimus::ReduceOp::sum));
+    }
     pending.front().wait();  // #5: the watchdog fires; #6 to #35 are destroyed pending
     return 0;
   } catch (const std::exception& e) {

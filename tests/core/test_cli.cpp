@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optimus/core/cli.hpp"
@@ -109,15 +110,22 @@ TEST_CASE("every bad value is refused when the options are parsed, naming the op
   CHECK(refusal({"--stepz", "1"}).find("unknown option '--stepz' (known: --n --steps --lr") == 0);
 }
 
+namespace {
+
+// `args` parsed against `specs`, as "prog ARGS..." would be.
+cli::Options parsed(const std::vector<cli::Spec>& specs, std::vector<std::string> args) {
+  args.insert(args.begin(), "prog");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return cli::Options(static_cast<int>(argv.size()), argv.data(), 1, specs);
+}
+
+}  // namespace
+
 TEST_CASE("inputs: a file is one path, commas included; a directory; outputs are never inputs") {
   const std::vector<cli::Spec> specs{cli::input_file("text", "a text"), cli::input_directory("resume", "a run"),
                                      cli::output_file("export", "a model")};
-  const auto parse_with = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), "prog");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    return cli::Options(static_cast<int>(argv.size()), argv.data(), 1, specs);
-  };
+  const auto parse_with = [&](std::vector<std::string> args) { return parsed(specs, std::move(args)); };
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "optimus_cli_sa,ve";
   std::filesystem::create_directories(dir);
   CHECK(parse_with({"--resume", dir.string()}).text("resume", "") == dir.string());
@@ -139,12 +147,7 @@ TEST_CASE("inputs: a file is one path, commas included; a directory; outputs are
 TEST_CASE("an output never goes into a directory another option writes (a run's save directory)") {
   const std::vector<cli::Spec> specs{cli::output_directory("save", "the run's checkpoints"),
                                      cli::output_file("export", "a model")};
-  const auto parse_with = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), "prog");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    return cli::Options(static_cast<int>(argv.size()), argv.data(), 1, specs);
-  };
+  const auto parse_with = [&](std::vector<std::string> args) { return parsed(specs, std::move(args)); };
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "optimus_cli_run";
   std::filesystem::create_directories(dir / "step_2");
   const std::string shard = (dir / "step_2" / "rank_00000.safetensors").string();

@@ -21,6 +21,9 @@
 // point leaves every complete checkpoint complete and at most a `.partial` directory, which the next save of that name
 // removes and which resolve() never picks. (Where the file system has no RENAME_EXCHANGE, replacing a checkpoint of
 // the same name removes it first: only that re-save has a window.) All ranks must see the same file system (as DCP).
+// One job saves into a directory at a time: two jobs saving one checkpoint path at once share its `.partial` name
+// (train_gpt's --save directories are locked for their run: save_directory.hpp). A save replaces a checkpoint of its
+// name, never anything else: a `step_10` without metadata.json is refused and kept.
 //
 // load() works on any layout — another q, another dp, another pipeline (pp, schedule, chunks), 1D or 2D — and reads
 // only what each rank needs: for each of its rectangles, the intersecting saved rectangles' rows, in whole 1 MiB

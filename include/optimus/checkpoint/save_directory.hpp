@@ -27,6 +27,10 @@ namespace optimus::checkpoint {
 
 std::filesystem::path step_directory(const std::filesystem::path& save_dir, std::uint64_t step);
 
+// Whether `path` is a checkpoint: a directory holding a regular metadata.json (whether its contents check out is
+// load's and inspect's to say).
+bool is_checkpoint(const std::filesystem::path& path);
+
 // The complete checkpoints (`step_N` holding metadata.json) of a save directory, oldest first.
 std::vector<std::pair<std::uint64_t, std::filesystem::path>> complete_checkpoints(
     const std::filesystem::path& save_dir);

@@ -247,6 +247,9 @@ class Communicator {
   // "all_reduce #3 on the mpi communicator of 4 ranks (world ranks 0, 1, 2, 3), at its rank 2": `call` named for
   // messages.
   std::string describe(const CallLabel& call) const;
+  // The same from the communicator's facts, for what must not hold the communicator itself.
+  static std::string describe(const CallLabel& call, std::string_view backend, int size,
+                              const std::vector<int>& world_ranks, int rank);
   // The message of a wait that needs a buffer `lender` (a rank of this communicator) lent to `call` and has withdrawn,
   // its own wait having failed or its request having been abandoned. (A backend throws it as an error another rank
   // caused, which run_in_process reports only when no rank failed by itself.)

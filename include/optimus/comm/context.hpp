@@ -25,16 +25,22 @@ class Context {
   // For a program's catch block: reports `error` once and returns the exit status (1). What the program printed to
   // standard output is flushed first, so that the error comes after it however the streams are redirected. When every
   // rank failed (a configuration error, checked identically everywhere), rank 0 prints one line
-  // "program: error: ..." and all ranks return. When only some ranks failed — or the world's communication failed
-  // for good (JobState: the watchdog fired, a rank is gone), which not every rank can report — the first of them on
-  // each node prints its error with its rank, "program: error on rank R: ...", and the whole job is aborted, so no
-  // rank is left waiting in a collective. With OPTIMUS_DEBUG set (not "0") in the environment, an optimus::Error's
-  // line ends in the source location that raised it.
+  // "program: error: ..." and all ranks return. When only some ranks failed, those print their error with their rank,
+  // "program: error on rank R: ...", and the whole job is aborted, so no rank is left waiting in a collective. Where
+  // the world's communication failed for good (JobState: the watchdog fired, a rank is gone) — which several ranks may
+  // report at once — one line per node is printed: a rank of the node reporting an error of its own (the likely
+  // cause) first, else the first such report. With OPTIMUS_DEBUG set (not "0") in the environment, an optimus::Error's
+  // line ends in the source location that raised it. For run_in_process's RanksLeftRunning (a rank thread still runs,
+  // using its caller's objects) the process ends here (std::_Exit) after the line, destroying nothing.
   int fail(std::string_view program, const std::exception& error) noexcept;
 
  private:
   // The line for `error`: its message, and where OPTIMUS_DEBUG asks for it, the source location.
-  std::string text_of(const std::exception& error) const;
+  std::string text_of(const std::exception& error) const noexcept;
+  // "program: error: text", or with rank >= 0 "program: error on rank R: text", on stderr, flushed.
+  static void print_line(std::string_view program, int rank, const std::string& text) noexcept;
+  // Ends the process at once (std::_Exit) where `error` is run_in_process's RanksLeftRunning.
+  static void end_process_if_left_running(const std::exception& error) noexcept;
   static bool debug_from_environment();  // OPTIMUS_DEBUG set, and not "0"
 
   struct Mpi;

@@ -6,6 +6,7 @@
 // Configuration errors are checked on values every rank shares, so every rank throws the same error.
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,9 @@ std::string concat(const Parts&... parts) {
 }
 
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+
+// What an exception held by `error` says (its what()); for one that is not a std::exception, a phrase saying so.
+std::string message_of(const std::exception_ptr& error);
 
 }  // namespace detail
 }  // namespace optimus

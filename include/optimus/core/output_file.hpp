@@ -4,8 +4,10 @@
 // not later), fsynced, and renamed over the target, so a reader sees the old file or the whole new one. The rename
 // refuses to replace a file another writer finished after this one started (the target's identity is taken at the
 // start and compared, under a lock on the directory, before the rename; a target that did not exist must still not):
-// of two runs writing one path at once, one refuses with a line naming the path. A writer that was killed leaves its
-// partial file; the next writer of the same name on the same host removes those of processes that no longer run.
+// of two runs writing one path at once, one refuses with a line naming the path. (Where the file system takes no flock
+// on a directory — some NFS and Lustre mounts — two writers replacing an existing file are not told apart: the one
+// that finishes last wins, wholly; a new target is still made by one writer only.) A writer that was killed leaves
+// its partial file; the next writer of the same name on the same host removes those of processes that no longer run.
 #pragma once
 
 #include <cstddef>
