@@ -1,4 +1,4 @@
-// optimus::Attention2D: GPT-2 causal multi-head self-attention on the q x q grid (docs/design.md, "Layers").
+// optimus::Attention2D: causal multi-head (or grouped-query) self-attention on the q x q grid (docs/design.md, "Layers").
 //   x, y: [N, h] with N = b*s tokens; grid row i holds b/q whole sequences, grid column j holds heads
 //   [j*a/q, (j+1)*a/q). c_attn (h -> 3h) stores its columns grouped by heads, so that column block j of
 //   qkv is [Q_j | K_j | V_j] for exactly those heads: attention itself needs no communication.

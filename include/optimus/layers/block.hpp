@@ -1,4 +1,4 @@
-// optimus::TransformerBlock2D: the GPT-2 pre-LayerNorm block on the q x q grid.
+// optimus::TransformerBlock2D: the pre-norm transformer block on the q x q grid (GPT-2's or Llama's parts).
 //   x1 = x + dropout(attn(ln_1(x))),  y = x1 + dropout(mlp(ln_2(x1)));  x, x1, y: [N, h].
 // Parameters are named h.<layer>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}.{weight, bias}.
 // A training forward fills a BlockContext under the block's recomputation policy (recompute.hpp: none by default);

@@ -1,8 +1,8 @@
-// The 1D (Megatron-LM) transformer block: the GPT-2 pre-LayerNorm block with attention heads and the MLP's
-// inner dimension split over the p ranks of a Group, activations [N, h] replicated.
+// The 1D (Megatron-LM) transformer block: the pre-norm block (GPT-2's or Llama's parts) with attention heads and the
+// MLP's inner dimension split over the p ranks of a Group, activations [N, h] replicated.
 //   Attention1D: c_attn column-parallel (rank r holds the Q, K, V of heads [r*a/p, (r+1)*a/p)), local
 //                causal attention, c_proj row-parallel.
-//   MLP1D      : c_fc column-parallel, GELU, c_proj row-parallel.
+//   MLP1D      : c_fc column-parallel, GELU or SwiGLU, c_proj row-parallel.
 // Communication per block: two all-reduces of [N, h] forward (after each row-parallel layer) and two
 // backward (after each column-parallel layer). LayerNorm parameters and row-parallel biases are replicated.
 // Parameter names are GPT-2's, as for the 2D block, so the same reference checks both.
