@@ -1,5 +1,6 @@
 // optimus::Gpt<Family>: the one GPT of Optimus (GPT-2's or Llama's blocks: BlockConfig), on every layout. Family is
-// TwoD<T> (Gpt2D<T>: the 2D layers on q x q grids) or OneD<T> (Gpt1D<T>: the 1D Megatron baseline's layers on tensor-parallel groups of p ranks), family.hpp.
+// TwoD<T> (Gpt2D<T>: the 2D layers on q x q grids) or OneD<T> (Gpt1D<T>: the 1D Megatron baseline's layers on
+// tensor-parallel groups of p ranks), family.hpp.
 // The model is a pipeline (pipeline/schedule.hpp) of S >= 1 stages, each holding its chunks' blocks: the whole model is
 // a pipeline of one stage (Gpt(place, config), or pipeline::one_stage(m) for m micro-batches). The place is a Grid made
 // by Grid::create(world, q, pp) (2D: dp x pp x q^2 ranks) or a Group made by megatron::Group::pipeline_stage(world, pp,
