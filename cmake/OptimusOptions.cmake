@@ -1,4 +1,4 @@
-# Build options (docs/design.md, "Modules"; the README's table). Invalid combinations stop here, at configure time.
+# Build options (docs/design.md, "Modules"; docs/guide.md's table). Invalid combinations stop here, at configure time.
 include_guard(GLOBAL)
 
 set(OPTIMUS_WITH_CUDA "AUTO" CACHE STRING "Build the CUDA backend: ON, OFF or AUTO (on when the toolkit is found)")
@@ -12,7 +12,7 @@ set(OPTIMUS_ARCH "" CACHE STRING "Value for -march= (e.g. native); passed on to 
 option(OPTIMUS_WITH_SCALAPACK "Compare with ScaLAPACK p?gemm in optimus-bench when it is found" ON)
 option(OPTIMUS_BUILD_TESTS "Build the doctest suites and register them with ctest" ON)
 option(OPTIMUS_BUILD_BENCH "Build optimus-bench" ON)
-option(OPTIMUS_BUILD_EXAMPLES "Build the README's example programs" ON)
+option(OPTIMUS_BUILD_EXAMPLES "Build the example programs (examples/)" ON)
 option(OPTIMUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(OPTIMUS_PCH "Precompile the standard library and Eigen headers every source includes (GCC; shorter builds)" ON)
 option(OPTIMUS_FUZZ "Build the libFuzzer targets of tests/fuzz (needs clang; instruments the library)" OFF)
