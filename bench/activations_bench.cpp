@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "block_model.hpp"
-#include "optimus/core/arch_options.hpp"
+#include "optimus/programs/arch_options.hpp"
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "optimus/comm/in_process.hpp"

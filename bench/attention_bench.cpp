@@ -22,7 +22,7 @@
 #include "optimus/core/error.hpp"
 #include "optimus/core/memory.hpp"
 #include "optimus/core/ops.hpp"
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "report.hpp"
 

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "optimus/core/arch_options.hpp"
+#include "optimus/programs/arch_options.hpp"
 #include "optimus/core/error.hpp"
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/device_choice.hpp"
 
 namespace optimus::bench {
 namespace {

@@ -1,11 +1,11 @@
-// The option table of every optimus-bench command (optimus/core/cli.hpp): name, what it takes, its range and help.
+// The option table of every optimus-bench command (optimus/programs/cli.hpp): name, what it takes, its range and help.
 // The commands parse with them, and tests/core/test_program_options.cpp tries bad values on every entry.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 
 namespace optimus::bench {
 

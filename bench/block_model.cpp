@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "optimus/core/arch_options.hpp"
+#include "optimus/programs/arch_options.hpp"
 
 namespace optimus::bench {
 

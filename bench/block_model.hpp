@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "traffic_model.hpp"

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "optimus/comm/communicator.hpp"
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 
 namespace optimus::bench {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "block_model.hpp"
-#include "optimus/core/arch_options.hpp"
+#include "optimus/programs/arch_options.hpp"
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "cpu_peak.hpp"
@@ -24,7 +24,7 @@
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/core/processor.hpp"
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "optimus/layers/block.hpp"
 #include "optimus/model/gpt.hpp"

@@ -6,7 +6,7 @@
 
 #include "commands.hpp"
 #include "optimus/comm/context.hpp"
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/host_allocator.hpp"
 

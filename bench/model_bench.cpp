@@ -14,7 +14,7 @@
 #include "commands.hpp"
 #include "bench_options.hpp"
 #include "block_model.hpp"
-#include "optimus/core/arch_options.hpp"
+#include "optimus/programs/arch_options.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/output_file.hpp"
 #include "optimus/core/kernels.hpp"

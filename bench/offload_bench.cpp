@@ -29,7 +29,7 @@
 
 #include "bench_options.hpp"
 #include "block_model.hpp"
-#include "optimus/core/arch_options.hpp"
+#include "optimus/programs/arch_options.hpp"
 #include "commands.hpp"
 #include "offload_run.hpp"
 #include "optimus/core/error.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/device_choice.hpp"
 #include "optimus/layers/offload.hpp"
 #include "optimus/sim/runtime.hpp"
 

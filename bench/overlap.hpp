@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "optimus/comm/chrome_trace.hpp"
 #include "optimus/core/timeline.hpp"
 #include "optimus/grid/grid.hpp"
 #include "timing.hpp"
@@ -49,7 +50,7 @@ OverlapTiming time_blocking_and_overlapped(const Grid& grid, int warmup, int ite
   t.overlapped_s = time_max_over_ranks(comm, warmup, iters, overlapped);
   const double exposed = timeline.total_us(SpanKind::comm_wait) / runs;
   const double compute = timeline.total_us(SpanKind::compute) / runs;
-  if (!trace.empty()) timeline.write_chrome_trace(comm, trace);
+  if (!trace.empty()) write_chrome_trace(timeline, comm, trace);
   const double communication = comm.all_reduce(exposed_blocking, ReduceOp::sum);
   const double hidden = communication - comm.all_reduce(exposed, ReduceOp::sum);
   t.fraction = communication > 0 ? std::clamp(hidden / communication, 0.0, 1.0) : 0.0;

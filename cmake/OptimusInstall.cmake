@@ -3,7 +3,8 @@ include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS optimus_core optimus_grid optimus_device optimus_layers optimus_checkpoint optimus_pipeline optimus_plan optimus_reference optimus
+install(TARGETS optimus_core optimus_comm optimus_sim optimus_cuda optimus_grid optimus_device optimus_layers
+                optimus_pipeline optimus_model optimus_checkpoint optimus_plan optimus_reference optimus_programs optimus
         EXPORT optimus-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -13,7 +14,8 @@ if(NOT OPTIMUS_WITH_MPI)
   list(APPEND _optimus_header_excludes PATTERN "mpi_communicator.hpp" EXCLUDE)
 endif()
 if(NOT OPTIMUS_HAVE_CUDA)
-  list(APPEND _optimus_header_excludes PATTERN "cuda" EXCLUDE)
+  # The backend's headers include CUDA's; its entry points (cuda/device.hpp) are there in every build.
+  list(APPEND _optimus_header_excludes REGEX "cuda/(runtime|check|kernels|layer_kernels|lt_gemm)\\.hpp$" EXCLUDE)
 endif()
 install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp" ${_optimus_header_excludes})
 install(EXPORT optimus-targets NAMESPACE optimus:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/optimus)

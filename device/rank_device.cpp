@@ -4,6 +4,10 @@
 #include <utility>
 
 #include "optimus/comm/in_process.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/cuda/device.hpp"
+#include "optimus/sim/collectives.hpp"
+#include "optimus/sim/runtime.hpp"
 
 namespace optimus {
 namespace {
@@ -51,9 +55,21 @@ Grid distributed_grid(RankDevice& rank, Communicator& bootstrap, int q, std::chr
   return distributed_grid(rank, bootstrap, q, 1, timeout);
 }
 
+std::unique_ptr<DeviceCommunicator> device_communicator(Communicator& bootstrap, DeviceRuntime& device) {
+  const auto native = [](Communicator& b, DeviceRuntime& d) -> std::unique_ptr<DeviceCollectives> {
+    switch (d.device()) {
+      case Device::sim: return sim::Collectives::create(b, static_cast<sim::Runtime&>(d));
+      case Device::cuda: return nccl_collectives(b, d);
+      case Device::cpu: break;
+    }
+    OPTIMUS_FAIL("a device communicator on ", d.name(), ": not an accelerator");
+  };
+  return DeviceCommunicator::create(bootstrap, device, native);
+}
+
 std::unique_ptr<DeviceCommunicator> device_world(RankDevice& rank, Communicator& bootstrap,
                                                  std::chrono::milliseconds timeout) {
-  std::unique_ptr<DeviceCommunicator> world = DeviceCommunicator::create(bootstrap, rank.runtime());
+  std::unique_ptr<DeviceCommunicator> world = device_communicator(bootstrap, rank.runtime());
   world->set_compute_stream(&rank.stream());
   world->set_timeout(timeout);
   return world;

@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "optimus/comm/communicator.hpp"
-#include "optimus/core/cli.hpp"
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/cli.hpp"
+#include "optimus/programs/device_choice.hpp"
 #include "optimus/plan/planner.hpp"
 
 namespace optimus::examples {

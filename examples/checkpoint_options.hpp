@@ -7,7 +7,7 @@
 #include <string>
 
 #include "optimus/checkpoint/checkpoint.hpp"
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/gpt_config.hpp"
 
 namespace optimus::examples {

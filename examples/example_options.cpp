@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "optimus/checkpoint/token_file.hpp"
-#include "optimus/core/arch_options.hpp"
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/arch_options.hpp"
+#include "optimus/programs/device_choice.hpp"
 
 namespace optimus::examples {
 namespace {

@@ -1,10 +1,10 @@
-// The option tables of the example programs (summa_2x2, train_gpt, optimus-plan) (optimus/core/cli.hpp). The programs parse with them, and
+// The option tables of the example programs (summa_2x2, train_gpt, optimus-plan) (optimus/programs/cli.hpp). The programs parse with them, and
 // tests/core/test_program_options.cpp tries bad values on every entry.
 #pragma once
 
 #include <vector>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 
 namespace optimus::examples {
 

@@ -16,8 +16,8 @@
 #include <optional>
 
 #include "example_options.hpp"
-#include "optimus/core/arch_options.hpp"
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/arch_options.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/output_file.hpp"
 #include "optimus/plan/plan_report.hpp"
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "optimus/core/memory.hpp"
+#include "optimus/cuda/device.hpp"
 
 namespace optimus::examples {
 namespace {

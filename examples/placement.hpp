@@ -7,7 +7,7 @@
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/device_runtime.hpp"
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/device_choice.hpp"
 #include "optimus/grid/grid.hpp"
 
 namespace optimus::examples {

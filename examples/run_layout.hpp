@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/device.hpp"
 #include "optimus/layers/offload.hpp"
 #include "optimus/layers/optimizer_offload.hpp"

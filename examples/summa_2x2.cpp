@@ -3,7 +3,7 @@
 //
 //   mpirun -np 4 ./summa_2x2 [--m M] [--n N] [--k K] [--q Q] [--timeout SECONDS]
 #include <cstdio>
-#include <optimus/core/cli.hpp>
+#include <optimus/programs/cli.hpp>
 #include <optimus/optimus.hpp>
 
 #include "example_options.hpp"

@@ -91,13 +91,13 @@
 #include <sstream>
 #include <string>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/host_allocator.hpp"
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "optimus/plan/build.hpp"
 #include "example_options.hpp"
-#include "optimus/core/arch_options.hpp"
+#include "optimus/programs/arch_options.hpp"
 #include "auto_plan.hpp"
 #include "checkpoint_options.hpp"
 #include "memory_check.hpp"

@@ -29,7 +29,7 @@
 #include "optimus/core/processor.hpp"
 #include "optimus/core/rng.hpp"
 #include "optimus/core/tensor.hpp"
-#include "optimus/device/device_choice.hpp"
+#include "optimus/programs/device_choice.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/grid.hpp"

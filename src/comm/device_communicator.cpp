@@ -13,11 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "../core/backends.hpp"
 #include "optimus/core/device_memory_pool.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/comm/staged_collectives.hpp"
-#include "optimus/sim/collectives.hpp"
 
 namespace optimus {
 
@@ -214,22 +212,20 @@ bool ranks_share_a_device(Communicator& bootstrap, const DeviceRuntime& device) 
   return std::adjacent_find(all.begin(), all.end()) != all.end();
 }
 
-std::unique_ptr<DeviceCollectives> collectives_for(Communicator& bootstrap, DeviceRuntime& device) {
-  if (device.device() != Device::cpu && ranks_share_a_device(bootstrap, device)) {
+std::unique_ptr<DeviceCollectives> collectives_for(Communicator& bootstrap, DeviceRuntime& device,
+                                                   const NativeCollectives& native) {
+  OPTIMUS_CHECK(device.device() != Device::cpu, "DeviceCommunicator: ", device.name(), " is not an accelerator");
+  if (ranks_share_a_device(bootstrap, device)) {
     return StagedCollectives::create(bootstrap, device);  // NCCL refuses two ranks on one GPU
   }
-  switch (device.device()) {
-    case Device::sim: return sim::Collectives::create(bootstrap, static_cast<sim::Runtime&>(device));
-    case Device::cuda: return detail::make_nccl_collectives(bootstrap, device);
-    case Device::cpu: break;
-  }
-  OPTIMUS_FAIL("DeviceCommunicator: ", device.name(), " is not an accelerator");
+  return native(bootstrap, device);
 }
 
 }  // namespace
 
-std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& bootstrap, DeviceRuntime& device) {
-  auto core = std::make_shared<Core>(bootstrap.job(), device, collectives_for(bootstrap, device));
+std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& bootstrap, DeviceRuntime& device,
+                                                               const NativeCollectives& native) {
+  auto core = std::make_shared<Core>(bootstrap.job(), device, collectives_for(bootstrap, device, native));
   core->world_ranks = bootstrap.world_ranks();
   core->progress_calls = bootstrap.needs_progress_calls();
   const int rank = core->collectives->rank(), size = core->collectives->size();

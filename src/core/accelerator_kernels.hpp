@@ -138,7 +138,8 @@ class AcceleratorKernels {
                             const Queue& q) const = 0;
 };
 
-// The kernels of the simulated device and of CUDA (which refuse in a build without CUDA).
+// The kernels of the simulated device (src/sim/kernels.cpp) and of CUDA (src/cuda/kernels.cpp), which their runtimes
+// give as DeviceRuntime::kernels().
 const AcceleratorKernels& sim_kernels();
 const AcceleratorKernels& cuda_kernels();
 

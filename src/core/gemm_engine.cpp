@@ -6,9 +6,7 @@
 #include <functional>
 #include <limits>
 
-#include "backends.hpp"
 #include "optimus/core/error.hpp"
-#include "optimus/sim/lt_gemm.hpp"
 
 namespace optimus {
 namespace lt {
@@ -100,12 +98,7 @@ std::size_t MatmulHash::operator()(const Matmul& m) const noexcept {
 }  // namespace lt
 
 std::unique_ptr<GemmEngine> GemmEngine::create(DeviceAllocator& allocator) {
-  switch (allocator.device().device()) {
-    case Device::sim: return std::make_unique<sim::LtGemm>(allocator);
-    case Device::cuda: return detail::make_cuda_gemm_engine(allocator);
-    case Device::cpu: break;
-  }
-  OPTIMUS_FAIL("GemmEngine::create: ", allocator.device().name(), " is not an accelerator");
+  return allocator.device().create_gemm_engine(allocator);
 }
 
 GemmEngine::GemmEngine(DeviceAllocator& allocator, std::size_t workspace_bytes)

@@ -2,7 +2,8 @@
 // its shapes, then calls dispatch<T>() with its operands: the operands must be on one device (otherwise an error
 // naming each operand's device); on the CPU the CPU kernels run; on an accelerator dispatch refuses what its kernels
 // do not take — f64, an operand whose layout they cannot read, a queue without a stream of that device — and runs
-// the accelerator's kernels (accelerator_kernels.hpp), the simulated device's or CUDA's, chosen by the device.
+// the accelerator's kernels (accelerator_kernels.hpp), the simulated device's or CUDA's: the queue's stream's
+// runtime's (DeviceRuntime::kernels).
 #pragma once
 
 #include <initializer_list>
@@ -68,10 +69,6 @@ inline void check_accelerated(const char* op, Device where, std::initializer_lis
                 name_of(queue.stream->device()), " stream");
 }
 
-inline const AcceleratorKernels& kernels_for(Device where) {
-  return where == Device::sim ? sim_kernels() : cuda_kernels();
-}
-
 // How a timeline counts operation `op`: gemm and gemm_batched as GEMMs, the fused attention as attention, the rest as
 // element-wise work.
 inline SpanKind span_kind_of(const char* op) {
@@ -96,7 +93,7 @@ decltype(auto) dispatch(const char* op, std::initializer_list<Operand> operands,
                  "the CPU)");
   } else {
     check_accelerated(op, where, operands, queue);
-    return on_accelerator(kernels_for(where));
+    return on_accelerator(queue.stream->runtime().kernels());
   }
 }
 

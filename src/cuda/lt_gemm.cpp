@@ -137,11 +137,3 @@ void LtGemm::execute(const Plan& plan, const lt::Matmul& matmul, const lt::Point
 }
 
 }  // namespace optimus::cuda
-
-namespace optimus::detail {
-
-std::unique_ptr<GemmEngine> make_cuda_gemm_engine(DeviceAllocator& allocator) {
-  return std::make_unique<cuda::LtGemm>(allocator);
-}
-
-}  // namespace optimus::detail

@@ -1,6 +1,10 @@
 // The CUDA runtime as a DeviceRuntime (optimus/cuda/runtime.hpp). GPU-only code: CI compiles it, a GPU runs it.
 #include "optimus/cuda/runtime.hpp"
 
+#include "../core/accelerator_kernels.hpp"
+#include "optimus/cuda/device.hpp"
+#include "optimus/cuda/lt_gemm.hpp"
+
 #include <iostream>
 #include <iomanip>
 #include <sstream>
@@ -156,6 +160,12 @@ cudaStream_t native(const DeviceStream& stream, const char* what) {
                 "stream is needed");
   return static_cast<const Stream&>(stream).get();
 }
+
+std::unique_ptr<GemmEngine> Runtime::create_gemm_engine(DeviceAllocator& allocator) {
+  return std::make_unique<LtGemm>(allocator);
+}
+
+const ops::detail::AcceleratorKernels& Runtime::kernels() const { return ops::detail::cuda_kernels(); }
 
 }  // namespace optimus::cuda
 

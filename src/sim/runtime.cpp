@@ -12,8 +12,10 @@
 #include <string_view>
 #include <thread>
 
+#include "../core/accelerator_kernels.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/output_file.hpp"
+#include "optimus/sim/lt_gemm.hpp"
 
 namespace optimus::sim {
 namespace {
@@ -253,6 +255,12 @@ void Runtime::fill_async(void* dst, std::uint8_t value, std::size_t bytes, Devic
   void* d = translate(dst, bytes, "fill_async");
   s.launch("memset", {{.begin = dst, .bytes = bytes, .writes = true}}, [d, value, bytes] { std::memset(d, value, bytes); });
 }
+
+std::unique_ptr<GemmEngine> Runtime::create_gemm_engine(DeviceAllocator& allocator) {
+  return std::make_unique<LtGemm>(allocator);
+}
+
+const ops::detail::AcceleratorKernels& Runtime::kernels() const { return ops::detail::sim_kernels(); }
 
 void Runtime::poison_async(void* p, std::size_t bytes, DeviceStream& stream) {
   if (!options_.poison || bytes == 0) return;

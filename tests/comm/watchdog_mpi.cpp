@@ -15,6 +15,7 @@
 
 #include "optimus/comm/context.hpp"
 #include "optimus/comm/device_communicator.hpp"
+#include "optimus/device/rank_device.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/grid/grid.hpp"
 #include "optimus/sim/runtime.hpp"
@@ -27,7 +28,7 @@ int staged(optimus::Communicator& world) {
   world.barrier();
   world.set_timeout(std::chrono::seconds(1));  // before the communicator: its transport inherits it
   optimus::sim::Runtime device(optimus::sim::Options{.shared_as = "one GPU"});
-  const auto comm = optimus::DeviceCommunicator::create(world, device);
+  const auto comm = optimus::device_communicator(world, device);
   OPTIMUS_CHECK(comm->backend() == "mpi-staged", "the device communicator is ", comm->backend(), ", not mpi-staged");
   std::vector<float> x(4, 1.0f);
   comm->all_reduce(x.data(), x.data(), x.size(), optimus::DType::f32, optimus::ReduceOp::sum);  // all join

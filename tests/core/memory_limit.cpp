@@ -14,7 +14,7 @@
 //            program then reports the failed allocation, with the product's outcome.
 //   threads: one process of 8 in-process ranks (a 2 x 2 grid, dp 2), each multiplying on its own thread with a buffer of
 //            its own, under a margin with room for 4 buffers: Grid::create throws on every rank, naming the 8.
-//   vector:  a 64 MiB margin, then a std::vector of 256 MiB: the programs' operator new (src/programs/operator_new.cpp,
+//   vector:  a 64 MiB margin, then a std::vector of 256 MiB: the programs' operator new (programs/operator_new.cpp,
 //            linked here as in train_gpt) throws optimus::OutOfMemory, and the line names the 268435456 bytes.
 // The CTests (tests/CMakeLists.txt) expect a non-zero exit and one error line; a hang fails them by their timeout.
 #include <sys/resource.h>

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/error.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 #include "cuda/cublaslt_library.hpp"
 #include "optimus/core/error.hpp"
 #if OPTIMUS_HAVE_NCCL
-#include "comm/nccl_library.hpp"
+#include "cuda/nccl_library.hpp"
 #endif
 
 namespace {

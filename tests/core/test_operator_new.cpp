@@ -1,4 +1,4 @@
-// The programs' operator new (src/programs/operator_new.cpp): a refused request throws optimus::OutOfMemory naming its
+// The programs' operator new (programs/operator_new.cpp): a refused request throws optimus::OutOfMemory naming its
 // bytes; nothrow new still returns null; the new-handler loop still runs. Linked like the programs; not built under
 // the sanitizers, whose own operator new stays there.
 #include <doctest/doctest.h>

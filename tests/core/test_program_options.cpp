@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/error.hpp"
 #include "bench_options.hpp"
 #include "example_options.hpp"

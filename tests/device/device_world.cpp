@@ -3,6 +3,7 @@
 
 #include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
+#include "optimus/cuda/device.hpp"
 
 namespace optimus::test {
 

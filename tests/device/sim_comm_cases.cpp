@@ -18,6 +18,7 @@
 #include "device_world.hpp"
 #include "test_world.hpp"
 #include "optimus/comm/device_communicator.hpp"
+#include "optimus/device/rank_device.hpp"
 #include "optimus/comm/device_staging.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/sim/collectives.hpp"
@@ -44,7 +45,7 @@ void on_device_communicators(int ranks, const sim::Options& options,
     sim::Options mine = options;
     mine.ordinal = world.rank();
     sim::Runtime device(mine);
-    const auto comm = DeviceCommunicator::create(world, device);
+    const auto comm = device_communicator(world, device);
     fn(world, device, *comm);
   });
 }

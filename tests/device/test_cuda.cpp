@@ -11,6 +11,7 @@
 #include "device_world.hpp"
 #include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
+#include "optimus/cuda/device.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/reference/compare.hpp"
 #include "optimus/reference/layers.hpp"

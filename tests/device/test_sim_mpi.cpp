@@ -11,6 +11,7 @@
 #include "device_cases.hpp"
 #include "offload_cases.hpp"
 #include "optimus/comm/device_communicator.hpp"
+#include "optimus/device/rank_device.hpp"
 #include "optimus/sim/runtime.hpp"
 #include "test_world.hpp"
 
@@ -38,7 +39,7 @@ void on_device_grid(int q, Fn&& fn) {
 
 TEST_CASE("device communicators over MPI: every operation, host and device buffers, exact counters") {
   optimus::sim::Runtime device(optimus::sim::Options{});
-  const auto comm = optimus::DeviceCommunicator::create(optimus::test::world(), device);
+  const auto comm = optimus::device_communicator(optimus::test::world(), device);
   CHECK(comm->backend() == "sim-nccl");
   optimus::test::check_collectives(*comm);
   optimus::test::check_counters(*comm);
@@ -48,7 +49,7 @@ TEST_CASE("device communicators over MPI: every operation, host and device buffe
 TEST_CASE("processes that share one device stage their collectives through the host: every operation, exact counters") {
   // Every process names the same device, as processes on one GPU do (NCCL refuses them).
   optimus::sim::Runtime device(optimus::sim::Options{.shared_as = "one GPU"});
-  const auto comm = optimus::DeviceCommunicator::create(optimus::test::world(), device);
+  const auto comm = optimus::device_communicator(optimus::test::world(), device);
   CHECK(comm->backend() == (optimus::test::world().size() > 1 ? "mpi-staged" : "sim-nccl"));
   optimus::test::check_collectives(*comm);
   optimus::test::check_counters(*comm);
@@ -62,9 +63,9 @@ TEST_CASE("two processes on one device make every process stage; devices of thei
   // Processes 1 and 2 share a device, the others have their own (no identity, or one of their own).
   const std::string shared = rank == 1 || rank == 2 ? "shared" : rank == 3 ? "mine" : "";
   optimus::sim::Runtime one(optimus::sim::Options{.shared_as = shared});
-  CHECK(optimus::DeviceCommunicator::create(optimus::test::world(), one)->backend() == "mpi-staged");
+  CHECK(optimus::device_communicator(optimus::test::world(), one)->backend() == "mpi-staged");
   optimus::sim::Runtime own(optimus::sim::Options{.shared_as = rank == 3 ? "mine" : ""});
-  CHECK(optimus::DeviceCommunicator::create(optimus::test::world(), own)->backend() == "sim-nccl");
+  CHECK(optimus::device_communicator(optimus::test::world(), own)->backend() == "sim-nccl");
 }
 
 TEST_CASE("a training step of processes sharing one device, staged through the host, equals the host's bit for bit") {

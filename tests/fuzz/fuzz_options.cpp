@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "example_options.hpp"
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

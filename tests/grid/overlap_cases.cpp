@@ -11,6 +11,7 @@
 #include "../layers/layer_cases.hpp"
 #include "delaying_communicator.hpp"
 #include "polling_communicator.hpp"
+#include "optimus/comm/chrome_trace.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/model/gpt.hpp"
 #include "optimus/reference/gpt.hpp"
@@ -178,7 +179,7 @@ void check_timeline(Communicator& world, int q, const std::string& path) {
   }
   CHECK(gemms == static_cast<std::size_t>(q));  // one GEMM per SUMMA step (one tile at this size)
   CHECK(timeline.total_us(SpanKind::compute) > 0);
-  timeline.write_chrome_trace(grid.grid(), path);
+  write_chrome_trace(timeline, grid.grid(), path);
   if (grid.grid().rank() == 0) {
     std::ifstream in(path);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -24,10 +24,9 @@
 #include "optimus/comm/stats.hpp"
 #include "optimus/core/device.hpp"
 #include "optimus/core/dtype.hpp"
+#include "optimus/core/reduce_op.hpp"
 
 namespace optimus {
-
-enum class ReduceOp { sum, max, min };
 
 // Whether a backend call must complete before returning (blocking) or may return a pending Request.
 // Backends with a faster blocking path (MPI_Bcast rather than MPI_Ibcast + MPI_Wait) use it.

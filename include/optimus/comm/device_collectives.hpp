@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,5 +58,9 @@ class DeviceCollectives {
   // be queued at the time (the caller synchronises its stream first).
   virtual std::unique_ptr<DeviceCollectives> split(int color, int key) = 0;
 };
+
+// How a device communicator gets its device's own collectives, one rank per rank of `bootstrap` (collective over it).
+using NativeCollectives = std::function<std::unique_ptr<DeviceCollectives>(Communicator& bootstrap,
+                                                                           DeviceRuntime& device)>;
 
 }  // namespace optimus

@@ -42,8 +42,11 @@ class DeviceCommunicator final : public Communicator {
   static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
 
   // Collective over `bootstrap`: one rank per bootstrap rank, on `device` (which must outlive the communicator and
-  // those split from it).
-  static std::unique_ptr<DeviceCommunicator> create(Communicator& bootstrap, DeviceRuntime& device);
+  // those split from it), over the device's own collectives `native` (NCCL's, the simulated device's: the device
+  // module chooses them, optimus/device/rank_device.hpp's device_communicator), or staged through the host where two
+  // ranks share one device (staged_collectives.hpp).
+  static std::unique_ptr<DeviceCommunicator> create(Communicator& bootstrap, DeviceRuntime& device,
+                                                    const NativeCollectives& native);
   ~DeviceCommunicator() override;
 
   std::string backend() const override;

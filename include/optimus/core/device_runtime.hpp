@@ -23,6 +23,11 @@
 namespace optimus {
 
 class DeviceRuntime;
+class DeviceAllocator;  // optimus/core/device_memory_pool.hpp
+class GemmEngine;       // optimus/core/gemm_engine.hpp
+namespace ops::detail {
+class AcceleratorKernels;  // src/core/accelerator_kernels.hpp
+}  // namespace ops::detail
 
 // An in-order queue of device work. Destroying it waits for its work (and logs, never throws, an error).
 class DeviceStream {
@@ -105,13 +110,11 @@ class DeviceRuntime {
   // A block handed back to a cache: the simulated device overwrites it with a poison pattern in `stream`'s order, so
   // that later reads of the stale block give NaN; a GPU leaves it as it is.
   virtual void poison_async(void* p, std::size_t bytes, DeviceStream& stream) = 0;
-};
 
-// CUDA device `ordinal` as a DeviceRuntime (optimus/cuda/runtime.hpp), for code that does not include CUDA headers;
-// throws optimus::Error when Optimus was built without CUDA or the device does not exist.
-std::unique_ptr<DeviceRuntime> open_cuda_device(int ordinal);
-// The CUDA devices present (0 in a build without CUDA, without a driver or without a GPU), and why there are none.
-int cuda_device_count() noexcept;
-std::string cuda_unavailable_reason();
+  // The backend's parts that device-generic code runs, so that core names no backend: its GEMM engine over
+  // `allocator`'s memory (GemmEngine::create), and the kernels of ops (src/core/accelerator_kernels.hpp, internal).
+  virtual std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) = 0;
+  virtual const ops::detail::AcceleratorKernels& kernels() const = 0;
+};
 
 }  // namespace optimus

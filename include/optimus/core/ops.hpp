@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "optimus/comm/communicator.hpp"  // ReduceOp
+#include "optimus/core/reduce_op.hpp"
 #include "optimus/core/adamw_step.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/tensor.hpp"

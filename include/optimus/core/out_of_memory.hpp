@@ -1,7 +1,7 @@
 // optimus::OutOfMemory: the std::bad_alloc that names the request which failed.
 //
 // A plain std::bad_alloc says "std::bad_alloc" and nothing else. Optimus's programs (train_gpt, optimus-plan,
-// optimus-bench) replace the global operator new with one that throws this instead (src/programs/operator_new.cpp,
+// optimus-bench) replace the global operator new with one that throws this instead (programs/operator_new.cpp,
 // the CMake object library optimus::operator_new), so an allocation anywhere — a std::vector, a string, a library's —
 // that the machine refuses ends the program with one line naming the bytes asked for and the process's address-space
 // limit. The library itself never replaces operator new: that is a program's decision.

@@ -1,15 +1,11 @@
 // A per-rank timeline of what the program spends its time on, from the program's own steady-clock timers: SUMMA's
 // GEMMs and its exposed communication (time spent waiting for a transfer), and each operation of optimus/core/ops.hpp
 // run on the CPU by kind. Name one in a grid handle's Execution (Grid::with: SUMMA records into it, and the handle's
-// queue carries it to the operations); read the totals, or write a Chrome trace (chrome://tracing, Perfetto) of all
-// ranks.
+// queue carries it to the operations); read the totals, or write a Chrome trace of all ranks (comm/chrome_trace.hpp).
 #pragma once
 
 #include <chrono>
-#include <string>
 #include <vector>
-
-#include "optimus/comm/communicator.hpp"
 
 namespace optimus {
 
@@ -38,9 +34,6 @@ class Timeline {
 
   const std::vector<Span>& spans() const { return spans_; }
   double total_us(SpanKind kind) const;
-
-  // Collective over `comm`: rank 0 writes every rank's spans as a Chrome trace (pid = rank, one thread per kind).
-  void write_chrome_trace(Communicator& comm, const std::string& path) const;
 
   // RAII for one operation: records its time as spans of `kind`, exclusive of the operations it runs inside itself
   // (a GEMM's bias and GELU epilogue on the CPU is element-wise time, not the GEMM's): when an inner operation

@@ -44,6 +44,8 @@ class Runtime final : public DeviceRuntime {
   void copy_async(void* dst, const void* src, std::size_t bytes, DeviceStream& stream) override;
   void fill_async(void* dst, std::uint8_t value, std::size_t bytes, DeviceStream& stream) override;
   void poison_async(void*, std::size_t, DeviceStream&) override {}  // a GPU leaves released blocks as they are
+  std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) override;  // cuBLASLt's (lt_gemm.hpp)
+  const ops::detail::AcceleratorKernels& kernels() const override;
 
  private:
   int device_;

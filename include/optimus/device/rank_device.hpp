@@ -77,6 +77,11 @@ class RankDevice {
   std::shared_ptr<DeviceStaging> staging_;  // set by grid(): the in-process exchanges of this rank
 };
 
+// A device communicator over `bootstrap` on `device`, one rank per bootstrap rank (collective over it): over the
+// device's own collectives — NCCL on a GPU, the simulated NCCL on the simulated device — or staged through the host
+// where two ranks share one device (DeviceCommunicator::create).
+std::unique_ptr<DeviceCommunicator> device_communicator(Communicator& bootstrap, DeviceRuntime& device);
+
 // A grid over device communicators, one rank per device: collective over `bootstrap` (a world of dp*q*q ranks, or
 // optimus::Error on every rank before any device communicator starts). The grid is placed on `rank`'s device, its
 // communicators ordered after `rank`'s stream and aborting an operation that runs longer than `timeout`.

@@ -155,6 +155,8 @@ class Runtime final : public DeviceRuntime {
   void copy_async(void* dst, const void* src, std::size_t bytes, DeviceStream& stream) override;
   void fill_async(void* dst, std::uint8_t value, std::size_t bytes, DeviceStream& stream) override;
   void poison_async(void* p, std::size_t bytes, DeviceStream& stream) override;
+  std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) override;  // sim::LtGemm (lt_gemm.hpp)
+  const ops::detail::AcceleratorKernels& kernels() const override;
 
   // cudaMemcpy: the copy on the legacy default stream, then the host waits for that stream (only).
   void copy(void* dst, const void* src, std::size_t bytes);

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/device.hpp"
 #include "optimus/core/device_runtime.hpp"
 

@@ -6,9 +6,9 @@
 
 #include <iostream>
 
-#include "../core/backends.hpp"
 #include "nccl_library.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/cuda/device.hpp"
 #include "optimus/cuda/runtime.hpp"
 
 #define OPTIMUS_CHECK_NCCL(call)                                                                         \
@@ -114,9 +114,7 @@ class NcclCollectives final : public DeviceCollectives {
 
 }  // namespace
 
-namespace detail {
-
-std::unique_ptr<DeviceCollectives> make_nccl_collectives(Communicator& bootstrap, DeviceRuntime& device) {
+std::unique_ptr<DeviceCollectives> nccl_collectives(Communicator& bootstrap, DeviceRuntime& device) {
   OPTIMUS_CHECK(device.device() == Device::cuda, "NCCL needs a CUDA device, got ", device.name());
   nccl();  // every rank opens NCCL before the broadcast: where it does not load, every rank throws the same error
   ncclUniqueId id{};
@@ -128,5 +126,4 @@ std::unique_ptr<DeviceCollectives> make_nccl_collectives(Communicator& bootstrap
   return std::make_unique<NcclCollectives>(comm, device);
 }
 
-}  // namespace detail
 }  // namespace optimus

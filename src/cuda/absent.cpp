@@ -1,9 +1,8 @@
 // A build without CUDA (OPTIMUS_WITH_CUDA=OFF, or no toolkit): the CUDA backend's entry points refuse, naming the
 // option, so that `--device cuda` stops with one clear line instead of failing to link or running host code on device
 // pointers.
-#include "accelerator_kernels.hpp"
-#include "backends.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/cuda/device.hpp"
 
 namespace optimus {
 namespace {
@@ -19,13 +18,5 @@ std::unique_ptr<DeviceRuntime> open_cuda_device(int ordinal) {
 }
 int cuda_device_count() noexcept { return 0; }
 std::string cuda_unavailable_reason() { return "Optimus was built without CUDA"; }
-
-namespace detail {
-std::unique_ptr<GemmEngine> make_cuda_gemm_engine(DeviceAllocator&) { without_cuda("the CUDA GEMM engine"); }
-}  // namespace detail
-
-namespace ops::detail {
-const AcceleratorKernels& cuda_kernels() { without_cuda("operands are CUDA tensors, but"); }
-}  // namespace ops::detail
 
 }  // namespace optimus

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/gpt_config.hpp"
 
 namespace optimus::cli {

@@ -1,5 +1,5 @@
 // Parsing of `--name value` command-line options against a program's table of Specs.
-#include "optimus/core/cli.hpp"
+#include "optimus/programs/cli.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,5 +1,5 @@
 // The options that name a model's blocks (arch_options.hpp).
-#include "optimus/core/arch_options.hpp"
+#include "optimus/programs/arch_options.hpp"
 
 #include "optimus/core/error.hpp"
 

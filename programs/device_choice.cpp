@@ -1,9 +1,10 @@
-// A program's choice of device (optimus/device/device_choice.hpp).
-#include "optimus/device/device_choice.hpp"
+// A program's choice of device (optimus/programs/device_choice.hpp).
+#include "optimus/programs/device_choice.hpp"
 
 #include <limits>
 
 #include "optimus/core/error.hpp"
+#include "optimus/cuda/device.hpp"
 #include "optimus/sim/runtime.hpp"
 
 namespace optimus {
