@@ -152,9 +152,8 @@ Placement placement_of(Gpt<F>& model) {
   const pipeline::Schedule& schedule = model.schedule();
   Communicator& holders = F::holders(model.place());
   const bool writer = grid.dp_index() == 0, first = grid.stage() == schedule.stage_of(0);
-  json layout = std::is_same_v<F, TwoD<typename F::Value>>
-                    ? json{{"kind", "2d"}, {"q", grid.q()}, {"dp", grid.dp()}}
-                    : json{{"kind", "1d"}, {"p", holders.size()}};
+  json layout{{"kind", F::kind}};
+  for (const auto& [name, value] : F::shape(model.place())) layout[name] = value;
   layout["pp"] = schedule.stages;
   layout["schedule"] = std::string(pipeline::name_of(schedule.kind));
   layout["chunks"] = schedule.chunks;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include "optimus/model/gpt.hpp"
 #include "optimus/reference/compare.hpp"
@@ -36,27 +37,23 @@ std::int64_t checked_layers(const GptConfig& config, const pipeline::Schedule& s
   return schedule.stages > 1 ? schedule.virtual_stages() : std::min<std::int64_t>(config.layers, 2);
 }
 
-double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
+double reference_check(Communicator& world, const plan::Place& place, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule) {
-  Gpt2D<double> model(grid, config, schedule);
-  model.zero_grad();
-  const double loss = model.train_step(b.tokens, b.targets, b.batch, 1);
-  const std::map<std::string, GlobalMatrix> grads = model.gather(true);
-  return worst_error(world, grid.dp_index() == 0 && grid.grid().rank() == 0, config, b, grid.dp(), loss, grads);
+  return place.visit([&](const auto& on) {
+    using Family = FamilyOn<std::decay_t<decltype(on)>, double>;
+    Gpt<Family> model(on, config, schedule);
+    model.zero_grad();
+    const double loss = model.train_step(b.tokens, b.targets, b.batch, 1);
+    const std::map<std::string, GlobalMatrix> grads = model.gather(true);
+    const Grid& grid = Family::grid(on);
+    const bool compares = grid.dp_index() == 0 && Family::holders(on).rank() == 0;  // replica 0's first holder
+    return worst_error(world, compares, config, b, grid.dp(), loss, grads);
+  });
 }
 
-double reference_check(Communicator& world, const megatron::Group& group, const GptConfig& config,
-                       const CheckBatch& b, const pipeline::Schedule& schedule) {
-  Gpt1D<double> model(group, config, schedule);
-  model.zero_grad();
-  const double loss = model.train_step(b.tokens, b.targets, b.batch, 1);
-  const std::map<std::string, GlobalMatrix> grads = model.gather(true);
-  const Grid& grid = group.local();
-  return worst_error(world, grid.dp_index() == 0 && group.rank() == 0, config, b, grid.dp(), loss, grads);
-}
-
-void check_first_step(Communicator& world, Grid& host_grid, const megatron::Group* group, const GptConfig& config,
+void check_first_step(Communicator& world, const plan::Place& host, const GptConfig& config,
                       const pipeline::Schedule& schedule, const Tokens& train, std::int64_t batch) {
+  const Grid& host_grid = host.grid();
   const std::int64_t seq = config.max_seq;
   std::vector<int> tokens, targets, all_tokens, all_targets;
   for (int r = 0; r < host_grid.dp(); ++r) {
@@ -69,13 +66,12 @@ void check_first_step(Communicator& world, Grid& host_grid, const megatron::Grou
   check.layers = checked_layers(config, schedule);
   const CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
                      .batch = batch};
-  const double err = group ? reference_check(world, *group, check, b, schedule)
-                           : reference_check(world, host_grid, check, b, schedule);
+  const double err = reference_check(world, host, check, b, schedule);
   if (world.rank() == 0) {
     std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
                 err < 1e-10 ? "ok" : "FAILED");
   }
-  OPTIMUS_CHECK(err < 1e-10, "the ", group ? "1D" : "2D",
+  OPTIMUS_CHECK(err < 1e-10, "the ", host.one_d() ? "1D" : "2D",
                 " model disagrees with the reference (relative error ", err, ")");
   host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
 }

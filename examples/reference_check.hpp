@@ -8,8 +8,8 @@
 #include "gpt_data.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/grid/grid.hpp"
-#include "optimus/layers/megatron/group.hpp"
 #include "optimus/pipeline/schedule.hpp"
+#include "optimus/plan/place.hpp"
 
 namespace optimus::examples {
 
@@ -27,22 +27,18 @@ struct CheckBatch {
   std::int64_t batch = 0;
 };
 
-// Collective over `world` (every rank of `grid`): the largest relative error, norm-wise per tensor, over the loss and
-// every parameter gradient of one step of `config`'s model through the pipeline `schedule` (grid.pp() =
-// schedule.stages) against the reference, the same on every rank; each stage's gradients are compared on its grid
-// rank 0 of replica 0.
-double reference_check(Communicator& world, const Grid& grid, const GptConfig& config, const CheckBatch& b,
+// Collective over `world` (every rank of `place`: 2D grids or the 1D baseline's groups): the largest relative error,
+// norm-wise per tensor, over the loss and every parameter gradient of one step of `config`'s model through the
+// pipeline `schedule` (its stages the place's) against the reference, the same on every rank; each stage's gradients
+// are compared on its first holder (grid rank 0, group rank 0) of replica 0.
+double reference_check(Communicator& world, const plan::Place& place, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule);
-// The 1D baseline through `schedule` (one stage or more) on `group` (megatron::Group::pipeline_stage): each stage's
-// gradients are compared on its group rank 0 of replica 0.
-double reference_check(Communicator& world, const megatron::Group& group, const GptConfig& config,
-                       const CheckBatch& b, const pipeline::Schedule& schedule);
 
 // train_gpt's check, collective over `world`: one training step of config's shape with checked_layers blocks on the
-// host grid (the 1D baseline: on `group`, else null) against the fp64 reference on rank 0, with step 0's global batch
+// host place (a grid, or the 1D baseline's groups) against the fp64 reference on rank 0, with step 0's global batch
 // of `train` (every replica's `batch` sequences, in replica order); prints the error on rank 0 and throws the same
-// optimus::Error on every rank past 1e-10. Resets the grid's memory peaks after (the run reports training's).
-void check_first_step(Communicator& world, Grid& host_grid, const megatron::Group* group, const GptConfig& config,
+// optimus::Error on every rank past 1e-10. Resets the place's memory peaks after (the run reports training's).
+void check_first_step(Communicator& world, const plan::Place& host, const GptConfig& config,
                       const pipeline::Schedule& schedule, const Tokens& train, std::int64_t batch);
 
 }  // namespace optimus::examples

@@ -15,27 +15,19 @@
 
 namespace optimus::examples {
 
-// What lives in host memory (on a device only), and AdamW's offloaded update (none: no optimizer offload).
-struct OffloadChoice {
-  Offload mode;
-  std::optional<OptimizerOffload> optimizer;
-};
-
+// The model's layout (optimus/plan/layout.hpp: 2D or 1D, tp, dp, pp, schedule, chunks, micro-batches, offload; each
+// block's recomputation is filled once the model's depth is known) and AdamW's offloaded update (none: no optimizer
+// offload).
 struct RunLayout {
-  bool one_d;  // --layout 1d: the 1D baseline's groups of p ranks (q unused)
-  int q;
-  int p;       // one_d: ranks per group
-  int pp;
-  std::int64_t micro_batches;
-  std::optional<pipeline::ScheduleRequest> pipeline;  // pp > 1
-  OffloadChoice offload;
+  plan::Layout layout;
+  std::optional<OptimizerOffload> optimizer;
 };
 
 // --plan auto: the plan's layout; AdamW's offloaded update (where the plan offloads it) the faster on `device`.
 RunLayout layout_of(const plan::Plan& plan, Device device);
 // The options' layout on `world` ranks: --schedule and --chunks need --pp > 1; --offload needs a device;
 // --offload-update needs --offload (default: the faster update on `device`, docs/offload.md); --layout 1d takes --p
-// (default world / pp: no replicas; world = dp x pp x p), not --q.
+// (default world / pp: no replicas; world = dp x pp x p), not --q; world = dp x pp x q^2 for 2D.
 RunLayout layout_of(const cli::Options& options, Device device, int world);
 
 }  // namespace optimus::examples

@@ -111,8 +111,8 @@
 
 namespace {
 
+namespace ex = optimus::examples;
 using optimus::GlobalMatrix;
-using optimus::examples::Saving;
 
 // What the training loop drives: the model (whole on the grid, or this rank's pipeline stage), its AdamW, and how it
 // is saved. Each function is collective over the model's ranks.
@@ -125,14 +125,19 @@ struct Trainee {
   std::function<void(int step)> save;  // empty without --save
 };
 
-// What the run is: its options, read once.
+// What the run is: its data, its model and how it is laid out and trained, read from the options once.
 struct Setup {
-  int q = 2, pp = 1;
+  ex::Corpus corpus;
+  ex::DataVocab data_vocab;
   optimus::GptConfig config;
-  std::int64_t batch = 16, micro_batches = 1;
+  ex::RunLayout run;                           // run.layout.recompute is set when the model is built (its depth final)
+  std::optional<optimus::plan::Plan> planned;  // --plan auto
+  optimus::Recompute recompute = optimus::Recompute::none;  // every block's, without a plan
+  std::int64_t batch = 16;                     // this replica's sequences per step
   int steps = 1200, every = 50;
   double lr = 3e-3;
-  std::optional<optimus::pipeline::ScheduleRequest> pipeline;  // --pp > 1
+  std::string gemm;  // --gemm
+  optimus::ops::GemmMath math = optimus::ops::GemmMath::f32;
 };
 
 // The next id's logits from the whole model's logits of q copies of the window (q divides the batch), on every rank.
@@ -148,8 +153,9 @@ std::vector<int> copies(const std::vector<int>& window, int q) {
 // Trains from first_step to setup.steps, printing every setup.every steps; returns the last interval's mean loss (NaN
 // if every step of it was skipped) and counts the skipped steps.
 // root: whether this rank prints.
-double train_loop(const Trainee& t, const Setup& setup, const optimus::examples::Corpus& corpus, const optimus::Grid& grid,
-                  bool root, int first_step, bool skip_nonfinite, int& skipped_steps) {
+double train_loop(const Trainee& t, const Setup& setup, const optimus::Grid& grid, bool root, int first_step,
+                  bool skip_nonfinite, int& skipped_steps) {
+  const ex::Corpus& corpus = setup.corpus;
   std::vector<int> tokens, targets;
   double interval_loss = 0, last_loss = 0;
   int interval_steps = 0;  // trained since the last print (a resumed run may start mid-interval)
@@ -160,7 +166,7 @@ double train_loop(const Trainee& t, const Setup& setup, const optimus::examples:
     const double progress = static_cast<double>(step) / setup.steps;
     t.optimizer->set_learning_rate(step <= warmup ? setup.lr * step / warmup
                                                   : setup.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
-    optimus::examples::draw_batch(corpus.train, setup.batch, seq, setup.config.seed, static_cast<std::uint64_t>(step),
+    ex::draw_batch(corpus.train, setup.batch, seq, setup.config.seed, static_cast<std::uint64_t>(step),
                                   grid.dp_index(), grid.dp(), tokens, targets);
     const double loss = t.train_step(tokens, targets, static_cast<std::uint64_t>(step));
     OPTIMUS_CHECK(std::isfinite(loss) || skip_nonfinite, "step ", step, ": the training loss is ", loss,
@@ -228,23 +234,24 @@ Trainee pipeline_trainee(optimus::Gpt<Family>& model, std::int64_t batch) {
   return trainee;
 }
 
-// One rank's training run (its world: MPI's, or the in-process ranks'). Returns the exit status.
-int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus::examples::Placement& where) {
-  namespace ex = optimus::examples;
-  world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
+// Step 1, read: the data (--data or --text), the model's shape and blocks, the batch, the layout (the plan's, or the
+// options'), the schedule and the training's options, each checked against the others before any work.
+Setup read_setup(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where) {
   Setup setup;
   OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
   OPTIMUS_CHECK(o.has("data") || !o.has("data-format"), "--data-format describes --data's files: give --data");
   const auto format = o.text("data-format", "llmc") == "raw" ? optimus::checkpoint::TokenFormat::raw_uint16
                                                              : optimus::checkpoint::TokenFormat::llmc;
-  const ex::Corpus corpus = o.has("data") ? ex::load_data(o.list("data", ""), format)
-                                          : ex::load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
+  setup.corpus = o.has("data") ? ex::load_data(o.list("data", ""), format)
+                               : ex::load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
+  const ex::Corpus& corpus = setup.corpus;
   optimus::GptConfig& config = setup.config;
   OPTIMUS_CHECK(o.has("data") || !o.has("vocab"), "--vocab sizes a model for --data's token ids; a --text model's "
                 "vocabulary is the text's characters");
-  const ex::DataVocab data_vocab{.ids = corpus.ids_used, .exact = !o.has("data"), .characters = corpus.chars};
+  setup.data_vocab = {.ids = corpus.ids_used, .exact = !o.has("data"), .characters = corpus.chars};
   config.vocab = o.has("vocab") ? o.integer("vocab", 0) : corpus.vocab;
-  ex::check_vocab_fits(data_vocab, config.vocab, o.has("vocab") ? "--vocab's" : "the tokenizer's (--vocab sets another)");
+  ex::check_vocab_fits(setup.data_vocab, config.vocab,
+                       o.has("vocab") ? "--vocab's" : "the tokenizer's (--vocab sets another)");
   config.layers = o.integer("layers", 2);
   config.hidden = o.integer("hidden", 128);
   config.heads = o.integer("heads", 4);
@@ -261,281 +268,270 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
   OPTIMUS_CHECK(o.has("plan") || (!o.has("calibration") && !o.has("cores")), "--calibration and --cores need --plan auto");
   OPTIMUS_CHECK(!o.has("plan") || (!o.has("layout") && !o.has("p")), "--plan auto chooses the layout itself: it takes "
                 "neither --layout nor --p");
-  const std::optional<optimus::plan::Plan> planned =
-      o.has("plan") ? std::optional(ex::auto_plan(world, o, where.choice, config, setup.batch, where.in_process))
-                    : std::nullopt;
-  const optimus::Recompute recompute = optimus::parse_recompute(o.text("recompute", "none"));  // every block's
-  const ex::RunLayout layout =
-      planned ? ex::layout_of(*planned, where.choice.kind) : ex::layout_of(o, where.choice.kind, world.size());
-  const bool one_d = layout.one_d;
-  if (llama && !o.has("ffn") && !planned) {
-    config.ffn = optimus::llama_ffn(config.hidden, one_d ? layout.p : layout.q * layout.q);
-  }
-  setup.q = layout.q;
-  setup.pp = layout.pp;
-  setup.micro_batches = layout.micro_batches;
-  setup.pipeline = layout.pipeline;
-  if (!setup.pipeline) {  // the model always runs as a pipeline, of one stage at --pp 1
-    setup.pipeline = optimus::pipeline::ScheduleRequest{.kind = optimus::pipeline::Kind::one_f_one_b, .stages = 1,
-                                                        .micro_batches = static_cast<int>(setup.micro_batches),
-                                                        .chunks = 1};
-  }
-  if (planned) setup.batch /= planned->layout.dp;
-  const ex::OffloadChoice& offload = layout.offload;
-  const int q = setup.q;
-  OPTIMUS_CHECK(one_d || world.size() % (setup.pp * q * q) == 0, world.size(), " ranks are not dp x pp x q^2 ",
-                "for pp = ", setup.pp, " and q = ", q, " (a multiple of ", setup.pp * q * q, " ranks)");
-  const std::optional<optimus::pipeline::Schedule> schedule =
-      setup.pipeline ? std::optional(optimus::pipeline::make_schedule(*setup.pipeline)) : std::nullopt;
-  const std::string gemm = o.text("gemm", "f32");
-  const auto math = gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
-  // The 1D baseline's groups, whose one-rank grids its activations live on; else the grid. Also the reference check's
-  // (f64) place.
-  std::optional<optimus::megatron::Group> group;
-  if (one_d) {
-    group.emplace(optimus::megatron::Group::pipeline_stage(world, setup.pp, world.size() / (setup.pp * layout.p)));
-  }
-  optimus::Grid host_grid = one_d ? group->local() : optimus::Grid::create(world, q, setup.pp);
-  std::unique_ptr<optimus::DeviceRuntime> own_device;
-  std::optional<optimus::RankDevice> rank_device;
-  std::optional<optimus::Grid> device_grid;
-  std::optional<optimus::megatron::Group> device_group;  // the 1D baseline on devices
-  if (where.choice.kind != optimus::Device::cpu) {
-    if (!where.in_process) own_device = ex::open_device(where, world);
-    rank_device.emplace(where.in_process ? *where.shared : *own_device, math);
-    const auto timeout = optimus::DeviceCommunicator::kDefaultTimeout;
-    if (one_d && where.in_process) {
-      rank_device->stage_on_device(world);
-      device_group.emplace(optimus::megatron::Group::pipeline_stage(world, setup.pp, group->local().dp()));
-    } else if (one_d) {
-      const std::unique_ptr<optimus::DeviceCommunicator> on_devices =
-          optimus::device_world(*rank_device, world, timeout);
-      device_group.emplace(optimus::megatron::Group::pipeline_stage(*on_devices, setup.pp, group->local().dp()));
-    } else {
-      device_grid.emplace(where.in_process ? rank_device->grid(world, q, setup.pp)
-                                           : optimus::distributed_grid(*rank_device, world, q, setup.pp, timeout));
-    }
-    if (device_group) device_group->place_on(&rank_device->memory(), rank_device->queue());
-  }
-  // Where the model trains, executing in --gemm's math with --check-finite's checks: its grid, or for the 1D baseline
-  // its groups' one-rank grids.
-  const optimus::Execution execution{.overlap = true, .gemm_math = math, .check_finite = o.has("check-finite"),
-                                     .timeline = nullptr};
-  std::optional<optimus::megatron::Group> training_group;
-  if (group) training_group.emplace((device_group ? *device_group : *group).with(execution));
-  const optimus::Grid grid = training_group ? training_group->local()
-                                            : (device_grid ? *device_grid : host_grid).with(execution);
-  const bool root = world.rank() == 0;
+  if (o.has("plan")) setup.planned = ex::auto_plan(world, o, where.choice, config, setup.batch, where.in_process);
+  setup.recompute = optimus::parse_recompute(o.text("recompute", "none"));
+  setup.run = setup.planned ? ex::layout_of(*setup.planned, where.choice.kind)
+                            : ex::layout_of(o, where.choice.kind, world.size());
+  const optimus::plan::Layout& layout = setup.run.layout;
+  if (llama && !o.has("ffn") && !setup.planned) config.ffn = optimus::llama_ffn(config.hidden, layout.tp);
+  if (setup.planned) setup.batch /= layout.dp;
+  optimus::plan::schedule_of(layout);  // the schedule's own checks, before any work
+  setup.gemm = o.text("gemm", "f32");
+  setup.math = setup.gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
   setup.steps = static_cast<int>(o.integer("steps", 1200));
   setup.every = static_cast<int>(o.integer("every", 50));
   setup.lr = o.real("lr", 3e-3);
-  const Saving saving = optimus::examples::saving_options(o);
+  return setup;
+}
+
+// Where the run trains: the layout's place on the host — also the reference check's, in f64 — and on the rank's
+// device when --device asks for one, executing in --gemm's math with --check-finite's checks. Declared in the order
+// they must be destroyed in reverse: the places before the device they live on.
+struct Places {
+  std::unique_ptr<optimus::DeviceRuntime> own_device;  // this process's device (one rank per process)
+  std::unique_ptr<optimus::RankDevice> rank_device;
+  std::optional<optimus::plan::Place> host, training;
+};
+
+// Step 2, place: collective over `world`.
+Places place(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
+             const Setup& setup) {
+  const optimus::plan::Layout& layout = setup.run.layout;
+  Places p;
+  p.host = optimus::plan::Place::on_host(world, layout);
+  std::optional<optimus::plan::Place> on_device;
+  if (where.choice.kind != optimus::Device::cpu) {
+    if (!where.in_process) p.own_device = ex::open_device(where, world);
+    p.rank_device = std::make_unique<optimus::RankDevice>(where.in_process ? *where.shared : *p.own_device, setup.math);
+    on_device = optimus::plan::Place::on_device(
+        *p.rank_device, world, layout,
+        {.shared = where.in_process, .timeout = optimus::DeviceCommunicator::kDefaultTimeout});
+  }
+  const optimus::Execution execution{.overlap = true, .gemm_math = setup.math, .check_finite = o.has("check-finite"),
+                                     .timeline = nullptr};
+  p.training = (on_device ? *on_device : *p.host).with(execution);
+  return p;
+}
+
+// Where the run starts: --init's file or --resume's checkpoint (the model takes their shape, the run the checkpoint's
+// identity and schedule), and --save's directory, taken by rank 0 for the whole run.
+struct Start {
+  ex::InitFormat init_format = ex::InitFormat::hf_gpt2;
+  std::int64_t init_context = 0;  // a Hugging Face Llama's max_position_embeddings
   std::optional<std::filesystem::path> resume;
   optimus::checkpoint::Info resumed;
+  ex::Saving saving;
+  std::string run;  // the run's identity (optimus/checkpoint/save_directory.hpp)
+  std::optional<optimus::checkpoint::SaveDirectory> taken;
+};
+
+// Step 3, start: collective over `world`; adopts --init's or --resume's shape into setup, then checks the model's
+// shape on its place — named as the user gave it (--hidden, --q; a file's fields) — and the data, before any work.
+Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup& setup, const Places& places) {
+  using ex::InitFormat;
+  optimus::GptConfig& config = setup.config;
+  Start s;
+  s.saving = ex::saving_options(o);
   OPTIMUS_CHECK(!(o.has("init") && o.has("resume")), "--init and --resume exclude each other (a checkpoint holds the "
                 "weights already)");
-  using optimus::examples::InitFormat;
-  const InitFormat init_format = !o.has("init")                                           ? InitFormat::hf_gpt2
-                                 : std::filesystem::is_directory(o.text("init", ""))       ? InitFormat::hf_llama
-                                 : optimus::checkpoint::is_llmc_checkpoint(o.text("init", "")) ? InitFormat::llmc
-                                                                                           : InitFormat::hf_gpt2;
-  std::int64_t init_context = 0;  // a Hugging Face Llama's max_position_embeddings
   if (o.has("init")) {
     const std::string file = o.text("init", "");
-    const optimus::GptConfig there = init_format == InitFormat::llmc      ? optimus::checkpoint::llmc_config(file)
-                                     : init_format == InitFormat::hf_gpt2 ? optimus::checkpoint::hf_config(file)
-                                                                          : optimus::checkpoint::hf_llama_config(file);
-    init_context = there.max_seq;
-    optimus::examples::adopt_shape(o, there, file, data_vocab, config);
+    s.init_format = std::filesystem::is_directory(file)               ? InitFormat::hf_llama
+                    : optimus::checkpoint::is_llmc_checkpoint(file) ? InitFormat::llmc
+                                                                    : InitFormat::hf_gpt2;
+    const optimus::GptConfig there = s.init_format == InitFormat::llmc      ? optimus::checkpoint::llmc_config(file)
+                                     : s.init_format == InitFormat::hf_gpt2 ? optimus::checkpoint::hf_config(file)
+                                                                            : optimus::checkpoint::hf_llama_config(file);
+    s.init_context = there.max_seq;
+    ex::adopt_shape(o, there, file, setup.data_vocab, config);
   }
   ex::check_export_target(o, config);  // before training: a target the export would refuse fails now
   if (o.has("resume")) {
-    resume = optimus::checkpoint::resolve(o.text("resume", ""));
-    resumed = optimus::checkpoint::inspect(*resume);
-    optimus::examples::adopt_checkpoint(o, resumed, host_grid.dp(), data_vocab, config, setup.batch, setup.steps,
-                                        setup.lr);
+    s.resume = optimus::checkpoint::resolve(o.text("resume", ""));
+    s.resumed = optimus::checkpoint::inspect(*s.resume);
+    ex::adopt_checkpoint(o, s.resumed, places.host->grid().dp(), setup.data_vocab, config, setup.batch, setup.steps,
+                         setup.lr);
   }
-  // The model's shape on its layout, named as the user gave them (--hidden, --q; a file's fields), before any work.
-  if (one_d) {
-    optimus::validate_for_group(config, layout.p, ex::config_names(o));
-  } else {
-    optimus::validate_for_grid(config, q, ex::config_names(o));
-  }
-  if (schedule) {
-    optimus::pipeline::check_layers(config.layers, schedule->stages, schedule->chunks);
-    OPTIMUS_CHECK(setup.batch % (setup.micro_batches * q) == 0, "--batch ", setup.batch, " in ",
-                  setup.micro_batches, " micro-batches of whole sequences divisible by q = ", q,
-                  " (the batch must be a multiple of ", setup.micro_batches * q, ")");
-  }
-  // The run's identity (optimus/checkpoint/save_directory.hpp): the resumed checkpoint's, or a new one; and --save's
-  // directory, taken by rank 0 for the whole run (refused when another run holds it or has checkpoints there).
-  const std::string run = resume ? resumed.state.run : ex::shared_run_id(world);
-  std::optional<optimus::checkpoint::SaveDirectory> taken;
+  places.host->validate(config, ex::config_names(o));
+  const optimus::pipeline::Schedule schedule = optimus::plan::schedule_of(setup.run.layout);
+  optimus::pipeline::check_layers(config.layers, schedule.stages, schedule.chunks);
+  const std::int64_t m = schedule.micro_batches, q = setup.run.layout.q();
+  OPTIMUS_CHECK(setup.batch % (m * q) == 0, "--batch ", setup.batch, " in ", m,
+                " micro-batches of whole sequences divisible by q = ", q, " (the batch must be a multiple of ", m * q,
+                ")");
+  s.run = s.resume ? s.resumed.state.run : ex::shared_run_id(world);
   optimus::all_or_throw({&world}, [&] {
-    if (!root || saving.dir.empty()) return;
-    taken.emplace(optimus::checkpoint::SaveDirectory::open(
-        saving.dir, {.run = run, .resumed_step = resume ? std::optional(resumed.state.step) : std::nullopt}));
+    if (world.rank() != 0 || s.saving.dir.empty()) return;
+    s.taken.emplace(optimus::checkpoint::SaveDirectory::open(
+        s.saving.dir, {.run = s.run, .resumed_step = s.resume ? std::optional(s.resumed.state.step) : std::nullopt}));
   });
-  const std::int64_t seq = config.max_seq;  // final: --seq, --init's or the checkpoint's
-  const std::int64_t batch = setup.batch;
-  for (const ex::Tokens* t : {&corpus.train, &corpus.valid}) {
-    OPTIMUS_CHECK(t->size() >= static_cast<std::size_t>(seq) + 1, "the ", t == &corpus.train ? "training" : "held-out",
-                  " tokens (", t->size(), ") are fewer than one sequence of ", seq, " plus its target");
+  for (const ex::Tokens* t : {&setup.corpus.train, &setup.corpus.valid}) {
+    OPTIMUS_CHECK(t->size() >= static_cast<std::size_t>(config.max_seq) + 1, "the ",
+                  t == &setup.corpus.train ? "training" : "held-out", " tokens (", t->size(),
+                  ") are fewer than one sequence of ", config.max_seq, " plus its target");
   }
-  if (root) {
-    const std::string where_it_runs = one_d ? "the 1D baseline's groups of " + std::to_string(layout.p) + " ranks"
-                                            : "a " + std::to_string(q) + "x" + std::to_string(q) + " grid";
-    std::printf("Optimus: %s GPT on %s x pp %d x dp %d (%d ranks), %s, %s, GEMMs %s\n",
-                corpus.chars.empty() ? "token-level" : "character-level", where_it_runs.c_str(), setup.pp, grid.dp(),
-                world.size(), grid.pipe().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(),
-                gemm.c_str());
-    const optimus::cpu::Processor processor = optimus::cpu::this_processor();
-    std::printf("  %s\n  %s\n", optimus::cpu::describe(processor).c_str(),
-                optimus::cpu::describe(optimus::cpu::blas_kernel(), processor).c_str());
-    if (corpus.chars.empty()) {
-      std::printf("  data: %s (%s), %zu tokens for training, %zu held out in %s, vocabulary %lld, unigram entropy "
-                  "%.3f nats/token\n",
-                  corpus.train_file->path().c_str(),
-                  std::string(optimus::checkpoint::name_of(corpus.train_file->format())).c_str(), corpus.train.size(),
-                  corpus.valid.size(), corpus.valid_file ? corpus.valid_file->path().c_str() : "its last 10%",
-                  static_cast<long long>(config.vocab), corpus.unigram_entropy);
-    } else {
-      std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f "
-                  "nats/char\n",
-                  corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
-                  static_cast<long long>(config.vocab), corpus.unigram_entropy);
-    }
-    std::printf("  model: %s blocks, layers %lld, hidden %lld, heads %lld (%lld key/value), ffn %lld, context %lld, "
-                "dropout %.2f, %lld parameters; batch %lld x dp %d in %lld micro-batches, recomputation %s\n",
-                optimus::family_name(config.block),
-                static_cast<long long>(config.layers), static_cast<long long>(config.hidden),
-                static_cast<long long>(config.heads), static_cast<long long>(config.kv_heads()),
-                static_cast<long long>(config.ffn),
-                static_cast<long long>(seq), config.dropout, static_cast<long long>(config.parameter_count()),
-                static_cast<long long>(batch), grid.dp(), static_cast<long long>(setup.micro_batches),
-                planned ? optimus::plan::describe_recompute(planned->layout.recompute).c_str()
-                        : optimus::name_of(recompute));
-    if (offload.optimizer) {
-      std::printf("  offload: %s (AdamW's offloaded update on the %s)\n", optimus::name_of(offload.mode),
-                  offload.optimizer->update == optimus::OffloadUpdate::device ? "device" : "host");
-    }
-    if (taken && !taken->set_aside().empty()) {
-      const std::string steps = optimus::checkpoint::step_names(taken->set_aside_steps());
-      std::printf("  set aside %s of %s (this run's branch after step %llu, which it abandons) in %s\n", steps.c_str(),
-                  saving.dir.c_str(), static_cast<unsigned long long>(resumed.state.step),
-                  taken->set_aside().c_str());
-    }
-    if (schedule && schedule->stages > 1) {
-      std::printf("  pipeline: %d stages, schedule %s, %d chunks per stage (%lld blocks each), %d micro-batches\n",
-                  schedule->stages, std::string(optimus::pipeline::name_of(schedule->kind)).c_str(), schedule->chunks,
-                  static_cast<long long>(config.layers / schedule->virtual_stages()), schedule->micro_batches);
-    }
-  }
+  return s;
+}
 
-  // The layout the model is built from (optimus/plan/build.hpp): the plan's, or the options' with --recompute for every
-  // block.
-  optimus::plan::Layout model_layout = planned ? planned->layout : optimus::plan::Layout{};
-  if (!planned) {
-    model_layout.tensor = one_d ? optimus::plan::TensorParallel::one_d : optimus::plan::TensorParallel::two_d;
-    model_layout.tp = one_d ? layout.p : q * q;
-    model_layout.dp = grid.dp();
-    model_layout.pp = setup.pp;
-    model_layout.schedule = schedule->kind;
-    model_layout.chunks = schedule->chunks;
-    model_layout.micro_batches = static_cast<int>(setup.micro_batches);
-    model_layout.offload = offload.mode;
-    model_layout.recompute.assign(static_cast<std::size_t>(config.layers), recompute);
+// Step 4, on rank 0: the run's header — the layout, the processor and its GEMM kernel, the data, the model, what is
+// offloaded, the checkpoints set aside, the pipeline.
+void print_header(const optimus::Communicator& world, const Setup& setup, const Places& places, const Start& s,
+                  const ex::Placement& where) {
+  const ex::Corpus& corpus = setup.corpus;
+  const optimus::GptConfig& config = setup.config;
+  const optimus::Grid& grid = places.training->grid();
+  const optimus::plan::Layout& layout = setup.run.layout;
+  std::printf("Optimus: %s GPT on %s x pp %d x dp %d (%d ranks), %s, %s, GEMMs %s\n",
+              corpus.chars.empty() ? "token-level" : "character-level", places.host->describe().c_str(), layout.pp,
+              grid.dp(), world.size(), grid.pipe().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(),
+              setup.gemm.c_str());
+  const optimus::cpu::Processor processor = optimus::cpu::this_processor();
+  std::printf("  %s\n  %s\n", optimus::cpu::describe(processor).c_str(),
+              optimus::cpu::describe(optimus::cpu::blas_kernel(), processor).c_str());
+  if (corpus.chars.empty()) {
+    std::printf("  data: %s (%s), %zu tokens for training, %zu held out in %s, vocabulary %lld, unigram entropy "
+                "%.3f nats/token\n",
+                corpus.train_file->path().c_str(),
+                std::string(optimus::checkpoint::name_of(corpus.train_file->format())).c_str(), corpus.train.size(),
+                corpus.valid.size(), corpus.valid_file ? corpus.valid_file->path().c_str() : "its last 10%",
+                static_cast<long long>(config.vocab), corpus.unigram_entropy);
+  } else {
+    std::printf("  text: %zu characters (%zu for training, %zu held out), vocabulary %lld, unigram entropy %.3f "
+                "nats/char\n",
+                corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
+                static_cast<long long>(config.vocab), corpus.unigram_entropy);
   }
-  // What the run will need on this host, before the first large allocation (memory_check.hpp): the model as laid
-  // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check.
-  ex::check_host_memory(world, model_layout,
-                        {.config = config, .global_batch = batch * grid.dp(), .seq = seq, .element_bytes = 4,
-                         .saved_bytes = math == optimus::ops::GemmMath::bf16 ? 2 : 4},
-                        ex::checked_layers(config, *schedule), grid.device() != nullptr);
-  ex::check_first_step(world, host_grid, group ? &*group : nullptr, config, *schedule, corpus.train, batch);
+  std::printf("  model: %s blocks, layers %lld, hidden %lld, heads %lld (%lld key/value), ffn %lld, context %lld, "
+              "dropout %.2f, %lld parameters; batch %lld x dp %d in %lld micro-batches, recomputation %s\n",
+              optimus::family_name(config.block), static_cast<long long>(config.layers),
+              static_cast<long long>(config.hidden), static_cast<long long>(config.heads),
+              static_cast<long long>(config.kv_heads()), static_cast<long long>(config.ffn),
+              static_cast<long long>(config.max_seq), config.dropout, static_cast<long long>(config.parameter_count()),
+              static_cast<long long>(setup.batch), grid.dp(), static_cast<long long>(layout.micro_batches),
+              setup.planned ? optimus::plan::describe_recompute(setup.planned->layout.recompute).c_str()
+                            : optimus::name_of(setup.recompute));
+  if (setup.run.optimizer) {
+    std::printf("  offload: %s (AdamW's offloaded update on the %s)\n", optimus::name_of(layout.offload),
+                setup.run.optimizer->update == optimus::OffloadUpdate::device ? "device" : "host");
+  }
+  if (s.taken && !s.taken->set_aside().empty()) {
+    const std::string steps = optimus::checkpoint::step_names(s.taken->set_aside_steps());
+    std::printf("  set aside %s of %s (this run's branch after step %llu, which it abandons) in %s\n", steps.c_str(),
+                s.saving.dir.c_str(), static_cast<unsigned long long>(s.resumed.state.step), s.taken->set_aside().c_str());
+  }
+  const optimus::pipeline::Schedule schedule = optimus::plan::schedule_of(layout);
+  if (schedule.stages > 1) {
+    std::printf("  pipeline: %d stages, schedule %s, %d chunks per stage (%lld blocks each), %d micro-batches\n",
+                schedule.stages, std::string(optimus::pipeline::name_of(schedule.kind)).c_str(), schedule.chunks,
+                static_cast<long long>(config.layers / schedule.virtual_stages()), schedule.micro_batches);
+  }
+}
 
-  const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
-                                  .max_grad_norm = 1.0};
-  std::unique_ptr<optimus::Gpt2D<float>> staged;        // --layout 2d: this rank's stage
-  std::unique_ptr<optimus::Gpt1D<float>> one_d_staged;  // --layout 1d
+// The model this rank trains (its stage, 2D or 1D), its AdamW and the training loop's view of them.
+struct Trained {
+  optimus::plan::AnyGpt<float> model;
   std::unique_ptr<optimus::AdamW<float>> optimizer;
   Trainee trainee;
+  int first_step = 1;
+};
+
+// Step 5, build: the host memory the run needs, the first step checked against the reference, then the model as laid
+// out, started from --init or --resume (restore), with --save's saver. Collective over `world`.
+Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setup& setup, const Places& places,
+              const Start& s, const ex::Placement& where) {
+  optimus::plan::Layout& layout = setup.run.layout;
+  const optimus::GptConfig& config = setup.config;
+  if (!setup.planned) layout.recompute.assign(static_cast<std::size_t>(config.layers), setup.recompute);
+  const optimus::Grid& grid = places.training->grid();
+  const optimus::pipeline::Schedule schedule = optimus::plan::schedule_of(layout);
+  // What the run will need on this host, before the first large allocation (memory_check.hpp): the model as laid
+  // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check.
+  ex::check_host_memory(world, layout,
+                        {.config = config, .global_batch = setup.batch * grid.dp(), .seq = config.max_seq,
+                         .element_bytes = 4, .saved_bytes = setup.math == optimus::ops::GemmMath::bf16 ? 2 : 4},
+                        ex::checked_layers(config, schedule), grid.device() != nullptr);
+  ex::check_first_step(world, *places.host, config, schedule, setup.corpus.train, setup.batch);
+  const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                                  .max_grad_norm = 1.0};
+  const std::string data = o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3");
   const ex::Persistence persistence{
       .init = o.has("init") ? std::optional(o.text("init", "")) : std::nullopt,
-      .init_format = init_format,
-      .resume = resume,
-      .saving = saving,
-      .taken = taken ? &*taken : nullptr,
+      .init_format = s.init_format,
+      .resume = s.resume,
+      .saving = s.saving,
+      .taken = s.taken ? &*s.taken : nullptr,
       .run_state = {.step = 0,
-                    .run = run,
+                    .run = s.run,
                     .extra = {{"steps", std::to_string(setup.steps)},
-                              {"lr", optimus::examples::format_exact(setup.lr)},
-                              {"global_batch", std::to_string(batch * grid.dp())},
-                              {o.has("data") ? "data" : "text",
-                               o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3")},
-                              {"characters", ex::characters_record(corpus.chars)}}}};
-  int first_step = 1;
-  // This rank's stage of the model on `place`, its AdamW, and what trains and restores it.
-  const auto build = [&](auto& model, const auto& place) {
-    optimizer = std::make_unique<optimus::AdamW<float>>(
-        place, model->parameters(),
-        optimus::AdamWOptions{.config = adam, .offload = offload.optimizer, .norm_order = model->norm_order()});
-    trainee = pipeline_trainee(*model, batch);
-    const ex::Restored restored = ex::restore(*model, *optimizer, persistence, setup.steps, world);
-    first_step = restored.first_step;
-    trainee.save = restored.save;
-  };
-  if (one_d) {
-    one_d_staged = optimus::plan::build_gpt<optimus::OneD<float>>(*training_group, config, model_layout);
-    build(one_d_staged, *training_group);
-  } else {
-    staged = optimus::plan::build_gpt<optimus::TwoD<float>>(grid, config, model_layout);
-    build(staged, grid);
-  }
-  trainee.optimizer = optimizer.get();
+                              {"lr", ex::format_exact(setup.lr)},
+                              {"global_batch", std::to_string(setup.batch * grid.dp())},
+                              {o.has("data") ? "data" : "text", data},
+                              {"characters", ex::characters_record(setup.corpus.chars)}}}};
+  Trained t{.model = optimus::plan::build_any_gpt<float>(*places.training, config, layout),
+            .optimizer = nullptr, .trainee = {}, .first_step = 1};
+  std::visit(
+      [&](auto& model) {
+        t.optimizer = std::make_unique<optimus::AdamW<float>>(
+            model->place(), model->parameters(),
+            optimus::AdamWOptions{.config = adam, .offload = setup.run.optimizer, .norm_order = model->norm_order()});
+        t.trainee = pipeline_trainee(*model, setup.batch);
+        const ex::Restored restored = ex::restore(*model, *t.optimizer, persistence, setup.steps, world);
+        t.first_step = restored.first_step;
+        t.trainee.save = restored.save;
+      },
+      t.model);
+  t.trainee.optimizer = t.optimizer.get();
   if (const std::optional<ex::StopFault> fault = ex::stop_fault_from_environment()) {  // a test hook (stop_fault.hpp)
-    trainee.train_step = [step = trainee.train_step, fault, rank = world.rank(), in_process = where.in_process](
-                             const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t s) {
-      const double loss = step(tokens, targets, s);
-      ex::stop_if_asked(fault, rank, static_cast<int>(s), in_process);
+    t.trainee.train_step = [step = t.trainee.train_step, fault, rank = world.rank(), in_process = where.in_process](
+                               const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t n) {
+      const double loss = step(tokens, targets, n);
+      ex::stop_if_asked(fault, rank, static_cast<int>(n), in_process);
       return loss;
     };
   }
-  const bool skip_nonfinite = o.has("skip-nonfinite");
-  if (skip_nonfinite) optimizer->set_nonfinite(optimus::NonFinite::skip);
-  int skipped_steps = 0;
-  const double last_loss = train_loop(trainee, setup, corpus, grid, root, first_step, skip_nonfinite, skipped_steps);
-  const int steps = setup.steps;
-  const int trained_steps = steps - first_step + 1 - skipped_steps;
-  OPTIMUS_CHECK(skipped_steps == 0 || trained_steps > 0, "every one of the ", skipped_steps,
-                " steps was skipped (a NaN or inf loss or gradient norm): nothing was trained");
-  if (o.has("export")) {
-    const std::string file = o.text("export", "");
-    const bool llmc = file.ends_with(".bin");
-    const bool llama_dir = !llmc && config.block != optimus::BlockConfig{};  // export_hf_llama refuses other blocks
-    const std::uint64_t shard_bytes = std::uint64_t{5} << 30;              // transformers' default, 5 GiB
-    // A Llama initialized from a file keeps the file's context in config.json (its training sequences may be shorter).
-    const std::int64_t context =
-        init_format == InitFormat::hf_llama ? std::max(config.max_seq, init_context) : config.max_seq;
-    const auto write = [&](auto& model) {
-      if (llmc) optimus::checkpoint::export_llmc(file, model);
-      else if (llama_dir) optimus::checkpoint::export_hf_llama(file, model, shard_bytes, context);
-      else optimus::checkpoint::export_hf(file, model);
-    };
-    if (staged) write(*staged);
-    else write(*one_d_staged);
-    if (root) {
-      std::printf("  exported %s (%s)\n", file.c_str(),
-                  llmc ? "llm.c" : llama_dir ? "Hugging Face Llama directory" : "Hugging Face GPT-2 safetensors");
-    }
+  if (o.has("skip-nonfinite")) t.optimizer->set_nonfinite(optimus::NonFinite::skip);
+  return t;
+}
+
+// Step 7, export: the trained model to --export — llm.c's checkpoint (.bin), a Hugging Face Llama directory (Llama's
+// blocks) or GPT-2 safetensors — streamed one tensor at a time. Collective over the model's ranks.
+void export_model(const optimus::cli::Options& o, const Setup& setup, const Start& s, Trained& t, bool root) {
+  const std::string file = o.text("export", "");
+  const optimus::GptConfig& config = setup.config;
+  const bool llmc = file.ends_with(".bin");
+  const bool llama_dir = !llmc && config.block != optimus::BlockConfig{};  // export_hf_llama refuses other blocks
+  const std::uint64_t shard_bytes = std::uint64_t{5} << 30;              // transformers' default, 5 GiB
+  // A Llama initialized from a file keeps the file's context in config.json (its training sequences may be shorter).
+  const std::int64_t context =
+      s.init_format == ex::InitFormat::hf_llama ? std::max(config.max_seq, s.init_context) : config.max_seq;
+  std::visit(
+      [&](auto& model) {
+        if (llmc) optimus::checkpoint::export_llmc(file, *model);
+        else if (llama_dir) optimus::checkpoint::export_hf_llama(file, *model, shard_bytes, context);
+        else optimus::checkpoint::export_hf(file, *model);
+      },
+      t.model);
+  if (root) {
+    std::printf("  exported %s (%s)\n", file.c_str(),
+                llmc ? "llm.c" : llama_dir ? "Hugging Face Llama directory" : "Hugging Face GPT-2 safetensors");
   }
+}
+
+// Step 8, report: the held-out loss, the memory by kind and place, the peak of saved activations, the final losses and
+// a generated sample, printed by rank 0. Collective over `world`.
+void report(optimus::Communicator& world, const optimus::cli::Options& o, const Setup& setup, const Places& places,
+            const Trained& t, double last_loss, int skipped_steps) {
+  const ex::Corpus& corpus = setup.corpus;
+  const optimus::GptConfig& config = setup.config;
+  const optimus::Grid& grid = places.training->grid();
+  const std::int64_t seq = config.max_seq;
   std::vector<int> tokens, targets;
   double valid_loss = 0;
   const int valid_batches = 8;
   for (int k = 0; k < valid_batches; ++k) {
-    ex::draw_batch(corpus.valid, batch, seq, config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(),
+    ex::draw_batch(corpus.valid, setup.batch, seq, config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(),
                    grid.dp(), tokens, targets);
-    valid_loss += trainee.evaluate(tokens, targets) / valid_batches;
+    valid_loss += t.trainee.evaluate(tokens, targets) / valid_batches;
   }
   const std::string mem = ex::memory_line(world, grid);
   // Where the model computes: the device's memory (offloaded activations wait in host memory), or the host's.
@@ -543,26 +539,45 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, optimus:
                                                                  : optimus::MemoryPlace::host;
   const double peak_saved = world.all_reduce(
       static_cast<double>(grid.memory().peak(optimus::MemoryKind::activations, computes)), optimus::ReduceOp::max);
-  const std::string sample = ex::generate(trainee.next_logits, seq, corpus, config.vocab, "The ",
+  const std::string sample = ex::generate(t.trainee.next_logits, seq, corpus, config.vocab, "The ",
                                           static_cast<int>(o.integer("sample", 240)), config.seed);
-  if (root) {
-    std::printf("  %s\n", mem.c_str());
-    std::printf("  peak of activations saved for backward: %.0f bytes per rank in %s memory (max over ranks)\n",
-                peak_saved, std::string(name_of(computes)).c_str());
-    if (first_step > steps) {
-      std::printf("no step left to train: the checkpoint is at step %d of %d; held-out loss %.4f\n", first_step - 1,
-                  steps, valid_loss);
-    } else if (!std::isfinite(last_loss)) {
-      std::printf("final training loss: none, every step of the last interval was skipped (%d of %d steps skipped); "
-                  "held-out loss %.4f\n", skipped_steps, steps - first_step + 1, valid_loss);
-    } else {
-      std::printf("final training loss %.4f nats/%s, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
-                  corpus.chars.empty() ? "token" : "char", valid_loss, corpus.unigram_entropy,
-                  corpus.chars.empty() ? "-" : last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
-      if (skipped_steps > 0) std::printf("  %d of %d steps skipped\n", skipped_steps, steps - first_step + 1);
-    }
-    std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
+  if (world.rank() != 0) return;
+  const int steps = setup.steps, first_step = t.first_step;
+  std::printf("  %s\n", mem.c_str());
+  std::printf("  peak of activations saved for backward: %.0f bytes per rank in %s memory (max over ranks)\n",
+              peak_saved, std::string(name_of(computes)).c_str());
+  if (first_step > steps) {
+    std::printf("no step left to train: the checkpoint is at step %d of %d; held-out loss %.4f\n", first_step - 1,
+                steps, valid_loss);
+  } else if (!std::isfinite(last_loss)) {
+    std::printf("final training loss: none, every step of the last interval was skipped (%d of %d steps skipped); "
+                "held-out loss %.4f\n", skipped_steps, steps - first_step + 1, valid_loss);
+  } else {
+    std::printf("final training loss %.4f nats/%s, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
+                corpus.chars.empty() ? "token" : "char", valid_loss, corpus.unigram_entropy,
+                corpus.chars.empty() ? "-" : last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
+    if (skipped_steps > 0) std::printf("  %d of %d steps skipped\n", skipped_steps, steps - first_step + 1);
   }
+  std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
+}
+
+// One rank's training run (its world: MPI's, or the in-process ranks'), in its named steps. Returns the exit status.
+int train(optimus::Communicator& world, const optimus::cli::Options& o, ex::Placement& where) {
+  world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
+  Setup setup = read_setup(world, o, where);
+  const Places places = place(world, o, where, setup);
+  const Start s = start(world, o, setup, places);
+  const bool root = world.rank() == 0;
+  if (root) print_header(world, setup, places, s, where);
+  Trained t = build(world, o, setup, places, s, where);
+  int skipped_steps = 0;  // step 6, train
+  const double last_loss = train_loop(t.trainee, setup, places.training->grid(), root, t.first_step,
+                                      o.has("skip-nonfinite"), skipped_steps);
+  const int trained_steps = setup.steps - t.first_step + 1 - skipped_steps;
+  OPTIMUS_CHECK(skipped_steps == 0 || trained_steps > 0, "every one of the ", skipped_steps,
+                " steps was skipped (a NaN or inf loss or gradient norm): nothing was trained");
+  if (o.has("export")) export_model(o, setup, s, t, root);
+  report(world, o, setup, places, t, last_loss, skipped_steps);
   return 0;
 }
 

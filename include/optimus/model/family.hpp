@@ -7,6 +7,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "optimus/layers/block.hpp"
@@ -26,8 +29,14 @@ struct TwoD {
   using Block = TransformerBlock2D<T>;
   using Head = LmHead2D<T>;
   static constexpr const char* name = "Gpt2D";
+  static constexpr bool one_d = false;
 
   static const Grid& grid(const Grid& place) { return place; }
+  // What a checkpoint records of the place: its kind and shape.
+  static constexpr const char* kind = "2d";
+  static std::vector<std::pair<std::string, int>> shape(const Grid& place) {
+    return {{"q", place.q()}, {"dp", place.dp()}};
+  }
   static Communicator& holders(const Grid& place) { return place.grid(); }
   static void validate(const GptConfig& config, const Grid& place) { validate_for_grid(config, place.q()); }
   static void mark_replicated(std::vector<ParameterRef<T>>&, std::size_t, const Grid&) {}  // 2D tensors are split
@@ -56,6 +65,9 @@ struct OneD {
   using Block = megatron::TransformerBlock1D<T>;
   using Head = megatron::LmHead1D<T>;
   static constexpr const char* name = "Gpt1D";
+  static constexpr bool one_d = true;
+  static constexpr const char* kind = "1d";
+  static std::vector<std::pair<std::string, int>> shape(const megatron::Group& place) { return {{"p", place.size()}}; }
 
   // The group's q = 1 grid: activations [N, h] replicated on the group's ranks; stage() and pipe() the pipeline's.
   static const Grid& grid(const megatron::Group& place) { return place.local(); }
@@ -83,5 +95,10 @@ struct OneD {
     return std::make_unique<Embedding>(place, config, with_head ? TiedHead::here : TiedHead::elsewhere);
   }
 };
+
+// The family whose layers are built on `Place` (a Grid: the 2D layers; a megatron::Group: the 1D baseline's), for code
+// that holds a place chosen at run time (plan::Place).
+template <class Place, class T>
+using FamilyOn = std::conditional_t<std::is_same_v<Place, Grid>, TwoD<T>, OneD<T>>;
 
 }  // namespace optimus

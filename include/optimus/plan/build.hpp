@@ -3,9 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <variant>
 
 #include "optimus/model/gpt.hpp"
 #include "optimus/plan/layout.hpp"
+#include "optimus/plan/place.hpp"
 
 namespace optimus::plan {
 
@@ -26,5 +28,18 @@ extern template std::unique_ptr<Gpt<TwoD<float>>> build_gpt(const Grid&, const G
 extern template std::unique_ptr<Gpt<TwoD<double>>> build_gpt(const Grid&, const GptConfig&, const Layout&);
 extern template std::unique_ptr<Gpt<OneD<float>>> build_gpt(const megatron::Group&, const GptConfig&, const Layout&);
 extern template std::unique_ptr<Gpt<OneD<double>>> build_gpt(const megatron::Group&, const GptConfig&, const Layout&);
+
+// A GPT whose family the layout chose at run time: this rank's stage of Gpt2D<T> or Gpt1D<T>. Programs reach it with
+// std::visit and a generic lambda, so that one code path serves both (each Gpt<Family> has the same members).
+template <class T>
+using AnyGpt = std::variant<std::unique_ptr<Gpt<TwoD<T>>>, std::unique_ptr<Gpt<OneD<T>>>>;
+
+// build_gpt on the place's family (place.hpp): the one builder of a layout's model wherever the family is chosen at
+// run time.
+template <class T>
+AnyGpt<T> build_any_gpt(const Place& place, const GptConfig& config, const Layout& layout);
+
+extern template AnyGpt<float> build_any_gpt(const Place&, const GptConfig&, const Layout&);
+extern template AnyGpt<double> build_any_gpt(const Place&, const GptConfig&, const Layout&);
 
 }  // namespace optimus::plan
