@@ -71,8 +71,8 @@ void check_first_step(Communicator& world, const plan::Place& host, const GptCon
     std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,
                 err < 1e-10 ? "ok" : "FAILED");
   }
-  OPTIMUS_CHECK(err < 1e-10, "the ", host.one_d() ? "1D" : "2D",
-                " model disagrees with the reference (relative error ", err, ")");
+  OPTIMUS_CHECK(err < 1e-10, "the model on ", host.describe(), " disagrees with the reference (relative error ", err,
+                ")");
   host_grid.memory().reset_peaks();  // the memory line reports training's peaks, not the f64 check's
 }
 

@@ -38,7 +38,6 @@ class Place {
   Place with(const Execution& execution) const;
   // The grid its activations live on: the 2D grid, or the group's one-rank grid (its stage, pipe and replicas).
   const Grid& grid() const;
-  bool one_d() const { return std::holds_alternative<megatron::Group>(place_); }
   // "a 2x2 grid", "the 1D baseline's groups of 4 ranks".
   std::string describe() const;
   // The model's shape on this place, named as the user gave it (validate_for_grid, validate_for_group).
