@@ -110,80 +110,120 @@ std::int64_t check_against_host(const ops::AttentionShape& shape, ops::GemmMath 
          wrong(download(t.dqkv), download(dq), tolerance);
 }
 
+// The attention's tensors for n = b·s tokens of `width` = heads·d, under `math` (qkv and out in bf16 under bf16
+// products), on `tag`'s memory: qkv [n, 3 width] and dout [n, width] of fixed values in [-1, 1], the rest unset.
+Tensors attention_tensors(std::int64_t n, std::int64_t width, std::int64_t heads, ops::GemmMath math,
+                          const MemoryTag& tag) {
+  std::vector<float> values(static_cast<std::size_t>(n * 3 * width));
+  for (std::size_t e = 0; e < values.size(); ++e) values[e] = static_cast<float>((e * 7919) % 2001) / 1000.0f - 1.0f;
+  Tensors t;
+  if (math == ops::GemmMath::bf16) {
+    std::vector<bf16> bits(values.size());
+    for (std::size_t e = 0; e < bits.size(); ++e) bits[e] = bf16(values[e]);
+    t.qkv16 = upload(bits.data(), Shape{n, 3 * width}, tag);
+    t.out16 = Tensor<bf16>(Shape{n, width}, tag, Init::none);
+  } else {
+    t.qkv = upload(values.data(), Shape{n, 3 * width}, tag);
+    t.out = Tensor<float>(Shape{n, width}, tag, Init::none);
+  }
+  t.lse = Tensor<float>(Shape{n * heads}, tag, Init::none);
+  values.resize(static_cast<std::size_t>(n * width));
+  t.dout = upload(values.data(), Shape{n, width}, tag);
+  t.dqkv = Tensor<float>(Shape{n, 3 * width}, tag, Init::none);
+  t.delta = Tensor<float>(Shape{n * heads}, tag, Init::none);
+  return t;
+}
+
+// The bench's settings from the options, but the sequence lengths (a row each).
+struct Settings {
+  std::string device;  // where the attention runs: cpu, sim or cuda
+  std::int64_t b, heads, d;
+  double dropout;
+  ops::GemmMath math;
+  int warmup, iters;
+};
+
+// Where the attention runs: the queue, and on an accelerator the rank's device (its memory and stream); null on the
+// CPU.
+struct On {
+  ops::Queue queue;
+  RankDevice* rank;
+};
+
+// The report's columns and header lines.
+Report attention_report(const Settings& a) {
+  Report report({{"device", 6}, {"b", 3}, {"s", 6}, {"heads", 5}, {"d", 4}, {"fwd_ms", 9}, {"bwd_ms", 9},
+                 {"fwd_TFLOP/s", 11}, {"bwd_TFLOP/s", 11}, {"TFLOP/s", 8}, {"peak_MiB", 9}, {"probs_MiB", 9},
+                 {"#wrong", 6}});
+  report.header(format("optimus-bench attention: the fused causal attention (FlashAttention-2's algorithm), b=%lld "
+                       "heads=%lld d=%lld dropout=%g, %s products, on %s",
+                       static_cast<long long>(a.b), static_cast<long long>(a.heads), static_cast<long long>(a.d),
+                       a.dropout, a.math == ops::GemmMath::bf16 ? "bf16" : "f32", a.device.c_str()));
+  report.header("ms: median of the iterations; TFLOP/s: forward 2 b heads s^2 d (the causal half of 4 b heads s^2 d), "
+                "backward 2.5 times that; peak_MiB: the attention's tensors at their peak (qkv, out, lse, dout, dqkv, "
+                "delta; qkv and out in bf16 under --gemm bf16); probs_MiB: the b heads s^2 f32 probabilities an unfused attention keeps besides; #wrong: on an "
+                "accelerator, elements of out, lse and dqkv more than 1e-5 (bf16 products: 2e-2) off the CPU's from the "
+                "same inputs (n/a on the CPU, or above 2^22 qkv elements)");
+  return report;
+}
+
+// The row of sequence length s into `report`: forward and backward timed, and on an accelerator (up to 2^22 qkv
+// elements) checked against the CPU's; its wrong elements.
+std::int64_t run_row(Report& report, const Settings& a, std::int64_t s, const On& on) {
+  const std::int64_t b = a.b, heads = a.heads, d = a.d, n = b * s, width = heads * d;
+  DeviceMemory* memory = on.rank ? &on.rank->memory() : nullptr;
+  MemoryTracker tracker;
+  const MemoryTag tag{&tracker, MemoryKind::activations, memory};
+  Tensors t = attention_tensors(n, width, heads, a.math, tag);
+  const ops::AttentionShape shape{.seq = s, .heads = heads, .dropout = a.dropout, .seed = 1, .stream = 1,
+                                  .first_batch = 0, .first_head = 0, .total_heads = heads};
+  const auto sync = [&] {
+    if (on.rank) on.rank->stream().synchronize();
+  };
+  const double fwd = median_seconds(a.warmup, a.iters, [&] { t.forward(shape, on.queue); }, sync);
+  const double bwd = median_seconds(a.warmup, a.iters, [&] { t.backward(shape, on.queue); }, sync);
+  const bool checked = memory != nullptr && n * 3 * width <= (1 << 22);
+  const std::int64_t wrong_elements = checked ? check_against_host(shape, a.math, t) : 0;
+  const double fwd_flops = 2.0 * static_cast<double>(b * heads) * static_cast<double>(s) * static_cast<double>(s) *
+                           static_cast<double>(d);
+  const double bwd_flops = 2.5 * fwd_flops;
+  const double mib = 1024.0 * 1024.0;
+  report.row({a.device, format("%lld", static_cast<long long>(b)),
+              format("%lld", static_cast<long long>(s)), format("%lld", static_cast<long long>(heads)),
+              format("%lld", static_cast<long long>(d)), format("%.3f", 1e3 * fwd), format("%.3f", 1e3 * bwd),
+              format("%.3f", fwd_flops / fwd / 1e12), format("%.3f", bwd_flops / bwd / 1e12),
+              format("%.3f", (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12),
+              format("%.1f", static_cast<double>(tracker.peak_total()) / mib),
+              format("%.1f", 4.0 * static_cast<double>(b * heads * s * s) / mib),
+              checked ? format("%lld", static_cast<long long>(wrong_elements)) : std::string("n/a")});
+  return wrong_elements;
+}
+
 }  // namespace
 
 int run_attention_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("attention"));
   OPTIMUS_CHECK(world.size() == 1, "attention runs in one process; launch 1 process, not ", world.size());
   const DeviceChoice choice = choose_device(o);
-  const std::int64_t b = o.integer("b", 2), heads = o.integer("heads", 16), d = o.integer("d", 128);
+  const Settings a{.device = std::string(name_of(choice.kind)),
+                   .b = o.integer("b", 2),
+                   .heads = o.integer("heads", 16),
+                   .d = o.integer("d", 128),
+                   .dropout = o.real("dropout", 0.0),
+                   .math = o.text("gemm", "f32") == "bf16" ? ops::GemmMath::bf16 : ops::GemmMath::f32,
+                   .warmup = static_cast<int>(o.integer("warmup", 1)),
+                   .iters = static_cast<int>(o.integer("iters", 3))};
   const std::vector<std::int64_t> seqs = o.integers("s", "1024,2048,4096,8192");
-  const double dropout = o.real("dropout", 0.0);
-  const ops::GemmMath math = o.text("gemm", "f32") == "bf16" ? ops::GemmMath::bf16 : ops::GemmMath::f32;
-  const int warmup = static_cast<int>(o.integer("warmup", 1)), iters = static_cast<int>(o.integer("iters", 3));
   const std::unique_ptr<DeviceRuntime> accelerator = open_device(choice, 0);
   std::unique_ptr<RankDevice> rank;
-  if (accelerator) rank = std::make_unique<RankDevice>(*accelerator, math);
-  const ops::Queue queue = rank ? rank->queue() : ops::Queue{.math = math};
-  DeviceMemory* memory = rank ? &rank->memory() : nullptr;
-  const auto sync = [&] {
-    if (rank) rank->stream().synchronize();
-  };
+  if (accelerator) rank = std::make_unique<RankDevice>(*accelerator, a.math);
+  const On on{.queue = rank ? rank->queue() : ops::Queue{.math = a.math}, .rank = rank.get()};
 
-  Report report({{"device", 6}, {"b", 3}, {"s", 6}, {"heads", 5}, {"d", 4}, {"fwd_ms", 9}, {"bwd_ms", 9},
-                 {"fwd_TFLOP/s", 11}, {"bwd_TFLOP/s", 11}, {"TFLOP/s", 8}, {"peak_MiB", 9}, {"probs_MiB", 9},
-                 {"#wrong", 6}});
-  report.header(format("optimus-bench attention: the fused causal attention (FlashAttention-2's algorithm), b=%lld "
-                       "heads=%lld d=%lld dropout=%g, %s products, on %s",
-                       static_cast<long long>(b), static_cast<long long>(heads), static_cast<long long>(d), dropout,
-                       math == ops::GemmMath::bf16 ? "bf16" : "f32", std::string(name_of(choice.kind)).c_str()));
-  report.header("ms: median of the iterations; TFLOP/s: forward 2 b heads s^2 d (the causal half of 4 b heads s^2 d), "
-                "backward 2.5 times that; peak_MiB: the attention's tensors at their peak (qkv, out, lse, dout, dqkv, "
-                "delta; qkv and out in bf16 under --gemm bf16); probs_MiB: the b heads s^2 f32 probabilities an unfused attention keeps besides; #wrong: on an "
-                "accelerator, elements of out, lse and dqkv more than 1e-5 (bf16 products: 2e-2) off the CPU's from the "
-                "same inputs (n/a on the CPU, or above 2^22 qkv elements)");
+  Report report = attention_report(a);
   if (world.rank() == 0) report.print_header(stdout);
   std::int64_t wrong_total = 0;
   for (const std::int64_t s : seqs) {
-    const std::int64_t n = b * s, width = heads * d;
-    MemoryTracker tracker;
-    const MemoryTag tag{&tracker, MemoryKind::activations, memory};
-    std::vector<float> values(static_cast<std::size_t>(n * 3 * width));
-    for (std::size_t e = 0; e < values.size(); ++e) values[e] = static_cast<float>((e * 7919) % 2001) / 1000.0f - 1.0f;
-    Tensors t;
-    if (math == ops::GemmMath::bf16) {
-      std::vector<bf16> bits(values.size());
-      for (std::size_t e = 0; e < bits.size(); ++e) bits[e] = bf16(values[e]);
-      t.qkv16 = upload(bits.data(), Shape{n, 3 * width}, tag);
-      t.out16 = Tensor<bf16>(Shape{n, width}, tag, Init::none);
-    } else {
-      t.qkv = upload(values.data(), Shape{n, 3 * width}, tag);
-      t.out = Tensor<float>(Shape{n, width}, tag, Init::none);
-    }
-    t.lse = Tensor<float>(Shape{n * heads}, tag, Init::none);
-    values.resize(static_cast<std::size_t>(n * width));
-    t.dout = upload(values.data(), Shape{n, width}, tag);
-    t.dqkv = Tensor<float>(Shape{n, 3 * width}, tag, Init::none);
-    t.delta = Tensor<float>(Shape{n * heads}, tag, Init::none);
-    const ops::AttentionShape shape{.seq = s, .heads = heads, .dropout = dropout, .seed = 1, .stream = 1,
-                                    .first_batch = 0, .first_head = 0, .total_heads = heads};
-    const double fwd = median_seconds(warmup, iters, [&] { t.forward(shape, queue); }, sync);
-    const double bwd = median_seconds(warmup, iters, [&] { t.backward(shape, queue); }, sync);
-    const bool checked = memory != nullptr && n * 3 * width <= (1 << 22);
-    const std::int64_t wrong_elements = checked ? check_against_host(shape, math, t) : 0;
-    wrong_total += wrong_elements;
-    const double fwd_flops = 2.0 * static_cast<double>(b * heads) * static_cast<double>(s) * static_cast<double>(s) *
-                             static_cast<double>(d);
-    const double bwd_flops = 2.5 * fwd_flops;
-    const double mib = 1024.0 * 1024.0;
-    report.row({std::string(name_of(choice.kind)), format("%lld", static_cast<long long>(b)),
-                format("%lld", static_cast<long long>(s)), format("%lld", static_cast<long long>(heads)),
-                format("%lld", static_cast<long long>(d)), format("%.3f", 1e3 * fwd), format("%.3f", 1e3 * bwd),
-                format("%.3f", fwd_flops / fwd / 1e12), format("%.3f", bwd_flops / bwd / 1e12),
-                format("%.3f", (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12),
-                format("%.1f", static_cast<double>(tracker.peak_total()) / mib),
-                format("%.1f", 4.0 * static_cast<double>(b * heads * s * s) / mib),
-                checked ? format("%lld", static_cast<long long>(wrong_elements)) : std::string("n/a")});
+    wrong_total += run_row(report, a, s, on);
     if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
   }
   report.footer(wrong_total == 0 ? "every checked row equals the CPU's" : "ROWS DIFFER FROM THE CPU'S");

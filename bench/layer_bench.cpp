@@ -294,54 +294,53 @@ double step_gemm_seconds(const Settings& s, DeviceRuntime* device) {
   return time_gemms(gemms, nullptr, ops::Queue{.math = s.math}, [] {});
 }
 
-// The `layer` and `gpt` commands: the same options (gpt adds --vocab), rows and checks.
-int run_device_bench(Communicator& world, int argc, char** argv, Workload workload) {
+// The bench's settings from the options; the GEMM math is each row's (set per --gemm value).
+Settings settings_of(const cli::Options& o, Workload workload, Device device) {
   const bool gpt = workload == Workload::gpt;
-  const cli::Options o(argc, argv, 2, options_of(gpt ? "gpt" : "layer"));
-  world.set_timeout(o.timeout());  // --timeout: the watchdog
-  const char* command = gpt ? "gpt" : "layer";
-  OPTIMUS_CHECK(world.size() == 1, command, " runs its grids inside one process (in-process ranks); launch 1 process, "
-                "not ", world.size());
-  Settings s;
-  s.workload = workload;
-  const DeviceChoice choice = choose_device(o);
-  s.device = choice.kind;
-  const std::string device(name_of(s.device));
-  s.shape = block_shape_option(o, 4);
-  s.block = cli::arch_of(o);
-  s.layers = o.integer("layers", gpt ? 2 : 1);
-  s.vocab = gpt ? o.integer("vocab", 1024) : 0;
-  // --gemm: a row per GEMM math (and q).
+  const BlockShape shape = block_shape_option(o, 4);
+  const BlockConfig block = cli::arch_of(o);
+  const std::string check = o.text("check", "auto");
+  // Two untimed steps: the first makes state that lasts (the LM head's padding mask, made on first use and kept in the
+  // memory pool after the step's peak), so the second's peak may still take one block more from the pool; from the
+  // third on, a step allocates nothing on an accelerator.
+  return Settings{.workload = workload,
+                  .shape = shape,
+                  .block = block,
+                  .layers = o.integer("layers", gpt ? 2 : 1),
+                  .vocab = gpt ? o.integer("vocab", 1024) : 0,
+                  .device = device,
+                  .check = check == "on" || (check == "auto" && shape.tokens() * shape.hidden <= (1 << 18)),
+                  .math = ops::GemmMath::f32,
+                  .dropout = o.real("dropout", 0.0),
+                  .warmup = static_cast<int>(o.integer("warmup", 2)),
+                  .iters = static_cast<int>(o.integer("iters", 3))};
+}
+
+// --gemm: the GEMM maths, a row each (and q), by name; tf32 only on an accelerator.
+std::vector<std::pair<std::string, ops::GemmMath>> gemm_maths(const cli::Options& o, Device device) {
   std::vector<std::pair<std::string, ops::GemmMath>> maths;
   for (const std::string& math : o.list("gemm", "f32")) {
     OPTIMUS_CHECK(math == "f32" || math == "tf32" || math == "bf16", "--gemm values must be f32, tf32 or bf16, got '",
                   math, "'");
-    OPTIMUS_CHECK(math != "tf32" || s.device != Device::cpu, "--gemm tf32 needs an accelerator (the CPU has no TF32)");
+    OPTIMUS_CHECK(math != "tf32" || device != Device::cpu, "--gemm tf32 needs an accelerator (the CPU has no TF32)");
     maths.emplace_back(math, math == "bf16"   ? ops::GemmMath::bf16
                              : math == "tf32" ? ops::GemmMath::tf32
                                               : ops::GemmMath::f32);
   }
-  s.dropout = o.real("dropout", 0.0);
-  // Two untimed steps: the first makes state that lasts (the LM head's padding mask, made on first use and kept in the
-  // memory pool after the step's peak), so the second's peak may still take one block more from the pool; from the
-  // third on, a step allocates nothing on an accelerator.
-  s.warmup = static_cast<int>(o.integer("warmup", 2));
-  s.iters = static_cast<int>(o.integer("iters", 3));
-  const std::string check = o.text("check", "auto");
-  s.check = check == "on" || (check == "auto" && s.shape.tokens() * s.shape.hidden <= (1 << 18));
-  // Every rank's grid on one device: the simulated device (its memory --device-memory), or GPU 0.
-  const std::unique_ptr<DeviceRuntime> accelerator = open_device(choice, 0);
-  const auto [peak, peak_what] =
-      gemm_peak(accelerator.get(), o.integer("peak-n", s.device == Device::cuda ? 8192 : 1024));
-  const double flops = step_flops(s);
-  const cpu::VectorUnits units = cpu::vector_units(cpu::this_processor());
+  return maths;
+}
 
+// The report's columns and header lines; `peak_what`: what the GEMM peak is (gemm_peak).
+Report device_report(const Settings& s, const std::string& peak_what) {
+  const std::string device(name_of(s.device));
+  const cpu::VectorUnits units = cpu::vector_units(cpu::this_processor());
   Report report({{"device", 6}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 6}, {"layers", 6},
                  {"gemm", 5}, {"step_ms", 10}, {"gemm_ms", 9}, {"%gemm", 6}, {"TFLOP/s", 9}, {"peak_TFLOP/s", 12},
                  {"%peak", 6}, {"hw_TFLOP/s", 10}, {"peak%hw", 7},
                  {"peak_MiB/rank", 13}, {"allocs/step", 11}, {"staging_allocs", 14}, {"copied_KiB/step", 15},
                  {"#wrong", 6}, {"t_gemm%", 7}, {"t_elem%", 7}, {"t_attn%", 7}, {"t_wait%", 7}, {"t_other%", 8}});
-  report.header(gpt ? format("optimus-bench gpt: a GPT (%lld blocks, vocabulary %lld, LM head tied to wte) forward + "
+  report.header(s.workload == Workload::gpt
+                    ? format("optimus-bench gpt: a GPT (%lld blocks, vocabulary %lld, LM head tied to wte) forward + "
                              "backward on grids in this process (%s), dropout %g",
                              (long long)s.layers, (long long)s.vocab, device.c_str(), s.dropout)
                     : format("optimus-bench layer: %lld block(s) forward + backward on grids in this process (%s), "
@@ -366,70 +365,133 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
                 "operations (LayerNorm, GELU, dropout, casts, biases, the embedding and loss), the fused attention, "
                 "waiting for SUMMA's transfers, and the rest (copies, allocation, other collectives, waiting for "
                 "other ranks)");
+  return report;
+}
+
+// One row's figures: the q x q ranks' results gathered, and the GEMM peak the row is measured against.
+struct RowFigures {
+  double seconds = 0;      // the step, max over ranks
+  Peak peak;               // FLOP/s
+  double peak_bytes = 0;   // max over ranks
+  double allocations = 0;  // max over ranks, all the timed steps
+  double staging = 0;      // max over ranks, all the timed steps
+  double copied = -1;      // bytes by the whole grid in all the timed steps; -1: not counted
+  std::int64_t wrong = -1;  // max over ranks; -1: not checked
+  std::vector<std::string> breakdown;  // the t_* columns: the ranks' mean shares in percent, or "n/a"
+};
+
+// The t_* columns: the ranks' mean breakdown in percent (the CPU only; "n/a" elsewhere).
+std::vector<std::string> mean_breakdown(const std::vector<RankResult>& results) {
+  std::vector<std::string> breakdown(5, "n/a");
+  if (results[0].breakdown) {
+    for (std::size_t k = 0; k < breakdown.size(); ++k) {
+      double mean = 0;
+      for (const RankResult& r : results) mean += (*r.breakdown)[k] / static_cast<double>(results.size());
+      breakdown[k] = format("%.1f", 100 * mean);
+    }
+  }
+  return breakdown;
+}
+
+// The ranks' results as one row's figures (its peak left to the caller).
+RowFigures gathered(const std::vector<RankResult>& results, const Settings& s) {
+  RowFigures row;
+  row.wrong = s.check ? 0 : -1;
+  for (const RankResult& r : results) {
+    row.peak_bytes = std::max(row.peak_bytes, r.peak_bytes);
+    row.allocations = std::max(row.allocations, r.allocations);
+    row.staging = std::max(row.staging, r.staging);
+    if (s.check) row.wrong = std::max(row.wrong, r.wrong);  // every rank compares the same global results
+  }
+  row.seconds = results[0].seconds;
+  row.copied = results[0].copied;
+  row.breakdown = mean_breakdown(results);
+  return row;
+}
+
+// One row: a q x q grid's ranks run in this process (run_rank, each timing out after --timeout), against `peak` —
+// or, for CPU rows with q > 1, the peak of the cores the grid's q^2 ranks share, one thread per core (q^2 threads
+// where there are as many cores), measured before and after the steps and the higher kept (a virtual machine's
+// cores are now and then taken away for a while).
+RowFigures measure_row(const cli::Options& o, std::int64_t q, const Settings& s, DeviceRuntime* accelerator,
+                       const Peak& peak) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool shared_cores = s.device == Device::cpu && q > 1;
+  const auto cores_peak = [&] {
+    return concurrent_cpu_peak<float>(std::min(static_cast<int>(q * q), cores), o.integer("peak-n", 1024));
+  };
+  Peak row_peak = shared_cores ? cores_peak() : peak;
+  std::vector<RankResult> results(static_cast<std::size_t>(q * q));
+  run_in_process(static_cast<int>(q * q), [&](Communicator& w) {
+    w.set_timeout(o.timeout());
+    results[static_cast<std::size_t>(w.rank())] = run_rank(w, static_cast<int>(q), s, accelerator);
+  });
+  if (shared_cores) {
+    const Peak after = cores_peak();
+    if (after.measured > row_peak.measured) row_peak = after;
+  }
+  RowFigures row = gathered(results, s);
+  row.peak = row_peak;
+  return row;
+}
+
+// The row of grid side q under GEMM math `math` (its name), whose q = 1 GEMMs took `gemm_seconds` per step.
+void add_row(Report& report, const Settings& s, std::int64_t q, const std::string& math, double gemm_seconds,
+             const RowFigures& row) {
+  const double seconds = row.seconds, rate = step_flops(s) / seconds;
+  const Peak& peak = row.peak;
+  report.row({std::string(name_of(s.device)), format("%lld", (long long)q), format("%lld", (long long)s.shape.batch),
+              format("%lld", (long long)s.shape.seq), format("%lld", (long long)s.shape.hidden),
+              format("%lld", (long long)s.shape.heads), format("%lld", (long long)s.shape.ffn),
+              format("%lld", (long long)s.layers), math,
+              format("%.3f", seconds * 1e3), format("%.3f", gemm_seconds * 1e3),
+              format("%.1f", 100.0 * gemm_seconds / seconds), format("%.4f", rate / 1e12),
+              format("%.3f", peak.measured / 1e12), format("%.1f", 100.0 * rate / peak.measured),
+              peak.hardware > 0 ? format("%.3f", peak.hardware / 1e12) : "n/a",
+              peak.hardware > 0 ? format("%.1f", 100.0 * peak.measured / peak.hardware) : "n/a",
+              format("%.1f", row.peak_bytes / (1 << 20)),
+              format("%.0f", row.allocations / s.iters), format("%.0f", row.staging),
+              row.copied < 0 ? "n/a" : format("%.2f", row.copied / s.iters / 1024),
+              row.wrong < 0 ? "n/a" : format("%lld", (long long)row.wrong), row.breakdown[0], row.breakdown[1],
+              row.breakdown[2], row.breakdown[3], row.breakdown[4]});
+}
+
+// The footer's verdict on the rows: `ok` (none wrong or allocating where it must not), and whether they were checked.
+const char* verdict(bool ok, bool checked) {
+  return !ok        ? "FAILED: a row is wrong or allocates"
+         : checked ? "all rows checked and allocation-free where required"
+                   : "rows NOT checked against the reference (--check off, or auto at this size); "
+                     "allocation-free where required";
+}
+
+// The `layer` and `gpt` commands: the same options (gpt adds --vocab), rows and checks.
+int run_device_bench(Communicator& world, int argc, char** argv, Workload workload) {
+  const bool gpt = workload == Workload::gpt;
+  const cli::Options o(argc, argv, 2, options_of(gpt ? "gpt" : "layer"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
+  const char* command = gpt ? "gpt" : "layer";
+  OPTIMUS_CHECK(world.size() == 1, command, " runs its grids inside one process (in-process ranks); launch 1 process, "
+                "not ", world.size());
+  const DeviceChoice choice = choose_device(o);
+  Settings s = settings_of(o, workload, choice.kind);
+  const std::vector<std::pair<std::string, ops::GemmMath>> maths = gemm_maths(o, s.device);
+  // Every rank's grid on one device: the simulated device (its memory --device-memory), or GPU 0.
+  const std::unique_ptr<DeviceRuntime> accelerator = open_device(choice, 0);
+  const auto [peak, peak_what] =
+      gemm_peak(accelerator.get(), o.integer("peak-n", s.device == Device::cuda ? 8192 : 1024));
+  Report report = device_report(s, peak_what);
   bool ok = true;
   const std::vector<std::int64_t> qs = o.integers("q", "1,2");
   for (const auto& [math, gemm_math] : maths) {
     s.math = gemm_math;
     const double gemm_seconds = step_gemm_seconds(s, accelerator.get());
     for (std::int64_t q : qs) {
-      // CPU rows with q > 1: the peak of the cores the grid's q^2 ranks share, one thread per core (q^2 threads
-      // where there are as many cores), measured before and after the steps and the higher kept (a virtual machine's
-      // cores are now and then taken away for a while).
-      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      const bool shared_cores = s.device == Device::cpu && q > 1;
-      const auto cores_peak = [&] {
-        return concurrent_cpu_peak<float>(std::min(static_cast<int>(q * q), cores), o.integer("peak-n", 1024));
-      };
-      Peak row_peak = shared_cores ? cores_peak() : peak;
-      std::vector<RankResult> results(static_cast<std::size_t>(q * q));
-      run_in_process(static_cast<int>(q * q), [&](Communicator& w) {
-        w.set_timeout(o.timeout());
-        results[static_cast<std::size_t>(w.rank())] = run_rank(w, static_cast<int>(q), s, accelerator.get());
-      });
-      if (shared_cores) {
-        const Peak after = cores_peak();
-        if (after.measured > row_peak.measured) row_peak = after;
-      }
-      double peak_bytes = 0, allocations = 0, staging = 0;
-      std::int64_t wrong = s.check ? 0 : -1;
-      for (const RankResult& r : results) {
-        peak_bytes = std::max(peak_bytes, r.peak_bytes);
-        allocations = std::max(allocations, r.allocations);
-        staging = std::max(staging, r.staging);
-        if (s.check) wrong = std::max(wrong, r.wrong);  // every rank compares the same global results
-      }
-      const double seconds = results[0].seconds, rate = flops / seconds;
-      // The ranks' mean breakdown (the CPU only).
-      std::vector<std::string> breakdown(5, "n/a");
-      if (results[0].breakdown) {
-        for (std::size_t k = 0; k < breakdown.size(); ++k) {
-          double mean = 0;
-          for (const RankResult& r : results) mean += (*r.breakdown)[k] / static_cast<double>(results.size());
-          breakdown[k] = format("%.1f", 100 * mean);
-        }
-      }
-      ok = ok && wrong <= 0 && (s.device == Device::cpu || allocations == 0);
-      report.row({device, format("%lld", (long long)q), format("%lld", (long long)s.shape.batch),
-                  format("%lld", (long long)s.shape.seq), format("%lld", (long long)s.shape.hidden),
-                  format("%lld", (long long)s.shape.heads), format("%lld", (long long)s.shape.ffn),
-                  format("%lld", (long long)s.layers), math,
-                  format("%.3f", seconds * 1e3), format("%.3f", gemm_seconds * 1e3),
-                  format("%.1f", 100.0 * gemm_seconds / seconds), format("%.4f", rate / 1e12),
-                  format("%.3f", row_peak.measured / 1e12), format("%.1f", 100.0 * rate / row_peak.measured),
-                  row_peak.hardware > 0 ? format("%.3f", row_peak.hardware / 1e12) : "n/a",
-                  row_peak.hardware > 0 ? format("%.1f", 100.0 * row_peak.measured / row_peak.hardware) : "n/a",
-                  format("%.1f", peak_bytes / (1 << 20)),
-                  format("%.0f", allocations / s.iters), format("%.0f", staging),
-                  results[0].copied < 0 ? "n/a" : format("%.2f", results[0].copied / s.iters / 1024),
-                  wrong < 0 ? "n/a" : format("%lld", (long long)wrong), breakdown[0], breakdown[1], breakdown[2],
-                  breakdown[3], breakdown[4]});
+      const RowFigures row = measure_row(o, q, s, accelerator.get(), peak);
+      ok = ok && row.wrong <= 0 && (s.device == Device::cpu || row.allocations == 0);
+      add_row(report, s, q, math, gemm_seconds, row);
     }
   }
-  const char* verdict = !ok        ? "FAILED: a row is wrong or allocates"
-                        : s.check ? "all rows checked and allocation-free where required"
-                                  : "rows NOT checked against the reference (--check off, or auto at this size); "
-                                    "allocation-free where required";
-  report.footer(verdict);
+  report.footer(verdict(ok, s.check));
   report.print(stdout);
   if (o.has("json")) report.write_json(o.text("json", ""), command);
   return ok ? 0 : 1;

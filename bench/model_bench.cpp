@@ -133,83 +133,124 @@ std::optional<double> fitted_exponent(const std::vector<std::pair<double, double
   return (n * sxy - sx * sy) / (n * sxx - sx * sx);
 }
 
-}  // namespace
+// The modelled blocks and cluster, from the options: what every row reads.
+struct Modelled {
+  GptConfig g;                // the blocks (--arch) of the shape's widths
+  BlockShape s;
+  std::int64_t layers;
+  std::size_t elem;           // bytes per element
+  plan::Cluster l;            // the links, the node and the GEMM rate: what this model reads
+  std::string source;         // where the links come from, for the header
+  std::optional<double> iso;  // --iso: the efficiency whose batch is sought
+};
 
-int run_model(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2, options_of("model"));
-  world.set_timeout(o.timeout());  // --timeout: the watchdog
-  GptConfig g;  // the blocks (--arch) of the shape's widths
-  g.hidden = o.integer("h", 8192);
-  g.heads = o.integer("heads", 64);
-  g.block = cli::arch_of(o);
-  g.ffn = o.integer("ffn", g.block == BlockConfig{} ? 4 * g.hidden : llama_ffn(g.hidden, 256));
-  const BlockShape s = BlockShape::of(g, o.integer("b", 16), o.integer("s", 2048));
-  const std::int64_t layers = o.integer("layers", 1);
-  const auto elem = static_cast<std::size_t>(o.integer("elem-bytes", 2));  // bf16 activations and weights
-  plan::Cluster l;  // the links, the node and the GEMM rate: what this model reads
-  l.gpus_per_node = static_cast<int>(o.integer("node", 8));
-  l.intra = {.bandwidth = o.real("nvlink-gbs", 450) * 1e9, .latency = o.real("nvlink-alpha-us", 5) * 1e-6};
-  l.inter = {.bandwidth = o.real("ib-gbs", 50) * 1e9, .latency = o.real("ib-alpha-us", 10) * 1e-6};
-  l.gemm_flops = o.real("tflops", 400) * 1e12;
-  std::string source = "NVLink 4 (450 GB/s per GPU) inside nodes of 8, InfiniBand NDR (50 GB/s per GPU) between";
+// The blocks and the cluster of the options (or of --calibration, read and validated as optimus-plan reads it).
+Modelled modelled_of(const cli::Options& o) {
+  Modelled m;
+  m.g.hidden = o.integer("h", 8192);
+  m.g.heads = o.integer("heads", 64);
+  m.g.block = cli::arch_of(o);
+  m.g.ffn = o.integer("ffn", m.g.block == BlockConfig{} ? 4 * m.g.hidden : llama_ffn(m.g.hidden, 256));
+  m.s = BlockShape::of(m.g, o.integer("b", 16), o.integer("s", 2048));
+  m.layers = o.integer("layers", 1);
+  m.elem = static_cast<std::size_t>(o.integer("elem-bytes", 2));  // bf16 activations and weights
+  m.l.gpus_per_node = static_cast<int>(o.integer("node", 8));
+  m.l.intra = {.bandwidth = o.real("nvlink-gbs", 450) * 1e9, .latency = o.real("nvlink-alpha-us", 5) * 1e-6};
+  m.l.inter = {.bandwidth = o.real("ib-gbs", 50) * 1e9, .latency = o.real("ib-alpha-us", 10) * 1e-6};
+  m.l.gemm_flops = o.real("tflops", 400) * 1e12;
+  m.source = "NVLink 4 (450 GB/s per GPU) inside nodes of 8, InfiniBand NDR (50 GB/s per GPU) between";
   if (o.has("calibration")) {
     // Read and validated as optimus-plan reads it (its rates finite and positive); one link, alpha-beta.
-    l = plan::read_calibration(o.text("calibration", ""), 1, 1, 1);
-    l.gpus_per_node = 1 << 30;
-    source = "calibration " + o.text("calibration", "");
+    m.l = plan::read_calibration(o.text("calibration", ""), 1, 1, 1);
+    m.l.gpus_per_node = 1 << 30;
+    m.source = "calibration " + o.text("calibration", "");
   }
-  const double flops = block_flops(s, layers);
-  const std::optional<double> iso = o.has("iso") ? std::optional(o.real("iso", 0.5)) : std::nullopt;
+  m.iso = o.has("iso") ? std::optional(o.real("iso", 0.5)) : std::nullopt;
+  return m;
+}
+
+// The report's columns (the isoefficiency's with --iso) and header lines.
+Report model_report(const Modelled& m) {
   std::vector<Column> columns = {{"p", 4},           {"q", 3},           {"1D_compute_ms", 13}, {"1D_comm_ms", 11},
                                  {"1D_step_ms", 11}, {"2D_compute_ms", 13}, {"2D_comm_ms", 11}, {"2D_step_ms", 11},
                                  {"1D_B/rank", 12},  {"2D_B/rank", 12},  {"speedup_2D", 10}};
-  if (iso) {
+  if (m.iso) {
     for (Column c : std::vector<Column>{{"1D_E", 6}, {"2D_E", 6}, {"1D_iso_b", 10}, {"2D_iso_b", 10},
                                         {"1D_E_max", 9}, {"2D_E_max", 9}}) {
       columns.push_back(c);
     }
   }
   Report report(std::move(columns));
+  const BlockShape& s = m.s;
   report.header(format("optimus-bench model: %s blocks b=%lld s=%lld h=%lld heads=%lld (%lld key/value) ffn=%lld "
                        "layers=%lld, %zu-byte elements",
-                       family_name(g.block), (long long)s.batch, (long long)s.seq, (long long)s.hidden,
-                       (long long)s.heads, (long long)g.kv_heads(), (long long)s.ffn, (long long)layers, elem));
-  report.header("links: " + source + format("; compute %.4g TFLOP/s achieved per rank; no overlap of communication",
-                                            l.gemm_flops / 1e12));
-  if (iso) {
+                       family_name(m.g.block), (long long)s.batch, (long long)s.seq, (long long)s.hidden,
+                       (long long)s.heads, (long long)m.g.kv_heads(), (long long)s.ffn, (long long)m.layers, m.elem));
+  report.header("links: " + m.source + format("; compute %.4g TFLOP/s achieved per rank; no overlap of communication",
+                                              m.l.gemm_flops / 1e12));
+  if (m.iso) {
     report.header(format("isoefficiency at E = %.2f: E = T(1) / (p T(p)) at this batch; iso_b: the least batch (of this "
                          "shape) at which p ranks reach E, '-' where none does; E_max: the limit as the batch grows "
-                         "(docs/isoefficiency.md)", *iso));
+                         "(docs/isoefficiency.md)", *m.iso));
   }
-  std::vector<std::pair<double, double>> iso_1d, iso_2d;  // (p, iso_b) where reached, p > 1
+  return report;
+}
+
+// The row of p = q^2 ranks without the isoefficiency's columns: 1D's and 2D's step times, bytes and the speedup;
+// `flops`: the step's.
+std::vector<std::string> row_of(const Modelled& m, int p, int q, double flops) {
+  const BlockShape& s = m.s;
+  const Prediction one = predict_1d(s, m.layers, p, m.elem, m.l, flops);
+  const Prediction two = predict_2d(s, m.layers, q, m.elem, m.l, flops);
+  return {format("%d", p), format("%d", q), format("%.3f", one.compute * 1e3), format("%.3f", one.comm * 1e3),
+          format("%.3f", one.total * 1e3), format("%.3f", two.compute * 1e3), format("%.3f", two.comm * 1e3),
+          format("%.3f", two.total * 1e3),
+          format("%llu", (unsigned long long)predicted_bytes_1d(s, p, m.elem, m.layers)),
+          format("%llu", (unsigned long long)predicted_bytes_2d(s, q, m.elem, m.layers)),
+          format("%.2f", one.total / two.total)};
+}
+
+// The (p, iso_b) points where p > 1 ranks reach the --iso efficiency, 1D and 2D: what the exponents are fitted to.
+struct IsoPoints {
+  std::vector<std::pair<double, double>> one_d, two_d;
+};
+
+// The isoefficiency's columns of p ranks appended to `values`, and their points (p > 1) to `points`.
+void add_iso(std::vector<std::string>& values, const Modelled& m, int p, IsoPoints& points) {
+  const Iso a = iso_batch(m.s, m.layers, false, p, m.elem, m.l, *m.iso);
+  const Iso b = iso_batch(m.s, m.layers, true, p, m.elem, m.l, *m.iso);
+  const auto batch = [](const Iso& i) { return i.batch ? format("%lld", (long long)*i.batch) : std::string("-"); };
+  values.insert(values.end(), {format("%.3f", efficiency(m.s, m.layers, false, p, m.elem, m.l)),
+                               format("%.3f", efficiency(m.s, m.layers, true, p, m.elem, m.l)), batch(a), batch(b),
+                               format("%.3f", a.e_max), format("%.3f", b.e_max)});
+  if (p > 1 && a.batch) points.one_d.emplace_back(p, static_cast<double>(*a.batch));
+  if (p > 1 && b.batch) points.two_d.emplace_back(p, static_cast<double>(*b.batch));
+}
+
+}  // namespace
+
+int run_model(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2, options_of("model"));
+  world.set_timeout(o.timeout());  // --timeout: the watchdog
+  const Modelled m = modelled_of(o);
+  const double flops = block_flops(m.s, m.layers);
+  Report report = model_report(m);
+  IsoPoints points;  // (p, iso_b) where reached, p > 1
   for (const std::int64_t p64 : o.integers("ps", "4,16,64,256")) {
     const int p = static_cast<int>(p64);
     const int q = static_cast<int>(std::lround(std::sqrt(p)));
     OPTIMUS_CHECK(q * q == p, "model: p = ", p, " is not a square");
-    const Prediction one = predict_1d(s, layers, p, elem, l, flops), two = predict_2d(s, layers, q, elem, l, flops);
-    std::vector<std::string> values = {
-        format("%d", p), format("%d", q), format("%.3f", one.compute * 1e3), format("%.3f", one.comm * 1e3),
-        format("%.3f", one.total * 1e3), format("%.3f", two.compute * 1e3), format("%.3f", two.comm * 1e3),
-        format("%.3f", two.total * 1e3), format("%llu", (unsigned long long)predicted_bytes_1d(s, p, elem, layers)),
-        format("%llu", (unsigned long long)predicted_bytes_2d(s, q, elem, layers)),
-        format("%.2f", one.total / two.total)};
-    if (iso) {
-      const Iso a = iso_batch(s, layers, false, p, elem, l, *iso), b = iso_batch(s, layers, true, p, elem, l, *iso);
-      const auto batch = [](const Iso& i) { return i.batch ? format("%lld", (long long)*i.batch) : std::string("-"); };
-      values.insert(values.end(), {format("%.3f", efficiency(s, layers, false, p, elem, l)),
-                                   format("%.3f", efficiency(s, layers, true, p, elem, l)), batch(a), batch(b),
-                                   format("%.3f", a.e_max), format("%.3f", b.e_max)});
-      if (p > 1 && a.batch) iso_1d.emplace_back(p, static_cast<double>(*a.batch));
-      if (p > 1 && b.batch) iso_2d.emplace_back(p, static_cast<double>(*b.batch));
-    }
+    std::vector<std::string> values = row_of(m, p, q, flops);
+    if (m.iso) add_iso(values, m, p, points);
     report.row(std::move(values));
   }
-  if (iso) {
+  if (m.iso) {
     const auto exponent = [](const std::optional<double>& x) {
       return x ? format("%.2f", *x) : std::string("- (fewer than two p > 1 reach E)");
     };
     report.footer(format("isoefficiency exponent (least squares of log iso_b on log p, p > 1): 1D %s, 2D %s",
-                         exponent(fitted_exponent(iso_1d)).c_str(), exponent(fitted_exponent(iso_2d)).c_str()));
+                         exponent(fitted_exponent(points.one_d)).c_str(),
+                         exponent(fitted_exponent(points.two_d)).c_str()));
   }
   if (world.rank() == 0) {
     report.print(stdout);

@@ -204,6 +204,140 @@ void hiding_footers(Report& report, const OffloadMeasured& plain, const OffloadM
   }
 }
 
+// The options' checks against the device: offload needs an accelerator; --sweep, --trace and --largest the simulated
+// device; --device-memory only with --largest on.
+void check_device_options(const cli::Options& o, const DeviceChoice& choice) {
+  OPTIMUS_CHECK(choice.kind != Device::cpu, "offload moves state between a device and the host: it needs --device sim "
+                "or cuda");
+  const bool sim = choice.kind == Device::sim;
+  OPTIMUS_CHECK(!o.has("sweep") || sim, "--sweep sets the simulated device's copy bandwidth: it needs --device sim");
+  OPTIMUS_CHECK(!o.has("trace") || sim, "--trace records the simulated device's streams: it needs --device sim");
+  OPTIMUS_CHECK(o.text("largest", "off") == "off" || (sim && o.has("device-memory")), "--largest on searches within "
+                "the simulated device's capacity: it needs --device sim --device-memory SIZE");
+  OPTIMUS_CHECK(o.text("largest", "off") == "on" || !o.has("device-memory"), "--device-memory is the capacity "
+                "--largest on searches within; the rows run on an unlimited device (add --largest on)");
+}
+
+// The rows' setup: `config` on `choice`'s device made unlimited (--largest alone searches within its capacity),
+// `batch` sequences per step.
+OffloadSetup rows_setup(const cli::Options& o, const DeviceChoice& choice, const GptConfig& config, std::int64_t batch) {
+  OffloadSetup base{.choice = choice,
+                    .config = config,
+                    .batch = batch,
+                    .chunk = o.integer("chunk", std::int64_t{1} << 20),
+                    .update = o.has("offload-update") ? parse_offload_update(o.text("offload-update", ""))
+                                                      : preferred_offload_update(choice.kind),
+                    .warmup = static_cast<int>(o.integer("warmup", 1)),
+                    .iters = static_cast<int>(o.integer("iters", 3)),
+                    .trace = ""};
+  base.choice.sim_capacity = std::numeric_limits<std::uint64_t>::max();  // the rows: unlimited; --largest: the size
+  return base;
+}
+
+// --offload: the modes, a row each.
+std::vector<Offload> modes_of(const cli::Options& o) {
+  std::vector<Offload> modes;
+  for (const std::string& m : o.list("offload", "none,optimizer,spill,spill+activations")) {
+    modes.push_back(parse_offload(m));
+  }
+  return modes;
+}
+
+// The report's columns and header lines, from the rows' setup.
+Report offload_report(const OffloadSetup& base) {
+  const GptConfig& config = base.config;
+  Report report({{"q", 2}, {"mode", 17}, {"GB/s", 6}, {"fb_ms", 8}, {"upd_ms", 7}, {"step_ms", 8}, {"+fb%", 6},
+                 {"+step%", 6}, {"B/param", 7}, {"formula", 8}, {"AxoNN", 5}, {"dev_MiB", 8}, {"host_MiB", 8},
+                 {"up_MiB", 8}, {"down_MiB", 8}, {"formula", 8}, {"counters", 8}, {"copy_ms", 8}, {"overlap%", 8}});
+  report.header(format("optimus-bench offload: a GPT of %lld blocks (h %lld, %lld heads, ffn %lld), vocabulary %lld, "
+                       "batch %lld x %lld, f32, on %s; AdamW's offloaded update on the %s, chunks of %lld elements",
+                       (long long)config.layers, (long long)config.hidden, (long long)config.heads,
+                       (long long)config.ffn, (long long)config.vocab, (long long)base.batch,
+                       (long long)config.max_seq, std::string(name_of(base.choice.kind)).c_str(),
+                       base.update == OffloadUpdate::device ? "device" : "host", (long long)base.chunk));
+  report.header("fb_ms: forward + backward, upd_ms: AdamW's step, step_ms: both (medians of the slowest rank); +fb%, "
+                "+step%: added to the row without offload; B/param: peak device bytes of parameters, gradients and "
+                "optimizer state per local parameter, formula: offload.hpp's (MISMATCH if the tracker differs); AxoNN: "
+                "its device bytes per parameter (mixed precision); dev_MiB, host_MiB: peak bytes per rank of every "
+                "kind; up/down_MiB: copied per step and rank by the offload engines, formula: offload.hpp's; counters: "
+                "the device's copies against the row without offload, all ranks; copy_ms: the busier copy engine's "
+                "time at GB/s; overlap%: the share of the spill's copies' time during the last forward + backward that "
+                "compute overlapped (the device's timeline)");
+  return report;
+}
+
+// What every row shares: the options, the rows' setup, the modes and grid sides, and the device.
+struct Bench {
+  const cli::Options& o;
+  const OffloadSetup& base;
+  std::vector<Offload> modes;
+  std::vector<std::int64_t> qs;
+  bool sim;                // the simulated device
+  std::uint64_t capacity;  // --device-memory: the capacity --largest searches within (bytes)
+};
+
+// The rows so far: whether each matched its formulas, the first q's run without offload and its sweeps.
+struct Outcome {
+  bool ok = true;
+  std::optional<OffloadMeasured> first_plain;
+  std::vector<std::pair<Offload, std::vector<Hiding>>> sweeps;  // per spilling mode, the first q's sweep
+};
+
+// The rows' setup for `mode`: the first q's runs (`first`) write their timelines with --trace, as PREFIX-MODE.json.
+OffloadSetup traced(const Bench& b, bool first, Offload mode) {
+  OffloadSetup s = b.base;
+  if (b.o.has("trace") && first) {
+    std::string name = name_of(mode);
+    std::replace(name.begin(), name.end(), '+', '_');
+    s.trace = b.o.text("trace", "") + "-" + name + ".json";
+  }
+  return s;
+}
+
+// The rows of grid side q, a mode each, then for the first q (`first`) the spilling modes at each bandwidth of
+// --sweep; each checked against its formulas into `out`.
+void run_q(Report& report, Outcome& out, const Bench& b, int q, bool first) {
+  const OffloadMeasured plain = run_offload(traced(b, first, Offload::none), q, Offload::none);
+  if (!out.first_plain) out.first_plain = plain;
+  const auto measure = [&](const OffloadSetup& s, Offload mode, const OffloadMeasured& m) {
+    const Checked c = check_row(s, mode, m, plain, q * q, b.sim);
+    out.ok = out.ok && c.state && c.moved && c.counters;
+    add_row(report, s, q, mode, m, plain, c, b.sim);
+  };
+  for (Offload mode : b.modes) {
+    const OffloadSetup s = traced(b, first, mode);
+    measure(s, mode, mode == Offload::none ? plain : run_offload(s, q, mode));
+  }
+  if (!first || !b.o.has("sweep")) return;
+  for (Offload mode : b.modes) {
+    if (spill_of(mode) == Spill::none) continue;
+    out.sweeps.emplace_back(mode, std::vector<Hiding>{});
+    for (double gbs : b.o.reals("sweep", "1")) {
+      OffloadSetup s = b.base;
+      s.choice.sim_bandwidth = gbs * 1e9;
+      const OffloadMeasured m = run_offload(s, q, mode);
+      measure(s, mode, m);
+      const double added = (m.train_s - plain.train_s) / plain.train_s;
+      out.sweeps.back().second.push_back({.bandwidth = gbs * 1e9, .added = added});
+    }
+  }
+}
+
+// The footers of the sweeps (where spilling stops hiding; with more than one block) and of --largest on.
+void sweep_and_largest_footers(Report& report, const Bench& b, const Outcome& out) {
+  if (!out.sweeps.empty() && b.base.config.layers > 1) {
+    OffloadSetup one = b.base;
+    one.config.layers = 1;
+    const OffloadMeasured single = run_offload(one, static_cast<int>(b.qs.front()), Offload::none);
+    hiding_footers(report, *out.first_plain, single, b.base.config.layers, out.sweeps);
+  }
+  if (b.o.text("largest", "off") == "on") {
+    OffloadSetup limited = b.base;
+    limited.choice.sim_capacity = b.capacity;
+    largest_footers(report, limited, static_cast<int>(b.qs.front()), b.modes, b.o.integer("max-layers", 64));
+  }
+}
+
 }  // namespace
 
 int run_offload_bench(Communicator& world, int argc, char** argv) {
@@ -215,102 +349,24 @@ int run_offload_bench(Communicator& world, int argc, char** argv) {
   GptConfig config = block_config(shape, cli::arch_of(o), o.integer("layers", 8));
   config.vocab = o.integer("vocab", 8192);
   const DeviceChoice choice = choose_device(o);
-  OPTIMUS_CHECK(choice.kind != Device::cpu, "offload moves state between a device and the host: it needs --device sim "
-                "or cuda");
-  const bool sim = choice.kind == Device::sim;
-  OPTIMUS_CHECK(!o.has("sweep") || sim, "--sweep sets the simulated device's copy bandwidth: it needs --device sim");
-  OPTIMUS_CHECK(!o.has("trace") || sim, "--trace records the simulated device's streams: it needs --device sim");
-  OPTIMUS_CHECK(o.text("largest", "off") == "off" || (sim && o.has("device-memory")), "--largest on searches within "
-                "the simulated device's capacity: it needs --device sim --device-memory SIZE");
-  OPTIMUS_CHECK(o.text("largest", "off") == "on" || !o.has("device-memory"), "--device-memory is the capacity "
-                "--largest on searches within; the rows run on an unlimited device (add --largest on)");
-  OffloadSetup base{.choice = choice,
-                    .config = config,
-                    .batch = shape.batch,
-                    .chunk = o.integer("chunk", std::int64_t{1} << 20),
-                    .update = o.has("offload-update") ? parse_offload_update(o.text("offload-update", ""))
-                                                      : preferred_offload_update(choice.kind),
-                    .warmup = static_cast<int>(o.integer("warmup", 1)),
-                    .iters = static_cast<int>(o.integer("iters", 3)),
-                    .trace = ""};
-  base.choice.sim_capacity = std::numeric_limits<std::uint64_t>::max();  // the rows: unlimited; --largest: the size
-  std::vector<Offload> modes;
-  for (const std::string& m : o.list("offload", "none,optimizer,spill,spill+activations")) {
-    modes.push_back(parse_offload(m));
-  }
-  const std::vector<std::int64_t> qs = o.integers("q", "1");
+  check_device_options(o, choice);
+  const OffloadSetup base = rows_setup(o, choice, config, shape.batch);
+  const Bench b{.o = o,
+                .base = base,
+                .modes = modes_of(o),
+                .qs = o.integers("q", "1"),
+                .sim = choice.kind == Device::sim,
+                .capacity = choice.sim_capacity};
 
-  Report report({{"q", 2}, {"mode", 17}, {"GB/s", 6}, {"fb_ms", 8}, {"upd_ms", 7}, {"step_ms", 8}, {"+fb%", 6},
-                 {"+step%", 6}, {"B/param", 7}, {"formula", 8}, {"AxoNN", 5}, {"dev_MiB", 8}, {"host_MiB", 8},
-                 {"up_MiB", 8}, {"down_MiB", 8}, {"formula", 8}, {"counters", 8}, {"copy_ms", 8}, {"overlap%", 8}});
-  report.header(format("optimus-bench offload: a GPT of %lld blocks (h %lld, %lld heads, ffn %lld), vocabulary %lld, "
-                       "batch %lld x %lld, f32, on %s; AdamW's offloaded update on the %s, chunks of %lld elements",
-                       (long long)config.layers, (long long)config.hidden, (long long)config.heads,
-                       (long long)config.ffn, (long long)config.vocab, (long long)shape.batch,
-                       (long long)config.max_seq, std::string(name_of(choice.kind)).c_str(),
-                       base.update == OffloadUpdate::device ? "device" : "host", (long long)base.chunk));
-  report.header("fb_ms: forward + backward, upd_ms: AdamW's step, step_ms: both (medians of the slowest rank); +fb%, "
-                "+step%: added to the row without offload; B/param: peak device bytes of parameters, gradients and "
-                "optimizer state per local parameter, formula: offload.hpp's (MISMATCH if the tracker differs); AxoNN: "
-                "its device bytes per parameter (mixed precision); dev_MiB, host_MiB: peak bytes per rank of every "
-                "kind; up/down_MiB: copied per step and rank by the offload engines, formula: offload.hpp's; counters: "
-                "the device's copies against the row without offload, all ranks; copy_ms: the busier copy engine's "
-                "time at GB/s; overlap%: the share of the spill's copies' time during the last forward + backward that "
-                "compute overlapped (the device's timeline)");
-  bool ok = true;
-  std::optional<OffloadMeasured> first_plain;
-  std::vector<std::pair<Offload, std::vector<Hiding>>> sweeps;  // per spilling mode, the first q's sweep
-  for (std::int64_t q64 : qs) {
-    const int q = static_cast<int>(q64);
-    const auto traced = [&](Offload mode) {  // the first q's runs write their timelines with --trace
-      OffloadSetup s = base;
-      if (o.has("trace") && q64 == qs.front()) {
-        std::string name = name_of(mode);
-        std::replace(name.begin(), name.end(), '+', '_');
-        s.trace = o.text("trace", "") + "-" + name + ".json";
-      }
-      return s;
-    };
-    const OffloadMeasured plain = run_offload(traced(Offload::none), q, Offload::none);
-    if (!first_plain) first_plain = plain;
-    const auto measure = [&](const OffloadSetup& s, Offload mode, const OffloadMeasured& m) {
-      const Checked c = check_row(s, mode, m, plain, q * q, sim);
-      ok = ok && c.state && c.moved && c.counters;
-      add_row(report, s, q, mode, m, plain, c, sim);
-    };
-    for (Offload mode : modes) {
-      const OffloadSetup s = traced(mode);
-      measure(s, mode, mode == Offload::none ? plain : run_offload(s, q, mode));
-    }
-    if (q64 != qs.front() || !o.has("sweep")) continue;
-    for (Offload mode : modes) {
-      if (spill_of(mode) == Spill::none) continue;
-      sweeps.emplace_back(mode, std::vector<Hiding>{});
-      for (double gbs : o.reals("sweep", "1")) {
-        OffloadSetup s = base;
-        s.choice.sim_bandwidth = gbs * 1e9;
-        const OffloadMeasured m = run_offload(s, q, mode);
-        measure(s, mode, m);
-        sweeps.back().second.push_back({.bandwidth = gbs * 1e9, .added = (m.train_s - plain.train_s) / plain.train_s});
-      }
-    }
-  }
-  if (!sweeps.empty() && config.layers > 1) {
-    OffloadSetup one = base;
-    one.config.layers = 1;
-    const OffloadMeasured single = run_offload(one, static_cast<int>(qs.front()), Offload::none);
-    hiding_footers(report, *first_plain, single, config.layers, sweeps);
-  }
-  if (o.text("largest", "off") == "on") {
-    OffloadSetup limited = base;
-    limited.choice.sim_capacity = choice.sim_capacity;
-    largest_footers(report, limited, static_cast<int>(qs.front()), modes, o.integer("max-layers", 64));
-  }
-  report.footer(ok ? "every row's device bytes and copies equal the formulas"
-                   : "FAILED: a row differs from its formula (MISMATCH)");
+  Report report = offload_report(base);
+  Outcome out;
+  for (std::int64_t q64 : b.qs) run_q(report, out, b, static_cast<int>(q64), q64 == b.qs.front());
+  sweep_and_largest_footers(report, b, out);
+  report.footer(out.ok ? "every row's device bytes and copies equal the formulas"
+                       : "FAILED: a row differs from its formula (MISMATCH)");
   report.print(stdout);
   if (o.has("json")) report.write_json(o.text("json", ""), "offload");
-  return ok ? 0 : 1;
+  return out.ok ? 0 : 1;
 }
 
 }  // namespace optimus::bench

@@ -260,21 +260,32 @@ void write_trace(const std::string& path, int world_size, int per_stage, const s
   write_file(path, out.str());
 }
 
-// Family: optimus::TwoD<T> or optimus::OneD<T>; place: the Grid or the Group its stages are built on.
-template <class Family>
-int run(Communicator& world, const cli::Options& o, const Setup& setup, const typename Family::Place& place) {
-  using T = typename Family::Value;
-  const Grid& grid = Family::grid(place);
-  const std::vector<std::string> names = o.list("schedules", "gpipe,1f1b,interleaved,wave,zb");
+// A pipeline message per rank, and what the byte predictions are made of.
+struct Messages {
+  std::int64_t block_elements;  // one block of a micro-batch's activations: [N/q, h/q] (N: its tokens)
+  std::int64_t block_bytes;     // the block's, in T
+  std::int64_t wte_bytes;       // wte's (or its gradient's) part, sent between the end stages when they differ
+  double seconds;               // the block from stage 0 to stage 1 (message_seconds)
+};
+
+// The block and wte's part per rank, and the block's time between stages (collective over `world`: a ping-pong).
+template <class T>
+Messages messages_of(Communicator& world, const Grid& grid, const Setup& setup) {
   const std::int64_t rows = setup.batch / setup.micro_batches * setup.seq;  // tokens per micro-batch
   const std::int64_t block_elements = rows / setup.q * (setup.config.hidden / setup.q);
-  const std::int64_t block_bytes = block_elements * static_cast<std::int64_t>(sizeof(T));
   // wte's rows per rank: V/q of a q x q grid's blocks (h/q columns), or V/p of the 1D vocab-parallel slices (all h).
   const int parts = setup.one_d ? setup.per_stage : setup.q;
   const std::int64_t wte_bytes = setup.config.stored_vocab(parts) / parts * (setup.config.hidden / setup.q) *
                                  static_cast<std::int64_t>(sizeof(T));
-  const double p2p = message_seconds<T>(world, grid, block_elements);
+  return Messages{.block_elements = block_elements,
+                  .block_bytes = block_elements * static_cast<std::int64_t>(sizeof(T)),
+                  .wte_bytes = wte_bytes,
+                  .seconds = message_seconds<T>(world, grid, block_elements)};
+}
 
+// The report's columns and header lines (world, layout and GPT; `dtype`: "f32" or "f64").
+Report pipeline_report(const Communicator& world, const Grid& grid, const Setup& setup, const Messages& message,
+                       const char* dtype) {
   Report report({{"schedule", 11}, {"v", 2}, {"step_ms", 9}, {"bubble", 7}, {"+-", 6}, {"predicted", 9}, {"diff", 6},
                  {"act_B", 22}, {"act_predicted_B", 22}, {"p2p_B", 22}, {"p2p_predicted_B", 22}, {"#wrong", 6}});
   const std::string layout = setup.one_d ? format("pp %d x p %d (1D stages)", setup.stages, setup.per_stage)
@@ -285,96 +296,146 @@ int run(Communicator& world, const cli::Options& o, const Setup& setup, const ty
                        static_cast<long long>(setup.batch / setup.micro_batches), static_cast<long long>(setup.seq),
                        static_cast<long long>(setup.config.hidden), static_cast<long long>(setup.config.heads),
                        static_cast<long long>(setup.config.ffn), static_cast<long long>(setup.layers),
-                       static_cast<long long>(setup.config.vocab), sizeof(T) == 8 ? "f64" : "f32"));
+                       static_cast<long long>(setup.config.vocab), dtype));
   report.header(format("bubble: measured from each step's timeline; predicted: the simulator with that step's "
                        "costs per virtual stage (means over the steps) and a message of %.1f us (ping-pong of one %lld-byte block)",
-                       1e6 * p2p, static_cast<long long>(block_bytes)));
+                       1e6 * message.seconds, static_cast<long long>(message.block_bytes)));
   report.header("act_B, p2p_B: per stage (stage 0/stage 1/...), bytes per rank; #wrong: stages off the prediction");
-  if (world.rank() == 0) report.print_header(stdout);
+  return report;
+}
 
+// A schedule's bubble over its timed steps: the measured mean and spread, and the predicted mean.
+struct Bubbles {
+  double measured = 0;   // the mean of 1 - (time the stages computed) / (S * span)
+  double spread = 0;     // the measured bubbles' standard deviation over the steps
+  double predicted = 0;  // the mean of the simulator's, with each step's measured costs
+};
+
+// The bubbles of `m`'s timed steps of `s` (stage s: the first rank of stage s in replica 0); `p2p`: a message's
+// seconds.
+Bubbles bubbles_of(const pp::Schedule& s, int per_stage, const Measured& m, double p2p) {
+  Bubbles out;
+  double squares = 0;
+  for (const std::vector<pp::Interval>& step : m.steps) {
+    const pp::Simulation measured = timeline_of(s, per_stage, step);
+    out.measured += measured.bubble / static_cast<double>(m.steps.size());
+    squares += measured.bubble * measured.bubble / static_cast<double>(m.steps.size());
+    out.predicted += pp::simulate(s, measured_costs(s, measured, p2p)).bubble / static_cast<double>(m.steps.size());
+  }
+  out.spread = std::sqrt(std::max(0.0, squares - out.measured * out.measured));  // over the steps
+  return out;
+}
+
+// A schedule's bytes per stage (stage 0, 1, ...): each stage's from replica 0's first rank of the stage, and the
+// predictions; every rank's own against the prediction for its stage.
+struct StageBytes {
+  std::vector<std::int64_t> act, act_predicted;  // activation peaks (act_predicted empty in 1D: not modelled)
+  std::vector<std::int64_t> sent, sent_predicted;
+  std::int64_t wrong_stages = 0;  // ranks whose activation or p2p bytes differ from the prediction
+};
+
+// Collective over `world` (an all-gather): the bytes of `m`, the schedule `s`'s measurement on this rank, per stage.
+template <class T>
+StageBytes stage_bytes(Communicator& world, const Grid& grid, const Setup& setup, const pp::Schedule& s,
+                       const Measured& m, const Messages& message) {
+  const pp::Simulation unit = pp::simulate(s, pp::Costs{});
+  StageBytes out;
+  // memory.hpp models the 2D chunks; the 1D ones' activation bytes are reported, not predicted.
+  if (!setup.one_d) {
+    out.act_predicted = pp::peak_activation_bytes(
+        s, pp::gpt_chunk_bytes(s, setup.config,
+                               {.sequences = setup.batch / setup.micro_batches, .seq = setup.seq, .q = setup.q,
+                                .element_bytes = sizeof(T), .saved_bytes = sizeof(T)}));
+  }
+  const auto [sent_predicted, received_predicted] =
+      predicted_p2p(s, unit, grid.stage(), message.block_bytes, message.wte_bytes);
+  const bool act_wrong =
+      !setup.one_d && m.activation_bytes != out.act_predicted[static_cast<std::size_t>(grid.stage())];
+  const bool wrong = act_wrong || m.sent != sent_predicted || m.received != received_predicted;
+  std::vector<double> mine{static_cast<double>(m.activation_bytes), static_cast<double>(m.sent), wrong ? 1.0 : 0.0};
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
+  world.all_gather(mine.data(), all.data(), mine.size(), DType::f64);
+  for (int stage = 0; stage < setup.stages; ++stage) {
+    const std::size_t r = static_cast<std::size_t>(stage * setup.per_stage);
+    out.act.push_back(static_cast<std::int64_t>(all[3 * r]));
+    out.sent.push_back(static_cast<std::int64_t>(all[3 * r + 1]));
+    out.sent_predicted.push_back(predicted_p2p(s, unit, stage, message.block_bytes, message.wte_bytes).first);
+  }
+  for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) {
+    out.wrong_stages += all[3 * r + 2] > 0 ? 1 : 0;
+  }
+  return out;
+}
+
+// What the footers and the trace take from the schedules run, in the order of --schedules.
+struct Results {
   std::vector<pp::Schedule> schedules;
   std::vector<Measured> runs;
-  std::vector<std::pair<double, std::string>> measured_rank, predicted_rank;
+  std::vector<std::pair<double, std::string>> measured_rank, predicted_rank;  // (mean bubble, schedule)
   std::vector<double> standard_errors;  // [schedule]: of the measured mean bubble, spread / sqrt(steps)
-  std::vector<std::string> charts;
-  std::int64_t wrong_total = 0;
-  for (const std::string& name : names) {
-    const pp::Kind kind = pp::parse_kind(name);
-    const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
-    const pp::Schedule s = pp::make_schedule(
-        {.kind = kind, .stages = setup.stages, .micro_batches = setup.micro_batches, .chunks = chunks});
-    const Measured m = run_schedule<Family>(world, place, setup, s);
-    // Bubbles: measured and predicted for each timed step, then their means.
-    double bubble = 0, bubble_predicted = 0, squares = 0;
-    for (const std::vector<pp::Interval>& step : m.steps) {
-      const pp::Simulation measured = timeline_of(s, setup.per_stage, step);
-      bubble += measured.bubble / static_cast<double>(m.steps.size());
-      squares += measured.bubble * measured.bubble / static_cast<double>(m.steps.size());
-      bubble_predicted +=
-          pp::simulate(s, measured_costs(s, measured, p2p)).bubble / static_cast<double>(m.steps.size());
-    }
-    const double spread = std::sqrt(std::max(0.0, squares - bubble * bubble));  // over the steps
-    const pp::Simulation timeline = timeline_of(s, setup.per_stage, m.steps[m.median]);
-    const pp::Simulation unit = pp::simulate(s, pp::Costs{});
+  std::vector<std::string> charts;      // each schedule's median step drawn as text, a line each
+  std::int64_t wrong_total = 0;         // stages off the prediction, all schedules
+};
 
-    // Bytes: this rank's against the prediction for its stage; every stage's figures gathered from replica 0's
-    // first rank of the stage.
-    // memory.hpp models the 2D chunks; the 1D ones' activation bytes are reported, not predicted.
-    const std::vector<std::int64_t> act_predicted =
-        setup.one_d ? std::vector<std::int64_t>{}
-                    : pp::peak_activation_bytes(
-                          s, pp::gpt_chunk_bytes(s, setup.config,
-                                                 {.sequences = setup.batch / setup.micro_batches, .seq = setup.seq,
-                                                  .q = setup.q, .element_bytes = sizeof(T), .saved_bytes = sizeof(T)}));
-    const auto [sent_predicted, received_predicted] = predicted_p2p(s, unit, grid.stage(), block_bytes, wte_bytes);
-    const bool wrong = (!setup.one_d && m.activation_bytes != act_predicted[static_cast<std::size_t>(grid.stage())]) ||
-                       m.sent != sent_predicted || m.received != received_predicted;
-    std::vector<double> mine{static_cast<double>(m.activation_bytes), static_cast<double>(m.sent),
-                             wrong ? 1.0 : 0.0};
-    std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
-    world.all_gather(mine.data(), all.data(), mine.size(), DType::f64);
-    std::vector<std::int64_t> act, sent, sent_pred;
-    std::int64_t wrong_stages = 0;
-    for (int stage = 0; stage < setup.stages; ++stage) {
-      const std::size_t r = static_cast<std::size_t>(stage * setup.per_stage);
-      act.push_back(static_cast<std::int64_t>(all[3 * r]));
-      sent.push_back(static_cast<std::int64_t>(all[3 * r + 1]));
-      sent_pred.push_back(predicted_p2p(s, unit, stage, block_bytes, wte_bytes).first);
-    }
-    for (std::size_t r = 0; r < static_cast<std::size_t>(world.size()); ++r) wrong_stages += all[3 * r + 2] > 0 ? 1 : 0;
-    wrong_total += wrong_stages;
+// Collective over `world`: runs the schedule `name`, adds its row to `report` (printed at once by rank 0) and its
+// figures to `results`.
+template <class Family>
+void run_one(Communicator& world, const typename Family::Place& place, const Setup& setup, const Messages& message,
+             const std::string& name, Report& report, Results& results) {
+  using T = typename Family::Value;
+  const pp::Kind kind = pp::parse_kind(name);
+  const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
+  const pp::Schedule s = pp::make_schedule(
+      {.kind = kind, .stages = setup.stages, .micro_batches = setup.micro_batches, .chunks = chunks});
+  const Measured m = run_schedule<Family>(world, place, setup, s);
+  const Bubbles bubble = bubbles_of(s, setup.per_stage, m, message.seconds);
+  const pp::Simulation timeline = timeline_of(s, setup.per_stage, m.steps[m.median]);
+  const StageBytes bytes = stage_bytes<T>(world, Family::grid(place), setup, s, m, message);
+  results.wrong_total += bytes.wrong_stages;
 
-    report.row({name, std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds), format("%.3f", bubble),
-                format("%.3f", spread), format("%.3f", bubble_predicted), format("%+.3f", bubble - bubble_predicted), joined(act),
-                setup.one_d ? "-" : joined(act_predicted), joined(sent), joined(sent_pred), std::to_string(wrong_stages)});
-    if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
-    measured_rank.emplace_back(bubble, name);
-    predicted_rank.emplace_back(bubble_predicted, name);
-    standard_errors.push_back(spread / std::sqrt(static_cast<double>(m.steps.size())));
-    charts.push_back(format("%s, the median step (one character = %.2f ms):", name.c_str(), 1e3 * timeline.makespan / 40));
-    for (const std::string& row : pp::chart(s, timeline, timeline.makespan / 40)) charts.push_back("  " + row);
-    schedules.push_back(s);
-    runs.push_back(m);
+  report.row({name, std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds), format("%.3f", bubble.measured),
+              format("%.3f", bubble.spread), format("%.3f", bubble.predicted),
+              format("%+.3f", bubble.measured - bubble.predicted), joined(bytes.act),
+              setup.one_d ? "-" : joined(bytes.act_predicted), joined(bytes.sent), joined(bytes.sent_predicted),
+              std::to_string(bytes.wrong_stages)});
+  if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
+  results.measured_rank.emplace_back(bubble.measured, name);
+  results.predicted_rank.emplace_back(bubble.predicted, name);
+  results.standard_errors.push_back(bubble.spread / std::sqrt(static_cast<double>(m.steps.size())));
+  results.charts.push_back(
+      format("%s, the median step (one character = %.2f ms):", name.c_str(), 1e3 * timeline.makespan / 40));
+  for (const std::string& row : pp::chart(s, timeline, timeline.makespan / 40)) results.charts.push_back("  " + row);
+  results.schedules.push_back(s);
+  results.runs.push_back(m);
+}
+
+// The schedules' names from the smallest bubble to the largest ("a < b < c"; ties in the order run).
+std::string ranking(std::vector<std::pair<double, std::string>> r) {
+  std::stable_sort(r.begin(), r.end());
+  std::string out;
+  for (const auto& [bubble, name] : r) {
+    if (!out.empty()) out += " < ";
+    out += name;
   }
-  const auto ranking = [](std::vector<std::pair<double, std::string>> r) {
-    std::stable_sort(r.begin(), r.end());
-    std::string out;
-    for (const auto& [bubble, name] : r) {
-      if (!out.empty()) out += " < ";
-      out += name;
-    }
-    return out;
-  };
-  const std::string by_measured = ranking(measured_rank), by_predicted = ranking(predicted_rank);
+  return out;
+}
+
+// The footers: the rankings by measured and by predicted bubble, the pairs told apart and ordered alike, #wrong and
+// the charts.
+void footers(Report& report, const Results& results) {
+  const std::string by_measured = ranking(results.measured_rank), by_predicted = ranking(results.predicted_rank);
   report.footer("ranked by measured bubble:  " + by_measured);
-  report.footer("ranked by predicted bubble: " + by_predicted + (by_measured == by_predicted ? " (the same)" : " (differs)"));
+  report.footer("ranked by predicted bubble: " + by_predicted +
+                (by_measured == by_predicted ? " (the same)" : " (differs)"));
   // Two schedules whose measured bubbles differ by less than twice the standard error of the difference are not told
   // apart by the measurement; the prediction should order every pair that the measurement does tell apart.
+  const auto& measured_rank = results.measured_rank;
+  const auto& predicted_rank = results.predicted_rank;
   int separated = 0, agreeing = 0;
   for (std::size_t a = 0; a < measured_rank.size(); ++a) {
     for (std::size_t b = a + 1; b < measured_rank.size(); ++b) {
       const double measured = measured_rank[a].first - measured_rank[b].first;
-      const double error = std::hypot(standard_errors[a], standard_errors[b]);
+      const double error = std::hypot(results.standard_errors[a], results.standard_errors[b]);
       if (std::abs(measured) <= 2 * error) continue;
       ++separated;
       agreeing += (measured > 0) == (predicted_rank[a].first - predicted_rank[b].first > 0) ? 1 : 0;
@@ -383,15 +444,33 @@ int run(Communicator& world, const cli::Options& o, const Setup& setup, const ty
   report.footer(format("pairs of schedules the measurement tells apart (bubbles more than 2 standard errors apart): "
                        "%d of %zu; ordered the same way by the prediction: %d", separated,
                        measured_rank.size() * (measured_rank.size() - 1) / 2, agreeing));
-  report.footer(format("#wrong: %lld", static_cast<long long>(wrong_total)));
-  for (const std::string& line : charts) report.footer(line);
+  report.footer(format("#wrong: %lld", static_cast<long long>(results.wrong_total)));
+  for (const std::string& line : results.charts) report.footer(line);
+}
+
+// Family: optimus::TwoD<T> or optimus::OneD<T>; place: the Grid or the Group its stages are built on. Collective over
+// `world`; rank 0 prints.
+template <class Family>
+int run(Communicator& world, const cli::Options& o, const Setup& setup, const typename Family::Place& place) {
+  using T = typename Family::Value;
+  const Grid& grid = Family::grid(place);
+  const std::vector<std::string> names = o.list("schedules", "gpipe,1f1b,interleaved,wave,zb");
+  const Messages message = messages_of<T>(world, grid, setup);
+  Report report = pipeline_report(world, grid, setup, message, sizeof(T) == 8 ? "f64" : "f32");
+  if (world.rank() == 0) report.print_header(stdout);
+
+  Results results;
+  for (const std::string& name : names) run_one<Family>(world, place, setup, message, name, report, results);
+  footers(report, results);
   if (world.rank() == 0) report.print_footer(stdout);
   if (o.has("trace")) {
-    if (world.rank() == 0) write_trace(o.text("trace", ""), world.size(), setup.per_stage, schedules, runs);
+    if (world.rank() == 0) {
+      write_trace(o.text("trace", ""), world.size(), setup.per_stage, results.schedules, results.runs);
+    }
     world.barrier();
   }
   if (o.has("json") && world.rank() == 0) report.write_json(o.text("json", ""), "pipeline");
-  return wrong_total == 0 ? 0 : 1;
+  return results.wrong_total == 0 ? 0 : 1;
 }
 
 }  // namespace

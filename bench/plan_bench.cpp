@@ -120,21 +120,19 @@ plan::Request request_of(const cli::Options& o, const plan::Cluster& cluster) {
   return r;
 }
 
-// Collective over `world`: runs the plans of `result` (planned for `r`).
-int bench(Communicator& world, const cli::Options& o, const plan::Request& r, const plan::Result& result) {
-  const bool root = world.rank() == 0;
-  if (root) {
-    for (const std::string& line : plan::assumptions(r)) std::printf("%s\n", line.c_str());
-  }
-  OPTIMUS_CHECK(!result.plans.empty(), "plan: ", result.infeasible);
-  // The plans run: all, or --limit spread evenly over the ranking (the first always).
-  const auto limit = static_cast<std::size_t>(o.integer("limit", 40));
+// The plans run, as indices into the ranking of `n`: all, or `limit` spread evenly over it (the first always).
+std::vector<std::size_t> chosen_plans(std::size_t n, std::size_t limit) {
   std::vector<std::size_t> chosen;
-  const std::size_t n = result.plans.size();
   for (std::size_t i = 0; i < std::min(limit, n); ++i) {
     const std::size_t k = limit >= n ? i : i * (n - 1) / (limit - 1 == 0 ? 1 : limit - 1);
     if (chosen.empty() || chosen.back() != k) chosen.push_back(k);
   }
+  return chosen;
+}
+
+// The report's columns and header line: the world, the plans feasible (n) and run, the steps and rounds.
+Report plan_report(const Communicator& world, const cli::Options& o, std::size_t n, std::size_t chosen,
+                   std::size_t limit) {
   Report report({{"rank", 4},
                  {"plan", 58},
                  {"pred_ms", 9},
@@ -146,63 +144,110 @@ int bench(Communicator& world, const cli::Options& o, const plan::Request& r, co
   report.header(
       format("optimus-bench plan: world %d, %lld feasible plans Optimus runs, %zu run (--limit %zu), "
              "%d warm-up and %d timed steps each, in %d rounds",
-             world.size(), static_cast<long long>(n), chosen.size(), limit, static_cast<int>(o.integer("warmup", 1)),
+             world.size(), static_cast<long long>(n), chosen, limit, static_cast<int>(o.integer("warmup", 1)),
              static_cast<int>(o.integer("iters", 3)), static_cast<int>(o.integer("rounds", 1))));
-  if (root) report.print_header(stdout);
-  // Every plan is measured once per round, the rounds one after another over all plans, so that the machine's drift
-  // falls on every plan alike; a plan's time is the median of its rounds. The memory is checked in the first round.
+  return report;
+}
+
+// The chosen plans' measurements: each round's step times, and the memory checked in the first round.
+struct Rounds {
+  std::vector<std::vector<double>> by_round;  // [round][plan]: seconds per step
+  std::vector<std::string> memory_shown;      // [plan]: the largest stage's peaks, MiB of p/g/o/a (check_memory)
+  std::vector<std::int64_t> wrong_of;         // [plan]: ranks x kinds off the memory model
+};
+
+// Collective over `world`: every chosen plan measured once per round, the rounds one after another over all plans, so
+// that the machine's drift falls on every plan alike. The memory is checked in the first round.
+Rounds measure_rounds(Communicator& world, const cli::Options& o, const plan::Request& r, const plan::Result& result,
+                      const std::vector<std::size_t>& chosen) {
   const int warmup = static_cast<int>(o.integer("warmup", 1)), iters = static_cast<int>(o.integer("iters", 3));
   const auto rounds = static_cast<std::size_t>(o.integer("rounds", 1));
-  std::vector<std::vector<double>> by_round(rounds);  // [round][plan]: seconds per step
-  std::vector<std::string> memory_shown(chosen.size());
-  std::vector<std::int64_t> wrong_of(chosen.size());
+  Rounds out{.by_round = std::vector<std::vector<double>>(rounds),
+             .memory_shown = std::vector<std::string>(chosen.size()),
+             .wrong_of = std::vector<std::int64_t>(chosen.size())};
   for (std::size_t round = 0; round < rounds; ++round) {
     for (std::size_t i = 0; i < chosen.size(); ++i) {
       const plan::Plan& p = result.plans[chosen[i]];
       const plan::Measured m = plan::run_plan(world, p.layout, r.workload, warmup, iters);
-      by_round[round].push_back(m.step_seconds);
-      if (round == 0) std::tie(memory_shown[i], wrong_of[i]) = check_memory(world, p.layout, r.workload, m);
+      out.by_round[round].push_back(m.step_seconds);
+      if (round == 0) std::tie(out.memory_shown[i], out.wrong_of[i]) = check_memory(world, p.layout, r.workload, m);
     }
   }
+  return out;
+}
+
+// The chosen plans' predicted and measured step times (a plan's measured time: the median of its rounds), seconds.
+struct Times {
   std::vector<double> predicted, measured;
+};
+
+// A row per chosen plan into `report` (each printed at once on the `root` rank); the plans' step times.
+Times add_rows(Report& report, bool root, const plan::Result& result, const std::vector<std::size_t>& chosen,
+               const Rounds& rounds) {
+  Times out;
   for (std::size_t i = 0; i < chosen.size(); ++i) {
     const plan::Plan& p = result.plans[chosen[i]];
     std::vector<double> times;
-    for (const std::vector<double>& round : by_round) times.push_back(round[i]);
-    predicted.push_back(p.time.seconds);
-    measured.push_back(median(times));
+    for (const std::vector<double>& round : rounds.by_round) times.push_back(round[i]);
+    out.predicted.push_back(p.time.seconds);
+    out.measured.push_back(median(times));
     report.row({format("%zu", chosen[i] + 1), plan::describe(p.layout), format("%.2f", 1e3 * p.time.seconds),
-                format("%.2f", 1e3 * measured.back()), format("%.2f", measured.back() / p.time.seconds),
+                format("%.2f", 1e3 * out.measured.back()), format("%.2f", out.measured.back() / p.time.seconds),
                 format("%.1f", 100 * (*std::max_element(times.begin(), times.end()) /
                                           *std::min_element(times.begin(), times.end()) -
                                       1)),
-                memory_shown[i], format("%lld", static_cast<long long>(wrong_of[i]))});
+                rounds.memory_shown[i], format("%lld", static_cast<long long>(rounds.wrong_of[i]))});
     if (root) report.print_row(stdout, report.rows() - 1);
   }
-  const std::int64_t wrong_total = std::accumulate(wrong_of.begin(), wrong_of.end(), std::int64_t{0});
-  const double rho = spearman(predicted, measured);
-  const double best = *std::min_element(measured.begin(), measured.end());
-  const double pick = measured[0] / best;
-  if (root) {
-    std::printf(
-        "# Spearman rank correlation of predicted and measured step times over %zu plans: %.3f (acceptance: >= 0.8)\n",
-        measured.size(), rho);
-    if (rounds > 1) {
-      // The measurement's own reproducibility: how well one round ranks the plans as another does. No model can be
-      // expected to rank the plans more consistently with a measurement than the measurement does with itself.
-      double sum = 0;
-      int pairs = 0;
-      for (std::size_t a = 0; a < rounds; ++a) {
-        for (std::size_t b = a + 1; b < rounds; ++b, ++pairs) sum += spearman(by_round[a], by_round[b]);
-      }
-      std::printf("# the measurement against itself: Spearman between rounds, mean over %d pairs of %zu rounds: %.3f\n",
-                  pairs, rounds, sum / pairs);
+  return out;
+}
+
+// Rank 0's summary lines: the rank correlation of prediction and measurement, the rounds' with one another (with two
+// rounds or more), the planner's pick against the fastest plan and the memory check's total `wrong_total`.
+void print_summary(const Times& t, const Rounds& rounds, std::int64_t wrong_total) {
+  const double rho = spearman(t.predicted, t.measured);
+  const double best = *std::min_element(t.measured.begin(), t.measured.end());
+  const double pick = t.measured[0] / best;
+  std::printf(
+      "# Spearman rank correlation of predicted and measured step times over %zu plans: %.3f (acceptance: >= 0.8)\n",
+      t.measured.size(), rho);
+  const std::size_t count = rounds.by_round.size();
+  if (count > 1) {
+    // The measurement's own reproducibility: how well one round ranks the plans as another does. No model can be
+    // expected to rank the plans more consistently with a measurement than the measurement does with itself.
+    double sum = 0;
+    int pairs = 0;
+    for (std::size_t a = 0; a < count; ++a) {
+      for (std::size_t b = a + 1; b < count; ++b, ++pairs) sum += spearman(rounds.by_round[a], rounds.by_round[b]);
     }
-    std::printf(
-        "# the planner's pick (rank 1) measured %.2f ms, the fastest measured %.2f ms: %.1f%% slower "
-        "(acceptance: within 10%%)\n",
-        1e3 * measured[0], 1e3 * best, 100 * (pick - 1));
-    std::printf("# memory: %lld ranks x kinds off the model (must be 0)\n", static_cast<long long>(wrong_total));
+    std::printf("# the measurement against itself: Spearman between rounds, mean over %d pairs of %zu rounds: %.3f\n",
+                pairs, count, sum / pairs);
+  }
+  std::printf(
+      "# the planner's pick (rank 1) measured %.2f ms, the fastest measured %.2f ms: %.1f%% slower "
+      "(acceptance: within 10%%)\n",
+      1e3 * t.measured[0], 1e3 * best, 100 * (pick - 1));
+  std::printf("# memory: %lld ranks x kinds off the model (must be 0)\n", static_cast<long long>(wrong_total));
+}
+
+// Collective over `world`: runs the plans of `result` (planned for `r`).
+int bench(Communicator& world, const cli::Options& o, const plan::Request& r, const plan::Result& result) {
+  const bool root = world.rank() == 0;
+  if (root) {
+    for (const std::string& line : plan::assumptions(r)) std::printf("%s\n", line.c_str());
+  }
+  OPTIMUS_CHECK(!result.plans.empty(), "plan: ", result.infeasible);
+  const auto limit = static_cast<std::size_t>(o.integer("limit", 40));
+  const std::vector<std::size_t> chosen = chosen_plans(result.plans.size(), limit);
+  Report report = plan_report(world, o, result.plans.size(), chosen.size(), limit);
+  if (root) report.print_header(stdout);
+  // A plan's time is the median of its rounds.
+  const Rounds rounds = measure_rounds(world, o, r, result, chosen);
+  const Times times = add_rows(report, root, result, chosen, rounds);
+  const std::int64_t wrong_total =
+      std::accumulate(rounds.wrong_of.begin(), rounds.wrong_of.end(), std::int64_t{0});
+  if (root) {
+    print_summary(times, rounds, wrong_total);
     if (o.has("json")) report.write_json(o.text("json", ""), "plan");
   }
   return wrong_total == 0 ? 0 : 1;
