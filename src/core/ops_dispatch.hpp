@@ -9,13 +9,24 @@
 #include <initializer_list>
 #include <sstream>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "accelerator_kernels.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/core/timeline.hpp"
+
+// An operation's CUDA launch: the call in a build whose core has the operations' kernels (src/core/ops/*.cu), else
+// unreachable (no CUDA tensor exists without CUDA).
+#if defined(OPTIMUS_OPS_CUDA)
+#define OPTIMUS_CUDA_LAUNCH(call) call
+#else
+#define OPTIMUS_CUDA_LAUNCH(call) OPTIMUS_FAIL("a CUDA launch in a build without CUDA")
+#endif
 
 namespace optimus::ops::detail {
 
@@ -94,6 +105,69 @@ decltype(auto) dispatch(const char* op, std::initializer_list<Operand> operands,
   } else {
     check_accelerated(op, where, operands, queue);
     return on_accelerator(queue.stream->runtime().kernels());
+  }
+}
+
+// ---- An operation described once (src/core/ops/: one file per operation, and its .cu) ----
+//
+//   run<T>(op, queue, cpu, cuda, in("x", x), out("y", y));
+//
+// cpu(views...) is the operation's CPU body: it runs on the host, and on a device that runs host work (the simulated
+// device) on the queue's stream, over the operands' host addresses (DeviceRuntime::launch_on_host) — the device needs
+// no code of its own. cuda(views..., stream) launches the operation's CUDA kernel (its .cu, in CUDA builds; write the
+// call as OPTIMUS_CUDA_LAUNCH(...)). Operands are contiguous; accelerators run f32.
+template <class T>
+struct Arg {
+  const char* name;
+  TensorView<T> view;
+};
+template <class T>
+Arg<const T> in(const char* name, TensorView<const T> view) {
+  return {name, view};
+}
+template <class T>
+Arg<T> out(const char* name, TensorView<T> view) {
+  return {name, view};
+}
+
+template <class T>
+TensorView<T> at_host_address(const TensorView<T>& v, void* host) {
+  return TensorView<T>(static_cast<T*>(host), v.shape(), v.strides(), Device::cpu);
+}
+
+template <class Cpu, class Views, std::size_t... I>
+void run_at(const Cpu& cpu, const Views& views, const std::vector<void*>& host, std::index_sequence<I...>) {
+  cpu(at_host_address(std::get<I>(views), host[I])...);
+}
+
+template <class T, class Cpu, class Cuda, class... V>
+void run(const char* op, const Queue& queue, Cpu cpu, Cuda cuda, Arg<V>... args) {
+  for (const Operand& o : {contiguous(args.name, args.view)...}) {
+    OPTIMUS_CHECK(o.needs == nullptr, op, ": ", o.name, " must be ", o.needs, "; its strides are ", o.strides);
+  }
+  const Device where = common_device(op, {any_layout(args.name, args.view)...});
+  if (where == Device::cpu) {
+    const Timeline::Operation timed(queue.timeline, SpanKind::elementwise);
+    cpu(args.view...);
+    return;
+  }
+  if constexpr (!std::is_same_v<T, float>) {
+    OPTIMUS_FAIL(op, ": operands on ", name_of(where), " must be f32: the accelerators' kernels take f32 (f64 runs on "
+                 "the CPU)");
+  } else {
+    check_accelerated(op, where, {any_layout(args.name, args.view)...}, queue);
+    DeviceRuntime& device = queue.stream->runtime();
+    if (!device.runs_host_work()) {
+      cuda(args.view..., queue.stream->native_handle());
+      return;
+    }
+    std::vector<DeviceRange> ranges{DeviceRange{.begin = args.view.data(),
+                                                .bytes = static_cast<std::size_t>(args.view.numel()) * sizeof(V),
+                                                .writes = !std::is_const_v<V>}...};
+    device.launch_on_host(*queue.stream, op, std::move(ranges),
+                          [cpu, views = std::make_tuple(args.view...)](const std::vector<void*>& host) {
+                            run_at(cpu, views, host, std::index_sequence_for<V...>{});
+                          });
   }
 }
 

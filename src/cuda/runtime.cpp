@@ -167,6 +167,11 @@ std::unique_ptr<GemmEngine> Runtime::create_gemm_engine(DeviceAllocator& allocat
 
 const ops::detail::AcceleratorKernels& Runtime::kernels() const { return ops::detail::cuda_kernels(); }
 
+void Runtime::launch_on_host(DeviceStream&, const char* name, std::vector<DeviceRange>,
+                             std::function<void(const std::vector<void*>&)>) {
+  OPTIMUS_FAIL(name, ": a GPU runs kernels, not host work (its memory is not the host's)");
+}
+
 }  // namespace optimus::cuda
 
 namespace optimus {

@@ -262,6 +262,18 @@ std::unique_ptr<GemmEngine> Runtime::create_gemm_engine(DeviceAllocator& allocat
 
 const ops::detail::AcceleratorKernels& Runtime::kernels() const { return ops::detail::sim_kernels(); }
 
+void Runtime::launch_on_host(DeviceStream& stream, const char* name, std::vector<DeviceRange> ranges,
+                             std::function<void(const std::vector<void*>& host)> work) {
+  Stream& on = own(stream, name);
+  std::vector<Access> accesses;
+  std::vector<void*> host;
+  for (const DeviceRange& r : ranges) {
+    accesses.push_back({.begin = r.begin, .bytes = r.bytes, .writes = r.writes});
+    host.push_back(translate(r.begin, r.bytes, name));  // checked now, when it is queued
+  }
+  on.launch(name, std::move(accesses), [work = std::move(work), host = std::move(host)] { work(host); });
+}
+
 void Runtime::poison_async(void* p, std::size_t bytes, DeviceStream& stream) {
   if (!options_.poison || bytes == 0) return;
   Stream& s = own(stream, "poison_async");

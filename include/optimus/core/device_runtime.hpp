@@ -15,8 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "optimus/core/device.hpp"
 
@@ -42,6 +44,15 @@ class DeviceStream {
   virtual DeviceRuntime& runtime() const = 0;
   // The host waits until everything queued so far has run; throws optimus::Error if device work failed.
   virtual void synchronize() = 0;
+  // The backend's own handle (a cudaStream_t), for kernel launches; null where the device runs host work.
+  virtual void* native_handle() const = 0;
+};
+
+// A range of device memory that a piece of work reads or writes (device addresses).
+struct DeviceRange {
+  const void* begin = nullptr;
+  std::size_t bytes = 0;
+  bool writes = false;
 };
 
 // A marker in a stream's work, for ordering another stream after it or waiting on the host.
@@ -114,6 +125,13 @@ class DeviceRuntime {
   // The backend's parts that device-generic code runs, so that core names no backend: its GEMM engine over
   // `allocator`'s memory (GemmEngine::create), and the kernels of ops (src/core/accelerator_kernels.hpp, internal).
   virtual std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) = 0;
+  // Whether the device runs an operation's CPU body on host memory that stands for its own (the simulated device),
+  // through launch_on_host; else operations launch the backend's kernels on the stream's native handle (a GPU).
+  virtual bool runs_host_work() const = 0;
+  // Queues `work` on `stream` in its order, the `ranges` it reads and writes checked to lie in live allocations and
+  // given to it as host addresses, in order (ops' one dispatch: ops_dispatch.hpp). A GPU refuses.
+  virtual void launch_on_host(DeviceStream& stream, const char* name, std::vector<DeviceRange> ranges,
+                              std::function<void(const std::vector<void*>& host)> work) = 0;
   virtual const ops::detail::AcceleratorKernels& kernels() const = 0;
 };
 

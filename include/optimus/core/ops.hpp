@@ -130,6 +130,12 @@ template <class T>
 void gelu_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, const Queue& queue);
 // The same on GELU's input as kept in bf16 (mixed precision): the f32 form's bits on x's values, read as they are.
 void gelu_backward(TensorView<const bf16> x, TensorView<const float> dy, TensorView<float> dx, const Queue& queue);
+// GELU's exact form (BERT's; PyTorch's approximate='none'): y = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, and its
+// backward dx = dy (Phi(x) + x phi(x)), phi the standard normal density; operands contiguous, one shape (ops/gelu_erf.cpp).
+template <class T>
+void gelu_erf_forward(TensorView<const T> x, TensorView<T> y, const Queue& queue);
+template <class T>
+void gelu_erf_backward(TensorView<const T> x, TensorView<const T> dy, TensorView<T> dx, const Queue& queue);
 // GELU under mixed precision, writing what the MLP keeps, both in bf16: y = bf16(gelu(x)) for the next product and
 // x_kept = bf16(x) for GELU's backward — the bits of gelu_forward followed by to_bf16 of each, without their f32 copies.
 // x, y, x_kept: contiguous, one shape.

@@ -46,6 +46,9 @@ class Runtime final : public DeviceRuntime {
   void poison_async(void*, std::size_t, DeviceStream&) override {}  // a GPU leaves released blocks as they are
   std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) override;  // cuBLASLt's (lt_gemm.hpp)
   const ops::detail::AcceleratorKernels& kernels() const override;
+  bool runs_host_work() const override { return false; }
+  void launch_on_host(DeviceStream& stream, const char* name, std::vector<DeviceRange> ranges,
+                      std::function<void(const std::vector<void*>& host)> work) override;
 
  private:
   int device_;
@@ -60,6 +63,7 @@ class Stream final : public DeviceStream {
   Device device() const override { return Device::cuda; }
   DeviceRuntime& runtime() const override { return *device_; }
   void synchronize() override;
+  void* native_handle() const override { return stream_; }
   cudaStream_t get() const { return stream_; }
 
  private:

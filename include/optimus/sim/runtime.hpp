@@ -99,6 +99,7 @@ class Stream final : public DeviceStream {
   Device device() const override { return Device::sim; }
   DeviceRuntime& runtime() const override;
   void synchronize() override;
+  void* native_handle() const override { return nullptr; }  // the simulated device runs host work
   int id() const { return id_; }
 
   // Queues `work`, which touches `accesses`, to run on this stream's worker after the work queued before it.
@@ -157,6 +158,9 @@ class Runtime final : public DeviceRuntime {
   void poison_async(void* p, std::size_t bytes, DeviceStream& stream) override;
   std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) override;  // sim::LtGemm (lt_gemm.hpp)
   const ops::detail::AcceleratorKernels& kernels() const override;
+  bool runs_host_work() const override { return true; }
+  void launch_on_host(DeviceStream& stream, const char* name, std::vector<DeviceRange> ranges,
+                      std::function<void(const std::vector<void*>& host)> work) override;
 
   // cudaMemcpy: the copy on the legacy default stream, then the host waits for that stream (only).
   void copy(void* dst, const void* src, std::size_t bytes);
