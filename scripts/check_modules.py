@@ -9,8 +9,8 @@ and fails (exit 1, one line per fault) where
   * the declared dependencies form a cycle,
   * an include crosses the declared direction (module A includes B where B is not A's dependency, directly or
     through others), or two modules include each other (a cycle among the includes themselves),
-  * a file of the tree lies in no module's folder, a folder does not exist, or a module's folder does not define its
-    target (add_library(<target> ALIAS ...) in its CMakeLists.txt).
+  * an included file of the tree lies in no module's folder, a folder does not exist, or a module's folder does not
+    define its target (add_library(<target> ALIAS ...) in its CMakeLists.txt).
 --plant FILE=HEADER adds an include of HEADER to FILE as if it were there (the CTest that shows the check fails on a
 planted cycle).
 """
