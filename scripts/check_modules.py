@@ -144,7 +144,7 @@ def main():
     parser.add_argument("--plant", action="append", default=[], metavar="FILE=HEADER")
     args = parser.parse_args()
     planted = [tuple(p.split("=", 1)) for p in args.plant]
-    modules = module_table(os.path.join(args.root, "docs", "design.md"))
+    modules = module_table(os.path.join(args.root, "docs/design.md"))
     reach, faults = closure(modules)
     edges, found = edges_of(args.root, modules, planted)
     faults += found

@@ -2,6 +2,7 @@
 # comment sends a reader to a file they do not have. ROOT: the repository.
 file(GLOB_RECURSE sources RELATIVE "${ROOT}"
      "${ROOT}/include/*" "${ROOT}/src/*" "${ROOT}/grid/*" "${ROOT}/layers/*" "${ROOT}/device/*" "${ROOT}/reference/*"
+     "${ROOT}/pipeline/*" "${ROOT}/model/*" "${ROOT}/checkpoint/*" "${ROOT}/plan/*" "${ROOT}/programs/*"
      "${ROOT}/bench/*.cpp" "${ROOT}/bench/*.hpp" "${ROOT}/examples/*.cpp" "${ROOT}/tests/*.cpp" "${ROOT}/tests/*.hpp"
      "${ROOT}/cmake/*" "${ROOT}/scripts/*")
 set(cited 0)
