@@ -25,7 +25,11 @@
 #if defined(OPTIMUS_OPS_CUDA)
 #define OPTIMUS_CUDA_LAUNCH(call) call
 #else
-#define OPTIMUS_CUDA_LAUNCH(call) OPTIMUS_FAIL("a CUDA launch in a build without CUDA")
+#define OPTIMUS_CUDA_LAUNCH(call)                                              \
+  do {                                                                         \
+    (void)sizeof(decltype(call)*); /* the call checked, its operands used */   \
+    OPTIMUS_FAIL("a CUDA launch in a build without CUDA");                     \
+  } while (0)
 #endif
 
 namespace optimus::ops::detail {
