@@ -25,3 +25,13 @@ optimus_build() {  # optimus_build [cmake --build args...]
     ${OPTIMUS_CMAKE_ARGS:-} >/dev/null
   cmake --build "$build_dir" -j "$jobs" "$@"
 }
+
+# The environment of the sanitized tests and programs (a build of ./scripts/test.sh --sanitize in $1): leaks reported
+# but Open MPI's own (lsan.supp), whose plugins stay loaded until exit (the build's liboptimus_keep_plugins.so, see
+# tests/support/keep_plugins.cpp) so that AddressSanitizer's fast unwinder names them.
+sanitizer_env() {  # sanitizer_env BUILD_DIR
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:verify_asan_link_order=0}"
+  export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root_dir/scripts/lsan.supp}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+  export LD_PRELOAD="$1/liboptimus_keep_plugins.so${LD_PRELOAD:+:$LD_PRELOAD}"
+}

@@ -2,8 +2,9 @@
 # The test command: installs missing Debian packages, configures, builds, and runs every test with ctest.
 #
 #   ./scripts/test.sh               Release build in build/, all tests (MPI at 1, 4, 9 and 16 ranks)
-#   ./scripts/test.sh --sanitize    Debug + ASan/UBSan build in build-asan/ (the CUDA backend left out: no GPU runs
-#                                   it here, and the simulated device takes every device path), all tests
+#   ./scripts/test.sh --sanitize    clang, Debug (at -O1) + ASan/UBSan build in build-asan/ (the CUDA backend left
+#                                   out: no GPU runs it here, and the simulated device takes every device path), all
+#                                   tests, and the parsers' fuzz targets (the library instrumented for libFuzzer too)
 #   ./scripts/test.sh --no-mpi      build without MPI in build-nompi/ (in-process backend only)
 #   ./scripts/test.sh --fuzz        clang + libFuzzer build without MPI in build-fuzz/: the parsers' fuzz targets,
 #                                   100000 inputs each, and train_gpt (instrumented alike) for in-process runs
@@ -13,17 +14,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ctest_args=()
 fuzz=0
+sanitize=0
 while (($#)); do
   case "$1" in
     --sanitize)
       build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-asan}"
       OPTIMUS_BUILD_TYPE=Debug
-      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DOPTIMUS_SANITIZE=ON -DOPTIMUS_WITH_CUDA=OFF"
-      # Leaks are reported, except Open MPI's own allocations from MPI_Init (lsan.supp); the slow unwinder
-      # is needed to see through Open MPI's plugins, which are unloaded before the report.
-      export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:fast_unwind_on_malloc=0}"
-      export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root_dir/scripts/lsan.supp}"
-      export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER=clang++ -DOPTIMUS_SANITIZE=ON -DOPTIMUS_FUZZ=ON \
+        -DOPTIMUS_WITH_CUDA=OFF"
+      export OPTIMUS_FUZZ=ON  # install_deps: clang and libFuzzer
+      sanitize=1
       ;;
     --fuzz)
       build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-fuzz}"
@@ -56,6 +56,9 @@ if ! "$venv/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
   echo "test.sh: installing safetensors and numpy into $venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check safetensors numpy
+fi
+if ((sanitize)); then
+  sanitizer_env "$build_dir"
 fi
 cd "$build_dir"
 ctest --output-on-failure --timeout 600 -j "$jobs" "${ctest_args[@]}"  # one test per core

@@ -1,7 +1,6 @@
 // The CUDA runtime as a DeviceRuntime (optimus/cuda/runtime.hpp). GPU-only code: CI compiles it, a GPU runs it.
 #include "optimus/cuda/runtime.hpp"
 
-#include "../core/accelerator_kernels.hpp"
 #include "optimus/cuda/device.hpp"
 #include "optimus/cuda/lt_gemm.hpp"
 
@@ -165,7 +164,6 @@ std::unique_ptr<GemmEngine> Runtime::create_gemm_engine(DeviceAllocator& allocat
   return std::make_unique<LtGemm>(allocator);
 }
 
-const ops::detail::AcceleratorKernels& Runtime::kernels() const { return ops::detail::cuda_kernels(); }
 
 void Runtime::launch_on_host(DeviceStream&, const char* name, std::vector<DeviceRange>,
                              std::function<void(const std::vector<void*>&)>) {

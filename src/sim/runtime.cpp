@@ -12,7 +12,6 @@
 #include <string_view>
 #include <thread>
 
-#include "../core/accelerator_kernels.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/output_file.hpp"
 #include "optimus/sim/lt_gemm.hpp"
@@ -260,7 +259,6 @@ std::unique_ptr<GemmEngine> Runtime::create_gemm_engine(DeviceAllocator& allocat
   return std::make_unique<LtGemm>(allocator);
 }
 
-const ops::detail::AcceleratorKernels& Runtime::kernels() const { return ops::detail::sim_kernels(); }
 
 void Runtime::launch_on_host(DeviceStream& stream, const char* name, std::vector<DeviceRange> ranges,
                              std::function<void(const std::vector<void*>& host)> work) {

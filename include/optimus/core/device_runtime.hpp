@@ -27,9 +27,6 @@ namespace optimus {
 class DeviceRuntime;
 class DeviceAllocator;  // optimus/core/device_memory_pool.hpp
 class GemmEngine;       // optimus/core/gemm_engine.hpp
-namespace ops::detail {
-class AcceleratorKernels;  // src/core/accelerator_kernels.hpp
-}  // namespace ops::detail
 
 // An in-order queue of device work. Destroying it waits for its work (and logs, never throws, an error).
 class DeviceStream {
@@ -123,16 +120,16 @@ class DeviceRuntime {
   virtual void poison_async(void* p, std::size_t bytes, DeviceStream& stream) = 0;
 
   // The backend's parts that device-generic code runs, so that core names no backend: its GEMM engine over
-  // `allocator`'s memory (GemmEngine::create), and the kernels of ops (src/core/accelerator_kernels.hpp, internal).
+  // `allocator`'s memory (GemmEngine::create), and how it runs an operation (ops/dispatch.hpp's run: the operation's
+  // CPU body on the host for the simulated device, its CUDA launch on a GPU).
   virtual std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) = 0;
   // Whether the device runs an operation's CPU body on host memory that stands for its own (the simulated device),
   // through launch_on_host; else operations launch the backend's kernels on the stream's native handle (a GPU).
   virtual bool runs_host_work() const = 0;
   // Queues `work` on `stream` in its order, the `ranges` it reads and writes checked to lie in live allocations and
-  // given to it as host addresses, in order (ops' one dispatch: ops_dispatch.hpp). A GPU refuses.
+  // given to it as host addresses, in order (ops' one dispatch: ops/dispatch.hpp). A GPU refuses.
   virtual void launch_on_host(DeviceStream& stream, const char* name, std::vector<DeviceRange> ranges,
                               std::function<void(const std::vector<void*>& host)> work) = 0;
-  virtual const ops::detail::AcceleratorKernels& kernels() const = 0;
 };
 
 }  // namespace optimus

@@ -92,6 +92,15 @@ class TensorView {
   Device device_ = Device::cpu;
 };
 
+// The bytes a view spans, from its first element to one past its last (0 for an empty view).
+template <class T>
+std::size_t span_bytes(const TensorView<T>& v) {
+  if (v.numel() == 0) return 0;
+  std::int64_t last = 0;
+  for (int d = 0; d < v.rank(); ++d) last += (v.size(d) - 1) * v.stride(d);
+  return static_cast<std::size_t>(last + 1) * sizeof(T);
+}
+
 // Whether a new tensor's memory is zeroed (the default) or left as it is, for buffers that are fully
 // overwritten before they are read (communication panels, GEMM outputs with beta = 0).
 enum class Init { zero, none };

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "optimus/core/device_runtime.hpp"
-#include "optimus/cuda/check.hpp"
+#include "optimus/core/cuda_check.hpp"
 
 namespace optimus::cuda {
 
@@ -45,7 +45,6 @@ class Runtime final : public DeviceRuntime {
   void fill_async(void* dst, std::uint8_t value, std::size_t bytes, DeviceStream& stream) override;
   void poison_async(void*, std::size_t, DeviceStream&) override {}  // a GPU leaves released blocks as they are
   std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) override;  // cuBLASLt's (lt_gemm.hpp)
-  const ops::detail::AcceleratorKernels& kernels() const override;
   bool runs_host_work() const override { return false; }
   void launch_on_host(DeviceStream& stream, const char* name, std::vector<DeviceRange> ranges,
                       std::function<void(const std::vector<void*>& host)> work) override;

@@ -157,7 +157,6 @@ class Runtime final : public DeviceRuntime {
   void fill_async(void* dst, std::uint8_t value, std::size_t bytes, DeviceStream& stream) override;
   void poison_async(void* p, std::size_t bytes, DeviceStream& stream) override;
   std::unique_ptr<GemmEngine> create_gemm_engine(DeviceAllocator& allocator) override;  // sim::LtGemm (lt_gemm.hpp)
-  const ops::detail::AcceleratorKernels& kernels() const override;
   bool runs_host_work() const override { return true; }
   void launch_on_host(DeviceStream& stream, const char* name, std::vector<DeviceRange> ranges,
                       std::function<void(const std::vector<void*>& host)> work) override;
@@ -235,15 +234,6 @@ class Runtime final : public DeviceRuntime {
   std::mutex running_mu_;
   std::vector<std::shared_ptr<Running>> running_;
 };
-
-// The bytes a view spans, from its first element to one past its last.
-template <class T>
-std::size_t span_bytes(const TensorView<T>& v) {
-  if (v.numel() == 0) return 0;
-  std::int64_t last = 0;
-  for (int d = 0; d < v.rank(); ++d) last += (v.size(d) - 1) * v.stride(d);
-  return static_cast<std::size_t>(last + 1) * sizeof(T);
-}
 
 template <class T>
 Access reads(const TensorView<T>& v) {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../ops_dispatch.hpp"
+#include "dispatch.hpp"
 
 namespace optimus::ops {
 namespace detail {
@@ -20,6 +20,8 @@ void check_same_shape(const char* op, const char* a_name, const TensorView<A>& a
                       const TensorView<B>& b) {
   OPTIMUS_CHECK(a.shape() == b.shape(), op, ": ", a_name, " has shape ", a.shape(), " but ", b_name, " has shape ",
                 b.shape());
+  OPTIMUS_CHECK(a.is_contiguous() && b.is_contiguous(), op, ": ", a_name, " and ", b_name,
+                " must be contiguous; their strides are ", a.strides(), " and ", b.strides());
 }
 
 // Phi(x), the standard normal distribution function, and phi(x), its density.

@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "block_reduce.cuh"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "cuda_kernels.hpp"
 
 namespace optimus::cuda::detail::mma_tiles {
 

@@ -1,18 +1,20 @@
-// Row statistics, LayerNorm and the vocabulary-parallel cross-entropy (optimus/core/ops.hpp): checks, then the one
-// dispatch (ops_dispatch.hpp) to the CPU kernels (cpu_kernels.hpp) or an accelerator's.
+// Row statistics, LayerNorm and the vocabulary-parallel cross-entropy (optimus/core/ops.hpp), each described once: its
+// checks, its CPU body (cpu_kernels.hpp; the simulated device runs it on its stream) and its CUDA launch
+// (norm_kernels.cu, embedding_loss_kernels.cu), through dispatch.hpp's run.
 #include "optimus/core/ops.hpp"
 
-#include "cpu_kernels.hpp"
-#include "ops_dispatch.hpp"
+#include "../cpu_kernels.hpp"
+#include "dispatch.hpp"
 
 namespace optimus::ops {
 namespace {
 
 using detail::check_shape;
 using detail::cols_of;
-using detail::contiguous;
-using detail::dispatch;
+using detail::in;
+using detail::out;
 using detail::rows_of;
+using detail::run;
 
 // LayerNorm's normalization into xhat and y of element type Out (T, or bf16 for an f32 LayerNorm).
 template <class T, class Out>
@@ -28,14 +30,25 @@ void normalize_into(const char* op, TensorView<const T> x, TensorView<const T> r
   check_shape(op, "xhat", xhat, rows, cols);
   check_shape(op, "rstd", rstd, rows, 1);
   check_shape(op, "y", y, rows, cols);
-  dispatch<T>(op,
-              {contiguous("x", x), contiguous("row_sum", row_sum), contiguous("sq_dev", sq_dev),
-               contiguous("gamma", gamma), contiguous("beta", beta), contiguous("xhat", xhat),
-               contiguous("rstd", rstd), contiguous("y", y)},
-              queue, [&] { cpu::layernorm_normalize(x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y); },
-              [&](const auto& k) {
-                k.layernorm_normalize(x, row_sum, sq_dev, gamma, beta, norm, xhat, rstd, y, queue);
-              });
+  run<T>(
+      op, queue,
+      [norm](auto x_, auto sum, auto sq, auto g, auto b, auto xhat_, auto rstd_, auto y_) {
+        cpu::layernorm_normalize(x_, sum, sq, g, b, norm, xhat_, rstd_, y_);
+      },
+      [norm](auto x_, auto sum, auto sq, auto g, auto b, auto xhat_, auto rstd_, auto y_, cudaStream_t s) {
+        const auto eps = static_cast<float>(norm.eps);
+        if constexpr (std::is_same_v<Out, bf16>) {
+          OPTIMUS_CUDA_LAUNCH(cuda::layernorm_normalize_bf16(x_.data(), sum.data(), sq.data(), g.data(), b.data(),
+                                                             norm.hidden, eps, rows_of(x_), cols_of(x_), xhat_.data(),
+                                                             rstd_.data(), y_.data(), s));
+        } else {
+          OPTIMUS_CUDA_LAUNCH(cuda::layernorm_normalize(x_.data(), sum.data(), sq.data(), g.data(), b.data(),
+                                                        norm.hidden, eps, rows_of(x_), cols_of(x_), xhat_.data(),
+                                                        rstd_.data(), y_.data(), s));
+        }
+      },
+      in("x", x), in("row_sum", row_sum), in("sq_dev", sq_dev), in("gamma", gamma), in("beta", beta),
+      out("xhat", xhat), out("rstd", rstd), out("y", y));
 }
 
 // xhat in T, or in bf16 as kept (X).
@@ -50,13 +63,17 @@ void partials_of(TensorView<const T> dy, TensorView<const X> xhat, TensorView<co
   check_shape(op, "dgamma", dgamma, 1, cols);
   check_shape(op, "dbeta", dbeta, 1, cols);
   check_shape(op, "sums", sums, 2 * rows, 1);
-  dispatch<T>(op,
-              {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma),
-               contiguous("dgamma", dgamma), contiguous("dbeta", dbeta), contiguous("sums", sums)},
-              queue, [&] { cpu::layernorm_backward_partials(dy, xhat, gamma, dgamma, dbeta, sums); },
-              [&](const auto& k) {
-                k.layernorm_backward_partials(dy, xhat, gamma, dgamma, dbeta, sums, queue);
-              });
+  run<T>(
+      op, queue,
+      [](auto dy_, auto xhat_, auto g, auto dg, auto db, auto sums_) {
+        cpu::layernorm_backward_partials(dy_, xhat_, g, dg, db, sums_);
+      },
+      [](auto dy_, auto xhat_, auto g, auto dg, auto db, auto sums_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::layernorm_backward_partials(dy_.data(), xhat_.data(), g.data(), rows_of(dy_),
+                                                              cols_of(dy_), dg.data(), db.data(), sums_.data(), s));
+      },
+      in("dy", dy), in("xhat", xhat), in("gamma", gamma), out("dgamma", dgamma), out("dbeta", dbeta),
+      out("sums", sums));
 }
 
 template <class T, class X>
@@ -71,22 +88,19 @@ void dx_of(TensorView<const T> dy, TensorView<const X> xhat, TensorView<const T>
   check_shape(op, "rstd", rstd, rows, 1);
   check_shape(op, "sums", sums, 2 * rows, 1);
   check_shape(op, "dx", dx, rows, cols);
-  const auto cpu = [&] { cpu::layernorm_backward_dx(dy, xhat, gamma, rstd, sums, norm, residual, dx); };
-  const auto accelerated = [&](const auto& k) {
-    k.layernorm_backward_dx(dy, xhat, gamma, rstd, sums, norm, residual, dx, queue);
-  };
-  if (residual.rank() == 0) {  // TensorView{}: nothing to add
-    dispatch<T>(op,
-                {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma), contiguous("rstd", rstd),
-                 contiguous("sums", sums), contiguous("dx", dx)},
-                queue, cpu, accelerated);
-    return;
-  }
-  check_shape(op, "residual", residual, rows, cols);
-  dispatch<T>(op,
-              {contiguous("dy", dy), contiguous("xhat", xhat), contiguous("gamma", gamma), contiguous("rstd", rstd),
-               contiguous("sums", sums), contiguous("residual", residual), contiguous("dx", dx)},
-              queue, cpu, accelerated);
+  if (residual.rank() != 0) check_shape(op, "residual", residual, rows, cols);  // TensorView{}: nothing to add
+  run<T>(
+      op, queue,
+      [norm](auto dy_, auto xhat_, auto g, auto rstd_, auto sums_, auto residual_, auto dx_) {
+        cpu::layernorm_backward_dx(dy_, xhat_, g, rstd_, sums_, norm, residual_, dx_);
+      },
+      [norm](auto dy_, auto xhat_, auto g, auto rstd_, auto sums_, auto residual_, auto dx_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::layernorm_backward_dx(
+            dy_.data(), xhat_.data(), g.data(), rstd_.data(), sums_.data(), norm.hidden, norm.centered,
+            residual_.rank() == 0 ? nullptr : residual_.data(), rows_of(dy_), cols_of(dy_), dx_.data(), s));
+      },
+      in("dy", dy), in("xhat", xhat), in("gamma", gamma), in("rstd", rstd), in("sums", sums),
+      in("residual", residual), out("dx", dx));
 }
 
 }  // namespace
@@ -96,8 +110,12 @@ void row_sums(TensorView<const T> x, TensorView<T> out, const Queue& queue) {
   const char* op = "row_sums";
   check_shape(op, "x", x, rows_of(x), cols_of(x));
   check_shape(op, "out", out, rows_of(x), 1);
-  dispatch<T>(op, {contiguous("x", x), contiguous("out", out)}, queue, [&] { cpu::row_sums(x, out); },
-              [&](const auto& k) { k.row_sums(x, out, queue); });
+  run<T>(
+      op, queue, [](auto x_, auto out_) { cpu::row_sums(x_, out_); },
+      [](auto x_, auto out_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::row_sums(x_.data(), rows_of(x_), cols_of(x_), out_.data(), s));
+      },
+      in("x", x), detail::out("out", out));
 }
 
 template <class T>
@@ -108,9 +126,13 @@ void layernorm_square_deviations(TensorView<const T> x, TensorView<const T> row_
   check_shape(op, "x", x, rows, cols);
   check_shape(op, "row_sum", row_sum, rows, 1);
   check_shape(op, "out", out, rows, 1);
-  dispatch<T>(op, {contiguous("x", x), contiguous("row_sum", row_sum), contiguous("out", out)}, queue,
-              [&] { cpu::layernorm_square_deviations(x, row_sum, hidden, out); },
-              [&](const auto& k) { k.layernorm_square_deviations(x, row_sum, hidden, out, queue); });
+  run<T>(
+      op, queue, [hidden](auto x_, auto sum, auto out_) { cpu::layernorm_square_deviations(x_, sum, hidden, out_); },
+      [hidden](auto x_, auto sum, auto out_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::layernorm_square_deviations(x_.data(), sum.data(), hidden, rows_of(x_), cols_of(x_),
+                                                              out_.data(), s));
+      },
+      in("x", x), in("row_sum", row_sum), detail::out("out", out));
 }
 
 template <class T>
@@ -168,17 +190,28 @@ void cross_entropy_stats(TensorView<const T> logits, TensorView<const int> targe
   check_shape(op, "logits", logits, rows, vn);
   check_shape(op, "stats", stats, 4, rows);
   check_slice(op, rows, row_offset, targets.numel(), v0, vocab);
-  dispatch<T>(op, {contiguous("logits", logits), contiguous("targets", targets), contiguous("stats", stats)}, queue,
-              [&] { cpu::cross_entropy_stats(logits, targets, row_offset, v0, vocab, stats); },
-              [&](const auto& k) { k.cross_entropy_stats(logits, targets, row_offset, v0, vocab, stats, queue); });
+  run<T>(
+      op, queue,
+      [=](auto logits_, auto targets_, auto stats_) {
+        cpu::cross_entropy_stats(logits_, targets_, row_offset, v0, vocab, stats_);
+      },
+      [=](auto logits_, auto targets_, auto stats_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::cross_entropy_stats(logits_.data(), targets_.data(), row_offset, v0, vocab,
+                                                      rows_of(logits_), cols_of(logits_), stats_.data(), s));
+      },
+      in("logits", logits), in("targets", targets), out("stats", stats));
 }
 
 template <class T>
 void cross_entropy_rescale(TensorView<T> stats, const Queue& queue) {
   const char* op = "cross_entropy_rescale";
   OPTIMUS_CHECK(stats.rank() == 2 && stats.size(0) == 4, op, ": expected stats [4, rows], got shape ", stats.shape());
-  dispatch<T>(op, {contiguous("stats", stats)}, queue, [&] { cpu::cross_entropy_rescale(stats); },
-              [&](const auto& k) { k.cross_entropy_rescale(stats, queue); });
+  run<T>(
+      op, queue, [](auto stats_) { cpu::cross_entropy_rescale(stats_); },
+      [](auto stats_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::cross_entropy_rescale(stats_.data(), stats_.numel() / 4, s));
+      },
+      out("stats", stats));
 }
 
 namespace {
@@ -203,14 +236,17 @@ void cross_entropy_gradient(TensorView<const float> logits, TensorView<const flo
   check_gradient(op, logits, stats, targets, row_offset, v0, vocab, mean_over);
   OPTIMUS_CHECK(dlogits.shape() == logits.shape(), op, ": dlogits has shape ", dlogits.shape(), ", logits ",
                 logits.shape());
-  dispatch<float>(op,
-                  {contiguous("logits", logits), contiguous("stats", stats), contiguous("targets", targets),
-                   contiguous("dlogits", dlogits)},
-                  queue,
-                  [&] { cpu::cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over, dlogits); },
-                  [&](const auto& k) {
-                    k.cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over, dlogits, queue);
-                  });
+  run<float>(
+      op, queue,
+      [=](auto logits_, auto stats_, auto targets_, auto dlogits_) {
+        cpu::cross_entropy_gradient(logits_, stats_, targets_, row_offset, v0, vocab, mean_over, dlogits_);
+      },
+      [=](auto logits_, auto stats_, auto targets_, auto dlogits_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::cross_entropy_gradient(logits_.data(), stats_.data(), targets_.data(), row_offset,
+                                                         v0, vocab, rows_of(logits_), cols_of(logits_), mean_over,
+                                                         dlogits_.data(), s));
+      },
+      in("logits", logits), in("stats", stats), in("targets", targets), out("dlogits", dlogits));
 }
 
 template <class T>
@@ -219,11 +255,17 @@ void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, Ten
                             const Queue& queue) {
   const char* op = "cross_entropy_gradient";
   check_gradient<T>(op, logits, stats, targets, row_offset, v0, vocab, mean_over);
-  dispatch<T>(op, {contiguous("logits", logits), contiguous("stats", stats), contiguous("targets", targets)}, queue,
-              [&] { cpu::cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over); },
-              [&](const auto& k) {
-                k.cross_entropy_gradient(logits, stats, targets, row_offset, v0, vocab, mean_over, queue);
-              });
+  run<T>(
+      op, queue,
+      [=](auto logits_, auto stats_, auto targets_) {
+        cpu::cross_entropy_gradient(logits_, stats_, targets_, row_offset, v0, vocab, mean_over);
+      },
+      [=](auto logits_, auto stats_, auto targets_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::cross_entropy_gradient(logits_.data(), stats_.data(), targets_.data(), row_offset,
+                                                         v0, vocab, rows_of(logits_), cols_of(logits_), mean_over,
+                                                         logits_.data(), s));
+      },
+      out("logits", logits), in("stats", stats), in("targets", targets));
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                        \

@@ -1,9 +1,9 @@
-// Internal to src/core: the one dispatch of every operation in optimus/core/ops.hpp (ops_*.cpp). An operation checks
-// its shapes, then calls dispatch<T>() with its operands: the operands must be on one device (otherwise an error
-// naming each operand's device); on the CPU the CPU kernels run; on an accelerator dispatch refuses what its kernels
-// do not take — f64, an operand whose layout they cannot read, a queue without a stream of that device — and runs
-// the accelerator's kernels (accelerator_kernels.hpp), the simulated device's or CUDA's: the queue's stream's
-// runtime's (DeviceRuntime::kernels).
+// Internal to src/core: how every operation of optimus/core/ops.hpp runs (src/core/ops/*.cpp). An operation checks its
+// shapes, then calls run<T>() with its CPU body, its CUDA launch and its operands: the operands must be on one device
+// (otherwise an error naming each operand's device); on the CPU the body runs; on an accelerator run refuses what its
+// kernels do not take — f64, an operand whose layout they cannot read, a queue without a stream of that device — and
+// runs the body on the simulated device's stream or launches the CUDA kernels on a GPU's. The GEMMs take dispatch(),
+// which runs the device's GemmEngine instead.
 #pragma once
 
 #include <initializer_list>
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "accelerator_kernels.hpp"
+#include "cuda_kernels.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
@@ -93,8 +93,8 @@ inline SpanKind span_kind_of(const char* op) {
   return SpanKind::elementwise;
 }
 
-// Runs on_cpu() on the host, or on_accelerator(kernels) with the kernels of the operands' accelerator after the
-// checks above; accelerators run f32 (F64: f64 too — the reductions). Returns what they return.
+// Runs on_cpu() on the host, or on_accelerator() after the checks above (the GEMMs: ops/gemm.cpp, which runs the
+// device's GemmEngine); accelerators run f32 (F64: f64 too). Returns what they return.
 template <class T, bool F64 = false, class OnCpu, class OnAccelerator>
 decltype(auto) dispatch(const char* op, std::initializer_list<Operand> operands, const Queue& queue, OnCpu&& on_cpu,
                         OnAccelerator&& on_accelerator) {
@@ -108,22 +108,28 @@ decltype(auto) dispatch(const char* op, std::initializer_list<Operand> operands,
                  "the CPU)");
   } else {
     check_accelerated(op, where, operands, queue);
-    return on_accelerator(queue.stream->runtime().kernels());
+    return on_accelerator();
   }
 }
 
-// ---- An operation described once (src/core/ops/: one file per operation, and its .cu) ----
+// ---- An operation described once ----
 //
 //   run<T>(op, queue, cpu, cuda, in("x", x), out("y", y));
 //
 // cpu(views...) is the operation's CPU body: it runs on the host, and on a device that runs host work (the simulated
 // device) on the queue's stream, over the operands' host addresses (DeviceRuntime::launch_on_host) — the device needs
-// no code of its own. cuda(views..., stream) launches the operation's CUDA kernel (its .cu, in CUDA builds; write the
-// call as OPTIMUS_CUDA_LAUNCH(...)). Operands are contiguous; accelerators run f32.
+// no code of its own. cuda(views..., stream) launches the operation's CUDA kernels on `stream` (a cudaStream_t), in
+// CUDA builds (write the call as OPTIMUS_CUDA_LAUNCH(...)). On an accelerator operands are contiguous unless given as
+// rows(...) (rows contiguous, any row stride); on the CPU the body takes what the operation's checks let through. An
+// absent operand (a default TensorView: no data, no elements) is passed on as it is. Accelerators run f32 (F64: f64
+// too).
+enum class Layout { contiguous, rows };
+
 template <class T>
 struct Arg {
   const char* name;
   TensorView<T> view;
+  Layout layout = Layout::contiguous;
 };
 template <class T>
 Arg<const T> in(const char* name, TensorView<const T> view) {
@@ -132,6 +138,37 @@ Arg<const T> in(const char* name, TensorView<const T> view) {
 template <class T>
 Arg<T> out(const char* name, TensorView<T> view) {
   return {name, view};
+}
+template <class T>
+Arg<T> rows(Arg<T> arg) {
+  arg.layout = Layout::rows;
+  return arg;
+}
+
+template <class T>
+bool absent(const TensorView<T>& v) {
+  return v.rank() == 0 && v.data() == nullptr;  // TensorView{}
+}
+
+template <class T>
+Operand operand_of(const Arg<T>& a) {
+  return a.layout == Layout::rows ? contiguous_rows(a.name, a.view) : contiguous(a.name, a.view);
+}
+
+// The one device of the operands present (absent ones take any; none present: the CPU).
+template <class... V>
+Device device_of(const char* op, const Arg<V>&... args) {
+  std::vector<Operand> present;
+  (..., (absent(args.view) ? void() : present.push_back(any_layout(args.name, args.view))));
+  if (present.empty()) return Device::cpu;
+  const Device first = present.front().device;
+  for (const Operand& o : present) {
+    if (o.device == first) continue;
+    std::ostringstream where;
+    for (const Operand& p : present) where << (where.tellp() > 0 ? ", " : "") << p.name << " on " << name_of(p.device);
+    OPTIMUS_FAIL(op, ": operands are on different devices (", where.str(), "); move them to one device first");
+  }
+  return first;
 }
 
 template <class T>
@@ -144,35 +181,40 @@ void run_at(const Cpu& cpu, const Views& views, const std::vector<void*>& host, 
   cpu(at_host_address(std::get<I>(views), host[I])...);
 }
 
-template <class T, class Cpu, class Cuda, class... V>
+template <class T, bool F64 = false, class Cpu, class Cuda, class... V>
 void run(const char* op, const Queue& queue, Cpu cpu, Cuda cuda, Arg<V>... args) {
-  for (const Operand& o : {contiguous(args.name, args.view)...}) {
-    OPTIMUS_CHECK(o.needs == nullptr, op, ": ", o.name, " must be ", o.needs, "; its strides are ", o.strides);
-  }
-  const Device where = common_device(op, {any_layout(args.name, args.view)...});
+  const Device where = device_of(op, args...);
   if (where == Device::cpu) {
-    const Timeline::Operation timed(queue.timeline, SpanKind::elementwise);
+    const Timeline::Operation timed(queue.timeline,
+                                    queue.timeline != nullptr ? span_kind_of(op) : SpanKind::elementwise);
     cpu(args.view...);
     return;
   }
-  if constexpr (!std::is_same_v<T, float>) {
+  if constexpr (!std::is_same_v<T, float> && !(F64 && std::is_same_v<T, double>)) {
     OPTIMUS_FAIL(op, ": operands on ", name_of(where), " must be f32: the accelerators' kernels take f32 (f64 runs on "
                  "the CPU)");
   } else {
-    check_accelerated(op, where, {any_layout(args.name, args.view)...}, queue);
+    check_accelerated(op, where, {operand_of(args)...}, queue);
     DeviceRuntime& device = queue.stream->runtime();
     if (!device.runs_host_work()) {
-      cuda(args.view..., queue.stream->native_handle());
+      cuda(args.view..., static_cast<cudaStream_t>(queue.stream->native_handle()));
       return;
     }
-    std::vector<DeviceRange> ranges{DeviceRange{.begin = args.view.data(),
-                                                .bytes = static_cast<std::size_t>(args.view.numel()) * sizeof(V),
-                                                .writes = !std::is_const_v<V>}...};
+    std::vector<DeviceRange> ranges{
+        DeviceRange{.begin = args.view.data(),
+                    .bytes = absent(args.view) ? 0 : span_bytes(args.view),
+                    .writes = !std::is_const_v<V>}...};
     device.launch_on_host(*queue.stream, op, std::move(ranges),
                           [cpu, views = std::make_tuple(args.view...)](const std::vector<void*>& host) {
                             run_at(cpu, views, host, std::index_sequence_for<V...>{});
                           });
   }
+}
+
+// ops::DropoutMask as the CUDA kernels take it.
+inline cuda::DropoutMask cuda_mask(const DropoutMask& m) {
+  return {.row0 = m.row0, .col0 = m.col0, .p = m.p, .keep_scale = static_cast<float>(1.0 / (1.0 - m.p)),
+          .seed = m.seed, .stream = m.stream};
 }
 
 // A matrix with contiguous rows and the expected shape, or an error naming the operand.

@@ -21,7 +21,7 @@
 #include "block_reduce.cuh"
 #include "flash_attention.cuh"
 #include "mma_tiles.cuh"
-#include "optimus/cuda/check.hpp"
+#include "optimus/core/cuda_check.hpp"
 
 namespace optimus::cuda::detail {
 namespace {

@@ -1,14 +1,40 @@
-// Fused causal attention (optimus/core/ops.hpp): checks, then the one dispatch (ops_dispatch.hpp).
+// Fused causal attention and grouped-query attention's key/value heads (optimus/core/ops.hpp), each described once:
+// its checks, its CPU body (cpu_kernels.hpp; the simulated device runs it on its stream) and its CUDA launch
+// (flash_attention.cu, flash_attention_mma.cu, llama_kernels.cu), through dispatch.hpp's run.
+#include <cmath>
 #include <type_traits>
 
-#include "cpu_kernels.hpp"
-#include "ops_dispatch.hpp"
+#include "../cpu_kernels.hpp"
+#include "dispatch.hpp"
 
 namespace optimus::ops {
 namespace {
 
-using detail::contiguous;
-using detail::dispatch;
+using detail::cols_of;
+using detail::in;
+using detail::rows_of;
+using detail::run;
+
+// The CUDA kernels' view of an attention of `rows` query rows and `width` output columns (the checks below passed), on
+// tensor cores under mixed precision.
+cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std::int64_t width, GemmMath math) {
+  const std::int64_t d = width / s.heads;
+  OPTIMUS_CHECK(d <= cuda::flash_attention_max_head(), "flash attention on the GPU: head dimension ", d,
+                " is larger than the ", cuda::flash_attention_max_head(), " its kernels take");
+  return cuda::AttentionGeometry{.batches = rows / s.seq,
+                                 .seq = s.seq,
+                                 .heads = s.heads,
+                                 .d = d,
+                                 .scale = 1.0f / std::sqrt(static_cast<float>(d)),
+                                 .dropout = s.dropout,
+                                 .keep_scale = static_cast<float>(1.0 / (1.0 - s.dropout)),
+                                 .seed = s.seed,
+                                 .stream = s.stream,
+                                 .first_batch = s.first_batch,
+                                 .first_head = s.first_head,
+                                 .total_heads = s.total_heads,
+                                 .tensor_cores = math == GemmMath::bf16};
+}
 
 // qkv [N, 3 * width] and a [N, width] operand of whole sequences of shape.seq, width split evenly into shape.heads,
 // an lse of N * heads, and a dropout probability in [0, 1).
@@ -31,15 +57,26 @@ template <class T, class Q, class Out>
 void forward_into(const char* op, TensorView<const Q> qkv, const AttentionShape& shape, TensorView<Out> out,
                   TensorView<T> lse, const Queue& queue) {
   check_attention(op, qkv, "out", out, lse, shape);
-  dispatch<T>(op, {contiguous("qkv", qkv), contiguous("out", out), contiguous("lse", lse)}, queue,
-              [&] {
-                if constexpr (std::is_same_v<Q, bf16>) {
-                  cpu::flash_attention_forward(qkv, shape, out, lse);
-                } else {
-                  cpu::flash_attention_forward(qkv, shape, out, lse, queue.math);
-                }
-              },
-              [&](const auto& k) { k.flash_attention_forward(qkv, shape, out, lse, queue); });
+  run<T>(
+      op, queue,
+      [shape, math = queue.math](auto qkv_, auto out_, auto lse_) {
+        if constexpr (std::is_same_v<Q, bf16>) {
+          cpu::flash_attention_forward(qkv_, shape, out_, lse_);
+        } else {
+          cpu::flash_attention_forward(qkv_, shape, out_, lse_, math);
+        }
+      },
+      [shape, math = queue.math](auto qkv_, auto out_, auto lse_, cudaStream_t s) {
+        const auto g = [&] { return geometry(shape, out_.size(0), out_.size(1), math); };
+        if constexpr (std::is_same_v<Q, bf16>) {
+          OPTIMUS_CUDA_LAUNCH(cuda::flash_attention_forward_mixed(qkv_.data(), g(), out_.data(), lse_.data(), s));
+        } else if constexpr (std::is_same_v<Out, bf16>) {
+          OPTIMUS_CUDA_LAUNCH(cuda::flash_attention_forward_bf16(qkv_.data(), g(), out_.data(), lse_.data(), s));
+        } else {
+          OPTIMUS_CUDA_LAUNCH(cuda::flash_attention_forward(qkv_.data(), g(), out_.data(), lse_.data(), s));
+        }
+      },
+      in("qkv", qkv), detail::out("out", out), detail::out("lse", lse));
 }
 
 // D from the output of element type O (T, or bf16 with T = float).
@@ -55,9 +92,14 @@ void delta_into(TensorView<const O> out, TensorView<const T> dout, const Attenti
   OPTIMUS_CHECK(out.shape() == dout.shape(), op, ": out has shape ", out.shape(), ", dout ", dout.shape());
   OPTIMUS_CHECK(delta.numel() == dout.size(0) * shape.heads, op, ": delta has ", delta.numel(),
                 " elements, expected ", dout.size(0) * shape.heads, " (one per query row and head)");
-  dispatch<T>(op, {contiguous("out", out), contiguous("dout", dout), contiguous("delta", delta)}, queue,
-              [&] { cpu::attention_delta(out, dout, shape, delta); },
-              [&](const auto& k) { k.attention_delta(out, dout, shape, delta, queue); });
+  run<T>(
+      op, queue, [shape](auto out_, auto dout_, auto delta_) { cpu::attention_delta(out_, dout_, shape, delta_); },
+      [shape, math = queue.math](auto out_, auto dout_, auto delta_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::attention_delta(out_.data(), dout_.data(),
+                                                  geometry(shape, dout_.size(0), dout_.size(1), math), delta_.data(),
+                                                  s));
+      },
+      in("out", out), in("dout", dout), detail::out("delta", delta));
 }
 
 // The backward from qkv of element type Q (T, or bf16 with T = float).
@@ -68,18 +110,26 @@ void backward_into(TensorView<const Q> qkv, TensorView<const T> dout, TensorView
   check_attention(op, qkv, "dout", dout, lse, shape);
   OPTIMUS_CHECK(dqkv.shape() == qkv.shape(), op, ": dqkv has shape ", dqkv.shape(), ", expected ", qkv.shape());
   OPTIMUS_CHECK(delta.numel() == lse.numel(), op, ": delta has ", delta.numel(), " elements, expected ", lse.numel());
-  dispatch<T>(op,
-              {contiguous("qkv", qkv), contiguous("dout", dout), contiguous("lse", lse), contiguous("delta", delta),
-               contiguous("dqkv", dqkv)},
-              queue,
-              [&] {
-                if constexpr (std::is_same_v<Q, bf16>) {
-                  cpu::flash_attention_backward(qkv, dout, lse, delta, shape, dqkv);
-                } else {
-                  cpu::flash_attention_backward(qkv, dout, lse, delta, shape, dqkv, queue.math);
-                }
-              },
-              [&](const auto& k) { k.flash_attention_backward(qkv, dout, lse, delta, shape, dqkv, queue); });
+  run<T>(
+      op, queue,
+      [shape, math = queue.math](auto qkv_, auto dout_, auto lse_, auto delta_, auto dqkv_) {
+        if constexpr (std::is_same_v<Q, bf16>) {
+          cpu::flash_attention_backward(qkv_, dout_, lse_, delta_, shape, dqkv_);
+        } else {
+          cpu::flash_attention_backward(qkv_, dout_, lse_, delta_, shape, dqkv_, math);
+        }
+      },
+      [shape, math = queue.math](auto qkv_, auto dout_, auto lse_, auto delta_, auto dqkv_, cudaStream_t s) {
+        const auto g = [&] { return geometry(shape, dout_.size(0), dout_.size(1), math); };
+        if constexpr (std::is_same_v<Q, bf16>) {
+          OPTIMUS_CUDA_LAUNCH(cuda::flash_attention_backward_mixed(qkv_.data(), dout_.data(), lse_.data(),
+                                                                   delta_.data(), g(), dqkv_.data(), s));
+        } else {
+          OPTIMUS_CUDA_LAUNCH(cuda::flash_attention_backward(qkv_.data(), dout_.data(), lse_.data(), delta_.data(),
+                                                             g(), dqkv_.data(), s));
+        }
+      },
+      in("qkv", qkv), in("dout", dout), in("lse", lse), in("delta", delta), detail::out("dqkv", dqkv));
 }
 
 }  // namespace
@@ -141,9 +191,18 @@ void repeat_any(TensorView<const T> qkv, TensorView<T> full, const KvHeads& kv, 
   const char* op = "repeat_kv";
   check_kv(op, qkv, full, kv);
   using Dispatched = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
-  dispatch<Dispatched>(op, {contiguous("qkv", qkv), contiguous("full", full)}, queue,
-                       [&] { cpu::repeat_kv<T>(qkv, full, kv); },
-                       [&](const auto& k) { k.repeat_kv(qkv, full, kv, queue); });
+  run<Dispatched>(
+      op, queue, [kv](auto qkv_, auto full_) { cpu::repeat_kv<T>(qkv_, full_, kv); },
+      [kv](auto qkv_, auto full_, cudaStream_t s) {
+        const std::int64_t d = cols_of(full_) / (3 * kv.heads);
+        if constexpr (std::is_same_v<T, bf16>) {
+          OPTIMUS_CUDA_LAUNCH(
+              cuda::repeat_kv_bf16(qkv_.data(), full_.data(), rows_of(qkv_), d, kv.heads, kv.kv_heads, s));
+        } else {
+          OPTIMUS_CUDA_LAUNCH(cuda::repeat_kv(qkv_.data(), full_.data(), rows_of(qkv_), d, kv.heads, kv.kv_heads, s));
+        }
+      },
+      in("qkv", qkv), detail::out("full", full));
 }
 }  // namespace
 
@@ -160,8 +219,13 @@ template <class T>
 void sum_kv(TensorView<const T> dfull, TensorView<T> dqkv, const KvHeads& kv, const Queue& queue) {
   const char* op = "sum_kv";
   check_kv(op, dqkv, dfull, kv);
-  dispatch<T>(op, {contiguous("dfull", dfull), contiguous("dqkv", dqkv)}, queue, [&] { cpu::sum_kv<T>(dfull, dqkv, kv); },
-              [&](const auto& k) { k.sum_kv(dfull, dqkv, kv, queue); });
+  run<T>(
+      op, queue, [kv](auto dfull_, auto dqkv_) { cpu::sum_kv<T>(dfull_, dqkv_, kv); },
+      [kv](auto dfull_, auto dqkv_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::sum_kv(dfull_.data(), dqkv_.data(), rows_of(dfull_), cols_of(dfull_) / (3 * kv.heads),
+                                         kv.heads, kv.kv_heads, s));
+      },
+      in("dfull", dfull), detail::out("dqkv", dqkv));
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                   \

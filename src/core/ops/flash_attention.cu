@@ -9,15 +9,15 @@
 #include "block_reduce.cuh"
 #include "flash_attention.cuh"
 #include "optimus/core/element_math.hpp"
-#include "optimus/cuda/check.hpp"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/core/cuda_check.hpp"
+#include "cuda_kernels.hpp"
 
 namespace optimus::cuda {
 namespace {
 
 constexpr int kRows = 64;       // threads of a block: one row each
 constexpr int kStage = 32;      // rows of the other operand in shared memory at a time
-constexpr int kMaxHead = 128;   // the largest head dimension these kernels take
+constexpr int kMaxHead = flash_attention_max_head();
 
 struct Head {
   const float* q;  // row i at q + i * stride (k = q + width, v = q + 2 * width)
@@ -200,7 +200,6 @@ dim3 blocks_of(const AttentionGeometry& g) {
 
 }  // namespace
 
-std::int64_t flash_attention_max_head() { return kMaxHead; }
 
 void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float* out, float* lse,
                              cudaStream_t stream) {

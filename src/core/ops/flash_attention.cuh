@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "optimus/core/element_math.hpp"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "cuda_kernels.hpp"
 
 namespace optimus::cuda::detail {
 

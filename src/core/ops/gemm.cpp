@@ -3,8 +3,8 @@
 // otherwise; in f32/f64 or with bf16 operands and f32 accumulation (mixed precision). Casts between f32 and bf16.
 #include <utility>
 
-#include "cpu_kernels.hpp"
-#include "ops_dispatch.hpp"
+#include "../cpu_kernels.hpp"
+#include "dispatch.hpp"
 #include "optimus/core/gemm_engine.hpp"
 #include "optimus/core/kernels.hpp"
 
@@ -177,7 +177,7 @@ void gemm(Trans trans_a, Trans trans_b, T alpha, TensorView<const T> a, TensorVi
                 cpu::gemm<T>(trans_a, trans_b, alpha, a, b, beta, c);
                 apply_epilogue(epilogue, c, queue);
               },
-              [&](const auto&) {
+              [&] {
                 if constexpr (std::is_same_v<T, float>) {  // dispatch refuses f64 on accelerators before
                   accelerated_gemm(op, precision_of(queue.math), trans_a, trans_b, alpha, a, b, beta, c, epilogue,
                                    queue);
@@ -202,7 +202,7 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, TensorView<const bf16> a, T
                     cpu::gemm<float>(trans_a, trans_b, alpha, a32.view(), b32.view(), beta, c);
                     apply_epilogue(epilogue, c, queue);
                   },
-                  [&](const auto&) {
+                  [&] {
                     accelerated_gemm(op, GemmPrecision::bf16_to_f32, trans_a, trans_b, alpha, a, b, beta, c, epilogue,
                                      queue);
                   });
@@ -228,7 +228,7 @@ void gemm_batched(Trans trans_a, Trans trans_b, T alpha, BatchView<const T> a, B
                        queue);
                 }
               },
-              [&](const auto&) {
+              [&] {
                 if constexpr (std::is_same_v<T, float>) {  // dispatch refuses f64 on accelerators before
                   if (queue.math == GemmMath::bf16) {  // the whole views cast once; the copies keep the batch layout
                     const auto [a16, b16] = bf16_copies(a.all, b.all, queue);
@@ -247,16 +247,22 @@ void to_bf16(TensorView<const float> x, TensorView<bf16> y, const Queue& queue) 
   const char* op = "to_bf16";
   OPTIMUS_CHECK(x.shape() == y.shape() && x.rank() == 2, op, ": x is ", x.shape(), ", y is ", y.shape(),
                 " (expected two matrices of one shape)");
-  dispatch<float>(op, {contiguous_rows("x", x), contiguous("y", y)}, queue, [&] { cpu::to_bf16(x, y); },
-                  [&](const auto& k) { k.to_bf16(x, y, queue); });
+  detail::run<float>(
+      op, queue, [](auto x_, auto y_) { cpu::to_bf16(x_, y_); },
+      [](auto x_, auto y_, cudaStream_t s) {
+        OPTIMUS_CUDA_LAUNCH(cuda::to_bf16_rows(x_.data(), x_.stride(0), y_.data(), x_.size(0), x_.size(1), s));
+      },
+      detail::rows(detail::in("x", x)), detail::out("y", y));
 }
 
 void to_f32(TensorView<const bf16> x, TensorView<float> y, const Queue& queue) {
   const char* op = "to_f32";
   OPTIMUS_CHECK(x.shape() == y.shape() && x.rank() == 2, op, ": x is ", x.shape(), ", y is ", y.shape(),
                 " (expected two matrices of one shape)");
-  dispatch<float>(op, {contiguous("x", x), contiguous("y", y)}, queue, [&] { cpu::to_f32(x, y); },
-                  [&](const auto& k) { k.to_f32(x, y, queue); });
+  detail::run<float>(
+      op, queue, [](auto x_, auto y_) { cpu::to_f32(x_, y_); },
+      [](auto x_, auto y_, cudaStream_t s) { OPTIMUS_CUDA_LAUNCH(cuda::to_f32(x_.data(), y_.data(), x_.numel(), s)); },
+      detail::in("x", x), detail::out("y", y));
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                      \

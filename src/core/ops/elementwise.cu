@@ -2,8 +2,8 @@
 #include "block_reduce.cuh"
 #include "optimus/core/bf16_bits.hpp"
 #include "optimus/core/element_math.hpp"
-#include "optimus/cuda/check.hpp"
-#include "optimus/cuda/kernels.hpp"
+#include "optimus/core/cuda_check.hpp"
+#include "cuda_kernels.hpp"
 
 namespace optimus::cuda {
 namespace {

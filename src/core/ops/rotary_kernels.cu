@@ -1,7 +1,7 @@
 // RoPE on the GPU (ops::rotary): one thread per pair of a query or key head, cos and sin taken in f64.
 #include "block_reduce.cuh"
-#include "optimus/cuda/check.hpp"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/core/cuda_check.hpp"
+#include "cuda_kernels.hpp"
 
 namespace optimus::cuda {
 namespace {

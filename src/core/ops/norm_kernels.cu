@@ -1,8 +1,8 @@
 // Row/column reductions, bias broadcast and LayerNorm on local blocks (see layer_kernels.hpp).
 #include "block_reduce.cuh"
 #include "optimus/core/element_math.hpp"
-#include "optimus/cuda/check.hpp"
-#include "optimus/cuda/layer_kernels.hpp"
+#include "optimus/core/cuda_check.hpp"
+#include "cuda_kernels.hpp"
 
 namespace optimus::cuda {
 namespace {

@@ -1,22 +1,46 @@
-// CUDA kernels for the layers, on one rank's local blocks (device pointers, row-major, stream-ordered).
-// They split the work exactly as the CPU layers do, so a layer runs: local partial sums here, the same
-// row/column collectives (on device buffers), then the finishing kernel here. fp32 math throughout; bf16
-// enters through the casts and cuBLASLt (bf16 GEMM operands, fp32 master weights in AdamW).
+// Internal to src/core: the CUDA kernels of the operations (src/core/ops/*.cu), stream-ordered, on one rank's local
+// blocks (device pointers, row-major). The operations (the .cpp files here) launch them through dispatch.hpp's
+// run (OPTIMUS_CUDA_LAUNCH); their arithmetic is optimus/core/element_math.hpp's, shared with the CPU bodies, and they
+// split the work exactly as the CPU layers do, so a layer runs: local partial sums here, the same row/column
+// collectives (on device buffers), then the finishing kernel here. fp32 math throughout; bf16 enters through the casts
+// and cuBLASLt (bf16 GEMM operands, fp32 master weights in AdamW).
 //
 // Shapes: x, y, dy, dx, xhat: [rows, cols]; gamma, beta: [cols]; per-row vectors: [rows].
+//
+// C++17-clean, and without the CUDA headers: the .cu files that define these compile as C++17, and the operations'
+// sources include this in every build (a build without CUDA checks the launches' calls and never makes them).
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "optimus/core/adamw_step.hpp"
+#include "optimus/core/element_math.hpp"
+
+struct CUstream_st;
+typedef CUstream_st* cudaStream_t;  // as <cuda_runtime.h> declares it
 
 namespace optimus {
-struct bf16;  // optimus/core/dtype.hpp (C++20; the .cu files that define these kernels compile as C++17)
-}
+struct bf16;  // optimus/core/dtype.hpp (C++20)
+}  // namespace optimus
 
 namespace optimus::cuda {
+
+// ---- element-wise (the GPU twins of optimus/core/kernels.hpp) --------------------------------------------
+// y[e] = value for e < n.
+void fill(float* y, float value, std::int64_t n, cudaStream_t stream);
+// y = alpha x + beta y, n elements.
+void axpby(float alpha, const float* x, float beta, float* y, std::int64_t n, cudaStream_t stream);
+// GELU (tanh form) and its derivative: y = gelu(x); dx = dy * gelu'(x) (dx may alias dy).
+void gelu_forward(const float* x, float* y, std::int64_t n, cudaStream_t stream);
+void gelu_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
+// The same on x in bf16 (its values widened as they are read).
+void gelu_backward_bf16(const bf16* x, const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
+// y = bf16(gelu(x)), x_kept = bf16(x) (ops::gelu_forward into bf16).
+void gelu_forward_bf16(const float* x, bf16* y, bf16* x_kept, std::int64_t n, cudaStream_t stream);
+
+// acc[e] = math::combine(acc[e], x[e], op), n elements: the in-process reductions on the device, the host's bits.
+void combine_into(float* acc, const float* x, std::int64_t n, math::Combine op, cudaStream_t stream);
+void combine_into(double* acc, const double* x, std::int64_t n, math::Combine op, cudaStream_t stream);
 
 // ---- rows and columns --------------------------------------------------------------------------------
 // out[r] = sum_c x[r, c]   (one block per row, deterministic)
@@ -116,7 +140,7 @@ void embedding_scatter_add(const float* grad, const int* tokens, std::int64_t n,
 void position_grad(const float* dx, std::int64_t row_offset, std::int64_t seq, std::int64_t rows,
                    std::int64_t width, std::int64_t max_seq, float* partial, cudaStream_t stream);
 
-// ---- fused causal attention (optimus/core/ops.hpp's flash_attention_*; src/cuda/flash_attention.cu) ---------------
+// ---- fused causal attention (optimus/core/ops.hpp's flash_attention_*; flash_attention.cu) ---------------------------
 struct AttentionGeometry {
   std::int64_t batches = 0, seq = 0, heads = 0, d = 0;  // qkv [batches * seq, 3 * heads * d]
   float scale = 0.0f;                                     // 1 / sqrt(d)
@@ -129,7 +153,7 @@ struct AttentionGeometry {
   bool tensor_cores = false;
 };
 // The largest head dimension the kernels take.
-std::int64_t flash_attention_max_head();
+constexpr int flash_attention_max_head() { return 128; }
 void flash_attention_forward(const float* qkv, const AttentionGeometry& g, float* out, float* lse,
                              cudaStream_t stream);
 // The same writing out in bf16 (mixed precision: out is c_proj's operand).
