@@ -83,8 +83,7 @@ void Embedding1D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   out.push_back({"wte", {config_.vocab, h}, vocabulary, wte_.local(), dwte_.local()});
   if (wpe_) {
     out.push_back({"wpe", {config_.max_seq, h},
-                   ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = config_.max_seq,
-                               .cols = h, .fused = {}, .parts = p, .part = r, .padding_rows = 0},
+                   ShardLayout::replicated(config_.max_seq, h, p, r),
                    wpe_->local(), dwpe_->local()});
   }
   if (lm_head_) out.push_back({"lm_head.weight", {config_.vocab, h}, vocabulary, lm_head_->local(), dlm_head_->local()});

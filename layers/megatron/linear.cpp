@@ -300,8 +300,7 @@ template <class T>
 void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const ShardLayout w{.kind = ShardLayout::Kind::rows, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
                       .fused = {}, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
-  const ShardLayout b{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = out_,
-                      .fused = {}, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0};
+  const ShardLayout b = ShardLayout::replicated(1, out_, group_.size(), group_.rank());
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
   if (b_) out.push_back({name_ + ".bias", {out_}, b, b_->local(), db_->local()});
 }

@@ -1,4 +1,7 @@
-// optimus::Attention2D: causal multi-head (or grouped-query) self-attention on the q x q grid (docs/design.md, "Layers").
+// optimus::Attention<T, Split>: causal multi-head (or grouped-query) self-attention, one class for both splits
+// (optimus/layers/split.hpp): Attention2D on the q x q grid (docs/design.md, "Layers"), as below; megatron::Attention1D
+// with heads split over the p ranks of a Group, c_attn column-parallel, c_proj row-parallel
+// (optimus/layers/megatron/attention.hpp).
 //   x, y: [N, h] with N = b*s tokens; grid row i holds b/q whole sequences, grid column j holds heads
 //   [j*a/q, (j+1)*a/q). c_attn (h -> 3h) stores its columns grouped by heads, so that column block j of
 //   qkv is [Q_j | K_j | V_j] for exactly those heads: attention itself needs no communication.
@@ -19,6 +22,7 @@
 #include "optimus/layers/dropout.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/linear.hpp"
+#include "optimus/layers/split.hpp"
 
 namespace optimus {
 namespace detail {
@@ -49,17 +53,19 @@ struct AttentionSpec {
 // (q, or the 1D group's p) divides heads and kv_heads, and rotary positions have an even head size and a theta above 1.
 AttentionSpec checked(const AttentionSpec& spec, int parts, const std::string& name);
 
-template <class T>
-class Attention2D {
+template <class T, class Split>
+class Attention {
  public:
-  // name: e.g. "h.0.attn". Throws if q does not divide heads, or heads does not divide hidden.
-  Attention2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t heads, DropoutSpec dropout);
+  using Place = typename Split::Place;
+
+  // name: e.g. "h.0.attn". Throws if the split's parts do not divide heads, or heads does not divide hidden.
+  Attention(const Place& place, const std::string& name, std::int64_t hidden, std::int64_t heads, DropoutSpec dropout);
   // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
-  Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
-              std::int64_t heads, DropoutSpec dropout);
+  Attention(const Place& place, const ParameterTags& tags, const std::string& name, std::int64_t hidden,
+            std::int64_t heads, DropoutSpec dropout);
   // Any attention `spec` describes: grouped-query, rotary positions (each rank turns its own heads of its own
   // sequences: no parameters, no communication), linears with biases or without.
-  Attention2D(const Grid& grid, const ParameterTags& tags, const std::string& name, const AttentionSpec& spec);
+  Attention(const Place& place, const ParameterTags& tags, const std::string& name, const AttentionSpec& spec);
 
   using Context = AttentionContext<T>;
 
@@ -82,12 +88,16 @@ class Attention2D {
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   detail::AttentionGeometry geometry(std::int64_t local_rows, std::int64_t seq, const Pass& pass, double dropout) const;
 
-  Grid grid_;
+  Place place_;
   AttentionSpec spec_;
-  Linear2D<T> c_attn_, c_proj_;
+  typename Split::template ColumnLinear<T> c_attn_;
+  typename Split::template RowLinear<T> c_proj_;
 };
 
-extern template class Attention2D<float>;
-extern template class Attention2D<double>;
+template <class T>
+using Attention2D = Attention<T, Split2D>;
+
+extern template class Attention<float, Split2D>;
+extern template class Attention<double, Split2D>;
 
 }  // namespace optimus

@@ -1,4 +1,6 @@
-// optimus::TransformerBlock2D: the pre-norm transformer block on the q x q grid (GPT-2's or Llama's parts).
+// optimus::TransformerBlock<T, Split>: the pre-norm transformer block (GPT-2's or Llama's parts), one class for both
+// splits (optimus/layers/split.hpp): TransformerBlock2D on the q x q grid, megatron::TransformerBlock1D over a Group
+// (optimus/layers/megatron/block.hpp).
 //   x1 = x + dropout(attn(ln_1(x))),  y = x1 + dropout(mlp(ln_2(x1)));  x, x1, y: [N, h].
 // Parameters are named h.<layer>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}.{weight, bias}.
 // A training forward fills a BlockContext under the block's recomputation policy (recompute.hpp: none by default);
@@ -12,12 +14,14 @@
 
 namespace optimus {
 
-template <class T>
-class TransformerBlock2D {
+template <class T, class Split>
+class TransformerBlock {
  public:
-  TransformerBlock2D(const Grid& grid, const GptConfig& config, std::int64_t layer);
+  using Place = typename Split::Place;
+
+  TransformerBlock(const Place& place, const GptConfig& config, std::int64_t layer);
   // The same with its parameters and gradients where `tags` say (ParameterTags: a spilled block's are in host memory).
-  TransformerBlock2D(const Grid& grid, const ParameterTags& tags, const GptConfig& config, std::int64_t layer);
+  TransformerBlock(const Place& place, const ParameterTags& tags, const GptConfig& config, std::int64_t layer);
 
   using Context = BlockContext<T>;
 
@@ -38,16 +42,20 @@ class TransformerBlock2D {
 
  private:
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
+  Place place_;
   GptConfig config_;
   std::int64_t layer_;
-  LayerNorm2D<T> ln_1_;
-  Attention2D<T> attn_;
+  LayerNorm2D<T> ln_1_;  // on Split::activation_grid
+  Attention<T, Split> attn_;
   LayerNorm2D<T> ln_2_;
-  MLP2D<T> mlp_;
+  MLP<T, Split> mlp_;
   Recompute recompute_ = Recompute::none;
 };
 
-extern template class TransformerBlock2D<float>;
-extern template class TransformerBlock2D<double>;
+template <class T>
+using TransformerBlock2D = TransformerBlock<T, Split2D>;
+
+extern template class TransformerBlock<float, Split2D>;
+extern template class TransformerBlock<double, Split2D>;
 
 }  // namespace optimus

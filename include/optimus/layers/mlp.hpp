@@ -1,25 +1,29 @@
-// optimus::MLP2D: y = c_proj(act(c_fc(x))); x, y: [N, h], c_proj: ffn -> h (two Linear2D), act:
+// optimus::MLP<T, Split>: y = c_proj(act(c_fc(x))); x, y: [N, h], c_proj: ffn -> h, act:
 //   GELU  : c_fc h -> ffn (GPT-2's);
 //   SwiGLU: c_fc h -> 2 ffn holding [gate | up] (Llama's gate_proj and up_proj as one SUMMA product), stored so that
 //           rank (i, j)'s column block is [gate_j | up_j], matching columns; act = silu(gate) * up, [N, ffn].
-// Saved for backward (MlpContext): the c_fc output (for the activation's derivative), plus what each Linear2D saves.
+// Saved for backward (MlpContext): the c_fc output (for the activation's derivative), plus what each linear saves.
+// One class for both splits (optimus/layers/split.hpp): MLP2D, two Linear2D on the q x q grid; megatron::MLP1D, c_fc
+// column-parallel and c_proj row-parallel over a Group (optimus/layers/megatron/block.hpp).
 #pragma once
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/grid/saved_activation.hpp"
-#include "optimus/layers/linear.hpp"
+#include "optimus/layers/split.hpp"
 
 namespace optimus {
 
-template <class T>
-class MLP2D {
+template <class T, class Split>
+class MLP {
  public:
-  MLP2D(const Grid& grid, const std::string& name, std::int64_t hidden, std::int64_t ffn);
+  using Place = typename Split::Place;
+
+  MLP(const Place& place, const std::string& name, std::int64_t hidden, std::int64_t ffn);
   // The same with its linears' parameters and gradients where `tags` say (ParameterTags).
-  MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn);
+  MLP(const Place& place, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn);
   // The same with the activation `kind`, and its linears' biases or without.
-  MLP2D(const Grid& grid, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn,
-        MlpKind kind, bool bias);
+  MLP(const Place& place, const ParameterTags& tags, const std::string& name, std::int64_t hidden, std::int64_t ffn,
+      MlpKind kind, bool bias);
 
   using Context = MlpContext<T>;
 
@@ -39,10 +43,14 @@ class MLP2D {
  private:
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   MlpKind kind_;
-  Linear2D<T> c_fc_, c_proj_;
+  typename Split::template ColumnLinear<T> c_fc_;
+  typename Split::template RowLinear<T> c_proj_;
 };
 
-extern template class MLP2D<float>;
-extern template class MLP2D<double>;
+template <class T>
+using MLP2D = MLP<T, Split2D>;
+
+extern template class MLP<float, Split2D>;
+extern template class MLP<double, Split2D>;
 
 }  // namespace optimus

@@ -66,6 +66,13 @@ struct ShardLayout {
   std::int64_t original_column(std::int64_t internal) const;
   // The same tensor's layout on rank `rank` of the communicator that holds it (grid ranks are i*q + j).
   ShardLayout on_rank(int rank) const;
+
+  // A [rows, cols] tensor that every one of `parts` ranks holds whole (the 1D baseline's LayerNorms, row-parallel
+  // biases and position embeddings), as rank `part` of them: gathering reads it from one rank, AdamW counts it once.
+  static ShardLayout replicated(std::int64_t rows, std::int64_t cols, int parts, int part) {
+    return ShardLayout{.kind = Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = rows, .cols = cols, .fused = {},
+                       .parts = parts, .part = part, .padding_rows = 0};
+  }
 };
 
 // Where a layer keeps its parameters and their gradients, and how the grid's tracker counts them: as the grid places its

@@ -66,8 +66,7 @@ template <class T>
 void mark_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const Group& group) {
   for (std::size_t k = from; k < params.size(); ++k) {
     ShardLayout& l = params[k].layout;
-    l = ShardLayout{.kind = ShardLayout::Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = l.cols,
-                    .fused = {}, .parts = group.size(), .part = group.rank(), .padding_rows = 0};
+    l = ShardLayout::replicated(1, l.cols, group.size(), group.rank());
   }
 }
 
