@@ -32,6 +32,7 @@
 #include <sstream>
 #include <numeric>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "bench_options.hpp"
@@ -41,6 +42,8 @@
 #include "optimus/core/kernels.hpp"
 #include "optimus/model/gpt.hpp"
 #include "optimus/plan/build.hpp"
+#include "optimus/plan/memory_model.hpp"
+#include "optimus/plan/place.hpp"
 #include "optimus/pipeline/memory.hpp"
 #include "optimus/pipeline/simulator.hpp"
 #include "optimus/plan/run.hpp"
@@ -53,9 +56,10 @@ namespace pp = optimus::pipeline;
 using plan::random_ids;
 
 struct Setup {
-  bool one_d;     // --layout 1d
-  int stages, q;  // q: the grid side (2D), or 1 (1D: a stage's activations are on each rank whole)
-  int per_stage;  // ranks per stage in a replica: q*q (2D) or p (1D)
+  // The layout every schedule runs on: its tensor parallelism (tp: ranks per stage in a replica, q*q or p; q() the grid
+  // side, or 1 in 1D: a stage's activations are on each rank whole), dp and pp; each schedule its own kind, chunks and
+  // micro-batches.
+  plan::Layout layout;
   int micro_batches, chunks;
   std::int64_t batch, seq, layers;
   GptConfig config;
@@ -93,16 +97,9 @@ double message_seconds(Communicator& world, const Grid& grid, std::int64_t eleme
   return world.all_reduce(trips[trips.size() / 2] / 2, ReduceOp::max);
 }
 
-template <class Family>
-Measured run_schedule(Communicator& world, const typename Family::Place& place, const Setup& setup,
-                      const pp::Schedule& schedule) {
-  const Grid& stage = Family::grid(place);
-  const plan::Layout layout{.tensor = setup.one_d ? plan::TensorParallel::one_d : plan::TensorParallel::two_d,
-                            .tp = setup.one_d ? setup.per_stage : setup.q * setup.q, .dp = stage.dp(),
-                            .pp = schedule.stages, .schedule = schedule.kind, .chunks = schedule.chunks,
-                            .micro_batches = schedule.micro_batches, .offload = Offload::none, .recompute = {}};
-  const std::unique_ptr<optimus::Gpt<Family>> built = plan::build_gpt<Family>(place, setup.config, layout);
-  optimus::Gpt<Family>& model = *built;
+// The measurements of `setup.iters` steps of `model` after `setup.warmup` (collective over `world`).
+template <class Model>
+Measured measure(Communicator& world, Model& model, const Setup& setup) {
   const Grid& grid = model.grid();
   const std::int64_t n = setup.batch * setup.seq;
   const auto tokens = random_ids(n, setup.config.vocab, 11 + static_cast<std::uint64_t>(grid.dp_index()));
@@ -150,6 +147,18 @@ Measured run_schedule(Communicator& world, const typename Family::Place& place, 
     for (std::size_t i = 0; i < all.size(); i += 2) step.push_back(pp::Interval{.start = all[i], .end = all[i + 1]});
   }
   return out;
+}
+
+// The schedule `schedule` run on `place` (setup.layout's, with the schedule's kind, chunks and micro-batches).
+template <class T>
+Measured run_schedule(Communicator& world, const plan::Place& place, const Setup& setup,
+                      const pp::Schedule& schedule) {
+  plan::Layout layout = setup.layout;
+  layout.schedule = schedule.kind;
+  layout.chunks = schedule.chunks;
+  layout.micro_batches = schedule.micro_batches;
+  const plan::AnyGpt<T> built = plan::build_any_gpt<T>(place, setup.config, layout);
+  return std::visit([&](const auto& model) { return measure(world, *model, setup); }, built);
 }
 
 // The measured timeline as the simulator's result (stage s: the first rank of stage s in replica 0).
@@ -272,10 +281,11 @@ struct Messages {
 template <class T>
 Messages messages_of(Communicator& world, const Grid& grid, const Setup& setup) {
   const std::int64_t rows = setup.batch / setup.micro_batches * setup.seq;  // tokens per micro-batch
-  const std::int64_t block_elements = rows / setup.q * (setup.config.hidden / setup.q);
+  const int q = setup.layout.q();
+  const std::int64_t block_elements = rows / q * (setup.config.hidden / q);
   // wte's rows per rank: V/q of a q x q grid's blocks (h/q columns), or V/p of the 1D vocab-parallel slices (all h).
-  const int parts = setup.one_d ? setup.per_stage : setup.q;
-  const std::int64_t wte_bytes = setup.config.stored_vocab(parts) / parts * (setup.config.hidden / setup.q) *
+  const int parts = setup.layout.head_parts();
+  const std::int64_t wte_bytes = setup.config.stored_vocab(parts) / parts * (setup.config.hidden / q) *
                                  static_cast<std::int64_t>(sizeof(T));
   return Messages{.block_elements = block_elements,
                   .block_bytes = block_elements * static_cast<std::int64_t>(sizeof(T)),
@@ -284,12 +294,10 @@ Messages messages_of(Communicator& world, const Grid& grid, const Setup& setup) 
 }
 
 // The report's columns and header lines (world, layout and GPT; `dtype`: "f32" or "f64").
-Report pipeline_report(const Communicator& world, const Grid& grid, const Setup& setup, const Messages& message,
-                       const char* dtype) {
+Report pipeline_report(const Communicator& world, const Setup& setup, const Messages& message, const char* dtype) {
   Report report({{"schedule", 11}, {"v", 2}, {"step_ms", 9}, {"bubble", 7}, {"+-", 6}, {"predicted", 9}, {"diff", 6},
                  {"act_B", 22}, {"act_predicted_B", 22}, {"p2p_B", 22}, {"p2p_predicted_B", 22}, {"#wrong", 6}});
-  const std::string layout = setup.one_d ? format("pp %d x p %d (1D stages)", setup.stages, setup.per_stage)
-                                         : format("dp %d x pp %d x q %d x q %d", grid.dp(), setup.stages, setup.q, setup.q);
+  const std::string layout = plan::describe_ranks(setup.layout);
   report.header(format("optimus-bench pipeline: world %d = %s, m = %d micro-batches of "
                        "%lld sequences, s=%lld h=%lld heads=%lld ffn=%lld layers=%lld vocab=%lld, %s",
                        world.size(), layout.c_str(), setup.micro_batches,
@@ -340,23 +348,19 @@ StageBytes stage_bytes(Communicator& world, const Grid& grid, const Setup& setup
                        const Measured& m, const Messages& message) {
   const pp::Simulation unit = pp::simulate(s, pp::Costs{});
   StageBytes out;
-  // memory.hpp models the 2D chunks; the 1D ones' activation bytes are reported, not predicted.
-  if (!setup.one_d) {
-    out.act_predicted = pp::peak_activation_bytes(
-        s, pp::gpt_chunk_bytes(s, setup.config,
-                               {.sequences = setup.batch / setup.micro_batches, .seq = setup.seq, .q = setup.q,
-                                .element_bytes = sizeof(T), .saved_bytes = sizeof(T)}));
-  }
+  // memory.hpp models the 2D chunks; the 1D ones' activation bytes are reported, not predicted (none).
+  out.act_predicted = plan::stage_activation_peaks(setup.layout, s, setup.config, setup.batch / setup.micro_batches,
+                                                   setup.seq, sizeof(T));
   const auto [sent_predicted, received_predicted] =
       predicted_p2p(s, unit, grid.stage(), message.block_bytes, message.wte_bytes);
-  const bool act_wrong =
-      !setup.one_d && m.activation_bytes != out.act_predicted[static_cast<std::size_t>(grid.stage())];
+  const bool act_wrong = !out.act_predicted.empty() &&
+                         m.activation_bytes != out.act_predicted[static_cast<std::size_t>(grid.stage())];
   const bool wrong = act_wrong || m.sent != sent_predicted || m.received != received_predicted;
   std::vector<double> mine{static_cast<double>(m.activation_bytes), static_cast<double>(m.sent), wrong ? 1.0 : 0.0};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
   world.all_gather(mine.data(), all.data(), mine.size(), DType::f64);
-  for (int stage = 0; stage < setup.stages; ++stage) {
-    const std::size_t r = static_cast<std::size_t>(stage * setup.per_stage);
+  for (int stage = 0; stage < setup.layout.pp; ++stage) {
+    const std::size_t r = static_cast<std::size_t>(stage * setup.layout.tp);
     out.act.push_back(static_cast<std::int64_t>(all[3 * r]));
     out.sent.push_back(static_cast<std::int64_t>(all[3 * r + 1]));
     out.sent_predicted.push_back(predicted_p2p(s, unit, stage, message.block_bytes, message.wte_bytes).first);
@@ -379,24 +383,23 @@ struct Results {
 
 // Collective over `world`: runs the schedule `name`, adds its row to `report` (printed at once by rank 0) and its
 // figures to `results`.
-template <class Family>
-void run_one(Communicator& world, const typename Family::Place& place, const Setup& setup, const Messages& message,
+template <class T>
+void run_one(Communicator& world, const plan::Place& place, const Setup& setup, const Messages& message,
              const std::string& name, Report& report, Results& results) {
-  using T = typename Family::Value;
   const pp::Kind kind = pp::parse_kind(name);
   const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
   const pp::Schedule s = pp::make_schedule(
-      {.kind = kind, .stages = setup.stages, .micro_batches = setup.micro_batches, .chunks = chunks});
-  const Measured m = run_schedule<Family>(world, place, setup, s);
-  const Bubbles bubble = bubbles_of(s, setup.per_stage, m, message.seconds);
-  const pp::Simulation timeline = timeline_of(s, setup.per_stage, m.steps[m.median]);
-  const StageBytes bytes = stage_bytes<T>(world, Family::grid(place), setup, s, m, message);
+      {.kind = kind, .stages = setup.layout.pp, .micro_batches = setup.micro_batches, .chunks = chunks});
+  const Measured m = run_schedule<T>(world, place, setup, s);
+  const Bubbles bubble = bubbles_of(s, setup.layout.tp, m, message.seconds);
+  const pp::Simulation timeline = timeline_of(s, setup.layout.tp, m.steps[m.median]);
+  const StageBytes bytes = stage_bytes<T>(world, place.grid(), setup, s, m, message);
   results.wrong_total += bytes.wrong_stages;
 
   report.row({name, std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds), format("%.3f", bubble.measured),
               format("%.3f", bubble.spread), format("%.3f", bubble.predicted),
               format("%+.3f", bubble.measured - bubble.predicted), joined(bytes.act),
-              setup.one_d ? "-" : joined(bytes.act_predicted), joined(bytes.sent), joined(bytes.sent_predicted),
+              bytes.act_predicted.empty() ? "-" : joined(bytes.act_predicted), joined(bytes.sent), joined(bytes.sent_predicted),
               std::to_string(bytes.wrong_stages)});
   if (world.rank() == 0) report.print_row(stdout, report.rows() - 1);
   results.measured_rank.emplace_back(bubble.measured, name);
@@ -448,24 +451,23 @@ void footers(Report& report, const Results& results) {
   for (const std::string& line : results.charts) report.footer(line);
 }
 
-// Family: optimus::TwoD<T> or optimus::OneD<T>; place: the Grid or the Group its stages are built on. Collective over
+// T: f32 or f64; place: where setup.layout's stages are built (a 2D grid or the 1D baseline's group). Collective over
 // `world`; rank 0 prints.
-template <class Family>
-int run(Communicator& world, const cli::Options& o, const Setup& setup, const typename Family::Place& place) {
-  using T = typename Family::Value;
-  const Grid& grid = Family::grid(place);
+template <class T>
+int run(Communicator& world, const cli::Options& o, const Setup& setup, const plan::Place& place) {
+  const Grid& grid = place.grid();
   const std::vector<std::string> names = o.list("schedules", "gpipe,1f1b,interleaved,wave,zb");
   const Messages message = messages_of<T>(world, grid, setup);
-  Report report = pipeline_report(world, grid, setup, message, sizeof(T) == 8 ? "f64" : "f32");
+  Report report = pipeline_report(world, setup, message, sizeof(T) == 8 ? "f64" : "f32");
   if (world.rank() == 0) report.print_header(stdout);
 
   Results results;
-  for (const std::string& name : names) run_one<Family>(world, place, setup, message, name, report, results);
+  for (const std::string& name : names) run_one<T>(world, place, setup, message, name, report, results);
   footers(report, results);
   if (world.rank() == 0) report.print_footer(stdout);
   if (o.has("trace")) {
     if (world.rank() == 0) {
-      write_trace(o.text("trace", ""), world.size(), setup.per_stage, results.schedules, results.runs);
+      write_trace(o.text("trace", ""), world.size(), setup.layout.tp, results.schedules, results.runs);
     }
     world.barrier();
   }
@@ -479,19 +481,21 @@ int run_pipeline_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("pipeline"));
   world.set_timeout(o.timeout());
   Setup setup{};
-  setup.one_d = o.text("layout", "2d") == "1d";
-  OPTIMUS_CHECK(!(setup.one_d && o.has("q")), "pipeline: --q is the 2D grid's side; --layout 1d takes world / pp ranks "
+  plan::Layout& layout = setup.layout;
+  const bool one_d = o.text("layout", "2d") == "1d";  // the option's meaning; the run is the layout's
+  layout.tensor = one_d ? plan::TensorParallel::one_d : plan::TensorParallel::two_d;
+  OPTIMUS_CHECK(!(one_d && o.has("q")), "pipeline: --q is the 2D grid's side; --layout 1d takes world / pp ranks "
                 "per stage");
-  setup.stages = static_cast<int>(o.integer("pp", 2));
-  OPTIMUS_CHECK(!setup.one_d || world.size() % setup.stages == 0, "pipeline: world size ", world.size(),
-                " is not pp x p for pp = ", setup.stages);
-  setup.q = setup.one_d ? 1 : static_cast<int>(o.integer("q", 1));
-  setup.per_stage = setup.one_d ? world.size() / setup.stages : setup.q * setup.q;
+  layout.pp = static_cast<int>(o.integer("pp", 2));
+  OPTIMUS_CHECK(!one_d || world.size() % layout.pp == 0, "pipeline: world size ", world.size(),
+                " is not pp x p for pp = ", layout.pp);
+  const int q = one_d ? 1 : static_cast<int>(o.integer("q", 1));
+  layout.tp = one_d ? world.size() / layout.pp : q * q;
   setup.micro_batches = static_cast<int>(o.integer("m", 8));
   setup.chunks = static_cast<int>(o.integer("chunks", 2));
-  setup.batch = o.integer("b", static_cast<std::int64_t>(setup.micro_batches) * setup.q);
+  setup.batch = o.integer("b", static_cast<std::int64_t>(setup.micro_batches) * q);
   setup.seq = o.integer("s", 64);
-  setup.layers = o.integer("layers", 2 * static_cast<std::int64_t>(setup.stages) * setup.chunks);
+  setup.layers = o.integer("layers", 2 * static_cast<std::int64_t>(layout.pp) * setup.chunks);
   setup.warmup = static_cast<int>(o.integer("warmup", 1));
   setup.iters = static_cast<int>(o.integer("iters", 5));
   setup.config.hidden = o.integer("h", 256);
@@ -501,18 +505,15 @@ int run_pipeline_bench(Communicator& world, int argc, char** argv) {
   setup.config.max_seq = setup.seq;
   setup.config.layers = setup.layers;
   setup.config.dropout = 0.1;
-  if (!setup.one_d) Grid::check_world_size(world.size(), setup.q, setup.stages);
-  OPTIMUS_CHECK(setup.batch % setup.micro_batches == 0 && (setup.batch / setup.micro_batches) % setup.q == 0,
+  if (!one_d) Grid::check_world_size(world.size(), q, layout.pp);
+  layout.dp = world.size() / (layout.pp * layout.tp);
+  OPTIMUS_CHECK(setup.batch % setup.micro_batches == 0 && (setup.batch / setup.micro_batches) % q == 0,
                 "pipeline: --b ", setup.batch, " sequences must split into --m ", setup.micro_batches,
-                " micro-batches of a multiple of q = ", setup.q, " sequences");
+                " micro-batches of a multiple of q = ", q, " sequences");
   cpu::set_gemm_threads(1);
   const bool f64 = o.text("dtype", "f32") == "f64";
-  if (setup.one_d) {
-    const megatron::Group group = megatron::Group::pipeline_stage(world, setup.stages);
-    return f64 ? run<optimus::OneD<double>>(world, o, setup, group) : run<optimus::OneD<float>>(world, o, setup, group);
-  }
-  const Grid grid = Grid::create(world, setup.q, setup.stages);
-  return f64 ? run<optimus::TwoD<double>>(world, o, setup, grid) : run<optimus::TwoD<float>>(world, o, setup, grid);
+  const plan::Place place = plan::Place::on_host(world, layout);
+  return f64 ? run<double>(world, o, setup, place) : run<float>(world, o, setup, place);
 }
 
 }  // namespace optimus::bench

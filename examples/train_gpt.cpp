@@ -131,6 +131,7 @@ struct Setup {
   ex::DataVocab data_vocab;
   optimus::GptConfig config;
   ex::RunLayout run;                           // run.layout.recompute is set when the model is built (its depth final)
+  optimus::pipeline::Schedule schedule;        // run.layout's (plan::schedule_of), checked as the setup is read
   std::optional<optimus::plan::Plan> planned;  // --plan auto
   optimus::Recompute recompute = optimus::Recompute::none;  // every block's, without a plan
   std::int64_t batch = 16;                     // this replica's sequences per step
@@ -275,7 +276,7 @@ Setup read_setup(optimus::Communicator& world, const optimus::cli::Options& o, c
   const optimus::plan::Layout& layout = setup.run.layout;
   if (llama && !o.has("ffn") && !setup.planned) config.ffn = optimus::llama_ffn(config.hidden, layout.tp);
   if (setup.planned) setup.batch /= layout.dp;
-  optimus::plan::schedule_of(layout);  // the schedule's own checks, before any work
+  setup.schedule = optimus::plan::schedule_of(layout);  // the schedule's own checks, before any work
   setup.gemm = o.text("gemm", "f32");
   setup.math = setup.gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
   setup.steps = static_cast<int>(o.integer("steps", 1200));
@@ -353,7 +354,7 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
                          setup.lr);
   }
   places.host->validate(config, ex::config_names(o));
-  const optimus::pipeline::Schedule schedule = optimus::plan::schedule_of(setup.run.layout);
+  const optimus::pipeline::Schedule& schedule = setup.schedule;
   optimus::pipeline::check_layers(config.layers, schedule.stages, schedule.chunks);
   const std::int64_t m = schedule.micro_batches, q = setup.run.layout.q();
   OPTIMUS_CHECK(setup.batch % (m * q) == 0, "--batch ", setup.batch, " in ", m,
@@ -419,7 +420,7 @@ void print_header(const optimus::Communicator& world, const Setup& setup, const 
     std::printf("  set aside %s of %s (this run's branch after step %llu, which it abandons) in %s\n", steps.c_str(),
                 s.saving.dir.c_str(), static_cast<unsigned long long>(s.resumed.state.step), s.taken->set_aside().c_str());
   }
-  const optimus::pipeline::Schedule schedule = optimus::plan::schedule_of(layout);
+  const optimus::pipeline::Schedule& schedule = setup.schedule;
   if (schedule.stages > 1) {
     std::printf("  pipeline: %d stages, schedule %s, %d chunks per stage (%lld blocks each), %d micro-batches\n",
                 schedule.stages, std::string(optimus::pipeline::name_of(schedule.kind)).c_str(), schedule.chunks,
@@ -443,7 +444,7 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
   const optimus::GptConfig& config = setup.config;
   if (!setup.planned) layout.recompute.assign(static_cast<std::size_t>(config.layers), setup.recompute);
   const optimus::Grid& grid = places.training->grid();
-  const optimus::pipeline::Schedule schedule = optimus::plan::schedule_of(layout);
+  const optimus::pipeline::Schedule& schedule = setup.schedule;
   // What the run will need on this host, before the first large allocation (memory_check.hpp): the model as laid
   // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check.
   ex::check_host_memory(world, layout,

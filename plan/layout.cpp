@@ -28,6 +28,16 @@ std::string describe_recompute(const std::vector<Recompute>& policies) {
   return policies.empty() ? "none" : os.str();
 }
 
+std::string describe_ranks(const Layout& l) {
+  std::ostringstream os;
+  if (l.tensor == TensorParallel::one_d) {
+    os << "pp " << l.pp << " x p " << l.tp << " (1D stages)";
+  } else {
+    os << "dp " << l.dp << " x pp " << l.pp << " x q " << l.q() << " x q " << l.q();
+  }
+  return os.str();
+}
+
 std::string describe(const Layout& l) {
   std::ostringstream os;
   os << name_of(l.tensor) << ' ' << (l.tensor == TensorParallel::two_d ? "q=" : "t=")

@@ -251,4 +251,14 @@ std::int64_t largest_batch(const Layout& l, Workload w, std::uint64_t bytes, std
   return lo * step;
 }
 
+std::vector<std::int64_t> stage_activation_peaks(const Layout& layout, const pipeline::Schedule& schedule,
+                                                 const GptConfig& config, std::int64_t sequences, std::int64_t seq,
+                                                 std::int64_t element_bytes) {
+  if (layout.tensor == TensorParallel::one_d) return {};
+  return pipeline::peak_activation_bytes(
+      schedule, pipeline::gpt_chunk_bytes(schedule, config,
+                                          {.sequences = sequences, .seq = seq, .q = layout.q(),
+                                           .element_bytes = element_bytes, .saved_bytes = element_bytes}));
+}
+
 }  // namespace optimus::plan

@@ -33,6 +33,8 @@ struct Layout {
   std::vector<Recompute> recompute;  // [layers]: each block's policy
 
   int q() const;  // the grid side (2D); 1 for 1D
+  // The ranks a layer's heads and wte's vocabulary rows are split over: q (2D) or tp (1D).
+  int head_parts() const { return tensor == TensorParallel::one_d ? tp : q(); }
   int ranks() const { return dp * pp * tp; }
 };
 
@@ -47,6 +49,8 @@ struct Workload {
 
 // "2D q=2 dp=2 pp=2 1f1b m=4 offload=none recompute=none*2" — one line naming every choice.
 std::string describe(const Layout& layout);
+// The ranks as a pipeline runs them: "dp 1 x pp 2 x q 2 x q 2", "pp 2 x p 4 (1D stages)".
+std::string describe_ranks(const Layout& layout);
 // The recomputation policies run-length encoded: "none*6,full*2".
 std::string describe_recompute(const std::vector<Recompute>& policies);
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "optimus/core/memory.hpp"
+#include "optimus/pipeline/schedule.hpp"
 #include "optimus/plan/layout.hpp"
 
 namespace optimus::plan {
@@ -61,5 +62,13 @@ std::int64_t largest_batch(const Layout& layout, Workload workload, std::uint64_
 
 // One block's saved bytes per rank for one micro-batch under `policy`, and full recomputation's transient bytes.
 std::int64_t block_activation_bytes(const Layout& layout, const Workload& workload, Recompute policy);
+
+// The peak bytes of saved activations per rank of each stage (stage 0, 1, ...) under `schedule` (layout's pipeline),
+// micro-batches of `sequences` sequences of `seq` tokens in elements of `element_bytes`, without recomputation, as
+// optimus/pipeline/memory.hpp models a stage's chunks: exact for the 2D layouts; empty for the 1D baseline's, which it
+// does not model.
+std::vector<std::int64_t> stage_activation_peaks(const Layout& layout, const pipeline::Schedule& schedule,
+                                                 const GptConfig& config, std::int64_t sequences, std::int64_t seq,
+                                                 std::int64_t element_bytes);
 
 }  // namespace optimus::plan
