@@ -7,7 +7,7 @@ if [[ "${OPTIMUS_WITH_MPI:-ON}" != "OFF" ]]; then
   packages+=(libopenmpi-dev openmpi-bin libscalapack-openmpi-dev)
 fi
 if [[ "${OPTIMUS_FUZZ:-OFF}" == "ON" ]]; then
-  packages+=(clang libclang-rt-14-dev)  # clang and libFuzzer (scripts/test.sh --fuzz, --sanitize)
+  packages+=(clang libclang-rt-14-dev)  # libFuzzer (scripts/test.sh --fuzz)
 fi
 
 if ! command -v dpkg-query >/dev/null; then

@@ -2,9 +2,8 @@
 # The test command: installs missing Debian packages, configures, builds, and runs every test with ctest.
 #
 #   ./scripts/test.sh               Release build in build/, all tests (MPI at 1, 4, 9 and 16 ranks)
-#   ./scripts/test.sh --sanitize    clang, Debug (at -O1) + ASan/UBSan build in build-asan/ (the CUDA backend left
-#                                   out: no GPU runs it here, and the simulated device takes every device path), all
-#                                   tests, and the parsers' fuzz targets (the library instrumented for libFuzzer too)
+#   ./scripts/test.sh --sanitize    Debug (at -O1) + ASan/UBSan build in build-asan/ (the CUDA backend left out: no
+#                                   GPU runs it here, and the simulated device takes every device path), all tests
 #   ./scripts/test.sh --no-mpi      build without MPI in build-nompi/ (in-process backend only)
 #   ./scripts/test.sh --fuzz        clang + libFuzzer build without MPI in build-fuzz/: the parsers' fuzz targets,
 #                                   100000 inputs each, and train_gpt (instrumented alike) for in-process runs
@@ -20,9 +19,7 @@ while (($#)); do
     --sanitize)
       build_dir="${OPTIMUS_BUILD_DIR:-$root_dir/build-asan}"
       OPTIMUS_BUILD_TYPE=Debug
-      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER=clang++ -DOPTIMUS_SANITIZE=ON -DOPTIMUS_FUZZ=ON \
-        -DOPTIMUS_WITH_CUDA=OFF"
-      export OPTIMUS_FUZZ=ON  # install_deps: clang and libFuzzer
+      OPTIMUS_CMAKE_ARGS="${OPTIMUS_CMAKE_ARGS:-} -DOPTIMUS_SANITIZE=ON -DOPTIMUS_WITH_CUDA=OFF"
       sanitize=1
       ;;
     --fuzz)
