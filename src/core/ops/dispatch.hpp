@@ -121,7 +121,7 @@ decltype(auto) dispatch(const char* op, std::initializer_list<Operand> operands,
 // no code of its own. cuda(views..., stream) launches the operation's CUDA kernels on `stream` (a cudaStream_t), in
 // CUDA builds (write the call as OPTIMUS_CUDA_LAUNCH(...)). On an accelerator operands are contiguous unless given as
 // rows(...) (rows contiguous, any row stride); on the CPU the body takes what the operation's checks let through. An
-// absent operand (a default TensorView: no data, no elements) is passed on as it is. Accelerators run f32 (F64: f64
+// absent operand (a default TensorView: rank 0, no data) is passed on as it is. Accelerators run f32 (F64: f64
 // too).
 enum class Layout { contiguous, rows };
 
