@@ -7,6 +7,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <sstream>
 #include <string_view>
 #include <tuple>
@@ -58,9 +59,9 @@ Operand contiguous_rows(const char* name, const TensorView<T>& v) {
   return {.name = name, .device = v.device(), .strides = v.strides(), .needs = rows ? nullptr : "rows contiguous"};
 }
 
-// The one device of all operands, or an error naming the operation and where each operand lives.
-inline Device common_device(const char* op, std::initializer_list<Operand> operands) {
-  const Device first = operands.begin()->device;
+// The one device of all operands (at least one), or an error naming the operation and where each operand lives.
+inline Device common_device(const char* op, std::span<const Operand> operands) {
+  const Device first = operands.front().device;
   bool mixed = false;
   for (const Operand& o : operands) mixed = mixed || o.device != first;
   if (mixed) {
@@ -69,6 +70,9 @@ inline Device common_device(const char* op, std::initializer_list<Operand> opera
     OPTIMUS_FAIL(op, ": operands are on different devices (", where.str(), "); move them to one device first");
   }
   return first;
+}
+inline Device common_device(const char* op, std::initializer_list<Operand> operands) {
+  return common_device(op, std::span<const Operand>(operands.begin(), operands.size()));
 }
 
 // On an accelerator: the operands' layouts, and a queue whose stream is on `where`.
@@ -160,15 +164,7 @@ template <class... V>
 Device device_of(const char* op, const Arg<V>&... args) {
   std::vector<Operand> present;
   (..., (absent(args.view) ? void() : present.push_back(any_layout(args.name, args.view))));
-  if (present.empty()) return Device::cpu;
-  const Device first = present.front().device;
-  for (const Operand& o : present) {
-    if (o.device == first) continue;
-    std::ostringstream where;
-    for (const Operand& p : present) where << (where.tellp() > 0 ? ", " : "") << p.name << " on " << name_of(p.device);
-    OPTIMUS_FAIL(op, ": operands are on different devices (", where.str(), "); move them to one device first");
-  }
-  return first;
+  return present.empty() ? Device::cpu : common_device(op, present);
 }
 
 template <class T>

@@ -172,21 +172,12 @@ void dropout_residual(TensorView<const T> residual, TensorView<T> x, const Dropo
   const char* op = "dropout_residual";
   check_mask(op, x, mask);
   check_same_shape(op, x, "residual", residual.shape());
-  if (row_sums.rank() == 0) {  // TensorView{}: no sums wanted
-    run<T>(op, queue, [mask](auto r, auto x_) { cpu::dropout_residual<T>(r, x_, mask, TensorView<T>{}); },
-           [mask](auto r, auto x_, cudaStream_t s) {
-             OPTIMUS_CUDA_LAUNCH(cuda::dropout_residual(r.data(), x_.data(), rows_of(x_), cols_of(x_),
-                                                        cuda_mask(mask), nullptr, s));
-           },
-           in("residual", residual), out("x", x));
-    return;
-  }
-  OPTIMUS_CHECK(row_sums.shape() == Shape{x.size(0)}, op, ": row_sums has shape ", row_sums.shape(), ", expected [",
-                x.size(0), "]");
+  OPTIMUS_CHECK(row_sums.rank() == 0 || row_sums.shape() == Shape{x.size(0)}, op, ": row_sums has shape ",
+                row_sums.shape(), ", expected [", x.size(0), "]");  // TensorView{}: no sums wanted
   run<T>(op, queue, [mask](auto r, auto x_, auto sums) { cpu::dropout_residual<T>(r, x_, mask, sums); },
          [mask](auto r, auto x_, auto sums, cudaStream_t s) {
            OPTIMUS_CUDA_LAUNCH(cuda::dropout_residual(r.data(), x_.data(), rows_of(x_), cols_of(x_), cuda_mask(mask),
-                                                      sums.data(), s));
+                                                      sums.rank() == 0 ? nullptr : sums.data(), s));
          },
          in("residual", residual), out("x", x), out("row_sums", row_sums));
 }
