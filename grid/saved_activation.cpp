@@ -6,6 +6,7 @@
 
 #include "optimus/core/device_memory.hpp"
 #include "optimus/core/ops.hpp"
+#include "optimus/grid/summa.hpp"
 
 namespace optimus {
 
@@ -67,14 +68,7 @@ void SavedActivation<T>::keep(TensorView<const T> local, MemoryKind kind) {
 
 template <class T>
 TensorView<const T> SavedActivation<T>::values(Tensor<T>& scratch) const {
-  if constexpr (std::is_same_v<T, float>) {
-    if (is_bf16_) {
-      scratch = Tensor<T>(bf16_block_.shape(), grid_.tag(MemoryKind::workspace), Init::none);
-      ops::to_f32(bf16_block_.view(), scratch.view(), grid_.queue());
-      return std::as_const(scratch).view();
-    }
-  }
-  return block_.view();
+  return operand_values(SummaOperand<T>(*this), scratch);
 }
 
 template class SavedActivation<float>;

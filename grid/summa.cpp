@@ -404,6 +404,18 @@ DistMatrix<T> summa_atb(const DistMatrix<T>& a, const DistMatrix<T>& b) {
   return c;
 }
 
+template <class T>
+TensorView<const T> operand_values(const SummaOperand<T>& m, Tensor<T>& scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (m.is_bf16) {
+      scratch = Tensor<T>(m.bf16_block.shape(), m.grid->tag(MemoryKind::workspace), Init::none);
+      ops::to_f32(m.bf16_block, scratch.view(), m.grid->queue());
+      return std::as_const(scratch).view();
+    }
+  }
+  return m.block;
+}
+
 #define OPTIMUS_INSTANTIATE(T)                                                                     \
   template class PendingProduct<T>;                                                                \
   template PendingProduct<T> summa_abt_async<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&); \
@@ -414,7 +426,8 @@ DistMatrix<T> summa_atb(const DistMatrix<T>& a, const DistMatrix<T>& b) {
   template void summa_atb<T>(T, OperandIn<T>, OperandIn<T>, T, DistMatrix<T>&);  \
   template DistMatrix<T> summa_ab<T>(const DistMatrix<T>&, const DistMatrix<T>&);                \
   template DistMatrix<T> summa_abt<T>(const DistMatrix<T>&, const DistMatrix<T>&);               \
-  template DistMatrix<T> summa_atb<T>(const DistMatrix<T>&, const DistMatrix<T>&);
+  template DistMatrix<T> summa_atb<T>(const DistMatrix<T>&, const DistMatrix<T>&);               \
+  template TensorView<const T> operand_values<T>(const SummaOperand<T>&, Tensor<T>&);
 OPTIMUS_INSTANTIATE(float)
 OPTIMUS_INSTANTIATE(double)
 #undef OPTIMUS_INSTANTIATE

@@ -1,4 +1,4 @@
-// The vocabulary-parallel cross-entropy both language-model heads share (LmHead2D over a grid row, LmHead1D over the
+// The vocabulary-parallel cross-entropy of the language-model head (LmHead2D over a grid row, LmHead1D over the
 // tensor-parallel group): this rank holds the logits of some rows for a slice of the vocabulary, `owners` hold the
 // same rows' other slices. Two passes over the logits (optimus/core/ops.hpp): one read for the row statistics,
 // reduced over the owners in two all-reduces of `rows` numbers each (the max, then the rescaled sum with the target

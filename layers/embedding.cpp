@@ -1,5 +1,7 @@
-// Embedding2D: vocabulary-parallel lookups reduced along grid columns.
+// Embedding<T, Split>: vocabulary-parallel lookups, summed as the split says.
 #include "optimus/layers/embedding.hpp"
+
+#include "optimus/layers/megatron/embedding.hpp"
 
 #include <utility>
 
@@ -7,7 +9,10 @@
 #include "optimus/core/ops.hpp"
 
 namespace optimus {
+namespace {
 
+// The sequence length of `tokens` taken as `batch` whole sequences; throws (naming the values) unless they are whole
+// sequences, fit the position table (max_seq), and every id is in [0, vocab).
 std::int64_t checked_sequence_length(const std::vector<int>& tokens, std::int64_t batch, const GptConfig& config) {
   const auto n = static_cast<std::int64_t>(tokens.size());
   OPTIMUS_CHECK(batch > 0 && n % batch == 0, "embedding: ", n, " tokens are not ", batch, " whole sequences");
@@ -22,6 +27,8 @@ std::int64_t checked_sequence_length(const std::vector<int>& tokens, std::int64_
   return seq;
 }
 
+// The forward's end: the embedding dropout on x [b*s, h] (this pass's rows of the global batch) and, for a training
+// pass, the context (the ids, the sequence length, the pass; marked for `grid`).
 template <class T>
 void finish_embedding(DistMatrix<T>& x, const std::vector<int>& tokens, std::int64_t seq, const Pass& pass,
                       const GptConfig& config, const Grid& grid, EmbeddingContext& saved) {
@@ -36,6 +43,7 @@ void finish_embedding(DistMatrix<T>& x, const std::vector<int>& tokens, std::int
   }
 }
 
+// The backward's start: dx [N, h] checked against the saved ids, copied, with the forward's dropout mask applied.
 template <class T>
 DistMatrix<T> dropped_gradient(const EmbeddingContext& saved, const DistMatrix<T>& dx, const GptConfig& config) {
   const auto n = static_cast<std::int64_t>(saved.tokens.size());
@@ -47,126 +55,87 @@ DistMatrix<T> dropped_gradient(const EmbeddingContext& saved, const DistMatrix<T
   return dropped;
 }
 
-template <class T>
-Embedding2D<T>::Embedding2D(const Grid& grid, const GptConfig& config, TiedHead head)
-    : grid_(grid),
+}  // namespace
+
+template <class T, class Split>
+Embedding<T, Split>::Embedding(const Place& place, const GptConfig& config, TiedHead head)
+    : place_(place),
       config_(config),
-      wte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::parameters),
-      dwte_(grid, config.stored_vocab(grid.q()), config.hidden, MemoryKind::gradients) {
+      wte_(grid(), Split::vocab_rows(place, config), config.hidden, MemoryKind::parameters),
+      dwte_(grid(), wte_.rows(), config.hidden, MemoryKind::gradients) {
   if (!config.block.rope) {
-    wpe_.emplace(grid, config.max_seq, config.hidden, MemoryKind::parameters);
-    dwpe_.emplace(grid, config.max_seq, config.hidden, MemoryKind::gradients);
+    wpe_.emplace(grid(), config.max_seq, config.hidden, MemoryKind::parameters);
+    dwpe_.emplace(grid(), config.max_seq, config.hidden, MemoryKind::gradients);
   }
   if (head == TiedHead::here && !config.block.tied_head) {
-    lm_head_.emplace(grid, wte_.rows(), config.hidden, MemoryKind::parameters);
-    dlm_head_.emplace(grid, wte_.rows(), config.hidden, MemoryKind::gradients);
+    lm_head_.emplace(grid(), wte_.rows(), config.hidden, MemoryKind::parameters);
+    dlm_head_.emplace(grid(), wte_.rows(), config.hidden, MemoryKind::gradients);
   }
-  if (head == TiedHead::here) {
-    head_bf16_ = weight_copy_for(grid, lm_head_ ? *lm_head_ : wte_, grid.tag(MemoryKind::parameters));
-  }
+  if (head == TiedHead::here) head_bf16_ = Split::head_copy(place, lm_head_ ? *lm_head_ : wte_);
 }
 
-template <class T>
-SummaOperand<T> Embedding2D<T>::head_operand() {
+template <class T, class Split>
+SummaOperand<T> Embedding<T, Split>::head_operand() {
   return weight_operand(std::as_const(lm_head_ ? *lm_head_ : wte_), head_bf16_.get());
 }
 
-template <class T>
-DistMatrix<T>& Embedding2D<T>::lm_head_grad() {
+template <class T, class Split>
+DistMatrix<T>& Embedding<T, Split>::lm_head_grad() {
   OPTIMUS_CHECK(dlm_head_.has_value(), "embedding: lm_head_grad() of a model whose head is tied to wte or elsewhere");
   return *dlm_head_;
 }
 
-template <class T>
-DistMatrix<T> Embedding2D<T>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass,
-                                      Context& saved) {
+template <class T, class Split>
+DistMatrix<T> Embedding<T, Split>::forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass,
+                                           Context& saved) {
   const std::int64_t seq = checked_sequence_length(tokens, batch, config_);
-  const int q = grid_.q();
+  const int q = grid().q();
   OPTIMUS_CHECK(batch % q == 0, "embedding: batch = ", batch, " is not divisible by q = ", q);
   const auto n = static_cast<std::int64_t>(tokens.size());
-  const std::int64_t width = wte_.local_cols(), v0 = wte_.row_offset();
-  const MemoryTag work = grid_.tag(MemoryKind::workspace);
-
-  // Partial lookups of all n tokens in this rank's vocabulary slice: [n, h/q].
-  const Tensor<int> ids = upload(tokens.data(), Shape{n}, work);  // where the table lives
-  Tensor<T> partial(Shape{n, width}, work, Init::none);
-  ops::embedding_lookup<T>(std::as_const(wte_).local(), ids.view(), v0, partial.view(), grid_.queue());
-  DistMatrix<T> x(grid_, n, config_.hidden);
-  grid_.col().reduce_scatter(partial.data(), x.local().data(), static_cast<std::size_t>(x.local().numel()),
-                              dtype_of<T>, ReduceOp::sum);
-
-  // Learned positions: wpe's column block [max_seq, h/q], gathered along the column.
-  if (wpe_) {
-    Tensor<T> wpe(Shape{config_.max_seq, width}, work);
-    grid_.col().all_gather(wpe_->local().data(), wpe.data(), static_cast<std::size_t>(wpe_->local().numel()),
-                           dtype_of<T>);
-    ops::add_positions<T>(wpe.view(), x.row_offset(), seq, x.local(), grid_.queue());
-  }
-
-  finish_embedding(x, tokens, seq, pass, config_, grid_, saved);
+  const Tensor<int> ids = upload(tokens.data(), Shape{n}, grid().tag(MemoryKind::workspace));  // where wte lives
+  DistMatrix<T> x = Split::look_up(place_, std::as_const(wte_), ids.view(), config_.hidden);
+  if (wpe_) Split::add_positions(place_, std::as_const(*wpe_), seq, x);
+  finish_embedding(x, tokens, seq, pass, config_, grid(), saved);
   return x;
 }
 
-template <class T>
-void Embedding2D<T>::backward(Context saved, const DistMatrix<T>& dx_in) {
-  saved.mark.check(grid_, "embedding");
+template <class T, class Split>
+void Embedding<T, Split>::backward(Context saved, const DistMatrix<T>& dx_in) {
+  saved.mark.check(grid(), "embedding");
   const auto n = static_cast<std::int64_t>(saved.tokens.size());
   const DistMatrix<T> dx = dropped_gradient(saved, dx_in, config_);
-  const std::int64_t width = dx.local_cols(), v0 = wte_.row_offset();
-  const MemoryTag work = grid_.tag(MemoryKind::workspace);
-
-  // dwte: every token's gradient row (the column block, gathered) into this rank's vocabulary slice.
-  Tensor<T> all(Shape{n, width}, work);
-  grid_.col().all_gather(dx.local().data(), all.data(), static_cast<std::size_t>(dx.local().numel()), dtype_of<T>);
-  const Tensor<int> ids = upload(saved.tokens.data(), Shape{n}, work);
-  ops::embedding_scatter_add<T>(all.view(), ids.view(), v0, dwte_.local(), grid_.queue());
-
-  // dwpe: this rank's rows summed per position, then reduced over the column into each rank's slice.
-  if (!dwpe_) return;
-  Tensor<T> partial(Shape{config_.max_seq, width}, work, Init::none);
-  ops::position_grad<T>(dx.local(), dx.row_offset(), saved.seq, partial.view(), grid_.queue());
-  Tensor<T> piece(dwpe_->local().shape(), work);
-  grid_.col().reduce_scatter(partial.data(), piece.data(), static_cast<std::size_t>(piece.numel()), dtype_of<T>,
-                              ReduceOp::sum);
-  ops::axpby<T>(T(1), piece.view(), T(1), dwpe_->local(), grid_.queue());
+  const Tensor<int> ids = upload(saved.tokens.data(), Shape{n}, grid().tag(MemoryKind::workspace));
+  Split::add_lookup_gradient(place_, dx, ids.view(), dwte_);
+  if (dwpe_) Split::add_position_gradient(place_, dx, saved.seq, *dwpe_);
 }
 
-template <class T>
-void Embedding2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
-  const std::int64_t stored = wte_.rows();  // the padded vocabulary; GPT-2's wte is [vocab, h]
+template <class T, class Split>
+void Embedding<T, Split>::parameters(std::vector<ParameterRef<T>>& out) {
+  const std::int64_t h = config_.hidden;
   if (head_bf16_) head_bf16_->invalidate();  // the caller may write the head's weight through its view: cast again
-  const ShardLayout vocabulary{.kind = ShardLayout::Kind::block, .q = q, .i = i, .j = j, .rows = stored,
-                               .cols = config_.hidden, .fused = {}, .parts = 1, .part = 0,
-                               .padding_rows = stored - config_.vocab};
-  out.push_back({"wte", {config_.vocab, config_.hidden}, vocabulary, wte_.local(), dwte_.local(),
+  const ShardLayout vocabulary = Split::vocabulary_layout(place_, config_);  // GPT-2's wte is [vocab, h]
+  out.push_back({"wte", {config_.vocab, h}, vocabulary, wte_.local(), dwte_.local(),
                  lm_head_ ? nullptr : head_bf16_.get()});
   if (wpe_) {
-    out.push_back({"wpe", {config_.max_seq, config_.hidden},
-                   ShardLayout{.kind = ShardLayout::Kind::block, .q = q, .i = i, .j = j, .rows = config_.max_seq,
-                               .cols = config_.hidden, .fused = {}, .parts = 1, .part = 0, .padding_rows = 0},
-                   wpe_->local(), dwpe_->local()});
+    out.push_back({"wpe", {config_.max_seq, h}, Split::table_layout(place_, config_.max_seq, h), wpe_->local(),
+                   dwpe_->local()});
   }
   if (lm_head_) {
-    out.push_back({"lm_head.weight", {config_.vocab, config_.hidden}, vocabulary, lm_head_->local(),
-                   dlm_head_->local(), head_bf16_.get()});
+    out.push_back({"lm_head.weight", {config_.vocab, h}, vocabulary, lm_head_->local(), dlm_head_->local(),
+                   head_bf16_.get()});
   }
 }
 
-template <class T>
-void Embedding2D<T>::zero_grad() {
-  ops::fill<T>(dwte_.local(), T(0), grid_.queue());
-  if (dwpe_) ops::fill<T>(dwpe_->local(), T(0), grid_.queue());
-  if (dlm_head_) ops::fill<T>(dlm_head_->local(), T(0), grid_.queue());
+template <class T, class Split>
+void Embedding<T, Split>::zero_grad() {
+  ops::fill<T>(dwte_.local(), T(0), grid().queue());
+  if (dwpe_) ops::fill<T>(dwpe_->local(), T(0), grid().queue());
+  if (dlm_head_) ops::fill<T>(dlm_head_->local(), T(0), grid().queue());
 }
 
-#define OPTIMUS_INSTANTIATE(T)                                                                                    \
-  template void finish_embedding<T>(DistMatrix<T>&, const std::vector<int>&, std::int64_t, const Pass&,            \
-                                    const GptConfig&, const Grid&, EmbeddingContext&);                            \
-  template DistMatrix<T> dropped_gradient<T>(const EmbeddingContext&, const DistMatrix<T>&, const GptConfig&);   \
-  template class Embedding2D<T>;
-OPTIMUS_INSTANTIATE(float)
-OPTIMUS_INSTANTIATE(double)
-#undef OPTIMUS_INSTANTIATE
+template class Embedding<float, Split2D>;
+template class Embedding<double, Split2D>;
+template class Embedding<float, megatron::Split1D>;
+template class Embedding<double, megatron::Split1D>;
 
 }  // namespace optimus

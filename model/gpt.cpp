@@ -87,7 +87,10 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spil
     chunks_.push_back(std::move(chunk));
   }
   const bool has_head = schedule_.stage_of(last) == stage;
-  if (schedule_.stage_of(0) == stage || has_head) embedding_ = F::make_embedding(place_, config_, has_head);
+  if (schedule_.stage_of(0) == stage || has_head) {
+    embedding_ = std::make_unique<typename F::Embedding>(place_, config_,
+                                                         has_head ? TiedHead::here : TiedHead::elsewhere);
+  }
   if (has_head) {
     ln_f_ = std::make_unique<LayerNorm2D<T>>(grid_, ParameterTags::of(grid_), "ln_f", config_.hidden,
                                              config_.block.norm);
@@ -292,7 +295,7 @@ double Gpt<F>::forward_chunk(Chunk& chunk, Context& saved, const Pass& pass, con
   SavedActivation<T> y = ln_f_->forward_saved(*x, pass, saved.ln_f);
   x.reset();
   detail::check_finite(y, "ln_f forward output");
-  return F::head_forward(*head_, *embedding_, std::move(y), targets, mean_over, pass, saved.head);
+  return head_->forward(std::move(y), embedding_->head_operand(), targets, mean_over, pass, saved.head);
 }
 
 template <class F>
@@ -300,9 +303,9 @@ auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, SplitWeights* later, s
                             ReplicaSums* sums) -> std::optional<DistMatrix<T>> {
   const int u = chunk.virtual_stage, last = schedule_.virtual_stages() - 1;
   if (u == last) {  // the loss's gradient through the head and ln_f
-    // 2D: an operand (perhaps its bf16 copy); 1D: the matrix itself. Its gradient: the head's part of wte's, or
+    // The head's weight as its products take it (perhaps its bf16 copy); its gradient: the head's part of wte's, or
     // lm_head's where untied.
-    decltype(auto) weight = F::head_weight(*embedding_);
+    const SummaOperand<T> weight = embedding_->head_operand();
     DistMatrix<T>& dweight = head_wte_grad_ ? *head_wte_grad_ : embedding_->lm_head_grad();
     const DistMatrix<T> dx = later == nullptr ? head_->backward(std::move(saved.head), weight, dweight)
                                               : head_->backward(std::move(saved.head), weight, dweight, later->edges);
@@ -439,8 +442,8 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
   call.done();
   if (y) {
     LmHeadContext<T> none;
-    loss = F::head_forward(*head_, *embedding_, *y, targets, static_cast<std::int64_t>(tokens.size()),
-                           Pass::inference(), none);
+    loss = head_->forward(*y, embedding_->head_operand(), targets, static_cast<std::int64_t>(tokens.size()),
+                          Pass::inference(), none);
   }
   return mean_over_model(loss);  // only the head's stage has a part
 }
@@ -451,7 +454,7 @@ auto Gpt<F>::logits(const std::vector<int>& tokens, std::int64_t batch) -> std::
   const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
   call.done();
   if (!y) return std::nullopt;
-  return F::head_logits(*head_, *embedding_, *y);
+  return head_->logits(*y, embedding_->head_operand());
 }
 
 

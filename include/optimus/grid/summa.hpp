@@ -65,6 +65,11 @@ struct SummaOperand {
   TensorView<const bf16> bf16_block;  // [rows/q, cols/q] when is_bf16
 };
 
+// m's block in T: its block, or its bf16 copy widened into `scratch` (allocated as its grid's workspace; keep it alive
+// while the view is used), for work on the block itself (the 1D baseline's local products).
+template <class T>
+TensorView<const T> operand_values(const SummaOperand<T>& m, Tensor<T>& scratch);
+
 // A (read-only) operand of the forms with alpha and C: a DistMatrix<T> or a SavedActivation<T> (saved_activation.hpp).
 // T is deduced from alpha and C.
 template <class T>

@@ -1,4 +1,6 @@
-// optimus::Embedding2D: vocab-parallel token embedding plus position embedding (docs/design.md, "Layers").
+// optimus::Embedding<T, Split>: vocab-parallel token embedding plus position embedding, one class for both splits
+// (optimus/layers/split.hpp; docs/design.md, "Layers"): Embedding2D on the q x q grid, as below; megatron::Embedding1D,
+// Megatron's, over the p ranks of a Group (optimus/layers/megatron/embedding.hpp).
 //   wte: [vocab, h] in q x q blocks (rank (i, j) holds vocabulary slice i, feature block j);
 //   wpe: [max_seq, h] in q x q blocks, for learned positions (none with rotary positions: the blocks' attention turns
 //   queries and keys instead). Output x: [N, h] with N = b*s.
@@ -22,32 +24,22 @@
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
+#include "optimus/layers/split.hpp"
 #include "optimus/layers/weight_copy.hpp"
 
 namespace optimus {
-
-// The sequence length of `tokens` taken as `batch` whole sequences; throws (naming the values) unless they are whole
-// sequences, fit the position table (max_seq), and every id is in [0, vocab). Shared by the 2D and 1D embeddings.
-std::int64_t checked_sequence_length(const std::vector<int>& tokens, std::int64_t batch, const GptConfig& config);
-
-// Shared by the 2D and 1D embeddings. The forward's end: the embedding dropout on x [b*s, h] (this pass's rows of the
-// global batch) and, for a training pass, the context (the ids, the sequence length, the pass; marked for `grid`).
-template <class T>
-void finish_embedding(DistMatrix<T>& x, const std::vector<int>& tokens, std::int64_t seq, const Pass& pass,
-                      const GptConfig& config, const Grid& grid, EmbeddingContext& saved);
-// The backward's start: dx [N, h] checked against the saved ids, copied, with the forward's dropout mask applied.
-template <class T>
-DistMatrix<T> dropped_gradient(const EmbeddingContext& saved, const DistMatrix<T>& dx, const GptConfig& config);
 
 // Whether the LM head runs beside this embedding: a pipeline's first stage holds the embedding for its lookups only.
 // Here, the head multiplies wte (tied) or lm_head (untied, held here); under mixed precision its products take that
 // matrix's bf16 copy, kept only `here`.
 enum class TiedHead { elsewhere, here };
 
-template <class T>
-class Embedding2D {
+template <class T, class Split>
+class Embedding {
  public:
-  Embedding2D(const Grid& grid, const GptConfig& config, TiedHead head);
+  using Place = typename Split::Place;
+
+  Embedding(const Place& place, const GptConfig& config, TiedHead head);
 
   using Context = EmbeddingContext;
 
@@ -60,25 +52,30 @@ class Embedding2D {
   void parameters(std::vector<ParameterRef<T>>& out);
   void zero_grad();
 
-  // The token embedding and its gradient.
+  // The token embedding (this rank's part) and its gradient.
   const DistMatrix<T>& wte() const { return wte_; }
   DistMatrix<T>& wte_grad() { return dwte_; }
   // The LM head's weight (wte where tied, lm_head where not; this embedding must be the head's: TiedHead::here) as the
-  // head's products take it (under mixed precision its bf16 copy, which AdamW's update writes: weight_copy.hpp), and
-  // where its gradient goes where untied.
+  // head's products take it (under mixed precision on the grid its bf16 copy, which AdamW's update writes:
+  // weight_copy.hpp), and where its gradient goes where untied.
   SummaOperand<T> head_operand();
   DistMatrix<T>& lm_head_grad();
 
  private:
-  Grid grid_;
+  const Grid& grid() const { return Split::activation_grid(place_); }
+
+  Place place_;
   GptConfig config_;
   DistMatrix<T> wte_, dwte_;
   std::optional<DistMatrix<T>> wpe_, dwpe_;         // learned positions only
   std::optional<DistMatrix<T>> lm_head_, dlm_head_;  // the untied head's, here
-  std::unique_ptr<WeightCopy> head_bf16_;  // the head's weight [V/q, h/q] under mixed precision here, else null
+  std::unique_ptr<WeightCopy> head_bf16_;  // the head's weight's bf16 copy (Split::head_copy) here, else null
 };
 
-extern template class Embedding2D<float>;
-extern template class Embedding2D<double>;
+template <class T>
+using Embedding2D = Embedding<T, Split2D>;
+
+extern template class Embedding<float, Split2D>;
+extern template class Embedding<double, Split2D>;
 
 }  // namespace optimus

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -40,21 +39,6 @@ struct TwoD {
   static Communicator& holders(const Grid& place) { return place.grid(); }
   static void validate(const GptConfig& config, const Grid& place) { validate_for_grid(config, place.q()); }
   static void mark_replicated(std::vector<ParameterRef<T>>&, std::size_t, const Grid&) {}  // 2D tensors are split
-  // y: a DistMatrix<T>, or a SavedActivation<T> (LayerNorm's forward_saved) that a training pass takes over.
-  template <class Y>
-  static double head_forward(Head& head, Embedding& embedding, Y&& y, const std::vector<int>& targets,
-                             std::int64_t mean_over, const Pass& pass, LmHeadContext<T>& saved) {
-    return head.forward(std::forward<Y>(y), embedding.head_operand(), targets, mean_over, pass, saved);
-  }
-  static DistMatrix<T> head_logits(Head& head, Embedding& embedding, const DistMatrix<T>& y) {
-    return head.logits(y, embedding.head_operand());
-  }
-  // The head's weight (wte, or lm_head where untied) as the head's backward takes it.
-  static SummaOperand<T> head_weight(Embedding& embedding) { return embedding.head_operand(); }
-  // The embedding of a stage that holds the head (`with_head`) or not.
-  static std::unique_ptr<Embedding> make_embedding(const Grid& place, const GptConfig& config, bool with_head) {
-    return std::make_unique<Embedding>(place, config, with_head ? TiedHead::here : TiedHead::elsewhere);
-  }
 };
 
 template <class T>
@@ -78,21 +62,6 @@ struct OneD {
   // ln_f on the one-rank grid: every rank of the group holds it whole.
   static void mark_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const megatron::Group& place) {
     megatron::mark_replicated(params, from, place);
-  }
-  template <class Y>
-  static double head_forward(Head& head, const Embedding& embedding, Y&& y, const std::vector<int>& targets,
-                             std::int64_t mean_over, const Pass& pass, LmHeadContext<T>& saved) {
-    return head.forward(std::forward<Y>(y), embedding.head_weight(), embedding.first_id(), targets, mean_over, pass,
-                        saved);
-  }
-  // The whole [N, V] logits on every rank of the group.
-  static DistMatrix<T> head_logits(Head& head, const Embedding& embedding, const DistMatrix<T>& y) {
-    return head.logits(y, embedding.head_weight(), embedding.first_id());
-  }
-  static const DistMatrix<T>& head_weight(const Embedding& embedding) { return embedding.head_weight(); }
-  static std::unique_ptr<Embedding> make_embedding(const megatron::Group& place, const GptConfig& config,
-                                                   bool with_head) {
-    return std::make_unique<Embedding>(place, config, with_head ? TiedHead::here : TiedHead::elsewhere);
   }
 };
 
