@@ -77,17 +77,13 @@
 // held-out loss is on VALID_FILE, or on FILE's last 10%. The model's vocabulary is --vocab, else --init's or the
 // checkpoint's, else the tokenizer's the id width implies (GPT-2's 50257, Llama 3's 128256); the data's ids must fit it.
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
-#include <memory>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <functional>
-#include <limits>
-#include <optional>
+#include <memory>
 #include <optimus/optimus.hpp>
-#include <span>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -108,132 +104,13 @@
 #include "run_layout.hpp"
 #include "sampling.hpp"
 #include "stop_fault.hpp"
+#include "training_loop.hpp"
 
 namespace {
 
 namespace ex = optimus::examples;
-using optimus::GlobalMatrix;
-
-// What the training loop drives: the model (whole on the grid, or this rank's pipeline stage), its AdamW, and how it
-// is saved. Each function is collective over the model's ranks.
-struct Trainee {
-  // zero_grad, then forward and backward of the replica's batch: the batch's mean loss, the same on every rank.
-  std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step)> train_step;
-  std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets)> evaluate;
-  optimus::examples::NextLogits next_logits;
-  optimus::AdamW<float>* optimizer = nullptr;
-  std::function<void(int step)> save;  // empty without --save
-};
-
-// What the run is: its data, its model and how it is laid out and trained, read from the options once.
-struct Setup {
-  ex::Corpus corpus;
-  ex::DataVocab data_vocab;
-  optimus::GptConfig config;
-  ex::RunLayout run;                           // run.layout.recompute is set when the model is built (its depth final)
-  optimus::pipeline::Schedule schedule;        // run.layout's (plan::schedule_of), checked as the setup is read
-  std::optional<optimus::plan::Plan> planned;  // --plan auto
-  optimus::Recompute recompute = optimus::Recompute::none;  // every block's, without a plan
-  std::int64_t batch = 16;                     // this replica's sequences per step
-  int steps = 1200, every = 50;
-  double lr = 3e-3;
-  std::string gemm;  // --gemm
-  optimus::ops::GemmMath math = optimus::ops::GemmMath::f32;
-};
-
-// The next id's logits from the whole model's logits of q copies of the window (q divides the batch), on every rank.
-Eigen::RowVectorXd last_row(const GlobalMatrix& logits, std::size_t window) {
-  return logits.row(static_cast<Eigen::Index>(window) - 1);
-}
-std::vector<int> copies(const std::vector<int>& window, int q) {
-  std::vector<int> tokens;
-  for (int copy = 0; copy < q; ++copy) tokens.insert(tokens.end(), window.begin(), window.end());
-  return tokens;
-}
-
-// Trains from first_step to setup.steps, printing every setup.every steps; returns the last interval's mean loss (NaN
-// if every step of it was skipped) and counts the skipped steps.
-// root: whether this rank prints.
-double train_loop(const Trainee& t, const Setup& setup, const optimus::Grid& grid, bool root, int first_step,
-                  bool skip_nonfinite, int& skipped_steps) {
-  const ex::Corpus& corpus = setup.corpus;
-  std::vector<int> tokens, targets;
-  double interval_loss = 0, last_loss = 0;
-  int interval_steps = 0;  // trained since the last print (a resumed run may start mid-interval)
-  const std::int64_t seq = setup.config.max_seq;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int step = first_step; step <= setup.steps; ++step) {
-    const int warmup = std::max(1, setup.steps / 20);
-    const double progress = static_cast<double>(step) / setup.steps;
-    t.optimizer->set_learning_rate(step <= warmup ? setup.lr * step / warmup
-                                                  : setup.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
-    ex::draw_batch(corpus.train, setup.batch, seq, setup.config.seed, static_cast<std::uint64_t>(step),
-                                  grid.dp_index(), grid.dp(), tokens, targets);
-    const double loss = t.train_step(tokens, targets, static_cast<std::uint64_t>(step));
-    OPTIMUS_CHECK(std::isfinite(loss) || skip_nonfinite, "step ", step, ": the training loss is ", loss,
-                  "; stopping (--skip-nonfinite skips such steps)");
-    const double norm = std::isfinite(loss) ? t.optimizer->step() : loss;  // AdamW stops or skips a non-finite norm
-    if (std::isfinite(norm)) {
-      interval_loss += loss;
-      ++interval_steps;
-    } else {
-      ++skipped_steps;
-      if (root) {
-        std::printf("step %5d  skipped: the %s is %g (parameters and AdamW unchanged)\n", step,
-                    std::isfinite(loss) ? "gradient norm" : "loss", norm);
-      }
-    }
-    if (step % setup.every == 0 || step == setup.steps) {
-      const int n = std::max(interval_steps, 1);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      last_loss = interval_steps > 0 ? interval_loss / n : std::numeric_limits<double>::quiet_NaN();
-      if (root && interval_steps == 0) {
-        std::printf("step %5d  no loss: every step since the last print was skipped\n", step);
-      } else if (root) {
-        std::printf("step %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", step, last_loss,
-                    static_cast<double>(n * setup.batch * seq * grid.dp()) / seconds, 1e3 * seconds / n);
-      }
-      if (root) std::fflush(stdout);
-      interval_loss = 0;
-      interval_steps = 0;
-      t0 = std::chrono::steady_clock::now();
-    }
-    if (t.save) {
-      const auto before = std::chrono::steady_clock::now();
-      t.save(step);
-      t0 += std::chrono::steady_clock::now() - before;  // ms/step counts training, not saving
-    }
-  }
-  return last_loss;
-}
-
-// The training loop's view of a pipelined model (this rank's stage, 2D or 1D): its step, evaluation and next-token
-// logits.
-template <class Family>
-Trainee pipeline_trainee(optimus::Gpt<Family>& model, std::int64_t batch) {
-  Trainee trainee;
-  trainee.train_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
-    model.zero_grad();
-    return model.train_step(tok, tgt, batch, step);
-  };
-  trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
-    return model.evaluate(tok, tgt, batch);
-  };
-  trainee.next_logits = [&model](const std::vector<int>& window) {
-    // Computed on the head's stage, then sent along each rank's pipeline (its length first) so that every rank samples
-    // the same id.
-    const int q = model.grid().q(), head = model.schedule().stage_of(model.schedule().virtual_stages() - 1);
-    const std::optional<optimus::DistMatrix<float>> logits = model.logits(copies(window, q), q);
-    Eigen::RowVectorXd row = logits ? last_row(logits->to_global().cast<double>(), window.size())
-                                    : Eigen::RowVectorXd();
-    double length = static_cast<double>(row.size());
-    model.grid().pipe().broadcast(std::span<double>(&length, 1), head);
-    row.conservativeResize(static_cast<Eigen::Index>(length));
-    model.grid().pipe().broadcast(std::span<double>(row.data(), static_cast<std::size_t>(row.size())), head);
-    return row;
-  };
-  return trainee;
-}
+using ex::Setup;
+using ex::Trainee;
 
 // Step 1, read: the data (--data or --text), the model's shape and blocks, the batch, the layout (the plan's, or the
 // options'), the schedule and the training's options, each checked against the others before any work.
@@ -470,12 +347,12 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
                               {"characters", ex::characters_record(setup.corpus.chars)}}}};
   Trained t{.model = optimus::plan::build_any_gpt<float>(*places.training, config, layout),
             .optimizer = nullptr, .trainee = {}, .first_step = 1};
+  t.trainee = ex::trainee_of(t.model, setup.batch);
   std::visit(
       [&](auto& model) {
         t.optimizer = std::make_unique<optimus::AdamW<float>>(
             model->place(), model->parameters(),
             optimus::AdamWOptions{.config = adam, .offload = setup.run.optimizer, .norm_order = model->norm_order()});
-        t.trainee = pipeline_trainee(*model, setup.batch);
         const ex::Restored restored = ex::restore(*model, *t.optimizer, persistence, setup.steps, world);
         t.first_step = restored.first_step;
         t.trainee.save = restored.save;
@@ -572,7 +449,7 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, ex::Plac
   if (root) print_header(world, setup, places, s, where);
   Trained t = build(world, o, setup, places, s, where);
   int skipped_steps = 0;  // step 6, train
-  const double last_loss = train_loop(t.trainee, setup, places.training->grid(), root, t.first_step,
+  const double last_loss = ex::train_loop(t.trainee, setup, places.training->grid(), root, t.first_step,
                                       o.has("skip-nonfinite"), skipped_steps);
   const int trained_steps = setup.steps - t.first_step + 1 - skipped_steps;
   OPTIMUS_CHECK(skipped_steps == 0 || trained_steps > 0, "every one of the ", skipped_steps,

@@ -109,5 +109,10 @@ void attention_kernels(RankDevice& rank, const ops::Queue& q, const Expect& expe
 // Llama's parts: SwiGLU forward and backward (f32 and into/from bf16), grouped-query attention's widened key/value
 // heads and their summed gradients, RoPE on grouped qkv (llama_kernel_cases.cpp).
 void llama_parts(RankDevice& rank, const ops::Queue& q, const Expect& expect);
+// GELU's exact form (ops/gelu_erf.cpp: described once, its CPU body run by the simulated device): f32 on both devices
+// (bit for bit on the simulated device); the host's f32 and f64 against x Phi(x) and its derivative in double, the
+// derivative also against a central difference of the f64 forward; mismatched shapes refused by name
+// (gelu_erf_cases.cpp).
+void gelu_erf(RankDevice& rank, const ops::Queue& q, const Expect& expect);
 
 }  // namespace optimus::test::kernel_cases
