@@ -487,6 +487,8 @@ int run_pipeline_bench(Communicator& world, int argc, char** argv) {
   OPTIMUS_CHECK(!(one_d && o.has("q")), "pipeline: --q is the 2D grid's side; --layout 1d takes world / pp ranks "
                 "per stage");
   layout.pp = static_cast<int>(o.integer("pp", 2));
+  OPTIMUS_CHECK(layout.pp >= 2, "pipeline: --pp ", layout.pp, " is no pipeline (one stage accumulates its micro-batches "
+                "one at a time whatever the schedule): the schedules differ from --pp 2 on");
   OPTIMUS_CHECK(!one_d || world.size() % layout.pp == 0, "pipeline: world size ", world.size(),
                 " is not pp x p for pp = ", layout.pp);
   const int q = one_d ? 1 : static_cast<int>(o.integer("q", 1));
