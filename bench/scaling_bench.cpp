@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "block_model.hpp"
@@ -88,11 +87,11 @@ struct Blocks {
 };
 
 // Runs the blocks of one layout. `Block` is TransformerBlock2D or TransformerBlock1D; `owner` the Grid or
-// Group they are built on; `comms` the communicators whose counters make up the traffic. With `overlap` (2D), the
-// step is timed with blocking and with overlapped SUMMA (each on its own blocks, built on a handle of owner's grid).
+// Group they are built on; `comms` the communicators whose counters make up the traffic. With `time_steps` the step is
+// timed (seconds); without, the caller times it (2D: blocking against overlapped SUMMA, time_summa_overlap).
 template <class T, class Block, class Owner>
 Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, const Grid& on,
-                    const std::vector<Communicator*>& comms, bool overlap) {
+                    const std::vector<Communicator*>& comms, bool time_steps) {
   const std::int64_t n = c.shape.tokens(), h = c.shape.hidden;
   const reference::Matrix xg = reference::random_matrix(n, h, 1), dyg = reference::random_matrix(n, h, 2);
   MemoryTracker& memory = on.memory();
@@ -109,20 +108,11 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
     }
     m.peak = static_cast<double>(memory.peak_total());
     m.parameters = static_cast<double>(memory.current(MemoryKind::parameters));
-    if (!overlap) {
+    if (time_steps) {
       m.seconds = time_max_over_ranks(world, c.warmup, c.iters, [&] { blocks.step(); });
     }
     out = std::move(blocks.out);
     din = std::move(blocks.din);
-  }
-  if constexpr (std::is_same_v<Owner, Grid>) {
-    if (overlap) {
-      m.overlap = time_blocking_and_overlapped(on, c.warmup, c.iters, c.trace, [&](const Grid& handle) {
-        auto blocks = std::make_shared<Blocks<T, Block>>(c, handle, handle);
-        return [blocks] { blocks->step(); };
-      });
-      m.seconds = m.overlap->overlapped_s;
-    }
   }
   m.bytes = static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(m.bytes), ReduceOp::max));
   m.messages = static_cast<std::uint64_t>(world.all_reduce(static_cast<double>(m.messages), ReduceOp::max));
@@ -142,6 +132,17 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
   return m;
 }
 
+// The 2D step timed with blocking and with overlapped SUMMA (each on its own blocks, built on a handle of `grid`):
+// m.overlap, and m.seconds the overlapped step's.
+template <class T>
+void time_summa_overlap(const Config& c, const Grid& grid, Measured& m) {
+  m.overlap = time_blocking_and_overlapped(grid, c.warmup, c.iters, c.trace, [&c](const Grid& handle) {
+    auto blocks = std::make_shared<Blocks<T, TransformerBlock2D<T>>>(c, handle, handle);
+    return [blocks] { blocks->step(); };
+  });
+  m.seconds = m.overlap->overlapped_s;
+}
+
 template <class T>
 Measured run(Communicator& world, const Config& c) {
   if (c.two_d) {
@@ -149,11 +150,13 @@ Measured run(Communicator& world, const Config& c) {
     OPTIMUS_CHECK(q * q == world.size(), "scaling --layout 2d needs a square number of ranks, got ", world.size());
     const Grid grid = Grid::create(world, q).with({.overlap = true, .gemm_math = c.math, .check_finite = false,
                                                    .timeline = nullptr});
-    return run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()}, true);
+    Measured m = run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()}, false);
+    time_summa_overlap<T>(c, grid, m);
+    return m;
   }
   const megatron::Group group = megatron::Group(world).with({.overlap = true, .gemm_math = c.math,
                                                               .check_finite = false, .timeline = nullptr});
-  return run_blocks<T, megatron::TransformerBlock1D<T>>(world, c, group, group.local(), {&group.tp()}, false);
+  return run_blocks<T, megatron::TransformerBlock1D<T>>(world, c, group, group.local(), {&group.tp()}, true);
 }
 
 }  // namespace
