@@ -61,3 +61,4 @@
 #include "optimus/reference/layers.hpp"
 #include "optimus/reference/matmul.hpp"
 #include "optimus/sim/runtime.hpp"
+#include "optimus/sweep/schedule.hpp"

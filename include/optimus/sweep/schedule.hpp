@@ -1,0 +1,66 @@
+// optimus::sweep — many models trained at once for model selection (HYDRA, Nagrecha and Kumar): the schedule of a
+// sweep's shard runs on its slots, as data, and its simulator (docs/design.md, "Sweeps").
+//
+// A member's training step is a chain of shard runs — forward shards 0..S-1, then backward S-1..0 (a shard's optimizer
+// step right after its backward, its gradients then whole) — run in that order, each on any slot, one run at a time
+// per slot. A shard's state lives in host memory and is copied into the slot before it computes; a slot holds two
+// shards (double buffering), so the copy of its next run overlaps its current compute: it may start once the
+// current run has started computing.
+//
+// The slot that can start computing first (the lower index on a tie) takes the next run: the scheduler picks a member
+// whose next run could start computing by then (none: the one that is ready first), and the run's copy starts as soon
+// as the slot's other buffer is free. Among those members
+//   lrtf        : Sharded-LRTF, the one with the longest remaining training time (its remaining runs' compute);
+//   round_robin : the next after the one chosen last, in member order;
+// ties go to the lower member index. The timeline is a plan: a runtime that follows it runs the same order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace optimus::sweep {
+
+// One shard of a member on a slot, in seconds: its forward; its backward with its optimizer step; moving its state
+// into the slot (and what it changed back out).
+struct ShardCosts {
+  double forward = 0, backward = 0, copy = 0;
+};
+
+// A member as the scheduler sees it: its shards in model order and its training steps.
+struct MemberWork {
+  std::string name;
+  std::vector<ShardCosts> shards;
+  int steps = 1;
+};
+
+enum class Scheduler { lrtf, round_robin };
+// "lrtf" or "round-robin"; optimus::Error naming the text otherwise.
+Scheduler parse_scheduler(std::string_view name);
+std::string_view name_of(Scheduler scheduler);
+
+// One shard run: whose, which (step from 0, shard, direction), where, and when its copy began, its compute began and
+// ended.
+struct ShardRun {
+  int member = 0, step = 0, shard = 0;
+  bool backward = false;
+  int slot = 0;
+  double copy_start = 0, start = 0, end = 0;
+};
+
+// The runs in the order the scheduler placed them, and when the last one ends.
+struct SweepTimeline {
+  std::vector<ShardRun> runs;
+  double makespan = 0;
+};
+
+// The sweep's runs on `slots` slots as `scheduler` places them, with these costs. optimus::Error (naming the member and
+// the value) unless slots >= 1, every member has a shard and a step, and every cost is finite and not negative.
+SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler);
+
+// The timeline drawn `width` characters wide, a line per slot: the member computing (A, B, ... in member order; '#'
+// past Z) or '.' idle, then a legend line per member.
+std::string gantt(const SweepTimeline& timeline, const std::vector<MemberWork>& members, int slots, int width);
+
+}  // namespace optimus::sweep
