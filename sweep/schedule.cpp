@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "optimus/core/error.hpp"
 
 namespace optimus::sweep {
@@ -73,40 +75,71 @@ int pick(Scheduler scheduler, const std::vector<int>& candidates, const std::vec
 Scheduler parse_scheduler(std::string_view name) {
   if (name == "lrtf") return Scheduler::lrtf;
   if (name == "round-robin") return Scheduler::round_robin;
-  OPTIMUS_FAIL("sweep: unknown scheduler '", name, "' (lrtf or round-robin)");
+  if (name == "model-parallel") return Scheduler::model_parallel;
+  OPTIMUS_FAIL("sweep: unknown scheduler '", name, "' (lrtf, round-robin or model-parallel)");
 }
 
-std::string_view name_of(Scheduler scheduler) { return scheduler == Scheduler::lrtf ? "lrtf" : "round-robin"; }
+std::string_view name_of(Scheduler scheduler) {
+  switch (scheduler) {
+    case Scheduler::lrtf: return "lrtf";
+    case Scheduler::round_robin: return "round-robin";
+    case Scheduler::model_parallel: return "model-parallel";
+  }
+  return "?";
+}
 
-SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler) {
-  check(members, slots);
-  const auto n = members.size();
-  std::vector<std::vector<Task>> chains;
+namespace {
+
+// The slots' two buffers: a slot may load its next shard once its current run computes (the other buffer is then
+// free), and compute once the current run ends. place() puts a run on a slot and records it.
+class Slots {
+ public:
+  explicit Slots(int slots) : load_free_(static_cast<std::size_t>(slots), 0.0), compute_free_(load_free_) {}
+  // When slot s could start computing a new run.
+  double free(std::size_t s) const { return std::max(load_free_[s], compute_free_[s]); }
+  double load_free(std::size_t s) const { return load_free_[s]; }
+  std::size_t size() const { return load_free_.size(); }
+  // `task` of `member` (ready at `ready`) on slot s, its copy starting no earlier than `not_before`.
+  ShardRun place(std::size_t s, int member, const Task& task, double ready, double not_before, SweepTimeline& out) {
+    ShardRun run{.member = member, .step = task.step, .shard = task.shard, .backward = task.backward,
+                 .slot = static_cast<int>(s), .copy_start = std::max(load_free_[s], not_before), .start = 0, .end = 0};
+    run.start = std::max({run.copy_start + task.copy, compute_free_[s], ready});
+    run.end = run.start + task.compute;
+    load_free_[s] = run.start;
+    compute_free_[s] = run.end;
+    out.makespan = std::max(out.makespan, run.end);
+    out.runs.push_back(run);
+    return run;
+  }
+
+ private:
+  std::vector<double> load_free_, compute_free_;
+};
+
+// HYDRA's task parallelism: the slot that can compute first takes the next run of a member picked by `scheduler`.
+SweepTimeline shared_slots(const std::vector<std::vector<Task>>& chains, int slots, Scheduler scheduler) {
+  const std::size_t n = chains.size();
   std::vector<double> remaining(n, 0.0), ready(n, 0.0);  // compute left; when the member's last placed run ends
   std::vector<std::size_t> next(n, 0);
   std::size_t total = 0;
-  for (const MemberWork& m : members) {
-    chains.push_back(chain_of(m));
-    for (const Task& t : chains.back()) remaining[chains.size() - 1] += t.compute;
-    total += chains.back().size();
+  for (std::size_t m = 0; m < n; ++m) {
+    for (const Task& t : chains[m]) remaining[m] += t.compute;
+    total += chains[m].size();
   }
-  // A slot may load its next shard once its current run computes (the other buffer is free), and compute once the
-  // current run ends.
-  std::vector<double> load_free(static_cast<std::size_t>(slots), 0.0), compute_free = load_free;
+  Slots place(slots);
   SweepTimeline out;
   int last = -1;
   while (out.runs.size() < total) {
     // The slot that can start computing first: an idle one before one whose buffer is free while it computes.
     std::size_t s = 0;
-    for (std::size_t k = 1; k < load_free.size(); ++k) {
-      if (std::max(load_free[k], compute_free[k]) < std::max(load_free[s], compute_free[s])) s = k;
+    for (std::size_t k = 1; k < place.size(); ++k) {
+      if (place.free(k) < place.free(s)) s = k;
     }
-    const double t = load_free[s], free = std::max(t, compute_free[s]);
-    std::vector<int> candidates, waiting;  // ready by `free`; all with runs left
+    std::vector<int> candidates, waiting;  // ready by then; all with runs left
     for (std::size_t m = 0; m < n; ++m) {
       if (next[m] == chains[m].size()) continue;
       waiting.push_back(static_cast<int>(m));
-      if (ready[m] <= free) candidates.push_back(static_cast<int>(m));
+      if (ready[m] <= place.free(s)) candidates.push_back(static_cast<int>(m));
     }
     if (candidates.empty()) {  // none ready in time: those ready first
       double first = ready[static_cast<std::size_t>(waiting.front())];
@@ -118,19 +151,37 @@ SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Schedu
     const int chosen = pick(scheduler, candidates, remaining, last, static_cast<int>(n));
     const auto m = static_cast<std::size_t>(chosen);
     const Task& task = chains[m][next[m]++];
-    ShardRun run{.member = chosen, .step = task.step, .shard = task.shard, .backward = task.backward,
-                 .slot = static_cast<int>(s), .copy_start = t, .start = 0, .end = 0};
-    run.start = std::max({t + task.copy, compute_free[s], ready[m]});
-    run.end = run.start + task.compute;
-    load_free[s] = run.start;
-    compute_free[s] = run.end;
-    ready[m] = run.end;
+    ready[m] = place.place(s, chosen, task, ready[m], 0.0, out).end;
     remaining[m] -= task.compute;
     last = chosen;
-    out.makespan = std::max(out.makespan, run.end);
-    out.runs.push_back(run);
   }
   return out;
+}
+
+// The model-parallel baseline: members one at a time, shard k on slot k mod D.
+SweepTimeline model_parallel(const std::vector<std::vector<Task>>& chains, int slots) {
+  Slots place(slots);
+  SweepTimeline out;
+  double previous_member_end = 0;
+  for (std::size_t m = 0; m < chains.size(); ++m) {
+    double ready = previous_member_end;
+    for (const Task& task : chains[m]) {
+      const auto s = static_cast<std::size_t>(task.shard % slots);
+      ready = place.place(s, static_cast<int>(m), task, ready, previous_member_end, out).end;
+    }
+    previous_member_end = ready;
+  }
+  return out;
+}
+
+}  // namespace
+
+SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler) {
+  check(members, slots);
+  std::vector<std::vector<Task>> chains;
+  for (const MemberWork& m : members) chains.push_back(chain_of(m));
+  return scheduler == Scheduler::model_parallel ? model_parallel(chains, slots)
+                                                : shared_slots(chains, slots, scheduler);
 }
 
 std::string gantt(const SweepTimeline& timeline, const std::vector<MemberWork>& members, int slots, int width) {
@@ -155,6 +206,21 @@ std::string gantt(const SweepTimeline& timeline, const std::vector<MemberWork>& 
         << " shards, " << members[m].steps << " steps)\n";
   }
   return out.str();
+}
+
+std::string chrome_trace(const SweepTimeline& timeline, const std::vector<MemberWork>& members) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const ShardRun& r : timeline.runs) {
+    const std::string& name = members.at(static_cast<std::size_t>(r.member)).name;
+    const double copy = members[static_cast<std::size_t>(r.member)].shards.at(static_cast<std::size_t>(r.shard)).copy;
+    events.push_back({{"name", name + (r.backward ? " B" : " F") + " shard " + std::to_string(r.shard) + " step " +
+                                   std::to_string(r.step)},
+                      {"ph", "X"}, {"pid", 0}, {"tid", r.slot}, {"ts", r.start * 1e6},
+                      {"dur", (r.end - r.start) * 1e6}});
+    events.push_back({{"name", name + " copy shard " + std::to_string(r.shard)},
+                      {"ph", "X"}, {"pid", 1}, {"tid", r.slot}, {"ts", r.copy_start * 1e6}, {"dur", copy * 1e6}});
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
 }
 
 }  // namespace optimus::sweep

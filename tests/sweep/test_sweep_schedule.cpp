@@ -1,6 +1,7 @@
 // The sweep's schedulers (optimus/sweep/schedule.hpp): one member's double-buffered copies against the recurrence they
 // follow, the rules every timeline keeps (chain order, one run per slot, two buffers, work conserved) on random sweeps
-// under both schedulers, Sharded-LRTF against round-robin where one member is long, the Gantt chart, and bad input.
+// under every scheduler, Sharded-LRTF against round-robin where one member is long, the model-parallel baseline against
+// the members' solo runs and against LRTF, the Gantt chart and the Chrome trace, and bad input.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "optimus/core/error.hpp"
 #include "optimus/sweep/schedule.hpp"
@@ -110,7 +113,8 @@ TEST_CASE("sweep: random sweeps keep every rule under both schedulers; one slot 
   std::mt19937 rng(54);
   for (int trial = 0; trial < 20; ++trial) {
     const std::vector<sw::MemberWork> members = random_sweep(rng, 1 + trial % 6);
-    for (const sw::Scheduler scheduler : {sw::Scheduler::lrtf, sw::Scheduler::round_robin}) {
+    for (const sw::Scheduler scheduler :
+         {sw::Scheduler::lrtf, sw::Scheduler::round_robin, sw::Scheduler::model_parallel}) {
       for (int slots = 1; slots <= 4; ++slots) {
         CAPTURE(trial);
         CAPTURE(slots);
@@ -146,6 +150,71 @@ TEST_CASE("sweep: Sharded-LRTF keeps the long member moving; round-robin delays 
   }
 }
 
+TEST_CASE("sweep: the model-parallel baseline runs the members one at a time, shard k on slot k mod D") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 10; ++trial) {
+    const std::vector<sw::MemberWork> members = random_sweep(rng, 2 + trial % 5);
+    CAPTURE(trial);
+    // On one slot: the members' solo runs back to back.
+    double solo = 0;
+    for (const sw::MemberWork& m : members) solo += sw::simulate({m}, 1, sw::Scheduler::lrtf).makespan;
+    const sw::SweepTimeline one = sw::simulate(members, 1, sw::Scheduler::model_parallel);
+    check_rules(members, 1, one);
+    CHECK(one.makespan == doctest::Approx(solo).epsilon(1e-12));
+    for (int slots = 2; slots <= 4; ++slots) {
+      const sw::SweepTimeline t = sw::simulate(members, slots, sw::Scheduler::model_parallel);
+      check_rules(members, slots, t);
+      double previous_end = 0, end = 0;
+      int member = 0;
+      for (const sw::ShardRun& r : t.runs) {
+        CHECK(r.slot == r.shard % slots);
+        if (r.member != member) {  // the next member starts after the last one ends
+          CHECK(r.member == member + 1);
+          previous_end = end;
+          member = r.member;
+        }
+        CHECK(r.copy_start >= previous_end);
+        end = std::max(end, r.end);
+      }
+    }
+  }
+}
+
+TEST_CASE("sweep: eight equal members on D slots — LRTF against their solo runs one after another and against model "
+          "parallelism") {
+  const sw::MemberWork member{.name = "", .shards = {{1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0.5}}, .steps = 2};
+  std::vector<sw::MemberWork> members(8, member);
+  for (std::size_t m = 0; m < members.size(); ++m) members[m].name = std::string(1, static_cast<char>('a' + m));
+  const double sequential = sw::simulate(members, 1, sw::Scheduler::model_parallel).makespan;
+  for (const int slots : {2, 4}) {
+    const double lrtf = sw::simulate(members, slots, sw::Scheduler::lrtf).makespan;
+    const double model_parallel = sw::simulate(members, slots, sw::Scheduler::model_parallel).makespan;
+    CAPTURE(slots);
+    CHECK(sequential / lrtf >= 0.9 * slots);      // HYDRA's claim for task parallelism: near-linear in D
+    CHECK(model_parallel / lrtf >= 0.9 * slots);  // one member's chain at a time cannot use D slots
+  }
+}
+
+TEST_CASE("sweep: the Chrome trace holds every run and copy") {
+  const std::vector<sw::MemberWork> members{{.name = "x", .shards = {{1, 2, 0.25}}, .steps = 1},
+                                            {.name = "y", .shards = {{2, 3, 0.5}, {1, 1, 0.5}}, .steps = 1}};
+  const sw::SweepTimeline t = sw::simulate(members, 2, sw::Scheduler::lrtf);
+  const nlohmann::json trace = nlohmann::json::parse(sw::chrome_trace(t, members));
+  const nlohmann::json& events = trace.at("traceEvents");
+  REQUIRE(events.size() == 2 * t.runs.size());
+  for (std::size_t i = 0; i < t.runs.size(); ++i) {
+    const sw::ShardRun& r = t.runs[i];
+    const nlohmann::json& run = events[2 * i];
+    const nlohmann::json& copy = events[2 * i + 1];
+    CHECK(run.at("tid").get<int>() == r.slot);
+    CHECK(run.at("ts").get<double>() == doctest::Approx(r.start * 1e6));
+    CHECK(run.at("dur").get<double>() == doctest::Approx((r.end - r.start) * 1e6));
+    CHECK(run.at("name").get<std::string>().find(r.backward ? " B shard " : " F shard ") != std::string::npos);
+    CHECK(copy.at("ts").get<double>() == doctest::Approx(r.copy_start * 1e6));
+    CHECK(copy.at("pid").get<int>() == 1);
+  }
+}
+
 TEST_CASE("sweep: the Gantt chart") {
   const std::vector<sw::MemberWork> members{{.name = "x", .shards = {{1, 1, 0}}, .steps = 1},
                                             {.name = "y", .shards = {{2, 2, 0}}, .steps = 1}};
@@ -170,5 +239,6 @@ TEST_CASE("sweep: bad input is named") {
                        doctest::Contains("member 'idle' trains 0 steps"), optimus::Error);
   CHECK_THROWS_WITH_AS(sw::parse_scheduler("fifo"), doctest::Contains("unknown scheduler 'fifo'"), optimus::Error);
   CHECK(sw::parse_scheduler("round-robin") == sw::Scheduler::round_robin);
+  CHECK(sw::parse_scheduler("model-parallel") == sw::Scheduler::model_parallel);
   CHECK(sw::name_of(sw::Scheduler::lrtf) == "lrtf");
 }

@@ -12,7 +12,11 @@
 // as the slot's other buffer is free. Among those members
 //   lrtf        : Sharded-LRTF, the one with the longest remaining training time (its remaining runs' compute);
 //   round_robin : the next after the one chosen last, in member order;
-// ties go to the lower member index. The timeline is a plan: a runtime that follows it runs the same order.
+// ties go to the lower member index. The baseline HYDRA compares against:
+//   model_parallel : one member at a time (the next one's first copy after the last one's last run), shard k always on
+//                    slot k mod D, no micro-batches: its runs one after another, only the copies overlapping.
+// The timeline is a plan: a runtime that follows it runs the same order. Moving boundary activations between slots is
+// not modelled.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +39,8 @@ struct MemberWork {
   int steps = 1;
 };
 
-enum class Scheduler { lrtf, round_robin };
-// "lrtf" or "round-robin"; optimus::Error naming the text otherwise.
+enum class Scheduler { lrtf, round_robin, model_parallel };
+// "lrtf", "round-robin" or "model-parallel"; optimus::Error naming the text otherwise.
 Scheduler parse_scheduler(std::string_view name);
 std::string_view name_of(Scheduler scheduler);
 
@@ -62,5 +66,9 @@ SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Schedu
 // The timeline drawn `width` characters wide, a line per slot: the member computing (A, B, ... in member order; '#'
 // past Z) or '.' idle, then a legend line per member.
 std::string gantt(const SweepTimeline& timeline, const std::vector<MemberWork>& members, int slots, int width);
+
+// The timeline as a Chrome trace (chrome://tracing, Perfetto), in microseconds: process 0 the runs, a thread per slot,
+// each named "MEMBER F|B shard K step S"; process 1 the copies into each slot ("MEMBER copy shard K").
+std::string chrome_trace(const SweepTimeline& timeline, const std::vector<MemberWork>& members);
 
 }  // namespace optimus::sweep
