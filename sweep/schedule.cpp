@@ -70,34 +70,13 @@ int pick(Scheduler scheduler, const std::vector<int>& candidates, const std::vec
   return candidates.front();
 }
 
-}  // namespace
-
-Scheduler parse_scheduler(std::string_view name) {
-  if (name == "lrtf") return Scheduler::lrtf;
-  if (name == "round-robin") return Scheduler::round_robin;
-  if (name == "model-parallel") return Scheduler::model_parallel;
-  OPTIMUS_FAIL("sweep: unknown scheduler '", name, "' (lrtf, round-robin or model-parallel)");
-}
-
-std::string_view name_of(Scheduler scheduler) {
-  switch (scheduler) {
-    case Scheduler::lrtf: return "lrtf";
-    case Scheduler::round_robin: return "round-robin";
-    case Scheduler::model_parallel: return "model-parallel";
-  }
-  return "?";
-}
-
-namespace {
-
 // The slots' two buffers: a slot may load its next shard once its current run computes (the other buffer is then
 // free), and compute once the current run ends. place() puts a run on a slot and records it.
 class Slots {
  public:
   explicit Slots(int slots) : load_free_(static_cast<std::size_t>(slots), 0.0), compute_free_(load_free_) {}
-  // When slot s could start computing a new run.
-  double free(std::size_t s) const { return std::max(load_free_[s], compute_free_[s]); }
-  double load_free(std::size_t s) const { return load_free_[s]; }
+  // When slot s could start computing a new run (its other buffer is free earlier: when its current run started).
+  double free(std::size_t s) const { return compute_free_[s]; }
   std::size_t size() const { return load_free_.size(); }
   // `task` of `member` (ready at `ready`) on slot s, its copy starting no earlier than `not_before`.
   ShardRun place(std::size_t s, int member, const Task& task, double ready, double not_before, SweepTimeline& out) {
@@ -175,6 +154,22 @@ SweepTimeline model_parallel(const std::vector<std::vector<Task>>& chains, int s
 }
 
 }  // namespace
+
+Scheduler parse_scheduler(std::string_view name) {
+  if (name == "lrtf") return Scheduler::lrtf;
+  if (name == "round-robin") return Scheduler::round_robin;
+  if (name == "model-parallel") return Scheduler::model_parallel;
+  OPTIMUS_FAIL("sweep: unknown scheduler '", name, "' (lrtf, round-robin or model-parallel)");
+}
+
+std::string_view name_of(Scheduler scheduler) {
+  switch (scheduler) {
+    case Scheduler::lrtf: return "lrtf";
+    case Scheduler::round_robin: return "round-robin";
+    case Scheduler::model_parallel: return "model-parallel";
+  }
+  return "?";
+}
 
 SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler) {
   check(members, slots);
