@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <random>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "optimus/checkpoint/checkpoint.hpp"
 #include "optimus/core/error.hpp"
@@ -70,6 +72,18 @@ std::string step_names(const std::vector<std::uint64_t>& steps) {
 
 namespace {
 
+// The first line of a held lock `file`: its holder's "process N on HOST". The holder writes it just after it locks a
+// new file, so an empty file is read again for up to a second; empty if it stays so.
+std::string lock_holder(const fs::path& file) {
+  std::string holder;
+  for (int attempt = 0; attempt < 100 && holder.empty(); ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream in(file);
+    std::getline(in, holder);
+  }
+  return holder;
+}
+
 // Takes DIR/.lock, writing the holder's process and host into it; throws naming the holder where another has it.
 int take_lock(const fs::path& dir) {
   const fs::path file = dir / ".lock";
@@ -78,17 +92,19 @@ int take_lock(const fs::path& dir) {
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     ::close(fd);
-    std::ifstream in(file);
-    std::string holder;
-    std::getline(in, holder);
-    OPTIMUS_CHECK(error != EWOULDBLOCK, "save directory ", dir.string(), " is in use by another run (",
-                  holder.empty() ? "it holds " + file.string() : holder, "): save to another directory, or wait for it");
+    if (error == EWOULDBLOCK) {
+      const std::string holder = lock_holder(file);
+      OPTIMUS_FAIL("save directory ", dir.string(), " is in use by another run (",
+                   holder.empty() ? "it holds " + file.string() : holder, "): save to another directory, or wait for it");
+    }
     OPTIMUS_FAIL("cannot lock ", file.string(), ": ", std::strerror(error));
   }
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   const std::string holder = "process " + std::to_string(::getpid()) + " on " + host + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, holder.data(), holder.size(), 0) != static_cast<ssize_t>(holder.size())) {
+  // Written over the last holder's line, then cut to its length: a reader never finds the file empty once it was not.
+  if (::pwrite(fd, holder.data(), holder.size(), 0) != static_cast<ssize_t>(holder.size()) ||
+      ::ftruncate(fd, static_cast<off_t>(holder.size())) != 0) {
     const int error = errno;
     ::close(fd);
     OPTIMUS_FAIL("cannot write ", file.string(), ": ", std::strerror(error));
