@@ -135,7 +135,7 @@ Tensors attention_tensors(std::int64_t n, std::int64_t width, std::int64_t heads
 }
 
 // The bench's settings from the options, but the sequence lengths (a row each).
-struct Settings {
+struct AttentionSettings {
   std::string device;  // where the attention runs: cpu, sim or cuda
   std::int64_t b, heads, d;
   double dropout;
@@ -151,7 +151,7 @@ struct On {
 };
 
 // The report's columns and header lines.
-Report attention_report(const Settings& a) {
+Report attention_report(const AttentionSettings& a) {
   Report report({{"device", 6}, {"b", 3}, {"s", 6}, {"heads", 5}, {"d", 4}, {"fwd_ms", 9}, {"bwd_ms", 9},
                  {"fwd_TFLOP/s", 11}, {"bwd_TFLOP/s", 11}, {"TFLOP/s", 8}, {"peak_MiB", 9}, {"probs_MiB", 9},
                  {"#wrong", 6}});
@@ -169,7 +169,7 @@ Report attention_report(const Settings& a) {
 
 // The row of sequence length s into `report`: forward and backward timed, and on an accelerator (up to 2^22 qkv
 // elements) checked against the CPU's; its wrong elements.
-std::int64_t run_row(Report& report, const Settings& a, std::int64_t s, const On& on) {
+std::int64_t run_row(Report& report, const AttentionSettings& a, std::int64_t s, const On& on) {
   const std::int64_t b = a.b, heads = a.heads, d = a.d, n = b * s, width = heads * d;
   DeviceMemory* memory = on.rank ? &on.rank->memory() : nullptr;
   MemoryTracker tracker;
@@ -205,7 +205,7 @@ int run_attention_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("attention"));
   OPTIMUS_CHECK(world.size() == 1, "attention runs in one process; launch 1 process, not ", world.size());
   const DeviceChoice choice = choose_device(o);
-  const Settings a{.device = std::string(name_of(choice.kind)),
+  const AttentionSettings a{.device = std::string(name_of(choice.kind)),
                    .b = o.integer("b", 2),
                    .heads = o.integer("heads", 16),
                    .d = o.integer("d", 128),

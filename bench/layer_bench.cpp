@@ -40,7 +40,7 @@ namespace {
 
 enum class Workload { blocks, gpt };
 
-struct Settings {
+struct LayerSettings {
   Workload workload;
   BlockShape shape;
   BlockConfig block;  // --arch
@@ -53,20 +53,20 @@ struct Settings {
 };
 
 // The blocks' configuration with the bench's dropout.
-GptConfig blocks_config(const Settings& s) {
+GptConfig blocks_config(const LayerSettings& s) {
   GptConfig config = block_config(s.shape, s.block, s.layers);
   config.dropout = s.dropout;
   return config;
 }
 
-GptConfig gpt_config(const Settings& s) {
+GptConfig gpt_config(const LayerSettings& s) {
   GptConfig config = blocks_config(s);
   config.vocab = s.vocab;
   return config;
 }
 
 // Model FLOPs of one step: the blocks, and for the GPT the LM head's logits (2 N h V forward, twice that backward).
-double step_flops(const Settings& s) {
+double step_flops(const LayerSettings& s) {
   const double head = s.workload == Workload::gpt ? 3.0 * 2.0 * static_cast<double>(s.shape.tokens()) *
                                                         static_cast<double>(s.shape.hidden * s.vocab)
                                                   : 0.0;
@@ -85,7 +85,7 @@ class Work {
 // `layers` blocks on random input and output gradient; checks the output and the input gradient.
 class BlocksWork final : public Work {
  public:
-  BlocksWork(const Grid& grid, const Settings& s)
+  BlocksWork(const Grid& grid, const LayerSettings& s)
       : s_(s), x_(grid, s.shape.tokens(), s.shape.hidden), dy_(grid, s.shape.tokens(), s.shape.hidden),
         out_(grid, s.shape.tokens(), s.shape.hidden), din_(grid, s.shape.tokens(), s.shape.hidden) {
     const GptConfig config = blocks_config(s);
@@ -117,7 +117,7 @@ class BlocksWork final : public Work {
   }
 
  private:
-  const Settings& s_;
+  const LayerSettings& s_;
   std::vector<std::unique_ptr<TransformerBlock2D<float>>> blocks_;
   DistMatrix<float> x_, dy_, out_, din_;
 };
@@ -125,7 +125,7 @@ class BlocksWork final : public Work {
 // A GPT (its initialization rule) on fixed token ids; checks the loss and every parameter's gradient.
 class GptWork final : public Work {
  public:
-  GptWork(const Grid& grid, const Settings& s) : s_(s), config_(gpt_config(s)), model_(grid, config_) {
+  GptWork(const Grid& grid, const LayerSettings& s) : s_(s), config_(gpt_config(s)), model_(grid, config_) {
     for (std::int64_t t = 0; t < s.shape.tokens(); ++t) {
       tokens_.push_back(static_cast<int>((7 * t + 3) % s.vocab));
       targets_.push_back(static_cast<int>((5 * t + 1) % s.vocab));
@@ -148,7 +148,7 @@ class GptWork final : public Work {
   }
 
  private:
-  const Settings& s_;
+  const LayerSettings& s_;
   GptConfig config_;
   Gpt2D<float> model_;
   std::vector<int> tokens_, targets_;
@@ -192,7 +192,7 @@ double host_device_bytes(DeviceRuntime* device) {
 
 // One rank of a q x q grid in this process, on the CPU (device null) or on `device` (shared by the q^2 ranks): builds
 // the work, times the steps, checks the result.
-RankResult run_rank(Communicator& world, int q, const Settings& s, DeviceRuntime* device) {
+RankResult run_rank(Communicator& world, int q, const LayerSettings& s, DeviceRuntime* device) {
   // The timing's own collectives on host scalars, split off before the grid stages the world's on the device: they
   // move nothing through the device (its counters and allocations are the steps').
   const std::unique_ptr<Communicator> timing = world.split(0, world.rank());
@@ -283,7 +283,7 @@ std::pair<Peak, std::string> gemm_peak(DeviceRuntime* device, std::int64_t size)
 }
 
 // Seconds per step of the step's GEMMs at q = 1, each timed alone on the bench's device (step_gemms.hpp).
-double step_gemm_seconds(const Settings& s, DeviceRuntime* device) {
+double step_gemm_seconds(const LayerSettings& s, DeviceRuntime* device) {
   // The LM head's GEMMs run on the stored (padded) vocabulary, GptConfig::stored_vocab(1) at q = 1.
   const std::int64_t vocab = s.workload == Workload::gpt ? gpt_config(s).stored_vocab(1) : 0;
   const std::vector<GemmShape> gemms = step_gemms(s.shape, s.layers, vocab);
@@ -295,7 +295,7 @@ double step_gemm_seconds(const Settings& s, DeviceRuntime* device) {
 }
 
 // The bench's settings from the options; the GEMM math is each row's (set per --gemm value).
-Settings settings_of(const cli::Options& o, Workload workload, Device device) {
+LayerSettings settings_of(const cli::Options& o, Workload workload, Device device) {
   const bool gpt = workload == Workload::gpt;
   const BlockShape shape = block_shape_option(o, 4);
   const BlockConfig block = cli::arch_of(o);
@@ -303,7 +303,7 @@ Settings settings_of(const cli::Options& o, Workload workload, Device device) {
   // Two untimed steps: the first makes state that lasts (the LM head's padding mask, made on first use and kept in the
   // memory pool after the step's peak), so the second's peak may still take one block more from the pool; from the
   // third on, a step allocates nothing on an accelerator.
-  return Settings{.workload = workload,
+  return LayerSettings{.workload = workload,
                   .shape = shape,
                   .block = block,
                   .layers = o.integer("layers", gpt ? 2 : 1),
@@ -331,7 +331,7 @@ std::vector<std::pair<std::string, ops::GemmMath>> gemm_maths(const cli::Options
 }
 
 // The report's columns and header lines; `peak_what`: what the GEMM peak is (gemm_peak).
-Report device_report(const Settings& s, const std::string& peak_what) {
+Report device_report(const LayerSettings& s, const std::string& peak_what) {
   const std::string device(name_of(s.device));
   const cpu::VectorUnits units = cpu::vector_units(cpu::this_processor());
   Report report({{"device", 6}, {"q", 2}, {"b", 4}, {"s", 5}, {"h", 5}, {"heads", 5}, {"ffn", 6}, {"layers", 6},
@@ -394,7 +394,7 @@ std::vector<std::string> mean_breakdown(const std::vector<RankResult>& results) 
 }
 
 // The ranks' results as one row's figures (its peak left to the caller).
-RowFigures gathered(const std::vector<RankResult>& results, const Settings& s) {
+RowFigures gathered(const std::vector<RankResult>& results, const LayerSettings& s) {
   RowFigures row;
   row.wrong = s.check ? 0 : -1;
   for (const RankResult& r : results) {
@@ -413,7 +413,7 @@ RowFigures gathered(const std::vector<RankResult>& results, const Settings& s) {
 // or, for CPU rows with q > 1, the peak of the cores the grid's q^2 ranks share, one thread per core (q^2 threads
 // where there are as many cores), measured before and after the steps and the higher kept (a virtual machine's
 // cores are now and then taken away for a while).
-RowFigures measure_row(const cli::Options& o, std::int64_t q, const Settings& s, DeviceRuntime* accelerator,
+RowFigures measure_row(const cli::Options& o, std::int64_t q, const LayerSettings& s, DeviceRuntime* accelerator,
                        const Peak& peak) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool shared_cores = s.device == Device::cpu && q > 1;
@@ -436,7 +436,7 @@ RowFigures measure_row(const cli::Options& o, std::int64_t q, const Settings& s,
 }
 
 // The row of grid side q under GEMM math `math` (its name), whose q = 1 GEMMs took `gemm_seconds` per step.
-void add_row(Report& report, const Settings& s, std::int64_t q, const std::string& math, double gemm_seconds,
+void add_row(Report& report, const LayerSettings& s, std::int64_t q, const std::string& math, double gemm_seconds,
              const RowFigures& row) {
   const double seconds = row.seconds, rate = step_flops(s) / seconds;
   const Peak& peak = row.peak;
@@ -473,7 +473,7 @@ int run_device_bench(Communicator& world, int argc, char** argv, Workload worklo
   OPTIMUS_CHECK(world.size() == 1, command, " runs its grids inside one process (in-process ranks); launch 1 process, "
                 "not ", world.size());
   const DeviceChoice choice = choose_device(o);
-  Settings s = settings_of(o, workload, choice.kind);
+  LayerSettings s = settings_of(o, workload, choice.kind);
   const std::vector<std::pair<std::string, ops::GemmMath>> maths = gemm_maths(o, s.device);
   // Every rank's grid on one device: the simulated device (its memory --device-memory), or GPU 0.
   const std::unique_ptr<DeviceRuntime> accelerator = open_device(choice, 0);

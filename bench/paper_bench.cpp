@@ -67,12 +67,12 @@ plan::Cluster without_communication(plan::Cluster c) {
 std::string ratio(double r) { return format("%.2f", r); }
 
 // What every row shares: the blocks but their width, and the memory per GPU.
-struct Setup {
+struct PaperSetup {
   std::int64_t heads, batch, seq, layers, vocab;
   std::uint64_t memory;
 };
 
-plan::Workload workload_of(const Setup& s, std::int64_t hidden) {
+plan::Workload workload_of(const PaperSetup& s, std::int64_t hidden) {
   plan::Workload w;
   w.config.hidden = hidden;
   w.config.heads = s.heads;
@@ -89,7 +89,7 @@ plan::Workload workload_of(const Setup& s, std::int64_t hidden) {
 
 // One row's values after tp, ib and h: 1D t = tp against 2D q x q = tp on `cluster`; empty where a layout does not
 // fit the shapes (`error` says why).
-std::vector<std::string> compare(const Setup& s, int tp, std::int64_t hidden, const plan::Cluster& cluster,
+std::vector<std::string> compare(const PaperSetup& s, int tp, std::int64_t hidden, const plan::Cluster& cluster,
                                  std::string& error) {
   const plan::Workload w = workload_of(s, hidden);
   const int q = static_cast<int>(std::lround(std::sqrt(tp)));
@@ -140,7 +140,7 @@ int run_paper_bench(Communicator& world, int argc, char** argv) {
     OPTIMUS_CHECK(q * q == tp && gpus % tp == 0, "paper: --tp ", tp, " must be a square (the 2D grid is q x q) ",
                   "dividing --gpus ", gpus);
   }
-  const Setup setup{.heads = o.integer("heads", 64),
+  const PaperSetup setup{.heads = o.integer("heads", 64),
                     .batch = o.integer("b", 96),
                     .seq = o.integer("s", 512),
                     .layers = o.integer("layers", 24),

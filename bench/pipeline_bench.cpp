@@ -55,7 +55,7 @@ namespace {
 namespace pp = optimus::pipeline;
 using plan::random_ids;
 
-struct Setup {
+struct ScheduleSetup {
   // The layout every schedule runs on: its tensor parallelism (tp: ranks per stage in a replica, q*q or p; q() the grid
   // side, or 1 in 1D: a stage's activations are on each rank whole), dp and pp; each schedule its own kind, chunks and
   // micro-batches.
@@ -67,7 +67,7 @@ struct Setup {
 };
 
 // One schedule's measurements on this rank, and the gathered timeline (every rank's operations).
-struct Measured {
+struct ScheduleMeasured {
   double step_seconds = 0;                      // the median step's, the maximum over ranks
   std::vector<std::vector<pp::Interval>> steps;  // [step][rank * ops + i]: every rank's operations, each timed step
   std::size_t median = 0;                       // the median step's index in steps
@@ -99,7 +99,7 @@ double message_seconds(Communicator& world, const Grid& grid, std::int64_t eleme
 
 // The measurements of `setup.iters` steps of `model` after `setup.warmup` (collective over `world`).
 template <class Model>
-Measured measure(Communicator& world, Model& model, const Setup& setup) {
+ScheduleMeasured measure(Communicator& world, Model& model, const ScheduleSetup& setup) {
   const Grid& grid = model.grid();
   const std::int64_t n = setup.batch * setup.seq;
   const auto tokens = random_ids(n, setup.config.vocab, 11 + static_cast<std::uint64_t>(grid.dp_index()));
@@ -132,7 +132,7 @@ Measured measure(Communicator& world, Model& model, const Setup& setup) {
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return runs[a].seconds < runs[b].seconds; });
   const Run& median = runs[order[order.size() / 2]];
-  Measured out{.step_seconds = median.seconds, .steps = {}, .median = order[order.size() / 2],
+  ScheduleMeasured out{.step_seconds = median.seconds, .steps = {}, .median = order[order.size() / 2],
                .activation_bytes = median.activations, .sent = median.sent, .received = median.received};
   // Every stage runs as many operations (F and one or two backward kinds per chunk and micro-batch).
   for (const Run& run : runs) {
@@ -151,7 +151,7 @@ Measured measure(Communicator& world, Model& model, const Setup& setup) {
 
 // The schedule `schedule` run on `place` (setup.layout's, with the schedule's kind, chunks and micro-batches).
 template <class T>
-Measured run_schedule(Communicator& world, const plan::Place& place, const Setup& setup,
+ScheduleMeasured run_schedule(Communicator& world, const plan::Place& place, const ScheduleSetup& setup,
                       const pp::Schedule& schedule) {
   plan::Layout layout = setup.layout;
   layout.schedule = schedule.kind;
@@ -232,7 +232,7 @@ std::string joined(const std::vector<std::int64_t>& values) {
 // Writes the schedules' timelines (every rank's operations) as one Chrome trace, each schedule after the previous
 // one (output_file.hpp: written whole or not at all).
 void write_trace(const std::string& path, int world_size, int per_stage, const std::vector<pp::Schedule>& schedules,
-                 const std::vector<Measured>& runs) {
+                 const std::vector<ScheduleMeasured>& runs) {
   std::ostringstream out;
   {
     out << "{\"traceEvents\": [\n";
@@ -279,7 +279,7 @@ struct Messages {
 
 // The block and wte's part per rank, and the block's time between stages (collective over `world`: a ping-pong).
 template <class T>
-Messages messages_of(Communicator& world, const Grid& grid, const Setup& setup) {
+Messages messages_of(Communicator& world, const Grid& grid, const ScheduleSetup& setup) {
   const std::int64_t rows = setup.batch / setup.micro_batches * setup.seq;  // tokens per micro-batch
   const int q = setup.layout.q();
   const std::int64_t block_elements = rows / q * (setup.config.hidden / q);
@@ -294,7 +294,7 @@ Messages messages_of(Communicator& world, const Grid& grid, const Setup& setup) 
 }
 
 // The report's columns and header lines (world, layout and GPT; `dtype`: "f32" or "f64").
-Report pipeline_report(const Communicator& world, const Setup& setup, const Messages& message, const char* dtype) {
+Report pipeline_report(const Communicator& world, const ScheduleSetup& setup, const Messages& message, const char* dtype) {
   Report report({{"schedule", 11}, {"v", 2}, {"step_ms", 9}, {"bubble", 7}, {"+-", 6}, {"predicted", 9}, {"diff", 6},
                  {"act_B", 22}, {"act_predicted_B", 22}, {"p2p_B", 22}, {"p2p_predicted_B", 22}, {"#wrong", 6}});
   const std::string layout = plan::describe_ranks(setup.layout);
@@ -321,7 +321,7 @@ struct Bubbles {
 
 // The bubbles of `m`'s timed steps of `s` (stage s: the first rank of stage s in replica 0); `p2p`: a message's
 // seconds.
-Bubbles bubbles_of(const pp::Schedule& s, int per_stage, const Measured& m, double p2p) {
+Bubbles bubbles_of(const pp::Schedule& s, int per_stage, const ScheduleMeasured& m, double p2p) {
   Bubbles out;
   double squares = 0;
   for (const std::vector<pp::Interval>& step : m.steps) {
@@ -344,8 +344,8 @@ struct StageBytes {
 
 // Collective over `world` (an all-gather): the bytes of `m`, the schedule `s`'s measurement on this rank, per stage.
 template <class T>
-StageBytes stage_bytes(Communicator& world, const Grid& grid, const Setup& setup, const pp::Schedule& s,
-                       const Measured& m, const Messages& message) {
+StageBytes stage_bytes(Communicator& world, const Grid& grid, const ScheduleSetup& setup, const pp::Schedule& s,
+                       const ScheduleMeasured& m, const Messages& message) {
   const pp::Simulation unit = pp::simulate(s, pp::Costs{});
   StageBytes out;
   // memory.hpp models the 2D chunks; the 1D ones' activation bytes are reported, not predicted (none).
@@ -374,7 +374,7 @@ StageBytes stage_bytes(Communicator& world, const Grid& grid, const Setup& setup
 // What the footers and the trace take from the schedules run, in the order of --schedules.
 struct Results {
   std::vector<pp::Schedule> schedules;
-  std::vector<Measured> runs;
+  std::vector<ScheduleMeasured> runs;
   std::vector<std::pair<double, std::string>> measured_rank, predicted_rank;  // (mean bubble, schedule)
   std::vector<double> standard_errors;  // [schedule]: of the measured mean bubble, spread / sqrt(steps)
   std::vector<std::string> charts;      // each schedule's median step drawn as text, a line each
@@ -384,13 +384,13 @@ struct Results {
 // Collective over `world`: runs the schedule `name`, adds its row to `report` (printed at once by rank 0) and its
 // figures to `results`.
 template <class T>
-void run_one(Communicator& world, const plan::Place& place, const Setup& setup, const Messages& message,
+void run_one(Communicator& world, const plan::Place& place, const ScheduleSetup& setup, const Messages& message,
              const std::string& name, Report& report, Results& results) {
   const pp::Kind kind = pp::parse_kind(name);
   const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
   const pp::Schedule s = pp::make_schedule(
       {.kind = kind, .stages = setup.layout.pp, .micro_batches = setup.micro_batches, .chunks = chunks});
-  const Measured m = run_schedule<T>(world, place, setup, s);
+  const ScheduleMeasured m = run_schedule<T>(world, place, setup, s);
   const Bubbles bubble = bubbles_of(s, setup.layout.tp, m, message.seconds);
   const pp::Simulation timeline = timeline_of(s, setup.layout.tp, m.steps[m.median]);
   const StageBytes bytes = stage_bytes<T>(world, place.grid(), setup, s, m, message);
@@ -454,7 +454,7 @@ void footers(Report& report, const Results& results) {
 // T: f32 or f64; place: where setup.layout's stages are built (a 2D grid or the 1D baseline's group). Collective over
 // `world`; rank 0 prints.
 template <class T>
-int run(Communicator& world, const cli::Options& o, const Setup& setup, const plan::Place& place) {
+int run(Communicator& world, const cli::Options& o, const ScheduleSetup& setup, const plan::Place& place) {
   const Grid& grid = place.grid();
   const std::vector<std::string> names = o.list("schedules", "gpipe,1f1b,interleaved,wave,zb");
   const Messages message = messages_of<T>(world, grid, setup);
@@ -480,7 +480,7 @@ int run(Communicator& world, const cli::Options& o, const Setup& setup, const pl
 int run_pipeline_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("pipeline"));
   world.set_timeout(o.timeout());
-  Setup setup{};
+  ScheduleSetup setup{};
   plan::Layout& layout = setup.layout;
   const bool one_d = o.text("layout", "2d") == "1d";  // the option's meaning; the run is the layout's
   layout.tensor = one_d ? plan::TensorParallel::one_d : plan::TensorParallel::two_d;

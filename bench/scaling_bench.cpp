@@ -40,7 +40,7 @@ struct Config {
   std::string trace;  // 2D: Chrome trace of the overlapped steps, when set
 };
 
-struct Measured {
+struct ScalingMeasured {
   double seconds = 0;
   std::uint64_t bytes = 0, messages = 0;
   double activations = 0, parameters = 0, peak = 0;  // bytes per rank, max over ranks
@@ -90,12 +90,12 @@ struct Blocks {
 // Group they are built on; `comms` the communicators whose counters make up the traffic. With `time_steps` the step is
 // timed (seconds); without, the caller times it (2D: blocking against overlapped SUMMA, time_summa_overlap).
 template <class T, class Block, class Owner>
-Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, const Grid& on,
+ScalingMeasured run_blocks(Communicator& world, const Config& c, const Owner& owner, const Grid& on,
                     const std::vector<Communicator*>& comms, bool time_steps) {
   const std::int64_t n = c.shape.tokens(), h = c.shape.hidden;
   const reference::Matrix xg = reference::random_matrix(n, h, 1), dyg = reference::random_matrix(n, h, 2);
   MemoryTracker& memory = on.memory();
-  Measured m;
+  ScalingMeasured m;
   DistMatrix<T> out(on, n, h), din(on, n, h);
   {
     Blocks<T, Block> blocks(c, owner, on);
@@ -135,7 +135,7 @@ Measured run_blocks(Communicator& world, const Config& c, const Owner& owner, co
 // The 2D step timed with blocking and with overlapped SUMMA (each on its own blocks, built on a handle of `grid`):
 // m.overlap, and m.seconds the overlapped step's.
 template <class T>
-void time_summa_overlap(const Config& c, const Grid& grid, Measured& m) {
+void time_summa_overlap(const Config& c, const Grid& grid, ScalingMeasured& m) {
   m.overlap = time_blocking_and_overlapped(grid, c.warmup, c.iters, c.trace, [&c](const Grid& handle) {
     auto blocks = std::make_shared<Blocks<T, TransformerBlock2D<T>>>(c, handle, handle);
     return [blocks] { blocks->step(); };
@@ -144,13 +144,13 @@ void time_summa_overlap(const Config& c, const Grid& grid, Measured& m) {
 }
 
 template <class T>
-Measured run(Communicator& world, const Config& c) {
+ScalingMeasured run(Communicator& world, const Config& c) {
   if (c.two_d) {
     const int q = static_cast<int>(std::lround(std::sqrt(world.size())));
     OPTIMUS_CHECK(q * q == world.size(), "scaling --layout 2d needs a square number of ranks, got ", world.size());
     const Grid grid = Grid::create(world, q).with({.overlap = true, .gemm_math = c.math, .check_finite = false,
                                                    .timeline = nullptr});
-    Measured m = run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()}, false);
+    ScalingMeasured m = run_blocks<T, TransformerBlock2D<T>>(world, c, grid, grid, {&grid.row(), &grid.col()}, false);
     time_summa_overlap<T>(c, grid, m);
     return m;
   }
@@ -191,7 +191,7 @@ int run_scaling_bench(Communicator& world, int argc, char** argv) {
   const std::size_t elem = size_of(dtype), low = c.math == ops::GemmMath::bf16 ? 2 : elem;
   const int p = world.size(), q = static_cast<int>(std::lround(std::sqrt(p)));
 
-  const Measured m = dtype == DType::f64 ? run<double>(world, c) : run<float>(world, c);
+  const ScalingMeasured m = dtype == DType::f64 ? run<double>(world, c) : run<float>(world, c);
   const std::uint64_t predicted = c.two_d ? predicted_bytes_2d(c.shape, q, elem, c.layers, low)
                                           : predicted_bytes_1d(c.shape, p, elem, c.layers);
   const double predicted_act =

@@ -85,7 +85,7 @@ std::int64_t count_wrong(Communicator& comm, const reference::Matrix& got, const
   return static_cast<std::int64_t>(comm.all_reduce(static_cast<double>(cmp.wrong), ReduceOp::sum));
 }
 
-struct Settings {
+struct SummaSettings {
   int warmup;
   int iters;
   bool scalapack;
@@ -93,7 +93,7 @@ struct Settings {
 };
 
 template <class T>
-void run_case(Grid& grid, const Case& c, const Settings& s, Report& report, double& worst_ratio,
+void run_case(Grid& grid, const Case& c, const SummaSettings& s, Report& report, double& worst_ratio,
               std::int64_t& total_wrong) {
   const auto [ar, ac] = shape_a(c);
   const auto [br, bc] = shape_b(c);
@@ -171,7 +171,7 @@ int run_summa_bench(Communicator& world, int argc, char** argv) {
   const std::vector<std::int64_t> sizes = o.integers("n", "1024");
   const std::vector<std::string> ops = o.list("ops", "ab,abt,atb");
   const std::vector<std::string> dtypes = o.list("dtype", "f64");
-  const Settings s{static_cast<int>(o.integer("warmup", 2)), static_cast<int>(o.integer("iters", 5)),
+  const SummaSettings s{static_cast<int>(o.integer("warmup", 2)), static_cast<int>(o.integer("iters", 5)),
                    o.text("scalapack", "auto") != "off" && scalapack_available(), o.text("trace", "")};
   OPTIMUS_CHECK(s.warmup >= 0 && s.iters >= 1, "need --warmup >= 0 and --iters >= 1, got ", s.warmup, " and ", s.iters);
   OPTIMUS_CHECK(o.text("scalapack", "auto") != "on" || scalapack_available(),

@@ -132,7 +132,7 @@ GptConfig hf_config(const std::string& path) {
 namespace {
 
 template <class T>
-void import_into(const std::string& path, const detail::ModelTensors<T>& model) {
+void read_hf_tensors(const std::string& path, const detail::ModelTensors<T>& model) {
   all_or_throw(model.everyone, [&] {
     const GptConfig there = hf_config(path), &here = *model.config;
     OPTIMUS_CHECK(there.vocab == here.vocab && there.max_seq == here.max_seq && there.layers == here.layers &&
@@ -152,7 +152,7 @@ void import_into(const std::string& path, const detail::ModelTensors<T>& model) 
 }
 
 template <class T>
-void export_from(const std::string& path, const detail::ModelTensors<T>& model) {
+void write_hf_tensors(const std::string& path, const detail::ModelTensors<T>& model) {
   std::optional<safetensors::Writer> file;
   DeferredFailure outcome(model.writer);
   outcome.attempt([&] {
@@ -185,13 +185,13 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
 template <class F>
 void import_hf(const std::string& path, Gpt<F>& model) {
   detail::check_gpt2_blocks(model.config(), "import_hf");
-  import_into(path, detail::tensors_of(model));
+  read_hf_tensors(path, detail::tensors_of(model));
 }
 
 template <class F>
 void export_hf(const std::string& path, Gpt<F>& model) {
   detail::check_gpt2_blocks(model.config(), "export_hf");
-  export_from(path, detail::tensors_of(model));
+  write_hf_tensors(path, detail::tensors_of(model));
 }
 
 template void import_hf(const std::string&, Gpt<TwoD<float>>&);

@@ -104,7 +104,7 @@ GptConfig llmc_config(const std::string& path) { return read_header(path).config
 namespace {
 
 template <class T>
-void import_into(const std::string& path, const detail::ModelTensors<T>& model) {
+void read_llmc_tensors(const std::string& path, const detail::ModelTensors<T>& model) {
   all_or_throw(model.everyone, [&] {
     const Header header = read_header(path);
     const GptConfig &there = header.config, &here = *model.config;
@@ -153,7 +153,7 @@ void import_into(const std::string& path, const detail::ModelTensors<T>& model) 
 }
 
 template <class T>
-void export_from(const std::string& path, const detail::ModelTensors<T>& model) {
+void write_llmc_tensors(const std::string& path, const detail::ModelTensors<T>& model) {
   const GptConfig& c = *model.config;
   DeferredFailure outcome(model.writer);
   OPTIMUS_CHECK(c.ffn == 4 * c.hidden, "export_llmc: llm.c's MLP is 4h wide; the model's ffn is ", c.ffn, " for h = ",
@@ -191,13 +191,13 @@ void export_from(const std::string& path, const detail::ModelTensors<T>& model) 
 template <class F>
 void import_llmc(const std::string& path, Gpt<F>& model) {
   detail::check_gpt2_blocks(model.config(), "import_llmc");
-  import_into(path, detail::tensors_of(model));
+  read_llmc_tensors(path, detail::tensors_of(model));
 }
 
 template <class F>
 void export_llmc(const std::string& path, Gpt<F>& model) {
   detail::check_gpt2_blocks(model.config(), "export_llmc");
-  export_from(path, detail::tensors_of(model));
+  write_llmc_tensors(path, detail::tensors_of(model));
 }
 
 template void import_llmc(const std::string&, Gpt<TwoD<float>>&);

@@ -14,7 +14,10 @@ std::string generate(const NextLogits& next_logits, std::int64_t max_seq, const 
   std::string out;
   if (c.chars.empty()) {  // token data: the held-out tokens' first four as the prompt, ids printed
     c.valid.copy(0, 4, context);
-    for (std::size_t k = 0; k < context.size(); ++k) out += (k > 0 ? " " : "") + std::to_string(context[k]);
+    for (std::size_t k = 0; k < context.size(); ++k) {
+      if (k > 0) out += ' ';
+      out += std::to_string(context[k]);
+    }
   } else {
     for (char ch : prompt) {  // the prompt's characters that the text has
       const auto pos = c.chars.find(ch);

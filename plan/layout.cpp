@@ -40,8 +40,8 @@ std::string describe_ranks(const Layout& l) {
 
 std::string describe(const Layout& l) {
   std::ostringstream os;
-  os << name_of(l.tensor) << ' ' << (l.tensor == TensorParallel::two_d ? "q=" : "t=")
-     << (l.tensor == TensorParallel::two_d ? l.q() : l.tp) << " dp=" << l.dp << " pp=" << l.pp;
+  os << name_of(l.tensor) << ' ' << (l.two_d() ? "q=" : "t=")
+     << (l.two_d() ? l.q() : l.tp) << " dp=" << l.dp << " pp=" << l.pp;
   if (l.pp > 1) {
     os << ' ' << pipeline::name_of(l.schedule);
     if (l.chunks > 1) os << " v=" << l.chunks;
@@ -82,7 +82,7 @@ std::string shape_error(const Layout& l, const Workload& w) {
     os << "the global batch " << w.global_batch << " does not split into dp " << l.dp << " x m " << l.micro_batches;
     return os.str();
   }
-  if (l.tensor == TensorParallel::two_d) {
+  if (l.two_d()) {
     const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(l.tp))));
     if (side * side != l.tp) return "a 2D stage needs a square number of ranks, got " + std::to_string(l.tp);
     const std::int64_t q = side, qq = l.tp;

@@ -14,10 +14,8 @@ namespace {
 
 using u64 = std::uint64_t;
 
-bool two_d(const Layout& l) { return l.tensor == TensorParallel::two_d; }
-
 // The vocabulary as the layout stores it.
-std::int64_t stored_vocab(const Layout& l, const GptConfig& c) { return c.stored_vocab(two_d(l) ? l.q() : l.tp); }
+std::int64_t stored_vocab(const Layout& l, const GptConfig& c) { return c.stored_vocab(l.two_d() ? l.q() : l.tp); }
 
 // Local elements of wte (and of an untied head's lm_head, the same), of wpe (learned positions) and of ln_f on one rank.
 struct Others {
@@ -30,7 +28,7 @@ std::int64_t norm_parameters(const GptConfig& c) {
 
 Others others(const Layout& l, const GptConfig& c) {
   const std::int64_t h = c.hidden, v = stored_vocab(l, c), positions = c.block.rope ? 0 : c.max_seq;
-  if (two_d(l)) return {.wte = v * h / l.tp, .wpe = positions * h / l.tp, .ln_f = norm_parameters(c) / l.tp};
+  if (l.two_d()) return {.wte = v * h / l.tp, .wpe = positions * h / l.tp, .ln_f = norm_parameters(c) / l.tp};
   return {.wte = v / l.tp * h, .wpe = positions * h, .ln_f = norm_parameters(c)};
 }
 
@@ -44,7 +42,7 @@ BlockActivations shape_of(const Layout& l, const Workload& w) {
 // ln_f's and the head's saved bytes per rank for one micro-batch.
 std::int64_t head_bytes(const Layout& l, const Workload& w) {
   const BlockActivations s = shape_of(l, w);
-  if (two_d(l)) return head_saved_bytes(s, stored_vocab(l, w.config));
+  if (l.two_d()) return head_saved_bytes(s, stored_vocab(l, w.config));
   const std::int64_t n = s.batch * s.seq, h = s.hidden, e = s.saved_bytes;
   // ln_f's xhat and 1/std, the head's input (all replicated) and dlogits [N, V/t].
   return e * n * h + s.element_bytes * n + e * n * h + e * n * (stored_vocab(l, w.config) / l.tp);
@@ -59,7 +57,7 @@ std::int64_t workspace_estimate(const Layout& l, const Workload& w) {
   const std::int64_t v = stored_vocab(l, c), h = c.hidden, f = c.ffn;
   const std::int64_t mlp = n * (c.fc_width() + 2 * f) / l.tp;
   const std::int64_t widened = c.kv_heads() < c.heads ? 2 * n * 3 * h / l.tp : 0;
-  if (two_d(l)) return t * std::max({mlp, widened, 2 * n * v / l.tp});
+  if (l.two_d()) return t * std::max({mlp, widened, 2 * n * v / l.tp});
   return t * std::max({mlp + 2 * n * h, widened, 2 * n * v / l.tp});
 }
 
@@ -68,7 +66,7 @@ std::int64_t workspace_estimate(const Layout& l, const Workload& w) {
 StateFootprint states(const Layout& l, const Workload& w, std::int64_t blocks, std::int64_t per_block,
                       std::int64_t other, std::int64_t head) {
   // Under mixed precision (f32 values, bf16 GEMMs) each 2D linear weight has a bf16 copy (weight_copy.hpp).
-  const bool copies = two_d(l) && w.element_bytes == 4 && w.saved_bytes == 2;
+  const bool copies = l.two_d() && w.element_bytes == 4 && w.saved_bytes == 2;
   const ModelShards shards{.blocks = blocks,
                            .block_parameters = per_block,
                            .other_parameters = other,
@@ -110,13 +108,13 @@ std::int64_t block_parameters(const Layout& l, const GptConfig& c) {
   // Weights (GptConfig::block_weights), biases (where the block has them), two norms; 1D replicates its norms and the
   // row-parallel biases (2h).
   const std::int64_t h = c.hidden, norms = 2 * norm_parameters(c), b = c.block.bias ? 1 : 0;
-  if (two_d(l)) return (c.block_weights() + c.block_biases() + norms) / l.tp;
+  if (l.two_d()) return (c.block_weights() + c.block_biases() + norms) / l.tp;
   return (c.block_weights() + b * (c.qkv_width() + c.fc_width())) / l.tp + b * 2 * h + norms;
 }
 
 std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recompute policy) {
   const BlockActivations s = shape_of(l, w);
-  if (two_d(l)) return block_saved_bytes(s, policy);
+  if (l.two_d()) return block_saved_bytes(s, policy);
   const std::int64_t n = s.batch * s.seq, h = s.hidden, e = s.saved_bytes, t = s.element_bytes, p = l.tp;
   switch (policy) {
     case Recompute::none:
@@ -174,7 +172,7 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
   const bool plain =
       std::all_of(l.recompute.begin(), l.recompute.end(), [](Recompute r) { return r == Recompute::none; });
   std::vector<pipeline::ChunkBytes> chunks;
-  if (two_d(l) && plain) {
+  if (l.two_d() && plain) {
     chunks = pipeline::gpt_chunk_bytes(schedule, c,
                                        pipeline::MicroBatchShape{.sequences = micro_sequences(l, w),
                                                                  .seq = w.seq,
@@ -183,7 +181,7 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
                                                                  .saved_bytes = w.saved_bytes});
   } else {
     const std::int64_t n = micro_sequences(l, w) * w.seq, e = w.saved_bytes;
-    const std::int64_t block_weight = two_d(l) ? e * (n / l.q()) * ((5 * c.hidden + c.ffn) / l.q())
+    const std::int64_t block_weight = l.two_d() ? e * (n / l.q()) * ((5 * c.hidden + c.ffn) / l.q())
                                                : e * n * (4 * c.hidden + c.hidden / l.tp + c.ffn / l.tp);
     const std::int64_t head = head_bytes(l, w), head_weight = head - w.element_bytes * n / l.q();
     for (int u = 0; u < schedule.virtual_stages(); ++u) {
@@ -229,13 +227,13 @@ MemoryPrediction predict_memory(const Layout& l, const Workload& w) {
 }
 
 std::int64_t largest_batch(const Layout& l, Workload w, std::uint64_t bytes, std::int64_t extra_per_sequence) {
-  const std::int64_t step = static_cast<std::int64_t>(l.dp) * l.micro_batches * (two_d(l) ? l.q() : 1);
+  const std::int64_t step = static_cast<std::int64_t>(l.dp) * l.micro_batches * (l.two_d() ? l.q() : 1);
   const std::int64_t most = std::int64_t{1} << 24;
   w.global_batch = step;
   OPTIMUS_CHECK(shape_error(l, w).empty(), "largest batch: ", shape_error(l, w));
   const auto fits = [&](std::int64_t k) {  // k steps of sequences
     w.global_batch = k * step;
-    const std::int64_t held = w.global_batch / l.dp / l.micro_batches / (two_d(l) ? l.q() : 1);
+    const std::int64_t held = w.global_batch / l.dp / l.micro_batches / (l.two_d() ? l.q() : 1);
     const auto total = static_cast<double>(predict_memory(l, w).device.total()) +
                        static_cast<double>(held) * static_cast<double>(extra_per_sequence);
     return total <= static_cast<double>(bytes);

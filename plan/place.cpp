@@ -12,7 +12,7 @@ namespace {
 
 void check_world(const Communicator& world, const Layout& layout) {
   OPTIMUS_CHECK(world.size() == layout.ranks(), "the layout ", describe(layout), " needs ", layout.ranks(),
-                " ranks (dp x pp x ", layout.tensor == TensorParallel::two_d ? "q^2" : "p", "), the world has ",
+                " ranks (dp x pp x ", layout.two_d() ? "q^2" : "p", "), the world has ",
                 world.size());
 }
 
@@ -28,7 +28,7 @@ Place Place::on_host(Communicator& world, const Layout& layout) {
 
 Place Place::on_device(RankDevice& rank, Communicator& world, const Layout& layout, const DevicePlacement& how) {
   check_world(world, layout);
-  if (layout.tensor == TensorParallel::two_d) {
+  if (layout.two_d()) {
     return Place(how.shared ? rank.grid(world, layout.q(), layout.pp)
                             : distributed_grid(rank, world, layout.q(), layout.pp, how.timeout));
   }

@@ -101,7 +101,7 @@ Measured run_plan(Communicator& world, const Layout& l, const Workload& w, int w
       return loss;
     }, tp);
   };
-  if (l.tensor == TensorParallel::two_d) {
+  if (l.two_d()) {
     const Grid grid = Grid::create(world, l.q(), l.pp);
     return run(*build_gpt<TwoD<float>>(grid, w.config, l), grid, grid, nullptr);
   }

@@ -16,8 +16,6 @@
 namespace optimus::plan {
 namespace {
 
-bool two_d(const Layout& l) { return l.tensor == TensorParallel::two_d; }
-
 const Link& link(const Cluster& c, bool inside) { return inside ? c.intra : c.inter; }
 
 // A ring all-reduce of `bytes` over `p` ranks: its seconds and the bytes each rank receives.
@@ -43,14 +41,14 @@ struct BlockParts {
   std::uint64_t intra = 0, inter = 0;  // bytes received, forward and backward
 };
 
-struct Shape {
+struct Dims {
   double n, s, h, f, a, b, v, t, e, dropout;
   double w_qkv, w_fc;  // c_attn's and c_fc's output widths
   // One block's weight-matrix elements: c_attn, attn.c_proj, c_fc, mlp.c_proj (GPT-2: 4h^2 + 2hf).
   double weights() const { return h * w_qkv + h * h + h * w_fc + f * h; }
 };
 
-Shape shape_of(const Layout& l, const Workload& w) {
+Dims dims_of(const Layout& l, const Workload& w) {
   const GptConfig& c = w.config;
   const double b = static_cast<double>(w.global_batch / l.dp / l.micro_batches);
   return {.n = b * static_cast<double>(w.seq),
@@ -59,7 +57,7 @@ Shape shape_of(const Layout& l, const Workload& w) {
           .f = static_cast<double>(c.ffn),
           .a = static_cast<double>(c.heads),
           .b = b,
-          .v = static_cast<double>(c.stored_vocab(two_d(l) ? l.q() : l.tp)),
+          .v = static_cast<double>(c.stored_vocab(l.two_d() ? l.q() : l.tp)),
           .t = static_cast<double>(w.element_bytes),
           .e = static_cast<double>(w.saved_bytes),
           .dropout = c.dropout > 0 ? 1.0 : 0.0,
@@ -68,7 +66,7 @@ Shape shape_of(const Layout& l, const Workload& w) {
 }
 
 BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
-  const Shape x = shape_of(l, w);
+  const Dims x = dims_of(l, w);
   const double tp = l.tp, gemm = 2 * x.n * x.weights() + 4 * x.n * x.s * x.h;
   // Element-wise seconds: [N, h] work that 1D keeps whole on every rank (LayerNorms, residual adds, the row-parallel
   // biases; the residual dropouts), and the split work (the column-parallel biases; GELU; the fused attention's
@@ -77,13 +75,13 @@ BlockParts block_parts(const Layout& l, const Workload& w, const Cluster& c) {
   const double replicated = x.n * x.h * (10 / c.stream_rate + 2 * x.dropout / c.element_rate);
   const double split = x.n * (x.w_qkv + x.w_fc) / c.stream_rate + x.n * x.f / c.element_rate +
                        scores * (1 + x.dropout) / c.element_rate;
-  const double elementwise = two_d(l) ? (replicated + split) / tp : replicated + split / tp;
+  const double elementwise = l.two_d() ? (replicated + split) / tp : replicated + split / tp;
   BlockParts p;
   p.forward_compute = gemm / tp / c.gemm_flops + elementwise;
   // Backward: twice the forward, and the fused attention's recomputation of its scores (Q K^T) and probabilities.
   p.backward_compute = 2 * p.forward_compute + 2 * x.n * x.s * x.h / tp / c.gemm_flops +
                        scores * (1 + x.dropout) / c.element_rate / tp;
-  if (two_d(l)) {
+  if (l.two_d()) {
     const int q = l.q();
     if (q > 1) {
       const BlockShape s = BlockShape::of(w.config, static_cast<std::int64_t>(x.b), w.seq);
@@ -123,16 +121,16 @@ struct EndParts {
 };
 
 EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
-  const Shape x = shape_of(l, w);
+  const Dims x = dims_of(l, w);
   const double tp = l.tp, gemm = 2 * x.n * x.h * x.v / tp / c.gemm_flops;
   const double logits = x.n * x.v / tp;
-  const double rows = two_d(l) ? x.n * x.h / tp : x.n * x.h;  // ln_f's and the embedding's elements per rank
+  const double rows = l.two_d() ? x.n * x.h / tp : x.n * x.h;  // ln_f's and the embedding's elements per rank
   EndParts p;
   p.embedding_forward = rows * (2 / c.stream_rate + x.dropout / c.element_rate);
   p.embedding_backward = rows * 2 / c.stream_rate;
   p.head_forward = gemm + logits * (2 / c.stream_rate + 1 / c.element_rate) + 3 * rows / c.stream_rate;
   p.head_backward = 2 * gemm + logits * 2 / c.stream_rate + 6 * rows / c.stream_rate;
-  if (two_d(l) && l.q() > 1) {
+  if (l.two_d() && l.q() > 1) {
     const int q = l.q();
     const GroupLink column = group_link(c, q, q);  // the weight's panels (the slower of rows and columns)
     const bool in = column.inside;
@@ -144,7 +142,7 @@ EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
     p.head_backward += (1 - c.overlap) * seconds * 2 / 3;
     p.comm_busy = bytes / column.link.bandwidth;
     (in ? p.intra : p.inter) += static_cast<std::uint64_t>(bytes);
-  } else if (!two_d(l) && l.tp > 1) {
+  } else if (!l.two_d() && l.tp > 1) {
     const GroupLink group = group_link(c, l.tp, 1);
     const bool in = group.inside;
     const Ring embedding = ring_all_reduce(x.n * x.h * x.t, l.tp, group.link);
@@ -206,8 +204,8 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
   } else {
     const pipeline::Schedule s = pipeline::make_schedule(pipeline::ScheduleRequest{
         .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
-    const Shape x = shape_of(l, w);
-    const double message = (two_d(l) ? x.n * x.h / l.tp : x.n * x.h) * x.t;
+    const Dims x = dims_of(l, w);
+    const double message = (l.two_d() ? x.n * x.h / l.tp : x.n * x.h) * x.t;
     // Point to point: every rank of a stage sends to the next at once, so across nodes each gets its own share.
     const bool in = l.pp * l.tp <= c.gpus_per_node;
     const double p2p = message / link(c, in).bandwidth + link(c, in).latency;

@@ -20,8 +20,6 @@ using optimus::Shape;
 using optimus::TensorView;
 using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-const optimus::ops::Queue kHost{};
-
 Matrix random_matrix(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
   const optimus::CounterRng rng(seed);
   Matrix m(rows, cols);
@@ -95,7 +93,7 @@ double worst(const std::vector<T>& got, const Matrix& want) {
 // Checks the CPU's attention under `queue`'s GEMM math against the formulas in f64; returns out and dqkv side by side.
 template <class T>
 std::vector<T> check_against_formulas(const optimus::ops::AttentionShape& s, std::int64_t batches, std::int64_t d,
-                                      double tolerance, const optimus::ops::Queue& queue = kHost) {
+                                      double tolerance, const optimus::ops::Queue& queue = optimus::ops::Queue{}) {
   const std::int64_t n = batches * s.seq, width = s.heads * d;
   const Matrix qkv = 2.0 * random_matrix(n, 3 * width, 1), dout = random_matrix(n, width, 2);
   const Attention want = by_formula(qkv, dout, s);
@@ -146,7 +144,7 @@ TEST_CASE("flash attention refuses shapes that are not an attention's, naming th
   CHECK_THROWS_WITH_AS(optimus::ops::flash_attention_forward<float>(
                            TensorView<const float>(qkv.data(), Shape{8, 12}, Device::cpu), s,
                            TensorView<float>(out.data(), Shape{8, 4}, Device::cpu),
-                           TensorView<float>(lse.data(), Shape{16}, Device::cpu), kHost),
+                           TensorView<float>(lse.data(), Shape{16}, Device::cpu), optimus::ops::Queue{}),
                        doctest::Contains("out has shape [8, 4], not whole sequences of 3 rows by 2 heads"),
                        optimus::Error);
 }

@@ -32,6 +32,7 @@ struct Layout {
   Offload offload = Offload::none;
   std::vector<Recompute> recompute;  // [layers]: each block's policy
 
+  bool two_d() const { return tensor == TensorParallel::two_d; }
   int q() const;  // the grid side (2D); 1 for 1D
   // The ranks a layer's heads and wte's vocabulary rows are split over: q (2D) or tp (1D).
   int head_parts() const { return tensor == TensorParallel::one_d ? tp : q(); }
