@@ -62,3 +62,4 @@
 #include "optimus/reference/matmul.hpp"
 #include "optimus/sim/runtime.hpp"
 #include "optimus/sweep/schedule.hpp"
+#include "optimus/sweep/sweep_file.hpp"

@@ -1,0 +1,93 @@
+// A sweep's members checked as train_gpt checks its options (sweep_members.hpp).
+#include "sweep_members.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <filesystem>
+
+#include "example_options.hpp"
+
+namespace optimus::examples {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `path` absolute, with every symbolic link of the part that exists resolved: two spellings of one place compare equal.
+// A trailing separator is dropped ("run/" is "run").
+fs::path resolved(const std::string& path) {
+  const fs::path p = fs::weakly_canonical(fs::absolute(path));
+  return p.has_filename() ? p : p.parent_path();
+}
+
+// Whether `inner` is `outer` or lies under it.
+bool within(const fs::path& inner, const fs::path& outer) {
+  auto [end, _] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return end == outer.end();
+}
+
+// train_gpt's table checking `words`; errors begin with the member.
+cli::Options options_of(const sweep::MemberOptions& m, const std::string& where) {
+  std::vector<std::string> args{"train_gpt"};
+  args.insert(args.end(), m.words.begin(), m.words.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  try {
+    return cli::Options(static_cast<int>(argv.size()), argv.data(), 1, train_gpt_options());
+  } catch (const cli::HelpRequested&) {
+    OPTIMUS_FAIL(where, ": member '", m.name, "': --help is not an option of a member");
+  } catch (const Error& e) {
+    OPTIMUS_FAIL(where, ": member '", m.name, "': ", e.what());
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& slot_owned_options() {
+  static const std::vector<std::string> names = {
+      "in-process", "device",   "device-memory", "device-bandwidth", "timeout", "q",       "layout", "p",
+      "pp",         "schedule", "chunks",        "plan",             "calibration", "cores", "offload", "offload-update"};
+  return names;
+}
+
+std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& members, const std::string& where) {
+  std::vector<SweepMember> out;
+  struct Path {
+    fs::path path;
+    std::size_t member;
+  };
+  std::vector<Path> saves, exports;
+  for (const sweep::MemberOptions& m : members) {
+    SweepMember member{.name = m.name, .options = options_of(m, where)};
+    for (const std::string& name : slot_owned_options()) {
+      OPTIMUS_CHECK(!member.options.has(name), where, ": member '", m.name, "': --", name,
+                    " is the sweep's to choose (an option of optimus-sweep: where the members' shards compute), "
+                    "not a member's");
+    }
+    const std::size_t index = out.size();
+    if (member.options.has("save")) saves.push_back({resolved(member.options.text("save", "")), index});
+    if (member.options.has("export")) exports.push_back({resolved(member.options.text("export", "")), index});
+    out.push_back(std::move(member));
+  }
+  const auto name = [&](std::size_t i) { return "'" + out[i].name + "'"; };
+  for (std::size_t a = 0; a < saves.size(); ++a) {
+    for (std::size_t b = a + 1; b < saves.size(); ++b) {
+      OPTIMUS_CHECK(saves[a].path != saves[b].path, where, ": members ", name(saves[a].member), " and ",
+                    name(saves[b].member), " both save into ", saves[a].path.string(),
+                    " (a save directory belongs to one run)");
+    }
+  }
+  for (std::size_t a = 0; a < exports.size(); ++a) {
+    for (std::size_t b = a + 1; b < exports.size(); ++b) {
+      OPTIMUS_CHECK(exports[a].path != exports[b].path, where, ": members ", name(exports[a].member), " and ",
+                    name(exports[b].member), " both export to ", exports[a].path.string());
+    }
+    for (const Path& save : saves) {
+      OPTIMUS_CHECK(!within(exports[a].path, save.path), where, ": member ",
+                    name(exports[a].member), " exports to ", exports[a].path.string(), ", inside ", save.path.string(),
+                    ", the save directory of member ", name(save.member));
+    }
+  }
+  return out;
+}
+
+}  // namespace optimus::examples

@@ -1,0 +1,31 @@
+// A sweep's members as optimus-sweep takes them (optimus/sweep/sweep_file.hpp reads the file): each member's words
+// checked with train_gpt's own option table, so that a member trains what `train_gpt WORDS` trains, and what the
+// members share checked across them, before any training. Every error is one line naming the member.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <optimus/optimus.hpp>
+
+#include "optimus/programs/cli.hpp"
+
+namespace optimus::examples {
+
+// A member: its name and its options, read with train_gpt's table.
+struct SweepMember {
+  std::string name;
+  cli::Options options;
+};
+
+// The options of train_gpt that describe where a run computes rather than what it trains: the sweep's slots own
+// them (optimus-sweep's own options), and a member that gives one is refused.
+const std::vector<std::string>& slot_owned_options();
+
+// The members of a sweep file (`where` names it in errors), each member's words checked as train_gpt checks its
+// command line. optimus::Error, naming the member, where a member's options are not train_gpt's or give one of
+// slot_owned_options(); where two members save into one directory (--save, compared as absolute paths with every
+// symbolic link resolved) or export to one path; and where a member exports into a directory another saves into (train_gpt refuses its own).
+std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& members, const std::string& where);
+
+}  // namespace optimus::examples
