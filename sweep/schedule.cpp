@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "optimus/core/error.hpp"
+#include "optimus/pipeline/simulator.hpp"
 
 namespace optimus::sweep {
 namespace {
@@ -81,7 +82,8 @@ class Slots {
   // `task` of `member` (ready at `ready`) on slot s, its copy starting no earlier than `not_before`.
   ShardRun place(std::size_t s, int member, const Task& task, double ready, double not_before, SweepTimeline& out) {
     ShardRun run{.member = member, .step = task.step, .shard = task.shard, .backward = task.backward,
-                 .slot = static_cast<int>(s), .copy_start = std::max(load_free_[s], not_before), .start = 0, .end = 0};
+                 .slot = static_cast<int>(s), .copy_start = std::max(load_free_[s], not_before), .start = 0, .end = 0,
+                 .copy_seconds = task.copy, .shards = 1, .micro_batch = -1};
     run.start = std::max({run.copy_start + task.copy, compute_free_[s], ready});
     run.end = run.start + task.compute;
     load_free_[s] = run.start;
@@ -153,13 +155,32 @@ SweepTimeline model_parallel(const std::vector<std::vector<Task>>& chains, int s
   return out;
 }
 
+// One member's step as the pipeline baseline runs it: its shards grouped into `stages` consecutive stages, each
+// micro-batch's forward and backward costing 1/m of the whole batch's. first: [stages + 1], stage p's first shard.
+std::vector<pipeline::Costs> stage_costs(const MemberWork& m, int stages, int micro_batches, std::vector<int>& first) {
+  const int shards = static_cast<int>(m.shards.size());
+  first.assign(static_cast<std::size_t>(stages) + 1, 0);
+  std::vector<pipeline::Costs> costs(static_cast<std::size_t>(stages));
+  for (int p = 0; p <= stages; ++p) first[static_cast<std::size_t>(p)] = p * shards / stages;
+  for (int p = 0; p < stages; ++p) {
+    pipeline::Costs& c = costs[static_cast<std::size_t>(p)];
+    c.forward = c.backward = 0;
+    for (int k = first[static_cast<std::size_t>(p)]; k < first[static_cast<std::size_t>(p) + 1]; ++k) {
+      c.forward += m.shards[static_cast<std::size_t>(k)].forward / micro_batches;
+      c.backward += m.shards[static_cast<std::size_t>(k)].backward / micro_batches;
+    }
+  }
+  return costs;
+}
+
 }  // namespace
 
 Scheduler parse_scheduler(std::string_view name) {
   if (name == "lrtf") return Scheduler::lrtf;
   if (name == "round-robin") return Scheduler::round_robin;
   if (name == "model-parallel") return Scheduler::model_parallel;
-  OPTIMUS_FAIL("sweep: unknown scheduler '", name, "' (lrtf, round-robin or model-parallel)");
+  if (name == "pipeline") return Scheduler::pipeline;
+  OPTIMUS_FAIL("sweep: unknown scheduler '", name, "' (lrtf, round-robin, model-parallel or pipeline)");
 }
 
 std::string_view name_of(Scheduler scheduler) {
@@ -167,16 +188,53 @@ std::string_view name_of(Scheduler scheduler) {
     case Scheduler::lrtf: return "lrtf";
     case Scheduler::round_robin: return "round-robin";
     case Scheduler::model_parallel: return "model-parallel";
+    case Scheduler::pipeline: return "pipeline";
   }
   return "?";
 }
 
 SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler) {
   check(members, slots);
+  OPTIMUS_CHECK(scheduler != Scheduler::pipeline, "sweep: the pipeline baseline takes its schedule and micro-batches "
+                "(simulate_pipeline)");
   std::vector<std::vector<Task>> chains;
   for (const MemberWork& m : members) chains.push_back(chain_of(m));
   return scheduler == Scheduler::model_parallel ? model_parallel(chains, slots)
                                                 : shared_slots(chains, slots, scheduler);
+}
+
+SweepTimeline simulate_pipeline(const std::vector<MemberWork>& members, int slots, PipelineBaseline baseline) {
+  check(members, slots);
+  OPTIMUS_CHECK(baseline.kind == pipeline::Kind::gpipe || baseline.kind == pipeline::Kind::one_f_one_b,
+                "sweep: the pipeline baseline runs gpipe or 1f1b, not ", pipeline::name_of(baseline.kind));
+  OPTIMUS_CHECK(baseline.micro_batches >= 1, "sweep: the pipeline baseline on ", baseline.micro_batches,
+                " micro-batches; at least one");
+  SweepTimeline out;
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    const int stages = std::min(static_cast<int>(members[m].shards.size()), slots);
+    std::vector<int> first;
+    const std::vector<pipeline::Costs> costs = stage_costs(members[m], stages, baseline.micro_batches, first);
+    const pipeline::Schedule schedule = pipeline::make_schedule(
+        {.kind = baseline.kind, .stages = stages, .micro_batches = baseline.micro_batches, .chunks = 1});
+    const pipeline::Simulation sim = pipeline::simulate(schedule, costs);
+    for (int step = 0; step < members[m].steps; ++step) {
+      for (int p = 0; p < stages; ++p) {
+        const auto& ops = schedule.ops[static_cast<std::size_t>(p)];
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+          const pipeline::Interval& t = sim.times[static_cast<std::size_t>(p)][i];
+          const int from = first[static_cast<std::size_t>(p)];
+          out.runs.push_back({.member = static_cast<int>(m), .step = step, .shard = from,
+                              .backward = ops[i].work != pipeline::Work::forward, .slot = p,
+                              .copy_start = out.makespan + t.start, .start = out.makespan + t.start,
+                              .end = out.makespan + t.end, .copy_seconds = 0,
+                              .shards = first[static_cast<std::size_t>(p) + 1] - from,
+                              .micro_batch = ops[i].micro_batch});
+        }
+      }
+      out.makespan += sim.makespan;
+    }
+  }
+  return out;
 }
 
 std::string gantt(const SweepTimeline& timeline, const std::vector<MemberWork>& members, int slots, int width) {
@@ -207,13 +265,17 @@ std::string chrome_trace(const SweepTimeline& timeline, const std::vector<Member
   nlohmann::json events = nlohmann::json::array();
   for (const ShardRun& r : timeline.runs) {
     const std::string& name = members.at(static_cast<std::size_t>(r.member)).name;
-    const double copy = members[static_cast<std::size_t>(r.member)].shards.at(static_cast<std::size_t>(r.shard)).copy;
-    events.push_back({{"name", name + (r.backward ? " B" : " F") + " shard " + std::to_string(r.shard) + " step " +
-                                   std::to_string(r.step)},
-                      {"ph", "X"}, {"pid", 0}, {"tid", r.slot}, {"ts", r.start * 1e6},
+    std::string what = name + (r.backward ? " B" : " F");
+    what += r.shards == 1 ? " shard " + std::to_string(r.shard)
+                          : " shards " + std::to_string(r.shard) + "-" + std::to_string(r.shard + r.shards - 1);
+    if (r.micro_batch >= 0) what += " micro-batch " + std::to_string(r.micro_batch);
+    what += " step " + std::to_string(r.step);
+    events.push_back({{"name", what}, {"ph", "X"}, {"pid", 0}, {"tid", r.slot}, {"ts", r.start * 1e6},
                       {"dur", (r.end - r.start) * 1e6}});
-    events.push_back({{"name", name + " copy shard " + std::to_string(r.shard)},
-                      {"ph", "X"}, {"pid", 1}, {"tid", r.slot}, {"ts", r.copy_start * 1e6}, {"dur", copy * 1e6}});
+    if (r.copy_seconds > 0) {
+      events.push_back({{"name", name + " copy shard " + std::to_string(r.shard)}, {"ph", "X"}, {"pid", 1},
+                        {"tid", r.slot}, {"ts", r.copy_start * 1e6}, {"dur", r.copy_seconds * 1e6}});
+    }
   }
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
 }

@@ -242,3 +242,73 @@ TEST_CASE("sweep: bad input is named") {
   CHECK(sw::parse_scheduler("model-parallel") == sw::Scheduler::model_parallel);
   CHECK(sw::name_of(sw::Scheduler::lrtf) == "lrtf");
 }
+
+TEST_CASE("sweep: the pipeline baseline runs each member's steps as pipelines, member after member") {
+  // x: 4 shards in 2 stages of 2 (forward 2, backward 4 per stage and batch); y: 2 shards, one per stage.
+  const std::vector<sw::MemberWork> members{{.name = "x", .shards = {{1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0.5}},
+                                             .steps = 2},
+                                            {.name = "y", .shards = {{2, 4, 0}, {2, 4, 0}}, .steps = 1}};
+  for (const auto kind : {optimus::pipeline::Kind::gpipe, optimus::pipeline::Kind::one_f_one_b}) {
+    CAPTURE(optimus::pipeline::name_of(kind));
+    const sw::SweepTimeline t = sw::simulate_pipeline(members, 2, {.kind = kind, .micro_batches = 4});
+    // A step of 2 stages and 4 micro-batches of forward 0.5 and backward 1 per stage: (m + S - 1)(F + B) = 7.5 s.
+    CHECK(t.makespan == 3 * 7.5);
+    REQUIRE(t.runs.size() == 3 * 2 * 8);  // member steps x stages x (F and B of 4 micro-batches)
+    std::vector<std::vector<int>> per_micro(2, std::vector<int>(4, 0));
+    for (const sw::ShardRun& r : t.runs) {
+      CHECK(r.copy_seconds == 0);
+      CHECK(r.copy_start == r.start);
+      CHECK(r.end - r.start == (r.backward ? 1.0 : 0.5));
+      CHECK(r.shards == (r.member == 0 ? 2 : 1));
+      CHECK(r.shard == r.slot * r.shards);
+      REQUIRE((r.micro_batch >= 0 && r.micro_batch < 4));
+      if (r.member == 0) ++per_micro[static_cast<std::size_t>(r.slot)][static_cast<std::size_t>(r.micro_batch)];
+      // Member y starts after member x's last step; each step after the one before.
+      const double step_start = r.member == 0 ? 7.5 * r.step : 15.0;
+      CHECK(r.start >= step_start);
+      CHECK(r.end <= step_start + 7.5);
+    }
+    for (const auto& stage : per_micro) CHECK(stage == std::vector<int>(4, 4));  // F and B of 2 steps each
+    for (std::size_t i = 0; i < t.runs.size(); ++i) {  // one run at a time on a slot
+      for (std::size_t j = i + 1; j < t.runs.size(); ++j) {
+        const sw::ShardRun &a = t.runs[i], &b = t.runs[j];
+        if (a.slot == b.slot) CHECK((a.end <= b.start || b.end <= a.start));
+      }
+    }
+  }
+  // More slots than shards: a stage per shard, the other slots idle.
+  const sw::SweepTimeline wide = sw::simulate_pipeline({members[1]}, 4, {.kind = optimus::pipeline::Kind::gpipe,
+                                                                         .micro_batches = 4});
+  CHECK(wide.makespan == 7.5);
+  for (const sw::ShardRun& r : wide.runs) CHECK(r.slot < 2);
+  // The pipeline's trace names each stage's shards and micro-batch, and has no copies.
+  const nlohmann::json trace = nlohmann::json::parse(
+      sw::chrome_trace(sw::simulate_pipeline({members[0]}, 2, {.kind = optimus::pipeline::Kind::gpipe,
+                                                               .micro_batches = 2}),
+                       {members[0]}));
+  CHECK(trace.at("traceEvents").size() == 2 * 2 * 4);
+  CHECK(trace.at("traceEvents")[0].at("name").get<std::string>() == "x F shards 0-1 micro-batch 0 step 0");
+}
+
+TEST_CASE("sweep: LRTF against the pipeline baseline, and the pipeline's bad input") {
+  // Eight equal members of 4 shards (forward 1, backward 2, copy 0.5), 2 steps, on 4 slots: the pipeline of 4
+  // micro-batches fills its stages to (m + S - 1) / m of the ideal; LRTF keeps every slot busy.
+  const std::vector<sw::MemberWork> members(
+      8, sw::MemberWork{.name = "m", .shards = {{1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0.5}}, .steps = 2});
+  const double lrtf = sw::simulate(members, 4, sw::Scheduler::lrtf).makespan;
+  const double pipelined = sw::simulate_pipeline(members, 4, {.kind = optimus::pipeline::Kind::one_f_one_b,
+                                                              .micro_batches = 4}).makespan;
+  CHECK(pipelined == 8 * 2 * (4 + 3) * 0.75);  // (m + S - 1)(F + B), F = 0.25 and B = 0.5 per micro-batch and stage
+  CHECK(lrtf == 48.5);
+  CHECK(pipelined / lrtf > 1.5);
+  const std::vector<sw::MemberWork> one{members[0]};
+  CHECK_THROWS_WITH_AS(sw::simulate(one, 2, sw::Scheduler::pipeline), doctest::Contains("simulate_pipeline"),
+                       optimus::Error);
+  CHECK_THROWS_WITH_AS(sw::simulate_pipeline(one, 2, {.kind = optimus::pipeline::Kind::interleaved,
+                                                      .micro_batches = 4}),
+                       doctest::Contains("gpipe or 1f1b, not interleaved"), optimus::Error);
+  CHECK_THROWS_WITH_AS(sw::simulate_pipeline(one, 2, {.kind = optimus::pipeline::Kind::gpipe, .micro_batches = 0}),
+                       doctest::Contains("on 0 micro-batches"), optimus::Error);
+  CHECK(sw::parse_scheduler("pipeline") == sw::Scheduler::pipeline);
+  CHECK(sw::name_of(sw::Scheduler::pipeline) == "pipeline");
+}

@@ -14,7 +14,11 @@
 //   round_robin : the next after the one chosen last, in member order;
 // ties go to the lower member index. The baseline HYDRA compares against:
 //   model_parallel : one member at a time (the next one's first copy after the last one's last run), shard k always on
-//                    slot k mod D, no micro-batches: its runs one after another, only the copies overlapping.
+//                    slot k mod D, no micro-batches: its runs one after another, only the copies overlapping;
+//   pipeline       : one member at a time, its shards grouped into min(S, D) consecutive stages (stage p: shards
+//                    [p*S/P, (p+1)*S/P)), one per slot, resident (no copies: the model fits the slots together), each
+//                    step a GPipe or 1F1B pipeline (optimus/pipeline) of m micro-batches, a micro-batch's forward and
+//                    backward costing 1/m of the whole batch's (simulate_pipeline).
 // The timeline is a plan: a runtime that follows it runs the same order. Moving boundary activations between slots is
 // not modelled.
 #pragma once
@@ -23,6 +27,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::sweep {
 
@@ -39,18 +45,21 @@ struct MemberWork {
   int steps = 1;
 };
 
-enum class Scheduler { lrtf, round_robin, model_parallel };
-// "lrtf", "round-robin" or "model-parallel"; optimus::Error naming the text otherwise.
+enum class Scheduler { lrtf, round_robin, model_parallel, pipeline };
+// "lrtf", "round-robin", "model-parallel" or "pipeline"; optimus::Error naming the text otherwise.
 Scheduler parse_scheduler(std::string_view name);
 std::string_view name_of(Scheduler scheduler);
 
-// One shard run: whose, which (step from 0, shard, direction), where, and when its copy began, its compute began and
-// ended.
+// One shard run: whose, which (step from 0, shard, direction), where, and when its copy began (taking copy_seconds),
+// its compute began and ended. A pipeline stage's run covers `shards` shards from `shard`, on one micro-batch.
 struct ShardRun {
   int member = 0, step = 0, shard = 0;
   bool backward = false;
   int slot = 0;
   double copy_start = 0, start = 0, end = 0;
+  double copy_seconds = 0;
+  int shards = 1;
+  int micro_batch = -1;  // the pipeline baseline's; -1: the whole batch
 };
 
 // The runs in the order the scheduler placed them, and when the last one ends.
@@ -60,15 +69,27 @@ struct SweepTimeline {
 };
 
 // The sweep's runs on `slots` slots as `scheduler` places them, with these costs. optimus::Error (naming the member and
-// the value) unless slots >= 1, every member has a shard and a step, and every cost is finite and not negative.
+// the value) unless slots >= 1, every member has a shard and a step, and every cost is finite and not negative; and for
+// Scheduler::pipeline, which takes its schedule (simulate_pipeline).
 SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler);
+
+// The pipeline baseline's schedule: GPipe or 1F1B (HYDRA's baselines), on `micro_batches` micro-batches per step.
+struct PipelineBaseline {
+  pipeline::Kind kind = pipeline::Kind::one_f_one_b;
+  int micro_batches = 1;
+};
+// The pipeline baseline's runs (a stage's forward or backward of one micro-batch each), members one after another,
+// each step's pipeline after the last. optimus::Error as simulate's, and unless the kind is GPipe or 1F1B and
+// micro_batches >= 1.
+SweepTimeline simulate_pipeline(const std::vector<MemberWork>& members, int slots, PipelineBaseline baseline);
 
 // The timeline drawn `width` characters wide, a line per slot: the member computing (A, B, ... in member order; '#'
 // past Z) or '.' idle, then a legend line per member.
 std::string gantt(const SweepTimeline& timeline, const std::vector<MemberWork>& members, int slots, int width);
 
 // The timeline as a Chrome trace (chrome://tracing, Perfetto), in microseconds: process 0 the runs, a thread per slot,
-// each named "MEMBER F|B shard K step S"; process 1 the copies into each slot ("MEMBER copy shard K").
+// each named "MEMBER F|B shard K step S" ("MEMBER F|B shards K-L micro-batch I step S" for a pipeline stage's); process
+// 1 the copies into each slot ("MEMBER copy shard K"), where a run copies.
 std::string chrome_trace(const SweepTimeline& timeline, const std::vector<MemberWork>& members);
 
 }  // namespace optimus::sweep
