@@ -60,6 +60,8 @@ TEST_CASE("f32 exp of a softmax's terms: within 1.2e-7 relatively of exp in f64 
   CHECK(math::exp_nonpositive(-88.5f) == 0.0f);
   CHECK(math::exp_nonpositive(-std::numeric_limits<float>::infinity()) == 0.0f);
   CHECK(std::isnan(math::exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(math::exp_nonpositive(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+  CHECK(math::exp_nonpositive(-0.0f) == 1.0f);
   CHECK(math::exp_nonpositive(-1.5) == std::exp(-1.5));  // f64: exp itself
   // A softmax of scores whose largest is far above the rest: the rest vanish, the largest is 1.
   CHECK(math::softmax_exp(-100.0f, 1.0f, 0.0f) == 0.0f);
