@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_binding.hpp"
 #include "checkpoint_support.hpp"
 #include "test_world.hpp"
 
@@ -203,12 +204,12 @@ TEST_CASE("a checkpoint saved at q = 2 loads at q = 1, q = 3 and dp = 2 x q = 2:
   const Saved saved = train_and_save(dir, 3);
   const Saved same = load_and_continue(dir / "step_3", 4, 2, 2, nullptr);
   for (const auto& [ranks, q] : {std::pair{1, 1}, {9, 3}, {8, 2}}) {
-    CAPTURE(ranks);
-    CAPTURE(q);
+    CAPTURE_BINDING(ranks);
+    CAPTURE_BINDING(q);
     const Saved other = load_and_continue(dir / "step_3", ranks, q, 2, nullptr);
     REQUIRE(other.state.size() == saved.state.size());
     for (const auto& [name, value] : saved.state) {
-      CAPTURE(name);
+      CAPTURE_BINDING(name);
       CHECK(other.state.at(name) == value);  // parameters and both moments, bit for bit
     }
     for (std::size_t k = 0; k < 2; ++k) {
@@ -242,7 +243,7 @@ TEST_CASE("a q = 2 checkpoint loads into the 1D baseline at p = 4, and the 1D ba
   });
   REQUIRE(one_d.state.size() == saved.state.size());
   for (const auto& [name, value] : saved.state) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(one_d.state.at(name) == value);  // parameters and both moments
   }
   for (std::size_t k = 0; k < 3; ++k) {
@@ -257,7 +258,7 @@ TEST_CASE("a q = 2 checkpoint loads into the 1D baseline at p = 4, and the 1D ba
   // 1D -> 2D at q = 2: the state bit for bit and step 6 within f32 rounding; 1D -> 1D: step 6 bit for bit.
   const Saved two_d = load_and_continue(dir / "step_5", 4, 2, 1, nullptr);
   for (const auto& [name, value] : one_d_saved.state) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(two_d.state.at(name) == value);
   }
   CHECK(std::abs(two_d.losses[0] - one_d.losses[2]) <= 1e-5 * std::abs(one_d.losses[2]));
@@ -559,7 +560,7 @@ TEST_CASE("llm.c checkpoints: a file written to llm.c's layout imports on a 2x2 
     const auto gathered = model.gather(false);
     if (w.rank() == 0) {
       for (const auto& [name, m] : tensors) {
-        CAPTURE(name);
+        CAPTURE_BINDING(name);
         CHECK(gathered.at(name) == m);
       }
     }

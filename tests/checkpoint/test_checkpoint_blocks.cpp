@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_binding.hpp"
 #include "checkpoint_support.hpp"
 #include "test_world.hpp"
 
@@ -49,7 +50,7 @@ void check_same_state(const std::map<std::string, GlobalMatrix>& state,
                       const std::map<std::string, GlobalMatrix>& saved) {
   REQUIRE(state.size() == saved.size());
   for (const auto& [name, value] : saved) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(state.at(name) == value);
   }
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_binding.hpp"
 #include "checkpoint_support.hpp"
 #include "test_world.hpp"
 
@@ -137,7 +138,7 @@ Run train(const Layout& layout, const fs::path& from, int first, int last, const
 void check_same_state(const Run& got, const Run& expected) {
   REQUIRE(got.state.size() == expected.state.size());
   for (const auto& [name, value] : expected.state) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(got.state.at(name) == value);
   }
 }

@@ -1,4 +1,5 @@
 // The grid-level device cases (device_cases.hpp).
+#include "capture_binding.hpp"
 #include "device_cases.hpp"
 
 #include <doctest/doctest.h>
@@ -105,7 +106,7 @@ void check_step_like_host(const Grid& on_device, const Grid& on_host, bool bitwi
       }
     }
     for (const auto& [name, m] : host.parameters) {
-      CAPTURE(name);
+      CAPTURE_BINDING(name);
       if (bitwise) {
         CHECK(device.parameters.at(name) == m);
       } else if (name.ends_with("attn.c_attn.bias")) {

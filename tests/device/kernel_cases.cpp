@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "capture_binding.hpp"
 #include "device_cases.hpp"
 #include "device_world.hpp"
 #include "kernel_case_support.hpp"
@@ -216,7 +217,7 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
   ops::layernorm_normalize(x.in_device(), sum.in_device(), sq.in_device(), gamma.in_device(), beta.in_device(), norm,
                            xhat16.on_device(), rstd16.on_device(), y16.on_device(), q);
   for (const auto& [what, f32, b16] : {std::tuple{"xhat", &xhat, &xhat16}, std::tuple{"y", &y, &y16}}) {
-    CAPTURE(what);
+    CAPTURE_BINDING(what);
     Both<bf16> cast(std::vector<bf16>(rows * cols), Shape{rows, cols}, rank);
     ops::to_bf16(f32->in_host(), cast.on_host(), host);
     ops::to_bf16(f32->in_device(), cast.on_device(), q);
@@ -284,8 +285,8 @@ void rows_and_layernorm(RankDevice& rank, const ops::Queue& q, const Expect& exp
     out.emplace_back(dx.host, Shape{rows, cols}, rank);
   }
   for (const auto& [on, queue] : {std::pair{0, host}, std::pair{1, q}}) {
-    const auto w = [on](Both<float>& b) { return on == 0 ? b.on_host() : b.on_device(); };
-    const auto r = [on](const auto& b) { return on == 0 ? b.in_host() : b.in_device(); };
+    const auto w = [on = on](Both<float>& b) { return on == 0 ? b.on_host() : b.on_device(); };
+    const auto r = [on = on](const auto& b) { return on == 0 ? b.in_host() : b.in_device(); };
     ops::layernorm_backward_partials(r(dy), r(xh16), r(gamma), w(out[0]), w(out[1]), w(out[2]), queue);
     ops::layernorm_backward_partials<float>(r(dy), r(xh32), r(gamma), w(out[4]), w(out[5]), w(out[6]), queue);
     ops::layernorm_backward_dx(r(dy), r(xh16), r(gamma), r(rstd), r(partial), norm, r(residual), w(out[3]), queue);

@@ -18,8 +18,8 @@ void swiglu(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   Both<bf16> kept(std::vector<bf16>(rows * 2 * f), Shape{rows, 2 * f}, rank);
   Both<float> dgu16(std::vector<float>(rows * 2 * f), Shape{rows, 2 * f}, rank);
   for (const auto& [on, queue] : {std::pair{0, host}, std::pair{1, q}}) {
-    const auto w = [on](auto& b) { return on == 0 ? b.on_host() : b.on_device(); };
-    const auto r = [on](const auto& b) { return on == 0 ? b.in_host() : b.in_device(); };
+    const auto w = [on = on](auto& b) { return on == 0 ? b.on_host() : b.on_device(); };
+    const auto r = [on = on](const auto& b) { return on == 0 ? b.in_host() : b.in_device(); };
     ops::swiglu_forward<float>(r(gu), w(y), queue);
     ops::swiglu_backward<float>(r(gu), r(dy), w(dgu), queue);
     ops::swiglu_forward(r(gu), w(y16), w(kept), queue);
@@ -64,8 +64,8 @@ void grouped_heads(RankDevice& rank, const ops::Queue& q, const Expect& expect) 
   Both<bf16> wide16(std::vector<bf16>(rows * full), Shape{rows, full}, rank);
   Both<float> dqkv(std::vector<float>(rows * width), Shape{rows, width}, rank);
   for (const auto& [on, queue] : {std::pair{0, host}, std::pair{1, q}}) {
-    const auto w = [on](auto& b) { return on == 0 ? b.on_host() : b.on_device(); };
-    const auto r = [on](const auto& b) { return on == 0 ? b.in_host() : b.in_device(); };
+    const auto w = [on = on](auto& b) { return on == 0 ? b.on_host() : b.on_device(); };
+    const auto r = [on = on](const auto& b) { return on == 0 ? b.in_host() : b.in_device(); };
     ops::repeat_kv<float>(r(qkv), w(wide), groups, queue);
     ops::repeat_kv(r(qkv16), w(wide16), groups, queue);
     ops::sum_kv<float>(r(dfull), w(dqkv), groups, queue);

@@ -1,4 +1,5 @@
 // The offload suites' training run (offload_run.hpp).
+#include "capture_binding.hpp"
 #include "offload_run.hpp"
 
 #include <doctest/doctest.h>
@@ -163,7 +164,7 @@ void check_same_training(const OffloadRun& got, const OffloadRun& expected) {
   const bool same_logits = got.logits.rows() == expected.logits.rows() && (got.logits.array() == expected.logits.array()).all();
   CHECK(same_logits);
   for (const auto& [name, m] : expected.first_gradients) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     const GlobalMatrix& g = got.first_gradients.at(name);
     const double largest_difference = (g - m).cwiseAbs().maxCoeff();
     CAPTURE(largest_difference);
@@ -171,7 +172,7 @@ void check_same_training(const OffloadRun& got, const OffloadRun& expected) {
     CHECK(same_gradient);
   }
   for (const auto& [name, m] : expected.parameters) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     const GlobalMatrix& g = got.parameters.at(name);
     REQUIRE(g.rows() == m.rows());
     REQUIRE(g.cols() == m.cols());

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "capture_binding.hpp"
 #include "../layers/layer_cases.hpp"
 #include "offload_cases.hpp"
 #include "offload_run.hpp"
@@ -239,7 +240,7 @@ void check_spill_checkpoint(const SimLaunch& sim) {
   });
   REQUIRE(resumed.size() == uninterrupted.size());
   for (const auto& [name, m] : uninterrupted) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     const bool same = (resumed.at(name).array() == m.array()).all();
     CHECK(same);
   }

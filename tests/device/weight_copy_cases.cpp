@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "capture_binding.hpp"
 #include "../layers/layer_cases.hpp"
 #include "device_world.hpp"
 #include "optimus/layers/adamw.hpp"
@@ -80,7 +81,7 @@ TEST_CASE("mixed precision: AdamW writes the weights' bf16 copies — a step cas
       CHECK(std::memcmp(&kept.losses[k], &recast.losses[k], sizeof(double)) == 0);
     }
     for (const auto& [name, m] : recast.parameters) {
-      CAPTURE(name);
+      CAPTURE_BINDING(name);
       CHECK(kept.parameters.at(name) == m);
     }
   });
@@ -116,7 +117,7 @@ TEST_CASE("mixed precision: with AdamW's moments offloaded, the device way write
         CHECK(offloaded.casts[k] == plain.casts[k] + recast);
       }
       for (const auto& [name, m] : plain.parameters) {
-        CAPTURE(name);
+        CAPTURE_BINDING(name);
         CHECK(offloaded.parameters.at(name) == m);
       }
     }

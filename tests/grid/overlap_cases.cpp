@@ -1,4 +1,5 @@
 // Overlapped vs blocking SUMMA, bit for bit; and correctness under random communication delays.
+#include "capture_binding.hpp"
 #include "overlap_cases.hpp"
 
 #include <doctest/doctest.h>
@@ -117,7 +118,7 @@ void gpt_step_bitwise(const Grid& grid) {
   }
   CHECK(std::memcmp(&losses[0], &losses[1], sizeof(double)) == 0);
   for (const auto& [name, g] : grads[0]) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(g == grads[1].at(name));
   }
 }
@@ -140,7 +141,7 @@ void data_parallel_overlap_case(const Grid& grid) {
     grads.push_back(model.gather(true));
   }
   for (const auto& [name, g] : grads[0]) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(g == grads[1].at(name));
   }
 }
@@ -239,7 +240,7 @@ void check_random_delays(Communicator& world, int q) {
   const auto ref = reference::gpt_forward_backward(config, reference::gpt_init(config), tokens, targets, s.batch, 2);
   CHECK(std::abs(loss - ref.loss) <= 1e-10 * ref.loss);
   for (const auto& [name, g] : model.gather(true)) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(reference::compare_relative(g, ref.grads.at(name), 1e-10).ok());
   }
 }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <tuple>
 
+#include "capture_binding.hpp"
 #include "in_flight.hpp"
 #include "layer_case_support.hpp"
 #include "layer_cases.hpp"
@@ -379,7 +380,7 @@ void check_parameters(Communicator& world, int q) {
   const std::map<std::string, GlobalMatrix> back = model.gather(false);
   CHECK(back.size() == tensors.size());
   for (const auto& [name, full] : tensors) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(back.at(name) == full);
   }
   // Vectors may also come as n x 1.

@@ -1,6 +1,7 @@
 // The 1D baseline's GPT (Gpt1D) against the reference: initialization, loss and every gradient with 1, 2 and
 // 4 contexts in flight, Megatron's all-reduces counted, micro-batches against the whole batch, and AdamW steps with the
 // replicated tensors counted once in the gradient norm and kept equal on every rank.
+#include "capture_binding.hpp"
 #include "megatron_gpt_cases.hpp"
 
 #include <doctest/doctest.h>
@@ -35,7 +36,7 @@ void gpt_1d_contexts(Communicator& world, const BlockConfig& block, const InFlig
   Gpt1D<T> model(group, config);
   const reference::Parameters p = rounded_init<T>(config);
   for (const auto& [name, m] : model.gather(false)) {  // the shared initialization rule, padding stripped
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(m == p.at(name));
   }
   const std::int64_t n = s.batch * s.seq;
@@ -118,13 +119,13 @@ void gpt_1d_training(Communicator& world) {
         whole = grads;
         whole_loss = loss;
         for (const auto& [name, g] : grads) {
-          CAPTURE(name);
+          CAPTURE_BINDING(name);
           CHECK(reference::compare_relative(g, r.grads.at(name), 1e-10).ok());
         }
       } else {
         CHECK(std::abs(loss - whole_loss) <= 1e-12 * whole_loss);
         for (const auto& [name, g] : grads) {
-          CAPTURE(name);
+          CAPTURE_BINDING(name);
           CHECK(reference::compare_relative(g, whole.at(name), 1e-12).ok());
         }
       }
@@ -137,7 +138,7 @@ void gpt_1d_training(Communicator& world) {
     two.load_global(updated);
   }
   for (const auto& [name, value] : model.gather(false)) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(reference::compare_relative(value, p.at(name), 1e-10).ok());
   }
   // Replicated tensors took the same update everywhere: every rank's copy is bitwise rank 0's.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_binding.hpp"
 #include "layer_cases.hpp"
 #include "optimus/model/gpt.hpp"
 #include "optimus/reference/compare.hpp"
@@ -61,7 +62,7 @@ void micro_batch_case(const Grid& grid, double tol) {
     const auto [loss, grads] = step_of(model, b, batch);
     CHECK(std::abs(loss - whole_loss) <= tol * whole_loss);
     for (const auto& [name, g] : whole) {
-      CAPTURE(name);
+      CAPTURE_BINDING(name);
       const reference::Comparison cmp = reference::compare_relative(grads.at(name), g, tol);
       CAPTURE(cmp);
       CHECK(cmp.ok());
@@ -91,7 +92,7 @@ void recompute_bitwise_case(const Grid& grid) {
       const auto [loss, grads] = step_of(model, b, batch);
       CHECK(same_bits(loss, none_loss));
       for (const auto& [name, g] : none) {
-        CAPTURE(name);
+        CAPTURE_BINDING(name);
         CHECK(grads.at(name) == g);
       }
     }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "capture_binding.hpp"
 #include "layer_cases.hpp"
 #include "test_world.hpp"
 #include "optimus/comm/in_process.hpp"
@@ -268,7 +269,7 @@ TEST_CASE("GPT-2's vocabulary of 50257 on a 2x2 grid: the reference's loss and g
     const std::map<std::string, optimus::GlobalMatrix> grads = model.gather(true);
     CHECK(grads.at("wte").rows() == config.vocab);  // gathering strips the padding
     for (const auto& [name, g] : grads) {
-      CAPTURE(name);
+      CAPTURE_BINDING(name);
       CHECK(optimus::reference::compare_relative(g, ref.grads.at(name), 1e-10).ok());
     }
     for (int step = 0; step < 3; ++step) optimizer.step();  // weight decay and moments touch every stored row

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_binding.hpp"
 #include "layer_cases.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/grid/dist_matrix.hpp"
@@ -58,13 +59,13 @@ void check_split(Block& block, const optimus::Grid& local, optimus::Communicator
   const GlobalMatrix dx_split = block.backward(std::move(split), dy, later).to_global().template cast<double>();
   CHECK(same_bits(dx_split, dx_whole));
   for (const auto& [name, g] : gradients<T>(holders, refs)) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(g.isZero(0.0));  // nothing before B_weight
     CHECK_FALSE(expected.at(name).isZero(0.0));  // (so the comparisons below compare something)
   }
   later.run();
   for (const auto& [name, g] : gradients<T>(holders, refs)) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     CHECK(same_bits(g, expected.at(name)));
   }
 }

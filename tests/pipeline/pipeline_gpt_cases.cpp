@@ -1,4 +1,5 @@
 // The pipeline GPT's bitwise cases (pipeline_gpt_cases.hpp).
+#include "capture_binding.hpp"
 #include "pipeline_gpt_cases.hpp"
 
 #include <doctest/doctest.h>
@@ -96,7 +97,7 @@ int compare_after_step(Model& model, double loss, const std::vector<int>& tokens
   if (!compare) return 0;
   int compared = 0;
   for (const auto& [name, g] : grads) {
-    CAPTURE(name);
+    CAPTURE_BINDING(name);
     REQUIRE(expected.grads.count(name) == 1);
     CHECK(same_bits(g, expected.grads.at(name)));
     CHECK(same_bits(updated.at(name), expected.updated.at(name)));

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "capture_binding.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "optimus/reference/matmul.hpp"
 
@@ -40,7 +41,7 @@ TEST_CASE("reference GPT gradients match finite differences") {
       minus[name](row, col) -= eps;
       const double numeric = (loss(plus) - loss(minus)) / (2 * eps);
       const double analytic = r.grads.at(name)(row, col);
-      CAPTURE(name);
+      CAPTURE_BINDING(name);
       CAPTURE(row);
       CAPTURE(col);
       CHECK(std::abs(numeric - analytic) <= 1e-7 + 1e-5 * std::abs(analytic));
