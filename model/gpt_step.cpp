@@ -44,25 +44,42 @@ class Gpt<F>::Step {
     }
   }
 
-  // Runs the stage's operations; returns this stage's part of the batch's mean loss (all of it on u = U-1's stage).
-  double run(std::vector<pipeline::Interval>& times) {
-    const std::vector<pipeline::Op>& ops = m_.schedule_.ops[static_cast<std::size_t>(m_.grid_.stage())];
-    times.assign(ops.size(), pipeline::Interval{});
-    const auto begin = Clock::now();
-    const auto since = [&begin] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      std::optional<DistMatrix<T>> input = take_input(ops[i]);
-      if (i + 1 < ops.size()) post_receive(ops[i + 1]);  // in flight while ops[i] computes
-      times[i].start = since();
-      execute(ops[i], std::move(input), last_gradient_op_[static_cast<std::size_t>(ops[i].chunk)] == i);
-      times[i].end = since();
-    }
+  bool done() const { return next_ == ops().size(); }
+
+  // Whether the next operation's input is here (never blocks): a block handed on this stage, or a receive that has
+  // completed (posted now if it was not). True for an operation without one.
+  bool ready() {
+    const pipeline::Op& op = ops()[next_];
+    const std::optional<Key> key = input_key(op);
+    if (!key || source_stage(*key) == m_.grid_.stage()) return true;
+    post_receive(op);
+    return posted_.at(*key).request.test();
+  }
+
+  // Runs the next operation (waiting for its input), its successor's receive posted first so that the transfer
+  // overlaps it; times[i] is when it ran.
+  void run_next(std::vector<pipeline::Interval>& times) {
+    const std::vector<pipeline::Op>& ops = this->ops();
+    const std::size_t i = next_;
+    if (i == 0) times.assign(ops.size(), pipeline::Interval{});
+    std::optional<DistMatrix<T>> input = take_input(ops[i]);
+    if (i + 1 < ops.size()) post_receive(ops[i + 1]);  // in flight while ops[i] computes
+    times[i].start = since_begin();
+    execute(ops[i], std::move(input), last_gradient_op_[static_cast<std::size_t>(ops[i].chunk)] == i);
+    times[i].end = since_begin();
+    ++next_;
+  }
+
+  // After the last operation: every send waited; returns this stage's part of the batch's mean loss (all of it on
+  // u = U-1's stage).
+  double end() {
     for (Request& r : sends_) r.wait();
     std::size_t expected = 0;
     for (const auto& [from, keys] : expected_) expected += keys.size();
-    OPTIMUS_CHECK(handed_.empty() && saved_.empty() && posted_.empty() && expected == 0, F::name, ": stage ",
-                  m_.grid_.stage(), " ended its step with ", handed_.size(), " blocks handed over, ", posted_.size(),
-                  " receives, ", expected, " expected blocks and ", saved_.size(), " contexts not consumed");
+    OPTIMUS_CHECK(done() && handed_.empty() && saved_.empty() && posted_.empty() && expected == 0, F::name, ": stage ",
+                  m_.grid_.stage(), " ended its step after ", next_, " of ", ops().size(), " operations with ",
+                  handed_.size(), " blocks handed over, ", posted_.size(), " receives, ", expected,
+                  " expected blocks and ", saved_.size(), " contexts not consumed");
     return loss_;
   }
 
@@ -84,6 +101,8 @@ class Gpt<F>::Step {
     Request request;  // declared after the block: destroyed (waited) first
   };
 
+  const std::vector<pipeline::Op>& ops() const { return m_.schedule_.ops[static_cast<std::size_t>(m_.grid_.stage())]; }
+  double since_begin() const { return std::chrono::duration<double>(Clock::now() - begin_).count(); }
   int last() const { return m_.schedule_.virtual_stages() - 1; }
   int virtual_stage(const pipeline::Op& op) const { return m_.chunks_[static_cast<std::size_t>(op.chunk)].virtual_stage; }
   std::size_t numel(const DistMatrix<T>& x) const { return static_cast<std::size_t>(x.local().numel()); }
@@ -222,6 +241,8 @@ class Gpt<F>::Step {
   std::uint64_t step_;
   std::int64_t micro_ = 0, seq_ = 0, rows_ = 0;  // sequences per micro-batch, tokens per sequence, rows per block
   double loss_ = 0;
+  std::size_t next_ = 0;                         // the next operation's index in ops()
+  Clock::time_point begin_ = Clock::now();
   std::map<std::pair<int, int>, Saved> saved_;   // (k, c)
   std::map<Key, DistMatrix<T>> handed_;          // blocks kept on this stage
   std::map<Key, Posted> posted_;                 // receives in flight
@@ -233,12 +254,65 @@ class Gpt<F>::Step {
 };
 
 template <class F>
+Gpt<F>::TrainStep::TrainStep(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets,
+                             std::int64_t batch, std::uint64_t step)
+    : model_(&model),
+      spill_(std::make_unique<detail::SpillCall<T>>(model.spilling())),
+      step_(std::make_unique<Step>(model, tokens, targets, batch, step)) {}
+
+template <class F>
+Gpt<F>::TrainStep::TrainStep(TrainStep&&) noexcept = default;
+
+template <class F>
+Gpt<F>::TrainStep::~TrainStep() {
+  step_.reset();   // its contexts and blocks first,
+  spill_.reset();  // then the blocks home
+}
+
+template <class F>
+bool Gpt<F>::TrainStep::done() const {
+  return step_->done();
+}
+
+template <class F>
+bool Gpt<F>::TrainStep::ready() {
+  OPTIMUS_CHECK(!done(), F::name, "::TrainStep::ready: every operation of the step has run");
+  return step_->ready();
+}
+
+template <class F>
+void Gpt<F>::TrainStep::run_next() {
+  OPTIMUS_CHECK(!done(), F::name, "::TrainStep::run_next: every operation of the step has run");
+  step_->run_next(model_->times_);
+}
+
+template <class F>
+double Gpt<F>::TrainStep::finish() {
+  OPTIMUS_CHECK(step_ != nullptr, F::name, "::TrainStep::finish: the step has finished");
+  const double part = step_->end();
+  spill_->done();
+  const double loss = model_->finish_step(*step_, part);
+  step_.reset();
+  spill_.reset();
+  return loss;
+}
+
+template <class F>
+typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, const std::vector<int>& targets,
+                                              std::int64_t batch, std::uint64_t step) {
+  return TrainStep(*this, tokens, targets, batch, step);
+}
+
+template <class F>
 double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                             std::uint64_t step) {
-  detail::SpillCall<T> call(spilling());
-  Step run(*this, tokens, targets, batch, step);
-  const double loss = run.run(times_);
-  call.done();
+  TrainStep run = begin_step(tokens, targets, batch, step);
+  while (!run.done()) run.run_next();
+  return run.finish();
+}
+
+template <class F>
+double Gpt<F>::finish_step(Step& run, double loss) {
   const auto numel = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
   const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
   // wte's gradient: the embedding's part E (on u = 0's stage) plus the head's H (on u = U-1's), formed as E + H with
@@ -273,7 +347,11 @@ double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>
 
 
 #define OPTIMUS_INSTANTIATE(F)                                                                             \
-  template double Gpt<F>::train_step(const std::vector<int>&, const std::vector<int>&, std::int64_t, std::uint64_t);
+  template class Gpt<F>::TrainStep;                                                                      \
+  template double Gpt<F>::finish_step(Step&, double);                                                    \
+  template double Gpt<F>::train_step(const std::vector<int>&, const std::vector<int>&, std::int64_t, std::uint64_t); \
+  template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \
+                                                         std::int64_t, std::uint64_t);
 OPTIMUS_INSTANTIATE(TwoD<float>)
 OPTIMUS_INSTANTIATE(TwoD<double>)
 OPTIMUS_INSTANTIATE(OneD<float>)

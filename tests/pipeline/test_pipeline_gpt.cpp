@@ -165,3 +165,56 @@ TEST_CASE("AdamW refuses a pipeline stage's norm order that does not fit its par
           std::string::npos);
   });
 }
+
+// A sweep's slots interleave the operations of several models (Gpt::TrainStep): two pipelines of two stages on the same
+// ranks, their operations run in whichever order their inputs arrive (the second model first), give each model's
+// train_step bits — loss and every gradient of every stage.
+TEST_CASE("two models' steps interleaved operation by operation give each one's train_step bit for bit") {
+  optimus::test::run_in_process(2, [](optimus::Communicator& world) {
+    const auto schedule = pp::make_schedule({.kind = pp::Kind::one_f_one_b, .stages = 2, .micro_batches = 2,
+                                             .chunks = 1});
+    auto config = optimus::test::config_for(1, 4, 0.1);
+    const auto make = [&](std::uint64_t seed) {
+      auto c = config;
+      c.seed = seed;
+      return std::make_unique<optimus::Gpt2D<double>>(optimus::Grid::create(world, 1, 2), c, schedule);
+    };
+    const std::int64_t batch = 4, n = batch * config.max_seq;
+    const std::vector<int> tokens = optimus::test::random_tokens(n, config.vocab, 7),
+                           targets = optimus::test::random_tokens(n, config.vocab, 8);
+    std::vector<double> alone_losses;
+    std::vector<std::map<std::string, optimus::GlobalMatrix>> alone_gradients;
+    for (const std::uint64_t seed : {11u, 12u}) {
+      auto model = make(seed);
+      alone_losses.push_back(model->train_step(tokens, targets, batch, 3));
+      alone_gradients.push_back(model->gather(true));
+    }
+    auto a = make(11), b = make(12);
+    std::vector<optimus::Gpt2D<double>::TrainStep> steps;
+    steps.push_back(a->begin_step(tokens, targets, batch, 3));
+    steps.push_back(b->begin_step(tokens, targets, batch, 3));
+    int runs = 0;
+    while (!steps[0].done() || !steps[1].done()) {
+      for (int i : {1, 0}) {
+        if (!steps[i].done() && steps[i].ready()) {
+          steps[i].run_next();
+          ++runs;
+          break;
+        }
+      }
+    }
+    CHECK(runs == 2 * static_cast<int>(schedule.ops[static_cast<std::size_t>(a->grid().stage())].size()));
+    CHECK(steps[0].finish() == alone_losses[0]);
+    CHECK(steps[1].finish() == alone_losses[1]);
+    CHECK(alone_losses[0] != alone_losses[1]);
+    CHECK(optimus::test::error_of([&] { steps[0].finish(); }).find("the step has finished") != std::string::npos);
+    for (const auto& [model, expected] : {std::pair{a.get(), &alone_gradients[0]}, std::pair{b.get(), &alone_gradients[1]}}) {
+      const auto gradients = model->gather(true);
+      REQUIRE(gradients.size() == expected->size());
+      for (const auto& [name, g] : gradients) {
+        CAPTURE(name);
+        CHECK(g == expected->at(name));
+      }
+    }
+  });
+}

@@ -68,10 +68,16 @@
 #include "optimus/pipeline/simulator.hpp"
 
 namespace optimus {
+namespace detail {
+template <class T>
+class SpillCall;  // model/gpt_parts.hpp
+}  // namespace detail
 
 // Family: TwoD<T> (Gpt2D<T>, below) or OneD<T> (Gpt1D<T>), family.hpp.
 template <class Family>
 class Gpt {
+  class Step;  // one train_step's run of this stage's operations (model/gpt_step.cpp)
+
  public:
   using T = typename Family::Value;
   using Place = typename Family::Place;
@@ -98,6 +104,35 @@ class Gpt {
   // replicas. m must divide the batch, and q each micro-batch.
   double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                     std::uint64_t step);
+  // One train_step taken apart, for a caller that interleaves the operations of several models on one rank (a sweep's
+  // slots, sweep/runtime.hpp): begin_step starts it with train_step's checks; run_next runs this stage's next operation
+  // in the schedule's order, waiting for its input — ready() says, without blocking, whether it has arrived —; once
+  // done(), finish() ends the step as train_step does (collective over the pipeline and the replicas: wte's two parts,
+  // the sums over the replicas, the loss) and returns its value. train_step is begin_step, run_next until done, and
+  // finish: the same operations in the same order, so the losses and gradients are bitwise the same however a caller
+  // interleaves them. tokens and targets must outlive the step; one step of a model at a time (zero_grad before it,
+  // as before train_step). Destroying an unfinished step abandons it (its contexts freed, the blocks home).
+  class TrainStep {
+   public:
+    TrainStep(TrainStep&&) noexcept;
+    TrainStep& operator=(TrainStep&&) = delete;
+    ~TrainStep();
+    bool done() const;
+    bool ready();  // the next operation's input is here (true when it needs none); not after done()
+    void run_next();
+    double finish();  // after done(); once
+
+   private:
+    friend class Gpt;
+    TrainStep(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+              std::uint64_t step);
+    Gpt* model_;
+    std::unique_ptr<detail::SpillCall<T>> spill_;  // declared before the step: destroyed after it
+    std::unique_ptr<Step> step_;
+  };
+  TrainStep begin_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                       std::uint64_t step);
+
   // A model of one stage and one chunk (else optimus::Error) taken apart: forward fills `saved` with what backward
   // needs and returns the batch's mean cross-entropy (averaged over replicas); backward accumulates every gradient,
   // completes wte's (the head's part added) and averages them over the replicas, each call. Any number of contexts may
@@ -147,7 +182,6 @@ class Gpt {
  private:
   struct Chunk;
   struct Saved;
-  class Step;
   class ReplicaSums;
   // B_input's queued weight gradients: the head's and ln_f's, then each block's apart ([b]), which B_weight runs in
   // that order (a spilled block's while it is back on the device).
@@ -170,6 +204,9 @@ class Gpt {
                                               std::optional<DistMatrix<T>> dy, ReplicaSums* sums);
   // Its B_weight: the queued weight gradients run (each block's while resident); with `sums`, summed over replicas.
   void weight_chunk(Chunk& chunk, SplitWeights& weights, ReplicaSums* sums);
+  // The step's end after its last operation (TrainStep::finish): wte's two parts summed, the gradients summed over the
+  // replicas; returns the batch's mean loss from this stage's part (u = U-1's stage has it all).
+  double finish_step(Step& run, double loss);
   // wte's gradient on a stage holding both the embedding and the head: the head's part added, then zeroed.
   void add_head_wte_grad();
   // Throws unless the model is one stage of one chunk (forward and backward take the whole model apart).
