@@ -1,0 +1,61 @@
+// optimus::sweep's runtime: one rank's loop that trains the members of a sweep at once (docs/design.md, "Sweeps").
+//
+// A slot is a rank; each member is a pipeline with one stage per slot (stage k of every member on slot k), so a
+// member's step is the chain HYDRA's is — its forward through the slots in order, its backward back — and each slot
+// holds its stage of every member. The loop runs, on each slot, whichever member's next operation has its input
+// (message-driven: nothing waits while another member could compute), the scheduler choosing among them:
+//   lrtf        : Sharded-LRTF, the member with the longest remaining training time (MemberSteps::remaining);
+//   round_robin : the next member after the one that ran last, in member order;
+//   model_parallel (and pipeline, whose members the caller builds with a pipeline schedule of m micro-batches): one
+//                member at a time, in member order, every step of it before the next one starts.
+// Ties go to the lower member index. A member's operations run in its schedule's order whatever the interleaving, so
+// each member trains bitwise as it does alone (Gpt::TrainStep).
+//
+// A step's end (the loss over the pipeline, the optimizer's global norm, a save) is collective over the member's ranks
+// and blocks: every rank ends the members' steps in one order — lrtf and round_robin: member by member, cyclically, a
+// member ending step t only after the members before it ended theirs (so no member runs more than a step ahead of
+// another's end); model_parallel: each member's steps in a row — so that no two ranks wait for each other in different
+// ends. While the next end's member still has operations on some rank, every rank keeps running ready operations.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "optimus/sweep/schedule.hpp"
+
+namespace optimus::sweep {
+
+// One member's training as a rank's loop drives it: its stage of the member's pipeline on this slot. The program's
+// (optimus-sweep: train_gpt's step over Gpt::TrainStep) or a test's.
+class MemberSteps {
+ public:
+  virtual ~MemberSteps() = default;
+  // Whether steps are left (false once the last one ended, or the member stopped); the same on every rank of the
+  // member after each end().
+  virtual bool more() const = 0;
+  // Starts the next step (its learning rate, batch and operations); local to this rank.
+  virtual void begin() = 0;
+  // Whether every operation of the step on this rank has run.
+  virtual bool operations_done() const = 0;
+  // Whether the next operation's input is here; never blocks.
+  virtual bool ready() = 0;
+  virtual void run_next() = 0;
+  // The step's end, after operations_done(): collective over the member's ranks.
+  virtual void end() = 0;
+  // Sharded-LRTF's key: the remaining training time, in a unit common to the sweep, the same on every rank.
+  virtual double remaining() const = 0;
+};
+
+// One operation as this rank ran it: whose, which step (counted from 0 in this run) and which operation of the step,
+// when (seconds since the loop began).
+struct OperationRun {
+  int member = 0, step = 0, operation = 0;
+  double start = 0, end = 0;
+};
+
+// Trains every member until none has steps left, on this rank, as `scheduler` says (above); returns the operations in
+// the order they ran. Collective over the ranks of every member; Scheduler::pipeline runs as model_parallel (its members
+// carry the pipeline schedule).
+std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, Scheduler scheduler);
+
+}  // namespace optimus::sweep

@@ -1,0 +1,158 @@
+// The sweep's runtime (optimus/sweep/runtime.hpp) with real models: members of different seeds, learning rates and
+// lengths trained at once on 1 and 2 slots (in-process ranks) under every scheduler; each member's losses and final
+// parameters bitwise those of its run alone (one stage, train_step), and the operations interleaved as the scheduler
+// says.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../layers/layer_cases.hpp"
+#include "optimus/layers/adamw.hpp"
+#include "optimus/model/gpt.hpp"
+#include "optimus/sweep/runtime.hpp"
+#include "test_world.hpp"
+
+namespace {
+
+namespace sweep = optimus::sweep;
+namespace pp = optimus::pipeline;
+
+struct MemberSpec {
+  std::uint64_t seed;
+  int steps;
+  double lr;
+};
+
+constexpr std::int64_t kBatch = 2;
+
+optimus::GptConfig member_config(const MemberSpec& spec) {
+  optimus::GptConfig c = optimus::test::config_for(1, 2, 0.1);
+  c.seed = spec.seed;
+  return c;
+}
+
+// Step `step`'s batch of a member: the same ids alone and in the sweep.
+std::vector<int> ids_of(const MemberSpec& spec, int step, std::uint64_t which) {
+  const optimus::GptConfig c = member_config(spec);
+  return optimus::test::random_tokens(kBatch * c.max_seq, c.vocab, 1000 * spec.seed + 10 * step + which);
+}
+
+// A member on `slots` slots: a pipeline of one stage per slot, its AdamW, its losses.
+class TestMember final : public sweep::MemberSteps {
+ public:
+  TestMember(optimus::Communicator& world, const MemberSpec& spec)
+      : spec_(spec),
+        model_(optimus::Grid::create(world, 1, world.size()), member_config(spec),
+               world.size() == 1 ? pp::one_stage(1)
+                                 : pp::make_schedule({.kind = pp::Kind::gpipe, .stages = world.size(),
+                                                      .micro_batches = 1, .chunks = 1})),
+        optimizer_(model_.grid(), model_.parameters(),
+                   {.config = optimus::AdamWConfig{.lr = spec.lr, .max_grad_norm = 1.0},
+                    .norm_order = model_.norm_order()}) {}
+
+  bool more() const override { return step_ < spec_.steps; }
+  void begin() override {
+    tokens_ = ids_of(spec_, step_, 0);
+    targets_ = ids_of(spec_, step_, 1);
+    model_.zero_grad();
+    running_.emplace(model_.begin_step(tokens_, targets_, kBatch, static_cast<std::uint64_t>(step_)));
+  }
+  bool operations_done() const override { return running_->done(); }
+  bool ready() override { return running_->ready(); }
+  void run_next() override { running_->run_next(); }
+  void end() override {
+    losses.push_back(running_->finish());
+    running_.reset();
+    optimizer_.step();
+    ++step_;
+  }
+  double remaining() const override { return spec_.steps - step_; }
+
+  std::map<std::string, optimus::GlobalMatrix> parameters() { return model_.gather(false); }
+  std::vector<double> losses;
+
+ private:
+  MemberSpec spec_;
+  optimus::Gpt2D<double> model_;
+  optimus::AdamW<double> optimizer_;
+  int step_ = 0;
+  std::vector<int> tokens_, targets_;
+  std::optional<optimus::Gpt2D<double>::TrainStep> running_;
+};
+
+struct Trained {
+  std::vector<double> losses;
+  std::map<std::string, optimus::GlobalMatrix> parameters;
+};
+
+// The member alone: one stage, train_step, AdamW.
+Trained alone(const MemberSpec& spec) {
+  Trained t;
+  optimus::test::run_in_process(1, [&](optimus::Communicator& world) {
+    TestMember m(world, spec);
+    while (m.more()) {
+      m.begin();
+      while (!m.operations_done()) m.run_next();
+      m.end();
+    }
+    t = {.losses = m.losses, .parameters = m.parameters()};
+  });
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alone, under every scheduler") {
+  const std::vector<MemberSpec> specs{{.seed = 3, .steps = 3, .lr = 1e-3},
+                                      {.seed = 4, .steps = 1, .lr = 3e-3},
+                                      {.seed = 5, .steps = 4, .lr = 1e-2}};
+  std::vector<Trained> expected;
+  for (const MemberSpec& s : specs) expected.push_back(alone(s));
+  CHECK(expected[0].losses[0] != expected[1].losses[0]);
+  for (const int slots : {1, 2}) {
+    for (const sweep::Scheduler scheduler :
+         {sweep::Scheduler::lrtf, sweep::Scheduler::round_robin, sweep::Scheduler::model_parallel}) {
+      CAPTURE(slots);
+      CAPTURE(sweep::name_of(scheduler));
+      std::vector<std::vector<sweep::OperationRun>> runs(static_cast<std::size_t>(slots));
+      optimus::test::run_in_process(slots, [&](optimus::Communicator& world) {
+        std::vector<std::unique_ptr<TestMember>> members;
+        std::vector<sweep::MemberSteps*> steps;
+        for (const MemberSpec& s : specs) {
+          members.push_back(std::make_unique<TestMember>(world, s));
+          steps.push_back(members.back().get());
+        }
+        runs[static_cast<std::size_t>(world.rank())] = sweep::train_members(steps, scheduler);
+        for (std::size_t m = 0; m < specs.size(); ++m) {
+          CHECK(members[m]->losses == expected[m].losses);  // the loss on every rank
+          // each slot holds its stage's parameters (wte on both end stages)
+          const auto parameters = members[m]->parameters();
+          const double held = world.all_reduce(static_cast<double>(parameters.size()), optimus::ReduceOp::sum);
+          CHECK(held == static_cast<double>(expected[m].parameters.size() + (slots > 1 ? 1 : 0)));
+          for (const auto& [name, value] : parameters) {
+            CAPTURE(name);
+            REQUIRE(expected[m].parameters.count(name) == 1);
+            CHECK(value == expected[m].parameters.at(name));
+          }
+        }
+      });
+      // Each slot ran each member's 2 operations (forward, backward) per step.
+      for (const auto& slot : runs) CHECK(slot.size() == 2 * (3 + 1 + 4));
+      const std::vector<sweep::OperationRun>& first = runs[0];
+      if (scheduler == sweep::Scheduler::model_parallel) {
+        // one member at a time: member 0's 6 operations, member 1's 2, member 2's 8
+        for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i].member == (i < 6 ? 0 : i < 8 ? 1 : 2));
+      } else if (scheduler == sweep::Scheduler::lrtf) {
+        // the longest remaining (member 2, 4 steps) starts first
+        CHECK(first.front().member == 2);
+      } else {
+        CHECK(first[0].member == 0);
+        CHECK(first[1].member == 1);  // the next member after the one that ran last
+      }
+    }
+  }
+}
