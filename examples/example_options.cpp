@@ -79,6 +79,18 @@ std::vector<cli::Spec> train_gpt_options() {
   return specs;
 }
 
+std::vector<cli::Spec> optimus_sweep_options() {
+  std::vector<cli::Spec> specs = {
+      cli::integer("in-process", 1, 64, "run this many slots as threads of this process (default: the MPI world's ranks)"),
+      cli::choice("scheduler", {"lrtf", "round-robin", "model-parallel", "pipeline"},
+                  "which member's operation a slot runs next (default lrtf: the longest remaining training time)"),
+      cli::output_file("record", "write the members' outcomes and the run's figures as JSON"),
+      cli::timeout_option(),
+  };
+  for (cli::Spec& s : device_options()) specs.push_back(std::move(s));
+  return specs;
+}
+
 std::vector<cli::Spec> optimus_plan_options() {
   std::vector<cli::Spec> specs = {
       cli::integer("gpus", 1, 1 << 20, "GPUs (or ranks) in the job"),

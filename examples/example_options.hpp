@@ -1,4 +1,4 @@
-// The option tables of the example programs (summa_2x2, train_gpt, optimus-plan) (optimus/programs/cli.hpp). The programs parse with them, and
+// The option tables of the example programs (summa_2x2, train_gpt, optimus-plan, optimus-sweep) (optimus/programs/cli.hpp). The programs parse with them, and
 // tests/core/test_program_options.cpp tries bad values on every entry.
 #pragma once
 
@@ -11,5 +11,6 @@ namespace optimus::examples {
 std::vector<cli::Spec> summa_2x2_options();
 std::vector<cli::Spec> train_gpt_options();
 std::vector<cli::Spec> optimus_plan_options();
+std::vector<cli::Spec> optimus_sweep_options();
 
 }  // namespace optimus::examples

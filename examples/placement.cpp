@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "optimus/comm/in_process.hpp"
 #include "optimus/core/memory.hpp"
 #include "optimus/cuda/device.hpp"
 
@@ -24,6 +25,26 @@ int local_gpu(const Communicator& world) {
 }
 
 }  // namespace
+
+int run_ranks(Context& ctx, const cli::Options& o, Placement& where, const char* program,
+              const std::function<int(Communicator& world)>& run) {
+  if (!where.in_process) return run(ctx.world());
+  OPTIMUS_CHECK(ctx.world().size() == 1, "--in-process runs every rank in this process: launch one process, not ",
+                ctx.world().size());
+  if (where.choice.kind != Device::cpu) where.shared = open_device(where, ctx.world());
+  int status = 0;
+  try {
+    run_in_process(static_cast<int>(o.integer("in-process", 1)), [&](Communicator& world) {
+      const int mine = run(world);
+      if (world.rank() == 0) status = mine;
+    });
+  } catch (const RanksLeftRunning& e) {
+    // A rank left running still uses this frame's options, device and status: report and end the process here,
+    // destroying nothing (Context::fail ends it without returning).
+    return ctx.fail(program, e);
+  }
+  return status;
+}
 
 std::unique_ptr<DeviceRuntime> open_device(const Placement& where, const Communicator& world) {
   return optimus::open_device(where.choice, where.choice.kind == Device::cuda ? local_gpu(world) : 0);

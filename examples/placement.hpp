@@ -2,10 +2,13 @@
 // prints at the end.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "optimus/comm/communicator.hpp"
+#include "optimus/comm/context.hpp"
+#include "optimus/programs/cli.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/programs/device_choice.hpp"
 #include "optimus/grid/grid.hpp"
@@ -23,6 +26,13 @@ struct Placement {
 // The device of `world`'s rank (the node-local GPU: its rank on the node, as Open MPI, Slurm or MPICH tell it, else its
 // world rank, modulo the node's devices), or of its in-process ranks.
 std::unique_ptr<DeviceRuntime> open_device(const Placement& where, const Communicator& world);
+
+// A program's ranks, each running `run` on its world: the MPI world's (one rank per process), or --in-process N ranks
+// as threads of this process sharing one device; `where` is filled in. Returns rank 0's exit status. optimus::Error
+// where --in-process is given to more than one process; a rank left running when another failed ends the process
+// through Context::fail, naming `program`.
+int run_ranks(Context& ctx, const cli::Options& o, Placement& where, const char* program,
+              const std::function<int(Communicator& world)>& run);
 
 // Collective over `world`: this run's memory by kind and place (device, host), the maximum over ranks.
 std::string memory_line(Communicator& world, const Grid& grid);

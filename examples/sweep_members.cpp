@@ -25,10 +25,13 @@ bool within(const fs::path& inner, const fs::path& outer) {
   return end == outer.end();
 }
 
-// train_gpt's table checking `words`; errors begin with the member.
-cli::Options options_of(const sweep::MemberOptions& m, const std::string& where) {
+}  // namespace
+
+cli::Options member_options(const sweep::MemberOptions& m, const std::vector<std::string>& slot_words,
+                            const std::string& where) {
   std::vector<std::string> args{"train_gpt"};
   args.insert(args.end(), m.words.begin(), m.words.end());
+  args.insert(args.end(), slot_words.begin(), slot_words.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   try {
@@ -39,8 +42,6 @@ cli::Options options_of(const sweep::MemberOptions& m, const std::string& where)
     OPTIMUS_FAIL(where, ": member '", m.name, "': ", e.what());
   }
 }
-
-}  // namespace
 
 const std::vector<std::string>& slot_owned_options() {
   static const std::vector<std::string> names = {
@@ -57,7 +58,7 @@ std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& 
   };
   std::vector<Path> saves, exports;
   for (const sweep::MemberOptions& m : members) {
-    SweepMember member{.name = m.name, .options = options_of(m, where)};
+    SweepMember member{.name = m.name, .words = m.words, .options = member_options(m, {}, where)};
     for (const std::string& name : slot_owned_options()) {
       OPTIMUS_CHECK(!member.options.has(name), where, ": member '", m.name, "': --", name,
                     " is the sweep's to choose (an option of optimus-sweep: where the members' shards compute), "

@@ -12,15 +12,21 @@
 
 namespace optimus::examples {
 
-// A member: its name and its options, read with train_gpt's table.
+// A member: its name, its words and its options, read with train_gpt's table.
 struct SweepMember {
   std::string name;
+  std::vector<std::string> words;
   cli::Options options;
 };
 
 // The options of train_gpt that describe where a run computes rather than what it trains: the sweep's slots own
 // them (optimus-sweep's own options), and a member that gives one is refused.
 const std::vector<std::string>& slot_owned_options();
+
+// A member's words and then `slot_words` (what the slots set: --q, --pp, ...) read with train_gpt's table; errors
+// begin with `where` and the member.
+cli::Options member_options(const sweep::MemberOptions& m, const std::vector<std::string>& slot_words,
+                            const std::string& where);
 
 // The members of a sweep file (`where` names it in errors), each member's words checked as train_gpt checks its
 // command line. optimus::Error, naming the member, where a member's options are not train_gpt's or give one of

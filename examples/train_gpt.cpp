@@ -105,151 +105,15 @@
 #include "sampling.hpp"
 #include "stop_fault.hpp"
 #include "training_loop.hpp"
+#include "training_run.hpp"
 
 namespace {
 
 namespace ex = optimus::examples;
+using ex::Places;
 using ex::Setup;
-using ex::Trainee;
-
-// Step 1, read: the data (--data or --text), the model's shape and blocks, the batch, the layout (the plan's, or the
-// options'), the schedule and the training's options, each checked against the others before any work.
-Setup read_setup(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where) {
-  Setup setup;
-  OPTIMUS_CHECK(!(o.has("data") && o.has("text")), "--data and --text exclude each other");
-  OPTIMUS_CHECK(o.has("data") || !o.has("data-format"), "--data-format describes --data's files: give --data");
-  const auto format = o.text("data-format", "llmc") == "raw" ? optimus::checkpoint::TokenFormat::raw_uint16
-                                                             : optimus::checkpoint::TokenFormat::llmc;
-  setup.corpus = o.has("data") ? ex::load_data(o.list("data", ""), format)
-                               : ex::load_corpus(o.text("text", "/usr/share/common-licenses/GPL-3"));
-  const ex::Corpus& corpus = setup.corpus;
-  optimus::GptConfig& config = setup.config;
-  OPTIMUS_CHECK(o.has("data") || !o.has("vocab"), "--vocab sizes a model for --data's token ids; a --text model's "
-                "vocabulary is the text's characters");
-  setup.data_vocab = {.ids = corpus.ids_used, .exact = !o.has("data"), .characters = corpus.chars};
-  config.vocab = o.has("vocab") ? o.integer("vocab", 0) : corpus.vocab;
-  ex::check_vocab_fits(setup.data_vocab, config.vocab,
-                       o.has("vocab") ? "--vocab's" : "the tokenizer's (--vocab sets another)");
-  config.layers = o.integer("layers", 2);
-  config.hidden = o.integer("hidden", 128);
-  config.heads = o.integer("heads", 4);
-  config.block = optimus::cli::arch_of(o);
-  const bool llama = config.block != optimus::BlockConfig{};
-  // Llama's inner size rounded up to what the layout splits (64 before a plan picks the layout).
-  config.ffn = o.integer("ffn", llama ? optimus::llama_ffn(config.hidden, 64) : 4 * config.hidden);
-  config.max_seq = o.integer("seq", 64);
-  config.dropout = o.real("dropout", 0.1);
-  config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
-  setup.batch = o.integer("batch", 16);
-  // --plan auto: the layout, the micro-batches, each block's recomputation and the offload are the plan's, and
-  // --batch is the whole step's batch, which the plan's replicas share.
-  OPTIMUS_CHECK(o.has("plan") || (!o.has("calibration") && !o.has("cores")), "--calibration and --cores need --plan auto");
-  OPTIMUS_CHECK(!o.has("plan") || (!o.has("layout") && !o.has("p")), "--plan auto chooses the layout itself: it takes "
-                "neither --layout nor --p");
-  if (o.has("plan")) setup.planned = ex::auto_plan(world, o, where.choice, config, setup.batch, where.in_process);
-  setup.recompute = optimus::parse_recompute(o.text("recompute", "none"));
-  setup.run = setup.planned ? ex::layout_of(*setup.planned, where.choice.kind)
-                            : ex::layout_of(o, where.choice.kind, world.size());
-  const optimus::plan::Layout& layout = setup.run.layout;
-  if (llama && !o.has("ffn") && !setup.planned) config.ffn = optimus::llama_ffn(config.hidden, layout.tp);
-  if (setup.planned) setup.batch /= layout.dp;
-  setup.schedule = optimus::plan::schedule_of(layout);  // the schedule's own checks, before any work
-  setup.gemm = o.text("gemm", "f32");
-  setup.math = setup.gemm == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32;
-  setup.steps = static_cast<int>(o.integer("steps", 1200));
-  setup.every = static_cast<int>(o.integer("every", 50));
-  setup.lr = o.real("lr", 3e-3);
-  return setup;
-}
-
-// Where the run trains: the layout's place on the host — also the reference check's, in f64 — and on the rank's
-// device when --device asks for one, executing in --gemm's math with --check-finite's checks. Declared in the order
-// they must be destroyed in reverse: the places before the device they live on.
-struct Places {
-  std::unique_ptr<optimus::DeviceRuntime> own_device;  // this process's device (one rank per process)
-  std::unique_ptr<optimus::RankDevice> rank_device;
-  std::optional<optimus::plan::Place> host, training;
-};
-
-// Step 2, place: collective over `world`.
-Places place(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
-             const Setup& setup) {
-  const optimus::plan::Layout& layout = setup.run.layout;
-  Places p;
-  p.host = optimus::plan::Place::on_host(world, layout);
-  std::optional<optimus::plan::Place> on_device;
-  if (where.choice.kind != optimus::Device::cpu) {
-    if (!where.in_process) p.own_device = ex::open_device(where, world);
-    p.rank_device = std::make_unique<optimus::RankDevice>(where.in_process ? *where.shared : *p.own_device, setup.math);
-    on_device = optimus::plan::Place::on_device(
-        *p.rank_device, world, layout,
-        {.shared = where.in_process, .timeout = optimus::DeviceCommunicator::kDefaultTimeout});
-  }
-  const optimus::Execution execution{.overlap = true, .gemm_math = setup.math, .check_finite = o.has("check-finite"),
-                                     .timeline = nullptr};
-  p.training = (on_device ? *on_device : *p.host).with(execution);
-  return p;
-}
-
-// Where the run starts: --init's file or --resume's checkpoint (the model takes their shape, the run the checkpoint's
-// identity and schedule), and --save's directory, taken by rank 0 for the whole run.
-struct Start {
-  ex::InitFormat init_format = ex::InitFormat::hf_gpt2;
-  std::int64_t init_context = 0;  // a Hugging Face Llama's max_position_embeddings
-  std::optional<std::filesystem::path> resume;
-  optimus::checkpoint::Info resumed;
-  ex::Saving saving;
-  std::string run;  // the run's identity (optimus/checkpoint/save_directory.hpp)
-  std::optional<optimus::checkpoint::SaveDirectory> taken;
-};
-
-// Step 3, start: collective over `world`; adopts --init's or --resume's shape into setup, then checks the model's
-// shape on its place — named as the user gave it (--hidden, --q; a file's fields) — and the data, before any work.
-Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup& setup, const Places& places) {
-  using ex::InitFormat;
-  optimus::GptConfig& config = setup.config;
-  Start s;
-  s.saving = ex::saving_options(o);
-  OPTIMUS_CHECK(!(o.has("init") && o.has("resume")), "--init and --resume exclude each other (a checkpoint holds the "
-                "weights already)");
-  if (o.has("init")) {
-    const std::string file = o.text("init", "");
-    s.init_format = std::filesystem::is_directory(file)               ? InitFormat::hf_llama
-                    : optimus::checkpoint::is_llmc_checkpoint(file) ? InitFormat::llmc
-                                                                    : InitFormat::hf_gpt2;
-    const optimus::GptConfig there = s.init_format == InitFormat::llmc      ? optimus::checkpoint::llmc_config(file)
-                                     : s.init_format == InitFormat::hf_gpt2 ? optimus::checkpoint::hf_config(file)
-                                                                            : optimus::checkpoint::hf_llama_config(file);
-    s.init_context = there.max_seq;
-    ex::adopt_shape(o, there, file, setup.data_vocab, config);
-  }
-  ex::check_export_target(o, config);  // before training: a target the export would refuse fails now
-  if (o.has("resume")) {
-    s.resume = optimus::checkpoint::resolve(o.text("resume", ""));
-    s.resumed = optimus::checkpoint::inspect(*s.resume);
-    ex::adopt_checkpoint(o, s.resumed, places.host->grid().dp(), setup.data_vocab, config, setup.batch, setup.steps,
-                         setup.lr);
-  }
-  places.host->validate(config, ex::config_names(o));
-  const optimus::pipeline::Schedule& schedule = setup.schedule;
-  optimus::pipeline::check_layers(config.layers, schedule.stages, schedule.chunks);
-  const std::int64_t m = schedule.micro_batches, q = setup.run.layout.q();
-  OPTIMUS_CHECK(setup.batch % (m * q) == 0, "--batch ", setup.batch, " in ", m,
-                " micro-batches of whole sequences divisible by q = ", q, " (the batch must be a multiple of ", m * q,
-                ")");
-  s.run = s.resume ? s.resumed.state.run : ex::shared_run_id(world);
-  optimus::all_or_throw({&world}, [&] {
-    if (world.rank() != 0 || s.saving.dir.empty()) return;
-    s.taken.emplace(optimus::checkpoint::SaveDirectory::open(
-        s.saving.dir, {.run = s.run, .resumed_step = s.resume ? std::optional(s.resumed.state.step) : std::nullopt}));
-  });
-  for (const ex::Tokens* t : {&setup.corpus.train, &setup.corpus.valid}) {
-    OPTIMUS_CHECK(t->size() >= static_cast<std::size_t>(config.max_seq) + 1, "the ",
-                  t == &setup.corpus.train ? "training" : "held-out", " tokens (", t->size(),
-                  ") are fewer than one sequence of ", config.max_seq, " plus its target");
-  }
-  return s;
-}
+using ex::Start;
+using ex::Trained;
 
 // Step 4, on rank 0: the run's header — the layout, the processor and its GEMM kernel, the data, the model, what is
 // offloaded, the checkpoints set aside, the pipeline.
@@ -305,96 +169,6 @@ void print_header(const optimus::Communicator& world, const Setup& setup, const 
   }
 }
 
-// The model this rank trains (its stage, 2D or 1D), its AdamW and the training loop's view of them.
-struct Trained {
-  optimus::plan::AnyGpt<float> model;
-  std::unique_ptr<optimus::AdamW<float>> optimizer;
-  Trainee trainee;
-  int first_step = 1;
-};
-
-// Step 5, build: the host memory the run needs, the first step checked against the reference, then the model as laid
-// out, started from --init or --resume (restore), with --save's saver. Collective over `world`.
-Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setup& setup, const Places& places,
-              const Start& s, const ex::Placement& where) {
-  optimus::plan::Layout& layout = setup.run.layout;
-  const optimus::GptConfig& config = setup.config;
-  if (!setup.planned) layout.recompute.assign(static_cast<std::size_t>(config.layers), setup.recompute);
-  const optimus::Grid& grid = places.training->grid();
-  const optimus::pipeline::Schedule& schedule = setup.schedule;
-  // What the run will need on this host, before the first large allocation (memory_check.hpp): the model as laid
-  // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check.
-  ex::check_host_memory(world, layout,
-                        {.config = config, .global_batch = setup.batch * grid.dp(), .seq = config.max_seq,
-                         .element_bytes = 4, .saved_bytes = setup.math == optimus::ops::GemmMath::bf16 ? 2 : 4},
-                        ex::checked_layers(config, schedule), grid.device() != nullptr);
-  ex::check_first_step(world, *places.host, config, schedule, setup.corpus.train, setup.batch);
-  const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
-                                  .max_grad_norm = 1.0};
-  const std::string data = o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3");
-  const ex::Persistence persistence{
-      .init = o.has("init") ? std::optional(o.text("init", "")) : std::nullopt,
-      .init_format = s.init_format,
-      .resume = s.resume,
-      .saving = s.saving,
-      .taken = s.taken ? &*s.taken : nullptr,
-      .run_state = {.step = 0,
-                    .run = s.run,
-                    .extra = {{"steps", std::to_string(setup.steps)},
-                              {"lr", ex::format_exact(setup.lr)},
-                              {"global_batch", std::to_string(setup.batch * grid.dp())},
-                              {o.has("data") ? "data" : "text", data},
-                              {"characters", ex::characters_record(setup.corpus.chars)}}}};
-  Trained t{.model = optimus::plan::build_any_gpt<float>(*places.training, config, layout),
-            .optimizer = nullptr, .trainee = {}, .first_step = 1};
-  t.trainee = ex::trainee_of(t.model, setup.batch);
-  std::visit(
-      [&](auto& model) {
-        t.optimizer = std::make_unique<optimus::AdamW<float>>(
-            model->place(), model->parameters(),
-            optimus::AdamWOptions{.config = adam, .offload = setup.run.optimizer, .norm_order = model->norm_order()});
-        const ex::Restored restored = ex::restore(*model, *t.optimizer, persistence, setup.steps, world);
-        t.first_step = restored.first_step;
-        t.trainee.save = restored.save;
-      },
-      t.model);
-  t.trainee.optimizer = t.optimizer.get();
-  if (const std::optional<ex::StopFault> fault = ex::stop_fault_from_environment()) {  // a test hook (stop_fault.hpp)
-    t.trainee.train_step = [step = t.trainee.train_step, fault, rank = world.rank(), in_process = where.in_process](
-                               const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t n) {
-      const double loss = step(tokens, targets, n);
-      ex::stop_if_asked(fault, rank, static_cast<int>(n), in_process);
-      return loss;
-    };
-  }
-  if (o.has("skip-nonfinite")) t.optimizer->set_nonfinite(optimus::NonFinite::skip);
-  return t;
-}
-
-// Step 7, export: the trained model to --export — llm.c's checkpoint (.bin), a Hugging Face Llama directory (Llama's
-// blocks) or GPT-2 safetensors — streamed one tensor at a time. Collective over the model's ranks.
-void export_model(const optimus::cli::Options& o, const Setup& setup, const Start& s, Trained& t, bool root) {
-  const std::string file = o.text("export", "");
-  const optimus::GptConfig& config = setup.config;
-  const bool llmc = file.ends_with(".bin");
-  const bool llama_dir = !llmc && config.block != optimus::BlockConfig{};  // export_hf_llama refuses other blocks
-  const std::uint64_t shard_bytes = std::uint64_t{5} << 30;              // transformers' default, 5 GiB
-  // A Llama initialized from a file keeps the file's context in config.json (its training sequences may be shorter).
-  const std::int64_t context =
-      s.init_format == ex::InitFormat::hf_llama ? std::max(config.max_seq, s.init_context) : config.max_seq;
-  std::visit(
-      [&](auto& model) {
-        if (llmc) optimus::checkpoint::export_llmc(file, *model);
-        else if (llama_dir) optimus::checkpoint::export_hf_llama(file, *model, shard_bytes, context);
-        else optimus::checkpoint::export_hf(file, *model);
-      },
-      t.model);
-  if (root) {
-    std::printf("  exported %s (%s)\n", file.c_str(),
-                llmc ? "llm.c" : llama_dir ? "Hugging Face Llama directory" : "Hugging Face GPT-2 safetensors");
-  }
-}
-
 // Step 8, report: the held-out loss, the memory by kind and place, the peak of saved activations, the final losses and
 // a generated sample, printed by rank 0. Collective over `world`.
 void report(optimus::Communicator& world, const optimus::cli::Options& o, const Setup& setup, const Places& places,
@@ -403,14 +177,7 @@ void report(optimus::Communicator& world, const optimus::cli::Options& o, const 
   const optimus::GptConfig& config = setup.config;
   const optimus::Grid& grid = places.training->grid();
   const std::int64_t seq = config.max_seq;
-  std::vector<int> tokens, targets;
-  double valid_loss = 0;
-  const int valid_batches = 8;
-  for (int k = 0; k < valid_batches; ++k) {
-    ex::draw_batch(corpus.valid, setup.batch, seq, config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(),
-                   grid.dp(), tokens, targets);
-    valid_loss += t.trainee.evaluate(tokens, targets) / valid_batches;
-  }
+  const double valid_loss = ex::held_out_loss(setup, grid, t.trainee);
   const std::string mem = ex::memory_line(world, grid);
   // Where the model computes: the device's memory (offloaded activations wait in host memory), or the host's.
   const optimus::MemoryPlace computes = grid.device() != nullptr ? optimus::MemoryPlace::device
@@ -442,19 +209,19 @@ void report(optimus::Communicator& world, const optimus::cli::Options& o, const 
 // One rank's training run (its world: MPI's, or the in-process ranks'), in its named steps. Returns the exit status.
 int train(optimus::Communicator& world, const optimus::cli::Options& o, ex::Placement& where) {
   world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
-  Setup setup = read_setup(world, o, where);
-  const Places places = place(world, o, where, setup);
-  const Start s = start(world, o, setup, places);
+  Setup setup = ex::read_setup(world, o, where);
+  const Places places = ex::place(world, o, where, setup);
+  const Start s = ex::start(world, o, setup, places);
   const bool root = world.rank() == 0;
   if (root) print_header(world, setup, places, s, where);
-  Trained t = build(world, o, setup, places, s, where);
+  Trained t = ex::build(world, o, setup, places, s, where);
   int skipped_steps = 0;  // step 6, train
   const double last_loss = ex::train_loop(t.trainee, setup, places.training->grid(), root, t.first_step,
                                       o.has("skip-nonfinite"), skipped_steps);
   const int trained_steps = setup.steps - t.first_step + 1 - skipped_steps;
   OPTIMUS_CHECK(skipped_steps == 0 || trained_steps > 0, "every one of the ", skipped_steps,
                 " steps was skipped (a NaN or inf loss or gradient norm): nothing was trained");
-  if (o.has("export")) export_model(o, setup, s, t, root);
+  if (o.has("export")) ex::export_model(o, setup, s, t, root);
   report(world, o, setup, places, t, last_loss, skipped_steps);
   return 0;
 }
@@ -467,23 +234,7 @@ int main(int argc, char** argv) {
   try {
     const optimus::cli::Options o(argc, argv, 1, optimus::examples::train_gpt_options());
     optimus::examples::Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
-    if (!where.in_process) return train(ctx.world(), o, where);
-    const auto ranks = o.integer("in-process", 1);
-    OPTIMUS_CHECK(ctx.world().size() == 1, "--in-process runs every rank in this process: launch one process, not ",
-                  ctx.world().size());
-    if (where.choice.kind != optimus::Device::cpu) where.shared = optimus::examples::open_device(where, ctx.world());
-    int status = 0;
-    try {
-      optimus::run_in_process(static_cast<int>(ranks), [&](optimus::Communicator& world) {
-        const int mine = train(world, o, where);
-        if (world.rank() == 0) status = mine;
-      });
-    } catch (const optimus::RanksLeftRunning& e) {
-      // A rank left running still uses this frame's options, device and status: report and end the process here,
-      // destroying nothing (Context::fail ends it without returning).
-      return ctx.fail("train_gpt", e);
-    }
-    return status;
+    return ex::run_ranks(ctx, o, where, "train_gpt", [&](optimus::Communicator& world) { return train(world, o, where); });
   } catch (const optimus::cli::HelpRequested& help) {
     if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
     return 0;

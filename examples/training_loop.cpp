@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <span>
 #include <variant>
 
@@ -29,6 +30,14 @@ Trainee model_trainee(Gpt<Family>& model, std::int64_t batch) {
   trainee.train_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
     model.zero_grad();
     return model.train_step(tok, tgt, batch, step);
+  };
+  trainee.begin_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
+    model.zero_grad();
+    auto run = std::make_shared<typename Gpt<Family>::TrainStep>(model.begin_step(tok, tgt, batch, step));
+    return StepInFlight{.done = [run] { return run->done(); },
+                        .ready = [run] { return run->ready(); },
+                        .run_next = [run] { run->run_next(); },
+                        .finish = [run] { return run->finish(); }};
   };
   trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
     return model.evaluate(tok, tgt, batch);
@@ -55,57 +64,65 @@ Trainee trainee_of(plan::AnyGpt<float>& model, std::int64_t batch) {
   return std::visit([batch](auto& m) { return model_trainee(*m, batch); }, model);
 }
 
-double train_loop(const Trainee& t, const Setup& setup, const Grid& grid, bool root, int first_step,
-                  bool skip_nonfinite, int& skipped_steps) {
-  const Corpus& corpus = setup.corpus;
-  std::vector<int> tokens, targets;
-  double interval_loss = 0, last_loss = 0;
-  int interval_steps = 0;  // trained since the last print (a resumed run may start mid-interval)
-  const std::int64_t seq = setup.config.max_seq;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int step = first_step; step <= setup.steps; ++step) {
-    const int warmup = std::max(1, setup.steps / 20);
-    const double progress = static_cast<double>(step) / setup.steps;
-    t.optimizer->set_learning_rate(step <= warmup ? setup.lr * step / warmup
-                                                  : setup.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
-    draw_batch(corpus.train, setup.batch, seq, setup.config.seed, static_cast<std::uint64_t>(step),
-                                  grid.dp_index(), grid.dp(), tokens, targets);
-    const double loss = t.train_step(tokens, targets, static_cast<std::uint64_t>(step));
-    OPTIMUS_CHECK(std::isfinite(loss) || skip_nonfinite, "step ", step, ": the training loss is ", loss,
-                  "; stopping (--skip-nonfinite skips such steps)");
-    const double norm = std::isfinite(loss) ? t.optimizer->step() : loss;  // AdamW stops or skips a non-finite norm
-    if (std::isfinite(norm)) {
-      interval_loss += loss;
-      ++interval_steps;
-    } else {
-      ++skipped_steps;
-      if (root) {
-        std::printf("step %5d  skipped: the %s is %g (parameters and AdamW unchanged)\n", step,
-                    std::isfinite(loss) ? "gradient norm" : "loss", norm);
-      }
-    }
-    if (step % setup.every == 0 || step == setup.steps) {
-      const int n = std::max(interval_steps, 1);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      last_loss = interval_steps > 0 ? interval_loss / n : std::numeric_limits<double>::quiet_NaN();
-      if (root && interval_steps == 0) {
-        std::printf("step %5d  no loss: every step since the last print was skipped\n", step);
-      } else if (root) {
-        std::printf("step %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", step, last_loss,
-                    static_cast<double>(n * setup.batch * seq * grid.dp()) / seconds, 1e3 * seconds / n);
-      }
-      if (root) std::fflush(stdout);
-      interval_loss = 0;
-      interval_steps = 0;
-      t0 = std::chrono::steady_clock::now();
-    }
-    if (t.save) {
-      const auto before = std::chrono::steady_clock::now();
-      t.save(step);
-      t0 += std::chrono::steady_clock::now() - before;  // ms/step counts training, not saving
+StepLoop::StepLoop(const Trainee& t, const Setup& setup, const Grid& grid, bool root, bool skip_nonfinite,
+                   std::string label)
+    : t_(t), setup_(setup), grid_(grid), root_(root), skip_nonfinite_(skip_nonfinite), label_(std::move(label)) {}
+
+void StepLoop::prepare(int step) {
+  const int warmup = std::max(1, setup_.steps / 20);
+  const double progress = static_cast<double>(step) / setup_.steps;
+  t_.optimizer->set_learning_rate(step <= warmup ? setup_.lr * step / warmup
+                                                 : setup_.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
+  draw_batch(setup_.corpus.train, setup_.batch, setup_.config.max_seq, setup_.config.seed,
+             static_cast<std::uint64_t>(step), grid_.dp_index(), grid_.dp(), tokens_, targets_);
+}
+
+void StepLoop::complete(int step, double loss) {
+  OPTIMUS_CHECK(std::isfinite(loss) || skip_nonfinite_, "step ", step, ": the training loss is ", loss,
+                "; stopping (--skip-nonfinite skips such steps)");
+  const double norm = std::isfinite(loss) ? t_.optimizer->step() : loss;  // AdamW stops or skips a non-finite norm
+  if (std::isfinite(norm)) {
+    interval_loss_ += loss;
+    ++interval_steps_;
+  } else {
+    ++skipped_steps_;
+    if (root_) {
+      std::printf("%sstep %5d  skipped: the %s is %g (parameters and AdamW unchanged)\n", label_.c_str(), step,
+                  std::isfinite(loss) ? "gradient norm" : "loss", norm);
     }
   }
-  return last_loss;
+  if (step % setup_.every == 0 || step == setup_.steps) {
+    const int n = std::max(interval_steps_, 1);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    last_loss_ = interval_steps_ > 0 ? interval_loss_ / n : std::numeric_limits<double>::quiet_NaN();
+    if (root_ && interval_steps_ == 0) {
+      std::printf("%sstep %5d  no loss: every step since the last print was skipped\n", label_.c_str(), step);
+    } else if (root_) {
+      std::printf("%sstep %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", label_.c_str(), step, last_loss_,
+                  static_cast<double>(n * setup_.batch * setup_.config.max_seq * grid_.dp()) / seconds,
+                  1e3 * seconds / n);
+    }
+    if (root_) std::fflush(stdout);
+    interval_loss_ = 0;
+    interval_steps_ = 0;
+    t0_ = std::chrono::steady_clock::now();
+  }
+  if (t_.save) {
+    const auto before = std::chrono::steady_clock::now();
+    t_.save(step);
+    t0_ += std::chrono::steady_clock::now() - before;  // ms/step counts training, not saving
+  }
+}
+
+double train_loop(const Trainee& t, const Setup& setup, const Grid& grid, bool root, int first_step,
+                  bool skip_nonfinite, int& skipped_steps) {
+  StepLoop loop(t, setup, grid, root, skip_nonfinite, "");
+  for (int step = first_step; step <= setup.steps; ++step) {
+    loop.prepare(step);
+    loop.complete(step, t.train_step(loop.tokens(), loop.targets(), static_cast<std::uint64_t>(step)));
+  }
+  skipped_steps = loop.skipped_steps();
+  return loop.last_loss();
 }
 
 }  // namespace optimus::examples

@@ -2,6 +2,7 @@
 // model this rank trains, its AdamW and its saver), and the loop itself.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -34,11 +35,23 @@ struct Setup {
   ops::GemmMath math = ops::GemmMath::f32;
 };
 
+// One training step taken apart (Gpt::TrainStep, whichever family), for a loop that interleaves the operations of
+// several models (optimus-sweep): run_next while not done — ready says, without blocking, whether the next operation's
+// input is here —, then finish (collective over the model's ranks) returns train_step's loss.
+struct StepInFlight {
+  std::function<bool()> done, ready;
+  std::function<void()> run_next;
+  std::function<double()> finish;
+};
+
 // What the training loop drives: the model (whole on the grid, or this rank's pipeline stage), its AdamW, and how it
 // is saved. Each function is collective over the model's ranks.
 struct Trainee {
   // zero_grad, then forward and backward of the replica's batch: the batch's mean loss, the same on every rank.
   std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step)> train_step;
+  // The same step taken apart (zero_grad, then Gpt::begin_step): tokens and targets must outlive it.
+  std::function<StepInFlight(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step)>
+      begin_step;
   std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets)> evaluate;
   NextLogits next_logits;
   AdamW<float>* optimizer = nullptr;
@@ -48,6 +61,34 @@ struct Trainee {
 // The loop's view of the model this rank trains (its stage, 2D or 1D): its step, evaluation and next-token logits
 // (optimizer and save left to the caller). `model` must outlive the Trainee.
 Trainee trainee_of(plan::AnyGpt<float>& model, std::int64_t batch);
+
+// A run's steps around their forward and backward, as train_loop trains them and a sweep's member does: prepare sets a
+// step's learning rate (warm-up, then cosine decay to a tenth) and draws its batch; complete takes the step's loss —
+// the optimizer's step, or the step skipped (skip_nonfinite) or an optimus::Error for a non-finite loss —, prints at
+// every setup.every steps and the last (root only, each line after `label`), and saves.
+class StepLoop {
+ public:
+  StepLoop(const Trainee& t, const Setup& setup, const Grid& grid, bool root, bool skip_nonfinite, std::string label);
+  void prepare(int step);
+  const std::vector<int>& tokens() const { return tokens_; }
+  const std::vector<int>& targets() const { return targets_; }
+  void complete(int step, double loss);
+  // The last printed interval's mean loss (NaN if every step of it was skipped), and the steps skipped so far.
+  double last_loss() const { return last_loss_; }
+  int skipped_steps() const { return skipped_steps_; }
+
+ private:
+  const Trainee& t_;
+  const Setup& setup_;
+  const Grid& grid_;
+  bool root_, skip_nonfinite_;
+  std::string label_;
+  std::vector<int> tokens_, targets_;
+  double interval_loss_ = 0, last_loss_ = 0;
+  int interval_steps_ = 0;  // trained since the last print (a resumed run may start mid-interval)
+  int skipped_steps_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
 
 // Trains from first_step to setup.steps, printing every setup.every steps; returns the last interval's mean loss (NaN
 // if every step of it was skipped) and counts the skipped steps.

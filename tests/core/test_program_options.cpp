@@ -31,7 +31,8 @@ struct Program {
 std::vector<Program> programs() {
   std::vector<Program> all = {{"summa_2x2", optimus::examples::summa_2x2_options()},
                               {"train_gpt", optimus::examples::train_gpt_options()},
-                              {"optimus-plan", optimus::examples::optimus_plan_options()}};
+                              {"optimus-plan", optimus::examples::optimus_plan_options()},
+                              {"optimus-sweep", optimus::examples::optimus_sweep_options()}};
   for (const std::string& command : optimus::bench::commands()) {
     all.push_back({"optimus-bench " + command, optimus::bench::options_of(command)});
   }

@@ -1,0 +1,150 @@
+// optimus-sweep: the members of a sweep trained at once, for model selection (HYDRA; docs/design.md, "Sweeps").
+//
+//   optimus-sweep SWEEP.json [--in-process D] [--scheduler lrtf|round-robin|model-parallel|pipeline]
+//                            [--device cpu|sim|cuda] [--device-memory SIZE] [--device-bandwidth GB/s]
+//                            [--record FILE.json] [--timeout SECONDS]
+//
+// SWEEP.json: {"members": [{"name": "lr3e-4", "options": "--layers 4 --hidden 64 --lr 3e-4 --steps 100"}, ...]},
+// each member's options train_gpt's (optimus/sweep/sweep_file.hpp), checked before any training with train_gpt's
+// table; the slots' options (--in-process, --device, --q, --pp, ...) are the sweep's. The slots are the ranks (D, or the
+// MPI world); each member is a pipeline of one stage per slot (--q 1 --pp D) and trains bitwise as
+// `train_gpt OPTIONS --q 1` does alone, whatever the scheduler. Each member prints its own progress lines, after its
+// name; at the end a table of the members by held-out loss, and --record's JSON. A member whose loss or gradient norm
+// is not finite stops alone (the exit status is then 1).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <optimus/optimus.hpp>
+
+#include "example_options.hpp"
+#include "optimus/core/host_allocator.hpp"
+#include "optimus/core/output_file.hpp"
+#include "optimus/programs/cli.hpp"
+#include "optimus/programs/device_choice.hpp"
+#include "optimus/sweep/runtime.hpp"
+#include "optimus/sweep/sweep_file.hpp"
+#include "placement.hpp"
+#include "sweep_member_run.hpp"
+#include "sweep_members.hpp"
+
+namespace {
+
+namespace ex = optimus::examples;
+namespace sweep = optimus::sweep;
+
+// What the slots set for every member: one rank per slot, a pipeline of one stage per slot; the pipeline baseline's
+// members 1F1B over their own micro-batches.
+std::vector<std::string> slot_words(int slots, sweep::Scheduler scheduler) {
+  std::vector<std::string> words{"--q", "1"};
+  if (slots == 1) return words;
+  words.insert(words.end(), {"--pp", std::to_string(slots), "--schedule",
+                             scheduler == sweep::Scheduler::pipeline ? "1f1b" : "gpipe"});
+  return words;
+}
+
+// The members' table by held-out loss (the stopped ones last), on rank 0.
+void print_table(std::vector<ex::MemberOutcome> outcomes) {
+  std::stable_sort(outcomes.begin(), outcomes.end(), [](const ex::MemberOutcome& a, const ex::MemberOutcome& b) {
+    return a.stopped.empty() != b.stopped.empty() ? a.stopped.empty() : a.held_out < b.held_out;
+  });
+  std::size_t width = 6;
+  for (const ex::MemberOutcome& m : outcomes) width = std::max(width, m.name.size());
+  std::printf("members by held-out loss:\n  %4s  %-*s  %9s  %9s  %11s\n", "rank", static_cast<int>(width), "member",
+              "held-out", "last loss", "steps");
+  int rank = 0;
+  for (const ex::MemberOutcome& m : outcomes) {
+    const std::string steps = std::to_string(m.trained) + "/" + std::to_string(m.steps);
+    std::printf("  %4d  %-*s  %9.4f  %9.4f  %11s%s%s\n", ++rank, static_cast<int>(width), m.name.c_str(), m.held_out,
+                m.last_loss, steps.c_str(), m.stopped.empty() ? "" : "  stopped: ", m.stopped.c_str());
+  }
+}
+
+void write_record(const std::string& file, const std::vector<ex::MemberOutcome>& outcomes, int slots,
+                  sweep::Scheduler scheduler, double seconds) {
+  nlohmann::json members = nlohmann::json::array();
+  for (const ex::MemberOutcome& m : outcomes) {
+    members.push_back({{"name", m.name}, {"parameters", m.parameters}, {"steps", m.steps}, {"trained", m.trained},
+                       {"skipped", m.skipped}, {"last_loss", m.last_loss}, {"held_out_loss", m.held_out},
+                       {"stopped", m.stopped}});
+  }
+  const nlohmann::json record{{"slots", slots}, {"scheduler", std::string(sweep::name_of(scheduler))},
+                              {"seconds", seconds}, {"members", members}};
+  optimus::write_file(file, record.dump(2) + "\n");  // atomic: a temporary file renamed over it
+}
+
+// One rank's (one slot's) part of the sweep. Returns the exit status.
+int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
+        const std::string& file) {
+  world.set_timeout(o.timeout());  // before the members' communicators: they inherit it
+  const std::vector<ex::SweepMember> members = ex::check_members(sweep::read_sweep_file(file), file);
+  const sweep::Scheduler scheduler = sweep::parse_scheduler(o.text("scheduler", "lrtf"));
+  const int slots = world.size();
+  const bool root = world.rank() == 0;
+  if (root) {
+    std::printf("optimus-sweep: %zu members on %d slots (%s, %s), scheduler %s\n", members.size(), slots,
+                world.backend().c_str(), std::string(optimus::name_of(where.choice.kind)).c_str(),
+                std::string(sweep::name_of(scheduler)).c_str());
+  }
+  // Each member's options with the slots' words, its own world and its run, built in member order on every rank.
+  std::vector<optimus::cli::Options> options;
+  for (const ex::SweepMember& m : members) {
+    options.push_back(ex::member_options({.name = m.name, .words = m.words}, slot_words(slots, scheduler), file));
+  }
+  std::vector<std::unique_ptr<optimus::Communicator>> worlds;
+  std::vector<std::unique_ptr<ex::MemberRun>> runs;
+  std::vector<sweep::MemberSteps*> steps;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    worlds.push_back(world.split(0, world.rank()));
+    runs.push_back(std::make_unique<ex::MemberRun>(*worlds.back(), members[k].name, options[k], where));
+    steps.push_back(runs.back().get());
+    if (root) {
+      std::printf("  [%s] %lld parameters, %d steps\n", members[k].name.c_str(),
+                  static_cast<long long>(runs.back()->outcome().parameters), runs.back()->outcome().steps);
+    }
+  }
+  if (root) std::fflush(stdout);
+  const auto begin = std::chrono::steady_clock::now();
+  sweep::train_members(steps, scheduler);
+  const double seconds = world.all_reduce(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(), optimus::ReduceOp::max);
+  std::vector<ex::MemberOutcome> outcomes;
+  for (const auto& r : runs) {
+    r->finish();
+    outcomes.push_back(r->outcome());
+  }
+  const auto stopped = std::count_if(outcomes.begin(), outcomes.end(),
+                                     [](const ex::MemberOutcome& m) { return !m.stopped.empty(); });
+  if (!root) return stopped > 0 ? 1 : 0;
+  std::printf("trained in %.2f s (max over slots)\n", seconds);
+  print_table(outcomes);
+  if (o.has("record")) write_record(o.text("record", ""), outcomes, slots, scheduler, seconds);
+  if (stopped > 0) std::printf("%lld of %zu members stopped early\n", static_cast<long long>(stopped), outcomes.size());
+  std::fflush(stdout);
+  return stopped > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  optimus::retain_freed_host_memory();
+  optimus::Context ctx(argc, argv);
+  try {
+    const bool file_first = argc >= 2 && std::string(argv[1]).rfind("--", 0) != 0;
+    const optimus::cli::Options o(argc, argv, file_first ? 2 : 1, ex::optimus_sweep_options());
+    OPTIMUS_CHECK(file_first, "optimus-sweep SWEEP.json [options]: give the sweep file first");
+    const std::string file = argv[1];
+    ex::Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
+    return ex::run_ranks(ctx, o, where, "optimus-sweep", [&](optimus::Communicator& world) { return run(world, o, where, file); });
+  } catch (const optimus::cli::HelpRequested& help) {
+    if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
+    return 0;
+  } catch (const std::exception& e) {
+    return ctx.fail("optimus-sweep", e);
+  }
+}
