@@ -85,6 +85,7 @@ std::vector<cli::Spec> optimus_sweep_options() {
       cli::choice("scheduler", {"lrtf", "round-robin", "model-parallel", "pipeline"},
                   "which member's operation a slot runs next (default lrtf: the longest remaining training time)"),
       cli::output_file("record", "write the members' outcomes and the run's figures as JSON"),
+      cli::flag("resume", "each member that saves (--save DIR) resumes from DIR's newest checkpoint"),
       cli::timeout_option(),
   };
   for (cli::Spec& s : device_options()) specs.push_back(std::move(s));

@@ -2,7 +2,7 @@
 //
 //   optimus-sweep SWEEP.json [--in-process D] [--scheduler lrtf|round-robin|model-parallel|pipeline]
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--device-bandwidth GB/s]
-//                            [--record FILE.json] [--timeout SECONDS]
+//                            [--record FILE.json] [--resume] [--timeout SECONDS]
 //
 // SWEEP.json: {"members": [{"name": "lr3e-4", "options": "--layers 4 --hidden 64 --lr 3e-4 --steps 100"}, ...]},
 // each member's options train_gpt's (optimus/sweep/sweep_file.hpp), checked before any training with train_gpt's
@@ -10,11 +10,13 @@
 // MPI world); each member is a pipeline of one stage per slot (--q 1 --pp D) and trains bitwise as
 // `train_gpt OPTIONS --q 1` does alone, whatever the scheduler. Each member prints its own progress lines, after its
 // name; at the end a table of the members by held-out loss, and --record's JSON. A member whose loss or gradient norm
-// is not finite stops alone (the exit status is then 1).
+// is not finite stops alone (the exit status is then 1). --resume: each member that saves (--save DIR) resumes from its
+// newest checkpoint, and trains on bitwise as if never stopped (a sweep killed at any point is run again with --resume).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +48,15 @@ std::vector<std::string> slot_words(int slots, sweep::Scheduler scheduler) {
   words.insert(words.end(), {"--pp", std::to_string(slots), "--schedule",
                              scheduler == sweep::Scheduler::pipeline ? "1f1b" : "gpipe"});
   return words;
+}
+
+// --resume: a member that saves (--save DIR) resumes from DIR's newest complete checkpoint; one without a checkpoint
+// yet starts afresh.
+std::optional<std::string> resume_from(const optimus::cli::Options& o, const ex::SweepMember& m) {
+  if (!o.has("resume") || !m.options.has("save")) return std::nullopt;
+  const std::string dir = m.options.text("save", "");
+  if (!std::filesystem::is_directory(dir) || optimus::checkpoint::complete_checkpoints(dir).empty()) return std::nullopt;
+  return dir;
 }
 
 // The members' table by held-out loss (the stopped ones last), on rank 0.
@@ -94,7 +105,9 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   // Each member's options with the slots' words, its own world and its run, built in member order on every rank.
   std::vector<optimus::cli::Options> options;
   for (const ex::SweepMember& m : members) {
-    options.push_back(ex::member_options({.name = m.name, .words = m.words}, slot_words(slots, scheduler), file));
+    std::vector<std::string> words = slot_words(slots, scheduler);
+    if (const std::optional<std::string> from = resume_from(o, m)) words.insert(words.end(), {"--resume", *from});
+    options.push_back(ex::member_options({.name = m.name, .words = m.words}, words, file));
   }
   std::vector<std::unique_ptr<optimus::Communicator>> worlds;
   std::vector<std::unique_ptr<ex::MemberRun>> runs;
