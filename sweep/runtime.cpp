@@ -54,7 +54,10 @@ class Loop {
   bool end_in_turn() {
     const std::size_t m = *turn_;
     if (!in_flight_[m] || !members_[m]->operations_done()) return false;
+    OperationRun r{.member = static_cast<int>(m), .step = steps_[m], .operation = -1, .start = since_begin(), .end = 0};
     members_[m]->end();
+    r.end = since_begin();
+    runs_.push_back(r);
     in_flight_[m] = false;
     ++steps_[m];
     turn_ = next_with_steps(one_at_a_time(scheduler_) ? m : m + 1);

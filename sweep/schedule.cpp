@@ -2,6 +2,7 @@
 #include "optimus/sweep/schedule.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstddef>
 #include <sstream>
@@ -139,6 +140,52 @@ SweepTimeline shared_slots(const std::vector<std::vector<Task>>& chains, int slo
   return out;
 }
 
+// The runtime's placement (optimus/sweep/runtime.hpp): shard k always on slot k mod D. Of the slots, the one that can
+// start a run first takes one — among the members whose next run is its shard and is ready by then, the scheduler's
+// pick.
+SweepTimeline pinned_slots(const std::vector<std::vector<Task>>& chains, int slots, Scheduler scheduler) {
+  const std::size_t n = chains.size();
+  std::vector<double> remaining(n, 0.0), ready(n, 0.0);
+  std::vector<std::size_t> next(n, 0);
+  std::size_t total = 0;
+  for (std::size_t m = 0; m < n; ++m) {
+    for (const Task& t : chains[m]) remaining[m] += t.compute;
+    total += chains[m].size();
+  }
+  const auto slot_of = [slots](const Task& t) { return static_cast<std::size_t>(t.shard % slots); };
+  Slots place(slots);
+  SweepTimeline out;
+  std::vector<int> last(static_cast<std::size_t>(slots), -1);
+  while (out.runs.size() < total) {
+    // when each slot could start its earliest ready run; the first of them takes one
+    std::size_t s = 0;
+    double start = std::numeric_limits<double>::infinity();
+    for (std::size_t k = 0; k < place.size(); ++k) {
+      for (std::size_t m = 0; m < n; ++m) {
+        if (next[m] == chains[m].size() || slot_of(chains[m][next[m]]) != k) continue;
+        const double t = std::max(place.free(k), ready[m]);
+        if (t < start) {
+          start = t;
+          s = k;
+        }
+      }
+    }
+    std::vector<int> candidates;
+    for (std::size_t m = 0; m < n; ++m) {
+      if (next[m] < chains[m].size() && slot_of(chains[m][next[m]]) == s && ready[m] <= start) {
+        candidates.push_back(static_cast<int>(m));
+      }
+    }
+    const int chosen = pick(scheduler, candidates, remaining, last[s], static_cast<int>(n));
+    const auto m = static_cast<std::size_t>(chosen);
+    const Task& task = chains[m][next[m]++];
+    ready[m] = place.place(s, chosen, task, ready[m], 0.0, out).end;
+    remaining[m] -= task.compute;
+    last[s] = chosen;
+  }
+  return out;
+}
+
 // The model-parallel baseline: members one at a time, shard k on slot k mod D.
 SweepTimeline model_parallel(const std::vector<std::vector<Task>>& chains, int slots) {
   Slots place(slots);
@@ -194,13 +241,19 @@ std::string_view name_of(Scheduler scheduler) {
 }
 
 SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler) {
+  return simulate(members, slots, scheduler, ShardPlacement::any_slot);
+}
+
+SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler,
+                       ShardPlacement placement) {
   check(members, slots);
   OPTIMUS_CHECK(scheduler != Scheduler::pipeline, "sweep: the pipeline baseline takes its schedule and micro-batches "
                 "(simulate_pipeline)");
   std::vector<std::vector<Task>> chains;
   for (const MemberWork& m : members) chains.push_back(chain_of(m));
-  return scheduler == Scheduler::model_parallel ? model_parallel(chains, slots)
-                                                : shared_slots(chains, slots, scheduler);
+  if (scheduler == Scheduler::model_parallel) return model_parallel(chains, slots);
+  return placement == ShardPlacement::any_slot ? shared_slots(chains, slots, scheduler)
+                                               : pinned_slots(chains, slots, scheduler);
 }
 
 SweepTimeline simulate_pipeline(const std::vector<MemberWork>& members, int slots, PipelineBaseline baseline) {

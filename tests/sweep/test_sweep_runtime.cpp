@@ -6,13 +6,13 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "../layers/layer_cases.hpp"
 #include "optimus/layers/adamw.hpp"
 #include "optimus/model/gpt.hpp"
+#include "optimus/sweep/gpt_member.hpp"
 #include "optimus/sweep/runtime.hpp"
 #include "test_world.hpp"
 
@@ -41,48 +41,18 @@ std::vector<int> ids_of(const MemberSpec& spec, int step, std::uint64_t which) {
   return optimus::test::random_tokens(kBatch * c.max_seq, c.vocab, 1000 * spec.seed + 10 * step + which);
 }
 
-// A member on `slots` slots: a pipeline of one stage per slot, its AdamW, its losses.
-class TestMember final : public sweep::MemberSteps {
- public:
-  TestMember(optimus::Communicator& world, const MemberSpec& spec)
-      : spec_(spec),
-        model_(optimus::Grid::create(world, 1, world.size()), member_config(spec),
-               world.size() == 1 ? pp::one_stage(1)
-                                 : pp::make_schedule({.kind = pp::Kind::gpipe, .stages = world.size(),
-                                                      .micro_batches = 1, .chunks = 1})),
-        optimizer_(model_.grid(), model_.parameters(),
-                   {.config = optimus::AdamWConfig{.lr = spec.lr, .max_grad_norm = 1.0},
-                    .norm_order = model_.norm_order()}) {}
+using TestMember = sweep::GptMember<double>;
 
-  bool more() const override { return step_ < spec_.steps; }
-  void begin() override {
-    tokens_ = ids_of(spec_, step_, 0);
-    targets_ = ids_of(spec_, step_, 1);
-    model_.zero_grad();
-    running_.emplace(model_.begin_step(tokens_, targets_, kBatch, static_cast<std::uint64_t>(step_)));
-  }
-  bool operations_done() const override { return running_->done(); }
-  bool ready() override { return running_->ready(); }
-  void run_next() override { running_->run_next(); }
-  void end() override {
-    losses.push_back(running_->finish());
-    running_.reset();
-    optimizer_.step();
-    ++step_;
-  }
-  double remaining() const override { return spec_.steps - step_; }
-
-  std::map<std::string, optimus::GlobalMatrix> parameters() { return model_.gather(false); }
-  std::vector<double> losses;
-
- private:
-  MemberSpec spec_;
-  optimus::Gpt2D<double> model_;
-  optimus::AdamW<double> optimizer_;
-  int step_ = 0;
-  std::vector<int> tokens_, targets_;
-  std::optional<optimus::Gpt2D<double>::TrainStep> running_;
-};
+std::unique_ptr<TestMember> member_of(optimus::Communicator& world, const MemberSpec& spec) {
+  return std::make_unique<TestMember>(
+      world, member_config(spec),
+      sweep::MemberTraining{.adam = {.lr = spec.lr, .max_grad_norm = 1.0}, .steps = spec.steps, .batch = kBatch,
+                            .micro_batches = 1},
+      [spec](int step, std::vector<int>& tokens, std::vector<int>& targets) {
+        tokens = ids_of(spec, step, 0);
+        targets = ids_of(spec, step, 1);
+      });
+}
 
 struct Trained {
   std::vector<double> losses;
@@ -93,13 +63,16 @@ struct Trained {
 Trained alone(const MemberSpec& spec) {
   Trained t;
   optimus::test::run_in_process(1, [&](optimus::Communicator& world) {
-    TestMember m(world, spec);
-    while (m.more()) {
-      m.begin();
-      while (!m.operations_done()) m.run_next();
-      m.end();
+    optimus::Gpt2D<double> model(optimus::Grid::create(world, 1, 1), member_config(spec));
+    optimus::AdamW<double> optimizer(model.grid(), model.parameters(),
+                                     {.config = {.lr = spec.lr, .max_grad_norm = 1.0}, .norm_order = model.norm_order()});
+    for (int step = 0; step < spec.steps; ++step) {
+      model.zero_grad();
+      t.losses.push_back(model.train_step(ids_of(spec, step, 0), ids_of(spec, step, 1), kBatch,
+                                          static_cast<std::uint64_t>(step)));
+      optimizer.step();
     }
-    t = {.losses = m.losses, .parameters = m.parameters()};
+    t.parameters = model.gather(false);
   });
   return t;
 }
@@ -123,14 +96,14 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
         std::vector<std::unique_ptr<TestMember>> members;
         std::vector<sweep::MemberSteps*> steps;
         for (const MemberSpec& s : specs) {
-          members.push_back(std::make_unique<TestMember>(world, s));
+          members.push_back(member_of(world, s));
           steps.push_back(members.back().get());
         }
         runs[static_cast<std::size_t>(world.rank())] = sweep::train_members(steps, scheduler);
         for (std::size_t m = 0; m < specs.size(); ++m) {
-          CHECK(members[m]->losses == expected[m].losses);  // the loss on every rank
+          CHECK(members[m]->losses() == expected[m].losses);  // the loss on every rank
           // each slot holds its stage's parameters (wte on both end stages)
-          const auto parameters = members[m]->parameters();
+          const auto parameters = members[m]->model().gather(false);
           const double held = world.all_reduce(static_cast<double>(parameters.size()), optimus::ReduceOp::sum);
           CHECK(held == static_cast<double>(expected[m].parameters.size() + (slots > 1 ? 1 : 0)));
           for (const auto& [name, value] : parameters) {
@@ -140,9 +113,21 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
           }
         }
       });
-      // Each slot ran each member's 2 operations (forward, backward) per step.
-      for (const auto& slot : runs) CHECK(slot.size() == 2 * (3 + 1 + 4));
-      const std::vector<sweep::OperationRun>& first = runs[0];
+      // Each slot ran each member's 2 operations (forward, backward) and its end per step; the ends in turn: member
+      // by member (lrtf, round-robin) or each member's in a row (model-parallel).
+      std::vector<std::vector<sweep::OperationRun>> operations(runs.size());
+      for (std::size_t s = 0; s < runs.size(); ++s) {
+        std::vector<int> ends;
+        for (const sweep::OperationRun& r : runs[s]) {
+          if (r.operation >= 0) operations[s].push_back(r);
+          else ends.push_back(r.member);
+        }
+        CHECK(operations[s].size() == 2 * (3 + 1 + 4));
+        CHECK(ends == (scheduler == sweep::Scheduler::model_parallel
+                           ? std::vector<int>{0, 0, 0, 1, 2, 2, 2, 2}
+                           : std::vector<int>{0, 1, 2, 0, 2, 0, 2, 2}));
+      }
+      const std::vector<sweep::OperationRun>& first = operations[0];
       if (scheduler == sweep::Scheduler::model_parallel) {
         // one member at a time: member 0's 6 operations, member 1's 2, member 2's 8
         for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i].member == (i < 6 ? 0 : i < 8 ? 1 : 2));

@@ -130,6 +130,29 @@ TEST_CASE("sweep: random sweeps keep every rule under both schedulers; one slot 
   }
 }
 
+TEST_CASE("sweep: the runtime's placement keeps every rule, each shard on its own slot; one member is its chain") {
+  std::mt19937 rng(56);
+  for (int trial = 0; trial < 20; ++trial) {
+    const std::vector<sw::MemberWork> members = random_sweep(rng, 1 + trial % 6);
+    for (const sw::Scheduler scheduler : {sw::Scheduler::lrtf, sw::Scheduler::round_robin}) {
+      for (int slots = 1; slots <= 4; ++slots) {
+        CAPTURE(trial);
+        CAPTURE(slots);
+        const sw::SweepTimeline t = sw::simulate(members, slots, scheduler, sw::ShardPlacement::slot_per_shard);
+        check_rules(members, slots, t);
+        for (const sw::ShardRun& r : t.runs) CHECK(r.slot == r.shard % slots);
+      }
+    }
+  }
+  // Without copies, one member's runs follow each other: the makespan is its chain's compute.
+  const sw::MemberWork one{.name = "one", .shards = {{1, 2, 0}, {3, 4, 0}, {5, 6, 0}}, .steps = 2};
+  CHECK(sw::simulate({one}, 2, sw::Scheduler::lrtf, sw::ShardPlacement::slot_per_shard).makespan == 42);
+  // Two equal members of two shards on two slots: the second member's shard 0 runs while the first's shard 1 does.
+  const sw::MemberWork even{.name = "m", .shards = {{1, 1, 0}, {1, 1, 0}}, .steps = 1};
+  CHECK(sw::simulate({even, even}, 2, sw::Scheduler::round_robin, sw::ShardPlacement::slot_per_shard).makespan <
+        sw::simulate({even, even}, 1, sw::Scheduler::round_robin, sw::ShardPlacement::slot_per_shard).makespan);
+}
+
 TEST_CASE("sweep: Sharded-LRTF keeps the long member moving; round-robin delays it") {
   // One member of 3 steps x 8 runs of 1 s, three of 2 runs of 1 s, two slots, free copies: the long chain (24 s) bounds
   // the makespan, and LRTF reaches it by giving the short members the other slot.

@@ -46,15 +46,15 @@ class MemberSteps {
   virtual double remaining() const = 0;
 };
 
-// One operation as this rank ran it: whose, which step (counted from 0 in this run) and which operation of the step,
-// when (seconds since the loop began).
+// One operation as this rank ran it: whose, which step (counted from 0 in this run) and which operation of the step
+// (-1: the step's end), when (seconds since the loop began).
 struct OperationRun {
   int member = 0, step = 0, operation = 0;
   double start = 0, end = 0;
 };
 
-// Trains every member until none has steps left, on this rank, as `scheduler` says (above); returns the operations in
-// the order they ran. Collective over the ranks of every member; Scheduler::pipeline runs as model_parallel (its members
+// Trains every member until none has steps left, on this rank, as `scheduler` says (above); returns the operations and
+// the steps' ends in the order they ran. Collective over the ranks of every member; Scheduler::pipeline runs as model_parallel (its members
 // carry the pipeline schedule).
 std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, Scheduler scheduler);
 

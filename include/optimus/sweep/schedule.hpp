@@ -72,6 +72,13 @@ struct SweepTimeline {
 // the value) unless slots >= 1, every member has a shard and a step, and every cost is finite and not negative; and for
 // Scheduler::pipeline, which takes its schedule (simulate_pipeline).
 SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler);
+// Where a member's shards may run: on any slot (HYDRA's, simulate above), or shard k always on slot k mod D — the
+// runtime's (optimus/sweep/runtime.hpp), where each member is a pipeline of one stage per slot: the slot that can start
+// a run first takes one of the members whose next run is its shard, as the scheduler picks. (model_parallel places
+// shard k on slot k mod D either way.)
+enum class ShardPlacement { any_slot, slot_per_shard };
+SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Scheduler scheduler,
+                       ShardPlacement placement);
 
 // The pipeline baseline's schedule: GPipe or 1F1B (HYDRA's baselines), on `micro_batches` micro-batches per step.
 struct PipelineBaseline {

@@ -1,0 +1,71 @@
+// A sweep's member made in C++ (optimus/sweep/runtime.hpp): a Gpt2D<T> on a pipeline of one stage per rank of its
+// world (each slot a rank, q = 1), its AdamW, and batches from a function of the step — what a program gives
+// train_members without train_gpt's options (optimus-sweep's members are train_gpt's runs: examples/sweep_member_run.hpp).
+//
+//   std::vector<std::unique_ptr<optimus::sweep::GptMember<float>>> members;   // on each rank of `world`
+//   for (const GptConfig& c : configs) members.push_back(std::make_unique<GptMember<float>>(world, c, spec, batches));
+//   optimus::sweep::train_members(pointers_to(members), optimus::sweep::Scheduler::lrtf);
+//
+// Each step: the learning rate spec.adam.lr, zero_grad, the step's batch through the pipeline, AdamW with the global
+// gradient norm over the stages. A member trains bitwise as the same model, optimizer and batches on one stage with
+// train_step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "optimus/comm/communicator.hpp"
+#include "optimus/layers/adamw.hpp"
+#include "optimus/model/gpt.hpp"
+#include "optimus/sweep/runtime.hpp"
+
+namespace optimus::sweep {
+
+// How a GptMember trains: its optimizer, its steps, its batch (sequences per step) and micro-batches (the pipeline
+// baseline's; 1 otherwise, whose pipeline is GPipe's, else 1F1B).
+struct MemberTraining {
+  AdamWConfig adam;
+  int steps = 1;
+  std::int64_t batch = 1;
+  int micro_batches = 1;
+};
+
+// The step's batch (from 0): tokens and targets, batch x config.max_seq ids each, row-major.
+using BatchOf = std::function<void(int step, std::vector<int>& tokens, std::vector<int>& targets)>;
+
+template <class T>
+class GptMember final : public MemberSteps {
+ public:
+  // Collective over `world` (one rank per slot), which must outlive the member.
+  GptMember(Communicator& world, const GptConfig& config, const MemberTraining& training, BatchOf batches);
+
+  bool more() const override { return step_ < training_.steps; }
+  void begin() override;
+  bool operations_done() const override { return running_->done(); }
+  bool ready() override { return running_->ready(); }
+  void run_next() override { running_->run_next(); }
+  void end() override;
+  // The steps left times the model's parameters.
+  double remaining() const override;
+
+  // Each step's loss (the batch's mean cross-entropy), as train_step returns it.
+  const std::vector<double>& losses() const { return losses_; }
+  Gpt2D<T>& model() { return model_; }
+
+ private:
+  MemberTraining training_;
+  BatchOf batches_;
+  Gpt2D<T> model_;
+  AdamW<T> optimizer_;
+  int step_ = 0;
+  std::vector<int> tokens_, targets_;
+  std::optional<typename Gpt2D<T>::TrainStep> running_;
+  std::vector<double> losses_;
+};
+
+extern template class GptMember<float>;
+extern template class GptMember<double>;
+
+}  // namespace optimus::sweep

@@ -1,0 +1,51 @@
+// A sweep's member made in C++ (optimus/sweep/gpt_member.hpp).
+#include "optimus/sweep/gpt_member.hpp"
+
+#include <utility>
+
+#include "optimus/grid/grid.hpp"
+
+namespace optimus::sweep {
+namespace {
+
+pipeline::Schedule schedule_of(int stages, int micro_batches) {
+  if (stages == 1) return pipeline::one_stage(micro_batches);
+  return pipeline::make_schedule({.kind = micro_batches == 1 ? pipeline::Kind::gpipe : pipeline::Kind::one_f_one_b,
+                                  .stages = stages, .micro_batches = micro_batches, .chunks = 1});
+}
+
+}  // namespace
+
+template <class T>
+GptMember<T>::GptMember(Communicator& world, const GptConfig& config, const MemberTraining& training,
+                        BatchOf batches)
+    : training_(training),
+      batches_(std::move(batches)),
+      model_(Grid::create(world, 1, world.size()), config, schedule_of(world.size(), training.micro_batches)),
+      optimizer_(model_.grid(), model_.parameters(),
+                 AdamWOptions{.config = training.adam, .norm_order = model_.norm_order()}) {}
+
+template <class T>
+void GptMember<T>::begin() {
+  batches_(step_, tokens_, targets_);
+  model_.zero_grad();
+  running_.emplace(model_.begin_step(tokens_, targets_, training_.batch, static_cast<std::uint64_t>(step_)));
+}
+
+template <class T>
+void GptMember<T>::end() {
+  losses_.push_back(running_->finish());
+  running_.reset();
+  optimizer_.step();
+  ++step_;
+}
+
+template <class T>
+double GptMember<T>::remaining() const {
+  return static_cast<double>(training_.steps - step_) * static_cast<double>(model_.config().parameter_count());
+}
+
+template class GptMember<float>;
+template class GptMember<double>;
+
+}  // namespace optimus::sweep
