@@ -29,18 +29,18 @@ struct MemberOutcome {
   std::string stopped;                      // why it stopped early ("" when it did not)
 };
 
-class MemberRun final : public sweep::MemberSteps {
+class MemberRun final : public sweep::SteppedMember<StepInFlight> {
  public:
   // Read, placed, started and built as train_gpt does (the first step checked against the reference, --resume and
   // --save as the member's options say). Collective over `world` (the member's own, one rank per slot), which must
   // outlive the run; `options` are the member's words with the slots'.
   MemberRun(Communicator& world, std::string name, const cli::Options& options, const Placement& where);
+  ~MemberRun() override { running_.reset(); }  // a step in flight before the model it runs on
+  MemberRun(const MemberRun&) = delete;
+  MemberRun& operator=(const MemberRun&) = delete;
 
   bool more() const override { return outcome_.stopped.empty() && step_ <= setup_.steps; }
   void begin() override;
-  bool operations_done() const override { return running_->done(); }
-  bool ready() override { return running_->ready(); }
-  void run_next() override { running_->run_next(); }
   void end() override;
   // Its steps left times a step's floating-point work (6 x parameters x tokens).
   double remaining() const override;
@@ -57,7 +57,6 @@ class MemberRun final : public sweep::MemberSteps {
   Start start_;
   Trained trained_;
   std::optional<StepLoop> loop_;
-  std::optional<StepInFlight> running_;
   int step_ = 1;  // the next step
   MemberOutcome outcome_;
 };

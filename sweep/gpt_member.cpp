@@ -26,16 +26,21 @@ GptMember<T>::GptMember(Communicator& world, const GptConfig& config, const Memb
                  AdamWOptions{.config = training.adam, .norm_order = model_.norm_order()}) {}
 
 template <class T>
+GptMember<T>::~GptMember() {
+  this->running_.reset();  // a step in flight before the model it runs on
+}
+
+template <class T>
 void GptMember<T>::begin() {
   batches_(step_, tokens_, targets_);
   model_.zero_grad();
-  running_.emplace(model_.begin_step(tokens_, targets_, training_.batch, static_cast<std::uint64_t>(step_)));
+  this->running_.emplace(model_.begin_step(tokens_, targets_, training_.batch, static_cast<std::uint64_t>(step_)));
 }
 
 template <class T>
 void GptMember<T>::end() {
-  losses_.push_back(running_->finish());
-  running_.reset();
+  losses_.push_back(this->running_->finish());
+  this->running_.reset();
   optimizer_.step();
   ++step_;
 }

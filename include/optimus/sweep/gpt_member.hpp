@@ -36,16 +36,16 @@ struct MemberTraining {
 using BatchOf = std::function<void(int step, std::vector<int>& tokens, std::vector<int>& targets)>;
 
 template <class T>
-class GptMember final : public MemberSteps {
+class GptMember final : public SteppedMember<typename Gpt2D<T>::TrainStep> {
  public:
   // Collective over `world` (one rank per slot), which must outlive the member.
   GptMember(Communicator& world, const GptConfig& config, const MemberTraining& training, BatchOf batches);
+  ~GptMember() override;
+  GptMember(const GptMember&) = delete;
+  GptMember& operator=(const GptMember&) = delete;
 
   bool more() const override { return step_ < training_.steps; }
   void begin() override;
-  bool operations_done() const override { return running_->done(); }
-  bool ready() override { return running_->ready(); }
-  void run_next() override { running_->run_next(); }
   void end() override;
   // The steps left times the model's parameters.
   double remaining() const override;
@@ -61,7 +61,6 @@ class GptMember final : public MemberSteps {
   AdamW<T> optimizer_;
   int step_ = 0;
   std::vector<int> tokens_, targets_;
-  std::optional<typename Gpt2D<T>::TrainStep> running_;
   std::vector<double> losses_;
 };
 

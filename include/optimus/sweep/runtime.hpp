@@ -18,6 +18,7 @@
 // ends. While the next end's member still has operations on some rank, every rank keeps running ready operations.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -44,6 +45,19 @@ class MemberSteps {
   virtual void end() = 0;
   // Sharded-LRTF's key: the remaining training time, in a unit common to the sweep, the same on every rank.
   virtual double remaining() const = 0;
+};
+
+// A MemberSteps whose step in flight is a `Step` (Gpt::TrainStep, or anything with done(), ready() and run_next()):
+// the three calls on the step in flight, which begin() sets and end() resets.
+template <class Step>
+class SteppedMember : public MemberSteps {
+ public:
+  bool operations_done() const override { return running_->done(); }
+  bool ready() override { return running_->ready(); }
+  void run_next() override { running_->run_next(); }
+
+ protected:
+  std::optional<Step> running_;
 };
 
 // One operation as this rank ran it: whose, which step (counted from 0 in this run) and which operation of the step
