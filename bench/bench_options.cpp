@@ -188,6 +188,21 @@ std::vector<cli::Spec> plan_options() {
                  block_shape(false), timing(), {json()}});
 }
 
+// sweep: the members, the slots measured and simulated, the pipeline baseline's micro-batches, the GPT and JSON.
+std::vector<cli::Spec> sweep_options() {
+  return {cli::integer("members", 1, 1 << 10, "members of the sweep (default 8)"),
+          cli::integer("slots", 1, 64, "slots of the measured runs, a thread each (default 2)"),
+          cli::integers("simulate", 1, 1 << 10, "slots of the simulated rows (default 2,4,8)"),
+          cli::integer("m", 1, 1 << 10, "the pipeline baseline's micro-batches (default 4)"),
+          cli::integer("steps", 1, kIters, "steps per member (default 3)"),
+          cli::integer("b", 1, kBatch, "sequences per step (default 4)"),
+          cli::integer("s", 1, kSide, "tokens per sequence (default 32)"),
+          cli::integer("h", 1, kSide, "hidden size (default 64)"),
+          cli::integer("heads", 1, 1 << 16, "attention heads (default 2)"),
+          cli::integer("layers", 1, 1 << 12, "transformer blocks (default 4)"),
+          cli::integer("vocab", 1, 1 << 24, "vocabulary (default 256)"), json()};
+}
+
 // checkpoint: the GPT saved and loaded, the directory, the iterations and JSON.
 std::vector<cli::Spec> checkpoint_options() {
   return {cli::integer("h", 1, kSide, "hidden size"), cli::integer("layers", 1, 1 << 12, "transformer blocks"),
@@ -201,7 +216,7 @@ std::vector<cli::Spec> checkpoint_options() {
 
 std::vector<std::string> commands() {
   return {"summa",    "scaling", "calibrate", "model", "paper", "layer", "gpt", "activations", "checkpoint",
-          "pipeline", "offload", "plan",      "blas",  "attention"};
+          "pipeline", "offload", "plan",      "blas",  "attention", "sweep"};
 }
 
 // The command's own options (options_of adds --timeout).
@@ -220,6 +235,7 @@ static std::vector<cli::Spec> command_options(const std::string& command) {
   if (command == "offload") return offload_options();
   if (command == "plan") return plan_options();
   if (command == "checkpoint") return checkpoint_options();
+  if (command == "sweep") return sweep_options();
   OPTIMUS_FAIL("optimus-bench: no command '", command, "'");
 }
 

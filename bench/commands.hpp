@@ -20,5 +20,6 @@ int run_offload_bench(Communicator& world, int argc, char** argv);
 int run_plan_bench(Communicator& world, int argc, char** argv);
 int run_blas_bench(Communicator& world, int argc, char** argv);
 int run_attention_bench(Communicator& world, int argc, char** argv);
+int run_sweep_bench(Communicator& world, int argc, char** argv);
 
 }  // namespace optimus::bench

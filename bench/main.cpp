@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
     if (command == "plan") return optimus::bench::run_plan_bench(ctx.world(), argc, argv);
     if (command == "blas") return optimus::bench::run_blas_bench(ctx.world(), argc, argv);
     if (command == "attention") return optimus::bench::run_attention_bench(ctx.world(), argc, argv);
+    if (command == "sweep") return optimus::bench::run_sweep_bench(ctx.world(), argc, argv);
     const std::string usage =
         "usage: optimus-bench summa [--n LIST] [--ops ab,abt,atb] [--dtype f64,f32] [--m M] [--k K] [--warmup W]"
         " [--iters I] [--scalapack auto|on|off] [--trace FILE] [--json FILE]"
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
         " | optimus-bench blas [--n N] [--threads LIST] [--kernels LIST] [--sweeps S] [--json FILE]"
         " | optimus-bench attention [--device cpu|sim|cuda] [--b B] [--s LIST] [--heads A] [--d D] [--dropout P]"
         " [--warmup W] [--iters I] [--json FILE]"
+        " | optimus-bench sweep [--members N] [--slots D] [--simulate LIST] [--m M] [--steps S] [--b B] [--s S] [--h H]"
+        " [--heads A] [--layers L] [--vocab V] [--json FILE]"
         " (`optimus-bench COMMAND --help` lists a command's options; bench/README.md explains them)";
     if (command == "--help" || command == "-h") throw optimus::cli::HelpRequested(usage);
     OPTIMUS_FAIL("unknown command '", command, "'; ", usage);

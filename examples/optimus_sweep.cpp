@@ -123,7 +123,7 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   }
   if (root) std::fflush(stdout);
   const auto begin = std::chrono::steady_clock::now();
-  sweep::train_members(steps, scheduler);
+  sweep::train_members(steps, scheduler, world);
   const double seconds = world.all_reduce(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(), optimus::ReduceOp::max);
   std::vector<ex::MemberOutcome> outcomes;

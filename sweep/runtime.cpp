@@ -1,29 +1,105 @@
 // A rank's loop over the members of a sweep (optimus/sweep/runtime.hpp).
 #include "optimus/sweep/runtime.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <thread>
+
+#include "optimus/core/error.hpp"
 
 namespace optimus::sweep {
 namespace {
 
 bool one_at_a_time(Scheduler s) { return s == Scheduler::model_parallel || s == Scheduler::pipeline; }
 
-// The loop's state on this rank: which members have a step in flight and how far, whose end comes next, and who ran
-// last.
-class Loop {
+// The messages about the steps' ends, over the slots' own communicator: each slot tells slot 0 (the coordinator) when a
+// member's operations of its step have run there ("done", tagged with the member: one member's arrive in order), and
+// slot 0 tells every slot which member's end comes next ("end", tagged with the member count, in the order it
+// decides). Receives are posted only while a member has a step in flight, so none is pending once the loop ends.
+class EndMessages {
  public:
-  Loop(std::span<MemberSteps* const> members, Scheduler scheduler)
-      : members_(members), scheduler_(scheduler), in_flight_(members.size(), false), steps_(members.size(), 0) {
-    turn_ = next_with_steps(0);
+  EndMessages(Communicator& slots, std::size_t members)
+      : comm_(slots.split(0, slots.rank())),
+        end_tag_(static_cast<int>(members)),
+        done_(members),
+        done_buffers_(members * static_cast<std::size_t>(comm_->size()), 0) {}
+  ~EndMessages() {
+    for (Request& r : sent_) r.wait();
+    // After an error only: a pending receive is left behind (the job is ending).
+    for (std::vector<Request>& requests : done_) {
+      for (Request& r : requests) r.abandon();
+    }
+    end_posted_.abandon();
   }
 
+  bool coordinator() const { return comm_->rank() == 0; }
+
+  // The coordinator, as member m begins a step: its receives of the other slots' "done".
+  void listen(std::size_t m) {
+    for (int peer = 1; peer < comm_->size(); ++peer) {
+      done_[m].push_back(comm_->irecv(&done_buffers_[m * static_cast<std::size_t>(comm_->size()) + peer], 1,
+                                      DType::u8, peer, static_cast<int>(m)));
+    }
+  }
+  // The coordinator: whether every other slot has said member m's step is done there.
+  bool all_done(std::size_t m) {
+    for (Request& r : done_[m]) {
+      if (!r.test()) return false;
+    }
+    return true;
+  }
+  // The coordinator: member m's end comes next.
+  void send_end(std::size_t m) {
+    done_[m].clear();
+    if (comm_->size() == 1) return;
+    decisions_.push_back(static_cast<std::uint32_t>(m));
+    for (int peer = 1; peer < comm_->size(); ++peer) {
+      sent_.push_back(comm_->isend(&decisions_.back(), 4, DType::u8, peer, end_tag_));
+    }
+  }
+
+  // Another slot: member m's operations of its step have run here.
+  void send_done(std::size_t m) { sent_.push_back(comm_->isend(&one_, 1, DType::u8, 0, static_cast<int>(m))); }
+  // Another slot, while a member has a step in flight: the member whose end the coordinator decided next, once told.
+  std::optional<std::size_t> next_end() {
+    if (!end_posted_.pending()) end_posted_ = comm_->irecv(end_buffer_, 4, DType::u8, 0, end_tag_);
+    if (!end_posted_.test()) return std::nullopt;
+    end_posted_ = Request();
+    std::uint32_t m = 0;
+    std::memcpy(&m, end_buffer_, sizeof m);
+    return m;
+  }
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  int end_tag_;
+  std::uint8_t one_ = 1;
+  std::vector<std::vector<Request>> done_;     // coordinator: [m] the receives of the other slots' "done"
+  std::vector<std::uint8_t> done_buffers_;     // coordinator: [m][slot]
+  std::deque<std::uint32_t> decisions_;        // coordinator: the ends told (alive until the loop ends)
+  std::vector<Request> sent_;
+  std::uint8_t end_buffer_[4] = {};            // other slots: the next decision
+  Request end_posted_;
+};
+
+// The loop's state on this rank: which members have a step in flight and how far, whose steps are done here, and who
+// ran last.
+class Loop {
+ public:
+  Loop(std::span<MemberSteps* const> members, Scheduler scheduler, Communicator& slots)
+      : members_(members), scheduler_(scheduler), messages_(slots, members.size()) {}
+
   std::vector<OperationRun> run() {
-    while (turn_) {
+    while (true) {
       begin_steps();
-      if (end_in_turn()) continue;
-      if (!run_one()) std::this_thread::yield();  // every input is in flight: poll again
+      if (end_one() || run_one()) continue;
+      if (finished()) break;
+      std::this_thread::yield();  // every input is in flight: poll again
     }
     return runs_;
   }
@@ -32,35 +108,59 @@ class Loop {
   using Clock = std::chrono::steady_clock;
   std::size_t count() const { return members_.size(); }
 
-  // The first member from `from` on (cyclically) with steps left; none once every member is done.
-  std::optional<std::size_t> next_with_steps(std::size_t from) const {
-    for (std::size_t k = 0; k < count(); ++k) {
-      const std::size_t m = (from + k) % count();
-      if (members_[m]->more()) return m;
+  bool finished() const {
+    for (std::size_t m = 0; m < count(); ++m) {
+      if (in_flight_[m] || members_[m]->more()) return false;
     }
-    return std::nullopt;
+    return true;
   }
 
-  // Members without a step in flight start their next one: any of them, or only the one in turn one at a time.
+  // Members without a step in flight start their next one: any of them, or one at a time the first with steps left.
   void begin_steps() {
     for (std::size_t m = 0; m < count(); ++m) {
-      if (in_flight_[m] || !members_[m]->more() || (one_at_a_time(scheduler_) && m != *turn_)) continue;
+      if (in_flight_[m] || !members_[m]->more()) continue;
+      if (one_at_a_time(scheduler_) && m != first_with_steps()) continue;
       members_[m]->begin();
       in_flight_[m] = true;
+      done_here_[m] = false;
+      if (messages_.coordinator()) messages_.listen(m);
     }
   }
+  std::size_t first_with_steps() const {
+    for (std::size_t m = 0; m < count(); ++m) {
+      if (in_flight_[m] || members_[m]->more()) return m;
+    }
+    return count();
+  }
 
-  // Ends the step of the member in turn once its operations on this rank have run; then the turn moves on.
-  bool end_in_turn() {
-    const std::size_t m = *turn_;
-    if (!in_flight_[m] || !members_[m]->operations_done()) return false;
+  // The coordinator ends the step of a member done on every slot (the first to be), after telling the others; another
+  // slot ends the one the coordinator told it to (done here, as the coordinator has heard).
+  bool end_one() {
+    std::optional<std::size_t> chosen;
+    if (messages_.coordinator()) {
+      for (const std::size_t m : done_order_) {
+        if (messages_.all_done(m)) {
+          chosen = m;
+          break;
+        }
+      }
+      if (!chosen) return false;
+      messages_.send_end(*chosen);
+    } else {
+      if (std::find(in_flight_.begin(), in_flight_.end(), true) == in_flight_.end()) return false;
+      chosen = messages_.next_end();
+      if (!chosen) return false;
+      OPTIMUS_CHECK(*chosen < count() && in_flight_[*chosen] && done_here_[*chosen], "sweep: slot 0 ended member ",
+                    *chosen, "'s step before this slot had run its operations");
+    }
+    const std::size_t m = *chosen;
+    std::erase(done_order_, m);
     OperationRun r{.member = static_cast<int>(m), .step = steps_[m], .operation = -1, .start = since_begin(), .end = 0};
     members_[m]->end();
     r.end = since_begin();
     runs_.push_back(r);
     in_flight_[m] = false;
     ++steps_[m];
-    turn_ = next_with_steps(one_at_a_time(scheduler_) ? m : m + 1);
     return true;
   }
 
@@ -70,10 +170,10 @@ class Loop {
     for (std::size_t k = 0; k < count(); ++k) {
       // round-robin looks from the member after the last one that ran; the others in member order
       const std::size_t m = scheduler_ == Scheduler::round_robin ? (last_ + 1 + k) % count() : k;
-      if (!in_flight_[m] || members_[m]->operations_done() || !members_[m]->ready()) continue;
+      if (!in_flight_[m] || done_here_[m] || !members_[m]->ready()) continue;
       if (!chosen) chosen = m;
       if (scheduler_ != Scheduler::lrtf) break;
-      if (members_[m]->remaining() > members_[*chosen]->remaining()) chosen = m;
+      if (longer(m, *chosen)) chosen = m;
     }
     if (!chosen) return false;
     const std::size_t m = *chosen;
@@ -82,29 +182,44 @@ class Loop {
     members_[m]->run_next();
     r.end = since_begin();
     runs_.push_back(r);
-    if (members_[m]->operations_done()) operations_[m] = 0;
     last_ = m;
+    if (members_[m]->operations_done()) {
+      operations_[m] = 0;
+      done_here_[m] = true;
+      if (messages_.coordinator()) done_order_.push_back(m);
+      else messages_.send_done(m);
+    }
     return true;
+  }
+
+  // LRTF's order: the longer remaining training time; between equal ones, the member with fewer operations of its step
+  // run (more of the step left).
+  bool longer(std::size_t a, std::size_t b) const {
+    const double ra = members_[a]->remaining(), rb = members_[b]->remaining();
+    return ra != rb ? ra > rb : operations_[a] < operations_[b];
   }
 
   double since_begin() const { return std::chrono::duration<double>(Clock::now() - begin_).count(); }
 
   std::span<MemberSteps* const> members_;
   Scheduler scheduler_;
-  std::vector<bool> in_flight_;
-  std::vector<int> steps_;                                    // [m]: steps ended in this run
-  std::vector<int> operations_ = std::vector<int>(members_.size(), 0);  // [m]: operations run of its step in flight
-  std::optional<std::size_t> turn_;                           // whose step ends next
-  std::size_t last_ = members_.size() - 1;                    // the member that ran last (round-robin)
+  EndMessages messages_;
+  std::vector<bool> in_flight_ = std::vector<bool>(members_.size(), false);   // [m]: a step begun, not ended
+  std::vector<bool> done_here_ = std::vector<bool>(members_.size(), false);   // [m]: its operations have run here
+  std::vector<int> steps_ = std::vector<int>(members_.size(), 0);             // [m]: steps ended in this run
+  std::vector<int> operations_ = std::vector<int>(members_.size(), 0);        // [m]: operations run of its step
+  std::deque<std::size_t> done_order_;         // coordinator: the members done here, in the order they got done
+  std::size_t last_ = members_.size() - 1;     // the member that ran last (round-robin)
   Clock::time_point begin_ = Clock::now();
   std::vector<OperationRun> runs_;
 };
 
 }  // namespace
 
-std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, Scheduler scheduler) {
+std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, Scheduler scheduler,
+                                        Communicator& slots) {
   if (members.empty()) return {};
-  return Loop(members, scheduler).run();
+  return Loop(members, scheduler, slots).run();
 }
 
 }  // namespace optimus::sweep

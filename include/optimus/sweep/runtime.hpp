@@ -4,7 +4,8 @@
 // member's step is the chain HYDRA's is — its forward through the slots in order, its backward back — and each slot
 // holds its stage of every member. The loop runs, on each slot, whichever member's next operation has its input
 // (message-driven: nothing waits while another member could compute), the scheduler choosing among them:
-//   lrtf        : Sharded-LRTF, the member with the longest remaining training time (MemberSteps::remaining);
+//   lrtf        : Sharded-LRTF, the member with the longest remaining training time (MemberSteps::remaining, which
+//                 counts whole steps; between equal ones, the member with the fewest operations of its step run);
 //   round_robin : the next member after the one that ran last, in member order;
 //   model_parallel (and pipeline, whose members the caller builds with a pipeline schedule of m micro-batches): one
 //                member at a time, in member order, every step of it before the next one starts.
@@ -15,13 +16,16 @@
 // and blocks: every rank ends the members' steps in one order — lrtf and round_robin: member by member, cyclically, a
 // member ending step t only after the members before it ended theirs (so no member runs more than a step ahead of
 // another's end); model_parallel: each member's steps in a row — so that no two ranks wait for each other in different
-// ends. While the next end's member still has operations on some rank, every rank keeps running ready operations.
+// ends. A rank enters an end only once every slot has said (a one-byte message) that the member's operations of the
+// step have run there, so that no rank waits in an end while another still computes for it: until then it runs ready
+// operations.
 #pragma once
 
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "optimus/comm/communicator.hpp"
 #include "optimus/sweep/schedule.hpp"
 
 namespace optimus::sweep {
@@ -68,8 +72,10 @@ struct OperationRun {
 };
 
 // Trains every member until none has steps left, on this rank, as `scheduler` says (above); returns the operations and
-// the steps' ends in the order they ran. Collective over the ranks of every member; Scheduler::pipeline runs as model_parallel (its members
-// carry the pipeline schedule).
-std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, Scheduler scheduler);
+// the steps' ends in the order they ran. `slots`: the slots' ranks (every member's ranks, in the same order), over which
+// the loop sends its notes. Collective over `slots`; Scheduler::pipeline runs as model_parallel (its members carry the
+// pipeline schedule).
+std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, Scheduler scheduler,
+                                        Communicator& slots);
 
 }  // namespace optimus::sweep

@@ -1,0 +1,225 @@
+// optimus-bench sweep: a sweep's makespan under each scheduler (optimus/sweep/runtime.hpp), measured on in-process
+// slots (a thread per slot; one core each where the machine has them), beside the simulator's prediction from costs
+// measured in the same run, and the simulated makespans at more slots, beside HYDRA's figures:
+//   measured rows   D = 1 (the members one after another: the sequential solo runs) and D = --slots under lrtf,
+//                   round-robin, model-parallel and pipeline (1F1B of --m micro-batches); makespan = the loop's time,
+//                   the maximum over the slots; predicted = the simulator's makespan (ShardPlacement::slot_per_shard)
+//                   from each stage's mean forward and backward times and step-end time measured alone (the
+//                   model-parallel run, one member at a time; D = 1: the sequential run), pipeline: simulate_pipeline;
+//   busy            the slots' mean fraction of the makespan spent in operations and steps' ends (the rest: waiting for
+//                   an input, or for the coordinator's word that a step may end);
+//   simulated rows  D = each of --simulate: every member cut into D shards of equal cost (the whole model's forward and
+//                   backward measured at D = 1, over D), under lrtf with the runtime's placement and with HYDRA's (any
+//                   slot), model-parallel and pipeline; speedup over the sequential runs, LRTF over model parallelism
+//                   (HYDRA reports more than 7x) and over the pipeline (HYDRA: more than 1.5x).
+// Members differ in seed (and so in data); all have the same shape, so that their costs are equal.
+//
+//   optimus-bench sweep [--members 8] [--slots 2] [--simulate 2,4,8] [--m 4] [--steps 3] [--b 4] [--s 32] [--h 64]
+//                       [--heads 2] [--layers 4] [--vocab 256] [--json FILE]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "commands.hpp"
+#include "optimus/comm/in_process.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/core/rng.hpp"
+#include "optimus/sweep/gpt_member.hpp"
+#include "optimus/sweep/runtime.hpp"
+#include "optimus/sweep/schedule.hpp"
+#include "report.hpp"
+
+namespace optimus::bench {
+namespace {
+
+namespace sw = optimus::sweep;
+
+struct SweepShape {
+  int members, steps, micro_batches;
+  std::int64_t batch;
+  GptConfig config;
+};
+
+// What one run on D slots measured: its makespan and each member's per-stage mean costs (stage k on slot k).
+struct SweepMeasured {
+  double makespan = 0;
+  double busy = 0;  // the slots' mean fraction of the makespan spent in operations and steps' ends
+  std::vector<sw::MemberWork> work;  // [member]: shard k = stage k: mean forward, mean backward + mean step end
+};
+
+// Batches of random ids, the member's own per step.
+sw::BatchOf batches_of(const SweepShape& shape, int member) {
+  return [shape, member](int step, std::vector<int>& tokens, std::vector<int>& targets) {
+    const auto n = static_cast<std::size_t>(shape.batch * shape.config.max_seq);
+    const CounterRng rng(static_cast<std::uint64_t>(member + 1), static_cast<std::uint64_t>(step));
+    const auto vocab = static_cast<std::uint32_t>(shape.config.vocab);
+    tokens.resize(n);
+    targets.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Philox4x32Counter bits = rng.bits(i, 0);
+      tokens[i] = static_cast<int>(bits[0] % vocab);
+      targets[i] = static_cast<int>(bits[1] % vocab);
+    }
+  };
+}
+
+SweepMeasured measure(const SweepShape& shape, int slots, sw::Scheduler scheduler) {
+  std::vector<std::vector<sw::OperationRun>> runs(static_cast<std::size_t>(slots));
+  std::vector<double> seconds(static_cast<std::size_t>(slots), 0.0);
+  const int micro = scheduler == sw::Scheduler::pipeline ? shape.micro_batches : 1;
+  run_in_process(slots, [&](Communicator& world) {
+    std::vector<std::unique_ptr<sw::GptMember<float>>> members;
+    std::vector<sw::MemberSteps*> steps;
+    for (int m = 0; m < shape.members; ++m) {
+      GptConfig c = shape.config;
+      c.seed = static_cast<std::uint64_t>(m + 1);
+      members.push_back(std::make_unique<sw::GptMember<float>>(
+          world, c,
+          sw::MemberTraining{.adam = AdamWConfig{}, .steps = shape.steps, .batch = shape.batch, .micro_batches = micro},
+          batches_of(shape, m)));
+      steps.push_back(members.back().get());
+    }
+    world.barrier();
+    const auto begin = std::chrono::steady_clock::now();
+    runs[static_cast<std::size_t>(world.rank())] = sw::train_members(steps, scheduler, world);
+    seconds[static_cast<std::size_t>(world.rank())] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  });
+  SweepMeasured out;
+  out.makespan = *std::max_element(seconds.begin(), seconds.end());
+  for (const std::vector<sw::OperationRun>& slot : runs) {
+    for (const sw::OperationRun& r : slot) out.busy += (r.end - r.start) / out.makespan / slots;
+  }
+  for (int m = 0; m < shape.members; ++m) {
+    sw::MemberWork w{.name = format("m%d", m), .shards = {}, .steps = shape.steps};
+    double end = 0;  // the steps' ends, which every slot runs at once: the longest slot's
+    for (int k = 0; k < slots; ++k) {
+      // operation 0 of a step is the forward, the rest (with m = 1: one) the backward; -1 the step's end
+      double forward = 0, backward = 0, slot_end = 0;
+      for (const sw::OperationRun& r : runs[static_cast<std::size_t>(k)]) {
+        if (r.member != m) continue;
+        (r.operation == 0 ? forward : r.operation < 0 ? slot_end : backward) += r.end - r.start;
+      }
+      w.shards.push_back({.forward = forward / shape.steps, .backward = backward / shape.steps, .copy = 0});
+      end = std::max(end, slot_end / shape.steps);
+    }
+    w.shards.front().backward += end;  // the end follows shard 0's backward, the chain's last run
+    out.work.push_back(w);
+  }
+  return out;
+}
+
+// The members' work cut into D shards of equal cost.
+std::vector<sw::MemberWork> cut(const std::vector<sw::MemberWork>& whole, int shards) {
+  std::vector<sw::MemberWork> out;
+  for (const sw::MemberWork& w : whole) {
+    const sw::ShardCosts c = w.shards.front();
+    out.push_back({.name = w.name,
+                   .shards = std::vector<sw::ShardCosts>(static_cast<std::size_t>(shards),
+                                                         {.forward = c.forward / shards,
+                                                          .backward = c.backward / shards, .copy = 0}),
+                   .steps = w.steps});
+  }
+  return out;
+}
+
+double predict(const std::vector<sw::MemberWork>& work, int slots, sw::Scheduler scheduler, int micro_batches) {
+  if (scheduler == sw::Scheduler::pipeline) {
+    return sw::simulate_pipeline(work, slots, {.kind = pipeline::Kind::one_f_one_b, .micro_batches = micro_batches})
+        .makespan;
+  }
+  return sw::simulate(work, slots, scheduler, sw::ShardPlacement::slot_per_shard).makespan;
+}
+
+}  // namespace
+
+int run_sweep_bench(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2, options_of("sweep"));
+  OPTIMUS_CHECK(world.size() == 1, "optimus-bench sweep runs its slots as threads of one process: launch one, not ",
+                world.size());
+  SweepShape shape{.members = static_cast<int>(o.integer("members", 8)),
+                   .steps = static_cast<int>(o.integer("steps", 3)),
+                   .micro_batches = static_cast<int>(o.integer("m", 4)),
+                   .batch = o.integer("b", 4),
+                   .config = {}};
+  GptConfig& c = shape.config;
+  c.vocab = o.integer("vocab", 256);
+  c.max_seq = o.integer("s", 32);
+  c.hidden = o.integer("h", 64);
+  c.heads = o.integer("heads", 2);
+  c.ffn = 4 * c.hidden;
+  c.layers = o.integer("layers", 4);
+  c.dropout = 0;
+  const int slots = static_cast<int>(o.integer("slots", 2));
+  OPTIMUS_CHECK(c.layers % slots == 0, "--layers ", c.layers, " do not divide among --slots ", slots,
+                " (each member is a pipeline of one stage per slot)");
+  OPTIMUS_CHECK(shape.batch % shape.micro_batches == 0, "--b ", shape.batch, " is not divisible by --m ",
+                shape.micro_batches, " (the pipeline baseline's micro-batches)");
+
+  Report report({{"D", 3}, {"scheduler", 16}, {"placement", 9}, {"kind", 9}, {"makespan_s", 11}, {"predicted_s", 11},
+                 {"meas/pred", 9}, {"busy", 5}, {"vs_seq", 7}, {"lrtf_vs", 7}});
+  report.header(format("optimus-bench sweep: %d members (layers %lld, hidden %lld, heads %lld, seq %lld, batch %lld, "
+                       "vocab %lld, %lld parameters each), %d steps each; in-process slots, one thread each",
+                       shape.members, static_cast<long long>(c.layers), static_cast<long long>(c.hidden),
+                       static_cast<long long>(c.heads), static_cast<long long>(c.max_seq),
+                       static_cast<long long>(shape.batch), static_cast<long long>(c.vocab),
+                       static_cast<long long>(c.parameter_count()), shape.steps));
+  report.header("busy: the slots' mean fraction of the makespan in operations and steps' ends; vs_seq: the sequential "
+                "solo runs' makespan over the row's; lrtf_vs: this row's over the lrtf row's of the same D and placement "
+                "(HYDRA: > 7x over model parallelism, > 1.5x over the pipeline)");
+
+  // D = 1: the members one after another (model-parallel on one slot is exactly that).
+  const SweepMeasured sequential = measure(shape, 1, sw::Scheduler::model_parallel);
+  const double seq_predicted = predict(sequential.work, 1, sw::Scheduler::model_parallel, 1);
+  report.row({"1", "sequential", "-", "measured", format("%.4f", sequential.makespan), format("%.4f", seq_predicted),
+              format("%.3f", sequential.makespan / seq_predicted), format("%.2f", sequential.busy), "1.00", "-"});
+
+  // D = --slots, measured; costs for the predictions from the model-parallel run (each member's stages alone).
+  std::map<sw::Scheduler, SweepMeasured> at_d;
+  for (const sw::Scheduler s : {sw::Scheduler::model_parallel, sw::Scheduler::lrtf, sw::Scheduler::round_robin,
+                                sw::Scheduler::pipeline}) {
+    at_d[s] = measure(shape, slots, s);
+  }
+  const std::vector<sw::MemberWork>& alone = at_d[sw::Scheduler::model_parallel].work;
+  const double lrtf = at_d[sw::Scheduler::lrtf].makespan;
+  for (const sw::Scheduler s : {sw::Scheduler::lrtf, sw::Scheduler::round_robin, sw::Scheduler::model_parallel,
+                                sw::Scheduler::pipeline}) {
+    const double measured = at_d[s].makespan;
+    const double predicted = s == sw::Scheduler::pipeline
+                                 ? predict(cut(sequential.work, slots), slots, s, shape.micro_batches)
+                                 : predict(alone, slots, s, 1);
+    report.row({std::to_string(slots), std::string(sw::name_of(s)), "stage", "measured", format("%.4f", measured),
+                format("%.4f", predicted), format("%.3f", measured / predicted), format("%.2f", at_d[s].busy),
+                format("%.2f", sequential.makespan / measured), format("%.2f", measured / lrtf)});
+  }
+
+  // Simulated at more slots: each member cut into D shards of equal cost.
+  for (const std::int64_t d64 : o.integers("simulate", "2,4,8")) {
+    const int d = static_cast<int>(d64);
+    const std::vector<sw::MemberWork> work = cut(sequential.work, d);
+    const double pinned = predict(work, d, sw::Scheduler::lrtf, 1);
+    const double any = sw::simulate(work, d, sw::Scheduler::lrtf, sw::ShardPlacement::any_slot).makespan;
+    const double mp = predict(work, d, sw::Scheduler::model_parallel, 1);
+    const double pipe = predict(work, d, sw::Scheduler::pipeline, shape.micro_batches);
+    const auto row = [&](const char* name, const char* placement, double makespan, double lrtf_same) {
+      report.row({std::to_string(d), name, placement, "simulated", format("%.4f", makespan), "-", "-", "-",
+                  format("%.2f", seq_predicted / makespan), format("%.2f", makespan / lrtf_same)});
+    };
+    row("lrtf", "stage", pinned, pinned);
+    row("lrtf", "any", any, any);
+    row("model-parallel", "stage", mp, pinned);
+    row("pipeline", "stage", pipe, pinned);
+  }
+  report.footer("measured rows: the loop's time, max over slots; predicted: the simulator with each stage's costs "
+                "measured alone (pipeline: the whole model's, cut into D stages, 1/m per micro-batch)");
+  report.print(stdout);
+  if (o.has("json")) report.write_json(o.text("json", ""), "sweep");
+  return 0;
+}
+
+}  // namespace optimus::bench
