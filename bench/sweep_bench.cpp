@@ -86,7 +86,7 @@ SweepMeasured measure(const SweepShape& shape, int slots, sw::Scheduler schedule
     }
     world.barrier();
     const auto begin = std::chrono::steady_clock::now();
-    runs[static_cast<std::size_t>(world.rank())] = sw::train_members(steps, scheduler, world);
+    runs[static_cast<std::size_t>(world.rank())] = sw::train_members(steps, {.scheduler = scheduler, .in_flight = 0}, world);
     seconds[static_cast<std::size_t>(world.rank())] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   });

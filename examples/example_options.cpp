@@ -84,6 +84,11 @@ std::vector<cli::Spec> optimus_sweep_options() {
       cli::integer("in-process", 1, 64, "run this many slots as threads of this process (default: the MPI world's ranks)"),
       cli::choice("scheduler", {"lrtf", "round-robin", "model-parallel", "pipeline"},
                   "which member's operation a slot runs next (default lrtf: the longest remaining training time)"),
+      cli::choice("offload", {"none", "spill", "spill+activations"},
+                  "each member's blocks (and saved activations) in host memory, the slots' device buffers shared by "
+                  "the members in turn (needs --device; default none)"),
+      cli::integer("in-flight", 1, 1 << 10, "the most members with a step in flight at once (default all)"),
+      cli::choice("gemm", {"f32", "bf16"}, "every member's GEMM math (bf16: mixed precision; default f32)"),
       cli::output_file("record", "write the members' outcomes and the run's figures as JSON"),
       cli::flag("resume", "each member that saves (--save DIR) resumes from DIR's newest checkpoint"),
       cli::timeout_option(),

@@ -2,6 +2,7 @@
 //
 //   optimus-sweep SWEEP.json [--in-process D] [--scheduler lrtf|round-robin|model-parallel|pipeline]
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--device-bandwidth GB/s]
+//                            [--offload none|spill|spill+activations] [--in-flight K]
 //                            [--record FILE.json] [--resume] [--timeout SECONDS]
 //
 // SWEEP.json: {"members": [{"name": "lr3e-4", "options": "--layers 4 --hidden 64 --lr 3e-4 --steps 100"}, ...]},
@@ -10,8 +11,11 @@
 // MPI world); each member is a pipeline of one stage per slot (--q 1 --pp D) and trains bitwise as
 // `train_gpt OPTIONS --q 1` does alone, whatever the scheduler. Each member prints its own progress lines, after its
 // name; at the end a table of the members by held-out loss, and --record's JSON. A member whose loss or gradient norm
-// is not finite stops alone (the exit status is then 1). --resume: each member that saves (--save DIR) resumes from its
-// newest checkpoint, and trains on bitwise as if never stopped (a sweep killed at any point is run again with --resume).
+// is not finite stops alone (the exit status is then 1). --offload spill keeps each member's blocks in host memory
+// (train_gpt's --offload spill), their device buffers taken only while a step is in flight, so that members take
+// turns with the slot's memory; --in-flight K bounds how many do at once. --resume: each member that saves (--save
+// DIR) resumes from its newest checkpoint, and trains on bitwise as if never stopped (a sweep killed at any point is
+// run again with --resume).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,8 +46,10 @@ namespace sweep = optimus::sweep;
 
 // What the slots set for every member: one rank per slot, a pipeline of one stage per slot; the pipeline baseline's
 // members 1F1B over their own micro-batches.
-std::vector<std::string> slot_words(int slots, sweep::Scheduler scheduler) {
+std::vector<std::string> slot_words(const optimus::cli::Options& o, int slots, sweep::Scheduler scheduler) {
   std::vector<std::string> words{"--q", "1"};
+  if (o.has("offload")) words.insert(words.end(), {"--offload", o.text("offload", "")});
+  if (o.has("gemm")) words.insert(words.end(), {"--gemm", o.text("gemm", "")});
   if (slots == 1) return words;
   words.insert(words.end(), {"--pp", std::to_string(slots), "--schedule",
                              scheduler == sweep::Scheduler::pipeline ? "1f1b" : "gpipe"});
@@ -105,16 +111,27 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   // Each member's options with the slots' words, its own world and its run, built in member order on every rank.
   std::vector<optimus::cli::Options> options;
   for (const ex::SweepMember& m : members) {
-    std::vector<std::string> words = slot_words(slots, scheduler);
+    std::vector<std::string> words = slot_words(o, slots, scheduler);
     if (const std::optional<std::string> from = resume_from(o, m)) words.insert(words.end(), {"--resume", *from});
     options.push_back(ex::member_options({.name = m.name, .words = m.words}, words, file));
+  }
+  // This slot's device, which its members share (its memory pool: what one member's step frees the next one takes);
+  // declared before the members, which live on it.
+  std::unique_ptr<optimus::DeviceRuntime> own_device;
+  std::optional<optimus::RankDevice> slot;
+  ex::Placement here{.choice = where.choice, .in_process = where.in_process, .shared = nullptr, .slot = nullptr};
+  if (where.choice.kind != optimus::Device::cpu) {
+    if (!where.in_process) own_device = ex::open_device(where, world);
+    slot.emplace(where.in_process ? *where.shared : *own_device,
+                 o.text("gemm", "f32") == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32);
+    here.slot = &*slot;
   }
   std::vector<std::unique_ptr<optimus::Communicator>> worlds;
   std::vector<std::unique_ptr<ex::MemberRun>> runs;
   std::vector<sweep::MemberSteps*> steps;
   for (std::size_t k = 0; k < members.size(); ++k) {
     worlds.push_back(world.split(0, world.rank()));
-    runs.push_back(std::make_unique<ex::MemberRun>(*worlds.back(), members[k].name, options[k], where));
+    runs.push_back(std::make_unique<ex::MemberRun>(*worlds.back(), members[k].name, options[k], here));
     steps.push_back(runs.back().get());
     if (root) {
       std::printf("  [%s] %lld parameters, %d steps\n", members[k].name.c_str(),
@@ -123,7 +140,8 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   }
   if (root) std::fflush(stdout);
   const auto begin = std::chrono::steady_clock::now();
-  sweep::train_members(steps, scheduler, world);
+  sweep::train_members(steps, {.scheduler = scheduler, .in_flight = static_cast<int>(o.integer("in-flight", 0))},
+                       world);
   const double seconds = world.all_reduce(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(), optimus::ReduceOp::max);
   std::vector<ex::MemberOutcome> outcomes;
@@ -152,7 +170,8 @@ int main(int argc, char** argv) {
     const optimus::cli::Options o(argc, argv, file_first ? 2 : 1, ex::optimus_sweep_options());
     OPTIMUS_CHECK(file_first, "optimus-sweep SWEEP.json [options]: give the sweep file first");
     const std::string file = argv[1];
-    ex::Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr};
+    ex::Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr,
+                                       .slot = nullptr};
     return ex::run_ranks(ctx, o, where, "optimus-sweep", [&](optimus::Communicator& world) { return run(world, o, where, file); });
   } catch (const optimus::cli::HelpRequested& help) {
     if (ctx.world().rank() == 0) std::printf("%s\n", help.what());

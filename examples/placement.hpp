@@ -11,6 +11,7 @@
 #include "optimus/programs/cli.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/programs/device_choice.hpp"
+#include "optimus/device/rank_device.hpp"
 #include "optimus/grid/grid.hpp"
 
 namespace optimus::examples {
@@ -21,6 +22,9 @@ struct Placement {
   DeviceChoice choice;                    // --device, --device-memory
   bool in_process;
   std::unique_ptr<DeviceRuntime> shared;  // the in-process ranks' device
+  // optimus-sweep's: this rank's slot on the device (its stream and memory pool), which every member training on it
+  // shares; null: a run makes its own.
+  RankDevice* slot = nullptr;
 };
 
 // The device of `world`'s rank (the node-local GPU: its rank on the node, as Open MPI, Slurm or MPICH tell it, else its

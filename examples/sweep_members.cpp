@@ -46,7 +46,8 @@ cli::Options member_options(const sweep::MemberOptions& m, const std::vector<std
 const std::vector<std::string>& slot_owned_options() {
   static const std::vector<std::string> names = {
       "in-process", "device",   "device-memory", "device-bandwidth", "timeout", "q",       "layout", "p",
-      "pp",         "schedule", "chunks",        "plan",             "calibration", "cores", "offload", "offload-update"};
+      "pp",         "schedule", "chunks",        "plan",             "calibration", "cores", "offload", "offload-update",
+      "gemm"};
   return names;
 }
 

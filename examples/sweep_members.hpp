@@ -19,8 +19,9 @@ struct SweepMember {
   cli::Options options;
 };
 
-// The options of train_gpt that describe where a run computes rather than what it trains: the sweep's slots own
-// them (optimus-sweep's own options), and a member that gives one is refused.
+// The options of train_gpt that describe where and how a run computes rather than what it trains — the GEMM math too,
+// since a slot's device computes every member's in one —: the sweep's slots own them (optimus-sweep's own options),
+// and a member that gives one is refused.
 const std::vector<std::string>& slot_owned_options();
 
 // A member's words and then `slot_words` (what the slots set: --q, --pp, ...) read with train_gpt's table; errors

@@ -74,10 +74,15 @@ Places place(optimus::Communicator& world, const optimus::cli::Options& o, const
   p.host = optimus::plan::Place::on_host(world, layout);
   std::optional<optimus::plan::Place> on_device;
   if (where.choice.kind != optimus::Device::cpu) {
-    if (!where.in_process) p.own_device = ex::open_device(where, world);
-    p.rank_device = std::make_unique<optimus::RankDevice>(where.in_process ? *where.shared : *p.own_device, setup.math);
+    optimus::RankDevice* rank = where.slot;  // a sweep's slot, which its members share
+    if (rank == nullptr) {
+      if (!where.in_process) p.own_device = ex::open_device(where, world);
+      p.rank_device =
+          std::make_unique<optimus::RankDevice>(where.in_process ? *where.shared : *p.own_device, setup.math);
+      rank = p.rank_device.get();
+    }
     on_device = optimus::plan::Place::on_device(
-        *p.rank_device, world, layout,
+        *rank, world, layout,
         {.shared = where.in_process, .timeout = optimus::DeviceCommunicator::kDefaultTimeout});
   }
   const optimus::Execution execution{.overlap = true, .gemm_math = setup.math, .check_finite = o.has("check-finite"),

@@ -104,10 +104,6 @@ void BlockSpill<T>::attach(std::vector<std::vector<ParameterStorage<T>>> blocks)
   }
   slots_.resize(std::min<std::size_t>(n, 2));
   for (Slot& slot : slots_) {
-    for (const ParameterStorage<T>& s : storage_.front()) {
-      slot.values.emplace_back(s.value->shape(), grid_.tag(MemoryKind::parameters), Init::none);
-      slot.grads.emplace_back(s.grad->shape(), grid_.tag(MemoryKind::gradients), Init::none);
-    }
     slot.uploaded = runtime_->create_event();
     slot.computed = runtime_->create_event();
     slot.drained = runtime_->create_event();
@@ -132,6 +128,14 @@ void BlockSpill<T>::prefetch(std::size_t l) {
   slot.computed->wait_on(up);  // the slot's last block has finished computing
   if (grads) slot.drained->wait_on(up);  // ... and its gradients have gone home
   const std::vector<ParameterStorage<T>>& home = storage_[l];
+  if (slot.values.empty()) {  // the call's first use of the slot: its device memory
+    for (const ParameterStorage<T>& s : home) {
+      slot.values.emplace_back(s.value->shape(), grid_.tag(MemoryKind::parameters), Init::none);
+      slot.grads.emplace_back(s.grad->shape(), grid_.tag(MemoryKind::gradients), Init::none);
+    }
+    mark_->record(*grid_.queue().stream);  // memory handed out now is free in the compute stream's order here
+    mark_->wait_on(up);
+  }
   if (slot.holds != static_cast<std::int64_t>(l)) {
     for (std::size_t k = 0; k < home.size(); ++k) {
       copies_.upload(slot.values[k].data(), home[k].value->data(), bytes_of(slot.values[k]));
@@ -270,6 +274,10 @@ void BlockSpill<T>::finish_now() {
   contexts_ = nullptr;
   copies_.synchronize();  // the gradients are home, the uploads done: the host may now change the blocks
   for (Parked& p : parked_) p = Parked{};  // (only after an error: a pass releases its own)
+  for (Slot& slot : slots_) {  // the slots' device memory back to the pool, in the compute stream's order
+    slot.values.clear();
+    slot.grads.clear();
+  }
 }
 
 template <class T>

@@ -91,8 +91,13 @@ class EndMessages {
 // ran last.
 class Loop {
  public:
-  Loop(std::span<MemberSteps* const> members, Scheduler scheduler, Communicator& slots)
-      : members_(members), scheduler_(scheduler), messages_(slots, members.size()) {}
+  Loop(std::span<MemberSteps* const> members, const LoopOptions& options, Communicator& slots)
+      : members_(members),
+        scheduler_(options.scheduler),
+        limit_(options.in_flight == 0 ? static_cast<std::ptrdiff_t>(members.size()) : options.in_flight),
+        messages_(slots, members.size()) {
+    OPTIMUS_CHECK(options.in_flight >= 0, "sweep: ", options.in_flight, " members in flight; at least 1 (0: all)");
+  }
 
   std::vector<OperationRun> run() {
     while (true) {
@@ -115,16 +120,35 @@ class Loop {
     return true;
   }
 
-  // Members without a step in flight start their next one: any of them, or one at a time the first with steps left.
+  // Members without a step in flight start their next one, up to the limit of steps in flight: one at a time the first
+  // with steps left; else, while there is room, the longest remaining (lrtf) or the next after the last one begun
+  // (round-robin). The members in flight change only at the ends, which every slot runs in one order: every slot begins
+  // the same members.
   void begin_steps() {
-    for (std::size_t m = 0; m < count(); ++m) {
-      if (in_flight_[m] || !members_[m]->more()) continue;
-      if (one_at_a_time(scheduler_) && m != first_with_steps()) continue;
-      members_[m]->begin();
-      in_flight_[m] = true;
-      done_here_[m] = false;
-      if (messages_.coordinator()) messages_.listen(m);
+    if (one_at_a_time(scheduler_)) {
+      const std::size_t m = first_with_steps();
+      if (m < count() && !in_flight_[m]) begin(m);
+      return;
     }
+    while (std::count(in_flight_.begin(), in_flight_.end(), true) < limit_) {
+      std::optional<std::size_t> chosen;
+      for (std::size_t k = 0; k < count(); ++k) {
+        const std::size_t m = scheduler_ == Scheduler::round_robin ? (last_begun_ + 1 + k) % count() : k;
+        if (in_flight_[m] || !members_[m]->more()) continue;
+        if (!chosen) chosen = m;
+        if (scheduler_ != Scheduler::lrtf) break;
+        if (members_[m]->remaining() > members_[*chosen]->remaining()) chosen = m;
+      }
+      if (!chosen) return;
+      begin(*chosen);
+    }
+  }
+  void begin(std::size_t m) {
+    members_[m]->begin();
+    in_flight_[m] = true;
+    done_here_[m] = false;
+    last_begun_ = m;
+    if (messages_.coordinator()) messages_.listen(m);
   }
   std::size_t first_with_steps() const {
     for (std::size_t m = 0; m < count(); ++m) {
@@ -203,6 +227,7 @@ class Loop {
 
   std::span<MemberSteps* const> members_;
   Scheduler scheduler_;
+  std::ptrdiff_t limit_;  // the most members with a step in flight
   EndMessages messages_;
   std::vector<bool> in_flight_ = std::vector<bool>(members_.size(), false);   // [m]: a step begun, not ended
   std::vector<bool> done_here_ = std::vector<bool>(members_.size(), false);   // [m]: its operations have run here
@@ -210,16 +235,17 @@ class Loop {
   std::vector<int> operations_ = std::vector<int>(members_.size(), 0);        // [m]: operations run of its step
   std::deque<std::size_t> done_order_;         // coordinator: the members done here, in the order they got done
   std::size_t last_ = members_.size() - 1;     // the member that ran last (round-robin)
+  std::size_t last_begun_ = members_.size() - 1;  // the member that began a step last (round-robin)
   Clock::time_point begin_ = Clock::now();
   std::vector<OperationRun> runs_;
 };
 
 }  // namespace
 
-std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, Scheduler scheduler,
+std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, const LoopOptions& options,
                                         Communicator& slots) {
   if (members.empty()) return {};
-  return Loop(members, scheduler, slots).run();
+  return Loop(members, options, slots).run();
 }
 
 }  // namespace optimus::sweep

@@ -75,6 +75,7 @@ TEST_CASE("sweep members: train_gpt's checks and the sweep's, each one error nam
     const std::string value = name == "device" ? "sim" : name == "layout" ? "2d" : name == "plan" ? "auto"
                               : name == "schedule" ? "1f1b" : name == "offload" ? "spill"
                               : name == "offload-update" ? "host" : name == "device-memory" ? "1GiB"
+                              : name == "gemm" ? "bf16"
                               : name == "calibration" ? s.at("out") : "1";
     const std::string error = error_of({member("m", "--" + name + " " + value)});
     // A value train_gpt refuses is reported as train_gpt reports it (--calibration names a directory here).

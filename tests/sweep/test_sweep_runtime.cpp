@@ -88,10 +88,13 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
   for (const MemberSpec& s : specs) expected.push_back(alone(s));
   CHECK(expected[0].losses[0] != expected[1].losses[0]);
   for (const int slots : {1, 2}) {
-    for (const sweep::Scheduler scheduler :
-         {sweep::Scheduler::lrtf, sweep::Scheduler::round_robin, sweep::Scheduler::model_parallel}) {
+    for (const auto& [scheduler, in_flight] :
+         {std::pair{sweep::Scheduler::lrtf, 0}, std::pair{sweep::Scheduler::round_robin, 0},
+          std::pair{sweep::Scheduler::model_parallel, 0}, std::pair{sweep::Scheduler::lrtf, 1},
+          std::pair{sweep::Scheduler::round_robin, 2}}) {
       CAPTURE(slots);
       CAPTURE(sweep::name_of(scheduler));
+      CAPTURE(in_flight);
       std::vector<std::vector<sweep::OperationRun>> runs(static_cast<std::size_t>(slots));
       optimus::test::run_in_process(slots, [&](optimus::Communicator& world) {
         std::vector<std::unique_ptr<TestMember>> members;
@@ -100,7 +103,7 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
           members.push_back(member_of(world, s));
           steps.push_back(members.back().get());
         }
-        runs[static_cast<std::size_t>(world.rank())] = sweep::train_members(steps, scheduler, world);
+        runs[static_cast<std::size_t>(world.rank())] = sweep::train_members(steps, {.scheduler = scheduler, .in_flight = in_flight}, world);
         for (std::size_t m = 0; m < specs.size(); ++m) {
           CHECK(members[m]->losses() == expected[m].losses);  // the loss on every rank
           // each slot holds its stage's parameters (wte on both end stages)
@@ -127,7 +130,11 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
         CHECK(ends[s] == ends[0]);
       }
       for (int m = 0; m < 3; ++m) CHECK(std::count(ends[0].begin(), ends[0].end(), m) == specs[m].steps);
-      if (scheduler == sweep::Scheduler::model_parallel) CHECK(ends[0] == std::vector<int>{0, 0, 0, 1, 2, 2, 2, 2});
+      if (scheduler == sweep::Scheduler::model_parallel || in_flight == 1) {
+        // one member at a time: model-parallel in member order; LRTF the longest remaining (ties: the lower index)
+        CHECK(ends[0] == (in_flight == 1 ? std::vector<int>{2, 0, 2, 0, 2, 0, 1, 2}
+                                         : std::vector<int>{0, 0, 0, 1, 2, 2, 2, 2}));
+      }
       const std::vector<sweep::OperationRun>& first = operations[0];
       if (scheduler == sweep::Scheduler::model_parallel) {
         // one member at a time: member 0's 6 operations, member 1's 2, member 2's 8

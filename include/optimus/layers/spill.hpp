@@ -20,7 +20,9 @@
 //
 // A slot keeps the values it holds for the rest of the call (a train_step's micro-batches and its backward find the
 // blocks at the turn already there); every call of the model ends with all copies done and the slots forgotten, so the
-// optimizer may update the blocks' host memory between calls.
+// optimizer may update the blocks' host memory between calls. The slots' device memory is taken from the device's pool
+// at a call's first upload and given back when the call ends: between calls a spilled model holds none of it, so
+// models that take turns on one device (a sweep's members, sweep/runtime.hpp) share it.
 //
 // Activations (Spill::parameters_and_activations). After block l's training forward (every block but the last), each
 // tensor of its context is copied to page-locked host memory on the down stream and the context holds the host copy;

@@ -4,7 +4,8 @@
 //
 //   std::vector<std::unique_ptr<optimus::sweep::GptMember<float>>> members;   // on each rank of `world`
 //   for (const GptConfig& c : configs) members.push_back(std::make_unique<GptMember<float>>(world, c, spec, batches));
-//   optimus::sweep::train_members(pointers_to(members), optimus::sweep::Scheduler::lrtf, world);
+//   optimus::sweep::train_members(pointers_to(members), {.scheduler = optimus::sweep::Scheduler::lrtf, .in_flight = 0},
+//                                 world);
 //
 // Each step: the learning rate spec.adam.lr, zero_grad, the step's batch through the pipeline, AdamW with the global
 // gradient norm over the stages. A member trains bitwise as the same model, optimizer and batches on one stage with

@@ -75,7 +75,15 @@ struct OperationRun {
 // the steps' ends in the order they ran. `slots`: the slots' ranks (every member's ranks, in the same order), over which
 // the loop sends its notes. Collective over `slots`; Scheduler::pipeline runs as model_parallel (its members carry the
 // pipeline schedule).
-std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, Scheduler scheduler,
+// How the loop runs: its scheduler, and the most members with a step in flight at once (each holds its activations, and
+// a spilled member its two block buffers, on every slot until the step ends): `in_flight` >= 1, or 0 for all of them.
+// Which members begin a step is decided from the ends alone (the same on every slot): lrtf the longest remaining,
+// round-robin the next after the last one begun, model-parallel the first with steps left.
+struct LoopOptions {
+  Scheduler scheduler = Scheduler::lrtf;
+  int in_flight = 0;
+};
+std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, const LoopOptions& options,
                                         Communicator& slots);
 
 }  // namespace optimus::sweep
