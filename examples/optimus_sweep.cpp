@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <string>
@@ -63,6 +64,15 @@ std::optional<std::string> resume_from(const optimus::cli::Options& o, const ex:
   const std::string dir = m.options.text("save", "");
   if (!std::filesystem::is_directory(dir) || optimus::checkpoint::complete_checkpoints(dir).empty()) return std::nullopt;
   return dir;
+}
+
+// Runs `step` of a member's setting up; its optimus::Error (the same on every rank) names the file and the member.
+void naming(const std::string& file, const std::string& member, const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const optimus::Error& e) {
+    OPTIMUS_FAIL(file, ": member '", member, "': ", e.what());
+  }
 }
 
 // The members' table by held-out loss (the stopped ones last), on rank 0.
@@ -129,9 +139,19 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   std::vector<std::unique_ptr<optimus::Communicator>> worlds;
   std::vector<std::unique_ptr<ex::MemberRun>> runs;
   std::vector<sweep::MemberSteps*> steps;
+  std::vector<ex::Setup> setups;
+  std::vector<std::string> names;
   for (std::size_t k = 0; k < members.size(); ++k) {
     worlds.push_back(world.split(0, world.rank()));
-    runs.push_back(std::make_unique<ex::MemberRun>(*worlds.back(), members[k].name, options[k], here));
+    naming(file, members[k].name, [&] { setups.push_back(ex::read_setup(*worlds.back(), options[k], here)); });
+    names.push_back(members[k].name);
+  }
+  if (where.choice.kind == optimus::Device::sim) ex::check_members_fit(file, names, setups, where.choice.sim_capacity);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    naming(file, members[k].name, [&] {
+      runs.push_back(std::make_unique<ex::MemberRun>(*worlds[k], members[k].name, options[k], here,
+                                                     std::move(setups[k])));
+    });
     steps.push_back(runs.back().get());
     if (root) {
       std::printf("  [%s] %lld parameters, %d steps\n", members[k].name.c_str(),

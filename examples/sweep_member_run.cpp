@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <utility>
 
+#include "optimus/plan/memory_model.hpp"
+
 namespace optimus::examples {
 
-MemberRun::MemberRun(Communicator& world, std::string name, const cli::Options& options, const Placement& where)
+MemberRun::MemberRun(Communicator& world, std::string name, const cli::Options& options, const Placement& where,
+                     Setup setup)
     : world_(world),
       options_(options),
-      setup_(read_setup(world, options, where)),
+      setup_(std::move(setup)),
       places_(place(world, options, where, setup_)),
       start_(start(world, options, setup_, places_)),
       trained_(build(world, options, setup_, places_, start_, where)),
@@ -54,6 +57,28 @@ void MemberRun::finish() {
     export_model(options_, setup_, start_, trained_, world_.rank() == 0);
   }
   outcome_.held_out = held_out_loss(setup_, places_.training->grid(), trained_.trainee);
+}
+
+void check_members_fit(const std::string& where, const std::vector<std::string>& names,
+                       const std::vector<Setup>& setups, std::uint64_t capacity) {
+  for (std::size_t m = 0; m < setups.size(); ++m) {
+    const Setup& s = setups[m];
+    plan::Layout layout = s.run.layout;
+    layout.recompute.assign(static_cast<std::size_t>(s.config.layers), s.recompute);
+    const plan::Workload workload{.config = s.config, .global_batch = s.batch, .seq = s.config.max_seq,
+                                  .element_bytes = 4, .saved_bytes = s.math == ops::GemmMath::bf16 ? 2 : 4};
+    if (!plan::shape_error(layout, workload).empty()) continue;  // train_gpt's own checks name it, as it starts
+    const plan::MemoryPrediction p = plan::predict_memory(layout, workload);
+    const plan::KindBytes& d = p.device;
+    OPTIMUS_CHECK(d.total() <= capacity, where, ": member '", names[m], "' needs ", d.total(),
+                  " bytes of device memory on slot ", p.stage, " with one step in flight (the memory model's: parameters ",
+                  d.parameters, ", gradients ", d.gradients, ", optimizer ", d.optimizer, ", activations ",
+                  d.activations, ", workspace ", d.workspace, "; offload ", name_of(layout.offload), ") but a slot has ",
+                  capacity, " (--device-memory): ",
+                  layout.offload == Offload::spill_activations
+                      ? "it does not fit even one block at a time: give the sweep more slots or a larger device"
+                      : "spill it (--offload spill+activations), give the sweep more slots or a larger device");
+  }
 }
 
 }  // namespace optimus::examples

@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <optimus/optimus.hpp>
 
@@ -31,10 +32,10 @@ struct MemberOutcome {
 
 class MemberRun final : public sweep::SteppedMember<StepInFlight> {
  public:
-  // Read, placed, started and built as train_gpt does (the first step checked against the reference, --resume and
-  // --save as the member's options say). Collective over `world` (the member's own, one rank per slot), which must
-  // outlive the run; `options` are the member's words with the slots'.
-  MemberRun(Communicator& world, std::string name, const cli::Options& options, const Placement& where);
+  // Placed, started and built as train_gpt does from its setup (read_setup: the first step checked against the
+  // reference, --resume and --save as the member's options say). Collective over `world` (the member's own, one rank
+  // per slot), which must outlive the run; `options` are the member's words with the slots'.
+  MemberRun(Communicator& world, std::string name, const cli::Options& options, const Placement& where, Setup setup);
   ~MemberRun() override { running_.reset(); }  // a step in flight before the model it runs on
   MemberRun(const MemberRun&) = delete;
   MemberRun& operator=(const MemberRun&) = delete;
@@ -60,5 +61,13 @@ class MemberRun final : public sweep::SteppedMember<StepInFlight> {
   int step_ = 1;  // the next step
   MemberOutcome outcome_;
 };
+
+// Before any member is built: each member's device memory on a slot while its step is in flight — the memory model's
+// (plan/memory_model.hpp) for its stage that needs the most, with the member's offload — against the slot's
+// `capacity` in bytes. optimus::Error naming the sweep file (`where`), the member, its bytes by kind and the slot's where a member does not fit
+// even alone (then no --in-flight helps: spill, more slots or a larger device). What several members in flight and the
+// others' embeddings add is the device's to refuse, in the step that meets it.
+void check_members_fit(const std::string& where, const std::vector<std::string>& names,
+                       const std::vector<Setup>& setups, std::uint64_t capacity);
 
 }  // namespace optimus::examples
