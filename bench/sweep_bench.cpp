@@ -79,14 +79,16 @@ SweepMeasured measure(const SweepShape& shape, int slots, sw::Scheduler schedule
       GptConfig c = shape.config;
       c.seed = static_cast<std::uint64_t>(m + 1);
       members.push_back(std::make_unique<sw::GptMember<float>>(
-          world, c,
+          world, 1, c,
           sw::MemberTraining{.adam = AdamWConfig{}, .steps = shape.steps, .batch = shape.batch, .micro_batches = micro},
           batches_of(shape, m)));
       steps.push_back(members.back().get());
     }
     world.barrier();
     const auto begin = std::chrono::steady_clock::now();
-    runs[static_cast<std::size_t>(world.rank())] = sw::train_members(steps, {.scheduler = scheduler, .in_flight = 0}, world);
+    const std::unique_ptr<Communicator> self = world.split(world.rank(), 0);  // a slot of one rank
+    runs[static_cast<std::size_t>(world.rank())] =
+        sw::train_members(steps, {.scheduler = scheduler, .in_flight = 0}, world, *self);
     seconds[static_cast<std::size_t>(world.rank())] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   });

@@ -81,7 +81,8 @@ std::vector<cli::Spec> train_gpt_options() {
 
 std::vector<cli::Spec> optimus_sweep_options() {
   std::vector<cli::Spec> specs = {
-      cli::integer("in-process", 1, 64, "run this many slots as threads of this process (default: the MPI world's ranks)"),
+      cli::integer("in-process", 1, 64, "run this many ranks as threads of this process (default: the MPI world's)"),
+      cli::integer("q", 1, 8, "each slot a q x q grid of ranks (default 1): slots = ranks / q^2"),
       cli::choice("scheduler", {"lrtf", "round-robin", "model-parallel", "pipeline"},
                   "which member's operation a slot runs next (default lrtf: the longest remaining training time)"),
       cli::choice("offload", {"none", "spill", "spill+activations"},

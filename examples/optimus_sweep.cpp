@@ -1,15 +1,15 @@
 // optimus-sweep: the members of a sweep trained at once, for model selection (HYDRA; docs/design.md, "Sweeps").
 //
-//   optimus-sweep SWEEP.json [--in-process D] [--scheduler lrtf|round-robin|model-parallel|pipeline]
+//   optimus-sweep SWEEP.json [--in-process N] [--q Q] [--scheduler lrtf|round-robin|model-parallel|pipeline]
 //                            [--device cpu|sim|cuda] [--device-memory SIZE] [--device-bandwidth GB/s]
 //                            [--offload none|spill|spill+activations] [--in-flight K]
 //                            [--record FILE.json] [--resume] [--timeout SECONDS]
 //
 // SWEEP.json: {"members": [{"name": "lr3e-4", "options": "--layers 4 --hidden 64 --lr 3e-4 --steps 100"}, ...]},
 // each member's options train_gpt's (optimus/sweep/sweep_file.hpp), checked before any training with train_gpt's
-// table; the slots' options (--in-process, --device, --q, --pp, ...) are the sweep's. The slots are the ranks (D, or the
-// MPI world); each member is a pipeline of one stage per slot (--q 1 --pp D) and trains bitwise as
-// `train_gpt OPTIONS --q 1` does alone, whatever the scheduler. Each member prints its own progress lines, after its
+// table; the slots' options (--in-process, --device, --q, --pp, ...) are the sweep's. The slots are the ranks (--in-process
+// N, or the MPI world), each a q x q grid of them (--q, default 1: D = ranks / q^2 slots); each member is a pipeline of
+// one stage per slot (--q Q --pp D) and trains bitwise as `train_gpt OPTIONS --q Q` does alone, whatever the scheduler. Each member prints its own progress lines, after its
 // name; at the end a table of the members by held-out loss, and --record's JSON. A member whose loss or gradient norm
 // is not finite stops alone (the exit status is then 1). --offload spill keeps each member's blocks in host memory
 // (train_gpt's --offload spill), their device buffers taken only while a step is in flight, so that members take
@@ -48,7 +48,7 @@ namespace sweep = optimus::sweep;
 // What the slots set for every member: one rank per slot, a pipeline of one stage per slot; the pipeline baseline's
 // members 1F1B over their own micro-batches.
 std::vector<std::string> slot_words(const optimus::cli::Options& o, int slots, sweep::Scheduler scheduler) {
-  std::vector<std::string> words{"--q", "1"};
+  std::vector<std::string> words{"--q", std::to_string(o.integer("q", 1))};
   if (o.has("offload")) words.insert(words.end(), {"--offload", o.text("offload", "")});
   if (o.has("gemm")) words.insert(words.end(), {"--gemm", o.text("gemm", "")});
   if (slots == 1) return words;
@@ -111,7 +111,20 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   world.set_timeout(o.timeout());  // before the members' communicators: they inherit it
   const std::vector<ex::SweepMember> members = ex::check_members(sweep::read_sweep_file(file), file);
   const sweep::Scheduler scheduler = sweep::parse_scheduler(o.text("scheduler", "lrtf"));
-  const int slots = world.size();
+  const int q = static_cast<int>(o.integer("q", 1));
+  OPTIMUS_CHECK(world.size() % (q * q) == 0, world.size(), " ranks are not slots of --q ", q,
+                " x ", q, " ranks each");
+  const int slots = world.size() / (q * q);
+  const int in_flight = static_cast<int>(o.integer("in-flight", 0));
+  // Across processes, a device's exchanges are its own collectives, ordered on the one stream all of a slot's members
+  // share, where a send waits for its receive: members interleaved there could each wait behind the other's message.
+  OPTIMUS_CHECK(where.in_process || where.choice.kind == optimus::Device::cpu || slots == 1 ||
+                    scheduler == sweep::Scheduler::model_parallel || scheduler == sweep::Scheduler::pipeline ||
+                    in_flight == 1,
+                slots, " slots on devices in separate processes train one member at a time "
+                "(--in-flight 1, or --scheduler model-parallel or pipeline): interleaved members would wait on each "
+                "other's device messages on the slots' one stream; --in-process ranks exchange through the host and "
+                "interleave");
   const bool root = world.rank() == 0;
   if (root) {
     std::printf("optimus-sweep: %zu members on %d slots (%s, %s), scheduler %s\n", members.size(), slots,
@@ -160,8 +173,8 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   }
   if (root) std::fflush(stdout);
   const auto begin = std::chrono::steady_clock::now();
-  sweep::train_members(steps, {.scheduler = scheduler, .in_flight = static_cast<int>(o.integer("in-flight", 0))},
-                       world);
+  const std::unique_ptr<optimus::Communicator> slot_ranks = world.split(world.rank() / (q * q), world.rank());
+  sweep::train_members(steps, {.scheduler = scheduler, .in_flight = in_flight}, world, *slot_ranks);
   const double seconds = world.all_reduce(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(), optimus::ReduceOp::max);
   std::vector<ex::MemberOutcome> outcomes;

@@ -17,11 +17,12 @@ pipeline::Schedule schedule_of(int stages, int micro_batches) {
 }  // namespace
 
 template <class T>
-GptMember<T>::GptMember(Communicator& world, const GptConfig& config, const MemberTraining& training,
+GptMember<T>::GptMember(Communicator& world, int q, const GptConfig& config, const MemberTraining& training,
                         BatchOf batches)
     : training_(training),
       batches_(std::move(batches)),
-      model_(Grid::create(world, 1, world.size()), config, schedule_of(world.size(), training.micro_batches)),
+      model_(Grid::create(world, q, world.size() / (q * q)), config,
+             schedule_of(world.size() / (q * q), training.micro_batches)),
       optimizer_(model_.grid(), model_.parameters(),
                  AdamWOptions{.config = training.adam, .norm_order = model_.norm_order()}) {}
 

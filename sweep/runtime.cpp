@@ -2,6 +2,7 @@
 #include "optimus/sweep/runtime.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "optimus/core/error.hpp"
 
@@ -17,14 +19,16 @@ namespace {
 
 bool one_at_a_time(Scheduler s) { return s == Scheduler::model_parallel || s == Scheduler::pipeline; }
 
-// The messages about the steps' ends, over the slots' own communicator: each slot tells slot 0 (the coordinator) when a
-// member's operations of its step have run there ("done", tagged with the member: one member's arrive in order), and
-// slot 0 tells every slot which member's end comes next ("end", tagged with the member count, in the order it
-// decides). Receives are posted only while a member has a step in flight, so none is pending once the loop ends.
+// The messages about the steps' ends, over the loop's own communicators: each rank tells rank 0 (the coordinator,
+// slot 0's leader) when a member's operations of its step have run there ("done", tagged with the member: one member's
+// arrive in order), and the coordinator tells every slot's leader which member's end comes next ("end", over the
+// leaders' communicator, in the order it decides; a leader passes it on to its slot). Receives are posted only while a
+// member has a step in flight, so none is pending once the loop ends. Collective over `ranks`.
 class EndMessages {
  public:
-  EndMessages(Communicator& slots, std::size_t members)
-      : comm_(slots.split(0, slots.rank())),
+  EndMessages(Communicator& ranks, bool leader, std::size_t members)
+      : comm_(ranks.split(0, ranks.rank())),
+        leaders_(ranks.split(leader ? 0 : 1, ranks.rank())),
         end_tag_(static_cast<int>(members)),
         done_(members),
         done_buffers_(members * static_cast<std::size_t>(comm_->size()), 0) {}
@@ -56,18 +60,19 @@ class EndMessages {
   // The coordinator: member m's end comes next.
   void send_end(std::size_t m) {
     done_[m].clear();
-    if (comm_->size() == 1) return;
+    if (leaders_->size() == 1) return;
     decisions_.push_back(static_cast<std::uint32_t>(m));
-    for (int peer = 1; peer < comm_->size(); ++peer) {
-      sent_.push_back(comm_->isend(&decisions_.back(), 4, DType::u8, peer, end_tag_));
+    for (int peer = 1; peer < leaders_->size(); ++peer) {
+      sent_.push_back(leaders_->isend(&decisions_.back(), 4, DType::u8, peer, end_tag_));
     }
   }
 
   // Another slot: member m's operations of its step have run here.
   void send_done(std::size_t m) { sent_.push_back(comm_->isend(&one_, 1, DType::u8, 0, static_cast<int>(m))); }
-  // Another slot, while a member has a step in flight: the member whose end the coordinator decided next, once told.
+  // Another slot's leader, while a member has a step in flight: the member whose end the coordinator decided next, once
+  // told.
   std::optional<std::size_t> next_end() {
-    if (!end_posted_.pending()) end_posted_ = comm_->irecv(end_buffer_, 4, DType::u8, 0, end_tag_);
+    if (!end_posted_.pending()) end_posted_ = leaders_->irecv(end_buffer_, 4, DType::u8, 0, end_tag_);
     if (!end_posted_.test()) return std::nullopt;
     end_posted_ = Request();
     std::uint32_t m = 0;
@@ -76,7 +81,7 @@ class EndMessages {
   }
 
  private:
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Communicator> comm_, leaders_;  // every rank; the slots' leaders (and the followers' own group)
   int end_tag_;
   std::uint8_t one_ = 1;
   std::vector<std::vector<Request>> done_;     // coordinator: [m] the receives of the other slots' "done"
@@ -87,22 +92,69 @@ class EndMessages {
   Request end_posted_;
 };
 
+// A slot of several ranks (a q x q grid): each operation is collective over them, and a step's end over every rank, so
+// they run one sequence of events — the slot's first rank (its leader) chooses each operation and passes on each end
+// the coordinator decides, telling the others in that order (a member and whether it is an operation or an end, tagged
+// 0); the others run them as told, waiting inside an operation for an input still on its way. Every slot's sequence
+// keeps the ends in the coordinator's order and each operation after what its inputs came from, so no two ranks wait
+// for each other in different collectives. A receive is posted only while a member has a step in flight.
+class SlotSequence {
+ public:
+  enum class Kind : std::uint32_t { operation, end };
+  struct Event {
+    Kind kind;
+    std::size_t member;
+  };
+
+  explicit SlotSequence(Communicator& slot) : comm_(slot.split(0, slot.rank())) {}
+  ~SlotSequence() {
+    for (Request& r : sent_) r.wait();
+    next_.abandon();  // after an error only
+  }
+  bool alone() const { return comm_->size() == 1; }
+  bool leader() const { return comm_->rank() == 0; }
+
+  // The leader: the slot's next event.
+  void tell(Kind kind, std::size_t m) {
+    if (alone()) return;
+    told_.push_back({static_cast<std::uint32_t>(kind), static_cast<std::uint32_t>(m)});
+    for (int peer = 1; peer < comm_->size(); ++peer) {
+      sent_.push_back(comm_->isend(told_.back().data(), 8, DType::u8, peer, 0));
+    }
+  }
+  // Another rank: the slot's next event, once told.
+  std::optional<Event> next() {
+    if (!next_.pending()) next_ = comm_->irecv(buffer_.data(), 8, DType::u8, 0, 0);
+    if (!next_.test()) return std::nullopt;
+    next_ = Request();
+    return Event{.kind = static_cast<Kind>(buffer_[0]), .member = buffer_[1]};
+  }
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  std::deque<std::array<std::uint32_t, 2>> told_;  // the leader's events (alive until the loop ends)
+  std::vector<Request> sent_;
+  std::array<std::uint32_t, 2> buffer_{};
+  Request next_;
+};
+
 // The loop's state on this rank: which members have a step in flight and how far, whose steps are done here, and who
 // ran last.
 class Loop {
  public:
-  Loop(std::span<MemberSteps* const> members, const LoopOptions& options, Communicator& slots)
+  Loop(std::span<MemberSteps* const> members, const LoopOptions& options, Communicator& ranks, Communicator& slot)
       : members_(members),
         scheduler_(options.scheduler),
         limit_(options.in_flight == 0 ? static_cast<std::ptrdiff_t>(members.size()) : options.in_flight),
-        messages_(slots, members.size()) {
+        slot_(slot),
+        messages_(ranks, slot_.leader(), members.size()) {
     OPTIMUS_CHECK(options.in_flight >= 0, "sweep: ", options.in_flight, " members in flight; at least 1 (0: all)");
   }
 
   std::vector<OperationRun> run() {
     while (true) {
       begin_steps();
-      if (end_one() || run_one()) continue;
+      if (slot_.leader() ? end_one() || run_one() : follow()) continue;
       if (finished()) break;
       std::this_thread::yield();  // every input is in flight: poll again
     }
@@ -177,7 +229,12 @@ class Loop {
       OPTIMUS_CHECK(*chosen < count() && in_flight_[*chosen] && done_here_[*chosen], "sweep: slot 0 ended member ",
                     *chosen, "'s step before this slot had run its operations");
     }
-    const std::size_t m = *chosen;
+    slot_.tell(SlotSequence::Kind::end, *chosen);
+    end(*chosen);
+    return true;
+  }
+
+  void end(std::size_t m) {
     std::erase(done_order_, m);
     OperationRun r{.member = static_cast<int>(m), .step = steps_[m], .operation = -1, .start = since_begin(), .end = 0};
     members_[m]->end();
@@ -185,11 +242,34 @@ class Loop {
     runs_.push_back(r);
     in_flight_[m] = false;
     ++steps_[m];
+  }
+
+  // A rank of a slot that is not its leader: the slot's next event, once told.
+  bool follow() {
+    if (std::find(in_flight_.begin(), in_flight_.end(), true) == in_flight_.end()) return false;
+    const std::optional<SlotSequence::Event> e = slot_.next();
+    if (!e) return false;
+    OPTIMUS_CHECK(e->member < count() && in_flight_[e->member], "sweep: the slot's leader named member ", e->member,
+                  ", which has no step in flight here");
+    if (e->kind == SlotSequence::Kind::end) {
+      end(e->member);
+    } else {
+      run(e->member);
+    }
     return true;
   }
 
-  // Runs one ready operation, the scheduler's choice; false when none is ready.
+  // The leader: runs one ready operation, the scheduler's choice, after telling its slot; false when none is ready.
   bool run_one() {
+    const std::optional<std::size_t> m = choose();
+    if (!m) return false;
+    slot_.tell(SlotSequence::Kind::operation, *m);
+    run(*m);
+    return true;
+  }
+
+  // The scheduler's choice among the members whose next operation is ready here.
+  std::optional<std::size_t> choose() {
     std::optional<std::size_t> chosen;
     for (std::size_t k = 0; k < count(); ++k) {
       // round-robin looks from the member after the last one that ran; the others in member order
@@ -199,8 +279,10 @@ class Loop {
       if (scheduler_ != Scheduler::lrtf) break;
       if (longer(m, *chosen)) chosen = m;
     }
-    if (!chosen) return false;
-    const std::size_t m = *chosen;
+    return chosen;
+  }
+
+  void run(std::size_t m) {
     OperationRun r{.member = static_cast<int>(m), .step = steps_[m], .operation = operations_[m]++,
                    .start = since_begin(), .end = 0};
     members_[m]->run_next();
@@ -213,7 +295,6 @@ class Loop {
       if (messages_.coordinator()) done_order_.push_back(m);
       else messages_.send_done(m);
     }
-    return true;
   }
 
   // LRTF's order: the longer remaining training time; between equal ones, the member with fewer operations of its step
@@ -228,6 +309,7 @@ class Loop {
   std::span<MemberSteps* const> members_;
   Scheduler scheduler_;
   std::ptrdiff_t limit_;  // the most members with a step in flight
+  SlotSequence slot_;
   EndMessages messages_;
   std::vector<bool> in_flight_ = std::vector<bool>(members_.size(), false);   // [m]: a step begun, not ended
   std::vector<bool> done_here_ = std::vector<bool>(members_.size(), false);   // [m]: its operations have run here
@@ -243,9 +325,9 @@ class Loop {
 }  // namespace
 
 std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, const LoopOptions& options,
-                                        Communicator& slots) {
+                                        Communicator& ranks, Communicator& slot) {
   if (members.empty()) return {};
-  return Loop(members, options, slots).run();
+  return Loop(members, options, ranks, slot).run();
 }
 
 }  // namespace optimus::sweep

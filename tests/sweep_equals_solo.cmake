@@ -1,12 +1,16 @@
 # cmake -P script: a sweep's members each train bitwise as train_gpt trains them alone. The members are BASE (train_gpt's
 # words, a string) with each learning rate of LRS and each seed of SEEDS (comma-separated); optionally STOPPED_MEMBER
 # ("NAME|WORDS"), a member whose loss is not finite, which must stop alone. Runs each member alone
-# (TRAIN WORDS --q 1 --in-process 1), then the sweep (LAUNCH SWEEP DIR/sweep.json ARGS; LAUNCH and ARGS strings);
+# (TRAIN WORDS SOLO, SOLO a string: default "--q 1 --in-process 1"), then the sweep (LAUNCH SWEEP DIR/sweep.json ARGS; LAUNCH and ARGS strings);
 # passes if every member's printed losses are the solo run's and its export the same bytes, and the stopped member is
 # named (exit status 1) while the others finish.
 separate_arguments(base UNIX_COMMAND "${BASE}")
 separate_arguments(args UNIX_COMMAND "${ARGS}")
 separate_arguments(launch UNIX_COMMAND "${LAUNCH}")
+if(NOT SOLO)
+  set(SOLO "--q 1 --in-process 1")
+endif()
+separate_arguments(solo UNIX_COMMAND "${SOLO}")
 string(REPLACE "," ";" lrs "${LRS}")
 string(REPLACE "," ";" seeds "${SEEDS}")
 file(REMOVE_RECURSE "${DIR}")
@@ -25,7 +29,7 @@ foreach(lr IN LISTS lrs)
   foreach(seed IN LISTS seeds)
     set(name "lr${lr}-s${seed}")
     list(APPEND names ${name})
-    execute_process(COMMAND ${TRAIN} ${base} --lr ${lr} --seed ${seed} --q 1 --in-process 1
+    execute_process(COMMAND ${TRAIN} ${base} --lr ${lr} --seed ${seed} ${solo}
                             --export ${DIR}/solo_${name}.bin
                     RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
     if(NOT rc EQUAL 0)

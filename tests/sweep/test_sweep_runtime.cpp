@@ -26,12 +26,13 @@ struct MemberSpec {
   std::uint64_t seed;
   int steps;
   double lr;
+  int q = 1;  // the slots' grid side
 };
 
 constexpr std::int64_t kBatch = 2;
 
 optimus::GptConfig member_config(const MemberSpec& spec) {
-  optimus::GptConfig c = optimus::test::config_for(1, 2, 0.1);
+  optimus::GptConfig c = optimus::test::config_for(spec.q, 2, 0.1);
   c.seed = spec.seed;
   return c;
 }
@@ -46,7 +47,7 @@ using TestMember = sweep::GptMember<double>;
 
 std::unique_ptr<TestMember> member_of(optimus::Communicator& world, const MemberSpec& spec) {
   return std::make_unique<TestMember>(
-      world, member_config(spec),
+      world, spec.q, member_config(spec),
       sweep::MemberTraining{.adam = {.lr = spec.lr, .max_grad_norm = 1.0}, .steps = spec.steps, .batch = kBatch,
                             .micro_batches = 1},
       [spec](int step, std::vector<int>& tokens, std::vector<int>& targets) {
@@ -60,20 +61,22 @@ struct Trained {
   std::map<std::string, optimus::GlobalMatrix> parameters;
 };
 
-// The member alone: one stage, train_step, AdamW.
+// The member alone: one stage (on q x q ranks), train_step, AdamW.
 Trained alone(const MemberSpec& spec) {
   Trained t;
-  optimus::test::run_in_process(1, [&](optimus::Communicator& world) {
-    optimus::Gpt2D<double> model(optimus::Grid::create(world, 1, 1), member_config(spec));
+  optimus::test::run_in_process(spec.q * spec.q, [&](optimus::Communicator& world) {
+    optimus::Gpt2D<double> model(optimus::Grid::create(world, spec.q, 1), member_config(spec));
     optimus::AdamW<double> optimizer(model.grid(), model.parameters(),
                                      {.config = {.lr = spec.lr, .max_grad_norm = 1.0}, .norm_order = model.norm_order()});
     for (int step = 0; step < spec.steps; ++step) {
       model.zero_grad();
-      t.losses.push_back(model.train_step(ids_of(spec, step, 0), ids_of(spec, step, 1), kBatch,
-                                          static_cast<std::uint64_t>(step)));
+      const double loss =
+          model.train_step(ids_of(spec, step, 0), ids_of(spec, step, 1), kBatch, static_cast<std::uint64_t>(step));
+      if (world.rank() == 0) t.losses.push_back(loss);
       optimizer.step();
     }
-    t.parameters = model.gather(false);
+    const auto parameters = model.gather(false);
+    if (world.rank() == 0) t.parameters = parameters;
   });
   return t;
 }
@@ -103,7 +106,9 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
           members.push_back(member_of(world, s));
           steps.push_back(members.back().get());
         }
-        runs[static_cast<std::size_t>(world.rank())] = sweep::train_members(steps, {.scheduler = scheduler, .in_flight = in_flight}, world);
+        const std::unique_ptr<optimus::Communicator> self = world.split(world.rank(), 0);  // a slot of one rank
+        runs[static_cast<std::size_t>(world.rank())] =
+            sweep::train_members(steps, {.scheduler = scheduler, .in_flight = in_flight}, world, *self);
         for (std::size_t m = 0; m < specs.size(); ++m) {
           CHECK(members[m]->losses() == expected[m].losses);  // the loss on every rank
           // each slot holds its stage's parameters (wte on both end stages)
@@ -146,6 +151,41 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
         CHECK(first[0].member == 0);
         CHECK(first[1].member == 1);  // the next member after the one that ran last
       }
+    }
+  }
+}
+
+// Optimus's 2D inside HYDRA's task parallelism: each slot a 2 x 2 grid whose first rank chooses the operations for the
+// four; members on 1 and 2 such slots (4 and 8 ranks), each bitwise its run alone on one 2 x 2 grid.
+TEST_CASE("a sweep's members on slots of 2 x 2 ranks, each bitwise as alone on one 2 x 2 grid") {
+  const std::vector<MemberSpec> specs{{.seed = 6, .steps = 2, .lr = 1e-3, .q = 2},
+                                      {.seed = 7, .steps = 3, .lr = 3e-3, .q = 2}};
+  std::vector<Trained> expected;
+  for (const MemberSpec& s : specs) expected.push_back(alone(s));
+  for (const int slots : {1, 2}) {
+    for (const sweep::Scheduler scheduler : {sweep::Scheduler::lrtf, sweep::Scheduler::round_robin}) {
+      CAPTURE(slots);
+      CAPTURE(sweep::name_of(scheduler));
+      optimus::test::run_in_process(4 * slots, [&](optimus::Communicator& world) {
+        std::vector<std::unique_ptr<TestMember>> members;
+        std::vector<sweep::MemberSteps*> steps;
+        for (const MemberSpec& s : specs) {
+          members.push_back(member_of(world, s));
+          steps.push_back(members.back().get());
+        }
+        const std::unique_ptr<optimus::Communicator> slot = world.split(world.rank() / 4, world.rank());
+        const std::vector<sweep::OperationRun> runs =
+            sweep::train_members(steps, {.scheduler = scheduler, .in_flight = 0}, world, *slot);
+        CHECK(runs.size() == 3 * (2 + 3));  // forward, backward and end of each step
+        for (std::size_t m = 0; m < specs.size(); ++m) {
+          CHECK(members[m]->losses() == expected[m].losses);
+          for (const auto& [name, value] : members[m]->model().gather(false)) {
+            CAPTURE(name);
+            REQUIRE(expected[m].parameters.count(name) == 1);
+            CHECK(value == expected[m].parameters.at(name));
+          }
+        }
+      });
     }
   }
 }

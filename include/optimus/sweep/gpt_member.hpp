@@ -1,11 +1,11 @@
-// A sweep's member made in C++ (optimus/sweep/runtime.hpp): a Gpt2D<T> on a pipeline of one stage per rank of its
-// world (each slot a rank, q = 1), its AdamW, and batches from a function of the step — what a program gives
+// A sweep's member made in C++ (optimus/sweep/runtime.hpp): a Gpt2D<T> on a pipeline of one stage per slot of its
+// world (each slot a q x q grid: world = slots x q^2 ranks), its AdamW, and batches from a function of the step — what a program gives
 // train_members without train_gpt's options (optimus-sweep's members are train_gpt's runs: examples/sweep_member_run.hpp).
 //
 //   std::vector<std::unique_ptr<optimus::sweep::GptMember<float>>> members;   // on each rank of `world`
-//   for (const GptConfig& c : configs) members.push_back(std::make_unique<GptMember<float>>(world, c, spec, batches));
+//   for (const GptConfig& c : configs) members.push_back(std::make_unique<GptMember<float>>(world, q, c, spec, batches));
 //   optimus::sweep::train_members(pointers_to(members), {.scheduler = optimus::sweep::Scheduler::lrtf, .in_flight = 0},
-//                                 world);
+//                                 world, *slot);   // slot: this rank's q x q ranks (world.split(rank / (q*q), rank))
 //
 // Each step: the learning rate spec.adam.lr, zero_grad, the step's batch through the pipeline, AdamW with the global
 // gradient norm over the stages. A member trains bitwise as the same model, optimizer and batches on one stage with
@@ -39,8 +39,8 @@ using BatchOf = std::function<void(int step, std::vector<int>& tokens, std::vect
 template <class T>
 class GptMember final : public SteppedMember<typename Gpt2D<T>::TrainStep> {
  public:
-  // Collective over `world` (one rank per slot), which must outlive the member.
-  GptMember(Communicator& world, const GptConfig& config, const MemberTraining& training, BatchOf batches);
+  // Collective over `world` (slots x q^2 ranks), which must outlive the member.
+  GptMember(Communicator& world, int q, const GptConfig& config, const MemberTraining& training, BatchOf batches);
   ~GptMember() override;
   GptMember(const GptMember&) = delete;
   GptMember& operator=(const GptMember&) = delete;

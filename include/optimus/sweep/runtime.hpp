@@ -1,6 +1,8 @@
 // optimus::sweep's runtime: one rank's loop that trains the members of a sweep at once (docs/design.md, "Sweeps").
 //
-// A slot is a rank; each member is a pipeline with one stage per slot (stage k of every member on slot k), so a
+// A slot is a rank, or the q x q ranks of a 2D grid (Optimus's 2D inside HYDRA's task parallelism: their first rank
+// chooses each operation for all of them); each member is a pipeline with one stage per slot (stage k of every member
+// on slot k), so a
 // member's step is the chain HYDRA's is — its forward through the slots in order, its backward back — and each slot
 // holds its stage of every member. The loop runs, on each slot, whichever member's next operation has its input
 // (message-driven: nothing waits while another member could compute), the scheduler choosing among them:
@@ -72,9 +74,8 @@ struct OperationRun {
 };
 
 // Trains every member until none has steps left, on this rank, as `scheduler` says (above); returns the operations and
-// the steps' ends in the order they ran. `slots`: the slots' ranks (every member's ranks, in the same order), over which
-// the loop sends its notes. Collective over `slots`; Scheduler::pipeline runs as model_parallel (its members carry the
-// pipeline schedule).
+// the steps' ends in the order they ran. Collective over `ranks`; Scheduler::pipeline runs as model_parallel (its
+// members carry the pipeline schedule).
 // How the loop runs: its scheduler, and the most members with a step in flight at once (each holds its activations, and
 // a spilled member its two block buffers, on every slot until the step ends): `in_flight` >= 1, or 0 for all of them.
 // Which members begin a step is decided from the ends alone (the same on every slot): lrtf the longest remaining,
@@ -83,7 +84,10 @@ struct LoopOptions {
   Scheduler scheduler = Scheduler::lrtf;
   int in_flight = 0;
 };
+// `ranks`: every rank of the slots (every member's ranks, in the same order), over which the ends are coordinated;
+// `slot`: this rank's slot — itself alone, or the q x q ranks of a 2D slot, whose first rank chooses each operation
+// for all of them.
 std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, const LoopOptions& options,
-                                        Communicator& slots);
+                                        Communicator& ranks, Communicator& slot);
 
 }  // namespace optimus::sweep
