@@ -271,7 +271,7 @@ Gpt<F>::TrainStep::~TrainStep() {
 
 template <class F>
 bool Gpt<F>::TrainStep::done() const {
-  return step_->done();
+  return step_ == nullptr || step_->done();  // finished, or every operation run
 }
 
 template <class F>
@@ -347,7 +347,14 @@ double Gpt<F>::finish_step(Step& run, double loss) {
 
 
 #define OPTIMUS_INSTANTIATE(F)                                                                             \
-  template class Gpt<F>::TrainStep;                                                                      \
+  template Gpt<F>::TrainStep::TrainStep(Gpt<F>&, const std::vector<int>&, const std::vector<int>&, std::int64_t, \
+                                        std::uint64_t);                                                   \
+  template Gpt<F>::TrainStep::TrainStep(Gpt<F>::TrainStep&&) noexcept;                                   \
+  template Gpt<F>::TrainStep::~TrainStep();                                                              \
+  template bool Gpt<F>::TrainStep::done() const;                                                         \
+  template bool Gpt<F>::TrainStep::ready();                                                              \
+  template void Gpt<F>::TrainStep::run_next();                                                           \
+  template double Gpt<F>::TrainStep::finish();                                                           \
   template double Gpt<F>::finish_step(Step&, double);                                                    \
   template double Gpt<F>::train_step(const std::vector<int>&, const std::vector<int>&, std::int64_t, std::uint64_t); \
   template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \

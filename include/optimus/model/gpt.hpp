@@ -111,7 +111,8 @@ class Gpt {
   // the sums over the replicas, the loss) and returns its value. train_step is begin_step, run_next until done, and
   // finish: the same operations in the same order, so the losses and gradients are bitwise the same however a caller
   // interleaves them. tokens and targets must outlive the step; one step of a model at a time (zero_grad before it,
-  // as before train_step). Destroying an unfinished step abandons it (its contexts freed, the blocks home).
+  // as before train_step). Destroying an unfinished step (after an error) frees its contexts and brings the blocks
+  // home; its receives still in flight are waited for, as every Request is, unless the job has failed.
   class TrainStep {
    public:
     TrainStep(TrainStep&&) noexcept;
