@@ -68,7 +68,7 @@ sw::BatchOf batches_of(const SweepShape& shape, int member) {
   };
 }
 
-SweepMeasured measure(const SweepShape& shape, int slots, sw::Scheduler scheduler) {
+SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler scheduler) {
   std::vector<std::vector<sw::OperationRun>> runs(static_cast<std::size_t>(slots));
   std::vector<double> seconds(static_cast<std::size_t>(slots), 0.0);
   const int micro = scheduler == sw::Scheduler::pipeline ? shape.micro_batches : 1;
@@ -117,7 +117,7 @@ SweepMeasured measure(const SweepShape& shape, int slots, sw::Scheduler schedule
 }
 
 // The members' work cut into D shards of equal cost.
-std::vector<sw::MemberWork> cut(const std::vector<sw::MemberWork>& whole, int shards) {
+std::vector<sw::MemberWork> cut_into(const std::vector<sw::MemberWork>& whole, int shards) {
   std::vector<sw::MemberWork> out;
   for (const sw::MemberWork& w : whole) {
     const sw::ShardCosts c = w.shards.front();
@@ -130,7 +130,8 @@ std::vector<sw::MemberWork> cut(const std::vector<sw::MemberWork>& whole, int sh
   return out;
 }
 
-double predict(const std::vector<sw::MemberWork>& work, int slots, sw::Scheduler scheduler, int micro_batches) {
+double predict_makespan(const std::vector<sw::MemberWork>& work, int slots, sw::Scheduler scheduler,
+                        int micro_batches) {
   if (scheduler == sw::Scheduler::pipeline) {
     return sw::simulate_pipeline(work, slots, {.kind = pipeline::Kind::one_f_one_b, .micro_batches = micro_batches})
         .makespan;
@@ -176,8 +177,8 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
                 "(HYDRA: > 7x over model parallelism, > 1.5x over the pipeline)");
 
   // D = 1: the members one after another (model-parallel on one slot is exactly that).
-  const SweepMeasured sequential = measure(shape, 1, sw::Scheduler::model_parallel);
-  const double seq_predicted = predict(sequential.work, 1, sw::Scheduler::model_parallel, 1);
+  const SweepMeasured sequential = measure_sweep(shape, 1, sw::Scheduler::model_parallel);
+  const double seq_predicted = predict_makespan(sequential.work, 1, sw::Scheduler::model_parallel, 1);
   report.row({"1", "sequential", "-", "measured", format("%.4f", sequential.makespan), format("%.4f", seq_predicted),
               format("%.3f", sequential.makespan / seq_predicted), format("%.2f", sequential.busy), "1.00", "-"});
 
@@ -185,7 +186,7 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   std::map<sw::Scheduler, SweepMeasured> at_d;
   for (const sw::Scheduler s : {sw::Scheduler::model_parallel, sw::Scheduler::lrtf, sw::Scheduler::round_robin,
                                 sw::Scheduler::pipeline}) {
-    at_d[s] = measure(shape, slots, s);
+    at_d[s] = measure_sweep(shape, slots, s);
   }
   const std::vector<sw::MemberWork>& alone = at_d[sw::Scheduler::model_parallel].work;
   const double lrtf = at_d[sw::Scheduler::lrtf].makespan;
@@ -193,8 +194,8 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
                                 sw::Scheduler::pipeline}) {
     const double measured = at_d[s].makespan;
     const double predicted = s == sw::Scheduler::pipeline
-                                 ? predict(cut(sequential.work, slots), slots, s, shape.micro_batches)
-                                 : predict(alone, slots, s, 1);
+                                 ? predict_makespan(cut_into(sequential.work, slots), slots, s, shape.micro_batches)
+                                 : predict_makespan(alone, slots, s, 1);
     report.row({std::to_string(slots), std::string(sw::name_of(s)), "stage", "measured", format("%.4f", measured),
                 format("%.4f", predicted), format("%.3f", measured / predicted), format("%.2f", at_d[s].busy),
                 format("%.2f", sequential.makespan / measured), format("%.2f", measured / lrtf)});
@@ -203,11 +204,11 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   // Simulated at more slots: each member cut into D shards of equal cost.
   for (const std::int64_t d64 : o.integers("simulate", "2,4,8")) {
     const int d = static_cast<int>(d64);
-    const std::vector<sw::MemberWork> work = cut(sequential.work, d);
-    const double pinned = predict(work, d, sw::Scheduler::lrtf, 1);
+    const std::vector<sw::MemberWork> work = cut_into(sequential.work, d);
+    const double pinned = predict_makespan(work, d, sw::Scheduler::lrtf, 1);
     const double any = sw::simulate(work, d, sw::Scheduler::lrtf, sw::ShardPlacement::any_slot).makespan;
-    const double mp = predict(work, d, sw::Scheduler::model_parallel, 1);
-    const double pipe = predict(work, d, sw::Scheduler::pipeline, shape.micro_batches);
+    const double mp = predict_makespan(work, d, sw::Scheduler::model_parallel, 1);
+    const double pipe = predict_makespan(work, d, sw::Scheduler::pipeline, shape.micro_batches);
     const auto row = [&](const char* name, const char* placement, double makespan, double lrtf_same) {
       report.row({std::to_string(d), name, placement, "simulated", format("%.4f", makespan), "-", "-", "-",
                   format("%.2f", seq_predicted / makespan), format("%.2f", makespan / lrtf_same)});

@@ -5,17 +5,17 @@
 //                            [--offload none|spill|spill+activations] [--in-flight K]
 //                            [--record FILE.json] [--resume] [--timeout SECONDS]
 //
-// SWEEP.json: {"members": [{"name": "lr3e-4", "options": "--layers 4 --hidden 64 --lr 3e-4 --steps 100"}, ...]},
-// each member's options train_gpt's (optimus/sweep/sweep_file.hpp), checked before any training with train_gpt's
-// table; the slots' options (--in-process, --device, --q, --pp, ...) are the sweep's. The slots are the ranks (--in-process
-// N, or the MPI world), each a q x q grid of them (--q, default 1: D = ranks / q^2 slots); each member is a pipeline of
-// one stage per slot (--q Q --pp D) and trains bitwise as `train_gpt OPTIONS --q Q` does alone, whatever the scheduler. Each member prints its own progress lines, after its
-// name; at the end a table of the members by held-out loss, and --record's JSON. A member whose loss or gradient norm
-// is not finite stops alone (the exit status is then 1). --offload spill keeps each member's blocks in host memory
-// (train_gpt's --offload spill), their device buffers taken only while a step is in flight, so that members take
-// turns with the slot's memory; --in-flight K bounds how many do at once. --resume: each member that saves (--save
-// DIR) resumes from its newest checkpoint, and trains on bitwise as if never stopped (a sweep killed at any point is
-// run again with --resume).
+// SWEEP.json: {"members": [{"name": "lr3e-4", "options": "--layers 4 --hidden 64 --lr 3e-4 --steps 100"}, ...]}, each
+// member's options train_gpt's (optimus/sweep/sweep_file.hpp), checked before any training with train_gpt's table; the
+// slots' options (--in-process, --device, --q, --pp, ...) are the sweep's. The slots are the ranks (--in-process N, or
+// the MPI world), each a q x q grid of them (--q, default 1: D = ranks / q^2 slots); each member is a pipeline of one
+// stage per slot (--q Q --pp D) and trains bitwise as `train_gpt OPTIONS --q Q` does alone, whatever the scheduler.
+// Each member prints its own progress lines, after its name; at the end a table of the members by held-out loss, and
+// --record's JSON. A member whose loss or gradient norm is not finite stops alone (the exit status is then 1).
+// --offload spill keeps each member's blocks in host memory (train_gpt's --offload spill), their device buffers taken
+// only while a step is in flight, so that members take turns with the slot's memory; --in-flight K bounds how many do
+// at once. --resume: each member that saves (--save DIR) resumes from its newest checkpoint, and trains on bitwise as
+// if never stopped (a sweep killed at any point is run again with --resume).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

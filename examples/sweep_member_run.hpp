@@ -63,10 +63,10 @@ class MemberRun final : public sweep::SteppedMember<StepInFlight> {
 };
 
 // Before any member is built: each member's device memory on a slot while its step is in flight — the memory model's
-// (plan/memory_model.hpp) for its stage that needs the most, with the member's offload — against the slot's
-// `capacity` in bytes. optimus::Error naming the sweep file (`where`), the member, its bytes by kind and the slot's where a member does not fit
-// even alone (then no --in-flight helps: spill, more slots or a larger device). What several members in flight and the
-// others' embeddings add is the device's to refuse, in the step that meets it.
+// (plan/memory_model.hpp) for its stage that needs the most, with the member's offload — against the slot's `capacity`
+// in bytes. optimus::Error naming the sweep file (`where`), the member, its bytes by kind and the slot's where a member
+// does not fit even alone (then no --in-flight helps: spill, more slots or a larger device). What several members in
+// flight and the others' embeddings add is the device's to refuse, in the step that meets it.
 void check_members_fit(const std::string& where, const std::vector<std::string>& names,
                        const std::vector<Setup>& setups, std::uint64_t capacity);
 
