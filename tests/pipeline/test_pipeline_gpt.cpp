@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "../layers/layer_cases.hpp"
+#include "capture_binding.hpp"
 #include "optimus/model/gpt.hpp"
 #include "pipeline_gpt_cases.hpp"
 #include "same_error.hpp"
@@ -208,11 +209,12 @@ TEST_CASE("two models' steps interleaved operation by operation give each one's 
     CHECK(steps[1].finish() == alone_losses[1]);
     CHECK(alone_losses[0] != alone_losses[1]);
     CHECK(optimus::test::error_of([&] { steps[0].finish(); }).find("the step has finished") != std::string::npos);
-    for (const auto& [model, expected] : {std::pair{a.get(), &alone_gradients[0]}, std::pair{b.get(), &alone_gradients[1]}}) {
+    for (const auto& [model, expected] :
+         {std::pair{a.get(), &alone_gradients[0]}, std::pair{b.get(), &alone_gradients[1]}}) {
       const auto gradients = model->gather(true);
       REQUIRE(gradients.size() == expected->size());
       for (const auto& [name, g] : gradients) {
-        CAPTURE(name);
+        CAPTURE_BINDING(name);
         CHECK(g == expected->at(name));
       }
     }

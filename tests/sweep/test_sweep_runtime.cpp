@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../layers/layer_cases.hpp"
+#include "capture_binding.hpp"
 #include "optimus/layers/adamw.hpp"
 #include "optimus/model/gpt.hpp"
 #include "optimus/sweep/gpt_member.hpp"
@@ -91,10 +92,12 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
   for (const MemberSpec& s : specs) expected.push_back(alone(s));
   CHECK(expected[0].losses[0] != expected[1].losses[0]);
   for (const int slots : {1, 2}) {
-    for (const auto& [scheduler, in_flight] :
+    for (const auto& setting :
          {std::pair{sweep::Scheduler::lrtf, 0}, std::pair{sweep::Scheduler::round_robin, 0},
           std::pair{sweep::Scheduler::model_parallel, 0}, std::pair{sweep::Scheduler::lrtf, 1},
           std::pair{sweep::Scheduler::round_robin, 2}}) {
+      const sweep::Scheduler scheduler = setting.first;  // (lambdas below capture them: not structured bindings)
+      const int in_flight = setting.second;
       CAPTURE(slots);
       CAPTURE(sweep::name_of(scheduler));
       CAPTURE(in_flight);
@@ -116,7 +119,7 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
           const double held = world.all_reduce(static_cast<double>(parameters.size()), optimus::ReduceOp::sum);
           CHECK(held == static_cast<double>(expected[m].parameters.size() + (slots > 1 ? 1 : 0)));
           for (const auto& [name, value] : parameters) {
-            CAPTURE(name);
+            CAPTURE_BINDING(name);
             REQUIRE(expected[m].parameters.count(name) == 1);
             CHECK(value == expected[m].parameters.at(name));
           }
@@ -180,7 +183,7 @@ TEST_CASE("a sweep's members on slots of 2 x 2 ranks, each bitwise as alone on o
         for (std::size_t m = 0; m < specs.size(); ++m) {
           CHECK(members[m]->losses() == expected[m].losses);
           for (const auto& [name, value] : members[m]->model().gather(false)) {
-            CAPTURE(name);
+            CAPTURE_BINDING(name);
             REQUIRE(expected[m].parameters.count(name) == 1);
             CHECK(value == expected[m].parameters.at(name));
           }
