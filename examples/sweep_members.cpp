@@ -1,11 +1,11 @@
 // A sweep's members checked as train_gpt checks its options (sweep_members.hpp).
 #include "sweep_members.hpp"
 
-#include <algorithm>
 #include <cstddef>
 #include <filesystem>
 
 #include "example_options.hpp"
+#include "optimus/core/output_file.hpp"
 
 namespace optimus::examples {
 namespace {
@@ -17,12 +17,6 @@ namespace fs = std::filesystem;
 fs::path resolved(const std::string& path) {
   const fs::path p = fs::weakly_canonical(fs::absolute(path));
   return p.has_filename() ? p : p.parent_path();
-}
-
-// Whether `inner` is `outer` or lies under it.
-bool within(const fs::path& inner, const fs::path& outer) {
-  auto [end, _] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
-  return end == outer.end();
 }
 
 }  // namespace
@@ -83,10 +77,9 @@ std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& 
       OPTIMUS_CHECK(exports[a].path != exports[b].path, where, ": members ", name(exports[a].member), " and ",
                     name(exports[b].member), " both export to ", exports[a].path.string());
     }
-    for (const Path& save : saves) {
-      OPTIMUS_CHECK(!within(exports[a].path, save.path), where, ": member ",
-                    name(exports[a].member), " exports to ", exports[a].path.string(), ", inside ", save.path.string(),
-                    ", the save directory of member ", name(save.member));
+    for (const Path& save : saves) {  // as train_gpt checks its own export against its own save directory
+      check_not_within(exports[a].path, where + ": member " + name(exports[a].member) + ": --export", save.path,
+                       "member " + name(save.member) + "'s --save");
     }
   }
   return out;

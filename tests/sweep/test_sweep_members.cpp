@@ -101,8 +101,9 @@ TEST_CASE("sweep members: train_gpt's checks and the sweep's, each one error nam
         "s.json: members 'a' and 'b' both export to " + fs::weakly_canonical(s.at("out/m.bin")).string());
   fs::create_directories(save);
   CHECK(error_of({member("a", "--save " + save), member("b", "--export " + save + "/m.bin")}) ==
-        "s.json: member 'b' exports to " + fs::weakly_canonical(save + "/m.bin").string() + ", inside " +
-            fs::weakly_canonical(save).string() + ", the save directory of member 'a'");
+        "s.json: member 'b': --export '" + fs::weakly_canonical(save + "/m.bin").string() + "' is inside member 'a''s "
+            "--save's directory '" + fs::weakly_canonical(save).string() + "', which holds the run's checkpoints and "
+            "its lock: write it elsewhere");
   CHECK(error_of({member("a", "--save " + save + " --export " + save + "/m.bin")}).find(
             "s.json: member 'a': option --export '" + save + "/m.bin' is inside --save's directory") == 0);
 }
