@@ -190,7 +190,7 @@ std::vector<cli::Spec> plan_options() {
 
 // sweep: the members, the slots measured and simulated, the pipeline baseline's micro-batches, the GPT and JSON.
 std::vector<cli::Spec> sweep_options() {
-  return {cli::integer("members", 1, 1 << 10, "members of the sweep (default 8)"),
+  return joined({device_options(), {cli::integer("members", 1, 1 << 10, "members of the sweep (default 8)"),
           cli::integer("slots", 1, 64, "slots of the measured runs, a thread each (default 2)"),
           cli::integers("simulate", 1, 1 << 10, "slots of the simulated rows (default 2,4,8)"),
           cli::integer("m", 1, 1 << 10, "the pipeline baseline's micro-batches (default 4)"),
@@ -200,7 +200,10 @@ std::vector<cli::Spec> sweep_options() {
           cli::integer("h", 1, kSide, "hidden size (default 64)"),
           cli::integer("heads", 1, 1 << 16, "attention heads (default 2)"),
           cli::integer("layers", 1, 1 << 12, "transformer blocks (default 4)"),
-          cli::integer("vocab", 1, 1 << 24, "vocabulary (default 256)"), json()};
+          cli::integer("vocab", 1, 1 << 24, "vocabulary (default 256)"),
+          cli::choice("offload", {"none", "spill", "spill+activations"},
+                      "the members' blocks (and saved activations) in host memory (needs --device)"),
+          json()}});
 }
 
 // checkpoint: the GPT saved and loaded, the directory, the iterations and JSON.

@@ -15,11 +15,15 @@
 // Members differ in seed (and so in data); all have the same shape, so that their costs are equal.
 //
 //   optimus-bench sweep [--members 8] [--slots 2] [--simulate 2,4,8] [--m 4] [--steps 3] [--b 4] [--s 32] [--h 64]
-//                       [--heads 2] [--layers 4] [--vocab 256] [--json FILE]
+//                       [--heads 2] [--layers 4] [--vocab 256] [--device cpu|sim|cuda] [--device-memory SIZE]
+//                       [--device-bandwidth GB/s] [--offload none|spill|spill+activations] [--json FILE]
+// With --device, the slots share one device (each its own stream and pool), and with --offload the members' blocks move
+// between it and host memory at --device-bandwidth: the copies are then in the measured operations' costs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +31,8 @@
 #include "bench_options.hpp"
 #include "commands.hpp"
 #include "optimus/comm/in_process.hpp"
+#include "optimus/device/rank_device.hpp"
+#include "optimus/programs/device_choice.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
 #include "optimus/sweep/gpt_member.hpp"
@@ -43,6 +49,8 @@ struct SweepShape {
   int members, steps, micro_batches;
   std::int64_t batch;
   GptConfig config;
+  DeviceChoice device;  // cpu, or the device the in-process slots share (--device sim: its copies throttled)
+  Spill spill;          // on a device: the members' blocks in host memory (--offload)
 };
 
 // What one run on D slots measured: its makespan and each member's per-stage mean costs (stage k on slot k).
@@ -72,14 +80,18 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
   std::vector<std::vector<sw::OperationRun>> runs(static_cast<std::size_t>(slots));
   std::vector<double> seconds(static_cast<std::size_t>(slots), 0.0);
   const int micro = scheduler == sw::Scheduler::pipeline ? shape.micro_batches : 1;
+  const std::unique_ptr<DeviceRuntime> device =
+      shape.device.kind == Device::cpu ? nullptr : open_device(shape.device, 0);
   run_in_process(slots, [&](Communicator& world) {
+    std::optional<RankDevice> slot;  // the slot's stream and pool on the shared device, declared before the members
+    if (device) slot.emplace(*device, ops::GemmMath::f32);
     std::vector<std::unique_ptr<sw::GptMember<float>>> members;
     std::vector<sw::MemberSteps*> steps;
     for (int m = 0; m < shape.members; ++m) {
       GptConfig c = shape.config;
       c.seed = static_cast<std::uint64_t>(m + 1);
       members.push_back(std::make_unique<sw::GptMember<float>>(
-          world, 1, c,
+          slot ? slot->grid(world, 1, slots) : Grid::create(world, 1, slots), slot ? shape.spill : Spill::none, c,
           sw::MemberTraining{.adam = AdamWConfig{}, .steps = shape.steps, .batch = shape.batch, .micro_batches = micro},
           batches_of(shape, m)));
       steps.push_back(members.back().get());
@@ -145,11 +157,18 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("sweep"));
   OPTIMUS_CHECK(world.size() == 1, "optimus-bench sweep runs its slots as threads of one process: launch one, not ",
                 world.size());
+  const std::string offload = o.text("offload", "none");
   SweepShape shape{.members = static_cast<int>(o.integer("members", 8)),
                    .steps = static_cast<int>(o.integer("steps", 3)),
                    .micro_batches = static_cast<int>(o.integer("m", 4)),
                    .batch = o.integer("b", 4),
-                   .config = {}};
+                   .config = {},
+                   .device = choose_device(o),
+                   .spill = offload == "spill"               ? Spill::parameters
+                            : offload == "spill+activations" ? Spill::parameters_and_activations
+                                                             : Spill::none};
+  OPTIMUS_CHECK(shape.spill == Spill::none || shape.device.kind != Device::cpu, "--offload ", offload,
+                " moves the members' blocks between a device and the host: give --device sim or cuda");
   GptConfig& c = shape.config;
   c.vocab = o.integer("vocab", 256);
   c.max_seq = o.integer("s", 32);
@@ -167,11 +186,13 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   Report report({{"D", 3}, {"scheduler", 16}, {"placement", 9}, {"kind", 9}, {"makespan_s", 11}, {"predicted_s", 11},
                  {"meas/pred", 9}, {"busy", 5}, {"vs_seq", 7}, {"lrtf_vs", 7}});
   report.header(format("optimus-bench sweep: %d members (layers %lld, hidden %lld, heads %lld, seq %lld, batch %lld, "
-                       "vocab %lld, %lld parameters each), %d steps each; in-process slots, one thread each",
+                       "vocab %lld, %lld parameters each), %d steps each; in-process slots, one thread each, on %s "
+                       "(offload %s)",
                        shape.members, static_cast<long long>(c.layers), static_cast<long long>(c.hidden),
                        static_cast<long long>(c.heads), static_cast<long long>(c.max_seq),
                        static_cast<long long>(shape.batch), static_cast<long long>(c.vocab),
-                       static_cast<long long>(c.parameter_count()), shape.steps));
+                       static_cast<long long>(c.parameter_count()), shape.steps,
+                       std::string(name_of(shape.device.kind)).c_str(), offload.c_str()));
   report.header("busy: the slots' mean fraction of the makespan in operations and steps' ends; vs_seq: the sequential "
                 "solo runs' makespan over the row's; lrtf_vs: this row's over the lrtf row's of the same D and placement "
                 "(HYDRA: > 7x over model parallelism, > 1.5x over the pipeline)");

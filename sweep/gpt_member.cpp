@@ -19,10 +19,14 @@ pipeline::Schedule schedule_of(int stages, int micro_batches) {
 template <class T>
 GptMember<T>::GptMember(Communicator& world, int q, const GptConfig& config, const MemberTraining& training,
                         BatchOf batches)
+    : GptMember(Grid::create(world, q, world.size() / (q * q)), Spill::none, config, training, std::move(batches)) {}
+
+template <class T>
+GptMember<T>::GptMember(const Grid& grid, Spill spill, const GptConfig& config, const MemberTraining& training,
+                        BatchOf batches)
     : training_(training),
       batches_(std::move(batches)),
-      model_(Grid::create(world, q, world.size() / (q * q)), config,
-             schedule_of(world.size() / (q * q), training.micro_batches)),
+      model_(grid, config, schedule_of(grid.pp(), training.micro_batches), spill),
       optimizer_(model_.grid(), model_.parameters(),
                  AdamWOptions{.config = training.adam, .norm_order = model_.norm_order()}) {}
 

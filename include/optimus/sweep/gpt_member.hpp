@@ -42,6 +42,9 @@ class GptMember final : public SteppedMember<typename Gpt2D<T>::TrainStep> {
  public:
   // Collective over `world` (slots x q^2 ranks), which must outlive the member.
   GptMember(Communicator& world, int q, const GptConfig& config, const MemberTraining& training, BatchOf batches);
+  // On `grid`, a pipeline of one stage per slot made by the caller (Grid::create, or RankDevice::grid for a device),
+  // its blocks spilled as `spill` says (Spill::none on the host).
+  GptMember(const Grid& grid, Spill spill, const GptConfig& config, const MemberTraining& training, BatchOf batches);
   ~GptMember() override;
   GptMember(const GptMember&) = delete;
   GptMember& operator=(const GptMember&) = delete;
