@@ -1,11 +1,10 @@
 // optimus::sweep's runtime: one rank's loop that trains the members of a sweep at once (docs/design.md, "Sweeps").
 //
-// A slot is a rank, or the q x q ranks of a 2D grid (Optimus's 2D inside HYDRA's task parallelism: their first rank
-// chooses each operation for all of them); each member is a pipeline with one stage per slot (stage k of every member
-// on slot k), so a
-// member's step is the chain HYDRA's is — its forward through the slots in order, its backward back — and each slot
-// holds its stage of every member. The loop runs, on each slot, whichever member's next operation has its input
-// (message-driven: nothing waits while another member could compute), the scheduler choosing among them:
+// A slot is a rank, or the q x q ranks of a 2D grid (Optimus's 2D inside HYDRA's task parallelism); each member is a
+// pipeline with one stage per slot (stage k of every member on slot k), so a member's step is the chain HYDRA's is —
+// its forward through the slots in order, its backward back — and each slot holds its stage of every member. The loop
+// runs, on each slot, whichever member's next operation has its input (message-driven: nothing waits while another
+// member could compute), the scheduler choosing among them:
 //   lrtf        : Sharded-LRTF, the member with the longest remaining training time (MemberSteps::remaining, which
 //                 counts whole steps; between equal ones, the member with the fewest operations of its step run);
 //   round_robin : the next member after the one that ran last, in member order;
@@ -15,12 +14,11 @@
 // each member trains bitwise as it does alone (Gpt::TrainStep).
 //
 // A step's end (the loss over the pipeline, the optimizer's global norm, a save) is collective over the member's ranks
-// and blocks: every rank ends the members' steps in one order — lrtf and round_robin: member by member, cyclically, a
-// member ending step t only after the members before it ended theirs (so no member runs more than a step ahead of
-// another's end); model_parallel: each member's steps in a row — so that no two ranks wait for each other in different
-// ends. A rank enters an end only once every slot has said (a one-byte message) that the member's operations of the
-// step have run there, so that no rank waits in an end while another still computes for it: until then it runs ready
-// operations.
+// and blocks, so that no rank waits in one while another still computes for it, and no two ranks wait in different
+// ones, rank 0 coordinates them: every rank tells it (a one-byte message) when a member's operations of the step have
+// run there, and it ends the members in the order they became done everywhere, telling every slot. In a slot of
+// several ranks, its first rank (the leader) chooses each operation and passes on each end, and the others run that
+// one sequence: each operation's collectives and each end then reach every rank in a consistent order.
 #pragma once
 
 #include <optional>
@@ -73,9 +71,6 @@ struct OperationRun {
   double start = 0, end = 0;
 };
 
-// Trains every member until none has steps left, on this rank, as `scheduler` says (above); returns the operations and
-// the steps' ends in the order they ran. Collective over `ranks`; Scheduler::pipeline runs as model_parallel (its
-// members carry the pipeline schedule).
 // How the loop runs: its scheduler, and the most members with a step in flight at once (each holds its activations, and
 // a spilled member its two block buffers, on every slot until the step ends): `in_flight` >= 1, or 0 for all of them.
 // Which members begin a step is decided from the ends alone (the same on every slot): lrtf the longest remaining,
@@ -84,9 +79,11 @@ struct LoopOptions {
   Scheduler scheduler = Scheduler::lrtf;
   int in_flight = 0;
 };
-// `ranks`: every rank of the slots (every member's ranks, in the same order), over which the ends are coordinated;
-// `slot`: this rank's slot — itself alone, or the q x q ranks of a 2D slot, whose first rank chooses each operation
-// for all of them.
+
+// Trains every member until none has steps left, on this rank, as `options` say (above); returns the operations and the
+// steps' ends in the order this rank ran them. `ranks`: every rank of the slots (every member's ranks, in the same
+// order), over which the ends are coordinated; `slot`: this rank's slot — itself alone, or the q x q ranks of a 2D slot.
+// Collective over `ranks`; Scheduler::pipeline runs as model_parallel (its members carry the pipeline schedule).
 std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, const LoopOptions& options,
                                         Communicator& ranks, Communicator& slot);
 

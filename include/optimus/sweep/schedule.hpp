@@ -19,8 +19,8 @@
 //                    [p*S/P, (p+1)*S/P)), one per slot, resident (no copies: the model fits the slots together), each
 //                    step a GPipe or 1F1B pipeline (optimus/pipeline) of m micro-batches, a micro-batch's forward and
 //                    backward costing 1/m of the whole batch's (simulate_pipeline).
-// The timeline is a plan: a runtime that follows it runs the same order. Moving boundary activations between slots is
-// not modelled.
+// The timeline is a prediction: the runtime (runtime.hpp) applies the same rules as inputs arrive, and optimus-bench
+// sweep measures it beside this. Moving boundary activations between slots is not modelled.
 #pragma once
 
 #include <cstdint>
