@@ -151,12 +151,8 @@ double predict_makespan(const std::vector<sw::MemberWork>& work, int slots, sw::
   return sw::simulate(work, slots, scheduler, sw::ShardPlacement::slot_per_shard).makespan;
 }
 
-}  // namespace
-
-int run_sweep_bench(Communicator& world, int argc, char** argv) {
-  const cli::Options o(argc, argv, 2, options_of("sweep"));
-  OPTIMUS_CHECK(world.size() == 1, "optimus-bench sweep runs its slots as threads of one process: launch one, not ",
-                world.size());
+// The sweep's shape from the options, each checked.
+SweepShape shape_of(const cli::Options& o, int slots) {
   const std::string offload = o.text("offload", "none");
   SweepShape shape{.members = static_cast<int>(o.integer("members", 8)),
                    .steps = static_cast<int>(o.integer("steps", 3)),
@@ -177,11 +173,41 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   c.ffn = 4 * c.hidden;
   c.layers = o.integer("layers", 4);
   c.dropout = 0;
-  const int slots = static_cast<int>(o.integer("slots", 2));
   OPTIMUS_CHECK(c.layers % slots == 0, "--layers ", c.layers, " do not divide among --slots ", slots,
                 " (each member is a pipeline of one stage per slot)");
   OPTIMUS_CHECK(shape.batch % shape.micro_batches == 0, "--b ", shape.batch, " is not divisible by --m ",
                 shape.micro_batches, " (the pipeline baseline's micro-batches)");
+  return shape;
+}
+
+// The simulated rows of D slots: each member cut into D shards of equal cost, placed as the runtime does and as HYDRA
+// does, and the two baselines.
+void simulated_rows(Report& report, const SweepMeasured& sequential, double seq_predicted, int d,
+                    const SweepShape& shape) {
+  const std::vector<sw::MemberWork> work = cut_into(sequential.work, d);
+  const double pinned = predict_makespan(work, d, sw::Scheduler::lrtf, 1);
+  const double any = sw::simulate(work, d, sw::Scheduler::lrtf, sw::ShardPlacement::any_slot).makespan;
+  const double mp = predict_makespan(work, d, sw::Scheduler::model_parallel, 1);
+  const double pipe = predict_makespan(work, d, sw::Scheduler::pipeline, shape.micro_batches);
+  const auto row = [&](const char* name, const char* placement, double makespan, double lrtf_same) {
+    report.row({std::to_string(d), name, placement, "simulated", format("%.4f", makespan), "-", "-", "-",
+                format("%.2f", seq_predicted / makespan), format("%.2f", makespan / lrtf_same)});
+  };
+  row("lrtf", "stage", pinned, pinned);
+  row("lrtf", "any", any, any);
+  row("model-parallel", "stage", mp, pinned);
+  row("pipeline", "stage", pipe, pinned);
+}
+
+}  // namespace
+
+int run_sweep_bench(Communicator& world, int argc, char** argv) {
+  const cli::Options o(argc, argv, 2, options_of("sweep"));
+  OPTIMUS_CHECK(world.size() == 1, "optimus-bench sweep runs its slots as threads of one process: launch one, not ",
+                world.size());
+  const int slots = static_cast<int>(o.integer("slots", 2));
+  const SweepShape shape = shape_of(o, slots);
+  const GptConfig& c = shape.config;
 
   Report report({{"D", 3}, {"scheduler", 16}, {"placement", 9}, {"kind", 9}, {"makespan_s", 11}, {"predicted_s", 11},
                  {"meas/pred", 9}, {"busy", 5}, {"vs_seq", 7}, {"lrtf_vs", 7}});
@@ -192,7 +218,7 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
                        static_cast<long long>(c.heads), static_cast<long long>(c.max_seq),
                        static_cast<long long>(shape.batch), static_cast<long long>(c.vocab),
                        static_cast<long long>(c.parameter_count()), shape.steps,
-                       std::string(name_of(shape.device.kind)).c_str(), offload.c_str()));
+                       std::string(name_of(shape.device.kind)).c_str(), o.text("offload", "none").c_str()));
   report.header("busy: the slots' mean fraction of the makespan in operations and steps' ends; vs_seq: the sequential "
                 "solo runs' makespan over the row's; lrtf_vs: this row's over the lrtf row's of the same D and placement "
                 "(HYDRA: > 7x over model parallelism, > 1.5x over the pipeline)");
@@ -223,21 +249,8 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   }
 
   // Simulated at more slots: each member cut into D shards of equal cost.
-  for (const std::int64_t d64 : o.integers("simulate", "2,4,8")) {
-    const int d = static_cast<int>(d64);
-    const std::vector<sw::MemberWork> work = cut_into(sequential.work, d);
-    const double pinned = predict_makespan(work, d, sw::Scheduler::lrtf, 1);
-    const double any = sw::simulate(work, d, sw::Scheduler::lrtf, sw::ShardPlacement::any_slot).makespan;
-    const double mp = predict_makespan(work, d, sw::Scheduler::model_parallel, 1);
-    const double pipe = predict_makespan(work, d, sw::Scheduler::pipeline, shape.micro_batches);
-    const auto row = [&](const char* name, const char* placement, double makespan, double lrtf_same) {
-      report.row({std::to_string(d), name, placement, "simulated", format("%.4f", makespan), "-", "-", "-",
-                  format("%.2f", seq_predicted / makespan), format("%.2f", makespan / lrtf_same)});
-    };
-    row("lrtf", "stage", pinned, pinned);
-    row("lrtf", "any", any, any);
-    row("model-parallel", "stage", mp, pinned);
-    row("pipeline", "stage", pipe, pinned);
+  for (const std::int64_t d : o.integers("simulate", "2,4,8")) {
+    simulated_rows(report, sequential, seq_predicted, static_cast<int>(d), shape);
   }
   report.footer("measured rows: the loop's time, max over slots; predicted: the simulator with each stage's costs "
                 "measured alone (pipeline: the whole model's, cut into D stages, 1/m per micro-batch)");

@@ -105,80 +105,91 @@ void write_record(const std::string& file, const std::vector<ex::MemberOutcome>&
   optimus::write_file(file, record.dump(2) + "\n");  // atomic: a temporary file renamed over it
 }
 
-// One rank's (one slot's) part of the sweep. Returns the exit status.
-int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
-        const std::string& file) {
-  world.set_timeout(o.timeout());  // before the members' communicators: they inherit it
-  const std::vector<ex::SweepMember> members = ex::check_members(sweep::read_sweep_file(file), file);
-  const sweep::Scheduler scheduler = sweep::parse_scheduler(o.text("scheduler", "lrtf"));
-  const int q = static_cast<int>(o.integer("q", 1));
-  OPTIMUS_CHECK(world.size() % (q * q) == 0, world.size(), " ranks are not slots of --q ", q,
-                " x ", q, " ranks each");
-  const int slots = world.size() / (q * q);
-  const int in_flight = static_cast<int>(o.integer("in-flight", 0));
+// Step 1, read: the sweep file's members (train_gpt's checks, before any work) and the slots.
+struct Sweep {
+  std::vector<ex::SweepMember> members;
+  sweep::Scheduler scheduler;
+  int q, slots, in_flight;
+};
+
+Sweep read(const optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
+           const std::string& file) {
+  Sweep s{.members = ex::check_members(sweep::read_sweep_file(file), file),
+          .scheduler = sweep::parse_scheduler(o.text("scheduler", "lrtf")),
+          .q = static_cast<int>(o.integer("q", 1)),
+          .slots = 0,
+          .in_flight = static_cast<int>(o.integer("in-flight", 0))};
+  OPTIMUS_CHECK(world.size() % (s.q * s.q) == 0, world.size(), " ranks are not slots of --q ", s.q, " x ", s.q,
+                " ranks each");
+  s.slots = world.size() / (s.q * s.q);
   // Across processes, a device's exchanges are its own collectives, ordered on the one stream all of a slot's members
   // share, where a send waits for its receive: members interleaved there could each wait behind the other's message.
-  OPTIMUS_CHECK(where.in_process || where.choice.kind == optimus::Device::cpu || slots == 1 ||
-                    scheduler == sweep::Scheduler::model_parallel || scheduler == sweep::Scheduler::pipeline ||
-                    in_flight == 1,
-                slots, " slots on devices in separate processes train one member at a time "
+  OPTIMUS_CHECK(where.in_process || where.choice.kind == optimus::Device::cpu || s.slots == 1 ||
+                    s.scheduler == sweep::Scheduler::model_parallel || s.scheduler == sweep::Scheduler::pipeline ||
+                    s.in_flight == 1,
+                s.slots, " slots on devices in separate processes train one member at a time "
                 "(--in-flight 1, or --scheduler model-parallel or pipeline): interleaved members would wait on each "
                 "other's device messages on the slots' one stream; --in-process ranks exchange through the host and "
                 "interleave");
-  const bool root = world.rank() == 0;
-  if (root) {
-    std::printf("optimus-sweep: %zu members on %d slots (%s, %s), scheduler %s\n", members.size(), slots,
-                world.backend().c_str(), std::string(optimus::name_of(where.choice.kind)).c_str(),
-                std::string(sweep::name_of(scheduler)).c_str());
-  }
-  // Each member's options with the slots' words, its own world and its run, built in member order on every rank.
-  std::vector<optimus::cli::Options> options;
-  for (const ex::SweepMember& m : members) {
-    std::vector<std::string> words = slot_words(o, slots, scheduler);
-    if (const std::optional<std::string> from = resume_from(o, m)) words.insert(words.end(), {"--resume", *from});
-    options.push_back(ex::member_options({.name = m.name, .words = m.words}, words, file));
-  }
-  // This slot's device, which its members share (its memory pool: what one member's step frees the next one takes);
-  // declared before the members, which live on it.
-  std::unique_ptr<optimus::DeviceRuntime> own_device;
-  std::optional<optimus::RankDevice> slot;
+  return s;
+}
+
+// Step 2, place: this slot's device, which its members share (its memory pool: what one member's step frees the next
+// one takes). Declared before the members, which live on it.
+struct SlotDevice {
+  std::unique_ptr<optimus::DeviceRuntime> own;  // this process's (one rank per process)
+  std::optional<optimus::RankDevice> rank;
+};
+
+ex::Placement place(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
+                    SlotDevice& device) {
   ex::Placement here{.choice = where.choice, .in_process = where.in_process, .shared = nullptr, .slot = nullptr};
-  if (where.choice.kind != optimus::Device::cpu) {
-    if (!where.in_process) own_device = ex::open_device(where, world);
-    slot.emplace(where.in_process ? *where.shared : *own_device,
-                 o.text("gemm", "f32") == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32);
-    here.slot = &*slot;
-  }
+  if (where.choice.kind == optimus::Device::cpu) return here;
+  if (!where.in_process) device.own = ex::open_device(where, world);
+  device.rank.emplace(where.in_process ? *where.shared : *device.own,
+                      o.text("gemm", "f32") == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32);
+  here.slot = &*device.rank;
+  return here;
+}
+
+// Step 3, build: each member's options with the slots' words, its own world (split from the sweep's) and its run, in
+// member order on every rank; every member's setup read, and checked against the slot's memory, before any is built.
+struct Members {
+  std::vector<optimus::cli::Options> options;
   std::vector<std::unique_ptr<optimus::Communicator>> worlds;
   std::vector<std::unique_ptr<ex::MemberRun>> runs;
-  std::vector<sweep::MemberSteps*> steps;
+};
+
+void build(optimus::Communicator& world, const optimus::cli::Options& o, const Sweep& s, const ex::Placement& here,
+           const std::string& file, Members& out) {
   std::vector<ex::Setup> setups;
   std::vector<std::string> names;
-  for (std::size_t k = 0; k < members.size(); ++k) {
-    worlds.push_back(world.split(0, world.rank()));
-    naming(file, members[k].name, [&] { setups.push_back(ex::read_setup(*worlds.back(), options[k], here)); });
-    names.push_back(members[k].name);
+  for (const ex::SweepMember& m : s.members) {
+    std::vector<std::string> words = slot_words(o, s.slots, s.scheduler);
+    if (const std::optional<std::string> from = resume_from(o, m)) words.insert(words.end(), {"--resume", *from});
+    out.options.push_back(ex::member_options({.name = m.name, .words = m.words}, words, file));
+    out.worlds.push_back(world.split(0, world.rank()));
+    naming(file, m.name, [&] { setups.push_back(ex::read_setup(*out.worlds.back(), out.options.back(), here)); });
+    names.push_back(m.name);
   }
-  if (where.choice.kind == optimus::Device::sim) ex::check_members_fit(file, names, setups, where.choice.sim_capacity);
-  for (std::size_t k = 0; k < members.size(); ++k) {
-    naming(file, members[k].name, [&] {
-      runs.push_back(std::make_unique<ex::MemberRun>(*worlds[k], members[k].name, options[k], here,
-                                                     std::move(setups[k])));
+  if (here.choice.kind == optimus::Device::sim) ex::check_members_fit(file, names, setups, here.choice.sim_capacity);
+  for (std::size_t k = 0; k < s.members.size(); ++k) {
+    naming(file, names[k], [&] {
+      out.runs.push_back(
+          std::make_unique<ex::MemberRun>(*out.worlds[k], names[k], out.options[k], here, std::move(setups[k])));
     });
-    steps.push_back(runs.back().get());
-    if (root) {
-      std::printf("  [%s] %lld parameters, %d steps\n", members[k].name.c_str(),
-                  static_cast<long long>(runs.back()->outcome().parameters), runs.back()->outcome().steps);
+    if (world.rank() == 0) {
+      std::printf("  [%s] %lld parameters, %d steps\n", names[k].c_str(),
+                  static_cast<long long>(out.runs.back()->outcome().parameters), out.runs.back()->outcome().steps);
     }
   }
-  if (root) std::fflush(stdout);
-  const auto begin = std::chrono::steady_clock::now();
-  const std::unique_ptr<optimus::Communicator> slot_ranks = world.split(world.rank() / (q * q), world.rank());
-  sweep::train_members(steps, {.scheduler = scheduler, .in_flight = in_flight}, world, *slot_ranks);
-  const double seconds = world.all_reduce(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(), optimus::ReduceOp::max);
+}
+
+// Step 5, report: every member's export and held-out loss (collective), then on rank 0 the table and the record.
+// Returns the exit status: 1 where a member stopped early.
+int report(const optimus::cli::Options& o, const Sweep& s, const Members& members, double seconds, bool root) {
   std::vector<ex::MemberOutcome> outcomes;
-  for (const auto& r : runs) {
+  for (const auto& r : members.runs) {
     r->finish();
     outcomes.push_back(r->outcome());
   }
@@ -187,10 +198,37 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   if (!root) return stopped > 0 ? 1 : 0;
   std::printf("trained in %.2f s (max over slots)\n", seconds);
   print_table(outcomes);
-  if (o.has("record")) write_record(o.text("record", ""), outcomes, slots, scheduler, seconds);
+  if (o.has("record")) write_record(o.text("record", ""), outcomes, s.slots, s.scheduler, seconds);
   if (stopped > 0) std::printf("%lld of %zu members stopped early\n", static_cast<long long>(stopped), outcomes.size());
   std::fflush(stdout);
   return stopped > 0 ? 1 : 0;
+}
+
+// One rank's part of the sweep, in its named steps. Returns the exit status.
+int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
+        const std::string& file) {
+  world.set_timeout(o.timeout());  // before the members' communicators: they inherit it
+  const Sweep s = read(world, o, where, file);
+  const bool root = world.rank() == 0;
+  if (root) {
+    std::printf("optimus-sweep: %zu members on %d slots of %d x %d ranks (%s, %s), scheduler %s\n", s.members.size(),
+                s.slots, s.q, s.q, world.backend().c_str(), std::string(optimus::name_of(where.choice.kind)).c_str(),
+                std::string(sweep::name_of(s.scheduler)).c_str());
+  }
+  SlotDevice device;
+  const ex::Placement here = place(world, o, where, device);
+  Members members;
+  build(world, o, s, here, file, members);
+  if (root) std::fflush(stdout);
+  // Step 4, train: the members' operations on the slots, by the scheduler.
+  std::vector<sweep::MemberSteps*> steps;
+  for (const auto& r : members.runs) steps.push_back(r.get());
+  const auto begin = std::chrono::steady_clock::now();
+  const std::unique_ptr<optimus::Communicator> slot_ranks = world.split(world.rank() / (s.q * s.q), world.rank());
+  sweep::train_members(steps, {.scheduler = s.scheduler, .in_flight = s.in_flight}, world, *slot_ranks);
+  const double seconds = world.all_reduce(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(), optimus::ReduceOp::max);
+  return report(o, s, members, seconds, root);
 }
 
 }  // namespace
@@ -203,9 +241,10 @@ int main(int argc, char** argv) {
     const optimus::cli::Options o(argc, argv, file_first ? 2 : 1, ex::optimus_sweep_options());
     OPTIMUS_CHECK(file_first, "optimus-sweep SWEEP.json [options]: give the sweep file first");
     const std::string file = argv[1];
-    ex::Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr,
-                                       .slot = nullptr};
-    return ex::run_ranks(ctx, o, where, "optimus-sweep", [&](optimus::Communicator& world) { return run(world, o, where, file); });
+    ex::Placement where{
+        .choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr, .slot = nullptr};
+    return ex::run_ranks(ctx, o, where, "optimus-sweep",
+                         [&](optimus::Communicator& world) { return run(world, o, where, file); });
   } catch (const optimus::cli::HelpRequested& help) {
     if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
     return 0;

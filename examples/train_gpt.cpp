@@ -233,9 +233,10 @@ int main(int argc, char** argv) {
   optimus::Context ctx(argc, argv);
   try {
     const optimus::cli::Options o(argc, argv, 1, optimus::examples::train_gpt_options());
-    optimus::examples::Placement where{.choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr,
-                                       .slot = nullptr};
-    return ex::run_ranks(ctx, o, where, "train_gpt", [&](optimus::Communicator& world) { return train(world, o, where); });
+    optimus::examples::Placement where{
+        .choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr, .slot = nullptr};
+    return ex::run_ranks(ctx, o, where, "train_gpt",
+                         [&](optimus::Communicator& world) { return train(world, o, where); });
   } catch (const optimus::cli::HelpRequested& help) {
     if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
     return 0;
