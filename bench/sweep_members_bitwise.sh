@@ -35,7 +35,7 @@ check() {
 spilled="--device sim --offload spill+activations --in-flight 1"
 for sch in lrtf round-robin; do
   check "D=1 in-process, sim 12 MiB, $sch" "$S" sweep.json --in-process 1 $spilled --device-memory 12MiB --scheduler $sch
-  check "D=2 in-process, one sim device of 64 MiB, $sch" "$S" sweep.json --in-process 2 $spilled --device-memory 64MiB \
+  check "D=2 in-process, one sim device of 24 MiB, $sch" "$S" sweep.json --in-process 2 $spilled --device-memory 24MiB \
     --scheduler $sch
   check "D=4 MPI, sim 24 MiB each, $sch" mpirun --oversubscribe --allow-run-as-root -np 4 "$S" sweep.json $spilled \
     --device-memory 24MiB --scheduler $sch

@@ -34,7 +34,9 @@ ops::Queue RankDevice::queue() {
 Grid RankDevice::grid(Communicator& world, int q) { return grid(world, q, 1); }
 
 void RankDevice::stage_on_device(Communicator& world) {
-  staging_ = std::make_shared<DeviceStaging>(memory_);
+  // One staging area per rank, whichever worlds use it (a sweep's members each have their own): its pool keeps what
+  // is alive at once, not each world's high-water mark.
+  if (!staging_) staging_ = std::make_shared<DeviceStaging>(memory_);
   set_in_process_staging(world, staging_);
 }
 

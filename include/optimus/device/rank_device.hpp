@@ -52,7 +52,8 @@ class RankDevice {
   // The same for a pipeline of pp stages (Grid::create(world, q, pp)).
   Grid grid(Communicator& world, int q, int pp);
   // Makes `world` (in-process) and the communicators split from it stage their exchanges on this device, for what
-  // builds its own communicators from it (the 1D baseline's groups: megatron::Group, then Group::place_on).
+  // builds its own communicators from it (the 1D baseline's groups: megatron::Group, then Group::place_on). Every
+  // world staged on one RankDevice shares its one staging area.
   void stage_on_device(Communicator& world);
 
   DeviceRuntime& runtime() const { return *device_; }
