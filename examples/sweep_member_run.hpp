@@ -1,7 +1,7 @@
 // One member of a sweep as optimus-sweep trains it on this rank: train_gpt's run (training_run.hpp) on the member's
-// own world — one rank per slot, the model a pipeline of one stage per slot (--q 1 --pp D) —, its steps driven by the
+// own world — the slots' ranks, the model a pipeline of one stage per slot (--q Q --pp D) —, its steps driven by the
 // sweep's loop (optimus/sweep/runtime.hpp) operation by operation (Gpt::TrainStep), so that it trains bitwise as
-// `train_gpt WORDS --q 1` does alone. A member whose loss or gradient norm is not finite stops alone: one line names
+// `train_gpt WORDS --q Q` does alone. A member whose loss or gradient norm is not finite stops alone: one line names
 // it, and the loop goes on with the others.
 #pragma once
 
@@ -33,8 +33,8 @@ struct MemberOutcome {
 class MemberRun final : public sweep::SteppedMember<StepInFlight> {
  public:
   // Placed, started and built as train_gpt does from its setup (read_setup: the first step checked against the
-  // reference, --resume and --save as the member's options say). Collective over `world` (the member's own, one rank
-  // per slot), which must outlive the run; `options` are the member's words with the slots'.
+  // reference, --resume and --save as the member's options say). Collective over `world` (the member's own: every
+  // slot's ranks), which must outlive the run; `options` are the member's words with the slots'.
   MemberRun(Communicator& world, std::string name, const cli::Options& options, const Placement& where, Setup setup);
   ~MemberRun() override { running_.reset(); }  // a step in flight before the model it runs on
   MemberRun(const MemberRun&) = delete;
