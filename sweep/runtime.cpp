@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <list>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -18,6 +19,27 @@ namespace optimus::sweep {
 namespace {
 
 bool one_at_a_time(Scheduler s) { return s == Scheduler::model_parallel || s == Scheduler::pipeline; }
+
+// Messages sent without waiting, each kept with its bytes until its send completes; completed ones are dropped as new
+// ones go, and the rest waited for at the end (the loop's messages are a few bytes each, but one per operation).
+class Outbox {
+ public:
+  ~Outbox() {
+    for (Sent& s : sent_) s.request.wait();
+  }
+  void send(Communicator& comm, std::array<std::uint32_t, 2> words, std::size_t bytes, int dest, int tag) {
+    std::erase_if(sent_, [](Sent& s) { return s.request.test(); });
+    sent_.push_back({.words = words, .request = {}});
+    sent_.back().request = comm.isend(sent_.back().words.data(), bytes, DType::u8, dest, tag);
+  }
+
+ private:
+  struct Sent {
+    std::array<std::uint32_t, 2> words;
+    Request request;
+  };
+  std::list<Sent> sent_;  // a list: the bytes of a send in flight never move
+};
 
 // The messages about the steps' ends, over the loop's own communicators: each rank tells rank 0 (the coordinator,
 // slot 0's leader) when a member's operations of its step have run there ("done", tagged with the member: one member's
@@ -33,7 +55,6 @@ class EndMessages {
         done_(members),
         done_buffers_(members * static_cast<std::size_t>(comm_->size()), 0) {}
   ~EndMessages() {
-    for (Request& r : sent_) r.wait();
     // After an error only: a pending receive is left behind (the job is ending).
     for (std::vector<Request>& requests : done_) {
       for (Request& r : requests) r.abandon();
@@ -60,15 +81,13 @@ class EndMessages {
   // The coordinator: member m's end comes next.
   void send_end(std::size_t m) {
     done_[m].clear();
-    if (leaders_->size() == 1) return;
-    decisions_.push_back(static_cast<std::uint32_t>(m));
     for (int peer = 1; peer < leaders_->size(); ++peer) {
-      sent_.push_back(leaders_->isend(&decisions_.back(), 4, DType::u8, peer, end_tag_));
+      outbox_.send(*leaders_, {static_cast<std::uint32_t>(m), 0}, 4, peer, end_tag_);
     }
   }
 
   // Another slot: member m's operations of its step have run here.
-  void send_done(std::size_t m) { sent_.push_back(comm_->isend(&one_, 1, DType::u8, 0, static_cast<int>(m))); }
+  void send_done(std::size_t m) { outbox_.send(*comm_, {1, 0}, 1, 0, static_cast<int>(m)); }
   // Another slot's leader, while a member has a step in flight: the member whose end the coordinator decided next, once
   // told.
   std::optional<std::size_t> next_end() {
@@ -83,11 +102,9 @@ class EndMessages {
  private:
   std::unique_ptr<Communicator> comm_, leaders_;  // every rank; the slots' leaders (and the followers' own group)
   int end_tag_;
-  std::uint8_t one_ = 1;
   std::vector<std::vector<Request>> done_;     // coordinator: [m] the receives of the other slots' "done"
   std::vector<std::uint8_t> done_buffers_;     // coordinator: [m][slot]
-  std::deque<std::uint32_t> decisions_;        // coordinator: the ends told (alive until the loop ends)
-  std::vector<Request> sent_;
+  Outbox outbox_;                              // declared after the communicators: its sends waited before they go
   std::uint8_t end_buffer_[4] = {};            // other slots: the next decision
   Request end_posted_;
 };
@@ -107,19 +124,14 @@ class SlotSequence {
   };
 
   explicit SlotSequence(Communicator& slot) : comm_(slot.split(0, slot.rank())) {}
-  ~SlotSequence() {
-    for (Request& r : sent_) r.wait();
-    next_.abandon();  // after an error only
-  }
+  ~SlotSequence() { next_.abandon(); }  // after an error only
   bool alone() const { return comm_->size() == 1; }
   bool leader() const { return comm_->rank() == 0; }
 
   // The leader: the slot's next event.
   void tell(Kind kind, std::size_t m) {
-    if (alone()) return;
-    told_.push_back({static_cast<std::uint32_t>(kind), static_cast<std::uint32_t>(m)});
     for (int peer = 1; peer < comm_->size(); ++peer) {
-      sent_.push_back(comm_->isend(told_.back().data(), 8, DType::u8, peer, 0));
+      outbox_.send(*comm_, {static_cast<std::uint32_t>(kind), static_cast<std::uint32_t>(m)}, 8, peer, 0);
     }
   }
   // Another rank: the slot's next event, once told.
@@ -132,8 +144,7 @@ class SlotSequence {
 
  private:
   std::unique_ptr<Communicator> comm_;
-  std::deque<std::array<std::uint32_t, 2>> told_;  // the leader's events (alive until the loop ends)
-  std::vector<Request> sent_;
+  Outbox outbox_;  // the leader's events in flight
   std::array<std::uint32_t, 2> buffer_{};
   Request next_;
 };
