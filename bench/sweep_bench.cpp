@@ -2,21 +2,24 @@
 // slots (a thread per slot; one core each where the machine has them), beside the simulator's prediction from costs
 // measured in the same run, and the simulated makespans at more slots, beside HYDRA's figures:
 //   measured rows   D = 1 (the members one after another: the sequential solo runs) and D = --slots under lrtf,
-//                   round-robin, model-parallel and pipeline (1F1B of --m micro-batches); makespan = the loop's time,
-//                   the maximum over the slots; predicted = the simulator's makespan (ShardPlacement::slot_per_shard)
-//                   from each stage's mean forward and backward times and step-end time measured alone (the
-//                   model-parallel run, one member at a time; D = 1: the sequential run), pipeline: simulate_pipeline;
+//                   round-robin, model-parallel and pipeline (1F1B of --m micro-batches), at most --in-flight members
+//                   with a step in flight (0: all); makespan = the loop's time, the maximum over the slots;
+//                   predicted = the simulator's makespan (ShardPlacement::slot_per_shard) from each stage's mean
+//                   forward, backward and end (the exchanged end's operations and the step's end) measured alone (the
+//                   model-parallel run, one member at a time; D = 1: the sequential run; the pipeline: its own run,
+//                   simulate_pipeline);
 //   busy            the slots' mean fraction of the makespan spent in operations and steps' ends (the rest: waiting for
 //                   an input, or for the coordinator's word that a step may end);
-//   simulated rows  D = each of --simulate: every member cut into D shards of equal cost (the whole model's forward and
-//                   backward measured at D = 1, over D), under lrtf with the runtime's placement and with HYDRA's (any
-//                   slot), model-parallel and pipeline; speedup over the sequential runs, LRTF over model parallelism
-//                   (HYDRA reports more than 7x) and over the pipeline (HYDRA: more than 1.5x).
+//   simulated rows  D = each of --simulate: every member cut into D shards of equal cost (the whole model's forward,
+//                   backward and end measured at D = 1, over D), under lrtf with the runtime's placement and with
+//                   HYDRA's (any slot), model-parallel and pipeline; speedup over the sequential runs, LRTF over model
+//                   parallelism (HYDRA reports more than 7x) and over the pipeline (HYDRA: more than 1.5x).
 // Members differ in seed (and so in data); all have the same shape, so that their costs are equal.
 //
-//   optimus-bench sweep [--members 8] [--slots 2] [--simulate 2,4,8] [--m 4] [--steps 3] [--b 4] [--s 32] [--h 64]
-//                       [--heads 2] [--layers 4] [--vocab 256] [--device cpu|sim|cuda] [--device-memory SIZE]
-//                       [--device-bandwidth GB/s] [--offload none|spill|spill+activations] [--json FILE]
+//   optimus-bench sweep [--members 8] [--slots 2] [--simulate 2,4,8] [--m 4] [--in-flight 0] [--steps 3] [--b 4]
+//                       [--s 32] [--h 64] [--heads 2] [--layers 4] [--vocab 256] [--device cpu|sim|cuda]
+//                       [--device-memory SIZE] [--device-bandwidth GB/s] [--offload none|spill|spill+activations]
+//                       [--json FILE]
 // With --device, the slots share one device (each its own stream and pool), and with --offload the members' blocks move
 // between it and host memory at --device-bandwidth: the copies are then in the measured operations' costs.
 #include <algorithm>
@@ -46,7 +49,7 @@ namespace {
 namespace sw = optimus::sweep;
 
 struct SweepShape {
-  int members, steps, micro_batches;
+  int members, steps, micro_batches, in_flight;
   std::int64_t batch;
   GptConfig config;
   DeviceChoice device;  // cpu, or the device the in-process slots share (--device sim: its copies throttled)
@@ -57,7 +60,7 @@ struct SweepShape {
 struct SweepMeasured {
   double makespan = 0;
   double busy = 0;  // the slots' mean fraction of the makespan spent in operations and steps' ends
-  std::vector<sw::MemberWork> work;  // [member]: shard k = stage k: mean forward, mean backward + mean step end
+  std::vector<sw::MemberWork> work;  // [member]: shard k = stage k: its mean forward, backward and end per step
 };
 
 // Batches of random ids, the member's own per step.
@@ -100,7 +103,7 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
     const auto begin = std::chrono::steady_clock::now();
     const std::unique_ptr<Communicator> self = world.split(world.rank(), 0);  // a slot of one rank
     runs[static_cast<std::size_t>(world.rank())] =
-        sw::train_members(steps, {.scheduler = scheduler, .in_flight = 0}, world, *self);
+        sw::train_members(steps, {.scheduler = scheduler, .in_flight = shape.in_flight}, world, *self);
     seconds[static_cast<std::size_t>(world.rank())] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   });
@@ -109,20 +112,23 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
   for (const std::vector<sw::OperationRun>& slot : runs) {
     for (const sw::OperationRun& r : slot) out.busy += (r.end - r.start) / out.makespan / slots;
   }
+  // Each run's kind from the members' schedule: its forwards, its backwards, then the exchanged end's operations and
+  // the step's end (operation -1), which the simulator runs on every slot after the step's last backward.
+  const pipeline::Schedule schedule = sw::member_schedule(slots, micro);
   for (int m = 0; m < shape.members; ++m) {
     sw::MemberWork w{.name = format("m%d", m), .shards = {}, .steps = shape.steps};
-    double end = 0;  // the steps' ends, which every slot runs at once: the longest slot's
     for (int k = 0; k < slots; ++k) {
-      // operation 0 of a step is the forward, the rest (with m = 1: one) the backward; -1 the step's end
-      double forward = 0, backward = 0, slot_end = 0;
+      const std::vector<pipeline::Op>& ops = schedule.ops[static_cast<std::size_t>(k)];
+      sw::ShardCosts c;
       for (const sw::OperationRun& r : runs[static_cast<std::size_t>(k)]) {
         if (r.member != m) continue;
-        (r.operation == 0 ? forward : r.operation < 0 ? slot_end : backward) += r.end - r.start;
+        const auto i = static_cast<std::size_t>(r.operation);
+        const bool schedules = r.operation >= 0 && i < ops.size();
+        (!schedules ? c.end : ops[i].work == pipeline::Work::forward ? c.forward : c.backward) += r.end - r.start;
       }
-      w.shards.push_back({.forward = forward / shape.steps, .backward = backward / shape.steps, .copy = 0});
-      end = std::max(end, slot_end / shape.steps);
+      w.shards.push_back({.forward = c.forward / shape.steps, .backward = c.backward / shape.steps, .copy = 0,
+                          .end = c.end / shape.steps});
     }
-    w.shards.front().backward += end;  // the end follows shard 0's backward, the chain's last run
     out.work.push_back(w);
   }
   return out;
@@ -136,7 +142,8 @@ std::vector<sw::MemberWork> cut_into(const std::vector<sw::MemberWork>& whole, i
     out.push_back({.name = w.name,
                    .shards = std::vector<sw::ShardCosts>(static_cast<std::size_t>(shards),
                                                          {.forward = c.forward / shards,
-                                                          .backward = c.backward / shards, .copy = 0}),
+                                                          .backward = c.backward / shards, .copy = 0,
+                                                          .end = c.end / shards}),
                    .steps = w.steps});
   }
   return out;
@@ -157,6 +164,7 @@ SweepShape shape_of(const cli::Options& o, int slots) {
   SweepShape shape{.members = static_cast<int>(o.integer("members", 8)),
                    .steps = static_cast<int>(o.integer("steps", 3)),
                    .micro_batches = static_cast<int>(o.integer("m", 4)),
+                   .in_flight = static_cast<int>(o.integer("in-flight", 0)),
                    .batch = o.integer("b", 4),
                    .config = {},
                    .device = choose_device(o),
@@ -240,8 +248,10 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   for (const sw::Scheduler s : {sw::Scheduler::lrtf, sw::Scheduler::round_robin, sw::Scheduler::model_parallel,
                                 sw::Scheduler::pipeline}) {
     const double measured = at_d[s].makespan;
+    // the pipeline from its own run's costs (each member alone too; its micro-batches cost more than 1/m of the
+    // batch), the others from the model-parallel run's
     const double predicted = s == sw::Scheduler::pipeline
-                                 ? predict_makespan(cut_into(sequential.work, slots), slots, s, shape.micro_batches)
+                                 ? predict_makespan(at_d[s].work, slots, s, shape.micro_batches)
                                  : predict_makespan(alone, slots, s, 1);
     report.row({std::to_string(slots), std::string(sw::name_of(s)), "stage", "measured", format("%.4f", measured),
                 format("%.4f", predicted), format("%.3f", measured / predicted), format("%.2f", at_d[s].busy),
@@ -253,7 +263,7 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
     simulated_rows(report, sequential, seq_predicted, static_cast<int>(d), shape);
   }
   report.footer("measured rows: the loop's time, max over slots; predicted: the simulator with each stage's costs "
-                "measured alone (pipeline: the whole model's, cut into D stages, 1/m per micro-batch)");
+                "measured alone (model-parallel's run; the pipeline's own)");
   report.print(stdout);
   if (o.has("json")) report.write_json(o.text("json", ""), "sweep");
   return 0;

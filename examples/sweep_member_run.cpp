@@ -27,14 +27,16 @@ MemberRun::MemberRun(Communicator& world, std::string name, const cli::Options& 
 
 void MemberRun::begin() {
   loop_->prepare(step_);
-  running_ = trained_.trainee.begin_step(loop_->tokens(), loop_->targets(), static_cast<std::uint64_t>(step_));
+  running_ = trained_.trainee.begin_step(loop_->tokens(), loop_->targets(), static_cast<std::uint64_t>(step_),
+                                         *trained_.trainee.optimizer);
 }
 
 void MemberRun::end() {
   const double loss = running_->finish();
+  const std::vector<double> sums = running_->stage_sums();
   running_.reset();
   try {
-    loop_->complete(step_, loss);
+    loop_->complete(step_, loss, sums);
     ++outcome_.trained;
   } catch (const Error& e) {
     // A non-finite loss or gradient norm (or a failed save): the same error on every rank of the member, which stops

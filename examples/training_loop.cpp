@@ -31,13 +31,16 @@ Trainee model_trainee(Gpt<Family>& model, std::int64_t batch) {
     model.zero_grad();
     return model.train_step(tok, tgt, batch, step);
   };
-  trainee.begin_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
+  trainee.begin_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step,
+                                       AdamW<float>& optimizer) {
     model.zero_grad();
-    auto run = std::make_shared<typename Gpt<Family>::TrainStep>(model.begin_step(tok, tgt, batch, step));
+    auto run = std::make_shared<typename Gpt<Family>::TrainStep>(
+        model.begin_step(tok, tgt, batch, step, [&optimizer] { return optimizer.stage_squares(); }));
     return StepInFlight{.done = [run] { return run->done(); },
                         .ready = [run] { return run->ready(); },
                         .run_next = [run] { run->run_next(); },
-                        .finish = [run] { return run->finish(); }};
+                        .finish = [run] { return run->finish(); },
+                        .stage_sums = [run] { return run->stage_sums(); }};
   };
   trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
     return model.evaluate(tok, tgt, batch);
@@ -78,9 +81,17 @@ void StepLoop::prepare(int step) {
 }
 
 void StepLoop::complete(int step, double loss) {
+  complete_with(step, loss, [this] { return t_.optimizer->step(); });
+}
+
+void StepLoop::complete(int step, double loss, const std::vector<double>& stage_sums) {
+  complete_with(step, loss, [this, &stage_sums] { return t_.optimizer->step_from(stage_sums); });
+}
+
+void StepLoop::complete_with(int step, double loss, const std::function<double()>& update) {
   OPTIMUS_CHECK(std::isfinite(loss) || skip_nonfinite_, "step ", step, ": the training loss is ", loss,
                 "; stopping (--skip-nonfinite skips such steps)");
-  const double norm = std::isfinite(loss) ? t_.optimizer->step() : loss;  // AdamW stops or skips a non-finite norm
+  const double norm = std::isfinite(loss) ? update() : loss;  // AdamW stops or skips a non-finite norm
   if (std::isfinite(norm)) {
     interval_loss_ += loss;
     ++interval_steps_;

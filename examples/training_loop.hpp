@@ -35,13 +35,15 @@ struct Setup {
   ops::GemmMath math = ops::GemmMath::f32;
 };
 
-// One training step taken apart (Gpt::TrainStep, whichever family), for a loop that interleaves the operations of
-// several models (optimus-sweep): run_next while not done — ready says, without blocking, whether the next operation's
-// input is here —, then finish (collective over the model's ranks) returns train_step's loss.
+// One training step taken apart (Gpt::TrainStep with an exchanged end, whichever family), for a loop that interleaves
+// the operations of several models (optimus-sweep): run_next while not done — ready says, without blocking, whether
+// the next operation's input is here —, then finish returns train_step's loss and stage_sums the optimizer's partial
+// sums of squares summed over the stages (for AdamW::step_from); neither waits on another stage.
 struct StepInFlight {
   std::function<bool()> done, ready;
   std::function<void()> run_next;
   std::function<double()> finish;
+  std::function<std::vector<double>()> stage_sums;
 };
 
 // What the training loop drives: the model (whole on the grid, or this rank's pipeline stage), its AdamW, and how it
@@ -49,8 +51,10 @@ struct StepInFlight {
 struct Trainee {
   // zero_grad, then forward and backward of the replica's batch: the batch's mean loss, the same on every rank.
   std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step)> train_step;
-  // The same step taken apart (zero_grad, then Gpt::begin_step): tokens and targets must outlive it.
-  std::function<StepInFlight(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step)>
+  // The same step taken apart (zero_grad, then Gpt::begin_step with an exchanged end of `optimizer`'s partials):
+  // tokens, targets and the optimizer must outlive it.
+  std::function<StepInFlight(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step,
+                             AdamW<float>& optimizer)>
       begin_step;
   std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets)> evaluate;
   NextLogits next_logits;
@@ -73,6 +77,9 @@ class StepLoop {
   const std::vector<int>& tokens() const { return tokens_; }
   const std::vector<int>& targets() const { return targets_; }
   void complete(int step, double loss);
+  // The same for an exchanged step (StepInFlight): the optimizer steps from the stages' sums, without a collective over
+  // the stages.
+  void complete(int step, double loss, const std::vector<double>& stage_sums);
   // The last printed interval's mean loss (NaN if every step of it was skipped), and the steps skipped so far.
   double last_loss() const { return last_loss_; }
   int skipped_steps() const { return skipped_steps_; }
@@ -82,6 +89,9 @@ class StepLoop {
   const Setup& setup_;
   const Grid& grid_;
   bool root_, skip_nonfinite_;
+  // complete's body, the optimizer's step being `update` (the global norm before clipping, or NaN).
+  void complete_with(int step, double loss, const std::function<double()>& update);
+
   std::string label_;
   std::vector<int> tokens_, targets_;
   double interval_loss_ = 0, last_loss_ = 0;

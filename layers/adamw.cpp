@@ -120,27 +120,37 @@ double sum_in_rank_order(Communicator& comm, double value) {
 }  // namespace
 
 template <class T>
-double AdamW<T>::sum_of_squares() {
-  double sq = 0;
+std::vector<double> AdamW<T>::stage_squares() {
   if (!order_) {
+    double sq = 0;
     for (std::size_t k = 0; k < params_.size(); ++k) {
       if (counted_here(params_[k])) sq += squares_of(k);
     }
-    return sum_in_rank_order(*norm_, sq);
+    return {sq};
   }
   std::vector<double> slots(static_cast<std::size_t>(order_->slots), 0.0);
   for (std::size_t k = 0; k < params_.size(); ++k) {
     if (order_->slot[k] < 0 || !counted_here(params_[k])) continue;
     slots[static_cast<std::size_t>(order_->slot[k])] = squares_of(k);
   }
-  order_->across->all_reduce(slots.data(), slots.data(), slots.size(), DType::f64, ReduceOp::sum);
-  for (double s : slots) sq += s;  // 0 + s0 + s1 + ...: the whole model's order
-  return sum_in_rank_order(*norm_, sq);
+  return slots;
 }
 
 template <class T>
 double AdamW<T>::step() {
-  const double norm = std::sqrt(sum_of_squares());
+  std::vector<double> slots = stage_squares();
+  if (order_) order_->across->all_reduce(slots.data(), slots.data(), slots.size(), DType::f64, ReduceOp::sum);
+  return step_from(slots);
+}
+
+template <class T>
+double AdamW<T>::step_from(const std::vector<double>& slots) {
+  const std::size_t expected = order_ ? static_cast<std::size_t>(order_->slots) : 1;
+  OPTIMUS_CHECK(slots.size() == expected, "AdamW::step_from: ", slots.size(), " partial sums of squares; the norm order "
+                "has ", expected);
+  double sq = 0;
+  for (double s : slots) sq += s;  // 0 + s0 + s1 + ...: the whole model's order
+  const double norm = std::sqrt(sum_in_rank_order(*norm_, sq));
   if (!std::isfinite(norm)) {  // the same on every rank: nothing is updated
     OPTIMUS_CHECK(nonfinite_ == NonFinite::skip, "AdamW step ", t_ + 1, ": the global gradient norm is ", norm,
                   " (a gradient holds a NaN or an inf); parameters and moments are unchanged");

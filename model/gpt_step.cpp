@@ -1,6 +1,7 @@
 // Gpt<Family>::train_step (model/gpt.hpp): a stage's operations in the schedule's order, the blocks handed between
 // virtual stages on this stage or sent over the pipeline communicator, and the step's end (wte's two parts, the sums
 // over the replicas).
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -68,6 +69,11 @@ class Gpt<F>::Step {
     execute(ops[i], std::move(input), last_gradient_op_[static_cast<std::size_t>(ops[i].chunk)] == i);
     times[i].end = since_begin();
     ++next_;
+  }
+
+  // Whether every send of the step has completed (never blocks).
+  bool sent() {
+    return std::all_of(sends_.begin(), sends_.end(), [](Request& r) { return r.test(); });
   }
 
   // After the last operation: every send waited; returns this stage's part of the batch's mean loss (all of it on
@@ -253,54 +259,235 @@ class Gpt<F>::Step {
   ReplicaSums sums_{m_.grid_};                   // the gradients' sums over the replicas
 };
 
+// wte's gradient at a step's end: the embedding's part E (on u = 0's stage) plus the head's H (on u = U-1's), formed as
+// E + H with the same operation on both stages. post() sends this stage's part and receives the other's, arrived()
+// tests both (never blocks), complete() adds them once arrived. Nothing to exchange where one stage holds both parts,
+// on a stage holding neither, or with an untied head: complete() then adds the head's part where this stage has it.
+template <class F>
+class Gpt<F>::WteExchange {
+ public:
+  explicit WteExchange(Gpt& m) : m_(m) {
+    const int stage = m_.grid_.stage(), last = m_.schedule_.virtual_stages() - 1;
+    first_ = m_.schedule_.stage_of(0);
+    last_ = m_.schedule_.stage_of(last);
+    exchanged_ = m_.config_.block.tied_head && first_ != last_ && (stage == first_ || stage == last_);
+  }
+
+  void post() {
+    if (!exchanged_) return;
+    const auto numel = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
+    DistMatrix<T>& wte_grad = m_.embedding_->wte_grad();
+    const int tag = pipeline::wte_tag(m_.schedule_);
+    if (m_.grid_.stage() == first_) {
+      head_part_.emplace(m_.grid_, wte_grad.rows(), wte_grad.cols(), MemoryKind::workspace);
+      const Route out = m_.route(first_, last_), in = m_.route(last_, first_);
+      received_ = in.comm->irecv(head_part_->local().data(), numel(*head_part_), dtype_of<T>, in.from_rank, tag);
+      sent_ = out.comm->isend(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, out.to_rank, tag);
+    } else {
+      const Route out = m_.route(last_, first_), in = m_.route(first_, last_);
+      received_ = in.comm->irecv(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, in.from_rank, tag);
+      sent_ = out.comm->isend(m_.head_wte_grad_->local().data(), numel(*m_.head_wte_grad_), dtype_of<T>, out.to_rank,
+                              tag);
+    }
+    sent_.test();  // posted now: a device send waits for its receive without holding back other channels
+  }
+  bool arrived() { return !exchanged_ || (received_.test() && sent_.test()); }
+
+  void complete() {
+    if (!exchanged_) {
+      if (m_.config_.block.tied_head && first_ == last_ && m_.grid_.stage() == first_) m_.add_head_wte_grad();
+      return;
+    }
+    received_.wait();
+    sent_.wait();
+    if (m_.grid_.stage() == first_) {
+      DistMatrix<T>& wte_grad = m_.embedding_->wte_grad();
+      ops::axpby<T>(T(1), std::as_const(*head_part_).local(), T(1), wte_grad.local(), m_.grid_.queue());
+      head_part_.reset();
+    } else {
+      m_.add_head_wte_grad();
+    }
+  }
+
+ private:
+  Gpt& m_;
+  int first_ = 0, last_ = 0;  // the stages of u = 0 and u = U-1
+  bool exchanged_ = false;    // this stage sends and receives a part
+  std::optional<DistMatrix<T>> head_part_;  // on the first stage: H, received
+  Request sent_, received_;
+};
+
+// The exchanged end (Gpt::begin_step with partials): three operations after the schedule's, none waiting on another
+// stage. The exchange of partials goes over the pipeline's routes to every other stage (tagged sums_tag), each stage's
+// vector being [partials..., loss part].
+template <class F>
+class Gpt<F>::EndExchange {
+ public:
+  EndExchange(Gpt& m, StagePartials partials) : m_(m), partials_(std::move(partials)), wte_(m) {
+    OPTIMUS_CHECK(m_.grid_.dp() == 1, F::name, "::begin_step: an exchanged end sums over one replica; the grid has ",
+                  m_.grid_.dp());
+  }
+
+  bool done() const { return phase_ == Phase::ended; }
+
+  bool ready(Step& step) {
+    switch (phase_) {
+      case Phase::sends: return step.sent();
+      case Phase::wte: return wte_.arrived();
+      case Phase::sums: return std::all_of(requests_.begin(), requests_.end(), [](Request& r) { return r.test(); });
+      case Phase::ended: break;
+    }
+    return false;
+  }
+
+  // `spill`: the step's spill call, ended (the blocks' gradients home) before any sum of squares reads them.
+  void run_next(Step& step, detail::SpillCall<T>& spill) {
+    switch (phase_) {
+      case Phase::sends:
+        loss_part_ = step.end();
+        spill.done();
+        wte_.post();
+        phase_ = Phase::wte;
+        return;
+      case Phase::wte:
+        wte_.complete();
+        post_sums();
+        phase_ = Phase::sums;
+        return;
+      case Phase::sums:
+        sum_over_stages();
+        phase_ = Phase::ended;
+        return;
+      case Phase::ended: break;
+    }
+    OPTIMUS_FAIL(F::name, "::TrainStep: every operation of the exchanged end has run");
+  }
+
+  // After done(): the partials and the loss summed over the stages.
+  std::vector<double> sums() const { return {totals_.begin(), totals_.end() - 1}; }
+  double loss() const { return totals_.back(); }
+
+ private:
+  enum class Phase { sends, wte, sums, ended };
+
+  void post_sums() {
+    mine_ = partials_();
+    mine_.push_back(loss_part_);
+    const int stages = m_.schedule_.stages, stage = m_.grid_.stage(), tag = pipeline::sums_tag(m_.schedule_);
+    theirs_.assign(static_cast<std::size_t>(stages), std::vector<double>(mine_.size(), 0.0));
+    for (int s = 0; s < stages; ++s) {  // every receive posted before any send
+      if (s == stage) continue;
+      const Route in = m_.route(s, stage);
+      requests_.push_back(in.comm->irecv(theirs_[static_cast<std::size_t>(s)].data(), mine_.size(), DType::f64,
+                                         in.from_rank, tag));
+    }
+    for (int s = 0; s < stages; ++s) {
+      if (s == stage) continue;
+      const Route out = m_.route(stage, s);
+      requests_.push_back(out.comm->isend(mine_.data(), mine_.size(), DType::f64, out.to_rank, tag));
+      requests_.back().test();
+    }
+  }
+
+  // Added in stage order; each entry has one stage's value and zeros from the others, so the sum is that value.
+  void sum_over_stages() {
+    for (Request& r : requests_) r.wait();
+    requests_.clear();
+    theirs_[static_cast<std::size_t>(m_.grid_.stage())] = mine_;
+    totals_.assign(mine_.size(), 0.0);
+    for (const std::vector<double>& part : theirs_) {
+      for (std::size_t i = 0; i < part.size(); ++i) totals_[i] += part[i];
+    }
+  }
+
+  Gpt& m_;
+  StagePartials partials_;
+  WteExchange wte_;
+  Phase phase_ = Phase::sends;
+  double loss_part_ = 0;
+  std::vector<double> mine_;                 // [partials..., loss part] of this stage
+  std::vector<std::vector<double>> theirs_;  // [stage]: the same of each stage
+  std::vector<Request> requests_;            // the exchange's receives, then its sends
+  std::vector<double> totals_;               // [partials..., loss] summed over the stages
+};
+
 template <class F>
 Gpt<F>::TrainStep::TrainStep(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets,
-                             std::int64_t batch, std::uint64_t step)
+                             std::int64_t batch, std::uint64_t step, StagePartials partials)
     : model_(&model),
       spill_(std::make_unique<detail::SpillCall<T>>(model.spilling())),
-      step_(std::make_unique<Step>(model, tokens, targets, batch, step)) {}
+      step_(std::make_unique<Step>(model, tokens, targets, batch, step)),
+      exchange_(partials ? std::make_unique<EndExchange>(model, std::move(partials)) : nullptr) {}
 
 template <class F>
 Gpt<F>::TrainStep::TrainStep(TrainStep&&) noexcept = default;
 
 template <class F>
 Gpt<F>::TrainStep::~TrainStep() {
+  exchange_.reset();
   step_.reset();   // its contexts and blocks first,
   spill_.reset();  // then the blocks home
 }
 
 template <class F>
 bool Gpt<F>::TrainStep::done() const {
-  return step_ == nullptr || step_->done();  // finished, or every operation run
+  // finished, or every operation run (an exchanged end's too)
+  return step_ == nullptr || (step_->done() && (!exchange_ || exchange_->done()));
 }
 
 template <class F>
 bool Gpt<F>::TrainStep::ready() {
   OPTIMUS_CHECK(!done(), F::name, "::TrainStep::ready: every operation of the step has run");
-  return step_->ready();
+  return step_->done() ? exchange_->ready(*step_) : step_->ready();
 }
 
 template <class F>
 void Gpt<F>::TrainStep::run_next() {
   OPTIMUS_CHECK(!done(), F::name, "::TrainStep::run_next: every operation of the step has run");
-  step_->run_next(model_->times_);
+  if (step_->done()) {
+    exchange_->run_next(*step_, *spill_);
+  } else {
+    step_->run_next(model_->times_);
+  }
 }
 
 template <class F>
 double Gpt<F>::TrainStep::finish() {
   OPTIMUS_CHECK(step_ != nullptr, F::name, "::TrainStep::finish: the step has finished");
-  const double part = step_->end();
-  spill_->done();
-  const double loss = model_->finish_step(*step_, part);
+  OPTIMUS_CHECK(done(), F::name, "::TrainStep::finish: operations of the step have not run");
+  double loss = 0;
+  if (exchange_) {
+    loss = exchange_->loss();
+    sums_ = exchange_->sums();
+    exchange_.reset();
+  } else {
+    const double part = step_->end();
+    spill_->done();
+    loss = model_->finish_step(*step_, part);
+  }
   step_.reset();
   spill_.reset();
   return loss;
 }
 
 template <class F>
+const std::vector<double>& Gpt<F>::TrainStep::stage_sums() const {
+  OPTIMUS_CHECK(step_ == nullptr && !sums_.empty(), F::name, "::TrainStep::stage_sums: an exchanged step's, after "
+                "finish()");
+  return sums_;
+}
+
+template <class F>
 typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, const std::vector<int>& targets,
                                               std::int64_t batch, std::uint64_t step) {
-  return TrainStep(*this, tokens, targets, batch, step);
+  return TrainStep(*this, tokens, targets, batch, step, StagePartials());
+}
+
+template <class F>
+typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, const std::vector<int>& targets,
+                                              std::int64_t batch, std::uint64_t step, StagePartials partials) {
+  OPTIMUS_CHECK(static_cast<bool>(partials), F::name, "::begin_step: an exchanged end needs its stage's partials");
+  return TrainStep(*this, tokens, targets, batch, step, std::move(partials));
 }
 
 template <class F>
@@ -313,34 +500,9 @@ double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>
 
 template <class F>
 double Gpt<F>::finish_step(Step& run, double loss) {
-  const auto numel = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
-  const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
-  // wte's gradient: the embedding's part E (on u = 0's stage) plus the head's H (on u = U-1's), formed as E + H with
-  // the same operation on both stages.
-  const int first_stage = schedule_.stage_of(0), last_stage = schedule_.stage_of(last);
-  if (config_.block.tied_head && (stage == first_stage || stage == last_stage)) {
-    DistMatrix<T>& wte_grad = embedding_->wte_grad();
-    if (first_stage == last_stage) {
-      add_head_wte_grad();
-    } else if (stage == first_stage) {
-      DistMatrix<T> head_part(grid_, wte_grad.rows(), wte_grad.cols(), MemoryKind::workspace);
-      const Route out = route(first_stage, last_stage), in = route(last_stage, first_stage);
-      Request sent_e = out.comm->isend(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, out.to_rank,
-                                       pipeline::wte_tag(schedule_));
-      sent_e.test();
-      in.comm->recv(head_part.local().data(), numel(head_part), dtype_of<T>, in.from_rank, pipeline::wte_tag(schedule_));
-      sent_e.wait();
-      ops::axpby<T>(T(1), std::as_const(head_part).local(), T(1), wte_grad.local(), grid_.queue());
-    } else {
-      const Route out = route(last_stage, first_stage), in = route(first_stage, last_stage);
-      Request sent_h = out.comm->isend(head_wte_grad_->local().data(), numel(*head_wte_grad_), dtype_of<T>,
-                                       out.to_rank, pipeline::wte_tag(schedule_));
-      sent_h.test();
-      in.comm->recv(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, in.from_rank, pipeline::wte_tag(schedule_));
-      sent_h.wait();
-      add_head_wte_grad();
-    }
-  }
+  WteExchange wte(*this);
+  wte.post();
+  wte.complete();
   run.finish_replica_sums();
   return mean_over_model(loss);  // only u = U-1's stage has a part
 }
@@ -348,7 +510,7 @@ double Gpt<F>::finish_step(Step& run, double loss) {
 
 #define OPTIMUS_INSTANTIATE(F)                                                                             \
   template Gpt<F>::TrainStep::TrainStep(Gpt<F>&, const std::vector<int>&, const std::vector<int>&, std::int64_t, \
-                                        std::uint64_t);                                                   \
+                                        std::uint64_t, StagePartials);                                                   \
   template Gpt<F>::TrainStep::TrainStep(Gpt<F>::TrainStep&&) noexcept;                                   \
   template Gpt<F>::TrainStep::~TrainStep();                                                              \
   template bool Gpt<F>::TrainStep::done() const;                                                         \
@@ -358,7 +520,10 @@ double Gpt<F>::finish_step(Step& run, double loss) {
   template double Gpt<F>::finish_step(Step&, double);                                                    \
   template double Gpt<F>::train_step(const std::vector<int>&, const std::vector<int>&, std::int64_t, std::uint64_t); \
   template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \
-                                                         std::int64_t, std::uint64_t);
+                                                         std::int64_t, std::uint64_t);                        \
+  template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \
+                                                         std::int64_t, std::uint64_t, StagePartials);         \
+  template const std::vector<double>& Gpt<F>::TrainStep::stage_sums() const;
 OPTIMUS_INSTANTIATE(TwoD<float>)
 OPTIMUS_INSTANTIATE(TwoD<double>)
 OPTIMUS_INSTANTIATE(OneD<float>)

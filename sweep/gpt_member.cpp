@@ -6,15 +6,12 @@
 #include "optimus/grid/grid.hpp"
 
 namespace optimus::sweep {
-namespace {
 
-pipeline::Schedule schedule_of(int stages, int micro_batches) {
+pipeline::Schedule member_schedule(int stages, int micro_batches) {
   if (stages == 1) return pipeline::one_stage(micro_batches);
   return pipeline::make_schedule({.kind = micro_batches == 1 ? pipeline::Kind::gpipe : pipeline::Kind::one_f_one_b,
                                   .stages = stages, .micro_batches = micro_batches, .chunks = 1});
 }
-
-}  // namespace
 
 template <class T>
 GptMember<T>::GptMember(Communicator& world, int q, const GptConfig& config, const MemberTraining& training,
@@ -26,7 +23,7 @@ GptMember<T>::GptMember(const Grid& grid, Spill spill, const GptConfig& config, 
                         BatchOf batches)
     : training_(training),
       batches_(std::move(batches)),
-      model_(grid, config, schedule_of(grid.pp(), training.micro_batches), spill),
+      model_(grid, config, member_schedule(grid.pp(), training.micro_batches), spill),
       optimizer_(model_.grid(), model_.parameters(),
                  AdamWOptions{.config = training.adam, .norm_order = model_.norm_order()}) {}
 
@@ -39,14 +36,15 @@ template <class T>
 void GptMember<T>::begin() {
   batches_(step_, tokens_, targets_);
   model_.zero_grad();
-  this->running_.emplace(model_.begin_step(tokens_, targets_, training_.batch, static_cast<std::uint64_t>(step_)));
+  this->running_.emplace(model_.begin_step(tokens_, targets_, training_.batch, static_cast<std::uint64_t>(step_),
+                                           [this] { return optimizer_.stage_squares(); }));
 }
 
 template <class T>
 void GptMember<T>::end() {
   losses_.push_back(this->running_->finish());
+  optimizer_.step_from(this->running_->stage_sums());  // no collective over the slots: the stages' sums have arrived
   this->running_.reset();
-  optimizer_.step();
   ++step_;
 }
 

@@ -14,11 +14,13 @@
 #include <utility>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/poll_backoff.hpp"
 
 namespace optimus::sweep {
 namespace {
 
 bool one_at_a_time(Scheduler s) { return s == Scheduler::model_parallel || s == Scheduler::pipeline; }
+
 
 // Messages sent without waiting, each kept with its bytes until its send completes; completed ones are dropped as new
 // ones go, and the rest waited for at the end (the loop's messages are a few bytes each, but one per operation).
@@ -163,11 +165,17 @@ class Loop {
   }
 
   std::vector<OperationRun> run() {
+    // Between polls that find nothing (every input in flight) a slot sleeps, up to 100 us: a slot's operations take
+    // milliseconds, and slots (and a device's streams) may share cores.
+    PollBackoff idle(32, std::chrono::microseconds(100));
     while (true) {
       begin_steps();
-      if (slot_.leader() ? end_one() || run_one() : follow()) continue;
+      if (slot_.leader() ? end_one() || run_one() : follow()) {
+        idle.reset();
+        continue;
+      }
       if (finished()) break;
-      std::this_thread::yield();  // every input is in flight: poll again
+      idle.pause();
     }
     return runs_;
   }
@@ -308,11 +316,11 @@ class Loop {
     }
   }
 
-  // LRTF's order: the longer remaining training time; between equal ones, the member with fewer operations of its step
-  // run (more of the step left).
+  // LRTF's order: the longer remaining training time; between equal ones, the member with more operations of its step
+  // run here (nearer its step's end).
   bool longer(std::size_t a, std::size_t b) const {
     const double ra = members_[a]->remaining(), rb = members_[b]->remaining();
-    return ra != rb ? ra > rb : operations_[a] < operations_[b];
+    return ra != rb ? ra > rb : operations_[a] > operations_[b];
   }
 
   double since_begin() const { return std::chrono::duration<double>(Clock::now() - begin_).count(); }

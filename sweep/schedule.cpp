@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <cmath>
 #include <cstddef>
 #include <sstream>
@@ -15,25 +16,35 @@
 namespace optimus::sweep {
 namespace {
 
-// One run of a member's chain, before it is placed.
+// One run of a member's chain, before it is placed. Consecutive end runs form a group: each ready when the step's last
+// backward ends, the member's next run when all of them have.
 struct Task {
   int step, shard;
-  bool backward;
+  bool backward, step_end;
   double compute, copy;
 };
 
-// forward shards 0..S-1 then backward S-1..0, per step.
-std::vector<Task> chain_of(const MemberWork& m) {
+// forward shards 0..S-1, then backward S-1..0, then (separate_ends, and some shard has an end cost) each shard's end,
+// per step; without separate ends a shard's end cost is added to its backward's (HYDRA's: its optimizer step follows
+// its backward).
+std::vector<Task> chain_of(const MemberWork& m, bool separate_ends) {
   std::vector<Task> chain;
   const int shards = static_cast<int>(m.shards.size());
+  const bool ends = separate_ends && std::any_of(m.shards.begin(), m.shards.end(),
+                                                 [](const ShardCosts& c) { return c.end > 0; });
   for (int step = 0; step < m.steps; ++step) {
     for (int k = 0; k < shards; ++k) {
       const ShardCosts& c = m.shards[static_cast<std::size_t>(k)];
-      chain.push_back({.step = step, .shard = k, .backward = false, .compute = c.forward, .copy = c.copy});
+      chain.push_back({.step = step, .shard = k, .backward = false, .step_end = false, .compute = c.forward, .copy = c.copy});
     }
     for (int k = shards - 1; k >= 0; --k) {
       const ShardCosts& c = m.shards[static_cast<std::size_t>(k)];
-      chain.push_back({.step = step, .shard = k, .backward = true, .compute = c.backward, .copy = c.copy});
+      chain.push_back({.step = step, .shard = k, .backward = true, .step_end = false,
+                       .compute = c.backward + (ends ? 0.0 : c.end), .copy = c.copy});
+    }
+    for (int k = 0; ends && k < shards; ++k) {  // the shard's state is in its slot since its backward: nothing copied
+      const ShardCosts& c = m.shards[static_cast<std::size_t>(k)];
+      chain.push_back({.step = step, .shard = k, .backward = false, .step_end = true, .compute = c.end, .copy = 0});
     }
   }
   return chain;
@@ -47,7 +58,7 @@ void check(const std::vector<MemberWork>& members, int slots) {
     OPTIMUS_CHECK(m.steps >= 1, "sweep: member '", m.name, "' trains ", m.steps, " steps; at least one");
     for (std::size_t k = 0; k < m.shards.size(); ++k) {
       const ShardCosts& c = m.shards[k];
-      for (const double v : {c.forward, c.backward, c.copy}) {
+      for (const double v : {c.forward, c.backward, c.copy, c.end}) {
         OPTIMUS_CHECK(std::isfinite(v) && v >= 0, "sweep: member '", m.name, "' shard ", k, " has a cost of ", v,
                       " s; costs are finite and not negative");
       }
@@ -83,7 +94,8 @@ class Slots {
   // `task` of `member` (ready at `ready`) on slot s, its copy starting no earlier than `not_before`.
   ShardRun place(std::size_t s, int member, const Task& task, double ready, double not_before, SweepTimeline& out) {
     ShardRun run{.member = member, .step = task.step, .shard = task.shard, .backward = task.backward,
-                 .slot = static_cast<int>(s), .copy_start = std::max(load_free_[s], not_before), .start = 0, .end = 0,
+                 .step_end = task.step_end, .slot = static_cast<int>(s),
+                 .copy_start = std::max(load_free_[s], not_before), .start = 0, .end = 0,
                  .copy_seconds = task.copy, .shards = 1, .micro_batch = -1};
     run.start = std::max({run.copy_start + task.copy, compute_free_[s], ready});
     run.end = run.start + task.compute;
@@ -140,19 +152,93 @@ SweepTimeline shared_slots(const std::vector<std::vector<Task>>& chains, int slo
   return out;
 }
 
-// The runtime's placement (optimus/sweep/runtime.hpp): shard k always on slot k mod D. Of the slots, the one that can
-// start a run first takes one — among the members whose next run is its shard and is ready by then, the scheduler's
-// pick.
-SweepTimeline pinned_slots(const std::vector<std::vector<Task>>& chains, int slots, Scheduler scheduler) {
-  const std::size_t n = chains.size();
-  std::vector<double> remaining(n, 0.0), ready(n, 0.0);
-  std::vector<std::size_t> next(n, 0);
-  std::size_t total = 0;
-  for (std::size_t m = 0; m < n; ++m) {
-    for (const Task& t : chains[m]) remaining[m] += t.compute;
-    total += chains[m].size();
+// Where a member's chain stands as the runtime's placement and model parallelism place it: its next run, or the
+// step's end group (its runs placed in any order, each on its shard's slot, all ready when the group is).
+class ChainCursor {
+ public:
+  ChainCursor(const std::vector<Task>& chain, int slots) : chain_(&chain), slots_(slots) {}
+  bool finished() const { return next_ == chain_->size(); }
+  const Task& task(std::size_t i) const { return (*chain_)[i]; }
+  std::size_t slot_of(std::size_t i) const { return static_cast<std::size_t>(task(i).shard % slots_); }
+  // When the next run (or each run of the next end group) may start.
+  double ready() const { return ready_; }
+
+  // The run slot s would take next, if any: the next run if it is s's, else the end group's first unplaced run on s.
+  std::optional<std::size_t> next_on(std::size_t s) const {
+    if (finished()) return std::nullopt;
+    if (!task(next_).step_end) return slot_of(next_) == s ? std::optional(next_) : std::nullopt;
+    for (std::size_t i = next_; i < group_end_; ++i) {
+      if (!placed_[i] && slot_of(i) == s) return i;
+    }
+    return std::nullopt;
   }
-  const auto slot_of = [slots](const Task& t) { return static_cast<std::size_t>(t.shard % slots); };
+
+  // Run i placed, ending at `end`: the chain moves on (past an end group once all of it is placed).
+  void placed(std::size_t i, double end) {
+    placed_[i] = true;
+    if (!task(next_).step_end) {
+      ready_ = end;
+      ++next_;
+    } else {
+      group_finish_ = std::max(group_finish_, end);
+      if (!std::all_of(placed_.begin() + static_cast<std::ptrdiff_t>(next_),
+                       placed_.begin() + static_cast<std::ptrdiff_t>(group_end_), [](bool p) { return p; })) {
+        return;
+      }
+      ready_ = group_finish_;
+      next_ = group_end_;
+    }
+    if (finished() || !task(next_).step_end) return;
+    group_end_ = next_;  // a new end group: its runs, all of this step's
+    while (group_end_ < chain_->size() && task(group_end_).step_end && task(group_end_).step == task(next_).step) {
+      ++group_end_;
+    }
+    group_finish_ = ready_;
+  }
+
+ private:
+  const std::vector<Task>* chain_;
+  int slots_;
+  std::size_t next_ = 0, group_end_ = 0;
+  double ready_ = 0, group_finish_ = 0;
+  std::vector<bool> placed_ = std::vector<bool>(chain_->size(), false);  // [i]: run i placed
+};
+
+// The runtime's pick (runtime.hpp) among `candidates` on slot s: lrtf the member with the most steps left (its
+// remaining training time in whole steps), between equal ones the one with the most of its step's runs already done
+// on this slot, then the lower index; round-robin as pick.
+int pick_pinned(Scheduler scheduler, const std::vector<int>& candidates, const std::vector<ChainCursor>& cursors,
+                const std::vector<std::vector<int>>& done_here, std::size_t s, int last, int members, int steps_of_any) {
+  if (scheduler != Scheduler::lrtf) return pick(scheduler, candidates, {}, last, members);
+  const auto key = [&](int m) {
+    const ChainCursor& c = cursors[static_cast<std::size_t>(m)];
+    const int step = c.task(*c.next_on(s)).step;
+    return std::pair{steps_of_any - step, done_here[static_cast<std::size_t>(m)][s]};
+  };
+  int best = candidates.front();
+  for (const int m : candidates) {
+    if (key(m) > key(best)) best = m;
+  }
+  return best;
+}
+
+// The runtime's placement (optimus/sweep/runtime.hpp): shard k always on slot k mod D, a step's ends after its last
+// backward. Of the slots, the one that can start a run first takes one — among the members whose next run is on it
+// and is ready by then, the runtime's pick.
+SweepTimeline pinned_slots(const std::vector<std::vector<Task>>& chains, const std::vector<MemberWork>& members,
+                           int slots, Scheduler scheduler) {
+  const std::size_t n = chains.size();
+  std::vector<ChainCursor> cursors;
+  std::size_t total = 0;
+  int most_steps = 0;
+  for (std::size_t m = 0; m < n; ++m) {
+    cursors.emplace_back(chains[m], slots);
+    total += chains[m].size();
+    most_steps = std::max(most_steps, members[m].steps);
+  }
+  // [m][s]: runs of member m's current step done on slot s; the step they count
+  std::vector<std::vector<int>> done_here(n, std::vector<int>(static_cast<std::size_t>(slots), 0));
+  std::vector<int> counted_step(n, 0);
   Slots place(slots);
   SweepTimeline out;
   std::vector<int> last(static_cast<std::size_t>(slots), -1);
@@ -162,8 +248,8 @@ SweepTimeline pinned_slots(const std::vector<std::vector<Task>>& chains, int slo
     double start = std::numeric_limits<double>::infinity();
     for (std::size_t k = 0; k < place.size(); ++k) {
       for (std::size_t m = 0; m < n; ++m) {
-        if (next[m] == chains[m].size() || slot_of(chains[m][next[m]]) != k) continue;
-        const double t = std::max(place.free(k), ready[m]);
+        if (!cursors[m].next_on(k)) continue;
+        const double t = std::max(place.free(k), cursors[m].ready());
         if (t < start) {
           start = t;
           s = k;
@@ -172,15 +258,20 @@ SweepTimeline pinned_slots(const std::vector<std::vector<Task>>& chains, int slo
     }
     std::vector<int> candidates;
     for (std::size_t m = 0; m < n; ++m) {
-      if (next[m] < chains[m].size() && slot_of(chains[m][next[m]]) == s && ready[m] <= start) {
-        candidates.push_back(static_cast<int>(m));
-      }
+      if (cursors[m].next_on(s) && cursors[m].ready() <= start) candidates.push_back(static_cast<int>(m));
     }
-    const int chosen = pick(scheduler, candidates, remaining, last[s], static_cast<int>(n));
+    // steps left counted against the longest member's steps: the same order as each member's own steps left
+    const int chosen = pick_pinned(scheduler, candidates, cursors, done_here, s, last[s], static_cast<int>(n),
+                                   most_steps);
     const auto m = static_cast<std::size_t>(chosen);
-    const Task& task = chains[m][next[m]++];
-    ready[m] = place.place(s, chosen, task, ready[m], 0.0, out).end;
-    remaining[m] -= task.compute;
+    const std::size_t i = *cursors[m].next_on(s);
+    const Task& task = cursors[m].task(i);
+    if (task.step != counted_step[m]) {
+      counted_step[m] = task.step;
+      std::fill(done_here[m].begin(), done_here[m].end(), 0);
+    }
+    ++done_here[m][s];
+    cursors[m].placed(i, place.place(s, chosen, task, cursors[m].ready(), 0.0, out).end);
     last[s] = chosen;
   }
   return out;
@@ -192,12 +283,17 @@ SweepTimeline model_parallel(const std::vector<std::vector<Task>>& chains, int s
   SweepTimeline out;
   double previous_member_end = 0;
   for (std::size_t m = 0; m < chains.size(); ++m) {
-    double ready = previous_member_end;
-    for (const Task& task : chains[m]) {
-      const auto s = static_cast<std::size_t>(task.shard % slots);
-      ready = place.place(s, static_cast<int>(m), task, ready, previous_member_end, out).end;
+    ChainCursor cursor(chains[m], slots);
+    while (!cursor.finished()) {
+      for (std::size_t s = 0; s < place.size(); ++s) {  // an end group's runs each on its slot; otherwise the next run
+        const std::optional<std::size_t> i = cursor.next_on(s);
+        if (!i) continue;
+        const double ready = std::max(cursor.ready(), previous_member_end);
+        cursor.placed(*i, place.place(s, static_cast<int>(m), cursor.task(*i), ready, previous_member_end, out).end);
+        break;
+      }
     }
-    previous_member_end = ready;
+    previous_member_end = cursor.ready();
   }
   return out;
 }
@@ -249,11 +345,14 @@ SweepTimeline simulate(const std::vector<MemberWork>& members, int slots, Schedu
   check(members, slots);
   OPTIMUS_CHECK(scheduler != Scheduler::pipeline, "sweep: the pipeline baseline takes its schedule and micro-batches "
                 "(simulate_pipeline)");
+  // HYDRA's placement adds a shard's end to its backward; the runtime's (and model parallelism) run a step's ends after
+  // its last backward
+  const bool separate_ends = scheduler == Scheduler::model_parallel || placement == ShardPlacement::slot_per_shard;
   std::vector<std::vector<Task>> chains;
-  for (const MemberWork& m : members) chains.push_back(chain_of(m));
+  for (const MemberWork& m : members) chains.push_back(chain_of(m, separate_ends));
   if (scheduler == Scheduler::model_parallel) return model_parallel(chains, slots);
   return placement == ShardPlacement::any_slot ? shared_slots(chains, slots, scheduler)
-                                               : pinned_slots(chains, slots, scheduler);
+                                               : pinned_slots(chains, members, slots, scheduler);
 }
 
 SweepTimeline simulate_pipeline(const std::vector<MemberWork>& members, int slots, PipelineBaseline baseline) {
@@ -277,14 +376,30 @@ SweepTimeline simulate_pipeline(const std::vector<MemberWork>& members, int slot
           const pipeline::Interval& t = sim.times[static_cast<std::size_t>(p)][i];
           const int from = first[static_cast<std::size_t>(p)];
           out.runs.push_back({.member = static_cast<int>(m), .step = step, .shard = from,
-                              .backward = ops[i].work != pipeline::Work::forward, .slot = p,
+                              .backward = ops[i].work != pipeline::Work::forward, .step_end = false, .slot = p,
                               .copy_start = out.makespan + t.start, .start = out.makespan + t.start,
                               .end = out.makespan + t.end, .copy_seconds = 0,
                               .shards = first[static_cast<std::size_t>(p) + 1] - from,
                               .micro_batch = ops[i].micro_batch});
         }
       }
-      out.makespan += sim.makespan;
+      // the step's ends: each stage's after the pipeline's last operation, on every stage at once
+      double longest_end = 0;
+      for (int p = 0; p < stages; ++p) {
+        double end = 0;
+        for (int k = first[static_cast<std::size_t>(p)]; k < first[static_cast<std::size_t>(p) + 1]; ++k) {
+          end += members[m].shards[static_cast<std::size_t>(k)].end;
+        }
+        if (end == 0) continue;
+        const double start = out.makespan + sim.makespan;
+        out.runs.push_back({.member = static_cast<int>(m), .step = step, .shard = first[static_cast<std::size_t>(p)],
+                            .backward = false, .step_end = true, .slot = p, .copy_start = start, .start = start,
+                            .end = start + end, .copy_seconds = 0,
+                            .shards = first[static_cast<std::size_t>(p) + 1] - first[static_cast<std::size_t>(p)],
+                            .micro_batch = -1});
+        longest_end = std::max(longest_end, end);
+      }
+      out.makespan += sim.makespan + longest_end;
     }
   }
   return out;
@@ -318,7 +433,7 @@ std::string chrome_trace(const SweepTimeline& timeline, const std::vector<Member
   nlohmann::json events = nlohmann::json::array();
   for (const ShardRun& r : timeline.runs) {
     const std::string& name = members.at(static_cast<std::size_t>(r.member)).name;
-    std::string what = name + (r.backward ? " B" : " F");
+    std::string what = name + (r.step_end ? " E" : r.backward ? " B" : " F");
     what += r.shards == 1 ? " shard " + std::to_string(r.shard)
                           : " shards " + std::to_string(r.shard) + "-" + std::to_string(r.shard + r.shards - 1);
     if (r.micro_batch >= 0) what += " micro-batch " + std::to_string(r.micro_batch);

@@ -15,6 +15,7 @@
 
 #include "optimus/core/device_memory_pool.hpp"
 #include "optimus/core/error.hpp"
+#include "optimus/core/poll_backoff.hpp"
 #include "optimus/comm/staged_collectives.hpp"
 
 namespace optimus {
@@ -145,20 +146,15 @@ class DeviceRequest final : public RequestImpl {
   void wait() override {
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = core_->collectives->has_watchdog() ? core_->timeout + core_->timeout / 5 : core_->timeout;
-    auto pause = std::chrono::microseconds(1);
-    for (int polls = 0; !test(); ++polls) {
+    PollBackoff backoff(64, std::chrono::microseconds(200));
+    while (!test()) {
       if (job().failed()) {  // this rank failed for good on another thread (a simulated device's stream) or earlier
         core_->collectives->check_async_errors();  // this communicator's own error first, where it has one
         core_->abort(nullptr);
         job().throw_failure();
       }
       if (std::chrono::steady_clock::now() - start > deadline) expire();
-      if (polls < 64) {
-        std::this_thread::yield();
-        continue;
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(200));
+      backoff.pause();
     }
   }
   bool test() override {

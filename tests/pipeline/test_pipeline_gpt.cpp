@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "../layers/layer_cases.hpp"
@@ -216,6 +217,63 @@ TEST_CASE("two models' steps interleaved operation by operation give each one's 
       for (const auto& [name, g] : gradients) {
         CAPTURE_BINDING(name);
         CHECK(g == expected->at(name));
+      }
+    }
+  });
+}
+
+// A sweep's member ends its step without waiting on another stage (Gpt::begin_step with partials): over three stages
+// (the middle one holds neither wte part) with 1F1B, its loss, gradients, the stages' sums of squares and the AdamW step
+// from them are train_step's and AdamW::step's bit for bit.
+TEST_CASE("an exchanged end gives train_step's loss, gradients and AdamW step bit for bit") {
+  optimus::test::run_in_process(3, [](optimus::Communicator& world) {
+    const auto schedule = pp::make_schedule({.kind = pp::Kind::one_f_one_b, .stages = 3, .micro_batches = 2,
+                                             .chunks = 1});
+    const auto config = optimus::test::config_for(1, 3, 0.1);
+    const std::int64_t batch = 4, n = batch * config.max_seq;
+    const std::vector<int> tokens = optimus::test::random_tokens(n, config.vocab, 5),
+                           targets = optimus::test::random_tokens(n, config.vocab, 6);
+    struct Trained {
+      double loss, norm;
+      std::map<std::string, optimus::GlobalMatrix> gradients, parameters;
+    };
+    const auto train = [&](bool exchanged) {
+      optimus::Gpt2D<double> model(optimus::Grid::create(world, 1, 3), config, schedule);
+      optimus::AdamW<double> adam(model.grid(), model.parameters(),
+                                  {.config = {.lr = 1e-2, .max_grad_norm = 0.5}, .norm_order = model.norm_order()});
+      Trained t{};
+      if (!exchanged) {
+        t.loss = model.train_step(tokens, targets, batch, 2);
+        t.gradients = model.gather(true);
+        t.norm = adam.step();
+      } else {
+        auto step = model.begin_step(tokens, targets, batch, 2, [&adam] { return adam.stage_squares(); });
+        int runs = 0;
+        while (!step.done()) {
+          while (!step.ready()) std::this_thread::yield();
+          step.run_next();
+          ++runs;
+        }
+        // the schedule's operations, then the end's three
+        CHECK(runs == static_cast<int>(schedule.ops[static_cast<std::size_t>(model.grid().stage())].size()) + 3);
+        t.loss = step.finish();
+        t.gradients = model.gather(true);
+        t.norm = adam.step_from(step.stage_sums());
+        CHECK(optimus::test::error_of([&] { adam.step_from({1.0}); }).find("1 partial sums of squares") !=
+              std::string::npos);
+      }
+      t.parameters = model.gather(false);
+      return t;
+    };
+    const Trained expected = train(false), got = train(true);
+    CHECK(got.loss == expected.loss);
+    CHECK(got.norm == expected.norm);
+    CHECK(expected.norm > 0.5);  // clipped: the norm scales every update
+    for (const auto which : {&Trained::gradients, &Trained::parameters}) {
+      REQUIRE((got.*which).size() == (expected.*which).size());
+      for (const auto& [name, value] : got.*which) {
+        CAPTURE_BINDING(name);
+        CHECK(value == (expected.*which).at(name));
       }
     }
   });

@@ -125,8 +125,9 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
           }
         }
       });
-      // Each slot ran each member's 2 operations (forward, backward) per step, and ended its steps in the order slot 0
-      // decided, the same on every slot: one member's steps after another's under model-parallel.
+      // Each slot ran each member's 5 operations per step (forward, backward and the exchanged end's three), and ended
+      // its steps in the order slot 0 decided, the same on every slot: one member's steps after another's under
+      // model-parallel.
       std::vector<std::vector<sweep::OperationRun>> operations(runs.size());
       std::vector<std::vector<int>> ends(runs.size());
       for (std::size_t s = 0; s < runs.size(); ++s) {
@@ -134,7 +135,7 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
           if (r.operation >= 0) operations[s].push_back(r);
           else ends[s].push_back(r.member);
         }
-        CHECK(operations[s].size() == 2 * (3 + 1 + 4));
+        CHECK(operations[s].size() == 5 * (3 + 1 + 4));
         CHECK(ends[s] == ends[0]);
       }
       for (int m = 0; m < 3; ++m) CHECK(std::count(ends[0].begin(), ends[0].end(), m) == specs[m].steps);
@@ -145,8 +146,8 @@ TEST_CASE("a sweep's members train at once on 1 and 2 slots, each bitwise as alo
       }
       const std::vector<sweep::OperationRun>& first = operations[0];
       if (scheduler == sweep::Scheduler::model_parallel) {
-        // one member at a time: member 0's 6 operations, member 1's 2, member 2's 8
-        for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i].member == (i < 6 ? 0 : i < 8 ? 1 : 2));
+        // one member at a time: member 0's 15 operations, member 1's 5, member 2's 20
+        for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i].member == (i < 15 ? 0 : i < 20 ? 1 : 2));
       } else if (scheduler == sweep::Scheduler::lrtf) {
         // the longest remaining (member 2, 4 steps) starts first
         CHECK(first.front().member == 2);
@@ -179,7 +180,7 @@ TEST_CASE("a sweep's members on slots of 2 x 2 ranks, each bitwise as alone on o
         const std::unique_ptr<optimus::Communicator> slot = world.split(world.rank() / 4, world.rank());
         const std::vector<sweep::OperationRun> runs =
             sweep::train_members(steps, {.scheduler = scheduler, .in_flight = 0}, world, *slot);
-        CHECK(runs.size() == 3 * (2 + 3));  // forward, backward and end of each step
+        CHECK(runs.size() == 6 * (2 + 3));  // of each step: forward, backward, the end's three operations and the end
         for (std::size_t m = 0; m < specs.size(); ++m) {
           CHECK(members[m]->losses() == expected[m].losses);
           for (const auto& [name, value] : members[m]->model().gather(false)) {

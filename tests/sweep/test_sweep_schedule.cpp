@@ -153,6 +153,49 @@ TEST_CASE("sweep: the runtime's placement keeps every rule, each shard on its ow
         sw::simulate({even, even}, 1, sw::Scheduler::round_robin, sw::ShardPlacement::slot_per_shard).makespan);
 }
 
+TEST_CASE("sweep: the runtime's placement runs a step's ends on every slot after its last backward; HYDRA's adds them "
+          "to the backwards") {
+  // forward 1 and backward 2 per shard; the ends 3 (shard 0) and 5 (shard 1): a step is 1 + 1 + 2 + 2 + max(3, 5)
+  const sw::MemberWork one{.name = "one", .shards = {{1, 2, 0, 3}, {1, 2, 0, 5}}, .steps = 2};
+  for (const sw::Scheduler scheduler : {sw::Scheduler::lrtf, sw::Scheduler::model_parallel}) {
+    CAPTURE(sw::name_of(scheduler));
+    const sw::SweepTimeline t = sw::simulate({one}, 2, scheduler, sw::ShardPlacement::slot_per_shard);
+    CHECK(t.makespan == 22);
+    REQUIRE(t.runs.size() == 2 * 6);
+    for (const sw::ShardRun& r : t.runs) {
+      CHECK(r.slot == r.shard);
+      if (!r.step_end) continue;
+      CHECK(r.start == 11.0 * r.step + 6);  // both at once, once shard 0's backward has ended
+      CHECK(r.end - r.start == (r.shard == 0 ? 3 : 5));
+    }
+    for (const sw::ShardRun& r : t.runs) {
+      if (r.step == 1 && !r.step_end && !r.backward && r.shard == 0) CHECK(r.start == 11);  // after both ends
+    }
+    CHECK(sw::chrome_trace(t, {one}).find("one E shard 1 step 0") != std::string::npos);
+  }
+  // The pipeline baseline of one micro-batch: the same chain, the stages' ends at once after it.
+  const sw::SweepTimeline piped = sw::simulate_pipeline({one}, 2, {.kind = optimus::pipeline::Kind::one_f_one_b,
+                                                                   .micro_batches = 1});
+  CHECK(piped.makespan == 22);
+  CHECK(std::count_if(piped.runs.begin(), piped.runs.end(), [](const sw::ShardRun& r) { return r.step_end; }) == 4);
+  // HYDRA's placement: each shard's end follows its backward, in the chain: 1 + 1 + (2 + 5) + (2 + 3) per step.
+  CHECK(sw::simulate({one}, 2, sw::Scheduler::lrtf, sw::ShardPlacement::any_slot).makespan == 28);
+
+  // The runtime's LRTF between members with as many steps left: the one with more of its step run on the slot. At 2 s
+  // slot 1 may run x's backward (x's forward ran there) or y's forward: it runs x's.
+  const sw::MemberWork x{.name = "x", .shards = {{1, 1, 0}, {1, 1, 0}}, .steps = 1};
+  const sw::MemberWork y{.name = "y", .shards = x.shards, .steps = 1};
+  const sw::SweepTimeline t = sw::simulate({x, y}, 2, sw::Scheduler::lrtf, sw::ShardPlacement::slot_per_shard);
+  int checked = 0;
+  for (const sw::ShardRun& r : t.runs) {
+    if (r.slot != 1 || r.start != 2) continue;
+    CHECK(r.member == 0);
+    CHECK(r.backward);
+    ++checked;
+  }
+  CHECK(checked == 1);
+}
+
 TEST_CASE("sweep: Sharded-LRTF keeps the long member moving; round-robin delays it") {
   // One member of 3 steps x 8 runs of 1 s, three of 2 runs of 1 s, two slots, free copies: the long chain (24 s) bounds
   // the makespan, and LRTF reaches it by giving the short members the other slot.

@@ -80,8 +80,15 @@ class AdamW {
   // The parameters of a model (Gpt::parameters(): the whole model's, or a pipeline stage's) at `place`.
   AdamW(OptimizerPlace place, std::vector<ParameterRef<T>> params, AdamWOptions options);
 
-  // One step (t counts from 1); returns the global gradient norm before clipping (see NonFinite).
+  // One step (t counts from 1); returns the global gradient norm before clipping (see NonFinite). Collective over the
+  // norm order's stages (all-reducing stage_squares) and the place's ranks.
   double step();
+  // step() taken apart for a caller that sums the stages' partials itself (Gpt::begin_step's exchanged end, which
+  // never waits on another stage): this rank's sums of squares in the norm order's slots (zeros in the other stages'
+  // slots; one slot without an order), local; then the step from those slots summed over the stages — each filled by
+  // one stage, so any order of those sums gives step()'s bits —, collective over the place's ranks only.
+  std::vector<double> stage_squares();
+  double step_from(const std::vector<double>& slots);
   // For schedules: the learning rate of the following steps (positive and finite, or optimus::Error).
   void set_learning_rate(double lr);
   void set_nonfinite(NonFinite policy) { nonfinite_ = policy; }
@@ -104,8 +111,6 @@ class AdamW {
   // Whether this rank adds parameter p's squares to the norm: a replicated tensor is added by group rank 0 only.
   bool counted_here(const ParameterRef<T>& p) const;
 
-  // The sum of squares of every gradient element of the model, counted once (before the square root).
-  double sum_of_squares();
   // Parameter k's sum of squares, where its gradient lives.
   double squares_of(std::size_t k);
   // Where parameter k's local work runs: the grid's queue, or the host for a parameter in host memory.

@@ -51,6 +51,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -76,7 +77,9 @@ class SpillCall;  // model/gpt_parts.hpp
 // Family: TwoD<T> (Gpt2D<T>, below) or OneD<T> (Gpt1D<T>), family.hpp.
 template <class Family>
 class Gpt {
-  class Step;  // one train_step's run of this stage's operations (model/gpt_step.cpp)
+  class Step;         // one train_step's run of this stage's operations (model/gpt_step.cpp)
+  class WteExchange;  // a step's exchange of wte's gradient parts between the end stages (model/gpt_step.cpp)
+  class EndExchange;  // a step's end that never waits on another stage (model/gpt_step.cpp)
 
  public:
   using T = typename Family::Value;
@@ -84,6 +87,8 @@ class Gpt {
   using Schedule = pipeline::Schedule;
   // What one micro-batch's forward through a one-stage model keeps for its backward.
   using Context = GptContext<T>;
+  // This stage's part of sums over the stages, each entry filled by one stage (AdamW::stage_squares).
+  using StagePartials = std::function<std::vector<double>()>;
 
   // place: a Grid made by Grid::create(world, q, pp) (2D), or megatron::Group::pipeline_stage(world, pp, replicas)
   // (1D). Throws optimus::Error unless the place has the schedule's S stages, the schedule validates, and S*v divides
@@ -122,17 +127,31 @@ class Gpt {
     bool ready();  // the next operation's input is here (true when it needs none); not after done()
     void run_next();
     double finish();  // after done(); once
+    // An exchanged step's partials summed over the stages (for AdamW::step_from), after finish().
+    const std::vector<double>& stage_sums() const;
 
    private:
     friend class Gpt;
     TrainStep(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-              std::uint64_t step);
+              std::uint64_t step, StagePartials partials);
     Gpt* model_;
     std::unique_ptr<detail::SpillCall<T>> spill_;  // declared before the step: destroyed after it
     std::unique_ptr<Step> step_;
+    std::unique_ptr<EndExchange> exchange_;  // an exchanged step's end; null for train_step's
+    std::vector<double> sums_;               // stage_sums()
   };
   TrainStep begin_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                        std::uint64_t step);
+  // A step whose end never waits on another stage, so that a loop interleaving several models' operations across
+  // slots keeps computing while the stages' parts travel: after the schedule's operations come three more, run by
+  // run_next as the others — (1) once this stage's sends have completed, wte's part sent to the other end stage;
+  // (2) once the other part has arrived, the two summed as train_step sums them, then `partials()` (this stage's
+  // AdamW::stage_squares, over the summed gradients) sent with this stage's loss part to every other stage; (3) once
+  // every other stage's have arrived, their sums. finish() then needs no collective and returns train_step's loss
+  // bitwise (one stage holds the loss, and each partial is filled by one stage: the sums are exact), and stage_sums()
+  // the partials summed over the stages. One replica only (else optimus::Error).
+  TrainStep begin_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
+                       std::uint64_t step, StagePartials partials);
 
   // A model of one stage and one chunk (else optimus::Error) taken apart: forward fills `saved` with what backward
   // needs and returns the batch's mean cross-entropy (averaged over replicas); backward accumulates every gradient,

@@ -8,8 +8,9 @@
 //   optimus::sweep::train_members(pointers_to(members), {.scheduler = optimus::sweep::Scheduler::lrtf, .in_flight = 0},
 //                                 world, *slot);   // slot: this rank's q x q ranks (world.split(rank / (q*q), rank))
 //
-// Each step: the learning rate spec.adam.lr, zero_grad, the step's batch through the pipeline, AdamW with the global
-// gradient norm over the stages. A member trains bitwise as the same model, optimizer and batches on one stage with
+// Each step: the learning rate spec.adam.lr, zero_grad, the step's batch through the pipeline and its exchanged end
+// (the stages' sums sent, not all-reduced: no slot waits on another), AdamW with the global gradient norm over the
+// stages. A member trains bitwise as the same model, optimizer and batches on one stage with
 // train_step.
 #pragma once
 
@@ -33,6 +34,10 @@ struct MemberTraining {
   std::int64_t batch = 1;
   int micro_batches = 1;
 };
+
+// A member's pipeline schedule on `stages` slots: one stage of `micro_batches`, else GPipe of one micro-batch, else
+// 1F1B. Each slot runs its ops in this order, then the step's exchanged end (Gpt::begin_step).
+pipeline::Schedule member_schedule(int stages, int micro_batches);
 
 // The step's batch (from 0): tokens and targets, batch x config.max_seq ids each, row-major.
 using BatchOf = std::function<void(int step, std::vector<int>& tokens, std::vector<int>& targets)>;

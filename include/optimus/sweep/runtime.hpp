@@ -6,16 +6,20 @@
 // runs, on each slot, whichever member's next operation has its input (message-driven: nothing waits while another
 // member could compute), the scheduler choosing among them:
 //   lrtf        : Sharded-LRTF, the member with the longest remaining training time (MemberSteps::remaining, which
-//                 counts whole steps; between equal ones, the member with the fewest operations of its step run);
+//                 counts whole steps: a step's work trains nothing until its end); between equal ones, the member with
+//                 the most operations of its step run here (nearest its step's end: its activations are freed and its
+//                 end reached soonest, as 1F1B prefers backwards — preferring the fewest ran every member's forward
+//                 before any backward, and the slots idled at each round of steps' ends);
 //   round_robin : the next member after the one that ran last, in member order;
 //   model_parallel (and pipeline, whose members the caller builds with a pipeline schedule of m micro-batches): one
 //                member at a time, in member order, every step of it before the next one starts.
 // Ties go to the lower member index. A member's operations run in its schedule's order whatever the interleaving, so
 // each member trains bitwise as it does alone (Gpt::TrainStep).
 //
-// A step's end (the loss over the pipeline, the optimizer's global norm, a save) is collective over the member's ranks
-// and blocks, so that no rank waits in one while another still computes for it, and no two ranks wait in different
-// ones, rank 0 coordinates them: every rank tells it (a one-byte message) when a member's operations of the step have
+// A step's end is collective over the member's ranks where it saves (and, in a slot of several ranks, over the slot's),
+// so that no rank waits in one while another still computes for it, and no two ranks wait in different ones, rank 0
+// coordinates them (the rest of the end — the loss over the pipeline, wte's parts, the optimizer's global norm — runs
+// as the member's last operations without waiting on another slot: Gpt::begin_step's exchanged end): every rank tells it (a one-byte message) when a member's operations of the step have
 // run there, and it ends the members in the order they became done everywhere, telling every slot. In a slot of
 // several ranks, its first rank (the leader) chooses each operation and passes on each end, and the others run that
 // one sequence: each operation's collectives and each end then reach every rank in a consistent order.

@@ -12,13 +12,16 @@
 // as the slot's other buffer is free. Among those members
 //   lrtf        : Sharded-LRTF, the one with the longest remaining training time (its remaining runs' compute);
 //   round_robin : the next after the one chosen last, in member order;
-// ties go to the lower member index. The baseline HYDRA compares against:
+// ties go to the lower member index. With the runtime's placement (ShardPlacement::slot_per_shard below) the runs
+// follow the runtime's rules instead: a step's ends (ShardCosts::end) run on every shard's slot after its last
+// backward, and lrtf counts the remaining training time in whole steps, between equal ones preferring the member with
+// the most of its step's runs done on the slot (then the lower index). The baseline HYDRA compares against:
 //   model_parallel : one member at a time (the next one's first copy after the last one's last run), shard k always on
 //                    slot k mod D, no micro-batches: its runs one after another, only the copies overlapping;
 //   pipeline       : one member at a time, its shards grouped into min(S, D) consecutive stages (stage p: shards
 //                    [p*S/P, (p+1)*S/P)), one per slot, resident (no copies: the model fits the slots together), each
 //                    step a GPipe or 1F1B pipeline (optimus/pipeline) of m micro-batches, a micro-batch's forward and
-//                    backward costing 1/m of the whole batch's (simulate_pipeline).
+//                    backward costing 1/m of the whole batch's, then every stage's ends at once (simulate_pipeline).
 // The timeline is a prediction: the runtime (runtime.hpp) applies the same rules as inputs arrive, and optimus-bench
 // sweep measures it beside this. Moving boundary activations between slots is not modelled.
 #pragma once
@@ -32,10 +35,12 @@
 
 namespace optimus::sweep {
 
-// One shard of a member on a slot, in seconds: its forward; its backward with its optimizer step; moving its state
-// into the slot (and what it changed back out).
+// One shard of a member on a slot, in seconds: its forward; its backward (HYDRA's: with its optimizer step); moving its
+// state into the slot (and what it changed back out); its part of the step's end (the runtime's: the stages' sums and
+// the optimizer's update, which run on each slot after the step's last backward — simulate with the runtime's
+// placement and model parallelism run it so, HYDRA's placement adds it to the shard's backward).
 struct ShardCosts {
-  double forward = 0, backward = 0, copy = 0;
+  double forward = 0, backward = 0, copy = 0, end = 0;
 };
 
 // A member as the scheduler sees it: its shards in model order and its training steps.
@@ -55,6 +60,7 @@ std::string_view name_of(Scheduler scheduler);
 struct ShardRun {
   int member = 0, step = 0, shard = 0;
   bool backward = false;
+  bool step_end = false;  // the shard's part of the step's end (ShardCosts::end)
   int slot = 0;
   double copy_start = 0, start = 0, end = 0;
   double copy_seconds = 0;
