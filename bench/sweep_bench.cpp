@@ -79,7 +79,12 @@ sw::BatchOf batches_of(const SweepShape& shape, int member) {
   };
 }
 
-SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler scheduler) {
+// How the measured run places the members: each a pipeline of one stage per slot (the runtime's), or each whole on one
+// slot, member m on slot m mod D, the slots never exchanging anything (D sequential runs side by side: what the machine
+// gives D slots at most, the measured rows' ceiling).
+enum class Layout { pipelined, independent };
+
+SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler scheduler, Layout layout) {
   std::vector<std::vector<sw::OperationRun>> runs(static_cast<std::size_t>(slots));
   std::vector<double> seconds(static_cast<std::size_t>(slots), 0.0);
   const int micro = scheduler == sw::Scheduler::pipeline ? shape.micro_batches : 1;
@@ -88,22 +93,25 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
   run_in_process(slots, [&](Communicator& world) {
     std::optional<RankDevice> slot;  // the slot's stream and pool on the shared device, declared before the members
     if (device) slot.emplace(*device, ops::GemmMath::f32);
+    const std::unique_ptr<Communicator> self = world.split(world.rank(), 0);  // a slot of one rank
+    const bool independent = layout == Layout::independent;
+    Communicator& ranks = independent ? *self : world;  // the members' ranks
     std::vector<std::unique_ptr<sw::GptMember<float>>> members;
     std::vector<sw::MemberSteps*> steps;
-    for (int m = 0; m < shape.members; ++m) {
+    for (int m = independent ? world.rank() : 0; m < shape.members; m += independent ? slots : 1) {
       GptConfig c = shape.config;
       c.seed = static_cast<std::uint64_t>(m + 1);
+      const int stages = ranks.size();
       members.push_back(std::make_unique<sw::GptMember<float>>(
-          slot ? slot->grid(world, 1, slots) : Grid::create(world, 1, slots), slot ? shape.spill : Spill::none, c,
+          slot ? slot->grid(ranks, 1, stages) : Grid::create(ranks, 1, stages), slot ? shape.spill : Spill::none, c,
           sw::MemberTraining{.adam = AdamWConfig{}, .steps = shape.steps, .batch = shape.batch, .micro_batches = micro},
           batches_of(shape, m)));
       steps.push_back(members.back().get());
     }
     world.barrier();
     const auto begin = std::chrono::steady_clock::now();
-    const std::unique_ptr<Communicator> self = world.split(world.rank(), 0);  // a slot of one rank
     runs[static_cast<std::size_t>(world.rank())] =
-        sw::train_members(steps, {.scheduler = scheduler, .in_flight = shape.in_flight}, world, *self);
+        sw::train_members(steps, {.scheduler = scheduler, .in_flight = shape.in_flight}, ranks, *self);
     seconds[static_cast<std::size_t>(world.rank())] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   });
@@ -112,6 +120,7 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
   for (const std::vector<sw::OperationRun>& slot : runs) {
     for (const sw::OperationRun& r : slot) out.busy += (r.end - r.start) / out.makespan / slots;
   }
+  if (layout == Layout::independent) return out;  // no stage costs: each slot ran whole members
   // Each run's kind from the members' schedule: its forwards, its backwards, then the exchanged end's operations and
   // the step's end (operation -1), which the simulator runs on every slot after the step's last backward.
   const pipeline::Schedule schedule = sw::member_schedule(slots, micro);
@@ -232,7 +241,7 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
                 "(HYDRA: > 7x over model parallelism, > 1.5x over the pipeline)");
 
   // D = 1: the members one after another (model-parallel on one slot is exactly that).
-  const SweepMeasured sequential = measure_sweep(shape, 1, sw::Scheduler::model_parallel);
+  const SweepMeasured sequential = measure_sweep(shape, 1, sw::Scheduler::model_parallel, Layout::pipelined);
   const double seq_predicted = predict_makespan(sequential.work, 1, sw::Scheduler::model_parallel, 1);
   report.row({"1", "sequential", "-", "measured", format("%.4f", sequential.makespan), format("%.4f", seq_predicted),
               format("%.3f", sequential.makespan / seq_predicted), format("%.2f", sequential.busy), "1.00", "-"});
@@ -241,7 +250,7 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   std::map<sw::Scheduler, SweepMeasured> at_d;
   for (const sw::Scheduler s : {sw::Scheduler::model_parallel, sw::Scheduler::lrtf, sw::Scheduler::round_robin,
                                 sw::Scheduler::pipeline}) {
-    at_d[s] = measure_sweep(shape, slots, s);
+    at_d[s] = measure_sweep(shape, slots, s, Layout::pipelined);
   }
   const std::vector<sw::MemberWork>& alone = at_d[sw::Scheduler::model_parallel].work;
   const double lrtf = at_d[sw::Scheduler::lrtf].makespan;
@@ -257,6 +266,14 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
                 format("%.4f", predicted), format("%.3f", measured / predicted), format("%.2f", at_d[s].busy),
                 format("%.2f", sequential.makespan / measured), format("%.2f", measured / lrtf)});
   }
+
+  // The ceiling: D sequential runs side by side, each slot whole members of its own (the slots' contention for the
+  // machine's cores, caches and memory, with nothing scheduled or exchanged).
+  const SweepMeasured ceiling = measure_sweep(shape, slots, sw::Scheduler::model_parallel, Layout::independent);
+  report.row({std::to_string(slots), "independent", "whole", "measured", format("%.4f", ceiling.makespan),
+              format("%.4f", seq_predicted / slots), format("%.3f", ceiling.makespan / (seq_predicted / slots)),
+              format("%.2f", ceiling.busy), format("%.2f", sequential.makespan / ceiling.makespan),
+              format("%.2f", ceiling.makespan / lrtf)});
 
   // Simulated at more slots: each member cut into D shards of equal cost.
   for (const std::int64_t d : o.integers("simulate", "2,4,8")) {
