@@ -195,6 +195,7 @@ std::vector<cli::Spec> sweep_options() {
           cli::integers("simulate", 1, 1 << 10, "slots of the simulated rows (default 2,4,8)"),
           cli::integer("m", 1, 1 << 10, "the pipeline baseline's micro-batches (default 4)"),
           cli::integer("in-flight", 0, 1 << 10, "most members with a step in flight (default 0: all)"),
+          cli::integer("repeats", 1, 1 << 10, "runs of each measured row, interleaved; its median (default 3)"),
           cli::integer("steps", 1, kIters, "steps per member (default 3)"),
           cli::integer("b", 1, kBatch, "sequences per step (default 4)"),
           cli::integer("s", 1, kSide, "tokens per sequence (default 32)"),

@@ -3,32 +3,35 @@
 // measured in the same run, and the simulated makespans at more slots, beside HYDRA's figures:
 //   measured rows   D = 1 (the members one after another: the sequential solo runs) and D = --slots under lrtf,
 //                   round-robin, model-parallel and pipeline (1F1B of --m micro-batches), at most --in-flight members
-//                   with a step in flight (0: all); makespan = the loop's time, the maximum over the slots;
+//                   with a step in flight (0: all); makespan = the loop's time, the maximum over the slots, the median
+//                   of --repeats runs (the rows' runs interleaved, so that the machine's drift reaches all alike);
 //                   predicted = the simulator's makespan (ShardPlacement::slot_per_shard) from each stage's mean
 //                   forward, backward and end (the exchanged end's operations and the step's end) measured alone (the
 //                   model-parallel run, one member at a time; D = 1: the sequential run; the pipeline: its own run,
 //                   simulate_pipeline);
 //   busy            the slots' mean fraction of the makespan spent in operations and steps' ends (the rest: waiting for
 //                   an input, or for the coordinator's word that a step may end);
+//   independent     the ceiling: D sequential runs side by side, member m whole on slot m mod D (what the machine
+//                   gives D slots when nothing is exchanged);
 //   simulated rows  D = each of --simulate: every member cut into D shards of equal cost (the whole model's forward,
 //                   backward and end measured at D = 1, over D), under lrtf with the runtime's placement and with
 //                   HYDRA's (any slot), model-parallel and pipeline; speedup over the sequential runs, LRTF over model
 //                   parallelism (HYDRA reports more than 7x) and over the pipeline (HYDRA: more than 1.5x).
 // Members differ in seed (and so in data); all have the same shape, so that their costs are equal.
 //
-//   optimus-bench sweep [--members 8] [--slots 2] [--simulate 2,4,8] [--m 4] [--in-flight 0] [--steps 3] [--b 4]
-//                       [--s 32] [--h 64] [--heads 2] [--layers 4] [--vocab 256] [--device cpu|sim|cuda]
-//                       [--device-memory SIZE] [--device-bandwidth GB/s] [--offload none|spill|spill+activations]
-//                       [--json FILE]
+//   optimus-bench sweep [--members 8] [--slots 2] [--simulate 2,4,8] [--m 4] [--in-flight 0] [--repeats 3]
+//                       [--steps 3] [--b 4] [--s 32] [--h 64] [--heads 2] [--layers 4] [--vocab 256]
+//                       [--device cpu|sim|cuda] [--device-memory SIZE] [--device-bandwidth GB/s]
+//                       [--offload none|spill|spill+activations] [--json FILE]
 // With --device, the slots share one device (each its own stream and pool), and with --offload the members' blocks move
 // between it and host memory at --device-bandwidth: the copies are then in the measured operations' costs.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <optional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_options.hpp"
@@ -143,6 +146,32 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
   return out;
 }
 
+// One measured row's run: its slots, scheduler and layout.
+struct Measurement {
+  int slots;
+  sw::Scheduler scheduler;
+  Layout layout;
+};
+
+// Each run `repeats` times, the repeats interleaved (every run once per round, so that the machine's drift over the
+// bench reaches every row alike); of each, the run of median makespan.
+std::vector<SweepMeasured> median_runs(const SweepShape& shape, const std::vector<Measurement>& runs, int repeats) {
+  std::vector<std::vector<SweepMeasured>> all(runs.size());
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      all[i].push_back(measure_sweep(shape, runs[i].slots, runs[i].scheduler, runs[i].layout));
+    }
+  }
+  std::vector<SweepMeasured> out;
+  for (std::vector<SweepMeasured>& repeated : all) {
+    const auto middle = repeated.begin() + static_cast<std::ptrdiff_t>(repeated.size() / 2);
+    std::nth_element(repeated.begin(), middle, repeated.end(),
+                     [](const SweepMeasured& a, const SweepMeasured& b) { return a.makespan < b.makespan; });
+    out.push_back(std::move(*middle));
+  }
+  return out;
+}
+
 // The members' work cut into D shards of equal cost.
 std::vector<sw::MemberWork> cut_into(const std::vector<sw::MemberWork>& whole, int shards) {
   std::vector<sw::MemberWork> out;
@@ -240,36 +269,34 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
                 "solo runs' makespan over the row's; lrtf_vs: this row's over the lrtf row's of the same D and placement "
                 "(HYDRA: > 7x over model parallelism, > 1.5x over the pipeline)");
 
-  // D = 1: the members one after another (model-parallel on one slot is exactly that).
-  const SweepMeasured sequential = measure_sweep(shape, 1, sw::Scheduler::model_parallel, Layout::pipelined);
+  // D = 1: the members one after another (model-parallel on one slot is exactly that); D = --slots under each
+  // scheduler; the ceiling: D sequential runs side by side, each slot whole members of its own (the slots' contention
+  // for the machine's cores, caches and memory, with nothing scheduled or exchanged).
+  const std::vector<sw::Scheduler> schedulers{sw::Scheduler::lrtf, sw::Scheduler::round_robin,
+                                              sw::Scheduler::model_parallel, sw::Scheduler::pipeline};
+  std::vector<Measurement> runs{{1, sw::Scheduler::model_parallel, Layout::pipelined}};
+  for (const sw::Scheduler s : schedulers) runs.push_back({slots, s, Layout::pipelined});
+  runs.push_back({slots, sw::Scheduler::model_parallel, Layout::independent});
+  const std::vector<SweepMeasured> measured = median_runs(shape, runs, static_cast<int>(o.integer("repeats", 3)));
+  const SweepMeasured& sequential = measured.front();
   const double seq_predicted = predict_makespan(sequential.work, 1, sw::Scheduler::model_parallel, 1);
   report.row({"1", "sequential", "-", "measured", format("%.4f", sequential.makespan), format("%.4f", seq_predicted),
               format("%.3f", sequential.makespan / seq_predicted), format("%.2f", sequential.busy), "1.00", "-"});
 
-  // D = --slots, measured; costs for the predictions from the model-parallel run (each member's stages alone).
-  std::map<sw::Scheduler, SweepMeasured> at_d;
-  for (const sw::Scheduler s : {sw::Scheduler::model_parallel, sw::Scheduler::lrtf, sw::Scheduler::round_robin,
-                                sw::Scheduler::pipeline}) {
-    at_d[s] = measure_sweep(shape, slots, s, Layout::pipelined);
+  // Costs for the predictions from the model-parallel run (each member's stages alone); the pipeline from its own
+  // run's (each member alone too; its micro-batches cost more than 1/m of the batch).
+  const std::vector<sw::MemberWork>& alone = measured[3].work;
+  const double lrtf = measured[1].makespan;
+  for (std::size_t i = 0; i < schedulers.size(); ++i) {
+    const sw::Scheduler s = schedulers[i];
+    const SweepMeasured& m = measured[i + 1];
+    const double predicted = s == sw::Scheduler::pipeline ? predict_makespan(m.work, slots, s, shape.micro_batches)
+                                                          : predict_makespan(alone, slots, s, 1);
+    report.row({std::to_string(slots), std::string(sw::name_of(s)), "stage", "measured", format("%.4f", m.makespan),
+                format("%.4f", predicted), format("%.3f", m.makespan / predicted), format("%.2f", m.busy),
+                format("%.2f", sequential.makespan / m.makespan), format("%.2f", m.makespan / lrtf)});
   }
-  const std::vector<sw::MemberWork>& alone = at_d[sw::Scheduler::model_parallel].work;
-  const double lrtf = at_d[sw::Scheduler::lrtf].makespan;
-  for (const sw::Scheduler s : {sw::Scheduler::lrtf, sw::Scheduler::round_robin, sw::Scheduler::model_parallel,
-                                sw::Scheduler::pipeline}) {
-    const double measured = at_d[s].makespan;
-    // the pipeline from its own run's costs (each member alone too; its micro-batches cost more than 1/m of the
-    // batch), the others from the model-parallel run's
-    const double predicted = s == sw::Scheduler::pipeline
-                                 ? predict_makespan(at_d[s].work, slots, s, shape.micro_batches)
-                                 : predict_makespan(alone, slots, s, 1);
-    report.row({std::to_string(slots), std::string(sw::name_of(s)), "stage", "measured", format("%.4f", measured),
-                format("%.4f", predicted), format("%.3f", measured / predicted), format("%.2f", at_d[s].busy),
-                format("%.2f", sequential.makespan / measured), format("%.2f", measured / lrtf)});
-  }
-
-  // The ceiling: D sequential runs side by side, each slot whole members of its own (the slots' contention for the
-  // machine's cores, caches and memory, with nothing scheduled or exchanged).
-  const SweepMeasured ceiling = measure_sweep(shape, slots, sw::Scheduler::model_parallel, Layout::independent);
+  const SweepMeasured& ceiling = measured.back();
   report.row({std::to_string(slots), "independent", "whole", "measured", format("%.4f", ceiling.makespan),
               format("%.4f", seq_predicted / slots), format("%.3f", ceiling.makespan / (seq_predicted / slots)),
               format("%.2f", ceiling.busy), format("%.2f", sequential.makespan / ceiling.makespan),
@@ -279,8 +306,10 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   for (const std::int64_t d : o.integers("simulate", "2,4,8")) {
     simulated_rows(report, sequential, seq_predicted, static_cast<int>(d), shape);
   }
-  report.footer("measured rows: the loop's time, max over slots; predicted: the simulator with each stage's costs "
-                "measured alone (model-parallel's run; the pipeline's own)");
+  report.footer(format("measured rows: the loop's time, max over slots, the median of %lld runs; predicted: the "
+                       "simulator with each stage's costs measured alone (model-parallel's run; the pipeline's own); "
+                       "independent: D sequential runs side by side (predicted: the sequential run's over D)",
+                       static_cast<long long>(o.integer("repeats", 3))));
   report.print(stdout);
   if (o.has("json")) report.write_json(o.text("json", ""), "sweep");
   return 0;
