@@ -116,6 +116,7 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spil
       std::unique_ptr<Communicator> c = grid_.pipe().split(member ? 0 : 1 + stage, stage == from ? 0 : 1);
       if (member) channels_.emplace(std::pair{from, to}, std::move(c));
     }
+    if (schedule_.stages > 1) sums_channel_ = grid_.pipe().split(0, stage);
   }
 }
 

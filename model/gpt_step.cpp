@@ -318,8 +318,8 @@ class Gpt<F>::WteExchange {
 };
 
 // The exchanged end (Gpt::begin_step with partials): three operations after the schedule's, none waiting on another
-// stage. The exchange of partials goes over the pipeline's routes to every other stage (tagged sums_tag), each stage's
-// vector being [partials..., loss part].
+// stage. Each stage's vector [partials..., loss part] goes to every other stage over the pipe (tagged sums_tag), or
+// over the sums' own channel where the pipe does not match tags.
 template <class F>
 class Gpt<F>::EndExchange {
  public:
@@ -375,18 +375,15 @@ class Gpt<F>::EndExchange {
     mine_.push_back(loss_part_);
     const int stages = m_.schedule_.stages, stage = m_.grid_.stage(), tag = pipeline::sums_tag(m_.schedule_);
     theirs_.assign(static_cast<std::size_t>(stages), std::vector<double>(mine_.size(), 0.0));
+    Communicator& comm = m_.sums_channel_ ? *m_.sums_channel_ : m_.grid_.pipe();  // rank s: stage s
     for (int s = 0; s < stages; ++s) {  // every receive posted before any send
       if (s == stage) continue;
-      const Route in = m_.route(s, stage);
-      requests_.push_back(in.comm->irecv(theirs_[static_cast<std::size_t>(s)].data(), mine_.size(), DType::f64,
-                                         in.from_rank, tag));
+      requests_.push_back(comm.irecv(theirs_[static_cast<std::size_t>(s)].data(), mine_.size(), DType::f64, s, tag));
     }
     for (int s = 0; s < stages; ++s) {
-      if (s == stage) continue;
-      const Route out = m_.route(stage, s);
-      requests_.push_back(out.comm->isend(mine_.data(), mine_.size(), DType::f64, out.to_rank, tag));
-      requests_.back().test();
+      if (s != stage) requests_.push_back(comm.isend(mine_.data(), mine_.size(), DType::f64, s, tag));
     }
+    if (!requests_.empty()) requests_.back().test();  // posted now (a device communicator's as one group)
   }
 
   // Added in stage order; each entry has one stage's value and zeros from the others, so the sum is that value.

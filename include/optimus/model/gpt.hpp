@@ -257,6 +257,9 @@ class Gpt {
   std::vector<pipeline::Interval> times_;                   // [i]: the last step's operation i
   // (from, to) stages -> the channel of their messages where the pipe does not match tags; empty where it does.
   std::map<std::pair<int, int>, std::unique_ptr<Communicator>> channels_;
+  // Where the pipe does not match tags, an exchanged end's partial sums travel on a copy of it of their own (every
+  // stage to every other, one message per pair and step, so that they match in order); null where it does.
+  std::unique_ptr<Communicator> sums_channel_;
 
   // Where messages from stage `from` to stage `to` travel, and the two stages' ranks there.
   struct Route {
