@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Issue 54's first measurement: 8 sweep members (lr 1e-3, 3e-4, 1e-4, 3e-5 x seeds 1, 2; 4 blocks of hidden 128, each
-# needing 16.9 MiB of device memory alone) trained by optimus-sweep on 1 and 2 in-process slots and on 4 MPI ranks, on
-# the simulated device (spilled, one member in flight) and on the CPU, under LRTF and round-robin; each member's
-# printed losses and llm.c export compared with its plain `train_gpt --q 1` run on the CPU.
+# Issue 54's first measurement: 8 sweep members (lr 1e-3, 3e-4, 1e-4, 3e-5 x seeds 1, 2; 8 blocks of hidden 128, each
+# needing more than 32 MiB of device memory alone: `train_gpt` fails on a 32 MiB simulated device and trains on 36) trained by
+# optimus-sweep on 1 and 2 in-process slots and on 4 MPI ranks, on the simulated device (spilled, one member in flight;
+# every slot smaller than a member) and on the CPU, under LRTF and round-robin; each member's printed losses and llm.c
+# export compared with its plain `train_gpt --q 1` run on the CPU.
 #   bench/sweep_members_bitwise.sh [BUILD_DIR] [WORK_DIR]
 set -euo pipefail
 build=$(realpath "${1:-build}")
 work=${2:-sweep-bitwise}
 mkdir -p "$work" && cd "$work"
 S=$build/examples/optimus-sweep T=$build/examples/train_gpt
-base="--layers 4 --hidden 128 --heads 4 --seq 32 --batch 4 --steps 4 --every 2 --sample 0"
+base="--layers 8 --hidden 128 --heads 4 --seq 32 --batch 4 --steps 4 --every 2 --sample 0"
 lrs=(1e-3 3e-4 1e-4 3e-5)
 members=""
 for lr in "${lrs[@]}"; do for s in 1 2; do
@@ -35,7 +36,7 @@ check() {
 spilled="--device sim --offload spill+activations --in-flight 1"
 for sch in lrtf round-robin; do
   check "D=1 in-process, sim 12 MiB, $sch" "$S" sweep.json --in-process 1 $spilled --device-memory 12MiB --scheduler $sch
-  check "D=2 in-process, one sim device of 24 MiB, $sch" "$S" sweep.json --in-process 2 $spilled --device-memory 24MiB \
+  check "D=2 in-process, one sim device of 32 MiB, $sch" "$S" sweep.json --in-process 2 $spilled --device-memory 32MiB \
     --scheduler $sch
   check "D=4 MPI, sim 24 MiB each, $sch" mpirun --oversubscribe --allow-run-as-root -np 4 "$S" sweep.json $spilled \
     --device-memory 24MiB --scheduler $sch
