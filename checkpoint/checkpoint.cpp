@@ -74,12 +74,13 @@ BlockConfig block_from(const json& j) {
   const std::string norm = b.at("norm");
   OPTIMUS_CHECK(norm == "layernorm" || norm == "rmsnorm", "checkpoint: unknown norm '", norm, "'");
   const std::string mlp = b.value("mlp", std::string("gelu"));
-  OPTIMUS_CHECK(mlp == "gelu" || mlp == "swiglu", "checkpoint: unknown mlp '", mlp, "'");
+  const std::optional<MlpKind> mlp_kind = mlp_kind_named(mlp);
+  OPTIMUS_CHECK(mlp_kind.has_value(), "checkpoint: unknown mlp '", mlp, "' (gelu, gelu_erf or swiglu)");
   BlockConfig block{.norm = {.kind = norm == "layernorm" ? NormSpec::Kind::layernorm : NormSpec::Kind::rmsnorm,
                              .eps = b.at("norm_eps")},
                     .bias = b.at("bias"),
                     .rope = std::nullopt,
-                    .mlp = mlp == "gelu" ? MlpKind::gelu : MlpKind::swiglu,
+                    .mlp = *mlp_kind,
                     .kv_heads = b.value("kv_heads", std::int64_t{0}),
                     .tied_head = b.value("tied_head", true)};
   if (b.contains("rope_theta") && !b.at("rope_theta").is_null()) block.rope = RopeSpec{b.at("rope_theta").get<double>()};

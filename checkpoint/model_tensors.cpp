@@ -128,9 +128,11 @@ GlobalMatrix read_matrix(const safetensors::Reader& file, const safetensors::Ent
 }
 
 void check_gpt2_blocks(const GptConfig& config, const char* op) {
-  OPTIMUS_CHECK(config.block == BlockConfig{}, op, ": the file holds GPT-2's blocks (LayerNorm, eps 1e-5); the model's are ",
-                config.block.norm.kind == NormSpec::Kind::layernorm ? "LayerNorm" : "RMSNorm", " with eps ",
-                config.block.norm.eps);
+  const BlockConfig& b = config.block;
+  OPTIMUS_CHECK(b == BlockConfig{}, op, ": the file holds GPT-2's blocks (LayerNorm, eps 1e-5); the model's are ",
+                b.norm.kind == NormSpec::Kind::layernorm ? "LayerNorm" : "RMSNorm", " with eps ", b.norm.eps, ", MLP ",
+                name_of(b.mlp), b.bias ? "" : ", no biases", b.rope ? ", rotary positions" : "",
+                b.kv_heads > 0 ? ", grouped-query attention" : "", b.tied_head ? "" : ", an untied head");
 }
 
 }  // namespace optimus::checkpoint::detail

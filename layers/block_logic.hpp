@@ -1,6 +1,6 @@
 // The logic the 2D and 1D layers share, written once over their parts (internal header):
-//   mlp      : y = c_proj(act(c_fc(x))), act GELU or SwiGLU (silu(gate) * up of c_fc's [gate | up]), saving the
-//              activation's input (c_fc's output) for its derivative;
+//   mlp      : y = c_proj(act(c_fc(x))), act GELU (tanh or erf) or SwiGLU (silu(gate) * up of c_fc's [gate | up]),
+//              saving the activation's input (c_fc's output) for its derivative;
 //   attention: qkv = c_attn(x) (its queries and keys turned by rotary positions where the geometry says), the local
 //              fused attention core (grouped-query attention: the key/value heads widened to one per query head for
 //              it, their gradients summed back), y = c_proj(merged); qkv and the core's log-sum-exps are saved, the
@@ -49,14 +49,35 @@ ActivationOutput<T> swiglu_forward(DistMatrix<T> gu, const Pass& pass) {
   return {std::move(y), SavedActivation<T>(std::move(gu), kept)};
 }
 
+// The exact GELU of c_fc's output pre [N, f]: y = pre Phi(pre), both kept as c_proj keeps its input (under mixed
+// precision each the bf16 cast of its value in T).
+template <class T>
+ActivationOutput<T> gelu_erf_forward(DistMatrix<T> pre, const Pass& pass) {
+  const Grid grid = pre.grid();
+  const MemoryKind kept = pass.training ? MemoryKind::activations : MemoryKind::workspace;
+  DistMatrix<T> y = DistMatrix<T>::uninitialized(grid, pre.rows(), pre.cols(), kept);
+  ops::gelu_erf_forward<T>(std::as_const(pre).local(), y.local(), grid.queue());
+  return {SavedActivation<T>(std::move(y), kept), SavedActivation<T>(std::move(pre), kept)};
+}
+
+// The MLP's activation of c_fc's output: GELU fused into c_fc's GEMM where the device offers it; the exact GELU and
+// SwiGLU after it. x: a DistMatrix<T>, or a SavedActivation<T> that c_fc takes over.
+template <class T, class Fc, class X>
+ActivationOutput<T> activation_forward(Fc& c_fc, MlpKind kind, X&& x, const Pass& pass, MlpContext<T>& saved) {
+  switch (kind) {
+    case MlpKind::gelu: return c_fc.forward_gelu(std::forward<X>(x), pass, saved.c_fc);
+    case MlpKind::gelu_erf: return gelu_erf_forward(c_fc.forward(std::forward<X>(x), pass, saved.c_fc), pass);
+    case MlpKind::swiglu: break;
+  }
+  return swiglu_forward(c_fc.forward(std::forward<X>(x), pass, saved.c_fc), pass);
+}
+
 // x: a DistMatrix<T>, or a SavedActivation<T> that c_fc takes over (LayerNorm2D::forward_saved).
 template <class T, class Fc, class Proj, class X>
 DistMatrix<T> mlp_forward(Fc& c_fc, Proj& c_proj, MlpKind kind, X&& x, const Pass& pass, MlpContext<T>& saved) {
   saved = MlpContext<T>{};
   const Grid grid = x.grid();  // a handle: x may be moved into c_fc's context
-  // GELU fused into c_fc's GEMM where the device offers it; SwiGLU after it.
-  ActivationOutput<T> fc = kind == MlpKind::gelu ? c_fc.forward_gelu(std::forward<X>(x), pass, saved.c_fc)
-                                           : swiglu_forward(c_fc.forward(std::forward<X>(x), pass, saved.c_fc), pass);
+  ActivationOutput<T> fc = activation_forward(c_fc, kind, std::forward<X>(x), pass, saved);
   DistMatrix<T> y = c_proj.forward(std::move(fc.y), pass, saved.c_proj);  // taken over, as kept
   if (pass.training) {
     saved.pre.emplace(std::move(fc.pre));  // bf16 under mixed precision
@@ -85,6 +106,13 @@ void gelu_backward(const SavedActivation<T>& pre, DistMatrix<T>& dact) {
   ops::gelu_backward<T>(pre.block(), std::as_const(dact).local(), dact.local(), queue);
 }
 
+// dact = dact * gelu_erf'(pre), reading GELU's input as kept (widened from bf16 under mixed precision).
+template <class T>
+void gelu_erf_backward(const SavedActivation<T>& pre, DistMatrix<T>& dact) {
+  Tensor<T> scratch;
+  ops::gelu_erf_backward<T>(pre.values(scratch), std::as_const(dact).local(), dact.local(), dact.grid().queue());
+}
+
 // dgu [N, 2f] = SwiGLU's backward of dact [N, f] on gu as kept (bf16 under mixed precision: no widened copy).
 template <class T>
 DistMatrix<T> swiglu_backward(const SavedActivation<T>& gu, const DistMatrix<T>& dact) {
@@ -105,10 +133,10 @@ DistMatrix<T> mlp_backward(Fc& c_fc, Proj& c_proj, MlpKind kind, MlpContext<T> s
                            WeightGradients* later) {
   saved.mark.check(dy.grid(), "mlp");
   DistMatrix<T> dact = backward_of(c_proj, std::move(saved.c_proj), dy, later);
-  if (kind == MlpKind::gelu) {
-    gelu_backward(*saved.pre, dact);
-  } else {
-    dact = swiglu_backward(*saved.pre, dact);
+  switch (kind) {
+    case MlpKind::gelu: gelu_backward(*saved.pre, dact); break;
+    case MlpKind::gelu_erf: gelu_erf_backward(*saved.pre, dact); break;
+    case MlpKind::swiglu: dact = swiglu_backward(*saved.pre, dact); break;
   }
   saved.pre.reset();
   return backward_of(c_fc, std::move(saved.c_fc), dact, later);

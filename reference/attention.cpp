@@ -142,14 +142,18 @@ Matrix swiglu_backward(const Matrix& pre, const Matrix& dact) {
 Matrix mlp_forward(const Matrix& x, const MlpWeights& w, MlpKind kind, MlpCache& cache) {
   cache.x = x;
   cache.pre = linear_forward(x, w.c_fc_w, w.c_fc_b);
-  cache.act = kind == MlpKind::gelu ? gelu_forward(cache.pre) : swiglu_forward(cache.pre);
+  cache.act = kind == MlpKind::gelu       ? gelu_forward(cache.pre)
+              : kind == MlpKind::gelu_erf ? gelu_erf_forward(cache.pre)
+                                          : swiglu_forward(cache.pre);
   return linear_forward(cache.act, w.c_proj_w, w.c_proj_b);
 }
 
 MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, MlpKind kind, const Matrix& dy) {
   MlpGrads g;
   const LinearGrads proj = linear_backward(cache.act, w.c_proj_w, dy);
-  const Matrix dpre = kind == MlpKind::gelu ? gelu_backward(cache.pre, proj.dx) : swiglu_backward(cache.pre, proj.dx);
+  const Matrix dpre = kind == MlpKind::gelu       ? gelu_backward(cache.pre, proj.dx)
+                      : kind == MlpKind::gelu_erf ? gelu_erf_backward(cache.pre, proj.dx)
+                                                  : swiglu_backward(cache.pre, proj.dx);
   const LinearGrads fc = linear_backward(cache.x, w.c_fc_w, dpre);
   g.dx = fc.dx;
   g.dw = {fc.dw, w.c_fc_b.size() > 0 ? fc.db : Matrix(), proj.dw, w.c_proj_b.size() > 0 ? proj.db : Matrix()};

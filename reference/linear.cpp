@@ -1,5 +1,6 @@
 // Reference Linear, LayerNorm, GELU and dropout.
 #include <cmath>
+#include <numbers>
 #include <utility>
 
 #include "optimus/core/element_math.hpp"
@@ -106,6 +107,19 @@ Matrix gelu_backward(const Matrix& x, const Matrix& dy) {
     return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * kGeluA * v * v);
   });
   return dy.cwiseProduct(d);
+}
+
+namespace {
+double normal_cdf(double v) { return 0.5 * std::erfc(-v / std::sqrt(2.0)); }
+double normal_pdf(double v) { return std::exp(-0.5 * v * v) / std::sqrt(2.0 * std::numbers::pi); }
+}  // namespace
+
+Matrix gelu_erf_forward(const Matrix& x) {
+  return x.unaryExpr([](double v) { return v * normal_cdf(v); });
+}
+
+Matrix gelu_erf_backward(const Matrix& x, const Matrix& dy) {
+  return dy.cwiseProduct(x.unaryExpr([](double v) { return normal_cdf(v) + v * normal_pdf(v); }));
 }
 
 Matrix dropout_mask(std::int64_t rows, std::int64_t cols, double p, std::uint64_t seed, std::uint64_t stream) {

@@ -96,6 +96,38 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
   fs::remove_all(dir);
 }
 
+TEST_CASE("an exact-GELU model (BERT's MLP): its checkpoint records the MLP, reloads bitwise at q = 1, is refused by a "
+          "tanh-GELU model and by GPT-2's file format, each naming the MLP") {
+  const fs::path dir = fresh_directory("gelu_erf");
+  optimus::GptConfig erf = small_config();
+  erf.block.mlp = optimus::MlpKind::gelu_erf;
+  std::vector<std::string> refusals(4);
+  const std::map<std::string, GlobalMatrix> saved =
+      train_and_save_on_2x2(dir, erf, [&](optimus::Gpt2D<float>& model, int rank) {
+        try {
+          optimus::checkpoint::export_hf((dir / "gpt2.safetensors").string(), model);
+        } catch (const optimus::Error& e) {
+          refusals[static_cast<std::size_t>(rank)] = e.message();
+        }
+      });
+  for (const std::string& m : refusals) {
+    CHECK(m.find("the model's are LayerNorm with eps 1e-05, MLP gelu_erf") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(dir / "gpt2.safetensors"));
+  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
+    const optimus::Grid grid = optimus::Grid::create(w, 1);
+    optimus::Gpt2D<float> model(grid, erf);
+    optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
+    optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
+    check_same_state(gather_state(model, optimizer, grid.grid(), grid.device()), saved);
+    optimus::Gpt2D<float> tanh_gelu(grid, small_config());
+    CHECK_THROWS_WITH_AS(optimus::checkpoint::load(dir / "step_1", tanh_gelu,
+                                                   static_cast<optimus::AdamW<float>*>(nullptr), nullptr),
+                         doctest::Contains("is of another model: mlp gelu_erf there, gelu here"), optimus::Error);
+  });
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a Llama checkpoint (RoPE positions, SwiGLU, GQA, untied head) saved on a 2x2 grid reloads bitwise on q = 1 "
           "and on the 1D baseline, its fused columns resharded") {
   const fs::path dir = fresh_directory("llama");

@@ -167,8 +167,11 @@ void check_grouped_query_attention(Communicator& world, int q) {
 
 void check_mlp(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), MlpKind::gelu, true, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), MlpKind::gelu, true, f); });
+  for (const MlpKind kind : {MlpKind::gelu, MlpKind::gelu_erf}) {  // GPT-2's tanh form, BERT's exact GELU
+    CAPTURE(name_of(kind));
+    in_flight_scenarios<double>([&](const InFlight& f) { mlp_case<double>(grid, shapes_for(q), kind, true, f); });
+    in_flight_scenarios<float>([&](const InFlight& f) { mlp_case<float>(grid, shapes_for(q), kind, true, f); });
+  }
 }
 
 void check_swiglu_mlp(Communicator& world, int q) {

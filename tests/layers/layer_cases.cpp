@@ -258,6 +258,11 @@ void check_gpt(Communicator& world, int q) {
   mixed.rope.reset();
   mixed.tied_head = true;
   gpt_case<double>(grid, shapes_for(q), 0.1, mixed, InFlight{});
+  // BERT's MLP (the exact GELU) in GPT-2's blocks.
+  BlockConfig erf;
+  erf.mlp = MlpKind::gelu_erf;
+  gpt_case<double>(grid, shapes_for(q), 0.1, erf, InFlight{});
+  gpt_case<float>(grid, shapes_for(q), 0.0, erf, InFlight{});
 }
 
 namespace {
@@ -323,6 +328,7 @@ void check_f32_layers_on(const Grid& grid) {
                                            }},
                           f);
     mlp_case<float>(grid, s, MlpKind::gelu, true, f);
+    mlp_case<float>(grid, s, MlpKind::gelu_erf, true, f);
     mlp_case<float>(grid, s, MlpKind::swiglu, false, f);
     block_case<float>(grid, s, 0.1, f);
     embedding_case<float>(grid, s, f);

@@ -174,6 +174,11 @@ void check_gpt_1d(Communicator& world) {
   const BlockConfig llama = BlockConfig::llama(500, world.size());
   gpt_1d_contexts<double>(world, llama, InFlight{});
   gpt_1d_contexts<float>(world, llama, InFlight{});
+  // BERT's MLP: the exact GELU.
+  BlockConfig erf;
+  erf.mlp = MlpKind::gelu_erf;
+  gpt_1d_contexts<double>(world, erf, InFlight{});
+  gpt_1d_contexts<float>(world, erf, InFlight{});
   gpt_1d_traffic(world);
   gpt_1d_training(world);
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 namespace optimus {
 
@@ -32,8 +33,24 @@ struct RopeSpec {
 
 // The MLP's activation: GELU (tanh form) between c_fc h -> ffn and c_proj (GPT-2's), or SwiGLU, silu(gate) * up with
 // c_fc h -> 2 ffn holding [gate | up] (Shazeer 2020; Llama's gate_proj and up_proj side by side).
-enum class MlpKind { gelu, swiglu };
-inline const char* name_of(MlpKind kind) { return kind == MlpKind::gelu ? "gelu" : "swiglu"; }
+// The MLP's activation: GPT-2's GELU (the tanh approximation), the exact GELU x Phi(x) (erf: BERT's, Hugging Face's
+// "gelu"), or SwiGLU (Llama's).
+enum class MlpKind { gelu, gelu_erf, swiglu };
+inline const char* name_of(MlpKind kind) {
+  switch (kind) {
+    case MlpKind::gelu: return "gelu";
+    case MlpKind::gelu_erf: return "gelu_erf";
+    case MlpKind::swiglu: return "swiglu";
+  }
+  return "?";
+}
+// The kind name_of names, if any.
+inline std::optional<MlpKind> mlp_kind_named(std::string_view name) {
+  for (const MlpKind k : {MlpKind::gelu, MlpKind::gelu_erf, MlpKind::swiglu}) {
+    if (name == name_of(k)) return k;
+  }
+  return std::nullopt;
+}
 // c_fc's output width for an MLP of inner size `ffn`: ffn (GELU) or 2 ffn (SwiGLU's [gate | up]).
 inline std::int64_t fc_width(MlpKind kind, std::int64_t ffn) { return kind == MlpKind::swiglu ? 2 * ffn : ffn; }
 // Llama's MLP inner size for hidden size h: 8h/3 rounded up to a multiple of `multiple` (what a layout splits evenly;

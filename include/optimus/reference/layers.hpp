@@ -54,6 +54,9 @@ LayerNormGrads norm_backward(const NormCache& cache, const Matrix& gamma, const 
 // ---- GELU, tanh form ----
 Matrix gelu_forward(const Matrix& x);
 Matrix gelu_backward(const Matrix& x, const Matrix& dy);
+// ---- GELU, exact: x Phi(x), Phi the standard normal distribution; its derivative Phi(x) + x phi(x) ----
+Matrix gelu_erf_forward(const Matrix& x);
+Matrix gelu_erf_backward(const Matrix& x, const Matrix& dy);
 
 // ---- Dropout: the keep-and-scale mask of gpt_config.hpp for a rows x cols activation ----
 Matrix dropout_mask(std::int64_t rows, std::int64_t cols, double p, std::uint64_t seed, std::uint64_t stream);
@@ -95,7 +98,7 @@ AttentionGrads attention_backward(const AttentionCache& cache, const AttentionWe
 // [[cos, -sin], [sin, cos]]; `transpose` multiplies by its transpose (the gradient's map) ----
 Matrix rotary(const Matrix& x, std::int64_t s, std::int64_t heads, double theta, bool transpose);
 
-// ---- MLP: GELU (c_fc h -> ffn, gelu, c_proj ffn -> h) or SwiGLU (c_fc h -> 2 ffn with columns [gate | up],
+// ---- MLP: GELU, tanh or exact (c_fc h -> ffn, gelu, c_proj ffn -> h) or SwiGLU (c_fc h -> 2 ffn with columns [gate | up],
 // silu(gate) * up with silu(v) = v / (1 + e^-v), c_proj ffn -> h) ----
 struct MlpWeights {
   Matrix c_fc_w, c_fc_b, c_proj_w, c_proj_b;
