@@ -55,6 +55,36 @@ void check_same_state(const std::map<std::string, GlobalMatrix>& state,
   }
 }
 
+// train_and_save_on_2x2, each rank also trying GPT-2's file format: its refusals, one per rank, in `refusals`.
+std::map<std::string, GlobalMatrix> save_trying_gpt2_export(const fs::path& dir, const optimus::GptConfig& config,
+                                                            std::vector<std::string>& refusals) {
+  refusals.assign(4, "");
+  return train_and_save_on_2x2(dir, config, [&](optimus::Gpt2D<float>& model, int rank) {
+    try {
+      optimus::checkpoint::export_hf((dir / "gpt2.safetensors").string(), model);
+    } catch (const optimus::Error& e) {
+      refusals[static_cast<std::size_t>(rank)] = e.message();
+    }
+  });
+}
+
+// dir's step_1 reloads bitwise `saved` into `config` at q = 1, and a model of `other` refuses it with `refusal`.
+void reloads_at_q1_not_as(const fs::path& dir, const optimus::GptConfig& config,
+                          const std::map<std::string, GlobalMatrix>& saved, const optimus::GptConfig& other,
+                          const std::string& refusal) {
+  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
+    const optimus::Grid grid = optimus::Grid::create(w, 1);
+    optimus::Gpt2D<float> model(grid, config);
+    optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
+    optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
+    check_same_state(gather_state(model, optimizer, grid.grid(), grid.device()), saved);
+    optimus::Gpt2D<float> wrong(grid, other);
+    CHECK_THROWS_WITH_AS(
+        optimus::checkpoint::load(dir / "step_1", wrong, static_cast<optimus::AdamW<float>*>(nullptr), nullptr),
+        doctest::Contains(refusal.c_str()), optimus::Error);
+  });
+}
+
 }  // namespace
 
 TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the block, reloads bitwise at q = 1, is "
@@ -63,15 +93,8 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
   optimus::GptConfig rms = small_config();
   rms.block.norm = {.kind = optimus::NormSpec::Kind::rmsnorm, .eps = 1e-6};
   rms.block.bias = false;
-  std::vector<std::string> refusals(4);
-  const std::map<std::string, GlobalMatrix> saved =
-      train_and_save_on_2x2(dir, rms, [&](optimus::Gpt2D<float>& model, int rank) {
-        try {
-          optimus::checkpoint::export_hf((dir / "gpt2.safetensors").string(), model);
-        } catch (const optimus::Error& e) {
-          refusals[static_cast<std::size_t>(rank)] = e.message();
-        }
-      });
+  std::vector<std::string> refusals;
+  const std::map<std::string, GlobalMatrix> saved = save_trying_gpt2_export(dir, rms, refusals);
   CHECK(saved.count("h.0.ln_1.weight") == 1);
   CHECK(saved.count("h.0.ln_1.bias") == 0);  // RMSNorm has no bias
   CHECK(saved.count("h.0.attn.c_attn.weight") == 1);
@@ -82,17 +105,7 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
           std::string::npos);
   }
   CHECK_FALSE(fs::exists(dir / "gpt2.safetensors"));
-  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
-    const optimus::Grid grid = optimus::Grid::create(w, 1);
-    optimus::Gpt2D<float> model(grid, rms);
-    optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
-    optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
-    check_same_state(gather_state(model, optimizer, grid.grid(), grid.device()), saved);
-    optimus::Gpt2D<float> layernorm(grid, small_config());
-    CHECK_THROWS_WITH_AS(optimus::checkpoint::load(dir / "step_1", layernorm, static_cast<optimus::AdamW<float>*>(nullptr),
-                                                   nullptr),
-                         doctest::Contains("is of another model: norm rmsnorm there, layernorm here"), optimus::Error);
-  });
+  reloads_at_q1_not_as(dir, rms, saved, small_config(), "is of another model: norm rmsnorm there, layernorm here");
   fs::remove_all(dir);
 }
 
@@ -101,30 +114,13 @@ TEST_CASE("an exact-GELU model (BERT's MLP): its checkpoint records the MLP, rel
   const fs::path dir = fresh_directory("gelu_erf");
   optimus::GptConfig erf = small_config();
   erf.block.mlp = optimus::MlpKind::gelu_erf;
-  std::vector<std::string> refusals(4);
-  const std::map<std::string, GlobalMatrix> saved =
-      train_and_save_on_2x2(dir, erf, [&](optimus::Gpt2D<float>& model, int rank) {
-        try {
-          optimus::checkpoint::export_hf((dir / "gpt2.safetensors").string(), model);
-        } catch (const optimus::Error& e) {
-          refusals[static_cast<std::size_t>(rank)] = e.message();
-        }
-      });
+  std::vector<std::string> refusals;
+  const std::map<std::string, GlobalMatrix> saved = save_trying_gpt2_export(dir, erf, refusals);
   for (const std::string& m : refusals) {
     CHECK(m.find("the model's are LayerNorm with eps 1e-05, MLP gelu_erf") != std::string::npos);
   }
   CHECK_FALSE(fs::exists(dir / "gpt2.safetensors"));
-  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
-    const optimus::Grid grid = optimus::Grid::create(w, 1);
-    optimus::Gpt2D<float> model(grid, erf);
-    optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
-    optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
-    check_same_state(gather_state(model, optimizer, grid.grid(), grid.device()), saved);
-    optimus::Gpt2D<float> tanh_gelu(grid, small_config());
-    CHECK_THROWS_WITH_AS(optimus::checkpoint::load(dir / "step_1", tanh_gelu,
-                                                   static_cast<optimus::AdamW<float>*>(nullptr), nullptr),
-                         doctest::Contains("is of another model: mlp gelu_erf there, gelu here"), optimus::Error);
-  });
+  reloads_at_q1_not_as(dir, erf, saved, small_config(), "is of another model: mlp gelu_erf there, gelu here");
   fs::remove_all(dir);
 }
 
@@ -140,19 +136,9 @@ TEST_CASE("a Llama checkpoint (RoPE positions, SwiGLU, GQA, untied head) saved o
   CHECK(saved.count("lm_head.weight") == 1);
   CHECK(saved.at("h.0.attn.c_attn.weight").cols() == 36 + 2 * 2 * 6);  // [Q | K | V] of 6 and 2 heads of 6
   CHECK(saved.at("h.0.mlp.c_fc.weight").cols() == 2 * 72);             // [gate | up]
-  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
-    const optimus::Grid grid = optimus::Grid::create(w, 1);
-    optimus::Gpt2D<float> model(grid, llama);
-    optimus::AdamW<float> optimizer(grid, model.parameters(), {.config = optimus::AdamWConfig{.lr = 3e-3}});
-    optimus::checkpoint::load(dir / "step_1", model, &optimizer, nullptr);
-    check_same_state(gather_state(model, optimizer, grid.grid(), grid.device()), saved);
-    optimus::GptConfig tied = llama;
-    tied.block.tied_head = true;
-    optimus::Gpt2D<float> other(grid, tied);
-    CHECK_THROWS_WITH_AS(optimus::checkpoint::load(dir / "step_1", other, static_cast<optimus::AdamW<float>*>(nullptr),
-                                                   nullptr),
-                         doctest::Contains("is of another model: tied head 0 there, 1 here"), optimus::Error);
-  });
+  optimus::GptConfig tied = llama;
+  tied.block.tied_head = true;
+  reloads_at_q1_not_as(dir, llama, saved, tied, "is of another model: tied head 0 there, 1 here");
   std::map<std::string, GlobalMatrix> one_d;
   optimus::test::run_in_process(2, [&](optimus::Communicator& w) {
     const optimus::megatron::Group group(w);
