@@ -56,7 +56,8 @@ json block_json(const BlockConfig& b) {
           {"rope_theta", b.rope ? json(b.rope->theta) : json(nullptr)},
           {"mlp", name_of(b.mlp)},
           {"kv_heads", b.kv_heads},
-          {"tied_head", b.tied_head}};
+          {"tied_head", b.tied_head},
+          {"post_norm", b.post_norm}};
 }
 
 json config_json(const GptConfig& c) {
@@ -67,7 +68,7 @@ json config_json(const GptConfig& c) {
 }
 
 // A block written before the block configuration was recorded (no "block") is GPT-2's; one written before a field was
-// (positions, mlp, kv_heads, tied_head) has GPT-2's value of it.
+// (positions, mlp, kv_heads, tied_head, post_norm) has GPT-2's value of it.
 BlockConfig block_from(const json& j) {
   if (!j.contains("block")) return BlockConfig{};
   const json& b = j.at("block");
@@ -82,7 +83,8 @@ BlockConfig block_from(const json& j) {
                     .rope = std::nullopt,
                     .mlp = *mlp_kind,
                     .kv_heads = b.value("kv_heads", std::int64_t{0}),
-                    .tied_head = b.value("tied_head", true)};
+                    .tied_head = b.value("tied_head", true),
+                    .post_norm = b.value("post_norm", false)};
   if (b.contains("rope_theta") && !b.at("rope_theta").is_null()) block.rope = RopeSpec{b.at("rope_theta").get<double>()};
   return block;
 }
@@ -342,6 +344,7 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
   same("mlp", name_of(there.block.mlp), name_of(here.block.mlp));
   same("kv_heads", there.kv_heads(), here.kv_heads());
   same("tied head", there.block.tied_head, here.block.tied_head);
+  same("post-norm", there.block.post_norm, here.block.post_norm);
 }
 
 }  // namespace

@@ -132,7 +132,8 @@ void check_gpt2_blocks(const GptConfig& config, const char* op) {
   OPTIMUS_CHECK(b == BlockConfig{}, op, ": the file holds GPT-2's blocks (LayerNorm, eps 1e-5); the model's are ",
                 b.norm.kind == NormSpec::Kind::layernorm ? "LayerNorm" : "RMSNorm", " with eps ", b.norm.eps, ", MLP ",
                 name_of(b.mlp), b.bias ? "" : ", no biases", b.rope ? ", rotary positions" : "",
-                b.kv_heads > 0 ? ", grouped-query attention" : "", b.tied_head ? "" : ", an untied head");
+                b.kv_heads > 0 ? ", grouped-query attention" : "", b.tied_head ? "" : ", an untied head",
+                b.post_norm ? ", norms after the residual adds" : "");
 }
 
 }  // namespace optimus::checkpoint::detail

@@ -238,7 +238,7 @@ DistMatrix<T> attention_backward(QkvLinear& c_attn, ProjLinear& c_proj, Attentio
   return backward_of(c_attn, std::move(saved.c_attn), dqkv, later);
 }
 
-// The parts of a pre-LayerNorm block and what its dropouts need.
+// The parts of a block and what its dropouts need (config.block says where its norms sit).
 template <class Ln, class Attn, class Mlp>
 struct BlockParts {
   Ln& ln_1;
@@ -295,6 +295,36 @@ DistMatrix<T> block_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const Dis
   return m;
 }
 
+// A post-LayerNorm block's layers forward (BlockConfig::post_norm, BERT's): x1 = ln_1(x + dropout(attn(x))),
+// y = ln_2(x1 + dropout(mlp(x1))), filling `saved`'s four parts. The sublayers take their inputs (x, x1) as they are
+// and keep their own copies; the residual adds are fused with the dropouts before them.
+template <class T, class Ln, class Attn, class Mlp>
+DistMatrix<T> post_norm_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
+                                       const Pass& pass, BlockContext<T>& saved) {
+  const double p = pass.training ? b.config.dropout : 0.0;
+  const auto layer = static_cast<std::uint64_t>(b.layer);
+  const std::int64_t row0 = first_row(pass, seq);
+  const std::string name = "h." + std::to_string(b.layer) + ".";
+  const ops::Queue& queue = x.grid().queue();
+  DistMatrix<T> a = b.attn.forward(x, seq, pass, saved.attn);
+  check_finite(a, name + "attn forward output");
+  ops::dropout_residual<T>(
+      x.local(), a.local(),
+      dropout_mask(a, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::attention_residual)),
+      TensorView<T>{}, queue);  // a = x + dropout(a)
+  const DistMatrix<T> x1 = b.ln_1.forward(a, pass, saved.ln_1);
+  check_finite(x1, name + "ln_1 forward output");
+  DistMatrix<T> m = b.mlp.forward(x1, pass, saved.mlp);
+  check_finite(m, name + "mlp forward output");
+  ops::dropout_residual<T>(
+      x1.local(), m.local(),
+      dropout_mask(m, row0, p, b.config.seed, dropout_stream(pass.step, layer, DropoutSite::mlp_residual)),
+      TensorView<T>{}, queue);  // m = x1 + dropout(m)
+  DistMatrix<T> y = b.ln_2.forward(m, pass, saved.ln_2);
+  check_finite(y, name + "ln_2 forward output");
+  return y;
+}
+
 // The gradient g through the dropout of `stream`: g itself without dropout, else a dropped copy held in `storage`
 // (g stays whole: it also continues along the residual path).
 template <class T>
@@ -306,32 +336,91 @@ const DistMatrix<T>& through_dropout(const DistMatrix<T>& g, std::int64_t first_
   return *storage;
 }
 
+// What a block's backward needs of its forward's pass: the dropout masks' sites, and its name for the finite checks.
+struct BackwardSites {
+  std::uint64_t layer, step, seed;
+  std::int64_t row0;
+  double p;
+  std::string name;
+
+  template <class T, class Ln, class Attn, class Mlp>
+  static BackwardSites of(const BlockParts<Ln, Attn, Mlp>& b, const BlockContext<T>& saved) {
+    return {.layer = static_cast<std::uint64_t>(b.layer), .step = saved.pass.step, .seed = b.config.seed,
+            .row0 = first_row(saved.pass, saved.seq), .p = b.config.dropout,
+            .name = "h." + std::to_string(b.layer) + "."};
+  }
+  // g through the dropout at `site` (through_dropout).
+  template <class T>
+  const DistMatrix<T>& dropped(const DistMatrix<T>& g, DropoutSite site, std::optional<DistMatrix<T>>& storage) const {
+    return through_dropout(g, row0, p, seed, dropout_stream(step, layer, site), storage);
+  }
+};
+
 // The block's layers backward, consuming `saved`'s four parts. The residual paths' gradients are added by the
 // LayerNorms' dx kernels (LayerNorm2D::backward_plus).
 template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_layers_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T>& saved,
                                     const DistMatrix<T>& dy, WeightGradients* later) {
-  const auto layer = static_cast<std::uint64_t>(b.layer);
-  const std::int64_t row0 = first_row(saved.pass, saved.seq);
-  const std::uint64_t step = saved.pass.step;
-  const double p = b.config.dropout;
-  const std::string name = "h." + std::to_string(b.layer) + ".";
+  const BackwardSites at = BackwardSites::of(b, saved);
+  const std::string& name = at.name;
   std::optional<DistMatrix<T>> mlp_dropped, attn_dropped;
-  const DistMatrix<T>& d_mlp = through_dropout(dy, row0, p, b.config.seed,
-                                               dropout_stream(step, layer, DropoutSite::mlp_residual), mlp_dropped);
+  const DistMatrix<T>& d_mlp = at.dropped(dy, DropoutSite::mlp_residual, mlp_dropped);
   const DistMatrix<T> dm = backward_of(b.mlp, std::move(saved.mlp), d_mlp, later);
   check_finite(dm, name + "mlp backward input gradient");
   mlp_dropped.reset();
   const DistMatrix<T> dx1 = b.ln_2.backward_plus(std::move(saved.ln_2), dm, dy, later);  // + dy
   check_finite(dx1, name + "ln_2 backward input gradient");
-  const DistMatrix<T>& d_attn = through_dropout(
-      dx1, row0, p, b.config.seed, dropout_stream(step, layer, DropoutSite::attention_residual), attn_dropped);
+  const DistMatrix<T>& d_attn = at.dropped(dx1, DropoutSite::attention_residual, attn_dropped);
   const DistMatrix<T> da = backward_of(b.attn, std::move(saved.attn), d_attn, later);
   check_finite(da, name + "attn backward input gradient");
   attn_dropped.reset();
   DistMatrix<T> dx = b.ln_1.backward_plus(std::move(saved.ln_1), da, dx1, later);  // + dx1
   check_finite(dx, name + "ln_1 backward input gradient");
   return dx;
+}
+
+// One half of a post-LayerNorm block backward, from the gradient g of its output norm(r + dropout(sub(r))): through
+// the norm (ds, the residual sum's gradient), then the dropout and the sublayer, plus ds along the residual path: the
+// gradient of r.
+template <class T, class Norm, class Sublayer>
+DistMatrix<T> post_norm_half_backward(Norm& norm, typename Norm::Context norm_saved, Sublayer& sub,
+                                      typename Sublayer::Context sub_saved, const DistMatrix<T>& g,
+                                      const BackwardSites& at, DropoutSite site, WeightGradients* later,
+                                      const std::string& norm_name, const std::string& sub_name) {
+  const DistMatrix<T> ds = backward_of(norm, std::move(norm_saved), g, later);
+  check_finite(ds, at.name + norm_name + " backward input gradient");
+  std::optional<DistMatrix<T>> dropped;
+  DistMatrix<T> dr = backward_of(sub, std::move(sub_saved), at.dropped(ds, site, dropped), later);
+  check_finite(dr, at.name + sub_name + " backward input gradient");
+  ops::axpby<T>(T(1), ds.local(), T(1), dr.local(), g.grid().queue());  // + the residual path's
+  return dr;
+}
+
+// A post-LayerNorm block's layers backward, consuming `saved`'s four parts.
+template <class T, class Ln, class Attn, class Mlp>
+DistMatrix<T> post_norm_layers_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T>& saved,
+                                        const DistMatrix<T>& dy, WeightGradients* later) {
+  const BackwardSites at = BackwardSites::of(b, saved);
+  const DistMatrix<T> dx1 = post_norm_half_backward(b.ln_2, std::move(saved.ln_2), b.mlp, std::move(saved.mlp), dy,
+                                                    at, DropoutSite::mlp_residual, later, "ln_2", "mlp");
+  return post_norm_half_backward(b.ln_1, std::move(saved.ln_1), b.attn, std::move(saved.attn), dx1, at,
+                                 DropoutSite::attention_residual, later, "ln_1", "attn");
+}
+
+// The block's layers, pre- or post-LayerNorm as the config says.
+template <class T, class Ln, class Attn, class Mlp>
+DistMatrix<T> any_layers_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
+                                 const Pass& pass, BlockContext<T>& saved) {
+  if (!b.config.block.post_norm) return block_layers_forward(b, x, seq, pass, saved);
+  saved.seq = seq;
+  saved.pass = pass;
+  return post_norm_layers_forward(b, x, seq, pass, saved);
+}
+template <class T, class Ln, class Attn, class Mlp>
+DistMatrix<T> any_layers_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T>& saved, const DistMatrix<T>& dy,
+                                  WeightGradients* later) {
+  return b.config.block.post_norm ? post_norm_layers_backward(b, saved, dy, later)
+                                  : block_layers_backward(b, saved, dy, later);
 }
 
 // The block under `policy`: none and selective keep the parts' contexts (the same ones: selective recomputation drops
@@ -341,12 +430,12 @@ template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_forward(const BlockParts<Ln, Attn, Mlp>& b, const DistMatrix<T>& x, std::int64_t seq,
                             const Pass& pass, Recompute policy, BlockContext<T>& saved) {
   saved = BlockContext<T>{};
-  if (!pass.training) return block_layers_forward(b, x, seq, pass, saved);
+  if (!pass.training) return any_layers_forward(b, x, seq, pass, saved);
   DistMatrix<T> y = [&] {
-    if (policy != Recompute::full) return block_layers_forward(b, x, seq, pass, saved);
+    if (policy != Recompute::full) return any_layers_forward(b, x, seq, pass, saved);
     saved.input.emplace(x.clone_as(MemoryKind::activations));
     BlockContext<T> transient;  // one block's activations, freed before the next block runs
-    return block_layers_forward(b, x, seq, pass, transient);
+    return any_layers_forward(b, x, seq, pass, transient);
   }();
   saved.policy = policy;
   saved.seq = seq;
@@ -359,11 +448,11 @@ template <class T, class Ln, class Attn, class Mlp>
 DistMatrix<T> block_backward(const BlockParts<Ln, Attn, Mlp>& b, BlockContext<T> saved, const DistMatrix<T>& dy,
                              WeightGradients* later) {
   saved.mark.check(dy.grid(), "h." + std::to_string(b.layer));
-  if (saved.policy != Recompute::full) return block_layers_backward(b, saved, dy, later);
+  if (saved.policy != Recompute::full) return any_layers_backward(b, saved, dy, later);
   BlockContext<T> again;  // the forward once more, from the saved input: bitwise the contexts it first made
-  block_layers_forward(b, *saved.input, saved.seq, saved.pass, again);
+  any_layers_forward(b, *saved.input, saved.seq, saved.pass, again);
   saved.input.reset();
-  return block_layers_backward(b, again, dy, later);
+  return any_layers_backward(b, again, dy, later);
 }
 
 }  // namespace optimus::detail

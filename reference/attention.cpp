@@ -173,6 +173,16 @@ Matrix residual_mask(std::int64_t rows, std::int64_t cols, const Dropout& d, Dro
 Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
                      const Dropout& dropout, BlockCache& cache) {
   const BlockConfig& b = w.block;
+  if (b.post_norm) {  // x1 = ln_1(x + drop(attn(x))), y = ln_2(x1 + drop(mlp(x1)))
+    const Matrix a = attention_forward(x, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, dropout, cache.attn);
+    const Matrix x1 = norm_forward(
+        b.norm, x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual)),
+        w.ln_1_w, w.ln_1_b, cache.ln_1);
+    const Matrix m = mlp_forward(x1, w.mlp, b.mlp, cache.mlp);
+    return norm_forward(b.norm,
+                        x1 + m.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::mlp_residual)),
+                        w.ln_2_w, w.ln_2_b, cache.ln_2);
+  }
   const Matrix a = attention_forward(norm_forward(b.norm, x, w.ln_1_w, w.ln_1_b, cache.ln_1), w.attn, batch, heads,
                                      kv_heads_of(b, heads), b.rope, dropout, cache.attn);
   const Matrix x1 = x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual));
@@ -185,15 +195,27 @@ BlockGrads block_backward(const BlockCache& cache, const BlockWeights& w, std::i
   BlockGrads g;
   const std::int64_t n = dy.rows(), h = dy.cols();
   const BlockConfig& b = w.block;
-  const MlpGrads mlp = mlp_backward(cache.mlp, w.mlp, b.mlp,
-                                    dy.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::mlp_residual)));
-  const LayerNormGrads ln_2 = norm_backward(cache.ln_2, w.ln_2_w, mlp.dx);
-  const Matrix dx1 = dy + ln_2.dx;
-  const AttentionGrads attn = attention_backward(
-      cache.attn, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, dropout,
-      dx1.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::attention_residual)));
-  const LayerNormGrads ln_1 = norm_backward(cache.ln_1, w.ln_1_w, attn.dx);
-  g.dx = dx1 + ln_1.dx;
+  LayerNormGrads ln_1, ln_2;
+  MlpGrads mlp;
+  AttentionGrads attn;
+  if (b.post_norm) {
+    ln_2 = norm_backward(cache.ln_2, w.ln_2_w, dy);  // ds2: the gradient of x1 + drop(m)
+    mlp = mlp_backward(cache.mlp, w.mlp, b.mlp,
+                       ln_2.dx.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::mlp_residual)));
+    ln_1 = norm_backward(cache.ln_1, w.ln_1_w, ln_2.dx + mlp.dx);  // ds1, from dx1
+    attn = attention_backward(cache.attn, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, dropout,
+                              ln_1.dx.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::attention_residual)));
+    g.dx = ln_1.dx + attn.dx;
+  } else {
+    mlp = mlp_backward(cache.mlp, w.mlp, b.mlp,
+                       dy.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::mlp_residual)));
+    ln_2 = norm_backward(cache.ln_2, w.ln_2_w, mlp.dx);
+    const Matrix dx1 = dy + ln_2.dx;
+    attn = attention_backward(cache.attn, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, dropout,
+                              dx1.cwiseProduct(residual_mask(n, h, dropout, DropoutSite::attention_residual)));
+    ln_1 = norm_backward(cache.ln_1, w.ln_1_w, attn.dx);
+    g.dx = dx1 + ln_1.dx;
+  }
   g.dw.block = w.block;
   g.dw.ln_1_w = ln_1.dgamma;
   g.dw.ln_1_b = ln_1.dbeta;

@@ -121,6 +121,13 @@ inline const NormSpec kRmsNorm{.kind = NormSpec::Kind::rmsnorm, .eps = 1e-6};
 // of them where q does not divide 3.
 inline BlockConfig llama_blocks(int q) { return BlockConfig::llama(500, 3 % q == 0 ? 3 : q); }
 
+// BERT's arrangement: the norms after the residual adds, GPT-2's parts otherwise.
+inline BlockConfig post_norm_blocks() {
+  BlockConfig b;
+  b.post_norm = true;
+  return b;
+}
+
 // GPT-2's blocks with RMSNorm, their linears with biases or without.
 inline BlockConfig rms_blocks(bool bias) {
   BlockConfig block;

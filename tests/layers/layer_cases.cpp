@@ -44,14 +44,15 @@ void linear_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
 
 
 template <class T>
-void block_case(const Grid& grid, const LayerShapes& s, double dropout, const InFlight& f) {
+void block_case(const Grid& grid, const LayerShapes& s, double dropout, const BlockConfig& block, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
   GptConfig config = config_for(grid.q(), 1, dropout);
+  config.block = block;
   TransformerBlock2D<T> layer(grid, config, 0);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 500, grid.device());
-  const reference::BlockWeights w = reference::block_weights(p, 0, BlockConfig{});
+  const reference::BlockWeights w = reference::block_weights(p, 0, block);
   const auto x = [&](int c) { return input<T>(n, h, 9, c); };
   const auto dy = [&](int c) { return input<T>(n, h, 10, c); };
   LayerRun<typename TransformerBlock2D<T>::Context> run{
@@ -225,10 +226,13 @@ void check_linear(Communicator& world, int q) {
 
 void check_block(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  block_case<double>(grid, shapes_for(q), 0.0, InFlight{});
-  block_case<float>(grid, shapes_for(q), 0.0, InFlight{});
-  in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, f); });
+  for (const BlockConfig& block : {BlockConfig{}, post_norm_blocks()}) {
+    CAPTURE(block.post_norm);
+    block_case<double>(grid, shapes_for(q), 0.0, block, InFlight{});
+    block_case<float>(grid, shapes_for(q), 0.0, block, InFlight{});
+    in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, block, f); });
+    in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, block, f); });
+  }
 }
 
 void check_embedding(Communicator& world, int q) {
@@ -258,11 +262,14 @@ void check_gpt(Communicator& world, int q) {
   mixed.rope.reset();
   mixed.tied_head = true;
   gpt_case<double>(grid, shapes_for(q), 0.1, mixed, InFlight{});
-  // BERT's MLP (the exact GELU) in GPT-2's blocks.
+  // BERT's MLP (the exact GELU) in GPT-2's blocks; BERT's blocks (post-norm, exact GELU).
   BlockConfig erf;
   erf.mlp = MlpKind::gelu_erf;
   gpt_case<double>(grid, shapes_for(q), 0.1, erf, InFlight{});
   gpt_case<float>(grid, shapes_for(q), 0.0, erf, InFlight{});
+  BlockConfig bert = post_norm_blocks();
+  bert.mlp = MlpKind::gelu_erf;
+  gpt_case<double>(grid, shapes_for(q), 0.1, bert, InFlight{});
 }
 
 namespace {
@@ -330,7 +337,8 @@ void check_f32_layers_on(const Grid& grid) {
     mlp_case<float>(grid, s, MlpKind::gelu, true, f);
     mlp_case<float>(grid, s, MlpKind::gelu_erf, true, f);
     mlp_case<float>(grid, s, MlpKind::swiglu, false, f);
-    block_case<float>(grid, s, 0.1, f);
+    block_case<float>(grid, s, 0.1, BlockConfig{}, f);
+    block_case<float>(grid, s, 0.1, post_norm_blocks(), f);
     embedding_case<float>(grid, s, f);
     lm_head_case<float>(grid, s, f);
     gpt_case<float>(grid, s, 0.1, BlockConfig{}, f);  // (other blocks' parts: norm_case, attention_case above)

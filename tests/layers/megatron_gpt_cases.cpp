@@ -174,11 +174,15 @@ void check_gpt_1d(Communicator& world) {
   const BlockConfig llama = BlockConfig::llama(500, world.size());
   gpt_1d_contexts<double>(world, llama, InFlight{});
   gpt_1d_contexts<float>(world, llama, InFlight{});
-  // BERT's MLP: the exact GELU.
+  // BERT's MLP (the exact GELU), and BERT's blocks (post-norm too).
   BlockConfig erf;
   erf.mlp = MlpKind::gelu_erf;
   gpt_1d_contexts<double>(world, erf, InFlight{});
   gpt_1d_contexts<float>(world, erf, InFlight{});
+  BlockConfig bert = erf;
+  bert.post_norm = true;
+  gpt_1d_contexts<double>(world, bert, InFlight{});
+  gpt_1d_contexts<float>(world, bert, InFlight{});
   gpt_1d_traffic(world);
   gpt_1d_training(world);
 }

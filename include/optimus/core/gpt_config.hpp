@@ -69,6 +69,9 @@ struct BlockConfig {
   MlpKind mlp = MlpKind::gelu;
   std::int64_t kv_heads = 0;     // grouped-query attention's key/value heads (dividing heads); 0: heads (multi-head)
   bool tied_head = true;         // the LM head multiplies wte; false: its own lm_head.weight [vocab, h]
+  // Where the norms sit: false, before each sublayer (GPT-2's, Llama's: x1 = x + attn(ln_1(x)), y = x1 +
+  // mlp(ln_2(x1))); true, after each residual add (BERT's: x1 = ln_1(x + attn(x)), y = ln_2(x1 + mlp(x1))).
+  bool post_norm = false;
   friend bool operator==(const BlockConfig&, const BlockConfig&) = default;
 
   // Llama's blocks: RMSNorm (eps 1e-5), rotary positions of `theta`, SwiGLU, no biases, `kv_heads` (0: heads), an
@@ -79,11 +82,12 @@ struct BlockConfig {
   }
 };
 
-// "gpt2" for GPT-2's blocks, "llama" for Llama's (RMSNorm, rotary positions, SwiGLU, no biases; any kv_heads, theta,
-// eps, head), else "custom".
+// "gpt2" for GPT-2's blocks, "llama" for Llama's (RMSNorm, rotary positions, SwiGLU, no biases, norms before the
+// sublayers; any kv_heads, theta, eps, head), else "custom".
 inline const char* family_name(const BlockConfig& b) {
   if (b == BlockConfig{}) return "gpt2";
-  const bool llama = b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias;
+  const bool llama =
+      b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias && !b.post_norm;
   return llama ? "llama" : "custom";
 }
 
@@ -133,7 +137,8 @@ inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
             << " heads=" << c.heads << " ffn=" << c.ffn << " dropout=" << c.dropout << " norm="
             << name_of(c.block.norm.kind) << "(eps " << c.block.norm.eps << ") bias=" << c.block.bias << " positions="
             << (c.block.rope ? "rope(theta " + std::to_string(c.block.rope->theta) + ")" : std::string("learned"))
-            << " mlp=" << name_of(c.block.mlp) << " kv_heads=" << c.kv_heads() << " tied_head=" << c.block.tied_head;
+            << " mlp=" << name_of(c.block.mlp) << " kv_heads=" << c.kv_heads() << " tied_head=" << c.block.tied_head
+            << " post_norm=" << c.block.post_norm;
 }
 
 // Dropout masks are counter-based like initialization: element (row, col) of `site` in block `layer` at

@@ -113,8 +113,9 @@ struct MlpGrads {
 };
 MlpGrads mlp_backward(const MlpCache& cache, const MlpWeights& w, MlpKind kind, const Matrix& dy);
 
-// ---- Transformer block (pre-norm), as `block` says (its norms, rotary positions or none, MLP, kv_heads):
-//      x1 = x + drop(attn(ln_1(x))),  y = x1 + drop(mlp(ln_2(x1))) ----
+// ---- Transformer block, as `block` says (its norms, rotary positions or none, MLP, kv_heads, where the norms sit):
+//      pre-norm  x1 = x + drop(attn(ln_1(x))),  y = x1 + drop(mlp(ln_2(x1)));
+//      post-norm x1 = ln_1(x + drop(attn(x))),  y = ln_2(x1 + drop(mlp(x1))) ----
 struct BlockWeights {
   BlockConfig block;  // the block's parts (ln_1's and ln_2's biases empty for RMSNorm, the linears' without biases)
   Matrix ln_1_w, ln_1_b;
