@@ -35,7 +35,8 @@ std::vector<Task> chain_of(const MemberWork& m, bool separate_ends) {
   for (int step = 0; step < m.steps; ++step) {
     for (int k = 0; k < shards; ++k) {
       const ShardCosts& c = m.shards[static_cast<std::size_t>(k)];
-      chain.push_back({.step = step, .shard = k, .backward = false, .step_end = false, .compute = c.forward, .copy = c.copy});
+      chain.push_back(
+          {.step = step, .shard = k, .backward = false, .step_end = false, .compute = c.forward, .copy = c.copy});
     }
     for (int k = shards - 1; k >= 0; --k) {
       const ShardCosts& c = m.shards[static_cast<std::size_t>(k)];
@@ -173,9 +174,17 @@ class ChainCursor {
     return std::nullopt;
   }
 
+  // Runs of step `step` placed on slot s so far (0 for a step not begun).
+  int done_on(std::size_t s, int step) const { return step == counted_step_ ? done_on_[s] : 0; }
+
   // Run i placed, ending at `end`: the chain moves on (past an end group once all of it is placed).
   void placed(std::size_t i, double end) {
     placed_[i] = true;
+    if (task(i).step != counted_step_) {
+      counted_step_ = task(i).step;
+      std::fill(done_on_.begin(), done_on_.end(), 0);
+    }
+    ++done_on_[slot_of(i)];
     if (!task(next_).step_end) {
       ready_ = end;
       ++next_;
@@ -202,18 +211,25 @@ class ChainCursor {
   std::size_t next_ = 0, group_end_ = 0;
   double ready_ = 0, group_finish_ = 0;
   std::vector<bool> placed_ = std::vector<bool>(chain_->size(), false);  // [i]: run i placed
+  int counted_step_ = 0;                                                  // the step done_on_ counts
+  std::vector<int> done_on_ = std::vector<int>(static_cast<std::size_t>(slots_), 0);  // [s]: its runs placed there
 };
 
-// The runtime's pick (runtime.hpp) among `candidates` on slot s: lrtf the member with the most steps left (its
-// remaining training time in whole steps), between equal ones the one with the most of its step's runs already done
-// on this slot, then the lower index; round-robin as pick.
+// The runtime's pick (runtime.hpp) among `candidates` on slot s: lrtf the member with the longest remaining training
+// time in whole steps (its steps left, this one included, times its step's compute: MemberSteps::remaining), between
+// equal ones the one with the most of its step's runs already done on this slot, then the lower index; round-robin as
+// pick.
 int pick_pinned(Scheduler scheduler, const std::vector<int>& candidates, const std::vector<ChainCursor>& cursors,
-                const std::vector<std::vector<int>>& done_here, std::size_t s, int last, int members, int steps_of_any) {
-  if (scheduler != Scheduler::lrtf) return pick(scheduler, candidates, {}, last, members);
+                const std::vector<MemberWork>& members, std::size_t s, int last) {
+  const int n = static_cast<int>(members.size());
+  if (scheduler != Scheduler::lrtf) return pick(scheduler, candidates, {}, last, n);
   const auto key = [&](int m) {
     const ChainCursor& c = cursors[static_cast<std::size_t>(m)];
+    const MemberWork& w = members[static_cast<std::size_t>(m)];
     const int step = c.task(*c.next_on(s)).step;
-    return std::pair{steps_of_any - step, done_here[static_cast<std::size_t>(m)][s]};
+    double step_compute = 0;
+    for (const ShardCosts& k : w.shards) step_compute += k.forward + k.backward + k.end;
+    return std::pair{(w.steps - step) * step_compute, c.done_on(s, step)};
   };
   int best = candidates.front();
   for (const int m : candidates) {
@@ -230,15 +246,10 @@ SweepTimeline pinned_slots(const std::vector<std::vector<Task>>& chains, const s
   const std::size_t n = chains.size();
   std::vector<ChainCursor> cursors;
   std::size_t total = 0;
-  int most_steps = 0;
   for (std::size_t m = 0; m < n; ++m) {
     cursors.emplace_back(chains[m], slots);
     total += chains[m].size();
-    most_steps = std::max(most_steps, members[m].steps);
   }
-  // [m][s]: runs of member m's current step done on slot s; the step they count
-  std::vector<std::vector<int>> done_here(n, std::vector<int>(static_cast<std::size_t>(slots), 0));
-  std::vector<int> counted_step(n, 0);
   Slots place(slots);
   SweepTimeline out;
   std::vector<int> last(static_cast<std::size_t>(slots), -1);
@@ -260,18 +271,10 @@ SweepTimeline pinned_slots(const std::vector<std::vector<Task>>& chains, const s
     for (std::size_t m = 0; m < n; ++m) {
       if (cursors[m].next_on(s) && cursors[m].ready() <= start) candidates.push_back(static_cast<int>(m));
     }
-    // steps left counted against the longest member's steps: the same order as each member's own steps left
-    const int chosen = pick_pinned(scheduler, candidates, cursors, done_here, s, last[s], static_cast<int>(n),
-                                   most_steps);
+    const int chosen = pick_pinned(scheduler, candidates, cursors, members, s, last[s]);
     const auto m = static_cast<std::size_t>(chosen);
     const std::size_t i = *cursors[m].next_on(s);
-    const Task& task = cursors[m].task(i);
-    if (task.step != counted_step[m]) {
-      counted_step[m] = task.step;
-      std::fill(done_here[m].begin(), done_here[m].end(), 0);
-    }
-    ++done_here[m][s];
-    cursors[m].placed(i, place.place(s, chosen, task, cursors[m].ready(), 0.0, out).end);
+    cursors[m].placed(i, place.place(s, chosen, cursors[m].task(i), cursors[m].ready(), 0.0, out).end);
     last[s] = chosen;
   }
   return out;

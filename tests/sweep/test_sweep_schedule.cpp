@@ -194,6 +194,21 @@ TEST_CASE("sweep: the runtime's placement runs a step's ends on every slot after
     ++checked;
   }
   CHECK(checked == 1);
+
+  // Its remaining training time is each member's own: steps left times its step's compute. Three short members (one
+  // run of 1 s) before a long one (3 steps of 8 runs of 1 s) on two slots: the long member starts first and never
+  // waits (24 s), the short ones fill the gaps.
+  std::vector<sw::MemberWork> members;
+  for (const char* name : {"a", "b", "c"}) members.push_back({.name = name, .shards = {{1, 1, 0}}, .steps = 1});
+  members.push_back({.name = "long", .shards = {{1, 1, 0}, {1, 1, 0}, {1, 1, 0}, {1, 1, 0}}, .steps = 3});
+  const sw::SweepTimeline pinned = sw::simulate(members, 2, sw::Scheduler::lrtf, sw::ShardPlacement::slot_per_shard);
+  CHECK(pinned.makespan == 24);
+  double previous_end = 0;
+  for (const sw::ShardRun& r : pinned.runs) {
+    if (r.member != 3) continue;
+    CHECK(r.start == previous_end);
+    previous_end = r.end;
+  }
 }
 
 TEST_CASE("sweep: Sharded-LRTF keeps the long member moving; round-robin delays it") {
