@@ -41,6 +41,7 @@
 #include "optimus/programs/device_choice.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
+#include "optimus/layers/offload.hpp"
 #include "optimus/sweep/gpt_member.hpp"
 #include "optimus/sweep/runtime.hpp"
 #include "optimus/sweep/schedule.hpp"
@@ -206,9 +207,7 @@ SweepShape shape_of(const cli::Options& o, int slots) {
                    .batch = o.integer("b", 4),
                    .config = {},
                    .device = choose_device(o),
-                   .spill = offload == "spill"               ? Spill::parameters
-                            : offload == "spill+activations" ? Spill::parameters_and_activations
-                                                             : Spill::none};
+                   .spill = spill_of(parse_offload(offload))};
   OPTIMUS_CHECK(shape.spill == Spill::none || shape.device.kind != Device::cpu, "--offload ", offload,
                 " moves the members' blocks between a device and the host: give --device sim or cuda");
   GptConfig& c = shape.config;
@@ -277,7 +276,13 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   std::vector<Measurement> runs{{1, sw::Scheduler::model_parallel, Layout::pipelined}};
   for (const sw::Scheduler s : schedulers) runs.push_back({slots, s, Layout::pipelined});
   runs.push_back({slots, sw::Scheduler::model_parallel, Layout::independent});
-  const std::vector<SweepMeasured> measured = median_runs(shape, runs, static_cast<int>(o.integer("repeats", 3)));
+  const int repeats = static_cast<int>(o.integer("repeats", 3));
+  const std::vector<SweepMeasured> measured = median_runs(shape, runs, repeats);
+  // measured[0]: the sequential run; then each scheduler's, in `schedulers`' order; last the ceiling
+  const auto at_d = [&](sw::Scheduler s) -> const SweepMeasured& {
+    return measured[1 + static_cast<std::size_t>(std::find(schedulers.begin(), schedulers.end(), s) -
+                                                 schedulers.begin())];
+  };
   const SweepMeasured& sequential = measured.front();
   const double seq_predicted = predict_makespan(sequential.work, 1, sw::Scheduler::model_parallel, 1);
   report.row({"1", "sequential", "-", "measured", format("%.4f", sequential.makespan), format("%.4f", seq_predicted),
@@ -285,11 +290,10 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
 
   // Costs for the predictions from the model-parallel run (each member's stages alone); the pipeline from its own
   // run's (each member alone too; its micro-batches cost more than 1/m of the batch).
-  const std::vector<sw::MemberWork>& alone = measured[3].work;
-  const double lrtf = measured[1].makespan;
-  for (std::size_t i = 0; i < schedulers.size(); ++i) {
-    const sw::Scheduler s = schedulers[i];
-    const SweepMeasured& m = measured[i + 1];
+  const std::vector<sw::MemberWork>& alone = at_d(sw::Scheduler::model_parallel).work;
+  const double lrtf = at_d(sw::Scheduler::lrtf).makespan;
+  for (const sw::Scheduler s : schedulers) {
+    const SweepMeasured& m = at_d(s);
     const double predicted = s == sw::Scheduler::pipeline ? predict_makespan(m.work, slots, s, shape.micro_batches)
                                                           : predict_makespan(alone, slots, s, 1);
     report.row({std::to_string(slots), std::string(sw::name_of(s)), "stage", "measured", format("%.4f", m.makespan),
@@ -306,10 +310,10 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   for (const std::int64_t d : o.integers("simulate", "2,4,8")) {
     simulated_rows(report, sequential, seq_predicted, static_cast<int>(d), shape);
   }
-  report.footer(format("measured rows: the loop's time, max over slots, the median of %lld runs; predicted: the "
+  report.footer(format("measured rows: the loop's time, max over slots, the median of %d runs; predicted: the "
                        "simulator with each stage's costs measured alone (model-parallel's run; the pipeline's own); "
                        "independent: D sequential runs side by side (predicted: the sequential run's over D)",
-                       static_cast<long long>(o.integer("repeats", 3))));
+                       repeats));
   report.print(stdout);
   if (o.has("json")) report.write_json(o.text("json", ""), "sweep");
   return 0;

@@ -10,7 +10,6 @@
 #include <list>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "optimus/core/error.hpp"
@@ -20,7 +19,6 @@ namespace optimus::sweep {
 namespace {
 
 bool one_at_a_time(Scheduler s) { return s == Scheduler::model_parallel || s == Scheduler::pipeline; }
-
 
 // Messages sent without waiting, each kept with its bytes until its send completes; completed ones are dropped as new
 // ones go, and the rest waited for at the end (the loop's messages are a few bytes each, but one per operation).
@@ -127,7 +125,6 @@ class SlotSequence {
 
   explicit SlotSequence(Communicator& slot) : comm_(slot.split(0, slot.rank())) {}
   ~SlotSequence() { next_.abandon(); }  // after an error only
-  bool alone() const { return comm_->size() == 1; }
   bool leader() const { return comm_->rank() == 0; }
 
   // The leader: the slot's next event.

@@ -10,8 +10,7 @@
 //
 // Each step: the learning rate spec.adam.lr, zero_grad, the step's batch through the pipeline and its exchanged end
 // (the stages' sums sent, not all-reduced: no slot waits on another), AdamW with the global gradient norm over the
-// stages. A member trains bitwise as the same model, optimizer and batches on one stage with
-// train_step.
+// stages. A member trains bitwise as the same model, optimizer and batches on one stage with train_step.
 #pragma once
 
 #include <cstdint>

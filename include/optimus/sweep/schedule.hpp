@@ -14,8 +14,9 @@
 //   round_robin : the next after the one chosen last, in member order;
 // ties go to the lower member index. With the runtime's placement (ShardPlacement::slot_per_shard below) the runs
 // follow the runtime's rules instead: a step's ends (ShardCosts::end) run on every shard's slot after its last
-// backward, and lrtf counts the remaining training time in whole steps, between equal ones preferring the member with
-// the most of its step's runs done on the slot (then the lower index). The baseline HYDRA compares against:
+// backward, and lrtf counts the remaining training time in whole steps (steps left times the member's step compute),
+// between equal ones preferring the member with the most of its step's runs done on the slot (then the lower index).
+// The baseline HYDRA compares against:
 //   model_parallel : one member at a time (the next one's first copy after the last one's last run), shard k always on
 //                    slot k mod D, no micro-batches: its runs one after another, only the copies overlapping;
 //   pipeline       : one member at a time, its shards grouped into min(S, D) consecutive stages (stage p: shards
