@@ -19,7 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/common.sh"
 lent_dir="$root_dir/.lent"
 programs=(bench/optimus-bench examples/train_gpt tests/test_cuda)
-sections_all="facts gpu_tests gpu_bench gpu_profile gpu_pipeline gpu_mpi cpu_scaling cpu_calibrate cpu_pipeline cpu_plan sanitize"
+sections_all="facts gpu_tests sanitize gpu_bench gpu_mpi gpu_pipeline gpu_matrix gpu_profile cpu_plan cpu_pipeline cpu_sweep cpu_calibrate cpu_scaling"
 
 # Libraries the machine brings itself (its C library, compiler runtime, CUDA): never carried.
 system_library='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
@@ -183,6 +183,25 @@ gpu_mpi() {
   mpirun_core 4 "$bin/train_gpt" --device cuda --q 2 "${shape[@]}"
 }
 
+# The combination matrix's device cases on the GPU (tests/matrix/combination_matrix.py: 23 cases, each against the
+# single-rank CPU run; the GPU's cases close, not bitwise).
+gpu_matrix() {
+  python3 "$root_dir/tests/matrix/combination_matrix.py" "$bin/train_gpt" "$out/matrix" cuda | tail -30
+  local rc=${PIPESTATUS[0]}
+  rm -rf "$out/matrix"
+  return "$rc"
+}
+
+# The sweep's makespan with a core per slot: 8 members on D = 4 and 8 slots (a thread each), each scheduler beside the
+# simulator's prediction.
+cpu_sweep() {
+  local d
+  for d in 4 8; do
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$bin/optimus-bench" sweep --members 8 --slots "$d" --simulate 4,8 \
+      --h 256 --heads 4 --layers 8 --s 64 --b 8 --steps 2 --repeats 3
+  done
+}
+
 # h 1024: the 2026-11-27 runs at h 256 never reached E = 0.5 at p = 16 (the bound E_max of that shape, with this
 # machine's calibration, is 0.25 for 1D and 0.39 for 2D); at h 1024 the model puts both layouts' E = 0.5 batch at
 # p = 16 within the sweep (1D 4, 2D 22) and 1D's E_max at 0.56, so E = 0.7 is reached at p = 4 only (strong and weak
@@ -260,6 +279,7 @@ section_seconds() {  # the most each section may take (s)
     gpu_pipeline) echo 60 ;; gpu_mpi) echo 60 ;;
     cpu_scaling) echo 300 ;;
     cpu_calibrate) echo 30 ;; cpu_plan) echo 150 ;; cpu_pipeline) echo 60 ;; sanitize) echo 120 ;;
+    gpu_matrix) echo 120 ;; cpu_sweep) echo 120 ;;
   esac
 }
 

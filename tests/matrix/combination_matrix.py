@@ -91,13 +91,13 @@ def ranks(c):
     return c["dp"] * c["pp"] * (c["tp"] ** 2 if c["family"] == "2d" else c["tp"])
 
 
-def layout_args(c):
+def layout_args(c, device):
     args = ["--in-process", str(ranks(c)), "--pp", str(c["pp"])]
     args += ["--q", str(c["tp"])] if c["family"] == "2d" else ["--layout", "1d", "--p", str(c["tp"])]
     if c["pp"] > 1:
         args += ["--schedule", c["schedule"]]
     if c["device"] == "sim":
-        args += ["--device", "sim"]
+        args += ["--device", device]
     return args
 
 
@@ -141,7 +141,12 @@ def close(got, want, bf16):
 
 
 def main():
+    # combination_matrix.py TRAIN_GPT WORK [DEVICE]: DEVICE (sim, or cuda on a GPU) runs the device cases, the
+    # simulated device's by default. A GPU's arithmetic is not the CPU's: its cases are compared as close, not bitwise.
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and sys.argv[3] not in ("sim", "cuda")):
+        sys.exit("usage: combination_matrix.py TRAIN_GPT WORK [sim|cuda]")
     train_gpt, work = sys.argv[1], Path(sys.argv[2])
+    device = sys.argv[3] if len(sys.argv) == 4 else "sim"
     work.mkdir(parents=True, exist_ok=True)
     cases = covering_array()
     print(f"{len(cases)} cases cover every pair of values of any two of {len(NAMES)} factors:")
@@ -168,11 +173,13 @@ def main():
 
     def train_args(c):
         batch = c["micro_batches"] * SEQUENCES_PER_MICRO_BATCH
-        args = MODEL + ARCH[c["arch"]] + layout_args(c) + ["--gemm", c["gemm"], "--recompute", c["recompute"], "--batch", str(batch),
+        args = MODEL + ARCH[c["arch"]] + layout_args(c, device) + ["--gemm", c["gemm"], "--recompute", c["recompute"], "--batch", str(batch),
                                          "--micro-batches", str(c["micro_batches"])]
         return args + (["--offload", c["offload"]] if c["offload"] != "none" else [])
 
-    bitwise = lambda c: c["family"] == "2d" and c["tp"] == 1 and c["dp"] == 1
+    def bitwise(c):
+        same_math = c["device"] == "cpu" or device == "sim"
+        return same_math and c["family"] == "2d" and c["tp"] == 1 and c["dp"] == 1
     for k, c in enumerate(cases):
         name = f"case {k}"
         out = export_path(c, work / f"case_{k}")
@@ -216,7 +223,7 @@ def main():
             m = micro // other["dp"]
             if other["schedule"] == "interleaved" and m % other["pp"] != 0:
                 other["schedule"] = "1f1b"
-            resume_args = MODEL + ARCH[c["arch"]] + layout_args(other) + ["--gemm", c["gemm"], "--micro-batches", str(m), "--resume",
+            resume_args = MODEL + ARCH[c["arch"]] + layout_args(other, device) + ["--gemm", c["gemm"], "--micro-batches", str(m), "--resume",
                                                         str(save / "step_2")]
             if other["offload"] != "none":
                 resume_args += ["--offload", other["offload"]]
