@@ -35,6 +35,13 @@ DynamicLibrary::DynamicLibrary(const std::vector<std::string>& candidates, std::
   OPTIMUS_FAIL("cannot load ", candidates.front(), ", needed by ", needed_by_, ": ", reasons);
 }
 
+bool DynamicLibrary::loaded(const std::string& soname) {
+  void* handle = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return false;
+  ::dlclose(handle);  // the reference RTLD_NOLOAD took
+  return true;
+}
+
 DynamicLibrary::DynamicLibrary(DynamicLibrary&& other) noexcept
     : handle_(std::exchange(other.handle_, nullptr)),
       name_(std::move(other.name_)),

@@ -26,6 +26,9 @@ class DynamicLibrary {
   // The candidate that loaded.
   const std::string& name() const noexcept { return name_; }
 
+  // Whether the process has already loaded a library of this soname (dlopen with RTLD_NOLOAD: nothing is loaded).
+  static bool loaded(const std::string& soname);
+
   // The library's function `symbol` as a pointer of type F, which the caller takes from the library's header
   // (decltype(&cublasLtCreate)) so that the signature is the header's. Throws optimus::Error naming the symbol, the
   // library and what it is needed by if the library has no such symbol.

@@ -69,7 +69,13 @@ const OpenBlas& blas() {
     ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);  // before the library loads and starts its pool
     const std::string path = OPTIMUS_OPENBLAS_PATH;
     const std::string soname = std::filesystem::path(path).filename().string();
-    return new OpenBlas(optimus::detail::DynamicLibrary({path, soname}, "the CPU's GEMMs"));
+    // An OpenBLAS the process loaded already (ScaLAPACK's BLAS needs one) is the one to call: a second, of another
+    // version at the build's path, would resolve its internal calls into the first one's kernels and crash (a lent
+    // machine's image had Ubuntu's 0.3.26 at the path, the carried programs Debian's 0.3.21 loaded).
+    using optimus::detail::DynamicLibrary;
+    const std::vector<std::string> candidates =
+        DynamicLibrary::loaded(soname) ? std::vector<std::string>{soname} : std::vector<std::string>{path, soname};
+    return new OpenBlas(DynamicLibrary(candidates, "the CPU's GEMMs"));
   }();
   return table;
 }

@@ -63,6 +63,18 @@ TEST_CASE("f32 exp of a softmax's terms: within 1.2e-7 relatively of exp in f64 
   CHECK(math::exp_nonpositive(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
   CHECK(math::exp_nonpositive(-0.0f) == 1.0f);
   CHECK(math::exp_nonpositive(-1.5) == std::exp(-1.5));  // f64: exp itself
+  // A little above 0 (a recomputed score minus its row's lse, rounded up): e^v too, never v itself, as the GPU's f32
+  // attention backward met it. Above 88: +inf.
+  double above = 0;
+  for (int i = 1; i <= 1'000'000; i += 7) {  // (0, 10]
+    const float v = static_cast<float>(i) * 1e-5f;
+    const double want = std::exp(static_cast<double>(v));
+    above = std::max(above, std::abs(static_cast<double>(math::exp_nonpositive(v)) - want) / want);
+  }
+  CAPTURE(above);
+  CHECK(above <= 1.2e-7);
+  CHECK(math::exp_nonpositive(1e-6f) > 1.0f);
+  CHECK(math::exp_nonpositive(88.5f) == std::numeric_limits<float>::infinity());
   // A softmax of scores whose largest is far above the rest: the rest vanish, the largest is 1.
   CHECK(math::softmax_exp(-100.0f, 1.0f, 0.0f) == 0.0f);
   CHECK(math::softmax_exp(3.0f, 2.0f, 6.0f) == 1.0f);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -84,7 +85,8 @@ struct Expect {
   void near(const char* what, const Both<T>& b, double tolerance, bool always_exact = false) const {
     const std::vector<T> got = download(b.device);
     REQUIRE(got.size() == b.host.size());
-    CAPTURE(what);
+    const std::string operand = what;  // CAPTURE of a const char* prints the pointer
+    CAPTURE(operand);
     if (exact || always_exact) {  // bit for bit (a NaN matches any NaN: a GPU writes its own payload)
       bool same = true;
       for (std::size_t e = 0; e < got.size(); ++e) {

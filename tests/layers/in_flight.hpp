@@ -91,7 +91,8 @@ void run_in_flight(const InFlight& f, const LayerRun<Context>& run, MemoryTracke
   CAPTURE(tol);
   const auto close = [&](const char* what, int c, const reference::Matrix& got, const reference::Matrix& expected) {
     const reference::Comparison cmp = reference::compare_relative(got, expected, tol);
-    CAPTURE(what);
+    const std::string operand = what;  // CAPTURE of a const char* prints the pointer
+    CAPTURE(operand);
     CAPTURE(c);
     CAPTURE(cmp);
     CHECK(cmp.ok());

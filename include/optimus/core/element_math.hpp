@@ -66,16 +66,18 @@ OPTIMUS_HOST_DEVICE inline float tanh_of(float v) {
 
 // e^v for v <= 0 — a softmax's term, its score minus its row's largest — in f32 by exp_from (expf, one library call
 // per element, was a softmax's largest cost on the CPU). Below about -87.3 the result is 0 (expf's is below 2^-126
-// there: nothing beside the row's largest term, which is 1); a NaN stays a NaN, and a v above 0 (+inf, from a row of
-// non-finite scores) is returned as it is. Relative error at most 1.1e-7 against exp in f64 (measured on a 1e-5 grid
-// of [-87, 0]; expf's: 6.0e-8). k comes from truncf: converted directly, GCC leaves the loop unvectorised for AVX2.
-// In f64, exp itself.
+// there: nothing beside the row's largest term, which is 1); a NaN stays a NaN. Relative error at most 1.1e-7
+// against exp in f64 (measured on a 1e-5 grid of [-87, 0]; expf's: 6.0e-8). A v a little above 0 is a rounding of 0
+// (a score recomputed in the backward minus its row's lse): it gets e^v as well, k rounded to nearest on either side,
+// so e^1e-6 is 1 + 1e-6, not 1e-6. Above 88 (+inf from a row of non-finite scores) +inf: y stays in [-88, 88], so
+// that k's conversion never sees an out-of-range value. k comes from truncf: converted directly, GCC leaves the loop
+// unvectorised for AVX2. In f64, exp itself.
 OPTIMUS_HOST_DEVICE inline float exp_nonpositive(float v) {
-  // In [-88, 0] whatever v is (a NaN and +inf too, put back below): k's conversion never sees an out-of-range value.
-  const float y = v > -88.0f ? (v < 0.0f ? v : 0.0f) : -88.0f;
-  const std::int32_t k = static_cast<std::int32_t>(truncf(y * 1.44269504f - 0.5f));  // y <= 0: rounds; >= -127
+  const float y = v > -88.0f ? (v < 88.0f ? v : 88.0f) : -88.0f;  // a NaN becomes -88 here and is put back below
+  const float half = y < 0.0f ? -0.5f : 0.5f;
+  const std::int32_t k = static_cast<std::int32_t>(truncf(y * 1.44269504f + half));  // rounds; in [-127, 127]
   const float e = exp_from(y, k);
-  return v <= 0.0f ? e : v;
+  return v <= 88.0f ? e : (v == v ? HUGE_VALF : v);
 }
 OPTIMUS_HOST_DEVICE inline double exp_nonpositive(double v) { return exp(v); }
 
