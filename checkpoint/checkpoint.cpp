@@ -57,7 +57,8 @@ json block_json(const BlockConfig& b) {
           {"mlp", name_of(b.mlp)},
           {"kv_heads", b.kv_heads},
           {"tied_head", b.tied_head},
-          {"post_norm", b.post_norm}};
+          {"post_norm", b.post_norm},
+          {"bidirectional", b.bidirectional}};
 }
 
 json config_json(const GptConfig& c) {
@@ -68,7 +69,7 @@ json config_json(const GptConfig& c) {
 }
 
 // A block written before the block configuration was recorded (no "block") is GPT-2's; one written before a field was
-// (positions, mlp, kv_heads, tied_head, post_norm) has GPT-2's value of it.
+// (positions, mlp, kv_heads, tied_head, post_norm, bidirectional) has GPT-2's value of it.
 BlockConfig block_from(const json& j) {
   if (!j.contains("block")) return BlockConfig{};
   const json& b = j.at("block");
@@ -84,7 +85,8 @@ BlockConfig block_from(const json& j) {
                     .mlp = *mlp_kind,
                     .kv_heads = b.value("kv_heads", std::int64_t{0}),
                     .tied_head = b.value("tied_head", true),
-                    .post_norm = b.value("post_norm", false)};
+                    .post_norm = b.value("post_norm", false),
+                    .bidirectional = b.value("bidirectional", false)};
   if (b.contains("rope_theta") && !b.at("rope_theta").is_null()) block.rope = RopeSpec{b.at("rope_theta").get<double>()};
   return block;
 }
@@ -345,6 +347,7 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
   same("kv_heads", there.kv_heads(), here.kv_heads());
   same("tied head", there.block.tied_head, here.block.tied_head);
   same("post-norm", there.block.post_norm, here.block.post_norm);
+  same("bidirectional attention", there.block.bidirectional, here.block.bidirectional);
 }
 
 }  // namespace

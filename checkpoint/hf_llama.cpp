@@ -37,7 +37,7 @@ struct Piece {
 // Throws unless the model's blocks are what a Llama file holds: RMSNorm, rotary positions, SwiGLU, no biases.
 void check_llama_blocks(const GptConfig& c, const char* op) {
   OPTIMUS_CHECK(std::string(family_name(c.block)) == "llama", op,
-                ": a Hugging Face Llama holds Llama's blocks (RMSNorm, rotary positions, SwiGLU, no biases); the model's "
+                ": a Hugging Face Llama holds Llama's blocks (RMSNorm, rotary positions, SwiGLU, no biases, causal); the model's "
                 "are ", c);
 }
 

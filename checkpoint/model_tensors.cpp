@@ -133,7 +133,8 @@ void check_gpt2_blocks(const GptConfig& config, const char* op) {
                 b.norm.kind == NormSpec::Kind::layernorm ? "LayerNorm" : "RMSNorm", " with eps ", b.norm.eps, ", MLP ",
                 name_of(b.mlp), b.bias ? "" : ", no biases", b.rope ? ", rotary positions" : "",
                 b.kv_heads > 0 ? ", grouped-query attention" : "", b.tied_head ? "" : ", an untied head",
-                b.post_norm ? ", norms after the residual adds" : "");
+                b.post_norm ? ", norms after the residual adds" : "",
+                b.bidirectional ? ", bidirectional attention" : "");
 }
 
 }  // namespace optimus::checkpoint::detail

@@ -39,7 +39,7 @@ Attention<T, Split>::Attention(const Place& place, const ParameterTags& tags, co
                                std::int64_t hidden, std::int64_t heads, DropoutSpec dropout)
     : Attention(place, tags, name,
                 AttentionSpec{.hidden = hidden, .heads = heads, .kv_heads = heads, .dropout = dropout,
-                              .rope = std::nullopt, .bias = true}) {}
+                              .rope = std::nullopt, .bias = true, .causal = true}) {}
 
 template <class T, class Split>
 Attention<T, Split>::Attention(const Place& place, const ParameterTags& tags, const std::string& name,
@@ -68,6 +68,7 @@ detail::AttentionGeometry Attention<T, Split>::geometry(std::int64_t local_rows,
   g.rng = CounterRng(spec_.dropout.seed, dropout_stream(pass.step, static_cast<std::uint64_t>(spec_.dropout.layer),
                                                         DropoutSite::attention_probs));
   g.rope = spec_.rope;
+  g.causal = spec_.causal;
   return g;
 }
 

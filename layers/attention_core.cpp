@@ -1,4 +1,4 @@
-// Causal multi-head attention on a local block (see attention_core.hpp).
+// Multi-head attention (causal or bidirectional) on a local block (see attention_core.hpp).
 #include "attention_core.hpp"
 
 #include <type_traits>
@@ -16,7 +16,8 @@ ops::AttentionShape shape_of(const AttentionGeometry& g) {
                              .stream = g.rng.stream(),
                              .first_batch = g.first_batch,
                              .first_head = g.first_head,
-                             .total_heads = g.total_heads};
+                             .total_heads = g.total_heads,
+                             .causal = g.causal};
 }
 
 }  // namespace

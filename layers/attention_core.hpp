@@ -1,5 +1,5 @@
 // The attention of one rank's block, shared by the 2D and 1D layers: for each of its sequences and each of its heads,
-// causal softmax(Q K^T / sqrt(d)) with dropout, times V — no communication — through the fused attention
+// softmax(Q K^T / sqrt(d)) with a causal mask or none (bidirectional), with dropout, times V — no communication — through the fused attention
 // (ops::flash_attention_*, FlashAttention-2's algorithm), so that no [seq, seq] matrix is ever whole in memory.
 //   qkv   : [batches*seq, 3*width], columns [Q | K | V] each `width` = heads*d wide (this rank's heads), as saved: in
 //           bf16 under mixed precision, which the attention reads as it is (no f32 copy)
@@ -29,6 +29,7 @@ struct AttentionGeometry {
   double dropout = 0.0;
   CounterRng rng{0};  // the attention-probability dropout stream
   std::optional<RopeSpec> rope;  // rotary positions on the queries and keys, or none
+  bool causal = true;            // query i sees keys 0..i of its sequence; false: all of them
 };
 
 // `lse` may be empty (inference: nothing is kept; the core uses scratch from `grid`).

@@ -1,4 +1,4 @@
-// Reference causal multi-head self-attention, MLP and transformer block.
+// Reference multi-head self-attention (causal, or an encoder's bidirectional), MLP and transformer block.
 #include <cmath>
 #include <limits>
 
@@ -34,8 +34,8 @@ Matrix rotary(const Matrix& x, std::int64_t s, std::int64_t heads, double theta,
 }
 
 Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
-                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, const Dropout& dropout,
-                         AttentionCache& cache) {
+                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, bool causal,
+                         const Dropout& dropout, AttentionCache& cache) {
   const std::int64_t n = x.rows(), h = x.cols(), s = n / batch, d = h / heads, kv = kv_heads * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   cache.x = x;
@@ -56,11 +56,12 @@ Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_
       Matrix scores = scale * q * k.transpose();
       Matrix p(s, s);
       for (std::int64_t i = 0; i < s; ++i) {
+        const std::int64_t seen = causal ? i + 1 : s;  // the keys query i sees: 0 .. seen - 1
         double max = -std::numeric_limits<double>::infinity();
-        for (std::int64_t j = 0; j <= i; ++j) max = std::max(max, scores(i, j));
+        for (std::int64_t j = 0; j < seen; ++j) max = std::max(max, scores(i, j));
         double sum = 0;
         for (std::int64_t j = 0; j < s; ++j) {
-          p(i, j) = j <= i ? std::exp(scores(i, j) - max) : 0.0;
+          p(i, j) = j < seen ? std::exp(scores(i, j) - max) : 0.0;
           sum += p(i, j);
         }
         p.row(i) /= sum;
@@ -174,7 +175,8 @@ Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch,
                      const Dropout& dropout, BlockCache& cache) {
   const BlockConfig& b = w.block;
   if (b.post_norm) {  // x1 = ln_1(x + drop(attn(x))), y = ln_2(x1 + drop(mlp(x1)))
-    const Matrix a = attention_forward(x, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, dropout, cache.attn);
+    const Matrix a =
+        attention_forward(x, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, !b.bidirectional, dropout, cache.attn);
     const Matrix x1 = norm_forward(
         b.norm, x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual)),
         w.ln_1_w, w.ln_1_b, cache.ln_1);
@@ -184,7 +186,7 @@ Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch,
                         w.ln_2_w, w.ln_2_b, cache.ln_2);
   }
   const Matrix a = attention_forward(norm_forward(b.norm, x, w.ln_1_w, w.ln_1_b, cache.ln_1), w.attn, batch, heads,
-                                     kv_heads_of(b, heads), b.rope, dropout, cache.attn);
+                                     kv_heads_of(b, heads), b.rope, !b.bidirectional, dropout, cache.attn);
   const Matrix x1 = x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual));
   const Matrix m = mlp_forward(norm_forward(b.norm, x1, w.ln_2_w, w.ln_2_b, cache.ln_2), w.mlp, b.mlp, cache.mlp);
   return x1 + m.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::mlp_residual));

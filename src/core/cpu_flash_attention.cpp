@@ -1,4 +1,4 @@
-// CPU backend: fused causal attention (cpu_kernels.hpp, optimus/core/ops.hpp), FlashAttention-2's algorithm, so that
+// CPU backend: fused attention, causal or bidirectional (cpu_kernels.hpp, optimus/core/ops.hpp), FlashAttention-2's algorithm, so that
 // no [seq, seq] matrix is whole in memory on the host either. The products are the CPU GEMM's (cpu::gemm: OpenBLAS
 // where built with it) on views of qkv, whose rows are strided.
 //
@@ -86,9 +86,12 @@ TensorView<T> matrix(std::vector<T>& buffer, std::int64_t rows, std::int64_t col
   return TensorView<T>(buffer.data(), Shape{rows, cols}, Device::cpu);
 }
 
-// The keys query i sees among the `cols` from j0: i - j0 + 1, within [0, cols].
-std::int64_t visible(std::int64_t i, std::int64_t j0, std::int64_t cols) {
-  return std::clamp<std::int64_t>(i - j0 + 1, 0, cols);
+// One past the last key query i sees: i + 1 (causal), or seq (bidirectional).
+std::int64_t keys_seen(const ops::AttentionShape& s, std::int64_t i) { return s.causal ? i + 1 : s.seq; }
+
+// The keys query i sees among the `cols` from j0, within [0, cols].
+std::int64_t visible(const ops::AttentionShape& s, std::int64_t i, std::int64_t j0, std::int64_t cols) {
+  return std::clamp<std::int64_t>(keys_seen(s, i) - j0, 0, cols);
 }
 
 // p[c] = exp(p[c] - max) for c < n, 0 from n to cols (the keys a causal query does not see).
@@ -118,13 +121,14 @@ void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int
     std::fill(sum.begin(), sum.end(), T(0));
     std::fill(acc.begin(), acc.end(), T(0));
     const TensorView<T> a = matrix(acc, rows, d);
-    for (std::int64_t j0 = 0; j0 < i0 + rows; j0 += key_tile) {  // the key tiles some query of this tile sees
-      const std::int64_t cols = std::min({key_tile, s.seq - j0, i0 + rows - j0});
+    const std::int64_t seen = keys_seen(s, i0 + rows - 1);  // by the tile's last query, which sees the most
+    for (std::int64_t j0 = 0; j0 < seen; j0 += key_tile) {  // the key tiles some query of this tile sees
+      const std::int64_t cols = std::min({key_tile, s.seq - j0, seen - j0});
       const TensorView<T> tile = matrix(scores, rows, cols);
       gemm<T>(Trans::no, Trans::yes, scale, rows_of(h.q, i0, rows), rows_of(h.k, j0, cols), T(0), tile);
       for (std::int64_t r = 0; r < rows; ++r) {
         T* p = scores.data() + r * cols;
-        const std::int64_t n = visible(i0 + r, j0, cols);
+        const std::int64_t n = visible(s, i0 + r, j0, cols);
         if (n == 0) {
           std::fill(p, p + cols, T(0));
           continue;
@@ -157,12 +161,13 @@ void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::Attenti
   fill<T>(dh.v, T(0));
   std::vector<T> p(static_cast<std::size_t>(kQueries * s.seq)), dp(p.size());
   for (std::int64_t i0 = 0; i0 < s.seq; i0 += kQueries) {
-    const std::int64_t rows = std::min(kQueries, s.seq - i0), keys = i0 + rows;  // the keys the tile's queries see
+    const std::int64_t rows = std::min(kQueries, s.seq - i0);
+    const std::int64_t keys = keys_seen(s, i0 + rows - 1);  // the keys the tile's queries see
     const TensorView<T> P = matrix(p, rows, keys), DP = matrix(dp, rows, keys);
     gemm<T>(Trans::no, Trans::yes, scale, rows_of(h.q, i0, rows), rows_of(h.k, 0, keys), T(0), P);
     gemm<T>(Trans::no, Trans::yes, T(1), rows_of(dout, i0, rows), rows_of(h.v, 0, keys), T(0), DP);
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t n = i0 + r + 1;
+      const std::int64_t n = keys_seen(s, i0 + r);
       T* pr = p.data() + r * keys;
       T* dpr = dp.data() + r * keys;
       exps_in_place(pr, lse[i0 + r], n, keys);  // the forward's probabilities: exp(scale q.k - lse)

@@ -109,22 +109,27 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
   fs::remove_all(dir);
 }
 
-TEST_CASE("BERT's blocks (exact GELU, norms after the residual adds): the checkpoint records both, reloads bitwise at "
-          "q = 1, is refused by pre-norm blocks and by GPT-2's file format, each naming what differs") {
+TEST_CASE("BERT's blocks (exact GELU, norms after the residual adds, bidirectional attention): the checkpoint records "
+          "them, reloads bitwise at q = 1, is refused by pre-norm and by causal blocks and by GPT-2's file format, each "
+          "naming what differs") {
   const fs::path dir = fresh_directory("gelu_erf");
   optimus::GptConfig erf = small_config();
   erf.block.mlp = optimus::MlpKind::gelu_erf;
   erf.block.post_norm = true;
+  erf.block.bidirectional = true;
   std::vector<std::string> refusals;
   const std::map<std::string, GlobalMatrix> saved = save_trying_gpt2_export(dir, erf, refusals);
   for (const std::string& m : refusals) {
-    CHECK(m.find("the model's are LayerNorm with eps 1e-05, MLP gelu_erf, norms after the residual adds") !=
-          std::string::npos);
+    CHECK(m.find("the model's are LayerNorm with eps 1e-05, MLP gelu_erf, norms after the residual adds, bidirectional "
+                 "attention") != std::string::npos);
   }
   CHECK_FALSE(fs::exists(dir / "gpt2.safetensors"));
   optimus::GptConfig pre_norm = erf;
   pre_norm.block.post_norm = false;
   reloads_at_q1_not_as(dir, erf, saved, pre_norm, "is of another model: post-norm 1 there, 0 here");
+  optimus::GptConfig causal = erf;
+  causal.block.bidirectional = false;
+  reloads_at_q1_not_as(dir, erf, saved, causal, "is of another model: bidirectional attention 1 there, 0 here");
   fs::remove_all(dir);
 }
 

@@ -1,7 +1,8 @@
-// The fused causal attention (ops::flash_attention_*) on the CPU against the attention written from its formulas
-// here, in f64 with whole [seq, seq] matrices: softmax over the keys j <= i of q_i.k_j / sqrt(d), dropout of the
-// probabilities by the global mask (math::dropout_keeps), times V; and its backward. Sequences longer than a tile (64)
-// and not a multiple of it, several heads of a slice of the global heads, with and without dropout.
+// The fused attention (ops::flash_attention_*) on the CPU against the attention written from its formulas here, in
+// f64 with whole [seq, seq] matrices: softmax over the keys j <= i (causal; bidirectional: every j) of
+// q_i.k_j / sqrt(d), dropout of the probabilities by the global mask (math::dropout_keeps), times V; and its
+// backward. Sequences longer than a tile (64) and not a multiple of it, several heads of a slice of the global heads,
+// with and without dropout.
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
@@ -46,10 +47,11 @@ Attention by_formula(const Matrix& qkv, const Matrix& dout, const optimus::ops::
       Matrix p = Matrix::Zero(s.seq, s.seq), mask = Matrix::Zero(s.seq, s.seq);
       const Matrix scores = scale * q * k.transpose();
       for (std::int64_t i = 0; i < s.seq; ++i) {
-        const double max = scores.row(i).head(i + 1).maxCoeff();
+        const std::int64_t seen = s.causal ? i + 1 : s.seq;  // keys 0 .. seen - 1
+        const double max = scores.row(i).head(seen).maxCoeff();
         double sum = 0;
-        for (std::int64_t j = 0; j <= i; ++j) sum += std::exp(scores(i, j) - max);
-        for (std::int64_t j = 0; j <= i; ++j) {
+        for (std::int64_t j = 0; j < seen; ++j) sum += std::exp(scores(i, j) - max);
+        for (std::int64_t j = 0; j < seen; ++j) {
           p(i, j) = std::exp(scores(i, j) - max) / sum;
           const bool keep = s.dropout == 0 || optimus::math::dropout_keeps(s.dropout, s.seed, s.stream, mask_row + i, j);
           mask(i, j) = keep ? 1 / (1 - s.dropout) : 0;
@@ -135,6 +137,28 @@ TEST_CASE("flash attention on the CPU equals the attention's formulas, forward a
   check_against_formulas<double>({.seq = 128, .heads = 2, .dropout = 0.0, .seed = 0, .stream = 0, .first_batch = 0,
                                   .first_head = 0, .total_heads = 2},
                                  1, 16, 1e-12);
+}
+
+TEST_CASE("bidirectional flash attention (an encoder's) on the CPU equals the formulas with every key seen; causal "
+          "masking changes it") {
+  // Sequences of 70 (a tile and 6 more) and 300 (two forward key tiles of 256 and 44 more), dropout off and on; f64,
+  // f32, and f32 under mixed precision (its 64-key tiles).
+  for (const double p : {0.0, 0.2}) {
+    CAPTURE(p);
+    optimus::ops::AttentionShape s{.seq = 70, .heads = 3, .dropout = p, .seed = 11, .stream = 5,
+                                   .first_batch = 1, .first_head = 2, .total_heads = 7, .causal = false};
+    const std::vector<double> bidirectional = check_against_formulas<double>(s, 2, 8, 1e-12);
+    check_against_formulas<float>(s, 2, 8, 1e-5);
+    s.seq = 300;
+    check_against_formulas<double>(s, 1, 8, 1e-12);
+    check_against_formulas<float>(s, 1, 16, 2e-2, optimus::ops::Queue{.math = optimus::ops::GemmMath::bf16});
+    s.seq = 70;
+    s.causal = true;
+    const std::vector<double> causal = check_against_formulas<double>(s, 2, 8, 1e-12);
+    std::size_t differ = 0;
+    for (std::size_t e = 0; e < causal.size(); ++e) differ += std::abs(causal[e] - bidirectional[e]) > 1e-6 ? 1 : 0;
+    CHECK(differ > causal.size() / 2);  // the mask matters: most outputs and gradients change
+  }
 }
 
 TEST_CASE("flash attention refuses shapes that are not an attention's, naming them") {

@@ -49,7 +49,7 @@ void attention_case(const Grid& grid, const LayerShapes& s, double dropout, cons
   const std::optional<RopeSpec>& rope = v.rope;
   Attention2D<T> layer(grid, ParameterTags::of(grid), "attn",
                        AttentionSpec{.hidden = h, .heads = heads, .kv_heads = kv, .dropout = {dropout, 77, 3},
-                                     .rope = rope, .bias = v.bias});
+                                     .rope = rope, .bias = v.bias, .causal = v.causal});
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 300, grid.device());
@@ -64,7 +64,7 @@ void attention_case(const Grid& grid, const LayerShapes& s, double dropout, cons
         const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
         const reference::AttentionWeights w = attention_weights(p, "attn");
         reference::AttentionCache cache;
-        const Matrix y = reference::attention_forward(x(c), w, s.batch, heads, kv, rope, rd, cache);
+        const Matrix y = reference::attention_forward(x(c), w, s.batch, heads, kv, rope, v.causal, rd, cache);
         const reference::AttentionGrads g =
             reference::attention_backward(cache, w, s.batch, heads, kv, rope, rd, dy(c));
         Expected e{.output = y, .input_grad = g.dx, .grads = {}};
@@ -129,6 +129,12 @@ void check_attention(Communicator& world, int q) {
   attention_case<float>(grid, shapes_for(q), 0.0, AttentionVariant{}, InFlight{});
   in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, AttentionVariant{}, f); });
   in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, AttentionVariant{}, f); });
+  // An encoder's: every query sees every key.
+  const AttentionVariant encoder = bidirectional_attention();
+  attention_case<double>(grid, shapes_for(q), 0.0, encoder, InFlight{});
+  attention_case<float>(grid, shapes_for(q), 0.0, encoder, InFlight{});
+  in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, encoder, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, encoder, f); });
 }
 
 void check_rotary_attention(Communicator& world, int q) {

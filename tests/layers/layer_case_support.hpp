@@ -128,6 +128,14 @@ inline BlockConfig post_norm_blocks() {
   return b;
 }
 
+// BERT's blocks: the norms after the residual adds, the exact GELU, bidirectional attention.
+inline BlockConfig bert_blocks() {
+  BlockConfig b = post_norm_blocks();
+  b.mlp = MlpKind::gelu_erf;
+  b.bidirectional = true;
+  return b;
+}
+
 // GPT-2's blocks with RMSNorm, their linears with biases or without.
 inline BlockConfig rms_blocks(bool bias) {
   BlockConfig block;
@@ -143,7 +151,15 @@ struct AttentionVariant {
   std::optional<RopeSpec> rope;
   bool bias = true;
   std::function<std::int64_t(std::int64_t heads)> kv_heads = [](std::int64_t heads) { return heads; };
+  bool causal = true;  // false: an encoder's bidirectional attention
 };
+
+// An encoder's attention: every query sees every key of its sequence; GPT-2's parts otherwise.
+inline AttentionVariant bidirectional_attention() {
+  AttentionVariant v;
+  v.causal = false;
+  return v;
+}
 
 // The cases of a block's parts against the reference (block_part_cases.cpp; float and double): LayerNorm2D as `spec`
 // says, Attention2D as `v` says, MLP2D of `kind` with biases or without.

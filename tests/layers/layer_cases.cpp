@@ -226,8 +226,9 @@ void check_linear(Communicator& world, int q) {
 
 void check_block(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  for (const BlockConfig& block : {BlockConfig{}, post_norm_blocks()}) {
+  for (const BlockConfig& block : {BlockConfig{}, post_norm_blocks(), bert_blocks()}) {
     CAPTURE(block.post_norm);
+    CAPTURE(block.bidirectional);
     block_case<double>(grid, shapes_for(q), 0.0, block, InFlight{});
     block_case<float>(grid, shapes_for(q), 0.0, block, InFlight{});
     in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, block, f); });
@@ -270,6 +271,8 @@ void check_gpt(Communicator& world, int q) {
   BlockConfig bert = post_norm_blocks();
   bert.mlp = MlpKind::gelu_erf;
   gpt_case<double>(grid, shapes_for(q), 0.1, bert, InFlight{});
+  gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), InFlight{});  // bidirectional too
+  gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), InFlight{});
 }
 
 namespace {
@@ -327,6 +330,7 @@ void check_f32_layers_on(const Grid& grid) {
     norm_case<float>(grid, s, kLayerNorm, f);
     norm_case<float>(grid, s, kRmsNorm, f);
     attention_case<float>(grid, s, 0.2, AttentionVariant{}, f);
+    attention_case<float>(grid, s, 0.2, bidirectional_attention(), f);
     // Llama's: rotary positions, no biases, grouped-query attention; SwiGLU.
     attention_case<float>(grid, s, 0.2,
                           AttentionVariant{.rope = RopeSpec{.theta = 500}, .bias = false,
@@ -339,6 +343,7 @@ void check_f32_layers_on(const Grid& grid) {
     mlp_case<float>(grid, s, MlpKind::swiglu, false, f);
     block_case<float>(grid, s, 0.1, BlockConfig{}, f);
     block_case<float>(grid, s, 0.1, post_norm_blocks(), f);
+    block_case<float>(grid, s, 0.1, bert_blocks(), f);
     embedding_case<float>(grid, s, f);
     lm_head_case<float>(grid, s, f);
     gpt_case<float>(grid, s, 0.1, BlockConfig{}, f);  // (other blocks' parts: norm_case, attention_case above)

@@ -183,6 +183,9 @@ void check_gpt_1d(Communicator& world) {
   bert.post_norm = true;
   gpt_1d_contexts<double>(world, bert, InFlight{});
   gpt_1d_contexts<float>(world, bert, InFlight{});
+  bert.bidirectional = true;
+  gpt_1d_contexts<double>(world, bert, InFlight{});
+  gpt_1d_contexts<float>(world, bert, InFlight{});
   gpt_1d_traffic(world);
   gpt_1d_training(world);
 }

@@ -72,6 +72,9 @@ struct BlockConfig {
   // Where the norms sit: false, before each sublayer (GPT-2's, Llama's: x1 = x + attn(ln_1(x)), y = x1 +
   // mlp(ln_2(x1))); true, after each residual add (BERT's: x1 = ln_1(x + attn(x)), y = ln_2(x1 + mlp(x1))).
   bool post_norm = false;
+  // Which keys a query sees: false, itself and those before it (a decoder's causal attention); true, every key of its
+  // sequence (an encoder's, BERT's).
+  bool bidirectional = false;
   friend bool operator==(const BlockConfig&, const BlockConfig&) = default;
 
   // Llama's blocks: RMSNorm (eps 1e-5), rotary positions of `theta`, SwiGLU, no biases, `kv_heads` (0: heads), an
@@ -83,11 +86,12 @@ struct BlockConfig {
 };
 
 // "gpt2" for GPT-2's blocks, "llama" for Llama's (RMSNorm, rotary positions, SwiGLU, no biases, norms before the
-// sublayers; any kv_heads, theta, eps, head), else "custom".
+// sublayers, causal attention; any kv_heads, theta, eps, head), else "custom".
 inline const char* family_name(const BlockConfig& b) {
   if (b == BlockConfig{}) return "gpt2";
   const bool llama =
-      b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias && !b.post_norm;
+      b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias && !b.post_norm &&
+      !b.bidirectional;
   return llama ? "llama" : "custom";
 }
 
@@ -138,7 +142,7 @@ inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
             << name_of(c.block.norm.kind) << "(eps " << c.block.norm.eps << ") bias=" << c.block.bias << " positions="
             << (c.block.rope ? "rope(theta " + std::to_string(c.block.rope->theta) + ")" : std::string("learned"))
             << " mlp=" << name_of(c.block.mlp) << " kv_heads=" << c.kv_heads() << " tied_head=" << c.block.tied_head
-            << " post_norm=" << c.block.post_norm;
+            << " post_norm=" << c.block.post_norm << " bidirectional=" << c.block.bidirectional;
 }
 
 // Dropout masks are counter-based like initialization: element (row, col) of `site` in block `layer` at

@@ -216,14 +216,14 @@ void sum_kv(TensorView<const T> dfull, TensorView<T> dqkv, const KvHeads& kv, co
 template <class T>
 void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Queue& queue);
 
-// ---- fused causal attention (FlashAttention-2's algorithm) on a rank's block of sequences ----------------------
+// ---- fused attention (FlashAttention-2's algorithm), causal or bidirectional, on a rank's block of sequences -----
 // No [seq, seq] matrix is ever whole in memory: queries and keys are taken in tiles, the softmax online (a running max
 // and sum per query, the output rescaled as the max grows), and the backward recomputes each tile's probabilities
 // from the saved log-sum-exp of its query rows. Memory: the output and `lse`, O(batches * heads * seq).
 //   qkv : [batches * seq, 3 * width], columns [Q | K | V], each width = heads * d wide, head t's d columns at t * d;
 //   out : [batches * seq, width], head-major columns (the heads' outputs side by side);
-//   lse : [batches * heads * seq], row (b * heads + t) * seq + i: log of sum over keys j <= i of exp(scale q_i . k_j),
-//         scale = 1 / sqrt(d).
+//   lse : [batches * heads * seq], row (b * heads + t) * seq + i: log of sum over the keys j query i sees (j <= i when
+//         causal, else every j < seq) of exp(scale q_i . k_j), scale = 1 / sqrt(d).
 // Dropout on the probabilities: query i of head t of sequence b draws from the global mask's row
 // ((first_batch + b) * total_heads + first_head + t) * seq + i, column j (math::dropout_keeps), as ops::dropout on
 // the whole [seq, seq] tile would.
@@ -232,6 +232,8 @@ struct AttentionShape {
   double dropout = 0.0;
   std::uint64_t seed = 0, stream = 0;
   std::int64_t first_batch = 0, first_head = 0, total_heads = 0;  // where the block's tiles are in the global mask
+  // Query i sees keys 0..i of its sequence (a decoder's); false: every key of its sequence (an encoder's).
+  bool causal = true;
 };
 
 template <class T>

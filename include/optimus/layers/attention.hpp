@@ -1,4 +1,4 @@
-// optimus::Attention<T, Split>: causal multi-head (or grouped-query) self-attention, one class for both splits
+// optimus::Attention<T, Split>: causal (an encoder's: bidirectional) multi-head (or grouped-query) self-attention, one class for both splits
 // (optimus/layers/split.hpp): Attention2D on the q x q grid (docs/design.md, "Layers"), as below; megatron::Attention1D
 // with heads split over the p ranks of a Group, c_attn column-parallel, c_proj row-parallel
 // (optimus/layers/megatron/attention.hpp).
@@ -8,7 +8,8 @@
 //   With grouped-query attention (kv < a key/value heads, q dividing kv), c_attn is h -> h + 2 kv d and column block j
 //   is [Q_j | K_j | V_j] of heads [j a/q, ...) and key/value heads [j kv/q, ...): query head t reads key/value head
 //   t / (a/kv), which is on the same rank.
-//   probs = softmax(Q K^T / sqrt(h/a)) with a causal mask, dropped out (site attention_probs);
+//   probs = softmax(Q K^T / sqrt(h/a)) with a causal mask (none where bidirectional), dropped out (site
+//   attention_probs);
 //   merged = probs V: [N, h] in GPT-2's head-major column order; y = c_proj(merged). With rotary positions (Llama's),
 //   Q and K are turned in place after c_attn (ops::rotary): rank (i, j) knows its rows' positions (whole sequences)
 //   and holds whole heads, so the rotation needs nothing from another rank.
@@ -31,17 +32,19 @@ struct AttentionGeometry;
 
 // What an attention layer is (2D and 1D): hidden size h, query heads, key/value heads (grouped-query attention,
 // dividing heads; heads: multi-head), rotary positions on the queries and keys or none (positions then come from wpe),
-// biases on its linears or none, and its dropout.
+// biases on its linears or none, its dropout, and whether a query sees only the keys up to its own (causal) or all of
+// its sequence's.
 struct AttentionSpec {
   std::int64_t hidden = 0, heads = 0, kv_heads = 0;
   DropoutSpec dropout;
   std::optional<RopeSpec> rope;
   bool bias = true;
+  bool causal = true;
   // Block `layer`'s attention in a model of `config`.
   static AttentionSpec of(const GptConfig& config, std::int64_t layer) {
     return {.hidden = config.hidden, .heads = config.heads, .kv_heads = config.kv_heads(),
             .dropout = DropoutSpec{config.dropout, config.seed, layer}, .rope = config.block.rope,
-            .bias = config.block.bias};
+            .bias = config.block.bias, .causal = !config.block.bidirectional};
   }
   // c_attn's output as fused parts [Q | K | V]: h, kv d, kv d (ShardLayout stores them grouped by heads).
   FusedColumns qkv_parts() const {

@@ -81,10 +81,10 @@ struct Dropout {
   std::int64_t layer = 0;
 };
 // With `rope`, each head's queries and keys are turned by rotary positions (rotary below) after c_attn; qkv in the cache
-// holds them turned.
+// holds them turned. `causal`: query i sees keys j <= i of its sequence; else all of them (an encoder's).
 Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
-                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, const Dropout& dropout,
-                         AttentionCache& cache);
+                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, bool causal,
+                         const Dropout& dropout, AttentionCache& cache);
 struct AttentionGrads {
   Matrix dx;
   AttentionWeights dw;

@@ -1,6 +1,6 @@
-// Fused causal attention and grouped-query attention's key/value heads (optimus/core/ops.hpp), each described once:
-// its checks, its CPU body (cpu_kernels.hpp; the simulated device runs it on its stream) and its CUDA launch
-// (flash_attention.cu, flash_attention_mma.cu, llama_kernels.cu), through dispatch.hpp's run.
+// Fused attention (causal or bidirectional) and grouped-query attention's key/value heads (optimus/core/ops.hpp), each
+// described once: its checks, its CPU body (cpu_kernels.hpp; the simulated device runs it on its stream) and its CUDA
+// launch (flash_attention.cu, flash_attention_mma.cu, llama_kernels.cu), through dispatch.hpp's run.
 #include <cmath>
 #include <type_traits>
 
@@ -33,7 +33,8 @@ cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std
                                  .first_batch = s.first_batch,
                                  .first_head = s.first_head,
                                  .total_heads = s.total_heads,
-                                 .tensor_cores = math == GemmMath::bf16};
+                                 .tensor_cores = math == GemmMath::bf16,
+                                 .causal = s.causal};
 }
 
 // qkv [N, 3 * width] and a [N, width] operand of whole sequences of shape.seq, width split evenly into shape.heads,

@@ -151,6 +151,7 @@ struct AttentionGeometry {
   // Mixed precision (GemmMath::bf16): the products on tensor cores, their operands (Q, K, V, dO, the probabilities
   // and dS) rounded to bf16, f32 accumulation; else f32 products on CUDA cores.
   bool tensor_cores = false;
+  bool causal = true;  // query i sees keys 0..i; false: every key of its sequence
 };
 // The largest head dimension the kernels take.
 constexpr int flash_attention_max_head() { return 128; }

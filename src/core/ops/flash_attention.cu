@@ -1,9 +1,9 @@
-// Fused causal attention on the GPU (layer_kernels.hpp) with f32 products: FlashAttention-2's algorithm without its
-// tensor-core tiling (mixed precision runs flash_attention_mma.cu's, with bf16 operands, instead). A thread owns one
-// query row (forward, and the backward's dQ) or one key row (the backward's dK and dV) and keeps its head-dimension
-// vectors in registers; the block stages kStage rows of the other operand in shared memory at a time. Correct and
-// memory-light (no [seq, seq] matrix), slow: the products are scalar FMAs on CUDA cores. Dropout draws the global
-// mask element by element (math::dropout_keeps), as the CPU does.
+// Fused attention, causal or bidirectional, on the GPU (cuda_kernels.hpp) with f32 products: FlashAttention-2's
+// algorithm without its tensor-core tiling (mixed precision runs flash_attention_mma.cu's, with bf16 operands,
+// instead). A thread owns one query row (forward, and the backward's dQ) or one key row (the backward's dK and dV) and
+// keeps its head-dimension vectors in registers; the block stages kStage rows of the other operand in shared memory at
+// a time. Correct and memory-light (no [seq, seq] matrix), slow: the products are scalar FMAs on CUDA cores. Dropout
+// draws the global mask element by element (math::dropout_keeps), as the CPU does.
 #include <cmath>
 
 #include "block_reduce.cuh"
@@ -34,11 +34,14 @@ __device__ Head head_of(const float* qkv, const AttentionGeometry& g) {
 
 using detail::dropped;
 
-// One past the last key the block's queries see: its last query + 1, at most seq.
+// One past the last key the block's queries see: its last query + 1 (causal), at most seq.
 __device__ std::int64_t last_key(const AttentionGeometry& g) {
   const std::int64_t end = (blockIdx.x + 1) * static_cast<std::int64_t>(kRows);
-  return end < g.seq ? end : g.seq;
+  return g.causal && end < g.seq ? end : g.seq;
 }
+
+// Whether query i sees key j, j below the block's last_key: j <= i (causal), or any.
+__device__ bool sees(const AttentionGeometry& g, std::int64_t i, std::int64_t j) { return !g.causal || j <= i; }
 
 __device__ float dot(const float* a, const float* b, std::int64_t d) {
   float s = 0.0f;
@@ -71,7 +74,7 @@ __global__ void forward_kernel(const float* qkv, AttentionGeometry g, Out* out, 
     stage(h, g.seq, h.width, j0, keys);
     stage(h, g.seq, 2 * h.width, j0, values);
     __syncthreads();
-    for (int r = 0; r < kStage && i < g.seq && j0 + r <= i; ++r) {
+    for (int r = 0; r < kStage && i < g.seq && j0 + r < last && sees(g, i, j0 + r); ++r) {
       const float s = g.scale * dot(q, keys[r], h.d);
       if (s > max) {  // the running max grows: rescale what was summed against the old one
         const float rescale = math::exp_nonpositive(max - s);
@@ -134,7 +137,7 @@ __global__ void backward_query_kernel(const float* qkv, const float* dout, const
     stage(h, g.seq, h.width, j0, keys);
     stage(h, g.seq, 2 * h.width, j0, values);
     __syncthreads();
-    for (int r = 0; r < kStage && i < g.seq && j0 + r <= i; ++r) {
+    for (int r = 0; r < kStage && i < g.seq && j0 + r < last && sees(g, i, j0 + r); ++r) {
       const float p = math::exp_nonpositive(g.scale * dot(q, keys[r], h.d) - l);
       const float dp = dropped(dot(dO, values[r], h.d), g, row, j0 + r);
       const float ds = math::softmax_grad(p, dp, d_row, g.scale);
@@ -161,7 +164,9 @@ __global__ void backward_key_kernel(const float* qkv, const float* dout, const f
     dk[c] = dv[c] = 0.0f;
   }
   const Head dO{dout + b * g.seq * h.width + t * h.d, h.width, h.width, h.d, 0, 0};
-  for (std::int64_t i0 = blockIdx.x * static_cast<std::int64_t>(kRows); i0 < g.seq; i0 += kStage) {
+  // The queries that see these keys: from the block's first key (causal), or all.
+  const std::int64_t queries_from = g.causal ? blockIdx.x * static_cast<std::int64_t>(kRows) : 0;
+  for (std::int64_t i0 = queries_from; i0 < g.seq; i0 += kStage) {
     stage(h, g.seq, 0, i0, queries);
     stage(dO, g.seq, 0, i0, grads);
     if (threadIdx.x < kStage) {
@@ -172,7 +177,7 @@ __global__ void backward_key_kernel(const float* qkv, const float* dout, const f
     __syncthreads();
     for (int r = 0; r < kStage && j < g.seq; ++r) {
       const std::int64_t i = i0 + r;
-      if (i < j || i >= g.seq) continue;
+      if (!sees(g, i, j) || i >= g.seq) continue;
       const std::uint64_t row = h.mask_row + static_cast<std::uint64_t>(i);
       const float p = math::exp_nonpositive(g.scale * dot(queries[r], k, h.d) - lses[r]);
       const float dp = dropped(dot(grads[r], v, h.d), g, row, j);

@@ -1,7 +1,7 @@
-// Fused causal attention on tensor cores (flash_attention.cuh): FlashAttention-2's algorithm with bf16 operands and f32
-// accumulation, through the m16n8k16 mma.sync instruction (mma_tiles.cuh), so that a product's accumulator lands in
-// registers whose rows each thread knows: the online softmax rescales them in place, and the probabilities go from
-// the scores' accumulators straight into the next product's A fragments.
+// Fused attention, causal or bidirectional, on tensor cores (flash_attention.cuh): FlashAttention-2's algorithm with
+// bf16 operands and f32 accumulation, through the m16n8k16 mma.sync instruction (mma_tiles.cuh), so that a product's
+// accumulator lands in registers whose rows each thread knows: the online softmax rescales them in place, and the
+// probabilities go from the scores' accumulators straight into the next product's A fragments.
 //
 // A block is 4 warps; each warp owns 16 rows (queries forward and in the dQ kernel, keys in the dK/dV kernel) and
 // keeps that operand's fragments and its accumulators in registers; the other operand comes tile by tile through
@@ -35,11 +35,12 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 enum class Tiles { converted, async };
 
-// The last key of the tile of W keys from j0 that query `row` sees, relative to j0 (causal, keys below seq): -1 if
-// none, W - 1 if all. (min(row, seq - 1) - j0 clamped, so that a tile's mask is one compare per element in 32 bits.)
+// The last key of the tile of W keys from j0 that query `row` sees, relative to j0 (keys below seq; causal: up to
+// row): -1 if none, W - 1 if all. (min(row, seq - 1) - j0 clamped, so that a tile's mask is one compare per element in
+// 32 bits.)
 template <int W>
-__device__ inline int last_key_seen(std::int64_t row, std::int64_t j0, std::int64_t seq) {
-  const std::int64_t last = (row < seq - 1 ? row : seq - 1) - j0;
+__device__ inline int last_key_seen(const AttentionGeometry& g, std::int64_t row, std::int64_t j0) {
+  const std::int64_t last = (g.causal && row < g.seq - 1 ? row : g.seq - 1) - j0;
   return last < 0 ? -1 : last >= W ? W - 1 : static_cast<int>(last);
 }
 
@@ -142,7 +143,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   load_rows<D>(q, h.q, first + warp * 16);
   float o[D / 8][4] = {};
   float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
-  const std::int64_t last = first + kRows < g.seq ? first + kRows : g.seq;  // one past the last key the block sees
+  // One past the last key the block sees.
+  const std::int64_t last = g.causal && first + kRows < g.seq ? first + kRows : g.seq;
   const int count = static_cast<int>((last + kForwardKeys - 1) / kForwardKeys);
   const auto load = [&](int t) { fill_keys_values<tiles, kForwardKeys, D>(buffer, h, t); };
   over_tiles<tiles>(
@@ -154,8 +156,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         float s[kForwardKeys / 8][4] = {};
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) mma_rows<kForwardKeys>(s, q[kk], keys, D + kPad, kk * 16);
-        const int seen[2] = {last_key_seen<kForwardKeys>(row[0], j0, g.seq),
-                             last_key_seen<kForwardKeys>(row[1], j0, g.seq)};
+        const int seen[2] = {last_key_seen<kForwardKeys>(g, row[0], j0),
+                             last_key_seen<kForwardKeys>(g, row[1], j0)};
         float grown[2] = {max[0], max[1]};
 #pragma unroll
         for (int n = 0; n < kForwardKeys / 8; ++n) {
@@ -247,7 +249,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   load_rows<D>(q, h.q, first + warp * 16);
   load_rows<D>(dO, h.dout, first + warp * 16);
   float dq[D / 8][4] = {};
-  const std::int64_t last = first + kRows < g.seq ? first + kRows : g.seq;
+  const std::int64_t last = g.causal && first + kRows < g.seq ? first + kRows : g.seq;
   const int count = static_cast<int>((last + kBackwardTile - 1) / kBackwardTile);
   const auto load = [&](int t) { fill_keys_values<tiles, kBackwardTile, D>(buffer, h, t); };
   over_tiles<tiles>(count, load, NoStage{}, [&](int t) {
@@ -260,8 +262,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
       mma_rows<kBackwardTile>(s, q[kk], keys, D + kPad, kk * 16);
       mma_rows<kBackwardTile>(dp, dO[kk], values, D + kPad, kk * 16);
     }
-    const int last_seen[2] = {row[0] < g.seq ? last_key_seen<kBackwardTile>(row[0], j0, g.seq) : -1,
-                              row[1] < g.seq ? last_key_seen<kBackwardTile>(row[1], j0, g.seq) : -1};
+    const int last_seen[2] = {row[0] < g.seq ? last_key_seen<kBackwardTile>(g, row[0], j0) : -1,
+                              row[1] < g.seq ? last_key_seen<kBackwardTile>(g, row[1], j0) : -1};
 #pragma unroll
     for (int n = 0; n < kBackwardTile / 8; ++n) {
 #pragma unroll
@@ -309,8 +311,10 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   const std::uint64_t mask_row = mask_row_of(g, h.b, h.head);
   const std::int64_t lse_row = (h.b * g.heads + h.head) * g.seq;
   const float scale2 = g.scale * kLog2e;
-  const int count = static_cast<int>((g.seq - first + kBackwardTile - 1) / kBackwardTile);  // queries from `first`
-  const auto first_query = [&](int t) { return first + t * static_cast<std::int64_t>(kBackwardTile); };
+  // The queries that see these keys: from `first` (causal), or all.
+  const std::int64_t queries_from = g.causal ? first : 0;
+  const int count = static_cast<int>((g.seq - queries_from + kBackwardTile - 1) / kBackwardTile);
+  const auto first_query = [&](int t) { return queries_from + t * static_cast<std::int64_t>(kBackwardTile); };
   const auto load_queries = [&](int t) {
     fill<tiles, kBackwardTile, D>(query_buffer + slot<tiles>(t) * kTile, h.q, first_query(t));
     if constexpr (tiles == Tiles::async) {  // and the tile's dO and row terms as stored
@@ -363,7 +367,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         int first_seen[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const std::int64_t from = key[r] < g.seq ? key[r] - i0 : kBackwardTile;
+          const std::int64_t from = key[r] >= g.seq ? kBackwardTile : g.causal ? key[r] - i0 : 0;
           first_seen[r] = from < 0 ? 0 : static_cast<int>(from);
         }
 #pragma unroll
