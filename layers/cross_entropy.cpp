@@ -12,7 +12,8 @@
 namespace optimus::detail {
 
 template <class T>
-double vocab_parallel_cross_entropy(TensorView<T> logits, TensorView<const int> targets, std::int64_t row_offset,
+double vocab_parallel_cross_entropy(TensorView<T> logits, TensorView<const int> targets,
+                                    std::span<const int> host_targets, std::int64_t row_offset,
                                     std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
                                     const LogitsGradient& gradient, Communicator& owners, const MemoryTag& work,
                                     const ops::Queue& queue) {
@@ -39,13 +40,15 @@ double vocab_parallel_cross_entropy(TensorView<T> logits, TensorView<const int> 
   const std::vector<T> reduced = download(stats);
   double loss = 0;
   for (std::size_t r = 0; r < n; ++r) {
+    if (host_targets[static_cast<std::size_t>(row_offset) + r] == math::kIgnoredTarget) continue;  // not predicted
     loss += math::cross_entropy_loss(reduced[2 * n + r], reduced[n + r], reduced[3 * n + r]);
   }
   return loss;
 }
 
 template <class T>
-double vocab_parallel_loss(DistMatrix<T> logits, TensorView<const int> targets, std::int64_t row_offset,
+double vocab_parallel_loss(DistMatrix<T> logits, TensorView<const int> targets, std::span<const int> host_targets,
+                           std::int64_t row_offset,
                            std::int64_t v0, std::int64_t vocab, std::int64_t mean_over, bool training,
                            Communicator& owners, std::optional<SavedActivation<T>>& dlogits) {
   const Grid& grid = logits.grid();
@@ -57,7 +60,8 @@ double vocab_parallel_loss(DistMatrix<T> logits, TensorView<const int> targets, 
   } else if (training) {
     gradient.into = LogitsGradient::Into::logits;
   }
-  const double loss = vocab_parallel_cross_entropy<T>(logits.local(), targets, row_offset, v0, vocab, mean_over,
+  const double loss = vocab_parallel_cross_entropy<T>(logits.local(), targets, host_targets, row_offset, v0, vocab,
+                                                      mean_over,
                                                       gradient, owners, grid.tag(MemoryKind::workspace), grid.queue());
   if (kept) {
     dlogits = std::move(kept);
@@ -67,16 +71,20 @@ double vocab_parallel_loss(DistMatrix<T> logits, TensorView<const int> targets, 
   return loss;
 }
 
-template double vocab_parallel_loss<float>(DistMatrix<float>, TensorView<const int>, std::int64_t, std::int64_t,
+template double vocab_parallel_loss<float>(DistMatrix<float>, TensorView<const int>, std::span<const int>, std::int64_t,
+                                           std::int64_t,
                                            std::int64_t, std::int64_t, bool, Communicator&,
                                            std::optional<SavedActivation<float>>&);
-template double vocab_parallel_loss<double>(DistMatrix<double>, TensorView<const int>, std::int64_t, std::int64_t,
+template double vocab_parallel_loss<double>(DistMatrix<double>, TensorView<const int>, std::span<const int>,
+                                            std::int64_t, std::int64_t,
                                             std::int64_t, std::int64_t, bool, Communicator&,
                                             std::optional<SavedActivation<double>>&);
-template double vocab_parallel_cross_entropy<float>(TensorView<float>, TensorView<const int>, std::int64_t,
+template double vocab_parallel_cross_entropy<float>(TensorView<float>, TensorView<const int>, std::span<const int>,
+                                                    std::int64_t,
                                                     std::int64_t, std::int64_t, std::int64_t, const LogitsGradient&,
                                                     Communicator&, const MemoryTag&, const ops::Queue&);
-template double vocab_parallel_cross_entropy<double>(TensorView<double>, TensorView<const int>, std::int64_t,
+template double vocab_parallel_cross_entropy<double>(TensorView<double>, TensorView<const int>, std::span<const int>,
+                                                     std::int64_t,
                                                      std::int64_t, std::int64_t, std::int64_t, const LogitsGradient&,
                                                      Communicator&, const MemoryTag&, const ops::Queue&);
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/memory.hpp"
@@ -26,10 +27,12 @@ struct LogitsGradient {
 };
 
 // logits: [rows, vn], this rank's columns [v0, v0 + vn) of a vocabulary of `vocab` ids (ids past it are padding: no
-// probability, no gradient); targets: [n_tokens] for the whole batch, these rows at row_offset.. . Returns the sum of
-// these rows' losses, the same on every owner, and writes dlogits where `gradient` says.
+// probability, no gradient); targets: [n_tokens] for the whole batch, these rows at row_offset.., on the device and
+// (host_targets) on the host, math::kIgnoredTarget where a position is not predicted. Returns the sum of these rows'
+// losses over their predicted positions, the same on every owner, and writes dlogits where `gradient` says.
 template <class T>
-double vocab_parallel_cross_entropy(TensorView<T> logits, TensorView<const int> targets, std::int64_t row_offset,
+double vocab_parallel_cross_entropy(TensorView<T> logits, TensorView<const int> targets,
+                                    std::span<const int> host_targets, std::int64_t row_offset,
                                     std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,
                                     const LogitsGradient& gradient, Communicator& owners, const MemoryTag& work,
                                     const ops::Queue& queue);
@@ -38,7 +41,8 @@ double vocab_parallel_cross_entropy(TensorView<T> logits, TensorView<const int> 
 // the head's backward products take them in `dlogits`: in bf16 under mixed precision, written so by the gradient kernel
 // (no f32 gradient, no cast), else the logits turned into their gradient in place; counted as activations.
 template <class T>
-double vocab_parallel_loss(DistMatrix<T> logits, TensorView<const int> targets, std::int64_t row_offset,
+double vocab_parallel_loss(DistMatrix<T> logits, TensorView<const int> targets, std::span<const int> host_targets,
+                           std::int64_t row_offset,
                            std::int64_t v0, std::int64_t vocab, std::int64_t mean_over, bool training,
                            Communicator& owners, std::optional<SavedActivation<T>>& dlogits);
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "optimus/core/element_math.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 #include "cross_entropy.hpp"
@@ -14,17 +15,21 @@
 namespace optimus {
 namespace {
 
-// Throws (naming the values) unless `targets` are n ids in [0, vocab) and mean_over >= n.
+// Throws (naming the values) unless `targets` are n ids in [0, vocab) or math::kIgnoredTarget (a position not
+// predicted), and mean_over >= 1 counts at least the predicted ones.
 void check_targets(const std::vector<int>& targets, std::int64_t n, std::int64_t vocab, std::int64_t mean_over) {
   OPTIMUS_CHECK(static_cast<std::int64_t>(targets.size()) == n, "cross-entropy: ", targets.size(), " targets for ", n,
                 " tokens");
-  OPTIMUS_CHECK(mean_over >= n, "cross-entropy: a mean over ", mean_over, " tokens cannot include all ", n,
-                " of this pass");
+  std::int64_t predicted = 0;
   for (std::int64_t t = 0; t < n; ++t) {
     const int id = targets[static_cast<std::size_t>(t)];
-    OPTIMUS_CHECK(id >= 0 && id < vocab, "cross-entropy: target id ", id, " at position ", t,
-                  " is outside the vocabulary [0, ", vocab, ")");
+    OPTIMUS_CHECK((id >= 0 && id < vocab) || id == math::kIgnoredTarget, "cross-entropy: target id ", id,
+                  " at position ", t, " is outside the vocabulary [0, ", vocab, ") and not ", math::kIgnoredTarget,
+                  " (not predicted)");
+    predicted += id == math::kIgnoredTarget ? 0 : 1;
   }
+  OPTIMUS_CHECK(mean_over >= 1 && mean_over >= predicted, "cross-entropy: a mean over ", mean_over,
+                " tokens cannot include all ", predicted, " predicted of this pass");
 }
 
 }  // namespace
@@ -63,8 +68,8 @@ double LmHead<T, Split>::loss(const SummaOperand<T>& x, const SummaOperand<T>& w
   const std::int64_t row_offset = probs.row_offset();
   const std::int64_t v0 = Split::vocab_offset(place_, probs.col_offset(), probs.local_cols());
   const double local_loss =
-      detail::vocab_parallel_loss<T>(std::move(probs), all_targets.view(), row_offset, v0, vocab_, mean_over, training,
-                                     Split::vocab_owners(place_), saved.dlogits);
+      detail::vocab_parallel_loss<T>(std::move(probs), all_targets.view(), targets, row_offset, v0, vocab_, mean_over,
+                                     training, Split::vocab_owners(place_), saved.dlogits);
   if (training) saved.mark = ContextMark(grid());
   return Split::sum_over_rows(place_, local_loss) / static_cast<double>(mean_over);
 }

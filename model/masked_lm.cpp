@@ -4,10 +4,14 @@
 #include <cstddef>
 #include <utility>
 
+#include "optimus/core/element_math.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
 
 namespace optimus {
+
+static_assert(MaskedLm::kIgnored == math::kIgnoredTarget, "the heads' cross-entropy skips the targets MaskedLm ignores");
+
 namespace {
 
 // A uniform draw in [0, 1) from 32 random bits.

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "optimus/core/element_math.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/rng.hpp"
 
@@ -166,18 +167,22 @@ EmbeddingGrads embedding_backward(std::int64_t vocab, std::int64_t max_seq, cons
 
 CrossEntropy cross_entropy(const Matrix& logits, const std::vector<int>& targets) {
   const std::int64_t n = logits.rows();
-  CrossEntropy ce{0.0, Matrix(n, logits.cols())};
+  CrossEntropy ce{0.0, Matrix::Zero(n, logits.cols())};
+  std::int64_t predicted = 0;
   for (std::int64_t r = 0; r < n; ++r) {
+    const int target = targets[static_cast<std::size_t>(r)];
+    if (target == math::kIgnoredTarget) continue;  // not predicted: no loss, no gradient
     const double max = logits.row(r).maxCoeff();
     const Eigen::RowVectorXd e = (logits.row(r).array() - max).exp();
     const double sum = e.sum();
-    const int target = targets[static_cast<std::size_t>(r)];
     ce.loss += std::log(sum) + max - logits(r, target);
     ce.dlogits.row(r) = e / sum;
     ce.dlogits(r, target) -= 1.0;
+    ++predicted;
   }
-  ce.loss /= static_cast<double>(n);
-  ce.dlogits /= static_cast<double>(n);
+  if (predicted == 0) return ce;  // nothing predicted: a loss of 0, no gradient
+  ce.loss /= static_cast<double>(predicted);
+  ce.dlogits /= static_cast<double>(predicted);
   return ce;
 }
 

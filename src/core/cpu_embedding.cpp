@@ -126,7 +126,12 @@ void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, Ten
   const T* sum = max + rows;
   for (std::int64_t r = 0; r < rows; ++r) {
     T* row = logits.data() + r * vn;
-    gradient_row(row, max[r], sum[r], valid, targets.data()[row_offset + r] - v0, static_cast<T>(mean_over));
+    const int target = targets.data()[row_offset + r];
+    if (target == math::kIgnoredTarget) {  // not predicted: no gradient
+      std::fill(row, row + vn, T(0));
+      continue;
+    }
+    gradient_row(row, max[r], sum[r], valid, target - v0, static_cast<T>(mean_over));
     std::fill(row + valid, row + vn, T(0));  // padding ids: no probability, no gradient
   }
 }
@@ -141,9 +146,13 @@ void cross_entropy_gradient(TensorView<const float> logits, TensorView<const flo
   const float* sum = max + rows;
   std::vector<float> row(static_cast<std::size_t>(vn));
   for (std::int64_t r = 0; r < rows; ++r) {
+    const int target = targets.data()[row_offset + r];
+    if (target == math::kIgnoredTarget) {  // not predicted: no gradient
+      std::fill(dlogits.data() + r * vn, dlogits.data() + (r + 1) * vn, bf16(0.0f));
+      continue;
+    }
     std::copy(logits.data() + r * vn, logits.data() + (r + 1) * vn, row.begin());
-    gradient_row(row.data(), max[r], sum[r], valid, targets.data()[row_offset + r] - v0,
-                 static_cast<float>(mean_over));
+    gradient_row(row.data(), max[r], sum[r], valid, target - v0, static_cast<float>(mean_over));
     std::fill(row.begin() + valid, row.end(), 0.0f);  // padding ids: no probability, no gradient
     for (std::int64_t c = 0; c < vn; ++c) dlogits.data()[r * vn + c] = bf16(row[static_cast<std::size_t>(c)]);
   }

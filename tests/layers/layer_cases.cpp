@@ -2,6 +2,7 @@
 // embedding, the LM head, GPTs of any blocks, training, parameters and errors (a block's parts: block_part_cases.cpp).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -10,6 +11,7 @@
 #include "in_flight.hpp"
 #include "layer_case_support.hpp"
 #include "layer_cases.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/model/gpt.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "optimus/reference/matmul.hpp"
@@ -105,12 +107,26 @@ void embedding_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
 }
 
+// Which positions the head predicts: all (a causal LM's), or a third of them (a masked LM's: the others' targets are
+// math::kIgnoredTarget, the loss a mean over the predicted).
+enum class Predicted { all, some };
+
 template <class T>
-void lm_head_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
+void lm_head_case(const Grid& grid, const LayerShapes& s, Predicted predicted, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq;
   const Matrix wte = rounded<T>(random(s.vocab, s.hidden, 32, 2.0));
   const auto x = [&](int c) { return input<T>(n, s.hidden, 31, c); };
-  const auto targets = [&](int c) { return random_tokens(n, s.vocab, 33 + 1000 * static_cast<std::uint64_t>(c)); };
+  const auto targets = [&](int c) {
+    std::vector<int> t = random_tokens(n, s.vocab, 33 + 1000 * static_cast<std::uint64_t>(c));
+    for (std::int64_t i = 0; i < n && predicted == Predicted::some; ++i) {
+      if ((i + c) % 3 != 0) t[static_cast<std::size_t>(i)] = math::kIgnoredTarget;
+    }
+    return t;
+  };
+  const auto mean_over = [&](int c) {
+    const std::vector<int> t = targets(c);
+    return static_cast<std::int64_t>(std::count_if(t.begin(), t.end(), [](int id) { return id >= 0; }));
+  };
   const auto ce = [&](int c) { return reference::cross_entropy(x(c) * wte.transpose(), targets(c)); };
   // wte stored with padding ids [vocab, padded) as zero rows (GptConfig::stored_vocab): everything must equal the
   // reference on the unpadded vocabulary, and the padding rows' gradients stay zero.
@@ -122,8 +138,8 @@ void lm_head_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
   LmHead2D<T> head(grid, s.vocab);
   LayerRun<typename LmHead2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
-        return Matrix::Constant(1, 1, head.forward(DistMatrix<T>::from_global(grid, x(c)), W, targets(c), n,
-                                                   pass_for(0, c), saved));
+        return Matrix::Constant(1, 1, head.forward(DistMatrix<T>::from_global(grid, x(c)), W, targets(c),
+                                                   mean_over(c), pass_for(0, c), saved));
       },
       .backward = [&](int, auto saved) { return global(head.backward(std::move(saved), W, dwte)); },
       .expected = [&](int c) {
@@ -244,8 +260,11 @@ void check_embedding(Communicator& world, int q) {
 
 void check_lm_head(Communicator& world, int q) {
   const Grid grid = Grid::create(world, q);
-  in_flight_scenarios<double>([&](const InFlight& f) { lm_head_case<double>(grid, shapes_for(q), f); });
-  in_flight_scenarios<float>([&](const InFlight& f) { lm_head_case<float>(grid, shapes_for(q), f); });
+  for (const Predicted predicted : {Predicted::all, Predicted::some}) {
+    CAPTURE(predicted == Predicted::all);
+    in_flight_scenarios<double>([&](const InFlight& f) { lm_head_case<double>(grid, shapes_for(q), predicted, f); });
+    in_flight_scenarios<float>([&](const InFlight& f) { lm_head_case<float>(grid, shapes_for(q), predicted, f); });
+  }
 }
 
 void check_gpt(Communicator& world, int q) {
@@ -345,7 +364,8 @@ void check_f32_layers_on(const Grid& grid) {
     block_case<float>(grid, s, 0.1, post_norm_blocks(), f);
     block_case<float>(grid, s, 0.1, bert_blocks(), f);
     embedding_case<float>(grid, s, f);
-    lm_head_case<float>(grid, s, f);
+    lm_head_case<float>(grid, s, Predicted::all, f);
+    lm_head_case<float>(grid, s, Predicted::some, f);
     gpt_case<float>(grid, s, 0.1, BlockConfig{}, f);  // (other blocks' parts: norm_case, attention_case above)
   });
 }

@@ -190,6 +190,8 @@ OPTIMUS_HOST_DEVICE inline T softmax_grad(T p, T dp, T dot, T scale) {
 }
 
 // ---- vocabulary-parallel cross-entropy -------------------------------------------------------------------
+// The target of a position that is not predicted (a masked LM's unmasked positions): no loss, a gradient of zeros.
+constexpr int kIgnoredTarget = -1;
 // A row's loss from its reduced sum of exp(logit - max), its max and its target logit.
 template <class T>
 OPTIMUS_HOST_DEVICE inline double cross_entropy_loss(T exp_sum, T max, T target_logit) {

@@ -357,7 +357,8 @@ void position_grad(TensorView<const T> dx, std::int64_t row_offset, std::int64_t
 // Two passes over the logits, as llm.c's fused classifier has one: a read for the row statistics, then (training) a
 // read and a write of the gradient in their place; between them, two reductions of `rows` numbers over the ranks
 // that share the rows (layers/cross_entropy.hpp). targets: [n_tokens] for the whole batch, this block's rows at
-// row_offset.. .
+// row_offset.. : each an id, or math::kIgnoredTarget (element_math.hpp) where the position is not predicted (a masked
+// LM's unmasked positions): such a row has no target logit and a gradient of zeros.
 //
 // stats: [4, rows], from one read of the logits (online softmax: a running max, the sum rescaled when it grows):
 //   stats[0, r] = m, the row's largest logit of the slice's ids below `vocab` (-inf where it has none);
@@ -372,8 +373,9 @@ void cross_entropy_stats(TensorView<const T> logits, TensorView<const int> targe
 template <class T>
 void cross_entropy_rescale(TensorView<T> stats, const Queue& queue);
 // With stats reduced (M and S = the row's sum of exp(logit - M)): dlogits = (softmax - onehot(target)) / mean_over in
-// place of the logits, softmax = exp(logit - M) / S, and 0 for the padding ids; the gradient of a mean over
-// `mean_over` tokens (the targets' own count, or a whole batch's when these are one micro-batch of it).
+// place of the logits, softmax = exp(logit - M) / S, and 0 for the padding ids and the rows whose target is
+// math::kIgnoredTarget; the gradient of a mean over `mean_over` tokens (the targets' own count of predicted positions,
+// or a whole batch's when these are one micro-batch of it).
 template <class T>
 void cross_entropy_gradient(TensorView<T> logits, TensorView<const T> stats, TensorView<const int> targets,
                             std::int64_t row_offset, std::int64_t v0, std::int64_t vocab, std::int64_t mean_over,

@@ -26,7 +26,9 @@ struct EmbeddingGrads {
 EmbeddingGrads embedding_backward(std::int64_t vocab, std::int64_t max_seq, const std::vector<int>& tokens,
                                   std::int64_t batch, const Matrix& mask, const Matrix& dx);
 
-// Mean cross-entropy of logits [N, vocab] against targets, and its gradient with respect to the logits.
+// Mean cross-entropy of logits [N, vocab] against targets over the predicted positions (a target of
+// math::kIgnoredTarget is not predicted: no loss, a zero gradient row; none predicted: 0), and its gradient with
+// respect to the logits.
 struct CrossEntropy {
   double loss = 0;
   Matrix dlogits;

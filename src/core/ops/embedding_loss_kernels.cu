@@ -102,11 +102,12 @@ __global__ void gradient_kernel(const float* logits, const float* stats, const i
                                 std::int64_t v0, std::int64_t valid, std::int64_t rows, std::int64_t vn,
                                 float tokens, Out* dlogits) {
   for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const bool ignored = targets[row_offset + r] == math::kIgnoredTarget;  // not predicted: no gradient
     const std::int64_t target = targets[row_offset + r] - v0;
     const float max = stats[rows + r], sum = stats[2 * rows + r];
     for (std::int64_t c = first_column(); c < vn; c += column_stride()) {
       const float x = logits[r * vn + c];
-      const float g = c < valid ? math::cross_entropy_grad(math::normalized(math::softmax_exp(x, 1.0f, max), sum),
+      const float g = c < valid && !ignored ? math::cross_entropy_grad(math::normalized(math::softmax_exp(x, 1.0f, max), sum),
                                                            c == target, tokens)
                                 : 0.0f;
       dlogits[r * vn + c] = written(g, dlogits);
