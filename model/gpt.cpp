@@ -11,6 +11,7 @@
 
 #include "gpt_parts.hpp"
 #include "message_tags.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
 #include "../layers/finite_check.hpp"
@@ -351,6 +352,20 @@ double Gpt<F>::mean_over_model(double part) const {
 }
 
 template <class F>
+std::int64_t Gpt<F>::predicted_tokens(const std::vector<int>& targets, const char* call) const {
+  const auto n = static_cast<std::int64_t>(targets.size());
+  const auto predicted =
+      n - static_cast<std::int64_t>(std::count(targets.begin(), targets.end(), math::kIgnoredTarget));
+  if (predicted == n) return n;
+  OPTIMUS_CHECK(predicted >= 1, F::name, "::", call, ": none of the ", n, " targets is predicted (each is ",
+                math::kIgnoredTarget, ")");
+  OPTIMUS_CHECK(grid_.dp() == 1, F::name, "::", call, ": ", n - predicted, " of the ", n, " targets are not predicted (",
+                math::kIgnoredTarget, ", a masked LM's) with ", grid_.dp(), " data-parallel replicas: a mean over the "
+                "whole batch's predicted positions is not built yet (one replica only)");
+  return predicted;
+}
+
+template <class F>
 void Gpt<F>::check_whole(const char* call) const {
   OPTIMUS_CHECK(schedule_.virtual_stages() == 1, F::name, "::", call, ": the model is cut into ",
                 schedule_.virtual_stages(), " virtual stages; forward and backward take a model of one stage apart "
@@ -368,7 +383,8 @@ double Gpt<F>::forward(const std::vector<int>& tokens, const std::vector<int>& t
   const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch};
   saved = Context{};
   std::optional<DistMatrix<T>> x;
-  const double loss = forward_chunk(chunks_.front(), saved, pass, tokens, targets, batch, n, x);
+  const double loss =
+      forward_chunk(chunks_.front(), saved, pass, tokens, targets, batch, predicted_tokens(targets, "forward"), x);
   saved.mark = ContextMark(grid_);
   call.done();
   return mean_over_model(loss);
@@ -443,7 +459,7 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
   call.done();
   if (y) {
     LmHeadContext<T> none;
-    loss = head_->forward(*y, embedding_->head_operand(), targets, static_cast<std::int64_t>(tokens.size()),
+    loss = head_->forward(*y, embedding_->head_operand(), targets, predicted_tokens(targets, "evaluate"),
                           Pass::inference(), none);
   }
   return mean_over_model(loss);  // only the head's stage has a part

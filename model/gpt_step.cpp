@@ -31,6 +31,7 @@ class Gpt<F>::Step {
                   " sequences in ", m, " micro-batches: the micro-batches must divide the batch into whole sequences");
     micro_ = batch / m;
     seq_ = n / batch;
+    mean_over_ = m_.predicted_tokens(targets, "train_step");
     rows_ = micro_ * seq_;
     OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, F::name, "::train_step: a micro-batch of ", micro_,
                   " sequences is not divisible by q = ", m_.grid_.q());
@@ -219,8 +220,7 @@ class Gpt<F>::Step {
     if (op.work == pipeline::Work::forward) {
       const Pass pass{.step = step_, .training = true, .first_sequence = m_.grid_.dp_index() * batch_ + k * micro_};
       std::optional<DistMatrix<T>> x = std::move(input);
-      loss_ += m_.forward_chunk(chunk, s.context, pass, slice(tokens_, k), slice(targets_, k), micro_,
-                                static_cast<std::int64_t>(tokens_.size()), x);
+      loss_ += m_.forward_chunk(chunk, s.context, pass, slice(tokens_, k), slice(targets_, k), micro_, mean_over_, x);
       if (u != last()) deliver(*std::move(x), u + 1, k, false);
       return;
     }
@@ -246,6 +246,7 @@ class Gpt<F>::Step {
   std::int64_t batch_;
   std::uint64_t step_;
   std::int64_t micro_ = 0, seq_ = 0, rows_ = 0;  // sequences per micro-batch, tokens per sequence, rows per block
+  std::int64_t mean_over_ = 0;                     // the replica's predicted tokens (Gpt::predicted_tokens)
   double loss_ = 0;
   std::size_t next_ = 0;                         // the next operation's index in ops()
   Clock::time_point begin_ = Clock::now();

@@ -159,9 +159,11 @@ void lm_head_case(const Grid& grid, const LayerShapes& s, Predicted predicted, c
   CHECK((logits.rightCols(padded - s.vocab).array() == -std::numeric_limits<double>::infinity()).all());
 }
 
-// A 2-block GPT of `block`'s blocks (GPT-2's, or another composition) against the reference.
+// A 2-block GPT of `block`'s blocks (GPT-2's, or another composition) against the reference, predicting every position
+// or a third of them (a masked LM's loss: a mean over those).
 template <class T>
-void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const BlockConfig& block, const InFlight& f) {
+void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const BlockConfig& block, Predicted predicted,
+              const InFlight& f) {
   GptConfig config = config_for(grid.q(), 2, dropout);
   config.block = block;
   if (block.rope && config.head_size() % 2 != 0) config.heads /= 2;  // rotary positions pair a head's columns
@@ -171,7 +173,13 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
   for (auto& [name, m] : p) m = rounded<T>(m);
   const std::int64_t n = s.batch * s.seq;
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
-  const auto targets = [&](int c) { return random_tokens(n, config.vocab, 2 + 1000 * static_cast<std::uint64_t>(c)); };
+  const auto targets = [&](int c) {
+    std::vector<int> t = random_tokens(n, config.vocab, 2 + 1000 * static_cast<std::uint64_t>(c));
+    for (std::int64_t i = 0; i < n && predicted == Predicted::some; ++i) {
+      if ((i + c) % 3 != 0) t[static_cast<std::size_t>(i)] = math::kIgnoredTarget;
+    }
+    return t;
+  };
   const std::vector<ParameterRef<T>> refs = model.parameters();
   LayerRun<typename Gpt2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
@@ -203,6 +211,12 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
     CHECK_FALSE(reference::compare_relative(logits, expected_logits, 1e-5).ok());
   }
 }
+
+template <class T>
+void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const BlockConfig& block, const InFlight& f) {
+  gpt_case<T>(grid, s, dropout, block, Predicted::all, f);
+}
+
 
 
 }  // namespace
@@ -292,6 +306,9 @@ void check_gpt(Communicator& world, int q) {
   gpt_case<double>(grid, shapes_for(q), 0.1, bert, InFlight{});
   gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), InFlight{});  // bidirectional too
   gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), InFlight{});
+  // A masked LM's loss: a third of the positions predicted, the mean over those.
+  gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), Predicted::some, InFlight{});
+  gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), Predicted::some, InFlight{});
 }
 
 namespace {

@@ -234,6 +234,10 @@ class Gpt {
   // A loss part held by the head's stage: summed over the stages, then averaged over the replicas (no collective over
   // one stage or one replica: on a device grid it would stage the host scalar through device memory).
   double mean_over_model(double part) const;
+  // The tokens a loss over `targets` (this replica's) is a mean over: all of them, or the predicted ones where some are
+  // math::kIgnoredTarget (a masked LM's). Throws, naming `call`, where none is predicted, or where some are not and
+  // there are several replicas (the mean over the whole batch's predicted positions is not built yet).
+  std::int64_t predicted_tokens(const std::vector<int>& targets, const char* call) const;
 
   // The inference forward of the whole batch through this stage's virtual stages, receiving from and sending to the
   // neighbouring stages: ln_f's output [b*s, h] on the head's stage, nothing elsewhere.
