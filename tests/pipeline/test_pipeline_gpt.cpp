@@ -6,9 +6,11 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "../layers/layer_cases.hpp"
 #include "capture_binding.hpp"
+#include "optimus/core/element_math.hpp"
 #include "optimus/model/gpt.hpp"
 #include "pipeline_gpt_cases.hpp"
 #include "same_error.hpp"
@@ -108,6 +110,25 @@ TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits und
       optimus::test::check_pipeline_gpt(world, c, *expected);
     });
   }
+}
+
+TEST_CASE("a GPT's loss over a masked LM's predicted positions: refused where none is predicted, and over data-parallel "
+          "replicas (not built yet), one error on every rank") {
+  const auto config = optimus::test::config_for(1, 2, 0.0);
+  std::vector<int> tokens(8, 1), targets(8, optimus::math::kIgnoredTarget);  // 2 sequences of 4
+  optimus::test::run_in_process(1, [&](optimus::Communicator& world) {
+    optimus::Gpt2D<double> model(optimus::Grid::create(world, 1), config);
+    optimus::Gpt2D<double>::Context saved;
+    CHECK(optimus::test::error_on_every_rank(world, [&] { model.forward(tokens, targets, 2, 0, saved); }) ==
+          "Gpt2D::forward: none of the 8 targets is predicted (each is -1)");
+  });
+  targets[0] = targets[5] = 3;
+  optimus::test::run_in_process(2, [&](optimus::Communicator& world) {  // q = 1, pp = 1: 2 replicas
+    optimus::Gpt2D<double> model(optimus::Grid::create(world, 1), config);
+    CHECK(optimus::test::error_on_every_rank(world, [&] { model.train_step(tokens, targets, 2, 0); }) ==
+          "Gpt2D::train_step: 6 of the 8 targets are not predicted (-1, a masked LM's) with 2 data-parallel replicas: a "
+          "mean over the whole batch's predicted positions is not built yet (one replica only)");
+  });
 }
 
 TEST_CASE("a pipeline GPT refuses a grid of other stages, layers that do not divide, and spilling on the host") {
