@@ -453,14 +453,14 @@ template <class F>
 double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
   OPTIMUS_CHECK(targets.size() == tokens.size(), F::name, "::evaluate: ", tokens.size(), " tokens but ",
                 targets.size(), " targets");
+  const std::int64_t mean_over = predicted_tokens(targets, "evaluate");  // checked on every rank, head or not
   double loss = 0;
   detail::SpillCall<T> call(spilling());
   const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
   call.done();
   if (y) {
     LmHeadContext<T> none;
-    loss = head_->forward(*y, embedding_->head_operand(), targets, predicted_tokens(targets, "evaluate"),
-                          Pass::inference(), none);
+    loss = head_->forward(*y, embedding_->head_operand(), targets, mean_over, Pass::inference(), none);
   }
   return mean_over_model(loss);  // only the head's stage has a part
 }
