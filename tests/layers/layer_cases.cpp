@@ -111,18 +111,22 @@ void embedding_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
 // math::kIgnoredTarget, the loss a mean over the predicted).
 enum class Predicted { all, some };
 
+// n random target ids from `seed` for context c; under Predicted::some those at positions i with (i + c) % 3 != 0
+// become math::kIgnoredTarget.
+std::vector<int> targets_for(std::int64_t n, std::int64_t vocab, std::uint64_t seed, int c, Predicted predicted) {
+  std::vector<int> t = random_tokens(n, vocab, seed + 1000 * static_cast<std::uint64_t>(c));
+  for (std::int64_t i = 0; i < n && predicted == Predicted::some; ++i) {
+    if ((i + c) % 3 != 0) t[static_cast<std::size_t>(i)] = math::kIgnoredTarget;
+  }
+  return t;
+}
+
 template <class T>
 void lm_head_case(const Grid& grid, const LayerShapes& s, Predicted predicted, const InFlight& f) {
   const std::int64_t n = s.batch * s.seq;
   const Matrix wte = rounded<T>(random(s.vocab, s.hidden, 32, 2.0));
   const auto x = [&](int c) { return input<T>(n, s.hidden, 31, c); };
-  const auto targets = [&](int c) {
-    std::vector<int> t = random_tokens(n, s.vocab, 33 + 1000 * static_cast<std::uint64_t>(c));
-    for (std::int64_t i = 0; i < n && predicted == Predicted::some; ++i) {
-      if ((i + c) % 3 != 0) t[static_cast<std::size_t>(i)] = math::kIgnoredTarget;
-    }
-    return t;
-  };
+  const auto targets = [&](int c) { return targets_for(n, s.vocab, 33, c, predicted); };
   const auto mean_over = [&](int c) {
     const std::vector<int> t = targets(c);
     return static_cast<std::int64_t>(std::count_if(t.begin(), t.end(), [](int id) { return id >= 0; }));
@@ -173,13 +177,7 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
   for (auto& [name, m] : p) m = rounded<T>(m);
   const std::int64_t n = s.batch * s.seq;
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
-  const auto targets = [&](int c) {
-    std::vector<int> t = random_tokens(n, config.vocab, 2 + 1000 * static_cast<std::uint64_t>(c));
-    for (std::int64_t i = 0; i < n && predicted == Predicted::some; ++i) {
-      if ((i + c) % 3 != 0) t[static_cast<std::size_t>(i)] = math::kIgnoredTarget;
-    }
-    return t;
-  };
+  const auto targets = [&](int c) { return targets_for(n, config.vocab, 2, c, predicted); };
   const std::vector<ParameterRef<T>> refs = model.parameters();
   LayerRun<typename Gpt2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
