@@ -68,7 +68,7 @@ std::int64_t measured(const Shape& s, int q, ops::GemmMath math, std::int64_t ba
     x.fill_random(1);
     const std::uint64_t before = grid.memory().current(MemoryKind::activations);
     TransformerBlock2D<float>::Context saved;
-    block.forward(x, s.seq, {.step = 1, .training = true, .first_sequence = 0}, saved);
+    block.forward(x, s.seq, Pass::train(1, 0), saved);
     if (world.rank() == 0) held = static_cast<std::int64_t>(grid.memory().current(MemoryKind::activations) - before);
   });
   return held;

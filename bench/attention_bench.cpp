@@ -176,7 +176,8 @@ std::int64_t run_row(Report& report, const AttentionSettings& a, std::int64_t s,
   const MemoryTag tag{&tracker, MemoryKind::activations, memory};
   Tensors t = attention_tensors(n, width, heads, a.math, tag);
   const ops::AttentionShape shape{.seq = s, .heads = heads, .dropout = a.dropout, .seed = 1, .stream = 1,
-                                  .first_batch = 0, .first_head = 0, .total_heads = heads};
+                                  .first_batch = 0, .first_head = 0, .total_heads = heads,
+                                  .causal = true, .lengths = {}};
   const auto sync = [&] {
     if (on.rank) on.rank->stream().synchronize();
   };

@@ -101,7 +101,7 @@ class BlocksWork final : public Work {
   void step() override {
     DistMatrix<float> a = x_.clone();
     std::vector<TransformerBlock2D<float>::Context> saved(blocks_.size());
-    const Pass pass{.step = 1, .training = true, .first_sequence = 0};
+    const Pass pass = Pass::train(1, 0);
     for (std::size_t l = 0; l < blocks_.size(); ++l) a = blocks_[l]->forward(a, s_.shape.seq, pass, saved[l]);
     DistMatrix<float> d = dy_.clone();
     for (std::size_t l = blocks_.size(); l-- > 0;) d = blocks_[l]->backward(std::move(saved[l]), d);

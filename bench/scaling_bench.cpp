@@ -71,7 +71,7 @@ struct Blocks {
   std::uint64_t step() {
     DistMatrix<T> a = x.clone();
     std::vector<typename Block::Context> saved(blocks.size());
-    const Pass pass{.step = 1, .training = true, .first_sequence = 0};
+    const Pass pass = Pass::train(1, 0);
     for (std::size_t l = 0; l < blocks.size(); ++l) a = blocks[l]->forward(a, seq, pass, saved[l]);
     const std::uint64_t held = x.grid().memory().current(MemoryKind::activations);
     DistMatrix<T> d = dy.clone();

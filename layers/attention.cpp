@@ -69,8 +69,27 @@ detail::AttentionGeometry Attention<T, Split>::geometry(std::int64_t local_rows,
                                                         DropoutSite::attention_probs));
   g.rope = spec_.rope;
   g.causal = spec_.causal;
+  if (!pass.lengths.empty()) {  // this rank's sequences' (checked by forward)
+    const auto first = static_cast<std::ptrdiff_t>(g.first_batch - pass.first_sequence);
+    g.lengths.assign(pass.lengths.begin() + first, pass.lengths.begin() + first + g.batches);
+  }
   return g;
 }
+
+namespace {
+
+// Throws (naming the values) unless `lengths` is empty or one length in [1, seq] for each of the pass's `sequences`.
+void check_lengths(const std::vector<int>& lengths, std::int64_t sequences, std::int64_t seq) {
+  if (lengths.empty()) return;
+  OPTIMUS_CHECK(static_cast<std::int64_t>(lengths.size()) == sequences, "attention: ", lengths.size(),
+                " sequence lengths for a pass of ", sequences, " sequences");
+  for (std::size_t k = 0; k < lengths.size(); ++k) {
+    OPTIMUS_CHECK(lengths[k] >= 1 && lengths[k] <= seq, "attention: sequence ", k, " has length ", lengths[k],
+                  ", outside [1, ", seq, "] (the tokens before its padding)");
+  }
+}
+
+}  // namespace
 
 template <class T, class Split>
 template <class X>
@@ -78,6 +97,7 @@ DistMatrix<T> Attention<T, Split>::forward_any(X&& x, std::int64_t seq, const Pa
   const int q = Split::activation_grid(place_).q();
   OPTIMUS_CHECK(seq > 0 && (x.rows() / q) % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ",
                 seq, q > 1 ? " on each of q = " + std::to_string(q) + " grid rows" : std::string());
+  check_lengths(pass.lengths, x.rows() / seq, seq);
   const detail::AttentionGeometry g = geometry(x.rows() / q, seq, pass, pass.training ? spec_.dropout.p : 0.0);
   return detail::attention_forward<T>(c_attn_, c_proj_, std::forward<X>(x), Split::heads_width(place_, spec_.hidden),
                                       g, pass, saved);

@@ -8,7 +8,9 @@
 namespace optimus::detail {
 namespace {
 
-ops::AttentionShape shape_of(const AttentionGeometry& g) {
+// The kernels' view of the geometry; `lengths` its sequences' lengths where the attention's memory is (lengths_on),
+// or absent.
+ops::AttentionShape shape_of(const AttentionGeometry& g, TensorView<const int> lengths) {
   return ops::AttentionShape{.seq = g.seq,
                              .heads = g.heads,
                              .dropout = g.dropout,
@@ -17,7 +19,16 @@ ops::AttentionShape shape_of(const AttentionGeometry& g) {
                              .first_batch = g.first_batch,
                              .first_head = g.first_head,
                              .total_heads = g.total_heads,
-                             .causal = g.causal};
+                             .causal = g.causal,
+                             .lengths = lengths};
+}
+
+// The geometry's lengths on the grid's memory, kept in `storage`; absent where none are padded.
+TensorView<const int> lengths_on(const AttentionGeometry& g, const Grid& grid, Tensor<int>& storage) {
+  if (g.lengths.empty()) return {};
+  storage = upload(g.lengths.data(), Shape{static_cast<std::int64_t>(g.lengths.size())},
+                   grid.tag(MemoryKind::workspace));
+  return storage.view();
 }
 
 }  // namespace
@@ -25,6 +36,8 @@ ops::AttentionShape shape_of(const AttentionGeometry& g) {
 template <class T>
 void attention_core_forward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
                             TensorView<T> lse, SavedActivation<T>& merged) {
+  Tensor<int> storage;
+  const TensorView<const int> lengths = lengths_on(g, grid, storage);
   Tensor<T> scratch;  // the log-sum-exps nobody keeps (inference)
   if (lse.data() == nullptr) {
     scratch = Tensor<T>(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::workspace), Init::none);
@@ -32,7 +45,7 @@ void attention_core_forward(const AttentionGeometry& g, const Grid& grid, const 
   }
   if constexpr (std::is_same_v<T, float>) {
     if (qkv.is_bf16() && merged.is_bf16()) {  // mixed precision: qkv read as kept
-      ops::flash_attention_forward(qkv.bf16_block(), shape_of(g), merged.bf16_storage().view(), lse, grid.queue());
+      ops::flash_attention_forward(qkv.bf16_block(), shape_of(g, lengths), merged.bf16_storage().view(), lse, grid.queue());
       return;
     }
   }
@@ -40,11 +53,11 @@ void attention_core_forward(const AttentionGeometry& g, const Grid& grid, const 
   const TensorView<const T> x = qkv.values(widened);
   if constexpr (std::is_same_v<T, float>) {
     if (merged.is_bf16()) {
-      ops::flash_attention_forward(x, shape_of(g), merged.bf16_storage().view(), lse, grid.queue());
+      ops::flash_attention_forward(x, shape_of(g, lengths), merged.bf16_storage().view(), lse, grid.queue());
       return;
     }
   }
-  ops::flash_attention_forward<T>(x, shape_of(g), merged.storage().view(), lse, grid.queue());
+  ops::flash_attention_forward<T>(x, shape_of(g, lengths), merged.storage().view(), lse, grid.queue());
 }
 
 template <class T>
@@ -53,11 +66,11 @@ Tensor<T> attention_core_delta(const AttentionGeometry& g, const Grid& grid, Ten
   Tensor<T> delta(Shape{g.batches * g.heads * g.seq}, grid.tag(MemoryKind::workspace), Init::none);
   if constexpr (std::is_same_v<T, float>) {
     if (merged16.data() != nullptr) {
-      ops::attention_delta(merged16, dmerged, shape_of(g), delta.view(), grid.queue());
+      ops::attention_delta(merged16, dmerged, shape_of(g, {}), delta.view(), grid.queue());
       return delta;
     }
   }
-  ops::attention_delta<T>(merged, dmerged, shape_of(g), delta.view(), grid.queue());
+  ops::attention_delta<T>(merged, dmerged, shape_of(g, {}), delta.view(), grid.queue());
   return delta;
 }
 
@@ -65,13 +78,15 @@ template <class T>
 void attention_core_backward(const AttentionGeometry& g, const Grid& grid, const SavedActivation<T>& qkv,
                              TensorView<const T> lse, TensorView<const T> delta, TensorView<const T> dmerged,
                              TensorView<T> dqkv) {
+  Tensor<int> storage;
+  const TensorView<const int> lengths = lengths_on(g, grid, storage);
   if constexpr (std::is_same_v<T, float>) {
     if (qkv.is_bf16()) {
-      ops::flash_attention_backward(qkv.bf16_block(), dmerged, lse, delta, shape_of(g), dqkv, grid.queue());
+      ops::flash_attention_backward(qkv.bf16_block(), dmerged, lse, delta, shape_of(g, lengths), dqkv, grid.queue());
       return;
     }
   }
-  ops::flash_attention_backward<T>(qkv.block(), dmerged, lse, delta, shape_of(g), dqkv, grid.queue());
+  ops::flash_attention_backward<T>(qkv.block(), dmerged, lse, delta, shape_of(g, lengths), dqkv, grid.queue());
 }
 
 #define OPTIMUS_INSTANTIATE(T)                                                                                  \

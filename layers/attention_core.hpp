@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/rng.hpp"
@@ -30,6 +31,7 @@ struct AttentionGeometry {
   CounterRng rng{0};  // the attention-probability dropout stream
   std::optional<RopeSpec> rope;  // rotary positions on the queries and keys, or none
   bool causal = true;            // query i sees keys 0..i of its sequence; false: all of them
+  std::vector<int> lengths;      // [batches]: each sequence's keys before its padding (Pass::lengths), or empty: none
 };
 
 // `lse` may be empty (inference: nothing is kept; the core uses scratch from `grid`).

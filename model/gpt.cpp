@@ -380,7 +380,7 @@ double Gpt<F>::forward(const std::vector<int>& tokens, const std::vector<int>& t
   OPTIMUS_CHECK(batch >= 1 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n, F::name,
                 "::forward: ", n, " tokens and ", targets.size(), " targets are not ", batch, " whole sequences");
   detail::SpillCall<T> call(spilling());
-  const Pass pass{.step = step, .training = true, .first_sequence = grid_.dp_index() * batch};
+  const Pass pass = Pass::train(step, grid_.dp_index() * batch);
   saved = Context{};
   std::optional<DistMatrix<T>> x;
   const double loss =

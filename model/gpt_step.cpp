@@ -218,7 +218,7 @@ class Gpt<F>::Step {
     Saved& s = saved_[{k, op.chunk}];
     ReplicaSums* sums = last_gradients && m_.grid_.dp() > 1 ? &sums_ : nullptr;
     if (op.work == pipeline::Work::forward) {
-      const Pass pass{.step = step_, .training = true, .first_sequence = m_.grid_.dp_index() * batch_ + k * micro_};
+      const Pass pass = Pass::train(step_, m_.grid_.dp_index() * batch_ + k * micro_);
       std::optional<DistMatrix<T>> x = std::move(input);
       loss_ += m_.forward_chunk(chunk, s.context, pass, slice(tokens_, k), slice(targets_, k), micro_, mean_over_, x);
       if (u != last()) deliver(*std::move(x), u + 1, k, false);

@@ -1,4 +1,5 @@
 // Reference multi-head self-attention (causal, or an encoder's bidirectional), MLP and transformer block.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -34,7 +35,7 @@ Matrix rotary(const Matrix& x, std::int64_t s, std::int64_t heads, double theta,
 }
 
 Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
-                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, bool causal,
+                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, const KeyMask& keys,
                          const Dropout& dropout, AttentionCache& cache) {
   const std::int64_t n = x.rows(), h = x.cols(), s = n / batch, d = h / heads, kv = kv_heads * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -48,6 +49,7 @@ Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_
   cache.merged.resize(n, h);
   const Matrix mask = probs_dropout_mask(batch * heads * s, s, dropout);
   for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t length = keys.lengths.empty() ? s : keys.lengths[static_cast<std::size_t>(b)];
     for (std::int64_t t = 0; t < heads; ++t) {
       const std::int64_t u = t / (heads / kv_heads);  // its key/value head
       const Matrix q = cache.qkv.block(b * s, t * d, s, d);
@@ -56,7 +58,7 @@ Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_
       Matrix scores = scale * q * k.transpose();
       Matrix p(s, s);
       for (std::int64_t i = 0; i < s; ++i) {
-        const std::int64_t seen = causal ? i + 1 : s;  // the keys query i sees: 0 .. seen - 1
+        const std::int64_t seen = std::min(keys.causal ? i + 1 : s, length);  // the keys query i sees: 0 .. seen - 1
         double max = -std::numeric_limits<double>::infinity();
         for (std::int64_t j = 0; j < seen; ++j) max = std::max(max, scores(i, j));
         double sum = 0;
@@ -173,10 +175,16 @@ Matrix residual_mask(std::int64_t rows, std::int64_t cols, const Dropout& d, Dro
 
 Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
                      const Dropout& dropout, BlockCache& cache) {
+  return block_forward(x, w, batch, heads, {}, dropout, cache);
+}
+
+Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
+                     const std::vector<int>& lengths, const Dropout& dropout, BlockCache& cache) {
   const BlockConfig& b = w.block;
+  const KeyMask keys{.causal = !b.bidirectional, .lengths = lengths};
   if (b.post_norm) {  // x1 = ln_1(x + drop(attn(x))), y = ln_2(x1 + drop(mlp(x1)))
     const Matrix a =
-        attention_forward(x, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, !b.bidirectional, dropout, cache.attn);
+        attention_forward(x, w.attn, batch, heads, kv_heads_of(b, heads), b.rope, keys, dropout, cache.attn);
     const Matrix x1 = norm_forward(
         b.norm, x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual)),
         w.ln_1_w, w.ln_1_b, cache.ln_1);
@@ -186,7 +194,7 @@ Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch,
                         w.ln_2_w, w.ln_2_b, cache.ln_2);
   }
   const Matrix a = attention_forward(norm_forward(b.norm, x, w.ln_1_w, w.ln_1_b, cache.ln_1), w.attn, batch, heads,
-                                     kv_heads_of(b, heads), b.rope, !b.bidirectional, dropout, cache.attn);
+                                     kv_heads_of(b, heads), b.rope, keys, dropout, cache.attn);
   const Matrix x1 = x + a.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::attention_residual));
   const Matrix m = mlp_forward(norm_forward(b.norm, x1, w.ln_2_w, w.ln_2_b, cache.ln_2), w.mlp, b.mlp, cache.mlp);
   return x1 + m.cwiseProduct(residual_mask(x.rows(), x.cols(), dropout, DropoutSite::mlp_residual));

@@ -59,20 +59,27 @@ TensorView<const T> operands(TensorView<const T> x, bool mixed, std::vector<T>& 
   return TensorView<const T>(storage.data(), x.shape(), Device::cpu);
 }
 
+// Sequence b's keys before its padding: L_b, or seq where the sequences are not padded.
+std::int64_t sequence_length(const ops::AttentionShape& s, std::int64_t b) {
+  return s.lengths.data() == nullptr ? s.seq : s.lengths.data()[b];
+}
+
 // Head t of sequence b: its Q, K, V [seq, d] (and its gradient's) as views of qkv's layout, its tiles' first row of
-// the global dropout mask, and its first row of lse.
+// the global dropout mask, its first row of lse, and its keys before the padding.
 template <class T>
 struct Head {
   TensorView<T> q, k, v;
   std::uint64_t mask_row;
   std::int64_t lse_row;
+  std::int64_t length;
 
   Head(TensorView<T> qkv, const ops::AttentionShape& s, std::int64_t d, std::int64_t b, std::int64_t t)
       : q(qkv.block(b * s.seq, t * d, s.seq, d)),
         k(qkv.block(b * s.seq, s.heads * d + t * d, s.seq, d)),
         v(qkv.block(b * s.seq, 2 * s.heads * d + t * d, s.seq, d)),
         mask_row(static_cast<std::uint64_t>(((s.first_batch + b) * s.total_heads + s.first_head + t) * s.seq)),
-        lse_row((b * s.heads + t) * s.seq) {}
+        lse_row((b * s.heads + t) * s.seq),
+        length(sequence_length(s, b)) {}
 };
 
 template <class T>
@@ -86,15 +93,19 @@ TensorView<T> matrix(std::vector<T>& buffer, std::int64_t rows, std::int64_t col
   return TensorView<T>(buffer.data(), Shape{rows, cols}, Device::cpu);
 }
 
-// One past the last key query i sees: i + 1 (causal), or seq (bidirectional).
-std::int64_t keys_seen(const ops::AttentionShape& s, std::int64_t i) { return s.causal ? i + 1 : s.seq; }
-
-// The keys query i sees among the `cols` from j0, within [0, cols].
-std::int64_t visible(const ops::AttentionShape& s, std::int64_t i, std::int64_t j0, std::int64_t cols) {
-  return std::clamp<std::int64_t>(keys_seen(s, i) - j0, 0, cols);
+// One past the last key query i of a sequence of `length` keys before its padding sees: i + 1 (causal), or seq
+// (bidirectional), at most length. Non-decreasing in i.
+std::int64_t keys_seen(const ops::AttentionShape& s, std::int64_t length, std::int64_t i) {
+  return std::min(s.causal ? i + 1 : s.seq, length);
 }
 
-// p[c] = exp(p[c] - max) for c < n, 0 from n to cols (the keys a causal query does not see).
+// The keys query i sees among the `cols` from j0, within [0, cols].
+std::int64_t visible(const ops::AttentionShape& s, std::int64_t length, std::int64_t i, std::int64_t j0,
+                     std::int64_t cols) {
+  return std::clamp<std::int64_t>(keys_seen(s, length, i) - j0, 0, cols);
+}
+
+// p[c] = exp(p[c] - max) for c < n, 0 from n to cols (the keys the query does not see: later or padding).
 template <class T>
 void exps_in_place(T* p, T max, std::int64_t n, std::int64_t cols) {
   exps(p, max, n, p);
@@ -121,14 +132,14 @@ void forward_head(const Head<const T>& h, const ops::AttentionShape& s, std::int
     std::fill(sum.begin(), sum.end(), T(0));
     std::fill(acc.begin(), acc.end(), T(0));
     const TensorView<T> a = matrix(acc, rows, d);
-    const std::int64_t seen = keys_seen(s, i0 + rows - 1);  // by the tile's last query, which sees the most
+    const std::int64_t seen = keys_seen(s, h.length, i0 + rows - 1);  // by the tile's last query: it sees the most
     for (std::int64_t j0 = 0; j0 < seen; j0 += key_tile) {  // the key tiles some query of this tile sees
       const std::int64_t cols = std::min({key_tile, s.seq - j0, seen - j0});
       const TensorView<T> tile = matrix(scores, rows, cols);
       gemm<T>(Trans::no, Trans::yes, scale, rows_of(h.q, i0, rows), rows_of(h.k, j0, cols), T(0), tile);
       for (std::int64_t r = 0; r < rows; ++r) {
         T* p = scores.data() + r * cols;
-        const std::int64_t n = visible(s, i0 + r, j0, cols);
+        const std::int64_t n = visible(s, h.length, i0 + r, j0, cols);
         if (n == 0) {
           std::fill(p, p + cols, T(0));
           continue;
@@ -162,12 +173,12 @@ void backward_head(const Head<const T>& h, const Head<T>& dh, const ops::Attenti
   std::vector<T> p(static_cast<std::size_t>(kQueries * s.seq)), dp(p.size());
   for (std::int64_t i0 = 0; i0 < s.seq; i0 += kQueries) {
     const std::int64_t rows = std::min(kQueries, s.seq - i0);
-    const std::int64_t keys = keys_seen(s, i0 + rows - 1);  // the keys the tile's queries see
+    const std::int64_t keys = keys_seen(s, h.length, i0 + rows - 1);  // the keys the tile's queries see
     const TensorView<T> P = matrix(p, rows, keys), DP = matrix(dp, rows, keys);
     gemm<T>(Trans::no, Trans::yes, scale, rows_of(h.q, i0, rows), rows_of(h.k, 0, keys), T(0), P);
     gemm<T>(Trans::no, Trans::yes, T(1), rows_of(dout, i0, rows), rows_of(h.v, 0, keys), T(0), DP);
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t n = keys_seen(s, i0 + r);
+      const std::int64_t n = keys_seen(s, h.length, i0 + r);
       T* pr = p.data() + r * keys;
       T* dpr = dp.data() + r * keys;
       exps_in_place(pr, lse[i0 + r], n, keys);  // the forward's probabilities: exp(scale q.k - lse)

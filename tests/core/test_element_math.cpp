@@ -128,7 +128,8 @@ TEST_CASE("a queue's timeline records CPU operations by kind, an operation run i
   optimus::ops::axpby<float>(2.0f, TensorView<const float>(c.data(), Shape{6, 3}, Device::cpu), 0.0f,
                              TensorView<float>(c.data(), Shape{6, 3}, Device::cpu), queue);
   const optimus::ops::AttentionShape shape{.seq = 2, .heads = 1, .dropout = 0.0, .seed = 0, .stream = 0,
-                                           .first_batch = 0, .first_head = 0, .total_heads = 1};
+                                           .first_batch = 0, .first_head = 0, .total_heads = 1,
+                                           .causal = true, .lengths = {}};
   optimus::ops::flash_attention_forward<float>(TensorView<const float>(scores.data(), Shape{4, 3}, Device::cpu), shape,
                                                TensorView<float>(probs.data(), Shape{4, 1}, Device::cpu),
                                                TensorView<float>(probs.data() + 4, Shape{4}, Device::cpu), queue);

@@ -1,11 +1,13 @@
 // The fused attention (ops::flash_attention_*) on the CPU against the attention written from its formulas here, in
-// f64 with whole [seq, seq] matrices: softmax over the keys j <= i (causal; bidirectional: every j) of
+// f64 with whole [seq, seq] matrices: softmax over the keys j <= i (causal; bidirectional: every j; below the
+// sequence's length where it is padded) of
 // q_i.k_j / sqrt(d), dropout of the probabilities by the global mask (math::dropout_keeps), times V; and its
 // backward. Sequences longer than a tile (64) and not a multiple of it, several heads of a slice of the global heads,
 // with and without dropout.
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -46,8 +48,9 @@ Attention by_formula(const Matrix& qkv, const Matrix& dout, const optimus::ops::
       const auto mask_row = static_cast<std::uint64_t>(((s.first_batch + b) * s.total_heads + s.first_head + t) * s.seq);
       Matrix p = Matrix::Zero(s.seq, s.seq), mask = Matrix::Zero(s.seq, s.seq);
       const Matrix scores = scale * q * k.transpose();
+      const std::int64_t length = s.lengths.data() == nullptr ? s.seq : s.lengths.data()[b];  // before the padding
       for (std::int64_t i = 0; i < s.seq; ++i) {
-        const std::int64_t seen = s.causal ? i + 1 : s.seq;  // keys 0 .. seen - 1
+        const std::int64_t seen = std::min(s.causal ? i + 1 : s.seq, length);  // keys 0 .. seen - 1
         const double max = scores.row(i).head(seen).maxCoeff();
         double sum = 0;
         for (std::int64_t j = 0; j < seen; ++j) sum += std::exp(scores(i, j) - max);
@@ -126,16 +129,17 @@ TEST_CASE("flash attention on the CPU equals the attention's formulas, forward a
   for (const double p : {0.0, 0.2}) {
     CAPTURE(p);
     const optimus::ops::AttentionShape s{.seq = 70, .heads = 3, .dropout = p, .seed = 11, .stream = 5,
-                                         .first_batch = 1, .first_head = 2, .total_heads = 7};
+                                         .first_batch = 1, .first_head = 2, .total_heads = 7,
+                                         .causal = true, .lengths = {}};
     check_against_formulas<double>(s, 2, 8, 1e-12);
     check_against_formulas<float>(s, 2, 8, 1e-5);
   }
   // A single short sequence (one partial tile) and a sequence of exactly two tiles.
   check_against_formulas<double>({.seq = 5, .heads = 1, .dropout = 0.5, .seed = 3, .stream = 1, .first_batch = 0,
-                                  .first_head = 0, .total_heads = 1},
+                                  .first_head = 0, .total_heads = 1, .causal = true, .lengths = {}},
                                  1, 4, 1e-12);
   check_against_formulas<double>({.seq = 128, .heads = 2, .dropout = 0.0, .seed = 0, .stream = 0, .first_batch = 0,
-                                  .first_head = 0, .total_heads = 2},
+                                  .first_head = 0, .total_heads = 2, .causal = true, .lengths = {}},
                                  1, 16, 1e-12);
 }
 
@@ -146,7 +150,7 @@ TEST_CASE("bidirectional flash attention (an encoder's) on the CPU equals the fo
   for (const double p : {0.0, 0.2}) {
     CAPTURE(p);
     optimus::ops::AttentionShape s{.seq = 70, .heads = 3, .dropout = p, .seed = 11, .stream = 5,
-                                   .first_batch = 1, .first_head = 2, .total_heads = 7, .causal = false};
+                                   .first_batch = 1, .first_head = 2, .total_heads = 7, .causal = false, .lengths = {}};
     const std::vector<double> bidirectional = check_against_formulas<double>(s, 2, 8, 1e-12);
     check_against_formulas<float>(s, 2, 8, 1e-5);
     s.seq = 300;
@@ -161,23 +165,75 @@ TEST_CASE("bidirectional flash attention (an encoder's) on the CPU equals the fo
   }
 }
 
+TEST_CASE("flash attention on padded sequences (a key-padding mask) equals the formulas with the padding's keys "
+          "unseen; the padding's keys get no gradient") {
+  // 4 sequences of 150 (the forward's 256-key tile; the backward's and mixed precision's tiles of 64: 2 and 22 more)
+  // padded after 150 (none), 65 (a tile and one key), 1 (one key) and 64 (exactly a tile) tokens; bidirectional and
+  // causal, dropout off and on; f64, f32, and f32 under mixed precision.
+  const std::vector<int> lengths{150, 65, 1, 64};
+  const TensorView<const int> on_cpu(lengths.data(), Shape{4}, Device::cpu);
+  for (const bool causal : {false, true}) {
+    for (const double p : {0.0, 0.2}) {
+      CAPTURE(causal);
+      CAPTURE(p);
+      const optimus::ops::AttentionShape s{.seq = 150, .heads = 2, .dropout = p, .seed = 11, .stream = 5,
+                                           .first_batch = 1, .first_head = 2, .total_heads = 7, .causal = causal,
+                                           .lengths = on_cpu};
+      const std::vector<double> padded = check_against_formulas<double>(s, 4, 8, 1e-12);
+      check_against_formulas<float>(s, 4, 8, 1e-5);
+      // (5e-2 under mixed precision: the one-token sequence's one key sums 150 queries' dS, each the rounding of
+      // dP - D where exactly they cancel.)
+      check_against_formulas<float>(s, 4, 16, 5e-2, optimus::ops::Queue{.math = optimus::ops::GemmMath::bf16});
+      // Against the same attention unpadded: the first sequence (not padded) the same bits, the others differ; and the
+      // keys and values of padding positions (sequence 2's from position 1 on) have zero gradients.
+      optimus::ops::AttentionShape whole = s;
+      whole.lengths = {};
+      const std::vector<double> unpadded = check_against_formulas<double>(whole, 4, 8, 1e-12);
+      const std::int64_t width = 2 * 8, out_size = 4 * 150 * width;  // out first, then dqkv
+      for (std::size_t e = 0; e < 150 * width; ++e) REQUIRE(padded[e] == unpadded[e]);
+      std::size_t differ = 0;
+      for (auto e = static_cast<std::size_t>(150 * width); e < static_cast<std::size_t>(out_size); ++e) {
+        differ += padded[e] != unpadded[e];
+      }
+      CHECK(differ > static_cast<std::size_t>(out_size / 2));
+      double padding_grads = 0;
+      for (std::int64_t i = 2 * 150 + 1; i < 3 * 150; ++i) {
+        for (std::int64_t c = width; c < 3 * width; ++c) {
+          padding_grads += std::abs(padded[static_cast<std::size_t>(out_size + i * 3 * width + c)]);
+        }
+      }
+      CHECK(padding_grads == 0.0);
+    }
+  }
+}
+
 TEST_CASE("flash attention refuses shapes that are not an attention's, naming them") {
   std::vector<float> qkv(8 * 12), out(8 * 4), lse(8 * 2);
   const optimus::ops::AttentionShape s{.seq = 3, .heads = 2, .dropout = 0.0, .seed = 0, .stream = 0,
-                                       .first_batch = 0, .first_head = 0, .total_heads = 2};
+                                       .first_batch = 0, .first_head = 0, .total_heads = 2,
+                                       .causal = true, .lengths = {}};
   CHECK_THROWS_WITH_AS(optimus::ops::flash_attention_forward<float>(
                            TensorView<const float>(qkv.data(), Shape{8, 12}, Device::cpu), s,
                            TensorView<float>(out.data(), Shape{8, 4}, Device::cpu),
                            TensorView<float>(lse.data(), Shape{16}, Device::cpu), optimus::ops::Queue{}),
                        doctest::Contains("out has shape [8, 4], not whole sequences of 3 rows by 2 heads"),
                        optimus::Error);
+  const std::vector<int> lengths{3, 2, 1};  // two sequences of 3 rows, three lengths
+  optimus::ops::AttentionShape padded = s;
+  padded.lengths = TensorView<const int>(lengths.data(), Shape{3}, Device::cpu);
+  CHECK_THROWS_WITH_AS(optimus::ops::flash_attention_forward<float>(
+                           TensorView<const float>(qkv.data(), Shape{6, 12}, Device::cpu), padded,
+                           TensorView<float>(out.data(), Shape{6, 4}, Device::cpu),
+                           TensorView<float>(lse.data(), Shape{12}, Device::cpu), optimus::ops::Queue{}),
+                       doctest::Contains("lengths has 3 elements, expected one per sequence (2)"), optimus::Error);
 }
 
 TEST_CASE("flash attention on the CPU under mixed precision rounds the products' operands to bf16, as a GPU's tensor "
           "cores take them, within bf16's tolerance of the formulas") {
   // 200 queries: 4 of the GPU's 64-key tiles, the last partial; head dimension 64, dropout on.
   const optimus::ops::AttentionShape s{.seq = 200, .heads = 2, .dropout = 0.1, .seed = 4, .stream = 2,
-                                       .first_batch = 0, .first_head = 0, .total_heads = 2};
+                                       .first_batch = 0, .first_head = 0, .total_heads = 2,
+                                       .causal = true, .lengths = {}};
   const std::vector<float> exact = check_against_formulas<float>(s, 1, 64, 1e-5);
   const std::vector<float> mixed =
       check_against_formulas<float>(s, 1, 64, 2e-2, optimus::ops::Queue{.math = optimus::ops::GemmMath::bf16});

@@ -1,4 +1,5 @@
 // The fused attention on a device against the host (kernel_case_support.hpp).
+#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -38,7 +39,7 @@ void flash_attention(RankDevice& rank, const ops::Queue& q, const Expect& expect
   const ops::Queue host{};
   const std::int64_t seq = 70, n = 2 * seq, heads = 3, width = heads * 8;
   const ops::AttentionShape shape{.seq = seq, .heads = heads, .dropout = 0.2, .seed = 9, .stream = 4,
-                                  .first_batch = 1, .first_head = 1, .total_heads = 5};
+                                  .first_batch = 1, .first_head = 1, .total_heads = 5, .causal = true, .lengths = {}};
   AttentionTensors tensors(rank, n, width, heads, 24);
   auto& [qkv, dout, out, lse, delta, dqkv] = tensors;
   ops::flash_attention_forward<float>(qkv.in_host(), shape, out.on_host(), lse.on_host(), host);
@@ -76,7 +77,7 @@ void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, cons
     CAPTURE(d);
     const std::int64_t seq = 70, n = 2 * seq, heads = 2, width = heads * d;
     const ops::AttentionShape shape{.seq = seq, .heads = heads, .dropout = 0.1, .seed = 3, .stream = 2,
-                                    .first_batch = 0, .first_head = 1, .total_heads = 3};
+                                    .first_batch = 0, .first_head = 1, .total_heads = 3, .causal = true, .lengths = {}};
     AttentionTensors tensors(rank, n, width, heads, 40);
     auto& [qkv, dout, out, lse, delta, dqkv] = tensors;
     Both<bf16> out16(std::vector<bf16>(n * width), Shape{n, width}, rank);
@@ -130,11 +131,60 @@ void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, cons
   }
 }
 
+// Padded sequences (the key-padding mask): 3 sequences of 70 padded after 70 (none), 1 and 65 tokens (a GPU block
+// and one key), bidirectional and causal, f32 products and mixed precision's (head dimension 64), dropout 0.1. The
+// lengths live with the other operands: on the host for the host's run, on the device for the device's.
+void flash_attention_padded(RankDevice& rank, const ops::Queue& device_queue, const Expect& expect) {
+  const std::int64_t seq = 70, batches = 3, n = batches * seq, heads = 2, d = 64, width = heads * d;
+  const Both<int> lengths(std::vector<int>{70, 1, 65}, Shape{batches}, rank);
+  for (const ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      CAPTURE(math == ops::GemmMath::bf16);
+      ops::Queue q = device_queue;
+      q.math = math;
+      const ops::Queue host{.math = math};
+      const double tolerance = math == ops::GemmMath::bf16 ? 2e-2 : 1e-5;
+      ops::AttentionShape on_host{.seq = seq, .heads = heads, .dropout = 0.1, .seed = 5, .stream = 3,
+                                  .first_batch = 2, .first_head = 0, .total_heads = 2, .causal = causal,
+                                  .lengths = lengths.in_host()};
+      ops::AttentionShape on_device = on_host;
+      on_device.lengths = lengths.in_device();
+      AttentionTensors tensors(rank, n, width, heads, 60);
+      auto& [qkv, dout, out, lse, delta, dqkv] = tensors;
+      ops::flash_attention_forward<float>(qkv.in_host(), on_host, out.on_host(), lse.on_host(), host);
+      ops::flash_attention_forward<float>(qkv.in_device(), on_device, out.on_device(), lse.on_device(), q);
+      expect.near("flash_attention_forward (padded): output", out, tolerance);
+      expect.near("flash_attention_forward (padded): lse", lse, tolerance);
+      ops::attention_delta<float>(out.in_host(), dout.in_host(), on_host, delta.on_host(), host);
+      ops::attention_delta<float>(out.in_device(), dout.in_device(), on_device, delta.on_device(), q);
+      const Shape rows{n * heads};
+      lse = Both<float>(lse.host, rows, rank);
+      delta = Both<float>(delta.host, rows, rank);
+      ops::flash_attention_backward<float>(qkv.in_host(), dout.in_host(), lse.in_host(), delta.in_host(), on_host,
+                                           dqkv.on_host(), host);
+      ops::flash_attention_backward<float>(qkv.in_device(), dout.in_device(), lse.in_device(), delta.in_device(),
+                                           on_device, dqkv.on_device(), q);
+      expect.near("flash_attention_backward (padded): dqkv", dqkv, tolerance);
+      // Sequence 1's keys and values from position 1 on are padding: no query sees them, their gradients are zero.
+      const std::vector<float> got = download(dqkv.device);
+      float padding = 0.0f;
+      for (std::int64_t i = seq + 1; i < 2 * seq; ++i) {
+        for (std::int64_t c = width; c < 3 * width; ++c) {
+          padding += std::abs(got[static_cast<std::size_t>(i * 3 * width + c)]);
+        }
+      }
+      CHECK(padding == 0.0f);
+    }
+  }
+}
+
 }  // namespace
 
 void attention_kernels(RankDevice& rank, const ops::Queue& q, const Expect& expect) {
   flash_attention(rank, q, expect);
   flash_attention_bf16(rank, q, expect);
+  flash_attention_padded(rank, q, expect);
 }
 
 }  // namespace optimus::test::kernel_cases

@@ -57,14 +57,16 @@ void attention_case(const Grid& grid, const LayerShapes& s, double dropout, cons
   const auto dy = [&](int c) { return input<T>(n, h, 6, c); };
   LayerRun<typename Attention2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
-        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(9, c), saved));
+        return global(
+            layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(9, c, s, v.padded), saved));
       },
       .backward = distributed_backward<T>(grid, layer, dy),
       .expected = [&](int c) {
         const reference::Dropout rd{dropout, 77, pass_for(9, c).step, 3};
         const reference::AttentionWeights w = attention_weights(p, "attn");
         reference::AttentionCache cache;
-        const Matrix y = reference::attention_forward(x(c), w, s.batch, heads, kv, rope, v.causal, rd, cache);
+        const reference::KeyMask keys{.causal = v.causal, .lengths = pass_for(9, c, s, v.padded).lengths};
+        const Matrix y = reference::attention_forward(x(c), w, s.batch, heads, kv, rope, keys, rd, cache);
         const reference::AttentionGrads g =
             reference::attention_backward(cache, w, s.batch, heads, kv, rope, rd, dy(c));
         Expected e{.output = y, .input_grad = g.dx, .grads = {}};
@@ -135,6 +137,13 @@ void check_attention(Communicator& world, int q) {
   attention_case<float>(grid, shapes_for(q), 0.0, encoder, InFlight{});
   in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, encoder, f); });
   in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, encoder, f); });
+  // Padded sequences (a key-padding mask), bidirectional and causal.
+  for (const bool causal : {false, true}) {
+    const AttentionVariant padded = padded_attention(causal);
+    attention_case<double>(grid, shapes_for(q), 0.0, padded, InFlight{});
+    in_flight_scenarios<double>([&](const InFlight& f) { attention_case<double>(grid, shapes_for(q), 0.2, padded, f); });
+    in_flight_scenarios<float>([&](const InFlight& f) { attention_case<float>(grid, shapes_for(q), 0.2, padded, f); });
+  }
 }
 
 void check_rotary_attention(Communicator& world, int q) {

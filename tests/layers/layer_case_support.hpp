@@ -104,7 +104,7 @@ Matrix input(std::int64_t rows, std::int64_t cols, std::uint64_t seed, int c, do
 }
 // Context c's training pass: its own step (so that its dropout masks differ from the others').
 inline Pass pass_for(std::uint64_t step, int c) {
-  return {.step = step + static_cast<std::uint64_t>(c), .training = true, .first_sequence = 0};
+  return Pass::train(step + static_cast<std::uint64_t>(c), 0);
 }
 
 // Every scenario of in_flight_cases for f64 (all) or f32.
@@ -151,7 +151,8 @@ struct AttentionVariant {
   std::optional<RopeSpec> rope;
   bool bias = true;
   std::function<std::int64_t(std::int64_t heads)> kv_heads = [](std::int64_t heads) { return heads; };
-  bool causal = true;  // false: an encoder's bidirectional attention
+  bool causal = true;   // false: an encoder's bidirectional attention
+  bool padded = false;  // the sequences padded as padded_lengths says (a key-padding mask)
 };
 
 // An encoder's attention: every query sees every key of its sequence; GPT-2's parts otherwise.
@@ -159,6 +160,29 @@ inline AttentionVariant bidirectional_attention() {
   AttentionVariant v;
   v.causal = false;
   return v;
+}
+
+// The same on padded sequences (padded_lengths).
+inline AttentionVariant padded_attention(bool causal) {
+  AttentionVariant v;
+  v.causal = causal;
+  v.padded = true;
+  return v;
+}
+
+// The tokens before the padding of `batch` sequences of `seq`: seq, seq - 1, .., 1, seq, .. (each grid row's
+// sequences differ, and one is a single token).
+inline std::vector<int> padded_lengths(std::int64_t batch, std::int64_t seq) {
+  std::vector<int> lengths;
+  for (std::int64_t b = 0; b < batch; ++b) lengths.push_back(static_cast<int>(seq - b % seq));
+  return lengths;
+}
+
+// pass_for(step, c) of sequences padded as padded_lengths says, or not padded.
+inline Pass pass_for(std::uint64_t step, int c, const LayerShapes& s, bool padded) {
+  Pass pass = pass_for(step, c);
+  if (padded) pass.lengths = padded_lengths(s.batch, s.seq);
+  return pass;
 }
 
 // The cases of a block's parts against the reference (block_part_cases.cpp; float and double): LayerNorm2D as `spec`

@@ -45,12 +45,22 @@ void linear_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
 }
 
 
+// How a block case runs: its sequences padded as padded_lengths says (the attention's key-padding mask) or not, and
+// the block's recomputation policy.
+struct BlockRun {
+  bool padded = false;
+  Recompute recompute = Recompute::none;
+};
+
 template <class T>
-void block_case(const Grid& grid, const LayerShapes& s, double dropout, const BlockConfig& block, const InFlight& f) {
+void block_case(const Grid& grid, const LayerShapes& s, double dropout, const BlockConfig& block, const BlockRun& how,
+                const InFlight& f) {
+  const bool padded = how.padded;
   const std::int64_t n = s.batch * s.seq, h = s.hidden;
   GptConfig config = config_for(grid.q(), 1, dropout);
   config.block = block;
   TransformerBlock2D<T> layer(grid, config, 0);
+  layer.set_recompute(how.recompute);
   std::vector<ParameterRef<T>> refs;
   layer.parameters(refs);
   const reference::Parameters p = load_random(refs, 500, grid.device());
@@ -59,13 +69,14 @@ void block_case(const Grid& grid, const LayerShapes& s, double dropout, const Bl
   const auto dy = [&](int c) { return input<T>(n, h, 10, c); };
   LayerRun<typename TransformerBlock2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
-        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(4, c), saved));
+        return global(layer.forward(DistMatrix<T>::from_global(grid, x(c)), s.seq, pass_for(4, c, s, padded), saved));
       },
       .backward = distributed_backward<T>(grid, layer, dy),
       .expected = [&](int c) {
         const reference::Dropout rd{dropout, config.seed, pass_for(4, c).step, 0};
         reference::BlockCache cache;
-        const Matrix y = reference::block_forward(x(c), w, s.batch, s.heads, rd, cache);
+        const Matrix y =
+            reference::block_forward(x(c), w, s.batch, s.heads, pass_for(4, c, s, padded).lengths, rd, cache);
         const reference::BlockGrads g = reference::block_backward(cache, w, s.batch, s.heads, rd, dy(c));
         Expected e{.output = y, .input_grad = g.dx, .grads = {}};
         reference::store_block_grads(e.grads, 0, g.dw);
@@ -257,10 +268,17 @@ void check_block(Communicator& world, int q) {
   for (const BlockConfig& block : {BlockConfig{}, post_norm_blocks(), bert_blocks()}) {
     CAPTURE(block.post_norm);
     CAPTURE(block.bidirectional);
-    block_case<double>(grid, shapes_for(q), 0.0, block, InFlight{});
-    block_case<float>(grid, shapes_for(q), 0.0, block, InFlight{});
-    in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, block, f); });
-    in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, block, f); });
+    block_case<double>(grid, shapes_for(q), 0.0, block, BlockRun{}, InFlight{});
+    block_case<float>(grid, shapes_for(q), 0.0, block, BlockRun{}, InFlight{});
+    in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, block, BlockRun{}, f); });
+    in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, block, BlockRun{}, f); });
+  }
+  // BERT's blocks on padded sequences, under each recomputation policy (which reruns the attention in backward, with
+  // the lengths its context kept).
+  for (const Recompute policy : {Recompute::none, Recompute::selective, Recompute::full}) {
+    const BlockRun padded{.padded = true, .recompute = policy};
+    block_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), padded, InFlight{});
+    in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, bert_blocks(), padded, f); });
   }
 }
 
@@ -365,6 +383,7 @@ void check_f32_layers_on(const Grid& grid) {
     norm_case<float>(grid, s, kRmsNorm, f);
     attention_case<float>(grid, s, 0.2, AttentionVariant{}, f);
     attention_case<float>(grid, s, 0.2, bidirectional_attention(), f);
+    attention_case<float>(grid, s, 0.2, padded_attention(false), f);
     // Llama's: rotary positions, no biases, grouped-query attention; SwiGLU.
     attention_case<float>(grid, s, 0.2,
                           AttentionVariant{.rope = RopeSpec{.theta = 500}, .bias = false,
@@ -375,9 +394,10 @@ void check_f32_layers_on(const Grid& grid) {
     mlp_case<float>(grid, s, MlpKind::gelu, true, f);
     mlp_case<float>(grid, s, MlpKind::gelu_erf, true, f);
     mlp_case<float>(grid, s, MlpKind::swiglu, false, f);
-    block_case<float>(grid, s, 0.1, BlockConfig{}, f);
-    block_case<float>(grid, s, 0.1, post_norm_blocks(), f);
-    block_case<float>(grid, s, 0.1, bert_blocks(), f);
+    block_case<float>(grid, s, 0.1, BlockConfig{}, BlockRun{}, f);
+    block_case<float>(grid, s, 0.1, post_norm_blocks(), BlockRun{}, f);
+    block_case<float>(grid, s, 0.1, bert_blocks(), BlockRun{}, f);
+    block_case<float>(grid, s, 0.1, bert_blocks(), BlockRun{.padded = true, .recompute = Recompute::full}, f);
     embedding_case<float>(grid, s, f);
     lm_head_case<float>(grid, s, Predicted::all, f);
     lm_head_case<float>(grid, s, Predicted::some, f);

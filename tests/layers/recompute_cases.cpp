@@ -126,7 +126,7 @@ void recompute_bytes_case(const Grid& grid) {
     block.set_recompute(policy);
     const std::uint64_t before = grid.memory().current(MemoryKind::activations);
     typename TransformerBlock2D<T>::Context saved;
-    DistMatrix<T> y = block.forward(x, s.seq, {.step = 1, .training = true, .first_sequence = 0}, saved);
+    DistMatrix<T> y = block.forward(x, s.seq, Pass::train(1, 0), saved);
     const std::uint64_t held = grid.memory().current(MemoryKind::activations) - before;
     CHECK(held == static_cast<std::uint64_t>(block_saved_bytes(shape, policy)));
     block.backward(std::move(saved), y);

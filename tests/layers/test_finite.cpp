@@ -141,7 +141,7 @@ TEST_CASE("check-finite names the part whose input gradient is not finite, in ba
     const std::int64_t n = s.batch * s.seq;
     optimus::reference::Matrix dy_global = optimus::reference::random_matrix(n, s.hidden, 10);
     dy_global(n - 1, s.hidden - 1) = inf_value;  // the last row, in grid rank 3's block
-    const optimus::Pass pass{.step = 1, .training = true, .first_sequence = 0};
+    const optimus::Pass pass = optimus::Pass::train(1, 0);
     // The same block, its input and its output's gradient on a handle of the grid (`on`): unchecked, then checking.
     const auto backward = [&](const optimus::Grid& on, optimus::TransformerBlock2D<double>& block) {
       const auto x = optimus::DistMatrix<double>::from_global(on, optimus::reference::random_matrix(n, s.hidden, 9));

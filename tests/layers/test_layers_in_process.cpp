@@ -87,7 +87,7 @@ TEST_CASE("a Grid is a handle: moved or destroyed, its layers and matrices keep 
           moved, optimus::reference::random_matrix(4, 8, 1));
       optimus::Linear2D<double>::Context saved;
       // x lives on another grid than lin's: refused by name, not corrupted.
-      CHECK_THROWS_WITH_AS(lin.forward(x, {.step = 0, .training = true, .first_sequence = 0}, saved),
+      CHECK_THROWS_WITH_AS(lin.forward(x, optimus::Pass::train(0, 0), saved),
                            doctest::Contains("different grids"), optimus::Error);
     }
     CHECK(moved.memory().current_total() == before);
@@ -101,7 +101,7 @@ TEST_CASE("contexts: backward refuses an empty or consumed context and one saved
     const auto x = optimus::DistMatrix<float>::from_global(grid, optimus::reference::random_matrix(4, 8, 1));
     const auto dy = optimus::DistMatrix<float>::from_global(grid, optimus::reference::random_matrix(4, 12, 2));
     optimus::Linear2D<float>::Context saved;
-    lin.forward(x, {.step = 0, .training = true, .first_sequence = 0}, saved);
+    lin.forward(x, optimus::Pass::train(0, 0), saved);
     optimus::Linear2D<float>::Context moved = std::move(saved);
     CHECK_THROWS_WITH_AS(
         lin.backward(std::move(saved), dy),
@@ -182,7 +182,7 @@ TEST_CASE("activation memory per rank scales as 1/q^2 for a block") {
       const std::uint64_t before = grid.memory().current(optimus::MemoryKind::activations);
       grid.memory().reset_peaks();
       optimus::TransformerBlock2D<float>::Context context;
-      optimus::DistMatrix<float> y = block.forward(x, s.seq, {.step = 1, .training = true, .first_sequence = 0}, context);
+      optimus::DistMatrix<float> y = block.forward(x, s.seq, optimus::Pass::train(1, 0), context);
       const std::uint64_t after = grid.memory().current(optimus::MemoryKind::activations);
       block.backward(std::move(context), y);
       CHECK(grid.memory().current(optimus::MemoryKind::activations) == before);  // all freed by backward
@@ -220,7 +220,7 @@ TEST_CASE("mixed precision keeps the activations saved for backward in bf16") {
         x.fill_random(1);
         wte.fill_random(2);
         const std::uint64_t before = grid.memory().current(optimus::MemoryKind::activations);
-        const optimus::Pass pass{.step = 1, .training = true, .first_sequence = 0};
+        const optimus::Pass pass = optimus::Pass::train(1, 0);
         optimus::TransformerBlock2D<float>::Context block_saved;
         optimus::LmHead2D<float>::Context head_saved;
         optimus::DistMatrix<float> y = block.forward(x, s.seq, pass, block_saved);

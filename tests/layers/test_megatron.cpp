@@ -44,7 +44,7 @@ void check_block_1d(optimus::Communicator& world, double dropout,
   world.reset_stats();
   typename optimus::megatron::TransformerBlock1D<T>::Context saved;
   auto y = block.forward(optimus::DistMatrix<T>::from_global(group.local(), x), s.seq,
-                         {.step = 6, .training = true, .first_sequence = 0}, saved);
+                         optimus::Pass::train(6, 0), saved);
   const auto forward_stats = world.stats();
   auto dx = block.backward(std::move(saved), optimus::DistMatrix<T>::from_global(group.local(), dy));
   const auto pc = static_cast<std::uint64_t>(world.size());
@@ -85,7 +85,7 @@ void check_contexts_1d(optimus::Communicator& world) {
     return optimus::DistMatrix<T>::from_global(group.local(), optimus::reference::random_matrix(n, s.hidden, seed));
   };
   const auto pass = [](int c) {
-    return optimus::Pass{.step = 6 + static_cast<std::uint64_t>(c), .training = true, .first_sequence = 0};
+    return optimus::Pass::train(6 + static_cast<std::uint64_t>(c), 0);
   };
   struct Result {
     std::vector<Matrix> y, dx;

@@ -46,7 +46,7 @@ void check_split(Block& block, const optimus::Grid& local, optimus::Communicator
   const std::int64_t n = s.batch * s.seq;
   const auto x = optimus::DistMatrix<T>::from_global(local, optimus::reference::random_matrix(n, s.hidden, 51));
   const auto dy = optimus::DistMatrix<T>::from_global(local, optimus::reference::random_matrix(n, s.hidden, 52));
-  const optimus::Pass pass{.step = 4, .training = true, .first_sequence = 0};
+  const optimus::Pass pass = optimus::Pass::train(4, 0);
   typename Block::Context whole, split;
   block.forward(x, s.seq, pass, whole);
   block.forward(x, s.seq, pass, split);

@@ -223,7 +223,7 @@ void reduce_into(TensorView<T> acc, TensorView<const T> x, ReduceOp op, const Qu
 //   qkv : [batches * seq, 3 * width], columns [Q | K | V], each width = heads * d wide, head t's d columns at t * d;
 //   out : [batches * seq, width], head-major columns (the heads' outputs side by side);
 //   lse : [batches * heads * seq], row (b * heads + t) * seq + i: log of sum over the keys j query i sees (j <= i when
-//         causal, else every j < seq) of exp(scale q_i . k_j), scale = 1 / sqrt(d).
+//         causal, else every j < seq; j < L_b where sequences are padded) of exp(scale q_i . k_j), scale = 1 / sqrt(d).
 // Dropout on the probabilities: query i of head t of sequence b draws from the global mask's row
 // ((first_batch + b) * total_heads + first_head + t) * seq + i, column j (math::dropout_keeps), as ops::dropout on
 // the whole [seq, seq] tile would.
@@ -234,6 +234,10 @@ struct AttentionShape {
   std::int64_t first_batch = 0, first_head = 0, total_heads = 0;  // where the block's tiles are in the global mask
   // Query i sees keys 0..i of its sequence (a decoder's); false: every key of its sequence (an encoder's).
   bool causal = true;
+  // [batches] on the operands' device, or absent (TensorView{}): sequence b's length L_b in [1, seq] before its
+  // padding — every query of it sees only keys j < L_b (with the causal mask, j <= min(i, L_b - 1)); the padded
+  // queries' outputs are those of queries that see its L_b keys. Absent: L_b = seq, the same bits as before.
+  TensorView<const int> lengths;
 };
 
 template <class T>

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/reference/compare.hpp"
@@ -80,10 +81,16 @@ struct Dropout {
   std::uint64_t step = 0;
   std::int64_t layer = 0;
 };
+// Which keys query i of sequence b sees: j <= i (causal) or every j of its sequence (an encoder's), and of those only
+// j < lengths[b] where `lengths` (one per sequence) gives the sequence's tokens before its padding.
+struct KeyMask {
+  bool causal = true;
+  std::vector<int> lengths;  // [batch], or empty: none padded
+};
 // With `rope`, each head's queries and keys are turned by rotary positions (rotary below) after c_attn; qkv in the cache
-// holds them turned. `causal`: query i sees keys j <= i of its sequence; else all of them (an encoder's).
+// holds them turned.
 Matrix attention_forward(const Matrix& x, const AttentionWeights& w, std::int64_t batch, std::int64_t heads,
-                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, bool causal,
+                         std::int64_t kv_heads, const std::optional<RopeSpec>& rope, const KeyMask& keys,
                          const Dropout& dropout, AttentionCache& cache);
 struct AttentionGrads {
   Matrix dx;
@@ -130,6 +137,9 @@ struct BlockCache {
 };
 Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
                      const Dropout& dropout, BlockCache& cache);
+// The same with the sequences padded: `lengths` [batch] their tokens before the padding (KeyMask::lengths).
+Matrix block_forward(const Matrix& x, const BlockWeights& w, std::int64_t batch, std::int64_t heads,
+                     const std::vector<int>& lengths, const Dropout& dropout, BlockCache& cache);
 struct BlockGrads {
   Matrix dx;
   BlockWeights dw;

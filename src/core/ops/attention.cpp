@@ -17,7 +17,8 @@ using detail::run;
 
 // The CUDA kernels' view of an attention of `rows` query rows and `width` output columns (the checks below passed), on
 // tensor cores under mixed precision.
-cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std::int64_t width, GemmMath math) {
+cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std::int64_t width, GemmMath math,
+                                 TensorView<const int> lengths) {
   const std::int64_t d = width / s.heads;
   OPTIMUS_CHECK(d <= cuda::flash_attention_max_head(), "flash attention on the GPU: head dimension ", d,
                 " is larger than the ", cuda::flash_attention_max_head(), " its kernels take");
@@ -34,7 +35,14 @@ cuda::AttentionGeometry geometry(const AttentionShape& s, std::int64_t rows, std
                                  .first_head = s.first_head,
                                  .total_heads = s.total_heads,
                                  .tensor_cores = math == GemmMath::bf16,
-                                 .causal = s.causal};
+                                 .causal = s.causal,
+                                 .lengths = lengths.data()};
+}
+
+// The shape as a CPU body reads it: its lengths at the host address the dispatch passes (the simulated device's).
+AttentionShape on_host(AttentionShape s, TensorView<const int> lengths) {
+  s.lengths = lengths;
+  return s;
 }
 
 // qkv [N, 3 * width] and a [N, width] operand of whole sequences of shape.seq, width split evenly into shape.heads,
@@ -51,6 +59,8 @@ void check_attention(const char* op, const TensorView<Q>& qkv, const char* out_n
                 qkv.shape(), ", expected [", out.size(0), ", ", 3 * out.size(1), "]");
   OPTIMUS_CHECK(lse.numel() == out.size(0) * s.heads, op, ": lse has ", lse.numel(), " elements, expected ",
                 out.size(0) * s.heads, " (one per query row and head)");
+  OPTIMUS_CHECK(detail::absent(s.lengths) || s.lengths.numel() == out.size(0) / s.seq, op, ": lengths has ",
+                s.lengths.numel(), " elements, expected one per sequence (", out.size(0) / s.seq, ")");
 }
 
 // The forward into out of element type Out (T, or bf16 for an f32 forward) from qkv of element type Q (T, or bf16).
@@ -60,15 +70,15 @@ void forward_into(const char* op, TensorView<const Q> qkv, const AttentionShape&
   check_attention(op, qkv, "out", out, lse, shape);
   run<T>(
       op, queue,
-      [shape, math = queue.math](auto qkv_, auto out_, auto lse_) {
+      [shape, math = queue.math](auto qkv_, auto lengths_, auto out_, auto lse_) {
         if constexpr (std::is_same_v<Q, bf16>) {
-          cpu::flash_attention_forward(qkv_, shape, out_, lse_);
+          cpu::flash_attention_forward(qkv_, on_host(shape, lengths_), out_, lse_);
         } else {
-          cpu::flash_attention_forward(qkv_, shape, out_, lse_, math);
+          cpu::flash_attention_forward(qkv_, on_host(shape, lengths_), out_, lse_, math);
         }
       },
-      [shape, math = queue.math](auto qkv_, auto out_, auto lse_, cudaStream_t s) {
-        const auto g = [&] { return geometry(shape, out_.size(0), out_.size(1), math); };
+      [shape, math = queue.math](auto qkv_, auto lengths_, auto out_, auto lse_, cudaStream_t s) {
+        const auto g = [&] { return geometry(shape, out_.size(0), out_.size(1), math, lengths_); };
         if constexpr (std::is_same_v<Q, bf16>) {
           OPTIMUS_CUDA_LAUNCH(cuda::flash_attention_forward_mixed(qkv_.data(), g(), out_.data(), lse_.data(), s));
         } else if constexpr (std::is_same_v<Out, bf16>) {
@@ -77,7 +87,7 @@ void forward_into(const char* op, TensorView<const Q> qkv, const AttentionShape&
           OPTIMUS_CUDA_LAUNCH(cuda::flash_attention_forward(qkv_.data(), g(), out_.data(), lse_.data(), s));
         }
       },
-      in("qkv", qkv), detail::out("out", out), detail::out("lse", lse));
+      in("qkv", qkv), in("lengths", shape.lengths), detail::out("out", out), detail::out("lse", lse));
 }
 
 // D from the output of element type O (T, or bf16 with T = float).
@@ -97,7 +107,8 @@ void delta_into(TensorView<const O> out, TensorView<const T> dout, const Attenti
       op, queue, [shape](auto out_, auto dout_, auto delta_) { cpu::attention_delta(out_, dout_, shape, delta_); },
       [shape, math = queue.math](auto out_, auto dout_, auto delta_, cudaStream_t s) {
         OPTIMUS_CUDA_LAUNCH(cuda::attention_delta(out_.data(), dout_.data(),
-                                                  geometry(shape, dout_.size(0), dout_.size(1), math), delta_.data(),
+                                                  geometry(shape, dout_.size(0), dout_.size(1), math, {}),
+                                                  delta_.data(),
                                                   s));
       },
       in("out", out), in("dout", dout), detail::out("delta", delta));
@@ -113,15 +124,16 @@ void backward_into(TensorView<const Q> qkv, TensorView<const T> dout, TensorView
   OPTIMUS_CHECK(delta.numel() == lse.numel(), op, ": delta has ", delta.numel(), " elements, expected ", lse.numel());
   run<T>(
       op, queue,
-      [shape, math = queue.math](auto qkv_, auto dout_, auto lse_, auto delta_, auto dqkv_) {
+      [shape, math = queue.math](auto qkv_, auto lengths_, auto dout_, auto lse_, auto delta_, auto dqkv_) {
         if constexpr (std::is_same_v<Q, bf16>) {
-          cpu::flash_attention_backward(qkv_, dout_, lse_, delta_, shape, dqkv_);
+          cpu::flash_attention_backward(qkv_, dout_, lse_, delta_, on_host(shape, lengths_), dqkv_);
         } else {
-          cpu::flash_attention_backward(qkv_, dout_, lse_, delta_, shape, dqkv_, math);
+          cpu::flash_attention_backward(qkv_, dout_, lse_, delta_, on_host(shape, lengths_), dqkv_, math);
         }
       },
-      [shape, math = queue.math](auto qkv_, auto dout_, auto lse_, auto delta_, auto dqkv_, cudaStream_t s) {
-        const auto g = [&] { return geometry(shape, dout_.size(0), dout_.size(1), math); };
+      [shape, math = queue.math](auto qkv_, auto lengths_, auto dout_, auto lse_, auto delta_, auto dqkv_,
+                                 cudaStream_t s) {
+        const auto g = [&] { return geometry(shape, dout_.size(0), dout_.size(1), math, lengths_); };
         if constexpr (std::is_same_v<Q, bf16>) {
           OPTIMUS_CUDA_LAUNCH(cuda::flash_attention_backward_mixed(qkv_.data(), dout_.data(), lse_.data(),
                                                                    delta_.data(), g(), dqkv_.data(), s));
@@ -130,7 +142,8 @@ void backward_into(TensorView<const Q> qkv, TensorView<const T> dout, TensorView
                                                              g(), dqkv_.data(), s));
         }
       },
-      in("qkv", qkv), in("dout", dout), in("lse", lse), in("delta", delta), detail::out("dqkv", dqkv));
+      in("qkv", qkv), in("lengths", shape.lengths), in("dout", dout), in("lse", lse), in("delta", delta),
+      detail::out("dqkv", dqkv));
 }
 
 }  // namespace

@@ -152,6 +152,7 @@ struct AttentionGeometry {
   // and dS) rounded to bf16, f32 accumulation; else f32 products on CUDA cores.
   bool tensor_cores = false;
   bool causal = true;  // query i sees keys 0..i; false: every key of its sequence
+  const int* lengths = nullptr;  // [batches] on the device: sequence b's keys from lengths[b] on are padding; or none
 };
 // The largest head dimension the kernels take.
 constexpr int flash_attention_max_head() { return 128; }

@@ -34,10 +34,16 @@ __device__ Head head_of(const float* qkv, const AttentionGeometry& g) {
 
 using detail::dropped;
 
-// One past the last key the block's queries see: its last query + 1 (causal), at most seq.
+// The block's sequence's keys before its padding: lengths[b], or seq where none are padded.
+__device__ std::int64_t keys_before_padding(const AttentionGeometry& g) {
+  return g.lengths != nullptr ? g.lengths[blockIdx.z] : g.seq;
+}
+
+// One past the last key the block's queries see: its last query + 1 (causal), at most seq, at most the padding.
 __device__ std::int64_t last_key(const AttentionGeometry& g) {
   const std::int64_t end = (blockIdx.x + 1) * static_cast<std::int64_t>(kRows);
-  return g.causal && end < g.seq ? end : g.seq;
+  const std::int64_t unpadded = keys_before_padding(g);
+  return g.causal && end < unpadded ? end : unpadded;
 }
 
 // Whether query i sees key j, j below the block's last_key: j <= i (causal), or any.
@@ -164,6 +170,7 @@ __global__ void backward_key_kernel(const float* qkv, const float* dout, const f
     dk[c] = dv[c] = 0.0f;
   }
   const Head dO{dout + b * g.seq * h.width + t * h.d, h.width, h.width, h.d, 0, 0};
+  const std::int64_t keys = keys_before_padding(g);
   // The queries that see these keys: from the block's first key (causal), or all.
   const std::int64_t queries_from = g.causal ? blockIdx.x * static_cast<std::int64_t>(kRows) : 0;
   for (std::int64_t i0 = queries_from; i0 < g.seq; i0 += kStage) {
@@ -175,7 +182,7 @@ __global__ void backward_key_kernel(const float* qkv, const float* dout, const f
       deltas[threadIdx.x] = i < g.seq ? delta[h.lse_row + i] : 0.0f;
     }
     __syncthreads();
-    for (int r = 0; r < kStage && j < g.seq; ++r) {
+    for (int r = 0; r < kStage && j < keys; ++r) {  // a padding key: seen by no query, its gradients zero
       const std::int64_t i = i0 + r;
       if (!sees(g, i, j) || i >= g.seq) continue;
       const std::uint64_t row = h.mask_row + static_cast<std::uint64_t>(i);

@@ -35,12 +35,24 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 enum class Tiles { converted, async };
 
-// The last key of the tile of W keys from j0 that query `row` sees, relative to j0 (keys below seq; causal: up to
-// row): -1 if none, W - 1 if all. (min(row, seq - 1) - j0 clamped, so that a tile's mask is one compare per element in
-// 32 bits.)
+// Sequence b's keys before its padding: lengths[b], or seq where none are padded.
+__device__ inline std::int64_t keys_before_padding(const AttentionGeometry& g, std::int64_t b) {
+  return g.lengths != nullptr ? g.lengths[b] : g.seq;
+}
+
+// One past the last key a block of queries from `first` sees in a sequence of `unpadded` keys before its padding:
+// first + kRows (causal), at most unpadded.
+__device__ inline std::int64_t keys_of_block(const AttentionGeometry& g, std::int64_t first, std::int64_t unpadded) {
+  return g.causal && first + kRows < unpadded ? first + kRows : unpadded;
+}
+
+// The last key of the tile of W keys from j0 that query `row` sees, relative to j0 (keys below `unpadded`, the
+// sequence's keys before its padding; causal: up to row): -1 if none, W - 1 if all. (min(row, unpadded - 1) - j0
+// clamped, so that a tile's mask is one compare per element in 32 bits.)
 template <int W>
-__device__ inline int last_key_seen(const AttentionGeometry& g, std::int64_t row, std::int64_t j0) {
-  const std::int64_t last = (g.causal && row < g.seq - 1 ? row : g.seq - 1) - j0;
+__device__ inline int last_key_seen(const AttentionGeometry& g, std::int64_t unpadded, std::int64_t row,
+                                    std::int64_t j0) {
+  const std::int64_t last = (g.causal && row < unpadded - 1 ? row : unpadded - 1) - j0;
   return last < 0 ? -1 : last >= W ? W - 1 : static_cast<int>(last);
 }
 
@@ -143,8 +155,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   load_rows<D>(q, h.q, first + warp * 16);
   float o[D / 8][4] = {};
   float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
-  // One past the last key the block sees.
-  const std::int64_t last = g.causal && first + kRows < g.seq ? first + kRows : g.seq;
+  const std::int64_t unpadded = keys_before_padding(g, h.b);
+  const std::int64_t last = keys_of_block(g, first, unpadded);  // one past the last key the block sees
   const int count = static_cast<int>((last + kForwardKeys - 1) / kForwardKeys);
   const auto load = [&](int t) { fill_keys_values<tiles, kForwardKeys, D>(buffer, h, t); };
   over_tiles<tiles>(
@@ -156,8 +168,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         float s[kForwardKeys / 8][4] = {};
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) mma_rows<kForwardKeys>(s, q[kk], keys, D + kPad, kk * 16);
-        const int seen[2] = {last_key_seen<kForwardKeys>(g, row[0], j0),
-                             last_key_seen<kForwardKeys>(g, row[1], j0)};
+        const int seen[2] = {last_key_seen<kForwardKeys>(g, unpadded, row[0], j0),
+                             last_key_seen<kForwardKeys>(g, unpadded, row[1], j0)};
         float grown[2] = {max[0], max[1]};
 #pragma unroll
         for (int n = 0; n < kForwardKeys / 8; ++n) {
@@ -249,7 +261,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   load_rows<D>(q, h.q, first + warp * 16);
   load_rows<D>(dO, h.dout, first + warp * 16);
   float dq[D / 8][4] = {};
-  const std::int64_t last = g.causal && first + kRows < g.seq ? first + kRows : g.seq;
+  const std::int64_t unpadded = keys_before_padding(g, h.b);
+  const std::int64_t last = keys_of_block(g, first, unpadded);
   const int count = static_cast<int>((last + kBackwardTile - 1) / kBackwardTile);
   const auto load = [&](int t) { fill_keys_values<tiles, kBackwardTile, D>(buffer, h, t); };
   over_tiles<tiles>(count, load, NoStage{}, [&](int t) {
@@ -262,8 +275,8 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
       mma_rows<kBackwardTile>(s, q[kk], keys, D + kPad, kk * 16);
       mma_rows<kBackwardTile>(dp, dO[kk], values, D + kPad, kk * 16);
     }
-    const int last_seen[2] = {row[0] < g.seq ? last_key_seen<kBackwardTile>(g, row[0], j0) : -1,
-                              row[1] < g.seq ? last_key_seen<kBackwardTile>(g, row[1], j0) : -1};
+    const int last_seen[2] = {row[0] < g.seq ? last_key_seen<kBackwardTile>(g, unpadded, row[0], j0) : -1,
+                              row[1] < g.seq ? last_key_seen<kBackwardTile>(g, unpadded, row[1], j0) : -1};
 #pragma unroll
     for (int n = 0; n < kBackwardTile / 8; ++n) {
 #pragma unroll
@@ -311,6 +324,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   const std::uint64_t mask_row = mask_row_of(g, h.b, h.head);
   const std::int64_t lse_row = (h.b * g.heads + h.head) * g.seq;
   const float scale2 = g.scale * kLog2e;
+  const std::int64_t unpadded = keys_before_padding(g, h.b);
   // The queries that see these keys: from `first` (causal), or all.
   const std::int64_t queries_from = g.causal ? first : 0;
   const int count = static_cast<int>((g.seq - queries_from + kBackwardTile - 1) / kBackwardTile);
@@ -362,12 +376,13 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
           load_a(a, values, D + kPad, warp * 16, kk * 16);
           mma_rows<kBackwardTile>(dp, a, grads, D + kPad, kk * 16);
         }
-        // The tile's queries i0 + local that key j sees: first_seen[r] <= local < end (none if key j is past seq).
+        // The tile's queries i0 + local that key j sees: first_seen[r] <= local < end (none if key j is padding or
+        // past seq).
         const int end = g.seq - i0 < kBackwardTile ? static_cast<int>(g.seq - i0) : kBackwardTile;
         int first_seen[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const std::int64_t from = key[r] >= g.seq ? kBackwardTile : g.causal ? key[r] - i0 : 0;
+          const std::int64_t from = key[r] >= unpadded ? kBackwardTile : g.causal ? key[r] - i0 : 0;
           first_seen[r] = from < 0 ? 0 : static_cast<int>(from);
         }
 #pragma unroll
