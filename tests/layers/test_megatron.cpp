@@ -3,6 +3,7 @@
 // all-reduces of [N, h] per block forward and two backward.
 #include <doctest/doctest.h>
 
+#include "layer_case_support.hpp"
 #include "layer_cases.hpp"
 #include "megatron_gpt_cases.hpp"
 #include "optimus/comm/in_process.hpp"
@@ -15,13 +16,15 @@ namespace {
 
 using optimus::reference::Matrix;
 
-// math: the GEMM math of the group's layers (bf16: mixed precision, f32 only, within 2e-2).
+// math: the GEMM math of the group's layers (bf16: mixed precision, f32 only, within 2e-2). blocks: their parts;
+// padded: the sequences padded as padded_lengths says (the attention's key-padding mask).
 template <class T>
-void check_block_1d(optimus::Communicator& world, double dropout,
-                    optimus::ops::GemmMath math = optimus::ops::GemmMath::f32) {
+void check_block_1d(optimus::Communicator& world, double dropout, optimus::ops::GemmMath math,
+                    const optimus::BlockConfig& blocks, bool padded) {
   const optimus::megatron::Group group = optimus::megatron::Group(world).with({.gemm_math = math});
   const optimus::test::LayerShapes s = optimus::test::shapes_for(2);
-  const optimus::GptConfig config = optimus::test::config_for(2, 1, dropout);
+  optimus::GptConfig config = optimus::test::config_for(2, 1, dropout);
+  config.block = blocks;
   optimus::megatron::TransformerBlock1D<T> block(group, config, 0);
   std::vector<optimus::ParameterRef<T>> refs;
   block.parameters(refs);
@@ -29,10 +32,12 @@ void check_block_1d(optimus::Communicator& world, double dropout,
   const std::int64_t n = s.batch * s.seq;
   const Matrix x = optimus::test::rounded<T>(optimus::reference::random_matrix(n, s.hidden, 41));
   const Matrix dy = optimus::test::rounded<T>(optimus::reference::random_matrix(n, s.hidden, 42));
-  const optimus::reference::BlockWeights w = optimus::reference::block_weights(p, 0, optimus::BlockConfig{});
+  const optimus::reference::BlockWeights w = optimus::reference::block_weights(p, 0, blocks);
   const optimus::reference::Dropout rd{dropout, config.seed, 6, 0};
+  optimus::Pass pass = optimus::Pass::train(6, 0);
+  if (padded) pass.lengths = optimus::test::padded_lengths(s.batch, s.seq);
   optimus::reference::BlockCache cache;
-  const Matrix expected = optimus::reference::block_forward(x, w, s.batch, s.heads, rd, cache);
+  const Matrix expected = optimus::reference::block_forward(x, w, s.batch, s.heads, pass.lengths, rd, cache);
   const optimus::reference::BlockGrads g = optimus::reference::block_backward(cache, w, s.batch, s.heads, rd, dy);
   const bool mixed = sizeof(T) == 4 && math == optimus::ops::GemmMath::bf16;
   // bf16: 3e-2 here, not 2e-2. c_attn's weight gradient (attention with dropout on bf16 operands) is 2.44e-2 off
@@ -43,8 +48,7 @@ void check_block_1d(optimus::Communicator& world, double dropout,
 
   world.reset_stats();
   typename optimus::megatron::TransformerBlock1D<T>::Context saved;
-  auto y = block.forward(optimus::DistMatrix<T>::from_global(group.local(), x), s.seq,
-                         optimus::Pass::train(6, 0), saved);
+  auto y = block.forward(optimus::DistMatrix<T>::from_global(group.local(), x), s.seq, pass, saved);
   const auto forward_stats = world.stats();
   auto dx = block.backward(std::move(saved), optimus::DistMatrix<T>::from_global(group.local(), dy));
   const auto pc = static_cast<std::uint64_t>(world.size());
@@ -164,11 +168,16 @@ void check_contexts_1d(optimus::Communicator& world) {
 void check_all(optimus::Communicator& world) {
   check_contexts_1d<double>(world);
   check_contexts_1d<float>(world);
+  const optimus::ops::GemmMath f32 = optimus::ops::GemmMath::f32;
   for (double dropout : {0.0, 0.1}) {
-    check_block_1d<double>(world, dropout);
-    check_block_1d<float>(world, dropout);
+    check_block_1d<double>(world, dropout, f32, optimus::BlockConfig{}, false);
+    check_block_1d<float>(world, dropout, f32, optimus::BlockConfig{}, false);
   }
-  check_block_1d<float>(world, 0.1, optimus::ops::GemmMath::bf16);  // all-reduces stay f32: the same bytes
+  // all-reduces stay f32: the same bytes
+  check_block_1d<float>(world, 0.1, optimus::ops::GemmMath::bf16, optimus::BlockConfig{}, false);
+  // BERT's blocks on padded sequences.
+  check_block_1d<double>(world, 0.1, f32, optimus::test::bert_blocks(), true);
+  check_block_1d<float>(world, 0.1, f32, optimus::test::bert_blocks(), true);
   optimus::test::check_gpt_1d(world);
 }
 
