@@ -375,12 +375,20 @@ void Gpt<F>::check_whole(const char* call) const {
 template <class F>
 double Gpt<F>::forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                        std::uint64_t step, Context& saved) {
+  return forward(tokens, targets, EncoderInputs{}, batch, step, saved);
+}
+
+template <class F>
+double Gpt<F>::forward(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+                       std::int64_t batch, std::uint64_t step, Context& saved) {
   check_whole("forward");
   const auto n = static_cast<std::int64_t>(tokens.size());
   OPTIMUS_CHECK(batch >= 1 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n, F::name,
                 "::forward: ", n, " tokens and ", targets.size(), " targets are not ", batch, " whole sequences");
+  check_inputs(inputs, batch, n / batch, "forward");
   detail::SpillCall<T> call(spilling());
-  const Pass pass = Pass::train(step, grid_.dp_index() * batch);
+  Pass pass = Pass::train(step, grid_.dp_index() * batch);
+  pass.lengths = inputs.lengths;
   saved = Context{};
   std::optional<DistMatrix<T>> x;
   const double loss =
@@ -409,11 +417,25 @@ void Gpt<F>::backward(Context saved) {
 }
 
 template <class F>
-auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch) -> std::optional<DistMatrix<T>> {
+void Gpt<F>::check_inputs(const EncoderInputs& inputs, std::int64_t batch, std::int64_t seq, const char* call) const {
+  if (inputs.lengths.empty()) return;
+  OPTIMUS_CHECK(static_cast<std::int64_t>(inputs.lengths.size()) == batch, F::name, "::", call, ": ",
+                inputs.lengths.size(), " sequence lengths for a batch of ", batch, " sequences");
+  for (std::size_t k = 0; k < inputs.lengths.size(); ++k) {
+    OPTIMUS_CHECK(inputs.lengths[k] >= 1 && inputs.lengths[k] <= seq, F::name, "::", call, ": sequence ", k,
+                  " has length ", inputs.lengths[k], ", outside [1, ", seq, "] (its tokens before the padding)");
+  }
+}
+
+template <class F>
+auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, const EncoderInputs& inputs, std::int64_t batch,
+                             const char* call) -> std::optional<DistMatrix<T>> {
   const auto n = static_cast<std::int64_t>(tokens.size());
   OPTIMUS_CHECK(batch >= 1 && n % batch == 0 && batch % grid_.q() == 0, F::name, ": ", n, " tokens as ", batch,
                 " sequences: the sequences must be whole and their number divisible by q = ", grid_.q());
-  const Pass pass = Pass::inference();
+  check_inputs(inputs, batch, n / batch, call);
+  Pass pass = Pass::inference();
+  pass.lengths = inputs.lengths;
   const int stage = grid_.stage(), last = schedule_.virtual_stages() - 1;
   const auto count = [](const DistMatrix<T>& x) { return static_cast<std::size_t>(x.local().numel()); };
   std::optional<DistMatrix<T>> x;
@@ -451,12 +473,18 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, std::int64_t batch)
 
 template <class F>
 double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch) {
+  return evaluate(tokens, targets, EncoderInputs{}, batch);
+}
+
+template <class F>
+double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+                        std::int64_t batch) {
   OPTIMUS_CHECK(targets.size() == tokens.size(), F::name, "::evaluate: ", tokens.size(), " tokens but ",
                 targets.size(), " targets");
   const std::int64_t mean_over = predicted_tokens(targets, "evaluate");  // checked on every rank, head or not
   double loss = 0;
   detail::SpillCall<T> call(spilling());
-  const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
+  const std::optional<DistMatrix<T>> y = forward_to_head(tokens, inputs, batch, "evaluate");
   call.done();
   if (y) {
     LmHeadContext<T> none;
@@ -467,8 +495,14 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
 
 template <class F>
 auto Gpt<F>::logits(const std::vector<int>& tokens, std::int64_t batch) -> std::optional<DistMatrix<T>> {
+  return logits(tokens, EncoderInputs{}, batch);
+}
+
+template <class F>
+auto Gpt<F>::logits(const std::vector<int>& tokens, const EncoderInputs& inputs, std::int64_t batch)
+    -> std::optional<DistMatrix<T>> {
   detail::SpillCall<T> call(spilling());
-  const std::optional<DistMatrix<T>> y = forward_to_head(tokens, batch);
+  const std::optional<DistMatrix<T>> y = forward_to_head(tokens, inputs, batch, "logits");
   call.done();
   if (!y) return std::nullopt;
   return head_->logits(*y, embedding_->head_operand());

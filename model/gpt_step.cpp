@@ -21,9 +21,9 @@ namespace optimus {
 template <class F>
 class Gpt<F>::Step {
  public:
-  Step(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-       std::uint64_t step)
-      : m_(model), tokens_(tokens), targets_(targets), batch_(batch), step_(step) {
+  Step(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+       std::int64_t batch, std::uint64_t step)
+      : m_(model), tokens_(tokens), targets_(targets), lengths_(inputs.lengths), batch_(batch), step_(step) {
     const int m = m_.schedule_.micro_batches;
     const auto n = static_cast<std::int64_t>(tokens.size());
     OPTIMUS_CHECK(batch >= 1 && batch % m == 0 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n,
@@ -31,6 +31,7 @@ class Gpt<F>::Step {
                   " sequences in ", m, " micro-batches: the micro-batches must divide the batch into whole sequences");
     micro_ = batch / m;
     seq_ = n / batch;
+    m_.check_inputs(inputs, batch, seq_, "train_step");
     mean_over_ = m_.predicted_tokens(targets, "train_step");
     rows_ = micro_ * seq_;
     OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, F::name, "::train_step: a micro-batch of ", micro_,
@@ -115,6 +116,13 @@ class Gpt<F>::Step {
   std::size_t numel(const DistMatrix<T>& x) const { return static_cast<std::size_t>(x.local().numel()); }
   std::vector<int> slice(const std::vector<int>& ids, int k) const {
     return std::vector<int>(ids.begin() + k * rows_, ids.begin() + (k + 1) * rows_);
+  }
+
+  // Micro-batch k's training pass: its sequences' place in the global batch, and their lengths where padded.
+  Pass pass_of(int k) const {
+    Pass pass = Pass::train(step_, m_.grid_.dp_index() * batch_ + k * micro_);
+    if (!lengths_.empty()) pass.lengths.assign(lengths_.begin() + k * micro_, lengths_.begin() + (k + 1) * micro_);
+    return pass;
   }
 
   // The block op needs from a neighbouring virtual stage, if any: its input activation (F, from u-1) or its
@@ -218,7 +226,7 @@ class Gpt<F>::Step {
     Saved& s = saved_[{k, op.chunk}];
     ReplicaSums* sums = last_gradients && m_.grid_.dp() > 1 ? &sums_ : nullptr;
     if (op.work == pipeline::Work::forward) {
-      const Pass pass = Pass::train(step_, m_.grid_.dp_index() * batch_ + k * micro_);
+      const Pass pass = pass_of(k);
       std::optional<DistMatrix<T>> x = std::move(input);
       loss_ += m_.forward_chunk(chunk, s.context, pass, slice(tokens_, k), slice(targets_, k), micro_, mean_over_, x);
       if (u != last()) deliver(*std::move(x), u + 1, k, false);
@@ -243,6 +251,7 @@ class Gpt<F>::Step {
   Gpt& m_;
   const std::vector<int>& tokens_;
   const std::vector<int>& targets_;
+  std::vector<int> lengths_;  // [batch]: EncoderInputs::lengths, or empty
   std::int64_t batch_;
   std::uint64_t step_;
   std::int64_t micro_ = 0, seq_ = 0, rows_ = 0;  // sequences per micro-batch, tokens per sequence, rows per block
@@ -411,10 +420,11 @@ class Gpt<F>::EndExchange {
 
 template <class F>
 Gpt<F>::TrainStep::TrainStep(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets,
-                             std::int64_t batch, std::uint64_t step, StagePartials partials)
+                             const EncoderInputs& inputs, std::int64_t batch, std::uint64_t step,
+                             StagePartials partials)
     : model_(&model),
       spill_(std::make_unique<detail::SpillCall<T>>(model.spilling())),
-      step_(std::make_unique<Step>(model, tokens, targets, batch, step)),
+      step_(std::make_unique<Step>(model, tokens, targets, inputs, batch, step)),
       exchange_(partials ? std::make_unique<EndExchange>(model, std::move(partials)) : nullptr) {}
 
 template <class F>
@@ -478,20 +488,32 @@ const std::vector<double>& Gpt<F>::TrainStep::stage_sums() const {
 template <class F>
 typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, const std::vector<int>& targets,
                                               std::int64_t batch, std::uint64_t step) {
-  return TrainStep(*this, tokens, targets, batch, step, StagePartials());
+  return begin_step(tokens, targets, EncoderInputs{}, batch, step);
+}
+
+template <class F>
+typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, const std::vector<int>& targets,
+                                              const EncoderInputs& inputs, std::int64_t batch, std::uint64_t step) {
+  return TrainStep(*this, tokens, targets, inputs, batch, step, StagePartials());
 }
 
 template <class F>
 typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, const std::vector<int>& targets,
                                               std::int64_t batch, std::uint64_t step, StagePartials partials) {
   OPTIMUS_CHECK(static_cast<bool>(partials), F::name, "::begin_step: an exchanged end needs its stage's partials");
-  return TrainStep(*this, tokens, targets, batch, step, std::move(partials));
+  return TrainStep(*this, tokens, targets, EncoderInputs{}, batch, step, std::move(partials));
 }
 
 template <class F>
 double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                             std::uint64_t step) {
-  TrainStep run = begin_step(tokens, targets, batch, step);
+  return train_step(tokens, targets, EncoderInputs{}, batch, step);
+}
+
+template <class F>
+double Gpt<F>::train_step(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+                          std::int64_t batch, std::uint64_t step) {
+  TrainStep run = begin_step(tokens, targets, inputs, batch, step);
   while (!run.done()) run.run_next();
   return run.finish();
 }
@@ -507,8 +529,8 @@ double Gpt<F>::finish_step(Step& run, double loss) {
 
 
 #define OPTIMUS_INSTANTIATE(F)                                                                             \
-  template Gpt<F>::TrainStep::TrainStep(Gpt<F>&, const std::vector<int>&, const std::vector<int>&, std::int64_t, \
-                                        std::uint64_t, StagePartials);                                                   \
+  template Gpt<F>::TrainStep::TrainStep(Gpt<F>&, const std::vector<int>&, const std::vector<int>&,              \
+                                        const EncoderInputs&, std::int64_t, std::uint64_t, StagePartials);   \
   template Gpt<F>::TrainStep::TrainStep(Gpt<F>::TrainStep&&) noexcept;                                   \
   template Gpt<F>::TrainStep::~TrainStep();                                                              \
   template bool Gpt<F>::TrainStep::done() const;                                                         \
@@ -517,6 +539,10 @@ double Gpt<F>::finish_step(Step& run, double loss) {
   template double Gpt<F>::TrainStep::finish();                                                           \
   template double Gpt<F>::finish_step(Step&, double);                                                    \
   template double Gpt<F>::train_step(const std::vector<int>&, const std::vector<int>&, std::int64_t, std::uint64_t); \
+  template double Gpt<F>::train_step(const std::vector<int>&, const std::vector<int>&, const EncoderInputs&,    \
+                                     std::int64_t, std::uint64_t);                                            \
+  template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \
+                                                         const EncoderInputs&, std::int64_t, std::uint64_t);  \
   template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \
                                                          std::int64_t, std::uint64_t);                        \
   template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \

@@ -88,6 +88,12 @@ Parameters gpt_init(const GptConfig& c) {
 
 GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
                                const std::vector<int>& targets, std::int64_t batch, std::uint64_t step) {
+  return gpt_forward_backward(c, p, tokens, targets, {}, batch, step);
+}
+
+GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
+                               const std::vector<int>& targets, const std::vector<int>& lengths, std::int64_t batch,
+                               std::uint64_t step) {
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t s = n / batch, h = c.hidden;
   OPTIMUS_CHECK(s <= c.max_seq, "reference: sequence ", s, " longer than max_seq ", c.max_seq);
@@ -102,7 +108,7 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   std::vector<BlockCache> caches(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
     dropout.layer = l;
-    x = block_forward(x, block_weights(p, l, c.block), batch, c.heads, dropout,
+    x = block_forward(x, block_weights(p, l, c.block), batch, c.heads, lengths, dropout,
                       caches[static_cast<std::size_t>(l)]);
   }
   NormCache ln_f;

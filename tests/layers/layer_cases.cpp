@@ -119,17 +119,26 @@ void embedding_case(const Grid& grid, const LayerShapes& s, const InFlight& f) {
 }
 
 // Which positions the head predicts: all (a causal LM's), or a third of them (a masked LM's: the others' targets are
-// math::kIgnoredTarget, the loss a mean over the predicted).
-enum class Predicted { all, some };
+// math::kIgnoredTarget, the loss a mean over the predicted); padded: the same on sequences padded as padded_lengths
+// says (an encoder's batch), whose padding is never predicted.
+enum class Predicted { all, some, padded };
 
-// n random target ids from `seed` for context c; under Predicted::some those at positions i with (i + c) % 3 != 0
-// become math::kIgnoredTarget.
-std::vector<int> targets_for(std::int64_t n, std::int64_t vocab, std::uint64_t seed, int c, Predicted predicted) {
+// n random target ids from `seed` for context c; under Predicted::some (and padded) those at positions i with
+// (i + c) % 3 != 0 become math::kIgnoredTarget, and under padded those of each sequence's padding (sequences of s).
+std::vector<int> targets_for(std::int64_t n, std::int64_t vocab, std::uint64_t seed, int c, Predicted predicted,
+                             std::int64_t s) {
   std::vector<int> t = random_tokens(n, vocab, seed + 1000 * static_cast<std::uint64_t>(c));
-  for (std::int64_t i = 0; i < n && predicted == Predicted::some; ++i) {
-    if ((i + c) % 3 != 0) t[static_cast<std::size_t>(i)] = math::kIgnoredTarget;
+  const std::vector<int> lengths = padded_lengths(n / s, s);
+  for (std::int64_t i = 0; i < n && predicted != Predicted::all; ++i) {
+    const bool padding = predicted == Predicted::padded && i % s >= lengths[static_cast<std::size_t>(i / s)];
+    if ((i + c) % 3 != 0 || padding) t[static_cast<std::size_t>(i)] = math::kIgnoredTarget;
   }
   return t;
+}
+
+// The encoder's inputs of a batch of `s`'s shapes under `predicted`: its sequences padded (padded), or none.
+EncoderInputs inputs_for(const LayerShapes& s, Predicted predicted) {
+  return {.lengths = predicted == Predicted::padded ? padded_lengths(s.batch, s.seq) : std::vector<int>{}};
 }
 
 template <class T>
@@ -137,7 +146,7 @@ void lm_head_case(const Grid& grid, const LayerShapes& s, Predicted predicted, c
   const std::int64_t n = s.batch * s.seq;
   const Matrix wte = rounded<T>(random(s.vocab, s.hidden, 32, 2.0));
   const auto x = [&](int c) { return input<T>(n, s.hidden, 31, c); };
-  const auto targets = [&](int c) { return targets_for(n, s.vocab, 33, c, predicted); };
+  const auto targets = [&](int c) { return targets_for(n, s.vocab, 33, c, predicted, s.seq); };
   const auto mean_over = [&](int c) {
     const std::vector<int> t = targets(c);
     return static_cast<std::int64_t>(std::count_if(t.begin(), t.end(), [](int id) { return id >= 0; }));
@@ -188,34 +197,39 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
   for (auto& [name, m] : p) m = rounded<T>(m);
   const std::int64_t n = s.batch * s.seq;
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
-  const auto targets = [&](int c) { return targets_for(n, config.vocab, 2, c, predicted); };
+  const auto targets = [&](int c) { return targets_for(n, config.vocab, 2, c, predicted, s.seq); };
+  const EncoderInputs inputs = inputs_for(s, predicted);
   const std::vector<ParameterRef<T>> refs = model.parameters();
   LayerRun<typename Gpt2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
-        return Matrix::Constant(1, 1, model.forward(tokens(c), targets(c), s.batch, pass_for(3, c).step, saved));
+        return Matrix::Constant(1, 1,
+                                model.forward(tokens(c), targets(c), inputs, s.batch, pass_for(3, c).step, saved));
       },
       .backward = [&](int, auto saved) {
         model.backward(std::move(saved));
         return Matrix();
       },
       .expected = [&](int c) {
-        reference::GptResult r =
-            reference::gpt_forward_backward(config, p, tokens(c), targets(c), s.batch, pass_for(3, c).step);
+        reference::GptResult r = reference::gpt_forward_backward(config, p, tokens(c), targets(c), inputs.lengths,
+                                                                 s.batch, pass_for(3, c).step);
         return Expected{.output = Matrix::Constant(1, 1, r.loss), .input_grad = Matrix(), .grads = std::move(r.grads)};
       },
   };
   run_in_flight(f, run, grid.memory(), tolerance<T>(grid.gemm_math()), names_of(refs), gradients_of(grid, refs));
-  const Matrix stored_logits = global(*model.logits(tokens(0), s.batch));  // [N, stored vocabulary]
+  const Matrix stored_logits = global(*model.logits(tokens(0), inputs, s.batch));  // [N, stored vocabulary]
   REQUIRE(stored_logits.cols() == config.stored_vocab(grid.q()));
   CHECK((stored_logits.rightCols(stored_logits.cols() - config.vocab).array() ==
          -std::numeric_limits<double>::infinity()).all());  // padding ids: no probability
   const Matrix logits = stored_logits.leftCols(config.vocab);
-  const Matrix expected_logits = [&] {
+  const reference::GptResult no_dropout = [&] {
     GptConfig c = config;
     c.dropout = 0;
-    return reference::gpt_forward_backward(c, p, tokens(0), targets(0), s.batch, 0).logits;
+    return reference::gpt_forward_backward(c, p, tokens(0), targets(0), inputs.lengths, s.batch, 0);
   }();
+  const Matrix& expected_logits = no_dropout.logits;
   expect_close<T>(grid, "gpt logits", logits, expected_logits);
+  const double evaluated = model.evaluate(tokens(0), targets(0), inputs, s.batch);
+  CHECK(std::abs(evaluated - no_dropout.loss) <= tolerance<T>(grid.gemm_math()) * no_dropout.loss);
   if (sizeof(T) == 4 && grid.gemm_math() == ops::GemmMath::bf16) {  // bf16 operands really were used
     CHECK_FALSE(reference::compare_relative(logits, expected_logits, 1e-5).ok());
   }
@@ -325,6 +339,9 @@ void check_gpt(Communicator& world, int q) {
   // A masked LM's loss: a third of the positions predicted, the mean over those.
   gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), Predicted::some, InFlight{});
   gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), Predicted::some, InFlight{});
+  // An encoder's batch: its sequences padded, the padding never predicted.
+  gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), Predicted::padded, InFlight{});
+  gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), Predicted::padded, InFlight{});
 }
 
 namespace {

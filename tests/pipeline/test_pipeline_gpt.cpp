@@ -3,6 +3,8 @@
 // AdamW's refusals of a norm order that does not fit.
 #include <doctest/doctest.h>
 
+#include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -12,6 +14,8 @@
 #include "capture_binding.hpp"
 #include "optimus/core/element_math.hpp"
 #include "optimus/model/gpt.hpp"
+#include "optimus/reference/compare.hpp"
+#include "optimus/reference/gpt.hpp"
 #include "pipeline_gpt_cases.hpp"
 #include "same_error.hpp"
 #include "test_world.hpp"
@@ -128,6 +132,58 @@ TEST_CASE("a GPT's loss over a masked LM's predicted positions: refused where no
     CHECK(optimus::test::error_on_every_rank(world, [&] { model.train_step(tokens, targets, 2, 0); }) ==
           "Gpt2D::train_step: 6 of the 8 targets are not predicted (-1, a masked LM's) with 2 data-parallel replicas: a "
           "mean over the whole batch's predicted positions is not built yet (one replica only)");
+  });
+}
+
+TEST_CASE("an encoder's padded batch through a pipeline (1f1b, 2 stages, 2 micro-batches) gives one stage's loss and "
+          "gradients bit for bit, and the reference's; bad lengths are one error on every rank") {
+  auto config = optimus::test::config_for(1, 2, 0.1);
+  config.block.post_norm = true;
+  config.block.mlp = optimus::MlpKind::gelu_erf;
+  config.block.bidirectional = true;
+  const std::int64_t batch = 4, seq = 5;
+  const std::vector<int> tokens = optimus::test::random_tokens(batch * seq, config.vocab, 3);
+  std::vector<int> targets = optimus::test::random_tokens(batch * seq, config.vocab, 4);
+  const optimus::EncoderInputs inputs{.lengths = {5, 3, 1, 4}};
+  for (std::int64_t i = 0; i < batch * seq; ++i) {  // the padding and every other position not predicted
+    if (i % seq >= inputs.lengths[static_cast<std::size_t>(i / seq)] || i % 2 == 1) {
+      targets[static_cast<std::size_t>(i)] = optimus::math::kIgnoredTarget;
+    }
+  }
+  const pp::Schedule one = pp::make_schedule({.kind = pp::Kind::one_f_one_b, .stages = 1, .micro_batches = 2});
+  double whole_loss = 0;
+  std::map<std::string, optimus::GlobalMatrix> whole;
+  optimus::test::run_in_process(1, [&](optimus::Communicator& world) {
+    optimus::Gpt2D<double> model(optimus::Grid::create(world, 1), config, one);
+    whole_loss = model.train_step(tokens, targets, inputs, batch, 7);
+    whole = model.gather(true);
+  });
+  const optimus::reference::GptResult r = optimus::reference::gpt_forward_backward(
+      config, optimus::reference::gpt_init(config), tokens, targets, inputs.lengths, batch, 7);
+  CHECK(std::abs(whole_loss - r.loss) <= 1e-10 * r.loss);
+  for (const auto& [name, g] : whole) {
+    CAPTURE_BINDING(name);
+    CHECK(optimus::reference::compare_relative(g, r.grads.at(name), 1e-10).ok());
+  }
+  const pp::Schedule two = pp::make_schedule({.kind = pp::Kind::one_f_one_b, .stages = 2, .micro_batches = 2});
+  optimus::test::run_in_process(2, [&](optimus::Communicator& world) {
+    optimus::Gpt2D<double> model(optimus::Grid::create(world, 1, 2), config, two);
+    const double loss = model.train_step(tokens, targets, inputs, batch, 7);
+    CHECK(std::memcmp(&loss, &whole_loss, sizeof(double)) == 0);
+    for (const auto& [name, g] : model.gather(true)) {
+      CAPTURE_BINDING(name);
+      CHECK(g == whole.at(name));
+    }
+    // Lengths that do not fit the batch: one error on every rank, naming them.
+    const auto step_with = [&](std::vector<int> lengths) {
+      return optimus::test::error_on_every_rank(
+          world, [&] { model.train_step(tokens, targets, optimus::EncoderInputs{.lengths = lengths}, batch, 8); });
+    };
+    CHECK(step_with({5, 3, 1}) == "Gpt2D::train_step: 3 sequence lengths for a batch of 4 sequences");
+    CHECK(step_with({5, 3, 0, 4}) ==
+          "Gpt2D::train_step: sequence 2 has length 0, outside [1, 5] (its tokens before the padding)");
+    CHECK(step_with({5, 6, 1, 4}) ==
+          "Gpt2D::train_step: sequence 1 has length 6, outside [1, 5] (its tokens before the padding)");
   });
 }
 

@@ -63,6 +63,7 @@
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/recompute.hpp"
 #include "optimus/layers/spill.hpp"
+#include "optimus/model/encoder_inputs.hpp"
 #include "optimus/model/family.hpp"
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
@@ -109,6 +110,10 @@ class Gpt {
   // replicas. m must divide the batch, and q each micro-batch.
   double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                     std::uint64_t step);
+  // The same on an encoder's batch (encoder_inputs.hpp: its sequences' lengths before their padding, each checked
+  // against the sequence length, their number against the batch). Every call below has this form too.
+  double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+                    std::int64_t batch, std::uint64_t step);
   // One train_step taken apart, for a caller that interleaves the operations of several models on one rank (a sweep's
   // slots, sweep/runtime.hpp): begin_step starts it with train_step's checks; run_next runs this stage's next operation
   // in the schedule's order, waiting for its input — ready() says, without blocking, whether it has arrived —; once
@@ -132,8 +137,8 @@ class Gpt {
 
    private:
     friend class Gpt;
-    TrainStep(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
-              std::uint64_t step, StagePartials partials);
+    TrainStep(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets,
+              const EncoderInputs& inputs, std::int64_t batch, std::uint64_t step, StagePartials partials);
     Gpt* model_;
     std::unique_ptr<detail::SpillCall<T>> spill_;  // declared before the step: destroyed after it
     std::unique_ptr<Step> step_;
@@ -142,6 +147,8 @@ class Gpt {
   };
   TrainStep begin_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                        std::uint64_t step);
+  TrainStep begin_step(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+                       std::int64_t batch, std::uint64_t step);
   // A step whose end never waits on another stage, so that a loop interleaving several models' operations across
   // slots keeps computing while the stages' parts travel: after the schedule's operations come three more, run by
   // run_next as the others — (1) once this stage's sends have completed, wte's part sent to the other end stage;
@@ -159,15 +166,20 @@ class Gpt {
   // be alive; train_step runs the same operations per micro-batch.
   double forward(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                  std::uint64_t step, Context& saved);
+  double forward(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+                 std::int64_t batch, std::uint64_t step, Context& saved);
   void backward(Context saved);
 
   // Collective over the pipeline (every stage, and the replicas): the batch's mean cross-entropy without dropout,
   // saving nothing, on every rank. The whole batch (b*s ids) goes through the virtual stages in order, u = 0 .. U-1, as
   // one block: bitwise the whole model's evaluate.
   double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch);
+  double evaluate(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+                  std::int64_t batch);
   // Collective over the replica's pipeline: logits [b*s, padded vocab] without dropout on the stage that holds the head
   // (schedule().stage_of(U-1)), nothing on the others (1D: whole on every rank of the head's group).
   std::optional<DistMatrix<T>> logits(const std::vector<int>& tokens, std::int64_t batch);
+  std::optional<DistMatrix<T>> logits(const std::vector<int>& tokens, const EncoderInputs& inputs, std::int64_t batch);
 
   // This stage's parameters, by GPT-2 name (wte on both end stages, wpe with the embedding).
   std::vector<ParameterRef<T>> parameters();
@@ -241,7 +253,12 @@ class Gpt {
 
   // The inference forward of the whole batch through this stage's virtual stages, receiving from and sending to the
   // neighbouring stages: ln_f's output [b*s, h] on the head's stage, nothing elsewhere.
-  std::optional<DistMatrix<T>> forward_to_head(const std::vector<int>& tokens, std::int64_t batch);
+  // `call` names the public call in errors.
+  std::optional<DistMatrix<T>> forward_to_head(const std::vector<int>& tokens, const EncoderInputs& inputs,
+                                               std::int64_t batch, const char* call);
+  // Throws, naming `call` and the values, unless `inputs` suit a batch of `batch` sequences of `seq` tokens (lengths
+  // empty, or one in [1, seq] per sequence). The same on every rank: every rank holds the replica's whole batch.
+  void check_inputs(const EncoderInputs& inputs, std::int64_t batch, std::int64_t seq, const char* call) const;
   // This stage's parameters outside the blocks: the embedding's (wte alone on the head's stage when another holds
   // the embedding), and ln_f's.
   void embedding_parameters(std::vector<ParameterRef<T>>& out);

@@ -54,6 +54,10 @@ struct GptResult {
 };
 GptResult gpt_forward_backward(const GptConfig& config, const Parameters& params, const std::vector<int>& tokens,
                                const std::vector<int>& targets, std::int64_t batch, std::uint64_t step);
+// The same on padded sequences: lengths [batch], each sequence's tokens before its padding (KeyMask::lengths).
+GptResult gpt_forward_backward(const GptConfig& config, const Parameters& params, const std::vector<int>& tokens,
+                               const std::vector<int>& targets, const std::vector<int>& lengths, std::int64_t batch,
+                               std::uint64_t step);
 
 // One AdamW step (t counts from 1) on every parameter; weight decay applies to matrices only.
 // Returns the gradient norm before clipping.
