@@ -58,7 +58,9 @@ json block_json(const BlockConfig& b) {
           {"kv_heads", b.kv_heads},
           {"tied_head", b.tied_head},
           {"post_norm", b.post_norm},
-          {"bidirectional", b.bidirectional}};
+          {"bidirectional", b.bidirectional},
+          {"token_types", b.token_types},
+          {"embedding_norm", b.embedding_norm}};
 }
 
 json config_json(const GptConfig& c) {
@@ -69,7 +71,7 @@ json config_json(const GptConfig& c) {
 }
 
 // A block written before the block configuration was recorded (no "block") is GPT-2's; one written before a field was
-// (positions, mlp, kv_heads, tied_head, post_norm, bidirectional) has GPT-2's value of it.
+// (positions, mlp, kv_heads, tied_head, post_norm, bidirectional, token_types, embedding_norm) has GPT-2's value of it.
 BlockConfig block_from(const json& j) {
   if (!j.contains("block")) return BlockConfig{};
   const json& b = j.at("block");
@@ -86,7 +88,10 @@ BlockConfig block_from(const json& j) {
                     .kv_heads = b.value("kv_heads", std::int64_t{0}),
                     .tied_head = b.value("tied_head", true),
                     .post_norm = b.value("post_norm", false),
-                    .bidirectional = b.value("bidirectional", false)};
+                    .bidirectional = b.value("bidirectional", false),
+                    .token_types = b.value("token_types", std::int64_t{0}),
+                    .embedding_norm = b.value("embedding_norm", false)};
+  OPTIMUS_CHECK(block.token_types >= 0, "checkpoint: token_types = ", block.token_types, " is negative");
   if (b.contains("rope_theta") && !b.at("rope_theta").is_null()) block.rope = RopeSpec{b.at("rope_theta").get<double>()};
   return block;
 }
@@ -348,6 +353,8 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
   same("tied head", there.block.tied_head, here.block.tied_head);
   same("post-norm", there.block.post_norm, here.block.post_norm);
   same("bidirectional attention", there.block.bidirectional, here.block.bidirectional);
+  same("token types", there.block.token_types, here.block.token_types);
+  same("embedding norm", there.block.embedding_norm, here.block.embedding_norm);
 }
 
 }  // namespace

@@ -189,23 +189,30 @@ NormOrder Gpt<F>::norm_order() {
   NormOrder order{.slot = {}, .slots = 0, .across = &grid_.pipe()};
   std::vector<ParameterRef<T>> ln;
   if (ln_f_) ln_f_->parameters(ln);
-  // After ln_f's: lm_head (untied), in the slot the model's last stage gives it.
-  const int head_slot = 2 + static_cast<int>(config_.layers) * per_block +
+  // wte 0 and wpe 1 (a slot of its own even where rotary positions leave it out), then BERT's tte and ln_e's where the
+  // model has them, then the blocks'; after ln_f's, lm_head (untied), in the slot the model's last stage gives it.
+  const int types = config_.block.token_types > 0 ? 1 : 0;
+  const int blocks_from =
+      2 + types + (config_.block.embedding_norm ? static_cast<int>(config_.block.norm.parameters(1)) : 0);
+  const int head_slot = blocks_from + static_cast<int>(config_.layers) * per_block +
                         static_cast<int>(config_.block.norm.parameters(1));
   std::vector<ParameterRef<T>> edges;
   embedding_parameters(edges);
   for (const ParameterRef<T>& p : edges) {
     if (p.name == "wte") order.slot.push_back(first ? 0 : -1);  // counted where the embedding is
     if (p.name == "wpe") order.slot.push_back(1);
+    if (p.name == "tte") order.slot.push_back(2);
+    if (p.name == "ln_e.weight") order.slot.push_back(2 + types);
+    if (p.name == "ln_e.bias") order.slot.push_back(3 + types);
     if (p.name == "lm_head.weight") order.slot.push_back(head_slot);
   }
   for (const Chunk& chunk : chunks_) {
     for (int b = 0; b < per_block * static_cast<int>(chunk.range.count); ++b) {
-      order.slot.push_back(2 + static_cast<int>(chunk.range.first) * per_block + b);
+      order.slot.push_back(blocks_from + static_cast<int>(chunk.range.first) * per_block + b);
     }
   }
   for (std::size_t k = 0; k < ln.size(); ++k) {
-    order.slot.push_back(2 + static_cast<int>(config_.layers) * per_block + static_cast<int>(k));
+    order.slot.push_back(blocks_from + static_cast<int>(config_.layers) * per_block + static_cast<int>(k));
   }
   int ends = 0;
   for (int s : order.slot) ends = std::max(ends, s + 1);
@@ -234,6 +241,9 @@ void Gpt<F>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
     if (name == "wpe") return !b.rope;                  // learned positions only
     if (name == "ln_f.bias") return b.norm.centered();  // LayerNorm's beta
     if (name == "lm_head.weight") return !b.tied_head;  // the untied head's
+    if (name == "tte") return b.token_types > 0;        // BERT's token types
+    if (name == "ln_e.weight") return b.embedding_norm;
+    if (name == "ln_e.bias") return b.embedding_norm && b.norm.centered();
     const std::size_t dot = name.find('.', 2);
     if (!name.starts_with("h.") || dot == std::string::npos) return false;
     const std::string layer = name.substr(2, dot - 2);
@@ -281,11 +291,11 @@ void Gpt<F>::set_recompute(Recompute policy) {
 
 template <class F>
 double Gpt<F>::forward_chunk(Chunk& chunk, Context& saved, const Pass& pass, const std::vector<int>& tokens,
-                             const std::vector<int>& targets, std::int64_t batch, std::int64_t mean_over,
-                             std::optional<DistMatrix<T>>& x) {
+                             const std::vector<int>& token_types, const std::vector<int>& targets, std::int64_t batch,
+                             std::int64_t mean_over, std::optional<DistMatrix<T>>& x) {
   const int u = chunk.virtual_stage, last = schedule_.virtual_stages() - 1;
   if (u == 0) {
-    x = embedding_->forward(tokens, batch, pass, saved.embedding);
+    x = embedding_->forward(tokens, token_types, batch, pass, saved.embedding);
     detail::check_finite(*x, "embedding forward output");
   }
   const std::int64_t seq = static_cast<std::int64_t>(tokens.size()) / batch;
@@ -391,8 +401,8 @@ double Gpt<F>::forward(const std::vector<int>& tokens, const std::vector<int>& t
   pass.lengths = inputs.lengths;
   saved = Context{};
   std::optional<DistMatrix<T>> x;
-  const double loss =
-      forward_chunk(chunks_.front(), saved, pass, tokens, targets, batch, predicted_tokens(targets, "forward"), x);
+  const double loss = forward_chunk(chunks_.front(), saved, pass, tokens, inputs.token_types, targets, batch,
+                                    predicted_tokens(targets, "forward"), x);
   saved.mark = ContextMark(grid_);
   call.done();
   return mean_over_model(loss);
@@ -418,6 +428,17 @@ void Gpt<F>::backward(Context saved) {
 
 template <class F>
 void Gpt<F>::check_inputs(const EncoderInputs& inputs, std::int64_t batch, std::int64_t seq, const char* call) const {
+  const std::int64_t types = config_.block.token_types;
+  if (!inputs.token_types.empty()) {
+    OPTIMUS_CHECK(types > 0, F::name, "::", call, ": ", inputs.token_types.size(),
+                  " token types given to a model without token types (BlockConfig::token_types = 0)");
+    OPTIMUS_CHECK(static_cast<std::int64_t>(inputs.token_types.size()) == batch * seq, F::name, "::", call, ": ",
+                  inputs.token_types.size(), " token types for ", batch * seq, " tokens");
+    for (std::size_t t = 0; t < inputs.token_types.size(); ++t) {
+      OPTIMUS_CHECK(inputs.token_types[t] >= 0 && inputs.token_types[t] < types, F::name, "::", call, ": token type ",
+                    inputs.token_types[t], " at position ", t, " is outside [0, ", types, ")");
+    }
+  }
   if (inputs.lengths.empty()) return;
   OPTIMUS_CHECK(static_cast<std::int64_t>(inputs.lengths.size()) == batch, F::name, "::", call, ": ",
                 inputs.lengths.size(), " sequence lengths for a batch of ", batch, " sequences");
@@ -443,8 +464,8 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, const EncoderInputs
   for (int u = 0; u <= last; ++u) {
     if (schedule_.stage_of(u) != stage) continue;
     if (u == 0) {
-      EmbeddingContext none;
-      x = embedding_->forward(tokens, batch, pass, none);
+      EmbeddingContext<T> none;
+      x = embedding_->forward(tokens, inputs.token_types, batch, pass, none);
       detail::check_finite(*x, "embedding forward output");
     } else if (schedule_.stage_of(u - 1) != stage) {
       x.emplace(grid_, n, config_.hidden, MemoryKind::workspace);

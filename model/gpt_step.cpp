@@ -23,7 +23,7 @@ class Gpt<F>::Step {
  public:
   Step(Gpt& model, const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
        std::int64_t batch, std::uint64_t step)
-      : m_(model), tokens_(tokens), targets_(targets), lengths_(inputs.lengths), batch_(batch), step_(step) {
+      : m_(model), tokens_(tokens), targets_(targets), inputs_(inputs), batch_(batch), step_(step) {
     const int m = m_.schedule_.micro_batches;
     const auto n = static_cast<std::int64_t>(tokens.size());
     OPTIMUS_CHECK(batch >= 1 && batch % m == 0 && n % batch == 0 && static_cast<std::int64_t>(targets.size()) == n,
@@ -114,14 +114,17 @@ class Gpt<F>::Step {
   int last() const { return m_.schedule_.virtual_stages() - 1; }
   int virtual_stage(const pipeline::Op& op) const { return m_.chunks_[static_cast<std::size_t>(op.chunk)].virtual_stage; }
   std::size_t numel(const DistMatrix<T>& x) const { return static_cast<std::size_t>(x.local().numel()); }
+  // Micro-batch k's part of the batch's per-token `ids` (empty stays empty).
   std::vector<int> slice(const std::vector<int>& ids, int k) const {
+    if (ids.empty()) return {};
     return std::vector<int>(ids.begin() + k * rows_, ids.begin() + (k + 1) * rows_);
   }
 
   // Micro-batch k's training pass: its sequences' place in the global batch, and their lengths where padded.
   Pass pass_of(int k) const {
     Pass pass = Pass::train(step_, m_.grid_.dp_index() * batch_ + k * micro_);
-    if (!lengths_.empty()) pass.lengths.assign(lengths_.begin() + k * micro_, lengths_.begin() + (k + 1) * micro_);
+    const std::vector<int>& lengths = inputs_.lengths;
+    if (!lengths.empty()) pass.lengths.assign(lengths.begin() + k * micro_, lengths.begin() + (k + 1) * micro_);
     return pass;
   }
 
@@ -228,7 +231,8 @@ class Gpt<F>::Step {
     if (op.work == pipeline::Work::forward) {
       const Pass pass = pass_of(k);
       std::optional<DistMatrix<T>> x = std::move(input);
-      loss_ += m_.forward_chunk(chunk, s.context, pass, slice(tokens_, k), slice(targets_, k), micro_, mean_over_, x);
+      loss_ += m_.forward_chunk(chunk, s.context, pass, slice(tokens_, k), slice(inputs_.token_types, k),
+                                slice(targets_, k), micro_, mean_over_, x);
       if (u != last()) deliver(*std::move(x), u + 1, k, false);
       return;
     }
@@ -251,7 +255,7 @@ class Gpt<F>::Step {
   Gpt& m_;
   const std::vector<int>& tokens_;
   const std::vector<int>& targets_;
-  std::vector<int> lengths_;  // [batch]: EncoderInputs::lengths, or empty
+  EncoderInputs inputs_;  // a copy: token types [batch * seq] and lengths [batch], or empty
   std::int64_t batch_;
   std::uint64_t step_;
   std::int64_t micro_ = 0, seq_ = 0, rows_ = 0;  // sequences per micro-batch, tokens per sequence, rows per block

@@ -51,6 +51,11 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_sha
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {{"wte", {c.vocab, h}}};
   if (!c.block.rope) shapes.push_back({"wpe", {c.max_seq, h}});  // learned positions
   const bool norm_bias = c.block.norm.centered();
+  if (c.block.token_types > 0) shapes.push_back({"tte", {c.block.token_types, h}});  // BERT's token types
+  if (c.block.embedding_norm) {
+    shapes.push_back({"ln_e.weight", {h}});
+    if (norm_bias) shapes.push_back({"ln_e.bias", {h}});
+  }
   for (std::int64_t l = 0; l < c.layers; ++l) {
     shapes.push_back({block_name(l, "ln_1.weight"), {h}});
     if (norm_bias) shapes.push_back({block_name(l, "ln_1.bias"), {h}});
@@ -88,12 +93,13 @@ Parameters gpt_init(const GptConfig& c) {
 
 GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
                                const std::vector<int>& targets, std::int64_t batch, std::uint64_t step) {
-  return gpt_forward_backward(c, p, tokens, targets, {}, batch, step);
+  return gpt_forward_backward(c, p, tokens, targets, EncoderInputs{}, batch, step);
 }
 
 GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
-                               const std::vector<int>& targets, const std::vector<int>& lengths, std::int64_t batch,
+                               const std::vector<int>& targets, const EncoderInputs& inputs, std::int64_t batch,
                                std::uint64_t step) {
+  const std::vector<int>& lengths = inputs.lengths;
   const auto n = static_cast<std::int64_t>(tokens.size());
   const std::int64_t s = n / batch, h = c.hidden;
   OPTIMUS_CHECK(s <= c.max_seq, "reference: sequence ", s, " longer than max_seq ", c.max_seq);
@@ -103,7 +109,17 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   Dropout dropout{c.dropout, c.seed, step, 0};
 
   const Matrix embd_mask = dropout_mask(n, h, c.dropout, c.seed, dropout_stream(step, 0, DropoutSite::embedding));
-  Matrix x = embedding_forward(wte, wpe, tokens, batch, embd_mask);
+  // BERT's embeddings: tte's rows of the tokens' types added, and the norm over the sum, before the dropout.
+  const std::vector<int> types = inputs.token_types.empty() ? std::vector<int>(tokens.size(), 0) : inputs.token_types;
+  const Matrix ones = Matrix::Ones(n, h);
+  Matrix x = embedding_forward(wte, wpe, tokens, batch, ones);
+  if (c.block.token_types > 0) {
+    for (std::int64_t r = 0; r < n; ++r) x.row(r) += p.at("tte").row(types[static_cast<std::size_t>(r)]);
+  }
+  NormCache ln_e;
+  const Matrix ln_e_bias = c.block.norm.centered() && c.block.embedding_norm ? p.at("ln_e.bias") : Matrix();
+  if (c.block.embedding_norm) x = norm_forward(c.block.norm, x, p.at("ln_e.weight"), ln_e_bias, ln_e);
+  x = x.cwiseProduct(embd_mask);
 
   std::vector<BlockCache> caches(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -135,7 +151,19 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
     store_block_grads(g, l, bg.dw);
     dx = bg.dx;
   }
-  const EmbeddingGrads de = embedding_backward(c.vocab, c.max_seq, tokens, batch, embd_mask, dx);
+  dx = dx.cwiseProduct(embd_mask);
+  if (c.block.embedding_norm) {
+    const LayerNormGrads dln_e = norm_backward(ln_e, p.at("ln_e.weight"), dx);
+    g["ln_e.weight"] = dln_e.dgamma;
+    if (c.block.norm.centered()) g["ln_e.bias"] = dln_e.dbeta;
+    dx = dln_e.dx;
+  }
+  if (c.block.token_types > 0) {
+    Matrix dtte = Matrix::Zero(c.block.token_types, h);
+    for (std::int64_t r = 0; r < n; ++r) dtte.row(types[static_cast<std::size_t>(r)]) += dx.row(r);
+    g["tte"] = dtte;
+  }
+  const EmbeddingGrads de = embedding_backward(c.vocab, c.max_seq, tokens, batch, ones, dx);
   if (c.block.tied_head) {
     g["wte"] = dhead + de.dwte;
   } else {

@@ -102,6 +102,7 @@ void validate(const GptConfig& c, const ConfigNames& n) {
                 " must be positive and finite");
   OPTIMUS_CHECK(c.block.kv_heads >= 0 && c.heads % c.kv_heads() == 0, at, named(n.kv_heads, c.block.kv_heads),
                 " must divide ", named(n.heads, c.heads), n.kv_heads.starts_with("--") ? "" : " (or be 0: as many)");
+  OPTIMUS_CHECK(c.block.token_types >= 0, at, "token_types = ", c.block.token_types, " must not be negative");
   if (c.block.rope) {
     OPTIMUS_CHECK(std::isfinite(c.block.rope->theta) && c.block.rope->theta > 1.0, at,
                   named(n.rope_theta, c.block.rope->theta), " must be finite and above 1");

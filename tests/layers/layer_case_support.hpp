@@ -136,6 +136,14 @@ inline BlockConfig bert_blocks() {
   return b;
 }
 
+// BERT's model: its blocks, two token types (segments A and B) and a norm over the embeddings.
+inline BlockConfig bert_model_blocks() {
+  BlockConfig b = bert_blocks();
+  b.token_types = 2;
+  b.embedding_norm = true;
+  return b;
+}
+
 // GPT-2's blocks with RMSNorm, their linears with biases or without.
 inline BlockConfig rms_blocks(bool bias) {
   BlockConfig block;

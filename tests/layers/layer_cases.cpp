@@ -136,9 +136,15 @@ std::vector<int> targets_for(std::int64_t n, std::int64_t vocab, std::uint64_t s
   return t;
 }
 
-// The encoder's inputs of a batch of `s`'s shapes under `predicted`: its sequences padded (padded), or none.
-EncoderInputs inputs_for(const LayerShapes& s, Predicted predicted) {
-  return {.lengths = predicted == Predicted::padded ? padded_lengths(s.batch, s.seq) : std::vector<int>{}};
+// The encoder's inputs of a batch of `s`'s shapes under `predicted` for a model of `block`'s: its sequences padded
+// (padded), or none; each sequence's second half of token type 1 where the model has token types (BERT's segment B).
+EncoderInputs inputs_for(const LayerShapes& s, Predicted predicted, const BlockConfig& block) {
+  EncoderInputs inputs;
+  if (predicted == Predicted::padded) inputs.lengths = padded_lengths(s.batch, s.seq);
+  for (std::int64_t i = 0; i < s.batch * s.seq && block.token_types > 0; ++i) {
+    inputs.token_types.push_back(i % s.seq >= s.seq / 2 ? 1 : 0);
+  }
+  return inputs;
 }
 
 template <class T>
@@ -194,11 +200,17 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
   Gpt2D<T> model(grid, config);
   // Start from the shared initialization rule, rounded to T, as the reference sees it.
   reference::Parameters p = reference::gpt_init(config);
+  if (block.embedding_norm) {  // ln_e with a gamma and beta of their own (initialized as 1 and 0), loaded
+    const std::map<std::string, GlobalMatrix> ln_e{{"ln_e.weight", reference::random_matrix(1, config.hidden, 71)},
+                                                   {"ln_e.bias", reference::random_matrix(1, config.hidden, 72)}};
+    for (const auto& [name, m] : ln_e) p[name] = m;
+    model.load_global(ln_e);  // (rounded to T there, as p is below)
+  }
   for (auto& [name, m] : p) m = rounded<T>(m);
   const std::int64_t n = s.batch * s.seq;
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
   const auto targets = [&](int c) { return targets_for(n, config.vocab, 2, c, predicted, s.seq); };
-  const EncoderInputs inputs = inputs_for(s, predicted);
+  const EncoderInputs inputs = inputs_for(s, predicted, block);
   const std::vector<ParameterRef<T>> refs = model.parameters();
   LayerRun<typename Gpt2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
@@ -210,7 +222,7 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
         return Matrix();
       },
       .expected = [&](int c) {
-        reference::GptResult r = reference::gpt_forward_backward(config, p, tokens(c), targets(c), inputs.lengths,
+        reference::GptResult r = reference::gpt_forward_backward(config, p, tokens(c), targets(c), inputs,
                                                                  s.batch, pass_for(3, c).step);
         return Expected{.output = Matrix::Constant(1, 1, r.loss), .input_grad = Matrix(), .grads = std::move(r.grads)};
       },
@@ -224,7 +236,7 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
   const reference::GptResult no_dropout = [&] {
     GptConfig c = config;
     c.dropout = 0;
-    return reference::gpt_forward_backward(c, p, tokens(0), targets(0), inputs.lengths, s.batch, 0);
+    return reference::gpt_forward_backward(c, p, tokens(0), targets(0), inputs, s.batch, 0);
   }();
   const Matrix& expected_logits = no_dropout.logits;
   expect_close<T>(grid, "gpt logits", logits, expected_logits);
@@ -342,6 +354,10 @@ void check_gpt(Communicator& world, int q) {
   // An encoder's batch: its sequences padded, the padding never predicted.
   gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), Predicted::padded, InFlight{});
   gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), Predicted::padded, InFlight{});
+  // BERT's embeddings too: token types (each sequence's second half of type 1) and the embeddings' norm.
+  in_flight_scenarios<double>(
+      [&](const InFlight& f) { gpt_case<double>(grid, shapes_for(q), 0.1, bert_model_blocks(), Predicted::padded, f); });
+  gpt_case<float>(grid, shapes_for(q), 0.0, bert_model_blocks(), Predicted::padded, InFlight{});
 }
 
 namespace {

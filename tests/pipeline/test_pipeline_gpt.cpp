@@ -144,7 +144,7 @@ TEST_CASE("an encoder's padded batch through a pipeline (1f1b, 2 stages, 2 micro
   const std::int64_t batch = 4, seq = 5;
   const std::vector<int> tokens = optimus::test::random_tokens(batch * seq, config.vocab, 3);
   std::vector<int> targets = optimus::test::random_tokens(batch * seq, config.vocab, 4);
-  const optimus::EncoderInputs inputs{.lengths = {5, 3, 1, 4}};
+  const optimus::EncoderInputs inputs{.token_types = {}, .lengths = {5, 3, 1, 4}};
   for (std::int64_t i = 0; i < batch * seq; ++i) {  // the padding and every other position not predicted
     if (i % seq >= inputs.lengths[static_cast<std::size_t>(i / seq)] || i % 2 == 1) {
       targets[static_cast<std::size_t>(i)] = optimus::math::kIgnoredTarget;
@@ -159,7 +159,7 @@ TEST_CASE("an encoder's padded batch through a pipeline (1f1b, 2 stages, 2 micro
     whole = model.gather(true);
   });
   const optimus::reference::GptResult r = optimus::reference::gpt_forward_backward(
-      config, optimus::reference::gpt_init(config), tokens, targets, inputs.lengths, batch, 7);
+      config, optimus::reference::gpt_init(config), tokens, targets, inputs, batch, 7);
   CHECK(std::abs(whole_loss - r.loss) <= 1e-10 * r.loss);
   for (const auto& [name, g] : whole) {
     CAPTURE_BINDING(name);
@@ -177,7 +177,7 @@ TEST_CASE("an encoder's padded batch through a pipeline (1f1b, 2 stages, 2 micro
     // Lengths that do not fit the batch: one error on every rank, naming them.
     const auto step_with = [&](std::vector<int> lengths) {
       return optimus::test::error_on_every_rank(
-          world, [&] { model.train_step(tokens, targets, optimus::EncoderInputs{.lengths = lengths}, batch, 8); });
+          world, [&] { model.train_step(tokens, targets, optimus::EncoderInputs{.token_types = {}, .lengths = lengths}, batch, 8); });
     };
     CHECK(step_with({5, 3, 1}) == "Gpt2D::train_step: 3 sequence lengths for a batch of 4 sequences");
     CHECK(step_with({5, 3, 0, 4}) ==

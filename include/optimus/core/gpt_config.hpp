@@ -75,6 +75,10 @@ struct BlockConfig {
   // Which keys a query sees: false, itself and those before it (a decoder's causal attention); true, every key of its
   // sequence (an encoder's, BERT's).
   bool bidirectional = false;
+  // BERT's embeddings: token-type (segment) embeddings tte [token_types, h] added to the lookups (0: none), and a norm
+  // (`norm`'s kind and eps: ln_e) over their sum, before the embedding dropout.
+  std::int64_t token_types = 0;
+  bool embedding_norm = false;
   friend bool operator==(const BlockConfig&, const BlockConfig&) = default;
 
   // Llama's blocks: RMSNorm (eps 1e-5), rotary positions of `theta`, SwiGLU, no biases, `kv_heads` (0: heads), an
@@ -91,7 +95,7 @@ inline const char* family_name(const BlockConfig& b) {
   if (b == BlockConfig{}) return "gpt2";
   const bool llama =
       b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias && !b.post_norm &&
-      !b.bidirectional;
+      !b.bidirectional && b.token_types == 0 && !b.embedding_norm;
   return llama ? "llama" : "custom";
 }
 
@@ -125,13 +129,15 @@ struct GptConfig {
   // One block's weight-matrix elements (c_attn, attn.c_proj, c_fc, mlp.c_proj) and bias elements (where it has them).
   std::int64_t block_weights() const { return hidden * qkv_width() + hidden * hidden + hidden * fc_width() + ffn * hidden; }
   std::int64_t block_biases() const { return block.bias ? qkv_width() + hidden + fc_width() + hidden : 0; }
-  // Parameter count: wte (and an untied head's lm_head), wpe for learned positions, per block two norms (gamma and,
-  // for LayerNorm, beta), c_attn, attn.c_proj, c_fc, mlp.c_proj and their biases where the block has them; ln_f.
+  // Parameter count: wte (and an untied head's lm_head), wpe for learned positions, tte and ln_e where the block says
+  // (BERT's), per block two norms (gamma and, for LayerNorm, beta), c_attn, attn.c_proj, c_fc, mlp.c_proj and their
+  // biases where the block has them; ln_f.
   std::int64_t parameter_count() const {
     const std::int64_t h = hidden;
     const std::int64_t norm = block.norm.parameters(h);
     const std::int64_t per_block = 2 * norm + block_weights() + block_biases();
-    const std::int64_t embeddings = vocab * h * (block.tied_head ? 1 : 2) + (block.rope ? 0 : max_seq * h);
+    const std::int64_t embeddings = vocab * h * (block.tied_head ? 1 : 2) + (block.rope ? 0 : max_seq * h) +
+                                    block.token_types * h + (block.embedding_norm ? norm : 0);
     return embeddings + layers * per_block + norm;
   }
 };
@@ -142,7 +148,8 @@ inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
             << name_of(c.block.norm.kind) << "(eps " << c.block.norm.eps << ") bias=" << c.block.bias << " positions="
             << (c.block.rope ? "rope(theta " + std::to_string(c.block.rope->theta) + ")" : std::string("learned"))
             << " mlp=" << name_of(c.block.mlp) << " kv_heads=" << c.kv_heads() << " tied_head=" << c.block.tied_head
-            << " post_norm=" << c.block.post_norm << " bidirectional=" << c.block.bidirectional;
+            << " post_norm=" << c.block.post_norm << " bidirectional=" << c.block.bidirectional
+            << " token_types=" << c.block.token_types << " embedding_norm=" << c.block.embedding_norm;
 }
 
 // Dropout masks are counter-based like initialization: element (row, col) of `site` in block `layer` at

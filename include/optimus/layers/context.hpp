@@ -126,12 +126,15 @@ void for_each_saved_tensor(BlockContext<T>& c, F&& f) {
   if (c.input) tensor(c.input->storage());
 }
 
-// The token embedding: the token ids (every rank holds the replica's b*s ids) and the pass.
+// The token embedding: the token ids and token types (every rank holds the replica's b*s of each; no types: empty), the
+// pass, and the embeddings' norm's context (BERT's ln_e; empty without it).
+template <class T>
 struct EmbeddingContext {
   ContextMark mark;
-  std::vector<int> tokens;
+  std::vector<int> tokens, token_types;
   std::int64_t seq = 0;
   Pass pass;
+  LayerNormContext<T> ln_e;
 };
 
 // The LM head: its input x [N, h] and dlogits [N, vocab] (bf16 under mixed precision).
@@ -146,7 +149,7 @@ struct LmHeadContext {
 template <class T>
 struct GptContext {
   ContextMark mark;
-  EmbeddingContext embedding;
+  EmbeddingContext<T> embedding;
   std::vector<BlockContext<T>> blocks;
   LayerNormContext<T> ln_f;
   LmHeadContext<T> head;

@@ -4,6 +4,9 @@
 //   wte: [vocab, h] in q x q blocks (rank (i, j) holds vocabulary slice i, feature block j);
 //   wpe: [max_seq, h] in q x q blocks, for learned positions (none with rotary positions: the blocks' attention turns
 //   queries and keys instead). Output x: [N, h] with N = b*s.
+//   tte: [token_types, h] (BERT's segment embeddings, BlockConfig::token_types; none where 0), a small vocabulary of
+//   its own, stored and looked up as wte is (its rows padded to a multiple of the split's parts: zero, never looked
+//   up); ln_e: a norm over the sum (BlockConfig::embedding_norm: BERT's embeddings' LayerNorm), before the dropout.
 //   lm_head.weight: [vocab, h] as wte, the untied LM head's own weight (BlockConfig::tied_head false), held here on the
 //   stage of the head; the head multiplies head_operand(): lm_head, or wte where tied.
 // Forward, as Megatron's vocab-parallel embedding applied along each grid column: every rank of column j
@@ -11,7 +14,8 @@
 // column sums the slices and leaves rank (i, j) its rows block i. wpe's column block is all-gathered along the
 // column. Backward: dx's column block is all-gathered along the column and scattered into the local slice
 // of dwte; dwpe's partial sums are reduce-scattered along the column.
-// Every rank receives the replica's whole batch of token ids (b*s ints), checked against the vocabulary.
+// Every rank receives the replica's whole batch of token ids (b*s ints), checked against the vocabulary, and of token
+// types where the model has them. tte's lookup is one more reduce-scatter (2D; 1D: all-reduce) of x, forward only.
 #pragma once
 
 #include <memory>
@@ -22,6 +26,7 @@
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dropout.hpp"
+#include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
 #include "optimus/layers/split.hpp"
@@ -41,12 +46,16 @@ class Embedding {
 
   Embedding(const Place& place, const GptConfig& config, TiedHead head);
 
-  using Context = EmbeddingContext;
+  using Context = EmbeddingContext<T>;
 
   // tokens: b*s ids, row-major [b, s]; returns x: [b*s, h] with embedding dropout applied. A training pass keeps the
-  // ids in `saved`.
+  // ids in `saved`. Every token of type 0 where the model has token types.
   DistMatrix<T> forward(const std::vector<int>& tokens, std::int64_t batch, const Pass& pass, Context& saved);
-  // Accumulates dwte and dwpe (learned positions).
+  // The same with each token's type (b*s, each in [0, token_types)); empty: every token of type 0. Types given to a
+  // model without token types throw, naming the counts.
+  DistMatrix<T> forward(const std::vector<int>& tokens, const std::vector<int>& token_types, std::int64_t batch,
+                        const Pass& pass, Context& saved);
+  // Accumulates dwte, dwpe (learned positions), dtte (token types) and ln_e's gradients.
   void backward(Context saved, const DistMatrix<T>& dx);
 
   void parameters(std::vector<ParameterRef<T>>& out);
@@ -68,6 +77,8 @@ class Embedding {
   GptConfig config_;
   DistMatrix<T> wte_, dwte_;
   std::optional<DistMatrix<T>> wpe_, dwpe_;         // learned positions only
+  std::optional<DistMatrix<T>> tte_, dtte_;         // token types only
+  std::unique_ptr<LayerNorm2D<T>> ln_e_;            // the embeddings' norm (on the activation grid), or none
   std::optional<DistMatrix<T>> lm_head_, dlm_head_;  // the untied head's, here
   std::unique_ptr<WeightCopy> head_bf16_;  // the head's weight's bf16 copy (Split::head_copy) here, else null
 };

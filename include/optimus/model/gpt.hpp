@@ -110,8 +110,8 @@ class Gpt {
   // replicas. m must divide the batch, and q each micro-batch.
   double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                     std::uint64_t step);
-  // The same on an encoder's batch (encoder_inputs.hpp: its sequences' lengths before their padding, each checked
-  // against the sequence length, their number against the batch). Every call below has this form too.
+  // The same on an encoder's batch (encoder_inputs.hpp: its tokens' types and its sequences' lengths before their
+  // padding, checked on every rank against the model and the batch). Every call below has this form too.
   double train_step(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
                     std::int64_t batch, std::uint64_t step);
   // One train_step taken apart, for a caller that interleaves the operations of several models on one rank (a sweep's
@@ -226,8 +226,8 @@ class Gpt {
   // loss, returned (u = U-1; else x holds the output for u + 1). tokens, targets: the micro-batch's, row-major [b, s];
   // the loss is its part of a mean over mean_over tokens.
   double forward_chunk(Chunk& chunk, Context& saved, const Pass& pass, const std::vector<int>& tokens,
-                       const std::vector<int>& targets, std::int64_t batch, std::int64_t mean_over,
-                       std::optional<DistMatrix<T>>& x);
+                       const std::vector<int>& token_types, const std::vector<int>& targets, std::int64_t batch,
+                       std::int64_t mean_over, std::optional<DistMatrix<T>>& x);
   // Its B (`later` null) or B_input (the weight gradients queued in later): dy is the output's gradient from u + 1
   // (none on u = U-1, which starts from the loss). Returns the input's gradient for u - 1, or on u = 0 the embedding's
   // output gradient when its backward waits for B_weight (nothing once the embedding's backward ran). With `sums`,
@@ -256,8 +256,9 @@ class Gpt {
   // `call` names the public call in errors.
   std::optional<DistMatrix<T>> forward_to_head(const std::vector<int>& tokens, const EncoderInputs& inputs,
                                                std::int64_t batch, const char* call);
-  // Throws, naming `call` and the values, unless `inputs` suit a batch of `batch` sequences of `seq` tokens (lengths
-  // empty, or one in [1, seq] per sequence). The same on every rank: every rank holds the replica's whole batch.
+  // Throws, naming `call` and the values, unless `inputs` suit a batch of `batch` sequences of `seq` tokens (token
+  // types empty, or one of the model's per token; lengths empty, or one in [1, seq] per sequence). The same on every
+  // rank: every rank holds the replica's whole batch.
   void check_inputs(const EncoderInputs& inputs, std::int64_t batch, std::int64_t seq, const char* call) const;
   // This stage's parameters outside the blocks: the embedding's (wte alone on the head's stage when another holds
   // the embedding), and ln_f's.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "optimus/core/gpt_config.hpp"
+#include "optimus/model/encoder_inputs.hpp"
 #include "optimus/reference/layers.hpp"
 
 namespace optimus::reference {
@@ -54,9 +55,10 @@ struct GptResult {
 };
 GptResult gpt_forward_backward(const GptConfig& config, const Parameters& params, const std::vector<int>& tokens,
                                const std::vector<int>& targets, std::int64_t batch, std::uint64_t step);
-// The same on padded sequences: lengths [batch], each sequence's tokens before its padding (KeyMask::lengths).
+// The same on an encoder's batch (model/encoder_inputs.hpp): each token's type (tte's row, added before the
+// embeddings' norm; empty: type 0) and each sequence's tokens before its padding (KeyMask::lengths; empty: none).
 GptResult gpt_forward_backward(const GptConfig& config, const Parameters& params, const std::vector<int>& tokens,
-                               const std::vector<int>& targets, const std::vector<int>& lengths, std::int64_t batch,
+                               const std::vector<int>& targets, const EncoderInputs& inputs, std::int64_t batch,
                                std::uint64_t step);
 
 // One AdamW step (t counts from 1) on every parameter; weight decay applies to matrices only.
