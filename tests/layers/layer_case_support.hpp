@@ -14,6 +14,7 @@
 #include "layer_cases.hpp"
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/layers/attention.hpp"
+#include "optimus/model/encoder_inputs.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/mlp.hpp"
 #include "optimus/layers/parameter.hpp"
@@ -184,6 +185,17 @@ inline std::vector<int> padded_lengths(std::int64_t batch, std::int64_t seq) {
   std::vector<int> lengths;
   for (std::int64_t b = 0; b < batch; ++b) lengths.push_back(static_cast<int>(seq - b % seq));
   return lengths;
+}
+
+// The encoder's inputs of a batch of `s`'s shapes for a model of `block`'s: its sequences padded as padded_lengths says
+// (padded) or none; each sequence's second half of token type 1 where the model has token types (BERT's segment B).
+inline EncoderInputs encoder_inputs(const LayerShapes& s, bool padded, const BlockConfig& block) {
+  EncoderInputs inputs;
+  if (padded) inputs.lengths = padded_lengths(s.batch, s.seq);
+  for (std::int64_t i = 0; i < s.batch * s.seq && block.token_types > 0; ++i) {
+    inputs.token_types.push_back(i % s.seq >= s.seq / 2 ? 1 : 0);
+  }
+  return inputs;
 }
 
 // pass_for(step, c) of sequences padded as padded_lengths says, or not padded.

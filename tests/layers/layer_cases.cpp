@@ -136,16 +136,7 @@ std::vector<int> targets_for(std::int64_t n, std::int64_t vocab, std::uint64_t s
   return t;
 }
 
-// The encoder's inputs of a batch of `s`'s shapes under `predicted` for a model of `block`'s: its sequences padded
-// (padded), or none; each sequence's second half of token type 1 where the model has token types (BERT's segment B).
-EncoderInputs inputs_for(const LayerShapes& s, Predicted predicted, const BlockConfig& block) {
-  EncoderInputs inputs;
-  if (predicted == Predicted::padded) inputs.lengths = padded_lengths(s.batch, s.seq);
-  for (std::int64_t i = 0; i < s.batch * s.seq && block.token_types > 0; ++i) {
-    inputs.token_types.push_back(i % s.seq >= s.seq / 2 ? 1 : 0);
-  }
-  return inputs;
-}
+
 
 template <class T>
 void lm_head_case(const Grid& grid, const LayerShapes& s, Predicted predicted, const InFlight& f) {
@@ -210,7 +201,7 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
   const std::int64_t n = s.batch * s.seq;
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
   const auto targets = [&](int c) { return targets_for(n, config.vocab, 2, c, predicted, s.seq); };
-  const EncoderInputs inputs = inputs_for(s, predicted, block);
+  const EncoderInputs inputs = encoder_inputs(s, predicted == Predicted::padded, block);
   const std::vector<ParameterRef<T>> refs = model.parameters();
   LayerRun<typename Gpt2D<T>::Context> run{
       .forward = [&](int c, auto& saved) {

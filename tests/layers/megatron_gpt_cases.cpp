@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "in_flight.hpp"
+#include "layer_case_support.hpp"
 #include "layer_cases.hpp"
 #include "optimus/layers/adamw.hpp"
 #include "optimus/model/gpt.hpp"
@@ -25,7 +26,8 @@ reference::Parameters rounded_init(const GptConfig& config) {
   return p;
 }
 
-// The 1D GPT of `block`'s blocks against the reference.
+// The 1D GPT of `block`'s blocks against the reference; a model with token types (BERT's) on an encoder's batch (token
+// types, padded sequences).
 template <class T>
 void gpt_1d_contexts(Communicator& world, const BlockConfig& block, const InFlight& f) {
   megatron::Group group(world);
@@ -43,19 +45,21 @@ void gpt_1d_contexts(Communicator& world, const BlockConfig& block, const InFlig
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };
   const auto targets = [&](int c) { return random_tokens(n, config.vocab, 2 + 1000 * static_cast<std::uint64_t>(c)); };
   const auto step = [](int c) { return 3 + static_cast<std::uint64_t>(c); };
+  const EncoderInputs inputs = encoder_inputs(s, block.token_types > 0, block);
   const std::vector<ParameterRef<T>> refs = model.parameters();
   std::vector<std::string> names;
   for (const ParameterRef<T>& r : refs) names.push_back(r.name);
   LayerRun<typename Gpt1D<T>::Context> run{
       .forward = [&](int c, auto& saved) {
-        return Matrix::Constant(1, 1, model.forward(tokens(c), targets(c), s.batch, step(c), saved));
+        return Matrix::Constant(1, 1, model.forward(tokens(c), targets(c), inputs, s.batch, step(c), saved));
       },
       .backward = [&](int, auto saved) {
         model.backward(std::move(saved));
         return Matrix();
       },
       .expected = [&](int c) {
-        reference::GptResult r = reference::gpt_forward_backward(config, p, tokens(c), targets(c), s.batch, step(c));
+        reference::GptResult r =
+            reference::gpt_forward_backward(config, p, tokens(c), targets(c), inputs, s.batch, step(c));
         return Expected{.output = Matrix::Constant(1, 1, r.loss), .input_grad = Matrix(), .grads = std::move(r.grads)};
       },
   };
@@ -186,6 +190,9 @@ void check_gpt_1d(Communicator& world) {
   bert.bidirectional = true;
   gpt_1d_contexts<double>(world, bert, InFlight{});
   gpt_1d_contexts<float>(world, bert, InFlight{});
+  // BERT's model: token types and the embeddings' norm (replicated), on padded sequences.
+  for (const InFlight& f : in_flight_cases(false)) gpt_1d_contexts<double>(world, bert_model_blocks(), f);
+  gpt_1d_contexts<float>(world, bert_model_blocks(), InFlight{});
   gpt_1d_traffic(world);
   gpt_1d_training(world);
 }
