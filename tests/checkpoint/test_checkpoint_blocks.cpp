@@ -109,19 +109,26 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
   fs::remove_all(dir);
 }
 
-TEST_CASE("BERT's blocks (exact GELU, norms after the residual adds, bidirectional attention): the checkpoint records "
-          "them, reloads bitwise at q = 1, is refused by pre-norm and by causal blocks and by GPT-2's file format, each "
-          "naming what differs") {
+TEST_CASE("BERT's model (exact GELU, norms after the residual adds, bidirectional attention, token types, a norm over "
+          "the embeddings): the checkpoint records it, reloads bitwise at q = 1, is refused by pre-norm and by causal "
+          "blocks, without token types or the embeddings' norm, and by GPT-2's file format, each naming what differs") {
   const fs::path dir = fresh_directory("gelu_erf");
   optimus::GptConfig erf = small_config();
   erf.block.mlp = optimus::MlpKind::gelu_erf;
   erf.block.post_norm = true;
   erf.block.bidirectional = true;
+  erf.block.token_types = 3;  // at q = 2 stored in 4 rows, the last one padding
+  erf.block.embedding_norm = true;
   std::vector<std::string> refusals;
   const std::map<std::string, GlobalMatrix> saved = save_trying_gpt2_export(dir, erf, refusals);
+  REQUIRE(saved.count("tte") == 1);
+  CHECK(saved.at("tte").rows() == 3);
+  CHECK(saved.at("tte").cols() == erf.hidden);
+  CHECK(saved.count("ln_e.weight") == 1);
+  CHECK(saved.count("ln_e.bias") == 1);
   for (const std::string& m : refusals) {
     CHECK(m.find("the model's are LayerNorm with eps 1e-05, MLP gelu_erf, norms after the residual adds, bidirectional "
-                 "attention") != std::string::npos);
+                 "attention, token-type embeddings, a norm over the embeddings") != std::string::npos);
   }
   CHECK_FALSE(fs::exists(dir / "gpt2.safetensors"));
   optimus::GptConfig pre_norm = erf;
@@ -130,6 +137,12 @@ TEST_CASE("BERT's blocks (exact GELU, norms after the residual adds, bidirection
   optimus::GptConfig causal = erf;
   causal.block.bidirectional = false;
   reloads_at_q1_not_as(dir, erf, saved, causal, "is of another model: bidirectional attention 1 there, 0 here");
+  optimus::GptConfig two_types = erf;
+  two_types.block.token_types = 2;
+  reloads_at_q1_not_as(dir, erf, saved, two_types, "is of another model: token types 3 there, 2 here");
+  optimus::GptConfig no_norm = erf;
+  no_norm.block.embedding_norm = false;
+  reloads_at_q1_not_as(dir, erf, saved, no_norm, "is of another model: embedding norm 1 there, 0 here");
   fs::remove_all(dir);
 }
 
