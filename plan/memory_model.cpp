@@ -17,7 +17,8 @@ using u64 = std::uint64_t;
 // The vocabulary as the layout stores it.
 std::int64_t stored_vocab(const Layout& l, const GptConfig& c) { return c.stored_vocab(l.two_d() ? l.q() : l.tp); }
 
-// Local elements of wte (and of an untied head's lm_head, the same), of wpe (learned positions) and of ln_f on one rank.
+// Local elements of wte (and of an untied head's lm_head, the same), of the embedding's other tables (wpe for learned
+// positions; BERT's tte and ln_e) and of ln_f on one rank.
 struct Others {
   std::int64_t wte = 0, wpe = 0, ln_f = 0;
 };
@@ -28,8 +29,13 @@ std::int64_t norm_parameters(const GptConfig& c) {
 
 Others others(const Layout& l, const GptConfig& c) {
   const std::int64_t h = c.hidden, v = stored_vocab(l, c), positions = c.block.rope ? 0 : c.max_seq;
-  if (l.two_d()) return {.wte = v * h / l.tp, .wpe = positions * h / l.tp, .ln_f = norm_parameters(c) / l.tp};
-  return {.wte = v / l.tp * h, .wpe = positions * h, .ln_f = norm_parameters(c)};
+  const int parts = l.two_d() ? l.q() : l.tp;  // tte's rows are stored padded to a multiple of these, split as wte's
+  const std::int64_t types = (c.block.token_types + parts - 1) / parts * parts;
+  const std::int64_t ln_e = c.block.embedding_norm ? norm_parameters(c) : 0;
+  if (l.two_d()) {
+    return {.wte = v * h / l.tp, .wpe = (positions + types) * h / l.tp + ln_e / l.tp, .ln_f = norm_parameters(c) / l.tp};
+  }
+  return {.wte = v / l.tp * h, .wpe = positions * h + types / l.tp * h + ln_e, .ln_f = norm_parameters(c)};
 }
 
 // The micro-batch's sequences per replica.
@@ -46,6 +52,15 @@ std::int64_t head_bytes(const Layout& l, const Workload& w) {
   const std::int64_t n = s.batch * s.seq, h = s.hidden, e = s.saved_bytes;
   // ln_f's xhat and 1/std, the head's input (all replicated) and dlogits [N, V/t].
   return e * n * h + s.element_bytes * n + e * n * h + e * n * (stored_vocab(l, w.config) / l.tp);
+}
+
+// What a micro-batch's embedding keeps for its backward (held until its backward, which a split backward runs in
+// B_weight): the embeddings' norm's xhat and 1/std (BERT's ln_e), nothing without it.
+std::int64_t embedding_norm_bytes(const Layout& l, const Workload& w) {
+  if (!w.config.block.embedding_norm) return 0;
+  const std::int64_t n = micro_sequences(l, w) * w.seq, h = w.config.hidden;
+  if (l.two_d()) return w.saved_bytes * n * h / l.tp + w.element_bytes * n / l.q();
+  return w.saved_bytes * n * h + w.element_bytes * n;
 }
 
 // The workspace estimate: the largest of the MLP's SUMMA working set (c_fc's output and the activation's gradients:
@@ -148,8 +163,8 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
         peak_backward = std::max(peak_backward, saved + transient);
       }
     }
-    const std::int64_t tail = head_bytes(l, w);
-    std::int64_t device_activations = std::max(saved + tail, peak_backward);
+    const std::int64_t tail = head_bytes(l, w) + embedding_norm_bytes(l, w);
+    std::int64_t device_activations = std::max(saved + tail, peak_backward + embedding_norm_bytes(l, w));
     if (l.offload == Offload::spill_activations) {
       // spill.hpp: every block's context but the last goes to the host (uniform blocks).
       const std::int64_t block = c.layers > 0 ? saved / c.layers : 0;
@@ -195,6 +210,8 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
       chunks.push_back({.saved = saved, .weight = range.count * block_weight + (last ? head_weight : 0)});
     }
   }
+  chunks.front().saved += embedding_norm_bytes(l, w);  // u = 0's embedding, held until its (weight) backward
+  chunks.front().weight += embedding_norm_bytes(l, w);
   const std::vector<std::int64_t> peaks = pipeline::peak_activation_bytes(schedule, chunks);
   const int first = schedule.stage_of(0), last = schedule.stage_of(schedule.virtual_stages() - 1);
   for (int s = 0; s < l.pp; ++s) {

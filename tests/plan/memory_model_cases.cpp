@@ -201,3 +201,33 @@ TEST_CASE("memory model: Llama's blocks (2D and 1D, whole and in a 2-stage pipel
     }
   }
 }
+
+TEST_CASE("memory model: BERT's model (token types, the embeddings' norm; 2D and 1D, whole and in 2-stage pipelines, "
+          "1f1b and the split backward) equals the trackers") {
+  auto w = small_gpt(2, 0.1);
+  w.config.block.mlp = optimus::MlpKind::gelu_erf;
+  w.config.block.post_norm = true;
+  w.config.block.bidirectional = true;
+  w.config.block.token_types = 3;
+  w.config.block.embedding_norm = true;
+  const auto none2 = policies({Recompute::none, Recompute::none});
+  const auto full2 = policies({Recompute::full, Recompute::none});
+  for (const TensorParallel tensor : {TensorParallel::two_d, TensorParallel::one_d}) {
+    for (const pp::Kind kind : {pp::Kind::one_f_one_b, pp::Kind::zero_bubble}) {
+      for (const int stages : {1, 2}) {
+        if (stages == 1 && kind == pp::Kind::zero_bubble) continue;
+        CAPTURE(stages);
+        check_layout({.tensor = tensor,
+                      .tp = tensor == TensorParallel::two_d ? 4 : 2,
+                      .dp = 1,
+                      .pp = stages,
+                      .schedule = kind,
+                      .chunks = 1,
+                      .micro_batches = 2,
+                      .offload = optimus::Offload::none,
+                      .recompute = stages == 1 ? full2 : none2},
+                     w);
+      }
+    }
+  }
+}
