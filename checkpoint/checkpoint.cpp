@@ -60,7 +60,8 @@ json block_json(const BlockConfig& b) {
           {"post_norm", b.post_norm},
           {"bidirectional", b.bidirectional},
           {"token_types", b.token_types},
-          {"embedding_norm", b.embedding_norm}};
+          {"embedding_norm", b.embedding_norm},
+          {"head_transform", b.head_transform}};
 }
 
 json config_json(const GptConfig& c) {
@@ -71,7 +72,8 @@ json config_json(const GptConfig& c) {
 }
 
 // A block written before the block configuration was recorded (no "block") is GPT-2's; one written before a field was
-// (positions, mlp, kv_heads, tied_head, post_norm, bidirectional, token_types, embedding_norm) has GPT-2's value of it.
+// (positions, mlp, kv_heads, tied_head, post_norm, bidirectional, token_types, embedding_norm, head_transform) has
+// GPT-2's value of it.
 BlockConfig block_from(const json& j) {
   if (!j.contains("block")) return BlockConfig{};
   const json& b = j.at("block");
@@ -90,7 +92,8 @@ BlockConfig block_from(const json& j) {
                     .post_norm = b.value("post_norm", false),
                     .bidirectional = b.value("bidirectional", false),
                     .token_types = b.value("token_types", std::int64_t{0}),
-                    .embedding_norm = b.value("embedding_norm", false)};
+                    .embedding_norm = b.value("embedding_norm", false),
+                    .head_transform = b.value("head_transform", false)};
   OPTIMUS_CHECK(block.token_types >= 0, "checkpoint: token_types = ", block.token_types, " is negative");
   if (b.contains("rope_theta") && !b.at("rope_theta").is_null()) block.rope = RopeSpec{b.at("rope_theta").get<double>()};
   return block;
@@ -355,6 +358,7 @@ void check_same_model(const fs::path& dir, const GptConfig& there, const GptConf
   same("bidirectional attention", there.block.bidirectional, here.block.bidirectional);
   same("token types", there.block.token_types, here.block.token_types);
   same("embedding norm", there.block.embedding_norm, here.block.embedding_norm);
+  same("masked-LM head transform", there.block.head_transform, here.block.head_transform);
 }
 
 }  // namespace

@@ -135,7 +135,8 @@ void check_gpt2_blocks(const GptConfig& config, const char* op) {
                 b.kv_heads > 0 ? ", grouped-query attention" : "", b.tied_head ? "" : ", an untied head",
                 b.post_norm ? ", norms after the residual adds" : "",
                 b.bidirectional ? ", bidirectional attention" : "",
-                b.token_types > 0 ? ", token-type embeddings" : "", b.embedding_norm ? ", a norm over the embeddings" : "");
+                b.token_types > 0 ? ", token-type embeddings" : "", b.embedding_norm ? ", a norm over the embeddings" : "",
+                b.head_transform ? ", a masked-LM head" : "");
 }
 
 }  // namespace optimus::checkpoint::detail

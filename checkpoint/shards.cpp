@@ -33,6 +33,7 @@ std::vector<Box> boxes_of(const ShardLayout& layout) {
   std::int64_t previous = -2;
   for (std::int64_t c = 0; c < lc; ++c) {
     const std::int64_t gc = layout.global(0, c).second;
+    if (gc >= layout.tensor_cols()) continue;  // padding columns are not saved either
     if (gc != previous + 1) {
       boxes.push_back({.row0 = row0, .col0 = gc, .rows = rows, .cols = 0, .local_col0 = c});
     }
@@ -239,6 +240,11 @@ void read_shards(const fs::path& dir, const nlohmann::json& body, const std::vec
     std::int64_t filled =
         std::clamp<std::int64_t>(first_row + s.layout.local_rows() - s.layout.tensor_rows(), 0, s.layout.local_rows()) *
         local_cols;
+    for (std::int64_t c = 0; c < local_cols && s.layout.local_rows() > 0; ++c) {  // padding columns: the same
+      if (s.layout.global(0, c).second >= s.layout.tensor_cols()) {
+        filled += std::min(s.layout.local_rows(), std::max<std::int64_t>(s.layout.tensor_rows() - first_row, 0));
+      }
+    }
     const std::vector<Box> mine = boxes_of(s.layout);
     for (const nlohmann::json& box : saved.at("boxes")) {
       const Box there{.row0 = box.at("row0"), .col0 = box.at("col0"), .rows = box.at("rows"), .cols = box.at("cols"),

@@ -35,6 +35,43 @@ void check_targets(const std::vector<int>& targets, std::int64_t n, std::int64_t
 }  // namespace
 
 template <class T, class Split>
+LmHead<T, Split>::LmHead(const Place& place, const GptConfig& config) : place_(place), vocab_(config.vocab) {
+  if (!config.block.head_transform) return;
+  const std::int64_t n = Split::head_bias_size(place, config);
+  bias_.emplace(grid(), n, MemoryKind::parameters, "the masked-LM head's bias");
+  dbias_.emplace(grid(), n, MemoryKind::gradients, "the masked-LM head's bias");
+}
+
+template <class T, class Split>
+void LmHead<T, Split>::parameters(std::vector<ParameterRef<T>>& out) {
+  if (!bias_) return;
+  out.push_back({"head.bias", {vocab_}, Split::head_bias_layout(place_, vocab_, bias_->size()), bias_->local(),
+                 dbias_->local()});
+}
+
+template <class T, class Split>
+void LmHead<T, Split>::zero_grad() {
+  if (dbias_) ops::fill<T>(dbias_->local(), T(0), grid().queue());
+}
+
+template <class T, class Split>
+void LmHead<T, Split>::add_bias(DistMatrix<T>& logits) const {
+  if (!bias_) return;
+  Tensor<T> row(Shape{1, logits.local_cols()}, grid().tag(MemoryKind::workspace), Init::none);
+  bias_->gather_column_block(row.view());
+  ops::add_row_broadcast<T>(std::as_const(row).view(), logits.local(), grid().queue());
+}
+
+template <class T, class Split>
+void LmHead<T, Split>::add_bias_gradient(const SavedActivation<T>& dlogits) {
+  if (!dbias_) return;
+  Tensor<T> widened;  // dlogits in T where kept in bf16
+  Tensor<T> partial(Shape{1, dlogits.cols() / grid().q()}, grid().tag(MemoryKind::workspace), Init::none);
+  ops::column_sums<T>(dlogits.values(widened), partial.view(), grid().queue());
+  dbias_->add_reduced_column_block(std::as_const(partial).view());
+}
+
+template <class T, class Split>
 void LmHead<T, Split>::mask_padding(DistMatrix<T>& logits) const {
   const std::int64_t width = logits.local_cols();
   const std::int64_t v0 = Split::vocab_offset(place_, logits.col_offset(), width);
@@ -52,6 +89,7 @@ void LmHead<T, Split>::mask_padding(DistMatrix<T>& logits) const {
 template <class T, class Split>
 DistMatrix<T> LmHead<T, Split>::logits(const DistMatrix<T>& x, const SummaOperand<T>& w) const {
   DistMatrix<T> out = Split::template logits<T>(place_, x, w, vocab_);
+  add_bias(out);
   mask_padding(out);
   return Split::whole_logits(place_, std::move(out));
 }
@@ -62,6 +100,7 @@ double LmHead<T, Split>::loss(const SummaOperand<T>& x, const SummaOperand<T>& w
   const std::int64_t n = x.rows;
   check_targets(targets, n, vocab_, mean_over);
   DistMatrix<T> probs = Split::logits(place_, x, w, vocab_);
+  add_bias(probs);
   const Tensor<int> all_targets = upload(targets.data(), Shape{n}, grid().tag(MemoryKind::workspace));
   // The losses of this rank's tokens, identical on the ranks that own their vocabulary's other slices; under training
   // dlogits = (softmax - onehot) / mean_over, kept as backward's products take them.
@@ -98,6 +137,7 @@ DistMatrix<T> LmHead<T, Split>::backward(Context saved, const SummaOperand<T>& w
   saved.mark.check(grid(), "cross-entropy");
   DistMatrix<T> dx = Split::input_gradient(place_, *saved.dlogits, w);
   Split::add_weight_gradient(place_, *saved.dlogits, *saved.x, dw);
+  add_bias_gradient(*saved.dlogits);
   return dx;
 }
 
@@ -106,6 +146,7 @@ DistMatrix<T> LmHead<T, Split>::backward(Context saved, const SummaOperand<T>& w
                                          WeightGradients& later) {
   saved.mark.check(grid(), "cross-entropy");
   DistMatrix<T> dx = Split::input_gradient(place_, *saved.dlogits, w);
+  add_bias_gradient(*saved.dlogits);  // now: a small sum, not worth holding for B_weight
   struct Held {
     SavedActivation<T> dlogits, x;
   };

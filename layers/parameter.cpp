@@ -104,7 +104,7 @@ void init_parameter(const ParameterRef<T>& p, const GptConfig& config, DeviceMem
     for (std::int64_t c = 0; c < lc; ++c) {
       const auto [gr, gc] = p.layout.global(r, c);
       host[static_cast<std::size_t>(r * lc + c)] =
-          gr >= p.layout.tensor_rows()
+          p.layout.is_padding(gr, gc)
               ? T(0)
               : static_cast<T>(dist.sample(rng, static_cast<std::uint64_t>(gr), static_cast<std::uint64_t>(gc)));
     }
@@ -114,9 +114,9 @@ void init_parameter(const ParameterRef<T>& p, const GptConfig& config, DeviceMem
 
 template <class T>
 void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMemory* device) {
-  OPTIMUS_CHECK(full.rows() == p.layout.tensor_rows() && full.cols() == p.layout.cols, "load_global: '", p.name,
-                "' is ", p.layout.tensor_rows(), "x", p.layout.cols, " but the given tensor is ", full.rows(), "x",
-                full.cols());
+  OPTIMUS_CHECK(full.rows() == p.layout.tensor_rows() && full.cols() == p.layout.tensor_cols(), "load_global: '",
+                p.name, "' is ", p.layout.tensor_rows(), "x", p.layout.tensor_cols(), " but the given tensor is ",
+                full.rows(), "x", full.cols());
   if (!full.allFinite()) {  // the whole tensor, which every rank holds: the same error everywhere
     for (std::int64_t r = 0; r < full.rows(); ++r) {
       for (std::int64_t c = 0; c < full.cols(); ++c) {
@@ -130,7 +130,7 @@ void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMe
   for (std::int64_t r = 0; r < p.layout.local_rows(); ++r) {
     for (std::int64_t c = 0; c < lc; ++c) {
       const auto [gr, gc] = p.layout.global(r, c);
-      host[static_cast<std::size_t>(r * lc + c)] = gr >= p.layout.tensor_rows() ? T(0) : static_cast<T>(full(gr, gc));
+      host[static_cast<std::size_t>(r * lc + c)] = p.layout.is_padding(gr, gc) ? T(0) : static_cast<T>(full(gr, gc));
     }
   }
   shard_from_host(p, host, device);
@@ -143,14 +143,14 @@ GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool
   const int ranks = comm.size();
   std::vector<T> all(static_cast<std::size_t>(n * ranks));
   comm.all_gather(mine.data(), all.data(), static_cast<std::size_t>(n), dtype_of<T>);
-  GlobalMatrix full(p.layout.tensor_rows(), p.layout.cols);  // without padding rows
+  GlobalMatrix full(p.layout.tensor_rows(), p.layout.tensor_cols());  // without padding
   for (int rank = 0; rank < ranks; ++rank) {
     const ShardLayout there = p.layout.on_rank(rank);
     const T* block = all.data() + static_cast<std::ptrdiff_t>(rank) * n;
     for (std::int64_t r = 0; r < lr; ++r) {
       for (std::int64_t c = 0; c < lc; ++c) {
         const auto [gr, gc] = there.global(r, c);
-        if (gr < p.layout.tensor_rows()) full(gr, gc) = static_cast<double>(block[r * lc + c]);
+        if (!p.layout.is_padding(gr, gc)) full(gr, gc) = static_cast<double>(block[r * lc + c]);
       }
     }
   }
@@ -164,7 +164,7 @@ void load_named(const std::vector<ParameterRef<T>>& params, const std::map<std::
     const std::string& name = given;  // (a structured binding: clang 14 does not capture it)
     auto it = std::find_if(params.begin(), params.end(), [&](const ParameterRef<T>& p) { return p.name == name; });
     OPTIMUS_CHECK(it != params.end(), "load_global: unknown parameter '", name, "'");
-    const bool vector_as_column = it->shape.size() == 1 && full.cols() == 1 && full.rows() == it->layout.cols;
+    const bool vector_as_column = it->shape.size() == 1 && full.cols() == 1 && full.rows() == it->layout.tensor_cols();
     load_parameter(*it, vector_as_column ? GlobalMatrix(full.transpose()) : full, device);
   }
 }

@@ -93,9 +93,12 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spil
                                                          has_head ? TiedHead::here : TiedHead::elsewhere);
   }
   if (has_head) {
+    if (config_.block.head_transform) {
+      transform_ = std::make_unique<HeadTransform<T>>(grid_, "head", config_.hidden, config_.block.mlp);
+    }
     ln_f_ = std::make_unique<LayerNorm2D<T>>(grid_, ParameterTags::of(grid_), "ln_f", config_.hidden,
                                              config_.block.norm);
-    head_ = std::make_unique<typename F::Head>(place_, config_.vocab);
+    head_ = std::make_unique<typename F::Head>(place_, config_);
     if (config_.block.tied_head) {  // the head's part of wte's gradient (an untied head's goes to lm_head's)
       head_wte_grad_ =
           std::make_unique<DistMatrix<T>>(grid_, embedding_->wte().rows(), config_.hidden, MemoryKind::gradients);
@@ -146,8 +149,10 @@ template <class F>
 void Gpt<F>::ln_f_parameters(std::vector<ParameterRef<T>>& out) {
   if (!ln_f_) return;
   const std::size_t from = out.size();
+  if (transform_) transform_->parameters(out);
   ln_f_->parameters(out);
-  F::mark_replicated(out, from, place_);
+  F::mark_replicated(out, from, place_);  // (1D: the one-rank grid's, whole on every rank of the group)
+  head_->parameters(out);                 // split over the vocabulary as the logits are
 }
 
 template <class F>
@@ -187,15 +192,15 @@ NormOrder Gpt<F>::norm_order() {
   chunks_.front().blocks.front()->parameters(block);
   const auto per_block = static_cast<int>(block.size());
   NormOrder order{.slot = {}, .slots = 0, .across = &grid_.pipe()};
-  std::vector<ParameterRef<T>> ln;
-  if (ln_f_) ln_f_->parameters(ln);
+  std::vector<ParameterRef<T>> ln;  // the head's stage's: the transform's, ln_f's, the head's bias
+  ln_f_parameters(ln);
   // wte 0 and wpe 1 (a slot of its own even where rotary positions leave it out), then BERT's tte and ln_e's where the
   // model has them, then the blocks'; after ln_f's, lm_head (untied), in the slot the model's last stage gives it.
   const int types = config_.block.token_types > 0 ? 1 : 0;
   const int blocks_from =
       2 + types + (config_.block.embedding_norm ? static_cast<int>(config_.block.norm.parameters(1)) : 0);
   const int head_slot = blocks_from + static_cast<int>(config_.layers) * per_block +
-                        static_cast<int>(config_.block.norm.parameters(1));
+                        static_cast<int>(config_.block.norm.parameters(1)) + (config_.block.head_transform ? 3 : 0);
   std::vector<ParameterRef<T>> edges;
   embedding_parameters(edges);
   for (const ParameterRef<T>& p : edges) {
@@ -244,6 +249,7 @@ void Gpt<F>::load_global(const std::map<std::string, GlobalMatrix>& tensors) {
     if (name == "tte") return b.token_types > 0;        // BERT's token types
     if (name == "ln_e.weight") return b.embedding_norm;
     if (name == "ln_e.bias") return b.embedding_norm && b.norm.centered();
+    if (name == "head.dense.weight" || name == "head.dense.bias" || name == "head.bias") return b.head_transform;
     const std::size_t dot = name.find('.', 2);
     if (!name.starts_with("h.") || dot == std::string::npos) return false;
     const std::string layer = name.substr(2, dot - 2);
@@ -268,6 +274,8 @@ void Gpt<F>::zero_grad() {
     if (chunk.spill) chunk.spill->gradients_zeroed();
   }
   if (ln_f_) ln_f_->zero_grad();
+  if (transform_) transform_->zero_grad();
+  if (head_) head_->zero_grad();
   if (head_wte_grad_) ops::fill<T>(head_wte_grad_->local(), T(0), grid_.queue());
 }
 
@@ -303,6 +311,7 @@ double Gpt<F>::forward_chunk(Chunk& chunk, Context& saved, const Pass& pass, con
   each_block(chunk.spill.get(), chunk.blocks.size(), false, &saved.blocks,
              [&](std::size_t b) { x = chunk.blocks[b]->forward(*x, seq, pass, saved.blocks[b]); });
   if (u != last) return 0;
+  if (transform_) x = transform_->forward(*x, pass, saved.transform);
   // ln_f's output written as the head keeps its input (bf16 under mixed precision), and taken over by it.
   SavedActivation<T> y = ln_f_->forward_saved(*x, pass, saved.ln_f);
   x.reset();
@@ -325,6 +334,10 @@ auto Gpt<F>::backward_chunk(Chunk& chunk, Context& saved, SplitWeights* later, s
     dy = later == nullptr ? ln_f_->backward(std::move(saved.ln_f), dx)
                           : ln_f_->backward(std::move(saved.ln_f), dx, later->edges);
     detail::check_finite(*dy, "ln_f backward input gradient");
+    if (transform_) {
+      dy = later == nullptr ? transform_->backward(std::move(saved.transform), *dy)
+                            : transform_->backward(std::move(saved.transform), *dy, later->edges);
+    }
   }
   if (later) later->blocks.resize(chunk.blocks.size());
   BlockSpill<T>* spill = chunk.spill.get();
@@ -479,6 +492,10 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, const EncoderInputs
     });
     if (u == last) {
       LayerNormContext<T> none;
+      if (transform_) {
+        MlpContext<T> unsaved;
+        x = transform_->forward(*x, pass, unsaved);
+      }
       DistMatrix<T> y = ln_f_->forward(*x, pass, none);
       detail::check_finite(y, "ln_f forward output");
       return y;

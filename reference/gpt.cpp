@@ -70,8 +70,13 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> gpt_parameter_sha
     shapes.push_back({block_name(l, "mlp.c_proj.weight"), {c.ffn, h}});
     if (c.block.bias) shapes.push_back({block_name(l, "mlp.c_proj.bias"), {h}});
   }
+  if (c.block.head_transform) {  // BERT's masked-LM head: the transform before ln_f, a bias on the logits
+    shapes.push_back({"head.dense.weight", {h, h}});
+    shapes.push_back({"head.dense.bias", {h}});
+  }
   shapes.push_back({"ln_f.weight", {h}});
   if (norm_bias) shapes.push_back({"ln_f.bias", {h}});
+  if (c.block.head_transform) shapes.push_back({"head.bias", {c.vocab}});
   if (!c.block.tied_head) shapes.push_back({"lm_head.weight", {c.vocab, h}});
   return shapes;
 }
@@ -127,12 +132,21 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
     x = block_forward(x, block_weights(p, l, c.block), batch, c.heads, lengths, dropout,
                       caches[static_cast<std::size_t>(l)]);
   }
+  // BERT's head transform: dense and the blocks' GELU before ln_f (the transform's norm).
+  const bool transform = c.block.head_transform, erf = c.block.mlp == MlpKind::gelu_erf;
+  const Matrix transform_in = x;
+  Matrix transform_pre;
+  if (transform) {
+    transform_pre = linear_forward(x, p.at("head.dense.weight"), p.at("head.dense.bias"));
+    x = erf ? gelu_erf_forward(transform_pre) : gelu_forward(transform_pre);
+  }
   NormCache ln_f;
   const Matrix xf = norm_forward(c.block.norm, x, p.at("ln_f.weight"),
                                  c.block.norm.centered() ? p.at("ln_f.bias") : Matrix(), ln_f);
 
   GptResult result;
   result.logits = xf * head.transpose();
+  if (transform) result.logits.rowwise() += p.at("head.bias").row(0);
   const CrossEntropy ce = cross_entropy(result.logits, targets);
   result.loss = ce.loss;
   const Matrix& dlogits = ce.dlogits;
@@ -144,6 +158,14 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   g["ln_f.weight"] = dln_f.dgamma;
   if (c.block.norm.centered()) g["ln_f.bias"] = dln_f.dbeta;
   Matrix dx = dln_f.dx;
+  if (transform) {
+    g["head.bias"] = dlogits.colwise().sum();
+    const Matrix dpre = erf ? gelu_erf_backward(transform_pre, dx) : gelu_backward(transform_pre, dx);
+    const LinearGrads dense = linear_backward(transform_in, p.at("head.dense.weight"), dpre);
+    g["head.dense.weight"] = dense.dw;
+    g["head.dense.bias"] = dense.db;
+    dx = dense.dx;
+  }
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
     dropout.layer = l;
     const BlockGrads bg = block_backward(caches[static_cast<std::size_t>(l)], block_weights(p, l, c.block), batch,

@@ -68,6 +68,8 @@ void validate_for_grid(const GptConfig& c, int grid_side, const ConfigNames& n) 
   OPTIMUS_CHECK(c.padded_vocab == 0 || (c.padded_vocab >= c.vocab && c.padded_vocab % q == 0), at,
                 named(n.padded_vocab, c.padded_vocab), " must be 0 (the default padding) or a multiple of ",
                 named(n.q, q), " no smaller than ", named(n.vocab, c.vocab));
+  OPTIMUS_CHECK(!c.block.head_transform || c.padded_vocab % qq == 0, at, named(n.padded_vocab, c.padded_vocab),
+                " must be a multiple of ", squared(n.q, q), " with the masked-LM head's bias (split as a vector)");
   OPTIMUS_CHECK(c.max_seq % q == 0, at, named(n.max_seq, c.max_seq), " is not divisible by ", named(n.q, q));
   OPTIMUS_CHECK(c.hidden % qq == 0, at, named(n.hidden, c.hidden), " is not divisible by ", squared(n.q, q),
                 ": biases and LayerNorm parameters are split q^2 ways");
@@ -103,6 +105,8 @@ void validate(const GptConfig& c, const ConfigNames& n) {
   OPTIMUS_CHECK(c.block.kv_heads >= 0 && c.heads % c.kv_heads() == 0, at, named(n.kv_heads, c.block.kv_heads),
                 " must divide ", named(n.heads, c.heads), n.kv_heads.starts_with("--") ? "" : " (or be 0: as many)");
   OPTIMUS_CHECK(c.block.token_types >= 0, at, "token_types = ", c.block.token_types, " must not be negative");
+  OPTIMUS_CHECK(!c.block.head_transform || c.block.mlp != MlpKind::swiglu, at,
+                "the masked-LM head's transform takes the blocks' GELU, but their MLP is SwiGLU");
   if (c.block.rope) {
     OPTIMUS_CHECK(std::isfinite(c.block.rope->theta) && c.block.rope->theta > 1.0, at,
                   named(n.rope_theta, c.block.rope->theta), " must be finite and above 1");

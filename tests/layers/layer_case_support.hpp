@@ -137,11 +137,12 @@ inline BlockConfig bert_blocks() {
   return b;
 }
 
-// BERT's model: its blocks, two token types (segments A and B) and a norm over the embeddings.
+// BERT's model: its blocks, two token types (segments A and B), a norm over the embeddings and the masked-LM head.
 inline BlockConfig bert_model_blocks() {
   BlockConfig b = bert_blocks();
   b.token_types = 2;
   b.embedding_norm = true;
+  b.head_transform = true;
   return b;
 }
 

@@ -197,6 +197,11 @@ void gpt_case(const Grid& grid, const LayerShapes& s, double dropout, const Bloc
     for (const auto& [name, m] : ln_e) p[name] = m;
     model.load_global(ln_e);  // (rounded to T there, as p is below)
   }
+  if (block.head_transform) {  // the head's bias (initialized as 0), loaded
+    const std::map<std::string, GlobalMatrix> bias{{"head.bias", reference::random_matrix(1, config.vocab, 73)}};
+    p["head.bias"] = bias.at("head.bias");
+    model.load_global(bias);
+  }
   for (auto& [name, m] : p) m = rounded<T>(m);
   const std::int64_t n = s.batch * s.seq;
   const auto tokens = [&](int c) { return random_tokens(n, config.vocab, 1 + 1000 * static_cast<std::uint64_t>(c)); };

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -79,6 +80,9 @@ struct BlockConfig {
   // (`norm`'s kind and eps: ln_e) over their sum, before the embedding dropout.
   std::int64_t token_types = 0;
   bool embedding_norm = false;
+  // BERT's masked-LM head: before ln_f (then the transform's norm) a dense h -> h with a bias (head.dense) and the
+  // blocks' GELU (tanh or exact; not with SwiGLU), and a bias on the logits (head.bias [vocab]).
+  bool head_transform = false;
   friend bool operator==(const BlockConfig&, const BlockConfig&) = default;
 
   // Llama's blocks: RMSNorm (eps 1e-5), rotary positions of `theta`, SwiGLU, no biases, `kv_heads` (0: heads), an
@@ -95,7 +99,7 @@ inline const char* family_name(const BlockConfig& b) {
   if (b == BlockConfig{}) return "gpt2";
   const bool llama =
       b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias && !b.post_norm &&
-      !b.bidirectional && b.token_types == 0 && !b.embedding_norm;
+      !b.bidirectional && b.token_types == 0 && !b.embedding_norm && !b.head_transform;
   return llama ? "llama" : "custom";
 }
 
@@ -119,11 +123,12 @@ struct GptConfig {
   // c_fc's output columns: ffn (GELU) or [gate | up], 2 ffn (SwiGLU).
   std::int64_t fc_width() const { return optimus::fc_width(block.mlp, ffn); }
   // The vocabulary as a q x q grid stores it: padded_vocab where set, else vocab rounded up to a multiple of 128*q
-  // (Megatron's and llm.c's padding, so that q divides it and GEMMs get round shapes). Ids [vocab, stored) are never
-  // looked up, their logits take no part in the softmax or the loss, and their rows of wte stay zero; parameters(),
-  // gathering, loading and checkpoints show wte as [vocab, h].
+  // (Megatron's and llm.c's padding, so that q divides it and GEMMs get round shapes) — and of q^2 with BERT's head
+  // bias, split as a grid's vectors are. Ids [vocab, stored) are never looked up, their logits take no part in the
+  // softmax or the loss, and their rows of wte stay zero; parameters(), gathering, loading and checkpoints show wte as
+  // [vocab, h].
   std::int64_t stored_vocab(int q) const {
-    const std::int64_t multiple = 128 * static_cast<std::int64_t>(q);
+    const std::int64_t side = q, multiple = block.head_transform ? std::lcm(128 * side, side * side) : 128 * side;
     return padded_vocab > 0 ? padded_vocab : (vocab + multiple - 1) / multiple * multiple;
   }
   // One block's weight-matrix elements (c_attn, attn.c_proj, c_fc, mlp.c_proj) and bias elements (where it has them).
@@ -138,7 +143,8 @@ struct GptConfig {
     const std::int64_t per_block = 2 * norm + block_weights() + block_biases();
     const std::int64_t embeddings = vocab * h * (block.tied_head ? 1 : 2) + (block.rope ? 0 : max_seq * h) +
                                     block.token_types * h + (block.embedding_norm ? norm : 0);
-    return embeddings + layers * per_block + norm;
+    const std::int64_t transform = block.head_transform ? h * h + h + vocab : 0;  // head.dense, head.bias
+    return embeddings + layers * per_block + norm + transform;
   }
 };
 
@@ -149,7 +155,8 @@ inline std::ostream& operator<<(std::ostream& os, const GptConfig& c) {
             << (c.block.rope ? "rope(theta " + std::to_string(c.block.rope->theta) + ")" : std::string("learned"))
             << " mlp=" << name_of(c.block.mlp) << " kv_heads=" << c.kv_heads() << " tied_head=" << c.block.tied_head
             << " post_norm=" << c.block.post_norm << " bidirectional=" << c.block.bidirectional
-            << " token_types=" << c.block.token_types << " embedding_norm=" << c.block.embedding_norm;
+            << " token_types=" << c.block.token_types << " embedding_norm=" << c.block.embedding_norm
+            << " head_transform=" << c.block.head_transform;
 }
 
 // Dropout masks are counter-based like initialization: element (row, col) of `site` in block `layer` at

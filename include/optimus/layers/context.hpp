@@ -151,6 +151,7 @@ struct GptContext {
   ContextMark mark;
   EmbeddingContext<T> embedding;
   std::vector<BlockContext<T>> blocks;
+  MlpContext<T> transform;  // BERT's head transform's (BlockConfig::head_transform), else empty
   LayerNormContext<T> ln_f;
   LmHeadContext<T> head;
 };

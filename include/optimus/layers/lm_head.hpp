@@ -11,7 +11,10 @@
 //   rows' sums. backward: dlogits = (softmax - onehot(target)) / mean_over (computed by a training forward);
 //   dx = dlogits w (SUMMA AB), dw += dlogits^T x (SUMMA ATB).
 // w comes as a SUMMA operand: the embedding's matrix, or under mixed precision its bf16 copy
-// (Embedding::head_operand).
+// (Embedding::head_operand). BERT's head (BlockConfig::head_transform) adds a bias to the logits, head.bias [vocab]
+// (stored over the padded vocabulary, the padding zero): a grid vector, rank (i, j)'s column block j all-gathered along
+// the column and added to its logits; its gradient the column sums of dlogits, reduce-scattered along the column (1D:
+// each rank's vocabulary slice, no communication).
 // Saved for backward (LmHeadContext): x [N, h] and dlogits [N, vocab] (split q*q ways) as SavedActivations: in bf16
 // when the grid's GEMM math is bf16 (what the products take), half the bytes of f32; dlogits then written in bf16 by
 // the loss's gradient kernel itself.
@@ -24,7 +27,10 @@
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/grid/summa.hpp"
+#include "optimus/core/gpt_config.hpp"
 #include "optimus/layers/context.hpp"
+#include "optimus/layers/dist_vector.hpp"
+#include "optimus/layers/parameter.hpp"
 #include "optimus/layers/pass.hpp"
 #include "optimus/layers/split.hpp"
 #include "optimus/layers/weight_gradients.hpp"
@@ -39,6 +45,12 @@ class LmHead {
 
   // vocab: the real vocabulary (targets are checked against it); w may have more rows (padding).
   LmHead(const Place& place, std::int64_t vocab) : place_(place), vocab_(vocab) {}
+  // A model's head: with a bias on the logits where config.block.head_transform says (BERT's).
+  LmHead(const Place& place, const GptConfig& config);
+
+  // The bias's parameter and gradient (head.bias; none without it).
+  void parameters(std::vector<ParameterRef<T>>& out);
+  void zero_grad();
 
   // The logits only (inference): [N, V] as the split returns them (padding columns -inf).
   DistMatrix<T> logits(const DistMatrix<T>& x, const SummaOperand<T>& w) const;
@@ -63,9 +75,14 @@ class LmHead {
               std::int64_t mean_over, bool training, Context& saved);
   // Adds -inf to the logits of padding ids (no-op where this rank's columns have none).
   void mask_padding(DistMatrix<T>& logits) const;
+  // Adds the bias's slice to this rank's logits columns (no-op without a bias).
+  void add_bias(DistMatrix<T>& logits) const;
+  // dbias += the column sums of dlogits (no-op without a bias).
+  void add_bias_gradient(const SavedActivation<T>& dlogits);
 
   Place place_;
   std::int64_t vocab_;
+  std::optional<DistVector<T>> bias_, dbias_;  // BERT's head.bias over the stored vocabulary, or none
   mutable Tensor<T> mask_;  // [this rank's columns]: 0, or -inf for a padding id; made on first use where it has padding
 };
 

@@ -56,7 +56,12 @@ struct ShardLayout {
   // The last padding_rows global rows are storage padding (wte's padded vocabulary): always zero, not part of the
   // GPT-2 tensor, which has rows - padding_rows rows (initialization zeroes them, loading and gathering skip them).
   std::int64_t padding_rows = 0;
+  // The same for the last padding_cols global columns (a vector over the padded vocabulary: BERT's decoder bias).
+  std::int64_t padding_cols = 0;
   std::int64_t tensor_rows() const { return rows - padding_rows; }
+  std::int64_t tensor_cols() const { return cols - padding_cols; }
+  // Whether global element (gr, gc) is storage padding (zero, not part of the tensor).
+  bool is_padding(std::int64_t gr, std::int64_t gc) const { return gr >= tensor_rows() || gc >= tensor_cols(); }
 
   std::int64_t local_rows() const;
   std::int64_t local_cols() const;
@@ -71,7 +76,7 @@ struct ShardLayout {
   // biases and position embeddings), as rank `part` of them: gathering reads it from one rank, AdamW counts it once.
   static ShardLayout replicated(std::int64_t rows, std::int64_t cols, int parts, int part) {
     return ShardLayout{.kind = Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = rows, .cols = cols, .fused = {},
-                       .parts = parts, .part = part, .padding_rows = 0};
+                       .parts = parts, .part = part, .padding_rows = 0, .padding_cols = 0};
   }
 };
 

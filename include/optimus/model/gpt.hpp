@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "optimus/layers/adamw.hpp"
+#include "optimus/layers/head_transform.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/recompute.hpp"
 #include "optimus/layers/spill.hpp"
@@ -263,6 +264,8 @@ class Gpt {
   // This stage's parameters outside the blocks: the embedding's (wte alone on the head's stage when another holds
   // the embedding), and ln_f's.
   void embedding_parameters(std::vector<ParameterRef<T>>& out);
+  // The head's stage's parameters outside the blocks and the embedding: BERT's head transform's, ln_f's, the head's
+  // bias (BERT's), in that order.
   void ln_f_parameters(std::vector<ParameterRef<T>>& out);
   // The chunks' spills, to end a call with (none unless spilled).
   std::vector<BlockSpill<T>*> spilling();
@@ -273,6 +276,7 @@ class Gpt {
   Schedule schedule_;
   std::vector<Chunk> chunks_;                                  // [v]: this stage's chunks
   std::unique_ptr<typename Family::Embedding> embedding_;      // on the stages of u = 0 and u = U-1 (for wte)
+  std::unique_ptr<HeadTransform<T>> transform_;               // BERT's head transform, on the stage of u = U-1
   std::unique_ptr<LayerNorm2D<T>> ln_f_;                       // on the stage of u = U-1
   std::unique_ptr<typename Family::Head> head_;
   std::unique_ptr<DistMatrix<T>> head_wte_grad_;  // the head's part of wte's gradient over a step

@@ -53,6 +53,10 @@ struct Split1D {
   // one-rank grid.
   // wte's rows here (V/p: throws unless p divides V), and the layouts of wte (and lm_head) and of wpe (replicated).
   static std::int64_t vocab_rows(const Group& group, const GptConfig& config);
+  // BERT's head bias: this rank's vocabulary slice of it (V/p, on the one-rank grid), and its layout (columns over the
+  // group, the ids from `vocab` on padding).
+  static std::int64_t head_bias_size(const Group& group, const GptConfig& config) { return vocab_rows(group, config); }
+  static ShardLayout head_bias_layout(const Group& group, std::int64_t vocab, std::int64_t size);
   static ShardLayout vocabulary_layout(const Group& group, const GptConfig& config);
   static ShardLayout table_layout(const Group& group, std::int64_t rows, std::int64_t cols) {
     return ShardLayout::replicated(rows, cols, group.size(), group.rank());
