@@ -41,8 +41,11 @@ std::vector<ChunkBytes> gpt_chunk_bytes(const Schedule& s, const GptConfig& conf
   const std::int64_t block = e * rows * (config.hidden / q);  // one [N, h] tensor's block, saved
   const BlockActivations one = BlockActivations::of(config, shape.sequences, shape.seq, q, t, e);
   const std::int64_t block_weight = 5 * block + e * rows * (config.ffn / q);
-  const std::int64_t head_saved = head_saved_bytes(one, config.stored_vocab(q));
-  const std::int64_t head_weight = head_saved - t * rows;  // ln_f's xhat, x, dlogits (not ln_f's 1/std)
+  // ln_f's xhat and 1/std, the head's x and dlogits; BERT's head transform's input and GELU's input (the input held
+  // for its weight gradient until B_weight).
+  const std::int64_t transform = config.block.head_transform ? block : 0;
+  const std::int64_t head_saved = head_saved_bytes(one, config.stored_vocab(q)) + 2 * transform;
+  const std::int64_t head_weight = head_saved - t * rows - transform;  // not ln_f's 1/std, nor GELU's input
   std::vector<ChunkBytes> out;
   for (int u = 0; u < s.virtual_stages(); ++u) {
     const std::int64_t blocks = layers_of(s, config.layers, u).count;

@@ -32,10 +32,15 @@ Others others(const Layout& l, const GptConfig& c) {
   const int parts = l.two_d() ? l.q() : l.tp;  // tte's rows are stored padded to a multiple of these, split as wte's
   const std::int64_t types = (c.block.token_types + parts - 1) / parts * parts;
   const std::int64_t ln_e = c.block.embedding_norm ? norm_parameters(c) : 0;
+  // BERT's head transform (head.dense: replicated in 1D, as ln_f) beside ln_f, and the head's bias over the vocabulary.
+  const std::int64_t dense = c.block.head_transform ? h * h + h : 0, bias = c.block.head_transform ? v : 0;
   if (l.two_d()) {
-    return {.wte = v * h / l.tp, .wpe = (positions + types) * h / l.tp + ln_e / l.tp, .ln_f = norm_parameters(c) / l.tp};
+    return {.wte = v * h / l.tp,
+            .wpe = (positions + types) * h / l.tp + ln_e / l.tp,
+            .ln_f = (norm_parameters(c) + dense + bias) / l.tp};
   }
-  return {.wte = v / l.tp * h, .wpe = positions * h + types / l.tp * h + ln_e, .ln_f = norm_parameters(c)};
+  return {.wte = v / l.tp * h, .wpe = positions * h + types / l.tp * h + ln_e,
+          .ln_f = norm_parameters(c) + dense + bias / l.tp};
 }
 
 // The micro-batch's sequences per replica.
@@ -48,10 +53,12 @@ BlockActivations shape_of(const Layout& l, const Workload& w) {
 // ln_f's and the head's saved bytes per rank for one micro-batch.
 std::int64_t head_bytes(const Layout& l, const Workload& w) {
   const BlockActivations s = shape_of(l, w);
-  if (l.two_d()) return head_saved_bytes(s, stored_vocab(l, w.config));
   const std::int64_t n = s.batch * s.seq, h = s.hidden, e = s.saved_bytes;
+  // BERT's head transform: its input and GELU's input, [N, h] each (1D: replicated).
+  const std::int64_t transform = w.config.block.head_transform ? 2 * e * n * h / (l.two_d() ? l.tp : 1) : 0;
+  if (l.two_d()) return head_saved_bytes(s, stored_vocab(l, w.config)) + transform;
   // ln_f's xhat and 1/std, the head's input (all replicated) and dlogits [N, V/t].
-  return e * n * h + s.element_bytes * n + e * n * h + e * n * (stored_vocab(l, w.config) / l.tp);
+  return e * n * h + s.element_bytes * n + e * n * h + e * n * (stored_vocab(l, w.config) / l.tp) + transform;
 }
 
 // What a micro-batch's embedding keeps for its backward (held until its backward, which a split backward runs in
@@ -198,7 +205,10 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
     const std::int64_t n = micro_sequences(l, w) * w.seq, e = w.saved_bytes;
     const std::int64_t block_weight = l.two_d() ? e * (n / l.q()) * ((5 * c.hidden + c.ffn) / l.q())
                                                : e * n * (4 * c.hidden + c.hidden / l.tp + c.ffn / l.tp);
-    const std::int64_t head = head_bytes(l, w), head_weight = head - w.element_bytes * n / l.q();
+    // Held until B_weight: the head's but ln_f's 1/std and the transform's GELU input.
+    const std::int64_t transform_pre =
+        c.block.head_transform ? e * n * c.hidden / (l.two_d() ? l.tp : 1) : 0;
+    const std::int64_t head = head_bytes(l, w), head_weight = head - w.element_bytes * n / l.q() - transform_pre;
     for (int u = 0; u < schedule.virtual_stages(); ++u) {
       const pipeline::LayerRange range = pipeline::layers_of(schedule, c.layers, u);
       const bool last = u == schedule.virtual_stages() - 1;

@@ -202,7 +202,7 @@ TEST_CASE("memory model: Llama's blocks (2D and 1D, whole and in a 2-stage pipel
   }
 }
 
-TEST_CASE("memory model: BERT's model (token types, the embeddings' norm; 2D and 1D, whole and in 2-stage pipelines, "
+TEST_CASE("memory model: BERT's model (token types, the embeddings' norm, the masked-LM head; 2D and 1D, whole and in 2-stage pipelines, "
           "1f1b and the split backward) equals the trackers") {
   auto w = small_gpt(2, 0.1);
   w.config.block.mlp = optimus::MlpKind::gelu_erf;
@@ -210,6 +210,7 @@ TEST_CASE("memory model: BERT's model (token types, the embeddings' norm; 2D and
   w.config.block.bidirectional = true;
   w.config.block.token_types = 3;
   w.config.block.embedding_norm = true;
+  w.config.block.head_transform = true;
   const auto none2 = policies({Recompute::none, Recompute::none});
   const auto full2 = policies({Recompute::full, Recompute::none});
   for (const TensorParallel tensor : {TensorParallel::two_d, TensorParallel::one_d}) {
