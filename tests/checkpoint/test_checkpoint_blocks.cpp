@@ -110,8 +110,9 @@ TEST_CASE("a model of RMSNorm blocks without biases: its checkpoint records the 
 }
 
 TEST_CASE("BERT's model (exact GELU, norms after the residual adds, bidirectional attention, token types, a norm over "
-          "the embeddings): the checkpoint records it, reloads bitwise at q = 1, is refused by pre-norm and by causal "
-          "blocks, without token types or the embeddings' norm, and by GPT-2's file format, each naming what differs") {
+          "the embeddings, the masked-LM head): the checkpoint records it, reloads bitwise at q = 1, is refused by "
+          "pre-norm and by causal blocks, without token types, the embeddings' norm or the head, and by GPT-2's file "
+          "format, each naming what differs") {
   const fs::path dir = fresh_directory("gelu_erf");
   optimus::GptConfig erf = small_config();
   erf.block.mlp = optimus::MlpKind::gelu_erf;
@@ -119,6 +120,7 @@ TEST_CASE("BERT's model (exact GELU, norms after the residual adds, bidirectiona
   erf.block.bidirectional = true;
   erf.block.token_types = 3;  // at q = 2 stored in 4 rows, the last one padding
   erf.block.embedding_norm = true;
+  erf.block.head_transform = true;  // head.bias: stored over q = 2's padded vocabulary, reloaded over q = 1's
   std::vector<std::string> refusals;
   const std::map<std::string, GlobalMatrix> saved = save_trying_gpt2_export(dir, erf, refusals);
   REQUIRE(saved.count("tte") == 1);
@@ -126,9 +128,13 @@ TEST_CASE("BERT's model (exact GELU, norms after the residual adds, bidirectiona
   CHECK(saved.at("tte").cols() == erf.hidden);
   CHECK(saved.count("ln_e.weight") == 1);
   CHECK(saved.count("ln_e.bias") == 1);
+  CHECK(saved.count("head.dense.weight") == 1);
+  REQUIRE(saved.count("head.bias") == 1);
+  CHECK(saved.at("head.bias").size() == erf.vocab);
+  CHECK(saved.at("head.bias").cwiseAbs().maxCoeff() > 0);  // trained: not the initial zeros
   for (const std::string& m : refusals) {
     CHECK(m.find("the model's are LayerNorm with eps 1e-05, MLP gelu_erf, norms after the residual adds, bidirectional "
-                 "attention, token-type embeddings, a norm over the embeddings") != std::string::npos);
+                 "attention, token-type embeddings, a norm over the embeddings, a masked-LM head") != std::string::npos);
   }
   CHECK_FALSE(fs::exists(dir / "gpt2.safetensors"));
   optimus::GptConfig pre_norm = erf;
@@ -143,6 +149,9 @@ TEST_CASE("BERT's model (exact GELU, norms after the residual adds, bidirectiona
   optimus::GptConfig no_norm = erf;
   no_norm.block.embedding_norm = false;
   reloads_at_q1_not_as(dir, erf, saved, no_norm, "is of another model: embedding norm 1 there, 0 here");
+  optimus::GptConfig no_head = erf;
+  no_head.block.head_transform = false;
+  reloads_at_q1_not_as(dir, erf, saved, no_head, "is of another model: masked-LM head transform 1 there, 0 here");
   fs::remove_all(dir);
 }
 
