@@ -14,7 +14,7 @@
 #include "layer_cases.hpp"
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/layers/attention.hpp"
-#include "optimus/model/encoder_inputs.hpp"
+#include "optimus/core/encoder_inputs.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/mlp.hpp"
 #include "optimus/layers/parameter.hpp"

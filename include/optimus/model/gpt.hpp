@@ -64,7 +64,7 @@
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/recompute.hpp"
 #include "optimus/layers/spill.hpp"
-#include "optimus/model/encoder_inputs.hpp"
+#include "optimus/core/encoder_inputs.hpp"
 #include "optimus/model/family.hpp"
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "optimus/core/gpt_config.hpp"
-#include "optimus/model/encoder_inputs.hpp"
+#include "optimus/core/encoder_inputs.hpp"
 #include "optimus/reference/layers.hpp"
 
 namespace optimus::reference {
@@ -55,7 +55,7 @@ struct GptResult {
 };
 GptResult gpt_forward_backward(const GptConfig& config, const Parameters& params, const std::vector<int>& tokens,
                                const std::vector<int>& targets, std::int64_t batch, std::uint64_t step);
-// The same on an encoder's batch (model/encoder_inputs.hpp): each token's type (tte's row, added before the
+// The same on an encoder's batch (core/encoder_inputs.hpp): each token's type (tte's row, added before the
 // embeddings' norm; empty: type 0) and each sequence's tokens before its padding (KeyMask::lengths; empty: none).
 GptResult gpt_forward_backward(const GptConfig& config, const Parameters& params, const std::vector<int>& tokens,
                                const std::vector<int>& targets, const EncoderInputs& inputs, std::int64_t batch,

@@ -1,6 +1,6 @@
-// What an encoder's batch (BERT's) holds besides its token ids and targets, for Gpt's calls (model/gpt.hpp): each
-// token's type (segment) and how long each sequence is before its padding. A decoder's batch of whole sequences needs
-// none of it (EncoderInputs{}).
+// What an encoder's batch (BERT's) holds besides its token ids and targets, for Gpt's calls (model/gpt.hpp) and the
+// reference's (reference/gpt.hpp): each token's type (segment) and how long each sequence is before its padding. A
+// decoder's batch of whole sequences needs none of it (EncoderInputs{}).
 //
 //   optimus::EncoderInputs inputs{.token_types = types, .lengths = {7, 5}};  // two sequences of s = 8, the first
 //   model.train_step(tokens, targets, inputs, 2, step);                      // padded after 7 tokens
