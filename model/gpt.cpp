@@ -369,23 +369,31 @@ void Gpt<F>::add_head_wte_grad() {
 }
 
 template <class F>
-double Gpt<F>::mean_over_model(double part) const {
+double Gpt<F>::mean_over_model(double part, const Mean& mean) const {
   const double total = schedule_.stages == 1 ? part : grid_.pipe().all_reduce(part, ReduceOp::sum);
-  return grid_.dp() == 1 ? total : grid_.dp_comm().all_reduce(total, ReduceOp::sum) / grid_.dp();
+  if (grid_.dp() == 1) return total;
+  const double replicas = grid_.dp_comm().all_reduce(total, ReduceOp::sum);
+  return mean.summed ? replicas : replicas / grid_.dp();
 }
 
 template <class F>
-std::int64_t Gpt<F>::predicted_tokens(const std::vector<int>& targets, const char* call) const {
+auto Gpt<F>::predicted_tokens(const std::vector<int>& targets, const char* call) const -> Mean {
   const auto n = static_cast<std::int64_t>(targets.size());
   const auto predicted =
       n - static_cast<std::int64_t>(std::count(targets.begin(), targets.end(), math::kIgnoredTarget));
-  if (predicted == n) return n;
-  OPTIMUS_CHECK(predicted >= 1, F::name, "::", call, ": none of the ", n, " targets is predicted (each is ",
-                math::kIgnoredTarget, ")");
-  OPTIMUS_CHECK(grid_.dp() == 1, F::name, "::", call, ": ", n - predicted, " of the ", n, " targets are not predicted (",
-                math::kIgnoredTarget, ", a masked LM's) with ", grid_.dp(), " data-parallel replicas: a mean over the "
-                "whole batch's predicted positions is not built yet (one replica only)");
-  return predicted;
+  if (grid_.dp() == 1) {
+    OPTIMUS_CHECK(predicted >= 1, F::name, "::", call, ": none of the ", n, " targets is predicted (each is ",
+                  math::kIgnoredTarget, ")");
+    return {.over = predicted, .summed = false};
+  }
+  // The whole batch's counts (exact in doubles), the same on every rank of every replica.
+  std::vector<double> counts{static_cast<double>(n), static_cast<double>(predicted)};
+  grid_.dp_comm().all_reduce(counts.data(), counts.data(), counts.size(), DType::f64, ReduceOp::sum);
+  const auto all = static_cast<std::int64_t>(counts[0]), all_predicted = static_cast<std::int64_t>(counts[1]);
+  OPTIMUS_CHECK(all_predicted >= 1, F::name, "::", call, ": none of the ", all, " targets of the ", grid_.dp(),
+                " replicas' batch is predicted (each is ", math::kIgnoredTarget, ")");
+  if (all_predicted == all) return {.over = n, .summed = false};  // every position: the replicas' means averaged
+  return {.over = all_predicted, .summed = true};
 }
 
 template <class F>
@@ -414,11 +422,13 @@ double Gpt<F>::forward(const std::vector<int>& tokens, const std::vector<int>& t
   pass.lengths = inputs.lengths;
   saved = Context{};
   std::optional<DistMatrix<T>> x;
-  const double loss = forward_chunk(chunks_.front(), saved, pass, tokens, inputs.token_types, targets, batch,
-                                    predicted_tokens(targets, "forward"), x);
+  const Mean mean = predicted_tokens(targets, "forward");
+  const double loss =
+      forward_chunk(chunks_.front(), saved, pass, tokens, inputs.token_types, targets, batch, mean.over, x);
   saved.mark = ContextMark(grid_);
+  saved.summed_over_replicas = mean.summed;
   call.done();
-  return mean_over_model(loss);
+  return mean_over_model(loss, mean);
 }
 
 template <class F>
@@ -427,7 +437,7 @@ void Gpt<F>::backward(Context saved) {
   saved.mark.check(grid_, "gpt");
   detail::SpillCall<T> call(spilling());
   const bool replicas = grid_.dp() > 1;
-  ReplicaSums sums(grid_);
+  ReplicaSums sums(grid_, Mean{.over = 0, .summed = saved.summed_over_replicas});
   backward_chunk(chunks_.front(), saved, nullptr, std::nullopt, replicas ? &sums : nullptr);
   add_head_wte_grad();
   if (replicas) {
@@ -519,16 +529,16 @@ double Gpt<F>::evaluate(const std::vector<int>& tokens, const std::vector<int>& 
                         std::int64_t batch) {
   OPTIMUS_CHECK(targets.size() == tokens.size(), F::name, "::evaluate: ", tokens.size(), " tokens but ",
                 targets.size(), " targets");
-  const std::int64_t mean_over = predicted_tokens(targets, "evaluate");  // checked on every rank, head or not
+  const Mean mean = predicted_tokens(targets, "evaluate");  // checked on every rank, head or not
   double loss = 0;
   detail::SpillCall<T> call(spilling());
   const std::optional<DistMatrix<T>> y = forward_to_head(tokens, inputs, batch, "evaluate");
   call.done();
   if (y) {
     LmHeadContext<T> none;
-    loss = head_->forward(*y, embedding_->head_operand(), targets, mean_over, Pass::inference(), none);
+    loss = head_->forward(*y, embedding_->head_operand(), targets, mean.over, Pass::inference(), none);
   }
-  return mean_over_model(loss);  // only the head's stage has a part
+  return mean_over_model(loss, mean);  // only the head's stage has a part
 }
 
 template <class F>

@@ -29,11 +29,12 @@ struct Gpt<F>::Saved {
 };
 
 // The gradients summed over the replicas during a backward: posted as they are finished (waited at once with the grid's
-// overlap off), then divided by dp at finish.
+// overlap off), then divided by dp at finish — unless the loss is a mean over the whole batch already (Mean::summed:
+// a masked LM's), when the sums are the gradients.
 template <class F>
 class Gpt<F>::ReplicaSums {
  public:
-  explicit ReplicaSums(const Grid& grid) : grid_(grid) {}
+  ReplicaSums(const Grid& grid, const Mean& mean) : grid_(grid), average_(!mean.summed) {}
 
   void post(const std::vector<ParameterRef<T>>& params) {
     for (const ParameterRef<T>& p : params) {
@@ -47,12 +48,14 @@ class Gpt<F>::ReplicaSums {
     std::vector<Request> now;
     for (const ParameterRef<T>& p : params) now.push_back(sum(p));
     for (Request& r : now) r.wait();
+    if (!average_) return;
     for (const ParameterRef<T>& p : params) scale_gradient(p, factor(), grid_.queue());
   }
   // `rest` posted too, every sum waited, and every posted gradient divided by dp.
   void finish(const std::vector<ParameterRef<T>>& rest) {
     post(rest);
     for (Request& r : pending_) r.wait();
+    if (!average_) return;
     for (const ParameterRef<T>& p : summed_) scale_gradient(p, factor(), grid_.queue());
   }
 
@@ -64,6 +67,7 @@ class Gpt<F>::ReplicaSums {
   T factor() const { return T(1) / static_cast<T>(grid_.dp()); }
 
   const Grid& grid_;
+  bool average_;  // divide the sums by dp (false: Mean::summed)
   std::vector<Request> pending_;
   std::vector<ParameterRef<T>> summed_;
 };

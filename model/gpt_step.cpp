@@ -32,7 +32,8 @@ class Gpt<F>::Step {
     micro_ = batch / m;
     seq_ = n / batch;
     m_.check_inputs(inputs, batch, seq_, "train_step");
-    mean_over_ = m_.predicted_tokens(targets, "train_step");
+    mean_ = m_.predicted_tokens(targets, "train_step");
+    sums_ = std::make_unique<ReplicaSums>(m_.grid_, mean_);
     rows_ = micro_ * seq_;
     OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, F::name, "::train_step: a micro-batch of ", micro_,
                   " sequences is not divisible by q = ", m_.grid_.q());
@@ -48,6 +49,7 @@ class Gpt<F>::Step {
   }
 
   bool done() const { return next_ == ops().size(); }
+  const Mean& mean() const { return mean_; }
 
   // Whether the next operation's input is here (never blocks): a block handed on this stage, or a receive that has
   // completed (posted now if it was not). True for an operation without one.
@@ -98,7 +100,7 @@ class Gpt<F>::Step {
     std::vector<ParameterRef<T>> edges;
     m_.embedding_parameters(edges);
     m_.ln_f_parameters(edges);
-    sums_.finish(edges);
+    sums_->finish(edges);
   }
 
  private:
@@ -227,12 +229,12 @@ class Gpt<F>::Step {
     const int k = op.micro_batch, u = virtual_stage(op);
     Chunk& chunk = m_.chunks_[static_cast<std::size_t>(op.chunk)];
     Saved& s = saved_[{k, op.chunk}];
-    ReplicaSums* sums = last_gradients && m_.grid_.dp() > 1 ? &sums_ : nullptr;
+    ReplicaSums* sums = last_gradients && m_.grid_.dp() > 1 ? sums_.get() : nullptr;
     if (op.work == pipeline::Work::forward) {
       const Pass pass = pass_of(k);
       std::optional<DistMatrix<T>> x = std::move(input);
       loss_ += m_.forward_chunk(chunk, s.context, pass, slice(tokens_, k), slice(inputs_.token_types, k),
-                                slice(targets_, k), micro_, mean_over_, x);
+                                slice(targets_, k), micro_, mean_.over, x);
       if (u != last()) deliver(*std::move(x), u + 1, k, false);
       return;
     }
@@ -259,7 +261,7 @@ class Gpt<F>::Step {
   std::int64_t batch_;
   std::uint64_t step_;
   std::int64_t micro_ = 0, seq_ = 0, rows_ = 0;  // sequences per micro-batch, tokens per sequence, rows per block
-  std::int64_t mean_over_ = 0;                     // the replica's predicted tokens (Gpt::predicted_tokens)
+  Mean mean_;                                      // what the loss is a mean over (Gpt::predicted_tokens)
   double loss_ = 0;
   std::size_t next_ = 0;                         // the next operation's index in ops()
   Clock::time_point begin_ = Clock::now();
@@ -270,7 +272,7 @@ class Gpt<F>::Step {
   std::vector<Request> sends_;
   std::vector<DistMatrix<T>> sent_;              // the blocks being sent, alive until their sends complete
   std::vector<std::size_t> last_gradient_op_;    // [c]: the index of the chunk's last B or B_weight
-  ReplicaSums sums_{m_.grid_};                   // the gradients' sums over the replicas
+  std::unique_ptr<ReplicaSums> sums_;            // the gradients' sums over the replicas
 };
 
 // wte's gradient at a step's end: the embedding's part E (on u = 0's stage) plus the head's H (on u = U-1's), formed as
@@ -528,7 +530,7 @@ double Gpt<F>::finish_step(Step& run, double loss) {
   wte.post();
   wte.complete();
   run.finish_replica_sums();
-  return mean_over_model(loss);  // only u = U-1's stage has a part
+  return mean_over_model(loss, run.mean());  // only u = U-1's stage has a part
 }
 
 

@@ -116,9 +116,10 @@ TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits und
   }
 }
 
-TEST_CASE("a GPT's loss over a masked LM's predicted positions: refused where none is predicted, and over data-parallel "
-          "replicas (not built yet), one error on every rank") {
-  const auto config = optimus::test::config_for(1, 2, 0.0);
+TEST_CASE("a GPT's loss over a masked LM's predicted positions: refused where none is predicted; over data-parallel "
+          "replicas a mean over the whole batch's predicted positions, one replica predicting none, equal to the "
+          "reference's on the whole batch") {
+  const auto config = optimus::test::config_for(1, 2, 0.1);
   std::vector<int> tokens(8, 1), targets(8, optimus::math::kIgnoredTarget);  // 2 sequences of 4
   optimus::test::run_in_process(1, [&](optimus::Communicator& world) {
     optimus::Gpt2D<double> model(optimus::Grid::create(world, 1), config);
@@ -126,13 +127,52 @@ TEST_CASE("a GPT's loss over a masked LM's predicted positions: refused where no
     CHECK(optimus::test::error_on_every_rank(world, [&] { model.forward(tokens, targets, 2, 0, saved); }) ==
           "Gpt2D::forward: none of the 8 targets is predicted (each is -1)");
   });
-  targets[0] = targets[5] = 3;
   optimus::test::run_in_process(2, [&](optimus::Communicator& world) {  // q = 1, pp = 1: 2 replicas
     optimus::Gpt2D<double> model(optimus::Grid::create(world, 1), config);
     CHECK(optimus::test::error_on_every_rank(world, [&] { model.train_step(tokens, targets, 2, 0); }) ==
-          "Gpt2D::train_step: 6 of the 8 targets are not predicted (-1, a masked LM's) with 2 data-parallel replicas: a "
-          "mean over the whole batch's predicted positions is not built yet (one replica only)");
+          "Gpt2D::train_step: none of the 16 targets of the 2 replicas' batch is predicted (each is -1)");
   });
+  // The whole batch: 4 sequences of 4; replica 0 holds the first two and predicts 3 of its positions, replica 1
+  // predicts none. Against the reference on the whole batch (its mean over the 3), with micro-batches and without.
+  const std::vector<int> all_tokens = optimus::test::random_tokens(16, config.vocab, 5);
+  std::vector<int> all_targets = optimus::test::random_tokens(16, config.vocab, 6);
+  for (std::size_t i = 0; i < all_targets.size(); ++i) {
+    if (i != 1 && i != 4 && i != 6) all_targets[i] = optimus::math::kIgnoredTarget;
+  }
+  const optimus::reference::GptResult r = optimus::reference::gpt_forward_backward(
+      config, optimus::reference::gpt_init(config), all_tokens, all_targets, 4, 7);
+  auto no_dropout = config;
+  no_dropout.dropout = 0;
+  const double evaluated_loss = optimus::reference::gpt_forward_backward(
+      no_dropout, optimus::reference::gpt_init(no_dropout), all_tokens, all_targets, 4, 0).loss;
+  for (const int m : {1, 2}) {
+    CAPTURE(m);
+    optimus::test::run_in_process(2, [&](optimus::Communicator& world) {
+      const optimus::Grid grid = optimus::Grid::create(world, 1);
+      optimus::Gpt2D<double> model(grid, config, pp::one_stage(m));
+      const auto first = static_cast<std::ptrdiff_t>(8 * grid.dp_index());
+      const std::vector<int> mine(all_tokens.begin() + first, all_tokens.begin() + first + 8);
+      const std::vector<int> my_targets(all_targets.begin() + first, all_targets.begin() + first + 8);
+      const double loss = model.train_step(mine, my_targets, 2, 7);
+      CHECK(std::abs(loss - r.loss) <= 1e-10 * r.loss);
+      for (const auto& [name, g] : model.gather(true)) {
+        CAPTURE_BINDING(name);
+        CHECK(optimus::reference::compare_relative(g, r.grads.at(name), 1e-10).ok());
+      }
+      // evaluate (no dropout; the parameters unchanged: no optimizer step), and forward and backward taken apart.
+      CHECK(std::abs(model.evaluate(mine, my_targets, 2) - evaluated_loss) <= 1e-10 * evaluated_loss);
+      if (m == 1) {
+        model.zero_grad();
+        optimus::Gpt2D<double>::Context saved;
+        CHECK(std::abs(model.forward(mine, my_targets, 2, 7, saved) - r.loss) <= 1e-10 * r.loss);
+        model.backward(std::move(saved));
+        for (const auto& [name, g] : model.gather(true)) {
+          CAPTURE_BINDING(name);
+          CHECK(optimus::reference::compare_relative(g, r.grads.at(name), 1e-10).ok());
+        }
+      }
+    });
+  }
 }
 
 TEST_CASE("an encoder's padded batch through a pipeline (1f1b, 2 stages, 2 micro-batches) gives one stage's loss and "

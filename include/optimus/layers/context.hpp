@@ -149,6 +149,7 @@ struct LmHeadContext {
 template <class T>
 struct GptContext {
   ContextMark mark;
+  bool summed_over_replicas = false;  // the loss a mean over the whole batch's predicted positions (Gpt::Mean)
   EmbeddingContext<T> embedding;
   std::vector<BlockContext<T>> blocks;
   MlpContext<T> transform;  // BERT's head transform's (BlockConfig::head_transform), else empty

@@ -244,13 +244,22 @@ class Gpt {
   void add_head_wte_grad();
   // Throws unless the model is one stage of one chunk (forward and backward take the whole model apart).
   void check_whole(const char* call) const;
-  // A loss part held by the head's stage: summed over the stages, then averaged over the replicas (no collective over
-  // one stage or one replica: on a device grid it would stage the host scalar through device memory).
-  double mean_over_model(double part) const;
-  // The tokens a loss over `targets` (this replica's) is a mean over: all of them, or the predicted ones where some are
-  // math::kIgnoredTarget (a masked LM's). Throws, naming `call`, where none is predicted, or where some are not and
-  // there are several replicas (the mean over the whole batch's predicted positions is not built yet).
-  std::int64_t predicted_tokens(const std::vector<int>& targets, const char* call) const;
+  // What a loss is a mean over: `over` tokens, this replica's (`summed` false: the replicas' means and gradients are
+  // then averaged), or the whole batch's predicted ones (`summed`: a masked LM's with several replicas, whose parts
+  // and gradients are then summed over the replicas — a replica may predict none of its positions).
+  struct Mean {
+    std::int64_t over = 0;
+    bool summed = false;
+  };
+  // A loss part held by the head's stage: summed over the stages, then averaged (or, mean.summed, summed) over the
+  // replicas (no collective over one stage or one replica: on a device grid it would stage the host scalar through
+  // device memory).
+  double mean_over_model(double part, const Mean& mean) const;
+  // The mean of a loss over `targets` (this replica's): over all of them, or over the predicted ones where some are
+  // math::kIgnoredTarget (a masked LM's) — with several replicas, the whole batch's predicted ones (summed: one
+  // all-reduce of two counts over the replicas, every step with dp > 1). Throws, naming `call`, where none of the
+  // batch's is predicted.
+  Mean predicted_tokens(const std::vector<int>& targets, const char* call) const;
 
   // The inference forward of the whole batch through this stage's virtual stages, receiving from and sending to the
   // neighbouring stages: ln_f's output [b*s, h] on the head's stage, nothing elsewhere.
