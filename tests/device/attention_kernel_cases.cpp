@@ -132,10 +132,10 @@ void flash_attention_bf16(RankDevice& rank, const ops::Queue& device_queue, cons
 }
 
 // Padded sequences (the key-padding mask): 3 sequences of 70 padded after 70 (none), 1 and 65 tokens (a GPU block
-// and one key), bidirectional and causal, f32 products and mixed precision's (head dimension 64), dropout 0.1. The
+// and one key), bidirectional and causal, f32 products and mixed precision's (head dimension 16), dropout 0.1. The
 // lengths live with the other operands: on the host for the host's run, on the device for the device's.
 void flash_attention_padded(RankDevice& rank, const ops::Queue& device_queue, const Expect& expect) {
-  const std::int64_t seq = 70, batches = 3, n = batches * seq, heads = 2, d = 64, width = heads * d;
+  const std::int64_t seq = 70, batches = 3, n = batches * seq, heads = 2, d = 16, width = heads * d;
   const Both<int> lengths(std::vector<int>{70, 1, 65}, Shape{batches}, rank);
   for (const ops::GemmMath math : {ops::GemmMath::f32, ops::GemmMath::bf16}) {
     for (const bool causal : {false, true}) {

@@ -298,10 +298,11 @@ void check_block(Communicator& world, int q) {
   // BERT's blocks on padded sequences, under each recomputation policy (which reruns the attention in backward, with
   // the lengths its context kept).
   for (const Recompute policy : {Recompute::none, Recompute::selective, Recompute::full}) {
-    const BlockRun padded{.padded = true, .recompute = policy};
-    block_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), padded, InFlight{});
-    in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, bert_blocks(), padded, f); });
+    block_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), BlockRun{.padded = true, .recompute = policy},
+                       InFlight{});
   }
+  const BlockRun full{.padded = true, .recompute = Recompute::full};
+  in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, bert_blocks(), full, f); });
 }
 
 void check_embedding(Communicator& world, int q) {
@@ -347,10 +348,8 @@ void check_gpt(Communicator& world, int q) {
   // A masked LM's loss: a third of the positions predicted, the mean over those.
   gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), Predicted::some, InFlight{});
   gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), Predicted::some, InFlight{});
-  // An encoder's batch: its sequences padded, the padding never predicted.
-  gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), Predicted::padded, InFlight{});
-  gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), Predicted::padded, InFlight{});
-  // BERT's embeddings too: token types (each sequence's second half of type 1) and the embeddings' norm.
+  // BERT's model on an encoder's batch: its sequences padded (the padding never predicted), token types (each
+  // sequence's second half of type 1), the embeddings' norm and the masked-LM head.
   in_flight_scenarios<double>(
       [&](const InFlight& f) { gpt_case<double>(grid, shapes_for(q), 0.1, bert_model_blocks(), Predicted::padded, f); });
   gpt_case<float>(grid, shapes_for(q), 0.0, bert_model_blocks(), Predicted::padded, InFlight{});
