@@ -76,28 +76,13 @@ detail::AttentionGeometry Attention<T, Split>::geometry(std::int64_t local_rows,
   return g;
 }
 
-namespace {
-
-// Throws (naming the values) unless `lengths` is empty or one length in [1, seq] for each of the pass's `sequences`.
-void check_lengths(const std::vector<int>& lengths, std::int64_t sequences, std::int64_t seq) {
-  if (lengths.empty()) return;
-  OPTIMUS_CHECK(static_cast<std::int64_t>(lengths.size()) == sequences, "attention: ", lengths.size(),
-                " sequence lengths for a pass of ", sequences, " sequences");
-  for (std::size_t k = 0; k < lengths.size(); ++k) {
-    OPTIMUS_CHECK(lengths[k] >= 1 && lengths[k] <= seq, "attention: sequence ", k, " has length ", lengths[k],
-                  ", outside [1, ", seq, "] (the tokens before its padding)");
-  }
-}
-
-}  // namespace
-
 template <class T, class Split>
 template <class X>
 DistMatrix<T> Attention<T, Split>::forward_any(X&& x, std::int64_t seq, const Pass& pass, Context& saved) {
   const int q = Split::activation_grid(place_).q();
   OPTIMUS_CHECK(seq > 0 && (x.rows() / q) % seq == 0, "attention: ", x.rows(), " tokens are not whole sequences of ",
                 seq, q > 1 ? " on each of q = " + std::to_string(q) + " grid rows" : std::string());
-  check_lengths(pass.lengths, x.rows() / seq, seq);
+  check_lengths(pass.lengths, x.rows() / seq, seq, "attention");
   const detail::AttentionGeometry g = geometry(x.rows() / q, seq, pass, pass.training ? spec_.dropout.p : 0.0);
   return detail::attention_forward<T>(c_attn_, c_proj_, std::forward<X>(x), Split::heads_width(place_, spec_.hidden),
                                       g, pass, saved);

@@ -462,13 +462,7 @@ void Gpt<F>::check_inputs(const EncoderInputs& inputs, std::int64_t batch, std::
                     inputs.token_types[t], " at position ", t, " is outside [0, ", types, ")");
     }
   }
-  if (inputs.lengths.empty()) return;
-  OPTIMUS_CHECK(static_cast<std::int64_t>(inputs.lengths.size()) == batch, F::name, "::", call, ": ",
-                inputs.lengths.size(), " sequence lengths for a batch of ", batch, " sequences");
-  for (std::size_t k = 0; k < inputs.lengths.size(); ++k) {
-    OPTIMUS_CHECK(inputs.lengths[k] >= 1 && inputs.lengths[k] <= seq, F::name, "::", call, ": sequence ", k,
-                  " has length ", inputs.lengths[k], ", outside [1, ", seq, "] (its tokens before the padding)");
-  }
+  check_lengths(inputs.lengths, batch, seq, std::string(F::name) + "::" + call);
 }
 
 template <class F>

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
+
+#include "optimus/core/error.hpp"
 
 namespace optimus {
 
@@ -28,5 +31,18 @@ struct Pass {
     return {.step = step, .training = true, .first_sequence = first_sequence, .lengths = {}};
   }
 };
+
+// Throws, naming `who` and the values, unless `lengths` (Pass::lengths) is empty or one length in [1, seq] for each of
+// a batch's `sequences` sequences of `seq` tokens.
+inline void check_lengths(const std::vector<int>& lengths, std::int64_t sequences, std::int64_t seq,
+                          std::string_view who) {
+  if (lengths.empty()) return;
+  OPTIMUS_CHECK(static_cast<std::int64_t>(lengths.size()) == sequences, who, ": ", lengths.size(),
+                " sequence lengths for a batch of ", sequences, " sequences");
+  for (std::size_t k = 0; k < lengths.size(); ++k) {
+    OPTIMUS_CHECK(lengths[k] >= 1 && lengths[k] <= seq, who, ": sequence ", k, " has length ", lengths[k],
+                  ", outside [1, ", seq, "] (its tokens before the padding)");
+  }
+}
 
 }  // namespace optimus
