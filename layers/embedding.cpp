@@ -27,20 +27,6 @@ std::int64_t checked_sequence_length(const std::vector<int>& tokens, std::int64_
   return seq;
 }
 
-// Throws (naming the values) unless `types` is empty or one type in [0, token_types) for each of n tokens, and the
-// model has token types where it is not empty.
-void check_token_types(const std::vector<int>& types, std::size_t n, const GptConfig& config) {
-  if (types.empty()) return;
-  const std::int64_t count = config.block.token_types;
-  OPTIMUS_CHECK(count > 0, "embedding: ", types.size(), " token types given to a model without token types "
-                "(BlockConfig::token_types = 0)");
-  OPTIMUS_CHECK(types.size() == n, "embedding: ", types.size(), " token types for ", n, " tokens");
-  for (std::size_t t = 0; t < types.size(); ++t) {
-    OPTIMUS_CHECK(types[t] >= 0 && types[t] < count, "embedding: token type ", types[t], " at position ", t,
-                  " is outside [0, ", count, ")");
-  }
-}
-
 // tte's table as a vocabulary of its own: token_types ids, the rows stored padded to a multiple of `parts` (the split's
 // parts of a vocabulary: q or p), so that it is looked up, stored and checkpointed as wte is.
 GptConfig token_type_table(const GptConfig& config, int parts) {
@@ -82,6 +68,17 @@ DistMatrix<T> dropped_gradient(const EmbeddingContext<T>& saved, const DistMatri
 }
 
 }  // namespace
+
+void check_token_types(const std::vector<int>& types, std::size_t n, std::int64_t token_types, std::string_view who) {
+  if (types.empty()) return;
+  OPTIMUS_CHECK(token_types > 0, who, ": ", types.size(), " token types given to a model without token types "
+                "(BlockConfig::token_types = 0)");
+  OPTIMUS_CHECK(types.size() == n, who, ": ", types.size(), " token types for ", n, " tokens");
+  for (std::size_t t = 0; t < types.size(); ++t) {
+    OPTIMUS_CHECK(types[t] >= 0 && types[t] < token_types, who, ": token type ", types[t], " at position ", t,
+                  " is outside [0, ", token_types, ")");
+  }
+}
 
 template <class T, class Split>
 Embedding<T, Split>::Embedding(const Place& place, const GptConfig& config, TiedHead head)
@@ -141,7 +138,7 @@ template <class T, class Split>
 DistMatrix<T> Embedding<T, Split>::forward(const std::vector<int>& tokens, const std::vector<int>& token_types,
                                            std::int64_t batch, const Pass& pass, Context& saved) {
   const std::int64_t seq = checked_sequence_length(tokens, batch, config_);
-  check_token_types(token_types, tokens.size(), config_);
+  check_token_types(token_types, tokens.size(), config_.block.token_types, "embedding");
   const int q = grid().q();
   OPTIMUS_CHECK(batch % q == 0, "embedding: batch = ", batch, " is not divisible by q = ", q);
   const MemoryTag work = grid().tag(MemoryKind::workspace);  // where the tables live

@@ -451,18 +451,9 @@ void Gpt<F>::backward(Context saved) {
 
 template <class F>
 void Gpt<F>::check_inputs(const EncoderInputs& inputs, std::int64_t batch, std::int64_t seq, const char* call) const {
-  const std::int64_t types = config_.block.token_types;
-  if (!inputs.token_types.empty()) {
-    OPTIMUS_CHECK(types > 0, F::name, "::", call, ": ", inputs.token_types.size(),
-                  " token types given to a model without token types (BlockConfig::token_types = 0)");
-    OPTIMUS_CHECK(static_cast<std::int64_t>(inputs.token_types.size()) == batch * seq, F::name, "::", call, ": ",
-                  inputs.token_types.size(), " token types for ", batch * seq, " tokens");
-    for (std::size_t t = 0; t < inputs.token_types.size(); ++t) {
-      OPTIMUS_CHECK(inputs.token_types[t] >= 0 && inputs.token_types[t] < types, F::name, "::", call, ": token type ",
-                    inputs.token_types[t], " at position ", t, " is outside [0, ", types, ")");
-    }
-  }
-  check_lengths(inputs.lengths, batch, seq, std::string(F::name) + "::" + call);
+  const std::string who = std::string(F::name) + "::" + call;
+  check_token_types(inputs.token_types, static_cast<std::size_t>(batch * seq), config_.block.token_types, who);
+  check_lengths(inputs.lengths, batch, seq, who);
 }
 
 template <class F>

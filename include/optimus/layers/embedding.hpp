@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,10 @@ namespace optimus {
 // Here, the head multiplies wte (tied) or lm_head (untied, held here); under mixed precision its products take that
 // matrix's bf16 copy, kept only `here`.
 enum class TiedHead { elsewhere, here };
+
+// Throws, naming `who` and the values, unless `types` is empty or one type in [0, token_types) for each of n tokens of
+// a model with token types.
+void check_token_types(const std::vector<int>& types, std::size_t n, std::int64_t token_types, std::string_view who);
 
 template <class T, class Split>
 class Embedding {
