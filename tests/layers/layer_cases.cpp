@@ -292,9 +292,12 @@ void check_block(Communicator& world, int q) {
     CAPTURE(block.bidirectional);
     block_case<double>(grid, shapes_for(q), 0.0, block, BlockRun{}, InFlight{});
     block_case<float>(grid, shapes_for(q), 0.0, block, BlockRun{}, InFlight{});
-    in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, block, BlockRun{}, f); });
-    in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, block, BlockRun{}, f); });
   }
+  // With dropout, in every in-flight scenario: GPT-2's blocks, and BERT's (post-norm, bidirectional) in f64; BERT's in
+  // f32 on padded sequences below.
+  in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, BlockConfig{}, BlockRun{}, f); });
+  in_flight_scenarios<float>([&](const InFlight& f) { block_case<float>(grid, shapes_for(q), 0.1, BlockConfig{}, BlockRun{}, f); });
+  in_flight_scenarios<double>([&](const InFlight& f) { block_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), BlockRun{}, f); });
   // BERT's blocks on padded sequences, under each recomputation policy (which reruns the attention in backward, with
   // the lengths its context kept).
   for (const Recompute policy : {Recompute::none, Recompute::selective, Recompute::full}) {
@@ -335,17 +338,8 @@ void check_gpt(Communicator& world, int q) {
   mixed.rope.reset();
   mixed.tied_head = true;
   gpt_case<double>(grid, shapes_for(q), 0.1, mixed, InFlight{});
-  // BERT's MLP (the exact GELU) in GPT-2's blocks; BERT's blocks (post-norm, exact GELU).
-  BlockConfig erf;
-  erf.mlp = MlpKind::gelu_erf;
-  gpt_case<double>(grid, shapes_for(q), 0.1, erf, InFlight{});
-  gpt_case<float>(grid, shapes_for(q), 0.0, erf, InFlight{});
-  BlockConfig bert = post_norm_blocks();
-  bert.mlp = MlpKind::gelu_erf;
-  gpt_case<double>(grid, shapes_for(q), 0.1, bert, InFlight{});
-  gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), InFlight{});  // bidirectional too
-  gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), InFlight{});
-  // A masked LM's loss: a third of the positions predicted, the mean over those.
+  // BERT's blocks (post-norm, the exact GELU, bidirectional) with a masked LM's loss: a third of the positions
+  // predicted, the mean over those (the blocks' parts one at a time are check_block's and the MLP's cases).
   gpt_case<double>(grid, shapes_for(q), 0.1, bert_blocks(), Predicted::some, InFlight{});
   gpt_case<float>(grid, shapes_for(q), 0.0, bert_blocks(), Predicted::some, InFlight{});
   // BERT's model on an encoder's batch: its sequences padded (the padding never predicted), token types (each
@@ -423,8 +417,7 @@ void check_f32_layers_on(const Grid& grid) {
     mlp_case<float>(grid, s, MlpKind::gelu_erf, true, f);
     mlp_case<float>(grid, s, MlpKind::swiglu, false, f);
     block_case<float>(grid, s, 0.1, BlockConfig{}, BlockRun{}, f);
-    block_case<float>(grid, s, 0.1, post_norm_blocks(), BlockRun{}, f);
-    block_case<float>(grid, s, 0.1, bert_blocks(), BlockRun{}, f);
+    // BERT's blocks (post-norm, bidirectional) on padded sequences, recomputed.
     block_case<float>(grid, s, 0.1, bert_blocks(), BlockRun{.padded = true, .recompute = Recompute::full}, f);
     embedding_case<float>(grid, s, f);
     lm_head_case<float>(grid, s, Predicted::all, f);
