@@ -9,6 +9,8 @@
 #include <string>
 
 #include "optimus/core/error.hpp"
+#include "masked_data.hpp"
+#include "optimus/programs/arch_options.hpp"
 
 namespace optimus::examples {
 
@@ -64,6 +66,12 @@ std::string shown(char ch) {
 
 }  // namespace
 
+DataVocab for_blocks(const DataVocab& data, const BlockConfig& blocks) {
+  DataVocab d = data;
+  if (d.exact && trains_masked(blocks)) d.ids += kTextSpecialIds;
+  return d;
+}
+
 void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::string& whose) {
   if (data.exact) {
     OPTIMUS_CHECK(vocab == data.ids, whose, " vocabulary has ", vocab, " ids but the text's characters are ", data.ids,
@@ -91,14 +99,13 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
   OPTIMUS_CHECK(!o.has("dropout") || o.real("dropout", 0) == info.config.dropout, "--dropout ", o.real("dropout", 0),
                 " differs from the checkpoint's ", info.config.dropout, " (a resumed run keeps its dropout)");
   const BlockConfig& blocks = info.config.block;
-  OPTIMUS_CHECK(!o.has("arch") || (o.text("arch", "") == "gpt2") == (blocks == BlockConfig{}), "--arch ",
-                o.text("arch", ""), " differs from the checkpoint's blocks (", info.config, ")");
+  cli::check_arch(o, blocks, "the checkpoint's");
   OPTIMUS_CHECK(!o.has("kv-heads") || o.integer("kv-heads", 0) == info.config.kv_heads(), "--kv-heads ",
                 o.integer("kv-heads", 0), " differs from the checkpoint's ", info.config.kv_heads());
   OPTIMUS_CHECK(!o.has("rope-theta") || (blocks.rope && o.real("rope-theta", 0) == blocks.rope->theta),
                 "--rope-theta ", o.real("rope-theta", 0), " differs from the checkpoint's ",
                 blocks.rope ? std::to_string(blocks.rope->theta) : std::string("learned positions"));
-  check_vocab_fits(data, info.config.vocab, "the checkpoint's");
+  check_vocab_fits(for_blocks(data, blocks), info.config.vocab, "the checkpoint's");
   const auto& extra = info.state.extra;
   // A text model's ids are its text's characters: the same count of other characters would be remapped silently.
   if (data.exact && extra.count("characters")) {
@@ -160,14 +167,15 @@ void check_export_target(const cli::Options& o, const GptConfig& config) {
   OPTIMUS_CHECK(!file.ends_with(".bin") || blocks == "gpt2", "--export ", file, ": llm.c's file holds GPT-2's blocks, "
                 "not the model's (", blocks, "); export a Llama to a directory");
   OPTIMUS_CHECK(blocks != "custom", "--export ", file, ": no file format holds the model's blocks (", config, ")");
+  OPTIMUS_CHECK(blocks != "bert", "--export ", file, ": a BERT is not exported yet (Hugging Face's BertForMaskedLM is "
+                "to come); train it with --save");
   OPTIMUS_CHECK(blocks != "llama" || !std::filesystem::exists(file), "--export ", file, ": a Llama is exported to a new "
                 "Hugging Face directory, and '", file, "' exists");
 }
 
 void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,
                  GptConfig& config) {
-  OPTIMUS_CHECK(!o.has("arch") || (o.text("arch", "") == "gpt2") == (file.block == BlockConfig{}), "--arch ",
-                o.text("arch", ""), " differs from ", path, "'s blocks (", file, ")");
+  cli::check_arch(o, file.block, path + "'s");
   const auto same = [&](const char* option, std::int64_t there) {
     OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
                   " differs from ", path, "'s ", there);

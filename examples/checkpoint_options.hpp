@@ -37,6 +37,8 @@ struct DataVocab {
 // a value that is not such hex throws naming it.
 std::string characters_record(const std::string& characters);
 std::string characters_of(const std::string& record);
+// The ids a model of `blocks` needs for `data`: a text's characters and, for a masked LM, the special ids after them.
+DataVocab for_blocks(const DataVocab& data, const BlockConfig& blocks);
 // Throws unless a vocabulary of `vocab` ids, `whose` (for the message), fits `data`.
 void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::string& whose);
 

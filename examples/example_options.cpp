@@ -76,6 +76,13 @@ std::vector<cli::Spec> train_gpt_options() {
   };
   for (cli::Spec& s : device_options()) specs.push_back(std::move(s));
   for (cli::Spec& s : cli::arch_options()) specs.push_back(std::move(s));
+  specs.push_back(cli::positive_real("mask-prob", 1, "--arch bert: the share of positions masked and predicted, in "
+                                     "(0, 1) (default 0.15)"));
+  for (const char* id : kSpecialIdOptions) {
+    specs.push_back(cli::integer(id, 0, checkpoint::TokenFile::kLargestVocab - 1,
+                                 "--arch bert: a special id (default bert-base-uncased's with --data: PAD 0, CLS 101, "
+                                 "SEP 102, MASK 103; with --text the four after its characters)"));
+  }
   return specs;
 }
 

@@ -13,4 +13,7 @@ std::vector<cli::Spec> train_gpt_options();
 std::vector<cli::Spec> optimus_plan_options();
 std::vector<cli::Spec> optimus_sweep_options();
 
+// A masked LM's special ids as train_gpt's options name them (masked_data.hpp), in the order PAD, CLS, SEP, MASK.
+inline constexpr const char* kSpecialIdOptions[] = {"pad-id", "cls-id", "sep-id", "mask-id"};
+
 }  // namespace optimus::examples

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "optimus/checkpoint/token_file.hpp"
+#include "optimus/core/encoder_inputs.hpp"
 
 namespace optimus::examples {
 
@@ -44,6 +45,12 @@ inline constexpr std::int64_t kGpt2Vocab = 50257, kLlama3Vocab = 128256;
 Corpus load_data(const std::vector<std::string>& files, checkpoint::TokenFormat format);
 // --text FILE: the text's characters; throws optimus::Error if it cannot be read or has under 1000 bytes.
 Corpus load_corpus(const std::string& path);
+
+// One replica's batch of a step: b sequences of s positions.
+struct Batch {
+  std::vector<int> tokens, targets;  // [b, s]; a target ignored (math::kIgnoredTarget) is not predicted
+  EncoderInputs inputs;              // an encoder's token types and lengths; empty for a decoder's
+};
 
 // Batch `step` of replica `replica`: b windows of s+1 ids of `ids` at counter-based random offsets, as tokens [b, s]
 // and targets (the next ids) [b, s]; the same on any layout for the same (step, replica * b + k).

@@ -21,8 +21,8 @@ double worst_error(Communicator& world, bool compares, const GptConfig& config, 
                    double loss, const std::map<std::string, GlobalMatrix>& grads) {
   double worst = 0;
   if (compares) {
-    const auto ref = reference::gpt_forward_backward(config, reference::gpt_init(config), b.all_tokens, b.all_targets,
-                                                     b.batch * replicas, 1);
+    const auto ref = reference::gpt_forward_backward(config, reference::gpt_init(config), b.all.tokens, b.all.targets,
+                                                     b.all.inputs, b.batch * replicas, 1);
     worst = std::abs(loss - ref.loss) / std::abs(ref.loss);
     for (const auto& [name, g] : grads) {
       worst = std::max(worst, reference::compare_relative(g, ref.grads.at(name), 0).rel_error);
@@ -43,7 +43,7 @@ double reference_check(Communicator& world, const plan::Place& place, const GptC
     using Family = FamilyOn<std::decay_t<decltype(on)>, double>;
     Gpt<Family> model(on, config, schedule);
     model.zero_grad();
-    const double loss = model.train_step(b.tokens, b.targets, b.batch, 1);
+    const double loss = model.train_step(b.mine.tokens, b.mine.targets, b.mine.inputs, b.batch, 1);
     const std::map<std::string, GlobalMatrix> grads = model.gather(true);
     const Grid& grid = Family::grid(on);
     const bool compares = grid.dp_index() == 0 && Family::holders(on).rank() == 0;  // replica 0's first holder
@@ -51,21 +51,25 @@ double reference_check(Communicator& world, const plan::Place& place, const GptC
   });
 }
 
-void check_first_step(Communicator& world, const plan::Place& host, const GptConfig& config,
-                      const pipeline::Schedule& schedule, const Tokens& train, std::int64_t batch) {
+void check_first_step(Communicator& world, const plan::Place& host, const Setup& setup,
+                      const pipeline::Schedule& schedule) {
   const Grid& host_grid = host.grid();
-  const std::int64_t seq = config.max_seq;
-  std::vector<int> tokens, targets, all_tokens, all_targets;
+  const GptConfig& config = setup.config;
+  const auto append = [](std::vector<int>& to, const std::vector<int>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  Batch mine, all;
   for (int r = 0; r < host_grid.dp(); ++r) {
-    draw_batch(train, batch, seq, config.seed, 0, r, host_grid.dp(), tokens, targets);
-    all_tokens.insert(all_tokens.end(), tokens.begin(), tokens.end());
-    all_targets.insert(all_targets.end(), targets.begin(), targets.end());
+    draw_step(setup, setup.corpus.train, config.seed, 0, r, host_grid.dp(), mine);
+    append(all.tokens, mine.tokens);
+    append(all.targets, mine.targets);
+    append(all.inputs.token_types, mine.inputs.token_types);
+    append(all.inputs.lengths, mine.inputs.lengths);
   }
-  draw_batch(train, batch, seq, config.seed, 0, host_grid.dp_index(), host_grid.dp(), tokens, targets);
+  draw_step(setup, setup.corpus.train, config.seed, 0, host_grid.dp_index(), host_grid.dp(), mine);
   GptConfig check = config;
   check.layers = checked_layers(config, schedule);
-  const CheckBatch b{.tokens = tokens, .targets = targets, .all_tokens = all_tokens, .all_targets = all_targets,
-                     .batch = batch};
+  const CheckBatch b{.mine = mine, .all = all, .batch = setup.batch};
   const double err = reference_check(world, host, check, b, schedule);
   if (world.rank() == 0) {
     std::printf("  reference check (fp64, one step, loss and every gradient): max relative error %.2e %s\n", err,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gpt_data.hpp"
+#include "training_loop.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/grid/grid.hpp"
 #include "optimus/pipeline/schedule.hpp"
@@ -20,10 +21,8 @@ std::int64_t checked_layers(const GptConfig& config, const pipeline::Schedule& s
 // A step's batch: this replica's `batch` sequences, and every replica's in replica order (the global batch, which the
 // reference trains on).
 struct CheckBatch {
-  const std::vector<int>& tokens;
-  const std::vector<int>& targets;
-  const std::vector<int>& all_tokens;
-  const std::vector<int>& all_targets;
+  const Batch& mine;  // [batch, s]
+  const Batch& all;   // [batch * replicas, s]
   std::int64_t batch = 0;
 };
 
@@ -34,11 +33,12 @@ struct CheckBatch {
 double reference_check(Communicator& world, const plan::Place& place, const GptConfig& config, const CheckBatch& b,
                        const pipeline::Schedule& schedule);
 
-// train_gpt's check, collective over `world`: one training step of config's shape with checked_layers blocks on the
-// host place (a grid, or the 1D baseline's groups) against the fp64 reference on rank 0, with step 0's global batch
-// of `train` (every replica's `batch` sequences, in replica order); prints the error on rank 0 and throws the same
-// optimus::Error on every rank past 1e-10. Resets the place's memory peaks after (the run reports training's).
-void check_first_step(Communicator& world, const plan::Place& host, const GptConfig& config,
-                      const pipeline::Schedule& schedule, const Tokens& train, std::int64_t batch);
+// train_gpt's check, collective over `world`: one training step of the setup's model shape with checked_layers blocks on
+// the host place (a grid, or the 1D baseline's groups) against the fp64 reference on rank 0, with step 0's global
+// batch of the training data (every replica's setup.batch sequences, in replica order, as draw_step draws them);
+// prints the error on rank 0 and throws the same optimus::Error on every rank past 1e-10. Resets the place's memory
+// peaks after (the run reports training's).
+void check_first_step(Communicator& world, const plan::Place& host, const Setup& setup,
+                      const pipeline::Schedule& schedule);
 
 }  // namespace optimus::examples

@@ -27,7 +27,7 @@ MemberRun::MemberRun(Communicator& world, std::string name, const cli::Options& 
 
 void MemberRun::begin() {
   loop_->prepare(step_);
-  running_ = trained_.trainee.begin_step(loop_->tokens(), loop_->targets(), static_cast<std::uint64_t>(step_),
+  running_ = trained_.trainee.begin_step(loop_->batch(), static_cast<std::uint64_t>(step_),
                                          *trained_.trainee.optimizer);
 }
 

@@ -72,6 +72,10 @@
 // --arch llama: Llama's blocks (BlockConfig::llama: RMSNorm, rotary positions of --rope-theta, SwiGLU of --ffn, default
 // 8 hidden / 3 rounded up to a multiple of what the layout splits (q^2, or p; 64 under --plan auto, which picks the
 // layout after), --kv-heads key/value heads, no biases, an untied head); --arch gpt2 (the default) GPT-2's.
+// --arch bert: BERT's (BlockConfig::bert), trained as a masked LM (masked_data.hpp): sequences [CLS] A [SEP] B [SEP]
+// cut from the data, one in ten shorter and padded, --mask-prob of the positions (default 0.15) masked as BERT does;
+// the special ids --pad-id --cls-id --sep-id --mask-id are bert-base-uncased's with --data (0, 101, 102, 103) and the
+// four after the characters with --text. No sample (--sample 0) and no --export yet; checkpoints record the masking.
 // --data FILE[,VALID_FILE]: train on token ids (llm.c's .bin with its header — version 1, uint16 ids; version 2,
 // uint32 ids — or with --data-format raw nanoGPT's raw uint16 train.bin; read where used) instead of the text; the
 // held-out loss is on VALID_FILE, or on FILE's last 10%. The model's vocabulary is --vocab, else --init's or the
@@ -123,8 +127,9 @@ void print_header(const optimus::Communicator& world, const Setup& setup, const 
   const optimus::GptConfig& config = setup.config;
   const optimus::Grid& grid = places.training->grid();
   const optimus::plan::Layout& layout = setup.run.layout;
-  std::printf("Optimus: %s GPT on %s x pp %d x dp %d (%d ranks), %s, %s, GEMMs %s\n",
-              corpus.chars.empty() ? "token-level" : "character-level", places.host->describe().c_str(), layout.pp,
+  std::printf("Optimus: %s %s on %s x pp %d x dp %d (%d ranks), %s, %s, GEMMs %s\n",
+              corpus.chars.empty() ? "token-level" : "character-level",
+              setup.masking ? "masked LM" : "GPT", places.host->describe().c_str(), layout.pp,
               grid.dp(), world.size(), grid.pipe().backend().c_str(), std::string(name_of(where.choice.kind)).c_str(),
               setup.gemm.c_str());
   const optimus::cpu::Processor processor = optimus::cpu::this_processor();
@@ -152,6 +157,12 @@ void print_header(const optimus::Communicator& world, const Setup& setup, const 
               static_cast<long long>(setup.batch), grid.dp(), static_cast<long long>(layout.micro_batches),
               setup.planned ? optimus::plan::describe_recompute(setup.planned->layout.recompute).c_str()
                             : optimus::name_of(setup.recompute));
+  if (const std::optional<optimus::MaskedLmConfig>& m = setup.masking) {
+    std::printf("  masking: %.2f of the positions (of those %.0f%% MASK, %.0f%% a random id, the rest kept); special "
+                "ids PAD %d, CLS %d, SEP %d, MASK %d; sequences [CLS] A [SEP] B [SEP], one in ten shorter and padded\n",
+                m->probability, 100 * m->mask_share, 100 * m->random_share, m->pad_id, m->cls_id, m->sep_id,
+                m->mask_id);
+  }
   if (setup.run.optimizer) {
     std::printf("  offload: %s (AdamW's offloaded update on the %s)\n", optimus::name_of(layout.offload),
                 setup.run.optimizer->update == optimus::OffloadUpdate::device ? "device" : "host");
@@ -184,8 +195,10 @@ void report(optimus::Communicator& world, const optimus::cli::Options& o, const 
                                                                  : optimus::MemoryPlace::host;
   const double peak_saved = world.all_reduce(
       static_cast<double>(grid.memory().peak(optimus::MemoryKind::activations, computes)), optimus::ReduceOp::max);
-  const std::string sample = ex::generate(t.trainee.next_logits, seq, corpus, config.vocab, "The ",
-                                          static_cast<int>(o.integer("sample", 240)), config.seed);
+  // A masked LM generates nothing (it predicts the masked positions of a whole sequence).
+  const std::string sample = setup.masking ? std::string()
+                                           : ex::generate(t.trainee.next_logits, seq, corpus, config.vocab, "The ",
+                                                          static_cast<int>(o.integer("sample", 240)), config.seed);
   if (world.rank() != 0) return;
   const int steps = setup.steps, first_step = t.first_step;
   std::printf("  %s\n", mem.c_str());
@@ -200,10 +213,13 @@ void report(optimus::Communicator& world, const optimus::cli::Options& o, const 
   } else {
     std::printf("final training loss %.4f nats/%s, held-out loss %.4f (unigram entropy %.3f): %s\n", last_loss,
                 corpus.chars.empty() ? "token" : "char", valid_loss, corpus.unigram_entropy,
-                corpus.chars.empty() ? "-" : last_loss < 2.0 ? "below 2.0" : "NOT below 2.0");
+                corpus.chars.empty()                ? "-"
+                : !setup.masking                    ? (last_loss < 2.0 ? "below 2.0" : "NOT below 2.0")
+                : last_loss < corpus.unigram_entropy ? "below the unigram entropy"
+                                                     : "NOT below the unigram entropy");
     if (skipped_steps > 0) std::printf("  %d of %d steps skipped\n", skipped_steps, steps - first_step + 1);
   }
-  std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
+  if (!setup.masking) std::printf("---- sample ----\n%s\n----------------\n", sample.c_str());
 }
 
 // One rank's training run (its world: MPI's, or the in-process ranks'), in its named steps. Returns the exit status.

@@ -27,24 +27,21 @@ std::vector<int> copies(const std::vector<int>& window, int q) {
 template <class Family>
 Trainee model_trainee(Gpt<Family>& model, std::int64_t batch) {
   Trainee trainee;
-  trainee.train_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step) {
+  trainee.train_step = [&model, batch](const Batch& b, std::uint64_t step) {
     model.zero_grad();
-    return model.train_step(tok, tgt, batch, step);
+    return model.train_step(b.tokens, b.targets, b.inputs, batch, step);
   };
-  trainee.begin_step = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt, std::uint64_t step,
-                                       AdamW<float>& optimizer) {
+  trainee.begin_step = [&model, batch](const Batch& b, std::uint64_t step, AdamW<float>& optimizer) {
     model.zero_grad();
     auto run = std::make_shared<typename Gpt<Family>::TrainStep>(
-        model.begin_step(tok, tgt, batch, step, [&optimizer] { return optimizer.stage_squares(); }));
+        model.begin_step(b.tokens, b.targets, b.inputs, batch, step, [&optimizer] { return optimizer.stage_squares(); }));
     return StepInFlight{.done = [run] { return run->done(); },
                         .ready = [run] { return run->ready(); },
                         .run_next = [run] { run->run_next(); },
                         .finish = [run] { return run->finish(); },
                         .stage_sums = [run] { return run->stage_sums(); }};
   };
-  trainee.evaluate = [&model, batch](const std::vector<int>& tok, const std::vector<int>& tgt) {
-    return model.evaluate(tok, tgt, batch);
-  };
+  trainee.evaluate = [&model, batch](const Batch& b) { return model.evaluate(b.tokens, b.targets, b.inputs, batch); };
   trainee.next_logits = [&model](const std::vector<int>& window) {
     // Computed on the head's stage, then sent along each rank's pipeline (its length first) so that every rank samples
     // the same id.
@@ -63,6 +60,18 @@ Trainee model_trainee(Gpt<Family>& model, std::int64_t batch) {
 
 }  // namespace
 
+void draw_step(const Setup& setup, const Tokens& ids, std::uint64_t seed, std::uint64_t step, int replica,
+               int replicas, Batch& out) {
+  const std::int64_t b = setup.batch, s = setup.config.max_seq;
+  if (!setup.masking) {
+    draw_batch(ids, b, s, seed, step, replica, replicas, out.tokens, out.targets);
+    return;
+  }
+  MaskedLmConfig masking = *setup.masking;
+  masking.seed = seed;
+  draw_masked_batch(ids, b, s, MaskedLm(masking), step, replica, replicas, out);
+}
+
 Trainee trainee_of(plan::AnyGpt<float>& model, std::int64_t batch) {
   return std::visit([batch](auto& m) { return model_trainee(*m, batch); }, model);
 }
@@ -76,8 +85,8 @@ void StepLoop::prepare(int step) {
   const double progress = static_cast<double>(step) / setup_.steps;
   t_.optimizer->set_learning_rate(step <= warmup ? setup_.lr * step / warmup
                                                  : setup_.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))));
-  draw_batch(setup_.corpus.train, setup_.batch, setup_.config.max_seq, setup_.config.seed,
-             static_cast<std::uint64_t>(step), grid_.dp_index(), grid_.dp(), tokens_, targets_);
+  draw_step(setup_, setup_.corpus.train, setup_.config.seed, static_cast<std::uint64_t>(step), grid_.dp_index(),
+            grid_.dp(), batch_);
 }
 
 void StepLoop::complete(int step, double loss) {
@@ -130,7 +139,7 @@ double train_loop(const Trainee& t, const Setup& setup, const Grid& grid, bool r
   StepLoop loop(t, setup, grid, root, skip_nonfinite, "");
   for (int step = first_step; step <= setup.steps; ++step) {
     loop.prepare(step);
-    loop.complete(step, t.train_step(loop.tokens(), loop.targets(), static_cast<std::uint64_t>(step)));
+    loop.complete(step, t.train_step(loop.batch(), static_cast<std::uint64_t>(step)));
   }
   skipped_steps = loop.skipped_steps();
   return loop.last_loss();

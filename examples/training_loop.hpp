@@ -13,6 +13,7 @@
 
 #include "checkpoint_options.hpp"
 #include "gpt_data.hpp"
+#include "masked_data.hpp"
 #include "optimus/plan/build.hpp"
 #include "run_layout.hpp"
 #include "sampling.hpp"
@@ -33,7 +34,15 @@ struct Setup {
   double lr = 3e-3;
   std::string gemm;  // --gemm
   ops::GemmMath math = ops::GemmMath::f32;
+  // --arch bert: BERT's masking of the sequences (masked_data.hpp; its seed the run's, the held-out batches' the next);
+  // none: a decoder's next-token windows.
+  std::optional<MaskedLmConfig> masking;
 };
+
+// Replica `replica`'s batch of step `step`, drawn from `ids` with `seed`: next-token windows (draw_batch), or BERT's
+// masked sequences where setup.masking says (draw_masked_batch).
+void draw_step(const Setup& setup, const Tokens& ids, std::uint64_t seed, std::uint64_t step, int replica,
+               int replicas, Batch& out);
 
 // One training step taken apart (Gpt::TrainStep with an exchanged end, whichever family), for a loop that interleaves
 // the operations of several models (optimus-sweep): run_next while not done — ready says, without blocking, whether
@@ -50,13 +59,11 @@ struct StepInFlight {
 // is saved. Each function is collective over the model's ranks.
 struct Trainee {
   // zero_grad, then forward and backward of the replica's batch: the batch's mean loss, the same on every rank.
-  std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step)> train_step;
-  // The same step taken apart (zero_grad, then Gpt::begin_step with an exchanged end of `optimizer`'s partials):
-  // tokens, targets and the optimizer must outlive it.
-  std::function<StepInFlight(const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t step,
-                             AdamW<float>& optimizer)>
-      begin_step;
-  std::function<double(const std::vector<int>& tokens, const std::vector<int>& targets)> evaluate;
+  std::function<double(const Batch& batch, std::uint64_t step)> train_step;
+  // The same step taken apart (zero_grad, then Gpt::begin_step with an exchanged end of `optimizer`'s partials): the
+  // batch and the optimizer must outlive it.
+  std::function<StepInFlight(const Batch& batch, std::uint64_t step, AdamW<float>& optimizer)> begin_step;
+  std::function<double(const Batch& batch)> evaluate;
   NextLogits next_logits;
   AdamW<float>* optimizer = nullptr;
   std::function<void(int step)> save;  // empty without --save
@@ -74,8 +81,7 @@ class StepLoop {
  public:
   StepLoop(const Trainee& t, const Setup& setup, const Grid& grid, bool root, bool skip_nonfinite, std::string label);
   void prepare(int step);
-  const std::vector<int>& tokens() const { return tokens_; }
-  const std::vector<int>& targets() const { return targets_; }
+  const Batch& batch() const { return batch_; }
   void complete(int step, double loss);
   // The same for an exchanged step (StepInFlight): the optimizer steps from the stages' sums, without a collective over
   // the stages.
@@ -93,7 +99,7 @@ class StepLoop {
   void complete_with(int step, double loss, const std::function<double()>& update);
 
   std::string label_;
-  std::vector<int> tokens_, targets_;
+  Batch batch_;
   double interval_loss_ = 0, last_loss_ = 0;
   int interval_steps_ = 0;  // trained since the last print (a resumed run may start mid-interval)
   int skipped_steps_ = 0;

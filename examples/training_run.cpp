@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <variant>
 
 #include "auto_plan.hpp"
@@ -31,14 +33,17 @@ Setup read_setup(optimus::Communicator& world, const optimus::cli::Options& o, c
   OPTIMUS_CHECK(o.has("data") || !o.has("vocab"), "--vocab sizes a model for --data's token ids; a --text model's "
                 "vocabulary is the text's characters");
   setup.data_vocab = {.ids = corpus.ids_used, .exact = !o.has("data"), .characters = corpus.chars};
-  config.vocab = o.has("vocab") ? o.integer("vocab", 0) : corpus.vocab;
-  ex::check_vocab_fits(setup.data_vocab, config.vocab,
+  config.block = optimus::cli::arch_of(o);
+  // A text's ids are its characters, and a masked LM's special ids after them.
+  config.vocab = o.has("vocab") ? o.integer("vocab", 0)
+                 : o.has("data") ? corpus.vocab
+                                 : ex::for_blocks(setup.data_vocab, config.block).ids;
+  ex::check_vocab_fits(ex::for_blocks(setup.data_vocab, config.block), config.vocab,
                        o.has("vocab") ? "--vocab's" : "the tokenizer's (--vocab sets another)");
   config.layers = o.integer("layers", 2);
   config.hidden = o.integer("hidden", 128);
   config.heads = o.integer("heads", 4);
-  config.block = optimus::cli::arch_of(o);
-  const bool llama = config.block != optimus::BlockConfig{};
+  const bool llama = config.block.mlp == optimus::MlpKind::swiglu;
   // Llama's inner size rounded up to what the layout splits (64 before a plan picks the layout).
   config.ffn = o.integer("ffn", llama ? optimus::llama_ffn(config.hidden, 64) : 4 * config.hidden);
   config.max_seq = o.integer("seq", 64);
@@ -130,6 +135,15 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
     s.taken.emplace(optimus::checkpoint::SaveDirectory::open(
         s.saving.dir, {.run = s.run, .resumed_step = s.resume ? std::optional(s.resumed.state.step) : std::nullopt}));
   });
+  // A masked LM's data (an encoder's: --arch bert, or its checkpoint), its options checked against the model.
+  setup.masking = ex::masking_of(o, config, static_cast<std::int64_t>(setup.corpus.chars.size()),
+                                 s.resume ? s.resumed.state.extra : std::map<std::string, std::string>{});
+  if (setup.masking) {
+    OPTIMUS_CHECK(!o.has("sample") || o.integer("sample", 0) == 0, "--sample ", o.integer("sample", 0), ": a masked "
+                  "LM (", family_name(config.block), " blocks) does not generate text; give --sample 0 or none");
+    OPTIMUS_CHECK(config.max_seq >= ex::kShortestMaskedSequence, "--seq ", config.max_seq, " cannot hold a masked LM's "
+                  "[CLS] A [SEP] B [SEP] (at least ", ex::kShortestMaskedSequence, ")");
+  }
   for (const ex::Tokens* t : {&setup.corpus.train, &setup.corpus.valid}) {
     OPTIMUS_CHECK(t->size() >= static_cast<std::size_t>(config.max_seq) + 1, "the ",
                   t == &setup.corpus.train ? "training" : "held-out", " tokens (", t->size(),
@@ -152,11 +166,11 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
                         {.config = config, .global_batch = setup.batch * grid.dp(), .seq = config.max_seq,
                          .element_bytes = 4, .saved_bytes = setup.math == optimus::ops::GemmMath::bf16 ? 2 : 4},
                         ex::checked_layers(config, schedule), grid.device() != nullptr);
-  ex::check_first_step(world, *places.host, config, schedule, setup.corpus.train, setup.batch);
+  ex::check_first_step(world, *places.host, setup, schedule);
   const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                                   .max_grad_norm = 1.0};
   const std::string data = o.has("data") ? o.text("data", "") : o.text("text", "/usr/share/common-licenses/GPL-3");
-  const ex::Persistence persistence{
+  ex::Persistence persistence{
       .init = o.has("init") ? std::optional(o.text("init", "")) : std::nullopt,
       .init_format = s.init_format,
       .resume = s.resume,
@@ -169,6 +183,7 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
                               {"global_batch", std::to_string(setup.batch * grid.dp())},
                               {o.has("data") ? "data" : "text", data},
                               {"characters", ex::characters_record(setup.corpus.chars)}}}};
+  if (setup.masking) persistence.run_state.extra.merge(ex::masking_record(*setup.masking));
   Trained t{.model = optimus::plan::build_any_gpt<float>(*places.training, config, layout),
             .optimizer = nullptr, .trainee = {}, .first_step = 1};
   t.trainee = ex::trainee_of(t.model, setup.batch);
@@ -185,8 +200,8 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
   t.trainee.optimizer = t.optimizer.get();
   if (const std::optional<ex::StopFault> fault = ex::stop_fault_from_environment()) {  // a test hook (stop_fault.hpp)
     t.trainee.train_step = [step = t.trainee.train_step, fault, rank = world.rank(), in_process = where.in_process](
-                               const std::vector<int>& tokens, const std::vector<int>& targets, std::uint64_t n) {
-      const double loss = step(tokens, targets, n);
+                               const Batch& batch, std::uint64_t n) {
+      const double loss = step(batch, n);
       ex::stop_if_asked(fault, rank, static_cast<int>(n), in_process);
       return loss;
     };
@@ -218,13 +233,13 @@ void export_model(const optimus::cli::Options& o, const Setup& setup, const Star
 }
 
 double held_out_loss(const Setup& setup, const Grid& grid, const Trainee& trainee) {
-  std::vector<int> tokens, targets;
+  Batch batch;
   double loss = 0;
   const int batches = 8;
   for (int k = 0; k < batches; ++k) {
-    draw_batch(setup.corpus.valid, setup.batch, setup.config.max_seq, setup.config.seed + 1,
-               static_cast<std::uint64_t>(k), grid.dp_index(), grid.dp(), tokens, targets);
-    loss += trainee.evaluate(tokens, targets) / batches;
+    draw_step(setup, setup.corpus.valid, setup.config.seed + 1, static_cast<std::uint64_t>(k), grid.dp_index(),
+              grid.dp(), batch);
+    loss += trainee.evaluate(batch) / batches;
   }
   return loss;
 }

@@ -506,8 +506,15 @@ typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, co
 template <class F>
 typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, const std::vector<int>& targets,
                                               std::int64_t batch, std::uint64_t step, StagePartials partials) {
+  return begin_step(tokens, targets, EncoderInputs{}, batch, step, std::move(partials));
+}
+
+template <class F>
+typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>& tokens, const std::vector<int>& targets,
+                                              const EncoderInputs& inputs, std::int64_t batch, std::uint64_t step,
+                                              StagePartials partials) {
   OPTIMUS_CHECK(static_cast<bool>(partials), F::name, "::begin_step: an exchanged end needs its stage's partials");
-  return TrainStep(*this, tokens, targets, EncoderInputs{}, batch, step, std::move(partials));
+  return TrainStep(*this, tokens, targets, inputs, batch, step, std::move(partials));
 }
 
 template <class F>
@@ -553,6 +560,9 @@ double Gpt<F>::finish_step(Step& run, double loss) {
                                                          std::int64_t, std::uint64_t);                        \
   template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \
                                                          std::int64_t, std::uint64_t, StagePartials);         \
+  template typename Gpt<F>::TrainStep Gpt<F>::begin_step(const std::vector<int>&, const std::vector<int>&,      \
+                                                         const EncoderInputs&, std::int64_t, std::uint64_t,   \
+                                                         StagePartials);                                      \
   template const std::vector<double>& Gpt<F>::TrainStep::stage_sums() const;
 OPTIMUS_INSTANTIATE(TwoD<float>)
 OPTIMUS_INSTANTIATE(TwoD<double>)

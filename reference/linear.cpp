@@ -19,7 +19,7 @@ LinearGrads linear_backward(const Matrix& x, const Matrix& w, const Matrix& dy) 
   return {dy * w.transpose(), x.transpose() * dy, dy.colwise().sum()};
 }
 
-Matrix layernorm_forward(const Matrix& x, const Matrix& gamma, const Matrix& beta, LayerNormCache& cache) {
+Matrix layernorm_forward(const Matrix& x, const Matrix& gamma, const Matrix& beta, double eps, LayerNormCache& cache) {
   const auto h = static_cast<double>(x.cols());
   cache.xhat.resize(x.rows(), x.cols());
   cache.rstd.resize(x.rows(), 1);
@@ -27,7 +27,7 @@ Matrix layernorm_forward(const Matrix& x, const Matrix& gamma, const Matrix& bet
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
     const double mean = x.row(r).sum() / h;
     const double var = (x.row(r).array() - mean).square().sum() / h;
-    const double rstd = 1.0 / std::sqrt(var + 1e-5);
+    const double rstd = 1.0 / std::sqrt(var + eps);
     cache.rstd(r, 0) = rstd;
     cache.xhat.row(r) = (x.row(r).array() - mean) * rstd;
     y.row(r) = cache.xhat.row(r).array() * gamma.row(0).array() + beta.row(0).array();
@@ -82,8 +82,7 @@ RmsNormGrads rmsnorm_backward(const RmsNormCache& cache, const Matrix& gamma, co
 Matrix norm_forward(const NormSpec& spec, const Matrix& x, const Matrix& gamma, const Matrix& beta, NormCache& cache) {
   cache.spec = spec;
   if (spec.kind == NormSpec::Kind::rmsnorm) return rmsnorm_forward(x, gamma, spec.eps, cache.rmsnorm);
-  OPTIMUS_CHECK(spec.eps == 1e-5, "reference: LayerNorm's eps is 1e-5, not ", spec.eps);
-  return layernorm_forward(x, gamma, beta, cache.layernorm);
+  return layernorm_forward(x, gamma, beta, spec.eps, cache.layernorm);
 }
 
 LayerNormGrads norm_backward(const NormCache& cache, const Matrix& gamma, const Matrix& dy) {

@@ -33,7 +33,7 @@ void norm_case(const Grid& grid, const LayerShapes& s, const NormSpec& spec, con
           return {.output = y, .input_grad = g.dx, .grads = {{"norm.weight", g.dgamma}}};
         }
         reference::LayerNormCache cache;
-        const Matrix y = reference::layernorm_forward(x(c), p.at("norm.weight"), p.at("norm.bias"), cache);
+        const Matrix y = reference::layernorm_forward(x(c), p.at("norm.weight"), p.at("norm.bias"), spec.eps, cache);
         const reference::LayerNormGrads g = reference::layernorm_backward(cache, p.at("norm.weight"), dy(c));
         return {.output = y, .input_grad = g.dx, .grads = {{"norm.weight", g.dgamma}, {"norm.bias", g.dbeta}}};
       },

@@ -137,12 +137,18 @@ inline BlockConfig bert_blocks() {
   return b;
 }
 
-// BERT's model: its blocks, two token types (segments A and B), a norm over the embeddings and the masked-LM head.
+// BERT's model (BlockConfig::bert): its blocks, LayerNorm's eps 1e-12, two token types (segments A and B), a norm over
+// the embeddings and the masked-LM head.
 inline BlockConfig bert_model_blocks() {
-  BlockConfig b = bert_blocks();
-  b.token_types = 2;
-  b.embedding_norm = true;
-  b.head_transform = true;
+  const BlockConfig b = BlockConfig::bert();
+  BlockConfig parts = bert_blocks();
+  parts.token_types = 2;
+  parts.embedding_norm = true;
+  parts.head_transform = true;
+  REQUIRE(b.norm.eps == 1e-12);
+  parts.norm.eps = b.norm.eps;
+  REQUIRE(b == parts);  // BERT's blocks are these parts
+  REQUIRE(std::string(family_name(b)) == "bert");
   return b;
 }
 

@@ -91,12 +91,24 @@ struct BlockConfig {
     return {.norm = {.kind = NormSpec::Kind::rmsnorm, .eps = 1e-5}, .bias = false, .rope = RopeSpec{theta},
             .mlp = MlpKind::swiglu, .kv_heads = kv_heads, .tied_head = false};
   }
+  // BERT's (Devlin et al.; Hugging Face's BertForMaskedLM): LayerNorm of eps 1e-12 after each residual add, learned
+  // positions, the exact GELU, biases, bidirectional attention, two token types, the embeddings' norm, and the
+  // masked-LM head (dense, GELU, norm, the decoder tied to wte with its own bias).
+  static BlockConfig bert() {
+    return {.norm = {.kind = NormSpec::Kind::layernorm, .eps = 1e-12}, .bias = true, .rope = std::nullopt,
+            .mlp = MlpKind::gelu_erf, .kv_heads = 0, .tied_head = true, .post_norm = true, .bidirectional = true,
+            .token_types = 2, .embedding_norm = true, .head_transform = true};
+  }
 };
 
-// "gpt2" for GPT-2's blocks, "llama" for Llama's (RMSNorm, rotary positions, SwiGLU, no biases, norms before the
-// sublayers, causal attention; any kv_heads, theta, eps, head), else "custom".
+// "gpt2" for GPT-2's blocks, "bert" for BERT's (BlockConfig::bert, any norm eps), "llama" for Llama's (RMSNorm, rotary
+// positions, SwiGLU, no biases, norms before the sublayers, causal attention; any kv_heads, theta, eps, head), else
+// "custom".
 inline const char* family_name(const BlockConfig& b) {
   if (b == BlockConfig{}) return "gpt2";
+  BlockConfig bert = BlockConfig::bert();
+  bert.norm.eps = b.norm.eps;
+  if (b == bert) return "bert";
   const bool llama =
       b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias && !b.post_norm &&
       !b.bidirectional && b.token_types == 0 && !b.embedding_norm && !b.head_transform;

@@ -160,6 +160,8 @@ class Gpt {
   // the partials summed over the stages. One replica only (else optimus::Error).
   TrainStep begin_step(const std::vector<int>& tokens, const std::vector<int>& targets, std::int64_t batch,
                        std::uint64_t step, StagePartials partials);
+  TrainStep begin_step(const std::vector<int>& tokens, const std::vector<int>& targets, const EncoderInputs& inputs,
+                       std::int64_t batch, std::uint64_t step, StagePartials partials);
 
   // A model of one stage and one chunk (else optimus::Error) taken apart: forward fills `saved` with what backward
   // needs and returns the batch's mean cross-entropy (averaged over replicas); backward accumulates every gradient,

@@ -26,7 +26,7 @@ struct LayerNormCache {
   Matrix xhat;  // [N, h] normalized input
   Matrix rstd;  // [N, 1] 1 / sqrt(var + eps)
 };
-Matrix layernorm_forward(const Matrix& x, const Matrix& gamma, const Matrix& beta, LayerNormCache& cache);
+Matrix layernorm_forward(const Matrix& x, const Matrix& gamma, const Matrix& beta, double eps, LayerNormCache& cache);
 struct LayerNormGrads {
   Matrix dx, dgamma, dbeta;
 };

@@ -1,0 +1,112 @@
+// BERT's pre-training sequences (masked_data.hpp).
+#include "masked_data.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <utility>
+
+#include "checkpoint_options.hpp"
+#include "example_options.hpp"
+#include "optimus/core/error.hpp"
+#include "optimus/core/rng.hpp"
+
+namespace optimus::examples {
+namespace {
+
+// The generator's stream for the sequences' shapes (draw_batch's windows take stream 1 << 20).
+constexpr std::uint64_t kShapeStream = (std::uint64_t{1} << 20) + 1;
+constexpr double kShortShare = 0.1;  // BERT's short_seq_prob
+
+// The special ids' fields, in the order of kSpecialIdOptions.
+constexpr int MaskedLmConfig::*kSpecialIds[] = {&MaskedLmConfig::pad_id, &MaskedLmConfig::cls_id,
+                                                &MaskedLmConfig::sep_id, &MaskedLmConfig::mask_id};
+static_assert(std::size(kSpecialIds) == std::size(kSpecialIdOptions));
+
+}  // namespace
+
+std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig& config, std::int64_t characters,
+                                         const std::map<std::string, std::string>& recorded) {
+  if (!trains_masked(config.block)) {
+    OPTIMUS_CHECK(!o.has("mask-prob"), "--mask-prob describes a masked LM's data (--arch bert), not the model's ",
+                  family_name(config.block), " blocks");
+    for (const char* option : kSpecialIdOptions) {
+      OPTIMUS_CHECK(!o.has(option), "--", option, " describes a masked LM's data (--arch bert), not the model's ",
+                    family_name(config.block), " blocks");
+    }
+    return std::nullopt;
+  }
+  // A recorded value: the checkpoint's (checksummed text a program wrote).
+  const auto from_record = [&](const std::string& key, double fallback) {
+    const auto found = recorded.find(key);
+    return found == recorded.end() ? fallback : std::strtod(found->second.c_str(), nullptr);
+  };
+  MaskedLmConfig m;
+  m.vocab = config.vocab;
+  m.probability = o.has("mask-prob") ? o.real("mask-prob", 0) : from_record("mask_prob", 0.15);
+  const bool text = characters > 0;
+  const int defaults[] = {0, 101, 102, 103};
+  for (std::size_t k = 0; k < std::size(kSpecialIds); ++k) {
+    const char* option = kSpecialIdOptions[k];
+    const double fallback = text ? static_cast<double>(characters) + static_cast<double>(k) : defaults[k];
+    const std::int64_t id = o.has(option) ? o.integer(option, 0)
+                                          : static_cast<std::int64_t>(from_record(option, fallback));
+    OPTIMUS_CHECK(id < config.vocab, "--", option, " ", id, " is outside the model's vocabulary [0, ", config.vocab,
+                  ")");
+    m.*kSpecialIds[k] = static_cast<int>(id);
+  }
+  OPTIMUS_CHECK(m.probability < 1, "--mask-prob ", m.probability, " masks every position; it must be in (0, 1)");
+  static_cast<void>(MaskedLm(m));  // its own checks (the shares), before any work
+  return m;
+}
+
+std::map<std::string, std::string> masking_record(const MaskedLmConfig& masking) {
+  std::map<std::string, std::string> record{{"mask_prob", format_exact(masking.probability)}};
+  for (std::size_t k = 0; k < std::size(kSpecialIds); ++k) {
+    record[kSpecialIdOptions[k]] = std::to_string(masking.*kSpecialIds[k]);
+  }
+  return record;
+}
+
+void draw_masked_batch(const Tokens& ids, std::int64_t b, std::int64_t s, const MaskedLm& masking, std::uint64_t step,
+                       int replica, int replicas, Batch& out) {
+  OPTIMUS_CHECK(s >= kShortestMaskedSequence, "a masked LM's sequence of ", s, " positions cannot hold [CLS] A [SEP] B "
+                "[SEP] (at least ", kShortestMaskedSequence, ")");
+  const MaskedLmConfig& m = masking.config();
+  const CounterRng rng(m.seed, kShapeStream);
+  const auto n = static_cast<std::size_t>(b * s);
+  std::vector<int> tokens(n, m.pad_id);
+  out.inputs.token_types.assign(n, 0);
+  out.inputs.lengths.assign(static_cast<std::size_t>(b), 0);
+  const auto span = static_cast<double>(ids.size() - static_cast<std::size_t>(s) + 3);  // windows of at most s - 3
+  std::vector<int> window;
+  for (std::int64_t k = 0; k < b; ++k) {
+    const auto global = static_cast<std::uint64_t>((replica + static_cast<std::int64_t>(step) * replicas) * b + k);
+    const bool short_one = rng.uniform(global, 1) < kShortShare;
+    const std::int64_t length =
+        short_one ? kShortestMaskedSequence +
+                        static_cast<std::int64_t>(rng.uniform(global, 2) *
+                                                  static_cast<double>(s - kShortestMaskedSequence + 1))
+                  : s;
+    const std::int64_t content = length - 3;  // A and B
+    const std::int64_t a = 1 + static_cast<std::int64_t>(rng.uniform(global, 3) * static_cast<double>(content - 1));
+    ids.copy(static_cast<std::size_t>(rng.uniform(global, 0) * span), static_cast<std::size_t>(content), window);
+    const auto row = static_cast<std::size_t>(k * s);
+    std::size_t at = row;
+    tokens[at++] = m.cls_id;
+    for (std::int64_t t = 0; t < a; ++t) tokens[at++] = window[static_cast<std::size_t>(t)];
+    tokens[at++] = m.sep_id;
+    for (std::int64_t t = a; t < content; ++t) {
+      out.inputs.token_types[at] = 1;
+      tokens[at++] = window[static_cast<std::size_t>(t)];
+    }
+    out.inputs.token_types[at] = 1;
+    tokens[at++] = m.sep_id;
+    out.inputs.lengths[static_cast<std::size_t>(k)] = static_cast<int>(length);
+  }
+  MaskedBatch masked = masking.mask(tokens, s, step, static_cast<std::int64_t>(replica) * b);
+  out.tokens = std::move(masked.inputs);
+  out.targets = std::move(masked.targets);
+}
+
+}  // namespace optimus::examples
