@@ -43,21 +43,39 @@ MaskedBatch MaskedLm::mask(const std::vector<int>& tokens, std::int64_t seq, std
                 first_sequence);
   const CounterRng rng(c.seed, step);
   MaskedBatch out{.inputs = tokens, .targets = std::vector<int>(tokens.size(), kIgnored)};
-  for (std::size_t k = 0; k < tokens.size(); ++k) {
-    const int id = tokens[k];
-    OPTIMUS_CHECK(id >= 0 && id < c.vocab, "masked LM: token ", k, " is ", id, ", outside the vocabulary [0, ",
-                  c.vocab, ")");
-    if (id == c.pad_id || id == c.cls_id || id == c.sep_id) continue;
-    const auto sequence = static_cast<std::uint64_t>(first_sequence) + k / static_cast<std::size_t>(seq);
-    const auto position = static_cast<std::uint64_t>(k % static_cast<std::size_t>(seq));
-    const Philox4x32Counter bits = rng.bits(sequence, position);
-    if (unit(bits[0]) >= c.probability) continue;
-    out.targets[k] = id;
+  const auto s = static_cast<std::size_t>(seq);
+  // Position k (of sequence `sequence`, at `position`) chosen: its target the id, its input as its draw says.
+  const auto choose = [&](std::size_t k, const Philox4x32Counter& bits) {
+    out.targets[k] = tokens[k];
     const double how = unit(bits[1]);
     if (how < c.mask_share) {
       out.inputs[k] = c.mask_id;
     } else if (how < c.mask_share + c.random_share) {
       out.inputs[k] = static_cast<int>(bits[2] % static_cast<std::uint32_t>(c.vocab));
+    }
+  };
+  std::vector<std::size_t> eligible;  // the sequence's positions that may be chosen
+  for (std::size_t row = 0; row < tokens.size(); row += s) {
+    const auto sequence = static_cast<std::uint64_t>(first_sequence) + row / s;
+    eligible.clear();
+    bool any = false;
+    for (std::size_t k = row; k < row + s; ++k) {
+      const int id = tokens[k];
+      OPTIMUS_CHECK(id >= 0 && id < c.vocab, "masked LM: token ", k, " is ", id, ", outside the vocabulary [0, ",
+                    c.vocab, ")");
+      if (id == c.pad_id || id == c.cls_id || id == c.sep_id) continue;
+      eligible.push_back(k);
+      const Philox4x32Counter bits = rng.bits(sequence, k - row);
+      if (unit(bits[0]) >= c.probability) continue;
+      choose(k, bits);
+      any = true;
+    }
+    // Every sequence predicts at least one position (as BERT's data does: max(1, round(n p)) of them), so that no
+    // batch is without a loss: where the draws chose none, the eligible position a draw of its own (column seq, past
+    // the positions') picks, masked as its own draw says.
+    if (!any && !eligible.empty()) {
+      const std::size_t k = eligible[rng.bits(sequence, s)[0] % eligible.size()];
+      choose(k, rng.bits(sequence, k - row));
     }
   }
   return out;

@@ -91,6 +91,36 @@ TEST_CASE("masked LM: CLS, SEP and PAD positions are never chosen") {
   CHECK(chosen > 240);  // 90% of 300, give or take
 }
 
+TEST_CASE("masked LM: every sequence predicts at least one of its positions, drawn as the others are") {
+  // [CLS] x y z [SEP]: three positions that may be chosen, each with probability 0.01.
+  const MaskedLm masking({.probability = 0.01, .seed = 5});
+  std::vector<int> tokens;
+  for (int i = 0; i < 3000; ++i) tokens.insert(tokens.end(), {101, 2000 + i % 7, 3000 + i % 11, 4000 + i % 13, 102});
+  const optimus::MaskedBatch b = masking.mask(tokens, 5, 2, 0);
+  int at[5] = {0, 0, 0, 0, 0}, sequences_with_one = 0;
+  for (std::size_t row = 0; row < tokens.size(); row += 5) {
+    int chosen = 0;
+    for (std::size_t k = row; k < row + 5; ++k) {
+      if (b.targets[k] == MaskedLm::kIgnored) continue;
+      ++chosen;
+      ++at[k - row];
+      CHECK(b.targets[k] == tokens[k]);
+    }
+    CHECK(chosen >= 1);
+    sequences_with_one += chosen == 1 ? 1 : 0;
+  }
+  CHECK(at[0] == 0);  // CLS and SEP never
+  CHECK(at[4] == 0);
+  for (int p = 1; p <= 3; ++p) CHECK(at[p] == doctest::Approx(1000).epsilon(0.1));  // uniform over the three
+  CHECK(sequences_with_one > 2900);  // a second position only where a draw chose it (3%)
+  // A sequence of special ids only predicts nothing.
+  const optimus::MaskedBatch none = masking.mask({101, 102, 0, 0}, 4, 2, 0);
+  CHECK(none.targets == std::vector<int>(4, MaskedLm::kIgnored));
+  // Still a function of the sequence alone: a replica's share masks as the whole batch's rows.
+  const std::vector<int> part(tokens.begin() + 50, tokens.begin() + 100);
+  CHECK(masking.mask(part, 5, 2, 10).targets == std::vector<int>(b.targets.begin() + 50, b.targets.begin() + 100));
+}
+
 TEST_CASE("masked LM: bad input is one error naming the value") {
   const auto refused = [](const optimus::MaskedLmConfig& c) {
     return optimus::test::error_of([&] { MaskedLm masking(c); });

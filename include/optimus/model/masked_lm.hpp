@@ -1,5 +1,7 @@
 // BERT's masked-language-model inputs (Devlin et al.): of a batch's positions, a share chosen to be predicted — each
 // replaced by the mask id, by a random id, or kept, in BERT's proportions — and the targets the loss reads there.
+// Every sequence with a position that may be chosen predicts at least one (BERT's data: max(1, round(n p)) of its n),
+// so that a batch always has a loss.
 //
 // Every draw is a function of (seed, step, global sequence, position) alone (the counter-based generator,
 // optimus/core/rng.hpp), so every layout — any grid, pipeline, micro-batches, data-parallel replica, a resumed run —
