@@ -118,7 +118,7 @@ std::vector<cli::Spec> model_options() {
 
 // paper: the job's GPUs, model-parallel ranks and hidden sizes, the GPT, the links, the GEMM rate and memory.
 std::vector<cli::Spec> paper_options() {
-  return {cli::integer("gpus", 1, 1 << 20, "GPUs in the job (default 64)"),
+  std::vector<cli::Spec> specs = {cli::integer("gpus", 1, 1 << 20, "GPUs in the job (default 64)"),
           cli::integers("tp", 1, 1 << 20, "model-parallel ranks, squares dividing --gpus, a set of rows each "
                         "(default 16,64)"),
           cli::integers("h", 1, kSide, "hidden sizes, a row each (default 2048,4096,8192)"),
@@ -132,6 +132,8 @@ std::vector<cli::Spec> paper_options() {
           cli::positive_real("pcie-gbs", 1e6, "GB/s per GPU between the GPUs of a node (default 10)"),
           cli::positive_real("tflops", 1e6, "achieved fp32 GEMM TFLOP/s per GPU (default 9)"),
           cli::bytes("memory", "memory per GPU the training state may fill (default 15GiB)"), json()};
+  for (cli::Spec& s : cli::arch_options()) specs.push_back(std::move(s));
+  return specs;
 }
 
 // activations: the blocks' shape (without --b), the grid sides and GEMM maths, the budget and --measure.

@@ -23,6 +23,9 @@
 //
 //   optimus-bench paper [--gpus 64] [--tp 16,64] [--h 2048,4096,8192] [--heads 64] [--b 96] [--s 512] [--layers 24]
 //                       [--vocab 30522] [--ib-gbs 1.7,3.1] [--pcie-gbs 10] [--tflops 9] [--memory 15GiB] [--json FILE]
+//                       [--arch gpt2|bert|llama]
+// --arch bert: the paper's own model (BlockConfig::bert): its layers time as GPT-2's (the time model counts every
+// attention's whole s^2 scores either way), and max_b holds its token types, embedding norm and masked-LM head.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -36,6 +39,7 @@
 #include "optimus/plan/layout.hpp"
 #include "optimus/plan/memory_model.hpp"
 #include "optimus/plan/time_model.hpp"
+#include "optimus/programs/arch_options.hpp"
 #include "report.hpp"
 
 namespace optimus::bench {
@@ -70,6 +74,7 @@ std::string ratio(double r) { return format("%.2f", r); }
 struct PaperSetup {
   std::int64_t heads, batch, seq, layers, vocab;
   std::uint64_t memory;
+  BlockConfig block;
 };
 
 plan::Workload workload_of(const PaperSetup& s, std::int64_t hidden) {
@@ -81,10 +86,19 @@ plan::Workload workload_of(const PaperSetup& s, std::int64_t hidden) {
   w.config.vocab = s.vocab;
   w.config.max_seq = s.seq;
   w.config.dropout = 0.1;
+  w.config.block = s.block;
   w.global_batch = s.batch;
   w.seq = s.seq;
   w.element_bytes = w.saved_bytes = 4;
   return w;
+}
+
+// How the header names the blocks.
+std::string blocks_named(const BlockConfig& block) {
+  const std::string family = family_name(block);
+  if (family == "gpt2") return "GPT-2's (LayerNorm, GELU, biases)";
+  if (family == "bert") return "BERT's, the paper's own model (post-LayerNorm, exact GELU, biases, bidirectional)";
+  return family + " blocks";
 }
 
 // One row's values after tp, ib and h: 1D t = tp against 2D q x q = tp on `cluster`; empty where a layout does not
@@ -145,7 +159,8 @@ int run_paper_bench(Communicator& world, int argc, char** argv) {
                     .seq = o.integer("s", 512),
                     .layers = o.integer("layers", 24),
                     .vocab = o.integer("vocab", 30522),
-                    .memory = o.bytes("memory", std::uint64_t{15} << 30)};
+                    .memory = o.bytes("memory", std::uint64_t{15} << 30),
+                    .block = cli::arch_of(o)};
   Report report({{"tp", 4},         {"h", 6},          {"ib_GB/s", 8},    {"1D_train_s", 10}, {"2D_train_s", 10},
                  {"train_x", 8},    {"1D_infer_s", 10}, {"2D_infer_s", 10}, {"infer_x", 8},     {"1D_comm%", 8},
                  {"2D_comm%", 8},   {"2D_slow_train", 13}, {"2D_slow_infer", 13}, {"1D_max_b", 8}, {"2D_max_b", 8},
@@ -155,10 +170,11 @@ int run_paper_bench(Communicator& world, int argc, char** argv) {
                        "%.2fx inference, %gx the largest batch) through the models: %d / tp replicas of a model-"
                        "parallel group of tp ranks, 2D q x q = tp against 1D t = tp (a replica's layers set the time)",
                        gpus, kPaperTrain, kPaperInfer, kPaperBatch, gpus));
-  report.header(format("blocks: %lld of GPT-2's (LayerNorm, GELU, biases), heads %lld, seq %lld, %lld sequences per "
-                       "replica, fp32, dropout 0.1, every layer recomputed; max_b: the whole GPT's training state "
-                       "(vocabulary %lld) in %.3g GiB per GPU",
-                       (long long)setup.layers, (long long)setup.heads, (long long)setup.seq, (long long)setup.batch,
+  report.header(format("blocks: %lld of %s, heads %lld, seq %lld, %lld sequences per replica, fp32, dropout 0.1, "
+                       "every layer recomputed; max_b: the whole model's training state (vocabulary %lld) in %.3g GiB "
+                       "per GPU",
+                       (long long)setup.layers, blocks_named(setup.block).c_str(), (long long)setup.heads,
+                       (long long)setup.seq, (long long)setup.batch,
                        (long long)setup.vocab, static_cast<double>(setup.memory) / (1 << 30)));
   report.header("links and rates: " + preset.source + format("; here PCIe %.3g GB/s, GEMMs %.3g TFLOP/s",
                                                              o.real("pcie-gbs", 10), o.real("tflops", 9)));

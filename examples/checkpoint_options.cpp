@@ -165,12 +165,11 @@ void check_export_target(const cli::Options& o, const GptConfig& config) {
   const std::string file = o.text("export", "");
   const std::string blocks = family_name(config.block);
   OPTIMUS_CHECK(!file.ends_with(".bin") || blocks == "gpt2", "--export ", file, ": llm.c's file holds GPT-2's blocks, "
-                "not the model's (", blocks, "); export a Llama to a directory");
+                "not the model's (", blocks, "); export a Llama or a BERT to a directory");
   OPTIMUS_CHECK(blocks != "custom", "--export ", file, ": no file format holds the model's blocks (", config, ")");
-  OPTIMUS_CHECK(blocks != "bert", "--export ", file, ": a BERT is not exported yet (Hugging Face's BertForMaskedLM is "
-                "to come); train it with --save");
-  OPTIMUS_CHECK(blocks != "llama" || !std::filesystem::exists(file), "--export ", file, ": a Llama is exported to a new "
-                "Hugging Face directory, and '", file, "' exists");
+  OPTIMUS_CHECK(blocks == "gpt2" || !std::filesystem::exists(file), "--export ", file, ": a ",
+                blocks == "bert" ? "BERT" : "Llama", " is exported to a new Hugging Face directory, and '", file,
+                "' exists");
 }
 
 void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,

@@ -59,10 +59,10 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::integer("save-every", 1, kSteps, "steps between saves (default: at the end)"),
       cli::integer("keep", 0, 1 << 20, "keep the newest K checkpoints (default 0: all)"),
       cli::input_directory("resume", "a checkpoint, or a save directory for its newest"),
-      cli::input_path("init", "start from a Hugging Face safetensors or llm.c .bin GPT-2, or a Hugging Face Llama "
-                      "directory"),
-      cli::output_file("export", "write the trained model (a GPT-2: .bin llm.c, else safetensors; a Llama: a new "
-                       "Hugging Face directory)"),
+      cli::input_path("init", "start from a Hugging Face safetensors or llm.c .bin GPT-2, or a Hugging Face Llama or "
+                      "BERT directory"),
+      cli::output_file("export", "write the trained model (a GPT-2: .bin llm.c, else safetensors; a Llama or a BERT: a "
+                       "new Hugging Face directory)"),
       cli::input_files("data", "token files FILE[,VALID_FILE] instead of the text"),
       cli::choice("data-format", {"llmc", "raw"},
                   "--data's layout: llm.c's (a header with its magic: uint16 or uint32 ids; default) or nanoGPT's raw "

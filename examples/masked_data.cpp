@@ -36,6 +36,8 @@ std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig&
     }
     return std::nullopt;
   }
+  OPTIMUS_CHECK(config.block.token_types >= 2, "a masked LM's sequences [CLS] A [SEP] B [SEP] take 2 token types; "
+                "the model has ", config.block.token_types);
   // A recorded value: the checkpoint's (checksummed text a program wrote).
   const auto from_record = [&](const std::string& key, double fallback) {
     const auto found = recorded.find(key);

@@ -11,6 +11,7 @@
 
 #include "checkpoint_options.hpp"
 #include "optimus/checkpoint/checkpoint.hpp"
+#include "optimus/checkpoint/hf_bert.hpp"
 #include "optimus/checkpoint/hf_llama.hpp"
 #include "optimus/checkpoint/hf_gpt2.hpp"
 #include "optimus/checkpoint/llmc_gpt2.hpp"
@@ -49,8 +50,11 @@ std::function<void(int step)> checkpoint_saver(Model& model, AdamW<float>& adamw
 }
 
 // What restores and saves a run: --init's file, --resume's checkpoint, --save's directory and the run's state.
-// What --init names: a Hugging Face GPT-2 safetensors file, an llm.c checkpoint, or a Hugging Face Llama directory.
-enum class InitFormat { hf_gpt2, llmc, hf_llama };
+// What --init names: a Hugging Face GPT-2 safetensors file, an llm.c checkpoint, or a Hugging Face Llama or BERT
+// directory.
+enum class InitFormat { hf_gpt2, llmc, hf_llama, hf_bert };
+// How the run's header names it ("Hugging Face BERT").
+const char* name_of(InitFormat format);
 
 struct Persistence {
   std::optional<std::string> init;  // --init
@@ -78,13 +82,9 @@ Restored restore(Model& model, AdamW<float>& optimizer, const Persistence& p, in
       case InitFormat::llmc: checkpoint::import_llmc(*p.init, model); break;
       case InitFormat::hf_gpt2: checkpoint::import_hf(*p.init, model); break;
       case InitFormat::hf_llama: checkpoint::import_hf_llama(*p.init, model); break;
+      case InitFormat::hf_bert: checkpoint::import_hf_bert(*p.init, model); break;
     }
-    if (root) {
-      std::printf("  initialized from %s (%s)\n", p.init->c_str(),
-                  p.init_format == InitFormat::llmc       ? "llm.c"
-                  : p.init_format == InitFormat::hf_gpt2 ? "Hugging Face GPT-2 safetensors"
-                                                          : "Hugging Face Llama");
-    }
+    if (root) std::printf("  initialized from %s (%s)\n", p.init->c_str(), name_of(p.init_format));
   }
   if (p.resume) {
     checkpoint::IoStats io;

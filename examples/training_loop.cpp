@@ -33,8 +33,9 @@ Trainee model_trainee(Gpt<Family>& model, std::int64_t batch) {
   };
   trainee.begin_step = [&model, batch](const Batch& b, std::uint64_t step, AdamW<float>& optimizer) {
     model.zero_grad();
+    const auto partials = [&optimizer] { return optimizer.stage_squares(); };
     auto run = std::make_shared<typename Gpt<Family>::TrainStep>(
-        model.begin_step(b.tokens, b.targets, b.inputs, batch, step, [&optimizer] { return optimizer.stage_squares(); }));
+        model.begin_step(b.tokens, b.targets, b.inputs, batch, step, partials));
     return StepInFlight{.done = [run] { return run->done(); },
                         .ready = [run] { return run->ready(); },
                         .run_next = [run] { run->run_next(); },

@@ -106,12 +106,15 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
                 "weights already)");
   if (o.has("init")) {
     const std::string file = o.text("init", "");
-    s.init_format = std::filesystem::is_directory(file)               ? InitFormat::hf_llama
-                    : optimus::checkpoint::is_llmc_checkpoint(file) ? InitFormat::llmc
-                                                                    : InitFormat::hf_gpt2;
-    const optimus::GptConfig there = s.init_format == InitFormat::llmc      ? optimus::checkpoint::llmc_config(file)
-                                     : s.init_format == InitFormat::hf_gpt2 ? optimus::checkpoint::hf_config(file)
-                                                                            : optimus::checkpoint::hf_llama_config(file);
+    s.init_format = optimus::checkpoint::is_hf_bert(file)              ? InitFormat::hf_bert
+                    : std::filesystem::is_directory(file)               ? InitFormat::hf_llama
+                    : optimus::checkpoint::is_llmc_checkpoint(file)     ? InitFormat::llmc
+                                                                        : InitFormat::hf_gpt2;
+    namespace cp = optimus::checkpoint;
+    const optimus::GptConfig there = s.init_format == InitFormat::llmc      ? cp::llmc_config(file)
+                                     : s.init_format == InitFormat::hf_gpt2 ? cp::hf_config(file)
+                                     : s.init_format == InitFormat::hf_bert ? cp::hf_bert_config(file)
+                                                                            : cp::hf_llama_config(file);
     s.init_context = there.max_seq;
     ex::adopt_shape(o, there, file, setup.data_vocab, config);
   }
@@ -214,7 +217,8 @@ void export_model(const optimus::cli::Options& o, const Setup& setup, const Star
   const std::string file = o.text("export", "");
   const optimus::GptConfig& config = setup.config;
   const bool llmc = file.ends_with(".bin");
-  const bool llama_dir = !llmc && config.block != optimus::BlockConfig{};  // export_hf_llama refuses other blocks
+  const std::string blocks = family_name(config.block);  // check_export_target refused the others
+  const bool bert_dir = !llmc && blocks == "bert", llama_dir = !llmc && blocks == "llama";
   const std::uint64_t shard_bytes = std::uint64_t{5} << 30;              // transformers' default, 5 GiB
   // A Llama initialized from a file keeps the file's context in config.json (its training sequences may be shorter).
   const std::int64_t context =
@@ -223,12 +227,16 @@ void export_model(const optimus::cli::Options& o, const Setup& setup, const Star
       [&](auto& model) {
         if (llmc) optimus::checkpoint::export_llmc(file, *model);
         else if (llama_dir) optimus::checkpoint::export_hf_llama(file, *model, shard_bytes, context);
+        else if (bert_dir) optimus::checkpoint::export_hf_bert(file, *model, shard_bytes);
         else optimus::checkpoint::export_hf(file, *model);
       },
       t.model);
   if (root) {
     std::printf("  exported %s (%s)\n", file.c_str(),
-                llmc ? "llm.c" : llama_dir ? "Hugging Face Llama directory" : "Hugging Face GPT-2 safetensors");
+                llmc        ? "llm.c"
+                : llama_dir ? "Hugging Face Llama directory"
+                : bert_dir  ? "Hugging Face BERT directory"
+                            : "Hugging Face GPT-2 safetensors");
   }
 }
 

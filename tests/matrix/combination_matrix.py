@@ -9,7 +9,7 @@ micro-batches:
 * bitwise where the arithmetic is the same -- the 2D model on one rank per stage (q = 1, dp = 1) under any pipeline
   schedule, on the CPU or the simulated device, with any recomputation and offload (each promises the same bits): the
   exported models (GPT-2's safetensors; a Llama's Hugging Face directory, every file) are the same bytes and the
-  printed losses the same (BERT, a masked LM on padded sequences, is not exported yet: its losses);
+  printed losses the same (BERT: a masked LM on padded sequences, exported as a Hugging Face BERT directory);
 * otherwise (q = 2, dp = 2, the 1D baseline: sums in another order) every printed loss within one unit of the fourth
   decimal in f32, 2% with bf16 GEMMs.
 
@@ -112,28 +112,20 @@ SEQUENCES_PER_MICRO_BATCH = 2  # q = 2 divides it
 
 
 def export_path(c, stem):
-    """Where a run exports: GPT-2's safetensors file, or a Llama's Hugging Face directory (made anew by the export);
-    None for BERT (no export yet)."""
-    if c["arch"] == "bert":
-        return None
+    """Where a run exports: GPT-2's safetensors file, or a Llama's or BERT's Hugging Face directory (made anew by the
+    export)."""
     if c["arch"] == "gpt2":
         return stem.with_suffix(".safetensors")
-    path = stem.with_name(stem.name + "_llama")
+    path = stem.with_name(stem.name + "_" + c["arch"])
     shutil.rmtree(path, ignore_errors=True)
     return path
 
 
 def export_bytes(path):
-    """The export's bytes: the file's, or each file of the directory by name (None without an export)."""
-    if path is None:
-        return None
+    """The export's bytes: the file's, or each file of the directory by name."""
     if path.is_dir():
         return {f.name: f.read_bytes() for f in sorted(path.iterdir())}
     return path.read_bytes()
-
-
-def export_args(path):
-    return [] if path is None else ["--export", str(path)]
 
 
 def run(train_gpt, args):
@@ -176,7 +168,7 @@ def main():
             rc, text = run(train_gpt, MODEL + ARCH[c["arch"]] + ["--in-process", "1", "--q", "1", "--gemm", c["gemm"],
                                                                   "--steps", "3", "--batch",
                                                                   str(m * SEQUENCES_PER_MICRO_BATCH), "--micro-batches",
-                                                                  str(m)] + export_args(out))
+                                                                  str(m), "--export", str(out)])
             if rc != 0:
                 sys.exit(f"the reference run failed:\n{text}")
             references[key] = (losses(text), out)
@@ -195,7 +187,7 @@ def main():
         name = f"case {k}"
         out = export_path(c, work / f"case_{k}")
         save = work / f"case_{k}_saves"
-        args = train_args(c) + ["--steps", "3"] + export_args(out)
+        args = train_args(c) + ["--steps", "3", "--export", str(out)]
         if c["checkpoint"] == "resume":
             shutil.rmtree(save, ignore_errors=True)  # a save directory holds one run's checkpoints: this run's
             args += ["--save", str(save), "--save-every", "2"]

@@ -101,13 +101,14 @@ struct BlockConfig {
   }
 };
 
-// "gpt2" for GPT-2's blocks, "bert" for BERT's (BlockConfig::bert, any norm eps), "llama" for Llama's (RMSNorm, rotary
-// positions, SwiGLU, no biases, norms before the sublayers, causal attention; any kv_heads, theta, eps, head), else
-// "custom".
+// "gpt2" for GPT-2's blocks, "bert" for BERT's (BlockConfig::bert, any norm eps and number of token types),
+// "llama" for Llama's (RMSNorm, rotary positions, SwiGLU, no biases, norms before the sublayers, causal attention; any
+// kv_heads, theta, eps, head), else "custom".
 inline const char* family_name(const BlockConfig& b) {
   if (b == BlockConfig{}) return "gpt2";
   BlockConfig bert = BlockConfig::bert();
   bert.norm.eps = b.norm.eps;
+  if (b.token_types >= 1) bert.token_types = b.token_types;
   if (b == bert) return "bert";
   const bool llama =
       b.norm.kind == NormSpec::Kind::rmsnorm && b.rope && b.mlp == MlpKind::swiglu && !b.bias && !b.post_norm &&
