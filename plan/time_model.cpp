@@ -130,14 +130,38 @@ EndParts end_parts(const Layout& l, const Workload& w, const Cluster& c) {
   p.embedding_backward = rows * 2 / c.stream_rate;
   p.head_forward = gemm + logits * (2 / c.stream_rate + 1 / c.element_rate) + 3 * rows / c.stream_rate;
   p.head_backward = 2 * gemm + logits * 2 / c.stream_rate + 6 * rows / c.stream_rate;
+  // BERT's parts. The embedding: the token types' lookup (a second table's rows read and added) and the embeddings'
+  // norm (a LayerNorm's passes, as ln_f's; in 2D the lookup's second reduce-scatter is left out, as the first is).
+  // The head: the transform's dense h -> h layer (its GEMMs split q^2 ways in 2D, whole on every rank in 1D, which
+  // replicates it), its GELU, and the bias added to the logits (its gradient their column sums).
+  const BlockConfig& blocks = w.config.block;
+  if (blocks.token_types > 0) {
+    p.embedding_forward += rows * 2 / c.stream_rate;
+    p.embedding_backward += rows * 2 / c.stream_rate;
+  }
+  if (blocks.embedding_norm) {
+    p.embedding_forward += 3 * rows / c.stream_rate;
+    p.embedding_backward += 6 * rows / c.stream_rate;
+  }
+  if (blocks.head_transform) {
+    const double dense = 2 * x.n * x.h * x.h / (l.two_d() ? tp : 1) / c.gemm_flops;
+    p.head_forward += dense + rows * (2 / c.stream_rate + 1 / c.element_rate) + logits * 2 / c.stream_rate;
+    p.head_backward += 2 * dense + rows * (3 / c.stream_rate + 1 / c.element_rate) + logits / c.stream_rate;
+  }
   if (l.two_d() && l.q() > 1) {
     const int q = l.q();
     const GroupLink column = group_link(c, q, q);  // the weight's panels (the slower of rows and columns)
     const bool in = column.inside;
-    const auto bytes = static_cast<double>(linear_2d_bytes(
-        static_cast<std::int64_t>(x.n), w.config.hidden, static_cast<std::int64_t>(x.v), static_cast<std::uint64_t>(q),
-        static_cast<std::size_t>(w.element_bytes), static_cast<std::size_t>(w.saved_bytes), false));  // no bias
-    const double seconds = bytes / column.link.bandwidth + 6.0 * (q - 1) * column.link.latency;
+    const auto linear_bytes = [&](std::int64_t out, bool bias) {
+      return static_cast<double>(linear_2d_bytes(static_cast<std::int64_t>(x.n), w.config.hidden, out,
+                                                 static_cast<std::uint64_t>(q), static_cast<std::size_t>(w.element_bytes),
+                                                 static_cast<std::size_t>(w.saved_bytes), bias));
+    };
+    // The logits' SUMMA (no bias: the head's is added apart), and the transform's dense layer where there is one.
+    const double bytes = linear_bytes(static_cast<std::int64_t>(x.v), false) +
+                         (blocks.head_transform ? linear_bytes(w.config.hidden, true) : 0.0);
+    const double summas = blocks.head_transform ? 2 : 1;
+    const double seconds = bytes / column.link.bandwidth + summas * 6.0 * (q - 1) * column.link.latency;
     p.head_forward += (1 - c.overlap) * seconds / 3;
     p.head_backward += (1 - c.overlap) * seconds * 2 / 3;
     p.comm_busy = bytes / column.link.bandwidth;

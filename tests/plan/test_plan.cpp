@@ -18,6 +18,7 @@
 #include "optimus/plan/planner.hpp"
 #include "optimus/plan/recompute_dp.hpp"
 #include "optimus/plan/run.hpp"
+#include "optimus/plan/traffic.hpp"
 
 namespace {
 
@@ -458,4 +459,45 @@ TEST_CASE("group_link: inside a node the fast link; across nodes the share of th
   check(16, 16, false, 25e9);
   c.inter.bandwidth = 100e9;      // the adapters' share can exceed the fast link: the ring also passes through it
   check(16, 1, false, 400e9);
+}
+
+TEST_CASE("time model: BERT's blocks cost GPT-2's; its model's parts cost the end stages their GEMMs and SUMMA bytes") {
+  const plan::Request r = small_request(4, 1 << 30);
+  plan::Workload gpt = r.workload, blocks = gpt, bert = gpt;
+  blocks.config.block.post_norm = true;  // BERT's blocks without the model's parts
+  blocks.config.block.mlp = optimus::MlpKind::gelu_erf;
+  blocks.config.block.bidirectional = true;
+  bert.config.block = optimus::BlockConfig::bert();
+  bert.config.block.norm.eps = 1e-5;  // the eps prices nothing
+  const double n = 16.0 * 32, h = 64, gemm_flops = r.cluster.gemm_flops;
+  for (const plan::TensorParallel kind : {plan::TensorParallel::one_d, plan::TensorParallel::two_d}) {
+    for (const int tp : {1, 4}) {
+      const plan::Layout l{.tensor = kind, .tp = tp, .dp = 1, .pp = 1, .schedule = optimus::pipeline::Kind::one_f_one_b,
+                           .chunks = 1, .micro_batches = 1, .offload = optimus::Offload::none,
+                           .recompute = std::vector<optimus::Recompute>(4, optimus::Recompute::none)};
+      CAPTURE(plan::describe(l));
+      const plan::StepPrediction a = plan::predict_step(l, gpt, r.cluster, 0),
+                                 b = plan::predict_step(l, blocks, r.cluster, 0),
+                                 c = plan::predict_step(l, bert, r.cluster, 0);
+      // Post-norm, the exact GELU and bidirectional attention: the same GEMMs, passes and bytes as GPT-2's blocks.
+      CHECK(b.pipeline == a.pipeline);
+      CHECK(b.traffic.intra + b.traffic.inter == a.traffic.intra + a.traffic.inter);
+      // The head transform's three GEMMs of n h h (split q^2 ways in 2D, whole on each rank in 1D, which replicates
+      // it), and more: its GELU, the head's bias, the token types and the embeddings' norm.
+      const double dense = 6 * n * h * h / (kind == plan::TensorParallel::two_d ? tp : 1) / gemm_flops;
+      CHECK(c.pipeline > b.pipeline + dense);
+      if (tp == 1) {  // no communication: exactly the GEMMs and the passes over [n, h] and the logits [n, 512]
+        const double rows = n * h, logits = n * 512, stream = r.cluster.stream_rate, element = r.cluster.element_rate;
+        // Stream passes over [n, h]: the token types' 2 + 2, the embeddings' norm's 3 + 6, the GELU's 2 + 3 (and one
+        // element-wise pass each way); over the logits, the head bias's 2 + 1.
+        const double passes = rows * (18 / stream + 2 / element) + 3 * logits / stream;
+        CHECK(c.pipeline - b.pipeline == doctest::Approx(dense + passes).epsilon(1e-12));
+      }
+      // 2D: one more SUMMA for the dense layer, exactly its bytes (its bias's too); 1D: none (it is replicated).
+      const std::uint64_t extra = c.traffic.intra + c.traffic.inter - (b.traffic.intra + b.traffic.inter);
+      const std::uint64_t summa =
+          kind == plan::TensorParallel::two_d && tp > 1 ? plan::linear_2d_bytes(512, 64, 64, 2, 4, 4, true) : 0;
+      CHECK(extra == summa);
+    }
+  }
 }
