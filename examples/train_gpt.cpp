@@ -248,17 +248,21 @@ int train(optimus::Communicator& world, const optimus::cli::Options& o, ex::Plac
 
 int main(int argc, char** argv) {
   optimus::retain_freed_host_memory();  // each step reuses the last step's pages (host_allocator.hpp)
+  // The name it runs under, which its lines start with: optimus-train (the build's link to it: it trains GPT-2's,
+  // Llama's and BERT's blocks) or train_gpt (its first name, kept).
+  const std::string program =
+      argc > 0 && std::filesystem::path(argv[0]).filename() == "optimus-train" ? "optimus-train" : "train_gpt";
   optimus::Context ctx(argc, argv);
   try {
     const optimus::cli::Options o(argc, argv, 1, optimus::examples::train_gpt_options());
     optimus::examples::Placement where{
         .choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr, .slot = nullptr};
-    return ex::run_ranks(ctx, o, where, "train_gpt",
+    return ex::run_ranks(ctx, o, where, program.c_str(),
                          [&](optimus::Communicator& world) { return train(world, o, where); });
   } catch (const optimus::cli::HelpRequested& help) {
     if (ctx.world().rank() == 0) std::printf("%s\n", help.what());
     return 0;
   } catch (const std::exception& e) {
-    return ctx.fail("train_gpt", e);
+    return ctx.fail(program, e);
   }
 }
