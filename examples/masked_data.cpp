@@ -2,6 +2,7 @@
 #include "masked_data.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <utility>
@@ -38,10 +39,17 @@ std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig&
   }
   OPTIMUS_CHECK(config.block.token_types >= 2, "a masked LM's sequences [CLS] A [SEP] B [SEP] take 2 token types; "
                 "the model has ", config.block.token_types);
-  // A recorded value: the checkpoint's (checksummed text a program wrote).
+  // A recorded value: the checkpoint's (checksummed text; one that is not a number is a file written by something
+  // else).
   const auto from_record = [&](const std::string& key, double fallback) {
     const auto found = recorded.find(key);
-    return found == recorded.end() ? fallback : std::strtod(found->second.c_str(), nullptr);
+    if (found == recorded.end()) return fallback;
+    const std::string& text = found->second;
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    OPTIMUS_CHECK(!text.empty() && end == text.c_str() + text.size() && std::isfinite(value), "the checkpoint's '",
+                  key, "' is '", text, "', not a number");
+    return value;
   };
   MaskedLmConfig m;
   m.vocab = config.vocab;
@@ -56,6 +64,10 @@ std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig&
     OPTIMUS_CHECK(id < config.vocab, "--", option, " ", id, " is outside the model's vocabulary [0, ", config.vocab,
                   ")");
     m.*kSpecialIds[k] = static_cast<int>(id);
+    for (std::size_t j = 0; j < k; ++j) {
+      OPTIMUS_CHECK(m.*kSpecialIds[j] != id, "--", kSpecialIdOptions[j], " and --", option, " are both ", id,
+                    ": the special ids must differ");
+    }
   }
   OPTIMUS_CHECK(m.probability < 1, "--mask-prob ", m.probability, " masks every position; it must be in (0, 1)");
   static_cast<void>(MaskedLm(m));  // its own checks (the shares), before any work
