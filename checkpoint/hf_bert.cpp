@@ -21,7 +21,7 @@ using detail::ConfigFields;
 using detail::Piece;
 using detail::Shards;
 
-constexpr const char* kFamily = "BERT";
+constexpr const char* kBertFamily = "BERT";
 // The tied decoder, as transformers may save it beside what it is tied to.
 constexpr const char* kDecoderWeight = "cls.predictions.decoder.weight";
 constexpr const char* kDecoderBias = "cls.predictions.decoder.bias";
@@ -47,7 +47,7 @@ std::vector<Piece> norm(const std::string& part, const std::string& hf, std::int
 }
 
 // The Hugging Face tensors an Optimus tensor `name` of `c` is made of.
-std::vector<Piece> pieces_of(const std::string& name, const GptConfig& c) {
+std::vector<Piece> bert_pieces_of(const std::string& name, const GptConfig& c) {
   const std::int64_t h = c.hidden, f = c.ffn;
   if (name == "wte") return {{kWordEmbeddings, 0, h, false}};
   if (name == "wpe") return {{"bert.embeddings.position_embeddings.weight", 0, h, false}};
@@ -88,7 +88,7 @@ std::set<std::string> bert_names(const GptConfig& c) {
   }
   std::set<std::string> names;
   for (const std::string& name : optimus) {
-    for (const Piece& p : pieces_of(name, c)) names.insert(p.name);
+    for (const Piece& p : bert_pieces_of(name, c)) names.insert(p.name);
   }
   return names;
 }
@@ -100,7 +100,7 @@ bool passed_over(const std::string& name) {
          name.starts_with("bert.pooler.") || name.starts_with("cls.seq_relationship.");
 }
 
-json config_json(const GptConfig& c) {
+json bert_config_json(const GptConfig& c) {
   return {{"architectures", {"BertForMaskedLM"}},
           {"model_type", "bert"},
           {"vocab_size", c.vocab},
@@ -130,15 +130,15 @@ void check_tied(Shards& shards, const char* decoder, const char* tied, const std
 }
 
 template <class T>
-void import_into(const std::string& dir, const detail::ModelTensors<T>& model) {
+void import_bert_into(const std::string& dir, const detail::ModelTensors<T>& model) {
   all_or_throw(model.everyone, [&] {
     const GptConfig there = hf_bert_config(dir), &here = *model.config;
     OPTIMUS_CHECK(there.vocab == here.vocab && there.layers == here.layers && there.hidden == here.hidden &&
                       there.heads == here.heads && there.ffn == here.ffn && there.max_seq == here.max_seq &&
                       there.block == here.block,
                   "'", dir, "' holds a BERT of ", there, "; the model is ", here);
-    Shards shards(dir, kFamily);
-    detail::load_pieces(shards, model, [&](const std::string& name) { return pieces_of(name, here); });
+    Shards shards(dir, kBertFamily);
+    detail::load_pieces(shards, model, [&](const std::string& name) { return bert_pieces_of(name, here); });
     for (const ParameterRef<T>& p : model.held) {
       if (p.name == "wte") check_tied(shards, kDecoderWeight, kWordEmbeddings, {here.vocab, here.hidden}, dir);
       if (p.name == "head.bias") check_tied(shards, kDecoderBias, kPredictionBias, {here.vocab}, dir);
@@ -163,7 +163,7 @@ GptConfig hf_bert_config(const std::string& dir_name) {
   const fs::path dir(dir_name);
   const fs::path path = dir / "config.json";
   const json j = detail::read_json(path);
-  const ConfigFields f(j, path, kFamily);
+  const ConfigFields f(j, path, kBertFamily);
   f.absent_or("model_type", "bert");
   f.absent_or("hidden_act", "gelu");
   f.absent_or("position_embedding_type", "absolute");
@@ -183,22 +183,23 @@ GptConfig hf_bert_config(const std::string& dir_name) {
   validate(c);
   // Every tensor is one the model has, or one it passes over.
   const std::set<std::string> names = bert_names(c);
-  Shards(dir, kFamily).check_known([&](const std::string& name) { return names.count(name) > 0 || passed_over(name); });
+  Shards(dir, kBertFamily).check_known(
+      [&](const std::string& name) { return names.count(name) > 0 || passed_over(name); });
   return c;
 }
 
 template <class F>
 void import_hf_bert(const std::string& dir, Gpt<F>& model) {
   check_bert_blocks(model.config(), "import_hf_bert");
-  import_into(dir, detail::tensors_of(model));
+  import_bert_into(dir, detail::tensors_of(model));
 }
 
 template <class F>
 void export_hf_bert(const std::string& dir, Gpt<F>& model, std::uint64_t max_shard_bytes) {
   check_bert_blocks(model.config(), "export_hf_bert");
   const auto tensors = detail::tensors_of(model);
-  detail::export_pieces(dir, tensors, [&](const std::string& name) { return pieces_of(name, model.config()); },
-                        config_json(model.config()), max_shard_bytes, "export_hf_bert");
+  detail::export_pieces(dir, tensors, [&](const std::string& name) { return bert_pieces_of(name, model.config()); },
+                        bert_config_json(model.config()), max_shard_bytes, "export_hf_bert");
 }
 
 template void import_hf_bert(const std::string&, Gpt<TwoD<float>>&);
