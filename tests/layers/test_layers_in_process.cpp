@@ -18,8 +18,9 @@
 #include "optimus/reference/gpt.hpp"
 
 namespace {
-// The largest grid of the cases that train whole models repeatedly (mixed precision, recomputation, micro-batches): 3,
-// or 2 in the sanitizers' build (OPTIMUS_TEST_REPEATED_Q), whose q = 3 paths are the layer and GPT cases' here.
+// The largest grid of the cases that train whole models repeatedly (the GPT's, mixed precision, recomputation,
+// micro-batches): 3, or 2 in the sanitizers' build (OPTIMUS_TEST_REPEATED_Q), whose q = 3 paths are the layer and
+// block cases' here and the GPT's in test_layers_mpi_np9 (Release).
 #ifndef OPTIMUS_TEST_REPEATED_Q
 #define OPTIMUS_TEST_REPEATED_Q 3
 #endif
@@ -44,7 +45,7 @@ TEST_CASE("in-process MLP2D") { on_grids(optimus::test::check_mlp); }
 TEST_CASE("in-process TransformerBlock2D") { on_grids(optimus::test::check_block); }
 TEST_CASE("in-process Embedding2D") { on_grids(optimus::test::check_embedding); }
 TEST_CASE("in-process LmHead2D") { on_grids(optimus::test::check_lm_head); }
-TEST_CASE("in-process Gpt2D") { on_grids(optimus::test::check_gpt); }
+TEST_CASE("in-process Gpt2D") { on_grids(optimus::test::check_gpt, kRepeatedQ); }
 TEST_CASE("in-process mixed precision: bf16 GEMM operands, f32 master weights") {
   on_grids(optimus::test::check_mixed_precision, kRepeatedQ);
 }

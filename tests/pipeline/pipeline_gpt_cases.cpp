@@ -220,6 +220,13 @@ std::shared_ptr<const PipelineReference> pipeline_reference(const PipelineCase& 
                         .f32 = whole<float>(c.dp, c.q, c.layers, c.micro_batches, c.math)});
 }
 
+const PipelineReference& PipelineReferences::of(const PipelineCase& c) {
+  std::shared_ptr<const PipelineReference>& made =
+      made_[{c.dp, c.q, c.layers, c.micro_batches, static_cast<int>(c.math)}];
+  if (!made) made = pipeline_reference(c);
+  return *made;
+}
+
 void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const PipelineReference& expected) {
   CAPTURE(pp::name_of(c.kind));
   CAPTURE(c.dp);

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 
 #include "optimus/comm/communicator.hpp"
 #include "optimus/core/ops.hpp"
@@ -48,6 +50,16 @@ struct Pipeline1DCase {
 // pp = 1's loss and gradients for the case, f64 and f32, computed in-process on dp*q*q threads (1D: p threads).
 struct PipelineReference;
 std::shared_ptr<const PipelineReference> pipeline_reference(const PipelineCase& c);
+
+// pp = 1's results for a suite's cases, each computed once per shape (dp, q, layers, micro-batches, GEMM math): a case's
+// schedule, recomputation, device and offload do not change them.
+class PipelineReferences {
+ public:
+  const PipelineReference& of(const PipelineCase& c);
+
+ private:
+  std::map<std::tuple<int, int, std::int64_t, int, int>, std::shared_ptr<const PipelineReference>> made_;
+};
 
 // On `world` of dp*stages*q*q ranks, f64 and f32, against `expected`.
 void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const PipelineReference& expected);

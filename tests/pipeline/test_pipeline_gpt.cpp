@@ -24,6 +24,7 @@ namespace pp = optimus::pipeline;
 using optimus::test::PipelineCase;
 
 TEST_CASE("every schedule gives pp = 1's loss and gradients bit for bit (in-process, m = 4 and 8, f64 and f32, dropout on)") {
+  optimus::test::PipelineReferences references;
   for (const PipelineCase& c :
        {PipelineCase{1, 2, 1, pp::Kind::gpipe, 1, 2, 4}, PipelineCase{1, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4},
         PipelineCase{1, 2, 1, pp::Kind::interleaved, 2, 4, 4}, PipelineCase{1, 2, 1, pp::Kind::wave, 2, 4, 4},
@@ -35,9 +36,9 @@ TEST_CASE("every schedule gives pp = 1's loss and gradients bit for bit (in-proc
         PipelineCase{2, 2, 1, pp::Kind::gpipe, 1, 2, 8}, PipelineCase{1, 2, 1, pp::Kind::zero_bubble, 1, 2, 4},
         PipelineCase{1, 4, 1, pp::Kind::zero_bubble, 1, 4, 8}, PipelineCase{1, 2, 2, pp::Kind::zero_bubble, 1, 2, 8},
         PipelineCase{2, 2, 1, pp::Kind::zero_bubble, 1, 2, 4}}) {
-    const auto expected = optimus::test::pipeline_reference(c);
+    const optimus::test::PipelineReference& expected = references.of(c);
     optimus::test::run_in_process(c.dp * c.stages * c.q * c.q, [&](optimus::Communicator& world) {
-      optimus::test::check_pipeline_gpt(world, c, *expected);
+      optimus::test::check_pipeline_gpt(world, c, expected);
     });
   }
 }
@@ -61,15 +62,16 @@ TEST_CASE("the 1D baseline through every schedule gives its pp = 1 loss, gradien
 TEST_CASE("recomputation and bf16 GEMMs inside the stages: pp = 1's bits without recomputation, in the same math") {
   using optimus::Recompute;
   using optimus::ops::GemmMath;
+  optimus::test::PipelineReferences references;
   for (const PipelineCase& c :
        {PipelineCase{1, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::selective, GemmMath::f32},
         PipelineCase{1, 2, 2, pp::Kind::zero_bubble, 1, 2, 4, Recompute::full, GemmMath::f32},
         PipelineCase{1, 2, 1, pp::Kind::interleaved, 2, 4, 4, Recompute::full, GemmMath::bf16},
         PipelineCase{2, 2, 1, pp::Kind::wave, 2, 4, 4, Recompute::selective, GemmMath::bf16},
         PipelineCase{1, 2, 2, pp::Kind::gpipe, 1, 2, 4, Recompute::none, GemmMath::bf16}}) {
-    const auto expected = optimus::test::pipeline_reference(c);
+    const optimus::test::PipelineReference& expected = references.of(c);
     optimus::test::run_in_process(c.dp * c.stages * c.q * c.q, [&](optimus::Communicator& world) {
-      optimus::test::check_pipeline_gpt(world, c, *expected);
+      optimus::test::check_pipeline_gpt(world, c, expected);
     });
   }
   using optimus::test::Pipeline1DCase;
@@ -90,6 +92,7 @@ TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits und
   using optimus::Recompute;
   using optimus::Spill;
   using optimus::ops::GemmMath;
+  optimus::test::PipelineReferences references;
   for (const PipelineCase& c :
        {PipelineCase{1, 2, 1, pp::Kind::gpipe, 1, 2, 4, Recompute::none, GemmMath::f32, true},
         PipelineCase{1, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::none, GemmMath::f32, true},
@@ -109,9 +112,9 @@ TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits und
         // ZB-H1's B_weight brings each spilled block back to run its queued weight gradients (summed while resident).
         PipelineCase{2, 2, 1, pp::Kind::zero_bubble, 1, 6, 4, Recompute::none, GemmMath::f32, true, false,
                      Spill::parameters_and_activations}}) {
-    const auto expected = optimus::test::pipeline_reference(c);
+    const optimus::test::PipelineReference& expected = references.of(c);
     optimus::test::run_in_process(c.dp * c.stages * c.q * c.q, [&](optimus::Communicator& world) {
-      optimus::test::check_pipeline_gpt(world, c, *expected);
+      optimus::test::check_pipeline_gpt(world, c, expected);
     });
   }
 }
