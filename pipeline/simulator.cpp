@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "optimus/core/error.hpp"
+#include "optimus/pipeline/dynamic_order.hpp"
 
 namespace optimus::pipeline {
 namespace {
@@ -125,56 +126,88 @@ Simulation simulate(const Schedule& s, const Costs& costs) {
 }
 
 Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stage) {
+  return simulate(s, by_virtual_stage, Replay{});
+}
+
+Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stage, const Replay& replay) {
   check_structure(s);
   OPTIMUS_CHECK(static_cast<int>(by_virtual_stage.size()) == s.virtual_stages(), "pipeline simulation of ",
                 name_of(s.kind), ": costs for ", by_virtual_stage.size(), " virtual stages, not ",
                 s.virtual_stages());
+  OPTIMUS_CHECK(replay.execution.jitter >= 0 && std::isfinite(replay.execution.jitter), "pipeline simulation: jitter ",
+                replay.execution.jitter, " is not a fraction >= 0");
+  const bool dynamic = replay.execution.order == Order::dynamic;
   Finishes finished(s);
   Simulation sim;
   sim.times.resize(static_cast<std::size_t>(s.stages));
   sim.peak_live.assign(static_cast<std::size_t>(s.stages), 0);
   sim.sends.assign(static_cast<std::size_t>(s.stages), 0);
   sim.receives.assign(static_cast<std::size_t>(s.stages), 0);
-  std::vector<std::size_t> next(static_cast<std::size_t>(s.stages), 0);
+  std::vector<DynamicOrder> orders;
+  std::vector<std::size_t> next(static_cast<std::size_t>(s.stages), 0);  // static: the next of the list
   std::vector<double> free_at(static_cast<std::size_t>(s.stages), 0);
   std::vector<int> live(static_cast<std::size_t>(s.stages), 0);
+  for (int stage = 0; stage < s.stages; ++stage) {
+    if (dynamic) orders.emplace_back(s, stage);
+    sim.times[static_cast<std::size_t>(stage)].resize(s.ops[static_cast<std::size_t>(stage)].size());
+  }
   const Work frees = s.split_backward ? Work::backward_weight : Work::backward;
-  for (bool progress = true; progress;) {
-    progress = false;
+  // When operation i of `stage` could start (kNotYet while a dependency has not run).
+  const auto start_of = [&](int stage, std::size_t i) {
+    const Op& op = s.ops[static_cast<std::size_t>(stage)][i];
+    const int u = s.virtual_stage(stage, op.chunk);
+    double start = free_at[static_cast<std::size_t>(stage)];
+    for (const Dependency& d : dependencies(s, op, u)) {
+      const double t = finished.at(d.work, d.micro_batch, d.virtual_stage);
+      if (t == kNotYet) return kNotYet;
+      start = std::max(start, t + (s.stage_of(d.virtual_stage) == stage ? 0.0 : by_virtual_stage[u].p2p));
+    }
+    return start;
+  };
+  // Each round runs the operation that starts first of all stages' choices (a stage's choice: the earliest start of
+  // the operations its order allows, the list order breaking ties), so every finish it depends on is known.
+  for (;;) {
+    int best_stage = -1;
+    std::size_t best = 0;
+    double best_start = kNotYet;
     for (int stage = 0; stage < s.stages; ++stage) {
       const auto st = static_cast<std::size_t>(stage);
-      const std::vector<Op>& ops = s.ops[st];
-      for (; next[st] < ops.size(); ++next[st]) {
-        const Op& op = ops[next[st]];
-        const int u = s.virtual_stage(stage, op.chunk);
-        const Costs& costs = by_virtual_stage[static_cast<std::size_t>(u)];
-        const std::vector<Dependency> deps = dependencies(s, op, u);
-        double start = free_at[st];
-        bool ready = true;
-        for (const Dependency& d : deps) {
-          const double t = finished.at(d.work, d.micro_batch, d.virtual_stage);
-          if (t == kNotYet) {
-            ready = false;
-            break;
-          }
-          start = std::max(start, t + (s.stage_of(d.virtual_stage) == stage ? 0.0 : costs.p2p));
+      const std::vector<std::size_t> allowed =
+          dynamic ? orders[st].allowed()
+                  : (next[st] < s.ops[st].size() ? std::vector<std::size_t>{next[st]} : std::vector<std::size_t>{});
+      for (const std::size_t i : allowed) {
+        const double start = start_of(stage, i);
+        if (start < best_start) {
+          best_stage = stage;
+          best = i;
+          best_start = start;
         }
-        if (!ready) break;
-        for (const Dependency& d : deps) {  // a message for each dependency on another stage
-          const int from = s.stage_of(d.virtual_stage);
-          if (from == stage) continue;
-          ++sim.sends[static_cast<std::size_t>(from)];
-          ++sim.receives[st];
-        }
-        const double end = start + cost_of(costs, op.work);
-        finished.at(op.work, op.micro_batch, u) = end;
-        sim.times[st].push_back(Interval{.start = start, .end = end});
-        free_at[st] = end;
-        if (op.work == Work::forward) sim.peak_live[st] = std::max(sim.peak_live[st], ++live[st]);
-        if (op.work == frees) --live[st];
-        progress = true;
       }
     }
+    if (best_stage < 0) break;
+    const auto st = static_cast<std::size_t>(best_stage);
+    const Op& op = s.ops[st][best];
+    const int u = s.virtual_stage(best_stage, op.chunk);
+    for (const Dependency& d : dependencies(s, op, u)) {  // a message for each dependency on another stage
+      const int from = s.stage_of(d.virtual_stage);
+      if (from == best_stage) continue;
+      ++sim.sends[static_cast<std::size_t>(from)];
+      ++sim.receives[st];
+    }
+    const double cost = cost_of(by_virtual_stage[static_cast<std::size_t>(u)], op.work) *
+                        (1 + replay.execution.jitter * jitter_draw(replay.step, best_stage, best));
+    const double end = best_start + cost;
+    finished.at(op.work, op.micro_batch, u) = end;
+    sim.times[st][best] = Interval{.start = best_start, .end = end};
+    free_at[st] = end;
+    if (dynamic) {
+      orders[st].ran(best);
+      next[st] = orders[st].first_not_run();
+    } else {
+      ++next[st];
+    }
+    if (op.work == Work::forward) sim.peak_live[st] = std::max(sim.peak_live[st], ++live[st]);
+    if (op.work == frees) --live[st];
   }
   std::ostringstream stuck;
   for (int stage = 0; stage < s.stages; ++stage) {

@@ -10,9 +10,11 @@
 // (B, or B_weight when split); 1F1B's stage s peaks at min(S-s, m).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "optimus/pipeline/dynamic_order.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::pipeline {
@@ -46,6 +48,16 @@ Simulation simulate(const Schedule& schedule, const Costs& costs);
 // The same with each virtual stage's own costs ([U]; a message costs the receiving operation's p2p), as measured by
 // optimus-bench pipeline: the end stages' chunks also run the embedding, or ln_f and the head.
 Simulation simulate(const Schedule& schedule, const std::vector<Costs>& by_virtual_stage);
+
+// How a replay runs the lists: in order (static) or message-driven (dynamic_order.hpp: each stage, once free, starts
+// the allowed operation whose dependencies are done first, the list order breaking ties), each operation's cost
+// multiplied by 1 + jitter * jitter_draw(step, stage, i) — the delay a run with the same Execution and step injects.
+struct Replay {
+  Execution execution;
+  std::uint64_t step = 0;
+};
+// times[s][i] is list entry i's interval, whatever order the replay ran them in.
+Simulation simulate(const Schedule& schedule, const std::vector<Costs>& by_virtual_stage, const Replay& replay);
 
 // The cost of `op` under `costs`.
 double cost_of(const Costs& costs, Work work);
