@@ -47,6 +47,8 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::integer("pp", 1, 64, "pipeline stages (default 1); ranks = dp x pp x q^2"),
       cli::choice("schedule", {"gpipe", "1f1b", "interleaved", "wave", "zb"}, "pipeline schedule (default 1f1b; --pp > 1)"),
       cli::integer("chunks", 1, 64, "model chunks per stage (interleaved, wave; default 2)"),
+      cli::choice("execution", {"static", "dynamic"},
+                  "how the stages run the schedule (--pp > 1): in its order (default), or message-driven"),
       cli::choice("recompute", {"none", "selective", "full"}, "activation recomputation (default none)"),
       cli::choice("plan", {"auto"}, "the planner's fastest layout for this machine (--batch: the global batch)"),
       cli::input_file("calibration", "--plan auto: optimus-bench calibrate's JSON instead of measuring now"),

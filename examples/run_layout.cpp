@@ -63,6 +63,12 @@ void set_tensor(const cli::Options& o, int world, plan::Layout& layout) {
 
 }  // namespace
 
+pipeline::Order execution_of(const cli::Options& o, const plan::Layout& layout) {
+  OPTIMUS_CHECK(layout.pp > 1 || !o.has("execution"), "--execution orders a pipeline's operations: it needs --pp > 1 (",
+                "the layout has ", layout.pp, " stage)");
+  return pipeline::parse_order(o.text("execution", "static"));
+}
+
 RunLayout layout_of(const plan::Plan& plan, Device device) {
   return {.layout = plan.layout, .optimizer = optimizer_offload(plan.layout.offload, preferred_offload_update(device))};
 }

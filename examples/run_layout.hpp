@@ -10,6 +10,7 @@
 #include "optimus/core/device.hpp"
 #include "optimus/layers/offload.hpp"
 #include "optimus/layers/optimizer_offload.hpp"
+#include "optimus/pipeline/dynamic_order.hpp"
 #include "optimus/pipeline/schedule.hpp"
 #include "optimus/plan/planner.hpp"
 
@@ -21,6 +22,7 @@ namespace optimus::examples {
 struct RunLayout {
   plan::Layout layout;
   std::optional<OptimizerOffload> optimizer;
+  pipeline::Order order = pipeline::Order::static_order;  // how a pipeline's stages run their operations (--execution)
 };
 
 // --plan auto: the plan's layout; AdamW's offloaded update (where the plan offloads it) the faster on `device`.
@@ -29,5 +31,7 @@ RunLayout layout_of(const plan::Plan& plan, Device device);
 // --offload-update needs --offload (default: the faster update on `device`, docs/offload.md); --layout 1d takes --p
 // (default world / pp: no replicas; world = dp x pp x p), not --q; world = dp x pp x q^2 for 2D.
 RunLayout layout_of(const cli::Options& options, Device device, int world);
+// --execution static|dynamic (pipeline/dynamic_order.hpp), which needs a pipeline (layout.pp > 1); default: static.
+pipeline::Order execution_of(const cli::Options& options, const plan::Layout& layout);
 
 }  // namespace optimus::examples

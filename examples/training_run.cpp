@@ -60,6 +60,7 @@ Setup read_setup(optimus::Communicator& world, const optimus::cli::Options& o, c
   setup.run = setup.planned ? ex::layout_of(*setup.planned, where.choice.kind)
                             : ex::layout_of(o, where.choice.kind, world.size());
   const optimus::plan::Layout& layout = setup.run.layout;
+  setup.run.order = ex::execution_of(o, layout);
   if (llama && !o.has("ffn") && !setup.planned) config.ffn = optimus::llama_ffn(config.hidden, layout.tp);
   if (setup.planned) setup.batch /= layout.dp;
   setup.schedule = optimus::plan::schedule_of(layout);  // the schedule's own checks, before any work
@@ -192,6 +193,7 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
   t.trainee = ex::trainee_of(t.model, setup.batch);
   std::visit(
       [&](auto& model) {
+        model->set_execution({.order = setup.run.order, .jitter = 0});
         t.optimizer = std::make_unique<optimus::AdamW<float>>(
             model->place(), model->parameters(),
             optimus::AdamWOptions{.config = adam, .offload = setup.run.optimizer, .norm_order = model->norm_order()});

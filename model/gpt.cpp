@@ -4,9 +4,11 @@
 #include "optimus/model/gpt.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "gpt_parts.hpp"
@@ -106,28 +108,39 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spil
   }
   for (const ParameterRef<T>& p : parameters()) init_parameter(p, config_, grid_.device());
   if (!grid_.pipe().matches_tags()) {
-    // Every ordered pair of stages that exchange blocks (neighbouring virtual stages on different stages, both ways;
-    // the end stages' wte exchange), in one order on every rank: each split is collective over the pipe.
-    std::set<std::pair<int, int>> pairs;
+    // Every lane between stages (each boundary between virtual stages on different stages, both ways; the end stages'
+    // wte exchange), in one order on every rank: each split is collective over the pipe.
+    std::set<std::tuple<int, int, int>> lanes;
     for (int u = 1; u <= last; ++u) {
       const int a = schedule_.stage_of(u - 1), b = schedule_.stage_of(u);
-      if (a != b) pairs.insert({{a, b}, {b, a}});
+      if (a != b) lanes.insert({{a, b, 2 * u}, {b, a, 2 * (u - 1) + 1}});
     }
     const int first_stage = schedule_.stage_of(0), last_stage = schedule_.stage_of(last);
-    if (first_stage != last_stage) pairs.insert({{first_stage, last_stage}, {last_stage, first_stage}});
-    for (const auto& [from, to] : pairs) {
+    if (first_stage != last_stage) lanes.insert({{first_stage, last_stage, kWteLane}, {last_stage, first_stage, kWteLane}});
+    for (const auto& [from, to, lane] : lanes) {
       const bool member = stage == from || stage == to;
       std::unique_ptr<Communicator> c = grid_.pipe().split(member ? 0 : 1 + stage, stage == from ? 0 : 1);
-      if (member) channels_.emplace(std::pair{from, to}, std::move(c));
+      if (member) channels_.emplace(std::tuple{from, to, lane}, std::move(c));
     }
     if (schedule_.stages > 1) sums_channel_ = grid_.pipe().split(0, stage);
   }
 }
 
 template <class F>
-auto Gpt<F>::route(int from, int to) const -> Route {
+auto Gpt<F>::route(int from, int to, int lane) const -> Route {
   if (channels_.empty()) return {.comm = &grid_.pipe(), .from_rank = from, .to_rank = to};
-  return {.comm = channels_.at({from, to}).get(), .from_rank = 0, .to_rank = 1};
+  return {.comm = channels_.at({from, to, lane}).get(), .from_rank = 0, .to_rank = 1};
+}
+
+template <class F>
+void Gpt<F>::set_execution(const pipeline::Execution& execution) {
+  OPTIMUS_CHECK(execution.jitter >= 0 && std::isfinite(execution.jitter), F::name, "::set_execution: jitter ",
+                execution.jitter, " is not a fraction >= 0");
+  Communicator& stage = F::holders(place_);
+  if (execution.order == pipeline::Order::dynamic && stage.size() > 1 && !decisions_) {
+    decisions_ = stage.split(0, stage.rank());
+  }
+  execution_ = execution;
 }
 
 template <class F>
@@ -477,7 +490,7 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, const EncoderInputs
       detail::check_finite(*x, "embedding forward output");
     } else if (schedule_.stage_of(u - 1) != stage) {
       x.emplace(grid_, n, config_.hidden, MemoryKind::workspace);
-      const Route in = route(schedule_.stage_of(u - 1), stage);
+      const Route in = route(schedule_.stage_of(u - 1), stage, 2 * u);
       in.comm->recv(x->local().data(), count(*x), dtype_of<T>, in.from_rank, pipeline::tag_of(schedule_, u, 0, false));
     }
     Chunk& chunk = chunks_[static_cast<std::size_t>(schedule_.chunk_of(u))];
@@ -496,7 +509,7 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, const EncoderInputs
       return y;
     }
     if (schedule_.stage_of(u + 1) != stage) {
-      const Route out = route(stage, schedule_.stage_of(u + 1));
+      const Route out = route(stage, schedule_.stage_of(u + 1), 2 * (u + 1));
       out.comm->send(x->local().data(), count(*x), dtype_of<T>, out.to_rank, pipeline::tag_of(schedule_, u + 1, 0, false));
       x.reset();
     }

@@ -3,7 +3,8 @@
 // over the replicas).
 #include <algorithm>
 #include <chrono>
-#include <deque>
+#include <list>
+#include <thread>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -37,7 +38,7 @@ class Gpt<F>::Step {
     rows_ = micro_ * seq_;
     OPTIMUS_CHECK(micro_ % m_.grid_.q() == 0, F::name, "::train_step: a micro-batch of ", micro_,
                   " sequences is not divisible by q = ", m_.grid_.q());
-    if (!m_.channels_.empty()) expect_in_send_order();
+    if (m_.execution_.order == pipeline::Order::dynamic) order_.emplace(m_.schedule_, m_.grid_.stage());
     // The operation after which each chunk's gradients are whole: its last B, or its last B_weight (split).
     const std::vector<pipeline::Op>& ops = m_.schedule_.ops[static_cast<std::size_t>(m_.grid_.stage())];
     last_gradient_op_.assign(m_.chunks_.size(), ops.size());
@@ -48,12 +49,14 @@ class Gpt<F>::Step {
     }
   }
 
-  bool done() const { return next_ == ops().size(); }
+  bool done() const { return order_ ? order_->done() : next_ == ops().size(); }
   const Mean& mean() const { return mean_; }
 
   // Whether the next operation's input is here (never blocks): a block handed on this stage, or a receive that has
-  // completed (posted now if it was not). True for an operation without one.
+  // completed (posted now if it was not). True for an operation without one. Dynamic: whether an operation has been
+  // chosen (by this rank, or told by the stage's first rank).
   bool ready() {
+    if (order_) return choose().has_value();
     const pipeline::Op& op = ops()[next_];
     const std::optional<Key> key = input_key(op);
     if (!key || source_stage(*key) == m_.grid_.stage()) return true;
@@ -61,18 +64,30 @@ class Gpt<F>::Step {
     return posted_.at(*key).request.test();
   }
 
-  // Runs the next operation (waiting for its input), its successor's receive posted first so that the transfer
-  // overlaps it; times[i] is when it ran.
+  // Runs the next operation — the list's next, or the dynamic order's choice — waiting for its input, the receives
+  // of what may come next posted first so that their transfers overlap it; times[i] is when list entry i ran.
   void run_next(std::vector<pipeline::Interval>& times) {
     const std::vector<pipeline::Op>& ops = this->ops();
-    const std::size_t i = next_;
-    if (i == 0) times.assign(ops.size(), pipeline::Interval{});
+    const std::size_t i = order_ ? decide() : next_;
+    if (ran_ == 0) times.assign(ops.size(), pipeline::Interval{});
     std::optional<DistMatrix<T>> input = take_input(ops[i]);
-    if (i + 1 < ops.size()) post_receive(ops[i + 1]);  // in flight while ops[i] computes
+    if (order_) {
+      order_->ran(i);  // committed: the receives of what may come next, this one's successor of its kind among them
+      chosen_.reset();
+      post_ahead();
+    } else if (i + 1 < ops.size()) {
+      post_receive(ops[i + 1]);  // in flight while ops[i] computes
+    }
     times[i].start = since_begin();
     execute(ops[i], std::move(input), last_gradient_op_[static_cast<std::size_t>(ops[i].chunk)] == i);
+    if (m_.execution_.jitter > 0) {  // the injected delay: jitter * draw of what the operation took
+      const double took = since_begin() - times[i].start;
+      std::this_thread::sleep_for(std::chrono::duration<double>(
+          m_.execution_.jitter * pipeline::jitter_draw(step_, m_.grid_.stage(), i) * took));
+    }
     times[i].end = since_begin();
-    ++next_;
+    if (!order_) ++next_;
+    ++ran_;
   }
 
   // Whether every send of the step has completed (never blocks).
@@ -84,12 +99,11 @@ class Gpt<F>::Step {
   // u = U-1's stage).
   double end() {
     for (Request& r : sends_) r.wait();
-    std::size_t expected = 0;
-    for (const auto& [from, keys] : expected_) expected += keys.size();
-    OPTIMUS_CHECK(done() && handed_.empty() && saved_.empty() && posted_.empty() && expected == 0, F::name, ": stage ",
-                  m_.grid_.stage(), " ended its step after ", next_, " of ", ops().size(), " operations with ",
-                  handed_.size(), " blocks handed over, ", posted_.size(), " receives, ", expected,
-                  " expected blocks and ", saved_.size(), " contexts not consumed");
+    for (Told& t : told_) t.request.wait();
+    OPTIMUS_CHECK(done() && handed_.empty() && saved_.empty() && posted_.empty(), F::name, ": stage ",
+                  m_.grid_.stage(), " ended its step after ", ran_, " of ", ops().size(), " operations with ",
+                  handed_.size(), " blocks handed over, ", posted_.size(), " receives and ", saved_.size(),
+                  " contexts not consumed");
     return loss_;
   }
 
@@ -109,6 +123,10 @@ class Gpt<F>::Step {
   struct Posted {
     DistMatrix<T> block;
     Request request;  // declared after the block: destroyed (waited) first
+  };
+  struct Told {  // a choice broadcast to the stage's other ranks
+    std::uint32_t index;
+    Request request;
   };
 
   const std::vector<pipeline::Op>& ops() const { return m_.schedule_.ops[static_cast<std::size_t>(m_.grid_.stage())]; }
@@ -143,47 +161,86 @@ class Gpt<F>::Step {
     return m_.schedule_.stage_of(gradient ? u + 1 : u - 1);
   }
 
-  // Where messages match by order (channels), the blocks each other stage sends here, in the order it sends them:
-  // its operations' deliveries to this stage.
-  void expect_in_send_order() {
-    const Schedule& s = m_.schedule_;
-    const int me = m_.grid_.stage();
-    for (int from = 0; from < s.stages; ++from) {
-      if (from == me) continue;
-      for (const pipeline::Op& op : s.ops[static_cast<std::size_t>(from)]) {
-        const int u = s.virtual_stage(from, op.chunk);
-        if (op.work == pipeline::Work::forward && u != last() && s.stage_of(u + 1) == me) {
-          expected_[from].push_back(Key{u + 1, op.micro_batch, false});
-        } else if ((op.work == pipeline::Work::backward || op.work == pipeline::Work::backward_input) && u != 0 &&
-                   s.stage_of(u - 1) == me) {
-          expected_[from].push_back(Key{u - 1, op.micro_batch, true});
-        }
-      }
-    }
-  }
-
-  // Posts the receive of op's input if it comes from another stage and is not posted yet — where messages match by
-  // order, after the receives of every block its sender sends before it.
+  // Posts the receive of op's input if it comes from another stage and is not posted yet. Each lane's messages
+  // (channels) are received in micro-batch order, as every order here runs a chunk's operations of one kind.
   void post_receive(const pipeline::Op& op) {
     const std::optional<Key> key = input_key(op);
     if (!key || source_stage(*key) == m_.grid_.stage() || posted_.count(*key) != 0) return;
-    const int from = source_stage(*key);
-    if (m_.channels_.empty()) {
-      post_one(*key, from);
-      return;
+    post_one(*key, source_stage(*key));
+  }
+
+  // Dynamic: the receives of the next operation of each kind and chunk, posted ahead.
+  void post_ahead() {
+    for (const std::size_t i : order_->heads()) post_receive(ops()[i]);
+  }
+
+  static int lane_of(int u, bool gradient) { return 2 * u + (gradient ? 1 : 0); }
+
+  // Dynamic: whether this rank waits for the stage's first rank's choices.
+  bool follower() const { return m_.decisions_ && m_.decisions_->rank() != 0; }
+
+  // Dynamic, never blocking: the operation to run next, once chosen — the first the order allows whose input is here
+  // (told to the stage's other ranks), or, on those, the one told.
+  std::optional<std::size_t> choose() {
+    if (chosen_) return chosen_;
+    if (follower()) {
+      if (!awaiting_) {
+        decision_ = m_.decisions_->ibroadcast(&decided_, sizeof decided_, DType::u8, 0);
+        awaiting_ = true;
+      }
+      if (!decision_.test()) return std::nullopt;
+      awaiting_ = false;
+      OPTIMUS_CHECK(order_->allows(decided_), F::name, ": stage ", m_.grid_.stage(), "'s first rank chose operation ",
+                    decided_, ", which this rank's order does not allow");
+      chosen_ = decided_;
+      return chosen_;
     }
-    std::deque<Key>& queue = expected_[from];
-    while (posted_.count(*key) == 0) {
-      OPTIMUS_CHECK(!queue.empty(), F::name, ": stage ", m_.grid_.stage(), " expects no more blocks from stage ", from);
-      post_one(queue.front(), from);
-      queue.pop_front();
+    post_ahead();
+    for (const std::size_t i : order_->allowed()) {
+      if (input_here(ops()[i])) {
+        chosen_ = i;
+        break;
+      }
     }
+    if (chosen_ && m_.decisions_) {
+      std::erase_if(told_, [](Told& t) { return t.request.test(); });
+      told_.push_back({.index = static_cast<std::uint32_t>(*chosen_), .request = {}});
+      told_.back().request = m_.decisions_->ibroadcast(&told_.back().index, sizeof(std::uint32_t), DType::u8, 0);
+    }
+    return chosen_;
+  }
+
+  // Dynamic: the operation to run next, waiting until one is chosen (for any awaited input, or for the choice told).
+  std::size_t decide() {
+    for (;;) {
+      if (const std::optional<std::size_t> i = choose()) return *i;
+      if (follower()) {
+        decision_.wait();  // the watchdog names the choice awaited
+        continue;
+      }
+      std::vector<Request*> awaited;
+      for (const std::size_t i : order_->allowed()) {
+        const std::optional<Key> key = input_key(ops()[i]);
+        if (key && source_stage(*key) != m_.grid_.stage()) awaited.push_back(&posted_.at(*key).request);
+      }
+      OPTIMUS_CHECK(!awaited.empty(), F::name, ": stage ", m_.grid_.stage(), " has no operation it may run nor any "
+                    "input it waits for, after ", ran_, " of ", ops().size(), " operations");
+      wait_any(awaited, m_.grid_.pipe().timeout());
+    }
+  }
+
+  // Whether op's input is here: none needed, handed on this stage, or received.
+  bool input_here(const pipeline::Op& op) {
+    const std::optional<Key> key = input_key(op);
+    if (!key) return true;
+    if (source_stage(*key) == m_.grid_.stage()) return handed_.count(*key) != 0;
+    return posted_.at(*key).request.test();
   }
 
   void post_one(const Key& key, int from) {
     const auto& [u, k, gradient] = key;
     DistMatrix<T> block(m_.grid_, rows_, m_.config_.hidden, MemoryKind::workspace);
-    const Route in = m_.route(from, m_.grid_.stage());
+    const Route in = m_.route(from, m_.grid_.stage(), lane_of(u, gradient));
     Request request = in.comm->irecv(block.local().data(), numel(block), dtype_of<T>, in.from_rank,
                                      pipeline::tag_of(m_.schedule_, u, k, gradient));
     posted_.emplace(key, Posted{.block = std::move(block), .request = std::move(request)});
@@ -217,7 +274,7 @@ class Gpt<F>::Step {
       handed_.emplace(Key{u, k, gradient}, std::move(x));
       return;
     }
-    const Route route = m_.route(m_.grid_.stage(), to);
+    const Route route = m_.route(m_.grid_.stage(), to, lane_of(u, gradient));
     sends_.push_back(route.comm->isend(x.local().data(), numel(x), dtype_of<T>, route.to_rank,
                                        pipeline::tag_of(m_.schedule_, u, k, gradient)));
     sends_.back().test();  // posted now: a device send waits for its receive without holding back other channels
@@ -263,12 +320,18 @@ class Gpt<F>::Step {
   std::int64_t micro_ = 0, seq_ = 0, rows_ = 0;  // sequences per micro-batch, tokens per sequence, rows per block
   Mean mean_;                                      // what the loss is a mean over (Gpt::predicted_tokens)
   double loss_ = 0;
-  std::size_t next_ = 0;                         // the next operation's index in ops()
+  std::size_t next_ = 0;                         // static: the next operation's index in ops()
+  std::size_t ran_ = 0;                          // operations run
+  std::optional<pipeline::DynamicOrder> order_;  // dynamic: what may run
+  std::optional<std::size_t> chosen_;            // dynamic: the operation to run next, once chosen
+  std::uint32_t decided_ = 0;                    // dynamic, a follower: the choice told
+  Request decision_;                             // dynamic, a follower: its receive
+  bool awaiting_ = false;                        // dynamic, a follower: decision_ posted and not yet taken
+  std::list<Told> told_;                         // dynamic, the first rank: its choices in flight (a list: they stay put)
   Clock::time_point begin_ = Clock::now();
   std::map<std::pair<int, int>, Saved> saved_;   // (k, c)
   std::map<Key, DistMatrix<T>> handed_;          // blocks kept on this stage
   std::map<Key, Posted> posted_;                 // receives in flight
-  std::map<int, std::deque<Key>> expected_;      // channels: each stage's blocks for this stage not yet posted
   std::vector<Request> sends_;
   std::vector<DistMatrix<T>> sent_;              // the blocks being sent, alive until their sends complete
   std::vector<std::size_t> last_gradient_op_;    // [c]: the index of the chunk's last B or B_weight
@@ -296,11 +359,11 @@ class Gpt<F>::WteExchange {
     const int tag = pipeline::wte_tag(m_.schedule_);
     if (m_.grid_.stage() == first_) {
       head_part_.emplace(m_.grid_, wte_grad.rows(), wte_grad.cols(), MemoryKind::workspace);
-      const Route out = m_.route(first_, last_), in = m_.route(last_, first_);
+      const Route out = m_.route(first_, last_, kWteLane), in = m_.route(last_, first_, kWteLane);
       received_ = in.comm->irecv(head_part_->local().data(), numel(*head_part_), dtype_of<T>, in.from_rank, tag);
       sent_ = out.comm->isend(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, out.to_rank, tag);
     } else {
-      const Route out = m_.route(last_, first_), in = m_.route(first_, last_);
+      const Route out = m_.route(last_, first_, kWteLane), in = m_.route(first_, last_, kWteLane);
       received_ = in.comm->irecv(wte_grad.local().data(), numel(wte_grad), dtype_of<T>, in.from_rank, tag);
       sent_ = out.comm->isend(m_.head_wte_grad_->local().data(), numel(*m_.head_wte_grad_), dtype_of<T>, out.to_rank,
                               tag);

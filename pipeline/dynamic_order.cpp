@@ -1,6 +1,7 @@
 // The rules of message-driven execution (dynamic_order.hpp).
 #include "optimus/pipeline/dynamic_order.hpp"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -101,6 +102,15 @@ void DynamicOrder::ran(std::size_t i) {
   while (first_backward_ < ops_->size() && (run_[first_backward_] || (*ops_)[first_backward_].work == Work::forward)) {
     ++first_backward_;
   }
+}
+
+std::vector<std::size_t> DynamicOrder::heads() const {
+  std::vector<std::size_t> out;
+  for (const std::size_t i : first_of_) {
+    if (i < ops_->size()) out.push_back(i);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::size_t DynamicOrder::first_not_run() const {

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "optimus/core/error.hpp"
+#include "optimus/core/poll_backoff.hpp"
 
 namespace optimus {
 
@@ -94,6 +95,26 @@ void Request::expire() {
   const std::unique_ptr<RequestImpl> impl = std::move(impl_);
   impl->expire();
   OPTIMUS_FAIL("Request::expire: the backend did not throw the watchdog's error");  // (a backend's fault)
+}
+
+std::size_t wait_any(std::span<Request* const> requests, std::chrono::milliseconds timeout) {
+  OPTIMUS_CHECK(!requests.empty(), "wait_any: no requests to wait for");
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    OPTIMUS_CHECK(requests[i] != nullptr, "wait_any: request ", i, " of ", requests.size(), " is null");
+  }
+  const auto started = std::chrono::steady_clock::now();
+  PollBackoff idle(1000, std::chrono::microseconds(100));  // as an MPI wait with the watchdog on polls
+  for (;;) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (requests[i]->test()) return i;
+    }
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() - started > timeout) {
+      for (Request* r : requests) {
+        if (r->pending()) r->expire();
+      }
+    }
+    idle.pause();
+  }
 }
 
 BroadcastView& BroadcastView::operator=(BroadcastView&& other) noexcept {

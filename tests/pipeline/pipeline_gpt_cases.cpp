@@ -125,6 +125,7 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
   optimus::Gpt2D<T> model(grid, config_for(c.q, c.layers, 0.1), schedule, c.spill);
   CHECK(model.spills().size() == (c.spill == Spill::none ? 0U : static_cast<std::size_t>(c.chunks)));
   model.set_recompute(c.recompute);
+  model.set_execution({.order = c.order, .jitter = 0});
   const LayerShapes s = shapes_for(c.q);
   const std::int64_t batch = static_cast<std::int64_t>(c.micro_batches) * c.q;
   const auto tokens = random_tokens(batch * s.seq, s.vocab, 11 + grid.dp_index());
@@ -142,8 +143,10 @@ int check_on(Communicator& world, const PipelineCase& c, const Result& expected)
         schedule, pp::gpt_chunk_bytes(schedule, config_for(c.q, c.layers, 0.1),
                                       {.sequences = batch / c.micro_batches, .seq = s.seq, .q = c.q,
                                        .element_bytes = sizeof(T), .saved_bytes = sizeof(T)}));
-    CHECK(grid.memory().peak(MemoryKind::activations) - held_before ==
-          static_cast<std::uint64_t>(predicted[static_cast<std::size_t>(grid.stage())]));
+    const std::uint64_t peak = grid.memory().peak(MemoryKind::activations) - held_before;
+    const auto bound = static_cast<std::uint64_t>(predicted[static_cast<std::size_t>(grid.stage())]);
+    if (c.order == pp::Order::static_order) CHECK(peak == bound);
+    else CHECK(peak <= bound);  // dynamic_order.hpp's rule 3 (a stage that ran backwards early holds fewer)
   }
   CHECK(grid.memory().current(MemoryKind::activations) == held_before);
   const std::optional<OptimizerOffload> offload =
@@ -188,6 +191,7 @@ int check_1d_on(Communicator& world, const Pipeline1DCase& c, const Result& expe
       pp::make_schedule({.kind = c.kind, .stages = c.stages, .micro_batches = c.micro_batches, .chunks = c.chunks});
   optimus::Gpt1D<T> model(group, config_for(2, c.layers, 0.1), schedule);
   model.set_recompute(c.recompute);
+  model.set_execution({.order = c.order, .jitter = 0});
   const LayerShapes s = shapes_for(2);
   const std::int64_t batch = 2 * c.micro_batches;
   const auto tokens = random_tokens(batch * s.seq, s.vocab, 11);
@@ -239,6 +243,7 @@ void check_pipeline_gpt(Communicator& world, const PipelineCase& c, const Pipeli
   CAPTURE(c.on_sim);
   CAPTURE(c.offload_optimizer);
   CAPTURE(static_cast<int>(c.spill));
+  CAPTURE(pp::name_of(c.order));
   REQUIRE(world.size() == c.dp * c.stages * c.q * c.q);
   if (!c.on_sim) check_type<double>(world, c, expected.f64);  // devices compute in f32 only
   check_type<float>(world, c, expected.f32);
@@ -261,6 +266,7 @@ void check_pipeline_gpt(Communicator& world, const Pipeline1DCase& c, const Pipe
   CAPTURE(c.chunks);
   CAPTURE(c.micro_batches);
   CAPTURE(std::string(name_of(c.recompute)));
+  CAPTURE(pp::name_of(c.order));
   REQUIRE(world.size() == c.stages * c.p);
   check_type<double>(world, c, expected.f64);
   check_type<float>(world, c, expected.f32);

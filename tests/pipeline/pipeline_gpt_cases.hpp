@@ -13,6 +13,7 @@
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/recompute.hpp"
 #include "optimus/layers/spill.hpp"
+#include "optimus/pipeline/dynamic_order.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::test {
@@ -22,7 +23,8 @@ namespace optimus::test {
 // computes on its own simulated device (distributed_grid: its messages between stages on the device communicators,
 // which match by order, not tag) with random delays: the simulated device promises the CPU's bits; there AdamW's
 // moments may be offloaded (`offload_optimizer`) and each stage's blocks spilled (`spill`: every chunk through its own
-// two slots), which promise the same bits again.
+// two slots), which promise the same bits again. `order`: the pipeline's execution (dynamic: message-driven, which
+// the sim's delays reorder), the same bits again, and activation bytes within the static order's peak.
 struct PipelineCase {
   int dp, stages, q;
   pipeline::Kind kind;
@@ -34,6 +36,7 @@ struct PipelineCase {
   bool on_sim = false;
   bool offload_optimizer = false;  // on_sim only
   Spill spill = Spill::none;       // on_sim only
+  pipeline::Order order = pipeline::Order::static_order;  // Gpt::set_execution
 };
 
 // The 1D (Megatron) baseline through a pipeline: `stages` stages, each a group of p ranks (world stages*p), against the
@@ -45,6 +48,7 @@ struct Pipeline1DCase {
   std::int64_t layers = 2;
   int micro_batches = 4;
   Recompute recompute = Recompute::none;  // the pipeline's blocks'; pp = 1 saves everything
+  pipeline::Order order = pipeline::Order::static_order;
 };
 
 // pp = 1's loss and gradients for the case, f64 and f32, computed in-process on dp*q*q threads (1D: p threads).

@@ -119,6 +119,57 @@ TEST_CASE("pipelines on simulated devices, a device per rank: the CPU's bits und
   }
 }
 
+TEST_CASE("dynamic execution: every schedule, 2D and 1D, CPU and simulated devices, pp = 2 and 4, recomputing or not: "
+          "pp = 1's bits, within the static order's activation bytes") {
+  using optimus::Recompute;
+  using optimus::Spill;
+  using optimus::ops::GemmMath;
+  using optimus::test::Pipeline1DCase;
+  constexpr pp::Order dynamic = pp::Order::dynamic;
+  optimus::test::PipelineReferences references;
+  for (const PipelineCase& c :
+       {PipelineCase{1, 2, 1, pp::Kind::gpipe, 1, 2, 4, Recompute::none, GemmMath::f32, false, false, Spill::none, dynamic},
+        PipelineCase{1, 4, 1, pp::Kind::one_f_one_b, 1, 4, 8, Recompute::selective, GemmMath::f32, false, false,
+                     Spill::none, dynamic},
+        PipelineCase{1, 2, 2, pp::Kind::interleaved, 2, 4, 4, Recompute::none, GemmMath::f32, false, false, Spill::none,
+                     dynamic},
+        PipelineCase{1, 4, 1, pp::Kind::wave, 2, 8, 8, Recompute::full, GemmMath::f32, false, false, Spill::none, dynamic},
+        PipelineCase{1, 2, 2, pp::Kind::zero_bubble, 1, 2, 4, Recompute::none, GemmMath::f32, false, false, Spill::none,
+                     dynamic},
+        PipelineCase{2, 2, 1, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::none, GemmMath::f32, false, false, Spill::none,
+                     dynamic},
+        // The simulated devices' random delays reorder completions; their channels match by order, lane by lane.
+        PipelineCase{1, 2, 2, pp::Kind::one_f_one_b, 1, 2, 4, Recompute::none, GemmMath::f32, true, false, Spill::none,
+                     dynamic},
+        PipelineCase{1, 2, 1, pp::Kind::wave, 2, 4, 4, Recompute::selective, GemmMath::f32, true, false, Spill::none,
+                     dynamic},
+        PipelineCase{1, 4, 1, pp::Kind::zero_bubble, 1, 4, 8, Recompute::full, GemmMath::f32, true, false, Spill::none,
+                     dynamic},
+        PipelineCase{1, 2, 1, pp::Kind::interleaved, 2, 4, 4, Recompute::none, GemmMath::f32, true, false,
+                     Spill::parameters, dynamic}}) {
+    const optimus::test::PipelineReference& expected = references.of(c);
+    optimus::test::run_in_process(c.dp * c.stages * c.q * c.q, [&](optimus::Communicator& world) {
+      optimus::test::check_pipeline_gpt(world, c, expected);
+    });
+  }
+  for (const Pipeline1DCase& c :
+       {Pipeline1DCase{.stages = 2, .p = 2, .kind = pp::Kind::one_f_one_b, .chunks = 1, .layers = 2,
+                       .micro_batches = 4, .recompute = Recompute::none, .order = dynamic},
+        Pipeline1DCase{.stages = 2, .p = 1, .kind = pp::Kind::wave, .chunks = 2, .layers = 4, .micro_batches = 4,
+                       .recompute = Recompute::selective, .order = dynamic},
+        Pipeline1DCase{.stages = 4, .p = 1, .kind = pp::Kind::zero_bubble, .chunks = 1, .layers = 4,
+                       .micro_batches = 8, .recompute = Recompute::none, .order = dynamic},
+        Pipeline1DCase{.stages = 2, .p = 2, .kind = pp::Kind::interleaved, .chunks = 2, .layers = 4,
+                       .micro_batches = 4, .recompute = Recompute::full, .order = dynamic},
+        Pipeline1DCase{.stages = 2, .p = 1, .kind = pp::Kind::gpipe, .chunks = 1, .layers = 2, .micro_batches = 4,
+                       .recompute = Recompute::none, .order = dynamic}}) {
+    const std::shared_ptr<const optimus::test::PipelineReference> expected = optimus::test::pipeline_reference(c);
+    optimus::test::run_in_process(c.stages * c.p, [&](optimus::Communicator& world) {
+      optimus::test::check_pipeline_gpt(world, c, *expected);
+    });
+  }
+}
+
 TEST_CASE("a GPT's loss over a masked LM's predicted positions: refused where none is predicted; over data-parallel "
           "replicas a mean over the whole batch's predicted positions, one replica predicting none, equal to the "
           "reference's on the whole batch") {

@@ -104,6 +104,14 @@ class Request {
   std::unique_ptr<RequestImpl> impl_;
 };
 
+// Waits until one of `requests` (pending ones, of any communicators and backends) has completed and returns its index:
+// the first complete one in the span's order. Polls them in turn (each poll makes MPI progress and is an MPI rank's
+// sign of life), pausing between rounds (PollBackoff) so that a waiting rank leaves the cores to those computing. Past
+// `timeout` (0: none) the watchdog fires on the first request still pending: its error names that operation, its
+// communicator and the ranks it waits for (RequestImpl::expire). A request not pending counts as complete. Throws
+// optimus::Error for an empty span or a null pointer, and at once once the job has failed.
+std::size_t wait_any(std::span<Request* const> requests, std::chrono::milliseconds timeout);
+
 // Where a rank reads the values of a broadcast started with Communicator::ibroadcast_view. After wait(), data() is the
 // receive buffer — or, where the backend shares memory with the root (in-process ranks on host memory), the root's own
 // buffer, read in place instead of copied. A receiver reads there until release() (or the view's destruction). The

@@ -55,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,7 @@
 #include "optimus/layers/spill.hpp"
 #include "optimus/core/encoder_inputs.hpp"
 #include "optimus/model/family.hpp"
+#include "optimus/pipeline/dynamic_order.hpp"
 #include "optimus/pipeline/partition.hpp"
 #include "optimus/pipeline/schedule.hpp"
 #include "optimus/pipeline/simulator.hpp"
@@ -201,6 +203,17 @@ class Gpt {
   void set_recompute(std::int64_t layer, Recompute policy);
   void set_recompute(Recompute policy);
 
+  // How train_step runs this stage's operations (pipeline/dynamic_order.hpp): in the schedule's order (the default),
+  // or message-driven — any operation the order's rules allow whose input is here, the list order breaking ties, with
+  // receives posted ahead for the next message of every kind; in a stage of several ranks (a q x q grid, a 1D group)
+  // the stage's first rank chooses and tells the others, so that every rank runs the same operations in the same
+  // order. Either way losses and gradients are bitwise the same, and a stage never holds more activation bytes than
+  // its list's order does. Execution::jitter > 0 delays each operation (for measuring: optimus-bench pipeline).
+  // Collective over the ranks that hold the stage's tensors (a dynamic order in a stage of several ranks gives them a
+  // channel of their own). Not while a step is in flight.
+  void set_execution(const pipeline::Execution& execution);
+  const pipeline::Execution& execution() const { return execution_; }
+
   // When each of this stage's operations ran in the last train_step, in seconds since the step began: from the
   // moment its input had arrived (a receive's wait is idle time, not the operation's) to the moment its output was
   // handed on. [i] is the i-th operation of schedule().ops[stage].
@@ -292,18 +305,25 @@ class Gpt {
   std::unique_ptr<typename Family::Head> head_;
   std::unique_ptr<DistMatrix<T>> head_wte_grad_;  // the head's part of wte's gradient over a step
   std::vector<pipeline::Interval> times_;                   // [i]: the last step's operation i
-  // (from, to) stages -> the channel of their messages where the pipe does not match tags; empty where it does.
-  std::map<std::pair<int, int>, std::unique_ptr<Communicator>> channels_;
+  pipeline::Execution execution_;
+  // Where the pipe does not match tags, the channel of each kind of message: (from stage, to stage, lane), the lane
+  // 2u + 1 for gradients to virtual stage u, 2u for activations to it (each lane's messages go in micro-batch order,
+  // whatever order the operations run in), kWteLane for wte's parts; empty where the pipe matches tags.
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Communicator>> channels_;
+  static constexpr int kWteLane = -1;
+  // A dynamic order in a stage of several ranks: the stage's own channel, on which its first rank tells the others
+  // each operation it chose (null otherwise).
+  std::unique_ptr<Communicator> decisions_;
   // Where the pipe does not match tags, an exchanged end's partial sums travel on a copy of it of their own (every
   // stage to every other, one message per pair and step, so that they match in order); null where it does.
   std::unique_ptr<Communicator> sums_channel_;
 
-  // Where messages from stage `from` to stage `to` travel, and the two stages' ranks there.
+  // Where messages of `lane` (channels_) from stage `from` to stage `to` travel, and the two stages' ranks there.
   struct Route {
     Communicator* comm;
     int from_rank, to_rank;
   };
-  Route route(int from, int to) const;
+  Route route(int from, int to, int lane) const;
 };
 
 // The GPT on q x q grids, dp x pp x q^2 ranks.

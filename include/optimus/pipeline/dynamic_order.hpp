@@ -51,6 +51,9 @@ class DynamicOrder {
   // Records that operation `index` ran; throws optimus::Error naming it unless allowed.
   void ran(std::size_t index);
   bool done() const { return remaining_ == 0; }
+  // The next operation not yet run of each kind (F; B or B_input; B_weight) and chunk, allowed or not (ascending):
+  // whose inputs a stage receives next, and so posts receives for ahead.
+  std::vector<std::size_t> heads() const;
   bool has_run(std::size_t index) const { return run_[index]; }
   // The first operation of the list not yet run (the static order's next); ops().size() once done.
   std::size_t first_not_run() const;
