@@ -16,7 +16,7 @@ micro-batches:
 A case with `checkpoint` saves after step 2; the next case's layout that can share its global batch resumes it and its
 step 3 is compared the same way. Every pair of values is trained (the pairs only a combination Optimus did not do yet
 held would be met by cases that must be refused with their one line: refusal() lists none now). Constraints leave out
-what means nothing: offload without a device, a schedule without a pipeline, interleaving with micro-batches that are not a
+what means nothing: offload without a device, a schedule or an execution order without a pipeline, interleaving with micro-batches that are not a
 multiple of the stages.
 
     combination_matrix.py TRAIN_GPT WORK_DIR
@@ -39,6 +39,7 @@ FACTORS = {
     "recompute": ["none", "selective", "full"],
     "micro_batches": [1, 2, 4],
     "schedule": ["1f1b", "gpipe", "interleaved", "wave", "zb"],
+    "execution": ["static", "dynamic"],
     "offload": ["none", "optimizer", "spill", "spill+activations"],
     "checkpoint": ["none", "resume"],
 }
@@ -54,6 +55,8 @@ def valid(c):
         return False  # offload moves state between a device and the host
     if c["pp"] == 1 and c["schedule"] != "1f1b":
         return False  # no pipeline: the schedule means nothing (1f1b stands for none)
+    if c["pp"] == 1 and c["execution"] != "static":
+        return False  # no pipeline: nothing to order (static stands for none)
     if c["schedule"] == "interleaved" and c["micro_batches"] % c["pp"] != 0:
         return False
     return True
@@ -95,7 +98,7 @@ def layout_args(c, device):
     args = ["--in-process", str(ranks(c)), "--pp", str(c["pp"])]
     args += ["--q", str(c["tp"])] if c["family"] == "2d" else ["--layout", "1d", "--p", str(c["tp"])]
     if c["pp"] > 1:
-        args += ["--schedule", c["schedule"]]
+        args += ["--schedule", c["schedule"], "--execution", c["execution"]]
     if c["device"] == "sim":
         args += ["--device", device]
     return args
