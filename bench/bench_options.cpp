@@ -152,7 +152,11 @@ std::vector<cli::Spec> pipeline_options() {
                   cli::integer("m", 1, 1 << 12, "micro-batches per step"),
                   cli::choices("schedules", {"gpipe", "1f1b", "interleaved", "wave", "zb"},
                                "schedules, a row each (default all)"),
-                  cli::integer("chunks", 2, 64, "chunks per stage of interleaved and wave (default 2)")},
+                  cli::integer("chunks", 2, 64, "chunks per stage of interleaved and wave (default 2)"),
+                  cli::choices("execution", {"static", "dynamic"},
+                               "execution orders, a row each per schedule (default both)"),
+                  cli::real("jitter", 0, 10, "each operation delayed by FRACTION x a deterministic draw in [0, 1) x its "
+                            "time (default 0)")},
                  block_shape(true),
                  {cli::integer("vocab", 1, 1 << 24, "vocabulary"), cli::choice("dtype", {"f32", "f64"}, "layer type")},
                  timing(), {cli::output_file("trace", "a Chrome trace of every schedule's step, a row per rank"),

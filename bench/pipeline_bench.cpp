@@ -6,21 +6,30 @@
 //                span = the end of the last operation (each rank's clock starts when the step starts, after a barrier;
 //                an operation's time starts once its input has arrived); the mean over the steps;
 //   predicted    the simulator's bubble with the costs measured in the same step (each virtual stage's mean F, B,
-//                B_input, B_weight time, and a message's time from a ping-pong of one block between stages 0 and 1);
-//                the mean over the steps;
+//                B_input, B_weight time, the injected delays taken out, and a message's time from a ping-pong of one
+//                block between stages 0 and 1), replayed in the row's execution order with the same step's delays
+//                (simulator.hpp's Replay); the mean over the steps;
+//   pred_ms      that replay's step time (its makespan), the mean over the steps;
 //   act_B        the peak of activation bytes per rank of each stage (memory tracker), and memory.hpp's prediction
 //                (2D only: "-" for 1D);
 //   p2p_B        bytes each stage's ranks send over the pipeline (traffic counters: blocks, and wte's gradient
 //                between the end stages), and the prediction: the simulator's messages x one block per rank,
 //                [N/q, h/q] in 2D, the whole replicated [N, h] in 1D (N: a micro-batch's tokens);
 //   #wrong       stages whose activation or p2p bytes differ from the prediction (must be 0).
+// Each schedule runs once per --execution order (static: its list's order; dynamic: message-driven,
+// pipeline/dynamic_order.hpp), with --jitter J delaying each operation by J x jitter_draw(step, stage, i) x its time
+// (a slow operation, as other tenants or NCCL's own jitter make one). A footer per schedule compares the orders: the
+// measured step times' ratio dynamic / static beside the predicted one; and with --jitter, the simulator alone at unit
+// costs (F = 1, B = 2, or 1 each split) for S = 2, 4, 8 over 100 steps' draws: each schedule's mean step, static and
+// dynamic, and their ratio.
 // Then the schedules ranked by measured and by predicted bubble, how many pairs of schedules the measurement tells
 // apart (mean bubbles more than two standard errors of their difference apart) and how many of those the prediction
 // orders the same way, and each schedule's measured timeline drawn as text (pipeline::chart). --trace FILE writes the
 // timelines as a Chrome trace (chrome://tracing, Perfetto): one row per rank, the schedules one after another.
 //
 //   mpirun -np 2 optimus-bench pipeline [--pp 2] [--q 1 | --layout 1d] [--m 8]
-//                                      [--schedules gpipe,1f1b,interleaved,wave,zb] [--chunks 2] [--b B] [--s 64]
+//                                      [--schedules gpipe,1f1b,interleaved,wave,zb] [--chunks 2]
+//                                      [--execution static,dynamic] [--jitter 0] [--b B] [--s 64]
 //                                      [--h 256] [--heads 4] [--ffn 4h] [--layers L] [--vocab 512] [--dtype f32|f64]
 //                                      [--warmup 1] [--iters 5] [--trace FILE] [--json FILE]
 #include <algorithm>
@@ -64,6 +73,7 @@ struct ScheduleSetup {
   std::int64_t batch, seq, layers;
   GptConfig config;
   int warmup, iters;
+  double jitter;  // --jitter
 };
 
 // One schedule's measurements on this rank, and the gathered timeline (every rank's operations).
@@ -152,13 +162,18 @@ ScheduleMeasured measure(Communicator& world, Model& model, const ScheduleSetup&
 // The schedule `schedule` run on `place` (setup.layout's, with the schedule's kind, chunks and micro-batches).
 template <class T>
 ScheduleMeasured run_schedule(Communicator& world, const plan::Place& place, const ScheduleSetup& setup,
-                      const pp::Schedule& schedule) {
+                              const pp::Schedule& schedule, pp::Order order) {
   plan::Layout layout = setup.layout;
   layout.schedule = schedule.kind;
   layout.chunks = schedule.chunks;
   layout.micro_batches = schedule.micro_batches;
   const plan::AnyGpt<T> built = plan::build_any_gpt<T>(place, setup.config, layout);
-  return std::visit([&](const auto& model) { return measure(world, *model, setup); }, built);
+  return std::visit(
+      [&](const auto& model) {
+        model->set_execution({.order = order, .jitter = setup.jitter});
+        return measure(world, *model, setup);
+      },
+      built);
 }
 
 // The measured timeline as the simulator's result (stage s: the first rank of stage s in replica 0).
@@ -179,8 +194,10 @@ pp::Simulation timeline_of(const pp::Schedule& s, int per_stage, const std::vect
   return t;
 }
 
-// Each virtual stage's mean F, B, B_input and B_weight seconds in the measured timeline.
-std::vector<pp::Costs> measured_costs(const pp::Schedule& s, const pp::Simulation& timeline, double p2p) {
+// Each virtual stage's mean F, B, B_input and B_weight seconds in the measured timeline of `step`, the delays that
+// `jitter` injected taken out (an operation of base time t took t (1 + jitter * draw)).
+std::vector<pp::Costs> measured_costs(const pp::Schedule& s, const pp::Simulation& timeline, double p2p, double jitter,
+                                      std::uint64_t step) {
   const auto u_count = static_cast<std::size_t>(s.virtual_stages());
   std::vector<std::array<double, 4>> sum(u_count, std::array<double, 4>{}), count = sum;
   for (int stage = 0; stage < s.stages; ++stage) {
@@ -189,7 +206,7 @@ std::vector<pp::Costs> measured_costs(const pp::Schedule& s, const pp::Simulatio
       const auto u = static_cast<std::size_t>(s.virtual_stage(stage, ops[i].chunk));
       const auto w = static_cast<std::size_t>(ops[i].work);
       const pp::Interval& t = timeline.times[static_cast<std::size_t>(stage)][i];
-      sum[u][w] += t.end - t.start;
+      sum[u][w] += (t.end - t.start) / (1 + jitter * pp::jitter_draw(step, stage, i));
       count[u][w] += 1;
     }
   }
@@ -295,7 +312,8 @@ Messages messages_of(Communicator& world, const Grid& grid, const ScheduleSetup&
 
 // The report's columns and header lines (world, layout and GPT; `dtype`: "f32" or "f64").
 Report pipeline_report(const Communicator& world, const ScheduleSetup& setup, const Messages& message, const char* dtype) {
-  Report report({{"schedule", 11}, {"v", 2}, {"step_ms", 9}, {"bubble", 7}, {"+-", 6}, {"predicted", 9}, {"diff", 6},
+  Report report({{"schedule", 11}, {"execution", 9}, {"v", 2}, {"step_ms", 9}, {"pred_ms", 9}, {"bubble", 7},
+                 {"+-", 6}, {"predicted", 9}, {"diff", 6},
                  {"act_B", 22}, {"act_predicted_B", 22}, {"p2p_B", 22}, {"p2p_predicted_B", 22}, {"#wrong", 6}});
   const std::string layout = plan::describe_ranks(setup.layout);
   report.header(format("optimus-bench pipeline: world %d = %s, m = %d micro-batches of "
@@ -308,6 +326,8 @@ Report pipeline_report(const Communicator& world, const ScheduleSetup& setup, co
   report.header(format("bubble: measured from each step's timeline; predicted: the simulator with that step's "
                        "costs per virtual stage (means over the steps) and a message of %.1f us (ping-pong of one %lld-byte block)",
                        1e6 * message.seconds, static_cast<long long>(message.block_bytes)));
+  report.header(format("execution: each stage's order (static, or dynamic: message-driven); --jitter %.2f: each "
+                       "operation then waits %.2f x a draw in [0, 1) x its time", setup.jitter, setup.jitter));
   report.header("act_B, p2p_B: per stage (stage 0/stage 1/...), bytes per rank; #wrong: stages off the prediction");
   return report;
 }
@@ -317,18 +337,26 @@ struct Bubbles {
   double measured = 0;   // the mean of 1 - (time the stages computed) / (S * span)
   double spread = 0;     // the measured bubbles' standard deviation over the steps
   double predicted = 0;  // the mean of the simulator's, with each step's measured costs
+  double predicted_seconds = 0;  // the mean of the simulator's makespans
 };
 
 // The bubbles of `m`'s timed steps of `s` (stage s: the first rank of stage s in replica 0); `p2p`: a message's
 // seconds.
-Bubbles bubbles_of(const pp::Schedule& s, int per_stage, const ScheduleMeasured& m, double p2p) {
+// `execution` and `first_step`: the order and delays the steps ran with, and the step number of m.steps[0].
+Bubbles bubbles_of(const pp::Schedule& s, int per_stage, const ScheduleMeasured& m, double p2p,
+                   const pp::Execution& execution, std::uint64_t first_step) {
   Bubbles out;
   double squares = 0;
-  for (const std::vector<pp::Interval>& step : m.steps) {
-    const pp::Simulation measured = timeline_of(s, per_stage, step);
-    out.measured += measured.bubble / static_cast<double>(m.steps.size());
-    squares += measured.bubble * measured.bubble / static_cast<double>(m.steps.size());
-    out.predicted += pp::simulate(s, measured_costs(s, measured, p2p)).bubble / static_cast<double>(m.steps.size());
+  const auto steps = static_cast<double>(m.steps.size());
+  for (std::size_t k = 0; k < m.steps.size(); ++k) {
+    const pp::Simulation measured = timeline_of(s, per_stage, m.steps[k]);
+    out.measured += measured.bubble / steps;
+    squares += measured.bubble * measured.bubble / steps;
+    const std::uint64_t step = first_step + k;
+    const pp::Simulation predicted = pp::simulate(s, measured_costs(s, measured, p2p, execution.jitter, step),
+                                                  pp::Replay{.execution = execution, .step = step});
+    out.predicted += predicted.bubble / steps;
+    out.predicted_seconds += predicted.makespan / steps;
   }
   out.spread = std::sqrt(std::max(0.0, squares - out.measured * out.measured));  // over the steps
   return out;
@@ -379,24 +407,30 @@ struct Results {
   std::vector<double> standard_errors;  // [schedule]: of the measured mean bubble, spread / sqrt(steps)
   std::vector<std::string> charts;      // each schedule's median step drawn as text, a line each
   std::int64_t wrong_total = 0;         // stages off the prediction, all schedules
+  std::vector<std::string> orders;      // the footers comparing each schedule's execution orders
 };
 
 // Collective over `world`: runs the schedule `name`, adds its row to `report` (printed at once by rank 0) and its
 // figures to `results`.
+// Returns the measured step seconds and the predicted ones.
 template <class T>
-void run_one(Communicator& world, const plan::Place& place, const ScheduleSetup& setup, const Messages& message,
-             const std::string& name, Report& report, Results& results) {
-  const pp::Kind kind = pp::parse_kind(name);
+std::pair<double, double> run_one(Communicator& world, const plan::Place& place, const ScheduleSetup& setup,
+                                  const Messages& message, const std::string& kind_name, pp::Order order,
+                                  Report& report, Results& results) {
+  const pp::Kind kind = pp::parse_kind(kind_name);
   const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
   const pp::Schedule s = pp::make_schedule(
       {.kind = kind, .stages = setup.layout.pp, .micro_batches = setup.micro_batches, .chunks = chunks});
-  const ScheduleMeasured m = run_schedule<T>(world, place, setup, s);
-  const Bubbles bubble = bubbles_of(s, setup.layout.tp, m, message.seconds);
+  const ScheduleMeasured m = run_schedule<T>(world, place, setup, s, order);
+  const Bubbles bubble = bubbles_of(s, setup.layout.tp, m, message.seconds, {.order = order, .jitter = setup.jitter},
+                                    static_cast<std::uint64_t>(setup.warmup));
+  const std::string name = kind_name + (order == pp::Order::dynamic ? "/dyn" : "");
   const pp::Simulation timeline = timeline_of(s, setup.layout.tp, m.steps[m.median]);
   const StageBytes bytes = stage_bytes<T>(world, place.grid(), setup, s, m, message);
   results.wrong_total += bytes.wrong_stages;
 
-  report.row({name, std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds), format("%.3f", bubble.measured),
+  report.row({kind_name, std::string(pp::name_of(order)), std::to_string(chunks), format("%.2f", 1e3 * m.step_seconds),
+              format("%.2f", 1e3 * bubble.predicted_seconds), format("%.3f", bubble.measured),
               format("%.3f", bubble.spread), format("%.3f", bubble.predicted),
               format("%+.3f", bubble.measured - bubble.predicted), joined(bytes.act),
               bytes.act_predicted.empty() ? "-" : joined(bytes.act_predicted), joined(bytes.sent), joined(bytes.sent_predicted),
@@ -410,6 +444,35 @@ void run_one(Communicator& world, const plan::Place& place, const ScheduleSetup&
   for (const std::string& row : pp::chart(s, timeline, timeline.makespan / 40)) results.charts.push_back("  " + row);
   results.schedules.push_back(s);
   results.runs.push_back(m);
+  return {m.step_seconds, bubble.predicted_seconds};
+}
+
+// The simulator alone at unit costs (F = 1, B = 2; split: 1 each) with `jitter`: for S = 2, 4, 8 and m = 2S (each
+// schedule's rules allow), each schedule's mean step over 100 steps' draws, static and dynamic, and the ratio.
+std::vector<std::string> simulated_orders(const std::vector<std::string>& names, int chunks, double jitter) {
+  std::vector<std::string> out{format("the simulator alone, unit costs (F = 1, B = 2; zb: 1 each), --jitter %.2f, "
+                                      "m = 2S, mean step over 100 steps' draws: static / dynamic (ratio)", jitter)};
+  for (const std::string& name : names) {
+    const pp::Kind kind = pp::parse_kind(name);
+    std::string line = format("  %-11s", name.c_str());
+    for (const int stages : {2, 4, 8}) {
+      const int v = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? chunks : 1;
+      const pp::Schedule s =
+          pp::make_schedule({.kind = kind, .stages = stages, .micro_batches = 2 * stages, .chunks = v});
+      const std::vector<pp::Costs> costs(static_cast<std::size_t>(s.virtual_stages()),
+                                         pp::Costs{.forward = 1, .backward = 2});
+      double fixed = 0, dynamic = 0;
+      for (std::uint64_t step = 0; step < 100; ++step) {
+        fixed += pp::simulate(s, costs, {.execution = {.order = pp::Order::static_order, .jitter = jitter}, .step = step})
+                     .makespan;
+        dynamic += pp::simulate(s, costs, {.execution = {.order = pp::Order::dynamic, .jitter = jitter}, .step = step})
+                       .makespan;
+      }
+      line += format("  S=%d: %.2f / %.2f (%.3f)", stages, fixed / 100, dynamic / 100, dynamic / fixed);
+    }
+    out.push_back(line);
+  }
+  return out;
 }
 
 // The schedules' names from the smallest bubble to the largest ("a < b < c"; ties in the order run).
@@ -448,6 +511,7 @@ void footers(Report& report, const Results& results) {
                        "%d of %zu; ordered the same way by the prediction: %d", separated,
                        measured_rank.size() * (measured_rank.size() - 1) / 2, agreeing));
   report.footer(format("#wrong: %lld", static_cast<long long>(results.wrong_total)));
+  for (const std::string& line : results.orders) report.footer(line);
   for (const std::string& line : results.charts) report.footer(line);
 }
 
@@ -461,8 +525,22 @@ int run(Communicator& world, const cli::Options& o, const ScheduleSetup& setup, 
   Report report = pipeline_report(world, setup, message, sizeof(T) == 8 ? "f64" : "f32");
   if (world.rank() == 0) report.print_header(stdout);
 
+  std::vector<pp::Order> orders;
+  for (const std::string& order : o.list("execution", "static,dynamic")) orders.push_back(pp::parse_order(order));
   Results results;
-  for (const std::string& name : names) run_one<T>(world, place, setup, message, name, report, results);
+  for (const std::string& name : names) {
+    std::vector<std::pair<double, double>> seconds;  // [order]: measured, predicted
+    for (const pp::Order order : orders) {
+      seconds.push_back(run_one<T>(world, place, setup, message, name, order, report, results));
+    }
+    if (seconds.size() == 2) {
+      results.orders.push_back(format("%s: step time dynamic / static, measured %.3f, predicted %.3f", name.c_str(),
+                                      seconds[1].first / seconds[0].first, seconds[1].second / seconds[0].second));
+    }
+  }
+  if (setup.jitter > 0) {
+    for (const std::string& line : simulated_orders(names, setup.chunks, setup.jitter)) results.orders.push_back(line);
+  }
   footers(report, results);
   if (world.rank() == 0) report.print_footer(stdout);
   if (o.has("trace")) {
@@ -500,6 +578,7 @@ int run_pipeline_bench(Communicator& world, int argc, char** argv) {
   setup.layers = o.integer("layers", 2 * static_cast<std::int64_t>(layout.pp) * setup.chunks);
   setup.warmup = static_cast<int>(o.integer("warmup", 1));
   setup.iters = static_cast<int>(o.integer("iters", 5));
+  setup.jitter = o.real("jitter", 0);
   setup.config.hidden = o.integer("h", 256);
   setup.config.heads = o.integer("heads", 4);
   setup.config.ffn = o.integer("ffn", 4 * setup.config.hidden);
