@@ -206,8 +206,9 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
   if (const std::optional<ex::StopFault> fault = ex::stop_fault_from_environment()) {  // a test hook (stop_fault.hpp)
     t.trainee.train_step = [step = t.trainee.train_step, fault, rank = world.rank(), in_process = where.in_process](
                                const Batch& batch, std::uint64_t n) {
+      ex::stop_if_asked(fault, rank, static_cast<int>(n), true, in_process);
       const double loss = step(batch, n);
-      ex::stop_if_asked(fault, rank, static_cast<int>(n), in_process);
+      ex::stop_if_asked(fault, rank, static_cast<int>(n), false, in_process);
       return loss;
     };
   }
