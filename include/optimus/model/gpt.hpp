@@ -19,12 +19,11 @@
 // Each rank sends its block of a micro-batch's activation (2D: [N/q, h/q]; 1D: the whole replicated [N, h]) to the rank
 // of the same place in the other stage over grid().pipe(), tagged by micro-batch, virtual stage and direction: sends
 // are non-blocking (waited at the step's end), and the receive of the next operation that needs one is posted before
-// the current operation computes, so a transfer overlaps the compute before it. Where the pipe matches messages by
-// order, not tag (device communicators: NCCL has no tags), each ordered pair of stages that exchange messages gets its
-// own communicator (a channel, split from the pipe): one direction's sends then hold back only each other; and a stage
-// posts its receives from a channel in the order the sender sends (computed from the schedule), whatever order it needs
-// the blocks in (the wave needs some in another). Consecutive virtual stages on one stage hand the block over without a
-// message. At the step's end the head's part of wte's gradient and the embedding's are exchanged between the two end
+// the current operation computes, so a transfer overlaps the compute before it (set_execution: or, message-driven,
+// the next of every kind). Where the pipe matches messages by order, not tag (device communicators: NCCL has no tags),
+// each lane — the activations into a virtual stage, the gradients into it, wte's parts — gets its own communicator (a
+// channel, split from the pipe): a send then holds back only its own lane, whose messages come in micro-batch order
+// under every order of execution. Consecutive virtual stages on one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the embedding's are exchanged between the two end
 // stages and summed the same way on both, then every gradient is averaged over the replicas. Losses and gradients are
 // bitwise those of one stage's train_step with the same micro-batches (docs/pipeline.md).
 //
