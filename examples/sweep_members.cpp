@@ -59,6 +59,9 @@ std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& 
                     " is the sweep's to choose (an option of optimus-sweep: where the members' shards compute), "
                     "not a member's");
     }
+    OPTIMUS_CHECK(!member.options.has("execution"), where, ": member '", m.name, "': --execution is train_gpt's: a "
+                  "sweep's members run their schedules in order, the sweep choosing whichever member's operation is "
+                  "ready");
     const std::size_t index = out.size();
     if (member.options.has("save")) saves.push_back({resolved(member.options.text("save", "")), index});
     if (member.options.has("export")) exports.push_back({resolved(member.options.text("export", "")), index});

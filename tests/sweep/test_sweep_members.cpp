@@ -87,6 +87,10 @@ TEST_CASE("sweep members: train_gpt's checks and the sweep's, each one error nam
                        " is the sweep's to choose (an option of optimus-sweep: where the members' shards compute), "
                        "not a member's");
   }
+  // A member's order of execution: its schedule's, the sweep being message-driven across members.
+  CHECK(error_of({member("m", "--execution dynamic")}) ==
+        "s.json: member 'm': --execution is train_gpt's: a sweep's members run their schedules in order, the sweep "
+        "choosing whichever member's operation is ready");
   // Two members saving into one directory, however the path is spelled.
   const std::string save = s.at("out/run");
   CHECK(error_of({member("a", "--save " + save), member("b", "--save " + s.at("out/../out/run"))}) ==
