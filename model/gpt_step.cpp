@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <list>
-#include <thread>
 #include <map>
 #include <optional>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -183,6 +183,7 @@ class Gpt<F>::Step {
   // (told to the stage's other ranks), or, on those, the one told.
   std::optional<std::size_t> choose() {
     if (chosen_) return chosen_;
+    post_ahead();
     if (follower()) {
       if (!awaiting_) {
         decision_ = m_.decisions_->ibroadcast(&decided_, sizeof decided_, DType::u8, 0);
@@ -195,7 +196,6 @@ class Gpt<F>::Step {
       chosen_ = decided_;
       return chosen_;
     }
-    post_ahead();
     for (const std::size_t i : order_->allowed()) {
       if (input_here(ops()[i])) {
         chosen_ = i;
