@@ -26,13 +26,13 @@
 namespace optimus::bench {
 namespace {
 
-struct BlockShape {
+struct ActivationsShape {
   std::int64_t hidden, seq, heads, ffn, layers;
   BlockConfig block;  // --arch
 };
 
 // One block of `s`, with dropout (its masks are not saved: regenerated from the counter RNG).
-GptConfig config_of(const BlockShape& s) {
+GptConfig config_of(const ActivationsShape& s) {
   GptConfig config;
   config.hidden = s.hidden;
   config.heads = s.heads;
@@ -45,7 +45,7 @@ GptConfig config_of(const BlockShape& s) {
 }
 
 // Korthikanti et al.'s bytes per layer for one sequence (b = 1), split over t ranks (with sequence parallelism).
-double korthikanti(const BlockShape& s, Recompute policy, double t) {
+double korthikanti(const ActivationsShape& s, Recompute policy, double t) {
   const double sh = static_cast<double>(s.seq * s.hidden);
   switch (policy) {
     case Recompute::none:
@@ -58,7 +58,7 @@ double korthikanti(const BlockShape& s, Recompute policy, double t) {
 
 // The tracker's count of what one block's context holds after a training forward of `batch` sequences on an
 // in-process q x q grid (the figure of grid rank 0; every rank holds the same).
-std::int64_t measured(const BlockShape& s, int q, ops::GemmMath math, std::int64_t batch, Recompute policy) {
+std::int64_t measured(const ActivationsShape& s, int q, ops::GemmMath math, std::int64_t batch, Recompute policy) {
   std::int64_t held = 0;
   run_in_process(q * q, [&](Communicator& world) {
     const Grid grid = Grid::create(world, q).with({.gemm_math = math});
@@ -79,7 +79,7 @@ std::int64_t measured(const BlockShape& s, int q, ops::GemmMath math, std::int64
 int run_activations(Communicator& world, int argc, char** argv) {
   const cli::Options o(argc, argv, 2, options_of("activations"));
   world.set_timeout(o.timeout());  // --timeout: the watchdog
-  BlockShape s{.hidden = o.integer("h", 1024), .seq = o.integer("s", 1024), .heads = o.integer("heads", 16),
+  ActivationsShape s{.hidden = o.integer("h", 1024), .seq = o.integer("s", 1024), .heads = o.integer("heads", 16),
           .ffn = 0, .layers = o.integer("layers", 24), .block = cli::arch_of(o)};
   s.ffn = o.integer("ffn", s.block == BlockConfig{} ? 4 * s.hidden : llama_ffn(s.hidden, 64));
   const double budget = o.real("budget-gib", 16.0) * 1024.0 * 1024.0 * 1024.0;
