@@ -18,7 +18,7 @@
 //   #wrong       stages whose activation or p2p bytes differ from the prediction (must be 0; dynamic: activation bytes
 //                above it).
 // Each schedule runs once per --execution order (static: its list's order; dynamic: message-driven,
-// pipeline/dynamic_order.hpp), with --jitter J delaying each operation by J x jitter_draw(step, stage, i) x its time
+// pipeline/dynamic_order.hpp), a model each, their steps taking turns (so that a shared machine's drift falls on both), with --jitter J delaying each operation by J x jitter_draw(step, stage, i) x its time
 // (a slow operation, as other tenants or NCCL's own jitter make one). A footer per schedule compares the orders: the
 // measured step times' ratio dynamic / static beside the predicted one; and with --jitter, the simulator alone at unit
 // costs (F = 1, B = 2, or 1 each split) for S = 2, 4, 8 over 100 steps' draws: each schedule's mean step, static and
@@ -42,6 +42,7 @@
 #include <sstream>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -108,45 +109,24 @@ double message_seconds(Communicator& world, const Grid& grid, std::int64_t eleme
   return world.all_reduce(trips[trips.size() / 2] / 2, ReduceOp::max);
 }
 
-// The measurements of `setup.iters` steps of `model` after `setup.warmup` (collective over `world`).
-template <class Model>
-ScheduleMeasured measure(Communicator& world, Model& model, const ScheduleSetup& setup) {
-  const Grid& grid = model.grid();
-  const std::int64_t n = setup.batch * setup.seq;
-  const auto tokens = random_ids(n, setup.config.vocab, 11 + static_cast<std::uint64_t>(grid.dp_index()));
-  const auto targets = random_ids(n, setup.config.vocab, 23 + static_cast<std::uint64_t>(grid.dp_index()));
-  struct Run {
-    double seconds;
-    std::vector<pp::Interval> times;
-    std::int64_t activations, sent, received;
-  };
-  std::vector<Run> runs;
-  for (int it = 0; it < setup.warmup + setup.iters; ++it) {
-    model.zero_grad();
-    const std::uint64_t held = grid.memory().current(MemoryKind::activations);
-    grid.memory().reset_peaks();
-    grid.pipe().reset_stats();
-    world.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    model.train_step(tokens, targets, setup.batch, static_cast<std::uint64_t>(it));
-    const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const CommStats& stats = grid.pipe().stats();
-    if (it < setup.warmup) continue;
-    runs.push_back(Run{.seconds = world.all_reduce(local, ReduceOp::max),
-                       .times = model.last_step_times(),
-                       .activations = static_cast<std::int64_t>(grid.memory().peak(MemoryKind::activations) - held),
-                       .sent = static_cast<std::int64_t>(stats[CallKind::send].bytes_sent),
-                       .received = static_cast<std::int64_t>(stats[CallKind::recv].bytes_received)});
-  }
+// One timed step of a model on this rank.
+struct StepRun {
+  double seconds;
+  std::vector<pp::Interval> times;
+  std::int64_t activations, sent, received;
+};
+
+// A model's timed steps summed up: the median step's figures and every step's gathered timeline (collective).
+ScheduleMeasured summarize(Communicator& world, const std::vector<StepRun>& runs) {
   // The median step (every rank has the same maxima, so picks the same step).
   std::vector<std::size_t> order(runs.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return runs[a].seconds < runs[b].seconds; });
-  const Run& median = runs[order[order.size() / 2]];
+  const StepRun& median = runs[order[order.size() / 2]];
   ScheduleMeasured out{.step_seconds = median.seconds, .steps = {}, .median = order[order.size() / 2],
-               .activation_bytes = median.activations, .sent = median.sent, .received = median.received};
+                       .activation_bytes = median.activations, .sent = median.sent, .received = median.received};
   // Every stage runs as many operations (F and one or two backward kinds per chunk and micro-batch).
-  for (const Run& run : runs) {
+  for (const StepRun& run : runs) {
     const std::size_t ops = run.times.size();
     std::vector<double> mine(2 * ops), all(2 * ops * static_cast<std::size_t>(world.size()));
     for (std::size_t i = 0; i < ops; ++i) {
@@ -160,21 +140,64 @@ ScheduleMeasured measure(Communicator& world, Model& model, const ScheduleSetup&
   return out;
 }
 
-// The schedule `schedule` run on `place` (setup.layout's, with the schedule's kind, chunks and micro-batches).
+// The measurements of `setup.iters` steps of each of `models` after `setup.warmup` (collective over `world`). The
+// models take turns step by step (step n of each, then step n + 1 of each): the machine's drift falls on each alike.
+template <class Model>
+std::vector<ScheduleMeasured> measure(Communicator& world, const std::vector<Model*>& models,
+                                      const ScheduleSetup& setup) {
+  const Grid& grid = models.front()->grid();
+  const std::int64_t n = setup.batch * setup.seq;
+  const auto tokens = random_ids(n, setup.config.vocab, 11 + static_cast<std::uint64_t>(grid.dp_index()));
+  const auto targets = random_ids(n, setup.config.vocab, 23 + static_cast<std::uint64_t>(grid.dp_index()));
+  std::vector<std::vector<StepRun>> runs(models.size());
+  for (int it = 0; it < setup.warmup + setup.iters; ++it) {
+    for (std::size_t k = 0; k < models.size(); ++k) {
+      Model& model = *models[k];
+      model.zero_grad();
+      const std::uint64_t held = grid.memory().current(MemoryKind::activations);
+      grid.memory().reset_peaks();
+      grid.pipe().reset_stats();
+      world.barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      model.train_step(tokens, targets, setup.batch, static_cast<std::uint64_t>(it));
+      const double local = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const CommStats& stats = grid.pipe().stats();
+      if (it < setup.warmup) continue;
+      runs[k].push_back(StepRun{.seconds = world.all_reduce(local, ReduceOp::max),
+                                .times = model.last_step_times(),
+                                .activations = static_cast<std::int64_t>(grid.memory().peak(MemoryKind::activations) - held),
+                                .sent = static_cast<std::int64_t>(stats[CallKind::send].bytes_sent),
+                                .received = static_cast<std::int64_t>(stats[CallKind::recv].bytes_received)});
+    }
+  }
+  std::vector<ScheduleMeasured> out;
+  for (const std::vector<StepRun>& r : runs) out.push_back(summarize(world, r));
+  return out;
+}
+
+// The schedule `schedule` run on `place` (setup.layout's, with the schedule's kind, chunks and micro-batches) in each
+// of `orders`, a model each, their steps taking turns.
 template <class T>
-ScheduleMeasured run_schedule(Communicator& world, const plan::Place& place, const ScheduleSetup& setup,
-                              const pp::Schedule& schedule, pp::Order order) {
+std::vector<ScheduleMeasured> run_schedule(Communicator& world, const plan::Place& place, const ScheduleSetup& setup,
+                                           const pp::Schedule& schedule, const std::vector<pp::Order>& orders) {
   plan::Layout layout = setup.layout;
   layout.schedule = schedule.kind;
   layout.chunks = schedule.chunks;
   layout.micro_batches = schedule.micro_batches;
-  const plan::AnyGpt<T> built = plan::build_any_gpt<T>(place, setup.config, layout);
+  std::vector<plan::AnyGpt<T>> built;
+  for (std::size_t k = 0; k < orders.size(); ++k) built.push_back(plan::build_any_gpt<T>(place, setup.config, layout));
   return std::visit(
-      [&](const auto& model) {
-        model->set_execution({.order = order, .jitter = setup.jitter});
-        return measure(world, *model, setup);
+      [&](const auto& first) {
+        using Pointer = std::decay_t<decltype(first)>;
+        std::vector<typename Pointer::element_type*> models;
+        for (std::size_t k = 0; k < orders.size(); ++k) {
+          const Pointer& model = std::get<Pointer>(built[k]);
+          model->set_execution({.order = orders[k], .jitter = setup.jitter});
+          models.push_back(model.get());
+        }
+        return measure(world, models, setup);
       },
-      built);
+      built.front());
 }
 
 // The measured timeline as the simulator's result (stage s: the first rank of stage s in replica 0).
@@ -413,18 +436,13 @@ struct Results {
   std::vector<std::string> orders;      // the footers comparing each schedule's execution orders
 };
 
-// Collective over `world`: runs the schedule `name`, adds its row to `report` (printed at once by rank 0) and its
-// figures to `results`.
-// Returns the measured step seconds and the predicted ones.
+// Collective over `world`: adds the row of schedule `s` run in `order` (its measurement m) to `report` (printed at once
+// by rank 0) and its figures to `results`. Returns the measured step seconds and the predicted ones.
 template <class T>
-std::pair<double, double> run_one(Communicator& world, const plan::Place& place, const ScheduleSetup& setup,
-                                  const Messages& message, const std::string& kind_name, pp::Order order,
-                                  Report& report, Results& results) {
-  const pp::Kind kind = pp::parse_kind(kind_name);
-  const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
-  const pp::Schedule s = pp::make_schedule(
-      {.kind = kind, .stages = setup.layout.pp, .micro_batches = setup.micro_batches, .chunks = chunks});
-  const ScheduleMeasured m = run_schedule<T>(world, place, setup, s, order);
+std::pair<double, double> add_row(Communicator& world, const plan::Place& place, const ScheduleSetup& setup,
+                                  const Messages& message, const std::string& kind_name, const pp::Schedule& s,
+                                  pp::Order order, const ScheduleMeasured& m, Report& report, Results& results) {
+  const int chunks = s.chunks;
   const Bubbles bubble = bubbles_of(s, setup.layout.tp, m, message.seconds, {.order = order, .jitter = setup.jitter},
                                     static_cast<std::uint64_t>(setup.warmup));
   const std::string name = kind_name + (order == pp::Order::dynamic ? "/dyn" : "");
@@ -532,13 +550,20 @@ int run(Communicator& world, const cli::Options& o, const ScheduleSetup& setup, 
   for (const std::string& order : o.list("execution", "static,dynamic")) orders.push_back(pp::parse_order(order));
   Results results;
   for (const std::string& name : names) {
+    const pp::Kind kind = pp::parse_kind(name);
+    const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
+    const pp::Schedule s = pp::make_schedule(
+        {.kind = kind, .stages = setup.layout.pp, .micro_batches = setup.micro_batches, .chunks = chunks});
+    const std::vector<ScheduleMeasured> measured = run_schedule<T>(world, place, setup, s, orders);
     std::vector<std::pair<double, double>> seconds;  // [order]: measured, predicted
-    for (const pp::Order order : orders) {
-      seconds.push_back(run_one<T>(world, place, setup, message, name, order, report, results));
+    for (std::size_t k = 0; k < orders.size(); ++k) {
+      seconds.push_back(add_row<T>(world, place, setup, message, name, s, orders[k], measured[k], report, results));
     }
-    if (seconds.size() == 2) {
+    if (seconds.size() == 2 && orders[0] != orders[1]) {
+      const std::size_t d = orders[0] == pp::Order::dynamic ? 0 : 1;  // the dynamic row, whichever ran first
       results.orders.push_back(format("%s: step time dynamic / static, measured %.3f, predicted %.3f", name.c_str(),
-                                      seconds[1].first / seconds[0].first, seconds[1].second / seconds[0].second));
+                                      seconds[d].first / seconds[1 - d].first,
+                                      seconds[d].second / seconds[1 - d].second));
     }
   }
   if (setup.jitter > 0) {
