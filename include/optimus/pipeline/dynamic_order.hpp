@@ -2,8 +2,9 @@
 // its operations that may run now and whose input has arrived, rather than waiting for the one its list names next.
 //
 // The schedule's list (schedule.hpp) stays the source of truth; DynamicOrder says which of a stage's operations its
-// rules allow now, the executor (model/gpt_step.cpp) and the simulator (simulator.hpp) take the first of them, in list
-// order, whose input is here. An operation at list index i may run once
+// rules allow now. The executor (model/gpt_step.cpp) runs the first of them, in list order, whose input is here; the
+// simulator (simulator.hpp's Replay) the one that can start first, ties in list order. An operation at list index i
+// may run once
 //   1. every earlier operation of its work and chunk has run (F; B or B_input; B_weight: each chunk takes micro-batches
 //      in order, so every gradient — and the last stage's loss — accumulates in pp = 1's order: bitwise the same);
 //   2. its own stage's dependency has run: F(k, c) before B(k, c) or B_input(k, c), B_input(k, c) before B_weight;
