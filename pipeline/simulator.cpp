@@ -4,6 +4,7 @@
 #include "optimus/pipeline/simulator.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -90,22 +91,31 @@ struct Dependency {
   int virtual_stage;
 };
 
-// What `op` on virtual stage u waits for (at most two operations).
-std::vector<Dependency> dependencies(const Schedule& s, const Op& op, int u) {
+// What an operation waits for: at most two operations, kept in place (the replays ask for every operation's, often).
+struct Dependencies {
+  std::array<Dependency, 2> items{};
+  std::size_t count = 0;
+  void add(const Dependency& d) { items[count++] = d; }
+  const Dependency* begin() const { return items.data(); }
+  const Dependency* end() const { return items.data() + count; }
+};
+
+// What `op` on virtual stage u waits for.
+Dependencies dependencies(const Schedule& s, const Op& op, int u) {
   const int k = op.micro_batch;
+  Dependencies deps;
   switch (op.work) {
     case Work::forward:
-      if (u > 0) return {{Work::forward, k, u - 1}};
-      return {};
+      if (u > 0) deps.add({Work::forward, k, u - 1});
+      break;
     case Work::backward:
-    case Work::backward_input: {
-      std::vector<Dependency> deps{{Work::forward, k, u}};
-      if (u + 1 < s.virtual_stages()) deps.push_back({op.work, k, u + 1});
-      return deps;
-    }
-    case Work::backward_weight: return {{Work::backward_input, k, u}};
+    case Work::backward_input:
+      deps.add({Work::forward, k, u});
+      if (u + 1 < s.virtual_stages()) deps.add({op.work, k, u + 1});
+      break;
+    case Work::backward_weight: deps.add({Work::backward_input, k, u}); break;
   }
-  return {};
+  return deps;
 }
 
 }  // namespace
@@ -144,7 +154,7 @@ Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stag
   sim.sends.assign(static_cast<std::size_t>(s.stages), 0);
   sim.receives.assign(static_cast<std::size_t>(s.stages), 0);
   std::vector<DynamicOrder> orders;
-  std::vector<std::size_t> next(static_cast<std::size_t>(s.stages), 0);  // static: the next of the list
+  std::vector<std::size_t> next(static_cast<std::size_t>(s.stages), 0);  // each stage's first operation not yet run
   std::vector<double> free_at(static_cast<std::size_t>(s.stages), 0);
   std::vector<int> live(static_cast<std::size_t>(s.stages), 0);
   for (int stage = 0; stage < s.stages; ++stage) {
@@ -164,50 +174,64 @@ Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stag
     }
     return start;
   };
-  // Each round runs the operation that starts first of all stages' choices (a stage's choice: the earliest start of
-  // the operations its order allows, the list order breaking ties), so every finish it depends on is known.
-  for (;;) {
-    int best_stage = -1;
-    std::size_t best = 0;
-    double best_start = kNotYet;
-    for (int stage = 0; stage < s.stages; ++stage) {
-      const auto st = static_cast<std::size_t>(stage);
-      const std::vector<std::size_t> allowed =
-          dynamic ? orders[st].allowed()
-                  : (next[st] < s.ops[st].size() ? std::vector<std::size_t>{next[st]} : std::vector<std::size_t>{});
-      for (const std::size_t i : allowed) {
-        const double start = start_of(stage, i);
-        if (start < best_start) {
-          best_stage = stage;
-          best = i;
-          best_start = start;
-        }
-      }
-    }
-    if (best_stage < 0) break;
-    const auto st = static_cast<std::size_t>(best_stage);
-    const Op& op = s.ops[st][best];
-    const int u = s.virtual_stage(best_stage, op.chunk);
+  // Runs operation i of `stage` from `start`: its messages, its cost (jittered), its finish and the stage's live count.
+  const auto run = [&](int stage, std::size_t i, double start) {
+    const auto st = static_cast<std::size_t>(stage);
+    const Op& op = s.ops[st][i];
+    const int u = s.virtual_stage(stage, op.chunk);
     for (const Dependency& d : dependencies(s, op, u)) {  // a message for each dependency on another stage
       const int from = s.stage_of(d.virtual_stage);
-      if (from == best_stage) continue;
+      if (from == stage) continue;
       ++sim.sends[static_cast<std::size_t>(from)];
       ++sim.receives[st];
     }
+    const double jitter = replay.execution.jitter;
     const double cost = cost_of(by_virtual_stage[static_cast<std::size_t>(u)], op.work) *
-                        (1 + replay.execution.jitter * jitter_draw(replay.step, best_stage, best));
-    const double end = best_start + cost;
+                        (jitter > 0 ? 1 + jitter * jitter_draw(replay.step, stage, i) : 1.0);
+    const double end = start + cost;
     finished.at(op.work, op.micro_batch, u) = end;
-    sim.times[st][best] = Interval{.start = best_start, .end = end};
+    sim.times[st][i] = Interval{.start = start, .end = end};
     free_at[st] = end;
-    if (dynamic) {
-      orders[st].ran(best);
-      next[st] = orders[st].first_not_run();
-    } else {
-      ++next[st];
-    }
     if (op.work == Work::forward) sim.peak_live[st] = std::max(sim.peak_live[st], ++live[st]);
     if (op.work == frees) --live[st];
+  };
+  if (!dynamic) {
+    // Each stage runs its list in order as far as its dependencies have finished, sweeping the stages until none moves.
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int stage = 0; stage < s.stages; ++stage) {
+        const auto st = static_cast<std::size_t>(stage);
+        for (; next[st] < s.ops[st].size(); ++next[st]) {
+          const double start = start_of(stage, next[st]);
+          if (start == kNotYet) break;
+          run(stage, next[st], start);
+          progress = true;
+        }
+      }
+    }
+  } else {
+    // Each round runs the operation that starts first of all stages' choices (a stage's choice: the earliest start of
+    // the operations its order allows, the list order breaking ties), so every finish it depends on is known.
+    for (;;) {
+      int best_stage = -1;
+      std::size_t best = 0;
+      double best_start = kNotYet;
+      for (int stage = 0; stage < s.stages; ++stage) {
+        for (const std::size_t i : orders[static_cast<std::size_t>(stage)].allowed()) {
+          const double start = start_of(stage, i);
+          if (start < best_start) {
+            best_stage = stage;
+            best = i;
+            best_start = start;
+          }
+        }
+      }
+      if (best_stage < 0) break;
+      run(best_stage, best, best_start);
+      DynamicOrder& order = orders[static_cast<std::size_t>(best_stage)];
+      order.ran(best);
+      next[static_cast<std::size_t>(best_stage)] = order.first_not_run();
+    }
   }
   std::ostringstream stuck;
   for (int stage = 0; stage < s.stages; ++stage) {
