@@ -2,6 +2,7 @@
 #include "optimus/pipeline/memory.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "optimus/core/error.hpp"
 #include "optimus/layers/recompute.hpp"
@@ -9,24 +10,37 @@
 
 namespace optimus::pipeline {
 
-std::vector<std::int64_t> peak_activation_bytes(const Schedule& s, const std::vector<ChunkBytes>& by_virtual_stage) {
-  validate(s);
+std::int64_t peak_activation_bytes(const Schedule& s, int stage, const std::vector<std::size_t>& order,
+                                   const std::vector<ChunkBytes>& by_virtual_stage) {
+  OPTIMUS_CHECK(stage >= 0 && stage < s.stages && static_cast<int>(s.ops.size()) == s.stages, "pipeline memory of ",
+                name_of(s.kind), ": stage ", stage, " of ", s.stages);
   OPTIMUS_CHECK(static_cast<int>(by_virtual_stage.size()) == s.virtual_stages(), "pipeline memory of ",
                 name_of(s.kind), ": bytes for ", by_virtual_stage.size(), " virtual stages, not ", s.virtual_stages());
+  const std::vector<Op>& ops = s.ops[static_cast<std::size_t>(stage)];
+  std::int64_t held = 0, peak = 0;
+  for (const std::size_t i : order) {
+    OPTIMUS_CHECK(i < ops.size(), "pipeline memory of ", name_of(s.kind), ": stage ", stage, " has no operation ", i,
+                  " (", ops.size(), " in its list)");
+    const Op& op = ops[i];
+    const ChunkBytes& b = by_virtual_stage[static_cast<std::size_t>(s.virtual_stage(stage, op.chunk))];
+    switch (op.work) {
+      case Work::forward: held += b.saved; break;
+      case Work::backward: held -= b.saved; break;
+      case Work::backward_input: held -= b.saved - b.weight; break;
+      case Work::backward_weight: held -= b.weight; break;
+    }
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+std::vector<std::int64_t> peak_activation_bytes(const Schedule& s, const std::vector<ChunkBytes>& by_virtual_stage) {
+  validate(s);
   std::vector<std::int64_t> peaks;
   for (int stage = 0; stage < s.stages; ++stage) {
-    std::int64_t held = 0, peak = 0;
-    for (const Op& op : s.ops[static_cast<std::size_t>(stage)]) {
-      const ChunkBytes& b = by_virtual_stage[static_cast<std::size_t>(s.virtual_stage(stage, op.chunk))];
-      switch (op.work) {
-        case Work::forward: held += b.saved; break;
-        case Work::backward: held -= b.saved; break;
-        case Work::backward_input: held -= b.saved - b.weight; break;
-        case Work::backward_weight: held -= b.weight; break;
-      }
-      peak = std::max(peak, held);
-    }
-    peaks.push_back(peak);
+    std::vector<std::size_t> in_order(s.ops[static_cast<std::size_t>(stage)].size());
+    std::iota(in_order.begin(), in_order.end(), std::size_t{0});
+    peaks.push_back(peak_activation_bytes(s, stage, in_order, by_virtual_stage));
   }
   return peaks;
 }

@@ -37,24 +37,6 @@ std::vector<Shape> shapes() {
   return out;
 }
 
-// Bytes a stage holds after each operation of `order` (indices into its list), and their peak.
-std::int64_t peak_of(const pp::Schedule& s, int stage, const std::vector<std::size_t>& order,
-                     const std::vector<pp::ChunkBytes>& bytes) {
-  std::int64_t held = 0, peak = 0;
-  for (std::size_t i : order) {
-    const pp::Op& op = s.ops[static_cast<std::size_t>(stage)][i];
-    const pp::ChunkBytes& b = bytes[static_cast<std::size_t>(s.virtual_stage(stage, op.chunk))];
-    switch (op.work) {
-      case Work::forward: held += b.saved; break;
-      case Work::backward: held -= b.saved; break;
-      case Work::backward_input: held -= b.saved - b.weight; break;
-      case Work::backward_weight: held -= b.weight; break;
-    }
-    peak = std::max(peak, held);
-  }
-  return peak;
-}
-
 }  // namespace
 
 TEST_CASE("any sequence of allowed operations runs the whole list within the list's peak bytes, chunks in order") {
@@ -85,7 +67,7 @@ TEST_CASE("any sequence of allowed operations runs the whole list within the lis
           order.ran(i);
           ran.push_back(i);
         }
-        CHECK(peak_of(s, stage, ran, bytes) <= bound[static_cast<std::size_t>(stage)]);
+        CHECK(pp::peak_activation_bytes(s, stage, ran, bytes) <= bound[static_cast<std::size_t>(stage)]);
         // each (work, chunk) in micro-batch order, each backward after its forward (B_weight after B_input)
         const std::vector<pp::Op>& ops = s.ops[static_cast<std::size_t>(stage)];
         std::vector<std::vector<int>> next(4, std::vector<int>(static_cast<std::size_t>(s.chunks), 0));

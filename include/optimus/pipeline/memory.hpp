@@ -19,6 +19,7 @@
 // copies of output gradients that queued weight gradients hold are workspace, not activations.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -34,6 +35,11 @@ struct ChunkBytes {
 
 // [S]: each stage's peak of activation bytes over its list, given each virtual stage's bytes ([U]).
 std::vector<std::int64_t> peak_activation_bytes(const Schedule& schedule, const std::vector<ChunkBytes>& by_virtual_stage);
+// Stage `stage`'s peak when it runs its list's entries in `order` (indices into schedule.ops[stage]; a dynamic order's,
+// dynamic_order.hpp), `by_virtual_stage` as above. Throws optimus::Error, naming the value, for a stage, a count of
+// virtual stages or an index off the schedule.
+std::int64_t peak_activation_bytes(const Schedule& schedule, int stage, const std::vector<std::size_t>& order,
+                                   const std::vector<ChunkBytes>& by_virtual_stage);
 
 // The micro-batch's shape on one rank.
 struct MicroBatchShape {
