@@ -80,7 +80,7 @@ class SpillCall;  // model/gpt_parts.hpp
 // Family: TwoD<T> (Gpt2D<T>, below) or OneD<T> (Gpt1D<T>), family.hpp.
 template <class Family>
 class Gpt {
-  class Step;         // one train_step's run of this stage's operations (model/gpt_step.cpp)
+  class Step;         // one train_step's run of this stage's operations (model/gpt_stage_run.hpp)
   class WteExchange;  // a step's exchange of wte's gradient parts between the end stages (model/gpt_step.cpp)
   class EndExchange;  // a step's end that never waits on another stage (model/gpt_step.cpp)
 

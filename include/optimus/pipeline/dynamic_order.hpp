@@ -2,9 +2,9 @@
 // its operations that may run now and whose input has arrived, rather than waiting for the one its list names next.
 //
 // The schedule's list (schedule.hpp) stays the source of truth; DynamicOrder says which of a stage's operations its
-// rules allow now. The executor (model/gpt_step.cpp) runs the first of them, in list order, whose input is here; the
-// simulator (simulator.hpp's Replay) the one that can start first, ties in list order. An operation at list index i
-// may run once
+// rules allow now. The executor (model/gpt_stage_run.hpp) runs the first of them, in list order, whose input is here;
+// the simulator (simulator.hpp's Replay) the one that can start first, ties in list order. An operation at list index
+// i may run once
 //   1. every earlier operation of its work and chunk has run (F; B or B_input; B_weight: each chunk takes micro-batches
 //      in order, so every gradient — and the last stage's loss — accumulates in pp = 1's order: bitwise the same);
 //   2. its own stage's dependency has run: F(k, c) before B(k, c) or B_input(k, c), B_input(k, c) before B_weight;
@@ -55,10 +55,8 @@ class DynamicOrder {
   // The next operation not yet run of each kind (F; B or B_input; B_weight) and chunk, allowed or not (ascending):
   // whose inputs a stage receives next, and so posts receives for ahead.
   std::vector<std::size_t> heads() const;
-  bool has_run(std::size_t index) const { return run_[index]; }
-  // The first operation of the list not yet run (the static order's next); ops().size() once done.
+  // The first operation of the list not yet run (the static order's next); the list's size once done.
   std::size_t first_not_run() const;
-  const std::vector<Op>& ops() const { return *ops_; }
 
  private:
   const Schedule* schedule_;
@@ -66,8 +64,8 @@ class DynamicOrder {
   int stage_;
   std::vector<bool> run_;                 // [i]
   std::vector<std::size_t> first_of_;     // [class * v + c]: the first index of the class and chunk not yet run
-  std::vector<std::size_t> own_;          // [i]: the index of op i's dependency on this stage, or ops().size()
-  std::size_t first_backward_ = 0;         // the first backward (B, B_input, B_weight) not yet run, or ops().size()
+  std::vector<std::size_t> own_;          // [i]: the index of op i's dependency on this stage, or the list's size
+  std::size_t first_backward_ = 0;        // the first backward (B, B_input, B_weight) not yet run, or the list's size
   std::size_t remaining_ = 0;
   std::size_t class_of(const Op& op) const;  // 0: F, 1: B or B_input, 2: B_weight
 };
