@@ -48,6 +48,7 @@
 
 #include "bench_options.hpp"
 #include "commands.hpp"
+#include "pipeline_orders.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/output_file.hpp"
 #include "optimus/core/kernels.hpp"
@@ -468,34 +469,6 @@ std::pair<double, double> add_row(Communicator& world, const plan::Place& place,
   return {m.step_seconds, bubble.predicted_seconds};
 }
 
-// The simulator alone at unit costs (F = 1, B = 2; split: 1 each) with `jitter`: for S = 2, 4, 8 and m = 2S (each
-// schedule's rules allow), each schedule's mean step over 100 steps' draws, static and dynamic, and the ratio.
-std::vector<std::string> simulated_orders(const std::vector<std::string>& names, int chunks, double jitter) {
-  std::vector<std::string> out{format("the simulator alone, unit costs (F = 1, B = 2; zb: 1 each), --jitter %.2f, "
-                                      "m = 2S, mean step over 100 steps' draws: static / dynamic (ratio)", jitter)};
-  for (const std::string& name : names) {
-    const pp::Kind kind = pp::parse_kind(name);
-    std::string line = format("  %-11s", name.c_str());
-    for (const int stages : {2, 4, 8}) {
-      const int v = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? chunks : 1;
-      const pp::Schedule s =
-          pp::make_schedule({.kind = kind, .stages = stages, .micro_batches = 2 * stages, .chunks = v});
-      const std::vector<pp::Costs> costs(static_cast<std::size_t>(s.virtual_stages()),
-                                         pp::Costs{.forward = 1, .backward = 2});
-      double fixed = 0, dynamic = 0;
-      for (std::uint64_t step = 0; step < 100; ++step) {
-        fixed += pp::simulate(s, costs, {.execution = {.order = pp::Order::static_order, .jitter = jitter}, .step = step})
-                     .makespan;
-        dynamic += pp::simulate(s, costs, {.execution = {.order = pp::Order::dynamic, .jitter = jitter}, .step = step})
-                       .makespan;
-      }
-      line += format("  S=%d: %.2f / %.2f (%.3f)", stages, fixed / 100, dynamic / 100, dynamic / fixed);
-    }
-    out.push_back(line);
-  }
-  return out;
-}
-
 // The schedules' names from the smallest bubble to the largest ("a < b < c"; ties in the order run).
 std::string ranking(std::vector<std::pair<double, std::string>> r) {
   std::stable_sort(r.begin(), r.end());
@@ -550,10 +523,7 @@ int run(Communicator& world, const cli::Options& o, const ScheduleSetup& setup, 
   for (const std::string& order : o.list("execution", "static,dynamic")) orders.push_back(pp::parse_order(order));
   Results results;
   for (const std::string& name : names) {
-    const pp::Kind kind = pp::parse_kind(name);
-    const int chunks = kind == pp::Kind::interleaved || kind == pp::Kind::wave ? setup.chunks : 1;
-    const pp::Schedule s = pp::make_schedule(
-        {.kind = kind, .stages = setup.layout.pp, .micro_batches = setup.micro_batches, .chunks = chunks});
+    const pp::Schedule s = schedule_named(name, setup.layout.pp, setup.micro_batches, setup.chunks);
     const std::vector<ScheduleMeasured> measured = run_schedule<T>(world, place, setup, s, orders);
     std::vector<std::pair<double, double>> seconds;  // [order]: measured, predicted
     for (std::size_t k = 0; k < orders.size(); ++k) {
