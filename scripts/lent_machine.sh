@@ -183,7 +183,7 @@ gpu_mpi() {
   mpirun_core 4 "$bin/train_gpt" --device cuda --q 2 "${shape[@]}"
 }
 
-# The combination matrix's device cases on the GPU (tests/matrix/combination_matrix.py: 23 cases, each against the
+# The combination matrix on the GPU (tests/matrix/combination_matrix.py: every case, each against the
 # single-rank CPU run; the GPU's cases close, not bitwise).
 gpu_matrix() {
   python3 "$root_dir/tests/matrix/combination_matrix.py" "$bin/train_gpt" "$out/matrix" cuda | tail -30
