@@ -113,10 +113,12 @@ Gpt<F>::Gpt(const Place& place, const GptConfig& config, Schedule schedule, Spil
     std::set<std::tuple<int, int, int>> lanes;
     for (int u = 1; u <= last; ++u) {
       const int a = schedule_.stage_of(u - 1), b = schedule_.stage_of(u);
-      if (a != b) lanes.insert({{a, b, 2 * u}, {b, a, 2 * (u - 1) + 1}});
+      if (a != b) lanes.insert({{a, b, lane_of(u, false)}, {b, a, lane_of(u - 1, true)}});
     }
     const int first_stage = schedule_.stage_of(0), last_stage = schedule_.stage_of(last);
-    if (first_stage != last_stage) lanes.insert({{first_stage, last_stage, kWteLane}, {last_stage, first_stage, kWteLane}});
+    if (first_stage != last_stage) {
+      lanes.insert({{first_stage, last_stage, kWteLane}, {last_stage, first_stage, kWteLane}});
+    }
     for (const auto& [from, to, lane] : lanes) {
       const bool member = stage == from || stage == to;
       std::unique_ptr<Communicator> c = grid_.pipe().split(member ? 0 : 1 + stage, stage == from ? 0 : 1);
@@ -490,7 +492,7 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, const EncoderInputs
       detail::check_finite(*x, "embedding forward output");
     } else if (schedule_.stage_of(u - 1) != stage) {
       x.emplace(grid_, n, config_.hidden, MemoryKind::workspace);
-      const Route in = route(schedule_.stage_of(u - 1), stage, 2 * u);
+      const Route in = route(schedule_.stage_of(u - 1), stage, lane_of(u, false));
       in.comm->recv(x->local().data(), count(*x), dtype_of<T>, in.from_rank, pipeline::tag_of(schedule_, u, 0, false));
     }
     Chunk& chunk = chunks_[static_cast<std::size_t>(schedule_.chunk_of(u))];
@@ -509,7 +511,7 @@ auto Gpt<F>::forward_to_head(const std::vector<int>& tokens, const EncoderInputs
       return y;
     }
     if (schedule_.stage_of(u + 1) != stage) {
-      const Route out = route(stage, schedule_.stage_of(u + 1), 2 * (u + 1));
+      const Route out = route(stage, schedule_.stage_of(u + 1), lane_of(u + 1, false));
       out.comm->send(x->local().data(), count(*x), dtype_of<T>, out.to_rank, pipeline::tag_of(schedule_, u + 1, 0, false));
       x.reset();
     }

@@ -175,8 +175,6 @@ class Gpt<F>::Step {
     for (const std::size_t i : order_->heads()) post_receive(ops()[i]);
   }
 
-  static int lane_of(int u, bool gradient) { return 2 * u + (gradient ? 1 : 0); }
-
   // Dynamic: whether this rank waits for the stage's first rank's choices.
   bool follower() const { return m_.decisions_ && m_.decisions_->rank() != 0; }
 

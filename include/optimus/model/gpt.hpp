@@ -23,9 +23,10 @@
 // the next of every kind). Where the pipe matches messages by order, not tag (device communicators: NCCL has no tags),
 // each lane — the activations into a virtual stage, the gradients into it, wte's parts — gets its own communicator (a
 // channel, split from the pipe): a send then holds back only its own lane, whose messages come in micro-batch order
-// under every order of execution. Consecutive virtual stages on one stage hand the block over without a message. At the step's end the head's part of wte's gradient and the embedding's are exchanged between the two end
-// stages and summed the same way on both, then every gradient is averaged over the replicas. Losses and gradients are
-// bitwise those of one stage's train_step with the same micro-batches (docs/pipeline.md).
+// under every order of execution. Consecutive virtual stages on one stage hand the block over without a message. At
+// the step's end the head's part of wte's gradient and the embedding's are exchanged between the two end stages and
+// summed the same way on both, then every gradient is averaged over the replicas. Losses and gradients are bitwise
+// those of one stage's train_step with the same micro-batches (docs/pipeline.md).
 //
 // Each block saves what its recomputation policy says (set_recompute; none by default), and the model executes as the
 // grid handle it is built on says (grid/execution.hpp: GEMM math, SUMMA's overlap, finite checks, timeline; its own,
@@ -306,10 +307,12 @@ class Gpt {
   std::vector<pipeline::Interval> times_;                   // [i]: the last step's operation i
   pipeline::Execution execution_;
   // Where the pipe does not match tags, the channel of each kind of message: (from stage, to stage, lane), the lane
-  // 2u + 1 for gradients to virtual stage u, 2u for activations to it (each lane's messages go in micro-batch order,
-  // whatever order the operations run in), kWteLane for wte's parts; empty where the pipe matches tags.
+  // lane_of(u, gradient) for the activations or the gradients into virtual stage u (each lane's messages go in
+  // micro-batch order, whatever order the operations run in), kWteLane for wte's parts; empty where the pipe matches
+  // tags.
   std::map<std::tuple<int, int, int>, std::unique_ptr<Communicator>> channels_;
   static constexpr int kWteLane = -1;
+  static constexpr int lane_of(int u, bool gradient) { return 2 * u + (gradient ? 1 : 0); }
   // A dynamic order in a stage of several ranks: the stage's own channel, on which its first rank tells the others
   // each operation it chose (null otherwise).
   std::unique_ptr<Communicator> decisions_;
