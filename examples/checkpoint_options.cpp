@@ -83,7 +83,8 @@ void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::stri
 }
 
 void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp, const DataVocab& data,
-                      GptConfig& config, std::int64_t& batch, int& steps, double& lr) {
+                      GptConfig& config, std::int64_t& seq, std::int64_t& batch, int& steps, double& lr,
+                      bool finished_ok) {
   const auto same = [&](const char* option, std::int64_t there) {
     OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
                   " differs from the checkpoint's ", there);
@@ -92,7 +93,6 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
   same("hidden", info.config.hidden);
   same("heads", info.config.heads);
   same("ffn", info.config.ffn);
-  same("seq", info.config.max_seq);
   same("vocab", info.config.vocab);
   same("seed", static_cast<std::int64_t>(info.config.seed));
   // Dropout is part of the model's arithmetic (its masks follow the seed and the step): resumed, it stays the run's.
@@ -131,6 +131,12 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
                   "the checkpoint's '", key, "' is '", text, "', not a positive number");
     return value;
   };
+  // The sequences' length: the run's (recorded since learned tables outlive it; before, the model's positions).
+  seq = extra.count("seq") ? static_cast<std::int64_t>(number("seq")) : config.max_seq;
+  OPTIMUS_CHECK(seq <= config.max_seq, "the checkpoint's run trained sequences of ", seq, " tokens, more than its "
+                "model's ", config.max_seq, " positions");
+  OPTIMUS_CHECK(!o.has("seq") || o.integer("seq", 0) == seq, "--seq ", o.integer("seq", 0),
+                " differs from the checkpoint's ", seq, " (a resumed run keeps its sequences)");
   if (!o.has("steps") && extra.count("steps")) steps = static_cast<int>(number("steps"));
   if (!o.has("lr") && extra.count("lr")) lr = number("lr");
   if (!o.has("batch") && extra.count("global_batch")) {
@@ -139,8 +145,9 @@ void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int d
                   " replicas cannot share");
     batch = global / dp;  // the same sequences each step, shared by this run's replicas
   }
-  OPTIMUS_CHECK(static_cast<std::uint64_t>(steps) > info.state.step, "--steps ", steps,
-                " leaves nothing to train after the checkpoint's step ", info.state.step);
+  OPTIMUS_CHECK(static_cast<std::uint64_t>(steps) > info.state.step ||
+                    (finished_ok && static_cast<std::uint64_t>(steps) == info.state.step),
+                "--steps ", steps, " leaves nothing to train after the checkpoint's step ", info.state.step);
 }
 
 ConfigNames config_names(const cli::Options& o) {
@@ -173,7 +180,7 @@ void check_export_target(const cli::Options& o, const GptConfig& config) {
 }
 
 void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,
-                 GptConfig& config) {
+                 GptConfig& config, std::int64_t& seq) {
   cli::check_arch(o, file.block, path + "'s");
   const auto same = [&](const char* option, std::int64_t there) {
     OPTIMUS_CHECK(!o.has(option) || o.integer(option, 0) == there, "--", option, " ", o.integer(option, 0),
@@ -183,9 +190,9 @@ void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string
   same("hidden", file.hidden);
   same("heads", file.heads);
   same("ffn", file.ffn);
-  // Rotary positions have no table: a shorter context than the file's serves.
-  OPTIMUS_CHECK(!o.has("seq") || o.integer("seq", 0) == file.max_seq || (file.block.rope && o.integer("seq", 0) < file.max_seq),
-                "--seq ", o.integer("seq", 0), " differs from ", path, "'s ", file.max_seq);
+  // Any length up to the file's positions: rotary ones have no table, and a learned table's first rows serve.
+  OPTIMUS_CHECK(!o.has("seq") || o.integer("seq", 0) <= file.max_seq, "--seq ", o.integer("seq", 0), " exceeds ",
+                path, "'s ", file.max_seq, " positions");
   same("vocab", file.vocab);
   same("kv-heads", file.kv_heads());
   OPTIMUS_CHECK(!o.has("rope-theta") || (file.block.rope && o.real("rope-theta", 0) == file.block.rope->theta),
@@ -199,7 +206,9 @@ void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string
   config.hidden = file.hidden;
   config.heads = file.heads;
   config.ffn = file.ffn;
-  config.max_seq = file.block.rope && o.has("seq") ? o.integer("seq", 0) : file.max_seq;
+  seq = o.has("seq") ? o.integer("seq", 0) : file.max_seq;
+  // A learned table stays whole (its rows past seq untrained, exported as read); rotary positions are the sequences'.
+  config.max_seq = file.block.rope ? seq : file.max_seq;
   config.block = file.block;
 }
 

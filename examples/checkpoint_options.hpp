@@ -42,10 +42,12 @@ DataVocab for_blocks(const DataVocab& data, const BlockConfig& blocks);
 // Throws unless a vocabulary of `vocab` ids, `whose` (for the message), fits `data`.
 void check_vocab_fits(const DataVocab& data, std::int64_t vocab, const std::string& whose);
 
-// --resume: the checkpoint's model shape, seed and dropout, and the run's --steps, --lr and --batch unless given again;
-// a shape option, --seed or --dropout given with another value than the checkpoint's is refused.
+// --resume: the checkpoint's model shape, seed and dropout, its run's sequence length (`seq`), and the run's --steps,
+// --lr and --batch unless given again; a shape option, --seq, --seed or --dropout given with another value than the
+// checkpoint's is refused, and so are --steps before the checkpoint's step and, unless `finished_ok`, --steps at it.
 void adopt_checkpoint(const cli::Options& o, const checkpoint::Info& info, int dp, const DataVocab& data,
-                      GptConfig& config, std::int64_t& batch, int& steps, double& lr);
+                      GptConfig& config, std::int64_t& seq, std::int64_t& batch, int& steps, double& lr,
+                      bool finished_ok);
 
 // How messages name the model's shape and layout (ConfigNames): train_gpt's options (--hidden, --q), or where the shape
 // is a file's (--init, --resume) its fields, naming the file; the grid side as the plan's under --plan auto.
@@ -57,8 +59,9 @@ ConfigNames config_names(const cli::Options& o);
 void check_export_target(const cli::Options& o, const GptConfig& config);
 
 // --init FILE: the model's shape is the file's; the data's ids must be among its vocabulary, and shape options given
-// (--vocab among them) must agree.
+// (--vocab among them) must agree. `seq`: --seq, any length up to the file's positions (else the file's); a learned
+// position table stays whole in config.max_seq, rotary positions take `seq`.
 void adopt_shape(const cli::Options& o, const GptConfig& file, const std::string& path, const DataVocab& data,
-                 GptConfig& config);
+                 GptConfig& config, std::int64_t& seq);
 
 }  // namespace optimus::examples

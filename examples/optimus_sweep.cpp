@@ -18,6 +18,8 @@
 // if never stopped (a sweep killed at any point is run again with --resume).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <deque>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -39,6 +41,7 @@
 #include "placement.hpp"
 #include "sweep_member_run.hpp"
 #include "sweep_members.hpp"
+#include "sweep_memory.hpp"
 
 namespace {
 
@@ -57,8 +60,9 @@ std::vector<std::string> slot_words(const optimus::cli::Options& o, int slots, s
   return words;
 }
 
-// --resume: a member that saves (--save DIR) resumes from DIR's newest complete checkpoint; one without a checkpoint
-// yet starts afresh.
+// --resume: a member that saves (--save DIR) resumes from DIR's newest complete checkpoint — one that had finished is
+// loaded from its last one, trains nothing, and is exported and evaluated again —; one without a checkpoint yet starts
+// afresh.
 std::optional<std::string> resume_from(const optimus::cli::Options& o, const ex::SweepMember& m) {
   if (!o.has("resume") || !m.options.has("save")) return std::nullopt;
   const std::string dir = m.options.text("save", "");
@@ -85,10 +89,20 @@ void print_table(std::vector<ex::MemberOutcome> outcomes) {
   std::printf("members by held-out loss:\n  %4s  %-*s  %9s  %9s  %11s\n", "rank", static_cast<int>(width), "member",
               "held-out", "last loss", "steps");
   int rank = 0;
+  // A loss of none (a member stopped or finished before this run's first interval) is "-".
+  const auto loss = [](double value) {
+    char text[32];
+    if (std::isfinite(value)) std::snprintf(text, sizeof text, "%9.4f", value);
+    else std::snprintf(text, sizeof text, "%9s", "-");
+    return std::string(text);
+  };
   for (const ex::MemberOutcome& m : outcomes) {
-    const std::string steps = std::to_string(m.trained) + "/" + std::to_string(m.steps);
-    std::printf("  %4d  %-*s  %9.4f  %9.4f  %11s%s%s\n", ++rank, static_cast<int>(width), m.name.c_str(), m.held_out,
-                m.last_loss, steps.c_str(), m.stopped.empty() ? "" : "  stopped: ", m.stopped.c_str());
+    const std::string steps = std::to_string(m.resumed + m.trained) + "/" + std::to_string(m.steps);
+    const std::string why = !m.stopped.empty()         ? "  stopped: " + m.stopped
+                            : !m.export_failed.empty() ? "  export failed: " + m.export_failed
+                                                       : "";
+    std::printf("  %4d  %-*s  %s  %s  %11s%s\n", ++rank, static_cast<int>(width), m.name.c_str(),
+                loss(m.held_out).c_str(), loss(m.last_loss).c_str(), steps.c_str(), why.c_str());
   }
 }
 
@@ -97,8 +111,8 @@ void write_record(const std::string& file, const std::vector<ex::MemberOutcome>&
   nlohmann::json members = nlohmann::json::array();
   for (const ex::MemberOutcome& m : outcomes) {
     members.push_back({{"name", m.name}, {"parameters", m.parameters}, {"steps", m.steps}, {"trained", m.trained},
-                       {"skipped", m.skipped}, {"last_loss", m.last_loss}, {"held_out_loss", m.held_out},
-                       {"stopped", m.stopped}});
+                       {"skipped", m.skipped}, {"resumed_at", m.resumed}, {"last_loss", m.last_loss},
+                       {"held_out_loss", m.held_out}, {"stopped", m.stopped}, {"export_failed", m.export_failed}});
   }
   const nlohmann::json record{{"slots", slots}, {"scheduler", std::string(sweep::name_of(scheduler))},
                               {"seconds", seconds}, {"members", members}};
@@ -114,7 +128,8 @@ struct Sweep {
 
 Sweep read(const optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
            const std::string& file) {
-  Sweep s{.members = ex::check_members(sweep::read_sweep_file(file), file),
+  Sweep s{.members = ex::check_members(sweep::read_sweep_file(file), file,
+                                       o.has("record") ? std::optional(o.text("record", "")) : std::nullopt),
           .scheduler = sweep::parse_scheduler(o.text("scheduler", "lrtf")),
           .q = static_cast<int>(o.integer("q", 1)),
           .slots = 0,
@@ -153,40 +168,57 @@ ex::Placement place(optimus::Communicator& world, const optimus::cli::Options& o
 }
 
 // Step 3, build: each member's options with the slots' words, its own world (split from the sweep's) and its run, in
-// member order on every rank; every member's setup read, and checked against the slot's memory, before any is built.
+// member order on every rank; every member read and started (its shape final: --init's, --resume's), and all of them
+// checked against the slots' device memory, before any is built. Returns the most members in flight at once
+// (LoopOptions::in_flight): --in-flight's, or as many as the devices hold (sweep_memory.hpp).
 struct Members {
-  std::vector<optimus::cli::Options> options;
+  std::deque<optimus::cli::Options> options;  // a deque: each run keeps a reference to its member's
   std::vector<std::unique_ptr<optimus::Communicator>> worlds;
   std::vector<std::unique_ptr<ex::MemberRun>> runs;
 };
 
-void build(optimus::Communicator& world, const optimus::cli::Options& o, const Sweep& s, const ex::Placement& here,
-           const std::string& file, Members& out) {
-  std::vector<ex::Setup> setups;
+int build(optimus::Communicator& world, const optimus::cli::Options& o, const Sweep& s, const ex::Placement& here,
+          const std::string& file, Members& out) {
   std::vector<std::string> names;
   for (const ex::SweepMember& m : s.members) {
     std::vector<std::string> words = slot_words(o, s.slots, s.scheduler);
-    if (const std::optional<std::string> from = resume_from(o, m)) words.insert(words.end(), {"--resume", *from});
+    const std::optional<std::string> from = resume_from(o, m);
+    if (from) words.insert(words.end(), {"--resume", *from});
     out.options.push_back(ex::member_options({.name = m.name, .words = m.words}, words, file));
     out.worlds.push_back(world.split(0, world.rank()));
-    naming(file, m.name, [&] { setups.push_back(ex::read_setup(*out.worlds.back(), out.options.back(), here)); });
     names.push_back(m.name);
-  }
-  if (here.choice.kind == optimus::Device::sim) ex::check_members_fit(file, names, setups, here.choice.sim_capacity);
-  for (std::size_t k = 0; k < s.members.size(); ++k) {
-    naming(file, names[k], [&] {
-      out.runs.push_back(
-          std::make_unique<ex::MemberRun>(*out.worlds[k], names[k], out.options[k], here, std::move(setups[k])));
+    naming(file, m.name, [&] {
+      ex::Setup setup = ex::read_setup(*out.worlds.back(), out.options.back(), here);
+      setup.finished_resume = from.has_value();  // a member that had finished is built again, trains nothing
+      out.runs.push_back(std::make_unique<ex::MemberRun>(*out.worlds.back(), m.name, out.options.back(), here,
+                                                         std::move(setup)));
     });
-    if (world.rank() == 0) {
-      std::printf("  [%s] %lld parameters, %d steps\n", names[k].c_str(),
-                  static_cast<long long>(out.runs.back()->outcome().parameters), out.runs.back()->outcome().steps);
+  }
+  int in_flight = s.in_flight;
+  if (here.choice.kind == optimus::Device::sim) {
+    std::vector<ex::MemberDeviceBytes> bytes;
+    for (const auto& r : out.runs) bytes.push_back(ex::member_device_bytes(r->setup()));
+    in_flight = ex::admitted_in_flight(file, names, bytes,
+                                       {.capacity = here.choice.sim_capacity, .slots = s.slots, .slot_ranks = s.q * s.q,
+                                        .shared = here.in_process, .per_rank = here.slot->gemm().workspace_bytes()},
+                                       s.in_flight);
+    if (world.rank() == 0 && in_flight != s.in_flight) {
+      std::printf("  in flight: at most %d of the %zu members at once (what the slots' devices hold)\n", in_flight,
+                  s.members.size());
     }
   }
+  for (std::size_t k = 0; k < s.members.size(); ++k) {
+    naming(file, names[k], [&] { out.runs[k]->build(); });
+    if (world.rank() == 0) {
+      std::printf("  [%s] %lld parameters, %d steps\n", names[k].c_str(),
+                  static_cast<long long>(out.runs[k]->outcome().parameters), out.runs[k]->outcome().steps);
+    }
+  }
+  return in_flight;
 }
 
 // Step 5, report: every member's export and held-out loss (collective), then on rank 0 the table and the record.
-// Returns the exit status: 1 where a member stopped early.
+// Returns the exit status: 1 where a member stopped early or its export failed.
 int report(const optimus::cli::Options& o, const Sweep& s, const Members& members, double seconds, bool root) {
   std::vector<ex::MemberOutcome> outcomes;
   for (const auto& r : members.runs) {
@@ -195,13 +227,19 @@ int report(const optimus::cli::Options& o, const Sweep& s, const Members& member
   }
   const auto stopped = std::count_if(outcomes.begin(), outcomes.end(),
                                      [](const ex::MemberOutcome& m) { return !m.stopped.empty(); });
-  if (!root) return stopped > 0 ? 1 : 0;
+  const auto failed = std::count_if(outcomes.begin(), outcomes.end(),
+                                    [](const ex::MemberOutcome& m) { return !m.export_failed.empty(); });
+  const int status = stopped + failed > 0 ? 1 : 0;
+  if (!root) return status;
   std::printf("trained in %.2f s (max over slots)\n", seconds);
   print_table(outcomes);
   if (o.has("record")) write_record(o.text("record", ""), outcomes, s.slots, s.scheduler, seconds);
   if (stopped > 0) std::printf("%lld of %zu members stopped early\n", static_cast<long long>(stopped), outcomes.size());
+  if (failed > 0) {
+    std::printf("%lld of %zu members' exports failed\n", static_cast<long long>(failed), outcomes.size());
+  }
   std::fflush(stdout);
-  return stopped > 0 ? 1 : 0;
+  return status;
 }
 
 // One rank's part of the sweep, in its named steps. Returns the exit status.
@@ -218,14 +256,14 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
   SlotDevice device;
   const ex::Placement here = place(world, o, where, device);
   Members members;
-  build(world, o, s, here, file, members);
+  const int in_flight = build(world, o, s, here, file, members);
   if (root) std::fflush(stdout);
   // Step 4, train: the members' operations on the slots, by the scheduler.
   std::vector<sweep::MemberSteps*> steps;
   for (const auto& r : members.runs) steps.push_back(r.get());
   const auto begin = std::chrono::steady_clock::now();
   const std::unique_ptr<optimus::Communicator> slot_ranks = world.split(world.rank() / (s.q * s.q), world.rank());
-  sweep::train_members(steps, {.scheduler = s.scheduler, .in_flight = s.in_flight}, world, *slot_ranks);
+  sweep::train_members(steps, {.scheduler = s.scheduler, .in_flight = in_flight}, world, *slot_ranks);
   const double seconds = world.all_reduce(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(), optimus::ReduceOp::max);
   return report(o, s, members, seconds, root);

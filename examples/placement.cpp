@@ -29,9 +29,10 @@ int local_gpu(const Communicator& world) {
 int run_ranks(Context& ctx, const cli::Options& o, Placement& where, const char* program,
               const std::function<int(Communicator& world)>& run) {
   if (!where.in_process) return run(ctx.world());
-  OPTIMUS_CHECK(ctx.world().size() == 1, "--in-process runs every rank in this process: launch one process, not ",
-                ctx.world().size());
-  if (where.choice.kind != Device::cpu) where.shared = open_device(where, ctx.world());
+  // In-process ranks never start MPI (Context::world): a launcher's processes are counted from its environment.
+  OPTIMUS_CHECK(Context::launched_processes() == 1, "--in-process runs every rank in this process: launch one "
+                "process, not ", Context::launched_processes());
+  if (where.choice.kind != Device::cpu) where.shared = optimus::open_device(where.choice, 0);  // the node's first GPU
   int status = 0;
   try {
     run_in_process(static_cast<int>(o.integer("in-process", 1)), [&](Communicator& world) {

@@ -2,7 +2,9 @@
 // forward and backward, before the optimizer's step, whose collectives the other ranks then wait in (RANK:STEP:start:
 // before its forward, so that a pipeline's other stages wait for its activations and gradients) — as a rank
 // stopped by SIGSTOP, a debugger or a swapped-out node would be: an MPI process stops itself (SIGSTOP), an in-process
-// rank's thread blocks for good. The watchdog's tests use it (tests/CMakeLists.txt, "a stopped rank"); a run without
+// rank's thread blocks for good. RANK:STEP:fail instead throws an optimus::Error where RANK:STEP
+// stops, as a fault of that rank's own would (its device out of memory): the others are then told at once, not after the
+// watchdog's timeout. The watchdog's tests use it (tests/CMakeLists.txt, "a stopped rank"; tests/sweep); a run without
 // the variable is untouched.
 #pragma once
 
@@ -15,6 +17,7 @@ struct StopFault {
   int step = 0;           // a training step (from 1)
   bool at_start = false;  // RANK:STEP:start — before the step's operations (its neighbours in a pipeline then wait for
                           // its messages), rather than after its backward
+  bool fail = false;      // RANK:STEP:fail — an error instead of a stop, after the backward
 };
 
 // OPTIMUS_TEST_STOP's value; none where it is not set. Throws optimus::Error naming a malformed value.

@@ -3,6 +3,9 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "example_options.hpp"
 #include "optimus/core/output_file.hpp"
@@ -17,6 +20,69 @@ namespace fs = std::filesystem;
 fs::path resolved(const std::string& path) {
   const fs::path p = fs::weakly_canonical(fs::absolute(path));
   return p.has_filename() ? p : p.parent_path();
+}
+
+// Whether `path` is `dir` or lies inside it (both resolved()).
+bool within(const fs::path& path, const fs::path& dir) {
+  const fs::path rel = path.lexically_relative(dir);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// A path a sweep reads or writes: whose (a member's index, or none for the sweep's own) and as what.
+struct Place {
+  fs::path path;                    // resolved()
+  std::string given;                // as written
+  std::optional<std::size_t> member;
+  std::string who;                  // "member 'a''s --data", "the sweep file", "--record"
+  bool directory = false;           // a save directory (its checkpoints and lock are its run's alone)
+};
+
+// Every path the members and the sweep read (inputs) and write (outputs), before any training: no output is or lies
+// inside an input (a member's own save directory may be the checkpoint it resumes); no input of one member lies inside
+// another's save directory; no output is or lies inside another (one writer each, nothing inside a save directory).
+void check_paths(const std::vector<SweepMember>& members, const std::string& where,
+                 const std::optional<std::string>& record) {
+  std::vector<Place> inputs{{.path = resolved(where), .given = where, .member = std::nullopt, .who = "the sweep file"}};
+  std::vector<Place> outputs;
+  if (record) outputs.push_back({.path = resolved(*record), .given = *record, .member = std::nullopt, .who = "--record"});
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const cli::Options& o = members[k].options;
+    const std::string whose = "member '" + members[k].name + "''s --";
+    for (const cli::Spec& spec : o.table()) {
+      if (!o.has(spec.name)) continue;
+      const bool input = spec.kind == cli::Kind::input_file || spec.kind == cli::Kind::input_directory ||
+                         spec.kind == cli::Kind::input_path || spec.kind == cli::Kind::input_files;
+      const bool output = spec.kind == cli::Kind::output_file || spec.kind == cli::Kind::output_directory;
+      const std::vector<std::string> values = spec.kind == cli::Kind::input_files
+                                                  ? o.list(spec.name, "")
+                                                  : std::vector<std::string>{o.text(spec.name, "")};
+      for (const std::string& value : values) {
+        Place p{.path = resolved(value), .given = value, .member = k, .who = whose + spec.name,
+                .directory = spec.kind == cli::Kind::output_directory};
+        if (input) inputs.push_back(std::move(p));
+        if (output) outputs.push_back(std::move(p));
+      }
+    }
+  }
+  const auto own = [](const Place& a, const Place& b) { return a.member && a.member == b.member; };
+  for (const Place& o : outputs) {
+    for (const Place& i : inputs) {
+      // A member's own --resume inside its own --save: the run it continues.
+      if (o.directory && own(o, i)) continue;
+      OPTIMUS_CHECK(!within(o.path, i.path), where, ": ", o.who, " '", o.given, "' ",
+                    o.path == i.path ? "is " : "lies inside ", i.who, " '", i.given,
+                    "': an output never replaces an input");
+      OPTIMUS_CHECK(!o.directory || own(o, i) || !within(i.path, o.path), where, ": ", i.who, " '", i.given,
+                    "' lies inside ", o.who, " '", o.given, "', a save directory: its checkpoints and lock are its "
+                    "run's alone");
+    }
+    for (const Place& p : outputs) {
+      OPTIMUS_CHECK(&p == &o || !within(o.path, p.path), where, ": ", o.who, " '", o.given, "' ",
+                    o.path == p.path ? "is " : "lies inside ", p.who, " '", p.given, "'",
+                    p.directory ? ", a save directory: its checkpoints and lock are its run's alone"
+                                : ": each output has one writer");
+    }
+  }
 }
 
 }  // namespace
@@ -45,13 +111,9 @@ const std::vector<std::string>& slot_owned_options() {
   return names;
 }
 
-std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& members, const std::string& where) {
+std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& members, const std::string& where,
+                                       const std::optional<std::string>& record) {
   std::vector<SweepMember> out;
-  struct Path {
-    fs::path path;
-    std::size_t member;
-  };
-  std::vector<Path> saves, exports;
   for (const sweep::MemberOptions& m : members) {
     SweepMember member{.name = m.name, .words = m.words, .options = member_options(m, {}, where)};
     for (const std::string& name : slot_owned_options()) {
@@ -62,29 +124,9 @@ std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& 
     OPTIMUS_CHECK(!member.options.has("execution"), where, ": member '", m.name, "': --execution is train_gpt's: a "
                   "sweep's members run their schedules in order, the sweep choosing whichever member's operation is "
                   "ready");
-    const std::size_t index = out.size();
-    if (member.options.has("save")) saves.push_back({resolved(member.options.text("save", "")), index});
-    if (member.options.has("export")) exports.push_back({resolved(member.options.text("export", "")), index});
     out.push_back(std::move(member));
   }
-  const auto name = [&](std::size_t i) { return "'" + out[i].name + "'"; };
-  for (std::size_t a = 0; a < saves.size(); ++a) {
-    for (std::size_t b = a + 1; b < saves.size(); ++b) {
-      OPTIMUS_CHECK(saves[a].path != saves[b].path, where, ": members ", name(saves[a].member), " and ",
-                    name(saves[b].member), " both save into ", saves[a].path.string(),
-                    " (a save directory belongs to one run)");
-    }
-  }
-  for (std::size_t a = 0; a < exports.size(); ++a) {
-    for (std::size_t b = a + 1; b < exports.size(); ++b) {
-      OPTIMUS_CHECK(exports[a].path != exports[b].path, where, ": members ", name(exports[a].member), " and ",
-                    name(exports[b].member), " both export to ", exports[a].path.string());
-    }
-    for (const Path& save : saves) {  // as train_gpt checks its own export against its own save directory
-      check_not_within(exports[a].path, where + ": member " + name(exports[a].member) + ": --export", save.path,
-                       "member " + name(save.member) + "'s --save");
-    }
-  }
+  check_paths(out, where, record);
   return out;
 }
 

@@ -150,12 +150,17 @@ void print_header(const optimus::Communicator& world, const Setup& setup, const 
                 corpus.train.size() + corpus.valid.size(), corpus.train.size(), corpus.valid.size(),
                 static_cast<long long>(config.vocab), corpus.unigram_entropy);
   }
-  std::printf("  model: %s blocks, layers %lld, hidden %lld, heads %lld (%lld key/value), ffn %lld, context %lld, "
+  // A learned position table longer than the sequences (read from --init) is kept whole.
+  const std::string table = setup.seq < config.max_seq && !config.block.rope
+                                ? " (of the table's " + std::to_string(config.max_seq) + " positions)"
+                                : "";
+  std::printf("  model: %s blocks, layers %lld, hidden %lld, heads %lld (%lld key/value), ffn %lld, context %lld%s, "
               "dropout %.2f, %lld parameters; batch %lld x dp %d in %lld micro-batches, recomputation %s\n",
               optimus::family_name(config.block), static_cast<long long>(config.layers),
               static_cast<long long>(config.hidden), static_cast<long long>(config.heads),
               static_cast<long long>(config.kv_heads()), static_cast<long long>(config.ffn),
-              static_cast<long long>(config.max_seq), config.dropout, static_cast<long long>(config.parameter_count()),
+              static_cast<long long>(setup.seq), table.c_str(), config.dropout,
+              static_cast<long long>(config.parameter_count()),
               static_cast<long long>(setup.batch), grid.dp(), static_cast<long long>(layout.micro_batches),
               setup.planned ? optimus::plan::describe_recompute(setup.planned->layout.recompute).c_str()
                             : optimus::name_of(setup.recompute));

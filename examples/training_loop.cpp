@@ -39,6 +39,7 @@ Trainee model_trainee(Gpt<Family>& model, std::int64_t batch) {
     return StepInFlight{.done = [run] { return run->done(); },
                         .ready = [run] { return run->ready(); },
                         .run_next = [run] { run->run_next(); },
+                        .expire = [run] { run->expire(); },
                         .finish = [run] { return run->finish(); },
                         .stage_sums = [run] { return run->stage_sums(); }};
   };
@@ -63,7 +64,7 @@ Trainee model_trainee(Gpt<Family>& model, std::int64_t batch) {
 
 void draw_step(const Setup& setup, const Tokens& ids, std::uint64_t seed, std::uint64_t step, int replica,
                int replicas, Batch& out) {
-  const std::int64_t b = setup.batch, s = setup.config.max_seq;
+  const std::int64_t b = setup.batch, s = setup.seq;
   if (!setup.masking) {
     draw_batch(ids, b, s, seed, step, replica, replicas, out.tokens, out.targets);
     return;
@@ -120,7 +121,7 @@ void StepLoop::complete_with(int step, double loss, const std::function<double()
       std::printf("%sstep %5d  no loss: every step since the last print was skipped\n", label_.c_str(), step);
     } else if (root_) {
       std::printf("%sstep %5d  loss %.4f  tokens/s %9.0f  ms/step %7.1f\n", label_.c_str(), step, last_loss_,
-                  static_cast<double>(n * setup_.batch * setup_.config.max_seq * grid_.dp()) / seconds,
+                  static_cast<double>(n * setup_.batch * setup_.seq * grid_.dp()) / seconds,
                   1e3 * seconds / n);
     }
     if (root_) std::fflush(stdout);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ struct Setup {
   Corpus corpus;
   DataVocab data_vocab;
   GptConfig config;
+  // The training sequences' length: --seq (default 64), or --init's positions. At most config.max_seq, the model's
+  // positions: a learned table read from a file stays whole (it is exported as it was read) and a shorter --seq trains
+  // on its first rows.
+  std::int64_t seq = 64;
   RunLayout run;                           // run.layout.recompute is set when the model is built (its depth final)
   pipeline::Schedule schedule;        // run.layout's (plan::schedule_of), checked as the setup is read
   std::optional<plan::Plan> planned;  // --plan auto
@@ -32,6 +37,9 @@ struct Setup {
   std::int64_t batch = 16;                     // this replica's sequences per step
   int steps = 1200, every = 50;
   double lr = 3e-3;
+  // Whether --resume may name a checkpoint at the run's last step (nothing left to train): a sweep's member that had
+  // finished, built again to be exported and evaluated. train_gpt refuses such a resume.
+  bool finished_resume = false;
   std::string gemm;  // --gemm
   ops::GemmMath math = ops::GemmMath::f32;
   // --arch bert: BERT's masking of the sequences (masked_data.hpp; its seed the run's, the held-out batches' the next);
@@ -51,6 +59,7 @@ void draw_step(const Setup& setup, const Tokens& ids, std::uint64_t seed, std::u
 struct StepInFlight {
   std::function<bool()> done, ready;
   std::function<void()> run_next;
+  std::function<void()> expire;  // Gpt::TrainStep::expire: throws the watchdog's error for what ready() waits for
   std::function<double()> finish;
   std::function<std::vector<double>()> stage_sums;
 };
@@ -100,7 +109,8 @@ class StepLoop {
 
   std::string label_;
   Batch batch_;
-  double interval_loss_ = 0, last_loss_ = 0;
+  double interval_loss_ = 0;
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();  // none until an interval ends with a trained step
   int interval_steps_ = 0;  // trained since the last print (a resumed run may start mid-interval)
   int skipped_steps_ = 0;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();

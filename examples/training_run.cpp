@@ -47,6 +47,7 @@ Setup read_setup(optimus::Communicator& world, const optimus::cli::Options& o, c
   // Llama's inner size rounded up to what the layout splits (64 before a plan picks the layout).
   config.ffn = o.integer("ffn", llama ? optimus::llama_ffn(config.hidden, 64) : 4 * config.hidden);
   config.max_seq = o.integer("seq", 64);
+  setup.seq = config.max_seq;
   config.dropout = o.real("dropout", 0.1);
   config.seed = static_cast<std::uint64_t>(o.integer("seed", 1234));
   setup.batch = o.integer("batch", 16);
@@ -117,14 +118,14 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
                                      : s.init_format == InitFormat::hf_bert ? cp::hf_bert_config(file)
                                                                             : cp::hf_llama_config(file);
     s.init_context = there.max_seq;
-    ex::adopt_shape(o, there, file, setup.data_vocab, config);
+    ex::adopt_shape(o, there, file, setup.data_vocab, config, setup.seq);
   }
   ex::check_export_target(o, config);  // before training: a target the export would refuse fails now
   if (o.has("resume")) {
     s.resume = optimus::checkpoint::resolve(o.text("resume", ""));
     s.resumed = optimus::checkpoint::inspect(*s.resume);
-    ex::adopt_checkpoint(o, s.resumed, places.host->grid().dp(), setup.data_vocab, config, setup.batch, setup.steps,
-                         setup.lr);
+    ex::adopt_checkpoint(o, s.resumed, places.host->grid().dp(), setup.data_vocab, config, setup.seq, setup.batch,
+                         setup.steps, setup.lr, setup.finished_resume);
   }
   places.host->validate(config, ex::config_names(o));
   const optimus::pipeline::Schedule& schedule = setup.schedule;
@@ -145,13 +146,13 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
   if (setup.masking) {
     OPTIMUS_CHECK(!o.has("sample") || o.integer("sample", 0) == 0, "--sample ", o.integer("sample", 0), ": a masked "
                   "LM (", family_name(config.block), " blocks) does not generate text; give --sample 0 or none");
-    OPTIMUS_CHECK(config.max_seq >= ex::kShortestMaskedSequence, "--seq ", config.max_seq, " cannot hold a masked LM's "
+    OPTIMUS_CHECK(setup.seq >= ex::kShortestMaskedSequence, "--seq ", setup.seq, " cannot hold a masked LM's "
                   "[CLS] A [SEP] B [SEP] (at least ", ex::kShortestMaskedSequence, ")");
   }
   for (const ex::Tokens* t : {&setup.corpus.train, &setup.corpus.valid}) {
-    OPTIMUS_CHECK(t->size() >= static_cast<std::size_t>(config.max_seq) + 1, "the ",
+    OPTIMUS_CHECK(t->size() >= static_cast<std::size_t>(setup.seq) + 1, "the ",
                   t == &setup.corpus.train ? "training" : "held-out", " tokens (", t->size(),
-                  ") are fewer than one sequence of ", config.max_seq, " plus its target");
+                  ") are fewer than one sequence of ", setup.seq, " plus its target");
   }
   return s;
 }
@@ -167,7 +168,7 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
   // What the run will need on this host, before the first large allocation (memory_check.hpp): the model as laid
   // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check.
   ex::check_host_memory(world, layout,
-                        {.config = config, .global_batch = setup.batch * grid.dp(), .seq = config.max_seq,
+                        {.config = config, .global_batch = setup.batch * grid.dp(), .seq = setup.seq,
                          .element_bytes = 4, .saved_bytes = setup.math == optimus::ops::GemmMath::bf16 ? 2 : 4},
                         ex::checked_layers(config, schedule), grid.device() != nullptr);
   ex::check_first_step(world, *places.host, setup, schedule);
@@ -185,6 +186,7 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
                     .extra = {{"steps", std::to_string(setup.steps)},
                               {"lr", ex::format_exact(setup.lr)},
                               {"global_batch", std::to_string(setup.batch * grid.dp())},
+                              {"seq", std::to_string(setup.seq)},
                               {o.has("data") ? "data" : "text", data},
                               {"characters", ex::characters_record(setup.corpus.chars)}}}};
   if (setup.masking) persistence.run_state.extra.merge(ex::masking_record(*setup.masking));

@@ -91,6 +91,27 @@ class Gpt<F>::Step {
     ++ran_;
   }
 
+  // The watchdog for a caller that polls ready() (or sent()) with its own deadline: throws its error
+  // (Request::expire) for what the step waits for — the next operation's receive, the stage's choice told, then
+  // any receive or send still in flight.
+  [[noreturn]] void expire() {
+    if (!order_ && next_ < ops().size()) {
+      const std::optional<Key> key = input_key(ops()[next_]);
+      if (key && posted_.count(*key) != 0 && !posted_.at(*key).request.test()) posted_.at(*key).request.expire();
+    }
+    if (!decision_.test()) decision_.expire();
+    for (auto& [key, posted] : posted_) {
+      if (!posted.request.test()) posted.request.expire();
+    }
+    for (Request& r : sends_) {
+      if (!r.test()) r.expire();
+    }
+    for (Told& t : told_) {
+      if (!t.request.test()) t.request.expire();
+    }
+    OPTIMUS_FAIL(F::name, ": stage ", m_.grid_.stage(), " expired with no message of its step in flight");
+  }
+
   // Whether every send of the step has completed (never blocks).
   bool sent() {
     return std::all_of(sends_.begin(), sends_.end(), [](Request& r) { return r.test(); });

@@ -45,6 +45,12 @@ class Gpt<F>::WteExchange {
     sent_.test();  // posted now: a device send waits for its receive without holding back other channels
   }
   bool arrived() { return !exchanged_ || (received_.test() && sent_.test()); }
+  // The watchdog past a poller's deadline (TrainStep::expire): the part not arrived, or not sent.
+  [[noreturn]] void expire() {
+    if (!received_.test()) received_.expire();
+    if (!sent_.test()) sent_.expire();
+    OPTIMUS_FAIL(F::name, ": wte's exchange expired with nothing in flight");
+  }
 
   void complete() {
     if (!exchanged_) {
@@ -91,6 +97,16 @@ class Gpt<F>::EndExchange {
       case Phase::ended: break;
     }
     return false;
+  }
+
+  // The watchdog past a poller's deadline (TrainStep::expire): what the next operation waits for.
+  [[noreturn]] void expire(Step& step) {
+    if (phase_ == Phase::sends) step.expire();
+    if (phase_ == Phase::wte) wte_.expire();
+    for (Request& r : requests_) {
+      if (!r.test()) r.expire();
+    }
+    OPTIMUS_FAIL(F::name, ": the step's exchanged end expired with nothing in flight");
   }
 
   // `spill`: the step's spill call, ended (the blocks' gradients home) before any sum of squares reads them.
@@ -203,6 +219,13 @@ void Gpt<F>::TrainStep::run_next() {
 }
 
 template <class F>
+void Gpt<F>::TrainStep::expire() {
+  OPTIMUS_CHECK(!done(), F::name, "::TrainStep::expire: every operation of the step has run");
+  if (step_->done()) exchange_->expire(*step_);
+  step_->expire();
+}
+
+template <class F>
 double Gpt<F>::TrainStep::finish() {
   OPTIMUS_CHECK(step_ != nullptr, F::name, "::TrainStep::finish: the step has finished");
   OPTIMUS_CHECK(done(), F::name, "::TrainStep::finish: operations of the step have not run");
@@ -286,6 +309,7 @@ double Gpt<F>::finish_step(Step& run, double loss) {
   template bool Gpt<F>::TrainStep::done() const;                                                         \
   template bool Gpt<F>::TrainStep::ready();                                                              \
   template void Gpt<F>::TrainStep::run_next();                                                           \
+  template void Gpt<F>::TrainStep::expire();                                                             \
   template double Gpt<F>::TrainStep::finish();                                                           \
   template double Gpt<F>::finish_step(Step&, double);                                                    \
   template double Gpt<F>::train_step(const std::vector<int>&, const std::vector<int>&, std::int64_t, std::uint64_t); \

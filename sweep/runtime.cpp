@@ -21,12 +21,11 @@ namespace {
 bool one_at_a_time(Scheduler s) { return s == Scheduler::model_parallel || s == Scheduler::pipeline; }
 
 // Messages sent without waiting, each kept with its bytes until its send completes; completed ones are dropped as new
-// ones go, and the rest waited for at the end (the loop's messages are a few bytes each, but one per operation).
+// ones go, and the rest waited for at the end by their Requests' destructors (which abandon them instead once the job
+// has failed: a wait would throw through the destructor). The loop's messages are a few bytes each, but one per
+// operation.
 class Outbox {
  public:
-  ~Outbox() {
-    for (Sent& s : sent_) s.request.wait();
-  }
   void send(Communicator& comm, std::array<std::uint32_t, 2> words, std::size_t bytes, int dest, int tag) {
     std::erase_if(sent_, [](Sent& s) { return s.request.test(); });
     sent_.push_back({.words = words, .request = {}});
@@ -36,7 +35,7 @@ class Outbox {
  private:
   struct Sent {
     std::array<std::uint32_t, 2> words;
-    Request request;
+    Request request;  // declared after the words: destroyed (waited for) first
   };
   std::list<Sent> sent_;  // a list: the bytes of a send in flight never move
 };
@@ -86,6 +85,22 @@ class EndMessages {
     }
   }
 
+  // The watchdog, on a rank waiting for these messages alone (every member in flight done here): the coordinator
+  // expires the first "done" not yet arrived, of the first member to be done here; another slot's leader the
+  // coordinator's "end".
+  [[noreturn]] void expire() {
+    if (coordinator()) {
+      for (std::vector<Request>& requests : done_) {
+        for (Request& r : requests) {
+          if (!r.test()) r.expire();
+        }
+      }
+    } else if (!end_posted_.test()) {
+      end_posted_.expire();
+    }
+    OPTIMUS_FAIL("sweep: the loop expired waiting for no message of the steps' ends");
+  }
+
   // Another slot: member m's operations of its step have run here.
   void send_done(std::size_t m) { outbox_.send(*comm_, {1, 0}, 1, 0, static_cast<int>(m)); }
   // Another slot's leader, while a member has a step in flight: the member whose end the coordinator decided next, once
@@ -133,6 +148,11 @@ class SlotSequence {
       outbox_.send(*comm_, {static_cast<std::uint32_t>(kind), static_cast<std::uint32_t>(m)}, 8, peer, 0);
     }
   }
+  // Another rank, past the watchdog's timeout: the leader's next event has not come.
+  [[noreturn]] void expire() {
+    if (!next_.test()) next_.expire();
+    OPTIMUS_FAIL("sweep: the loop expired waiting for no event of the slot's leader");
+  }
   // Another rank: the slot's next event, once told.
   std::optional<Event> next() {
     if (!next_.pending()) next_ = comm_->irecv(buffer_.data(), 8, DType::u8, 0, 0);
@@ -156,6 +176,8 @@ class Loop {
       : members_(members),
         scheduler_(options.scheduler),
         limit_(options.in_flight == 0 ? static_cast<std::ptrdiff_t>(members.size()) : options.in_flight),
+        timeout_(ranks.timeout()),
+        job_(ranks.job()),
         slot_(slot),
         messages_(ranks, slot_.leader(), members.size()) {
     OPTIMUS_CHECK(options.in_flight >= 0, "sweep: ", options.in_flight, " members in flight; at least 1 (0: all)");
@@ -165,14 +187,25 @@ class Loop {
     // Between polls that find nothing (every input in flight) a slot sleeps, up to 100 us: a slot's operations take
     // milliseconds, and slots (and a device's streams) may share cores.
     PollBackoff idle(32, std::chrono::microseconds(100));
-    while (true) {
-      begin_steps();
-      if (slot_.leader() ? end_one() || run_one() : follow()) {
-        idle.reset();
-        continue;
+    Clock::time_point waiting_since = Clock::now();
+    try {
+      while (true) {
+        begin_steps();
+        if (slot_.leader() ? end_one() || run_one() : follow()) {
+          idle.reset();
+          waiting_since = Clock::now();
+          continue;
+        }
+        if (finished()) break;
+        if (timeout_.count() > 0 && Clock::now() - waiting_since > timeout_) expire();
+        idle.pause();
       }
-      if (finished()) break;
-      idle.pause();
+    } catch (...) {
+      // An operation failed here (a member's device out of memory, say): the other slots will wait for it in vain, so
+      // the job is ending — its pending messages abandoned, not waited for as this error unwinds, and the program's
+      // handler reports this error at once (Context::fail) instead of after the watchdog's timeout.
+      job_->fail(std::current_exception());
+      throw;
     }
     return runs_;
   }
@@ -186,6 +219,17 @@ class Loop {
       if (in_flight_[m] || members_[m]->more()) return false;
     }
     return true;
+  }
+
+  // The watchdog (train_members): what this rank has waited for past the timeout — the input of a member's next
+  // operation not yet run here (the leader), else the messages of the steps' ends (or, on another rank of a slot, its
+  // leader's next event).
+  [[noreturn]] void expire() {
+    if (!slot_.leader()) slot_.expire();
+    for (std::size_t m = 0; m < count(); ++m) {
+      if (in_flight_[m] && !done_here_[m]) members_[m]->expire();
+    }
+    messages_.expire();
   }
 
   // Members without a step in flight start their next one, up to the limit of steps in flight: one at a time the first
@@ -325,6 +369,8 @@ class Loop {
   std::span<MemberSteps* const> members_;
   Scheduler scheduler_;
   std::ptrdiff_t limit_;  // the most members with a step in flight
+  std::chrono::milliseconds timeout_;  // the watchdog's (0: none)
+  std::shared_ptr<JobState> job_;      // the ranks' (failed when an operation here fails)
   SlotSequence slot_;
   EndMessages messages_;
   std::vector<bool> in_flight_ = std::vector<bool>(members_.size(), false);   // [m]: a step begun, not ended

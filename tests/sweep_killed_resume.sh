@@ -1,6 +1,8 @@
 #!/bin/bash
 # A sweep SIGKILLed after some saves resumes (optimus-sweep --resume) and its members' final exports are those of the
-# same sweep never interrupted, byte for byte.
+# same sweep never interrupted, byte for byte. Resumed once more, its members all finished, each is built from its last
+# checkpoint, trains nothing and is exported again, the same bytes (it was refused: "--steps 60 leaves nothing to train");
+# with a member added, that one trains beside them.
 #   sweep_killed_resume.sh OPTIMUS_SWEEP DIR [sweep options...]
 set -u
 sweep=$1 dir=$2
@@ -40,3 +42,17 @@ for m in a b; do
   cmp "$dir/whole/$m.bin" "$dir/killed/$m.bin" || { echo "member $m's export differs from the uninterrupted sweep's"; exit 1; }
 done
 echo "killed and resumed: the exports of the uninterrupted sweep"
+
+rm "$dir/killed/a.bin" "$dir/killed/b.bin"
+"$sweep" "$dir/killed.json" "$@" --resume > "$dir/finished.log" 2>&1 || { echo "the finished sweep resumed failed:"; cat "$dir/finished.log"; exit 1; }
+grep -q "^\[[ab]\] step " "$dir/finished.log" && { echo "a finished member trained again:"; cat "$dir/finished.log"; exit 1; }
+for m in a b; do
+  cmp "$dir/whole/$m.bin" "$dir/killed/$m.bin" || { echo "finished member $m's export differs"; exit 1; }
+  grep -Eq "^ +[0-9]+ +$m +[0-9.]+ +- +60/60\$" "$dir/finished.log" || { echo "no row of finished $m:"; cat "$dir/finished.log"; exit 1; }
+done
+sed 's|^]}|  ,{"name": "c", "options": "'"${base/--steps 60/--steps 4}"' --seed 3 --save '"$dir"'/killed/save_c"}\n]}|' \
+  "$dir/killed.json" > "$dir/added.json"
+"$sweep" "$dir/added.json" "$@" --resume > "$dir/added.log" 2>&1 || { echo "the sweep with a member added failed:"; cat "$dir/added.log"; exit 1; }
+grep -q "^\[c\] step     4" "$dir/added.log" && ! grep -q "^\[[ab]\] step " "$dir/added.log" ||
+  { echo "only the added member should train:"; cat "$dir/added.log"; exit 1; }
+echo "resumed again: finished members exported as they were, an added one trained"

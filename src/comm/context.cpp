@@ -9,6 +9,16 @@
 
 namespace optimus {
 
+int Context::launched_processes() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    const int n = std::atoi(value);
+    if (n > 0) return n;
+  }
+  return 1;
+}
+
 bool Context::debug_from_environment() {
   const char* debug = std::getenv("OPTIMUS_DEBUG");
   return debug != nullptr && *debug != '\0' && std::string_view(debug) != "0";

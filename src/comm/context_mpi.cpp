@@ -22,6 +22,8 @@ constexpr int kNoneReported = 0, kOwnErrorPending = 2, kReported = 1;
 }  // namespace
 
 struct Context::Mpi {
+  int* argc = nullptr;              // the program's, for MPI_Init_thread (world())
+  char*** argv = nullptr;
   bool finalize = false;            // true when this Context initialized MPI
   MPI_Comm errors = MPI_COMM_NULL;  // used only by fail(), so its barrier cannot meet other traffic
   // This node's processes share one word: the first to report a failure that ends the job takes it, and the others
@@ -33,13 +35,19 @@ struct Context::Mpi {
 
 Context::Context(int& argc, char**& argv) : mpi_(std::make_unique<Mpi>()) {
   fail_writes_past_file_size_limit();
+  mpi_->argc = &argc;
+  mpi_->argv = &argv;
+}
+
+Communicator& Context::world() {
+  if (world_) return *world_;
   int initialized = 0;
   OPTIMUS_CHECK_MPI(MPI_Initialized(&initialized));
   if (!initialized) {
     // MPI_THREAD_MULTIPLE where the library offers it: the simulated device's communicators call MPI from their
     // streams' threads (MpiCommunicator::allows_any_thread says whether they may).
     int provided = 0;
-    OPTIMUS_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+    OPTIMUS_CHECK_MPI(MPI_Init_thread(mpi_->argc, mpi_->argv, MPI_THREAD_MULTIPLE, &provided));
     mpi_->finalize = true;
   }
   MPI_Comm world = MPI_COMM_NULL;
@@ -58,9 +66,11 @@ Context::Context(int& argc, char**& argv) : mpi_(std::make_unique<Mpi>()) {
   if (node_rank == 0) std::atomic_ref<int>(*mpi_->reported).store(0);
   MPI_Barrier(mpi_->node);
   world_ = std::make_unique<MpiCommunicator>(world, true);
+  return *world_;
 }
 
 Context::~Context() {
+  if (!world_) return;  // MPI never started
   world_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -73,6 +83,19 @@ Context::~Context() {
 
 int Context::fail(std::string_view program, const std::exception& error) noexcept {
   std::fflush(stdout);  // what the program printed comes before its error
+  if (!world_ && launched_processes() > 1) {
+    // An error before the program asked for its world (a bad option, read the same by every process): MPI starts now,
+    // so that the processes agree on one line.
+    try {
+      world();
+    } catch (...) {  // (MPI cannot start: each process reports alone)
+    }
+  }
+  if (!world_) {  // MPI never started: this process is the whole job
+    print_line(program, -1, text_of(error));
+    end_process_if_left_running(error);
+    return 1;
+  }
   const int rank = world_->rank();
   const std::string text = text_of(error);
   std::atomic_ref<int> word(*mpi_->reported);
@@ -85,8 +108,12 @@ int Context::fail(std::string_view program, const std::exception& error) noexcep
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // it aborts the job
     }
     int expected = kNoneReported;
-    if (word.compare_exchange_strong(expected, kReported)) print_line(program, rank, text);
+    const bool reporter = word.compare_exchange_strong(expected, kReported);
+    if (reporter) print_line(program, rank, text);
     end_process_if_left_running(error);
+    // One abort per node: Open MPI's launcher prints a banner for each rank that aborts (and `mpirun --quiet` none).
+    // The others give the reporter's abort a while to end the job before aborting themselves.
+    if (!reporter) std::this_thread::sleep_for(std::chrono::seconds(5));
     MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
   }

@@ -17,6 +17,8 @@ Context::Context(int& /*argc*/, char**& /*argv*/) : world_(make_self_communicato
 
 Context::~Context() = default;
 
+Communicator& Context::world() { return *world_; }
+
 int Context::fail(std::string_view program, const std::exception& error) noexcept {
   std::fflush(stdout);  // what the program printed comes before its error
   print_line(program, -1, text_of(error));

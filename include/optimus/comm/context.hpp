@@ -1,6 +1,8 @@
-// optimus::Context: the process's entry into Optimus. With MPI it initializes MPI (unless the program
-// already did) and finalizes it at the end; world() is then a duplicate of MPI_COMM_WORLD, so library
-// traffic never mixes with the program's own. Without MPI, world() is a single rank.
+// optimus::Context: the process's entry into Optimus. With MPI it initializes MPI on the first call of world() (unless
+// the program already did) and finalizes it at the end; world() is then a duplicate of MPI_COMM_WORLD, so library
+// traffic never mixes with the program's own. A program that never asks for the world — its ranks threads of this
+// process (run_in_process) — never starts MPI, nor meets what starting it needs (its shared-memory files, a launcher's
+// services, room under `ulimit -f` and `-v`). Without MPI, world() is a single rank.
 #pragma once
 
 #include <exception>
@@ -20,7 +22,11 @@ class Context {
   Context& operator=(const Context&) = delete;
   ~Context();
 
-  Communicator& world() { return *world_; }
+  // The process's world, MPI's started here the first time (from the thread that constructed the Context).
+  Communicator& world();
+  // How many processes the launcher started (mpirun's, from its environment: OMPI_COMM_WORLD_SIZE, PMI_SIZE), without
+  // starting MPI; 1 where none did.
+  static int launched_processes();
 
   // For a program's catch block: reports `error` once and returns the exit status (1). What the program printed to
   // standard output is flushed first, so that the error comes after it however the streams are redirected. When every
@@ -44,7 +50,7 @@ class Context {
   static bool debug_from_environment();  // OPTIMUS_DEBUG set, and not "0"
 
   struct Mpi;
-  std::unique_ptr<Mpi> mpi_;  // MPI state when built with MPI
+  std::unique_ptr<Mpi> mpi_;  // MPI state when built with MPI (started by world())
   std::unique_ptr<Communicator> world_;
   bool debug_ = debug_from_environment();
 };

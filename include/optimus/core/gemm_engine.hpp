@@ -142,6 +142,8 @@ class GemmEngine {
   bool run(const GemmCall& call, DeviceStream& stream);
   // Distinct matmuls prepared (descriptors built, algorithms searched) so far.
   std::size_t plans_prepared() const { return plans_.size(); }
+  // The device memory the engine holds for good: its workspace.
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
 
   // What an engine keeps of a prepared matmul.
   class Plan {

@@ -134,6 +134,10 @@ class Gpt {
     bool done() const;
     bool ready();  // the next operation's input is here (true when it needs none); not after done()
     void run_next();
+    // For a caller that polls ready() and keeps its own deadline (the watchdog's timeout): throws the watchdog's
+    // error (Request::expire: naming the operation, its communicator and the ranks it waits for) for what the next
+    // operation waits for, and marks the job failed. Not after done().
+    [[noreturn]] void expire();
     double finish();  // after done(); once
     // An exchanged step's partials summed over the stages (for AdamW::step_from), after finish().
     const std::vector<double>& stage_sums() const;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "optimus/comm/communicator.hpp"
+#include "optimus/core/error.hpp"
 #include "optimus/sweep/schedule.hpp"
 
 namespace optimus::sweep {
@@ -49,6 +50,9 @@ class MemberSteps {
   // Whether the next operation's input is here; never blocks.
   virtual bool ready() = 0;
   virtual void run_next() = 0;
+  // The watchdog, when the loop has found the next operation not ready for longer than the timeout: throws its error
+  // for what that operation waits for (Request::expire: the message, its communicator, the ranks it waits for).
+  [[noreturn]] virtual void expire() = 0;
   // The step's end, after operations_done(): collective over the member's ranks.
   virtual void end() = 0;
   // Sharded-LRTF's key: the remaining training time, in a unit common to the sweep, the same on every rank.
@@ -63,6 +67,10 @@ class SteppedMember : public MemberSteps {
   bool operations_done() const override { return running_->done(); }
   bool ready() override { return running_->ready(); }
   void run_next() override { running_->run_next(); }
+  [[noreturn]] void expire() override {
+    running_->expire();
+    OPTIMUS_FAIL("sweep: a member's step did not throw the watchdog's error");  // (the step's fault)
+  }
 
  protected:
   std::optional<Step> running_;
@@ -85,7 +93,10 @@ struct LoopOptions {
 };
 
 // Trains every member until none has steps left, on this rank, as `options` say (above); returns the operations and the
-// steps' ends in the order this rank ran them. `ranks`: every rank of the slots (every member's ranks, in the same
+// steps' ends in the order this rank ran them. The watchdog: where `ranks` has a timeout (Communicator::set_timeout)
+// and this rank has found nothing to run for longer than it — no operation ready, no end told — it throws the
+// watchdog's error for what it waits for (a member's input, another slot's "done", the coordinator's "end", the
+// slot's leader's next event), naming the ranks that did not join (a stopped rank: within the timeout and a poll). `ranks`: every rank of the slots (every member's ranks, in the same
 // order), over which the ends are coordinated; `slot`: this rank's slot — itself alone, or the q x q ranks of a 2D slot.
 // Collective over `ranks`; Scheduler::pipeline runs as model_parallel (its members carry the pipeline schedule).
 std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, const LoopOptions& options,
