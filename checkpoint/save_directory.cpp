@@ -14,8 +14,10 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <span>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "optimus/checkpoint/checkpoint.hpp"
 #include "optimus/core/error.hpp"
@@ -62,6 +64,13 @@ std::string new_run_id() {
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
   return text;
+}
+
+std::string shared_run_id(Communicator& world) {
+  std::string id = world.rank() == 0 ? new_run_id() : std::string(16, ' ');
+  std::vector<std::uint8_t> bytes(id.begin(), id.end());
+  world.broadcast(std::span<std::uint8_t>(bytes), 0);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 std::string step_names(const std::vector<std::uint64_t>& steps) {

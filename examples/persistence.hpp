@@ -21,9 +21,6 @@
 
 namespace optimus::examples {
 
-// A new run's identity (checkpoint::new_run_id), drawn by rank 0 and the same on every rank.
-std::string shared_run_id(Communicator& world);
-
 // --save: saves `model` (the whole model, or this rank's pipeline stage) and `adamw` with `run_state` at every
 // saving.every-th step and the last (of `steps`) to their step directory, keeping the newest saving.keep. `taken`: the
 // save directory this run holds, on the rank that prunes and prints (null on the others).

@@ -134,7 +134,7 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
   OPTIMUS_CHECK(setup.batch % (m * q) == 0, "--batch ", setup.batch, " in ", m,
                 " micro-batches of whole sequences divisible by q = ", q, " (the batch must be a multiple of ", m * q,
                 ")");
-  s.run = s.resume ? s.resumed.state.run : ex::shared_run_id(world);
+  s.run = s.resume ? s.resumed.state.run : optimus::checkpoint::shared_run_id(world);
   optimus::all_or_throw({&world}, [&] {
     if (world.rank() != 0 || s.saving.dir.empty()) return;
     s.taken.emplace(optimus::checkpoint::SaveDirectory::open(

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "optimus/comm/communicator.hpp"
+
 namespace optimus::checkpoint {
 
 std::filesystem::path step_directory(const std::filesystem::path& save_dir, std::uint64_t step);
@@ -43,6 +45,8 @@ std::string step_names(const std::vector<std::uint64_t>& steps);
 
 // A new run's identity: 16 hex digits from the system's entropy source.
 std::string new_run_id();
+// The same drawn by `world`'s rank 0 and the same on every rank (collective).
+std::string shared_run_id(Communicator& world);
 
 // Where a run stands when it takes a save directory.
 struct RunOrigin {
