@@ -46,6 +46,8 @@ Corpus load_data(const std::vector<std::string>& files, checkpoint::TokenFormat 
     const std::vector<std::int64_t> counts = file->histogram();
     if (f == 0) c.unigram_entropy = entropy(counts);
     c.ids_used = std::max<std::int64_t>(c.ids_used, largest_id(counts) + 1);
+    c.id_counts.resize(std::max(c.id_counts.size(), counts.size()), 0);
+    for (std::size_t id = 0; id < counts.size(); ++id) c.id_counts[id] += counts[id];
     (f == 0 ? c.train_file : c.valid_file) = std::move(file);
   }
   c.vocab = c.train_file->id_bytes() == 2 ? kGpt2Vocab : kLlama3Vocab;
@@ -81,6 +83,7 @@ Corpus load_corpus(const std::string& path) {
   }
   c.vocab = static_cast<std::int64_t>(c.chars.size());
   c.ids_used = c.vocab;
+  for (const char ch : c.chars) c.id_counts.push_back(count[static_cast<unsigned char>(ch)]);
   OPTIMUS_CHECK(c.vocab >= 2, "the text '", path, "' is one character repeated (byte ",
                 static_cast<int>(static_cast<unsigned char>(c.chars[0])), ", ", text.size(),
                 " times): there is nothing to predict");

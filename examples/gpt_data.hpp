@@ -34,6 +34,7 @@ struct Corpus {
   // 50257 for uint16 ids, Llama 3's 128256 for uint32); any vocabulary of at least ids_used ids fits the data.
   std::int64_t vocab = 0;
   std::int64_t ids_used = 0;  // the data's largest id + 1
+  std::vector<std::int64_t> id_counts;  // [ids_used]: how often each id occurs, the held-out part included
   double unigram_entropy = 0;  // nats per token: the text's whole, or the training file's
   std::unique_ptr<checkpoint::TokenFile> train_file, valid_file;
 };

@@ -24,9 +24,16 @@ constexpr int MaskedLmConfig::*kSpecialIds[] = {&MaskedLmConfig::pad_id, &Masked
                                                 &MaskedLmConfig::sep_id, &MaskedLmConfig::mask_id};
 static_assert(std::size(kSpecialIds) == std::size(kSpecialIdOptions));
 
+// "character 'e' (byte 101)", or "byte 10 (not printable)": a text's character as a message names it.
+std::string character_name(char ch) {
+  const auto byte = static_cast<unsigned char>(ch);
+  return byte >= 32 && byte < 127 ? std::string("character '") + ch + "' (byte " + std::to_string(byte) + ")"
+                                  : "byte " + std::to_string(byte) + " (not printable)";
+}
+
 }  // namespace
 
-std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig& config, std::int64_t characters,
+std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig& config, const Corpus& corpus,
                                          const std::map<std::string, std::string>& recorded) {
   if (!trains_masked(config.block)) {
     OPTIMUS_CHECK(!o.has("mask-prob"), "--mask-prob describes a masked LM's data (--arch bert), not the model's ",
@@ -35,6 +42,8 @@ std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig&
       OPTIMUS_CHECK(!o.has(option), "--", option, " describes a masked LM's data (--arch bert), not the model's ",
                     family_name(config.block), " blocks");
     }
+    OPTIMUS_CHECK(!o.has("specials-in-data"), "--specials-in-data describes a masked LM's data (--arch bert), not the "
+                  "model's ", family_name(config.block), " blocks");
     return std::nullopt;
   }
   OPTIMUS_CHECK(config.block.token_types >= 2, "a masked LM's sequences [CLS] A [SEP] B [SEP] take 2 token types; "
@@ -54,15 +63,35 @@ std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig&
   MaskedLmConfig m;
   m.vocab = config.vocab;
   m.probability = o.has("mask-prob") ? o.real("mask-prob", 0) : from_record("mask_prob", 0.15);
-  const bool text = characters > 0;
+  const bool text = !corpus.chars.empty();
+  const auto characters = static_cast<std::int64_t>(corpus.chars.size());
+  OPTIMUS_CHECK(!text || !o.has("specials-in-data"), "--specials-in-data: a text's ids are its characters, which hold "
+                "no special ids (its special ids follow them)");
+  const bool own = specials_in_data(o, recorded);
   const int defaults[] = {0, 101, 102, 103};
   for (std::size_t k = 0; k < std::size(kSpecialIds); ++k) {
     const char* option = kSpecialIdOptions[k];
     const double fallback = text ? static_cast<double>(characters) + static_cast<double>(k) : defaults[k];
     const std::int64_t id = o.has(option) ? o.integer(option, 0)
                                           : static_cast<std::int64_t>(from_record(option, fallback));
-    OPTIMUS_CHECK(id < config.vocab, "--", option, " ", id, " is outside the model's vocabulary [0, ", config.vocab,
-                  ")");
+    // As the message names the value: given, recorded or the default.
+    const std::string named = std::string("--") + option + (o.has(option)                ? " "
+                                                            : recorded.count(option) != 0 ? " (the checkpoint's) "
+                                                                                          : " (the default) ") +
+                              std::to_string(id);
+    OPTIMUS_CHECK(id < config.vocab, named, " is outside the model's vocabulary [0, ", config.vocab, ")");
+    const auto held = static_cast<std::size_t>(id) < corpus.id_counts.size() ? corpus.id_counts[static_cast<std::size_t>(id)]
+                                                                             : 0;
+    if (text) {
+      OPTIMUS_CHECK(held == 0, named, " is the id of the text's ", character_name(corpus.chars[static_cast<std::size_t>(id)]),
+                    ": a special id must lie outside the text's ids [0, ", characters, ") (by default the four after "
+                    "them)");
+    } else {
+      OPTIMUS_CHECK(held == 0 || own, named, " is an id of the token data (", held, " times): a special id must lie "
+                    "outside the data's ids (it could not be told from the data's, nor masked); give one the data "
+                    "does not hold (from ", corpus.ids_used, " up, widening --vocab), or say that the data's tokenizer "
+                    "has these special ids (--specials-in-data)");
+    }
     m.*kSpecialIds[k] = static_cast<int>(id);
     for (std::size_t j = 0; j < k; ++j) {
       OPTIMUS_CHECK(m.*kSpecialIds[j] != id, "--", kSpecialIdOptions[j], " and --", option, " are both ", id,
@@ -74,8 +103,14 @@ std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig&
   return m;
 }
 
-std::map<std::string, std::string> masking_record(const MaskedLmConfig& masking) {
-  std::map<std::string, std::string> record{{"mask_prob", format_exact(masking.probability)}};
+bool specials_in_data(const cli::Options& o, const std::map<std::string, std::string>& recorded) {
+  const auto found = recorded.find("specials_in_data");
+  return o.has("specials-in-data") || (found != recorded.end() && found->second == "1");
+}
+
+std::map<std::string, std::string> masking_record(const MaskedLmConfig& masking, bool specials_in_data) {
+  std::map<std::string, std::string> record{{"mask_prob", format_exact(masking.probability)},
+                                            {"specials_in_data", specials_in_data ? "1" : "0"}};
   for (std::size_t k = 0; k < std::size(kSpecialIds); ++k) {
     record[kSpecialIdOptions[k]] = std::to_string(masking.*kSpecialIds[k]);
   }

@@ -31,12 +31,18 @@ inline bool trains_masked(const BlockConfig& blocks) { return blocks.bidirection
 // The masking a run of `config`'s model trains with, from train_gpt's options --mask-prob, --pad-id, --cls-id, --sep-id
 // and --mask-id (none for a decoder, which refuses the options): the options, else
 // what `recorded` (a resumed checkpoint's run state) says, else BERT's — a probability of 0.15, and the special ids
-// bert-base-uncased's (PAD 0, CLS 101, SEP 102, MASK 103) for token data or the four after a text's `characters`;
-// each id checked against the vocabulary, naming the option. The seed is draw_step's.
-std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig& config, std::int64_t characters,
+// bert-base-uncased's (PAD 0, CLS 101, SEP 102, MASK 103) for token data or the four after a text's characters
+// (`corpus`'s). Each id is checked against the vocabulary and against the data, naming the option: a special id must
+// lie outside the ids the data holds (a text's characters, a token file's ids: they could not be told from the
+// special, nor be masked) — unless, for token data, --specials-in-data (or the checkpoint's record) says they are the
+// data's own, its tokenizer's. The seed is draw_step's.
+std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig& config, const Corpus& corpus,
                                          const std::map<std::string, std::string>& recorded);
-// What a checkpoint records of `masking` in its run state (masking_of's `recorded`).
-std::map<std::string, std::string> masking_record(const MaskedLmConfig& masking);
+// Whether the special ids are the token data's own: --specials-in-data, or `recorded` (a resumed checkpoint's).
+bool specials_in_data(const cli::Options& o, const std::map<std::string, std::string>& recorded);
+// What a checkpoint records of `masking` in its run state (masking_of's `recorded`), and whether the special ids are the
+// data's own (specials_in_data).
+std::map<std::string, std::string> masking_record(const MaskedLmConfig& masking, bool specials_in_data);
 
 // The fewest positions a sequence takes: [CLS] A [SEP] B [SEP] with one id in each segment.
 inline constexpr std::int64_t kShortestMaskedSequence = 5;

@@ -141,7 +141,7 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
         s.saving.dir, {.run = s.run, .resumed_step = s.resume ? std::optional(s.resumed.state.step) : std::nullopt}));
   });
   // A masked LM's data (an encoder's: --arch bert, or its checkpoint), its options checked against the model.
-  setup.masking = ex::masking_of(o, config, static_cast<std::int64_t>(setup.corpus.chars.size()),
+  setup.masking = ex::masking_of(o, config, setup.corpus,
                                  s.resume ? s.resumed.state.extra : std::map<std::string, std::string>{});
   if (setup.masking) {
     OPTIMUS_CHECK(!o.has("sample") || o.integer("sample", 0) == 0, "--sample ", o.integer("sample", 0), ": a masked "
@@ -189,7 +189,10 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
                               {"seq", std::to_string(setup.seq)},
                               {o.has("data") ? "data" : "text", data},
                               {"characters", ex::characters_record(setup.corpus.chars)}}}};
-  if (setup.masking) persistence.run_state.extra.merge(ex::masking_record(*setup.masking));
+  if (setup.masking) {
+    persistence.run_state.extra.merge(ex::masking_record(
+        *setup.masking, ex::specials_in_data(o, s.resume ? s.resumed.state.extra : std::map<std::string, std::string>{})));
+  }
   Trained t{.model = optimus::plan::build_any_gpt<float>(*places.training, config, layout),
             .optimizer = nullptr, .trainee = {}, .first_step = 1};
   t.trainee = ex::trainee_of(t.model, setup.batch);
