@@ -131,7 +131,7 @@ void load_pieces(Shards& shards, const ModelTensors<T>& model, const PiecesOf& p
         full.middleCols(piece.col0, piece.cols) = m;
       }
     }
-    load_parameter(p, full, model.device);
+    load_from(shards.directory().string(), p, full, model.device);
   }
 }
 

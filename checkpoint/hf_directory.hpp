@@ -41,6 +41,7 @@ class Shards {
  public:
   Shards(const std::filesystem::path& dir, std::string family);
   const std::map<std::string, std::string>& names() const { return where_; }
+  const std::filesystem::path& directory() const { return dir_; }
   // Throws unless `known` accepts every tensor name, naming the first other ("'DIR' has a tensor 'x' that the BERT of
   // its config.json does not").
   void check_known(const std::function<bool(const std::string&)>& known) const;

@@ -146,7 +146,7 @@ void read_hf_tensors(const std::string& path, const detail::ModelTensors<T>& mod
     for (const ParameterRef<T>& p : model.held) {
       const safetensors::Entry& e = need(tensors, hf_name(p.name), path);
       OPTIMUS_CHECK(e.info.shape == p.shape, "'", path, "': '", e.info.name, "' has another shape than the model's");
-      load_parameter(p, read_matrix(file, e), model.device);
+      detail::load_from(path, p, read_matrix(file, e), model.device);
     }
   });
 }

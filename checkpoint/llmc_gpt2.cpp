@@ -147,7 +147,7 @@ void read_llmc_tensors(const std::string& path, const detail::ModelTensors<T>& m
           (s.transposed ? m(c, r) : m(r, c)) = v;
         }
       }
-      load_parameter(params.at(s.name), m, model.device);
+      detail::load_from(path, params.at(s.name), m, model.device);
     }
   });
 }

@@ -127,6 +127,17 @@ GlobalMatrix read_matrix(const safetensors::Reader& file, const safetensors::Ent
   return m;
 }
 
+template <class T>
+void load_from(const std::string& source, const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMemory* device) {
+  try {
+    load_parameter(p, full, device);
+  } catch (const Error& e) {
+    OPTIMUS_FAIL("'", source, "': ", e.what());
+  }
+}
+template void load_from(const std::string&, const ParameterRef<float>&, const GlobalMatrix&, DeviceMemory*);
+template void load_from(const std::string&, const ParameterRef<double>&, const GlobalMatrix&, DeviceMemory*);
+
 void check_gpt2_blocks(const GptConfig& config, const char* op) {
   const BlockConfig& b = config.block;
   OPTIMUS_CHECK(b == BlockConfig{}, op, ": the file holds GPT-2's blocks (LayerNorm, eps 1e-5); the model's are ",

@@ -39,6 +39,11 @@ ModelTensors<typename F::Value> tensors_of(Gpt<F>& model);
 // A tensor of a safetensors file as a [rows, cols] matrix (vectors 1 x n); F32, F64 and BF16 are read.
 GlobalMatrix read_matrix(const safetensors::Reader& file, const safetensors::Entry& e);
 
+// load_parameter of a tensor read from `source` (a file or a directory), its errors (a shape, a value that is not
+// finite as the model holds it) naming `source` first.
+template <class T>
+void load_from(const std::string& source, const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMemory* device);
+
 // Throws (naming `op`, the same on every rank) unless the model's blocks are GPT-2's, the only ones these files hold
 // (LayerNorm with eps 1e-5): a model of other blocks would drop or invent tensors.
 void check_gpt2_blocks(const GptConfig& config, const char* op);

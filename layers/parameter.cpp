@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "optimus/core/device_memory.hpp"
@@ -117,11 +118,17 @@ void load_parameter(const ParameterRef<T>& p, const GlobalMatrix& full, DeviceMe
   OPTIMUS_CHECK(full.rows() == p.layout.tensor_rows() && full.cols() == p.layout.tensor_cols(), "load_global: '",
                 p.name, "' is ", p.layout.tensor_rows(), "x", p.layout.tensor_cols(), " but the given tensor is ",
                 full.rows(), "x", full.cols());
-  if (!full.allFinite()) {  // the whole tensor, which every rank holds: the same error everywhere
+  // The whole tensor, which every rank holds (the same error everywhere), finite as T holds it: an f64 value past
+  // float's range would become inf in an f32 model.
+  const double largest = static_cast<double>(std::numeric_limits<T>::max());
+  if (!full.allFinite() || full.cwiseAbs().maxCoeff() > largest) {
     for (std::int64_t r = 0; r < full.rows(); ++r) {
       for (std::int64_t c = 0; c < full.cols(); ++c) {
         OPTIMUS_CHECK(std::isfinite(full(r, c)), "load_global: '", p.name, "' holds ", full(r, c), " at [", r, ", ", c,
                       "]; parameters must be finite");
+        OPTIMUS_CHECK(std::abs(full(r, c)) <= largest, "load_global: '", p.name, "' holds ", full(r, c), " at [", r,
+                      ", ", c, "], beyond the model's ", sizeof(T) == 4 ? "f32" : "f64", " range (", largest,
+                      "); parameters must be finite as the model holds them");
       }
     }
   }

@@ -235,9 +235,11 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
     const StateFootprint f = states(l, w, blocks, per_block, other, head ? o.wte : 0);
     MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = s};
     // The head's stage holds the embedding (for wte, or beside an untied head's lm_head), but wpe is not among its
-    // parameters, nor wte beside lm_head: AdamW keeps no moments of them.
+    // parameters, nor wte beside lm_head: AdamW keeps no moments of them — where the moments are, the device's or, with
+    // the optimizer offloaded, the host's (the device then holds only the update's buffers).
     if (head && s != first) {
-      m.device.optimizer -= static_cast<u64>(2 * w.element_bytes * (o.wpe + (c.block.tied_head ? 0 : o.wte)));
+      KindBytes& moments = offloads_optimizer(l.offload) ? m.host : m.device;
+      moments.optimizer -= static_cast<u64>(2 * w.element_bytes * (o.wpe + (c.block.tied_head ? 0 : o.wte)));
     }
     m.device.activations = static_cast<u64>(peaks[static_cast<std::size_t>(s)]);
     m.device.workspace = static_cast<u64>(workspace_estimate(l, w));

@@ -7,6 +7,11 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <vector>
+#include <string_view>
+#include <string>
+#include <optional>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +21,70 @@ namespace optimus::sweep {
 namespace {
 
 using nlohmann::json;
+
+// A JSON text's first key given twice in one object (nlohmann-json keeps the last silently), found by a pass of its
+// SAX parser (the text's syntax is the DOM parse's to report: an error here only ends the pass).
+class DuplicateKeys : public nlohmann::json_sax<json> {
+ public:
+  std::optional<std::string> found;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(string_t& key) override {
+    if (keys_.back().insert(key).second) return true;
+    found = key;
+    return false;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::vector<std::set<std::string>> keys_;  // the keys of each object being read, outermost first
+};
+
+// `text` for a message: each byte that does not print (a control character: NUL, an escape sequence, \v) as \xHH, so
+// that a message never carries what a terminal would act on.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += ch;
+      continue;
+    }
+    char hex[5];
+    std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+    out += hex;
+  }
+  return out;
+}
+
+// The offset of the first control character of `text` (a byte below 0x20, or 0x7f) but whitespace (tab, newline,
+// carriage return), or none.
+std::optional<std::size_t> control_character(std::string_view text) {
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    const auto byte = static_cast<unsigned char>(text[k]);
+    if ((byte < 0x20 || byte == 0x7f) && byte != '\t' && byte != '\n' && byte != '\r') return k;
+  }
+  return std::nullopt;
+}
+
+// A byte of `text` as a message names it.
+int byte_at(std::string_view text, std::size_t at) { return static_cast<unsigned char>(text[at]); }
 
 // The member at `index` (from 0) as errors name it: by its name once it has a valid one.
 std::string label(std::size_t index, const std::string& name) {
@@ -37,13 +106,22 @@ MemberOptions member_of(const json& member, std::size_t index, const std::string
   out.name = string_field(member, "name", where, label(index, ""));
   OPTIMUS_CHECK(!out.name.empty(), where, ": ", label(index, ""), ": \"name\" is empty");
   OPTIMUS_CHECK(out.name.find_first_of(" \t\n\r") == std::string::npos, where, ": ", label(index, ""), ": the name '",
-                out.name, "' holds whitespace (a name is one word: it names the member's lines and files)");
+                printable(out.name), "' holds whitespace (a name is one word: it names the member's lines and files)");
+  const std::optional<std::size_t> control = control_character(out.name);
+  OPTIMUS_CHECK(!control, where, ": ", label(index, ""), ": the name '", printable(out.name),
+                "' holds a control character (byte ", control ? byte_at(out.name, *control) : 0, " at ",
+                control.value_or(0), "): a name starts each of the member's lines, where a terminal would act on it; "
+                "use printable characters");
   const std::string who = label(index, out.name);
   for (const auto& [key, value] : member.items()) {
     OPTIMUS_CHECK(key == "name" || key == "options", where, ": ", who, ": the unknown field \"", key,
                   "\" (a member has \"name\" and \"options\")");
   }
-  out.words = split_words(string_field(member, "options", where, who), where + ": " + who);
+  const std::string options = string_field(member, "options", where, who);
+  const std::optional<std::size_t> bad = control_character(options);
+  OPTIMUS_CHECK(!bad, where, ": ", who, ": \"options\" holds a control character (byte ", bad ? byte_at(options, *bad) : 0,
+                " at ", bad.value_or(0), " of '", printable(options), "'): options are words of printable characters");
+  out.words = split_words(options, where + ": " + who);
   OPTIMUS_CHECK(!out.words.empty(), where, ": ", who, ": \"options\" is empty (a member needs at least its steps)");
   return out;
 }
@@ -73,6 +151,10 @@ std::vector<MemberOptions> parse_sweep(std::string_view text, const std::string&
   } catch (const json::parse_error& e) {
     OPTIMUS_FAIL(where, ": not JSON (", e.what(), ")");
   }
+  DuplicateKeys keys;
+  json::sax_parse(text.begin(), text.end(), &keys);
+  OPTIMUS_CHECK(!keys.found, where, ": the key \"", printable(keys.found.value_or("")), "\" is given twice in one "
+                "object (JSON keeps one of them; say which you mean)");
   OPTIMUS_CHECK(root.is_object(), where, ": a sweep file holds an object {\"members\": [...]}, not ", root.type_name());
   for (const auto& [key, value] : root.items()) {
     OPTIMUS_CHECK(key == "members", where, ": the unknown field \"", key, "\" (a sweep file has \"members\")");

@@ -339,3 +339,37 @@ TEST_CASE("a Hugging Face file's lm_head.weight is read only where it is wte's: 
                        optimus::Error);
   fs::remove_all(dir);
 }
+
+TEST_CASE("an f64 value past f32's range is refused by an f32 model as it loads, naming the file and the element") {
+  const fs::path dir = fresh_directory("f64_range");
+  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
+    optimus::Gpt2D<float> model(optimus::Grid::create(w, 1), optimus::test::small_config());
+    optimus::checkpoint::export_hf((dir / "f32.safetensors").string(), model);
+  });
+  // The file again in F64, wpe's first element 1e300: finite in f64, inf once cast to f32.
+  const optimus::safetensors::Reader in((dir / "f32.safetensors").string());
+  std::vector<optimus::safetensors::TensorInfo> infos;
+  for (const auto& e : in.entries()) infos.push_back({.name = e.info.name, .dtype = "F64", .shape = e.info.shape});
+  const std::string f64 = (dir / "f64.safetensors").string();
+  optimus::safetensors::Writer out(f64, infos, in.metadata());
+  for (const auto& e : in.entries()) {
+    std::vector<float> values(e.info.bytes() / sizeof(float));
+    in.read(e.offset, e.info.bytes(), values.data());
+    std::vector<double> wide(values.begin(), values.end());
+    if (e.info.name == "wpe.weight") wide[0] = 1e300;
+    out.append(wide.data(), wide.size() * sizeof(double));
+  }
+  out.finish();
+  optimus::test::run_in_process(1, [&](optimus::Communicator& w) {
+    const optimus::Grid grid = optimus::Grid::create(w, 1);
+    optimus::Gpt2D<float> narrow(grid, optimus::test::small_config());
+    CHECK_THROWS_WITH_AS(optimus::checkpoint::import_hf(f64, narrow),
+                         ("'" + f64 + "': load_global: 'wpe' holds 1e+300 at [0, 0], beyond the model's f32 range "
+                          "(3.40282e+38); parameters must be finite as the model holds them").c_str(),
+                         optimus::Error);
+    optimus::Gpt2D<double> wide(grid, optimus::test::small_config());  // f64 holds it
+    optimus::checkpoint::import_hf(f64, wide);
+    CHECK(wide.gather(false).at("wpe")(0, 0) == 1e300);
+  });
+  fs::remove_all(dir);
+}

@@ -90,3 +90,29 @@ TEST_CASE("sweep file: every malformed file is one error naming the file and the
   CHECK(error_of(R"({"members": [)" + good + ", " + good + "]}") ==
         "s.json: member 2 is named 'a' as an earlier one is (names are unique in a sweep)");
 }
+
+TEST_CASE("sweep file: no control character in a name or the options, no key given twice; messages print none") {
+  // A name starts each of its member's lines: an escape sequence there (one that clears the terminal), a NUL or a
+  // vertical tab was printed raw. The message shows each such byte as \xHH.
+  CHECK(error_of(R"({"members": [{"name": "a\u001b[2J", "options": "--steps 1"}]})") ==
+        "s.json: member 1: the name 'a\\x1b[2J' holds a control character (byte 27 at 1): a name starts each of the "
+        "member's lines, where a terminal would act on it; use printable characters");
+  CHECK(error_of(R"({"members": [{"name": "a\u0000b", "options": "--steps 1"}]})").find(
+            "s.json: member 1: the name 'a\\x00b' holds a control character (byte 0 at 1)") == 0);
+  CHECK(error_of(R"({"members": [{"name": "a\u000b", "options": "--steps 1"}]})").find(
+            "the name 'a\\x0b' holds a control character (byte 11 at 1)") != std::string::npos);
+  CHECK(error_of(R"({"members": [{"name": "a\tb", "options": "--steps 1"}]})") ==
+        "s.json: member 1: the name 'a\\x09b' holds whitespace (a name is one word: it names the member's lines and "
+        "files)");
+  CHECK(error_of(R"({"members": [{"name": "a", "options": "--steps 1 --export x\u001b.bin"}]})") ==
+        "s.json: member 'a': \"options\" holds a control character (byte 27 at 20 of '--steps 1 --export "
+        "x\\x1b.bin'): options are words of printable characters");
+  // A key given twice: JSON parsers keep the last one silently.
+  CHECK(error_of(R"({"members": [{"name": "a", "options": "--steps 1", "options": "--steps 9"}]})") ==
+        "s.json: the key \"options\" is given twice in one object (JSON keeps one of them; say which you mean)");
+  CHECK(error_of(R"({"members": [], "members": [{"name": "a", "options": "--steps 1"}]})") ==
+        "s.json: the key \"members\" is given twice in one object (JSON keeps one of them; say which you mean)");
+  // The same key in two objects is no duplicate.
+  CHECK(error_of(R"({"members": [{"name": "a", "options": "--steps 1"}, {"name": "b", "options": "--steps 1"}]})")
+            .empty());
+}
