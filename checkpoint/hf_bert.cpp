@@ -1,5 +1,6 @@
 // Hugging Face BERT directories (BertForMaskedLM): config.json and the name and layout map; the directory's reading,
 // import and sharded export are hf_directory's.
+#include "optimus/checkpoint/hf_model.hpp"
 #include "optimus/checkpoint/hf_bert.hpp"
 
 #include <filesystem>
@@ -148,22 +149,12 @@ void import_bert_into(const std::string& dir, const detail::ModelTensors<T>& mod
 
 }  // namespace
 
-bool is_hf_bert(const std::string& dir) {
-  std::error_code ignored;
-  if (!fs::is_regular_file(fs::path(dir) / "config.json", ignored)) return false;
-  try {
-    const json j = detail::read_json(fs::path(dir) / "config.json");
-    return j.is_object() && j.value("model_type", "") == "bert";
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 GptConfig hf_bert_config(const std::string& dir_name) {
   const fs::path dir(dir_name);
   const fs::path path = dir / "config.json";
   const json j = detail::read_json(path);
   const ConfigFields f(j, path, kBertFamily);
+  hf_model_of(dir_name);  // a model_type Optimus reads, else refused naming it
   f.absent_or("model_type", "bert");
   f.absent_or("hidden_act", "gelu");
   f.absent_or("position_embedding_type", "absolute");

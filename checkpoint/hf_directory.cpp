@@ -1,6 +1,7 @@
 // Hugging Face model directories (hf_directory.hpp): the shards, config.json's fields, per-tensor import and the
 // sharded streaming export.
 #include "checkpoint/hf_directory.hpp"
+#include "optimus/checkpoint/hf_model.hpp"
 
 #include <fstream>
 #include <optional>
@@ -45,6 +46,29 @@ json read_json(const fs::path& path) {
     OPTIMUS_FAIL("'", path.string(), "' is not JSON: ", e.what());
   }
 }
+
+}  // namespace optimus::checkpoint::detail
+
+namespace optimus::checkpoint {
+
+HfModel hf_model_of(const std::string& dir) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "config.json";
+  const nlohmann::json j = detail::read_json(path);
+  OPTIMUS_CHECK(j.is_object() && j.contains("model_type"), "'", dir, "': config.json has no model_type, so the model "
+                "it describes is unknown; Optimus reads Hugging Face directories of model_type \"llama\" and \"bert\" "
+                "(and a GPT-2's model.safetensors file)");
+  const nlohmann::json& type = j.at("model_type");
+  if (type == "llama") return HfModel::llama;
+  if (type == "bert") return HfModel::bert;
+  OPTIMUS_FAIL("'", dir, "': config.json's model_type is ", type.dump(), "; Optimus reads Hugging Face directories of ",
+               "model_type \"llama\" and \"bert\"",
+               type == "gpt2" ? " (for a GPT-2, give its model.safetensors file)"
+                              : " (and a GPT-2's model.safetensors file)");
+}
+
+}  // namespace optimus::checkpoint
+
+namespace optimus::checkpoint::detail {
 
 Shards::Shards(const fs::path& dir, std::string family) : dir_(dir), family_(std::move(family)) {
   if (fs::exists(dir / kIndex)) {

@@ -136,6 +136,15 @@ Sweep read(const optimus::Communicator& world, const optimus::cli::Options& o, c
           .in_flight = static_cast<int>(o.integer("in-flight", 0))};
   OPTIMUS_CHECK(world.size() % (s.q * s.q) == 0, world.size(), " ranks are not slots of --q ", s.q, " x ", s.q,
                 " ranks each");
+  // The sweep's own options, before any member's (a member was blamed for the sweep's --offload).
+  OPTIMUS_CHECK(!o.has("offload") || where.choice.kind != optimus::Device::cpu, "--offload ", o.text("offload", ""),
+                " keeps the members' blocks in host memory between their steps on a device: it needs --device sim or "
+                "cuda (on the CPU everything is in host memory already)");
+  for (const ex::SweepMember& m : s.members) {
+    OPTIMUS_CHECK(!o.has("resume") || !m.options.has("resume") || !m.options.has("save"), file, ": member '", m.name,
+                  "' resumes from --resume ", m.options.text("resume", ""), " itself, and the sweep's --resume would "
+                  "resume it from its --save directory ", m.options.text("save", ""), ": give one of them");
+  }
   s.slots = world.size() / (s.q * s.q);
   // Across processes, a device's exchanges are its own collectives, ordered on the one stream all of a slot's members
   // share, where a send waits for its receive: members interleaved there could each wait behind the other's message.
@@ -153,7 +162,7 @@ Sweep read(const optimus::Communicator& world, const optimus::cli::Options& o, c
 // one takes). Declared before the members, which live on it.
 struct SlotDevice {
   std::unique_ptr<optimus::DeviceRuntime> own;  // this process's (one rank per process)
-  std::optional<optimus::RankDevice> rank;
+  std::unique_ptr<optimus::RankDevice> rank;
 };
 
 ex::Placement place(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
@@ -161,9 +170,11 @@ ex::Placement place(optimus::Communicator& world, const optimus::cli::Options& o
   ex::Placement here{.choice = where.choice, .in_process = where.in_process, .shared = nullptr, .slot = nullptr};
   if (where.choice.kind == optimus::Device::cpu) return here;
   if (!where.in_process) device.own = ex::open_device(where, world);
-  device.rank.emplace(where.in_process ? *where.shared : *device.own,
-                      o.text("gemm", "f32") == "bf16" ? optimus::ops::GemmMath::bf16 : optimus::ops::GemmMath::f32);
-  here.slot = &*device.rank;
+  device.rank = ex::open_rank_device(where.in_process ? *where.shared : *device.own,
+                                     o.text("gemm", "f32") == "bf16" ? optimus::ops::GemmMath::bf16
+                                                                     : optimus::ops::GemmMath::f32,
+                                     where);
+  here.slot = device.rank.get();
   return here;
 }
 
@@ -275,10 +286,27 @@ int main(int argc, char** argv) {
   optimus::retain_freed_host_memory();
   optimus::Context ctx(argc, argv);
   try {
-    const bool file_first = argc >= 2 && std::string(argv[1]).rfind("--", 0) != 0;
-    const optimus::cli::Options o(argc, argv, file_first ? 2 : 1, ex::optimus_sweep_options());
-    OPTIMUS_CHECK(file_first, "optimus-sweep SWEEP.json [options]: give the sweep file first");
-    const std::string file = argv[1];
+    // The sweep file: the one word that is neither an option nor an option's value, before or among the options.
+    const std::vector<optimus::cli::Spec> table = ex::optimus_sweep_options();
+    std::vector<char*> words{argv[0]};
+    std::vector<std::string> files;
+    for (int a = 1; a < argc; ++a) {
+      const std::string word = argv[a];
+      const auto spec = std::find_if(table.begin(), table.end(), [&](const optimus::cli::Spec& s) {
+        return word == "--" + s.name;
+      });
+      if (word.rfind("--", 0) != 0 && word != "-h") {
+        files.push_back(word);
+        continue;
+      }
+      words.push_back(argv[a]);
+      if (spec != table.end() && spec->kind != optimus::cli::Kind::flag && a + 1 < argc) words.push_back(argv[++a]);
+    }
+    const optimus::cli::Options o(static_cast<int>(words.size()), words.data(), 1, table);
+    OPTIMUS_CHECK(files.size() == 1, "optimus-sweep SWEEP.json [options]: give one sweep file",
+                  files.empty() ? std::string(", not none") : ", not " + std::to_string(files.size()) + " ('" +
+                                                                 files[0] + "', '" + files[1] + "', ...)");
+    const std::string file = files[0];
     ex::Placement where{
         .choice = optimus::choose_device(o), .in_process = o.has("in-process"), .shared = nullptr, .slot = nullptr};
     return ex::run_ranks(ctx, o, where, "optimus-sweep",

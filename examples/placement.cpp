@@ -51,6 +51,18 @@ std::unique_ptr<DeviceRuntime> open_device(const Placement& where, const Communi
   return optimus::open_device(where.choice, where.choice.kind == Device::cuda ? local_gpu(world) : 0);
 }
 
+std::unique_ptr<RankDevice> open_rank_device(DeviceRuntime& device, ops::GemmMath math, const Placement& where) {
+  try {
+    return std::make_unique<RankDevice>(device, math);
+  } catch (const Error& e) {
+    if (where.choice.kind != Device::sim) throw;
+    OPTIMUS_FAIL("--device-memory ", where.choice.sim_capacity, " bytes cannot hold even ",
+                 where.in_process ? "the in-process ranks' GEMM workspaces, their first allocations"
+                                  : "the rank's GEMM workspace, its first allocation",
+                 " (", e.what(), "): give the simulated device more memory");
+  }
+}
+
 std::string memory_line(Communicator& world, const Grid& grid) {
   const MemoryTracker& m = grid.memory();
   auto mib = [&](std::uint64_t bytes) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <string>
 #include <variant>
@@ -84,8 +85,7 @@ Places place(optimus::Communicator& world, const optimus::cli::Options& o, const
     optimus::RankDevice* rank = where.slot;  // a sweep's slot, which its members share
     if (rank == nullptr) {
       if (!where.in_process) p.own_device = ex::open_device(where, world);
-      p.rank_device =
-          std::make_unique<optimus::RankDevice>(where.in_process ? *where.shared : *p.own_device, setup.math);
+      p.rank_device = ex::open_rank_device(where.in_process ? *where.shared : *p.own_device, setup.math, where);
       rank = p.rank_device.get();
     }
     on_device = optimus::plan::Place::on_device(
@@ -108,11 +108,13 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
                 "weights already)");
   if (o.has("init")) {
     const std::string file = o.text("init", "");
-    s.init_format = optimus::checkpoint::is_hf_bert(file)              ? InitFormat::hf_bert
-                    : std::filesystem::is_directory(file)               ? InitFormat::hf_llama
-                    : optimus::checkpoint::is_llmc_checkpoint(file)     ? InitFormat::llmc
-                                                                        : InitFormat::hf_gpt2;
+    // A directory is a Hugging Face model of the type its config.json names; a file, llm.c's or GPT-2 safetensors.
     namespace cp = optimus::checkpoint;
+    if (std::filesystem::is_directory(file)) {
+      s.init_format = cp::hf_model_of(file) == cp::HfModel::bert ? InitFormat::hf_bert : InitFormat::hf_llama;
+    } else {
+      s.init_format = cp::is_llmc_checkpoint(file) ? InitFormat::llmc : InitFormat::hf_gpt2;
+    }
     const optimus::GptConfig there = s.init_format == InitFormat::llmc      ? cp::llmc_config(file)
                                      : s.init_format == InitFormat::hf_gpt2 ? cp::hf_config(file)
                                      : s.init_format == InitFormat::hf_bert ? cp::hf_bert_config(file)
@@ -128,6 +130,9 @@ Start start(optimus::Communicator& world, const optimus::cli::Options& o, Setup&
                          setup.steps, setup.lr, setup.finished_resume);
   }
   places.host->validate(config, ex::config_names(o));
+  // (--layers takes at least 1; a file's model may say 0, which no pipeline could place.)
+  OPTIMUS_CHECK(config.layers >= 1, ex::config_names(o).subject, ex::config_names(o).layers, " = ", config.layers,
+                ": a model needs at least one block");
   const optimus::pipeline::Schedule& schedule = setup.schedule;
   optimus::pipeline::check_layers(config.layers, schedule.stages, schedule.chunks);
   const std::int64_t m = schedule.micro_batches, q = setup.run.layout.q();
@@ -171,6 +176,14 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
                         {.config = config, .global_batch = setup.batch * grid.dp(), .seq = setup.seq,
                          .element_bytes = 4, .saved_bytes = setup.math == optimus::ops::GemmMath::bf16 ? 2 : 4},
                         ex::checked_layers(config, schedule), grid.device() != nullptr);
+  // A simulated device of this run's own (a sweep's members share their slot's, which the sweep checks).
+  if (where.choice.kind == optimus::Device::sim && where.slot == nullptr &&
+      where.choice.sim_capacity != std::numeric_limits<std::uint64_t>::max()) {
+    ex::check_device_memory(layout,
+                            {.config = config, .global_batch = setup.batch * grid.dp(), .seq = setup.seq,
+                             .element_bytes = 4, .saved_bytes = setup.math == optimus::ops::GemmMath::bf16 ? 2 : 4},
+                            where.choice.sim_capacity, where.in_process, places.rank_device->gemm().workspace_bytes());
+  }
   ex::check_first_step(world, *places.host, setup, schedule);
   const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                                   .max_grad_norm = 1.0};

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "optimus/core/error.hpp"
 #include "optimus/pipeline/partition.hpp"
@@ -331,7 +333,28 @@ Result plan(const Request& r) {
   }
   if (!out.plans.empty()) return out;
   std::ostringstream os;
-  if (layouts.empty()) {
+  // The request's own choices (--dp, --pp, --layout) where they, not the shapes, leave nothing.
+  std::vector<std::string> fixed;
+  if (r.dp) {
+    fixed.push_back("dp = " + std::to_string(*r.dp) + " (--dp" +
+                    (r.cluster.gpus % *r.dp != 0 ? ", which does not divide the GPUs)" : ")"));
+  }
+  if (r.pp) {
+    fixed.push_back("pp = " + std::to_string(*r.pp) + " (--pp" +
+                    (r.cluster.gpus % *r.pp != 0 ? ", which does not divide the GPUs)" : ")"));
+  }
+  if (r.only) fixed.push_back(std::string(*r.only == TensorParallel::two_d ? "2D" : "1D") + " layouts only (--layout)");
+  Request open = r;
+  open.dp.reset();
+  open.pp.reset();
+  open.only.reset();
+  if (layouts.empty() && !fixed.empty() && !enumerate_layouts(open, r.cluster.gpus).empty()) {
+    os << "no layout of " << r.cluster.gpus << " GPUs with ";
+    for (std::size_t k = 0; k < fixed.size(); ++k) os << (k == 0 ? "" : ", ") << fixed[k];
+    os << " satisfies the model's shapes (batch " << w.global_batch << ", heads " << w.config.heads << ", hidden "
+       << w.config.hidden << ", ffn " << w.config.ffn << ", layers " << w.config.layers << "); without those choices "
+       << enumerate_layouts(open, r.cluster.gpus).size() << " layouts do";
+  } else if (layouts.empty()) {
     os << "no layout of " << r.cluster.gpus << " GPUs satisfies the model's shapes (batch " << w.global_batch
        << ", heads " << w.config.heads << ", hidden " << w.config.hidden << ", ffn " << w.config.ffn << ", layers "
        << w.config.layers << ")";

@@ -127,7 +127,9 @@ void check_value(const Spec& s, const std::string& value) {
     }
     case Kind::output_directory: {
       OPTIMUS_CHECK(!value.empty(), "option --", s.name, " needs a directory name");
-      const fs::path parent = fs::path(value).lexically_normal().parent_path();
+      fs::path dir = fs::path(value).lexically_normal();
+      if (!dir.has_filename() && dir.has_relative_path()) dir = dir.parent_path();  // "run/": the directory "run"
+      const fs::path parent = dir.parent_path();
       OPTIMUS_CHECK(parent.empty() || fs::is_directory(parent), "option --", s.name, ": the directory '",
                     parent.string(), "' of '", value, "' does not exist");
       OPTIMUS_CHECK(!fs::exists(value) || fs::is_directory(value), "option --", s.name, ": '", value,
@@ -343,17 +345,23 @@ std::uint64_t Options::bytes(const std::string& name, std::uint64_t fallback) co
   static constexpr std::pair<const char*, double> kUnits[] = {
       {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}, {"TB", 1e12},
       {"GB", 1e9},              {"MB", 1e6},           {"KB", 1e3},       {"B", 1.0}};
-  const std::size_t digits = value.find_first_not_of("0123456789.");
-  const std::string number = value.substr(0, digits), unit = digits == std::string::npos ? "" : value.substr(digits);
+  // A decimal number (1.5, or 1e3: strtod's, but neither hexadecimal nor inf), then its unit.
+  const std::size_t digits = value.find_first_not_of("0123456789.eE+-");
+  std::string number = value.substr(0, digits), unit = digits == std::string::npos ? "" : value.substr(digits);
+  char* end = nullptr;
+  const double count = number.empty() || number[0] == '-' || number[0] == '+' ? 0.0 : std::strtod(number.c_str(), &end);
+  if (end != nullptr && end != number.c_str() + number.size()) {  // "1e" of "1eGiB": the number ends earlier
+    unit = number.substr(static_cast<std::size_t>(end - number.c_str())) + unit;
+    number.resize(static_cast<std::size_t>(end - number.c_str()));
+  }
+  OPTIMUS_CHECK(end != nullptr && !number.empty(), "option --", name, " needs a size such as 512MiB, got '", value,
+                "'");
   const auto scale = std::find_if(std::begin(kUnits), std::end(kUnits), [&](const auto& u) { return unit == u.first; });
   OPTIMUS_CHECK(scale != std::end(kUnits), "option --", name, " needs a size with a unit (B, KiB, MiB, GiB, TiB, KB, "
                 "MB, GB, TB), such as 512MiB; got '", value, "'");
-  char* end = nullptr;
-  const double count = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
-  OPTIMUS_CHECK(!number.empty() && end == number.c_str() + number.size(), "option --", name,
-                " needs a size such as 512MiB, got '", value, "'");
   const double total = count * scale->second;
-  OPTIMUS_CHECK(total >= 1 && total < 1.8e19, "option --", name, " needs a positive size, got '", value, "'");
+  OPTIMUS_CHECK(total >= 1, "option --", name, " needs a positive size, got '", value, "'");
+  OPTIMUS_CHECK(total < 1.8e19, "option --", name, " '", value, "' is ", total, " bytes, more than any machine's 2^64");
   return static_cast<std::uint64_t>(total);
 }
 

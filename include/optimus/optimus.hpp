@@ -5,6 +5,7 @@
 #include "optimus/checkpoint/hf_gpt2.hpp"
 #include "optimus/checkpoint/hf_bert.hpp"
 #include "optimus/checkpoint/hf_llama.hpp"
+#include "optimus/checkpoint/hf_model.hpp"
 #include "optimus/checkpoint/llmc_gpt2.hpp"
 #include "optimus/checkpoint/token_file.hpp"
 #include "optimus/checkpoint/safetensors.hpp"

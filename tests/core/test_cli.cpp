@@ -89,6 +89,16 @@ TEST_CASE("every bad value is refused when the options are parsed, naming the op
   CHECK(refusal({"--name", ""}) == "option --name needs a non-empty value");
   CHECK(refusal({"--memory", "0MiB"}) == "option --memory needs a positive size, got '0MiB'");
   CHECK(refusal({"--memory", "12"}).find("option --memory needs a size with a unit") == 0);
+  // A decimal exponent is a number (it was taken for the unit), and a size past 2^64 is named as such (it was "needs a
+  // positive size").
+  CHECK(refusal({"--memory", "1e3MiB"}).empty());
+  CHECK(refusal({"--memory", "1.5e-1KiB"}).empty());
+  CHECK(refusal({"--memory", "99999999999TiB"}) ==
+        "option --memory '99999999999TiB' is 1.09951e+23 bytes, more than any machine's 2^64");
+  CHECK(refusal({"--memory", "0x10MiB"}).find("option --memory needs a size with a unit") == 0);
+  CHECK(refusal({"--memory", "-1MiB"}) == "option --memory needs a size such as 512MiB, got '-1MiB'");
+  CHECK(refusal({"--memory", "1eGiB"}).find("option --memory needs a size with a unit") == 0);
+  CHECK(refusal({"--memory", "MiB"}) == "option --memory needs a size such as 512MiB, got 'MiB'");
   CHECK(refusal({"--json", "/nonexistent/x.json"}) ==
         "option --json: the directory '/nonexistent' of '/nonexistent/x.json' does not exist");
   CHECK(refusal({"--json", "/tmp"}) == "option --json: '/tmp' is a directory: only a regular file (or a new one) is "
@@ -101,6 +111,13 @@ TEST_CASE("every bad value is refused when the options are parsed, naming the op
   CHECK(refusal({"--save", "/nonexistent/runs"}) ==
         "option --save: the directory '/nonexistent' of '/nonexistent/runs' does not exist");
   CHECK(refusal({"--save", "/tmp"}).empty());  // an existing directory is fine
+  // A new directory written with a trailing separator is the directory (it was taken for its own parent: "the directory
+  // 'newdir' of 'newdir/' does not exist").
+  CHECK(refusal({"--save", "newdir/"}).empty());
+  CHECK(refusal({"--save", "/tmp/newdir//"}).empty());
+  CHECK(refusal({"--save", "/nonexistent/runs/"}) ==
+        "option --save: the directory '/nonexistent' of '/nonexistent/runs/' does not exist");
+  CHECK(refusal({"--save", "/"}).empty());
   CHECK(refusal({"--data", "/nonexistent/a.bin"}) == "option --data: '/nonexistent/a.bin' does not exist");
   CHECK(refusal({"--data", "/etc/passwd,/nonexistent/b"}) == "option --data: '/nonexistent/b' does not exist");
   CHECK(refusal({"--data", "/tmp"}) == "option --data: '/tmp' is a directory, not a file to read");

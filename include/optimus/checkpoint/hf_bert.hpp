@@ -39,9 +39,6 @@
 
 namespace optimus::checkpoint {
 
-// Whether `dir` is a Hugging Face BERT directory: its config.json says model_type "bert" (false where it cannot be
-// read).
-bool is_hf_bert(const std::string& dir);
 
 // The model a Hugging Face BERT directory holds (dropout 0 and seed 0: not in it): BERT's blocks with its norm eps and
 // token types. One process.
