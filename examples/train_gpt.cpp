@@ -66,7 +66,8 @@
 // data order follow the step), so an interrupted run resumed prints what the uninterrupted one prints.
 // --init FILE: start from a Hugging Face GPT-2 safetensors file (optimus/checkpoint/hf_gpt2.hpp) or an llm.c
 // checkpoint (llmc_gpt2.hpp), told apart by content, or a Hugging Face Llama or BERT directory (hf_llama.hpp,
-// hf_bert.hpp; config.json's model_type tells them apart); the model's shape and blocks are the file's. --export FILE:
+// hf_bert.hpp; config.json's model_type tells them apart); the model's shape and blocks are the file's, and --seq may
+// be any length up to its positions (a learned table stays whole, its first rows trained). --export FILE:
 // the trained model at the end (streamed, one tensor at a time): a GPT-2 as llm.c's checkpoint where FILE ends in .bin,
 // else as safetensors; a Llama or a BERT as a new Hugging Face directory (config.json, shards of at most 5 GiB with
 // their index).
@@ -76,7 +77,8 @@
 // --arch bert: BERT's (BlockConfig::bert), trained as a masked LM (masked_data.hpp): sequences [CLS] A [SEP] B [SEP]
 // cut from the data, one in ten shorter and padded, --mask-prob of the positions (default 0.15) masked as BERT does;
 // the special ids --pad-id --cls-id --sep-id --mask-id are bert-base-uncased's with --data (0, 101, 102, 103) and the
-// four after the characters with --text. No sample (--sample 0); --export DIR writes a Hugging Face BERT directory
+// four after the characters with --text, and must lie outside the ids the data holds (--specials-in-data: they are
+// the data's tokenizer's own). No sample (--sample 0); --export DIR writes a Hugging Face BERT directory
 // (BertForMaskedLM, hf_bert.hpp) and --init DIR reads one; checkpoints record the masking.
 // --data FILE[,VALID_FILE]: train on token ids (llm.c's .bin with its header — version 1, uint16 ids; version 2,
 // uint32 ids — or with --data-format raw nanoGPT's raw uint16 train.bin; read where used) instead of the text; the
