@@ -196,7 +196,7 @@ void report(optimus::Communicator& world, const optimus::cli::Options& o, const 
   const ex::Corpus& corpus = setup.corpus;
   const optimus::GptConfig& config = setup.config;
   const optimus::Grid& grid = places.training->grid();
-  const std::int64_t seq = config.max_seq;
+  const std::int64_t seq = setup.seq;  // the sample's window: the positions trained
   const double valid_loss = ex::held_out_loss(setup, grid, t.trainee);
   const std::string mem = ex::memory_line(world, grid);
   // Where the model computes: the device's memory (offloaded activations wait in host memory), or the host's.
