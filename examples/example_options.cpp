@@ -99,7 +99,9 @@ std::vector<cli::Spec> optimus_sweep_options() {
       cli::choice("offload", {"none", "spill", "spill+activations"},
                   "each member's blocks (and saved activations) in host memory, the slots' device buffers shared by "
                   "the members in turn (needs --device; default none)"),
-      cli::integer("in-flight", 1, 1 << 10, "the most members with a step in flight at once (default all)"),
+      cli::integer("in-flight", 1, 1 << 10,
+                   "the most members with a step in flight at once (default all, or on a simulated device as many as "
+                   "it holds)"),
       cli::choice("gemm", {"f32", "bf16"}, "every member's GEMM math (bf16: mixed precision; default f32)"),
       cli::output_file("record", "write the members' outcomes and the run's figures as JSON"),
       cli::flag("resume", "each member that saves (--save DIR) resumes from DIR's newest checkpoint"),

@@ -14,8 +14,11 @@
 // --record's JSON. A member whose loss or gradient norm is not finite stops alone (the exit status is then 1).
 // --offload spill keeps each member's blocks in host memory (train_gpt's --offload spill), their device buffers taken
 // only while a step is in flight, so that members take turns with the slot's memory; --in-flight K bounds how many do
-// at once. --resume: each member that saves (--save DIR) resumes from its newest checkpoint, and trains on bitwise as
-// if never stopped (a sweep killed at any point is run again with --resume).
+// at once (on a simulated device, by default, as many as its memory holds: sweep_memory.hpp). --resume: each member
+// that saves (--save DIR) resumes from its newest checkpoint, and trains on bitwise as if never stopped; one that had
+// finished is exported and evaluated again (a sweep killed at any point is run again with --resume). The members' and
+// the sweep's paths are checked against each other before any training (sweep_members.hpp); the loop runs under the
+// watchdog (--timeout); a member's failed export is its own (exit status 1).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
