@@ -19,9 +19,6 @@ constexpr std::string_view name_of(Device device) {
   return "?";
 }
 
-// Whether memory there is an accelerator's (host code must not dereference it).
-constexpr bool is_accelerator(Device device) { return device != Device::cpu; }
-
 // Parses "cpu", "sim" or "cuda"; throws optimus::Error naming the text otherwise.
 Device parse_device(std::string_view text);
 

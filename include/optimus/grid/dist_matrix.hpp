@@ -84,10 +84,6 @@ class DistMatrix {
   ConstLocalMap local_map() const { return ConstLocalMap(host_data(), local_rows(), local_cols()); }
 
   const Grid& grid() const { return grid_; }
-  template <class U>
-  bool same_grid(const DistMatrix<U>& other) const {
-    return grid_.same(other.grid());
-  }
 
  private:
   T* host_data() const {

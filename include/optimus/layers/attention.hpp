@@ -13,8 +13,8 @@
 //   merged = probs V: [N, h] in GPT-2's head-major column order; y = c_proj(merged). With rotary positions (Llama's),
 //   Q and K are turned in place after c_attn (ops::rotary): rank (i, j) knows its rows' positions (whole sequences)
 //   and holds whole heads, so the rotation needs nothing from another rank.
-// Saved for backward (AttentionContext): qkv [N, h + 2 kv d] and, unless the core is recomputed, probs [b*a*s, s] (both split
-// q*q ways).
+// Saved for backward (AttentionContext): qkv [N, h + 2 kv d] (split q*q ways) and the fused core's log-sum-exp of each
+// query row, [sequences*heads*s]; never the probabilities, which backward rebuilds from them (layers/context.hpp).
 #pragma once
 
 #include <optional>

@@ -209,7 +209,6 @@ class Runtime final : public DeviceRuntime {
   // Race detection: registers `accesses` of a piece of work starting on `stream`, after checking them against the work
   // running on other streams; the returned token unregisters them.
   std::shared_ptr<void> start(int stream, const char* name, const std::vector<Access>& accesses);
-  MemoryType classify(const void* p) const;
 
   Options options_;
   std::uint64_t tag_;  // the top bits of this device's addresses

@@ -1,4 +1,4 @@
-// Dropout with the CPU's Philox masks, alone and fused into the block's residual paths (see layer_kernels.hpp).
+// Dropout with the CPU's Philox masks, alone and fused into the block's residual paths (declared in cuda_kernels.hpp).
 #include "block_reduce.cuh"
 #include "optimus/core/element_math.hpp"
 #include "optimus/core/cuda_check.hpp"

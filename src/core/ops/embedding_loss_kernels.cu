@@ -1,4 +1,4 @@
-// Vocabulary-parallel embedding lookup/scatter and cross-entropy on local blocks (see layer_kernels.hpp).
+// Vocabulary-parallel embedding lookup/scatter and cross-entropy on local blocks (declared in cuda_kernels.hpp).
 // Scatter-adds loop over tokens in order for each element: deterministic, and the CPU's order.
 #include <cmath>
 

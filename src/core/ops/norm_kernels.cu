@@ -1,4 +1,4 @@
-// Row/column reductions, bias broadcast and LayerNorm on local blocks (see layer_kernels.hpp).
+// Row/column reductions, bias broadcast and LayerNorm on local blocks (declared in cuda_kernels.hpp).
 #include "block_reduce.cuh"
 #include "optimus/core/element_math.hpp"
 #include "optimus/core/cuda_check.hpp"

@@ -1,4 +1,4 @@
-// bf16 casts, the gradient norm and AdamW with fp32 master weights (see layer_kernels.hpp).
+// bf16 casts, the gradient norm and AdamW with fp32 master weights (declared in cuda_kernels.hpp).
 #include <cstddef>
 #include <cstdint>
 
