@@ -1,5 +1,6 @@
 // optimus-bench checkpoint: distributed checkpoint write and read throughput per rank, beside a plain file of the same
-// bytes per rank written and read on the same disk at the same time (the peer: what the disk gives one sequential file).
+// bytes per rank written and read on the same disk at the same time (the peer: what the disk gives one sequential
+// file).
 //
 //   mpirun -np 4 optimus-bench checkpoint [--h 768] [--layers 12] [--heads 12] [--vocab 50257] [--seq 1024]
 //                                         [--dir DIR] [--iters 3] [--json FILE]

@@ -82,8 +82,9 @@ std::vector<cli::Spec> train_gpt_options() {
                                      "(0, 1) (default 0.15)"));
   for (const char* id : kSpecialIdOptions) {
     specs.push_back(cli::integer(id, 0, checkpoint::TokenFile::kLargestVocab - 1,
-                                 "--arch bert: a special id, outside the data's ids (default bert-base-uncased's with "
-                                 "--data: PAD 0, CLS 101, SEP 102, MASK 103; with --text the four after its characters)"));
+                                 "--arch bert: a special id, outside the data's ids (default bert-base-uncased's "
+                                 "with --data: PAD 0, CLS 101, SEP 102, MASK 103; with --text the four after its "
+                                 "characters)"));
   }
   specs.push_back(cli::flag("specials-in-data", "--arch bert with --data: the special ids are the data's own (its "
                             "tokenizer's): the data may hold them"));

@@ -80,10 +80,10 @@ std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig&
                                                                                           : " (the default) ") +
                               std::to_string(id);
     OPTIMUS_CHECK(id < config.vocab, named, " is outside the model's vocabulary [0, ", config.vocab, ")");
-    const auto held = static_cast<std::size_t>(id) < corpus.id_counts.size() ? corpus.id_counts[static_cast<std::size_t>(id)]
-                                                                             : 0;
+    const auto at = static_cast<std::size_t>(id);
+    const std::int64_t held = at < corpus.id_counts.size() ? corpus.id_counts[at] : 0;
     if (text) {
-      OPTIMUS_CHECK(held == 0, named, " is the id of the text's ", character_name(corpus.chars[static_cast<std::size_t>(id)]),
+      OPTIMUS_CHECK(held == 0, named, " is the id of the text's ", character_name(corpus.chars[at]),
                     ": a special id must lie outside the text's ids [0, ", characters, ") (by default the four after "
                     "them)");
     } else {

@@ -40,8 +40,8 @@ std::optional<MaskedLmConfig> masking_of(const cli::Options& o, const GptConfig&
                                          const std::map<std::string, std::string>& recorded);
 // Whether the special ids are the token data's own: --specials-in-data, or `recorded` (a resumed checkpoint's).
 bool specials_in_data(const cli::Options& o, const std::map<std::string, std::string>& recorded);
-// What a checkpoint records of `masking` in its run state (masking_of's `recorded`), and whether the special ids are the
-// data's own (specials_in_data).
+// What a checkpoint records of `masking` in its run state (masking_of's `recorded`), and whether the special ids are
+// the data's own (specials_in_data).
 std::map<std::string, std::string> masking_record(const MaskedLmConfig& masking, bool specials_in_data);
 
 // The fewest positions a sequence takes: [CLS] A [SEP] B [SEP] with one id in each segment.

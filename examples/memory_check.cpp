@@ -122,8 +122,8 @@ void check_device_memory(const plan::Layout& training, const plan::Workload& wor
                 shared && training.ranks() > 1 ? "the " + std::to_string(training.ranks()) + " ranks' device needs "
                                                : "each rank's device needs ",
                 mib(need), " (a rank's model as laid out, by the planner's memory model, and its GEMM engine's ",
-                per_rank, " bytes of workspace; up to ", mib(largest), " each) and --device-memory gives ", mib(capacity),
-                ": a larger device, more ranks, micro-batches, recomputation or offload");
+                per_rank, " bytes of workspace; up to ", mib(largest), " each) and --device-memory gives ",
+                mib(capacity), ": a larger device, more ranks, micro-batches, recomputation or offload");
 }
 
 }  // namespace optimus::examples

@@ -22,8 +22,9 @@ std::optional<StopFault> stop_fault_from_environment() {
   const std::string rest = parsed ? value.substr(static_cast<std::size_t>(used)) : "";
   fault.fail = rest == ":fail";
   fault.at_start = rest == ":start";
-  OPTIMUS_CHECK(parsed && (rest.empty() || fault.at_start || fault.fail) && fault.rank >= 0 && fault.step >= 1, "OPTIMUS_TEST_STOP is '",
-                text, "', not RANK:STEP, RANK:STEP:start or RANK:STEP:fail (a world rank >= 0, a step >= 1)");
+  OPTIMUS_CHECK(parsed && (rest.empty() || fault.at_start || fault.fail) && fault.rank >= 0 && fault.step >= 1,
+                "OPTIMUS_TEST_STOP is '", text,
+                "', not RANK:STEP, RANK:STEP:start or RANK:STEP:fail (a world rank >= 0, a step >= 1)");
   return fault;
 }
 

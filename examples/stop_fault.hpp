@@ -1,11 +1,11 @@
 // A test hook of train_gpt's: OPTIMUS_TEST_STOP=RANK:STEP stops world rank RANK in the middle of step STEP — after its
 // forward and backward, before the optimizer's step, whose collectives the other ranks then wait in (RANK:STEP:start:
-// before its forward, so that a pipeline's other stages wait for its activations and gradients) — as a rank
-// stopped by SIGSTOP, a debugger or a swapped-out node would be: an MPI process stops itself (SIGSTOP), an in-process
-// rank's thread blocks for good. RANK:STEP:fail instead throws an optimus::Error where RANK:STEP
-// stops, as a fault of that rank's own would (its device out of memory): the others are then told at once, not after the
-// watchdog's timeout. The watchdog's tests use it (tests/CMakeLists.txt, "a stopped rank"; tests/sweep); a run without
-// the variable is untouched.
+// before its forward, so that a pipeline's other stages wait for its activations and gradients) — as a rank stopped by
+// SIGSTOP, a debugger or a swapped-out node would be: an MPI process stops itself (SIGSTOP), an in-process rank's
+// thread blocks for good. RANK:STEP:fail instead throws an optimus::Error where RANK:STEP stops, as a fault of that
+// rank's own would (its device out of memory): the others are then told at once, not after the watchdog's timeout. The
+// watchdog's tests use it (tests/CMakeLists.txt, "a stopped rank"; tests/sweep); a run without the variable is
+// untouched.
 #pragma once
 
 #include <optional>

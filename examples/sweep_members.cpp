@@ -44,7 +44,9 @@ void check_paths(const std::vector<SweepMember>& members, const std::string& whe
                  const std::optional<std::string>& record) {
   std::vector<Place> inputs{{.path = resolved(where), .given = where, .member = std::nullopt, .who = "the sweep file"}};
   std::vector<Place> outputs;
-  if (record) outputs.push_back({.path = resolved(*record), .given = *record, .member = std::nullopt, .who = "--record"});
+  if (record) {
+    outputs.push_back({.path = resolved(*record), .given = *record, .member = std::nullopt, .who = "--record"});
+  }
   for (std::size_t k = 0; k < members.size(); ++k) {
     const cli::Options& o = members[k].options;
     const std::string whose = "member '" + members[k].name + "''s --";

@@ -32,13 +32,13 @@ cli::Options member_options(const sweep::MemberOptions& m, const std::vector<std
 
 // The members of the sweep file `where` (which errors name), each member's words checked as train_gpt checks its
 // command line, and every path the sweep reads or writes checked against the others as train_gpt checks its own, before
-// any training — the members' inputs (--data, --text, --init, --resume, --calibration) and the sweep file; their outputs
-// (--export, --save) and the sweep's `record` (--record; none: not given) —, compared as absolute paths with every
-// symbolic link resolved. optimus::Error, naming the member and the paths, where a member's options are not
+// any training — the members' inputs (--data, --text, --init, --resume, --calibration) and the sweep file; their
+// outputs (--export, --save) and the sweep's `record` (--record; none: not given) —, compared as absolute paths with
+// every symbolic link resolved. optimus::Error, naming the member and the paths, where a member's options are not
 // train_gpt's or give one of slot_owned_options(); where an output is or lies inside an input (but a member's own
 // --save holding the checkpoint it resumes); where an input lies inside another member's save directory; and where an
-// output is or lies inside another output (two members saving into one directory or exporting to one file, an export
-// or the record inside a save directory, the record over an export).
+// output is or lies inside another output (two members saving into one directory or exporting to one file, an export or
+// the record inside a save directory, the record over an export).
 std::vector<SweepMember> check_members(const std::vector<sweep::MemberOptions>& members, const std::string& where,
                                        const std::optional<std::string>& record);
 

@@ -90,9 +90,9 @@ int admitted_in_flight(const std::string& where, const std::vector<std::string>&
       const u64 alone = device_need({members[m]}, devices, 1);
       OPTIMUS_CHECK(alone <= usable, where, ": member '", names[m], "' needs ", mib(alone), " on ", device,
                     " with its step in flight", counted, has, ": it does not fit even alone; ",
-                    members[m].spilled ? "give the sweep more slots or a larger device"
-                                       : "spill it (--offload spill+activations), give the sweep more slots or a larger "
-                                         "device");
+                    members[m].spilled
+                        ? "give the sweep more slots or a larger device"
+                        : "spill it (--offload spill+activations), give the sweep more slots or a larger device");
     }
     OPTIMUS_FAIL(where, ": the ", members.size(), " members need ", mib(device_need(known, devices, 1)), " on ",
                  device, " with one step in flight", counted, has, ": fewer members, spilled ones (--offload "

@@ -39,9 +39,9 @@ inline constexpr std::uint64_t kDeviceReserveShare = 16;
 // The most members a sweep may have with a step in flight at once (LoopOptions::in_flight, >= 1) so that its devices
 // hold what they need — the members' resident bytes and the largest steps in flight on each slot (each slot's summed
 // apart: an upper bound), the ranks' own bytes, within the capacity less its reserve —: `in_flight` where given (> 0)
-// and it fits, else the most that fit (every member where all do, 0 returned as "all"). optimus::Error naming the sweep file (`where`), the bytes and the capacity where a given
-// --in-flight does not fit (and how many do), or where not even one member's step fits beside every member's
-// resident bytes (then spill, more slots or a larger device).
+// and it fits, else the most that fit (every member where all do, 0 returned as "all"). optimus::Error naming the sweep
+// file (`where`), the bytes and the capacity where a given --in-flight does not fit (and how many do), or where not
+// even one member's step fits beside every member's resident bytes (then spill, more slots or a larger device).
 int admitted_in_flight(const std::string& where, const std::vector<std::string>& names,
                        const std::vector<MemberDeviceBytes>& members, const SlotDevices& devices, int in_flight);
 

@@ -203,8 +203,9 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
                               {o.has("data") ? "data" : "text", data},
                               {"characters", ex::characters_record(setup.corpus.chars)}}}};
   if (setup.masking) {
-    persistence.run_state.extra.merge(ex::masking_record(
-        *setup.masking, ex::specials_in_data(o, s.resume ? s.resumed.state.extra : std::map<std::string, std::string>{})));
+    const std::map<std::string, std::string> recorded = s.resume ? s.resumed.state.extra
+                                                                 : std::map<std::string, std::string>{};
+    persistence.run_state.extra.merge(ex::masking_record(*setup.masking, ex::specials_in_data(o, recorded)));
   }
   Trained t{.model = optimus::plan::build_any_gpt<float>(*places.training, config, layout),
             .optimizer = nullptr, .trainee = {}, .first_step = 1};

@@ -119,8 +119,9 @@ MemberOptions member_of(const json& member, std::size_t index, const std::string
   }
   const std::string options = string_field(member, "options", where, who);
   const std::optional<std::size_t> bad = control_character(options);
-  OPTIMUS_CHECK(!bad, where, ": ", who, ": \"options\" holds a control character (byte ", bad ? byte_at(options, *bad) : 0,
-                " at ", bad.value_or(0), " of '", printable(options), "'): options are words of printable characters");
+  OPTIMUS_CHECK(!bad, where, ": ", who, ": \"options\" holds a control character (byte ",
+                bad ? byte_at(options, *bad) : 0, " at ", bad.value_or(0), " of '", printable(options),
+                "'): options are words of printable characters");
   out.words = split_words(options, where + ": " + who);
   OPTIMUS_CHECK(!out.words.empty(), where, ": ", who, ": \"options\" is empty (a member needs at least its steps)");
   return out;

@@ -266,7 +266,8 @@ TEST_CASE("inputs inside directories are regular files, and config.json's fields
   fs::remove(llama / "config.json");
   const auto config = [&](const std::string& hidden, const std::string& heads, const std::string& theta) {
     std::ofstream(llama / "config.json")
-        << R"({"model_type": "llama", "vocab_size": 64, "max_position_embeddings": 16, "num_hidden_layers": 1, "hidden_size": )" << hidden
+        << R"({"model_type": "llama", "vocab_size": 64, "max_position_embeddings": 16, "num_hidden_layers": 1, )"
+        << R"("hidden_size": )" << hidden
         << R"(, "num_attention_heads": )" << heads << R"(, "intermediate_size": 88, "rope_theta": )" << theta << "}";
     try {
       (void)optimus::checkpoint::hf_llama_config(llama.string());

@@ -233,7 +233,7 @@ TEST_CASE("memory model: BERT's model (token types, the embeddings' norm, the ma
   }
 }
 
-TEST_CASE("memory model: a pipeline's offloaded moments are the host's, the head stage's less wpe's (no wrapped size)") {
+TEST_CASE("memory model: a pipeline's offloaded moments are the host's, the head stage's less wpe's (no wrap)") {
   // The head's stage holds wpe without moments. With the optimizer offloaded the moments are on the host: the
   // correction was taken from the device's few update buffers, and wrapped to 1.8e19 bytes (optimus-plan printed
   // 17592186044172.0 MiB for such plans).

@@ -1,6 +1,6 @@
 // Which model a Hugging Face directory holds, by its config.json's model_type, before any of its fields is read: a
-// directory of another model (a Mixtral, a GPT-2 directory, a config.json without model_type) is refused naming its type
-// and what Optimus reads, instead of being read as a Llama and refused for a field it happens to lack.
+// directory of another model (a Mixtral, a GPT-2 directory, a config.json without model_type) is refused naming its
+// type and what Optimus reads, instead of being read as a Llama and refused for a field it happens to lack.
 #pragma once
 
 #include <string>

@@ -95,10 +95,11 @@ struct LoopOptions {
 // Trains every member until none has steps left, on this rank, as `options` say (above); returns the operations and the
 // steps' ends in the order this rank ran them. The watchdog: where `ranks` has a timeout (Communicator::set_timeout)
 // and this rank has found nothing to run for longer than it — no operation ready, no end told — it throws the
-// watchdog's error for what it waits for (a member's input, another slot's "done", the coordinator's "end", the
-// slot's leader's next event), naming the ranks that did not join (a stopped rank: within the timeout and a poll). `ranks`: every rank of the slots (every member's ranks, in the same
-// order), over which the ends are coordinated; `slot`: this rank's slot — itself alone, or the q x q ranks of a 2D slot.
-// Collective over `ranks`; Scheduler::pipeline runs as model_parallel (its members carry the pipeline schedule).
+// watchdog's error for what it waits for (a member's input, another slot's "done", the coordinator's "end", the slot's
+// leader's next event), naming the ranks that did not join (a stopped rank: within the timeout and a poll). `ranks`:
+// every rank of the slots (every member's ranks, in the same order), over which the ends are coordinated; `slot`: this
+// rank's slot — itself alone, or the q x q ranks of a 2D slot. Collective over `ranks`; Scheduler::pipeline runs as
+// model_parallel (its members carry the pipeline schedule).
 std::vector<OperationRun> train_members(std::span<MemberSteps* const> members, const LoopOptions& options,
                                         Communicator& ranks, Communicator& slot);
 
