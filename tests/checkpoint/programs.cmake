@@ -5,11 +5,9 @@
 # (GptConfig::stored_vocab) and checkpoints hold it unpadded, so the resumed run prints the same losses.
 set(resume_dir ${CMAKE_CURRENT_BINARY_DIR}/resume_q3)
 set(q3_gpt $<TARGET_FILE:train_gpt> --layers 1 --hidden 36 --heads 6 --ffn 72 --seq 18 --batch 6 --every 5 --sample 0)
-add_test(NAME example_train_gpt_resume_q3
-         COMMAND ${CMAKE_COMMAND} "-DDIR=${resume_dir}" -DCLOSE=ON
-                 "-DFIRST=${q3_gpt};--in-process;4;--q;2;--steps;20;--save;${resume_dir};--save-every;10"
-                 "-DSECOND=$<TARGET_FILE:train_gpt>;--in-process;9;--q;3;--every;5;--sample;0;--resume;${resume_dir}/step_10"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/resumed_losses.cmake)
+optimus_resumed_losses(example_train_gpt_resume_q3 ${resume_dir} ON
+                       "${q3_gpt};--in-process;4;--q;2;--steps;20;--save;${resume_dir};--save-every;10"
+                       "$<TARGET_FILE:train_gpt>;--in-process;9;--q;3;--every;5;--sample;0;--resume;${resume_dir}/step_10")
 set_tests_properties(example_train_gpt_resume_q3 PROPERTIES TIMEOUT 180)
 # --export writes a Hugging Face GPT-2 file; --init starts a run from it (its shape is the model's).
 set(exported ${CMAKE_CURRENT_BINARY_DIR}/exported_gpt.safetensors)
@@ -99,11 +97,9 @@ optimus_release_only(example_train_bert)
 set(tiny_bert $<TARGET_FILE:train_gpt> --in-process 4 --arch bert --layers 2 --hidden 32 --heads 2 --batch 4 --steps 20
               --every 10)
 set(bert_dir ${CMAKE_CURRENT_BINARY_DIR}/bert_resume)
-add_test(NAME example_train_bert_resume_other_layout
-         COMMAND ${CMAKE_COMMAND} "-DDIR=${bert_dir}" -DCLOSE=ON
-                 "-DFIRST=${tiny_bert};--seq;16;--mask-prob;0.3;--save;${bert_dir};--save-every;10"
-                 "-DSECOND=$<TARGET_FILE:train_gpt>;--in-process;4;--layout;1d;--pp;2;--every;10;--resume;${bert_dir}/step_10"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/resumed_losses.cmake)
+optimus_resumed_losses(example_train_bert_resume_other_layout ${bert_dir} ON
+                       "${tiny_bert};--seq;16;--mask-prob;0.3;--save;${bert_dir};--save-every;10"
+                       "$<TARGET_FILE:train_gpt>;--in-process;4;--layout;1d;--pp;2;--every;10;--resume;${bert_dir}/step_10")
 set_tests_properties(example_train_bert_resume_other_layout PROPERTIES TIMEOUT 120)
 # A masked LM's bad options, each one line: name|the line|the options.
 foreach(entry

@@ -66,11 +66,9 @@ set(user_run "${user_run};--device;sim;--offload;spill+activations")
 foreach(case "2d;OFF;--in-process;4;--q;2" "1d;ON;--in-process;4;--layout;1d;--pp;2")
   list(POP_FRONT case name close)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/user_run_${name})
-  add_test(NAME example_train_gpt_user_run_resume_${name}
-           COMMAND ${CMAKE_COMMAND} "-DDIR=${dir}" "-DCLOSE=${close}"
-                   "-DFIRST=${pipe_gpt};${user_run};--save;${dir};--save-every;5"
-                   "-DSECOND=$<TARGET_FILE:train_gpt>;--micro-batches;4;--every;5;--sample;10;--gemm;bf16;${case};--resume;${dir}/step_5"
-                   -P ${CMAKE_CURRENT_SOURCE_DIR}/resumed_losses.cmake)
+  optimus_resumed_losses(example_train_gpt_user_run_resume_${name} ${dir} ${close}
+                         "${pipe_gpt};${user_run};--save;${dir};--save-every;5"
+                         "$<TARGET_FILE:train_gpt>;--micro-batches;4;--every;5;--sample;10;--gemm;bf16;${case};--resume;${dir}/step_5")
   set_tests_properties(example_train_gpt_user_run_resume_${name} PROPERTIES LABELS "pipeline;sim" TIMEOUT 180)
 endforeach()
 # Every feature against every other: an all-pairs covering array over 11 factors, each case trained 3 steps and

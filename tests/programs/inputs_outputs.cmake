@@ -39,11 +39,9 @@ optimus_expect_failure(example_train_gpt_resume_other_dropout
                        sh -c "rm -rf dropout_run && \"$@\" --save dropout_run && exec \"$@\" --resume dropout_run --dropout 0.2"
                        sh ${tiny_gpt} --in-process 1 --q 1)
 set(comma_dir ${CMAKE_CURRENT_BINARY_DIR}/sa,ve)
-add_test(NAME example_train_gpt_resume_comma
-         COMMAND ${CMAKE_COMMAND} "-DDIR=${comma_dir}" "-DCLOSE=OFF"
-                 "-DFIRST=${tiny_gpt};--in-process;4;--save;${comma_dir};--save-every;10"
-                 "-DSECOND=$<TARGET_FILE:train_gpt>;--every;10;--sample;0;--in-process;4;--resume;${comma_dir}/step_10"
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/resumed_losses.cmake)
+optimus_resumed_losses(example_train_gpt_resume_comma ${comma_dir} OFF
+                       "${tiny_gpt};--in-process;4;--save;${comma_dir};--save-every;10"
+                       "$<TARGET_FILE:train_gpt>;--every;10;--sample;0;--in-process;4;--resume;${comma_dir}/step_10")
 set_tests_properties(example_train_gpt_resume_comma PROPERTIES TIMEOUT 120)
 optimus_release_only(example_train_gpt_resume_comma)  # test_checkpoint's paths, under the sanitizers
 # Sizes in range that no host holds: one line naming the bytes, at once (it was the kernel's OOM killer, minutes

@@ -20,11 +20,9 @@ if(OPTIMUS_WITH_MPI AND OPTIMUS_BUILD_EXAMPLES)
     list(GET case 1 np)
     list(GET case 2 close)
     set(dir ${CMAKE_CURRENT_BINARY_DIR}/resume_${name})
-    add_test(NAME example_train_gpt_resume_${name}
-             COMMAND ${CMAKE_COMMAND} "-DDIR=${dir}" "-DCLOSE=${close}"
-                     "-DFIRST=${mpi_launch};4;${save_gpt};--save;${dir};--save-every;10"
-                     "-DSECOND=${mpi_launch};${np};$<TARGET_FILE:train_gpt>;--every;5;--sample;0;--resume;${dir}/step_10"
-                     -P ${CMAKE_CURRENT_SOURCE_DIR}/resumed_losses.cmake)
+    optimus_resumed_losses(example_train_gpt_resume_${name} ${dir} ${close}
+                           "${mpi_launch};4;${save_gpt};--save;${dir};--save-every;10"
+                           "${mpi_launch};${np};$<TARGET_FILE:train_gpt>;--every;5;--sample;0;--resume;${dir}/step_10")
     set_tests_properties(example_train_gpt_resume_${name} PROPERTIES LABELS mpi TIMEOUT 180)
     optimus_release_only(example_train_gpt_resume_${name})  # test_checkpoint's resumes, under the sanitizers
   endforeach()
