@@ -252,6 +252,21 @@ bool fits_at_all(Layout l, const Request& r) {
   return m.device.total() <= r.cluster.device_memory && m.host.total() <= r.cluster.host_memory;
 }
 
+// The request's own choices of a dimension, as messages name them ("dp = 5 (--dp, which does not divide the GPUs),
+// 2D layouts only (--layout)"); empty where it fixes none.
+std::string choices_of(const Request& r) {
+  std::vector<std::string> fixed;
+  for (const auto& [name, value] : {std::pair{"dp", r.dp}, std::pair{"pp", r.pp}}) {
+    if (!value) continue;
+    fixed.push_back(std::string(name) + " = " + std::to_string(*value) + " (--" + name +
+                    (r.cluster.gpus % *value != 0 ? ", which does not divide the GPUs)" : ")"));
+  }
+  if (r.only) fixed.push_back(std::string(*r.only == TensorParallel::two_d ? "2D" : "1D") + " layouts only (--layout)");
+  std::string text;
+  for (const std::string& f : fixed) text += (text.empty() ? "" : ", ") + f;
+  return text;
+}
+
 std::string fewest_gpus_message(const Request& r) {
   const int g = r.cluster.gpus;
   for (int more = g + 1; more <= 4 * g; ++more) {
@@ -333,31 +348,21 @@ Result plan(const Request& r) {
   }
   if (!out.plans.empty()) return out;
   std::ostringstream os;
+  const std::string shapes = "the model's shapes (batch " + std::to_string(w.global_batch) + ", heads " +
+                             std::to_string(w.config.heads) + ", hidden " + std::to_string(w.config.hidden) + ", ffn " +
+                             std::to_string(w.config.ffn) + ", layers " + std::to_string(w.config.layers) + ")";
   // The request's own choices (--dp, --pp, --layout) where they, not the shapes, leave nothing.
-  std::vector<std::string> fixed;
-  if (r.dp) {
-    fixed.push_back("dp = " + std::to_string(*r.dp) + " (--dp" +
-                    (r.cluster.gpus % *r.dp != 0 ? ", which does not divide the GPUs)" : ")"));
-  }
-  if (r.pp) {
-    fixed.push_back("pp = " + std::to_string(*r.pp) + " (--pp" +
-                    (r.cluster.gpus % *r.pp != 0 ? ", which does not divide the GPUs)" : ")"));
-  }
-  if (r.only) fixed.push_back(std::string(*r.only == TensorParallel::two_d ? "2D" : "1D") + " layouts only (--layout)");
+  const std::string fixed = choices_of(r);
   Request open = r;
   open.dp.reset();
   open.pp.reset();
   open.only.reset();
-  if (layouts.empty() && !fixed.empty() && !enumerate_layouts(open, r.cluster.gpus).empty()) {
-    os << "no layout of " << r.cluster.gpus << " GPUs with ";
-    for (std::size_t k = 0; k < fixed.size(); ++k) os << (k == 0 ? "" : ", ") << fixed[k];
-    os << " satisfies the model's shapes (batch " << w.global_batch << ", heads " << w.config.heads << ", hidden "
-       << w.config.hidden << ", ffn " << w.config.ffn << ", layers " << w.config.layers << "); without those choices "
-       << enumerate_layouts(open, r.cluster.gpus).size() << " layouts do";
+  const std::size_t unfixed = layouts.empty() && !fixed.empty() ? enumerate_layouts(open, r.cluster.gpus).size() : 0;
+  if (unfixed > 0) {
+    os << "no layout of " << r.cluster.gpus << " GPUs with " << fixed << " satisfies " << shapes
+       << "; without those choices " << unfixed << " layouts do";
   } else if (layouts.empty()) {
-    os << "no layout of " << r.cluster.gpus << " GPUs satisfies the model's shapes (batch " << w.global_batch
-       << ", heads " << w.config.heads << ", hidden " << w.config.hidden << ", ffn " << w.config.ffn << ", layers "
-       << w.config.layers << ")";
+    os << "no layout of " << r.cluster.gpus << " GPUs satisfies " << shapes;
     int below = 0, above = 0;
     for (int g = r.cluster.gpus - 1; g >= 1 && below == 0; --g) {
       if (!enumerate_layouts(r, g).empty()) below = g;
