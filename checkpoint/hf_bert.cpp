@@ -1,6 +1,5 @@
 // Hugging Face BERT directories (BertForMaskedLM): config.json and the name and layout map; the directory's reading,
 // import and sharded export are hf_directory's.
-#include "optimus/checkpoint/hf_model.hpp"
 #include "optimus/checkpoint/hf_bert.hpp"
 
 #include <filesystem>
@@ -154,7 +153,7 @@ GptConfig hf_bert_config(const std::string& dir_name) {
   const fs::path path = dir / "config.json";
   const json j = detail::read_json(path);
   const ConfigFields f(j, path, kBertFamily);
-  hf_model_of(dir_name);  // a model_type Optimus reads, else refused naming it
+  detail::model_of(j, dir_name);  // a model_type Optimus reads, else refused naming it
   f.absent_or("model_type", "bert");
   f.absent_or("hidden_act", "gelu");
   f.absent_or("position_embedding_type", "absolute");

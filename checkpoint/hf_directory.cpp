@@ -47,23 +47,25 @@ json read_json(const fs::path& path) {
   }
 }
 
-}  // namespace optimus::checkpoint::detail
-
-namespace optimus::checkpoint {
-
-HfModel hf_model_of(const std::string& dir) {
-  const std::filesystem::path path = std::filesystem::path(dir) / "config.json";
-  const nlohmann::json j = detail::read_json(path);
+HfModel model_of(const json& j, const std::string& dir) {
   OPTIMUS_CHECK(j.is_object() && j.contains("model_type"), "'", dir, "': config.json has no model_type, so the model "
                 "it describes is unknown; Optimus reads Hugging Face directories of model_type \"llama\" and \"bert\" "
                 "(and a GPT-2's model.safetensors file)");
-  const nlohmann::json& type = j.at("model_type");
+  const json& type = j.at("model_type");
   if (type == "llama") return HfModel::llama;
   if (type == "bert") return HfModel::bert;
   OPTIMUS_FAIL("'", dir, "': config.json's model_type is ", type.dump(), "; Optimus reads Hugging Face directories of ",
                "model_type \"llama\" and \"bert\"",
                type == "gpt2" ? " (for a GPT-2, give its model.safetensors file)"
                               : " (and a GPT-2's model.safetensors file)");
+}
+
+}  // namespace optimus::checkpoint::detail
+
+namespace optimus::checkpoint {
+
+HfModel hf_model_of(const std::string& dir) {
+  return detail::model_of(detail::read_json(std::filesystem::path(dir) / "config.json"), dir);
 }
 
 }  // namespace optimus::checkpoint

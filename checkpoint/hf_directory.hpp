@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint/model_tensors.hpp"
+#include "optimus/checkpoint/hf_model.hpp"
 #include "optimus/checkpoint/safetensors.hpp"
 
 namespace optimus::checkpoint::detail {
@@ -35,6 +36,9 @@ std::vector<std::int64_t> file_shape(const Piece& p, const std::vector<std::int6
 
 // A JSON file of the directory; optimus::Error naming it where it cannot be read or parsed.
 nlohmann::json read_json(const std::filesystem::path& path);
+// The model a directory's config.json (`j`, read from `dir`) describes, by its model_type (hf_model.hpp's
+// hf_model_of, for a config.json already read).
+HfModel model_of(const nlohmann::json& j, const std::string& dir);
 
 // The directory's tensors: each name's shard, opened once. `family` names the model in messages ("Llama").
 class Shards {

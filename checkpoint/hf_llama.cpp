@@ -1,5 +1,4 @@
 // Hugging Face Llama directories: config.json, the name and layout map, sharded streaming export, per-tensor import.
-#include "optimus/checkpoint/hf_model.hpp"
 #include "optimus/checkpoint/hf_llama.hpp"
 
 #include <filesystem>
@@ -118,7 +117,7 @@ GptConfig hf_llama_config(const std::string& dir_name) {
   const fs::path path = dir / "config.json";
   const json j = detail::read_json(path);
   const ConfigFields f(j, path, kFamily);
-  hf_model_of(dir_name);  // a model_type Optimus reads, else refused naming it
+  detail::model_of(j, dir_name);  // a model_type Optimus reads, else refused naming it
   f.absent_or("model_type", "llama");
   f.absent_or("hidden_act", "silu");
   f.absent_or("attention_bias", false);
