@@ -15,22 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `path` absolute, with every symbolic link of the part that exists resolved: two spellings of one place compare equal.
-// A trailing separator is dropped ("run/" is "run").
-fs::path resolved(const std::string& path) {
-  const fs::path p = fs::weakly_canonical(fs::absolute(path));
-  return p.has_filename() ? p : p.parent_path();
-}
-
-// Whether `path` is `dir` or lies inside it (both resolved()).
-bool within(const fs::path& path, const fs::path& dir) {
-  const fs::path rel = path.lexically_relative(dir);
-  return !rel.empty() && *rel.begin() != "..";
-}
-
 // A path a sweep reads or writes: whose (a member's index, or none for the sweep's own) and as what.
 struct Place {
-  fs::path path;                    // resolved()
   std::string given;                // as written
   std::optional<std::size_t> member;
   std::string who;                  // "member 'a''s --data", "the sweep file", "--record"
@@ -42,11 +28,9 @@ struct Place {
 // another's save directory; no output is or lies inside another (one writer each, nothing inside a save directory).
 void check_paths(const std::vector<SweepMember>& members, const std::string& where,
                  const std::optional<std::string>& record) {
-  std::vector<Place> inputs{{.path = resolved(where), .given = where, .member = std::nullopt, .who = "the sweep file"}};
+  std::vector<Place> inputs{{.given = where, .member = std::nullopt, .who = "the sweep file"}};
   std::vector<Place> outputs;
-  if (record) {
-    outputs.push_back({.path = resolved(*record), .given = *record, .member = std::nullopt, .who = "--record"});
-  }
+  if (record) outputs.push_back({.given = *record, .member = std::nullopt, .who = "--record"});
   for (std::size_t k = 0; k < members.size(); ++k) {
     const cli::Options& o = members[k].options;
     const std::string whose = "member '" + members[k].name + "''s --";
@@ -59,7 +43,7 @@ void check_paths(const std::vector<SweepMember>& members, const std::string& whe
                                                   ? o.list(spec.name, "")
                                                   : std::vector<std::string>{o.text(spec.name, "")};
       for (const std::string& value : values) {
-        Place p{.path = resolved(value), .given = value, .member = k, .who = whose + spec.name,
+        Place p{.given = value, .member = k, .who = whose + spec.name,
                 .directory = spec.kind == cli::Kind::output_directory};
         if (input) inputs.push_back(std::move(p));
         if (output) outputs.push_back(std::move(p));
@@ -67,20 +51,22 @@ void check_paths(const std::vector<SweepMember>& members, const std::string& whe
     }
   }
   const auto own = [](const Place& a, const Place& b) { return a.member && a.member == b.member; };
+  // "is " or "lies inside ", as path_within found `a` in `b` (one place by any spelling: links, "./", "run/").
+  const auto in = [](const Place& a, const Place& b) { return path_within(a.given, b.given); };
+  const auto how = [](const fs::path& rel) { return rel == "." ? "is " : "lies inside "; };
   for (const Place& o : outputs) {
     for (const Place& i : inputs) {
       // A member's own --resume inside its own --save: the run it continues.
       if (o.directory && own(o, i)) continue;
-      OPTIMUS_CHECK(!within(o.path, i.path), where, ": ", o.who, " '", o.given, "' ",
-                    o.path == i.path ? "is " : "lies inside ", i.who, " '", i.given,
+      const std::optional<fs::path> over = in(o, i);
+      OPTIMUS_CHECK(!over, where, ": ", o.who, " '", o.given, "' ", over ? how(*over) : "", i.who, " '", i.given,
                     "': an output never replaces an input");
-      OPTIMUS_CHECK(!o.directory || own(o, i) || !within(i.path, o.path), where, ": ", i.who, " '", i.given,
-                    "' lies inside ", o.who, " '", o.given, "', a save directory: its checkpoints and lock are its "
-                    "run's alone");
+      OPTIMUS_CHECK(!o.directory || own(o, i) || !in(i, o), where, ": ", i.who, " '", i.given, "' lies inside ", o.who,
+                    " '", o.given, "', a save directory: its checkpoints and lock are its run's alone");
     }
     for (const Place& p : outputs) {
-      OPTIMUS_CHECK(&p == &o || !within(o.path, p.path), where, ": ", o.who, " '", o.given, "' ",
-                    o.path == p.path ? "is " : "lies inside ", p.who, " '", p.given, "'",
+      const std::optional<fs::path> over = &p == &o ? std::nullopt : in(o, p);
+      OPTIMUS_CHECK(!over, where, ": ", o.who, " '", o.given, "' ", over ? how(*over) : "", p.who, " '", p.given, "'",
                     p.directory ? ", a save directory: its checkpoints and lock are its run's alone"
                                 : ": each output has one writer");
     }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -54,25 +55,26 @@ void check_not_input(const fs::path& output, std::string_view what, const std::v
   OPTIMUS_CHECK(inputs.size() == input_names.size(), "check_not_input: ", inputs.size(), " inputs but ",
                 input_names.size(), " names");
   std::error_code error;
-  const fs::path out = fs::weakly_canonical(fs::absolute(output), error);
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const fs::path& in = inputs[k];
     const bool same = fs::exists(output, error) && fs::exists(in, error) && fs::equivalent(output, in, error);
-    const fs::path within = fs::weakly_canonical(fs::absolute(in), error);
-    const auto rel = out.lexically_relative(within);
-    const bool inside = fs::is_directory(in, error) && !rel.empty() && *rel.begin() != "..";
+    const bool inside = fs::is_directory(in, error) && path_within(output, in);
     OPTIMUS_CHECK(!same && !inside, what, " '", output.string(), "' is ", same ? "" : "inside ", input_names[k],
                   "'s input '", in.string(), "': an output never replaces an input");
   }
 }
 
-void check_not_within(const fs::path& output, std::string_view what, const fs::path& dir, std::string_view dir_name) {
+std::optional<fs::path> path_within(const fs::path& path, const fs::path& dir) {
   std::error_code error;
-  const fs::path out = fs::weakly_canonical(fs::absolute(output), error);
-  const fs::path within = fs::weakly_canonical(fs::absolute(dir), error);
-  const fs::path rel = out.lexically_relative(within);
-  const bool inside = !rel.empty() && *rel.begin() != "..";
-  OPTIMUS_CHECK(!inside, what, " '", output.string(), "' is ", rel == "." ? "" : "inside ", dir_name,
+  const fs::path rel =
+      fs::weakly_canonical(fs::absolute(path), error).lexically_relative(fs::weakly_canonical(fs::absolute(dir), error));
+  if (rel.empty() || *rel.begin() == "..") return std::nullopt;
+  return rel;
+}
+
+void check_not_within(const fs::path& output, std::string_view what, const fs::path& dir, std::string_view dir_name) {
+  const std::optional<fs::path> rel = path_within(output, dir);
+  OPTIMUS_CHECK(!rel, what, " '", output.string(), "' is ", rel == fs::path(".") ? "" : "inside ", dir_name,
                 "'s directory '", dir.string(),
                 "', which holds the run's checkpoints and its lock: write it elsewhere");
 }

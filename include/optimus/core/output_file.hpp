@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,10 @@ void check_replaceable(const std::filesystem::path& path, std::string_view what)
 // a directory (a checkpoint's files). Each input is named by `input_names` alongside it ("--data").
 void check_not_input(const std::filesystem::path& output, std::string_view what,
                      const std::vector<std::filesystem::path>& inputs, const std::vector<std::string>& input_names);
+
+// `path` below `dir` — "." where it is `dir` itself — or none where it lies elsewhere; both taken absolute, with every
+// symbolic link of the part that exists resolved ("./run/" and "run" are one place).
+std::optional<std::filesystem::path> path_within(const std::filesystem::path& path, const std::filesystem::path& dir);
 
 // Throws where `output` is the directory `dir` or lies inside it (a run's save directory: its checkpoints and its lock
 // are the run's), named by `dir_name` ("--save").
