@@ -102,28 +102,4 @@ void check_host_memory(Communicator& world, const plan::Layout& training, const 
   });
 }
 
-void check_device_memory(const plan::Layout& training, const plan::Workload& workload, std::uint64_t capacity,
-                         bool shared, std::uint64_t per_rank) {
-  if (!plan::shape_error(training, workload).empty()) return;  // the run's own checks name it
-  std::uint64_t need = 0, largest = 0;
-  for (const plan::MemoryPrediction& p : plan::predict_memory_by_stage(training, workload)) {
-    const std::uint64_t rank = p.device.total() + per_rank;
-    largest = std::max(largest, rank);
-    need += rank * static_cast<std::uint64_t>(training.tp) * static_cast<std::uint64_t>(training.dp);
-  }
-  if (!shared) need = largest;
-  const auto mib = [](std::uint64_t bytes) {
-    std::ostringstream out;
-    out << bytes << " bytes (" << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1 << 20)
-        << " MiB)";
-    return out.str();
-  };
-  OPTIMUS_CHECK(need <= capacity, "not enough device memory: ",
-                shared && training.ranks() > 1 ? "the " + std::to_string(training.ranks()) + " ranks' device needs "
-                                               : "each rank's device needs ",
-                mib(need), " (a rank's model as laid out, by the planner's memory model, and its GEMM engine's ",
-                per_rank, " bytes of workspace; up to ", mib(largest), " each) and --device-memory gives ",
-                mib(capacity), ": a larger device, more ranks, micro-batches, recomputation or offload");
-}
-
 }  // namespace optimus::examples

@@ -21,13 +21,4 @@ std::uint64_t host_memory_available();
 void check_host_memory(Communicator& world, const plan::Layout& training, const plan::Workload& workload,
                        std::int64_t check_layers, bool has_device);
 
-// A simulated device's capacity (--device-memory) against what the run needs there, before the first large
-// allocation, so that a device too small is named with the model's bytes (it failed on the first buffer, "requested 8
-// bytes ... 0 bytes free"): each rank's device bytes by the planner's memory model for `training` and its GEMM engine's
-// `per_rank` workspace; every rank's on one device where `shared` (in-process ranks), else each rank's on its own.
-// Throws the same optimus::Error on every rank where the need is above `capacity`. A guard, not a promise: what the
-// model does not count (the caching pool's rounding, exchanges' staging) is the device's to refuse as it runs.
-void check_device_memory(const plan::Layout& training, const plan::Workload& workload, std::uint64_t capacity,
-                         bool shared, std::uint64_t per_rank);
-
 }  // namespace optimus::examples

@@ -14,7 +14,7 @@
 // --record's JSON. A member whose loss or gradient norm is not finite stops alone (the exit status is then 1).
 // --offload spill keeps each member's blocks in host memory (train_gpt's --offload spill), their device buffers taken
 // only while a step is in flight, so that members take turns with the slot's memory; --in-flight K bounds how many do
-// at once (on a simulated device, by default, as many as its memory holds: sweep_memory.hpp). --resume: each member
+// at once (on a simulated device, by default, as many as its memory holds: device_memory.hpp). --resume: each member
 // that saves (--save DIR) resumes from its newest checkpoint, and trains on bitwise as if never stopped; one that had
 // finished is exported and evaluated again (a sweep killed at any point is run again with --resume). The members' and
 // the sweep's paths are checked against each other before any training (sweep_members.hpp); the loop runs under the
@@ -44,7 +44,7 @@
 #include "placement.hpp"
 #include "sweep_member_run.hpp"
 #include "sweep_members.hpp"
-#include "sweep_memory.hpp"
+#include "device_memory.hpp"
 
 namespace {
 
@@ -176,7 +176,7 @@ ex::Placement place(optimus::Communicator& world, const optimus::cli::Options& o
   device.rank = ex::open_rank_device(where.in_process ? *where.shared : *device.own,
                                      o.text("gemm", "f32") == "bf16" ? optimus::ops::GemmMath::bf16
                                                                      : optimus::ops::GemmMath::f32,
-                                     where);
+                                     where, world);
   here.slot = device.rank.get();
   return here;
 }
@@ -184,7 +184,7 @@ ex::Placement place(optimus::Communicator& world, const optimus::cli::Options& o
 // Step 3, build: each member's options with the slots' words, its own world (split from the sweep's) and its run, in
 // member order on every rank; every member read and started (its shape final: --init's, --resume's), and all of them
 // checked against the slots' device memory, before any is built. Returns the most members in flight at once
-// (LoopOptions::in_flight): --in-flight's, or as many as the devices hold (sweep_memory.hpp).
+// (LoopOptions::in_flight): --in-flight's, or as many as the devices hold (device_memory.hpp).
 struct Members {
   std::deque<optimus::cli::Options> options;  // a deque: each run keeps a reference to its member's
   std::vector<std::unique_ptr<optimus::Communicator>> worlds;

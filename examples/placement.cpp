@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "optimus/comm/all_or_throw.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/memory.hpp"
 #include "optimus/cuda/device.hpp"
@@ -51,16 +52,21 @@ std::unique_ptr<DeviceRuntime> open_device(const Placement& where, const Communi
   return optimus::open_device(where.choice, where.choice.kind == Device::cuda ? local_gpu(world) : 0);
 }
 
-std::unique_ptr<RankDevice> open_rank_device(DeviceRuntime& device, ops::GemmMath math, const Placement& where) {
-  try {
-    return std::make_unique<RankDevice>(device, math);
-  } catch (const Error& e) {
-    if (where.choice.kind != Device::sim) throw;
-    OPTIMUS_FAIL("--device-memory ", where.choice.sim_capacity, " bytes cannot hold even ",
-                 where.in_process ? "the in-process ranks' GEMM workspaces, their first allocations"
-                                  : "the rank's GEMM workspace, its first allocation",
-                 " (", e.what(), "): give the simulated device more memory");
-  }
+std::unique_ptr<RankDevice> open_rank_device(DeviceRuntime& device, ops::GemmMath math, const Placement& where,
+                                             Communicator& world) {
+  std::unique_ptr<RankDevice> rank;
+  all_or_throw({&world}, [&] {  // one verdict: in-process ranks sharing a device race for it
+    try {
+      rank = std::make_unique<RankDevice>(device, math);
+    } catch (const Error& e) {
+      if (where.choice.kind != Device::sim) throw;
+      OPTIMUS_FAIL("--device-memory ", where.choice.sim_capacity, " bytes cannot hold even ",
+                   where.in_process ? "the in-process ranks' GEMM workspaces, their first allocations"
+                                    : "the rank's GEMM workspace, its first allocation",
+                   " (", e.what(), "): give the simulated device more memory");
+    }
+  });
+  return rank;
 }
 
 std::string memory_line(Communicator& world, const Grid& grid) {

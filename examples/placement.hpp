@@ -32,8 +32,10 @@ struct Placement {
 std::unique_ptr<DeviceRuntime> open_device(const Placement& where, const Communicator& world);
 
 // This rank's RankDevice on `device` (its stream, memory pool and GEMM engine, whose workspace is its first
-// allocation), computing in `math`: a simulated device too small even for that is named as such (--device-memory).
-std::unique_ptr<RankDevice> open_rank_device(DeviceRuntime& device, ops::GemmMath math, const Placement& where);
+// allocation), computing in `math`: a simulated device too small even for that is named as such (--device-memory), the
+// same error on every rank of `world` (collective).
+std::unique_ptr<RankDevice> open_rank_device(DeviceRuntime& device, ops::GemmMath math, const Placement& where,
+                                             Communicator& world);
 
 // A program's ranks, each running `run` on its world: the MPI world's (one rank per process), or --in-process N ranks
 // as threads of this process sharing one device; `where` is filled in. Returns rank 0's exit status. optimus::Error

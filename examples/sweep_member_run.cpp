@@ -29,9 +29,10 @@ MemberRun::MemberRun(Communicator& world, std::string name, const cli::Options& 
       options_(options),
       where_(where),
       setup_(std::move(setup)),
-      places_(place(world, options, where, setup_)),
+      places_(place(world, setup_)),
       start_(start(world, options, setup_, places_)),
       stop_(stop_fault_from_environment()) {
+  place_training(world, options, where, setup_, places_);
   outcome_.name = std::move(name);
   outcome_.parameters = setup_.config.parameter_count();
   outcome_.steps = setup_.steps;

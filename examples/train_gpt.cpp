@@ -235,8 +235,9 @@ void report(optimus::Communicator& world, const optimus::cli::Options& o, const 
 int train(optimus::Communicator& world, const optimus::cli::Options& o, ex::Placement& where) {
   world.set_timeout(o.timeout());  // before the grid: its communicators inherit it
   Setup setup = ex::read_setup(world, o, where);
-  const Places places = ex::place(world, o, where, setup);
+  Places places = ex::place(world, setup);
   const Start s = ex::start(world, o, setup, places);
+  ex::place_training(world, o, where, setup, places);
   const bool root = world.rank() == 0;
   if (root) print_header(world, setup, places, s, where);
   Trained t = ex::build(world, o, setup, places, s, where);

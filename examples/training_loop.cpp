@@ -62,6 +62,11 @@ Trainee model_trainee(Gpt<Family>& model, std::int64_t batch) {
 
 }  // namespace
 
+plan::Workload workload_of(const Setup& setup) {
+  return {.config = setup.config, .global_batch = setup.batch * setup.run.layout.dp, .seq = setup.seq,
+          .element_bytes = 4, .saved_bytes = setup.math == ops::GemmMath::bf16 ? 2 : 4};
+}
+
 void draw_step(const Setup& setup, const Tokens& ids, std::uint64_t seed, std::uint64_t step, int replica,
                int replicas, Batch& out) {
   const std::int64_t b = setup.batch, s = setup.seq;

@@ -47,6 +47,10 @@ struct Setup {
   std::optional<MaskedLmConfig> masking;
 };
 
+// The run as the planner's models take it (plan/memory_model.hpp): the model, the global batch (the replica's batch
+// times the layout's replicas), the sequences, f32 values and activations saved in f32 (bf16 under --gemm bf16).
+plan::Workload workload_of(const Setup& setup);
+
 // Replica `replica`'s batch of step `step`, drawn from `ids` with `seed`: next-token windows (draw_batch), or BERT's
 // masked sequences where setup.masking says (draw_masked_batch).
 void draw_step(const Setup& setup, const Tokens& ids, std::uint64_t seed, std::uint64_t step, int replica,

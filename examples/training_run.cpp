@@ -11,6 +11,7 @@
 #include "auto_plan.hpp"
 #include "checkpoint_options.hpp"
 #include "example_options.hpp"
+#include "device_memory.hpp"
 #include "memory_check.hpp"
 #include "optimus/programs/arch_options.hpp"
 #include "reference_check.hpp"
@@ -75,18 +76,29 @@ Setup read_setup(optimus::Communicator& world, const optimus::cli::Options& o, c
 }
 
 
-Places place(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
-             const Setup& setup) {
-  const optimus::plan::Layout& layout = setup.run.layout;
+Places place(optimus::Communicator& world, const Setup& setup) {
   Places p;
-  p.host = optimus::plan::Place::on_host(world, layout);
+  p.host = optimus::plan::Place::on_host(world, setup.run.layout);
+  return p;
+}
+
+void place_training(optimus::Communicator& world, const optimus::cli::Options& o, const ex::Placement& where,
+                    const Setup& setup, Places& p) {
+  const optimus::plan::Layout& layout = setup.run.layout;
   std::optional<optimus::plan::Place> on_device;
   if (where.choice.kind != optimus::Device::cpu) {
     optimus::RankDevice* rank = where.slot;  // a sweep's slot, which its members share
     if (rank == nullptr) {
       if (!where.in_process) p.own_device = ex::open_device(where, world);
-      p.rank_device = ex::open_rank_device(where.in_process ? *where.shared : *p.own_device, setup.math, where);
+      p.rank_device =
+          ex::open_rank_device(where.in_process ? *where.shared : *p.own_device, setup.math, where, world);
       rank = p.rank_device.get();
+      // A simulated device of this run's own, before the grids take their buffers (a sweep's members share their
+      // slot's, which the sweep checks).
+      if (where.choice.kind == optimus::Device::sim &&
+          where.choice.sim_capacity != std::numeric_limits<std::uint64_t>::max()) {
+        ex::check_device_memory(setup, where.choice.sim_capacity, where.in_process, rank->gemm().workspace_bytes());
+      }
     }
     on_device = optimus::plan::Place::on_device(
         *rank, world, layout,
@@ -95,7 +107,6 @@ Places place(optimus::Communicator& world, const optimus::cli::Options& o, const
   const optimus::Execution execution{.overlap = true, .gemm_math = setup.math, .check_finite = o.has("check-finite"),
                                      .timeline = nullptr};
   p.training = (on_device ? *on_device : *p.host).with(execution);
-  return p;
 }
 
 
@@ -172,18 +183,8 @@ Trained build(optimus::Communicator& world, const optimus::cli::Options& o, Setu
   const optimus::pipeline::Schedule& schedule = setup.schedule;
   // What the run will need on this host, before the first large allocation (memory_check.hpp): the model as laid
   // out, in f32 (activations saved in bf16 under --gemm bf16), and the first step's fp64 check.
-  ex::check_host_memory(world, layout,
-                        {.config = config, .global_batch = setup.batch * grid.dp(), .seq = setup.seq,
-                         .element_bytes = 4, .saved_bytes = setup.math == optimus::ops::GemmMath::bf16 ? 2 : 4},
-                        ex::checked_layers(config, schedule), grid.device() != nullptr);
-  // A simulated device of this run's own (a sweep's members share their slot's, which the sweep checks).
-  if (where.choice.kind == optimus::Device::sim && where.slot == nullptr &&
-      where.choice.sim_capacity != std::numeric_limits<std::uint64_t>::max()) {
-    ex::check_device_memory(layout,
-                            {.config = config, .global_batch = setup.batch * grid.dp(), .seq = setup.seq,
-                             .element_bytes = 4, .saved_bytes = setup.math == optimus::ops::GemmMath::bf16 ? 2 : 4},
-                            where.choice.sim_capacity, where.in_process, places.rank_device->gemm().workspace_bytes());
-  }
+  ex::check_host_memory(world, layout, ex::workload_of(setup), ex::checked_layers(config, schedule),
+                        grid.device() != nullptr);
   ex::check_first_step(world, *places.host, setup, schedule);
   const optimus::AdamWConfig adam{.lr = setup.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                                   .max_grad_norm = 1.0};

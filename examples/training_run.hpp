@@ -50,11 +50,18 @@ struct Trained {
 // Step 1, read: the data (--data or --text), the model's shape and blocks, the batch, the layout (the plan's, or the
 // options'), the schedule and the training's options, each checked against the others before any work.
 Setup read_setup(Communicator& world, const cli::Options& o, const Placement& where);
-// Step 2, place: collective over `world`.
-Places place(Communicator& world, const cli::Options& o, const Placement& where, const Setup& setup);
+// Step 2, place: the layout's place on the host (the reference check's, and where start checks the model's shape).
+// Collective over `world`.
+Places place(Communicator& world, const Setup& setup);
 // Step 3, start: collective over `world`; adopts --init's or --resume's shape into setup, then checks the model's
 // shape on its place — named as the user gave it (--hidden, --q; a file's fields) — and the data, before any work.
 Start start(Communicator& world, const cli::Options& o, Setup& setup, const Places& places);
+// Step 3 continued, the place the run trains on (places.training): the host's, or, where --device asks for one, the
+// rank's device — its GEMM engine first, then (on a simulated device of the run's own) the model's device memory
+// checked against --device-memory (device_memory.hpp), then the layout's grids and their buffers. After start: the
+// model's shape is final. Collective over `world`.
+void place_training(Communicator& world, const cli::Options& o, const Placement& where, const Setup& setup,
+                    Places& places);
 // Step 5, build: the host memory the run needs, the first step checked against the reference, then the model as laid
 // out, started from --init or --resume (restore), with --save's saver. Collective over `world`.
 Trained build(Communicator& world, const cli::Options& o, Setup& setup, const Places& places, const Start& s,

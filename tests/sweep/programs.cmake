@@ -41,6 +41,11 @@ separate_arguments(sweep_big_list UNIX_COMMAND "${sweep_big}")
 optimus_expect_failure(example_train_gpt_device_too_small
                        "train_gpt: error: not enough device memory: each rank's device needs [0-9]+ bytes .* and --device-memory gives 1126400 bytes"
                        ${tiny_gpt} --in-process 1 --q 1 --device sim --device-memory 1100KiB)
+# Before the grids take their buffers: eight in-process ranks whose GEMM workspaces just fill 8 MiB (it failed on the
+# grids' first buffer, "requested 8 bytes ... 0 bytes free").
+optimus_expect_failure(example_train_gpt_device_before_grids
+                       "train_gpt: error: not enough device memory: the 8 ranks' device needs [0-9]+ bytes .* and --device-memory gives 8388608 bytes"
+                       ${tiny_gpt8} --in-process 8 --q 2 --device sim --device-memory 8MiB)
 optimus_expect_failure(example_train_gpt_device_smaller_than_workspace
                        "train_gpt: error: --device-memory 2097152 bytes cannot hold even the in-process ranks' GEMM workspaces"
                        ${tiny_gpt} --in-process 4 --device sim --device-memory 2MiB)

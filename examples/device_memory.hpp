@@ -1,7 +1,7 @@
-// A sweep's device memory, checked before any member is built: what each member holds on a slot's device for good and
-// what a step of it in flight adds, summed over the members that share the device, against its capacity. It admits
-// only what then fits: where every member in flight at once would not, it bounds how many are (--in-flight), and
-// where one alone would not, it refuses, naming the bytes.
+// A run's device memory, checked before anything large is allocated on a simulated device: what each model (a run's
+// one, a sweep's members) holds on a rank's device for good and what a step of it in flight adds, summed over what
+// shares the device, against its capacity. For a sweep it admits only what then fits: where every member in flight at
+// once would not, it bounds how many are (--in-flight), and where one alone would not, it refuses, naming the bytes.
 #pragma once
 
 #include <cstdint>
@@ -44,5 +44,12 @@ inline constexpr std::uint64_t kDeviceReserveShare = 16;
 // even one member's step fits beside every member's resident bytes (then spill, more slots or a larger device).
 int admitted_in_flight(const std::string& where, const std::vector<std::string>& names,
                        const std::vector<MemberDeviceBytes>& members, const SlotDevices& devices, int in_flight);
+
+// train_gpt's run of `setup` on a simulated device of `capacity` bytes (--device-memory), its ranks' on one device
+// where `shared` (in-process), else each rank's on its own, each rank's GEMM engine holding `per_rank` bytes: throws
+// the same optimus::Error on every rank, naming the bytes, where the run with its step in flight needs more (it failed
+// on its first buffer: "requested 8 bytes ... 0 bytes free"). A guard, not a promise: what the model does not count
+// (the caching pool's rounding, the exchanges' staging) is the device's to refuse as it runs.
+void check_device_memory(const Setup& setup, std::uint64_t capacity, bool shared, std::uint64_t per_rank);
 
 }  // namespace optimus::examples

@@ -1,5 +1,5 @@
-// A sweep's device memory (sweep_memory.hpp).
-#include "sweep_memory.hpp"
+// A run's device memory (device_memory.hpp).
+#include "device_memory.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -48,9 +48,8 @@ std::string mib(u64 bytes) {
 
 MemberDeviceBytes member_device_bytes(const Setup& setup) {
   plan::Layout layout = setup.run.layout;
-  layout.recompute.assign(static_cast<std::size_t>(setup.config.layers), setup.recompute);
-  const plan::Workload workload{.config = setup.config, .global_batch = setup.batch, .seq = setup.seq,
-                                .element_bytes = 4, .saved_bytes = setup.math == ops::GemmMath::bf16 ? 2 : 4};
+  if (!setup.planned) layout.recompute.assign(static_cast<std::size_t>(setup.config.layers), setup.recompute);
+  const plan::Workload workload = workload_of(setup);
   MemberDeviceBytes out{.resident = {}, .step = {}, .spilled = spill_of(layout.offload) != Spill::none};
   if (!plan::shape_error(layout, workload).empty()) return out;  // train_gpt's own checks name it, as it starts
   const u64 block = static_cast<u64>(plan::block_parameters(layout, setup.config)) * 4;
@@ -103,6 +102,23 @@ int admitted_in_flight(const std::string& where, const std::vector<std::string>&
                 mib(device_need(known, devices, given)), " on ", device, counted, has, ": at most ", fit, " fit");
   if (in_flight > 0) return in_flight;
   return fit == known.size() ? 0 : static_cast<int>(fit);
+}
+
+void check_device_memory(const Setup& setup, std::uint64_t capacity, bool shared, std::uint64_t per_rank) {
+  const MemberDeviceBytes bytes = member_device_bytes(setup);
+  const plan::Layout& layout = setup.run.layout;
+  if (bytes.step.empty()) return;  // a shape the run's own checks name
+  SlotDevices devices{.capacity = capacity, .slots = layout.pp, .slot_ranks = layout.tp * layout.dp, .shared = shared,
+                      .per_rank = per_rank};
+  const u64 need = device_need({bytes}, devices, 1);
+  devices.shared = false;
+  const u64 largest = device_need({bytes}, devices, 1);
+  OPTIMUS_CHECK(need <= capacity, "not enough device memory: ",
+                shared && layout.ranks() > 1 ? "the " + std::to_string(layout.ranks()) + " ranks' device needs "
+                                             : "each rank's device needs ",
+                mib(need), " (a rank's model as laid out, by the planner's memory model, and its GEMM engine's ",
+                per_rank, " bytes of workspace; up to ", mib(largest), " each) and --device-memory gives ",
+                mib(capacity), ": a larger device, more ranks, micro-batches, recomputation or offload");
 }
 
 }  // namespace optimus::examples
