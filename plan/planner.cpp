@@ -261,7 +261,7 @@ std::string choices_of(const Request& r) {
     fixed.push_back(std::string(name) + " = " + std::to_string(*value) + " (--" + name +
                     (r.cluster.gpus % *value != 0 ? ", which does not divide the GPUs)" : ")"));
   }
-  if (r.only) fixed.push_back(std::string(*r.only == TensorParallel::two_d ? "2D" : "1D") + " layouts only (--layout)");
+  if (r.only) fixed.push_back(std::string(name_of(*r.only)) + " layouts only (--layout)");
   std::string text;
   for (const std::string& f : fixed) text += (text.empty() ? "" : ", ") + f;
   return text;
