@@ -31,8 +31,8 @@ int run_ranks(Context& ctx, const cli::Options& o, Placement& where, const char*
               const std::function<int(Communicator& world)>& run) {
   if (!where.in_process) return run(ctx.world());
   // In-process ranks never start MPI (Context::world): a launcher's processes are counted from its environment.
-  OPTIMUS_CHECK(Context::launched_processes() == 1, "--in-process runs every rank in this process: launch one "
-                "process, not ", Context::launched_processes());
+  const int launched = Context::launched_processes();
+  OPTIMUS_CHECK(launched == 1, "--in-process runs every rank in this process: launch one process, not ", launched);
   if (where.choice.kind != Device::cpu) where.shared = optimus::open_device(where.choice, 0);  // the node's first GPU
   int status = 0;
   try {
