@@ -73,7 +73,9 @@ void MemberRun::end() {
     ++outcome_.trained;
   } catch (const Error& e) {
     // A non-finite loss or gradient norm (or a failed save): the same error on every rank of the member, which stops
-    // here, alone.
+    // here, alone. Not the job's failure (the watchdog in the update's collectives, another rank's error): that ends
+    // the sweep, as it would in any operation.
+    if (world_.job()->failed()) throw;
     outcome_.stopped = e.what();
     if (world_.rank() == 0) std::printf("[%s] stopped: %s\n", outcome_.name.c_str(), e.what());
   }
