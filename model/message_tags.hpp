@@ -1,6 +1,7 @@
 // Internal to the GPT (model/gpt.hpp): the tags of a training step's messages between stages.
 #pragma once
 
+#include "optimus/comm/communicator.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
@@ -14,11 +15,11 @@ inline int tag_of(const Schedule& s, int u, int k, bool gradient) {
 inline int wte_tag(const Schedule& s) { return 2 * s.virtual_stages() * s.micro_batches; }
 inline int sums_tag(const Schedule& s) { return wte_tag(s) + 1; }
 
-// Throws (naming `who`) unless every tag of s is within the least upper bound MPI promises.
+// Throws (naming `who`) unless every tag of s is one a communicator takes (Communicator::kMaxTag: MPI's promise).
 inline void check_message_tags(const char* who, const Schedule& s) {
-  constexpr int kMaxTag = 32767;
-  OPTIMUS_CHECK(sums_tag(s) <= kMaxTag, who, ": ", s.micro_batches, " micro-batches on ", s.virtual_stages(),
-                " virtual stages need more message tags than MPI promises (", kMaxTag, ")");
+  OPTIMUS_CHECK(sums_tag(s) <= Communicator::kMaxTag, who, ": ", s.micro_batches, " micro-batches on ",
+                s.virtual_stages(), " virtual stages need more message tags than MPI promises (",
+                Communicator::kMaxTag, ")");
 }
 
 }  // namespace optimus::pipeline

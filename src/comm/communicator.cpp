@@ -1,6 +1,8 @@
 // The backend-independent half of Communicator: argument checks and the traffic counters.
 #include "optimus/comm/communicator.hpp"
 
+#include <cstddef>
+#include <cstdint>
 #include <iostream>
 
 #include "optimus/core/error.hpp"
@@ -18,6 +20,7 @@ std::string_view name_of(CallKind kind) {
     case CallKind::send: return "send";
     case CallKind::recv: return "recv";
     case CallKind::barrier: return "barrier";
+    case CallKind::all_to_all: return "all_to_all";
   }
   return "?";
 }
@@ -236,7 +239,7 @@ Request Communicator::start_reduce_scatter(const void* send, void* recv, std::si
 
 Request Communicator::start_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) {
   check_peer(dest, "send destination");
-  OPTIMUS_CHECK(tag >= 0, "send tag must be non-negative, got ", tag);
+  OPTIMUS_CHECK(tag >= 0 && tag <= kMaxTag, "send tag must be from 0 to ", kMaxTag, ", got ", tag);
   label(CallKind::send);
   stats_.add(CallKind::send, bytes_of(count, dtype), 0);
   return post_send(buf, count, dtype, dest, tag, sync);
@@ -244,10 +247,89 @@ Request Communicator::start_send(const void* buf, std::size_t count, DType dtype
 
 Request Communicator::start_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) {
   check_peer(source, "recv source");
-  OPTIMUS_CHECK(tag >= 0, "recv tag must be non-negative, got ", tag);
+  OPTIMUS_CHECK(tag >= 0 && tag <= kMaxTag, "recv tag must be from 0 to ", kMaxTag, ", got ", tag);
   label(CallKind::recv);
   stats_.add(CallKind::recv, 0, bytes_of(count, dtype));
   return post_recv(buf, count, dtype, source, tag, sync);
+}
+
+namespace {
+
+// One request for the point-to-point transfers of one collective (all_to_all): complete when all of them are.
+class TransferGroup final : public RequestImpl {
+ public:
+  TransferGroup(std::shared_ptr<JobState> job, std::vector<Request> parts)
+      : RequestImpl(std::move(job)), parts_(std::move(parts)) {}
+
+  void wait() override {
+    for (Request& r : parts_) r.wait();
+  }
+  bool test() override {
+    bool done = true;
+    for (Request& r : parts_) done = r.test() && done;  // each polled (an MPI rank's progress)
+    return done;
+  }
+  void expire() override {
+    for (Request& r : parts_) {
+      if (r.pending()) r.expire();  // its watchdog names the collective and the peer it waits for
+    }
+    OPTIMUS_FAIL("watchdog: an all_to_all expired as its last transfer completed");
+  }
+
+ private:
+  std::vector<Request> parts_;
+};
+
+// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool overlap(const void* a, std::uint64_t a_bytes, const void* b, std::uint64_t b_bytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+}  // namespace
+
+// Every receive is posted before any send (MPI then buffers no unexpected message), and rank me + i's block is the
+// i-th sent, so that the ranks do not all send to rank 0 first. Empty blocks are not sent: the counts agree (the
+// contract), so neither side posts one. Over a device communicator the consecutive sends and receives are one group.
+Request Communicator::start_all_to_all(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                                       std::span<const std::size_t> recv_counts, DType dtype) {
+  const auto p = static_cast<std::size_t>(size_), me = static_cast<std::size_t>(rank_);
+  OPTIMUS_CHECK(send_counts.size() == p && recv_counts.size() == p, "all_to_all: ", send_counts.size(),
+                " send counts and ", recv_counts.size(), " receive counts on a communicator of size ", size_,
+                " (one of each per rank)");
+  OPTIMUS_CHECK(send_counts[me] == recv_counts[me], "all_to_all: rank ", rank_, " sends itself ", send_counts[me],
+                " elements but receives ", recv_counts[me], " from itself");
+  std::uint64_t send_bytes = 0, recv_bytes = 0, self = bytes_of(send_counts[me], dtype);
+  for (std::size_t r = 0; r < p; ++r) {
+    send_bytes += bytes_of(send_counts[r], dtype);
+    recv_bytes += bytes_of(recv_counts[r], dtype);
+  }
+  OPTIMUS_CHECK(send != nullptr || send_bytes == 0, "all_to_all: a null send buffer for ", send_bytes, " bytes");
+  OPTIMUS_CHECK(recv != nullptr || recv_bytes == 0, "all_to_all: a null receive buffer for ", recv_bytes, " bytes");
+  OPTIMUS_CHECK(!overlap(send, send_bytes, recv, recv_bytes), "all_to_all: the send buffer (", send_bytes,
+                " bytes) and the receive buffer (", recv_bytes, " bytes) overlap");
+  label(CallKind::all_to_all);
+  stats_.add(CallKind::all_to_all, send_bytes - self, recv_bytes - self);
+  std::vector<std::size_t> send_at(p + 1, 0), recv_at(p + 1, 0);  // each block's first element
+  for (std::size_t r = 0; r < p; ++r) {
+    send_at[r + 1] = send_at[r] + send_counts[r];
+    recv_at[r + 1] = recv_at[r] + recv_counts[r];
+  }
+  const std::size_t width = size_of(dtype);
+  std::vector<Request> parts;
+  for (std::size_t i = 0; i < p; ++i) {
+    const std::size_t r = (me + p - i) % p;
+    if (recv_counts[r] == 0) continue;
+    parts.push_back(post_recv(static_cast<std::byte*>(recv) + recv_at[r] * width, recv_counts[r], dtype,
+                              static_cast<int>(r), kMaxTag + 1, Sync::nonblocking));
+  }
+  for (std::size_t i = 0; i < p; ++i) {
+    const std::size_t r = (me + i) % p;
+    if (send_counts[r] == 0) continue;
+    parts.push_back(post_send(static_cast<const std::byte*>(send) + send_at[r] * width, send_counts[r], dtype,
+                              static_cast<int>(r), kMaxTag + 1, Sync::nonblocking));
+  }
+  return Request(std::make_unique<TransferGroup>(job_, std::move(parts)));
 }
 
 Request Communicator::start_barrier(Sync sync) {
@@ -278,6 +360,14 @@ Request Communicator::irecv(void* buf, std::size_t count, DType dtype, int sourc
   return start_recv(buf, count, dtype, source, tag, Sync::nonblocking);
 }
 Request Communicator::ibarrier() { return start_barrier(Sync::nonblocking); }
+Request Communicator::iall_to_all(const void* send, void* recv, std::size_t count, DType dtype) {
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(size_), count);
+  return start_all_to_all(send, counts, recv, counts, dtype);
+}
+Request Communicator::iall_to_all_v(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                                    std::span<const std::size_t> recv_counts, DType dtype) {
+  return start_all_to_all(send, send_counts, recv, recv_counts, dtype);
+}
 
 void Communicator::broadcast(void* buf, std::size_t count, DType dtype, int root) {
   start_broadcast(buf, count, dtype, root, Sync::blocking).wait();
@@ -301,6 +391,13 @@ void Communicator::recv(void* buf, std::size_t count, DType dtype, int source, i
   start_recv(buf, count, dtype, source, tag, Sync::blocking).wait();
 }
 void Communicator::barrier() { start_barrier(Sync::blocking).wait(); }
+void Communicator::all_to_all(const void* send, void* recv, std::size_t count, DType dtype) {
+  iall_to_all(send, recv, count, dtype).wait();
+}
+void Communicator::all_to_all_v(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                                std::span<const std::size_t> recv_counts, DType dtype) {
+  start_all_to_all(send, send_counts, recv, recv_counts, dtype).wait();
+}
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   OPTIMUS_CHECK(color >= 0, "split color must be non-negative, got ", color);

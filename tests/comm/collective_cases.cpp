@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "optimus/core/error.hpp"
@@ -87,6 +89,57 @@ void check_collectives(Communicator& comm) {
   std::vector<bf16> h(3, bf16(me == 0 ? 1.5f : 0.0f));
   comm.broadcast(h.data(), h.size(), DType::bf16, 0);
   for (bf16 v : h) CHECK(static_cast<float>(v) == 1.5f);
+
+  check_all_to_all(comm);
+}
+
+void check_all_to_all(Communicator& comm) {
+  const int p = comm.size();
+  const int me = comm.rank();
+  const auto ranks = static_cast<std::size_t>(p);
+  // Fixed: block r of rank me's n * p elements goes to rank r; block r received is rank r's block me.
+  const std::size_t n = 3;
+  std::vector<double> out(n * ranks), in(n * ranks, -1.0);
+  for (std::size_t e = 0; e < out.size(); ++e) out[e] = value(me, e);
+  comm.all_to_all(out.data(), in.data(), n, DType::f64);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    for (std::size_t e = 0; e < n; ++e) CHECK(in[r * n + e] == value(static_cast<int>(r), me * n + e));
+  }
+
+  // Variable, non-blocking: rank a sends rank b (a + b) % 3 elements (none, one or two), 1000 a + 10 b + e.
+  auto count = [](int a, int b) { return static_cast<std::size_t>((a + b) % 3); };
+  std::vector<std::size_t> send_counts(ranks), recv_counts(ranks);
+  std::vector<float> sent, received_expected;
+  for (int r = 0; r < p; ++r) {
+    send_counts[static_cast<std::size_t>(r)] = count(me, r);
+    recv_counts[static_cast<std::size_t>(r)] = count(r, me);
+    for (std::size_t e = 0; e < count(me, r); ++e) sent.push_back(static_cast<float>(1000 * me + 10 * r + e));
+    for (std::size_t e = 0; e < count(r, me); ++e) {
+      received_expected.push_back(static_cast<float>(1000 * r + 10 * me + e));
+    }
+  }
+  std::vector<float> received(received_expected.size() + 1, -1.0f);  // one past: never written
+  Request all = comm.iall_to_all_v(sent.data(), send_counts, received.data(), recv_counts, DType::f32);
+  all.wait();
+  CHECK(std::equal(received_expected.begin(), received_expected.end(), received.begin()));
+  CHECK(received.back() == -1.0f);
+
+  // Checked on each rank alike, before anything is posted: the counts' number, the rank's own block, the tags left.
+  const std::vector<std::size_t> short_counts(ranks + 1, 1), own(ranks, 1);
+  const std::string counts_refused =
+      detail::concat(ranks + 1, " send counts and ", ranks, " receive counts on a communicator of size ", p);
+  CHECK_THROWS_WITH_AS(comm.all_to_all_v(out.data(), short_counts, in.data(), own, DType::f64),
+                       doctest::Contains(counts_refused.c_str()), Error);
+  std::vector<std::size_t> more = own;
+  more[static_cast<std::size_t>(me)] = 2;
+  const std::string own_refused = detail::concat("rank ", me, " sends itself 1 elements but receives 2");
+  CHECK_THROWS_WITH_AS(comm.all_to_all_v(out.data(), own, in.data(), more, DType::f64),
+                       doctest::Contains(own_refused.c_str()), Error);
+  CHECK_THROWS_WITH_AS(comm.all_to_all(out.data(), out.data(), 1, DType::f64), doctest::Contains("overlap"),
+                       Error);
+  CHECK_THROWS_WITH_AS(comm.isend(out.data(), 1, DType::f64, 0, Communicator::kMaxTag + 1),
+                       doctest::Contains("send tag must be from 0 to 32766, got 32767"), Error);
+  comm.barrier();  // the refusals posted nothing: the ranks still agree on what comes next
 }
 
 void check_counters(Communicator& comm) {
@@ -101,6 +154,7 @@ void check_counters(Communicator& comm) {
   comm.all_reduce(buf.data(), out.data(), n, DType::f64, ReduceOp::sum);
   comm.all_gather(buf.data(), out.data(), n, DType::f64);
   comm.reduce_scatter(buf.data(), out.data(), n, DType::f64, ReduceOp::sum);
+  comm.all_to_all(buf.data(), out.data(), n, DType::f64);
   comm.barrier();
   const CommStats& s = comm.stats();
   const bool root = me == 0;
@@ -112,11 +166,15 @@ void check_counters(Communicator& comm) {
   CHECK(s[CallKind::all_reduce].bytes_received == 2 * (p - 1) * b / p);
   CHECK(s[CallKind::all_gather].bytes_received == (p - 1) * b);
   CHECK(s[CallKind::reduce_scatter].bytes_received == (p - 1) * b);
+  CHECK(s[CallKind::all_to_all].bytes_received == (p - 1) * b);  // its own block is not counted
+  CHECK(s[CallKind::all_to_all].bytes_sent == (p - 1) * b);
+  CHECK(s[CallKind::all_to_all].calls == 1);
+  CHECK(s[CallKind::send].calls == 0);  // its transfers are the all_to_all's, not messages
   CHECK(s[CallKind::barrier].calls == 1);
-  CHECK(s.calls == 6);
+  CHECK(s.calls == 7);
   CHECK(s.bytes_received == s[CallKind::broadcast].bytes_received + s[CallKind::reduce].bytes_received +
                                 s[CallKind::all_reduce].bytes_received + s[CallKind::all_gather].bytes_received +
-                                s[CallKind::reduce_scatter].bytes_received);
+                                s[CallKind::reduce_scatter].bytes_received + s[CallKind::all_to_all].bytes_received);
   // A view is counted as the broadcast it is.
   std::vector<double> v(3, 1.0);
   const int last = comm.size() - 1;

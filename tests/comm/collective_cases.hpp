@@ -8,6 +8,9 @@ namespace optimus::test {
 // Every operation of the Communicator interface on `comm`, checked with doctest (callable from threads).
 void check_collectives(Communicator& comm);
 
+// all_to_all, fixed and variable (empty blocks among them), and its refusals; part of check_collectives.
+void check_all_to_all(Communicator& comm);
+
 // Counters follow the convention of stats.hpp exactly.
 void check_counters(Communicator& comm);
 

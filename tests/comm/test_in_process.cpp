@@ -176,6 +176,24 @@ TEST_CASE("the watchdog names an operation that a stopped rank has not joined, a
         }).empty());
 }
 
+TEST_CASE("an all_to_all waits on its peers as any collective: a rank gone or stopped is named") {
+  CHECK(failure_of(3, [](optimus::Communicator& w) {
+          if (w.rank() == 2) return;  // skips it
+          std::vector<double> out(3, 1.0), in(3);
+          w.all_to_all(out.data(), in.data(), 1, optimus::DType::f64);
+        }) == "all_to_all #1 on the in-process communicator of 3 ranks (world ranks 0, 1, 2), at its rank * can never "
+              "complete: rank 2 (world rank 2) has returned without joining it");
+  CHECK(failure_of(2, [](optimus::Communicator& w) {
+          w.set_timeout(std::chrono::milliseconds(200));
+          w.barrier();
+          std::vector<double> out(2, 1.0), in(2);
+          if (w.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // stopped, not gone
+          w.all_to_all(out.data(), in.data(), 1, optimus::DType::f64);
+        }) == "watchdog: all_to_all #2 on the in-process communicator of 2 ranks (world ranks 0, 1), at its rank * did "
+              "not complete within 0.2 s; not joined by rank 1 (world rank 1); world rank 1 has made no communication "
+              "call for * s (stopped?)");
+}
+
 namespace {
 
 // A pending operation that records whether anything waited on it (Request's destructor, after the job failed).

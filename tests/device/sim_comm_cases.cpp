@@ -94,6 +94,24 @@ TEST_CASE("device communicators move device buffers, stream-ordered after the co
     comm.reduce(x.data(), x.data(), 5, DType::f32, ReduceOp::max, 0);
     if (r == 0) CHECK(optimus::download(x) == std::vector<float>(5, 2.0f));
     comm.barrier();
+    // all_to_all: rank r's block k (two elements, 10 r + k) goes to rank k; the variable form sends rank k r + 1.
+    std::vector<float> blocks;
+    for (int k = 0; k < p; ++k) blocks.insert(blocks.end(), 2, static_cast<float>(10 * r + k));
+    const Tensor<float> mine = optimus::upload(blocks.data(), Shape{2 * p}, on(memory));
+    Tensor<float> swapped(Shape{2 * p}, on(memory));
+    comm.all_to_all(mine.data(), swapped.data(), 2, DType::f32);
+    const std::vector<float> got = optimus::download(swapped);
+    for (int k = 0; k < p; ++k) CHECK(got[static_cast<std::size_t>(2 * k + 1)] == static_cast<float>(10 * k + r));
+    std::vector<std::size_t> sends(static_cast<std::size_t>(p), static_cast<std::size_t>(r + 1)), receives;
+    for (int k = 0; k < p; ++k) receives.push_back(static_cast<std::size_t>(k + 1));
+    Tensor<float> ours(Shape{p * (r + 1)}, on(memory)), varied(Shape{p * (p + 1) / 2}, on(memory));
+    optimus::ops::fill<float>(ours.view(), static_cast<float>(r), q);
+    comm.all_to_all_v(ours.data(), sends, varied.data(), receives, DType::f32);
+    const std::vector<float> from = optimus::download(varied);
+    std::size_t at = 0;
+    for (int k = 0; k < p; ++k) {
+      for (int e = 0; e <= k; ++e) CHECK(from[at++] == static_cast<float>(k));
+    }
   });
 }
 

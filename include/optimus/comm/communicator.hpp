@@ -4,7 +4,8 @@
 // Every operation exists blocking and non-blocking: `ibroadcast` returns a Request to wait on, and
 // `broadcast` is `ibroadcast(...).wait()`. Collectives must be called by every rank of the
 // communicator in the same order. The public functions validate arguments, count traffic (stats.hpp)
-// and then call the backend; backends implement the protected `post_*` functions.
+// and then call the backend; backends implement the protected `post_*` functions. all_to_all is written here once, over
+// the backends' sends and receives.
 #pragma once
 
 #include <atomic>
@@ -187,6 +188,18 @@ class Communicator {
   Request iall_gather(const void* send, void* recv, std::size_t count, DType dtype);
   // send: size()*count elements; recv: count elements, block rank() of the reduction.
   Request ireduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  // send: size()*count elements, block r (count elements at r*count) for rank r; recv: size()*count elements, block r
+  // from rank r. The buffers must not overlap.
+  Request iall_to_all(const void* send, void* recv, std::size_t count, DType dtype);
+  // The variable form (an expert dispatch): send_counts[r] elements for rank r, the blocks one after another in rank
+  // order from send; recv_counts[r] elements from rank r, likewise in recv. Both spans have size() entries, and
+  // recv_counts[r] must be what rank r sends this rank, as every collective's counts must agree among its ranks (this
+  // rank's own entries are checked equal; the others are the caller's to know: exchange them first with all_to_all).
+  Request iall_to_all_v(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                        std::span<const std::size_t> recv_counts, DType dtype);
+  // Tags are 0 to kMaxTag, as MPI promises them (MPI_TAG_UB is at least 32767); the tag after it carries all_to_all's
+  // blocks.
+  static constexpr int kMaxTag = 32766;
   Request isend(const void* buf, std::size_t count, DType dtype, int dest, int tag);
   Request irecv(void* buf, std::size_t count, DType dtype, int source, int tag);
   Request ibarrier();
@@ -199,6 +212,9 @@ class Communicator {
   void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype);
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  void all_to_all(const void* send, void* recv, std::size_t count, DType dtype);
+  void all_to_all_v(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                    std::span<const std::size_t> recv_counts, DType dtype);
   void send(const void* buf, std::size_t count, DType dtype, int dest, int tag);
   void recv(void* buf, std::size_t count, DType dtype, int source, int tag);
   void barrier();
@@ -299,6 +315,10 @@ class Communicator {
   Request start_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync);
   Request start_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync);
   Request start_barrier(Sync sync);
+  // all_to_all of either form: written once, over the backend's sends and receives (the device communicator groups
+  // them, as NCCL's all-to-all is a group of sends and receives), one request completing with all of them.
+  Request start_all_to_all(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                           std::span<const std::size_t> recv_counts, DType dtype);
   void check_peer(int peer, const char* what) const;
   void count_broadcast(std::size_t count, DType dtype, int root);  // checks, labels and counts a broadcast
   void check_reducible(DType dtype, const char* what) const;

@@ -7,6 +7,8 @@
 //   all-reduce      every rank sends and receives floor(2*(p-1)*n/p)   (ring: reduce-scatter + all-gather)
 //   all-gather      every rank sends and receives (p-1)*n, n = its own contribution
 //   reduce-scatter  every rank sends and receives (p-1)*n, n = its own result block
+//   all-to-all      every rank sends what it sends the others and receives what they send it (its own block is not
+//                   counted): (p-1)*n each way for the fixed form, n = one block
 //   send / recv     the message
 // These are the volumes the code asks the network to move (the nccl-tests bus-bandwidth convention),
 // so a redundant or oversized collective shows up in them.
@@ -19,8 +21,8 @@
 
 namespace optimus {
 
-enum class CallKind { broadcast, reduce, all_reduce, all_gather, reduce_scatter, send, recv, barrier };
-inline constexpr std::size_t kCallKinds = 8;
+enum class CallKind { broadcast, reduce, all_reduce, all_gather, reduce_scatter, send, recv, barrier, all_to_all };
+inline constexpr std::size_t kCallKinds = 9;
 
 std::string_view name_of(CallKind kind);
 
