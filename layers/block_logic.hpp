@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "attention_core.hpp"
-#include "finite_check.hpp"
+#include "optimus/layers/finite_check.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/core/ops.hpp"

@@ -16,7 +16,7 @@
 #include "optimus/core/element_math.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/ops.hpp"
-#include "../layers/finite_check.hpp"
+#include "optimus/layers/finite_check.hpp"
 
 namespace optimus {
 namespace {

@@ -9,8 +9,13 @@ and fails (exit 1, one line per fault) where
   * the declared dependencies form a cycle,
   * an include crosses the declared direction (module A includes B where B is not A's dependency, directly or
     through others), or two modules include each other (a cycle among the includes themselves),
+  * a module includes another's private file: where a module has public headers (a folder under include/), the rest
+    of its files are its own (the tests may read those of the modules named in "reads the private files of"),
   * an included file of the tree lies in no module's folder, a folder does not exist, or a module's folder does not
-    define its target (add_library(<target> ALIAS ...) in its CMakeLists.txt).
+    define its target (add_library(<target> ALIAS ...) in its CMakeLists.txt; a module whose target is "—", the
+    programs, benches and tests, has none).
+An include is found beside the including file, under include/ for "optimus/...", or else as the one file of the tree
+whose path is or ends in it (the programs, benches and tests include through their targets' include directories).
 --plant FILE=HEADER adds an include of HEADER to FILE as if it were there (the CTest that shows the check fails on a
 planted cycle).
 """
@@ -32,18 +37,20 @@ def module_table(design):
     rows = [ROW.match(line) for line in text[start:end].splitlines()]
     cells = [[c.strip() for c in r.group(1).split("|")] for r in rows if r]
     header, body = cells[0], [c for c in cells[2:]]  # cells[1] is the |---| line
-    col = {name: header.index(name) for name in ("module", "folders", "target", "depends on")}
+    col = {name: header.index(name) for name in ("module", "folders", "target", "depends on", "reads the private "
+                                                  "files of")}
     modules = {}
     for c in body:
         name = re.sub(r"[*`]", "", c[col["module"]]).split(":")[0].strip()
         folders = re.findall(r"`([^`]+)`", c[col["folders"]])
         target = re.sub(r"[`]", "", c[col["target"]]).strip()
         depends = [d for d in re.findall(r"`([^`]+)`", c[col["depends on"]])]
-        modules[name] = {"folders": folders, "target": target, "depends": depends}
+        reads = [d for d in re.findall(r"`([^`]+)`", c[col["reads the private files of"]])]
+        modules[name] = {"folders": folders, "target": target, "depends": depends, "reads": reads}
     for name, m in modules.items():
-        for d in m["depends"]:
+        for d in m["depends"] + m["reads"]:
             if d not in modules:
-                raise SystemExit(f"check_modules: docs/design.md: {name} depends on '{d}', which is no module")
+                raise SystemExit(f"check_modules: docs/design.md: {name} names '{d}', which is no module")
     return modules
 
 
@@ -77,6 +84,24 @@ def owner(path, folders):
     return best
 
 
+def private(path, module):
+    """Whether `path` is a private file of `module`: one outside include/ of a module that has public headers there."""
+    public = [f for f in module["folders"] if f.startswith("include/")]
+    return bool(public) and not any(path == f or path.startswith(f.rstrip("/") + "/") for f in public)
+
+
+def resolve(root, path, name, files):
+    """The tree's file that `#include "name"` in `path` reads, or None (a generated or system header)."""
+    if name.startswith("optimus/"):
+        target = os.path.join("include", name)
+        return target if os.path.exists(os.path.join(root, target)) else None
+    target = os.path.normpath(os.path.join(os.path.dirname(path), name))
+    if os.path.exists(os.path.join(root, target)):
+        return target
+    found = [f for f in files if f == name or f.endswith("/" + name)]
+    return found[0] if len(found) == 1 else None
+
+
 def edges_of(root, modules, planted):
     folders = {f.rstrip("/"): name for name, m in modules.items() for f in m["folders"]}
     files, faults = [], []
@@ -90,7 +115,8 @@ def edges_of(root, modules, planted):
         else:
             faults.append(f"{folders[folder]}'s folder {folder} does not exist")
     edges = {}  # (from, to) -> first "file:line includes header"
-    for path in sorted(set(files)):
+    files = sorted(set(files))
+    for path in files:
         mine = owner(path, folders)
         lines = open(os.path.join(root, path), encoding="utf-8", errors="replace").read().splitlines()
         extra = [f'#include "{h}"' for f, h in planted if f == path]
@@ -100,17 +126,19 @@ def edges_of(root, modules, planted):
             if not m:
                 continue
             name = m.group(1)
-            if name.startswith("optimus/"):
-                target = os.path.join("include", name)
-            else:
-                target = os.path.normpath(os.path.join(os.path.dirname(path), name))
-            if not os.path.exists(os.path.join(root, target)):
+            target = resolve(root, path, name, files)
+            if target is None and name.startswith(("optimus/", "../")):
+                faults.append(f"{path}:{number} includes {name}, which is no file of the tree")
+            if target is None:
                 continue  # a generated or system header
             theirs = owner(target, folders)
             if theirs is None:
                 faults.append(f"{path}:{number} includes {name}, which lies in no module's folder")
             elif theirs != mine:
                 edges.setdefault((mine, theirs), f"{path}:{number} includes {name}")
+                if private(target, modules[theirs]) and theirs not in modules[mine]["reads"]:
+                    faults.append(f"{path}:{number} includes {name}, a private file of {theirs} (another module "
+                                  f"includes only its headers under include/)")
     return edges, faults
 
 
@@ -153,6 +181,8 @@ def main():
             faults.append(f"{a} includes {b}, which is not among its dependencies in docs/design.md ({where})")
     faults += include_cycles(edges)
     for name, m in modules.items():
+        if m["target"] == "—":
+            continue  # programs, benches, tests: executables, no library target
         # A folder's own CMakeLists.txt; for a file (the umbrella header) the project's.
         lists = [os.path.join(args.root, f, "CMakeLists.txt") if os.path.isdir(os.path.join(args.root, f))
                  else os.path.join(args.root, "CMakeLists.txt") for f in m["folders"]]

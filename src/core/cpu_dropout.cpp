@@ -2,7 +2,7 @@
 // arithmetic.
 #include <algorithm>
 
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "vector_clones.hpp"
 
 namespace optimus::cpu {

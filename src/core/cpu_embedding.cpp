@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "eigen_views.hpp"
 #include "vector_clones.hpp"
 

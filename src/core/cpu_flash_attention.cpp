@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "vector_clones.hpp"
 #include "optimus/core/kernels.hpp"
 

@@ -1,5 +1,5 @@
 // SwiGLU and grouped-query attention's key/value heads on the CPU (ops::swiglu_*, ops::repeat_kv, ops::sum_kv).
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "optimus/core/element_math.hpp"
 
 namespace optimus::cpu {

@@ -1,5 +1,5 @@
 // CPU backend: the optimizer's element-wise work, bf16 casts and the in-process reductions (cpu_kernels.hpp).
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 
 namespace optimus::cpu {
 

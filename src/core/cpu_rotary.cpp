@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 
 namespace optimus::cpu {
 

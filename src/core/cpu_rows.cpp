@@ -2,7 +2,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "eigen_views.hpp"
 
 namespace optimus::cpu {

@@ -1,5 +1,5 @@
 // CPU backend: the lane sum (cpu_kernels.hpp).
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "vector_clones.hpp"
 
 namespace optimus::cpu {

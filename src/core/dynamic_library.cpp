@@ -1,6 +1,6 @@
 // A shared library opened at run time (dynamic_library.hpp): dlopen, dlsym and dlclose, with dlerror's reason in
 // every error.
-#include "dynamic_library.hpp"
+#include "optimus/core/dynamic_library.hpp"
 
 #include <dlfcn.h>
 

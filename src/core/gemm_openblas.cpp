@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "dynamic_library.hpp"
+#include "optimus/core/dynamic_library.hpp"
 #include "gemm_backend.hpp"
 #include "optimus/core/blas_kernel.hpp"
 #include "optimus/core/error.hpp"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "gemm_backend.hpp"
 #include "optimus/core/element_math.hpp"
 #include "vector_clones.hpp"

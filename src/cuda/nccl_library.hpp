@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "../core/dynamic_library.hpp"
+#include "optimus/core/dynamic_library.hpp"
 
 namespace optimus::detail {
 

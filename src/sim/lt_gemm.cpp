@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "../core/cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
 

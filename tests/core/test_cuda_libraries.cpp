@@ -9,7 +9,7 @@
 #include <iterator>
 #include <string>
 
-#include "core/dynamic_library.hpp"
+#include "optimus/core/dynamic_library.hpp"
 #include "cuda/cublaslt_library.hpp"
 #include "optimus/core/error.hpp"
 #if OPTIMUS_HAVE_NCCL

@@ -23,7 +23,7 @@ struct Execution {
   // Opt-in debugging (it copies every checked tensor to the host and agrees over the grid): each layer part's output in
   // forward and input gradient in backward is checked, and the first that holds a NaN or an inf stops the step with the
   // same optimus::Error on every rank of the grid, naming the layer, the tensor, the pass and the first rank (and
-  // element) where it appears (layers/finite_check.hpp).
+  // element) where it appears (optimus/layers/finite_check.hpp).
   bool check_finite = false;
   // Where SUMMA records its GEMMs (compute) and its waits for communication (exposed communication), and the queue's
   // CPU operations by kind; null: nothing is recorded. It must outlive the handles that name it.

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "../cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "dispatch.hpp"
 
 namespace optimus::ops {

@@ -1,7 +1,7 @@
 // Element-wise operations, dropout and the in-process reductions (optimus/core/ops.hpp), each described once: its
 // checks, its CPU body (optimus/core/kernels.hpp, cpu_kernels.hpp; the simulated device runs it on its stream) and its
 // CUDA launch (elementwise.cu, dropout_kernels.cu, llama_kernels.cu, rotary_kernels.cu), through dispatch.hpp's run.
-#include "../cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "dispatch.hpp"
 #include "optimus/core/kernels.hpp"
 

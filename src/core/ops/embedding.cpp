@@ -1,7 +1,7 @@
 // Vocabulary-parallel embedding lookups and their gradients (optimus/core/ops.hpp), each described once: its checks,
 // its CPU body (cpu_kernels.hpp; the simulated device runs it on its stream) and its CUDA launch
 // (embedding_loss_kernels.cu), through dispatch.hpp's run.
-#include "../cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "dispatch.hpp"
 
 namespace optimus::ops {

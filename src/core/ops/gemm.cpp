@@ -3,7 +3,7 @@
 // otherwise; in f32/f64 or with bf16 operands and f32 accumulation (mixed precision). Casts between f32 and bf16.
 #include <utility>
 
-#include "../cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "dispatch.hpp"
 #include "optimus/core/gemm_engine.hpp"
 #include "optimus/core/kernels.hpp"

@@ -3,7 +3,7 @@
 // (norm_kernels.cu, embedding_loss_kernels.cu), through dispatch.hpp's run.
 #include "optimus/core/ops.hpp"
 
-#include "../cpu_kernels.hpp"
+#include "optimus/core/cpu_kernels.hpp"
 #include "dispatch.hpp"
 
 namespace optimus::ops {

@@ -1,4 +1,4 @@
-// Internal to the layers: Execution::check_finite's check of one tensor.
+// For the layers and the model: Execution::check_finite's check of one tensor.
 #pragma once
 
 #include <cmath>

@@ -1,8 +1,9 @@
-// Internal to src/: the CPU backend of optimus/core/ops.hpp beyond the public kernels of optimus/core/kernels.hpp —
-// row statistics, LayerNorm, the fused attention, dropout, the embedding and cross-entropy, the optimizer, casts and the
-// in-process reductions. They compute on host views whose shapes ops has already checked (the same semantics and
-// shapes as the ops of the same name), with the per-element arithmetic of optimus/core/element_math.hpp. The
-// simulated device runs these same functions on its memory, so its results are the CPU's bit for bit.
+// For the library's backends (core's operations, and the simulated device, which runs them): the CPU backend of
+// optimus/core/ops.hpp beyond the public kernels of optimus/core/kernels.hpp — row statistics, LayerNorm, the fused
+// attention, dropout, the embedding and cross-entropy, the optimizer, casts and the in-process reductions. They compute
+// on host views whose shapes ops has already checked (the same semantics and shapes as the ops of the same name), with
+// the per-element arithmetic of optimus/core/element_math.hpp. The simulated device runs these same functions on its
+// memory, so its results are the CPU's bit for bit.
 #pragma once
 
 #include <cstdint>
