@@ -116,24 +116,6 @@ DistMatrix<T> Attention<T, Split>::backward(Context saved, const DistMatrix<T>& 
   return backward_split(std::move(saved), dy, &later);
 }
 
-template <class T, class Split>
-void Attention<T, Split>::parameters(std::vector<ParameterRef<T>>& out) {
-  c_attn_.parameters(out);
-  c_proj_.parameters(out);
-}
-
-template <class T, class Split>
-void Attention<T, Split>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
-  c_attn_.parameter_storage(out);
-  c_proj_.parameter_storage(out);
-}
-
-template <class T, class Split>
-void Attention<T, Split>::zero_grad() {
-  c_attn_.zero_grad();
-  c_proj_.zero_grad();
-}
-
 template class Attention<float, Split2D>;
 template class Attention<double, Split2D>;
 template class Attention<float, megatron::Split1D>;

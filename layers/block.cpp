@@ -52,27 +52,8 @@ DistMatrix<T> TransformerBlock<T, Split>::backward(Context saved, const DistMatr
 template <class T, class Split>
 void TransformerBlock<T, Split>::parameters(std::vector<ParameterRef<T>>& out) {
   const std::size_t first = out.size();
-  ln_1_.parameters(out);
-  attn_.parameters(out);
-  ln_2_.parameters(out);
-  mlp_.parameters(out);
+  Sublayers<T, TransformerBlock>::parameters(out);
   Split::relabel_norms(place_, out, first);
-}
-
-template <class T, class Split>
-void TransformerBlock<T, Split>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
-  ln_1_.parameter_storage(out);
-  attn_.parameter_storage(out);
-  ln_2_.parameter_storage(out);
-  mlp_.parameter_storage(out);
-}
-
-template <class T, class Split>
-void TransformerBlock<T, Split>::zero_grad() {
-  ln_1_.zero_grad();
-  attn_.zero_grad();
-  ln_2_.zero_grad();
-  mlp_.zero_grad();
 }
 
 template class TransformerBlock<float, Split2D>;

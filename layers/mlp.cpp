@@ -48,24 +48,6 @@ DistMatrix<T> MLP<T, Split>::backward(Context saved, const DistMatrix<T>& dy, We
   return backward_split(std::move(saved), dy, &later);
 }
 
-template <class T, class Split>
-void MLP<T, Split>::parameters(std::vector<ParameterRef<T>>& out) {
-  c_fc_.parameters(out);
-  c_proj_.parameters(out);
-}
-
-template <class T, class Split>
-void MLP<T, Split>::parameter_storage(std::vector<ParameterStorage<T>>& out) {
-  c_fc_.parameter_storage(out);
-  c_proj_.parameter_storage(out);
-}
-
-template <class T, class Split>
-void MLP<T, Split>::zero_grad() {
-  c_fc_.zero_grad();
-  c_proj_.zero_grad();
-}
-
 template class MLP<float, Split2D>;
 template class MLP<double, Split2D>;
 template class MLP<float, megatron::Split1D>;

@@ -24,6 +24,7 @@
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/linear.hpp"
 #include "optimus/layers/split.hpp"
+#include "optimus/layers/sublayers.hpp"
 
 namespace optimus {
 namespace detail {
@@ -57,7 +58,7 @@ struct AttentionSpec {
 AttentionSpec checked(const AttentionSpec& spec, int parts, const std::string& name);
 
 template <class T, class Split>
-class Attention {
+class Attention : public Sublayers<T, Attention<T, Split>> {
  public:
   using Place = typename Split::Place;
 
@@ -80,12 +81,11 @@ class Attention {
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
-  void parameters(std::vector<ParameterRef<T>>& out);
-  // The tensors behind parameters(), in its order (ParameterStorage).
-  void parameter_storage(std::vector<ParameterStorage<T>>& out);
-  void zero_grad();
+  // parameters, parameter_storage, zero_grad: its linears' (Sublayers).
 
  private:
+  friend Sublayers<T, Attention>;
+  auto sublayers() { return std::tie(c_attn_, c_proj_); }
   template <class X>
   DistMatrix<T> forward_any(X&& x, std::int64_t seq, const Pass& pass, Context& saved);
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);

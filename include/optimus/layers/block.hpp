@@ -11,11 +11,12 @@
 #include "optimus/layers/attention.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/mlp.hpp"
+#include "optimus/layers/sublayers.hpp"
 
 namespace optimus {
 
 template <class T, class Split>
-class TransformerBlock {
+class TransformerBlock : public Sublayers<T, TransformerBlock<T, Split>> {
  public:
   using Place = typename Split::Place;
 
@@ -35,12 +36,13 @@ class TransformerBlock {
   void set_recompute(Recompute policy) { recompute_ = policy; }
   Recompute recompute() const { return recompute_; }
 
+  // Its sublayers' parameters, their norms' named as the split keeps them (Split::relabel_norms); parameter_storage
+  // and zero_grad: its sublayers' (Sublayers).
   void parameters(std::vector<ParameterRef<T>>& out);
-  // The tensors behind parameters(), in its order (ParameterStorage).
-  void parameter_storage(std::vector<ParameterStorage<T>>& out);
-  void zero_grad();
 
  private:
+  friend Sublayers<T, TransformerBlock>;
+  auto sublayers() { return std::tie(ln_1_, attn_, ln_2_, mlp_); }
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   Place place_;
   GptConfig config_;

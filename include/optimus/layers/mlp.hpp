@@ -10,11 +10,12 @@
 #include "optimus/core/gpt_config.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/split.hpp"
+#include "optimus/layers/sublayers.hpp"
 
 namespace optimus {
 
 template <class T, class Split>
-class MLP {
+class MLP : public Sublayers<T, MLP<T, Split>> {
  public:
   using Place = typename Split::Place;
 
@@ -35,12 +36,11 @@ class MLP {
   // The same, split: the input gradient now, the weight gradients queued in `later` (weight_gradients.hpp).
   DistMatrix<T> backward(Context saved, const DistMatrix<T>& dy, WeightGradients& later);
 
-  void parameters(std::vector<ParameterRef<T>>& out);
-  // The tensors behind parameters(), in its order (ParameterStorage).
-  void parameter_storage(std::vector<ParameterStorage<T>>& out);
-  void zero_grad();
+  // parameters, parameter_storage, zero_grad: its linears' (Sublayers).
 
  private:
+  friend Sublayers<T, MLP>;
+  auto sublayers() { return std::tie(c_fc_, c_proj_); }
   DistMatrix<T> backward_split(Context saved, const DistMatrix<T>& dy, WeightGradients* later);
   MlpKind kind_;
   typename Split::template ColumnLinear<T> c_fc_;
