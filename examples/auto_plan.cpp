@@ -16,7 +16,7 @@ namespace optimus::examples {
 plan::Plan auto_plan(Communicator& world, const cli::Options& o, const DeviceChoice& device, const GptConfig& config,
                      std::int64_t global_batch, bool in_process) {
   for (const char* option :
-       {"q", "pp", "schedule", "chunks", "micro-batches", "recompute", "offload", "offload-update"}) {
+       {"q", "dp", "pp", "schedule", "chunks", "micro-batches", "recompute", "offload", "offload-update"}) {
     OPTIMUS_CHECK(!o.has(option), "--", option, " with --plan auto: the plan chooses it");
   }
   for (const char* option : {"init", "resume"}) {

@@ -27,6 +27,7 @@ std::vector<cli::Spec> train_gpt_options() {
       cli::choice("layout", {"2d", "1d"}, "2d: q x q grids (default); 1d: the Megatron baseline's groups of --p ranks"),
       cli::integer("q", 1, 64, "grid side (default 2); ranks / (pp q^2) data-parallel replicas"),
       cli::integer("p", 1, 1 << 16, "--layout 1d: ranks per tensor-parallel group (default ranks / pp)"),
+      cli::integer("dp", 1, 1 << 20, "data-parallel replicas (default ranks / (pp q^2), or ranks / (pp p) in 1D)"),
       cli::integer("layers", 1, 1 << 12, "transformer blocks (default 2)"),
       cli::integer("hidden", 1, kSide, "hidden size (default 128)"),
       cli::integer("heads", 1, 1 << 16, "attention heads (default 4)"),

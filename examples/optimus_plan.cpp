@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     for (plan::TensorParallel kind : {plan::TensorParallel::two_d, plan::TensorParallel::one_d}) {
       for (const plan::Plan& p : result.plans) {
         if (p.layout.tensor != kind) continue;
-        std::printf("# best %s: %s, %.3f ms per step%s%s\n", plan::name_of(kind), plan::describe(p.layout).c_str(),
+        std::printf("# best %s: %s, %.3f ms per step%s%s\n", name_of(kind), plan::describe(p.layout).c_str(),
                     1e3 * p.time.seconds, p.runnable.empty() ? "" : " (not runnable yet: ",
                     p.runnable.empty() ? "" : (p.runnable + ")").c_str());
         break;

@@ -1,7 +1,11 @@
 // A train_gpt run's layout from the plan or from the options (run_layout.hpp).
 #include "run_layout.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include "optimus/core/error.hpp"
+#include "optimus/grid/mesh.hpp"
 
 namespace optimus::examples {
 namespace {
@@ -39,26 +43,28 @@ std::optional<OptimizerOffload> set_offload(const cli::Options& o, Device device
   return optimizer_offload(layout.offload, update);
 }
 
-// --layout, --q, --p: the tensor parallelism, its ranks per stage and the replicas of `world`.
+// --layout, --q, --p: the tensor parallelism and its ranks per stage; --dp (implied where not given): the replicas of
+// `world`.
 void set_tensor(const cli::Options& o, int world, plan::Layout& layout) {
   const int pp = layout.pp;
+  const std::optional<int> dp = o.has("dp") ? std::optional(static_cast<int>(o.integer("dp", 1))) : std::nullopt;
   if (o.text("layout", "2d") == "1d") {
     OPTIMUS_CHECK(!o.has("q"), "--q is the 2D grid's side; --layout 1d takes --p (ranks per tensor-parallel group)");
     OPTIMUS_CHECK(world % pp == 0, world, " ranks do not divide into --pp ", pp, " stages");
-    const int p = static_cast<int>(o.integer("p", world / pp));
+    const int p = static_cast<int>(o.integer("p", std::max(1, world / (pp * dp.value_or(1)))));
     OPTIMUS_CHECK(world % (pp * p) == 0, "--layout 1d: ", world, " ranks are not dp x pp x p for pp = ", pp,
                   " and p = ", p, " (a multiple of ", pp * p, " ranks)");
-    layout.tensor = plan::TensorParallel::one_d;
+    layout.tensor = TensorParallel::one_d;
     layout.tp = p;
   } else {
     OPTIMUS_CHECK(!o.has("p"), "--p is the 1D baseline's group size; it needs --layout 1d");
     const int q = static_cast<int>(o.integer("q", 2));
     OPTIMUS_CHECK(world % (pp * q * q) == 0, world, " ranks are not dp x pp x q^2 for pp = ", pp, " and q = ", q,
                   " (a multiple of ", pp * q * q, " ranks)");
-    layout.tensor = plan::TensorParallel::two_d;
+    layout.tensor = TensorParallel::two_d;
     layout.tp = q * q;
   }
-  layout.dp = world / (pp * layout.tp);
+  layout.dp = Mesh::of_world(world, pp, layout.tensor, layout.two_d() ? layout.q() : layout.tp, dp).dp;
 }
 
 }  // namespace

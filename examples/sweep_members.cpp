@@ -95,7 +95,7 @@ const std::vector<std::string>& slot_owned_options() {
   static const std::vector<std::string> names = {
       "in-process", "device",   "device-memory", "device-bandwidth", "timeout", "q",       "layout", "p",
       "pp",         "schedule", "chunks",        "plan",             "calibration", "cores", "offload", "offload-update",
-      "gemm"};
+      "gemm",       "dp"};
   return names;
 }
 

@@ -8,6 +8,7 @@
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/grid/mesh.hpp"
 
 namespace optimus {
 namespace {
@@ -98,14 +99,15 @@ Grid Grid::create(Communicator& world, int q, int pp) {
   const int p = q * q;
   auto s = std::make_shared<State>();
   Topology& t = s->topology;
-  const int r = world.rank();
+  const Mesh mesh{.dp = world.size() / (pp * p), .pp = pp, .tensor = TensorParallel::two_d, .side = q};
+  const Mesh::Coordinates at = mesh.of(world.rank());
   t.q = q;
   t.pp = pp;
-  t.dp = world.size() / (pp * p);
-  t.dp_index = r / (pp * p);
-  t.stage = (r / p) % pp;
-  t.row_index = (r % p) / q;
-  t.col_index = r % q;
+  t.dp = mesh.dp;
+  t.dp_index = at.replica;
+  t.stage = at.stage;
+  t.row_index = at.tensor_rank / q;
+  t.col_index = at.tensor_rank % q;
   const int i = t.row_index, j = t.col_index;
   const int grid_id = t.dp_index * pp + t.stage;  // one q x q grid per replica and stage
   t.row = world.split(grid_id * q + i, j);

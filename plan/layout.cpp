@@ -8,8 +8,6 @@
 
 namespace optimus::plan {
 
-const char* name_of(TensorParallel kind) { return kind == TensorParallel::two_d ? "2D" : "1D"; }
-
 int Layout::q() const {
   if (tensor == TensorParallel::one_d) return 1;
   const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(tp))));

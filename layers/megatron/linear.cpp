@@ -7,6 +7,7 @@
 #include "optimus/core/device_memory.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
+#include "optimus/grid/mesh.hpp"
 #include "optimus/core/ops.hpp"
 
 namespace optimus::megatron {
@@ -81,9 +82,11 @@ Group Group::pipeline_stage(Communicator& world, int stages, int replicas) {
   OPTIMUS_CHECK(stages >= 1 && replicas >= 1 && world.size() % (stages * replicas) == 0,
                 "megatron::Group::pipeline_stage: ", world.size(), " ranks are not ", replicas, " replicas of ", stages,
                 " stages of equal groups");
-  const int p = world.size() / (stages * replicas), r = world.rank();
-  const int place = r / p;  // replica * stages + stage: the order Grid::create reads the one-rank grid's ranks in
-  const int rank = r % p;
+  const Mesh mesh{.dp = replicas, .pp = stages, .tensor = TensorParallel::one_d,
+                  .side = world.size() / (stages * replicas)};
+  const Mesh::Coordinates at = mesh.of(world.rank());
+  const int place = at.replica * stages + at.stage;  // the order Grid::create reads the one-rank grid's ranks in
+  const int rank = at.tensor_rank;
   std::shared_ptr<Communicator> tp = world.split(place, rank);
   std::shared_ptr<Communicator> pipe = world.split(rank, place);
   return Group(std::move(tp), std::move(pipe), stages);

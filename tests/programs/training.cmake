@@ -42,3 +42,16 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(example_train_gpt_nan_loss example_train_gpt_nan_loss_skipped
                        example_train_gpt_error_after_banner PROPERTIES FIXTURES_REQUIRED overflowing_llmc)
 endif()
+# The mesh named (--dp) or implied: the same run, bit for bit (as printed), 2D and 1D; a --dp that does not fit the
+# world refused, naming the product; --plan auto chooses it.
+set(mesh_gpt $<TARGET_FILE:train_gpt> --layers 2 --hidden 32 --heads 2 --seq 16 --batch 8 --steps 20 --every 10
+             --sample 0 --pp 2)
+optimus_same_losses(example_train_gpt_mesh_named "${mesh_gpt};--in-process;16;--q;2"
+                    "${mesh_gpt};--in-process;16;--dp;2;--q;2")
+optimus_same_losses(example_train_gpt_mesh_named_1d "${mesh_gpt};--in-process;8;--layout;1d;--p;2"
+                    "${mesh_gpt};--in-process;8;--layout;1d;--dp;2")
+optimus_expect_failure(example_train_gpt_mesh_dp_not_world
+                       "train_gpt: error: the mesh dp 3 x pp 2 x q\\^2 4 = 24 ranks does not fit a world of 16 ranks"
+                       ${mesh_gpt} --in-process 16 --q 2 --dp 3)
+optimus_expect_failure(example_train_gpt_plan_dp "train_gpt: error: --dp with --plan auto: the plan chooses it"
+                       ${tiny_gpt} --in-process 4 --plan auto --dp 2)

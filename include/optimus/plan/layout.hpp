@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "optimus/core/gpt_config.hpp"
+#include "optimus/grid/mesh.hpp"
 #include "optimus/layers/offload.hpp"
 #include "optimus/layers/recompute.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::plan {
 
-enum class TensorParallel { two_d, one_d };
-const char* name_of(TensorParallel kind);  // "2D", "1D"
+using optimus::TensorParallel;  // optimus/grid/mesh.hpp: 2D or 1D, and name_of it
 
 struct Layout {
   TensorParallel tensor = TensorParallel::two_d;
