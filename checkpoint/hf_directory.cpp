@@ -161,17 +161,18 @@ void load_pieces(Shards& shards, const ModelTensors<T>& model, const PiecesOf& p
   }
 }
 
+namespace {
+
+// A piece of the model's tensors as it is exported: the tensor it is of (in the model's order) and its file entry.
+struct Out {
+  Piece piece;
+  std::size_t tensor;
+  safetensors::TensorInfo info;
+};
+
+// Every piece of the model's tensors, in order.
 template <class T>
-void export_pieces(const std::string& dir_name, const ModelTensors<T>& model, const PiecesOf& pieces,
-                   const json& config, std::uint64_t max_shard_bytes, const char* op) {
-  const fs::path dir(dir_name);
-  const fs::path partial = temporary_beside(dir, ".partial");  // this writer's own (output_file.hpp)
-  // Every piece of the model's tensors in order, and the shard each goes to.
-  struct Out {
-    Piece piece;
-    std::size_t tensor;  // in model.order
-    safetensors::TensorInfo info;
-  };
+std::vector<Out> outs_of(const ModelTensors<T>& model, const PiecesOf& pieces) {
   std::vector<Out> outs;
   for (std::size_t k = 0; k < model.order.size(); ++k) {
     for (const Piece& p : pieces(model.order[k].name)) {
@@ -179,7 +180,12 @@ void export_pieces(const std::string& dir_name, const ModelTensors<T>& model, co
                       .info = {.name = p.name, .dtype = "F32", .shape = file_shape(p, model.order[k].shape)}});
     }
   }
-  std::vector<std::vector<std::size_t>> shards(1);  // the outs of each shard
+  return outs;
+}
+
+// The outs of each shard: in order, a shard closed where the next out would take it past `max_shard_bytes`.
+std::vector<std::vector<std::size_t>> shards_of(const std::vector<Out>& outs, std::uint64_t max_shard_bytes) {
+  std::vector<std::vector<std::size_t>> shards(1);
   std::uint64_t bytes = 0;
   for (std::size_t k = 0; k < outs.size(); ++k) {
     if (!shards.back().empty() && bytes + outs[k].info.bytes() > max_shard_bytes) {
@@ -189,34 +195,66 @@ void export_pieces(const std::string& dir_name, const ModelTensors<T>& model, co
     shards.back().push_back(k);
     bytes += outs[k].info.bytes();
   }
-  DeferredFailure outcome(model.writer);
-  struct Unfinished {  // the writer's partial directory, removed unless it became `dir`
-    const fs::path& path;
-    bool pending;
-    ~Unfinished() {
-      std::error_code ignored;
-      if (pending) fs::remove_all(path, ignored);
+  return shards;
+}
+
+// config.json, and with several shards the index naming each tensor's, in the directory `partial`.
+void write_config_and_index(const fs::path& partial, const json& config, const std::vector<Out>& outs,
+                            const std::vector<std::vector<std::size_t>>& shards) {
+  write_file(partial / "config.json", config.dump(2) + "\n");
+  json weight_map = json::object();
+  std::uint64_t total = 0;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    for (std::size_t k : shards[s]) {
+      weight_map[outs[k].info.name] = shard_name(s, shards.size());
+      total += outs[k].info.bytes();
     }
-  } unfinished{partial, false};
+  }
+  if (shards.size() > 1) {
+    const json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    write_file(partial / kIndex, index.dump(2) + "\n");
+  }
+}
+
+// A piece's values of its tensor m, as the file holds them (f32, row-major, transposed where the piece is).
+std::vector<float> values_of(const GlobalMatrix& m, const Piece& p) {
+  const GlobalMatrix part = p.transposed ? GlobalMatrix(m.middleCols(p.col0, p.cols).transpose())
+                                         : GlobalMatrix(m.middleCols(p.col0, p.cols));
+  std::vector<float> values(static_cast<std::size_t>(part.size()));
+  for (Eigen::Index i = 0; i < part.size(); ++i) {
+    values[static_cast<std::size_t>(i)] = static_cast<float>(part(i / part.cols(), i % part.cols()));
+  }
+  return values;
+}
+
+// The writer's partial directory, removed unless it became the export.
+struct Unfinished {
+  const fs::path& path;
+  bool pending;
+  ~Unfinished() {
+    std::error_code ignored;
+    if (pending) fs::remove_all(path, ignored);
+  }
+};
+
+}  // namespace
+
+template <class T>
+void export_pieces(const std::string& dir_name, const ModelTensors<T>& model, const PiecesOf& pieces,
+                   const json& config, std::uint64_t max_shard_bytes, const char* op) {
+  const fs::path dir(dir_name);
+  const fs::path partial = temporary_beside(dir, ".partial");  // this writer's own (output_file.hpp)
+  const std::vector<Out> outs = outs_of(model, pieces);
+  const std::vector<std::vector<std::size_t>> shards = shards_of(outs, max_shard_bytes);
+  DeferredFailure outcome(model.writer);
+  Unfinished unfinished{partial, false};
   outcome.attempt([&] {
     OPTIMUS_CHECK(max_shard_bytes > 0, op, ": max_shard_bytes must be positive");
     OPTIMUS_CHECK(!fs::exists(dir), op, ": '", dir.string(), "' exists; the export makes a new directory");
     remove_dead_writers_leftovers(dir, ".partial");  // interrupted exports' of this host
     OPTIMUS_CHECK(fs::create_directory(partial), op, ": '", partial.string(), "' exists already");
     unfinished.pending = true;
-    write_file(partial / "config.json", config.dump(2) + "\n");
-    json weight_map = json::object();
-    std::uint64_t total = 0;
-    for (std::size_t s = 0; s < shards.size(); ++s) {
-      for (std::size_t k : shards[s]) {
-        weight_map[outs[k].info.name] = shard_name(s, shards.size());
-        total += outs[k].info.bytes();
-      }
-    }
-    if (shards.size() > 1) {
-      write_file(partial / kIndex,
-                 json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
-    }
+    write_config_and_index(partial, config, outs, shards);
   });
   std::optional<safetensors::Writer> file;
   std::size_t shard = 0, next = 0;  // the shard being written; the next out to write
@@ -236,13 +274,7 @@ void export_pieces(const std::string& dir_name, const ModelTensors<T>& model, co
           ++shard;
           open_shard();
         }
-        const Piece& p = outs[next].piece;
-        const GlobalMatrix part = p.transposed ? GlobalMatrix(m.middleCols(p.col0, p.cols).transpose())
-                                               : GlobalMatrix(m.middleCols(p.col0, p.cols));
-        std::vector<float> values(static_cast<std::size_t>(part.size()));
-        for (Eigen::Index i = 0; i < part.size(); ++i) {
-          values[static_cast<std::size_t>(i)] = static_cast<float>(part(i / part.cols(), i % part.cols()));
-        }
+        const std::vector<float> values = values_of(m, outs[next].piece);
         file->append(values.data(), values.size() * sizeof(float));
       }
     });

@@ -222,91 +222,132 @@ struct Overlap {
   std::int64_t r0, r1, c0, c1;  // global rows [r0, r1), columns [c0, c1)
 };
 
+// Where this rank's rectangles `mine` overlap a saved one.
+std::vector<Overlap> overlaps_of(const std::vector<Box>& mine, const Box& there) {
+  std::vector<Overlap> overlaps;
+  for (const Box& m : mine) {
+    const Overlap o{.mine = m,
+                    .r0 = std::max(m.row0, there.row0),
+                    .r1 = std::min(m.row0 + m.rows, there.row0 + there.rows),
+                    .c0 = std::max(m.col0, there.col0),
+                    .c1 = std::min(m.col0 + m.cols, there.col0 + there.cols)};
+    if (o.r0 < o.r1 && o.c0 < o.c1) overlaps.push_back(o);
+  }
+  return overlaps;
+}
+
+// The elements of a shard no checkpoint holds, which count as covered: its padding rows (wte's padded vocabulary) and
+// padding columns, left zero.
+std::int64_t padding_of(const Shard& s) {
+  const std::int64_t local_cols = s.layout.local_cols();
+  const std::int64_t first_row = s.layout.local_rows() > 0 ? s.layout.global(0, 0).first : 0;
+  std::int64_t filled =
+      std::clamp<std::int64_t>(first_row + s.layout.local_rows() - s.layout.tensor_rows(), 0, s.layout.local_rows()) *
+      local_cols;
+  for (std::int64_t c = 0; c < local_cols && s.layout.local_rows() > 0; ++c) {
+    if (s.layout.global(0, c).second >= s.layout.tensor_cols()) {
+      filled += std::min(s.layout.local_rows(), std::max<std::int64_t>(s.layout.tensor_rows() - first_row, 0));
+    }
+  }
+  return filled;
+}
+
+// A saved rectangle's bytes that `overlaps` need: whole checksummed chunks, from the chunk holding the first needed
+// byte, each verified. `saved_e`: its elements' bytes.
+struct SavedBytes {
+  std::vector<char> bytes;
+  std::uint64_t begin = 0;  // the rectangle's byte bytes[0] is
+};
+
+SavedBytes read_verified(const nlohmann::json& box, const Box& there, const std::vector<Overlap>& overlaps,
+                         std::uint64_t saved_e, Files& files, IoStats& stats) {
+  const auto byte_of = [&](std::int64_t gr, std::int64_t gc) {
+    return static_cast<std::uint64_t>((gr - there.row0) * there.cols + (gc - there.col0)) * saved_e;
+  };
+  std::uint64_t first = UINT64_MAX, last = 0;  // bytes [first, last) of the saved rectangle are needed
+  for (const Overlap& o : overlaps) {
+    first = std::min(first, byte_of(o.r0, o.c0));
+    last = std::max(last, byte_of(o.r1 - 1, o.c1 - 1) + saved_e);
+  }
+  const std::uint64_t total = static_cast<std::uint64_t>(there.rows * there.cols) * saved_e;
+  const std::uint64_t begin = first / chunk_bytes * chunk_bytes,
+                      end = std::min(total, (last + chunk_bytes - 1) / chunk_bytes * chunk_bytes);
+  const safetensors::Reader& reader = files.get(box.at("file").get<std::size_t>(), stats);
+  SavedBytes out{.bytes = std::vector<char>(end - begin), .begin = begin};
+  reader.read(box.at("offset").get<std::uint64_t>() + begin, out.bytes.size(), out.bytes.data());
+  stats.bytes_read += out.bytes.size();
+  const nlohmann::json& chunks = box.at("chunks");
+  for (std::uint64_t at = begin; at < end; at += chunk_bytes) {
+    const std::uint64_t n = std::min(chunk_bytes, end - at);
+    OPTIMUS_CHECK(hex(xxh3(out.bytes.data() + (at - begin), n)) == chunks.at(at / chunk_bytes).get<std::string>(),
+                  "'", reader.path(), "' is damaged: tensor '", box.at("name").get<std::string>(),
+                  "' fails its checksum in bytes [", at, ", ", at + n, ")");
+    ++stats.chunks_verified;
+  }
+  return out;
+}
+
+// The overlaps' elements of a saved rectangle `there` (its bytes `saved`, elements of `saved_e` bytes) into the
+// shard's host copy `host`, converted to the shard's type where it differs; returns the elements placed.
+std::int64_t place(const Shard& s, const Box& there, const std::vector<Overlap>& overlaps, const SavedBytes& saved,
+                   std::uint64_t saved_e, std::vector<char>& host) {
+  const std::int64_t local_cols = s.layout.local_cols();
+  const std::size_t e = size_of(s.dtype);
+  const auto at = [&](std::int64_t gr, std::int64_t gc) {
+    return saved.bytes.data() +
+           (static_cast<std::uint64_t>((gr - there.row0) * there.cols + (gc - there.col0)) * saved_e - saved.begin);
+  };
+  std::int64_t placed = 0;
+  for (const Overlap& o : overlaps) {
+    for (std::int64_t gr = o.r0; gr < o.r1; ++gr) {
+      if (saved_e == e) {  // the same type: the row's run of columns as it is
+        const auto local =
+            static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 + (o.c0 - o.mine.col0));
+        std::memcpy(host.data() + local * e, at(gr, o.c0), static_cast<std::size_t>(o.c1 - o.c0) * e);
+        continue;
+      }
+      for (std::int64_t gc = o.c0; gc < o.c1; ++gc) {
+        const auto local =
+            static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 + (gc - o.mine.col0));
+        if (s.dtype == DType::f32) convert(at(gr, gc), saved_e, reinterpret_cast<float*>(host.data()) + local);
+        else convert(at(gr, gc), saved_e, reinterpret_cast<double*>(host.data()) + local);
+      }
+    }
+    placed += (o.r1 - o.r0) * (o.c1 - o.c0);
+  }
+  return placed;
+}
+
+// One shard from the checkpoint's saved rectangles that overlap it, checked to cover it whole.
+void read_shard(const fs::path& dir, const nlohmann::json& tensors, const Shard& s, Files& files, IoStats& stats) {
+  OPTIMUS_CHECK(tensors.contains(s.key), "checkpoint '", dir.string(), "' has no tensor '", s.key, "'");
+  const nlohmann::json& saved = tensors.at(s.key);
+  const auto shape = saved.at("shape").get<std::vector<std::int64_t>>();
+  OPTIMUS_CHECK(shape == s.shape, "checkpoint '", dir.string(), "': '", s.key, "' has another shape there");
+  const std::int64_t local_cols = s.layout.local_cols();
+  std::vector<char> host(static_cast<std::size_t>(s.layout.local_rows() * local_cols) * size_of(s.dtype));
+  std::int64_t filled = padding_of(s);
+  const std::vector<Box> mine = boxes_of(s.layout);
+  for (const nlohmann::json& box : saved.at("boxes")) {
+    const Box there{.row0 = box.at("row0"), .col0 = box.at("col0"), .rows = box.at("rows"), .cols = box.at("cols"),
+                    .local_col0 = 0};
+    const std::vector<Overlap> overlaps = overlaps_of(mine, there);
+    if (overlaps.empty()) continue;
+    const auto saved_e = static_cast<std::uint64_t>(safetensors::element_size(saved.at("dtype").get<std::string>()));
+    const SavedBytes bytes = read_verified(box, there, overlaps, saved_e, files, stats);
+    filled += place(s, there, overlaps, bytes, saved_e, host);
+  }
+  OPTIMUS_CHECK(filled == s.layout.local_rows() * local_cols, "checkpoint '", dir.string(), "': the saved pieces of '",
+                s.key, "' cover ", filled, " of this rank's ", s.layout.local_rows() * local_cols, " elements");
+  copy_bytes(s.device, s.data, host.data(), host.size());
+}
+
 }  // namespace
 
 void read_shards(const fs::path& dir, const nlohmann::json& body, const std::vector<Shard>& shards, IoStats& stats) {
   Files files(dir, body.at("files"));
   const nlohmann::json& tensors = body.at("tensors");
-  for (const Shard& s : shards) {
-    OPTIMUS_CHECK(tensors.contains(s.key), "checkpoint '", dir.string(), "' has no tensor '", s.key, "'");
-    const nlohmann::json& saved = tensors.at(s.key);
-    const auto shape = saved.at("shape").get<std::vector<std::int64_t>>();
-    OPTIMUS_CHECK(shape == s.shape, "checkpoint '", dir.string(), "': '", s.key, "' has another shape there");
-    const std::int64_t local_cols = s.layout.local_cols();
-    const std::size_t e = size_of(s.dtype);
-    std::vector<char> host(static_cast<std::size_t>(s.layout.local_rows() * local_cols) * e);
-    // Padding rows (wte's padded vocabulary) are not in the checkpoint: they stay zero and count as covered.
-    const std::int64_t first_row = s.layout.local_rows() > 0 ? s.layout.global(0, 0).first : 0;
-    std::int64_t filled =
-        std::clamp<std::int64_t>(first_row + s.layout.local_rows() - s.layout.tensor_rows(), 0, s.layout.local_rows()) *
-        local_cols;
-    for (std::int64_t c = 0; c < local_cols && s.layout.local_rows() > 0; ++c) {  // padding columns: the same
-      if (s.layout.global(0, c).second >= s.layout.tensor_cols()) {
-        filled += std::min(s.layout.local_rows(), std::max<std::int64_t>(s.layout.tensor_rows() - first_row, 0));
-      }
-    }
-    const std::vector<Box> mine = boxes_of(s.layout);
-    for (const nlohmann::json& box : saved.at("boxes")) {
-      const Box there{.row0 = box.at("row0"), .col0 = box.at("col0"), .rows = box.at("rows"), .cols = box.at("cols"),
-                      .local_col0 = 0};
-      std::vector<Overlap> overlaps;
-      for (const Box& m : mine) {
-        const Overlap o{.mine = m,
-                        .r0 = std::max(m.row0, there.row0),
-                        .r1 = std::min(m.row0 + m.rows, there.row0 + there.rows),
-                        .c0 = std::max(m.col0, there.col0),
-                        .c1 = std::min(m.col0 + m.cols, there.col0 + there.cols)};
-        if (o.r0 < o.r1 && o.c0 < o.c1) overlaps.push_back(o);
-      }
-      if (overlaps.empty()) continue;
-      const auto saved_e = static_cast<std::uint64_t>(safetensors::element_size(saved.at("dtype").get<std::string>()));
-      const auto byte_of = [&](std::int64_t gr, std::int64_t gc) {
-        return static_cast<std::uint64_t>((gr - there.row0) * there.cols + (gc - there.col0)) * saved_e;
-      };
-      std::uint64_t first = UINT64_MAX, last = 0;  // bytes [first, last) of the saved rectangle are needed
-      for (const Overlap& o : overlaps) {
-        first = std::min(first, byte_of(o.r0, o.c0));
-        last = std::max(last, byte_of(o.r1 - 1, o.c1 - 1) + saved_e);
-      }
-      const std::uint64_t total = static_cast<std::uint64_t>(there.rows * there.cols) * saved_e;
-      const std::uint64_t begin = first / chunk_bytes * chunk_bytes, end = std::min(total, (last + chunk_bytes - 1) /
-                                                                                               chunk_bytes * chunk_bytes);
-      const safetensors::Reader& reader = files.get(box.at("file").get<std::size_t>(), stats);
-      std::vector<char> bytes(end - begin);
-      reader.read(box.at("offset").get<std::uint64_t>() + begin, bytes.size(), bytes.data());
-      stats.bytes_read += bytes.size();
-      const nlohmann::json& chunks = box.at("chunks");
-      for (std::uint64_t at = begin; at < end; at += chunk_bytes) {
-        const std::uint64_t n = std::min(chunk_bytes, end - at);
-        OPTIMUS_CHECK(hex(xxh3(bytes.data() + (at - begin), n)) == chunks.at(at / chunk_bytes).get<std::string>(),
-                      "'", reader.path(), "' is damaged: tensor '", box.at("name").get<std::string>(),
-                      "' fails its checksum in bytes [", at, ", ", at + n, ")");
-        ++stats.chunks_verified;
-      }
-      for (const Overlap& o : overlaps) {
-        for (std::int64_t gr = o.r0; gr < o.r1; ++gr) {
-          if (saved_e == e) {  // the same type: the row's run of columns as it is
-            const auto local = static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 +
-                                                        (o.c0 - o.mine.col0));
-            std::memcpy(host.data() + local * e, bytes.data() + (byte_of(gr, o.c0) - begin),
-                        static_cast<std::size_t>(o.c1 - o.c0) * e);
-            continue;
-          }
-          for (std::int64_t gc = o.c0; gc < o.c1; ++gc) {
-            const char* src = bytes.data() + (byte_of(gr, gc) - begin);
-            const auto local = static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 +
-                                                        (gc - o.mine.col0));
-            if (s.dtype == DType::f32) convert(src, saved_e, reinterpret_cast<float*>(host.data()) + local);
-            else convert(src, saved_e, reinterpret_cast<double*>(host.data()) + local);
-          }
-        }
-        filled += (o.r1 - o.r0) * (o.c1 - o.c0);
-      }
-    }
-    OPTIMUS_CHECK(filled == s.layout.local_rows() * local_cols, "checkpoint '", dir.string(), "': the saved pieces of '",
-                  s.key, "' cover ", filled, " of this rank's ", s.layout.local_rows() * local_cols, " elements");
-    copy_bytes(s.device, s.data, host.data(), host.size());
-  }
+  for (const Shard& s : shards) read_shard(dir, tensors, s, files, stats);
 }
 
 std::vector<nlohmann::json> gather_json(Communicator& comm, const nlohmann::json& mine) {

@@ -139,84 +139,51 @@ Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stag
   return simulate(s, by_virtual_stage, Replay{});
 }
 
-Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stage, const Replay& replay) {
-  check_structure(s);
-  OPTIMUS_CHECK(static_cast<int>(by_virtual_stage.size()) == s.virtual_stages(), "pipeline simulation of ",
-                name_of(s.kind), ": costs for ", by_virtual_stage.size(), " virtual stages, not ",
-                s.virtual_stages());
-  OPTIMUS_CHECK(replay.execution.jitter >= 0 && std::isfinite(replay.execution.jitter), "pipeline simulation: jitter ",
-                replay.execution.jitter, " is not a fraction >= 0");
-  const bool dynamic = replay.execution.order == Order::dynamic;
-  Finishes finished(s);
-  Simulation sim;
-  sim.times.resize(static_cast<std::size_t>(s.stages));
-  sim.peak_live.assign(static_cast<std::size_t>(s.stages), 0);
-  sim.sends.assign(static_cast<std::size_t>(s.stages), 0);
-  sim.receives.assign(static_cast<std::size_t>(s.stages), 0);
-  std::vector<DynamicOrder> orders;
-  std::vector<std::size_t> next(static_cast<std::size_t>(s.stages), 0);  // each stage's first operation not yet run
-  std::vector<double> free_at(static_cast<std::size_t>(s.stages), 0);
-  std::vector<int> live(static_cast<std::size_t>(s.stages), 0);
-  for (int stage = 0; stage < s.stages; ++stage) {
-    if (dynamic) orders.emplace_back(s, stage);
-    sim.times[static_cast<std::size_t>(stage)].resize(s.ops[static_cast<std::size_t>(stage)].size());
+namespace {
+
+// One replay of a schedule: each operation's start and finish, the stages' messages and live micro-batches.
+class Replayer {
+ public:
+  Replayer(const Schedule& s, const std::vector<Costs>& by_virtual_stage, const Replay& replay)
+      : s_(s), costs_(by_virtual_stage), replay_(replay), finished_(s),
+        next_(static_cast<std::size_t>(s.stages), 0), free_at_(static_cast<std::size_t>(s.stages), 0),
+        live_(static_cast<std::size_t>(s.stages), 0),
+        frees_(s.split_backward ? Work::backward_weight : Work::backward) {
+    sim_.times.resize(static_cast<std::size_t>(s.stages));
+    sim_.peak_live.assign(static_cast<std::size_t>(s.stages), 0);
+    sim_.sends.assign(static_cast<std::size_t>(s.stages), 0);
+    sim_.receives.assign(static_cast<std::size_t>(s.stages), 0);
+    for (int stage = 0; stage < s.stages; ++stage) {
+      sim_.times[static_cast<std::size_t>(stage)].resize(s.ops[static_cast<std::size_t>(stage)].size());
+    }
   }
-  const Work frees = s.split_backward ? Work::backward_weight : Work::backward;
-  // When operation i of `stage` could start (kNotYet while a dependency has not run).
-  const auto start_of = [&](int stage, std::size_t i) {
-    const Op& op = s.ops[static_cast<std::size_t>(stage)][i];
-    const int u = s.virtual_stage(stage, op.chunk);
-    double start = free_at[static_cast<std::size_t>(stage)];
-    for (const Dependency& d : dependencies(s, op, u)) {
-      const double t = finished.at(d.work, d.micro_batch, d.virtual_stage);
-      if (t == kNotYet) return kNotYet;
-      start = std::max(start, t + (s.stage_of(d.virtual_stage) == stage ? 0.0 : by_virtual_stage[u].p2p));
-    }
-    return start;
-  };
-  // Runs operation i of `stage` from `start`: its messages, its cost (jittered), its finish and the stage's live count.
-  const auto run = [&](int stage, std::size_t i, double start) {
-    const auto st = static_cast<std::size_t>(stage);
-    const Op& op = s.ops[st][i];
-    const int u = s.virtual_stage(stage, op.chunk);
-    for (const Dependency& d : dependencies(s, op, u)) {  // a message for each dependency on another stage
-      const int from = s.stage_of(d.virtual_stage);
-      if (from == stage) continue;
-      ++sim.sends[static_cast<std::size_t>(from)];
-      ++sim.receives[st];
-    }
-    const double jitter = replay.execution.jitter;
-    const double cost = cost_of(by_virtual_stage[static_cast<std::size_t>(u)], op.work) *
-                        (jitter > 0 ? 1 + jitter * jitter_draw(replay.step, stage, i) : 1.0);
-    const double end = start + cost;
-    finished.at(op.work, op.micro_batch, u) = end;
-    sim.times[st][i] = Interval{.start = start, .end = end};
-    free_at[st] = end;
-    if (op.work == Work::forward) sim.peak_live[st] = std::max(sim.peak_live[st], ++live[st]);
-    if (op.work == frees) --live[st];
-  };
-  if (!dynamic) {
-    // Each stage runs its list in order as far as its dependencies have finished, sweeping the stages until none moves.
+
+  // Each stage runs its list in order as far as its dependencies have finished, sweeping the stages until none moves.
+  void run_in_order() {
     for (bool progress = true; progress;) {
       progress = false;
-      for (int stage = 0; stage < s.stages; ++stage) {
+      for (int stage = 0; stage < s_.stages; ++stage) {
         const auto st = static_cast<std::size_t>(stage);
-        for (; next[st] < s.ops[st].size(); ++next[st]) {
-          const double start = start_of(stage, next[st]);
+        for (; next_[st] < s_.ops[st].size(); ++next_[st]) {
+          const double start = start_of(stage, next_[st]);
           if (start == kNotYet) break;
-          run(stage, next[st], start);
+          run(stage, next_[st], start);
           progress = true;
         }
       }
     }
-  } else {
-    // Each round runs the operation that starts first of all stages' choices (a stage's choice: the earliest start of
-    // the operations its order allows, the list order breaking ties), so every finish it depends on is known.
+  }
+
+  // Each round runs the operation that starts first of all stages' choices (a stage's choice: the earliest start of
+  // the operations its order allows, the list order breaking ties), so every finish it depends on is known.
+  void run_message_driven() {
+    std::vector<DynamicOrder> orders;
+    for (int stage = 0; stage < s_.stages; ++stage) orders.emplace_back(s_, stage);
     for (;;) {
       int best_stage = -1;
       std::size_t best = 0;
       double best_start = kNotYet;
-      for (int stage = 0; stage < s.stages; ++stage) {
+      for (int stage = 0; stage < s_.stages; ++stage) {
         for (const std::size_t i : orders[static_cast<std::size_t>(stage)].allowed()) {
           const double start = start_of(stage, i);
           if (start < best_start) {
@@ -230,31 +197,101 @@ Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stag
       run(best_stage, best, best_start);
       DynamicOrder& order = orders[static_cast<std::size_t>(best_stage)];
       order.ran(best);
-      next[static_cast<std::size_t>(best_stage)] = order.first_not_run();
+      next_[static_cast<std::size_t>(best_stage)] = order.first_not_run();
     }
   }
-  std::ostringstream stuck;
-  for (int stage = 0; stage < s.stages; ++stage) {
+
+  // Throws, naming every stage's first operation that never ran and what it waits for, unless all ran; then the
+  // makespan and the bubble.
+  Simulation finish() {
+    std::ostringstream stuck;
+    for (int stage = 0; stage < s_.stages; ++stage) {
+      const auto st = static_cast<std::size_t>(stage);
+      if (next_[st] == s_.ops[st].size()) continue;
+      const Op& op = s_.ops[st][next_[st]];
+      stuck << (stuck.tellp() > 0 ? "; " : "") << operation(s_, stage, next_[st]) << " waits for";
+      for (const Dependency& d : dependencies(s_, op, s_.virtual_stage(stage, op.chunk))) {
+        if (finished_.at(d.work, d.micro_batch, d.virtual_stage) != kNotYet) continue;
+        stuck << ' '
+              << describe(s_, Op{.work = d.work, .micro_batch = d.micro_batch, .chunk = s_.chunk_of(d.virtual_stage)})
+              << " on stage " << s_.stage_of(d.virtual_stage);
+      }
+    }
+    OPTIMUS_CHECK(stuck.tellp() == 0, "pipeline schedule ", name_of(s_.kind), " would wait forever: ", stuck.str());
+    double busy = 0;
+    for (const auto& stage : sim_.times) {
+      for (const Interval& i : stage) {
+        sim_.makespan = std::max(sim_.makespan, i.end);
+        busy += i.end - i.start;
+      }
+    }
+    sim_.bubble = sim_.makespan > 0 ? 1.0 - busy / (s_.stages * sim_.makespan) : 0.0;
+    return std::move(sim_);
+  }
+
+ private:
+  // When operation i of `stage` could start (kNotYet while a dependency has not run).
+  double start_of(int stage, std::size_t i) {
+    const Op& op = s_.ops[static_cast<std::size_t>(stage)][i];
+    const int u = s_.virtual_stage(stage, op.chunk);
+    double start = free_at_[static_cast<std::size_t>(stage)];
+    for (const Dependency& d : dependencies(s_, op, u)) {
+      const double t = finished_.at(d.work, d.micro_batch, d.virtual_stage);
+      if (t == kNotYet) return kNotYet;
+      start = std::max(start, t + (s_.stage_of(d.virtual_stage) == stage ? 0.0 : costs_[u].p2p));
+    }
+    return start;
+  }
+
+  // Runs operation i of `stage` from `start`: its messages, its cost (jittered), its finish and the stage's live count.
+  void run(int stage, std::size_t i, double start) {
     const auto st = static_cast<std::size_t>(stage);
-    if (next[st] == s.ops[st].size()) continue;
-    const Op& op = s.ops[st][next[st]];
-    stuck << (stuck.tellp() > 0 ? "; " : "") << operation(s, stage, next[st]) << " waits for";
-    for (const Dependency& d : dependencies(s, op, s.virtual_stage(stage, op.chunk))) {
-      if (finished.at(d.work, d.micro_batch, d.virtual_stage) != kNotYet) continue;
-      stuck << ' ' << describe(s, Op{.work = d.work, .micro_batch = d.micro_batch, .chunk = s.chunk_of(d.virtual_stage)})
-            << " on stage " << s.stage_of(d.virtual_stage);
+    const Op& op = s_.ops[st][i];
+    const int u = s_.virtual_stage(stage, op.chunk);
+    for (const Dependency& d : dependencies(s_, op, u)) {  // a message for each dependency on another stage
+      const int from = s_.stage_of(d.virtual_stage);
+      if (from == stage) continue;
+      ++sim_.sends[static_cast<std::size_t>(from)];
+      ++sim_.receives[st];
     }
+    const double jitter = replay_.execution.jitter;
+    const double cost = cost_of(costs_[static_cast<std::size_t>(u)], op.work) *
+                        (jitter > 0 ? 1 + jitter * jitter_draw(replay_.step, stage, i) : 1.0);
+    const double end = start + cost;
+    finished_.at(op.work, op.micro_batch, u) = end;
+    sim_.times[st][i] = Interval{.start = start, .end = end};
+    free_at_[st] = end;
+    if (op.work == Work::forward) sim_.peak_live[st] = std::max(sim_.peak_live[st], ++live_[st]);
+    if (op.work == frees_) --live_[st];
   }
-  OPTIMUS_CHECK(stuck.tellp() == 0, "pipeline schedule ", name_of(s.kind), " would wait forever: ", stuck.str());
-  double busy = 0;
-  for (const auto& stage : sim.times) {
-    for (const Interval& i : stage) {
-      sim.makespan = std::max(sim.makespan, i.end);
-      busy += i.end - i.start;
-    }
+
+  const Schedule& s_;
+  const std::vector<Costs>& costs_;
+  const Replay& replay_;
+  Finishes finished_;
+  Simulation sim_;
+  std::vector<std::size_t> next_;  // each stage's first operation not yet run
+  std::vector<double> free_at_;
+  std::vector<int> live_;
+  Work frees_;  // the operation after which a micro-batch's activations are freed
+};
+
+}  // namespace
+
+Simulation simulate(const Schedule& s, const std::vector<Costs>& by_virtual_stage, const Replay& replay) {
+  check_structure(s);
+  OPTIMUS_CHECK(static_cast<int>(by_virtual_stage.size()) == s.virtual_stages(), "pipeline simulation of ",
+                name_of(s.kind), ": costs for ", by_virtual_stage.size(), " virtual stages, not ",
+                s.virtual_stages());
+  OPTIMUS_CHECK(replay.execution.jitter >= 0 && std::isfinite(replay.execution.jitter), "pipeline simulation: jitter ",
+                replay.execution.jitter, " is not a fraction >= 0");
+  Replayer replayer(s, by_virtual_stage, replay);
+  if (replay.execution.order == Order::dynamic) {
+    replayer.run_message_driven();
+  } else {
+    replayer.run_in_order();
   }
-  sim.bubble = sim.makespan > 0 ? 1.0 - busy / (s.stages * sim.makespan) : 0.0;
-  return sim;
+  return replayer.finish();
 }
 
 void validate(const Schedule& schedule) { simulate(schedule, Costs{}); }

@@ -149,48 +149,46 @@ std::int64_t block_activation_bytes(const Layout& l, const Workload& w, Recomput
   return 0;
 }
 
-std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Workload& w) {
-  OPTIMUS_CHECK(shape_error(l, w).empty(), "memory model: ", shape_error(l, w));
+namespace {
+
+// Without a pipeline: blocks L, the embedding (wte, wpe) and ln_f, an untied head's lm_head, wte's head gradient apart
+// (model/gpt.hpp); the activations at their peak (the blocks' contexts and the head's, or a full block recomputing).
+MemoryPrediction one_stage_memory(const Layout& l, const Workload& w, const Others& o, std::int64_t per_block) {
   const GptConfig& c = w.config;
-  const Others o = others(l, c);
-  const std::int64_t per_block = block_parameters(l, c);
-  std::vector<MemoryPrediction> out;
-  if (l.pp == 1) {
-    // Blocks L, the embedding (wte, wpe) and ln_f, an untied head's lm_head, wte's head gradient apart (model/gpt.hpp).
-    const std::int64_t lm_head = c.block.tied_head ? 0 : o.wte;
-    const StateFootprint f = states(l, w, c.layers, per_block, o.wte + o.wpe + o.ln_f + lm_head, o.wte);
-    MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = 0};
-    std::int64_t saved = 0, transient = 0;
-    std::int64_t peak_backward = 0;  // the most held while a full block recomputes: blocks 0..l and its context
-    for (std::int64_t k = 0; k < c.layers; ++k) {
-      const Recompute policy = l.recompute.empty() ? Recompute::none : l.recompute[static_cast<std::size_t>(k)];
-      saved += block_activation_bytes(l, w, policy);
-      if (policy == Recompute::full) {
-        transient = block_activation_bytes(l, w, Recompute::none);
-        peak_backward = std::max(peak_backward, saved + transient);
-      }
+  const std::int64_t lm_head = c.block.tied_head ? 0 : o.wte;
+  const StateFootprint f = states(l, w, c.layers, per_block, o.wte + o.wpe + o.ln_f + lm_head, o.wte);
+  MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = 0};
+  std::int64_t saved = 0, transient = 0;
+  std::int64_t peak_backward = 0;  // the most held while a full block recomputes: blocks 0..l and its context
+  for (std::int64_t k = 0; k < c.layers; ++k) {
+    const Recompute policy = l.recompute_of(k);
+    saved += block_activation_bytes(l, w, policy);
+    if (policy == Recompute::full) {
+      transient = block_activation_bytes(l, w, Recompute::none);
+      peak_backward = std::max(peak_backward, saved + transient);
     }
-    const std::int64_t tail = head_bytes(l, w) + embedding_norm_bytes(l, w);
-    std::int64_t device_activations = std::max(saved + tail, peak_backward + embedding_norm_bytes(l, w));
-    if (l.offload == Offload::spill_activations) {
-      // spill.hpp: every block's context but the last goes to the host (uniform blocks).
-      const std::int64_t block = c.layers > 0 ? saved / c.layers : 0;
-      device_activations = spill_activation_peak(c.layers, block, transient, tail, true);
-      m.host.activations = static_cast<u64>(std::max<std::int64_t>(c.layers - 1, 0) * block);
-    }
-    m.device.activations = static_cast<u64>(device_activations);
-    m.device.workspace = static_cast<u64>(workspace_estimate(l, w));
-    out.push_back(m);
-    return out;
   }
-  const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
-      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
-  // Activation bytes per virtual stage: its blocks' contexts under their policies, the head's on u = U-1. What
-  // queued weight gradients read until B_weight (split schedules), per block: 2D pipeline/memory.hpp's
-  // e N (5h + ffn)/q^2; 1D ln_1's and ln_2's xhat and the inputs of c_attn and c_fc (replicated [N, h]), of
-  // attn.c_proj ([N, h/t]) and mlp.c_proj ([N, ffn/t]); on u = U-1 ln_f's xhat, the head's input and dlogits (all of
-  // the head's but ln_f's 1/std). Without recomputation these are the trackers' figures; with it the same weight bytes
-  // are assumed (a prediction the trackers have not checked).
+  const std::int64_t tail = head_bytes(l, w) + embedding_norm_bytes(l, w);
+  std::int64_t device_activations = std::max(saved + tail, peak_backward + embedding_norm_bytes(l, w));
+  if (l.offload == Offload::spill_activations) {
+    // spill.hpp: every block's context but the last goes to the host (uniform blocks).
+    const std::int64_t block = c.layers > 0 ? saved / c.layers : 0;
+    device_activations = spill_activation_peak(c.layers, block, transient, tail, true);
+    m.host.activations = static_cast<u64>(std::max<std::int64_t>(c.layers - 1, 0) * block);
+  }
+  m.device.activations = static_cast<u64>(device_activations);
+  m.device.workspace = static_cast<u64>(workspace_estimate(l, w));
+  return m;
+}
+
+// Activation bytes per virtual stage: its blocks' contexts under their policies, the head's on u = U-1. What queued
+// weight gradients read until B_weight (split schedules), per block: 2D pipeline/memory.hpp's e N (5h + ffn)/q^2; 1D
+// ln_1's and ln_2's xhat and the inputs of c_attn and c_fc (replicated [N, h]), of attn.c_proj ([N, h/t]) and
+// mlp.c_proj ([N, ffn/t]); on u = U-1 ln_f's xhat, the head's input and dlogits (all of the head's but ln_f's
+// 1/std). Without recomputation these are the trackers' figures; with it the same weight bytes are assumed (a
+// prediction the trackers have not checked).
+std::vector<pipeline::ChunkBytes> chunk_bytes(const Layout& l, const Workload& w, const pipeline::Schedule& schedule) {
+  const GptConfig& c = w.config;
   const bool plain =
       std::all_of(l.recompute.begin(), l.recompute.end(), [](Recompute r) { return r == Recompute::none; });
   std::vector<pipeline::ChunkBytes> chunks;
@@ -214,36 +212,56 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
       const bool last = u == schedule.virtual_stages() - 1;
       std::int64_t saved = last ? head : 0;
       for (std::int64_t k = range.first; k < range.first + range.count; ++k) {
-        const Recompute policy = l.recompute.empty() ? Recompute::none : l.recompute[static_cast<std::size_t>(k)];
-        saved += block_activation_bytes(l, w, policy);
+        saved += block_activation_bytes(l, w, l.recompute_of(k));
       }
       chunks.push_back({.saved = saved, .weight = range.count * block_weight + (last ? head_weight : 0)});
     }
   }
   chunks.front().saved += embedding_norm_bytes(l, w);  // u = 0's embedding, held until its (weight) backward
   chunks.front().weight += embedding_norm_bytes(l, w);
-  const std::vector<std::int64_t> peaks = pipeline::peak_activation_bytes(schedule, chunks);
+  return chunks;
+}
+
+// Stage s of a pipeline: its blocks' states, the embedding's (first and last stage) and the head's (last), and its
+// activations' peak (`peak`).
+MemoryPrediction stage_memory(const Layout& l, const Workload& w, const Others& o, std::int64_t per_block,
+                              const pipeline::Schedule& schedule, int s, std::int64_t peak) {
+  const GptConfig& c = w.config;
   const int first = schedule.stage_of(0), last = schedule.stage_of(schedule.virtual_stages() - 1);
+  std::int64_t blocks = 0;
+  for (int k = 0; k < l.chunks; ++k) {
+    blocks += pipeline::layers_of(schedule, c.layers, schedule.virtual_stage(s, k)).count;
+  }
+  const bool embedding = s == first || s == last, head = s == last;
+  const std::int64_t lm_head = head && !c.block.tied_head ? o.wte : 0;
+  const std::int64_t other = (embedding ? o.wte + o.wpe : 0) + (head ? o.ln_f : 0) + lm_head;
+  const StateFootprint f = states(l, w, blocks, per_block, other, head ? o.wte : 0);
+  MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = s};
+  // The head's stage holds the embedding (for wte, or beside an untied head's lm_head), but wpe is not among its
+  // parameters, nor wte beside lm_head: AdamW keeps no moments of them — where the moments are, the device's or, with
+  // the optimizer offloaded, the host's (the device then holds only the update's buffers).
+  if (head && s != first) {
+    KindBytes& moments = offloads_optimizer(l.offload) ? m.host : m.device;
+    moments.optimizer -= static_cast<u64>(2 * w.element_bytes * (o.wpe + (c.block.tied_head ? 0 : o.wte)));
+  }
+  m.device.activations = static_cast<u64>(peak);
+  m.device.workspace = static_cast<u64>(workspace_estimate(l, w));
+  return m;
+}
+
+}  // namespace
+
+std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Workload& w) {
+  OPTIMUS_CHECK(shape_error(l, w).empty(), "memory model: ", shape_error(l, w));
+  const Others o = others(l, w.config);
+  const std::int64_t per_block = block_parameters(l, w.config);
+  if (l.pp == 1) return {one_stage_memory(l, w, o, per_block)};
+  const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
+      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+  const std::vector<std::int64_t> peaks = pipeline::peak_activation_bytes(schedule, chunk_bytes(l, w, schedule));
+  std::vector<MemoryPrediction> out;
   for (int s = 0; s < l.pp; ++s) {
-    std::int64_t blocks = 0;
-    for (int k = 0; k < l.chunks; ++k) {
-      blocks += pipeline::layers_of(schedule, c.layers, schedule.virtual_stage(s, k)).count;
-    }
-    const bool embedding = s == first || s == last, head = s == last;
-    const std::int64_t lm_head = head && !c.block.tied_head ? o.wte : 0;
-    const std::int64_t other = (embedding ? o.wte + o.wpe : 0) + (head ? o.ln_f : 0) + lm_head;
-    const StateFootprint f = states(l, w, blocks, per_block, other, head ? o.wte : 0);
-    MemoryPrediction m{.device = with_states(f.device), .host = with_states(f.host), .stage = s};
-    // The head's stage holds the embedding (for wte, or beside an untied head's lm_head), but wpe is not among its
-    // parameters, nor wte beside lm_head: AdamW keeps no moments of them — where the moments are, the device's or, with
-    // the optimizer offloaded, the host's (the device then holds only the update's buffers).
-    if (head && s != first) {
-      KindBytes& moments = offloads_optimizer(l.offload) ? m.host : m.device;
-      moments.optimizer -= static_cast<u64>(2 * w.element_bytes * (o.wpe + (c.block.tied_head ? 0 : o.wte)));
-    }
-    m.device.activations = static_cast<u64>(peaks[static_cast<std::size_t>(s)]);
-    m.device.workspace = static_cast<u64>(workspace_estimate(l, w));
-    out.push_back(m);
+    out.push_back(stage_memory(l, w, o, per_block, schedule, s, peaks[static_cast<std::size_t>(s)]));
   }
   return out;
 }

@@ -204,14 +204,87 @@ BlockSeconds block_seconds(const Layout& l, const Workload& w, const Cluster& c)
   return out;
 }
 
+namespace {
+
+// A pipeline's step: its makespan and bubble by the schedule's simulation, and its busiest stage's received blocks.
+struct PipelineTime {
+  double makespan = 0;
+  double bubble = 0;
+  std::uint64_t received_bytes = 0;  // per rank of the busiest stage
+  bool inside = false;               // the stages within a node
+  double receiving = 0;              // seconds the busiest stage's ranks spend receiving
+};
+
+PipelineTime pipeline_time(const Layout& l, const Workload& w, const Cluster& c, const BlockParts& block,
+                           const EndParts& ends) {
+  const pipeline::Schedule s = pipeline::make_schedule(pipeline::ScheduleRequest{
+      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+  const Dims x = dims_of(l, w);
+  const double message = (l.two_d() ? x.n * x.h / l.tp : x.n * x.h) * x.t;
+  // Point to point: every rank of a stage sends to the next at once, so across nodes each gets its own share.
+  const bool in = l.pp * l.tp <= c.gpus_per_node;
+  const double p2p = message / link(c, in).bandwidth + link(c, in).latency;
+  std::vector<pipeline::Costs> costs;
+  for (int u = 0; u < s.virtual_stages(); ++u) {
+    const pipeline::LayerRange r = pipeline::layers_of(s, w.config.layers, u);
+    pipeline::Costs cost{.forward = 0, .backward = 0, .backward_input = 0, .backward_weight = 0, .p2p = p2p};
+    for (std::int64_t k = r.first; k < r.first + r.count; ++k) {
+      cost.forward += block.forward_compute + block.forward_comm;
+      cost.backward += backward_of(block, l.recompute_of(k));
+    }
+    if (u == 0) {
+      cost.forward += ends.embedding_forward;
+      cost.backward += ends.embedding_backward;
+    }
+    if (u == s.virtual_stages() - 1) {
+      cost.forward += ends.head_forward;
+      cost.backward += ends.head_backward;
+    }
+    cost.backward_input = cost.backward / 2;
+    cost.backward_weight = cost.backward / 2;
+    costs.push_back(cost);
+  }
+  const pipeline::Simulation sim = pipeline::simulate(s, costs);
+  // The busiest stage's received blocks (bytes per rank, as every traffic figure here).
+  const auto received = static_cast<std::uint64_t>(*std::max_element(sim.receives.begin(), sim.receives.end()));
+  return {.makespan = sim.makespan,
+          .bubble = sim.bubble,
+          .received_bytes = received * static_cast<std::uint64_t>(message),
+          .inside = in,
+          .receiving = static_cast<double>(received) * message / link(c, in).bandwidth};
+}
+
+// Offloading's seconds in a step of `pipeline` seconds (the moments' copies follow the update; the blocks' hide
+// behind the compute up to its length), and its host traffic in `host_bytes`.
+double offload_time(const Layout& l, const Workload& w, const Cluster& c, double parameters, double pipeline,
+                    std::uint64_t& host_bytes) {
+  const GptConfig& config = w.config;
+  const std::int64_t per_block = block_parameters(l, config);
+  const auto total = static_cast<std::int64_t>(parameters);
+  const ModelShards shards{.blocks = config.layers,
+                           .block_parameters = per_block,
+                           .other_parameters = total - config.layers * per_block,
+                           .wte = 0,
+                           .word = static_cast<std::size_t>(w.element_bytes)};
+  const std::int64_t saved =
+      l.offload == Offload::spill_activations ? block_activation_bytes(l, w, l.recompute_of(0)) : 0;
+  const Spill spill = spill_of(l.offload);
+  const TransferBytes all = step_transfers(spill, OptimizerOffload{}, shards, l.micro_batches, saved);
+  const TransferBytes spilled =
+      spill == Spill::none ? TransferBytes{}
+                           : spill_step_transfers(config.layers, per_block, shards.word, l.micro_batches, saved);
+  const auto bytes = [](const TransferBytes& t) { return static_cast<double>(t.host_to_device + t.device_to_host); };
+  host_bytes = all.host_to_device + all.device_to_host;
+  return (bytes(all) - bytes(spilled)) / c.host_link + std::max(0.0, bytes(spilled) / c.host_link - pipeline);
+}
+
+}  // namespace
+
 StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c, double call_participants) {
   OPTIMUS_CHECK(shape_error(l, w).empty(), "time model: ", shape_error(l, w));
   const GptConfig& config = w.config;
   const BlockParts block = block_parts(l, w, c);
   const EndParts ends = end_parts(l, w, c);
-  const auto policy = [&](std::int64_t layer) {
-    return l.recompute.empty() ? Recompute::none : l.recompute[static_cast<std::size_t>(layer)];
-  };
   const double m = l.micro_batches;
   StepPrediction out;
   double busy_comm = 0;  // per rank and step, the stage with the most blocks
@@ -221,46 +294,17 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
            backward = ends.embedding_backward + ends.head_backward;
     for (std::int64_t k = 0; k < config.layers; ++k) {
       forward += block.forward_compute + block.forward_comm;
-      backward += backward_of(block, policy(k));
+      backward += backward_of(block, l.recompute_of(k));
     }
     out.pipeline = m * (forward + backward);
     most_blocks = config.layers;
   } else {
-    const pipeline::Schedule s = pipeline::make_schedule(pipeline::ScheduleRequest{
-        .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
-    const Dims x = dims_of(l, w);
-    const double message = (l.two_d() ? x.n * x.h / l.tp : x.n * x.h) * x.t;
-    // Point to point: every rank of a stage sends to the next at once, so across nodes each gets its own share.
-    const bool in = l.pp * l.tp <= c.gpus_per_node;
-    const double p2p = message / link(c, in).bandwidth + link(c, in).latency;
-    std::vector<pipeline::Costs> costs;
-    for (int u = 0; u < s.virtual_stages(); ++u) {
-      const pipeline::LayerRange r = pipeline::layers_of(s, config.layers, u);
-      pipeline::Costs cost{.forward = 0, .backward = 0, .backward_input = 0, .backward_weight = 0, .p2p = p2p};
-      for (std::int64_t k = r.first; k < r.first + r.count; ++k) {
-        cost.forward += block.forward_compute + block.forward_comm;
-        cost.backward += backward_of(block, policy(k));
-      }
-      if (u == 0) {
-        cost.forward += ends.embedding_forward;
-        cost.backward += ends.embedding_backward;
-      }
-      if (u == s.virtual_stages() - 1) {
-        cost.forward += ends.head_forward;
-        cost.backward += ends.head_backward;
-      }
-      cost.backward_input = cost.backward / 2;
-      cost.backward_weight = cost.backward / 2;
-      costs.push_back(cost);
-    }
-    const pipeline::Simulation sim = pipeline::simulate(s, costs);
-    out.pipeline = sim.makespan;
-    out.bubble = sim.bubble;
+    const PipelineTime t = pipeline_time(l, w, c, block, ends);
+    out.pipeline = t.makespan;
+    out.bubble = t.bubble;
     most_blocks = config.layers / l.pp;
-    // The busiest stage's received blocks (bytes per rank, as every traffic figure here).
-    const auto received = static_cast<std::uint64_t>(*std::max_element(sim.receives.begin(), sim.receives.end()));
-    (in ? out.traffic.intra : out.traffic.inter) += received * static_cast<std::uint64_t>(message);
-    busy_comm += static_cast<double>(received) * message / link(c, in).bandwidth;
+    (t.inside ? out.traffic.intra : out.traffic.inter) += t.received_bytes;
+    busy_comm += t.receiving;
   }
   out.tensor_comm = m * static_cast<double>(most_blocks) * (block.forward_comm + block.backward_comm);
   busy_comm += m * (static_cast<double>(most_blocks) * block.comm_busy + ends.comm_busy);
@@ -274,31 +318,11 @@ StepPrediction predict_step(const Layout& l, const Workload& w, const Cluster& c
   for (const MemoryPrediction& p : stages) states = std::max(states, p.device.parameters + p.host.parameters);
   const double parameters = static_cast<double>(states) / static_cast<double>(w.element_bytes);
   const GroupLink replicas = group_link(c, l.dp, l.pp * l.tp);
-  const bool replicas_in = replicas.inside;
   const Ring dp = ring_all_reduce(parameters * static_cast<double>(w.element_bytes), l.dp, replicas.link);
   out.data_parallel = dp.seconds;
-  (replicas_in ? out.traffic.intra : out.traffic.inter) += dp.bytes;
+  (replicas.inside ? out.traffic.intra : out.traffic.inter) += dp.bytes;
   out.optimizer = parameters / c.optimizer_rate;
-  if (l.offload != Offload::none) {
-    const std::int64_t per_block = block_parameters(l, config);
-    const auto total = static_cast<std::int64_t>(parameters);
-    const ModelShards shards{.blocks = config.layers,
-                             .block_parameters = per_block,
-                             .other_parameters = total - config.layers * per_block,
-                             .wte = 0,
-                             .word = static_cast<std::size_t>(w.element_bytes)};
-    const std::int64_t saved = l.offload == Offload::spill_activations ? block_activation_bytes(l, w, policy(0)) : 0;
-    const Spill spill = spill_of(l.offload);
-    const TransferBytes all = step_transfers(spill, OptimizerOffload{}, shards, l.micro_batches, saved);
-    const TransferBytes spilled =
-        spill == Spill::none ? TransferBytes{}
-                             : spill_step_transfers(config.layers, per_block, shards.word, l.micro_batches, saved);
-    const auto bytes = [](const TransferBytes& t) { return static_cast<double>(t.host_to_device + t.device_to_host); };
-    // The moments' copies follow the update; the blocks' hide behind the compute up to its length.
-    out.offload =
-        (bytes(all) - bytes(spilled)) / c.host_link + std::max(0.0, bytes(spilled) / c.host_link - out.pipeline);
-    out.traffic.host = all.host_to_device + all.device_to_host;
-  }
+  if (l.offload != Offload::none) out.offload = offload_time(l, w, c, parameters, out.pipeline, out.traffic.host);
   out.critical = out.pipeline + out.data_parallel + out.optimizer + out.offload;
   // Busy: the compute in the pipeline (its time less the bubble and the exposed communication) and every copy.
   const double busy = out.pipeline * (1 - out.bubble) - out.tensor_comm + busy_comm + dp.copying + out.optimizer;

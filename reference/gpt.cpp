@@ -101,91 +101,50 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
   return gpt_forward_backward(c, p, tokens, targets, EncoderInputs{}, batch, step);
 }
 
-GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
-                               const std::vector<int>& targets, const EncoderInputs& inputs, std::int64_t batch,
-                               std::uint64_t step) {
-  const std::vector<int>& lengths = inputs.lengths;
+namespace {
+
+// What the embedding's backward needs of its forward.
+struct EmbeddingCache {
+  Matrix mask;             // the embedding's dropout [n, h]
+  std::vector<int> types;  // each token's type (BERT's; 0 elsewhere)
+  NormCache ln_e;          // BERT's embedding norm
+};
+
+// The embedding's forward [n, h]: wte's rows of the tokens and wpe's (none with rotary positions: added in the
+// attention), BERT's token types and norm, then the dropout.
+Matrix embedding_pass(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
+                      const EncoderInputs& inputs, std::int64_t batch, std::uint64_t step, EmbeddingCache& cache) {
   const auto n = static_cast<std::int64_t>(tokens.size());
-  const std::int64_t s = n / batch, h = c.hidden;
-  OPTIMUS_CHECK(s <= c.max_seq, "reference: sequence ", s, " longer than max_seq ", c.max_seq);
-  const Matrix& wte = p.at("wte");
-  const Matrix wpe = c.block.rope ? Matrix() : p.at("wpe");  // rotary positions: none added here
-  const Matrix& head = c.block.tied_head ? wte : p.at("lm_head.weight");
-  Dropout dropout{c.dropout, c.seed, step, 0};
-
-  const Matrix embd_mask = dropout_mask(n, h, c.dropout, c.seed, dropout_stream(step, 0, DropoutSite::embedding));
-  // BERT's embeddings: tte's rows of the tokens' types added, and the norm over the sum, before the dropout.
-  const std::vector<int> types = inputs.token_types.empty() ? std::vector<int>(tokens.size(), 0) : inputs.token_types;
-  const Matrix ones = Matrix::Ones(n, h);
-  Matrix x = embedding_forward(wte, wpe, tokens, batch, ones);
+  const Matrix wpe = c.block.rope ? Matrix() : p.at("wpe");
+  cache.mask = dropout_mask(n, c.hidden, c.dropout, c.seed, dropout_stream(step, 0, DropoutSite::embedding));
+  cache.types = inputs.token_types.empty() ? std::vector<int>(tokens.size(), 0) : inputs.token_types;
+  Matrix x = embedding_forward(p.at("wte"), wpe, tokens, batch, Matrix::Ones(n, c.hidden));
   if (c.block.token_types > 0) {
-    for (std::int64_t r = 0; r < n; ++r) x.row(r) += p.at("tte").row(types[static_cast<std::size_t>(r)]);
+    for (std::int64_t r = 0; r < n; ++r) x.row(r) += p.at("tte").row(cache.types[static_cast<std::size_t>(r)]);
   }
-  NormCache ln_e;
   const Matrix ln_e_bias = c.block.norm.centered() && c.block.embedding_norm ? p.at("ln_e.bias") : Matrix();
-  if (c.block.embedding_norm) x = norm_forward(c.block.norm, x, p.at("ln_e.weight"), ln_e_bias, ln_e);
-  x = x.cwiseProduct(embd_mask);
+  if (c.block.embedding_norm) x = norm_forward(c.block.norm, x, p.at("ln_e.weight"), ln_e_bias, cache.ln_e);
+  return x.cwiseProduct(cache.mask);
+}
 
-  std::vector<BlockCache> caches(static_cast<std::size_t>(c.layers));
-  for (std::int64_t l = 0; l < c.layers; ++l) {
-    dropout.layer = l;
-    x = block_forward(x, block_weights(p, l, c.block), batch, c.heads, lengths, dropout,
-                      caches[static_cast<std::size_t>(l)]);
-  }
-  // BERT's head transform: dense and the blocks' GELU before ln_f (the transform's norm).
-  const bool transform = c.block.head_transform, erf = c.block.mlp == MlpKind::gelu_erf;
-  const Matrix transform_in = x;
-  Matrix transform_pre;
-  if (transform) {
-    transform_pre = linear_forward(x, p.at("head.dense.weight"), p.at("head.dense.bias"));
-    x = erf ? gelu_erf_forward(transform_pre) : gelu_forward(transform_pre);
-  }
-  NormCache ln_f;
-  const Matrix xf = norm_forward(c.block.norm, x, p.at("ln_f.weight"),
-                                 c.block.norm.centered() ? p.at("ln_f.bias") : Matrix(), ln_f);
-
-  GptResult result;
-  result.logits = xf * head.transpose();
-  if (transform) result.logits.rowwise() += p.at("head.bias").row(0);
-  const CrossEntropy ce = cross_entropy(result.logits, targets);
-  result.loss = ce.loss;
-  const Matrix& dlogits = ce.dlogits;
-
-  // Backward.
-  Parameters& g = result.grads;
-  const Matrix dhead = dlogits.transpose() * xf;
-  const LayerNormGrads dln_f = norm_backward(ln_f, p.at("ln_f.weight"), dlogits * head);
-  g["ln_f.weight"] = dln_f.dgamma;
-  if (c.block.norm.centered()) g["ln_f.bias"] = dln_f.dbeta;
-  Matrix dx = dln_f.dx;
-  if (transform) {
-    g["head.bias"] = dlogits.colwise().sum();
-    const Matrix dpre = erf ? gelu_erf_backward(transform_pre, dx) : gelu_backward(transform_pre, dx);
-    const LinearGrads dense = linear_backward(transform_in, p.at("head.dense.weight"), dpre);
-    g["head.dense.weight"] = dense.dw;
-    g["head.dense.bias"] = dense.db;
-    dx = dense.dx;
-  }
-  for (std::int64_t l = c.layers - 1; l >= 0; --l) {
-    dropout.layer = l;
-    const BlockGrads bg = block_backward(caches[static_cast<std::size_t>(l)], block_weights(p, l, c.block), batch,
-                                         c.heads, dropout, dx);
-    store_block_grads(g, l, bg.dw);
-    dx = bg.dx;
-  }
-  dx = dx.cwiseProduct(embd_mask);
+// The embedding's gradients from dx [n, h] (the blocks' input gradient), into g; wte's adds the tied head's `dhead`.
+void embedding_pass_backward(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
+                             std::int64_t batch, const EmbeddingCache& cache, Matrix dx, const Matrix& dhead,
+                             Parameters& g) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  dx = dx.cwiseProduct(cache.mask);
   if (c.block.embedding_norm) {
-    const LayerNormGrads dln_e = norm_backward(ln_e, p.at("ln_e.weight"), dx);
+    const LayerNormGrads dln_e = norm_backward(cache.ln_e, p.at("ln_e.weight"), dx);
     g["ln_e.weight"] = dln_e.dgamma;
     if (c.block.norm.centered()) g["ln_e.bias"] = dln_e.dbeta;
     dx = dln_e.dx;
   }
   if (c.block.token_types > 0) {
-    Matrix dtte = Matrix::Zero(c.block.token_types, h);
-    for (std::int64_t r = 0; r < n; ++r) dtte.row(types[static_cast<std::size_t>(r)]) += dx.row(r);
+    Matrix dtte = Matrix::Zero(c.block.token_types, c.hidden);
+    for (std::int64_t r = 0; r < n; ++r) dtte.row(cache.types[static_cast<std::size_t>(r)]) += dx.row(r);
     g["tte"] = dtte;
   }
-  const EmbeddingGrads de = embedding_backward(c.vocab, c.max_seq, tokens, batch, ones, dx);
+  const EmbeddingGrads de = embedding_backward(c.vocab, c.max_seq, tokens, batch, Matrix::Ones(n, c.hidden), dx);
   if (c.block.tied_head) {
     g["wte"] = dhead + de.dwte;
   } else {
@@ -193,6 +152,87 @@ GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const st
     g["lm_head.weight"] = dhead;
   }
   if (!c.block.rope) g["wpe"] = de.dwpe;
+}
+
+// What the head's backward needs of its forward.
+struct HeadCache {
+  Matrix transform_in, transform_pre;  // BERT's transform: its input and its GELU's
+  NormCache ln_f;
+  Matrix xf;  // ln_f's output [n, h]
+};
+
+// The logits [n, vocab] of the blocks' output x: BERT's transform (dense and the blocks' GELU), ln_f, the head's
+// weights `head` and BERT's bias.
+Matrix head_pass(const GptConfig& c, const Parameters& p, const Matrix& head, Matrix x, HeadCache& cache) {
+  const bool erf = c.block.mlp == MlpKind::gelu_erf;
+  if (c.block.head_transform) {
+    cache.transform_in = x;
+    cache.transform_pre = linear_forward(x, p.at("head.dense.weight"), p.at("head.dense.bias"));
+    x = erf ? gelu_erf_forward(cache.transform_pre) : gelu_forward(cache.transform_pre);
+  }
+  cache.xf = norm_forward(c.block.norm, x, p.at("ln_f.weight"),
+                          c.block.norm.centered() ? p.at("ln_f.bias") : Matrix(), cache.ln_f);
+  Matrix logits = cache.xf * head.transpose();
+  if (c.block.head_transform) logits.rowwise() += p.at("head.bias").row(0);
+  return logits;
+}
+
+// The blocks' output gradient from dlogits; the head's parameters' gradients into g (the head's weights' apart).
+Matrix head_pass_backward(const GptConfig& c, const Parameters& p, const Matrix& head, const HeadCache& cache,
+                          const Matrix& dlogits, Parameters& g) {
+  const LayerNormGrads dln_f = norm_backward(cache.ln_f, p.at("ln_f.weight"), dlogits * head);
+  g["ln_f.weight"] = dln_f.dgamma;
+  if (c.block.norm.centered()) g["ln_f.bias"] = dln_f.dbeta;
+  Matrix dx = dln_f.dx;
+  if (c.block.head_transform) {
+    const bool erf = c.block.mlp == MlpKind::gelu_erf;
+    g["head.bias"] = dlogits.colwise().sum();
+    const Matrix dpre = erf ? gelu_erf_backward(cache.transform_pre, dx) : gelu_backward(cache.transform_pre, dx);
+    const LinearGrads dense = linear_backward(cache.transform_in, p.at("head.dense.weight"), dpre);
+    g["head.dense.weight"] = dense.dw;
+    g["head.dense.bias"] = dense.db;
+    dx = dense.dx;
+  }
+  return dx;
+}
+
+}  // namespace
+
+GptResult gpt_forward_backward(const GptConfig& c, const Parameters& p, const std::vector<int>& tokens,
+                               const std::vector<int>& targets, const EncoderInputs& inputs, std::int64_t batch,
+                               std::uint64_t step) {
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t s = n / batch;
+  OPTIMUS_CHECK(s <= c.max_seq, "reference: sequence ", s, " longer than max_seq ", c.max_seq);
+  const Matrix& head = c.block.tied_head ? p.at("wte") : p.at("lm_head.weight");
+  Dropout dropout{c.dropout, c.seed, step, 0};
+
+  EmbeddingCache embedding;
+  Matrix x = embedding_pass(c, p, tokens, inputs, batch, step, embedding);
+  std::vector<BlockCache> caches(static_cast<std::size_t>(c.layers));
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    dropout.layer = l;
+    x = block_forward(x, block_weights(p, l, c.block), batch, c.heads, inputs.lengths, dropout,
+                      caches[static_cast<std::size_t>(l)]);
+  }
+  HeadCache ends;
+  GptResult result;
+  result.logits = head_pass(c, p, head, x, ends);
+  const CrossEntropy ce = cross_entropy(result.logits, targets);
+  result.loss = ce.loss;
+
+  // Backward.
+  Parameters& g = result.grads;
+  const Matrix dhead = ce.dlogits.transpose() * ends.xf;
+  Matrix dx = head_pass_backward(c, p, head, ends, ce.dlogits, g);
+  for (std::int64_t l = c.layers - 1; l >= 0; --l) {
+    dropout.layer = l;
+    const BlockGrads bg = block_backward(caches[static_cast<std::size_t>(l)], block_weights(p, l, c.block), batch,
+                                         c.heads, dropout, dx);
+    store_block_grads(g, l, bg.dw);
+    dx = bg.dx;
+  }
+  embedding_pass_backward(c, p, tokens, batch, embedding, std::move(dx), dhead, g);
   return result;
 }
 

@@ -37,6 +37,10 @@ struct Layout {
   // The ranks a layer's heads and wte's vocabulary rows are split over: q (2D) or tp (1D).
   int head_parts() const { return tensor == TensorParallel::one_d ? tp : q(); }
   int ranks() const { return dp * pp * tp; }
+  // Block `layer`'s recomputation (none where the layout names no policies).
+  Recompute recompute_of(std::int64_t layer) const {
+    return recompute.empty() ? Recompute::none : recompute[static_cast<std::size_t>(layer)];
+  }
 };
 
 // What the run trains: the model, the global batch (sequences per step over all replicas) and the precision.
