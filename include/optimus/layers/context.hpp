@@ -99,31 +99,51 @@ struct BlockContext {
   std::optional<DistMatrix<T>> input;  // full recomputation only
 };
 
-// Calls f(tensor) for every non-empty tensor a block's context holds (a Tensor<T>& or a Tensor<bf16>&), in a fixed
-// order: what moves when a context is offloaded to host memory and back (layers/spill.hpp).
+// Calls f(tensor) for every non-empty tensor a context holds (a Tensor<T>& or a Tensor<bf16>&), in a fixed order:
+// what moves when a context is offloaded to host memory and back (layers/spill.hpp). A context made of others walks
+// them, so that a new kind of context is walked by its own overload.
+namespace detail {
+template <class T, class F>
+void for_each_saved_tensor(Tensor<T>& t, F&& f) {
+  if (t.numel() > 0) f(t);
+}
+template <class T, class F>
+void for_each_saved_tensor(std::optional<SavedActivation<T>>& s, F&& f) {
+  if (!s) return;
+  for_each_saved_tensor(s->storage(), f);
+  for_each_saved_tensor(s->bf16_storage(), f);
+}
+}  // namespace detail
+
+template <class T, class F>
+void for_each_saved_tensor(LinearContext<T>& c, F&& f) {
+  detail::for_each_saved_tensor(c.x, f);
+}
+template <class T, class F>
+void for_each_saved_tensor(LayerNormContext<T>& c, F&& f) {
+  detail::for_each_saved_tensor(c.xhat, f);
+  detail::for_each_saved_tensor(c.rstd, f);
+}
+template <class T, class F>
+void for_each_saved_tensor(AttentionContext<T>& c, F&& f) {
+  for_each_saved_tensor(c.c_attn, f);
+  for_each_saved_tensor(c.c_proj, f);
+  detail::for_each_saved_tensor(c.qkv, f);
+  detail::for_each_saved_tensor(c.lse, f);
+}
+template <class T, class F>
+void for_each_saved_tensor(MlpContext<T>& c, F&& f) {
+  for_each_saved_tensor(c.c_fc, f);
+  for_each_saved_tensor(c.c_proj, f);
+  detail::for_each_saved_tensor(c.pre, f);
+}
 template <class T, class F>
 void for_each_saved_tensor(BlockContext<T>& c, F&& f) {
-  const auto tensor = [&](auto& t) {
-    if (t.numel() > 0) f(t);
-  };
-  const auto saved = [&](std::optional<SavedActivation<T>>& s) {
-    if (!s) return;
-    tensor(s->storage());
-    tensor(s->bf16_storage());
-  };
-  const auto linear = [&](LinearContext<T>& l) { saved(l.x); };
-  for (LayerNormContext<T>* ln : {&c.ln_1, &c.ln_2}) {
-    saved(ln->xhat);
-    tensor(ln->rstd);
-  }
-  linear(c.attn.c_attn);
-  linear(c.attn.c_proj);
-  saved(c.attn.qkv);
-  tensor(c.attn.lse);
-  linear(c.mlp.c_fc);
-  linear(c.mlp.c_proj);
-  saved(c.mlp.pre);
-  if (c.input) tensor(c.input->storage());
+  for_each_saved_tensor(c.ln_1, f);
+  for_each_saved_tensor(c.ln_2, f);
+  for_each_saved_tensor(c.attn, f);
+  for_each_saved_tensor(c.mlp, f);
+  if (c.input) detail::for_each_saved_tensor(c.input->storage(), f);
 }
 
 // The token embedding: the token ids and token types (every rank holds the replica's b*s of each; no types: empty), the
