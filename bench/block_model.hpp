@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "optimus/programs/cli.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/reference/gpt.hpp"
 #include "traffic_model.hpp"
 

@@ -3,7 +3,7 @@ include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS optimus_core optimus_comm optimus_sim optimus_cuda optimus_grid optimus_device optimus_layers
+install(TARGETS optimus_core optimus_config optimus_comm optimus_sim optimus_cuda optimus_grid optimus_device optimus_layers
                 optimus_pipeline optimus_model optimus_checkpoint optimus_plan optimus_reference optimus_programs optimus_sweep optimus
         EXPORT optimus-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

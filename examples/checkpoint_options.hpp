@@ -8,7 +8,7 @@
 
 #include "optimus/checkpoint/checkpoint.hpp"
 #include "optimus/programs/cli.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 
 namespace optimus::examples {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gpt_data.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/model/masked_lm.hpp"
 #include "optimus/programs/cli.hpp"
 

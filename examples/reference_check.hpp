@@ -7,7 +7,7 @@
 
 #include "gpt_data.hpp"
 #include "training_loop.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/grid/grid.hpp"
 #include "optimus/pipeline/schedule.hpp"
 #include "optimus/plan/place.hpp"

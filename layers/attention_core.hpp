@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/core/rng.hpp"
 #include "optimus/core/tensor.hpp"
 #include "optimus/grid/grid.hpp"

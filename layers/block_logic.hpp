@@ -19,7 +19,7 @@
 #include "attention_core.hpp"
 #include "optimus/layers/finite_check.hpp"
 #include "optimus/core/error.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dropout.hpp"

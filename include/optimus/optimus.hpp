@@ -23,7 +23,7 @@
 #include "optimus/core/dtype.hpp"
 #include "optimus/core/encoder_inputs.hpp"
 #include "optimus/core/error.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/core/host_allocator.hpp"
 #include "optimus/core/kernels.hpp"
 #include "optimus/core/memory.hpp"

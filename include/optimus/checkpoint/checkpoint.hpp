@@ -43,7 +43,7 @@
 #include <string_view>
 
 #include "optimus/checkpoint/save_directory.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint {

@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <string>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint {

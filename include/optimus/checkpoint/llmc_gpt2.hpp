@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/model/gpt.hpp"
 
 namespace optimus::checkpoint {

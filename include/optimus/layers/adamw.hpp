@@ -25,7 +25,7 @@
 #include <optional>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/layers/megatron/group.hpp"
 #include "optimus/layers/optimizer_offload.hpp"
 #include "optimus/layers/parameter.hpp"

@@ -19,7 +19,7 @@
 
 #include <optional>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/linear.hpp"

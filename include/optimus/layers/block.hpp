@@ -7,7 +7,7 @@
 // the bytes it holds per rank are block_saved_bytes.
 #pragma once
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/layers/attention.hpp"
 #include "optimus/layers/layernorm.hpp"
 #include "optimus/layers/mlp.hpp"

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dropout.hpp"
 #include "optimus/layers/layernorm.hpp"

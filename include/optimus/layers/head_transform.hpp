@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/linear.hpp"
 #include "optimus/layers/weight_gradients.hpp"

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/core/ops.hpp"
 
 #include "optimus/grid/dist_matrix.hpp"

@@ -27,7 +27,7 @@
 #include "optimus/grid/dist_matrix.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/grid/summa.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/layers/context.hpp"
 #include "optimus/layers/dist_vector.hpp"
 #include "optimus/layers/parameter.hpp"

@@ -7,7 +7,7 @@
 // column-parallel and c_proj row-parallel over a Group (optimus/layers/megatron/block.hpp).
 #pragma once
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/layers/split.hpp"
 #include "optimus/layers/sublayers.hpp"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/core/ops.hpp"
 #include "optimus/core/tensor.hpp"
 #include "optimus/grid/grid.hpp"

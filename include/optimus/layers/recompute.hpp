@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <string>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 
 namespace optimus {
 

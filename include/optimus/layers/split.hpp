@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/grid/saved_activation.hpp"
 #include "optimus/grid/summa.hpp"
 #include "optimus/layers/linear.hpp"

@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/pipeline/schedule.hpp"
 
 namespace optimus::pipeline {

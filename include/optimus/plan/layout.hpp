@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/grid/mesh.hpp"
 #include "optimus/layers/offload.hpp"
 #include "optimus/layers/recompute.hpp"

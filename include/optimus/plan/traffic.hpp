@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 
 namespace optimus::plan {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "optimus/programs/cli.hpp"
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 
 namespace optimus::cli {
 

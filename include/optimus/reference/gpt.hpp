@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/core/encoder_inputs.hpp"
 #include "optimus/reference/layers.hpp"
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 #include "optimus/reference/compare.hpp"
 
 namespace optimus::reference {

@@ -1,7 +1,7 @@
 // The initialization rule of GPT-2 parameters, by name.
 #include <cmath>
 
-#include "optimus/core/gpt_config.hpp"
+#include "optimus/config/gpt_config.hpp"
 
 #include "optimus/core/error.hpp"
 
