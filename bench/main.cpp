@@ -5,14 +5,14 @@
 #include <string>
 
 #include "commands.hpp"
-#include "optimus/comm/context.hpp"
+#include "optimus/comm/process.hpp"
 #include "optimus/programs/cli.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/host_allocator.hpp"
 
 int main(int argc, char** argv) {
   optimus::retain_freed_host_memory();  // steps reuse the last step's pages (host_allocator.hpp)
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     const std::string command = argc > 1 ? argv[1] : "";
     if (command == "summa") return optimus::bench::run_summa_bench(ctx.world(), argc, argv);

@@ -287,7 +287,7 @@ int run(optimus::Communicator& world, const optimus::cli::Options& o, const ex::
 
 int main(int argc, char** argv) {
   optimus::retain_freed_host_memory();
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     // The sweep file: the one word that is neither an option nor an option's value, before or among the options.
     const std::vector<optimus::cli::Spec> table = ex::optimus_sweep_options();

@@ -27,11 +27,11 @@ int local_gpu(const Communicator& world) {
 
 }  // namespace
 
-int run_ranks(Context& ctx, const cli::Options& o, Placement& where, const char* program,
+int run_ranks(Process& ctx, const cli::Options& o, Placement& where, const char* program,
               const std::function<int(Communicator& world)>& run) {
   if (!where.in_process) return run(ctx.world());
-  // In-process ranks never start MPI (Context::world): a launcher's processes are counted from its environment.
-  const int launched = Context::launched_processes();
+  // In-process ranks never start MPI (Process::world): a launcher's processes are counted from its environment.
+  const int launched = Process::launched_processes();
   OPTIMUS_CHECK(launched == 1, "--in-process runs every rank in this process: launch one process, not ", launched);
   if (where.choice.kind != Device::cpu) where.shared = optimus::open_device(where.choice, 0);  // the node's first GPU
   int status = 0;
@@ -42,7 +42,7 @@ int run_ranks(Context& ctx, const cli::Options& o, Placement& where, const char*
     });
   } catch (const RanksLeftRunning& e) {
     // A rank left running still uses this frame's options, device and status: report and end the process here,
-    // destroying nothing (Context::fail ends it without returning).
+    // destroying nothing (Process::fail ends it without returning).
     return ctx.fail(program, e);
   }
   return status;

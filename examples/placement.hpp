@@ -7,7 +7,7 @@
 #include <string>
 
 #include "optimus/comm/communicator.hpp"
-#include "optimus/comm/context.hpp"
+#include "optimus/comm/process.hpp"
 #include "optimus/programs/cli.hpp"
 #include "optimus/core/device_runtime.hpp"
 #include "optimus/programs/device_choice.hpp"
@@ -40,8 +40,8 @@ std::unique_ptr<RankDevice> open_rank_device(DeviceRuntime& device, ops::GemmMat
 // A program's ranks, each running `run` on its world: the MPI world's (one rank per process), or --in-process N ranks
 // as threads of this process sharing one device; `where` is filled in. Returns rank 0's exit status. optimus::Error
 // where --in-process is given to more than one process; a rank left running when another failed ends the process
-// through Context::fail, naming `program`.
-int run_ranks(Context& ctx, const cli::Options& o, Placement& where, const char* program,
+// through Process::fail, naming `program`.
+int run_ranks(Process& ctx, const cli::Options& o, Placement& where, const char* program,
               const std::function<int(Communicator& world)>& run);
 
 // Collective over `world`: this run's memory by kind and place (device, host), the maximum over ranks.

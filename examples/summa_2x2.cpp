@@ -30,7 +30,7 @@ Options parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     const Options o = parse(argc, argv);
     ctx.world().set_timeout(o.timeout);

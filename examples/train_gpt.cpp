@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
   // Llama's and BERT's blocks) or train_gpt (its first name, kept).
   const std::string program =
       argc > 0 && std::filesystem::path(argv[0]).filename() == "optimus-train" ? "optimus-train" : "train_gpt";
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     const optimus::cli::Options o(argc, argv, 1, optimus::examples::train_gpt_options());
     optimus::examples::Placement where{

@@ -203,7 +203,7 @@ class Loop {
     } catch (...) {
       // An operation failed here (a member's device out of memory, say): the other slots will wait for it in vain, so
       // the job is ending — its pending messages abandoned, not waited for as this error unwinds, and the program's
-      // handler reports this error at once (Context::fail) instead of after the watchdog's timeout.
+      // handler reports this error at once (Process::fail) instead of after the watchdog's timeout.
       job_->fail(std::current_exception());
       throw;
     }

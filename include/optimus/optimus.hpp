@@ -11,7 +11,8 @@
 #include "optimus/checkpoint/safetensors.hpp"
 #include "optimus/comm/all_or_throw.hpp"
 #include "optimus/comm/communicator.hpp"
-#include "optimus/comm/context.hpp"
+#include "optimus/comm/context.hpp"  // Process's former name, deprecated
+#include "optimus/comm/process.hpp"
 #include "optimus/comm/device_communicator.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/adamw_step.hpp"

@@ -148,7 +148,7 @@ struct NodeWords {
   NodeWords& operator=(const NodeWords&) = delete;
   // MPI_Win_free synchronizes the node's ranks. While an exception unwinds (a watchdog alarm, a failed rank), or once
   // the job has failed, the peers may never get here — one may be the rank that stopped — so the window is left to
-  // MPI_Finalize or to the job's abort (Context::fail) instead of waiting for them.
+  // MPI_Finalize or to the job's abort (Process::fail) instead of waiting for them.
   void free(bool job_failed) {
     if (std::uncaught_exceptions() > 0 || job_failed) return;
     MPI_Win_free(&window);

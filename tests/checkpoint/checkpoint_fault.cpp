@@ -40,7 +40,7 @@ struct Run {
 }  // namespace
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     OPTIMUS_CHECK(argc == 3, "usage: checkpoint_fault save|verify DIR");
     const std::string mode = argv[1];

@@ -5,7 +5,7 @@
 // the error unwinds, which would take longer than the test's bound (20 s). A 2 x 2 grid
 // is alive meanwhile: its communicators, split from the world, have the watchdog too, and are destroyed while the error
 // unwinds, without waiting for the sleepers (MpiCommunicator's node counters are not freed collectively then).
-// Only rank 0 waits, so that the rank that reports is known (Context::fail prints one line per node, the first
+// Only rank 0 waits, so that the rank that reports is known (Process::fail prints one line per node, the first
 // failing rank's), and the watchdog starts after a first barrier, so that ranks starting late on a loaded machine do
 // not trip it early. `watchdog_mpi staged` does the same through staged device collectives (watchdog_mpi_staged_np4).
 #include <chrono>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "optimus/comm/context.hpp"
+#include "optimus/comm/process.hpp"
 #include "optimus/comm/device_communicator.hpp"
 #include "optimus/device/rank_device.hpp"
 #include "optimus/core/error.hpp"
@@ -40,7 +40,7 @@ int staged(optimus::Communicator& world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     optimus::Communicator& world = ctx.world();
     if (argc > 1 && std::string(argv[1]) == "staged") return staged(world);

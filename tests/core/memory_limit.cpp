@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "optimus/comm/context.hpp"
+#include "optimus/comm/process.hpp"
 #include "optimus/comm/in_process.hpp"
 #include "optimus/core/error.hpp"
 #include "optimus/core/kernels.hpp"
@@ -85,7 +85,7 @@ std::string product_outcome() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     optimus::Communicator& world = ctx.world();
     const std::vector<std::string> args(argv + 1, argv + argc);

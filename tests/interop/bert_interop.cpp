@@ -32,7 +32,7 @@ std::vector<std::vector<int>> read_batch(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     OPTIMUS_CHECK(argc == 5, "usage: bert_interop DIR BATCH LOSS OUT_DIR");
     const std::string dir = argv[1], batch_path = argv[2], loss_path = argv[3], out = argv[4];

@@ -115,7 +115,7 @@ int run(const std::string& mode, const std::string& file, const std::string& exp
 }  // namespace
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     OPTIMUS_CHECK(argc == 4, "usage: hf_interop export|import FILE EXPECTED");
     return run(argv[1], argv[2], argv[3]);

@@ -12,7 +12,7 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     OPTIMUS_CHECK(argc == 4, "usage: llama_interop DIR LOGITS OUT_DIR");
     const std::string dir = argv[1], logits_path = argv[2], out = argv[3];

@@ -31,7 +31,7 @@ if(NOT OPTIMUS_SANITIZE)
                    --heads 2 --seq 16 --batch 4 --steps 2 --sample 0)
   set_tests_properties(example_train_gpt_address_limit example_train_gpt_address_limit_one_rank PROPERTIES
                        TIMEOUT 60 PASS_REGULAR_EXPRESSION "final training loss")
-  # In-process ranks never start MPI (Context::world), whose start needs room under `ulimit -f` and `-v`: it
+  # In-process ranks never start MPI (Process::world), whose start needs room under `ulimit -f` and `-v`: it
   # crashed with 16 to 34 lines of Open MPI's under 1 MB of file size or 60 MB of address space.
   add_test(NAME example_train_gpt_in_process_file_limit
            COMMAND bash -c "ulimit -f 1024 && exec \"$@\"" bash $<TARGET_FILE:train_gpt> --in-process 1 --q 1 --layers 1

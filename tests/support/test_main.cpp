@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include "optimus/comm/context.hpp"
+#include "optimus/comm/process.hpp"
 #include "test_world.hpp"
 
 namespace optimus::test {
@@ -58,7 +58,7 @@ int run_doctest(int argc, char** argv, Communicator& comm) {
 }  // namespace optimus::test
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   optimus::test::the_world = &ctx.world();
   ctx.world().set_timeout(optimus::test::watchdog_timeout());  // 0: off
   return optimus::test::run_doctest(argc, argv, ctx.world());

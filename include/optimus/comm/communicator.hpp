@@ -44,7 +44,7 @@ struct CallLabel {
 // transports created over them: whether one of their operations failed for good (the watchdog fired, a rank it waited
 // for is gone, a device communicator aborted). From then on the job is ending: its pending requests are abandoned
 // instead of waited for (each would otherwise wait its own timeout while the error unwinds), waits fail at once and
-// new operations are refused, so the first error reaches the program's handler (Context::fail) without delay.
+// new operations are refused, so the first error reaches the program's handler (Process::fail) without delay.
 class JobState {
  public:
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }

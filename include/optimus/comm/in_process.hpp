@@ -23,7 +23,7 @@ namespace optimus {
 // timeout after that (the longest any rank set, and at least 2 s; without a watchdog, it is waited for) is stuck
 // outside communication: it is left running, and the error is thrown as RanksLeftRunning, saying so — the process must
 // then end (as MPI_Abort ends a job) without destroying what those ranks use: catch it where `fn`'s objects are still
-// alive and report it with Context::fail, which ends the process (std::_Exit).
+// alive and report it with Process::fail, which ends the process (std::_Exit).
 void run_in_process(int size, const std::function<void(Communicator& world)>& fn);
 
 // run_in_process's error where ranks were left running (see there).

@@ -22,7 +22,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm native() const { return comm_; }
   std::string backend() const override { return "mpi"; }
   bool takes_buffers_on(Device device) const override { return device == Device::cpu; }
-  // Whether MPI was initialized with MPI_THREAD_MULTIPLE (optimus::Context asks for it).
+  // Whether MPI was initialized with MPI_THREAD_MULTIPLE (optimus::Process asks for it).
   bool allows_any_thread() const override;
   bool needs_progress_calls() const override { return true; }  // MPI progresses inside MPI calls
   std::vector<int> world_ranks() const override { return world_ranks_; }

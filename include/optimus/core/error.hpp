@@ -2,7 +2,7 @@
 //
 // OPTIMUS_CHECK(cond, parts...) throws optimus::Error with a message streamed from `parts` (so the values involved are
 // printed, not just named) and the file and line that raised it. what() is the message alone — what a user reads;
-// where it was raised is for developers (file(), line(); programs print it when OPTIMUS_DEBUG is set: Context::fail).
+// where it was raised is for developers (file(), line(); programs print it when OPTIMUS_DEBUG is set: Process::fail).
 // Configuration errors are checked on values every rank shares, so every rank throws the same error.
 #pragma once
 

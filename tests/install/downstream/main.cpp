@@ -4,7 +4,7 @@
 #include <optimus/optimus.hpp>
 
 int main(int argc, char** argv) {
-  optimus::Context ctx(argc, argv);
+  optimus::Process ctx(argc, argv);
   try {
     const int q = static_cast<int>(std::lround(std::sqrt(ctx.world().size())));
     optimus::Grid grid = optimus::Grid::create(ctx.world(), q);

@@ -1,4 +1,4 @@
-// Context with MPI: initialization, the duplicated world, and the job-wide failure path.
+// Process with MPI: initialization, the duplicated world, and the job-wide failure path.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "mpi_check.hpp"
-#include "optimus/comm/context.hpp"
+#include "optimus/comm/process.hpp"
 #include "optimus/core/output_file.hpp"
 #include "optimus/comm/mpi_communicator.hpp"
 
@@ -15,16 +15,16 @@ namespace optimus {
 
 namespace {
 
-// The node's word (Context::Mpi::reported): nothing reported yet; a rank of the node is reporting an error of its own;
+// The node's word (Process::Mpi::reported): nothing reported yet; a rank of the node is reporting an error of its own;
 // a line was printed.
 constexpr int kNoneReported = 0, kOwnErrorPending = 2, kReported = 1;
 
 }  // namespace
 
-struct Context::Mpi {
+struct Process::Mpi {
   int* argc = nullptr;              // the program's, for MPI_Init_thread (world())
   char*** argv = nullptr;
-  bool finalize = false;            // true when this Context initialized MPI
+  bool finalize = false;            // true when this Process initialized MPI
   MPI_Comm errors = MPI_COMM_NULL;  // used only by fail(), so its barrier cannot meet other traffic
   // This node's processes share one word: the first to report a failure that ends the job takes it, and the others
   // stay silent (several ranks whose watchdogs fire at once would otherwise print the same line each).
@@ -33,13 +33,13 @@ struct Context::Mpi {
   int* reported = nullptr;
 };
 
-Context::Context(int& argc, char**& argv) : mpi_(std::make_unique<Mpi>()) {
+Process::Process(int& argc, char**& argv) : mpi_(std::make_unique<Mpi>()) {
   fail_writes_past_file_size_limit();
   mpi_->argc = &argc;
   mpi_->argv = &argv;
 }
 
-Communicator& Context::world() {
+Communicator& Process::world() {
   if (world_) return *world_;
   int initialized = 0;
   OPTIMUS_CHECK_MPI(MPI_Initialized(&initialized));
@@ -69,7 +69,7 @@ Communicator& Context::world() {
   return *world_;
 }
 
-Context::~Context() {
+Process::~Process() {
   if (!world_) return;  // MPI never started
   world_.reset();
   int finalized = 0;
@@ -81,7 +81,7 @@ Context::~Context() {
   if (mpi_->finalize) MPI_Finalize();
 }
 
-int Context::fail(std::string_view program, const std::exception& error) noexcept {
+int Process::fail(std::string_view program, const std::exception& error) noexcept {
   std::fflush(stdout);  // what the program printed comes before its error
   if (!world_ && launched_processes() > 1) {
     // An error before the program asked for its world (a bad option, read the same by every process): MPI starts now,
