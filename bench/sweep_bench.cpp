@@ -86,9 +86,9 @@ sw::BatchOf batches_of(const SweepShape& shape, int member) {
 // How the measured run places the members: each a pipeline of one stage per slot (the runtime's), or each whole on one
 // slot, member m on slot m mod D, the slots never exchanging anything (D sequential runs side by side: what the machine
 // gives D slots at most, the measured rows' ceiling).
-enum class Layout { pipelined, independent };
+enum class Placing { pipelined, independent };
 
-SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler scheduler, Layout layout) {
+SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler scheduler, Placing placing) {
   std::vector<std::vector<sw::OperationRun>> runs(static_cast<std::size_t>(slots));
   std::vector<double> seconds(static_cast<std::size_t>(slots), 0.0);
   const int micro = scheduler == sw::Scheduler::pipeline ? shape.micro_batches : 1;
@@ -98,7 +98,7 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
     std::optional<RankDevice> slot;  // the slot's stream and pool on the shared device, declared before the members
     if (device) slot.emplace(*device, ops::GemmMath::f32);
     const std::unique_ptr<Communicator> self = world.split(world.rank(), 0);  // a slot of one rank
-    const bool independent = layout == Layout::independent;
+    const bool independent = placing == Placing::independent;
     Communicator& ranks = independent ? *self : world;  // the members' ranks
     std::vector<std::unique_ptr<sw::GptMember<float>>> members;
     std::vector<sw::MemberSteps*> steps;
@@ -124,7 +124,7 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
   for (const std::vector<sw::OperationRun>& slot : runs) {
     for (const sw::OperationRun& r : slot) out.busy += (r.end - r.start) / out.makespan / slots;
   }
-  if (layout == Layout::independent) return out;  // no stage costs: each slot ran whole members
+  if (placing == Placing::independent) return out;  // no stage costs: each slot ran whole members
   // Each run's kind from the members' schedule: its forwards, its backwards, then the exchanged end's operations and
   // the step's end (operation -1), which the simulator runs on every slot after the step's last backward.
   const pipeline::Schedule schedule = sw::member_schedule(slots, micro);
@@ -147,11 +147,11 @@ SweepMeasured measure_sweep(const SweepShape& shape, int slots, sw::Scheduler sc
   return out;
 }
 
-// One measured row's run: its slots, scheduler and layout.
+// One measured row's run: its slots, scheduler and placing.
 struct Measurement {
   int slots;
   sw::Scheduler scheduler;
-  Layout layout;
+  Placing placing;
 };
 
 // Each run `repeats` times, the repeats interleaved (every run once per round, so that the machine's drift over the
@@ -160,7 +160,7 @@ std::vector<SweepMeasured> median_runs(const SweepShape& shape, const std::vecto
   std::vector<std::vector<SweepMeasured>> all(runs.size());
   for (int r = 0; r < repeats; ++r) {
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      all[i].push_back(measure_sweep(shape, runs[i].slots, runs[i].scheduler, runs[i].layout));
+      all[i].push_back(measure_sweep(shape, runs[i].slots, runs[i].scheduler, runs[i].placing));
     }
   }
   std::vector<SweepMeasured> out;
@@ -273,9 +273,9 @@ int run_sweep_bench(Communicator& world, int argc, char** argv) {
   // for the machine's cores, caches and memory, with nothing scheduled or exchanged).
   const std::vector<sw::Scheduler> schedulers{sw::Scheduler::lrtf, sw::Scheduler::round_robin,
                                               sw::Scheduler::model_parallel, sw::Scheduler::pipeline};
-  std::vector<Measurement> runs{{1, sw::Scheduler::model_parallel, Layout::pipelined}};
-  for (const sw::Scheduler s : schedulers) runs.push_back({slots, s, Layout::pipelined});
-  runs.push_back({slots, sw::Scheduler::model_parallel, Layout::independent});
+  std::vector<Measurement> runs{{1, sw::Scheduler::model_parallel, Placing::pipelined}};
+  for (const sw::Scheduler s : schedulers) runs.push_back({slots, s, Placing::pipelined});
+  runs.push_back({slots, sw::Scheduler::model_parallel, Placing::independent});
   const int repeats = static_cast<int>(o.integer("repeats", 3));
   const std::vector<SweepMeasured> measured = median_runs(shape, runs, repeats);
   // measured[0]: the sequential run; then each scheduler's, in `schedulers`' order; last the ceiling

@@ -128,7 +128,7 @@ std::vector<detail::Shard> shards_of(const std::vector<ParameterRef<T>>& params,
   std::vector<detail::Shard> shards;
   // `data` is on `device`, or in host memory (offloaded moments) when its view says so.
   const auto add = [&](const std::string& key, const ParameterRef<T>& p, const TensorView<T>& data) {
-    if (saving && !first_copy && p.layout.kind == ShardLayout::Kind::replicated) return;
+    if (saving && !first_copy && p.layout.kind == Sharding::Kind::replicated) return;
     if (saving && elsewhere.count(p.name) != 0) return;
     shards.push_back({.key = key, .shape = p.shape, .layout = p.layout, .dtype = dtype_of<T>, .data = data.data(),
                       .device = data.device() == Device::cpu ? nullptr : device});

@@ -22,7 +22,7 @@ namespace optimus::checkpoint::detail {
 
 namespace fs = std::filesystem;
 
-std::vector<Box> boxes_of(const ShardLayout& layout) {
+std::vector<Box> boxes_of(const Sharding& layout) {
   const std::int64_t lr = layout.local_rows(), lc = layout.local_cols();
   std::vector<Box> boxes;
   if (lr == 0 || lc == 0) return boxes;

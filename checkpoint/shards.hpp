@@ -24,7 +24,7 @@ struct Box {
   std::int64_t row0 = 0, col0 = 0, rows = 0, cols = 0, local_col0 = 0;
 };
 // The rectangles of a shard layout, in local column order (one, or three for c_attn's head-grouped columns).
-std::vector<Box> boxes_of(const ShardLayout& layout);
+std::vector<Box> boxes_of(const Sharding& layout);
 
 // One rank's part of one tensor of a checkpoint. `key` is unique in the checkpoint ("model/wte.weight",
 // "adam.m/wte.weight"); shape is the global shape as the model names it; data is the local
@@ -32,7 +32,7 @@ std::vector<Box> boxes_of(const ShardLayout& layout);
 struct Shard {
   std::string key;
   std::vector<std::int64_t> shape;
-  ShardLayout layout;
+  Sharding layout;
   DType dtype = DType::f32;
   void* data = nullptr;
   DeviceMemory* device = nullptr;

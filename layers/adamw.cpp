@@ -36,7 +36,7 @@ void AdamW<T>::use_order(NormOrder order) {
 
 template <class T>
 bool AdamW<T>::counted_here(const ParameterRef<T>& p) const {
-  return p.layout.kind != ShardLayout::Kind::replicated || norm_->rank() == 0;
+  return p.layout.kind != Sharding::Kind::replicated || norm_->rank() == 0;
 }
 
 template <class T>

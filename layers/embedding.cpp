@@ -173,7 +173,7 @@ template <class T, class Split>
 void Embedding<T, Split>::parameters(std::vector<ParameterRef<T>>& out) {
   const std::int64_t h = config_.hidden;
   if (head_bf16_) head_bf16_->invalidate();  // the caller may write the head's weight through its view: cast again
-  const ShardLayout vocabulary = Split::vocabulary_layout(place_, config_);  // GPT-2's wte is [vocab, h]
+  const Sharding vocabulary = Split::vocabulary_layout(place_, config_);  // GPT-2's wte is [vocab, h]
   out.push_back({"wte", {config_.vocab, h}, vocabulary, wte_.local(), dwte_.local(),
                  lm_head_ ? nullptr : head_bf16_.get()});
   if (wpe_) {

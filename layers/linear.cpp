@@ -168,10 +168,10 @@ void Linear2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   // The caller may write W through its view: the copy is cast again before the next product.
   if (w_bf16_) w_bf16_->invalidate();
   out.push_back({name_ + ".weight", {in_, out_},
-                 ShardLayout{ShardLayout::Kind::block, q, i, j, in_, out_, fused_}, w_.local(), dw_.local(),
+                 Sharding{Sharding::Kind::block, q, i, j, in_, out_, fused_}, w_.local(), dw_.local(),
                  w_bf16_.get()});
   if (b_) {
-    out.push_back({name_ + ".bias", {out_}, ShardLayout{ShardLayout::Kind::vector, q, i, j, 1, out_, fused_},
+    out.push_back({name_ + ".bias", {out_}, Sharding{Sharding::Kind::vector, q, i, j, 1, out_, fused_},
                    b_->local(), db_->local()});
   }
 }

@@ -1,4 +1,4 @@
-// Initialization, loading and gathering of parameters through their ShardLayout.
+// Initialization, loading and gathering of parameters through their Sharding.
 #include "optimus/layers/parameter.hpp"
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 
 namespace optimus {
 
-std::int64_t ShardLayout::local_rows() const {
+std::int64_t Sharding::local_rows() const {
   switch (kind) {
     case Kind::block: return rows / q;
     case Kind::rows: return rows / parts;
@@ -22,7 +22,7 @@ std::int64_t ShardLayout::local_rows() const {
   return 0;
 }
 
-std::int64_t ShardLayout::local_cols() const {
+std::int64_t Sharding::local_cols() const {
   switch (kind) {
     case Kind::block: return cols / q;
     case Kind::vector: return cols / (q * q);
@@ -47,11 +47,11 @@ std::int64_t FusedColumns::original_column(std::int64_t internal, std::int64_t g
   return internal;  // unreachable for internal < the parts' total
 }
 
-std::int64_t ShardLayout::original_column(std::int64_t internal) const {
+std::int64_t Sharding::original_column(std::int64_t internal) const {
   return fused.original_column(internal, kind == Kind::columns ? parts : q);
 }
 
-std::pair<std::int64_t, std::int64_t> ShardLayout::global(std::int64_t lr, std::int64_t lc) const {
+std::pair<std::int64_t, std::int64_t> Sharding::global(std::int64_t lr, std::int64_t lc) const {
   switch (kind) {
     case Kind::block: return {i * local_rows() + lr, original_column(j * (cols / q) + lc)};
     case Kind::vector: return {0, original_column(j * (cols / q) + i * local_cols() + lc)};
@@ -62,8 +62,8 @@ std::pair<std::int64_t, std::int64_t> ShardLayout::global(std::int64_t lr, std::
   return {0, 0};
 }
 
-ShardLayout ShardLayout::on_rank(int rank) const {
-  ShardLayout other = *this;
+Sharding Sharding::on_rank(int rank) const {
+  Sharding other = *this;
   other.i = rank / q;
   other.j = rank % q;
   other.part = rank;
@@ -152,7 +152,7 @@ GlobalMatrix gather_parameter(Communicator& comm, const ParameterRef<T>& p, bool
   comm.all_gather(mine.data(), all.data(), static_cast<std::size_t>(n), dtype_of<T>);
   GlobalMatrix full(p.layout.tensor_rows(), p.layout.tensor_cols());  // without padding
   for (int rank = 0; rank < ranks; ++rank) {
-    const ShardLayout there = p.layout.on_rank(rank);
+    const Sharding there = p.layout.on_rank(rank);
     const T* block = all.data() + static_cast<std::ptrdiff_t>(rank) * n;
     for (std::int64_t r = 0; r < lr; ++r) {
       for (std::int64_t c = 0; c < lc; ++c) {

@@ -10,21 +10,21 @@ namespace optimus {
 
 std::int64_t Split2D::vocab_rows(const Grid& grid, const GptConfig& config) { return config.stored_vocab(grid.q()); }
 
-ShardLayout Split2D::vocabulary_layout(const Grid& grid, const GptConfig& config) {
-  ShardLayout layout = table_layout(grid, vocab_rows(grid, config), config.hidden);
+Sharding Split2D::vocabulary_layout(const Grid& grid, const GptConfig& config) {
+  Sharding layout = table_layout(grid, vocab_rows(grid, config), config.hidden);
   layout.padding_rows = layout.rows - config.vocab;
   return layout;
 }
 
-ShardLayout Split2D::table_layout(const Grid& grid, std::int64_t rows, std::int64_t cols) {
-  return ShardLayout{.kind = ShardLayout::Kind::block, .q = grid.q(), .i = grid.row_index(), .j = grid.col_index(),
-                     .rows = rows, .cols = cols, .fused = {}, .parts = 1, .part = 0, .padding_rows = 0, .padding_cols = 0};
+Sharding Split2D::table_layout(const Grid& grid, std::int64_t rows, std::int64_t cols) {
+  return Sharding{.kind = Sharding::Kind::block, .q = grid.q(), .i = grid.row_index(), .j = grid.col_index(),
+                  .rows = rows, .cols = cols, .fused = {}, .parts = 1, .part = 0, .padding_rows = 0, .padding_cols = 0};
 }
 
-ShardLayout Split2D::head_bias_layout(const Grid& grid, std::int64_t vocab, std::int64_t size) {
-  return ShardLayout{.kind = ShardLayout::Kind::vector, .q = grid.q(), .i = grid.row_index(), .j = grid.col_index(),
-                     .rows = 1, .cols = size, .fused = {}, .parts = 1, .part = 0, .padding_rows = 0,
-                     .padding_cols = size - vocab};
+Sharding Split2D::head_bias_layout(const Grid& grid, std::int64_t vocab, std::int64_t size) {
+  return Sharding{.kind = Sharding::Kind::vector, .q = grid.q(), .i = grid.row_index(), .j = grid.col_index(),
+                  .rows = 1, .cols = size, .fused = {}, .parts = 1, .part = 0, .padding_rows = 0,
+                  .padding_cols = size - vocab};
 }
 
 double Split2D::sum_over_rows(const Grid& grid, double value) { return grid.col().all_reduce(value, ReduceOp::sum); }

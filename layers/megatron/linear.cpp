@@ -210,9 +210,9 @@ DistMatrix<T> ColumnParallelLinear<T>::backward(Context saved, const DistMatrix<
 
 template <class T>
 void ColumnParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  ShardLayout w{.kind = ShardLayout::Kind::columns, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
+  Sharding w{.kind = Sharding::Kind::columns, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
                 .fused = fused_, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0, .padding_cols = 0};
-  ShardLayout b = w;
+  Sharding b = w;
   b.rows = 1;
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
   if (b_) out.push_back({name_ + ".bias", {out_}, b, b_->local(), db_->local()});
@@ -301,9 +301,9 @@ DistMatrix<T> RowParallelLinear<T>::backward(Context saved, const DistMatrix<T>&
 
 template <class T>
 void RowParallelLinear<T>::parameters(std::vector<ParameterRef<T>>& out) {
-  const ShardLayout w{.kind = ShardLayout::Kind::rows, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
+  const Sharding w{.kind = Sharding::Kind::rows, .q = 1, .i = 0, .j = 0, .rows = in_, .cols = out_,
                       .fused = {}, .parts = group_.size(), .part = group_.rank(), .padding_rows = 0, .padding_cols = 0};
-  const ShardLayout b = ShardLayout::replicated(1, out_, group_.size(), group_.rank());
+  const Sharding b = Sharding::replicated(1, out_, group_.size(), group_.rank());
   out.push_back({name_ + ".weight", {in_, out_}, w, w_.local(), dw_.local()});
   if (b_) out.push_back({name_ + ".bias", {out_}, b, b_->local(), db_->local()});
 }

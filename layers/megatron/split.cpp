@@ -20,18 +20,18 @@ std::int64_t Split1D::vocab_rows(const Group& group, const GptConfig& config) {
   return stored / p;
 }
 
-ShardLayout Split1D::vocabulary_layout(const Group& group, const GptConfig& config) {
+Sharding Split1D::vocabulary_layout(const Group& group, const GptConfig& config) {
   const std::int64_t stored = config.stored_vocab(group.size());
-  return ShardLayout{.kind = ShardLayout::Kind::rows, .q = 1, .i = 0, .j = 0, .rows = stored, .cols = config.hidden,
-                     .fused = {}, .parts = group.size(), .part = group.rank(), .padding_rows = stored - config.vocab,
-                     .padding_cols = 0};
+  return Sharding{.kind = Sharding::Kind::rows, .q = 1, .i = 0, .j = 0, .rows = stored, .cols = config.hidden,
+                  .fused = {}, .parts = group.size(), .part = group.rank(), .padding_rows = stored - config.vocab,
+                  .padding_cols = 0};
 }
 
-ShardLayout Split1D::head_bias_layout(const Group& group, std::int64_t vocab, std::int64_t size) {
+Sharding Split1D::head_bias_layout(const Group& group, std::int64_t vocab, std::int64_t size) {
   const std::int64_t stored = size * group.size();
-  return ShardLayout{.kind = ShardLayout::Kind::columns, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = stored,
-                     .fused = {}, .parts = group.size(), .part = group.rank(), .padding_rows = 0,
-                     .padding_cols = stored - vocab};
+  return Sharding{.kind = Sharding::Kind::columns, .q = 1, .i = 0, .j = 0, .rows = 1, .cols = stored,
+                  .fused = {}, .parts = group.size(), .part = group.rank(), .padding_rows = 0,
+                  .padding_cols = stored - vocab};
 }
 
 template <class T>

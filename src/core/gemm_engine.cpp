@@ -19,7 +19,7 @@ std::uint32_t alignment(const void* p, std::int64_t ld_bytes, std::int64_t batch
   return static_cast<std::uint32_t>(bits & (~bits + 1));  // the lowest set bit
 }
 
-std::size_t extent_bytes(const Layout& layout) {
+std::size_t extent_bytes(const MatrixLayout& layout) {
   if (layout.rows <= 0 || layout.cols <= 0) return 0;
   const std::int64_t last = (layout.batch - 1) * layout.batch_stride + (layout.cols - 1) * layout.ld + layout.rows;
   return static_cast<std::size_t>(last) * size_of(layout.type);
@@ -78,7 +78,7 @@ Pointers pointers(const GemmCall& call, void* workspace) {
 std::size_t MatmulHash::operator()(const Matmul& m) const noexcept {
   std::size_t h = 0;
   const auto mix = [&h](std::uint64_t v) { h ^= std::hash<std::uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
-  const auto layout = [&](const Layout& l) {
+  const auto layout = [&](const MatrixLayout& l) {
     mix(static_cast<std::uint64_t>(l.type));
     for (std::int64_t v : {l.rows, l.cols, l.ld, l.batch, l.batch_stride}) mix(static_cast<std::uint64_t>(v));
   };

@@ -14,9 +14,9 @@ using detail::cublaslt;  // cuBLASLt's functions; the first call opens the libra
 
 cudaDataType_t cuda_type(lt::DataType t) { return t == lt::DataType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-struct Layout {
+struct LayoutDesc {
   cublasLtMatrixLayout_t desc = nullptr;
-  explicit Layout(const lt::Layout& l) {
+  explicit LayoutDesc(const lt::MatrixLayout& l) {
     OPTIMUS_CHECK_CUBLAS(cublaslt().cublasLtMatrixLayoutCreate(&desc, cuda_type(l.type),
                                                                static_cast<std::uint64_t>(l.rows),
                                                                static_cast<std::uint64_t>(l.cols), l.ld));
@@ -28,9 +28,9 @@ struct Layout {
           desc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride, sizeof(l.batch_stride)));
     }
   }
-  Layout(const Layout&) = delete;
-  Layout& operator=(const Layout&) = delete;
-  ~Layout() { cublaslt().cublasLtMatrixLayoutDestroy(desc); }
+  LayoutDesc(const LayoutDesc&) = delete;
+  LayoutDesc& operator=(const LayoutDesc&) = delete;
+  ~LayoutDesc() { cublaslt().cublasLtMatrixLayoutDestroy(desc); }
 };
 
 // The matmul descriptor, with the epilogue's pointers set for `p` (they change from run to run).
@@ -91,7 +91,7 @@ struct Preference {
 struct CudaPlan final : GemmEngine::Plan {
   explicit CudaPlan(const lt::Matmul& m) : op(m), a(m.a), b(m.b), c(m.c), d(m.d) {}
   Operation op;
-  Layout a, b, c, d;
+  LayoutDesc a, b, c, d;
   cublasLtMatmulAlgo_t algo{};
 };
 

@@ -16,7 +16,7 @@ namespace {
 
 using lt::Compute;
 using lt::DataType;
-using lt::Layout;
+using lt::MatrixLayout;
 
 const char* name_of_type(DataType t) { return t == DataType::bf16 ? "bf16" : "f32"; }
 
@@ -42,7 +42,7 @@ void check_types(const lt::Matmul& m) {
                 m.compute == Compute::f32 ? "f32" : "TF32", " compute");
 }
 
-void check_layout(const char* which, const Layout& l) {
+void check_layout(const char* which, const MatrixLayout& l) {
   OPTIMUS_CHECK(l.rows >= 1 && l.cols >= 1, "sim cuBLASLt: matrix ", which, " is ", l.rows, "x", l.cols);
   OPTIMUS_CHECK(l.ld >= l.rows, "sim cuBLASLt: matrix ", which, " (column-major ", l.rows, "x", l.cols,
                 ") has leading dimension ", l.ld, " < its ", l.rows, " rows");
@@ -52,7 +52,7 @@ void check_layout(const char* which, const Layout& l) {
 
 // Whether two matrices of layout `l`, k >= 1 batch strides apart, share an element: their offset k * stride is
 // (column difference) * ld + (row difference) with |row difference| < rows and column difference < cols.
-bool batch_overlaps(const Layout& l) {
+bool batch_overlaps(const MatrixLayout& l) {
   for (std::int64_t k = 1; k < l.batch; ++k) {
     const std::int64_t delta = k * l.batch_stride, columns = delta / l.ld, rest = delta % l.ld;
     if ((rest < l.rows && columns < l.cols) || (l.ld - rest < l.rows && columns + 1 < l.cols)) return true;
@@ -111,13 +111,13 @@ const void* checked(const Runtime& device, const void* p, std::size_t bytes, std
 
 // A host view of matrix `i` of a column-major layout seen as row-major: [cols, rows], row stride ld.
 template <class T>
-TensorView<T> row_major(T* base, const Layout& l, std::int64_t i) {
+TensorView<T> row_major(T* base, const MatrixLayout& l, std::int64_t i) {
   return TensorView<T>(base + i * l.batch_stride, Shape{l.cols, l.rows}, Shape{l.ld, 1}, Device::cpu);
 }
 
 // An f32 copy of a matrix as the GEMM takes it: bf16 widened exactly, or f32 rounded to TF32 (10 mantissa bits, to
 // nearest even) for TF32 compute; empty when it is used as it is.
-Tensor<float> compute_copy(const void* base, const Layout& l, std::int64_t i, Compute compute) {
+Tensor<float> compute_copy(const void* base, const MatrixLayout& l, std::int64_t i, Compute compute) {
   if (l.type == DataType::bf16) {
     const TensorView<const bf16> x = row_major(static_cast<const bf16*>(base), l, i);
     Tensor<float> wide(x.shape(), MemoryTag{}, Init::none);

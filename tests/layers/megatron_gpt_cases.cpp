@@ -147,7 +147,7 @@ void gpt_1d_training(Communicator& world) {
   }
   // Replicated tensors took the same update everywhere: every rank's copy is bitwise rank 0's.
   for (const ParameterRef<double>& r : model.parameters()) {
-    if (r.layout.kind != ShardLayout::Kind::replicated) continue;
+    if (r.layout.kind != Sharding::Kind::replicated) continue;
     CAPTURE(r.name);
     const auto count = static_cast<std::size_t>(r.value.numel());
     std::vector<double> all(count * static_cast<std::size_t>(world.size()));

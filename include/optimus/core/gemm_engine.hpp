@@ -69,11 +69,11 @@ enum class Epilogue { none, bias, gelu_aux_bias };
 
 // A column-major matrix (cublasLtMatrixLayout): rows x cols, leading dimension ld; `batch` matrices batch_stride
 // elements apart.
-struct Layout {
+struct MatrixLayout {
   DataType type = DataType::f32;
   std::int64_t rows = 0, cols = 0, ld = 0;
   std::int64_t batch = 1, batch_stride = 0;
-  friend bool operator==(const Layout&, const Layout&) = default;
+  friend bool operator==(const MatrixLayout&, const MatrixLayout&) = default;
 };
 
 // Everything a cuBLASLt matmul is prepared from — matmul descriptor, layouts and preference — and so the key of an
@@ -82,7 +82,7 @@ struct Matmul {
   Compute compute = Compute::f32;
   DataType scale = DataType::f32;
   Trans trans_a = Trans::no, trans_b = Trans::no;
-  Layout a, b, c, d;
+  MatrixLayout a, b, c, d;
   Epilogue epilogue = Epilogue::none;
   DataType bias_type = DataType::f32;
   DataType aux_type = DataType::f32;
@@ -109,7 +109,7 @@ std::size_t size_of(DataType type);
 // the alignment a buffer can promise cuBLASLt (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES).
 std::uint32_t alignment(const void* p, std::int64_t ld_bytes, std::int64_t batch_stride_bytes);
 // The bytes a layout spans from its first element to one past its last.
-std::size_t extent_bytes(const Layout& layout);
+std::size_t extent_bytes(const MatrixLayout& layout);
 
 // Whether cuBLASLt can take call's epilogue in its GEMM: an f32 output, a 16-byte aligned bias and, for GELU, an input
 // matrix 16-byte aligned with a leading dimension divisible by 8 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), and no batch.

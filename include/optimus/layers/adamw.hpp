@@ -5,7 +5,7 @@
 // are updated on the host: the copy is then marked stale, weight_copy.hpp), with global-norm clipping: the norm is the
 // square root of the sum of squares of every gradient element of the model, each counted once. On a q x q grid every
 // element is owned by exactly one rank, so the sum is an all-reduce of the ranks' partial sums over the grid. In a 1D
-// group, the tensors a ShardLayout calls replicated (LayerNorm, row-parallel biases, wpe) are held, with the same
+// group, the tensors a Sharding calls replicated (LayerNorm, row-parallel biases, wpe) are held, with the same
 // gradient, by all p ranks: only group rank 0 adds them in. Each rank then updates what it holds; replicated tensors
 // get the same update on every rank and stay equal. Moments are counted as optimizer memory where the parameters live.
 // A parameter may live in host memory while the grid is on a device (a spilled block's, layers/spill.hpp): its moments

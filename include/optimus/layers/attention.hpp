@@ -47,7 +47,7 @@ struct AttentionSpec {
             .dropout = DropoutSpec{config.dropout, config.seed, layer}, .rope = config.block.rope,
             .bias = config.block.bias, .causal = !config.block.bidirectional};
   }
-  // c_attn's output as fused parts [Q | K | V]: h, kv d, kv d (ShardLayout stores them grouped by heads).
+  // c_attn's output as fused parts [Q | K | V]: h, kv d, kv d (Sharding stores them grouped by heads).
   FusedColumns qkv_parts() const {
     const std::int64_t kv_width = kv_heads * (hidden / heads);
     return {{hidden, kv_width, kv_width}};

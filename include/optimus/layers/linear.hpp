@@ -38,7 +38,7 @@ class Linear2D {
   // A plain linear with a bias, its parameters where the grid keeps them.
   Linear2D(const Grid& grid, std::string name, std::int64_t in, std::int64_t out);
   // W, b and their gradients where `tags` say (ParameterTags); `fused` parts stored grouped (c_attn, SwiGLU's c_fc:
-  // ShardLayout), their widths adding up to out; with a bias or without (`bias` false: y = x W, no b among the
+  // Sharding), their widths adding up to out; with a bias or without (`bias` false: y = x W, no b among the
   // parameters; Llama's linears).
   Linear2D(const Grid& grid, const ParameterTags& tags, std::string name, std::int64_t in, std::int64_t out,
            FusedColumns fused, bool bias);

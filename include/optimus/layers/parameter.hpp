@@ -1,5 +1,5 @@
 // Parameters of the 2D layers, described in GPT-2 terms: every layer lists, for each of its tensors, the
-// GPT-2 name, the global shape, this rank's local values and gradients, and a ShardLayout that says where
+// GPT-2 name, the global shape, this rank's local values and gradients, and a Sharding that says where
 // each local element sits in the global tensor. Initialization, loading full tensors and gathering them
 // back are written once, on top of that description (parameter.cpp).
 #pragma once
@@ -44,7 +44,7 @@ inline FusedColumns fc_columns(MlpKind kind, std::int64_t ffn) {
 //   columns   : rank `part` of `parts` holds columns [part*cols/parts, ...)        (1D column-parallel)
 //   rows      : rank `part` of `parts` holds rows [part*rows/parts, ...)           (1D row-parallel)
 //   replicated: every rank holds everything                                        (1D LayerNorm, biases)
-struct ShardLayout {
+struct Sharding {
   enum class Kind { block, vector, columns, rows, replicated };
   Kind kind = Kind::block;
   int q = 1, i = 0, j = 0;
@@ -70,15 +70,18 @@ struct ShardLayout {
   // The stored (internal) column -> GPT-2 column (fused's grouping; identity where not fused).
   std::int64_t original_column(std::int64_t internal) const;
   // The same tensor's layout on rank `rank` of the communicator that holds it (grid ranks are i*q + j).
-  ShardLayout on_rank(int rank) const;
+  Sharding on_rank(int rank) const;
 
   // A [rows, cols] tensor that every one of `parts` ranks holds whole (the 1D baseline's LayerNorms, row-parallel
   // biases and position embeddings), as rank `part` of them: gathering reads it from one rank, AdamW counts it once.
-  static ShardLayout replicated(std::int64_t rows, std::int64_t cols, int parts, int part) {
-    return ShardLayout{.kind = Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = rows, .cols = cols, .fused = {},
-                       .parts = parts, .part = part, .padding_rows = 0, .padding_cols = 0};
+  static Sharding replicated(std::int64_t rows, std::int64_t cols, int parts, int part) {
+    return Sharding{.kind = Kind::replicated, .q = 1, .i = 0, .j = 0, .rows = rows, .cols = cols, .fused = {},
+                    .parts = parts, .part = part, .padding_rows = 0, .padding_cols = 0};
   }
 };
+// The former name of Sharding, kept so that code written against it still builds ("layout" now names a planner's
+// Layout alone).
+using ShardLayout [[deprecated("optimus::ShardLayout is now optimus::Sharding")]] = Sharding;
 
 // Where a layer keeps its parameters and their gradients, and how the grid's tracker counts them: as the grid places its
 // matrices (of(grid)), or in other memory — a spilled block's page-locked host memory (layers/spill.hpp).
@@ -101,7 +104,7 @@ template <class T>
 struct ParameterRef {
   std::string name;
   std::vector<std::int64_t> shape;  // GPT-2 global shape: {rows, cols} or {n}
-  ShardLayout layout;
+  Sharding layout;
   TensorView<T> value;  // local, contiguous [layout.local_rows(), layout.local_cols()]
   TensorView<T> grad;
   // The bf16 copy the layer computes with (a Linear2D weight, or wte beside the LM head, under mixed precision:

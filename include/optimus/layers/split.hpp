@@ -49,12 +49,12 @@ struct Split2D {
   // tokens block i, vocabulary slice j.
   // wte's rows as a matrix of the grid (all V), and the layouts of wte (and lm_head) and of wpe.
   static std::int64_t vocab_rows(const Grid& grid, const GptConfig& config);
-  static ShardLayout vocabulary_layout(const Grid& grid, const GptConfig& config);
-  static ShardLayout table_layout(const Grid& grid, std::int64_t rows, std::int64_t cols);
+  static Sharding vocabulary_layout(const Grid& grid, const GptConfig& config);
+  static Sharding table_layout(const Grid& grid, std::int64_t rows, std::int64_t cols);
   // BERT's head bias over the stored vocabulary: a vector of the grid (all V: q^2 divides it, validate_for_grid), and
   // its layout, the ids from `vocab` on padding.
   static std::int64_t head_bias_size(const Grid& grid, const GptConfig& config) { return vocab_rows(grid, config); }
-  static ShardLayout head_bias_layout(const Grid& grid, std::int64_t vocab, std::int64_t size);
+  static Sharding head_bias_layout(const Grid& grid, std::int64_t vocab, std::int64_t size);
   // The first id of this rank's vocabulary slice, a matrix's whose block starts at `offset` (wte's rows, the logits'
   // columns) and spans `extent` ids.
   static std::int64_t vocab_offset(const Grid& /*grid*/, std::int64_t offset, std::int64_t /*extent*/) { return offset; }

@@ -127,13 +127,13 @@ decltype(auto) dispatch(const char* op, std::initializer_list<Operand> operands,
 // rows(...) (rows contiguous, any row stride); on the CPU the body takes what the operation's checks let through. An
 // absent operand (a default TensorView: rank 0, no data) is passed on as it is. Accelerators run f32 (F64: f64
 // too).
-enum class Layout { contiguous, rows };
+enum class Strides { contiguous, rows };
 
 template <class T>
 struct Arg {
   const char* name;
   TensorView<T> view;
-  Layout layout = Layout::contiguous;
+  Strides strides = Strides::contiguous;
 };
 template <class T>
 Arg<const T> in(const char* name, TensorView<const T> view) {
@@ -145,7 +145,7 @@ Arg<T> out(const char* name, TensorView<T> view) {
 }
 template <class T>
 Arg<T> rows(Arg<T> arg) {
-  arg.layout = Layout::rows;
+  arg.strides = Strides::rows;
   return arg;
 }
 
@@ -156,7 +156,7 @@ bool absent(const TensorView<T>& v) {
 
 template <class T>
 Operand operand_of(const Arg<T>& a) {
-  return a.layout == Layout::rows ? contiguous_rows(a.name, a.view) : contiguous(a.name, a.view);
+  return a.strides == Strides::rows ? contiguous_rows(a.name, a.view) : contiguous(a.name, a.view);
 }
 
 // The one device of the operands present (absent ones take any; none present: the CPU).

@@ -61,12 +61,12 @@ template <class T>
 void all_reduce_sum(const Group& group, DistMatrix<T>& m);
 
 // params[from ..] as tensors every rank of the group holds whole (a LayerNorm or linear on the group's one-rank
-// grid): their layouts become ShardLayout::Kind::replicated, so that gathering reads them from one rank and AdamW counts them once.
+// grid): their layouts become Sharding::Kind::replicated, so that gathering reads them from one rank and AdamW counts them once.
 template <class T>
 void mark_replicated(std::vector<ParameterRef<T>>& params, std::size_t from, const Group& group) {
   for (std::size_t k = from; k < params.size(); ++k) {
-    ShardLayout& l = params[k].layout;
-    l = ShardLayout::replicated(l.rows, l.cols, group.size(), group.rank());  // (a vector's rows: 1)
+    Sharding& l = params[k].layout;
+    l = Sharding::replicated(l.rows, l.cols, group.size(), group.rank());  // (a vector's rows: 1)
   }
 }
 

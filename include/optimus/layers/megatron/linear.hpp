@@ -29,7 +29,7 @@ template <class T>
 class ColumnParallelLinear {
  public:
   // `fused` parts (c_attn's [Q | K | V], SwiGLU's [gate | up]) stored grouped, rank r holding [Q_r | K_r | V_r]
-  // (ShardLayout); none: the columns in order.
+  // (Sharding); none: the columns in order.
   // W, b and their gradients live where `tags` say (ParameterTags: a spilled block's in host memory); bias false:
   // y = x W, no b among the parameters.
   ColumnParallelLinear(const Group& group, const ParameterTags& tags, std::string name, std::int64_t in,

@@ -42,8 +42,8 @@ struct Split1D {
   template <class T>
   static void relabel_norms(const Group& group, std::vector<ParameterRef<T>>& params, std::size_t from) {
     for (std::size_t k = from; k < params.size(); ++k) {
-      ShardLayout& l = params[k].layout;
-      if (l.kind == ShardLayout::Kind::vector) l = ShardLayout::replicated(1, l.cols, group.size(), group.rank());
+      Sharding& l = params[k].layout;
+      if (l.kind == Sharding::Kind::vector) l = Sharding::replicated(1, l.cols, group.size(), group.rank());
     }
   }
 
@@ -56,10 +56,10 @@ struct Split1D {
   // BERT's head bias: this rank's vocabulary slice of it (V/p, on the one-rank grid), and its layout (columns over the
   // group, the ids from `vocab` on padding).
   static std::int64_t head_bias_size(const Group& group, const GptConfig& config) { return vocab_rows(group, config); }
-  static ShardLayout head_bias_layout(const Group& group, std::int64_t vocab, std::int64_t size);
-  static ShardLayout vocabulary_layout(const Group& group, const GptConfig& config);
-  static ShardLayout table_layout(const Group& group, std::int64_t rows, std::int64_t cols) {
-    return ShardLayout::replicated(rows, cols, group.size(), group.rank());
+  static Sharding head_bias_layout(const Group& group, std::int64_t vocab, std::int64_t size);
+  static Sharding vocabulary_layout(const Group& group, const GptConfig& config);
+  static Sharding table_layout(const Group& group, std::int64_t rows, std::int64_t cols) {
+    return Sharding::replicated(rows, cols, group.size(), group.rank());
   }
   static std::int64_t vocab_offset(const Group& group, std::int64_t /*offset*/, std::int64_t extent) {
     return group.rank() * extent;
