@@ -32,7 +32,7 @@ StagedCollectives::StagedCollectives(DeviceRuntime& device, std::unique_ptr<Comm
 
 void StagedCollectives::check_open(const char* op) const {
   OPTIMUS_CHECK(!aborted_, "staged collectives: ", op, " after the communicator was aborted");
-  OPTIMUS_CHECK(!grouping_ || std::string_view(op) == "send" || std::string_view(op) == "recv",
+  OPTIMUS_CHECK(!group_.open() || std::string_view(op) == "send" || std::string_view(op) == "recv",
                 "staged collectives: ", op, " inside a group (only send and recv are grouped here)");
 }
 
@@ -107,41 +107,22 @@ void StagedCollectives::reduce_scatter(const void* send, void* recv, std::size_t
 
 void StagedCollectives::send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
   check_open("send");
-  if (grouping_) {
-    OPTIMUS_CHECK(group_stream_ == nullptr || group_stream_ == &stream,
-                  "staged collectives: a group's operations must share one stream");
-    group_stream_ = &stream;
-    group_.push_back(P2p{.device = const_cast<void*>(buf), .host = {}, .count = count, .dtype = dtype, .peer = peer,
-                         .sends = true});
-    return;
-  }
-  run_group({P2p{.device = const_cast<void*>(buf), .host = {}, .count = count, .dtype = dtype, .peer = peer,
-                 .sends = true}},
-            stream);
+  P2p op{.device = const_cast<void*>(buf), .host = {}, .count = count, .dtype = dtype, .peer = peer, .sends = true};
+  if (group_.open()) return group_.add(std::move(op), stream);
+  run_group({std::move(op)}, stream);
 }
 
 void StagedCollectives::recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
   check_open("recv");
-  if (grouping_) {
-    OPTIMUS_CHECK(group_stream_ == nullptr || group_stream_ == &stream,
-                  "staged collectives: a group's operations must share one stream");
-    group_stream_ = &stream;
-    group_.push_back(P2p{.device = buf, .host = {}, .count = count, .dtype = dtype, .peer = peer, .sends = false});
-    return;
-  }
-  run_group({P2p{.device = buf, .host = {}, .count = count, .dtype = dtype, .peer = peer, .sends = false}}, stream);
+  P2p op{.device = buf, .host = {}, .count = count, .dtype = dtype, .peer = peer, .sends = false};
+  if (group_.open()) return group_.add(std::move(op), stream);
+  run_group({std::move(op)}, stream);
 }
 
-void StagedCollectives::group_start() {
-  OPTIMUS_CHECK(!grouping_, "staged collectives: group_start inside a group");
-  grouping_ = true;
-}
+void StagedCollectives::group_start() { group_.start(); }
 
 void StagedCollectives::group_end() {
-  OPTIMUS_CHECK(grouping_, "staged collectives: group_end without group_start");
-  grouping_ = false;
-  std::vector<P2p> operations = std::exchange(group_, {});
-  DeviceStream* stream = std::exchange(group_stream_, nullptr);
+  auto [operations, stream] = group_.end();
   if (!operations.empty()) run_group(std::move(operations), *stream);
 }
 

@@ -64,7 +64,7 @@ Collectives::Collectives(Runtime& device, std::unique_ptr<Communicator> transpor
 
 void Collectives::queue(DeviceStream& stream, const char* name, std::vector<Access> accesses,
                         std::function<void()> work) {
-  OPTIMUS_CHECK(!grouping_, "sim collectives: ", name, " inside a group (only send and recv are grouped here)");
+  OPTIMUS_CHECK(!group_.open(), "sim collectives: ", name, " inside a group (only send and recv are grouped here)");
   OPTIMUS_CHECK(!state_->aborted.load(), "sim collectives: ", name, " after the communicator was aborted");
   Stream& s = device_->own(stream, name);
   s.launch(name, std::move(accesses), [state = state_, work = std::move(work)] {
@@ -150,34 +150,27 @@ void Collectives::send(const void* buf, std::size_t count, DType dtype, int peer
   const std::size_t bytes = count * size_of(dtype);
   const P2p op{.host = const_cast<void*>(device_->translate(buf, bytes, "sim send")), .bytes = bytes, .peer = peer,
                .sends = true};
-  if (!grouping_) return queue_p2p(stream, {op}, {access(buf, bytes, false)});
-  OPTIMUS_CHECK(group_stream_ == nullptr || group_stream_ == &stream, "sim collectives: one group on two streams");
-  group_stream_ = &stream;
-  group_.push_back(op);
-  group_accesses_.push_back(access(buf, bytes, false));
+  if (!group_.open()) return queue_p2p(stream, {op}, {access(buf, bytes, false)});
+  group_.add({.op = op, .access = access(buf, bytes, false)}, stream);
 }
 
 void Collectives::recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
   const std::size_t bytes = count * size_of(dtype);
   const P2p op{.host = device_->translate(buf, bytes, "sim recv"), .bytes = bytes, .peer = peer, .sends = false};
-  if (!grouping_) return queue_p2p(stream, {op}, {access(buf, bytes, true)});
-  OPTIMUS_CHECK(group_stream_ == nullptr || group_stream_ == &stream, "sim collectives: one group on two streams");
-  group_stream_ = &stream;
-  group_.push_back(op);
-  group_accesses_.push_back(access(buf, bytes, true));
+  if (!group_.open()) return queue_p2p(stream, {op}, {access(buf, bytes, true)});
+  group_.add({.op = op, .access = access(buf, bytes, true)}, stream);
 }
 
-void Collectives::group_start() {
-  OPTIMUS_CHECK(!grouping_, "sim collectives: group_start inside a group");
-  grouping_ = true;
-}
+void Collectives::group_start() { group_.start(); }
 
 void Collectives::group_end() {
-  OPTIMUS_CHECK(grouping_, "sim collectives: group_end without group_start");
-  grouping_ = false;
-  std::vector<P2p> operations = std::exchange(group_, {});
-  std::vector<Access> accesses = std::exchange(group_accesses_, {});
-  DeviceStream* stream = std::exchange(group_stream_, nullptr);
+  auto [grouped, stream] = group_.end();
+  std::vector<P2p> operations;
+  std::vector<Access> accesses;
+  for (Grouped& g : grouped) {
+    operations.push_back(g.op);
+    accesses.push_back(g.access);
+  }
   if (!operations.empty()) queue_p2p(*stream, std::move(operations), std::move(accesses));
 }
 

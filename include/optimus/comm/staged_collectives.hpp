@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "optimus/comm/device_collectives.hpp"
+#include "optimus/comm/point_to_point_group.hpp"
 
 namespace optimus {
 
@@ -69,9 +70,7 @@ class StagedCollectives final : public DeviceCollectives {
   DeviceRuntime* device_;
   std::unique_ptr<Communicator> transport_;
   bool aborted_ = false;
-  bool grouping_ = false;
-  std::vector<P2p> group_;
-  DeviceStream* group_stream_ = nullptr;
+  PointToPointGroup<P2p> group_{"staged collectives"};
 };
 
 }  // namespace optimus

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "optimus/comm/device_collectives.hpp"
+#include "optimus/comm/point_to_point_group.hpp"
 #include "optimus/sim/runtime.hpp"
 
 namespace optimus::sim {
@@ -84,10 +85,12 @@ class Collectives final : public DeviceCollectives {
   std::shared_ptr<Communicator> transport_;  // shared with the queued work
   bool blocking_reductions_;                 // the transport sums differently when blocking (MPI)
   std::shared_ptr<State> state_ = std::make_shared<State>();
-  bool grouping_ = false;
-  std::vector<P2p> group_;
-  std::vector<Access> group_accesses_;
-  DeviceStream* group_stream_ = nullptr;
+  // A grouped operation and what it touches on the device.
+  struct Grouped {
+    P2p op;
+    Access access;
+  };
+  PointToPointGroup<Grouped> group_{"sim collectives"};
 };
 
 }  // namespace optimus::sim
