@@ -1,4 +1,5 @@
-// The backend-independent half of Communicator: argument checks and the traffic counters.
+// The backend-independent half of Communicator: argument checks, the traffic counters, and all_to_all over the
+// backends' sends and receives.
 #include "optimus/comm/communicator.hpp"
 
 #include <cstddef>

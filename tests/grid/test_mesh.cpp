@@ -43,13 +43,16 @@ TEST_CASE("a world is checked against a mesh: data parallelism implied, or given
                        "the mesh dp 3 x pp 2 x q^2 4 = 24 ranks does not fit a world of 8 ranks", optimus::Error);
   CHECK_THROWS_WITH_AS(Mesh::of_world(6, 4, TensorParallel::one_d, 2, std::nullopt),
                        "the mesh dp 0 x pp 4 x p 2 = 0 ranks does not fit a world of 6 ranks", optimus::Error);
+  CHECK_THROWS_WITH_AS(Mesh::of_world(16, 64, TensorParallel::two_d, 64, 1 << 20),
+                       "the mesh dp 1048576 x pp 64 x q^2 4096 = 274877906944 ranks does not fit a world of 16 ranks",
+                       optimus::Error);  // not wrapped in int
   CHECK_THROWS_WITH_AS(Mesh::of_world(8, 0, TensorParallel::two_d, 2, 1),
                        "a mesh's dimensions are at least 1: dp 1 x pp 0 x q^2 4 = 0 ranks", optimus::Error);
 }
 
 TEST_CASE("a grid's communicators are the mesh's: its replicas, stages and (i, j) as the mesh places them") {
   const Mesh mesh{.dp = 2, .pp = 2, .tensor = TensorParallel::two_d, .side = 2};
-  optimus::test::run_in_process(mesh.ranks(), [&](optimus::Communicator& world) {
+  optimus::test::run_in_process(static_cast<int>(mesh.ranks()), [&](optimus::Communicator& world) {
     const optimus::Grid grid = optimus::Grid::create(world, 2, 2);
     const Mesh::Coordinates at = mesh.of(world.rank());
     CHECK(grid.dp() == 2);

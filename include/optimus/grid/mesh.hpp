@@ -8,6 +8,7 @@
 // communicators out by it, the programs check a world against it (of_world).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -30,8 +31,11 @@ struct Mesh {
     int tensor_rank = 0;  // in its stage: i*q + j on a grid, the group rank in 1D
   };
 
-  int tensor_ranks() const { return tensor == TensorParallel::two_d ? side * side : side; }
-  int ranks() const { return dp * pp * tensor_ranks(); }
+  // In 64 bits: a product of dimensions a user gave may pass int's range (and is then refused, not wrapped).
+  std::int64_t tensor_ranks() const {
+    return tensor == TensorParallel::two_d ? std::int64_t{side} * side : std::int64_t{side};
+  }
+  std::int64_t ranks() const { return std::int64_t{dp} * pp * tensor_ranks(); }
   // Throws optimus::Error unless 0 <= rank < ranks().
   Coordinates of(int rank) const;
   // "dp 2 x pp 2 x q^2 4 = 16 ranks", "dp 1 x pp 2 x p 4 = 8 ranks".
