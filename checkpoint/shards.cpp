@@ -252,22 +252,24 @@ std::int64_t padding_of(const Shard& s) {
   return filled;
 }
 
+// Where global element (gr, gc) lies in a saved rectangle `there` of elements of `saved_e` bytes: its byte offset.
+std::uint64_t byte_in(const Box& there, std::int64_t gr, std::int64_t gc, std::uint64_t saved_e) {
+  return static_cast<std::uint64_t>((gr - there.row0) * there.cols + (gc - there.col0)) * saved_e;
+}
+
 // A saved rectangle's bytes that `overlaps` need: whole checksummed chunks, from the chunk holding the first needed
 // byte, each verified. `saved_e`: its elements' bytes.
 struct SavedBytes {
   std::vector<char> bytes;
-  std::uint64_t begin = 0;  // the rectangle's byte bytes[0] is
+  std::uint64_t begin = 0;  // the rectangle's byte that bytes[0] holds
 };
 
 SavedBytes read_verified(const nlohmann::json& box, const Box& there, const std::vector<Overlap>& overlaps,
                          std::uint64_t saved_e, Files& files, IoStats& stats) {
-  const auto byte_of = [&](std::int64_t gr, std::int64_t gc) {
-    return static_cast<std::uint64_t>((gr - there.row0) * there.cols + (gc - there.col0)) * saved_e;
-  };
   std::uint64_t first = UINT64_MAX, last = 0;  // bytes [first, last) of the saved rectangle are needed
   for (const Overlap& o : overlaps) {
-    first = std::min(first, byte_of(o.r0, o.c0));
-    last = std::max(last, byte_of(o.r1 - 1, o.c1 - 1) + saved_e);
+    first = std::min(first, byte_in(there, o.r0, o.c0, saved_e));
+    last = std::max(last, byte_in(there, o.r1 - 1, o.c1 - 1, saved_e) + saved_e);
   }
   const std::uint64_t total = static_cast<std::uint64_t>(there.rows * there.cols) * saved_e;
   const std::uint64_t begin = first / chunk_bytes * chunk_bytes,
@@ -294,21 +296,21 @@ std::int64_t place(const Shard& s, const Box& there, const std::vector<Overlap>&
   const std::int64_t local_cols = s.layout.local_cols();
   const std::size_t e = size_of(s.dtype);
   const auto at = [&](std::int64_t gr, std::int64_t gc) {
-    return saved.bytes.data() +
-           (static_cast<std::uint64_t>((gr - there.row0) * there.cols + (gc - there.col0)) * saved_e - saved.begin);
+    return saved.bytes.data() + (byte_in(there, gr, gc, saved_e) - saved.begin);
   };
   std::int64_t placed = 0;
   for (const Overlap& o : overlaps) {
+    // Global element (gr, gc)'s index in the shard's local [rows, local_cols] block.
+    const auto local_of = [&](std::int64_t gr, std::int64_t gc) {
+      return static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 + (gc - o.mine.col0));
+    };
     for (std::int64_t gr = o.r0; gr < o.r1; ++gr) {
       if (saved_e == e) {  // the same type: the row's run of columns as it is
-        const auto local =
-            static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 + (o.c0 - o.mine.col0));
-        std::memcpy(host.data() + local * e, at(gr, o.c0), static_cast<std::size_t>(o.c1 - o.c0) * e);
+        std::memcpy(host.data() + local_of(gr, o.c0) * e, at(gr, o.c0), static_cast<std::size_t>(o.c1 - o.c0) * e);
         continue;
       }
       for (std::int64_t gc = o.c0; gc < o.c1; ++gc) {
-        const auto local =
-            static_cast<std::size_t>((gr - o.mine.row0) * local_cols + o.mine.local_col0 + (gc - o.mine.col0));
+        const std::size_t local = local_of(gr, gc);
         if (s.dtype == DType::f32) convert(at(gr, gc), saved_e, reinterpret_cast<float*>(host.data()) + local);
         else convert(at(gr, gc), saved_e, reinterpret_cast<double*>(host.data()) + local);
       }

@@ -6,12 +6,6 @@
 
 namespace optimus::plan {
 
-pipeline::Schedule schedule_of(const Layout& layout) {
-  if (layout.pp == 1) return pipeline::one_stage(layout.micro_batches);
-  return pipeline::make_schedule({.kind = layout.schedule, .stages = layout.pp, .micro_batches = layout.micro_batches,
-                                  .chunks = layout.chunks});
-}
-
 template <class Family>
 std::unique_ptr<Gpt<Family>> build_gpt(const typename Family::Place& place, const GptConfig& config,
                                        const Layout& layout) {

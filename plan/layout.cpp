@@ -8,6 +8,12 @@
 
 namespace optimus::plan {
 
+pipeline::Schedule schedule_of(const Layout& layout) {
+  if (layout.pp == 1) return pipeline::one_stage(layout.micro_batches);
+  return pipeline::make_schedule({.kind = layout.schedule, .stages = layout.pp, .micro_batches = layout.micro_batches,
+                                  .chunks = layout.chunks});
+}
+
 int Layout::q() const {
   if (tensor == TensorParallel::one_d) return 1;
   const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(tp))));
@@ -105,8 +111,7 @@ std::string shape_error(const Layout& l, const Workload& w) {
       return os.str();
     }
     try {
-      (void)pipeline::make_schedule(pipeline::ScheduleRequest{
-          .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+      (void)schedule_of(l);
     } catch (const Error& e) {
       return e.what();
     }

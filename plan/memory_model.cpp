@@ -256,8 +256,7 @@ std::vector<MemoryPrediction> predict_memory_by_stage(const Layout& l, const Wor
   const Others o = others(l, w.config);
   const std::int64_t per_block = block_parameters(l, w.config);
   if (l.pp == 1) return {one_stage_memory(l, w, o, per_block)};
-  const pipeline::Schedule schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
-      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+  const pipeline::Schedule schedule = schedule_of(l);
   const std::vector<std::int64_t> peaks = pipeline::peak_activation_bytes(schedule, chunk_bytes(l, w, schedule));
   std::vector<MemoryPrediction> out;
   for (int s = 0; s < l.pp; ++s) {

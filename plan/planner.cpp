@@ -107,8 +107,7 @@ struct InFlight {
 InFlight in_flight_of(const Layout& l) {
   InFlight out{.schedule = {}, .per_stage = std::vector<int>(static_cast<std::size_t>(l.pp), 1)};
   if (l.pp == 1) return out;
-  out.schedule = pipeline::make_schedule(pipeline::ScheduleRequest{
-      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+  out.schedule = schedule_of(l);
   const pipeline::Simulation sim = pipeline::simulate(out.schedule, pipeline::Costs{});
   out.per_stage = sim.peak_live;
   return out;

@@ -217,8 +217,7 @@ struct PipelineTime {
 
 PipelineTime pipeline_time(const Layout& l, const Workload& w, const Cluster& c, const BlockParts& block,
                            const EndParts& ends) {
-  const pipeline::Schedule s = pipeline::make_schedule(pipeline::ScheduleRequest{
-      .kind = l.schedule, .stages = l.pp, .micro_batches = l.micro_batches, .chunks = l.chunks});
+  const pipeline::Schedule s = schedule_of(l);
   const Dims x = dims_of(l, w);
   const double message = (l.two_d() ? x.n * x.h / l.tp : x.n * x.h) * x.t;
   // Point to point: every rank of a stage sends to the next at once, so across nodes each gets its own share.

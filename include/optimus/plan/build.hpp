@@ -11,10 +11,6 @@
 
 namespace optimus::plan {
 
-// The layout's schedule: its kind on its stages, chunks and micro-batches; pp = 1: the whole model on one stage
-// (pipeline::one_stage).
-pipeline::Schedule schedule_of(const Layout& layout);
-
 // This rank's stage of the GPT `config`, laid out as `layout` says, on `place` (Family::Place: the grid of
 // Grid::create(world, q, pp), or the group of megatron::Group::pipeline_stage(world, pp, dp), placed where it computes
 // and executing as its handle says): the layout's schedule, its blocks spilled as layout.offload says, and each block's

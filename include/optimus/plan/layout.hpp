@@ -52,6 +52,10 @@ struct Workload {
   std::int64_t saved_bytes = 4;    // e: bytes of a saved activation element (2 under bf16 GEMMs with f32 values)
 };
 
+// The layout's schedule: its kind on its stages, chunks and micro-batches; pp = 1: the whole model on one stage
+// (pipeline::one_stage). Throws optimus::Error where the schedule refuses them.
+pipeline::Schedule schedule_of(const Layout& layout);
+
 // "2D q=2 dp=2 pp=2 1f1b m=4 offload=none recompute=none*2" — one line naming every choice.
 std::string describe(const Layout& layout);
 // The ranks as a pipeline runs them: "dp 1 x pp 2 x q 2 x q 2", "pp 2 x p 4 (1D stages)".
