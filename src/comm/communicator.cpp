@@ -176,20 +176,56 @@ namespace {
 std::uint64_t bytes_of(std::size_t count, DType dtype) { return static_cast<std::uint64_t>(count) * size_of(dtype); }
 }  // namespace
 
-void Communicator::count_broadcast(std::size_t count, DType dtype, int root) {
-  check_peer(root, "broadcast root");
-  const std::uint64_t n = size_ > 1 ? bytes_of(count, dtype) : 0;
-  label(CallKind::broadcast);
-  stats_.add(CallKind::broadcast, rank_ == root ? n : 0, rank_ == root ? 0 : n);
+// The traffic follows stats.hpp's convention.
+void Communicator::check_and_count(const Operation& o) {
+  const std::uint64_t n = bytes_of(o.count, o.dtype), others = static_cast<std::uint64_t>(size_ - 1);
+  std::uint64_t sent = 0, received = 0;
+  switch (o.kind) {
+    case CallKind::broadcast:
+      check_peer(o.peer, "broadcast root");
+      if (size_ > 1) (rank_ == o.peer ? sent : received) = n;
+      break;
+    case CallKind::reduce:
+      check_peer(o.peer, "reduce root");
+      check_reducible(o.dtype, "reduce");
+      if (rank_ == o.peer) {
+        received = others * n;
+      } else {
+        sent = n;
+      }
+      break;
+    case CallKind::all_reduce:
+      check_reducible(o.dtype, "all_reduce");
+      sent = received = 2 * others * n / static_cast<std::uint64_t>(size_);
+      break;
+    case CallKind::all_gather: sent = received = others * n; break;
+    case CallKind::reduce_scatter:
+      check_reducible(o.dtype, "reduce_scatter");
+      sent = received = others * n;
+      break;
+    case CallKind::send:
+    case CallKind::recv: {
+      const bool sends = o.kind == CallKind::send;
+      check_peer(o.peer, sends ? "send destination" : "recv source");
+      OPTIMUS_CHECK(o.tag >= 0 && o.tag <= kMaxTag, sends ? "send" : "recv", " tag must be from 0 to ", kMaxTag,
+                    ", got ", o.tag);
+      (sends ? sent : received) = n;
+      break;
+    }
+    case CallKind::barrier: break;
+    case CallKind::all_to_all: OPTIMUS_FAIL("all_to_all is started by iall_to_all or iall_to_all_v, not start()");
+  }
+  label(o.kind);
+  stats_.add(o.kind, sent, received);
 }
 
-Request Communicator::start_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
-  count_broadcast(count, dtype, root);
-  return post_broadcast(buf, count, dtype, root, sync);
+Request Communicator::start(const Operation& operation, Sync sync) {
+  check_and_count(operation);
+  return post(operation, sync);
 }
 
 BroadcastView Communicator::ibroadcast_view(void* buf, std::size_t count, DType dtype, int root) {
-  count_broadcast(count, dtype, root);
+  check_and_count(Operation::broadcast(buf, buf, count, dtype, root));
   auto lease = std::make_shared<BroadcastView::Lease>();
   Request request = post_broadcast_view(buf, count, dtype, root, lease);
   return BroadcastView(std::move(request), std::move(lease), rank_ == root);
@@ -198,60 +234,7 @@ BroadcastView Communicator::ibroadcast_view(void* buf, std::size_t count, DType 
 Request Communicator::post_broadcast_view(void* buf, std::size_t count, DType dtype, int root,
                                           const std::shared_ptr<BroadcastView::Lease>& lease) {
   lease->data = buf;
-  return post_broadcast(buf, count, dtype, root, Sync::nonblocking);
-}
-
-Request Communicator::start_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                                   Sync sync) {
-  check_peer(root, "reduce root");
-  check_reducible(dtype, "reduce");
-  const std::uint64_t n = bytes_of(count, dtype);
-  const std::uint64_t others = static_cast<std::uint64_t>(size_ - 1);
-  label(CallKind::reduce);
-  stats_.add(CallKind::reduce, rank_ == root ? 0 : n, rank_ == root ? others * n : 0);
-  return post_reduce(send, recv, count, dtype, op, root, sync);
-}
-
-Request Communicator::start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                       Sync sync) {
-  check_reducible(dtype, "all_reduce");
-  const std::uint64_t p = static_cast<std::uint64_t>(size_);
-  const std::uint64_t n = 2 * (p - 1) * bytes_of(count, dtype) / p;
-  label(CallKind::all_reduce);
-  stats_.add(CallKind::all_reduce, n, n);
-  return post_all_reduce(send, recv, count, dtype, op, sync);
-}
-
-Request Communicator::start_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
-  const std::uint64_t n = static_cast<std::uint64_t>(size_ - 1) * bytes_of(count, dtype);
-  label(CallKind::all_gather);
-  stats_.add(CallKind::all_gather, n, n);
-  return post_all_gather(send, recv, count, dtype, sync);
-}
-
-Request Communicator::start_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                           Sync sync) {
-  check_reducible(dtype, "reduce_scatter");
-  const std::uint64_t n = static_cast<std::uint64_t>(size_ - 1) * bytes_of(count, dtype);
-  label(CallKind::reduce_scatter);
-  stats_.add(CallKind::reduce_scatter, n, n);
-  return post_reduce_scatter(send, recv, count, dtype, op, sync);
-}
-
-Request Communicator::start_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) {
-  check_peer(dest, "send destination");
-  OPTIMUS_CHECK(tag >= 0 && tag <= kMaxTag, "send tag must be from 0 to ", kMaxTag, ", got ", tag);
-  label(CallKind::send);
-  stats_.add(CallKind::send, bytes_of(count, dtype), 0);
-  return post_send(buf, count, dtype, dest, tag, sync);
-}
-
-Request Communicator::start_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) {
-  check_peer(source, "recv source");
-  OPTIMUS_CHECK(tag >= 0 && tag <= kMaxTag, "recv tag must be from 0 to ", kMaxTag, ", got ", tag);
-  label(CallKind::recv);
-  stats_.add(CallKind::recv, 0, bytes_of(count, dtype));
-  return post_recv(buf, count, dtype, source, tag, sync);
+  return post(Operation::broadcast(buf, buf, count, dtype, root), Sync::nonblocking);
 }
 
 namespace {
@@ -321,46 +304,42 @@ Request Communicator::start_all_to_all(const void* send, std::span<const std::si
   for (std::size_t i = 0; i < p; ++i) {
     const std::size_t r = (me + p - i) % p;
     if (recv_counts[r] == 0) continue;
-    parts.push_back(post_recv(static_cast<std::byte*>(recv) + recv_at[r] * width, recv_counts[r], dtype,
-                              static_cast<int>(r), kMaxTag + 1, Sync::nonblocking));
+    parts.push_back(post(Operation::recv_from(static_cast<std::byte*>(recv) + recv_at[r] * width, recv_counts[r],
+                                              dtype, static_cast<int>(r), kMaxTag + 1),
+                         Sync::nonblocking));
   }
   for (std::size_t i = 0; i < p; ++i) {
     const std::size_t r = (me + i) % p;
     if (send_counts[r] == 0) continue;
-    parts.push_back(post_send(static_cast<const std::byte*>(send) + send_at[r] * width, send_counts[r], dtype,
-                              static_cast<int>(r), kMaxTag + 1, Sync::nonblocking));
+    parts.push_back(post(Operation::send_to(static_cast<const std::byte*>(send) + send_at[r] * width, send_counts[r],
+                                            dtype, static_cast<int>(r), kMaxTag + 1),
+                         Sync::nonblocking));
   }
   return Request(std::make_unique<TransferGroup>(job_, std::move(parts)));
 }
 
-Request Communicator::start_barrier(Sync sync) {
-  label(CallKind::barrier);
-  stats_.add(CallKind::barrier, 0, 0);
-  return post_barrier(sync);
-}
-
 Request Communicator::ibroadcast(void* buf, std::size_t count, DType dtype, int root) {
-  return start_broadcast(buf, count, dtype, root, Sync::nonblocking);
+  return start(Operation::broadcast(buf, buf, count, dtype, root), Sync::nonblocking);
 }
 Request Communicator::ireduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
-  return start_reduce(send, recv, count, dtype, op, root, Sync::nonblocking);
+  return start(Operation::reduce(send, recv, count, dtype, op, root), Sync::nonblocking);
 }
 Request Communicator::iall_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  return start_all_reduce(send, recv, count, dtype, op, Sync::nonblocking);
+  return start(Operation::all_reduce(send, recv, count, dtype, op), Sync::nonblocking);
 }
 Request Communicator::iall_gather(const void* send, void* recv, std::size_t count, DType dtype) {
-  return start_all_gather(send, recv, count, dtype, Sync::nonblocking);
+  return start(Operation::all_gather(send, recv, count, dtype), Sync::nonblocking);
 }
 Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  return start_reduce_scatter(send, recv, count, dtype, op, Sync::nonblocking);
+  return start(Operation::reduce_scatter(send, recv, count, dtype, op), Sync::nonblocking);
 }
 Request Communicator::isend(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
-  return start_send(buf, count, dtype, dest, tag, Sync::nonblocking);
+  return start(Operation::send_to(buf, count, dtype, dest, tag), Sync::nonblocking);
 }
 Request Communicator::irecv(void* buf, std::size_t count, DType dtype, int source, int tag) {
-  return start_recv(buf, count, dtype, source, tag, Sync::nonblocking);
+  return start(Operation::recv_from(buf, count, dtype, source, tag), Sync::nonblocking);
 }
-Request Communicator::ibarrier() { return start_barrier(Sync::nonblocking); }
+Request Communicator::ibarrier() { return start(Operation::barrier(), Sync::nonblocking); }
 Request Communicator::iall_to_all(const void* send, void* recv, std::size_t count, DType dtype) {
   const std::vector<std::size_t> counts(static_cast<std::size_t>(size_), count);
   return start_all_to_all(send, counts, recv, counts, dtype);
@@ -371,27 +350,27 @@ Request Communicator::iall_to_all_v(const void* send, std::span<const std::size_
 }
 
 void Communicator::broadcast(void* buf, std::size_t count, DType dtype, int root) {
-  start_broadcast(buf, count, dtype, root, Sync::blocking).wait();
+  start(Operation::broadcast(buf, buf, count, dtype, root), Sync::blocking).wait();
 }
 void Communicator::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
-  start_reduce(send, recv, count, dtype, op, root, Sync::blocking).wait();
+  start(Operation::reduce(send, recv, count, dtype, op, root), Sync::blocking).wait();
 }
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  start_all_reduce(send, recv, count, dtype, op, Sync::blocking).wait();
+  start(Operation::all_reduce(send, recv, count, dtype, op), Sync::blocking).wait();
 }
 void Communicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
-  start_all_gather(send, recv, count, dtype, Sync::blocking).wait();
+  start(Operation::all_gather(send, recv, count, dtype), Sync::blocking).wait();
 }
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-  start_reduce_scatter(send, recv, count, dtype, op, Sync::blocking).wait();
+  start(Operation::reduce_scatter(send, recv, count, dtype, op), Sync::blocking).wait();
 }
 void Communicator::send(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
-  start_send(buf, count, dtype, dest, tag, Sync::blocking).wait();
+  start(Operation::send_to(buf, count, dtype, dest, tag), Sync::blocking).wait();
 }
 void Communicator::recv(void* buf, std::size_t count, DType dtype, int source, int tag) {
-  start_recv(buf, count, dtype, source, tag, Sync::blocking).wait();
+  start(Operation::recv_from(buf, count, dtype, source, tag), Sync::blocking).wait();
 }
-void Communicator::barrier() { start_barrier(Sync::blocking).wait(); }
+void Communicator::barrier() { start(Operation::barrier(), Sync::blocking).wait(); }
 void Communicator::all_to_all(const void* send, void* recv, std::size_t count, DType dtype) {
   iall_to_all(send, recv, count, dtype).wait();
 }

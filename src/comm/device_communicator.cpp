@@ -336,64 +336,22 @@ Request DeviceCommunicator::point_to_point(const void* send, void* recv, std::si
   return r;
 }
 
-Request DeviceCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
-  const std::size_t bytes = count * size_of(dtype);
-  return run(buf, bytes, buf, bytes, sync, [&](const void* send, void* recv) {
-    core_->collectives->broadcast(send, recv, count, dtype, root, *core_->stream);
-  });
-}
-
-Request DeviceCommunicator::post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                        int root, Sync sync) {
-  const std::size_t bytes = count * size_of(dtype);
-  return run(send, bytes, rank() == root ? recv : nullptr, bytes, sync, [&](const void* s, void* r) {
-    core_->collectives->reduce(s, r, count, dtype, op, root, sync, *core_->stream);
-  });
-}
-
-Request DeviceCommunicator::post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                            Sync sync) {
-  const std::size_t bytes = count * size_of(dtype);
-  return run(send, bytes, recv, bytes, sync, [&](const void* s, void* r) {
-    core_->collectives->all_reduce(s, r, count, dtype, op, sync, *core_->stream);
-  });
-}
-
-Request DeviceCommunicator::post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
-  const std::size_t bytes = count * size_of(dtype);
-  return run(send, bytes, recv, bytes * static_cast<std::size_t>(size()), sync, [&](const void* s, void* r) {
-    core_->collectives->all_gather(s, r, count, dtype, *core_->stream);
-  });
-}
-
-Request DeviceCommunicator::post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
-                                                ReduceOp op, Sync sync) {
-  const std::size_t bytes = count * size_of(dtype);
-  return run(send, bytes * static_cast<std::size_t>(size()), recv, bytes, sync, [&](const void* s, void* r) {
-    core_->collectives->reduce_scatter(s, r, count, dtype, op, sync, *core_->stream);
-  });
-}
-
-Request DeviceCommunicator::post_send(const void* buf, std::size_t count, DType dtype, int dest, int /*tag*/,
-                                      Sync sync) {
+// A send or receive joins the open group; every other operation is queued at once, a barrier as an all_reduce of a word.
+// The device's collectives take the host communicator's in-place broadcast as a broadcast from buf into buf.
+Request DeviceCommunicator::post(const Operation& o, Sync sync) {
   Core* c = core_.get();
-  return point_to_point(buf, nullptr, count * size_of(dtype), sync, [c, count, dtype, dest](const void* b) {
-    c->collectives->send(b, count, dtype, dest, *c->stream);
-  });
-}
-
-Request DeviceCommunicator::post_recv(void* buf, std::size_t count, DType dtype, int source, int /*tag*/, Sync sync) {
-  Core* c = core_.get();
-  return point_to_point(nullptr, buf, count * size_of(dtype), sync, [c, count, dtype, source](const void* b) {
-    c->collectives->recv(const_cast<void*>(b), count, dtype, source, *c->stream);
-  });
-}
-
-Request DeviceCommunicator::post_barrier(Sync sync) {
-  void* word = core_->barrier_word;
-  return run(word, sizeof(float), word, sizeof(float), sync, [&](const void*, void*) {
-    core_->collectives->all_reduce(word, word, 1, DType::f32, ReduceOp::sum, sync, *core_->stream);
-  });
+  if (o.point_to_point()) {
+    return point_to_point(o.send, o.recv, o.count * size_of(o.dtype), sync, [c, o](const void* b) {
+      c->collectives->run(o.kind == CallKind::send ? o.on(b, nullptr) : o.on(nullptr, const_cast<void*>(b)),
+                          Sync::nonblocking, *c->stream);
+    });
+  }
+  const Operation queued = o.kind == CallKind::barrier ? Operation::all_reduce(c->barrier_word, c->barrier_word, 1,
+                                                                               DType::f32, ReduceOp::sum)
+                                                       : o;
+  void* recv = queued.writes(rank()) ? queued.recv : nullptr;  // a reduce's is the root's alone
+  return run(queued.send, queued.send_bytes(size(), rank()), recv, queued.recv_bytes(size(), rank()), sync,
+             [&](const void* s, void* r) { c->collectives->run(queued.on(s, r), sync, *c->stream); });
 }
 
 std::unique_ptr<Communicator> DeviceCommunicator::do_split(int color, int key) {

@@ -78,7 +78,23 @@ class InProcessCommunicator final : public Communicator {
  protected:
   void timeout_changed() override { g_->world->note_timeout(timeout()); }
 
-  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync) override {
+  // Every operation is posted non-blocking: a wait takes what the posts staged.
+  Request post(const Operation& o, Sync) override {
+    switch (o.kind) {
+      case CallKind::broadcast: return post_broadcast(o.recv, o.count, o.dtype, o.peer);
+      case CallKind::reduce: return post_reduce(o.send, o.recv, o.count, o.dtype, o.op, o.peer);
+      case CallKind::all_reduce: return post_all_reduce(o.send, o.recv, o.count, o.dtype, o.op);
+      case CallKind::all_gather: return post_all_gather(o.send, o.recv, o.count, o.dtype);
+      case CallKind::reduce_scatter: return post_reduce_scatter(o.send, o.recv, o.count, o.dtype, o.op);
+      case CallKind::send: return post_send(o.send, o.count, o.dtype, o.peer, o.tag);
+      case CallKind::recv: return post_recv(o.recv, o.count, o.dtype, o.peer, o.tag);
+      case CallKind::barrier: return post_barrier();
+      case CallKind::all_to_all: break;
+    }
+    OPTIMUS_FAIL("the in-process communicator has no single operation for ", name_of(o.kind));
+  }
+
+  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root) {
     if (size() == 1) return {};  // the buffer already holds the root's data
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
@@ -101,12 +117,11 @@ class InProcessCommunicator final : public Communicator {
     if (size() > 1 && rank() != root) return receive_broadcast(next_seq_++, root, buf, count * size_of(dtype), lease);
     // The root's own work may read its buffer at once. What its broadcast's request waits for (receivers reading a
     // lent buffer; nothing when staged) is when it may change the buffer again.
-    lease->returned = post_broadcast(buf, count, dtype, root, Sync::nonblocking);
+    lease->returned = post_broadcast(buf, count, dtype, root);
     return {};
   }
 
-  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                      Sync) override {
+  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
@@ -128,7 +143,7 @@ class InProcessCommunicator final : public Communicator {
     });
   }
 
-  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync) override {
+  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::uint64_t seq = next_seq_++;
     Staged mine = stage(send, count * size_of(dtype));
@@ -139,7 +154,7 @@ class InProcessCommunicator final : public Communicator {
     });
   }
 
-  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync) override {
+  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype) {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::size_t n = count * size_of(dtype);
     const std::uint64_t seq = next_seq_++;
@@ -153,8 +168,7 @@ class InProcessCommunicator final : public Communicator {
     });
   }
 
-  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                              Sync) override {
+  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
     if (size() == 1) return alone(send, recv, count * size_of(dtype));
     const std::uint64_t seq = next_seq_++;
     Staged mine = stage(send, static_cast<std::size_t>(size()) * count * size_of(dtype));
@@ -167,7 +181,7 @@ class InProcessCommunicator final : public Communicator {
     });
   }
 
-  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync) override {
+  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag) {
     Staged message = stage(buf, count * size_of(dtype));
     std::unique_lock lock(g_->mu);
     g_->mailbox[{rank(), dest, tag}].push_back(std::move(message));
@@ -175,7 +189,7 @@ class InProcessCommunicator final : public Communicator {
     return {};
   }
 
-  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync) override {
+  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag) {
     const std::tuple<int, int, int> key{source, rank(), tag};
     const std::size_t n = count * size_of(dtype);
     return pending([this, key] { return !g_->mailbox[key].empty(); }, [source] { return std::vector<int>{source}; },
@@ -191,7 +205,7 @@ class InProcessCommunicator final : public Communicator {
                    });
   }
 
-  Request post_barrier(Sync) override {
+  Request post_barrier() {
     const std::uint64_t seq = next_seq_++;
     std::unique_lock lock(g_->mu);
     g_->post(seq, rank(), {});

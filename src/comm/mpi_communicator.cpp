@@ -287,7 +287,7 @@ void MpiCommunicator::expired(const CallLabel& call, int peer, const std::shared
 }
 
 template <class Blocking, class Nonblocking>
-Request MpiCommunicator::start(Sync sync, int peer, Blocking&& blocking, Nonblocking&& nonblocking) {
+Request MpiCommunicator::issue(Sync sync, int peer, Blocking&& blocking, Nonblocking&& nonblocking) {
   if (sync == Sync::blocking && timeout().count() == 0) {
     OPTIMUS_CHECK_MPI(blocking());
     return {};
@@ -327,70 +327,48 @@ bool MpiCommunicator::allows_any_thread() const {
   return MPI_Query_thread(&level) == MPI_SUCCESS && level == MPI_THREAD_MULTIPLE;
 }
 
-Request MpiCommunicator::post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) {
-  const int n = mpi_count(count);
-  const MPI_Datatype t = mpi_type(dtype);
-  return start(
-      sync, -1, [&] { return MPI_Bcast(buf, n, t, root, comm_); },
-      [&](MPI_Request* r) { return MPI_Ibcast(buf, n, t, root, comm_, r); });
-}
-
-Request MpiCommunicator::post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                     int root, Sync sync) {
-  const void* source = (rank() == root && send == recv) ? MPI_IN_PLACE : send;
-  const int n = mpi_count(count);
-  const MPI_Datatype t = mpi_type(dtype);
-  return start(
-      sync, -1, [&] { return MPI_Reduce(source, recv, n, t, mpi_op(op), root, comm_); },
-      [&](MPI_Request* r) { return MPI_Ireduce(source, recv, n, t, mpi_op(op), root, comm_, r); });
-}
-
-Request MpiCommunicator::post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                         Sync sync) {
-  const void* source = send == recv ? MPI_IN_PLACE : send;
-  const int n = mpi_count(count);
-  const MPI_Datatype t = mpi_type(dtype);
-  return start(
-      sync, -1, [&] { return MPI_Allreduce(source, recv, n, t, mpi_op(op), comm_); },
-      [&](MPI_Request* r) { return MPI_Iallreduce(source, recv, n, t, mpi_op(op), comm_, r); });
-}
-
-Request MpiCommunicator::post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) {
-  const int n = mpi_count(count);
-  const MPI_Datatype t = mpi_type(dtype);
-  return start(
-      sync, -1, [&] { return MPI_Allgather(send, n, t, recv, n, t, comm_); },
-      [&](MPI_Request* r) { return MPI_Iallgather(send, n, t, recv, n, t, comm_, r); });
-}
-
-Request MpiCommunicator::post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
-                                             ReduceOp op, Sync sync) {
-  const int n = mpi_count(count);
-  const MPI_Datatype t = mpi_type(dtype);
-  return start(
-      sync, -1, [&] { return MPI_Reduce_scatter_block(send, recv, n, t, mpi_op(op), comm_); },
-      [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, n, t, mpi_op(op), comm_, r); });
-}
-
-Request MpiCommunicator::post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) {
-  const int n = mpi_count(count);
-  const MPI_Datatype t = mpi_type(dtype);
-  return start(
-      sync, dest, [&] { return MPI_Send(buf, n, t, dest, tag, comm_); },
-      [&](MPI_Request* r) { return MPI_Isend(buf, n, t, dest, tag, comm_, r); });
-}
-
-Request MpiCommunicator::post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) {
-  const int n = mpi_count(count);
-  const MPI_Datatype t = mpi_type(dtype);
-  return start(
-      sync, source, [&] { return MPI_Recv(buf, n, t, source, tag, comm_, MPI_STATUS_IGNORE); },
-      [&](MPI_Request* r) { return MPI_Irecv(buf, n, t, source, tag, comm_, r); });
-}
-
-Request MpiCommunicator::post_barrier(Sync sync) {
-  return start(
-      sync, -1, [&] { return MPI_Barrier(comm_); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+// Each kind as its blocking MPI call and its non-blocking one; a send's or receive's peer is named by the watchdog.
+Request MpiCommunicator::post(const Operation& o, Sync sync) {
+  const int n = mpi_count(o.count);
+  const MPI_Datatype t = mpi_type(o.dtype);
+  const MPI_Op op = mpi_op(o.op);
+  const void* source = o.send == o.recv && o.reduces() ? MPI_IN_PLACE : o.send;  // a reduction in place
+  switch (o.kind) {
+    case CallKind::broadcast:
+      return issue(
+          sync, -1, [&] { return MPI_Bcast(o.recv, n, t, o.peer, comm_); },
+          [&](MPI_Request* r) { return MPI_Ibcast(o.recv, n, t, o.peer, comm_, r); });
+    case CallKind::reduce:
+      if (rank() != o.peer) source = o.send;  // MPI_IN_PLACE is the root's alone
+      return issue(
+          sync, -1, [&] { return MPI_Reduce(source, o.recv, n, t, op, o.peer, comm_); },
+          [&](MPI_Request* r) { return MPI_Ireduce(source, o.recv, n, t, op, o.peer, comm_, r); });
+    case CallKind::all_reduce:
+      return issue(
+          sync, -1, [&] { return MPI_Allreduce(source, o.recv, n, t, op, comm_); },
+          [&](MPI_Request* r) { return MPI_Iallreduce(source, o.recv, n, t, op, comm_, r); });
+    case CallKind::all_gather:
+      return issue(
+          sync, -1, [&] { return MPI_Allgather(o.send, n, t, o.recv, n, t, comm_); },
+          [&](MPI_Request* r) { return MPI_Iallgather(o.send, n, t, o.recv, n, t, comm_, r); });
+    case CallKind::reduce_scatter:
+      return issue(
+          sync, -1, [&] { return MPI_Reduce_scatter_block(o.send, o.recv, n, t, op, comm_); },
+          [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(o.send, o.recv, n, t, op, comm_, r); });
+    case CallKind::send:
+      return issue(
+          sync, o.peer, [&] { return MPI_Send(o.send, n, t, o.peer, o.tag, comm_); },
+          [&](MPI_Request* r) { return MPI_Isend(o.send, n, t, o.peer, o.tag, comm_, r); });
+    case CallKind::recv:
+      return issue(
+          sync, o.peer, [&] { return MPI_Recv(o.recv, n, t, o.peer, o.tag, comm_, MPI_STATUS_IGNORE); },
+          [&](MPI_Request* r) { return MPI_Irecv(o.recv, n, t, o.peer, o.tag, comm_, r); });
+    case CallKind::barrier:
+      return issue(
+          sync, -1, [&] { return MPI_Barrier(comm_); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+    case CallKind::all_to_all: break;
+  }
+  OPTIMUS_FAIL("the MPI communicator has no single call for ", name_of(o.kind));
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {

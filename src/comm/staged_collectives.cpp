@@ -11,16 +11,6 @@ namespace {
 
 constexpr int kTag = 0;  // one tag: messages between two ranks match in the order they are posted, as on NCCL
 
-// A reduction in the form a host grid would run it: blocking when the caller waits at once.
-template <class Blocking, class Nonblocking>
-void reduction(Sync sync, Blocking&& run_blocking, Nonblocking&& post) {
-  if (sync == Sync::blocking) {
-    run_blocking();
-  } else {
-    post().wait();
-  }
-}
-
 }  // namespace
 
 std::unique_ptr<StagedCollectives> StagedCollectives::create(Communicator& bootstrap, DeviceRuntime& device) {
@@ -29,12 +19,6 @@ std::unique_ptr<StagedCollectives> StagedCollectives::create(Communicator& boots
 
 StagedCollectives::StagedCollectives(DeviceRuntime& device, std::unique_ptr<Communicator> transport)
     : device_(&device), transport_(std::move(transport)) {}
-
-void StagedCollectives::check_open(const char* op) const {
-  OPTIMUS_CHECK(!aborted_, "staged collectives: ", op, " after the communicator was aborted");
-  OPTIMUS_CHECK(!group_.open() || std::string_view(op) == "send" || std::string_view(op) == "recv",
-                "staged collectives: ", op, " inside a group (only send and recv are grouped here)");
-}
 
 std::vector<std::byte> StagedCollectives::download(const void* p, std::size_t bytes, DeviceStream& stream) {
   std::vector<std::byte> host(bytes);
@@ -51,72 +35,28 @@ void StagedCollectives::upload(void* p, const std::vector<std::byte>& host, Devi
   stream.synchronize();  // the host buffer dies on return
 }
 
-void StagedCollectives::broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
-                                  DeviceStream& stream) {
-  check_open("broadcast");
+// The host transport runs the operation on host copies: a broadcast in place (the root's values, zeros elsewhere); a
+// reduction in the form a host grid would run it (blocking when the caller waits at once), the rest blocking.
+void StagedCollectives::run(const Operation& o, Sync sync, DeviceStream& stream) {
+  OPTIMUS_CHECK(!aborted_, "staged collectives: ", name_of(o.kind), " after the communicator was aborted");
+  if (o.point_to_point()) {
+    const bool sends = o.kind == CallKind::send;
+    P2p op{.device = sends ? const_cast<void*>(o.send) : o.recv, .host = {}, .count = o.count, .dtype = o.dtype,
+           .peer = o.peer, .sends = sends};
+    if (group_.open()) return group_.add(std::move(op), stream);
+    return run_group({std::move(op)}, stream);
+  }
+  OPTIMUS_CHECK(!group_.open(), "staged collectives: ", name_of(o.kind),
+                " inside a group (only send and recv are grouped here)");
   stream.synchronize();
-  std::vector<std::byte> host = rank() == root ? download(send, count * size_of(dtype), stream)
-                                               : std::vector<std::byte>(count * size_of(dtype));
-  transport_->broadcast(host.data(), count, dtype, root);
-  upload(recv, host, stream);
-}
-
-void StagedCollectives::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                               Sync sync, DeviceStream& stream) {
-  check_open("reduce");
-  stream.synchronize();
-  const std::vector<std::byte> in = download(send, count * size_of(dtype), stream);
-  std::vector<std::byte> out(rank() == root ? count * size_of(dtype) : 0);
-  void* to = rank() == root ? out.data() : nullptr;
-  reduction(sync, [&] { transport_->reduce(in.data(), to, count, dtype, op, root); },
-            [&] { return transport_->ireduce(in.data(), to, count, dtype, op, root); });
-  upload(recv, out, stream);
-}
-
-void StagedCollectives::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                   Sync sync, DeviceStream& stream) {
-  check_open("all_reduce");
-  stream.synchronize();
-  const std::vector<std::byte> in = download(send, count * size_of(dtype), stream);
-  std::vector<std::byte> out(count * size_of(dtype));
-  reduction(sync, [&] { transport_->all_reduce(in.data(), out.data(), count, dtype, op); },
-            [&] { return transport_->iall_reduce(in.data(), out.data(), count, dtype, op); });
-  upload(recv, out, stream);
-}
-
-void StagedCollectives::all_gather(const void* send, void* recv, std::size_t count, DType dtype,
-                                   DeviceStream& stream) {
-  check_open("all_gather");
-  stream.synchronize();
-  const std::vector<std::byte> in = download(send, count * size_of(dtype), stream);
-  std::vector<std::byte> out(count * size_of(dtype) * static_cast<std::size_t>(size()));
-  transport_->all_gather(in.data(), out.data(), count, dtype);
-  upload(recv, out, stream);
-}
-
-void StagedCollectives::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                       Sync sync, DeviceStream& stream) {
-  check_open("reduce_scatter");
-  stream.synchronize();
-  const std::vector<std::byte> in = download(send, count * size_of(dtype) * static_cast<std::size_t>(size()), stream);
-  std::vector<std::byte> out(count * size_of(dtype));
-  reduction(sync, [&] { transport_->reduce_scatter(in.data(), out.data(), count, dtype, op); },
-            [&] { return transport_->ireduce_scatter(in.data(), out.data(), count, dtype, op); });
-  upload(recv, out, stream);
-}
-
-void StagedCollectives::send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
-  check_open("send");
-  P2p op{.device = const_cast<void*>(buf), .host = {}, .count = count, .dtype = dtype, .peer = peer, .sends = true};
-  if (group_.open()) return group_.add(std::move(op), stream);
-  run_group({std::move(op)}, stream);
-}
-
-void StagedCollectives::recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
-  check_open("recv");
-  P2p op{.device = buf, .host = {}, .count = count, .dtype = dtype, .peer = peer, .sends = false};
-  if (group_.open()) return group_.add(std::move(op), stream);
-  run_group({std::move(op)}, stream);
+  const bool broadcast = o.kind == CallKind::broadcast;
+  std::vector<std::byte> in = download(o.send, o.send_bytes(size(), rank()), stream);
+  if (broadcast) in.resize(o.recv_bytes(size(), rank()));  // the values arrive in place
+  std::vector<std::byte> out(broadcast ? 0 : o.recv_bytes(size(), rank()));
+  std::vector<std::byte>& result = broadcast ? in : out;
+  transport_->start(o.on(in.data(), o.writes(rank()) ? result.data() : nullptr), o.reduces() ? sync : Sync::blocking)
+      .wait();
+  upload(o.recv, result, stream);
 }
 
 void StagedCollectives::group_start() { group_.start(); }

@@ -58,29 +58,29 @@ class NcclCollectives final : public DeviceCollectives {
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
 
-  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root, DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(nccl().ncclBroadcast(send, recv, count, nccl_type(dtype), root, comm_, stream(s)));
-  }
-  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync,
-              DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(nccl().ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, comm_, stream(s)));
-  }
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync,
-                  DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(nccl().ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
-  }
-  void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(nccl().ncclAllGather(send, recv, count, nccl_type(dtype), comm_, stream(s)));
-  }
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync,
-                      DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(nccl().ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_, stream(s)));
-  }
-  void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(nccl().ncclSend(buf, count, nccl_type(dtype), peer, comm_, stream(s)));
-  }
-  void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& s) override {
-    OPTIMUS_CHECK_NCCL(nccl().ncclRecv(buf, count, nccl_type(dtype), peer, comm_, stream(s)));
+  void run(const Operation& o, Sync, DeviceStream& s) override {
+    const ncclDataType_t t = nccl_type(o.dtype);
+    const cudaStream_t st = stream(s);
+    switch (o.kind) {
+      case CallKind::broadcast:
+        OPTIMUS_CHECK_NCCL(nccl().ncclBroadcast(o.send, o.recv, o.count, t, o.peer, comm_, st));
+        return;
+      case CallKind::reduce:
+        OPTIMUS_CHECK_NCCL(nccl().ncclReduce(o.send, o.recv, o.count, t, nccl_op(o.op), o.peer, comm_, st));
+        return;
+      case CallKind::all_reduce:
+        OPTIMUS_CHECK_NCCL(nccl().ncclAllReduce(o.send, o.recv, o.count, t, nccl_op(o.op), comm_, st));
+        return;
+      case CallKind::all_gather: OPTIMUS_CHECK_NCCL(nccl().ncclAllGather(o.send, o.recv, o.count, t, comm_, st)); return;
+      case CallKind::reduce_scatter:
+        OPTIMUS_CHECK_NCCL(nccl().ncclReduceScatter(o.send, o.recv, o.count, t, nccl_op(o.op), comm_, st));
+        return;
+      case CallKind::send: OPTIMUS_CHECK_NCCL(nccl().ncclSend(o.send, o.count, t, o.peer, comm_, st)); return;
+      case CallKind::recv: OPTIMUS_CHECK_NCCL(nccl().ncclRecv(o.recv, o.count, t, o.peer, comm_, st)); return;
+      case CallKind::barrier:
+      case CallKind::all_to_all: break;
+    }
+    OPTIMUS_FAIL("NCCL collectives: no single call for ", name_of(o.kind));
   }
   void group_start() override { OPTIMUS_CHECK_NCCL(nccl().ncclGroupStart()); }
   void group_end() override { OPTIMUS_CHECK_NCCL(nccl().ncclGroupEnd()); }

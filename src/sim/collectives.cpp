@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -36,15 +37,17 @@ void complete(Collectives::State& state, const Communicator& transport, Request 
 
 Access access(const void* p, std::size_t bytes, bool writes) { return {.begin = p, .bytes = bytes, .writes = writes}; }
 
-// A reduction through the transport: its blocking form where it sums in another order than its non-blocking one and
-// the caller waits at once (as a host grid calls it), the non-blocking form, abortable, otherwise.
-template <class Blocking, class Nonblocking>
-void reduction(Collectives::State& state, const Communicator& transport, bool blocking, Blocking&& run_blocking,
-               Nonblocking&& post) {
-  if (blocking) {
-    run_blocking();
-  } else {
-    complete(state, transport, post());
+// The stream work's name (a stream keeps the pointer).
+const char* work_name(CallKind kind) {
+  switch (kind) {
+    case CallKind::broadcast: return "sim broadcast";
+    case CallKind::reduce: return "sim reduce";
+    case CallKind::all_reduce: return "sim all_reduce";
+    case CallKind::all_gather: return "sim all_gather";
+    case CallKind::reduce_scatter: return "sim reduce_scatter";
+    case CallKind::send: return "sim send";
+    case CallKind::recv: return "sim recv";
+    default: return "sim collective";
   }
 }
 
@@ -81,84 +84,38 @@ void Collectives::queue(DeviceStream& stream, const char* name, std::vector<Acce
   });
 }
 
-void Collectives::broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
-                            DeviceStream& stream) {
-  const std::size_t bytes = count * size_of(dtype);
-  const bool is_root = rank() == root;
-  const void* from = is_root ? device_->translate(send, bytes, "sim broadcast, send buffer") : nullptr;
-  void* to = device_->translate(recv, bytes, "sim broadcast, receive buffer");
-  std::vector<Access> accesses{access(recv, bytes, true)};
-  if (is_root) accesses.push_back(access(send, bytes, false));
-  queue(stream, "sim broadcast", std::move(accesses), [t = transport_, st = state_, from, to, count, dtype, root] {
-    if (from != nullptr && from != to) std::memcpy(to, from, count * size_of(dtype));
-    complete(*st, *t, t->ibroadcast(to, count, dtype, root));
-  });
-}
-
-void Collectives::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                         Sync sync, DeviceStream& stream) {
-  const std::size_t bytes = count * size_of(dtype);
-  const void* from = device_->translate(send, bytes, "sim reduce, send buffer");
-  void* to = rank() == root ? device_->translate(recv, bytes, "sim reduce, receive buffer") : nullptr;
-  std::vector<Access> accesses{access(send, bytes, false)};
-  if (to != nullptr) accesses.push_back(access(recv, bytes, true));
-  const bool blocking = blocking_reductions_ && sync == Sync::blocking;
-  queue(stream, "sim reduce", std::move(accesses),
-        [t = transport_, st = state_, from, to, count, dtype, op, root, blocking] {
-          reduction(*st, *t, blocking, [&] { t->reduce(from, to, count, dtype, op, root); },
-                    [&] { return t->ireduce(from, to, count, dtype, op, root); });
+// The transport runs the operation on the host storage behind the buffers: a broadcast in place (the root's values
+// copied to its receive buffer first); a reduction blocking where the transport sums differently then and the caller
+// waits at once (as a host grid calls it); every other operation non-blocking, abortable.
+void Collectives::run(const Operation& o, Sync sync, DeviceStream& stream) {
+  const char* name = work_name(o.kind);
+  const std::size_t in = o.send_bytes(size(), rank()), out = o.recv_bytes(size(), rank());
+  const void* from =
+      o.reads(rank()) ? device_->translate(o.send, in, (std::string(name) + ", send buffer").c_str()) : nullptr;
+  void* to =
+      o.writes(rank()) ? device_->translate(o.recv, out, (std::string(name) + ", receive buffer").c_str()) : nullptr;
+  std::vector<Access> accesses;
+  if (o.reads(rank())) accesses.push_back(access(o.send, in, false));
+  if (o.writes(rank())) accesses.push_back(access(o.recv, out, true));
+  if (o.point_to_point()) {
+    const bool sends = o.kind == CallKind::send;
+    const P2p op{.host = sends ? const_cast<void*>(from) : to, .bytes = sends ? in : out, .peer = o.peer,
+                 .sends = sends};
+    if (!group_.open()) return queue_p2p(stream, {op}, std::move(accesses));
+    return group_.add({.op = op, .access = accesses.front()}, stream);
+  }
+  const bool blocking = blocking_reductions_ && sync == Sync::blocking && o.reduces();
+  const bool broadcast = o.kind == CallKind::broadcast;
+  queue(stream, name, std::move(accesses),
+        [t = transport_, st = state_, host = broadcast ? o.on(to, to) : o.on(from, to), from, to, in, broadcast,
+         blocking] {
+          if (broadcast && from != nullptr && from != to) std::memcpy(to, from, in);
+          if (blocking) {
+            t->start(host, Sync::blocking).wait();
+          } else {
+            complete(*st, *t, t->start(host, Sync::nonblocking));
+          }
         });
-}
-
-void Collectives::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
-                             DeviceStream& stream) {
-  const std::size_t bytes = count * size_of(dtype);
-  const void* from = device_->translate(send, bytes, "sim all_reduce, send buffer");
-  void* to = device_->translate(recv, bytes, "sim all_reduce, receive buffer");
-  const bool blocking = blocking_reductions_ && sync == Sync::blocking;
-  queue(stream, "sim all_reduce", {access(send, bytes, false), access(recv, bytes, true)},
-        [t = transport_, st = state_, from, to, count, dtype, op, blocking] {
-          reduction(*st, *t, blocking, [&] { t->all_reduce(from, to, count, dtype, op); },
-                    [&] { return t->iall_reduce(from, to, count, dtype, op); });
-        });
-}
-
-void Collectives::all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& stream) {
-  const std::size_t bytes = count * size_of(dtype), all = bytes * static_cast<std::size_t>(size());
-  const void* from = device_->translate(send, bytes, "sim all_gather, send buffer");
-  void* to = device_->translate(recv, all, "sim all_gather, receive buffer");
-  queue(stream, "sim all_gather", {access(send, bytes, false), access(recv, all, true)},
-        [t = transport_, st = state_, from, to, count, dtype] {
-          complete(*st, *t, t->iall_gather(from, to, count, dtype));
-        });
-}
-
-void Collectives::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                 Sync sync, DeviceStream& stream) {
-  const std::size_t bytes = count * size_of(dtype), all = bytes * static_cast<std::size_t>(size());
-  const void* from = device_->translate(send, all, "sim reduce_scatter, send buffer");
-  void* to = device_->translate(recv, bytes, "sim reduce_scatter, receive buffer");
-  const bool blocking = blocking_reductions_ && sync == Sync::blocking;
-  queue(stream, "sim reduce_scatter", {access(send, all, false), access(recv, bytes, true)},
-        [t = transport_, st = state_, from, to, count, dtype, op, blocking] {
-          reduction(*st, *t, blocking, [&] { t->reduce_scatter(from, to, count, dtype, op); },
-                    [&] { return t->ireduce_scatter(from, to, count, dtype, op); });
-        });
-}
-
-void Collectives::send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
-  const std::size_t bytes = count * size_of(dtype);
-  const P2p op{.host = const_cast<void*>(device_->translate(buf, bytes, "sim send")), .bytes = bytes, .peer = peer,
-               .sends = true};
-  if (!group_.open()) return queue_p2p(stream, {op}, {access(buf, bytes, false)});
-  group_.add({.op = op, .access = access(buf, bytes, false)}, stream);
-}
-
-void Collectives::recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) {
-  const std::size_t bytes = count * size_of(dtype);
-  const P2p op{.host = device_->translate(buf, bytes, "sim recv"), .bytes = bytes, .peer = peer, .sends = false};
-  if (!group_.open()) return queue_p2p(stream, {op}, {access(buf, bytes, true)});
-  group_.add({.op = op, .access = access(buf, bytes, true)}, stream);
 }
 
 void Collectives::group_start() { group_.start(); }

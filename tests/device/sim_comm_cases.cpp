@@ -121,8 +121,9 @@ TEST_CASE("the simulated NCCL refuses host memory, as NCCL cannot read it") {
     auto collectives = sim::Collectives::create(world, device);
     auto stream = device.create_stream();
     std::vector<float> host(4);
-    CHECK_THROWS_WITH_AS(collectives->all_reduce(host.data(), host.data(), 4, DType::f32, ReduceOp::sum,
-                                                                 optimus::Sync::nonblocking, *stream),
+    CHECK_THROWS_WITH_AS(collectives->run(optimus::Operation::all_reduce(host.data(), host.data(), 4, DType::f32,
+                                                                         ReduceOp::sum),
+                                          optimus::Sync::nonblocking, *stream),
                          doctest::Contains("is not device memory of sim device 0"), optimus::Error);
   });
 }
@@ -147,8 +148,8 @@ TEST_CASE("an exchange — both ranks send, then receive — completes: sends an
     auto raw = sim::Collectives::create(world, device);
     auto stream = device.create_stream();
     compute->synchronize();
-    raw->send(out.data(), 64, DType::f32, peer, *stream);
-    raw->recv(in.data(), 64, DType::f32, peer, *stream);
+    raw->run(optimus::Operation::send_to(out.data(), 64, DType::f32, peer, 0), optimus::Sync::nonblocking, *stream);
+    raw->run(optimus::Operation::recv_from(in.data(), 64, DType::f32, peer, 0), optimus::Sync::nonblocking, *stream);
     auto done = device.create_event();
     done->record(*stream);
     const auto start = std::chrono::steady_clock::now();

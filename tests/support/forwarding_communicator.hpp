@@ -30,48 +30,10 @@ class ForwardingCommunicator : public Communicator {
   // The decorator of a child split from the wrapped communicator.
   virtual std::unique_ptr<Communicator> decorate(std::unique_ptr<Communicator> child) = 0;
 
-  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override {
+  Request post(const Operation& operation, Sync sync) override {
     before_post();
-    if (sync == Sync::blocking) return (inner_->broadcast(buf, count, dtype, root), Request{});
-    return wrap(inner_->ibroadcast(buf, count, dtype, root));
-  }
-  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                      Sync sync) override {
-    before_post();
-    if (sync == Sync::blocking) return (inner_->reduce(send, recv, count, dtype, op, root), Request{});
-    return wrap(inner_->ireduce(send, recv, count, dtype, op, root));
-  }
-  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                          Sync sync) override {
-    before_post();
-    if (sync == Sync::blocking) return (inner_->all_reduce(send, recv, count, dtype, op), Request{});
-    return wrap(inner_->iall_reduce(send, recv, count, dtype, op));
-  }
-  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) override {
-    before_post();
-    if (sync == Sync::blocking) return (inner_->all_gather(send, recv, count, dtype), Request{});
-    return wrap(inner_->iall_gather(send, recv, count, dtype));
-  }
-  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                              Sync sync) override {
-    before_post();
-    if (sync == Sync::blocking) return (inner_->reduce_scatter(send, recv, count, dtype, op), Request{});
-    return wrap(inner_->ireduce_scatter(send, recv, count, dtype, op));
-  }
-  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) override {
-    before_post();
-    if (sync == Sync::blocking) return (inner_->send(buf, count, dtype, dest, tag), Request{});
-    return wrap(inner_->isend(buf, count, dtype, dest, tag));
-  }
-  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) override {
-    before_post();
-    if (sync == Sync::blocking) return (inner_->recv(buf, count, dtype, source, tag), Request{});
-    return wrap(inner_->irecv(buf, count, dtype, source, tag));
-  }
-  Request post_barrier(Sync sync) override {
-    before_post();
-    if (sync == Sync::blocking) return (inner_->barrier(), Request{});
-    return wrap(inner_->ibarrier());
+    if (sync == Sync::blocking) return (inner_->start(operation, Sync::blocking).wait(), Request{});
+    return wrap(inner_->start(operation, Sync::nonblocking));
   }
   std::unique_ptr<Communicator> do_split(int color, int key) override { return decorate(inner_->split(color, key)); }
 

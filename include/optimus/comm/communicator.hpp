@@ -3,9 +3,10 @@
 // Buffers are raw pointers with an element count and a DType; typed helpers below take spans.
 // Every operation exists blocking and non-blocking: `ibroadcast` returns a Request to wait on, and
 // `broadcast` is `ibroadcast(...).wait()`. Collectives must be called by every rank of the
-// communicator in the same order. The public functions validate arguments, count traffic (stats.hpp)
-// and then call the backend; backends implement the protected `post_*` functions. all_to_all is written here once, over
-// the backends' sends and receives.
+// communicator in the same order. Every public function makes an Operation (operation.hpp) and starts it: start()
+// validates its arguments, counts its traffic (stats.hpp) and names it for the watchdog, once for every backend; a
+// backend implements only post(), which moves the bytes. all_to_all is written here once, over the backends' sends and
+// receives.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "optimus/comm/operation.hpp"
 #include "optimus/comm/stats.hpp"
 #include "optimus/core/device.hpp"
 #include "optimus/core/dtype.hpp"
@@ -218,6 +220,10 @@ class Communicator {
   void send(const void* buf, std::size_t count, DType dtype, int dest, int tag);
   void recv(void* buf, std::size_t count, DType dtype, int source, int tag);
   void barrier();
+  // The operation (any kind but all_to_all) checked, counted and posted: what every call above does. With
+  // Sync::blocking the backend may complete it before returning; wait on the request either way. (For decorators and
+  // for collectives that run a host transport's operation on their own buffers.)
+  Request start(const Operation& operation, Sync sync);
 
   // Typed conveniences.
   template <class T>
@@ -257,7 +263,7 @@ class Communicator {
   // The job this communicator belongs to (JobState): shared with the communicators split from it and created over it.
   const std::shared_ptr<JobState>& job() const { return job_; }
 
-  // For the backends' pending requests. The operation being posted: set by the public call just before post_*.
+  // For the backends' pending requests. The operation being posted: set by start() just before post().
   const CallLabel& posting() const { return posting_; }
   // The watchdog's error: `call` on this communicator did not complete within timeout(); `missing`: the ranks (of this
   // communicator) that have not joined it, when known; `more`: what else the backend knows ("; world rank 1 on host a
@@ -285,18 +291,9 @@ class Communicator {
   // `job`: a new JobState for a world, the parent's for a communicator split or created over another.
   Communicator(int rank, int size, std::shared_ptr<JobState> job);
 
-  // Backends start the operation; with Sync::blocking they may complete it before returning.
-  virtual Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) = 0;
-  virtual Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                              Sync sync) = 0;
-  virtual Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                  Sync sync) = 0;
-  virtual Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) = 0;
-  virtual Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                                      Sync sync) = 0;
-  virtual Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) = 0;
-  virtual Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) = 0;
-  virtual Request post_barrier(Sync sync) = 0;
+  // The backend's transport: moves `operation`'s bytes, once start() has checked and counted it; with Sync::blocking
+  // it may complete the operation before returning.
+  virtual Request post(const Operation& operation, Sync sync) = 0;
   // ibroadcast_view's backend half: fills `lease` (see BroadcastView::Lease). By default a broadcast into buf.
   virtual Request post_broadcast_view(void* buf, std::size_t count, DType dtype, int root,
                                       const std::shared_ptr<BroadcastView::Lease>& lease);
@@ -306,21 +303,13 @@ class Communicator {
 
 
  private:
-  // Check arguments, count traffic, then call the backend.
-  Request start_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync);
-  Request start_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync sync);
-  Request start_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync);
-  Request start_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync);
-  Request start_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync);
-  Request start_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync);
-  Request start_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync);
-  Request start_barrier(Sync sync);
+  // Checks `operation`'s arguments, names it for the watchdog and counts its traffic (start() without the post).
+  void check_and_count(const Operation& operation);
   // all_to_all of either form: written once, over the backend's sends and receives (the device communicator groups
   // them, as NCCL's all-to-all is a group of sends and receives), one request completing with all of them.
   Request start_all_to_all(const void* send, std::span<const std::size_t> send_counts, void* recv,
                            std::span<const std::size_t> recv_counts, DType dtype);
   void check_peer(int peer, const char* what) const;
-  void count_broadcast(std::size_t count, DType dtype, int root);  // checks, labels and counts a broadcast
   void check_reducible(DType dtype, const char* what) const;
   void label(CallKind kind);  // posting_ for the call about to be posted (refused once the job has failed)
   void refuse_after_failure(std::string_view what) const;  // throws once the job has failed

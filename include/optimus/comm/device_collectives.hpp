@@ -27,23 +27,14 @@ class DeviceCollectives {
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "nccl", "sim"
 
-  // Queued on `stream`, on device buffers; the arguments as Communicator's (broadcast: the root's `send` to every
-  // rank's `recv`). `sync` says how the caller will wait: NCCL ignores it; the simulated NCCL over MPI runs MPI's
-  // blocking or non-blocking reduction accordingly — their summation orders differ — so that a device grid's results
-  // equal a host grid's bit for bit.
-  virtual void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
-                         DeviceStream& stream) = 0;
-  virtual void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync sync,
-                      DeviceStream& stream) = 0;
-  virtual void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
-                          DeviceStream& stream) = 0;
-  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& stream) = 0;
-  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
-                              DeviceStream& stream) = 0;
+  // Queues `operation` (any kind but barrier and all_to_all) on `stream`, on device buffers. A broadcast moves the
+  // root's send to every rank's recv (they may be one buffer); a reduce's recv is the root's alone (null elsewhere); the
+  // tag of a send or receive is ignored. `sync` says how the caller will wait: NCCL ignores it; the simulated NCCL over
+  // MPI runs MPI's blocking or non-blocking reduction accordingly — their summation orders differ — so that a device
+  // grid's results equal a host grid's bit for bit.
   // A send blocks its stream until the peer's matching receive runs, and the other way round: sends and receives
   // that must progress together (an exchange between two ranks) go between group_start() and group_end().
-  virtual void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) = 0;
-  virtual void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) = 0;
+  virtual void run(const Operation& operation, Sync sync, DeviceStream& stream) = 0;
   virtual void group_start() = 0;
   virtual void group_end() = 0;
 

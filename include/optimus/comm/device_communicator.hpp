@@ -62,17 +62,7 @@ class DeviceCommunicator final : public Communicator {
   DeviceStream& stream() const;
 
  protected:
-  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override;
-  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                      Sync sync) override;
-  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                          Sync sync) override;
-  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) override;
-  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                              Sync sync) override;
-  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) override;
-  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) override;
-  Request post_barrier(Sync sync) override;
+  Request post(const Operation& operation, Sync sync) override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
   void timeout_changed() override;
 

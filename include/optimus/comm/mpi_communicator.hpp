@@ -29,17 +29,7 @@ class MpiCommunicator final : public Communicator {
   std::string host_of(int world_rank) const override;
 
  protected:
-  Request post_broadcast(void* buf, std::size_t count, DType dtype, int root, Sync sync) override;
-  Request post_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root,
-                      Sync sync) override;
-  Request post_all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                          Sync sync) override;
-  Request post_all_gather(const void* send, void* recv, std::size_t count, DType dtype, Sync sync) override;
-  Request post_reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
-                              Sync sync) override;
-  Request post_send(const void* buf, std::size_t count, DType dtype, int dest, int tag, Sync sync) override;
-  Request post_recv(void* buf, std::size_t count, DType dtype, int source, int tag, Sync sync) override;
-  Request post_barrier(Sync sync) override;
+  Request post(const Operation& operation, Sync sync) override;
   std::unique_ptr<Communicator> do_split(int color, int key) override;
   // With a timeout, operations are posted non-blocking and waited on with a deadline; the ranks on this node count
   // the collectives they have posted in shared memory (NodeCounters), so a wait that expires names those that lag, and
@@ -59,7 +49,7 @@ class MpiCommunicator final : public Communicator {
   // Posts a call: the blocking form, or with a timeout (or `sync` non-blocking) the non-blocking one in a request the
   // watchdog waits on; `peer` is the other rank of a send or receive (-1 for a collective).
   template <class Blocking, class Nonblocking>
-  Request start(Sync sync, int peer, Blocking&& blocking, Nonblocking&& nonblocking);
+  Request issue(Sync sync, int peer, Blocking&& blocking, Nonblocking&& nonblocking);
 
   MPI_Comm comm_;
   bool owned_;

@@ -31,17 +31,7 @@ class StagedCollectives final : public DeviceCollectives {
   int size() const override { return transport_->size(); }
   std::string backend() const override { return transport_->backend() + "-staged"; }
 
-  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
-                 DeviceStream& stream) override;
-  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync sync,
-              DeviceStream& stream) override;
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
-                  DeviceStream& stream) override;
-  void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& stream) override;
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
-                      DeviceStream& stream) override;
-  void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) override;
-  void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) override;
+  void run(const Operation& operation, Sync sync, DeviceStream& stream) override;
   void group_start() override;
   void group_end() override;
   void check_async_errors() override {}  // every failure is thrown by the operation itself
@@ -60,8 +50,6 @@ class StagedCollectives final : public DeviceCollectives {
     int peer;
     bool sends;
   };
-  // Throws once the collectives were aborted.
-  void check_open(const char* op) const;
   // The bytes of device buffer p, after the stream's work (which the caller waited for); and the way back.
   std::vector<std::byte> download(const void* p, std::size_t bytes, DeviceStream& stream);
   void upload(void* p, const std::vector<std::byte>& host, DeviceStream& stream);

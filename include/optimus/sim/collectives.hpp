@@ -40,17 +40,7 @@ class Collectives final : public DeviceCollectives {
   int size() const override { return transport_->size(); }
   std::string backend() const override { return "sim-nccl"; }
 
-  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
-                 DeviceStream& stream) override;
-  void reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root, Sync sync,
-              DeviceStream& stream) override;
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
-                  DeviceStream& stream) override;
-  void all_gather(const void* send, void* recv, std::size_t count, DType dtype, DeviceStream& stream) override;
-  void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, Sync sync,
-                      DeviceStream& stream) override;
-  void send(const void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) override;
-  void recv(void* buf, std::size_t count, DType dtype, int peer, DeviceStream& stream) override;
+  void run(const Operation& operation, Sync sync, DeviceStream& stream) override;
   void group_start() override;
   void group_end() override;
   void check_async_errors() override;

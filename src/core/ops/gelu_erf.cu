@@ -4,24 +4,16 @@
 
 #include <cstdint>
 
-#include "optimus/core/error.hpp"
+#include "block_reduce.cuh"
+#include "optimus/core/cuda_check.hpp"
 
 namespace optimus::ops::detail {
 namespace {
 
-constexpr int kThreads = 256;
+using cuda::detail::blocks_for;
+using cuda::detail::kThreads;
+
 constexpr float kRsqrt2 = 0.70710678118654752f, kRsqrt2Pi = 0.39894228040143268f;
-
-unsigned blocks_for(std::int64_t n) {
-  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
-}
-
-void check_launch(const char* what) {
-  const cudaError_t status = cudaGetLastError();
-  OPTIMUS_CHECK(status == cudaSuccess, what, " failed to launch: ", cudaGetErrorName(status), ": ",
-                cudaGetErrorString(status));
-}
 
 __global__ void forward_kernel(const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; i < n;
@@ -43,13 +35,13 @@ __global__ void backward_kernel(const float* x, const float* dy, float* dx, std:
 void gelu_erf_forward_cuda(const float* x, float* y, std::int64_t n, void* stream) {
   if (n == 0) return;
   forward_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, n);
-  check_launch("gelu_erf_forward");
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
 void gelu_erf_backward_cuda(const float* x, const float* dy, float* dx, std::int64_t n, void* stream) {
   if (n == 0) return;
   backward_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, dy, dx, n);
-  check_launch("gelu_erf_backward");
+  OPTIMUS_CHECK_CUDA(cudaGetLastError());
 }
 
 }  // namespace optimus::ops::detail
