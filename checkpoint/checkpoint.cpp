@@ -22,7 +22,9 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int format_version = 1;
+// 2: the layout records the mesh (grid/mesh.hpp) by name; 1 spelled it as a kind ("2d", "1d") with q or p, dp (2D
+// only) and pp. Both are read.
+constexpr int format_version = 2;
 
 void fsync_directory(const fs::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -165,9 +167,12 @@ Placement placement_of(Gpt<F>& model) {
   const pipeline::Schedule& schedule = model.schedule();
   Communicator& holders = F::holders(model.place());
   const bool writer = grid.dp_index() == 0, first = grid.stage() == schedule.stage_of(0);
-  json layout{{"kind", F::kind}};
-  for (const auto& [name, value] : F::shape(model.place())) layout[name] = value;
-  layout["pp"] = schedule.stages;
+  const Mesh mesh = model.place().mesh();
+  json layout{{"mesh",
+               {{"dp", mesh.dp},
+                {"pp", mesh.pp},
+                {"tensor", mesh.tensor == TensorParallel::two_d ? "2d" : "1d"},
+                {"side", mesh.side}}}};
   layout["schedule"] = std::string(pipeline::name_of(schedule.kind));
   layout["chunks"] = schedule.chunks;
   return {.holders = &holders,
@@ -292,6 +297,19 @@ IoStats save_model(const fs::path& target, Model& model, AdamW<T>* optimizer, co
   return stats;
 }
 
+// A checkpoint's mesh: recorded by name (version 2), or spelled as version 1 did ("kind" 2d with q and dp, or 1d with
+// p, and pp; a 1D checkpoint of version 1 did not record its replicas: 1).
+Mesh mesh_from(const json& layout, int version) {
+  const json& m = version >= 2 ? layout.at("mesh") : layout;
+  const std::string tensor = version >= 2 ? m.at("tensor").get<std::string>() : m.at("kind").get<std::string>();
+  OPTIMUS_CHECK(tensor == "2d" || tensor == "1d", "tensor parallelism '", tensor, "' is neither 2d nor 1d");
+  const bool two_d = tensor == "2d";
+  return {.dp = m.value("dp", 1),
+          .pp = m.value("pp", 1),
+          .tensor = two_d ? TensorParallel::two_d : TensorParallel::one_d,
+          .side = version >= 2 ? m.at("side").get<int>() : m.at(two_d ? "q" : "p").get<int>()};
+}
+
 }  // namespace
 
 Info inspect(const fs::path& target) {
@@ -300,19 +318,16 @@ Info inspect(const fs::path& target) {
   const fs::path file = dir / "metadata.json";
   try {
     OPTIMUS_CHECK(body.at("format") == "optimus-checkpoint", "not an Optimus checkpoint");
-    OPTIMUS_CHECK(body.at("version") == format_version, "format version ", body.at("version").dump(),
-                  " (this build reads ", format_version, ")");
+    const int version = body.at("version").is_number_integer() ? body.at("version").get<int>() : 0;
+    OPTIMUS_CHECK(version == 1 || version == format_version, "format version ", body.at("version").dump(),
+                  " (this build reads 1 to ", format_version, ")");
     Info info{.config = config_from(body.at("config")),
               .state = {.step = body.at("step"), .run = body.value("run", ""), .extra = body.at("extra")},
               .adamw = {},
               .adamw_steps = 0,
               .has_optimizer = body.contains("adamw"),
               .dtype = body.at("dtype"),
-              .layout = body.at("layout").at("kind"),
-              .q = body.at("layout").value("q", 0),
-              .dp = body.at("layout").value("dp", 1),
-              .p = body.at("layout").value("p", 0),
-              .pp = body.at("layout").value("pp", 1),
+              .mesh = mesh_from(body.at("layout"), version),
               .bytes = body.at("bytes")};
     if (info.has_optimizer) {
       const json& a = body.at("adamw");

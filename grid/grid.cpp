@@ -15,9 +15,7 @@ namespace {
 
 // What create() fixes.
 struct Topology {
-  int q = 1;
-  int dp = 1;
-  int pp = 1;
+  Mesh mesh;  // the grid's dimensions: its replicas, stages and q
   int row_index = 0;  // i
   int col_index = 0;  // j
   int dp_index = 0;
@@ -44,12 +42,13 @@ Grid::State& Grid::state() const {
   return *state_;
 }
 
-int Grid::q() const { return state().topology.q; }
-int Grid::dp() const { return state().topology.dp; }
+const Mesh& Grid::mesh() const { return state().topology.mesh; }
+int Grid::q() const { return state().topology.mesh.side; }
+int Grid::dp() const { return state().topology.mesh.dp; }
 int Grid::row_index() const { return state().topology.row_index; }
 int Grid::col_index() const { return state().topology.col_index; }
 int Grid::dp_index() const { return state().topology.dp_index; }
-int Grid::pp() const { return state().topology.pp; }
+int Grid::pp() const { return state().topology.mesh.pp; }
 int Grid::stage() const { return state().topology.stage; }
 Communicator& Grid::row() const { return *state().topology.row; }
 Communicator& Grid::col() const { return *state().topology.col; }
@@ -99,11 +98,8 @@ Grid Grid::create(Communicator& world, int q, int pp) {
   const int p = q * q;
   auto s = std::make_shared<State>();
   Topology& t = s->topology;
-  const Mesh mesh{.dp = world.size() / (pp * p), .pp = pp, .tensor = TensorParallel::two_d, .side = q};
-  const Mesh::Coordinates at = mesh.of(world.rank());
-  t.q = q;
-  t.pp = pp;
-  t.dp = mesh.dp;
+  t.mesh = Mesh{.dp = world.size() / (pp * p), .pp = pp, .tensor = TensorParallel::two_d, .side = q};
+  const Mesh::Coordinates at = t.mesh.of(world.rank());
   t.dp_index = at.replica;
   t.stage = at.stage;
   t.row_index = at.tensor_rank / q;

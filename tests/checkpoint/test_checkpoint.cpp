@@ -193,7 +193,8 @@ TEST_CASE("resume on the same layout is bitwise the uninterrupted run (dropout o
   // Rank 0 reads exactly its own file's data on the same layout: its header plus what it wrote, no more.
   const optimus::checkpoint::Info info = optimus::checkpoint::inspect(dir / "step_4");
   CHECK(info.state.step == 4);
-  CHECK(info.q == 2);
+  CHECK(info.mesh.tensor == optimus::TensorParallel::two_d);
+  CHECK(info.mesh.side == 2);
   CHECK(info.adamw_steps == 4);
   CHECK(io.bytes_read == fs::file_size(dir / "step_4" / "rank_00000.safetensors"));
   fs::remove_all(dir);
@@ -216,6 +217,50 @@ TEST_CASE("a checkpoint saved at q = 2 loads at q = 1, q = 3 and dp = 2 x q = 2:
       CHECK(std::abs(other.losses[k] - same.losses[k]) <= 1e-5 * std::abs(same.losses[k]));
     }
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the mesh: recorded by name, and a checkpoint of format 1 (its older spelling) still loads bit for bit") {
+  const fs::path dir = fresh_directory("mesh_record");
+  train_and_save(dir, 2);
+  const fs::path step = dir / "step_2";
+  const optimus::checkpoint::Info info = optimus::checkpoint::inspect(step);
+  CHECK(info.mesh.dp == 1);
+  CHECK(info.mesh.pp == 1);
+  CHECK(info.mesh.tensor == optimus::TensorParallel::two_d);
+  CHECK(info.mesh.side == 2);
+  const Saved now = load_and_continue(step, 4, 2, 1, nullptr);
+  // What version 1 wrote for a 2D run: the kind, q, dp and pp beside the schedule.
+  rewrite_metadata(step / "metadata.json", [](nlohmann::json& body) {
+    nlohmann::json& layout = body["layout"];
+    CHECK(layout.at("mesh") == nlohmann::json{{"dp", 1}, {"pp", 1}, {"tensor", "2d"}, {"side", 2}});
+    layout.erase("mesh");
+    layout["kind"] = "2d";
+    layout["q"] = 2;
+    layout["dp"] = 1;
+    layout["pp"] = 1;
+    body["version"] = 1;
+  });
+  const optimus::checkpoint::Info old = optimus::checkpoint::inspect(step);
+  CHECK(old.mesh.describe() == info.mesh.describe());
+  const Saved then = load_and_continue(step, 4, 2, 1, nullptr);
+  CHECK(then.state == now.state);
+  CHECK(then.losses == now.losses);
+  // A 1D checkpoint of version 1 named p (and no replicas); a later version is refused naming it.
+  rewrite_metadata(step / "metadata.json", [](nlohmann::json& body) {
+    nlohmann::json& layout = body["layout"];
+    layout.erase("q");
+    layout.erase("dp");
+    layout["kind"] = "1d";
+    layout["p"] = 4;
+  });
+  const optimus::Mesh one_d = optimus::checkpoint::inspect(step).mesh;
+  CHECK(one_d.tensor == optimus::TensorParallel::one_d);
+  CHECK(one_d.side == 4);
+  CHECK(one_d.dp == 1);
+  rewrite_metadata(step / "metadata.json", [](nlohmann::json& body) { body["version"] = 3; });
+  CHECK_THROWS_WITH_AS(optimus::checkpoint::inspect(step), doctest::Contains("format version 3 (this build reads 1 to 2)"),
+                       optimus::Error);
   fs::remove_all(dir);
 }
 
@@ -252,8 +297,8 @@ TEST_CASE("a q = 2 checkpoint loads into the 1D baseline at p = 4, and the 1D ba
   }
   // What the 1D run wrote: its layout, and each element once (replicated tensors by group rank 0 only).
   const optimus::checkpoint::Info info = optimus::checkpoint::inspect(dir / "step_5");
-  CHECK(info.layout == "1d");
-  CHECK(info.p == 4);
+  CHECK(info.mesh.tensor == optimus::TensorParallel::one_d);
+  CHECK(info.mesh.side == 4);
   CHECK(info.bytes == optimus::checkpoint::inspect(dir / "step_3").bytes);
   // 1D -> 2D at q = 2: the state bit for bit and step 6 within f32 rounding; 1D -> 1D: step 6 bit for bit.
   const Saved two_d = load_and_continue(dir / "step_5", 4, 2, 1, nullptr);

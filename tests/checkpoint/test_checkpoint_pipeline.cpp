@@ -152,7 +152,7 @@ TEST_CASE("a pipeline's checkpoint resumes bitwise in the whole model and in oth
   const Run saved = train({.q = 1, .stages = 2}, {}, 1, 2, dir / "step_2");
   CHECK(saved.losses == std::vector<double>(whole.losses.begin(), whole.losses.begin() + 2));
   const optimus::checkpoint::Info info = optimus::checkpoint::inspect(dir / "step_2");
-  CHECK(info.pp == 2);
+  CHECK(info.mesh.pp == 2);
   CHECK(info.adamw_steps == 2);
   CHECK(fs::exists(dir / "step_2" / "rank_00001.safetensors"));
   const std::vector<double> rest(whole.losses.begin() + 2, whole.losses.end());

@@ -11,9 +11,10 @@
 //                                  each stored as the rectangles of the global GPT-2 tensor it covers (c_attn's
 //                                  head-grouped columns are three rectangles per rank)
 //     metadata.json                the commit marker: the model's config, the step, AdamW's settings and steps,
-//                                  the saved layout, each file's size and header checksum, and for every tensor its
-//                                  global shape and rectangles: which file, where, and an XXH3-64 checksum per 1 MiB
-//                                  chunk of its bytes; the whole carries its own checksum
+//                                  the saved layout (its mesh by name, schedule, chunks), each file's size and header
+//                                  checksum, and for every tensor its global shape and rectangles: which file, where,
+//                                  and an XXH3-64 checksum per 1 MiB chunk of its bytes; the whole carries its own
+//                                  checksum
 //
 // Writes are atomic: every file goes to `.step_10.partial` beside the target and is fsynced; rank 0 writes
 // metadata.json last, fsyncs the directory, and renames it to `step_10` (or, where `step_10` exists, exchanges the two
@@ -64,9 +65,7 @@ struct Info {
   int adamw_steps = 0;
   bool has_optimizer = false;
   std::string dtype;  // "F32" or "F64"
-  std::string layout;  // the layout it was saved from: "2d" (q x q grids, dp replicas) or "1d" (groups of p ranks)
-  int q = 0, dp = 1, p = 0;
-  int pp = 1;  // pipeline stages
+  Mesh mesh;          // the job it was saved from: replicas, pipeline stages, a stage's q x q grid or group of p ranks
   std::uint64_t bytes = 0;  // of all its tensor data
 };
 

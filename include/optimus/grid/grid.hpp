@@ -31,6 +31,7 @@
 #include "optimus/core/ops.hpp"
 #include "optimus/core/timeline.hpp"
 #include "optimus/grid/execution.hpp"
+#include "optimus/grid/mesh.hpp"
 
 namespace optimus {
 
@@ -56,7 +57,8 @@ class Grid {
   // Whether two handles name the same grid.
   bool same(const Grid& other) const { return state_ == other.state_; }
 
-  // The topology.
+  // The topology: the grid's mesh (its replicas, stages and q; grid/mesh.hpp) and this rank's place in it.
+  const Mesh& mesh() const;
   int q() const;
   int dp() const;
   int row_index() const;  // i

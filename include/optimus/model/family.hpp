@@ -31,11 +31,6 @@ struct TwoD {
   static constexpr bool one_d = false;
 
   static const Grid& grid(const Grid& place) { return place; }
-  // What a checkpoint records of the place: its kind and shape.
-  static constexpr const char* kind = "2d";
-  static std::vector<std::pair<std::string, int>> shape(const Grid& place) {
-    return {{"q", place.q()}, {"dp", place.dp()}};
-  }
   static Communicator& holders(const Grid& place) { return place.grid(); }
   static void validate(const GptConfig& config, const Grid& place) { validate_for_grid(config, place.q()); }
   static void mark_replicated(std::vector<ParameterRef<T>>&, std::size_t, const Grid&) {}  // 2D tensors are split
@@ -50,8 +45,6 @@ struct OneD {
   using Head = megatron::LmHead1D<T>;
   static constexpr const char* name = "Gpt1D";
   static constexpr bool one_d = true;
-  static constexpr const char* kind = "1d";
-  static std::vector<std::pair<std::string, int>> shape(const megatron::Group& place) { return {{"p", place.size()}}; }
 
   // The group's q = 1 grid: activations [N, h] replicated on the group's ranks; stage() and pipe() the pipeline's.
   static const Grid& grid(const megatron::Group& place) { return place.local(); }

@@ -36,6 +36,10 @@ class Group {
   int size() const { return tp_->size(); }
   int rank() const { return tp_->rank(); }
   const Grid& local() const { return local_; }  // q = 1 grid of this rank alone
+  // The job's mesh as this group sees it: the local grid's replicas and stages, 1D tensor parallelism over size().
+  Mesh mesh() const {
+    return {.dp = local_.dp(), .pp = local_.pp(), .tensor = TensorParallel::one_d, .side = size()};
+  }
   MemoryTracker& memory() const { return local_.memory(); }
   // Where the layers made on this group keep their tensors and run their local work (Grid::place_on on the local
   // grid). `tp` must move buffers there (Communicator::takes_buffers_on), or optimus::Error names it.
