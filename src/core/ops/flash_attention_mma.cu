@@ -138,6 +138,50 @@ constexpr int key_kernel_bytes() {
          (2 * kBackwardTile + arriving) * static_cast<int>(sizeof(float));
 }
 
+// The forward's probabilities p [16 rows, W keys from j0] of this thread's fragments through the dropout (the counter
+// RNG's mask of the rows and keys), after they were added to the row sums (the softmax normalizes the undropped ones).
+template <int W>
+__device__ __forceinline__ void drop_probabilities(float (&s)[W / 8][4], const AttentionGeometry& g,
+                                                   std::uint64_t mask_row, const std::int64_t (&row)[2],
+                                                   std::int64_t j0, int t2) {
+#pragma unroll
+  for (int n = 0; n < W / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float p = s[n][e];
+      s[n][e] = p == 0.0f ? 0.0f
+                          : dropped(p, g, mask_row + static_cast<std::uint64_t>(row[e >> 1]),
+                                    j0 + n * 8 + t2 + (e & 1));
+    }
+  }
+}
+
+// The forward's results from this thread's accumulators: out [b*s, width] = o / sum (rows below seq, columns below
+// d), and each row's log-sum-exp, in natural units, by the thread of its quad that holds column 0.
+template <int D, class In, class Out>
+__device__ __forceinline__ void store_forward(const float (&o)[D / 8][4], const float (&max)[2], float (&sum)[2],
+                                              const Head<In>& h, const AttentionGeometry& g,
+                                              const std::int64_t (&row)[2], int lane, int t2, Out* out,
+                                              float* lse) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) sum[r] = row_sum(sum[r]);
+#pragma unroll
+  for (int c = 0; c < D / 8; ++c) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const std::int64_t i = row[e >> 1], col = c * 8 + t2 + (e & 1);
+      if (i < g.seq && col < g.d) {
+        out[(h.b * g.seq + i) * h.width + h.head * g.d + col] = written(o[c][e] / sum[e >> 1], out);
+      }
+    }
+  }
+  if ((lane & 3) != 0) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row[r] < g.seq) lse[(h.b * g.heads + h.head) * g.seq + row[r]] = (max[r] + log2f(sum[r])) * kLn2;
+  }
+}
+
 // ---- forward: a block of 64 queries against key tiles of 64 -------------------------------------------------------
 template <int D, Tiles tiles, class In, class Out>
 __global__ void __launch_bounds__(mma_tiles::kThreads)
@@ -196,18 +240,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
             sum[e >> 1] += s[n][e];
           }
         }
-        if (g.dropout > 0.0) {
-#pragma unroll
-          for (int n = 0; n < kForwardKeys / 8; ++n) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const float p = s[n][e];
-              s[n][e] = p == 0.0f ? 0.0f
-                                  : dropped(p, g, mask_row + static_cast<std::uint64_t>(row[e >> 1]),
-                                            j0 + n * 8 + t2 + (e & 1));
-            }
-          }
-        }
+        if (g.dropout > 0.0) drop_probabilities<kForwardKeys>(s, g, mask_row, row, j0, t2);
 #pragma unroll
         for (int c = 0; c < D / 8; ++c) {
           o[c][0] *= rescale[0];
@@ -217,23 +250,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         }
         mma_columns<kForwardKeys, D>(o, s, values, D + kPad);
       });
-#pragma unroll
-  for (int r = 0; r < 2; ++r) sum[r] = row_sum(sum[r]);
-#pragma unroll
-  for (int c = 0; c < D / 8; ++c) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const std::int64_t i = row[e >> 1], col = c * 8 + t2 + (e & 1);
-      if (i < g.seq && col < g.d) {
-        out[(h.b * g.seq + i) * h.width + h.head * g.d + col] = written(o[c][e] / sum[e >> 1], out);
-      }
-    }
-  }
-  if ((lane & 3) != 0) return;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (row[r] < g.seq) lse[(h.b * g.heads + h.head) * g.seq + row[r]] = (max[r] + log2f(sum[r])) * kLn2;
-  }
+  store_forward<D>(o, max, sum, h, g, row, lane, t2, out, lse);
 }
 
 // ---- backward, per block of 64 queries: dQ = sum_j dS K, with D from attention_delta --------------------------------
@@ -301,22 +318,95 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   }
 }
 
+// The dK/dV kernel's shared memory: its K and V rows, the tile's dO in bf16, its query tiles (two when async), the
+// tile's log-sum-exps (log2 units) and row terms D, and when async the copies that arrive for them (kBuffers<tiles> x
+// ([kBackwardTile][D] of dO, then [kBackwardTile] log-sum-exps and D), as stored); key_kernel_bytes in all.
+template <int D, Tiles tiles>
+struct KeyKernelShared {
+  static constexpr int kTile = kBackwardTile * (D + kPad);
+  static constexpr int kArriving = (D + 2) * kBackwardTile;
+  bf16x* keys;          // [kRows][D + kPad]
+  bf16x* values;        // [kRows][D + kPad]
+  bf16x* grads;         // [kBackwardTile][D + kPad]: dO
+  bf16x* query_buffer;  // kBuffers<tiles> x [kBackwardTile][D + kPad]
+  float* lses;          // [kBackwardTile], log2 units
+  float* deltas;        // [kBackwardTile]
+  float* arriving;      // async only
+  __device__ explicit KeyKernelShared(unsigned char* shared)
+      : keys(reinterpret_cast<bf16x*>(shared)),
+        values(keys + kRows * (D + kPad)),
+        grads(values + kRows * (D + kPad)),
+        query_buffer(grads + kTile),
+        lses(reinterpret_cast<float*>(query_buffer + kBuffers<tiles> * kTile)),
+        deltas(lses + kBackwardTile),
+        arriving(deltas + kBackwardTile) {}
+};
+
+// Async: the copies of query tile i0's dO rows and row terms as stored (zeros past seq) into `to`, arriving with the
+// tile's queries.
+template <int D, class In>
+__device__ __forceinline__ void copy_query_terms(float* to, const Head<In>& h, const AttentionGeometry& g,
+                                                 const float* lse, const float* delta, std::int64_t lse_row,
+                                                 std::int64_t i0) {
+  copy_rows_async<kBackwardTile, D, D>(to, h.dout, i0);
+  if (threadIdx.x < kBackwardTile) {
+    const std::int64_t i = i0 + threadIdx.x, at = i < g.seq ? lse_row + i : 0;
+    copy_async_4(to + kBackwardTile * D + threadIdx.x, lse + at, i < g.seq);
+    copy_async_4(to + (D + 1) * kBackwardTile + threadIdx.x, delta + at, i < g.seq);
+  }
+}
+
+// The stage of query tile i0 in the dK/dV kernel: its dO rounded to bf16 and its queries' row terms (zeros past seq)
+// into shared memory — async: from the copies that arrived at `from`; converted: read now.
+template <int D, Tiles tiles, class In>
+__device__ __forceinline__ void stage_query_terms(const KeyKernelShared<D, tiles>& m, const float* from,
+                                                  const Head<In>& h, const AttentionGeometry& g, const float* lse,
+                                                  const float* delta, std::int64_t lse_row, std::int64_t i0) {
+  if constexpr (tiles == Tiles::async) {
+    stage_rows<kBackwardTile, D>(m.grads, Operand<float>(from, D, kBackwardTile, D), 0);
+    if (threadIdx.x < kBackwardTile) {
+      m.lses[threadIdx.x] = from[kBackwardTile * D + threadIdx.x] * kLog2e;
+      m.deltas[threadIdx.x] = from[(D + 1) * kBackwardTile + threadIdx.x];
+    }
+  } else {
+    stage_rows<kBackwardTile, D>(m.grads, h.dout, i0);
+    if (threadIdx.x < kBackwardTile) {
+      const std::int64_t i = i0 + threadIdx.x;
+      m.lses[threadIdx.x] = i < g.seq ? lse[lse_row + i] * kLog2e : 0.0f;
+      m.deltas[threadIdx.x] = i < g.seq ? delta[lse_row + i] : 0.0f;
+    }
+  }
+}
+
+// The dK/dV kernel's results from this thread's accumulators into dqkv's K and V columns (keys below seq, columns
+// below d).
+template <int D, class In>
+__device__ __forceinline__ void store_key_gradients(const float (&dk)[D / 8][4], const float (&dv)[D / 8][4],
+                                                    const Head<In>& h, const AttentionGeometry& g,
+                                                    const std::int64_t (&key)[2], int t2, float* dqkv) {
+#pragma unroll
+  for (int c = 0; c < D / 8; ++c) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const std::int64_t j = key[e >> 1], col = c * 8 + t2 + (e & 1);
+      if (j >= g.seq || col >= g.d) continue;
+      float* out = dqkv + (h.b * g.seq + j) * 3 * h.width + h.head * g.d + col;
+      out[h.width] = dk[c][e];
+      out[2 * h.width] = dv[c][e];
+    }
+  }
+}
+
 // ---- backward, per block of 64 keys: dV = sum_i (dropped P)^T dO, dK = sum_i dS^T Q over the queries i >= j --------
 template <int D, Tiles tiles, class In>
 __global__ void __launch_bounds__(mma_tiles::kThreads)
     backward_key_kernel(const In* qkv, const float* dout, const float* lse, const float* delta, AttentionGeometry g,
                         float* dqkv) {
   extern __shared__ __align__(16) unsigned char shared[];
-  constexpr int kTile = kBackwardTile * (D + kPad);
-  bf16x* keys = reinterpret_cast<bf16x*>(shared);  // [kRows][D + kPad]
-  bf16x* values = keys + kRows * (D + kPad);       // [kRows][D + kPad]
-  bf16x* grads = values + kRows * (D + kPad);      // [kBackwardTile][D + kPad]: dO
-  bf16x* query_buffer = grads + kTile;             // kBuffers<tiles> x [kBackwardTile][D + kPad]
-  float* lses = reinterpret_cast<float*>(query_buffer + kBuffers<tiles> * kTile);  // [kBackwardTile], log2 units
-  float* deltas = lses + kBackwardTile;                                            // [kBackwardTile]
-  // async: kBuffers<tiles> x ([kBackwardTile][D] of dO, then [kBackwardTile] log-sum-exps and D), as stored
-  float* arriving = deltas + kBackwardTile;
-  constexpr int kArriving = (D + 2) * kBackwardTile;
+  constexpr int kTile = KeyKernelShared<D, tiles>::kTile, kArriving = KeyKernelShared<D, tiles>::kArriving;
+  const KeyKernelShared<D, tiles> m(shared);
+  bf16x *keys = m.keys, *values = m.values, *grads = m.grads, *query_buffer = m.query_buffer;
+  float *lses = m.lses, *deltas = m.deltas, *arriving = m.arriving;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t2 = 2 * (lane & 3);
   const Head<In> h = head_of(qkv, dout, g);
   const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(kRows);  // the first keys see the most queries
@@ -332,13 +422,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   const auto load_queries = [&](int t) {
     fill<tiles, kBackwardTile, D>(query_buffer + slot<tiles>(t) * kTile, h.q, first_query(t));
     if constexpr (tiles == Tiles::async) {  // and the tile's dO and row terms as stored
-      float* to = arriving + slot<tiles>(t) * kArriving;
-      copy_rows_async<kBackwardTile, D, D>(to, h.dout, first_query(t));
-      if (threadIdx.x < kBackwardTile) {
-        const std::int64_t i = first_query(t) + threadIdx.x, at = i < g.seq ? lse_row + i : 0;
-        copy_async_4(to + kBackwardTile * D + threadIdx.x, lse + at, i < g.seq);
-        copy_async_4(to + (D + 1) * kBackwardTile + threadIdx.x, delta + at, i < g.seq);
-      }
+      copy_query_terms<D>(arriving + slot<tiles>(t) * kArriving, h, g, lse, delta, lse_row, first_query(t));
     }
   };
   fill<tiles, kRows, D>(keys, h.k, first);
@@ -346,23 +430,9 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   over_tiles<tiles>(
       count, load_queries,
-      [&](int t) {  // the tile's dO, converted from f32, and its queries' row terms (zeros past seq)
-        const std::int64_t i0 = first_query(t);
-        if constexpr (tiles == Tiles::async) {
-          const float* from = arriving + slot<tiles>(t) * kArriving;
-          stage_rows<kBackwardTile, D>(grads, Operand<float>(from, D, kBackwardTile, D), 0);
-          if (threadIdx.x < kBackwardTile) {
-            lses[threadIdx.x] = from[kBackwardTile * D + threadIdx.x] * kLog2e;
-            deltas[threadIdx.x] = from[(D + 1) * kBackwardTile + threadIdx.x];
-          }
-        } else {
-          stage_rows<kBackwardTile, D>(grads, h.dout, i0);
-          if (threadIdx.x < kBackwardTile) {
-            const std::int64_t i = i0 + threadIdx.x;
-            lses[threadIdx.x] = i < g.seq ? lse[lse_row + i] * kLog2e : 0.0f;
-            deltas[threadIdx.x] = i < g.seq ? delta[lse_row + i] : 0.0f;
-          }
-        }
+      [&](int t) {
+        stage_query_terms<D, tiles>(m, arriving + slot<tiles>(t) * kArriving, h, g, lse, delta, lse_row,
+                                    first_query(t));
       },
       [&](int t) {
         const std::int64_t i0 = first_query(t);
@@ -406,17 +476,7 @@ __global__ void __launch_bounds__(mma_tiles::kThreads)
         mma_columns<kBackwardTile, D>(dv, s, grads, D + kPad);  // s: the dropped probabilities
         mma_columns<kBackwardTile, D>(dk, dp, queries, D + kPad);  // dp: dS
       });
-#pragma unroll
-  for (int c = 0; c < D / 8; ++c) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const std::int64_t j = key[e >> 1], col = c * 8 + t2 + (e & 1);
-      if (j >= g.seq || col >= g.d) continue;
-      float* out = dqkv + (h.b * g.seq + j) * 3 * h.width + h.head * g.d + col;
-      out[h.width] = dk[c][e];
-      out[2 * h.width] = dv[c][e];
-    }
-  }
+  store_key_gradients<D>(dk, dv, h, g, key, t2, dqkv);
 }
 
 dim3 blocks_of(const AttentionGeometry& g) {
