@@ -68,7 +68,7 @@ def main():
                                                      for c in cells), file=sys.stderr)
     with open(a.out, "w") as f:
         f.write("# What 64 to 1024 H100s would do (the planner's models)\n\n")
-        f.write("Written by `bench/h100_projection.py build/examples/optimus-plan docs/h100_projection.md`: for each "
+        f.write("Written by `bench/h100_projection.py build/apps/optimus-plan docs/h100_projection.md`: for each "
                 "model and GPU count, the fastest plan that fits 80 GiB per GPU with 2D tensor parallelism (q >= 2), "
                 "with 1D (t >= 2), and of all layouts (data and pipeline parallelism, recomputation and offload as "
                 "the planner chooses them: docs/planner.md), its predicted step time and its model FLOPs utilisation "

@@ -9,7 +9,7 @@ set -euo pipefail
 build=$(realpath "${1:-build}")
 work=${2:-sweep-bitwise}
 mkdir -p "$work" && cd "$work"
-S=$build/examples/optimus-sweep T=$build/examples/train_gpt
+S=$build/apps/optimus-sweep T=$build/apps/train_gpt
 base="--layers 8 --hidden 128 --heads 4 --seq 32 --batch 4 --steps 4 --every 2 --sample 0"
 lrs=(1e-3 3e-4 1e-4 3e-5)
 members=""

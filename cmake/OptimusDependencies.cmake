@@ -25,7 +25,7 @@ if(NOT _optimus_cuda MATCHES "^(OFF|FALSE|NO|0)$")
     endif()
     # The CUDA runtime linked statically (CUDA::cudart_static), so that a program maps no CUDA library as it loads:
     # the static runtime opens the driver (libcuda.so.1) on its first call, and cuBLASLt and NCCL are opened on first
-    # use too (src/cuda/cublaslt_library.hpp, src/cuda/nccl_library.hpp). One runtime in a process: the static one.
+    # use too (cuda/cublaslt_library.hpp, cuda/nccl_library.hpp). One runtime in a process: the static one.
     set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
     enable_language(CUDA)
     set(OPTIMUS_HAVE_CUDA ON)

@@ -12,7 +12,8 @@ set(OPTIMUS_ARCH "" CACHE STRING "Value for -march= (e.g. native); passed on to 
 option(OPTIMUS_WITH_SCALAPACK "Compare with ScaLAPACK p?gemm in optimus-bench when it is found" ON)
 option(OPTIMUS_BUILD_TESTS "Build the doctest suites and register them with ctest" ON)
 option(OPTIMUS_BUILD_BENCH "Build optimus-bench" ON)
-option(OPTIMUS_BUILD_EXAMPLES "Build the example programs (examples/)" ON)
+option(OPTIMUS_BUILD_PROGRAMS "Build the shipped programs (apps/): train_gpt, optimus-plan, optimus-sweep" ON)
+option(OPTIMUS_BUILD_EXAMPLES "Build the examples (examples/: summa_2x2, the README's SUMMA program)" ON)
 option(OPTIMUS_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(OPTIMUS_PCH "Precompile the standard library and Eigen headers every source includes (GCC; shorter builds)" ON)
 option(OPTIMUS_FUZZ "Build the libFuzzer targets of tests/fuzz (needs clang; instruments the library)" OFF)
@@ -24,6 +25,11 @@ foreach(opt OPTIMUS_WITH_CUDA OPTIMUS_WITH_NCCL)
     message(FATAL_ERROR "${opt}='${${opt}}' is not one of AUTO, ON, OFF")
   endif()
 endforeach()
+
+if(OPTIMUS_BUILD_EXAMPLES AND NOT OPTIMUS_BUILD_PROGRAMS)
+  message(FATAL_ERROR "OPTIMUS_BUILD_EXAMPLES=ON needs OPTIMUS_BUILD_PROGRAMS=ON: the examples read their options "
+                      "through the programs' option tables (apps/program_options.hpp)")
+endif()
 
 if(OPTIMUS_FUZZ AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "OPTIMUS_FUZZ=ON needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")

@@ -13,9 +13,9 @@ target_compile_options(optimus_warnings INTERFACE
 # Precompiled headers (GCC only: clang refuses a precompiled header built with other options, and the fuzz build's
 # targets differ in theirs): the standard library and Eigen headers nearly every source includes through the public
 # headers, parsed once per build instead of once per source. Libraries reuse optimus_core's, executables
-# optimus_pch_executable's (src/CMakeLists.txt): GCC refuses a header precompiled with -fPIC in a -fPIE compile.
+# optimus_pch_executable's (core/CMakeLists.txt): GCC refuses a header precompiled with -fPIC in a -fPIE compile.
 # A source compiled with optimisation options of its own must skip them (SKIP_PRECOMPILE_HEADERS): GCC accepts the
-# header and drops the source's options (kernels_cpu.cpp's -fno-trapping-math, src/CMakeLists.txt).
+# header and drops the source's options (kernels_cpu.cpp's -fno-trapping-math, core/CMakeLists.txt).
 set(OPTIMUS_USE_PCH OFF)
 if(OPTIMUS_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   set(OPTIMUS_USE_PCH ON)

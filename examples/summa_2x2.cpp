@@ -6,7 +6,7 @@
 #include <optimus/programs/cli.hpp>
 #include <optimus/optimus.hpp>
 
-#include "example_options.hpp"
+#include "program_options.hpp"
 
 namespace {
 
@@ -17,7 +17,7 @@ struct Options {
 };
 
 Options parse(int argc, char** argv) {
-  const optimus::cli::Options cli(argc, argv, 1, optimus::examples::summa_2x2_options());  // --help lists them
+  const optimus::cli::Options cli(argc, argv, 1, optimus::apps::summa_2x2_options());  // --help lists them
   Options o;
   o.m = cli.integer("m", o.m);
   o.n = cli.integer("n", o.n);

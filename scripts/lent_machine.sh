@@ -18,7 +18,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/common.sh"
 lent_dir="$root_dir/.lent"
-programs=(bench/optimus-bench examples/train_gpt tests/test_cuda)
+programs=(bench/optimus-bench apps/train_gpt tests/test_cuda)
 sections_all="facts gpu_tests sanitize gpu_bench gpu_mpi gpu_pipeline gpu_matrix gpu_profile cpu_plan cpu_pipeline cpu_sweep cpu_calibrate cpu_scaling"
 
 # Libraries the machine brings itself (its C library, compiler runtime, CUDA): never carried.

@@ -6,4 +6,4 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 optimus_build --target train_gpt >/dev/null
-"${mpirun_cmd[@]}" -np "${OPTIMUS_RANKS:-4}" "$build_dir/examples/train_gpt" "$@"
+"${mpirun_cmd[@]}" -np "${OPTIMUS_RANKS:-4}" "$build_dir/apps/train_gpt" "$@"

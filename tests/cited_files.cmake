@@ -1,9 +1,11 @@
 # cmake -P script: every document a source file or header cites (a path ending in .md) is in the repository, so no
 # comment sends a reader to a file they do not have. ROOT: the repository.
 file(GLOB_RECURSE sources RELATIVE "${ROOT}"
-     "${ROOT}/include/*" "${ROOT}/src/*" "${ROOT}/grid/*" "${ROOT}/layers/*" "${ROOT}/device/*" "${ROOT}/reference/*"
-     "${ROOT}/pipeline/*" "${ROOT}/model/*" "${ROOT}/checkpoint/*" "${ROOT}/plan/*" "${ROOT}/programs/*"
-     "${ROOT}/bench/*.cpp" "${ROOT}/bench/*.hpp" "${ROOT}/examples/*.cpp" "${ROOT}/tests/*.cpp" "${ROOT}/tests/*.hpp"
+     "${ROOT}/include/*" "${ROOT}/core/*" "${ROOT}/comm/*" "${ROOT}/sim/*" "${ROOT}/cuda/*" "${ROOT}/config/*"
+     "${ROOT}/grid/*" "${ROOT}/layers/*" "${ROOT}/device/*" "${ROOT}/reference/*" "${ROOT}/pipeline/*" "${ROOT}/model/*"
+     "${ROOT}/checkpoint/*" "${ROOT}/plan/*" "${ROOT}/programs/*" "${ROOT}/sweep/*"
+     "${ROOT}/bench/*.cpp" "${ROOT}/bench/*.hpp" "${ROOT}/apps/*.cpp" "${ROOT}/apps/*.hpp" "${ROOT}/examples/*.cpp"
+     "${ROOT}/tests/*.cpp" "${ROOT}/tests/*.hpp"
      "${ROOT}/cmake/*" "${ROOT}/scripts/*")
 set(cited 0)
 foreach(source IN LISTS sources)

@@ -1,4 +1,4 @@
-// The CUDA backend's libraries load only when a device path asks for them (src/core/dynamic_library.hpp): at the
+// The CUDA backend's libraries load only when a device path asks for them (core/dynamic_library.hpp): at the
 // start of the process /proc/self/maps names no libcublasLt and no libnccl; once the loaders are asked, every function
 // of their tables is resolved and the libraries are mapped; a library or function that does not exist throws
 // optimus::Error naming it. Runs without a GPU: opening a library calls nothing in it. Built only with CUDA

@@ -17,7 +17,7 @@
 #include "optimus/programs/cli.hpp"
 #include "optimus/core/error.hpp"
 #include "bench_options.hpp"
-#include "example_options.hpp"
+#include "program_options.hpp"
 
 namespace {
 
@@ -29,10 +29,10 @@ struct Program {
 };
 
 std::vector<Program> programs() {
-  std::vector<Program> all = {{"summa_2x2", optimus::examples::summa_2x2_options()},
-                              {"train_gpt", optimus::examples::train_gpt_options()},
-                              {"optimus-plan", optimus::examples::optimus_plan_options()},
-                              {"optimus-sweep", optimus::examples::optimus_sweep_options()}};
+  std::vector<Program> all = {{"summa_2x2", optimus::apps::summa_2x2_options()},
+                              {"train_gpt", optimus::apps::train_gpt_options()},
+                              {"optimus-plan", optimus::apps::optimus_plan_options()},
+                              {"optimus-sweep", optimus::apps::optimus_sweep_options()}};
   for (const std::string& command : optimus::bench::commands()) {
     all.push_back({"optimus-bench " + command, optimus::bench::options_of(command)});
   }

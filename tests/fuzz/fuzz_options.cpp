@@ -2,7 +2,7 @@
 #include <string>
 #include <vector>
 
-#include "example_options.hpp"
+#include "program_options.hpp"
 #include "optimus/programs/cli.hpp"
 #include "optimus/core/error.hpp"
 
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::string& a : args) argv.push_back(a.data());
   try {
     const optimus::cli::Options o(static_cast<int>(argv.size()), argv.data(), 1,
-                                  optimus::examples::train_gpt_options());
+                                  optimus::apps::train_gpt_options());
     for (const optimus::cli::Spec& s : o.table()) {
       switch (s.kind) {
         case optimus::cli::Kind::integer: o.integer(s.name, 1); break;

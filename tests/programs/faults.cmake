@@ -1,7 +1,7 @@
 # train_gpt's faults: a stopped rank or stage, resource limits, a text resumed on another,
 # an error's one line.
 # Included by tests/CMakeLists.txt, in its scope: it uses optimus_expect_failure, ${tiny_gpt}, ${mpi_launch}.
-# A rank stopped in the middle of step 3 (OPTIMUS_TEST_STOP, examples/stop_fault.hpp: SIGSTOP for a process, a blocked
+# A rank stopped in the middle of step 3 (OPTIMUS_TEST_STOP, apps/stop_fault.hpp: SIGSTOP for a process, a blocked
 # thread in-process) ends the job with one line naming it, on every backend: the watchdog (--timeout 2) fires in the
 # ranks that wait for it, their other pending operations are abandoned, and the job is aborted (in-process, the
 # stopped thread is left running after run_in_process's grace, 2 s). The bound, 20 s, is a hang check: a wait per

@@ -71,8 +71,8 @@ if(OPTIMUS_BUILD_BENCH)
 endif()
 # The inputs that crashed, overflowed or printed nonsense before option tables (the hardening issue): each now ends
 # with one line naming the option and the value, before any work (one process each).
-# (Each with the program built: the sanitizer pass builds the examples, not the benches.)
-if(OPTIMUS_BUILD_EXAMPLES OR OPTIMUS_BUILD_BENCH)
+# (Each with the program built: the sanitizer pass builds the programs, not the benches.)
+if(OPTIMUS_BUILD_PROGRAMS OR OPTIMUS_BUILD_BENCH)
   set(bad_inputs
       "train_gpt --every 0|option --every: 0 is out of range .1, 100000000."
       "train_gpt --every -1|option --every: -1 is out of range"

@@ -1,7 +1,7 @@
 # train_gpt under mpiexec: the main job, its checkpoints resumed, its refusals.
 # Included by tests/CMakeLists.txt, in its scope: it uses optimus_expect_failure, ${mpi_launch}.
 # The main job at a tiny size: its reference check must pass and the loss must fall.
-if(OPTIMUS_WITH_MPI AND OPTIMUS_BUILD_EXAMPLES)
+if(OPTIMUS_WITH_MPI AND OPTIMUS_BUILD_PROGRAMS)
   add_test(NAME example_train_gpt_smoke
            COMMAND ${mpi_launch} 4 $<TARGET_FILE:train_gpt> --layers 1 --hidden 32 --heads 2 --seq 16 --batch 4
                    --steps 40 --every 20 --sample 20)

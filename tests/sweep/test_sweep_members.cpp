@@ -1,4 +1,4 @@
-// A sweep's members checked with train_gpt's option table (examples/sweep_members.hpp): a member's options read as
+// A sweep's members checked with train_gpt's option table (apps/sweep_members.hpp): a member's options read as
 // train_gpt reads them, and each way a sweep's members can be wrong refused with one error naming the member.
 #include <doctest/doctest.h>
 
@@ -12,7 +12,7 @@
 #include "optimus/sweep/sweep_file.hpp"
 #include "sweep_members.hpp"
 
-namespace ex = optimus::examples;
+namespace ex = optimus::apps;
 namespace sw = optimus::sweep;
 namespace fs = std::filesystem;
 

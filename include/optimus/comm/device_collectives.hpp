@@ -1,5 +1,5 @@
 // The collectives of one device communicator, as NCCL offers them: operations on device buffers, each queued on
-// a stream of the device and complete when the stream reaches it. Two implementations: NCCL (src/comm/
+// a stream of the device and complete when the stream reaches it. Two implementations: NCCL (comm/
 // nccl_collectives.cpp, GPU-only) and the simulated device's (optimus/sim/collectives.hpp), which keeps NCCL's rules —
 // device buffers only, stream order, asynchronous completion and errors, a send that blocks its stream until the
 // peer's receive runs. DeviceCommunicator (device_communicator.hpp) is the Communicator built on them; it is where

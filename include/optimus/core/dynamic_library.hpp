@@ -1,7 +1,7 @@
 // For the library's backends (core, the CUDA backend's loaders): a shared library opened at run time (dlopen) and its
 // functions looked up by name (dlsym). Optimus opens this way the libraries that only a device path needs — cuBLASLt
-// (src/cuda/cublaslt_library.hpp) and NCCL (src/cuda/nccl_library.hpp) — so that a program does not map them as it
-// loads, and a CPU run never does; and OpenBLAS (src/core/gemm_openblas.cpp), so that the thread pool it starts as it
+// (cuda/cublaslt_library.hpp) and NCCL (cuda/nccl_library.hpp) — so that a program does not map them as it
+// loads, and a CPU run never does; and OpenBLAS (core/gemm_openblas.cpp), so that the thread pool it starts as it
 // loads is sized as Optimus asks.
 #pragma once
 

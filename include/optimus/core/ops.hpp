@@ -1,5 +1,5 @@
 // Local operations of the layers on one rank's blocks, dispatched by where the tensors live: the CPU (f32 and f64), or
-// an accelerator — the simulated device or a GPU (f32; each operation described once in src/core/ops/; their GEMMs:
+// an accelerator — the simulated device or a GPU (f32; each operation described once in core/ops/; their GEMMs:
 // optimus/core/gemm_engine.hpp) — whose work is queued on the queue's stream and completes asynchronously. All
 // operands of one call must be on the same device; otherwise the call throws optimus::Error naming the operation and
 // the operands' devices. Shapes are checked, and on an accelerator the layouts its kernels take (stated below).

@@ -1,5 +1,5 @@
 // The CUDA backend's entry points for code that does not include CUDA headers (the backend itself:
-// optimus/cuda/runtime.hpp). In a build without CUDA they refuse, naming the build option (src/cuda/absent.cpp).
+// optimus/cuda/runtime.hpp). In a build without CUDA they refuse, naming the build option (cuda/absent.cpp).
 #pragma once
 
 #include <memory>
@@ -19,7 +19,7 @@ int cuda_device_count() noexcept;
 std::string cuda_unavailable_reason();
 
 // NCCL communicators over `bootstrap` (one rank per bootstrap rank) on CUDA device `device`; refused in a build
-// without NCCL. The first opens NCCL (it is not linked: src/cuda/nccl_library.hpp).
+// without NCCL. The first opens NCCL (it is not linked: cuda/nccl_library.hpp).
 std::unique_ptr<DeviceCollectives> nccl_collectives(Communicator& bootstrap, DeviceRuntime& device);
 
 }  // namespace optimus

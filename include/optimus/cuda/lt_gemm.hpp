@@ -4,7 +4,7 @@
 // cublasLtMatmul on the stream. Everything before these calls (the row-major to column-major description, the
 // alignment promises, the epilogue rules, the plan cache) is the device-generic GemmEngine's, which CI runs on the
 // simulated device; this file is the part only a GPU executes. libcublasLt is not linked: it is opened when the first
-// LtGemm is built (src/cuda/cublaslt_library.hpp), so a program that never asks for a GPU never maps it.
+// LtGemm is built (cuda/cublaslt_library.hpp), so a program that never asks for a GPU never maps it.
 #pragma once
 
 #include <cublasLt.h>

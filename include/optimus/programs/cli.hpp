@@ -1,4 +1,4 @@
-// Command-line options for Optimus programs (examples, optimus-bench), table-driven: each program declares its options
+// Command-line options for Optimus programs (apps/, examples/, optimus-bench), table-driven: each program declares its options
 // as a table of Specs — name, what it takes, its range, a line of help — and Options validates every option given
 // against the table when it is constructed, before any work starts. A bad option is one optimus::Error naming the
 // option and the value:

@@ -1,7 +1,7 @@
 // A sweep's member made in C++ (optimus/sweep/runtime.hpp): a Gpt2D<T> on a pipeline of one stage per slot of its world
 // (each slot a q x q grid: world = slots x q^2 ranks), its AdamW, and batches from a function of the step — what a
 // program gives train_members without train_gpt's options (optimus-sweep's members are train_gpt's runs:
-// examples/sweep_member_run.hpp).
+// apps/sweep_member_run.hpp).
 //
 //   std::vector<std::unique_ptr<optimus::sweep::GptMember<float>>> members;   // on each rank of `world`
 //   for (const GptConfig& c : configs) members.push_back(std::make_unique<GptMember<float>>(world, q, c, spec, batches));

@@ -1,2 +1,0 @@
-// The owner of the precompiled headers that the project's executables reuse (src/CMakeLists.txt); it does nothing.
-int main() { return 0; }
