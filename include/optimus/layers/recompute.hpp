@@ -1,10 +1,11 @@
 // Activation recomputation (activation checkpointing), per transformer block, as Korthikanti et al. (2022,
 // "Reducing Activation Recomputation in Large Transformer Models") define it:
 //   none      : a training forward saves everything its backward reads;
-//   selective : Korthikanti's recomputes the attention core in backward so that its [b*a*s, s] probabilities are not
-//               saved. The fused attention (layers/attention_core.hpp) never keeps them — its backward rebuilds them
-//               from one log-sum-exp per query — so selective now saves and computes exactly what none does (the
-//               planner no longer offers it);
+//   selective : Korthikanti's: the linears' inputs kept, the attention core (QK^T, softmax, dropout, times V)
+//               recomputed in backward, so that its [b*a*s, s] probabilities are not saved. That is what the fused
+//               attention (layers/attention_core.hpp) always does — its backward rebuilds the probabilities from one
+//               log-sum-exp per query — so selective keeps its promise and saves and computes exactly what none does
+//               (the planner no longer offers both);
 //   full      : only the block's input is saved; backward runs the block's forward again (same step, same dropout
 //               masks from the counter RNG), then its backward.
 // Results are bitwise those of `none`: the recomputed values are computed from the same inputs by the same code.
