@@ -30,4 +30,23 @@ Mesh Mesh::of_world(int world, int pp, TensorParallel tensor, int side, std::opt
   return mesh;
 }
 
+std::vector<Mesh> Mesh::all_of(int world, int max_stages) {
+  OPTIMUS_CHECK(world >= 1 && max_stages >= 1, "Mesh::all_of: a world of ", world, " ranks and at most ", max_stages,
+                " stages (each at least 1)");
+  std::vector<Mesh> out;
+  for (TensorParallel tensor : {TensorParallel::two_d, TensorParallel::one_d}) {
+    for (int side = tensor == TensorParallel::two_d ? 1 : 2; side <= world; ++side) {
+      const Mesh stage{.tensor = tensor, .side = side};
+      const std::int64_t t = stage.tensor_ranks();
+      if (t > world) break;
+      if (world % t != 0) continue;
+      for (int pp = 1; pp <= world / t && pp <= max_stages; ++pp) {
+        if ((world / t) % pp != 0) continue;
+        out.push_back({.dp = static_cast<int>(world / t / pp), .pp = pp, .tensor = tensor, .side = side});
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace optimus

@@ -30,57 +30,50 @@ std::string gib(double bytes) {
   return os.str();
 }
 
-// Every layout of `gpus` ranks that satisfies the shapes, without recomputation; offload none (and, with a device, the
-// other modes after it).
+// The schedules of a pipeline of `pp` stages with their chunks (interleaved and wave up to max_chunks); one stage: 1F1B's
+// (the whole model).
+std::vector<std::pair<pipeline::Kind, int>> schedules_for(int pp, int max_chunks) {
+  if (pp == 1) return {{pipeline::Kind::one_f_one_b, 1}};
+  std::vector<std::pair<pipeline::Kind, int>> out = {
+      {pipeline::Kind::gpipe, 1}, {pipeline::Kind::one_f_one_b, 1}, {pipeline::Kind::zero_bubble, 1}};
+  for (int v = 2; v <= max_chunks; v *= 2) {
+    out.emplace_back(pipeline::Kind::interleaved, v);
+    out.emplace_back(pipeline::Kind::wave, v);
+  }
+  return out;
+}
+
+// Every layout of `gpus` ranks that satisfies the shapes, without recomputation: each mesh of the ranks (Mesh::all_of,
+// at most a stage per block) the request allows, each schedule and micro-batch count; offload none (and, with a device,
+// the other modes after it).
 std::vector<Layout> enumerate_layouts(const Request& r, int gpus) {
   const Workload& w = r.workload;
   std::vector<Layout> out;
   std::int64_t candidates = 0;
   std::vector<Offload> offloads = {Offload::none};
   if (r.cluster.has_device) offloads = all_offload_modes();
-  for (TensorParallel kind : {TensorParallel::two_d, TensorParallel::one_d}) {
-    if (r.only && *r.only != kind) continue;
-    for (int tp = 1; tp <= gpus; ++tp) {
-      if (gpus % tp != 0) continue;
-      if (kind == TensorParallel::two_d) {
-        const int q = static_cast<int>(std::lround(std::sqrt(static_cast<double>(tp))));
-        if (q * q != tp) continue;
-      } else if (tp == 1) {
-        continue;  // 1D with t = 1 is 2D with q = 1
-      }
-      for (int pp = 1; pp <= gpus / tp; ++pp) {
-        if ((gpus / tp) % pp != 0 || pp > w.config.layers) continue;
-        const int dp = gpus / tp / pp;
-        if ((r.dp && *r.dp != dp) || (r.pp && *r.pp != pp)) continue;
-        std::vector<std::pair<pipeline::Kind, int>> schedules = {{pipeline::Kind::one_f_one_b, 1}};
-        if (pp > 1) {
-          schedules = {{pipeline::Kind::gpipe, 1}, {pipeline::Kind::one_f_one_b, 1}, {pipeline::Kind::zero_bubble, 1}};
-          for (int v = 2; v <= r.max_chunks; v *= 2) {
-            schedules.emplace_back(pipeline::Kind::interleaved, v);
-            schedules.emplace_back(pipeline::Kind::wave, v);
-          }
-        }
-        if (w.global_batch % dp != 0) continue;
-        const std::int64_t replica = w.global_batch / dp;
-        for (const auto& [kind_s, v] : schedules) {
-          for (std::int64_t m = 1; m <= std::min<std::int64_t>(replica, r.max_micro_batches); ++m) {
-            if (replica % m != 0) continue;
-            // One micro-batch: GPipe and ZB-H1 run 1F1B's operations (pruned as duplicates).
-            if (pp > 1 && m == 1 && kind_s != pipeline::Kind::one_f_one_b && v == 1) continue;
-            for (Offload o : offloads) {
-              Layout l{.tensor = kind,
-                       .tp = tp,
-                       .dp = dp,
-                       .pp = pp,
-                       .schedule = kind_s,
-                       .chunks = v,
-                       .micro_batches = static_cast<int>(m),
-                       .offload = o,
-                       .recompute = std::vector<Recompute>(static_cast<std::size_t>(w.config.layers), Recompute::none)};
-              if (r.progress) r.progress({.phase = Progress::Phase::enumerating, .done = ++candidates, .total = 0});
-              if (shape_error(l, w).empty()) out.push_back(std::move(l));
-            }
-          }
+  const int max_stages = static_cast<int>(std::min<std::int64_t>(gpus, w.config.layers));
+  for (const Mesh& mesh : Mesh::all_of(gpus, max_stages)) {
+    if ((r.only && *r.only != mesh.tensor) || (r.dp && *r.dp != mesh.dp) || (r.pp && *r.pp != mesh.pp)) continue;
+    if (w.global_batch % mesh.dp != 0) continue;
+    const std::int64_t replica = w.global_batch / mesh.dp;
+    for (const auto& [schedule, v] : schedules_for(mesh.pp, r.max_chunks)) {
+      for (std::int64_t m = 1; m <= std::min<std::int64_t>(replica, r.max_micro_batches); ++m) {
+        if (replica % m != 0) continue;
+        // One micro-batch: GPipe and ZB-H1 run 1F1B's operations (pruned as duplicates).
+        if (mesh.pp > 1 && m == 1 && schedule != pipeline::Kind::one_f_one_b && v == 1) continue;
+        for (Offload o : offloads) {
+          Layout l{.tensor = mesh.tensor,
+                   .tp = static_cast<int>(mesh.tensor_ranks()),
+                   .dp = mesh.dp,
+                   .pp = mesh.pp,
+                   .schedule = schedule,
+                   .chunks = v,
+                   .micro_batches = static_cast<int>(m),
+                   .offload = o,
+                   .recompute = std::vector<Recompute>(static_cast<std::size_t>(w.config.layers), Recompute::none)};
+          if (r.progress) r.progress({.phase = Progress::Phase::enumerating, .done = ++candidates, .total = 0});
+          if (shape_error(l, w).empty()) out.push_back(std::move(l));
         }
       }
     }

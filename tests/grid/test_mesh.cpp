@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "test_world.hpp"
@@ -48,6 +49,25 @@ TEST_CASE("a world is checked against a mesh: data parallelism implied, or given
                        optimus::Error);  // not wrapped in int
   CHECK_THROWS_WITH_AS(Mesh::of_world(8, 0, TensorParallel::two_d, 2, 1),
                        "a mesh's dimensions are at least 1: dp 1 x pp 0 x q^2 4 = 0 ranks", optimus::Error);
+}
+
+TEST_CASE("every mesh of a world, in the planner's order: 2D before 1D, tensor ranks, then stages") {
+  std::vector<std::string> got;
+  for (const Mesh& m : Mesh::all_of(8, 4)) {
+    CHECK(m.ranks() == 8);
+    got.push_back(m.describe());
+  }
+  // q = 1, 2 (q = 3 does not divide 8); p = 2, 4, 8 (p = 1 is q = 1); stages up to 4 dividing what is left.
+  CHECK(got == std::vector<std::string>{"dp 8 x pp 1 x q^2 1 = 8 ranks", "dp 4 x pp 2 x q^2 1 = 8 ranks",
+                                        "dp 2 x pp 4 x q^2 1 = 8 ranks", "dp 2 x pp 1 x q^2 4 = 8 ranks",
+                                        "dp 1 x pp 2 x q^2 4 = 8 ranks", "dp 4 x pp 1 x p 2 = 8 ranks",
+                                        "dp 2 x pp 2 x p 2 = 8 ranks", "dp 1 x pp 4 x p 2 = 8 ranks",
+                                        "dp 2 x pp 1 x p 4 = 8 ranks", "dp 1 x pp 2 x p 4 = 8 ranks",
+                                        "dp 1 x pp 1 x p 8 = 8 ranks"});
+  CHECK(Mesh::all_of(1, 1).size() == 1);  // the one rank: q = 1
+  CHECK(Mesh::all_of(9, 1).size() == 4);  // q = 1, 3; p = 3, 9
+  CHECK_THROWS_WITH_AS(Mesh::all_of(0, 1), "Mesh::all_of: a world of 0 ranks and at most 1 stages (each at least 1)",
+                       optimus::Error);
 }
 
 TEST_CASE("a grid's communicators are the mesh's: its replicas, stages and (i, j) as the mesh places them") {

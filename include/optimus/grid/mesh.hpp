@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace optimus {
 
@@ -45,6 +46,10 @@ struct Mesh {
   // given, or implied (world / (pp * tensor ranks)) where it is not. Throws optimus::Error naming the dimensions and
   // their product unless each is at least 1 and they multiply to the world.
   static Mesh of_world(int world, int pp, TensorParallel tensor, int side, std::optional<int> dp);
+  // Every mesh of a world of `world` ranks with at most `max_stages` stages (the planner's space), in the order its
+  // ties are reported in: 2D before 1D, the tensor ranks ascending, then the stages (the replicas implied). 1D starts
+  // at p = 2 (a group of one rank is the grid of q = 1). Throws optimus::Error unless world, max_stages >= 1.
+  static std::vector<Mesh> all_of(int world, int max_stages);
 };
 
 }  // namespace optimus
