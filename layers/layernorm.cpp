@@ -208,7 +208,7 @@ DistMatrix<T> LayerNorm2D<T>::backward_plus(Context saved, const DistMatrix<T>& 
 template <class T>
 void LayerNorm2D<T>::parameters(std::vector<ParameterRef<T>>& out) {
   const int q = grid_.q(), i = grid_.row_index(), j = grid_.col_index();
-  const Sharding layout{Sharding::Kind::vector, q, i, j, 1, hidden_, 0};
+  const Sharding layout{Sharding::Kind::vector, q, i, j, 1, hidden_, FusedColumns{}};
   out.push_back({name_ + ".weight", {hidden_}, layout, gamma_.local(), dgamma_.local()});
   if (beta_) out.push_back({name_ + ".bias", {hidden_}, layout, beta_->local(), dbeta_->local()});
 }
