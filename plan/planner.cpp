@@ -2,7 +2,6 @@
 #include "optimus/plan/planner.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <sstream>
 #include <string>
